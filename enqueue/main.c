@@ -1,0 +1,68 @@
+/* llmq: the command-line front end. Dispatches to one subcommand per file
+ * (cmd_<name>.c); global defaults come from the environment. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "redis_url.h"
+
+struct command {
+    const char *name;
+    int (*run)(struct llmq_cli *cli, int argc, char **argv);
+    const char *summary;
+};
+
+static const struct command commands[] = {
+    {"limits", llmq_cmd_limits, "show or change rate limits and limiter policy"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: llmq [--version] [--help] COMMAND [ARGS]\n\n"
+                 "Shared RPM/TPM limits and a job queue for OpenAI API calls, over Redis.\n\n"
+                 "Commands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\nEvery command takes --redis URL (env LLMQ_REDIS_URL, default %s)\n"
+                 "and --account NAME (env LLMQ_ACCOUNT, default 'default').\n"
+                 "Run 'llmq COMMAND --help' for a command's options.\n"
+                 "Exit codes: 0 ok, 1 runtime failure, 2 usage or invalid input,\n"
+                 "3 jobs were dead-lettered.\n",
+            LLMQ_REDIS_URL_DEFAULT);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return LLMQ_EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return LLMQ_EXIT_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+        printf("llmq %s\n", LLMQ_VERSION);
+        return LLMQ_EXIT_OK;
+    }
+    struct llmq_cli cli = {
+        .redis_url = getenv("LLMQ_REDIS_URL"),
+        .account = getenv("LLMQ_ACCOUNT"),
+    };
+    if (cli.redis_url == NULL || cli.redis_url[0] == '\0')
+        cli.redis_url = LLMQ_REDIS_URL_DEFAULT;
+    if (cli.account == NULL || cli.account[0] == '\0')
+        cli.account = "default";
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            char prog[64];
+            snprintf(prog, sizeof(prog), "llmq %s", commands[i].name);
+            cli.prog = prog;
+            return commands[i].run(&cli, argc - 1, argv + 1);
+        }
+    }
+    fprintf(stderr, "llmq: unknown command '%s' (see llmq --help)\n", argv[1]);
+    return LLMQ_EXIT_USAGE;
+}

@@ -1,0 +1,41 @@
+-- Shared helpers, prepended to every script (see cmake/embed_lua.cmake).
+
+-- Milliseconds from the Redis server's clock: the only clock llmq's shared
+-- decisions use, so workers' clocks never matter.
+local function llmq_now_ms()
+    local t = redis.call('TIME')
+    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Splits s on the single plain character sep; keeps empty fields.
+local function llmq_split(s, sep)
+    local out = {}
+    local start = 1
+    while true do
+        local i = string.find(s, sep, start, true)
+        if not i then
+            out[#out + 1] = string.sub(s, start)
+            return out
+        end
+        out[#out + 1] = string.sub(s, start, i - 1)
+        start = i + 1
+    end
+end
+
+-- HGETALL's flat reply as a table.
+local function llmq_hash_table(flat)
+    local t = {}
+    for i = 1, #flat, 2 do
+        t[flat[i]] = flat[i + 1]
+    end
+    return t
+end
+
+-- An integer argument, or an error reply naming it.
+local function llmq_int_arg(v, name)
+    local n = tonumber(v)
+    if n == nil or n ~= math.floor(n) then
+        error('LLMQ_EINVAL ' .. name .. ' must be an integer, got ' .. tostring(v))
+    end
+    return n
+end

@@ -1,0 +1,49 @@
+/* Helpers shared by llmq's tests: the fixture redis-server, private
+ * redis-servers a test may stop and restart, free ports, unique names. */
+#ifndef LLMQ_TESTSUPPORT_H
+#define LLMQ_TESTSUPPORT_H
+
+#include <hiredis/hiredis.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/* URL of the shared test redis-server: $LLMQ_TEST_REDIS_URL, else the URL in
+ * the file $LLMQ_TEST_REDIS_URL_FILE (the ctest fixture). Aborts the test
+ * process with a message when neither is available. Returns a static string. */
+const char *llmq_test_redis_url(void);
+
+/* A connected synchronous context to llmq_test_redis_url(); aborts on failure. */
+redisContext *llmq_test_redis_connect(void);
+
+/* A loopback TCP port that was free a moment ago. */
+int llmq_test_free_port(void);
+
+/* Writes "<prefix>-<pid>-<counter>-<time>" into buf: a name no other test or
+ * run uses, for accounts and job ids. */
+void llmq_test_unique_name(char *buf, size_t n, const char *prefix);
+
+/* A private redis-server the test controls. */
+struct llmq_test_redis {
+    pid_t pid;
+    int port;
+    char url[64];
+    char dir[128];
+};
+
+/* Starts redis-server on a free port (or on s->port if it is non-zero, for a
+ * restart on the same address) with a scratch directory; extra_args (may be
+ * NULL) is a space-separated list of extra options. Returns 0 when it answers
+ * PING, -1 otherwise. */
+int llmq_test_redis_start(struct llmq_test_redis *s, const char *extra_args);
+
+/* Stops it (SIGTERM, then SIGKILL after 5 s) and waits for it. */
+void llmq_test_redis_stop(struct llmq_test_redis *s);
+
+/* Path of a built binary: $LLMQ_BIN_DIR/name (or $LLMQ_TEST_BIN_DIR/name when
+ * in_tests is set). Returns a static buffer. */
+const char *llmq_test_bin(const char *name, int in_tests);
+
+/* Monotonic milliseconds. */
+long long llmq_test_now_ms(void);
+
+#endif
