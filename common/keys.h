@@ -20,7 +20,8 @@
  *   P seq              STRING reservation id counter
  *   Buckets: "<model>" (account+model, hard), "<model>/t/<tenant>",
  *   "<model>/u/<user>"; a tenant or user without its own limit uses the limit
- *   of "<model>/t/*" or "<model>/u/*" when one is set, with its own state.
+ *   of the tenant or user named "*" ("<model>/t/" + "*") when one is set, with
+ *   its own state.
  *
  * Jobs
  *   P job:<id>         HASH  id, model, url, body (JSON text), cost (tokens), prio
@@ -32,6 +33,33 @@
  *   P res:<id>         STRING the Batch output line (JSON) of a finished job
  *   P events           STREAM {id, state: done|dead} as jobs finish, for waiters
  *   P dead             STREAM {id, reason, error, ts}: dead-lettered jobs
+ *
+ *   More on jobs (producer side: common/job*.c, lua/enqueue.lua, lib/30_jobs.lua):
+ *   - id is the Batch custom_id when the line has one, else generated
+ *     ("job-<unix ms hex>-<16 hex random>"); it is also the output line's
+ *     custom_id. tenant and user are absent when none.
+ *   - extra job fields: est_prompt_tokens (the prompt part of cost), fin_ms
+ *     (unix ms the job ended), dead_entry (its entry id in P dead, while dead).
+ *   - enqueue (lua/enqueue.lua) writes nothing when job:<id> or res:<id>
+ *     exists: the id is the idempotency key while either lives.
+ *   - a job ends only through llmq_job_finish(P, id, state, output_line, reason,
+ *     now_ms) in lua/lib/30_jobs.lua (state done|dead): it sets res:<id>,
+ *     state, fin_ms, XADDs events (and dead with dead_entry, last_error = reason),
+ *     and applies retention. A done job loses its body; a dead one keeps its
+ *     whole hash and result until `llmq dead retry` (back to queued, attempts 0)
+ *     or `llmq dead purge` (deleted).
+ *   P results          ZSET  done job ids, score = fin_ms: the retention index.
+ *                            Beyond settings result_max or older than
+ *                            result_ttl_ms, res:<id> and job:<id> are deleted
+ *                            (oldest first, at most 64 per finish; PEXPIRE too).
+ *   P stats            HASH  counters: done, dead (jobs ended, ever), http_429
+ *                            (429 replies seen; the worker HINCRBYs it)
+ *   P settings         HASH  retention and enqueue settings, `llmq settings`:
+ *                            result_ttl_ms (default 7 days), result_max (1000000),
+ *                            events_max (100000, approximate MAXLEN of events),
+ *                            max_body_bytes (1048576, checked by enqueue)
+ *   Queue streams are trimmed (every 256 finishes) only below each group's
+ *   oldest pending entry and last delivered id: never an unacknowledged entry.
  */
 #ifndef LLMQ_KEYS_H
 #define LLMQ_KEYS_H

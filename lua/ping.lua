@@ -1,1 +1,0 @@
-local x = 1 return x

@@ -1,0 +1,12 @@
+-- settle: replace a reservation's reserved tokens with the real usage, in
+-- every bucket it was admitted to (up or down). Call once per reservation.
+-- KEYS[1]  P, the account prefix
+-- ARGV[1]  reservation handle (as acquire returned it, without the account)
+-- ARGV[2]  actual tokens (integer >= 0)
+-- Reply: number of buckets adjusted (entries older than one period no longer
+-- count and are left alone).
+local actual = llmq_int_arg(ARGV[2], 'actual tokens')
+if actual < 0 then
+    return redis.error_reply('LLMQ_EINVAL actual tokens must be >= 0')
+end
+return limiter_adjust(KEYS[1], ARGV[1], actual)
