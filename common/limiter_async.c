@@ -242,7 +242,9 @@ static void on_reply(redisAsyncContext *ac, redisReply *r, void *privdata)
     if (r == NULL) {
         rc = fallback(c, &grant, &err);
     } else if (c->kind == CALL_ACQUIRE) {
-        rc = llmq_acquire_reply_parse(r, c->path.account, &grant, &c->al->local, &err);
+        size_t decided;
+        rc = llmq_acquire_reply_parse(r, c->path.account, &c->cost, &grant, 1, &decided, &c->al->local,
+                                      &err);
     } else {
         static const char *const what[] = {"acquire", "settle", "refund", "pause"};
         rc = llmq_integer_reply_parse(r, what[c->kind], &grant.at_ms, &err);
@@ -315,15 +317,15 @@ enum llmq_rc llmq_alimiter_acquire(struct llmq_alimiter *al, const struct llmq_p
                                    int64_t cost_tokens, enum llmq_priority prio,
                                    llmq_alimiter_cb *cb, void *privdata)
 {
-    struct llmq_acquire_args a;
-    if (llmq_acquire_args_build(&a, path, cost_tokens, prio, NULL) != LLMQ_OK)
+    static struct llmq_acquire_args a; /* large: off the stack; the loop is one thread */
+    if (llmq_acquire_args_build(&a, path, &cost_tokens, 1, prio, NULL) != LLMQ_OK)
         return LLMQ_EINVAL;
     struct call *c = new_call(al, CALL_ACQUIRE, cb, privdata);
     if (c == NULL)
         return LLMQ_ENOMEM;
     c->path = *path;
     c->cost = cost_tokens;
-    return submit(al, c, LLMQ_SCRIPT_ACQUIRE, 6, a.argv);
+    return submit(al, c, LLMQ_SCRIPT_ACQUIRE, a.argc, a.argv);
 }
 
 static enum llmq_rc adjust(struct llmq_alimiter *al, const char *reservation, int64_t actual,

@@ -12,21 +12,26 @@
 /* Arguments of one acquire call, with the buffers they point into. */
 struct llmq_acquire_args {
     char prefix[LLMQ_KEY_PREFIX_MAX];
-    char cost[24];
-    const char *argv[6];
+    char costs[LLMQ_ACQUIRE_MAX_BATCH][24];
+    const char *argv[5 + LLMQ_ACQUIRE_MAX_BATCH];
+    int argc;
 };
 
-/* Fills *a for path/cost/prio: KEYS[1] = prefix, then model, tenant, user,
- * cost, priority. Returns LLMQ_EINVAL for a negative cost or bad account. */
+/* Fills *a for path, costs[0..n) and prio: KEYS[1] = prefix, then model,
+ * tenant, user, priority, costs. Returns LLMQ_EINVAL for a negative cost, a
+ * bad n, or a bad account. */
 enum llmq_rc llmq_acquire_args_build(struct llmq_acquire_args *a, const struct llmq_path *path,
-                                     int64_t cost, enum llmq_priority prio,
+                                     const int64_t *costs, size_t n, enum llmq_priority prio,
                                      struct llmq_error *err);
 
-/* Parses acquire's reply (borrowed) for account into *out; the limits it
- * carries are taught to local (may be NULL). Returns LLMQ_OK, LLMQ_ESCRIPT for
- * an error reply or a reply of the wrong shape. */
+/* Parses acquire's reply (borrowed) for account and the costs[0..n) it was
+ * asked for into out[0..n): the grants,
+ * then the stopping decision if any; *decided gets how many were filled. The
+ * limits it carries are taught to local (may be NULL). Returns LLMQ_OK, or
+ * LLMQ_ESCRIPT for an error reply or a reply of the wrong shape. */
 enum llmq_rc llmq_acquire_reply_parse(const redisReply *r, const char *account,
-                                      struct llmq_grant *out, struct llmq_local_limiter *local,
+                                      const int64_t *costs, struct llmq_grant *out, size_t n,
+                                      size_t *decided, struct llmq_local_limiter *local,
                                       struct llmq_error *err);
 
 /* Arguments of settle/refund for a reservation "<account>|<handle>". */

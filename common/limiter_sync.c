@@ -119,23 +119,41 @@ static redisReply *run(struct llmq_limiter *lim, enum llmq_script_id id, int arg
     return r;
 }
 
+enum llmq_rc llmq_limiter_acquire_many(struct llmq_limiter *lim, const struct llmq_path *path,
+                                       const int64_t *costs, size_t n, enum llmq_priority prio,
+                                       struct llmq_grant *out, size_t *decided,
+                                       struct llmq_error *err)
+{
+    static __thread struct llmq_acquire_args a; /* large: keep it off the stack */
+    *decided = 0;
+    enum llmq_rc rc = llmq_acquire_args_build(&a, path, costs, n, prio, err);
+    if (rc != LLMQ_OK)
+        return rc;
+    redisReply *r = run(lim, LLMQ_SCRIPT_ACQUIRE, a.argc, a.argv, err);
+    if (r == NULL) {
+        if (lim->policy == LLMQ_FAIL_CLOSED)
+            return LLMQ_EREDIS;
+        for (size_t i = 0; i < n; i++) {
+            rc = llmq_local_limiter_acquire(&lim->local, path, costs[i], monotonic_ms(), &out[i]);
+            if (rc != LLMQ_OK)
+                return rc;
+            *decided = i + 1;
+            if (out[i].decision != LLMQ_GRANTED)
+                break;
+        }
+        return LLMQ_OK;
+    }
+    rc = llmq_acquire_reply_parse(r, path->account, costs, out, n, decided, &lim->local, err);
+    freeReplyObject(r);
+    return rc;
+}
+
 enum llmq_rc llmq_limiter_acquire(struct llmq_limiter *lim, const struct llmq_path *path,
                                   int64_t cost_tokens, enum llmq_priority prio,
                                   struct llmq_grant *out, struct llmq_error *err)
 {
-    struct llmq_acquire_args a;
-    enum llmq_rc rc = llmq_acquire_args_build(&a, path, cost_tokens, prio, err);
-    if (rc != LLMQ_OK)
-        return rc;
-    redisReply *r = run(lim, LLMQ_SCRIPT_ACQUIRE, 6, a.argv, err);
-    if (r == NULL) {
-        if (lim->policy == LLMQ_FAIL_CLOSED)
-            return LLMQ_EREDIS;
-        return llmq_local_limiter_acquire(&lim->local, path, cost_tokens, monotonic_ms(), out);
-    }
-    rc = llmq_acquire_reply_parse(r, path->account, out, &lim->local, err);
-    freeReplyObject(r);
-    return rc;
+    size_t decided;
+    return llmq_limiter_acquire_many(lim, path, &cost_tokens, 1, prio, out, &decided, err);
 }
 
 static enum llmq_rc adjust(struct llmq_limiter *lim, const char *reservation, int64_t actual,

@@ -1,12 +1,15 @@
 /* llmq limits: show and change the limits of buckets and the account's
  * limiter policy, live (workers read them on every decision).
  *
- *   llmq limits set MODEL [--rpm N] [--tpm N] [--period-ms P] [--tenant T | --user U]
- *                         [--mode window|gcra] [--burst-requests N] [--burst-tokens N]
+ *   llmq limits set MODEL [--rpm N] [--tpm N] [--period-ms P] [--tenant T |
+ * --user U]
+ *                         [--mode window|gcra] [--burst-requests N]
+ * [--burst-tokens N]
  *                         [--soft | --hard]
  *   llmq limits unset MODEL [--tenant T | --user U]
  *   llmq limits get [--json]
- *   llmq limits policy [--headroom-low PCT] [--headroom-normal PCT] [--headroom-high PCT]
+ *   llmq limits policy [--headroom-low PCT] [--headroom-normal PCT]
+ * [--headroom-high PCT]
  *                      [--soft-threshold PCT]
  */
 #include <jansson.h>
@@ -20,19 +23,24 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: llmq limits set MODEL [--rpm N] [--tpm N] [--period-ms P]\n"
-            "                        [--tenant T | --user U] [--mode window|gcra]\n"
-            "                        [--burst-requests N] [--burst-tokens N] [--soft | --hard]\n"
-            "       llmq limits unset MODEL [--tenant T | --user U]\n"
-            "       llmq limits get [--json]\n"
-            "       llmq limits policy [--headroom-low PCT] [--headroom-normal PCT]\n"
-            "                          [--headroom-high PCT] [--soft-threshold PCT]\n\n"
-            "--rpm/--tpm are requests and tokens per period (default 60000 ms, OpenAI's\n"
-            "minute). --tenant/--user '*' sets the default for every tenant/user without a\n"
-            "limit of its own. --soft lets a tenant/user bucket borrow idle capacity while\n"
-            "the model bucket is below the soft threshold. Options common to all commands:\n"
-            "--redis URL, --account NAME.\n");
+    fprintf(out, "usage: llmq limits set MODEL [--rpm N] [--tpm N] [--period-ms P]\n"
+                 "                        [--tenant T | --user U] [--mode window|gcra]\n"
+                 "                        [--burst-requests N] [--burst-tokens N] [--soft "
+                 "| --hard]\n"
+                 "       llmq limits unset MODEL [--tenant T | --user U]\n"
+                 "       llmq limits get [--json]\n"
+                 "       llmq limits policy [--headroom-low PCT] [--headroom-normal PCT]\n"
+                 "                          [--headroom-high PCT] [--soft-threshold "
+                 "PCT]\n\n"
+                 "--rpm/--tpm are requests and tokens per period (default 60000 ms, "
+                 "OpenAI's\n"
+                 "minute). --tenant/--user '*' sets the default for every tenant/user "
+                 "without a\n"
+                 "limit of its own. --soft lets a tenant/user bucket borrow idle capacity "
+                 "while\n"
+                 "the model bucket is below the soft threshold. Options common to all "
+                 "commands:\n"
+                 "--redis URL, --account NAME.\n");
 }
 
 /* HSET/HDEL of one bucket's fields in a MULTI, so a reader never sees half. */
@@ -68,7 +76,14 @@ static int cmd_set(struct llmq_cli *cli, redisContext *c, const char *key,
                             "--burst-*, --soft or --hard");
         return LLMQ_EXIT_USAGE;
     }
-    redisReply *r = redisCommandArgv(c, argc, argv, NULL);
+    /* The bucket hash also holds live counters; a hash that held only
+     * counters may carry a TTL, which configuration must not. */
+    redisAppendCommandArgv(c, argc, argv, NULL);
+    redisAppendCommand(c, "PERSIST %s", key);
+    redisReply *r = NULL, *p = NULL;
+    if (redisGetReply(c, (void **)&r) == REDIS_OK && redisGetReply(c, (void **)&p) == REDIS_OK &&
+        p != NULL)
+        freeReplyObject(p);
     struct llmq_error err = {0};
     if (r == NULL || r->type == REDIS_REPLY_ERROR) {
         llmq_redis_error(c, r, "HSET", &err);
@@ -81,13 +96,30 @@ static int cmd_set(struct llmq_cli *cli, redisContext *c, const char *key,
     return LLMQ_EXIT_OK;
 }
 
-static json_t *read_hash(redisContext *c, const char *key)
+/* Configuration fields of a bucket hash (the rest are live counters). */
+static const char *const config_fields[] = {"requests",       "tokens",       "period_ms", "mode",
+                                            "burst_requests", "burst_tokens", "soft",      NULL};
+
+static int is_config_field(const char *f)
+{
+    for (int i = 0; config_fields[i] != NULL; i++)
+        if (strcmp(f, config_fields[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* The hash at key as a JSON object of strings; only_config keeps the
+ * configuration fields. */
+static json_t *read_hash(redisContext *c, const char *key, int only_config)
 {
     redisReply *r = redisCommand(c, "HGETALL %s", key);
     json_t *o = json_object();
     if (r != NULL && r->type == REDIS_REPLY_ARRAY) {
-        for (size_t i = 0; i + 1 < r->elements; i += 2)
-            json_object_set_new(o, r->element[i]->str, json_string(r->element[i + 1]->str));
+        for (size_t i = 0; i + 1 < r->elements; i += 2) {
+            const char *f = r->element[i]->str;
+            if (!only_config || is_config_field(f))
+                json_object_set_new(o, f, json_string(r->element[i + 1]->str));
+        }
     }
     if (r != NULL)
         freeReplyObject(r);
@@ -119,16 +151,20 @@ static int cmd_get(struct llmq_cli *cli, redisContext *c, const char *prefix, in
         snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
         for (size_t i = 0; i < r->element[1]->elements; i++) {
             const char *key = r->element[1]->element[i]->str;
-            json_object_set_new(all, key + plen, read_hash(c, key));
+            json_t *h = read_hash(c, key, 1);
+            if (json_object_get(h, "requests") || json_object_get(h, "tokens"))
+                json_object_set_new(all, key + plen, h);
+            else
+                json_decref(h); /* counters of a tenant under a default limit */
         }
         freeReplyObject(r);
     } while (strcmp(cursor, "0") != 0);
     char policy_key[LLMQ_KEY_PREFIX_MAX + 16];
     snprintf(policy_key, sizeof(policy_key), "%spolicy", prefix);
-    json_t *policy = read_hash(c, policy_key);
+    json_t *policy = read_hash(c, policy_key, 0);
     if (as_json) {
-        json_t *doc = json_pack("{s:s, s:o, s:o}", "account", cli->account, "limits", all,
-                                "policy", policy);
+        json_t *doc =
+            json_pack("{s:s, s:o, s:o}", "account", cli->account, "limits", all, "policy", policy);
         json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
         fputc('\n', stdout);
         json_decref(doc);
@@ -142,8 +178,8 @@ static int cmd_get(struct llmq_cli *cli, redisContext *c, const char *prefix, in
     json_object_foreach_safe(all, tmp, name, h)
     {
         printf("%-40s %10s %12s %10s %-7s %s\n", name, field(h, "requests", "-"),
-               field(h, "tokens", "-"), field(h, "period_ms", "60000"),
-               field(h, "mode", "window"), strcmp(field(h, "soft", "0"), "1") == 0 ? "yes" : "no");
+               field(h, "tokens", "-"), field(h, "period_ms", "60000"), field(h, "mode", "window"),
+               strcmp(field(h, "soft", "0"), "1") == 0 ? "yes" : "no");
     }
     printf("policy: headroom high %s%% normal %s%% low %s%%, soft threshold %s%%\n",
            field(policy, "headroom_high", "100"), field(policy, "headroom_normal", "100"),
@@ -238,11 +274,21 @@ int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv)
         case 'h':
             usage(stdout);
             return LLMQ_EXIT_OK;
-        case OPT_TENANT: tenant = optarg; break;
-        case OPT_USER: user = optarg; break;
-        case OPT_SOFT: ch.soft = 1; break;
-        case OPT_HARD: ch.soft = 0; break;
-        case OPT_JSON: as_json = 1; break;
+        case OPT_TENANT:
+            tenant = optarg;
+            break;
+        case OPT_USER:
+            user = optarg;
+            break;
+        case OPT_SOFT:
+            ch.soft = 1;
+            break;
+        case OPT_HARD:
+            ch.soft = 0;
+            break;
+        case OPT_JSON:
+            as_json = 1;
+            break;
         case OPT_MODE:
             if (strcmp(optarg, "window") != 0 && strcmp(optarg, "gcra") != 0) {
                 llmq_cli_error(cli, "--mode: expected window or gcra, got '%s'", optarg);
@@ -287,7 +333,22 @@ int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv)
                                 "mirrors OpenAI's limit and is always hard");
             return LLMQ_EXIT_USAGE;
         }
-    } else if (strcmp(sub, "get") != 0 && strcmp(sub, "policy") != 0) {
+        for (int i = 0; i < ch.n; i++) {
+            if (strncmp(ch.fields[i], "headroom", 8) == 0 ||
+                strcmp(ch.fields[i], "soft_threshold") == 0) {
+                llmq_cli_error(cli, "--%s belongs to 'llmq limits policy'", ch.fields[i]);
+                return LLMQ_EXIT_USAGE;
+            }
+        }
+    } else if (strcmp(sub, "policy") == 0) {
+        for (int i = 0; i < ch.n; i++) {
+            if (!(strncmp(ch.fields[i], "headroom", 8) == 0 ||
+                  strcmp(ch.fields[i], "soft_threshold") == 0)) {
+                llmq_cli_error(cli, "policy takes --headroom-* and --soft-threshold only");
+                return LLMQ_EXIT_USAGE;
+            }
+        }
+    } else if (strcmp(sub, "get") != 0) {
         llmq_cli_error(cli, "unknown subcommand '%s' (set, unset, get, policy)", sub);
         return LLMQ_EXIT_USAGE;
     }
@@ -301,8 +362,15 @@ int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv)
         rc = cmd_set(cli, c, key, &ch);
     } else if (is_unset) {
         snprintf(key, sizeof(key), "%slimit:%s", prefix, bucket);
-        redisReply *r = redisCommand(c, "DEL %s", key);
+        /* Drop the limits; the counters stay until they no longer matter. */
+        redisReply *r = redisCommand(c,
+                                     "HDEL %s requests tokens period_ms mode burst_requests "
+                                     "burst_tokens soft",
+                                     key);
         rc = r != NULL && r->type == REDIS_REPLY_INTEGER ? LLMQ_EXIT_OK : LLMQ_EXIT_FAIL;
+        if (r != NULL)
+            freeReplyObject(r);
+        r = redisCommand(c, "PEXPIRE %s %d", key, 2 * 86400000);
         if (r != NULL)
             freeReplyObject(r);
     } else if (strcmp(sub, "policy") == 0 && ch.n > 0) {

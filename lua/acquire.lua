@@ -1,34 +1,51 @@
--- acquire: admit a request into every bucket of its path, all or nothing.
+-- acquire: admit requests into every bucket of their path, each all or
+-- nothing. Several costs on one path are decided in order in one call (one
+-- round trip feeds many requests); deciding stops at the first denial.
 -- KEYS[1]  P, the account prefix "llmq:{ACCOUNT}:"
 -- ARGV[1]  model            ARGV[2] tenant ('' for none)   ARGV[3] user ('' for none)
--- ARGV[4]  cost (tokens, integer >= 0)
--- ARGV[5]  priority: high | normal | low
+-- ARGV[4]  priority: high | normal | low
+-- ARGV[5..] costs (tokens, integers >= 0), at least one
 -- Reply (array):
---   granted:     {1, resid, now_ms, handle, '', '', limits...}
---   denied:      {0, wait_ms, now_ms, bucket, reason, level, limits...}
---                reason: requests | tokens | pause; level: model | tenant | user
---   never fits:  {-1, cost, now_ms, bucket, reason, limit, limits...}
--- limits...: {bucket, requests, tokens, period_ms}* (-1 = no limit), so the
--- client can run a local share of them when Redis is unreachable.
+--   [1] granted count g   [2] now_ms (Redis TIME; the admission time of grants)
+--   [3] 0 all granted | 1 denied | -1 never fits (for request g+1)
+--   [4] denied: wait_ms | never fits: its cost     [5] bucket   [6] reason
+--   [7] denied: level (model|tenant|user) | never fits: the bucket's limit
+--   [8] id of the first grant (grant i has id [8] + i - 1)
+--   [9] handle tail: grant i's reservation handle is
+--       "<id>|<cost>|<now_ms>" .. [9]
+--   [10] L, then L x {bucket, requests, tokens, period_ms} (-1 = no limit), so
+--       the client can run a local share of them when Redis is unreachable.
 local P = KEYS[1]
-local cost = llmq_int_arg(ARGV[4], 'cost')
-if cost < 0 then
-    return redis.error_reply('LLMQ_EINVAL cost must be >= 0')
+if #ARGV < 5 then
+    return redis.error_reply('LLMQ_EINVAL acquire needs model, tenant, user, priority, cost...')
 end
 local now = llmq_now_ms()
-local path = limiter_path(ARGV[1], ARGV[2], ARGV[3])
-local d = limiter_decide(P, path, cost, ARGV[5], now)
-local head
-if d.status == 'granted' then
-    local handle, resid = limiter_commit(P, d, cost, now)
-    head = { 1, resid, now, handle, '', '' }
-elseif d.status == 'denied' then
-    head = { 0, d.wait, now, d.bucket, d.reason, d.level }
-else
-    head = { -1, cost, now, d.bucket, d.reason, d.limit }
+local s = limiter_session(P, ARGV[4], now)
+local path = limiter_path(s, ARGV[1], ARGV[2], ARGV[3])
+local first_id = limiter_reserve_ids(s, #ARGV - 4)
+local granted = 0
+local stop = { 0, 0, '', '', '' }
+for i = 5, #ARGV do
+    local cost = llmq_int_arg(ARGV[i], 'cost')
+    if cost < 0 then
+        return redis.error_reply('LLMQ_EINVAL cost must be >= 0')
+    end
+    local status, a, b, c, d = limiter_try(s, path, cost, ARGV[i])
+    if status == 'granted' then
+        granted = granted + 1
+    elseif status == 'denied' then
+        stop = { 1, a, b, c, d }
+        break
+    else
+        stop = { -1, cost, a, b, c }
+        break
+    end
 end
+limiter_flush(s)
 local limits = limiter_limits_flat(path)
+local reply = { granted, now, stop[1], stop[2], stop[3], stop[4], stop[5], first_id, path.tags,
+    #limits / 4 }
 for i = 1, #limits do
-    head[#head + 1] = limits[i]
+    reply[#reply + 1] = limits[i]
 end
-return head
+return reply

@@ -3,103 +3,210 @@
 -- layout in common/keys.h. All times are ms from Redis TIME (llmq_now_ms).
 --
 -- A bucket limits requests and/or tokens over period_ms, in one of two modes:
---   window: exact sliding window. Each admission is a ZSET member
---           "<resid>:<tokens>" scored by its admission time; it counts for
---           exactly one period (while score > now - period). bs:<b>.tok holds
---           the token sum of the members, kept in step on every change.
---   gcra:   continuous refill (GCRA): per dimension a theoretical arrival time
+--   window: exact sliding window. Each admission is a member
+--           "<resid>:<tokens>" of the ZSET bw:<bucket>, scored by its admission
+--           time; it counts for exactly one period (while score > now - period).
+--           The bucket hash caches n, tok (count and token sum of the members)
+--           and oldest (earliest score). Entries that aged out are dropped
+--           lazily: always before a decision they could change (the cached sums
+--           overcount, so "fits by the cache" is exact), and otherwise once
+--           they are a quarter period stale, which bounds memory.
+--   gcra:   continuous refill: per dimension a theoretical arrival time
 --           (rtat, ttat); O(1) state; burst = capacity, default the limit.
--- A pause (bs:<b>.pause, ms) denies every acquire until it passes.
+-- A pause (ms) denies every acquire until it passes.
+--
+-- A session decides many requests in one script call: bucket state is read
+-- once, updated in Lua, and written back by limiter_flush.
 
-local LIMITER_PRIORITIES = { high = 'headroom_high', normal = 'headroom_normal', low = 'headroom_low' }
-local LIMITER_HEADROOM_DEFAULTS = { headroom_high = 100, headroom_normal = 100, headroom_low = 80 }
+local BUCKET_FIELDS = { 'requests', 'tokens', 'period_ms', 'mode', 'burst_requests',
+    'burst_tokens', 'soft', 'tok', 'n', 'oldest', 'pause', 'rtat', 'ttat', 'exp' }
+local HEADROOM_FIELDS = { high = 'headroom_high', normal = 'headroom_normal', low = 'headroom_low' }
+local HEADROOM_DEFAULTS = { high = 100, normal = 100, low = 80 }
 
--- The path of buckets for (model, tenant, user): account+model first.
-local function limiter_path(model, tenant, user)
-    local path = { { name = model, level = 'model' } }
+-- A new session at now for priority prio: policy read once.
+local function limiter_session(P, prio, now)
+    if HEADROOM_FIELDS[prio] == nil then
+        prio = 'normal'
+    end
+    local v = redis.call('HMGET', P .. 'policy', HEADROOM_FIELDS[prio], 'soft_threshold')
+    return {
+        P = P,
+        now = now,
+        frac = (tonumber(v[1]) or HEADROOM_DEFAULTS[prio]) / 100,
+        soft_threshold = (tonumber(v[2]) or 80) / 100,
+        buckets = {},
+        ids_next = 1,
+        ids_last = 0,
+    }
+end
+
+-- Config of a bucket from HMGET values v (or nil when it sets no limit).
+local function limiter_parse_config(v)
+    local requests, tokens = tonumber(v[1]), tonumber(v[2])
+    if requests == nil and tokens == nil then
+        return nil
+    end
+    return {
+        requests = requests,
+        tokens = tokens,
+        period = tonumber(v[3]) or 60000,
+        mode = v[4] or 'window',
+        burst_requests = tonumber(v[5]) or requests,
+        burst_tokens = tonumber(v[6]) or tokens,
+        soft = v[7] == '1',
+    }
+end
+
+-- The default bucket of a tenant/user bucket: "<model>/t/*" for "<model>/t/x".
+local function limiter_default_name(name)
+    local i = string.find(name, '/', 1, true)
+    if i == nil then
+        return nil
+    end
+    return string.sub(name, 1, i + 2) .. '*'
+end
+
+-- Bucket name's live state in session s (cached per session). A bucket with
+-- neither a limit (own or default) nor a pause has b.live = false.
+local function limiter_bucket(s, name, level)
+    local b = s.buckets[name]
+    if b ~= nil then
+        return b
+    end
+    b = { name = name, level = level, key = s.P .. 'limit:' .. name, wkey = s.P .. 'bw:' .. name }
+    local v = redis.call('HMGET', b.key, unpack(BUCKET_FIELDS))
+    b.cfg = limiter_parse_config(v)
+    b.owns_config = b.cfg ~= nil
+    if b.cfg == nil and level ~= 'model' then
+        local dname = limiter_default_name(name)
+        if dname ~= nil then
+            b.cfg = limiter_parse_config(redis.call('HMGET', s.P .. 'limit:' .. dname,
+                unpack(BUCKET_FIELDS, 1, 7)))
+        end
+    end
+    local now = s.now
+    b.tok, b.n, b.oldest = tonumber(v[8]) or 0, tonumber(v[9]) or 0, tonumber(v[10])
+    b.pause, b.exp = tonumber(v[11]) or 0, tonumber(v[14]) or 0
+    b.rtat = math.max(tonumber(v[12]) or 0, now)
+    b.ttat = math.max(tonumber(v[13]) or 0, now)
+    b.adds = {}
+    b.live = b.cfg ~= nil or b.pause > now
+    s.buckets[name] = b
+    return b
+end
+
+-- The path of (model, tenant, user) in session s, account+model first,
+-- cached per session. path.tags is "|<m><bucket>..." for the buckets that
+-- record admissions (m = 'w' window, 'g' gcra): the tail of a reservation
+-- handle.
+local function limiter_path(s, model, tenant, user)
+    local pkey = model .. '|' .. (tenant or '') .. '|' .. (user or '')
+    s.paths = s.paths or {}
+    local path = s.paths[pkey]
+    if path ~= nil then
+        return path
+    end
+    path = { limiter_bucket(s, model, 'model') }
     if tenant ~= nil and tenant ~= '' then
-        path[#path + 1] = { name = model .. '/t/' .. tenant, default = model .. '/t/*', level = 'tenant' }
+        path[#path + 1] = limiter_bucket(s, model .. '/t/' .. tenant, 'tenant')
     end
     if user ~= nil and user ~= '' then
-        path[#path + 1] = { name = model .. '/u/' .. user, default = model .. '/u/*', level = 'user' }
+        path[#path + 1] = limiter_bucket(s, model .. '/u/' .. user, 'user')
     end
+    local tags = {}
+    path.has_soft = false
+    for i = 1, #path do
+        local b = path[i]
+        if b.cfg ~= nil then
+            tags[#tags + 1] = (b.cfg.mode == 'gcra' and 'g' or 'w') .. b.name
+            b.soft = b.cfg.soft and b.level ~= 'model'
+            path.has_soft = path.has_soft or b.soft
+        end
+    end
+    path.tags = #tags > 0 and ('|' .. table.concat(tags, '|')) or ''
+    s.paths[pkey] = path
     return path
 end
 
--- Account policy: headroom fraction for priority prio, soft threshold (0..1).
-local function limiter_policy(P, prio)
-    local t = llmq_hash_table(redis.call('HGETALL', P .. 'policy'))
-    local field = LIMITER_PRIORITIES[prio] or 'headroom_normal'
-    local pct = tonumber(t[field]) or LIMITER_HEADROOM_DEFAULTS[field]
-    return pct / 100, (tonumber(t.soft_threshold) or 80) / 100
-end
-
--- The limit config of bucket b (falling back to b.default), or nil: no limit.
-local function limiter_config(P, b)
-    local h = redis.call('HGETALL', P .. 'limit:' .. b.name)
-    if #h == 0 and b.default ~= nil then
-        h = redis.call('HGETALL', P .. 'limit:' .. b.default)
-    end
-    if #h == 0 then
-        return nil
-    end
-    local t = llmq_hash_table(h)
-    local c = {
-        requests = tonumber(t.requests),
-        tokens = tonumber(t.tokens),
-        period = tonumber(t.period_ms) or 60000,
-        mode = t.mode or 'window',
-        soft = t.soft == '1',
-    }
-    if c.requests == nil and c.tokens == nil then
-        return nil
-    end
-    c.burst_requests = tonumber(t.burst_requests) or c.requests
-    c.burst_tokens = tonumber(t.burst_tokens) or c.tokens
-    return c
-end
-
--- Token count encoded in a window member "<resid>:<tokens>".
 local function window_member_tokens(m)
     local i = string.find(m, ':', 1, true)
     return tonumber(string.sub(m, i + 1))
 end
 
--- Loads b's live state at now: drops window entries older than one period and
--- fills b.count, b.tok (window) or b.rtat, b.ttat (gcra), and b.pause.
-local function limiter_load(P, b, now)
-    local c = b.cfg
-    b.skey = P .. 'bs:' .. b.name
-    b.wkey = P .. 'bw:' .. b.name
-    local st = redis.call('HMGET', b.skey, 'tok', 'pause', 'rtat', 'ttat')
-    b.pause = tonumber(st[2]) or 0
-    if c.mode == 'gcra' then
-        b.rtat = math.max(tonumber(st[3]) or 0, now)
-        b.ttat = math.max(tonumber(st[4]) or 0, now)
-        return
+-- Writes b's pending admissions to its ZSET (they must be there before a
+-- wait is computed from the log).
+local function limiter_write_log(b)
+    if #b.adds > 0 then
+        redis.call('ZADD', b.wkey, unpack(b.adds))
+        b.adds = {}
     end
-    local cutoff = now - c.period
-    local old = redis.call('ZRANGEBYSCORE', b.wkey, '-inf', cutoff)
-    local tok = tonumber(st[1]) or 0
-    if #old > 0 then
-        for i = 1, #old do
-            tok = tok - window_member_tokens(old[i])
-        end
-        redis.call('ZREMRANGEBYSCORE', b.wkey, '-inf', cutoff)
-    end
-    b.count = redis.call('ZCARD', b.wkey)
-    if b.count == 0 then
-        tok = 0 -- the log is the truth; the sum only caches it
-    end
-    if b.count == 0 or #old > 0 then
-        redis.call('HSET', b.skey, 'tok', tok)
-    end
-    b.tok = tok
 end
 
--- Fraction of b's limit in use now (max over its dimensions), for soft limits.
+-- Drops b's window entries that no longer count at now; refreshes the cache.
+local function window_evict(b, now)
+    limiter_write_log(b)
+    local cutoff = now - b.cfg.period
+    local old = redis.call('ZRANGEBYSCORE', b.wkey, '-inf', cutoff)
+    if #old > 0 then
+        for i = 1, #old do
+            b.tok = b.tok - window_member_tokens(old[i])
+        end
+        b.n = b.n - #old
+        redis.call('ZREMRANGEBYSCORE', b.wkey, '-inf', cutoff)
+    end
+    local first = redis.call('ZRANGE', b.wkey, 0, 0, 'WITHSCORES')
+    if #first == 0 or b.n <= 0 then
+        -- The log is the truth (it may have expired whole); the cache follows.
+        b.n, b.tok, b.oldest = 0, 0, nil
+    else
+        b.oldest = tonumber(first[2])
+    end
+    b.dirty = true
+end
+
+-- True when b's entries have aged out at now (so the cache overcounts).
+local function window_stale(b, now)
+    return b.cfg.mode ~= 'gcra' and b.oldest ~= nil and b.oldest <= now - b.cfg.period
+end
+
+-- Whether cost fits b at headroom frac by the cached counters. Headroom: a
+-- priority may fill only frac of a limit, but an idle bucket admits any cost
+-- within the whole limit (or a large low-priority job would wait forever).
+local function limiter_fits(b, cost, frac, now)
+    local c = b.cfg
+    if c == nil then
+        return true
+    end
+    if c.mode == 'gcra' then
+        if c.requests then
+            local T = c.period / c.requests
+            if b.rtat + T - now > math.max(c.burst_requests * T * frac, T) then
+                return false
+            end
+        end
+        if c.tokens and cost > 0 then
+            local T = c.period / c.tokens
+            if b.ttat + cost * T - now > math.max(c.burst_tokens * T * frac, cost * T) then
+                return false
+            end
+        end
+        return true
+    end
+    if c.requests and b.n > 0 and b.n + 1 > math.floor(c.requests * frac) then
+        return false
+    end
+    if c.tokens and b.tok > 0 and b.tok + cost > math.floor(c.tokens * frac) then
+        return false
+    end
+    return true
+end
+
+-- Fraction of b's limit in use (max over its dimensions), for soft limits.
 local function limiter_use(b, now)
     local c = b.cfg
+    if c == nil then
+        return 0
+    end
     local use = 0
     if c.mode == 'gcra' then
         if c.requests and c.requests > 0 then
@@ -111,7 +218,7 @@ local function limiter_use(b, now)
         return use
     end
     if c.requests and c.requests > 0 then
-        use = math.max(use, b.count / c.requests)
+        use = math.max(use, b.n / c.requests)
     end
     if c.tokens and c.tokens > 0 then
         use = math.max(use, b.tok / c.tokens)
@@ -119,11 +226,10 @@ local function limiter_use(b, now)
     return use
 end
 
--- Ms until the oldest window entries free `need` units (1 per request when
--- count_requests, else tokens): the admission time of the entry that completes
--- the freeing, plus one period, minus now.
-local function window_free_wait(b, need, count_requests, now)
-    if count_requests then
+-- Ms until the oldest window entries free `need` requests (by_tokens false)
+-- or tokens: the admission time of the entry that completes it + period - now.
+local function window_free_wait(b, need, by_tokens, now)
+    if not by_tokens then
         local e = redis.call('ZRANGE', b.wkey, need - 1, need - 1, 'WITHSCORES')
         return tonumber(e[2]) + b.cfg.period - now
     end
@@ -131,7 +237,7 @@ local function window_free_wait(b, need, count_requests, now)
     while true do
         local e = redis.call('ZRANGE', b.wkey, start, start + 127, 'WITHSCORES')
         if #e == 0 then
-            return b.cfg.period -- unreachable while tok matches the log
+            return b.cfg.period -- unreachable while the cache matches the log
         end
         for i = 1, #e, 2 do
             freed = freed + window_member_tokens(e[i])
@@ -143,9 +249,54 @@ local function window_free_wait(b, need, count_requests, now)
     end
 end
 
--- Never-fits check: returns dimension, limit when cost can never fit b.
+-- Ms until cost fits b (exact; the log must be evicted and written), and the
+-- binding dimension.
+local function limiter_wait(b, cost, frac, now)
+    local c = b.cfg
+    local wait, dim = 0, nil
+    if b.pause > now then
+        wait, dim = b.pause - now, 'pause'
+    end
+    if c == nil then
+        return wait, dim
+    end
+    if c.mode == 'gcra' then
+        if c.requests then
+            local T = c.period / c.requests
+            local w = math.ceil(b.rtat + T - now - math.max(c.burst_requests * T * frac, T))
+            if w > wait then wait, dim = w, 'requests' end
+        end
+        if c.tokens and cost > 0 then
+            local T = c.period / c.tokens
+            local w = math.ceil(b.ttat + cost * T - now - math.max(c.burst_tokens * T * frac, cost * T))
+            if w > wait then wait, dim = w, 'tokens' end
+        end
+        return wait, dim
+    end
+    limiter_write_log(b)
+    if c.requests then
+        local need = math.min(b.n + 1 - math.floor(c.requests * frac), b.n)
+        if need > 0 then
+            local w = window_free_wait(b, need, false, now)
+            if w > wait then wait, dim = w, 'requests' end
+        end
+    end
+    if c.tokens then
+        local need = math.min(b.tok + cost - math.floor(c.tokens * frac), b.tok)
+        if need > 0 then
+            local w = window_free_wait(b, need, true, now)
+            if w > wait then wait, dim = w, 'tokens' end
+        end
+    end
+    return wait, dim
+end
+
+-- Dimension and limit when cost can never fit hard bucket b, else nil.
 local function limiter_never_fits(b, cost)
     local c = b.cfg
+    if c == nil or (c.soft and b.level ~= 'model') then
+        return nil -- a soft bucket can borrow; an idle one takes any cost
+    end
     local req_cap = c.mode == 'gcra' and c.burst_requests or c.requests
     local tok_cap = c.mode == 'gcra' and c.burst_tokens or c.tokens
     if req_cap ~= nil and req_cap < 1 then
@@ -157,135 +308,139 @@ local function limiter_never_fits(b, cost)
     return nil
 end
 
--- Ms until cost fits b at headroom fraction frac (0 = fits now), and which
--- dimension binds. Headroom: a priority may fill only frac of the limit, except
--- that an idle bucket admits any cost within the whole limit (else a large
--- low-priority job would wait forever).
-local function limiter_wait(b, cost, frac, now)
-    local c = b.cfg
-    local wait, dim = 0, nil
-    if b.pause > now then
-        wait, dim = b.pause - now, 'pause'
-    end
-    if c.mode == 'gcra' then
-        if c.requests then
-            local T = c.period / c.requests
-            local allow = math.max(c.burst_requests * T * frac, T)
-            local w = math.ceil(b.rtat + T - now - allow)
-            if w > wait then wait, dim = w, 'requests' end
-        end
-        if c.tokens and cost > 0 then
-            local T = c.period / c.tokens
-            local allow = math.max(c.burst_tokens * T * frac, cost * T)
-            local w = math.ceil(b.ttat + cost * T - now - allow)
-            if w > wait then wait, dim = w, 'tokens' end
-        end
-        return wait, dim
-    end
-    if c.requests then
-        local lim = math.floor(c.requests * frac)
-        local need = math.min(b.count + 1 - lim, b.count)
-        if need > 0 then
-            local w = window_free_wait(b, need, true, now)
-            if w > wait then wait, dim = w, 'requests' end
-        end
-    end
-    if c.tokens then
-        local lim = math.floor(c.tokens * frac)
-        local need = math.min(b.tok + cost - lim, b.tok)
-        if need > 0 then
-            local w = window_free_wait(b, need, false, now)
-            if w > wait then wait, dim = w, 'tokens' end
-        end
-    end
-    return wait, dim
+-- Reserves k consecutive reservation ids for session s (one INCRBY per
+-- call); limiter_new_id hands them out. Ids left unused are skipped.
+local function limiter_reserve_ids(s, k)
+    s.ids_last = redis.call('INCRBY', s.P .. 'seq', k)
+    s.ids_next = s.ids_last - k + 1
+    return s.ids_next
 end
 
--- Sets a state key's TTL so an idle bucket disappears once nothing in it
--- matters: after its last window entry ages out, its TAT passes, its pause ends.
-local function limiter_expire(b, until_ms, now)
-    local ttl = math.max(until_ms, b.pause) - now
-    if ttl > 0 then
-        redis.call('PEXPIRE', b.skey, math.ceil(ttl) + 1)
+local function limiter_new_id(s)
+    if s.ids_next > s.ids_last then
+        limiter_reserve_ids(s, 64)
     end
+    local id = s.ids_next
+    s.ids_next = id + 1
+    return id
 end
 
--- Records an admission of cost with reservation id resid at now in b.
-local function limiter_record(b, resid, cost, now)
+-- Records an admission of cost (cost_str: its decimal text) with member text
+-- "<id>:<cost>" in b (in memory; limiter_flush writes it).
+local function limiter_record(b, member, cost, now)
     local c = b.cfg
-    if c.mode == 'gcra' then
-        local rtat, ttat = b.rtat, b.ttat
-        if c.requests then rtat = rtat + c.period / c.requests end
-        if c.tokens then ttat = ttat + cost * c.period / c.tokens end
-        redis.call('HSET', b.skey, 'rtat', rtat, 'ttat', ttat)
-        limiter_expire(b, math.max(rtat, ttat), now)
+    if c == nil then
         return
     end
-    redis.call('ZADD', b.wkey, now, resid .. ':' .. cost)
-    redis.call('HINCRBY', b.skey, 'tok', cost)
-    redis.call('PEXPIRE', b.wkey, c.period + 1)
-    limiter_expire(b, now + c.period, now)
+    b.dirty = true
+    if c.mode == 'gcra' then
+        if c.requests then b.rtat = b.rtat + c.period / c.requests end
+        if c.tokens then b.ttat = b.ttat + cost * c.period / c.tokens end
+        return
+    end
+    b.adds[#b.adds + 1] = now
+    b.adds[#b.adds + 1] = member
+    b.n = b.n + 1
+    b.tok = b.tok + cost
+    if b.oldest == nil then
+        b.oldest = now
+    end
 end
 
--- Decides whether cost fits every bucket of path (a list from limiter_path) at
--- now for priority prio. Returns a decision table:
---   {status = 'granted', buckets = {...}}                (nothing recorded yet)
---   {status = 'denied', wait = ms, bucket = name, reason = dim, level = level}
---   {status = 'never', bucket = name, reason = dim, limit = n}
--- Soft buckets bind only while the account+model bucket's use is at or above
--- the soft threshold; they are still recorded so their use is known when they
--- start to bind.
-local function limiter_decide(P, path, cost, prio, now)
-    local frac, soft_threshold = limiter_policy(P, prio)
-    local live = {}
+-- Decides one request of cost on path (from limiter_path) in session s.
+-- Returns 'granted', id | 'denied', wait_ms, bucket, reason, level |
+-- 'never', bucket, reason, limit. The reservation handle of a grant is
+-- "<id>|<cost>|<now>" .. path.tags (limiter_handle). Soft buckets bind only
+-- while the account+model bucket's use is at or above the soft threshold;
+-- they record admissions either way, so their use is known when they bind.
+local function limiter_try(s, path, cost, cost_str)
+    local now = s.now
     for i = 1, #path do
         local b = path[i]
-        b.cfg = limiter_config(P, b)
         if b.cfg ~= nil then
             local dim, limit = limiter_never_fits(b, cost)
-            -- A soft bucket can borrow, so only hard buckets make a cost hopeless.
-            if dim ~= nil and not (b.cfg.soft and b.level ~= 'model') then
-                return { status = 'never', bucket = b.name, reason = dim, limit = limit }
+            if dim ~= nil then
+                return 'never', b.name, dim, limit
             end
-            limiter_load(P, b, now)
-            live[#live + 1] = b
         end
     end
     local contended = true
-    if path[1].cfg ~= nil then
-        contended = limiter_use(path[1], now) >= soft_threshold
+    if path.has_soft and path[1].cfg ~= nil then
+        if window_stale(path[1], now) then
+            window_evict(path[1], now)
+        end
+        contended = limiter_use(path[1], now) >= s.soft_threshold
     end
-    local worst = nil
-    for i = 1, #live do
-        local b = live[i]
-        if not (b.cfg.soft and b.level ~= 'model' and not contended) then
-            local w, dim = limiter_wait(b, cost, frac, now)
-            if w > 0 and (worst == nil or w > worst.wait) then
-                worst = { status = 'denied', wait = w, bucket = b.name, reason = dim, level = b.level }
+    local blocked = false
+    for i = 1, #path do
+        local b = path[i]
+        b.binds = false
+        if b.live and not (b.soft and not contended) then
+            if b.cfg ~= nil and window_stale(b, now) and
+                (not limiter_fits(b, cost, s.frac, now) or b.oldest <= now - b.cfg.period * 1.25) then
+                window_evict(b, now)
+            end
+            b.binds = b.pause > now or not limiter_fits(b, cost, s.frac, now)
+            blocked = blocked or b.binds
+        end
+    end
+    if blocked then
+        local worst = nil
+        for i = 1, #path do
+            local b = path[i]
+            if b.binds then
+                local w, dim = limiter_wait(b, cost, s.frac, now)
+                if worst == nil or w > worst.wait then
+                    worst = { wait = math.max(w, 1), bucket = b.name, reason = dim, level = b.level }
+                end
+            end
+        end
+        return 'denied', worst.wait, worst.bucket, worst.reason, worst.level
+    end
+    local id = limiter_new_id(s)
+    local member = id .. ':' .. cost_str
+    for i = 1, #path do
+        limiter_record(path[i], member, cost, now)
+    end
+    return 'granted', id
+end
+
+-- The reservation handle of grant id of cost on path at now.
+local function limiter_handle(path, id, cost_str, now)
+    return id .. '|' .. cost_str .. '|' .. now .. path.tags
+end
+
+-- Writes every changed bucket of session s back to Redis. Keys live at least
+-- until nothing in them counts; a bucket hash that holds its own limits is
+-- configuration and never expires.
+local function limiter_flush(s)
+    local now = s.now
+    for _, b in pairs(s.buckets) do
+        if b.dirty and b.cfg ~= nil then
+            limiter_write_log(b)
+            local until_ms = now + b.cfg.period
+            if b.cfg.mode == 'gcra' then
+                until_ms = math.max(b.rtat, b.ttat)
+                redis.call('HSET', b.key, 'rtat', b.rtat, 'ttat', b.ttat)
+            else
+                redis.call('HSET', b.key, 'n', b.n, 'tok', b.tok, 'oldest', b.oldest or 0)
+            end
+            until_ms = math.max(until_ms, b.pause)
+            if b.exp < until_ms then
+                -- Refresh TTLs rarely: give them a period of slack.
+                local exp = math.ceil(until_ms + b.cfg.period)
+                redis.call('HSET', b.key, 'exp', exp)
+                redis.call('PEXPIREAT', b.wkey, exp)
+                if not b.owns_config then
+                    redis.call('PEXPIREAT', b.key, exp)
+                end
             end
         end
     end
-    if worst ~= nil then
-        return worst
-    end
-    return { status = 'granted', buckets = live }
-end
-
--- Records a granted decision; returns the reservation handle
--- "<resid>|<cost>|<now>|<m><bucket>|..." with m = 'w' (window) or 'g' (gcra).
-local function limiter_commit(P, decision, cost, now)
-    local resid = redis.call('INCR', P .. 'seq')
-    local parts = { resid, cost, now }
-    for i = 1, #decision.buckets do
-        local b = decision.buckets[i]
-        limiter_record(b, resid, cost, now)
-        parts[#parts + 1] = (b.cfg.mode == 'gcra' and 'g' or 'w') .. b.name
-    end
-    return table.concat(parts, '|'), resid
 end
 
 -- Replaces the reserved cost of handle with actual tokens (refund: actual =
--- nil, which also gives back the request). Window entries that already aged
+-- nil, which also gives the request back). Window entries that already aged
 -- out are left alone: they no longer count. Returns buckets adjusted.
 local function limiter_adjust(P, handle, actual)
     local f = llmq_split(handle, '|')
@@ -296,7 +451,7 @@ local function limiter_adjust(P, handle, actual)
     local adjusted = 0
     for i = 4, #f do
         local mode, name = string.sub(f[i], 1, 1), string.sub(f[i], 2)
-        local skey = P .. 'bs:' .. name
+        local key = P .. 'limit:' .. name
         if mode == 'w' then
             local wkey = P .. 'bw:' .. name
             local member = resid .. ':' .. cost
@@ -305,21 +460,23 @@ local function limiter_adjust(P, handle, actual)
                 redis.call('ZREM', wkey, member)
                 if actual ~= nil then
                     redis.call('ZADD', wkey, score, resid .. ':' .. actual)
-                    redis.call('HINCRBY', skey, 'tok', actual - cost)
+                    redis.call('HINCRBY', key, 'tok', actual - cost)
                 else
-                    redis.call('HINCRBY', skey, 'tok', -cost)
+                    redis.call('HINCRBY', key, 'tok', -cost)
+                    redis.call('HINCRBY', key, 'n', -1)
                 end
                 adjusted = adjusted + 1
             end
         else
-            local cfg = limiter_config(P, { name = name })
-            if cfg ~= nil and redis.call('EXISTS', skey) == 1 then
-                if cfg.tokens then
-                    local delta = ((actual or 0) - cost) * cfg.period / cfg.tokens
-                    redis.call('HINCRBYFLOAT', skey, 'ttat', delta)
+            local s = { P = P, now = 0, buckets = {} }
+            local b = limiter_bucket(s, name, 'tenant')
+            if b.cfg ~= nil and redis.call('EXISTS', key) == 1 then
+                if b.cfg.tokens then
+                    local delta = ((actual or 0) - cost) * b.cfg.period / b.cfg.tokens
+                    redis.call('HINCRBYFLOAT', key, 'ttat', delta)
                 end
-                if actual == nil and cfg.requests then
-                    redis.call('HINCRBYFLOAT', skey, 'rtat', -cfg.period / cfg.requests)
+                if actual == nil and b.cfg.requests then
+                    redis.call('HINCRBYFLOAT', key, 'rtat', -b.cfg.period / b.cfg.requests)
                 end
                 adjusted = adjusted + 1
             end
@@ -329,21 +486,27 @@ local function limiter_adjust(P, handle, actual)
 end
 
 -- Pauses bucket name until now + ms (a later pause wins over an earlier one).
+-- Returns the pause's end.
 local function limiter_pause(P, name, ms, now)
-    local skey = P .. 'bs:' .. name
+    local key = P .. 'limit:' .. name
     local untl = now + ms
-    local cur = tonumber(redis.call('HGET', skey, 'pause')) or 0
+    local cur = tonumber(redis.call('HGET', key, 'pause')) or 0
     if untl > cur then
-        redis.call('HSET', skey, 'pause', untl)
-        local ttl = redis.call('PTTL', skey)
-        if ttl < ms then
-            redis.call('PEXPIRE', skey, ms + 1)
+        redis.call('HSET', key, 'pause', untl)
+        -- A hash without limits of its own is state only: it must outlive the
+        -- pause, then go. One with limits is configuration and stays.
+        local v = redis.call('HMGET', key, 'requests', 'tokens')
+        if not v[1] and not v[2] then
+            local ttl = redis.call('PTTL', key)
+            if ttl < ms then
+                redis.call('PEXPIRE', key, ms + 1)
+            end
         end
     end
     return math.max(untl, cur)
 end
 
--- Flat limits of the buckets of path for the caller's local fail-open cache:
+-- Flat limits of path's buckets for the caller's local fail-open cache:
 -- {name, requests, tokens, period_ms, ...} with -1 for "no limit".
 local function limiter_limits_flat(path)
     local out = {}

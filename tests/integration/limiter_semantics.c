@@ -266,6 +266,73 @@ static void test_noscript_after_flush(void **state)
     assert_int_equal(llmq_limiter_settle(f->lim, g.reservation, 3, &err), LLMQ_OK);
 }
 
+static void test_acquire_many(void **state)
+{
+    struct fixture *f = *state;
+    struct llmq_error err = {0};
+    hset(f, "limit:m", "tokens 1000 period_ms 60000");
+    hset(f, "limit:m/t/acme", "requests 10 period_ms 60000");
+    struct llmq_path p;
+    llmq_path_init(&p, f->account, "m", "acme", NULL, &err);
+    int64_t costs[5] = {300, 300, 300, 300, 1};
+    struct llmq_grant g[5];
+    size_t decided = 0;
+    assert_int_equal(llmq_limiter_acquire_many(f->lim, &p, costs, 5, LLMQ_PRIORITY_NORMAL, g,
+                                               &decided, &err),
+                     LLMQ_OK);
+    /* Three fit, the fourth is denied and deciding stops there. */
+    assert_int_equal(decided, 4);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(g[i].decision, LLMQ_GRANTED);
+        assert_int_equal(g[i].cost, 300);
+        if (i > 0)
+            assert_int_equal(g[i].reservation_id, g[i - 1].reservation_id + 1);
+    }
+    assert_int_equal(g[3].decision, LLMQ_DENIED);
+    assert_string_equal(g[3].bucket, "m");
+    /* Each grant settles on its own: two settle to 0, freeing 600. */
+    assert_int_equal(llmq_limiter_settle(f->lim, g[0].reservation, 0, &err), LLMQ_OK);
+    assert_int_equal(llmq_limiter_refund(f->lim, g[1].reservation, &err), LLMQ_OK);
+    assert_int_equal(llmq_limiter_acquire_many(f->lim, &p, costs, 2, LLMQ_PRIORITY_NORMAL, g,
+                                               &decided, &err),
+                     LLMQ_OK);
+    assert_int_equal(decided, 2);
+    assert_int_equal(g[1].decision, LLMQ_GRANTED);
+    /* The tenant's request limit counts every grant but the refunded one. */
+    costs[0] = 0;
+    struct llmq_grant one;
+    int granted = 0;
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(llmq_limiter_acquire(f->lim, &p, 0, LLMQ_PRIORITY_NORMAL, &one, &err),
+                         LLMQ_OK);
+        granted += one.decision == LLMQ_GRANTED;
+    }
+    assert_int_equal(granted, 10 - 4);
+    assert_int_equal(llmq_limiter_acquire_many(f->lim, &p, costs, 0, LLMQ_PRIORITY_NORMAL, g,
+                                               &decided, &err),
+                     LLMQ_EINVAL);
+}
+
+static void test_idle_entries_are_dropped(void **state)
+{
+    struct fixture *f = *state;
+    /* 50 ms period: after 1.25 periods the log is trimmed on the next call,
+     * so memory holds only about one period of admissions. */
+    hset(f, "limit:m", "requests 1000 period_ms 50");
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL).decision, LLMQ_GRANTED);
+    usleep(80000);
+    assert_int_equal(acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL).decision, LLMQ_GRANTED);
+    redisReply *r = redisCommand(f->c, "ZCARD llmq:{%s}:bw:m", f->account);
+    assert_int_equal(r->integer, 1);
+    freeReplyObject(r);
+    /* An idle log expires entirely. */
+    usleep(250000);
+    r = redisCommand(f->c, "EXISTS llmq:{%s}:bw:m", f->account);
+    assert_int_equal(r->integer, 0);
+    freeReplyObject(r);
+}
+
 static void test_bad_arguments(void **state)
 {
     struct fixture *f = *state;
@@ -368,6 +435,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_limits_changed_live, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gcra_mode, setup, teardown),
         cmocka_unit_test_setup_teardown(test_noscript_after_flush, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_acquire_many, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idle_entries_are_dropped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_async_client, setup, teardown),
     };

@@ -19,6 +19,7 @@
 #ifndef LLMQ_LIMITER_H
 #define LLMQ_LIMITER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "llmq/error.h"
@@ -117,6 +118,18 @@ void llmq_limiter_free(struct llmq_limiter *lim);
 enum llmq_rc llmq_limiter_acquire(struct llmq_limiter *lim, const struct llmq_path *path,
                                   int64_t cost_tokens, enum llmq_priority prio,
                                   struct llmq_grant *out, struct llmq_error *err);
+
+/* Most requests one acquire_many call decides. */
+#define LLMQ_ACQUIRE_MAX_BATCH 256
+
+/* Decides n (1..LLMQ_ACQUIRE_MAX_BATCH) requests of costs[i] on one path in
+ * one round trip, in order, stopping at the first that is not granted. out
+ * must hold n grants; *decided receives how many were filled: the grants, plus
+ * the stopping decision (denied or never fits) when there is one. */
+enum llmq_rc llmq_limiter_acquire_many(struct llmq_limiter *lim, const struct llmq_path *path,
+                                       const int64_t *costs, size_t n, enum llmq_priority prio,
+                                       struct llmq_grant *out, size_t *decided,
+                                       struct llmq_error *err);
 
 /* Replaces a grant's reserved tokens with actual_tokens (either direction).
  * reservation is grant.reservation (borrowed). Call at most once per grant. */
