@@ -9,12 +9,15 @@
  * '|', '{' or '}' (llmq_name_valid), so the separators below are unambiguous.
  *
  * Limiter
- *   P limit:<bucket>   HASH  requests, tokens, period_ms, mode (window|gcra),
- *                            burst_requests, burst_tokens, soft (0|1)
+ *   P limit:<bucket>   HASH  the bucket: its limits (requests, tokens, period_ms,
+ *                            mode window|gcra, burst_requests, burst_tokens,
+ *                            soft 0|1) and its live counters (n, tok, oldest: the
+ *                            window log's count, token sum and earliest time;
+ *                            rtat/ttat: GCRA; pause: until, ms; exp: when its
+ *                            keys expire). A hash without limits of its own
+ *                            (a tenant under a default) expires when idle.
  *   P policy           HASH  headroom_low, headroom_normal, headroom_high (percent),
  *                            soft_threshold (percent)
- *   P bs:<bucket>      HASH  bucket state: tok (tokens in the window), pause (until,
- *                            ms), rtat/ttat (GCRA), learned_* (from OpenAI headers)
  *   P bw:<bucket>      ZSET  sliding-window log: member "<resid>:<tokens>",
  *                            score = admission time (ms, Redis TIME)
  *   P seq              STRING reservation id counter
@@ -37,7 +40,7 @@
  *   More on jobs (producer side: common/job*.c, lua/enqueue.lua, lib/30_jobs.lua):
  *   - id is the Batch custom_id when the line has one, else generated
  *     ("job-<unix ms hex>-<16 hex random>"); it is also the output line's
- *     custom_id. tenant and user are absent when none.
+ *     custom_id. tenant and user are '' when none.
  *   - extra job fields: est_prompt_tokens (the prompt part of cost), fin_ms
  *     (unix ms the job ended), dead_entry (its entry id in P dead, while dead).
  *   - enqueue (lua/enqueue.lua) writes nothing when job:<id> or res:<id>

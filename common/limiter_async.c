@@ -1,10 +1,6 @@
 /* The asynchronous limiter client: hiredis async on a libev loop.
  *
- * Lifecycle of the connection: DISCONNECTED -> CONNECTING (TCP, AUTH, SELECT,
- * then a PING whose answer proves the server is usable) -> READY; any failure
- * or a connect timeout goes back to DISCONNECTED and arms a reconnect timer
- * (exponential backoff with full jitter). hiredis 0.14 has no async timeouts,
- * hence our own connect timer.
+ * The connection and its reconnects are a struct llmq_redis_async.
  *
  * Every user callback runs exactly once: with the script's reply, with the
  * fail policy's answer when the connection drops (hiredis calls pending
@@ -12,7 +8,6 @@
  * freed. Answers that are known at submit time (Redis down) are deferred to a
  * 0 s timer so a callback never runs before its submit call returns. */
 #include <ev.h>
-#include <hiredis/adapters/libev.h>
 #include <hiredis/async.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +17,8 @@
 #include "llmq/limiter.h"
 #include "log.h"
 #include "redis.h"
+#include "redis_async.h"
 #include "script.h"
-
-enum al_state { AL_DISCONNECTED = 0, AL_CONNECTING, AL_READY };
 
 enum call_kind { CALL_ACQUIRE, CALL_SETTLE, CALL_REFUND, CALL_PAUSE };
 
@@ -44,142 +38,15 @@ struct call {
 
 struct llmq_alimiter {
     struct ev_loop *loop;
-    struct llmq_redis_url url;
-    int timeout_ms;
     enum llmq_fail_policy policy;
-    int reconnect_min_ms, reconnect_max_ms, backoff_ms;
-    unsigned int rng;
-    redisAsyncContext *ac;
-    enum al_state state;
+    struct llmq_redis_async *conn;
     int closing;
-    ev_timer reconnect_timer;
-    ev_timer connect_timer;
     ev_timer defer_timer;
     struct call *defer_head, *defer_tail;
     struct llmq_local_limiter local;
 };
 
-static void start_connect(struct llmq_alimiter *al);
 static void on_defer_timer(struct ev_loop *loop, ev_timer *w, int revents);
-
-static void set_state(struct llmq_alimiter *al, enum al_state s)
-{
-    static const char *const names[] = {"disconnected", "connecting", "ready"};
-    if (al->state != s)
-        LLMQ_LOG(LLMQ_LOG_DEBUG, "limiter: redis %s -> %s", names[al->state], names[s]);
-    al->state = s;
-}
-
-static void schedule_reconnect(struct llmq_alimiter *al)
-{
-    set_state(al, AL_DISCONNECTED);
-    ev_timer_stop(al->loop, &al->connect_timer);
-    if (al->closing || ev_is_active(&al->reconnect_timer))
-        return;
-    int jitter = (int)(rand_r(&al->rng) % (unsigned)(al->backoff_ms + 1));
-    double delay_s = (al->backoff_ms / 2 + jitter / 2) / 1000.0;
-    al->backoff_ms = al->backoff_ms * 2 > al->reconnect_max_ms ? al->reconnect_max_ms
-                                                               : al->backoff_ms * 2;
-    ev_timer_set(&al->reconnect_timer, delay_s, 0.0);
-    ev_timer_start(al->loop, &al->reconnect_timer);
-}
-
-static void on_ping(redisAsyncContext *ac, void *reply, void *privdata)
-{
-    struct llmq_alimiter *al = privdata;
-    redisReply *r = reply;
-    if (r == NULL || ac->data == NULL || al->ac != ac)
-        return; /* the disconnect path handles it */
-    if (r->type == REDIS_REPLY_ERROR) {
-        LLMQ_LOG(LLMQ_LOG_WARN, "limiter: redis refused the connection: %s", r->str);
-        redisAsyncDisconnect(ac);
-        return;
-    }
-    ev_timer_stop(al->loop, &al->connect_timer);
-    al->backoff_ms = al->reconnect_min_ms;
-    set_state(al, AL_READY);
-}
-
-static void on_connect(const redisAsyncContext *ac, int status)
-{
-    struct llmq_alimiter *al = ac->data;
-    if (al == NULL || status == REDIS_OK)
-        return;
-    /* hiredis frees ac after this callback. */
-    al->ac = NULL;
-    schedule_reconnect(al);
-}
-
-static void on_disconnect(const redisAsyncContext *ac, int status)
-{
-    (void)status;
-    struct llmq_alimiter *al = ac->data;
-    if (al == NULL)
-        return;
-    al->ac = NULL;
-    if (!al->closing)
-        LLMQ_LOG(LLMQ_LOG_WARN, "limiter: lost redis connection");
-    schedule_reconnect(al);
-}
-
-static void on_connect_timeout(struct ev_loop *loop, ev_timer *w, int revents)
-{
-    (void)loop;
-    (void)revents;
-    struct llmq_alimiter *al = (struct llmq_alimiter *)((char *)w -
-                                                         offsetof(struct llmq_alimiter,
-                                                                  connect_timer));
-    if (al->state == AL_READY || al->ac == NULL)
-        return;
-    redisAsyncContext *ac = al->ac;
-    al->ac = NULL;
-    ac->data = NULL; /* its callbacks now see a detached context */
-    redisAsyncFree(ac);
-    schedule_reconnect(al);
-}
-
-static void on_reconnect_timer(struct ev_loop *loop, ev_timer *w, int revents)
-{
-    (void)loop;
-    (void)revents;
-    struct llmq_alimiter *al = (struct llmq_alimiter *)((char *)w -
-                                                         offsetof(struct llmq_alimiter,
-                                                                  reconnect_timer));
-    start_connect(al);
-}
-
-static void start_connect(struct llmq_alimiter *al)
-{
-    redisAsyncContext *ac = redisAsyncConnect(al->url.host, al->url.port);
-    if (ac == NULL || ac->err) {
-        if (ac != NULL)
-            redisAsyncFree(ac);
-        schedule_reconnect(al);
-        return;
-    }
-    ac->data = al;
-    if (redisLibevAttach(al->loop, ac) != REDIS_OK) {
-        ac->data = NULL;
-        redisAsyncFree(ac);
-        schedule_reconnect(al);
-        return;
-    }
-    al->ac = ac;
-    set_state(al, AL_CONNECTING);
-    redisAsyncSetConnectCallback(ac, on_connect);
-    redisAsyncSetDisconnectCallback(ac, on_disconnect);
-    if (al->url.password[0] != '\0') {
-        if (al->url.user[0] != '\0')
-            redisAsyncCommand(ac, NULL, NULL, "AUTH %s %s", al->url.user, al->url.password);
-        else
-            redisAsyncCommand(ac, NULL, NULL, "AUTH %s", al->url.password);
-    }
-    if (al->url.db != 0)
-        redisAsyncCommand(ac, NULL, NULL, "SELECT %d", al->url.db);
-    redisAsyncCommand(ac, on_ping, al, "PING");
-    ev_timer_set(&al->connect_timer, al->timeout_ms / 1000.0, 0.0);
-    ev_timer_start(al->loop, &al->connect_timer);
-}
 
 struct llmq_alimiter *llmq_alimiter_new(struct ev_loop *loop,
                                         const struct llmq_limiter_config *cfg,
@@ -193,22 +60,25 @@ struct llmq_alimiter *llmq_alimiter_new(struct ev_loop *loop,
     const char *url = cfg->redis_url ? cfg->redis_url : getenv("LLMQ_REDIS_URL");
     if (url == NULL || url[0] == '\0')
         url = LLMQ_REDIS_URL_DEFAULT;
-    if (llmq_redis_url_parse(url, &al->url, err) != LLMQ_OK) {
+    struct llmq_redis_url parsed;
+    if (llmq_redis_url_parse(url, &parsed, err) != LLMQ_OK) {
         free(al);
         return NULL;
     }
     al->loop = loop;
-    al->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 2000;
     al->policy = cfg->on_redis_down;
-    al->reconnect_min_ms = cfg->reconnect_min_ms > 0 ? cfg->reconnect_min_ms : 100;
-    al->reconnect_max_ms = cfg->reconnect_max_ms > 0 ? cfg->reconnect_max_ms : 5000;
-    al->backoff_ms = al->reconnect_min_ms;
-    al->rng = (unsigned int)(uintptr_t)al ^ (unsigned int)ev_now(loop);
     llmq_local_limiter_init(&al->local, cfg->local_share);
-    ev_timer_init(&al->reconnect_timer, on_reconnect_timer, 0.0, 0.0);
-    ev_timer_init(&al->connect_timer, on_connect_timeout, 0.0, 0.0);
     ev_timer_init(&al->defer_timer, on_defer_timer, 0.0, 0.0);
-    start_connect(al);
+    struct llmq_redis_async_config rc = {.timeout_ms = cfg->timeout_ms,
+                                         .reconnect_min_ms = cfg->reconnect_min_ms,
+                                         .reconnect_max_ms = cfg->reconnect_max_ms,
+                                         .name = "limiter"};
+    al->conn = llmq_redis_async_new(loop, &parsed, &rc, NULL, NULL, err);
+    if (al->conn == NULL) {
+        llmq_local_limiter_free(&al->local);
+        free(al);
+        return NULL;
+    }
     return al;
 }
 
@@ -292,8 +162,8 @@ static enum llmq_rc submit(struct llmq_alimiter *al, struct call *c, enum llmq_s
         free(c);
         return LLMQ_ECLOSED;
     }
-    if (al->state == AL_READY &&
-        llmq_script_run_async(al->ac, id, 1, argc, argv, NULL, on_reply, c) == LLMQ_OK)
+    redisAsyncContext *ac = llmq_redis_async_context(al->conn);
+    if (ac != NULL && llmq_script_run_async(ac, id, 1, argc, argv, NULL, on_reply, c) == LLMQ_OK)
         return LLMQ_OK;
     c->rc = fallback(c, &c->grant, &c->err);
     defer(al, c);
@@ -377,7 +247,7 @@ enum llmq_rc llmq_alimiter_pause(struct llmq_alimiter *al, const char *account,
 
 int llmq_alimiter_ready(const struct llmq_alimiter *al)
 {
-    return al->state == AL_READY;
+    return llmq_redis_async_ready(al->conn);
 }
 
 void llmq_alimiter_free(struct llmq_alimiter *al)
@@ -385,14 +255,8 @@ void llmq_alimiter_free(struct llmq_alimiter *al)
     if (al == NULL)
         return;
     al->closing = 1;
-    ev_timer_stop(al->loop, &al->reconnect_timer);
-    ev_timer_stop(al->loop, &al->connect_timer);
-    if (al->ac != NULL) {
-        redisAsyncContext *ac = al->ac;
-        al->ac = NULL;
-        /* Pending callbacks run now with reply NULL and answer LLMQ_ECLOSED. */
-        redisAsyncFree(ac);
-    }
+    /* Pending callbacks run now with reply NULL and answer LLMQ_ECLOSED. */
+    llmq_redis_async_free(al->conn);
     ev_timer_stop(al->loop, &al->defer_timer);
     run_deferred(al);
     llmq_local_limiter_free(&al->local);

@@ -1,0 +1,171 @@
+-- dispatch: hand this worker the next jobs the limiter admits (DESIGN.md
+-- flow 2), all in one atomic step.
+--   1. Delayed jobs that are due go back to their priority stream.
+--   2. Per priority, high first, the next undelivered entries are read from
+--      the stream and each job's cost is tried against every bucket of its
+--      path (limiter_try). Granted jobs are delivered to this consumer
+--      (XREADGROUP) and returned. A job denied by its account+model bucket
+--      stops that stream: nothing behind it in the stream is delivered and
+--      the wait is returned. A job denied only by its tenant or user bucket
+--      is parked in delayed until its bucket has room, so others pass. A job
+--      past its deadline, out of attempts, or whose cost never fits is
+--      dead-lettered; an entry whose job is gone or already finished is
+--      dropped.
+-- KEYS[1]  P, the account prefix
+-- ARGV[1]  consumer name     ARGV[2] max jobs to grant (free slots, 1..256)
+-- Reply:
+--   [1] wait_ms: > 0 when some job waits on its model bucket and fewer than
+--       max jobs were granted: the exact ms until it fits
+--   [2] ms until the earliest delayed job is due (-1: none)
+--   [3] {high, normal, low}: newest entry id of each stream ('0-0' if none),
+--       for the worker's blocking wake-up read
+--   [4] now_ms
+--   [5..] one array per granted job:
+--       {entry_id, prio, id, handle, url, body, model, attempts, cost}
+--       handle: the reservation without the account ('' when no bucket
+--       recorded it); attempts counts this one.
+local P = KEYS[1]
+local consumer = ARGV[1]
+local max_jobs = llmq_int_arg(ARGV[2], 'max jobs')
+if max_jobs < 1 or max_jobs > 256 then
+    return redis.error_reply('LLMQ_EINVAL max jobs must be 1..256')
+end
+local now = llmq_now_ms()
+local PRIOS = { 'high', 'normal', 'low' }
+
+-- 1. Promote due delayed jobs.
+local due = redis.call('ZRANGEBYSCORE', P .. 'delayed', '-inf', now, 'LIMIT', 0, 512)
+for _, id in ipairs(due) do
+    local prio = redis.call('HGET', P .. 'job:' .. id, 'prio')
+    if prio then
+        redis.call('XADD', P .. 'q:' .. prio, '*', 'id', id)
+        redis.call('HSET', P .. 'job:' .. id, 'state', 'queued')
+    end
+    redis.call('ZREM', P .. 'delayed', id)
+end
+
+-- The group's last delivered id of stream q, creating the group if needed.
+local function last_delivered(q)
+    local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', q)
+    if not ok then
+        return nil -- no stream: nothing queued
+    end
+    for _, g in ipairs(groups) do
+        local info = llmq_hash_table(g)
+        if info.name == 'workers' then
+            return info['last-delivered-id']
+        end
+    end
+    redis.call('XGROUP', 'CREATE', q, 'workers', '0')
+    return '0-0'
+end
+
+local JOB_FIELDS = { 'model', 'tenant', 'user', 'cost', 'deadline_ms', 'attempts', 'max_attempts', 'state' }
+local granted, taken, wait = {}, 0, 0
+
+for _, prio in ipairs(PRIOS) do
+    if taken >= max_jobs then
+        break
+    end
+    local q = P .. 'q:' .. prio
+    local last = last_delivered(q)
+    if last ~= nil then
+        local want = max_jobs - taken
+        local entries = redis.call('XRANGE', q, '(' .. last, '+', 'COUNT', want + 32)
+        local s = limiter_session(P, prio, now)
+        local outcome = {} -- per examined entry: {kind, ...}
+        for _, e in ipairs(entries) do
+            if taken >= max_jobs then
+                break
+            end
+            local fields = llmq_hash_table(e[2])
+            local id = fields.id
+            local job = id and redis.call('HMGET', P .. 'job:' .. id, unpack(JOB_FIELDS))
+            local kind, a, b = nil, nil, nil
+            if job == nil or not job[1] or job[8] == 'done' or job[8] == 'dead' or
+                redis.call('EXISTS', P .. 'res:' .. id) == 1 then
+                kind = 'drop'
+            else
+                local deadline = tonumber(job[5]) or 0
+                local attempts, max_attempts = tonumber(job[6]) or 0, tonumber(job[7]) or 0
+                local cost = tonumber(job[4])
+                if deadline > 0 and now >= deadline then
+                    kind, a = 'dead', 'expired'
+                    b = 'deadline passed before the job could be sent'
+                elseif max_attempts > 0 and attempts >= max_attempts then
+                    kind, a = 'dead', 'attempts_exhausted'
+                    b = 'no attempts left (' .. attempts .. ' of ' .. max_attempts .. ')'
+                elseif cost == nil or cost < 0 then
+                    kind, a, b = 'dead', 'invalid_job', 'job has no valid cost'
+                else
+                    local path = limiter_path(s, job[1], job[2], job[3])
+                    local st, r1, r2, r3, r4 = limiter_try(s, path, cost, job[4])
+                    if st == 'granted' then
+                        kind = 'take'
+                        a = limiter_handle(path, r1, job[4], now)
+                        b = { attempts + 1, cost, job[1] }
+                        if path.tags == '' then a = '' end
+                    elseif st == 'never' then
+                        kind, a = 'dead', 'never_fits'
+                        b = 'cost ' .. cost .. ' tokens exceeds the ' .. r2 .. ' limit ' .. r3 ..
+                            ' of bucket ' .. r1
+                    elseif r4 == 'model' then
+                        kind = 'stop'
+                        if wait == 0 or r1 < wait then wait = r1 end
+                    else
+                        kind, a = 'park', r1
+                    end
+                end
+            end
+            if kind == 'stop' then
+                break
+            end
+            outcome[#outcome + 1] = { kind, id, a, b }
+            if kind == 'take' then
+                taken = taken + 1
+            end
+        end
+        limiter_flush(s)
+        if #outcome > 0 then
+            local got = redis.call('XREADGROUP', 'GROUP', 'workers', consumer, 'COUNT', #outcome,
+                'STREAMS', q, '>')
+            local delivered = got[1][2]
+            for i, o in ipairs(outcome) do
+                local eid = delivered[i][1]
+                local kind, id = o[1], o[2]
+                if kind == 'take' then
+                    local jk = P .. 'job:' .. id
+                    redis.call('HSET', jk, 'state', 'running', 'attempts', o[4][1],
+                        'consumer', consumer, 'run_ms', now)
+                    local v = redis.call('HMGET', jk, 'url', 'body')
+                    granted[#granted + 1] = { eid, prio, id, o[3], v[1] or '', v[2] or '',
+                        o[4][3], o[4][1], o[4][2] }
+                else
+                    worker_ack(q, eid)
+                    if kind == 'dead' then
+                        llmq_job_finish(P, id, 'dead', worker_error_line(id, o[3], o[4]), o[3], now)
+                    elseif kind == 'park' then
+                        redis.call('ZADD', P .. 'delayed', now + o[3], id)
+                        redis.call('HSET', P .. 'job:' .. id, 'state', 'delayed')
+                    end
+                end
+            end
+        end
+    end
+end
+
+local next_due = -1
+local first = redis.call('ZRANGE', P .. 'delayed', 0, 0, 'WITHSCORES')
+if #first > 0 then
+    next_due = math.max(tonumber(first[2]) - now, 0)
+end
+local lasts = {}
+for _, prio in ipairs(PRIOS) do
+    local e = redis.call('XREVRANGE', P .. 'q:' .. prio, '+', '-', 'COUNT', 1)
+    lasts[#lasts + 1] = #e > 0 and e[1][1] or '0-0'
+end
+local reply = { taken < max_jobs and wait or 0, next_due, lasts, now }
+for _, g in ipairs(granted) do
+    reply[#reply + 1] = g
+end
+return reply

@@ -1,0 +1,77 @@
+-- job_settle: ends one delivery of a job, all or nothing (DESIGN.md flows
+-- 4-6): acknowledges and deletes its stream entry and, by mode,
+--   done      settles the reservation to the real usage and stores the result;
+--   retry     requeues the job in delayed, due at due_ms, refunding the
+--             reservation when asked (a 429: it was not served) and pausing
+--             the account+model bucket for the server's hint;
+--   dead      dead-letters it with its output line and reason, settling the
+--             reservation to the usage reported (or refunding it);
+--   handback  gives it back untried (shutdown): refund, due now, the attempt
+--             uncounted.
+-- Then the account+model bucket learns from OpenAI's rate-limit headers.
+-- KEYS[1]  P, the account prefix
+-- ARGV[1]  mode   ARGV[2] prio   ARGV[3] stream entry id   ARGV[4] job id
+-- ARGV[5]  reservation handle without the account ('' none)
+-- ARGV[6]  actual tokens (done/dead; -1: refund instead)
+-- ARGV[7]  Batch output line (done/dead)   ARGV[8] reason (dead, retry)
+-- ARGV[9]  due_ms (retry: unix ms, Redis time)   ARGV[10] refund (retry: 0|1)
+-- ARGV[11] model (the bucket to pause and to teach)   ARGV[12] pause ms (0: none)
+-- ARGV[13..16] remaining requests, remaining tokens, reset requests ms, reset
+--          tokens ms from the response headers (-1: not sent)
+-- Reply: {owned, finished}: owned 0 when the entry was no longer pending for
+-- anyone (reclaimed and redelivered): the job's state is then left to the
+-- current owner, except that a result is still stored once (finished 1).
+local P = KEYS[1]
+local mode, prio, eid, id, handle = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local actual = llmq_int_arg(ARGV[6], 'actual tokens')
+local now = llmq_now_ms()
+local q = P .. 'q:' .. prio
+local owned = worker_ack(q, eid)
+local finished = 0
+local jk = P .. 'job:' .. id
+
+if handle ~= '' then
+    if mode == 'done' or (mode == 'dead' and actual >= 0) then
+        limiter_adjust(P, handle, math.max(actual, 0))
+    elseif mode == 'handback' or ARGV[10] == '1' or mode == 'dead' then
+        limiter_adjust(P, handle, nil)
+    end
+end
+
+if mode == 'done' or mode == 'dead' then
+    finished = llmq_job_finish(P, id, mode, ARGV[7], ARGV[8], now)
+elseif owned == 1 and (mode == 'retry' or mode == 'handback') then
+    local due = mode == 'retry' and llmq_int_arg(ARGV[9], 'due_ms') or now
+    redis.call('ZADD', P .. 'delayed', math.max(due, now), id)
+    redis.call('HSET', jk, 'state', 'delayed')
+    if mode == 'retry' then
+        redis.call('HSET', jk, 'last_error', ARGV[8])
+    else
+        redis.call('HINCRBY', jk, 'attempts', -1)
+    end
+elseif mode ~= 'retry' and mode ~= 'handback' then
+    return redis.error_reply('LLMQ_EINVAL unknown mode ' .. tostring(mode))
+end
+
+local model = ARGV[11]
+local pause_ms = tonumber(ARGV[12]) or 0
+local rem_req, rem_tok = tonumber(ARGV[13]) or -1, tonumber(ARGV[14]) or -1
+local reset_req, reset_tok = tonumber(ARGV[15]) or -1, tonumber(ARGV[16]) or -1
+if model ~= nil and model ~= '' and (pause_ms > 0 or rem_req >= 0 or rem_tok >= 0) then
+    local s = limiter_session(P, 'normal', now)
+    local b = limiter_bucket(s, model, 'model')
+    if pause_ms > 0 then
+        b.pause = math.max(b.pause, now + pause_ms)
+        b.dirty = true
+        if b.cfg == nil then
+            limiter_pause(P, model, pause_ms, now)
+            b.dirty = false
+        end
+    end
+    worker_learn(s, b, rem_req, rem_tok, reset_req, reset_tok)
+    if b.cfg ~= nil and b.dirty then
+        redis.call('HSET', b.key, 'pause', b.pause)
+    end
+    limiter_flush(s)
+end
+return { owned, finished }

@@ -1,0 +1,41 @@
+-- reclaim: takes back jobs whose worker went silent (DESIGN.md flow 6).
+-- Entries pending longer than min_idle_ms in a priority stream (their worker
+-- neither finished them nor refreshed them: live workers re-claim their own
+-- in-flight entries every third of the visibility timeout) are claimed with
+-- XAUTOCLAIM, acknowledged, and their jobs requeued as due now, so they pass
+-- the limiter again. The silent worker's reservations age out with their
+-- window. Jobs that already ended are just dropped from the stream.
+-- KEYS[1]  P, the account prefix
+-- ARGV[1]  consumer name (this worker)   ARGV[2] min idle ms
+-- Reply: number of jobs requeued.
+local P = KEYS[1]
+local min_idle = llmq_int_arg(ARGV[2], 'min idle ms')
+local now = llmq_now_ms()
+local requeued = 0
+for _, prio in ipairs({ 'high', 'normal', 'low' }) do
+    local q = P .. 'q:' .. prio
+    if redis.call('EXISTS', q) == 1 then
+        local ok, r = pcall(redis.call, 'XAUTOCLAIM', q, 'workers', ARGV[1], min_idle, '0-0',
+            'COUNT', 256)
+        if ok then
+            for _, e in ipairs(r[2]) do
+                local eid = e[1]
+                local fields = type(e[2]) == 'table' and llmq_hash_table(e[2]) or {}
+                worker_ack(q, eid)
+                local id = fields.id
+                local jk = id and (P .. 'job:' .. id)
+                if jk and redis.call('HGET', jk, 'state') == 'running' and
+                    redis.call('EXISTS', P .. 'res:' .. id) == 0 then
+                    redis.call('ZADD', P .. 'delayed', now, id)
+                    redis.call('HSET', jk, 'state', 'delayed', 'last_error', 'reclaimed from a silent worker')
+                    requeued = requeued + 1
+                end
+            end
+            -- Entries deleted while pending come back as ids only: drop them.
+            for _, eid in ipairs(r[3] or {}) do
+                redis.call('XACK', q, 'workers', eid)
+            end
+        end
+    end
+end
+return requeued
