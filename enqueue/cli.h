@@ -47,5 +47,10 @@ void llmq_cli_error(const struct llmq_cli *cli, const char *fmt, ...)
 
 /* Subcommands: argv[0] is the subcommand name; return an exit code. */
 int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv);
+int llmq_cmd_enqueue(struct llmq_cli *cli, int argc, char **argv);
+int llmq_cmd_status(struct llmq_cli *cli, int argc, char **argv);
+int llmq_cmd_results(struct llmq_cli *cli, int argc, char **argv);
+int llmq_cmd_dead(struct llmq_cli *cli, int argc, char **argv);
+int llmq_cmd_settings(struct llmq_cli *cli, int argc, char **argv);
 
 #endif

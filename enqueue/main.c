@@ -14,6 +14,11 @@ struct command {
 };
 
 static const struct command commands[] = {
+    {"enqueue", llmq_cmd_enqueue, "push Batch-format JSONL jobs; optionally wait for results"},
+    {"status", llmq_cmd_status, "queues, in flight, dead letters, bucket use and consumers"},
+    {"results", llmq_cmd_results, "print results (Batch output lines) by job id"},
+    {"dead", llmq_cmd_dead, "list, retry or purge dead-lettered jobs"},
+    {"settings", llmq_cmd_settings, "show or change retention and enqueue settings"},
     {"limits", llmq_cmd_limits, "show or change rate limits and limiter policy"},
 };
 

@@ -21,7 +21,8 @@
 --       for the worker's blocking wake-up read
 --   [4] now_ms
 --   [5..] one array per granted job:
---       {entry_id, prio, id, handle, url, body, model, attempts, cost}
+--       {entry_id, prio, id, handle, url, body, model, attempts, cost,
+--        max_attempts (0: the worker's default)}
 --       handle: the reservation without the account ('' when no bucket
 --       recorded it); attempts counts this one.
 local P = KEYS[1]
@@ -103,7 +104,7 @@ for _, prio in ipairs(PRIOS) do
                     if st == 'granted' then
                         kind = 'take'
                         a = limiter_handle(path, r1, job[4], now)
-                        b = { attempts + 1, cost, job[1] }
+                        b = { attempts + 1, cost, job[1], max_attempts }
                         if path.tags == '' then a = '' end
                     elseif st == 'never' then
                         kind, a = 'dead', 'never_fits'
@@ -139,7 +140,7 @@ for _, prio in ipairs(PRIOS) do
                         'consumer', consumer, 'run_ms', now)
                     local v = redis.call('HMGET', jk, 'url', 'body')
                     granted[#granted + 1] = { eid, prio, id, o[3], v[1] or '', v[2] or '',
-                        o[4][3], o[4][1], o[4][2] }
+                        o[4][3], o[4][1], o[4][2], o[4][4] }
                 else
                     worker_ack(q, eid)
                     if kind == 'dead' then

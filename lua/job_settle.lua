@@ -14,7 +14,7 @@
 -- ARGV[5]  reservation handle without the account ('' none)
 -- ARGV[6]  actual tokens (done/dead; -1: refund instead)
 -- ARGV[7]  Batch output line (done/dead)   ARGV[8] reason (dead, retry)
--- ARGV[9]  due_ms (retry: unix ms, Redis time)   ARGV[10] refund (retry: 0|1)
+-- ARGV[9]  delay ms (retry: due this long after now)   ARGV[10] refund (retry: 0|1)
 -- ARGV[11] model (the bucket to pause and to teach)   ARGV[12] pause ms (0: none)
 -- ARGV[13..16] remaining requests, remaining tokens, reset requests ms, reset
 --          tokens ms from the response headers (-1: not sent)
@@ -41,8 +41,8 @@ end
 if mode == 'done' or mode == 'dead' then
     finished = llmq_job_finish(P, id, mode, ARGV[7], ARGV[8], now)
 elseif owned == 1 and (mode == 'retry' or mode == 'handback') then
-    local due = mode == 'retry' and llmq_int_arg(ARGV[9], 'due_ms') or now
-    redis.call('ZADD', P .. 'delayed', math.max(due, now), id)
+    local due = mode == 'retry' and now + llmq_int_arg(ARGV[9], 'delay ms') or now
+    redis.call('ZADD', P .. 'delayed', due, id)
     redis.call('HSET', jk, 'state', 'delayed')
     if mode == 'retry' then
         redis.call('HSET', jk, 'last_error', ARGV[8])

@@ -1,0 +1,220 @@
+/* llmq dead: the dead-letter stream P dead of an account.
+ *
+ * list reads it; retry (lua/dead_retry.lua) puts jobs back in their queue
+ * with fresh attempts from the body their hash kept; purge
+ * (lua/dead_purge.lua) deletes them. Both work on named ids or, with --all,
+ * on the whole stream in bounded chunks so no script runs long. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "keys.h"
+#include "redis.h"
+#include "script.h"
+
+#define CHUNK 500
+
+static void usage(FILE *out)
+{
+    fputs("usage: llmq dead list [--json] [--limit N]\n"
+          "       llmq dead retry (--all | ID...)\n"
+          "       llmq dead purge (--all | ID...)\n\n"
+          "list: dead-lettered jobs, oldest first: id, time (UTC), reason, error (tab-separated).\n"
+          "retry: enqueue them again with fresh attempts (same id, same body).\n"
+          "purge: delete them and their results for good.\n\n"
+          "Options: --json (list as JSON lines), --limit N, --all, --redis URL,\n"
+          "--account NAME, --help\n"
+          "Exit: 0 ok; 1 Redis failure; 2 usage error or an id that is not dead.\n",
+          out);
+}
+
+static const char *field(const redisReply *f, const char *name)
+{
+    for (size_t i = 0; f->type == REDIS_REPLY_ARRAY && i + 1 < f->elements; i += 2)
+        if (f->element[i]->type == REDIS_REPLY_STRING &&
+            f->element[i + 1]->type == REDIS_REPLY_STRING && strcmp(f->element[i]->str, name) == 0)
+            return f->element[i + 1]->str;
+    return "";
+}
+
+/* "2026-11-30T05:00:00.123Z" from unix ms text (as is when not a number). */
+static void format_ts(char *buf, size_t n, const char *ms_text)
+{
+    char *end = NULL;
+    long long ms = strtoll(ms_text, &end, 10);
+    struct tm tm;
+    time_t t = (time_t)(ms / 1000);
+    if (end == ms_text || *end != '\0' || gmtime_r(&t, &tm) == NULL) {
+        snprintf(buf, n, "%s", ms_text);
+        return;
+    }
+    size_t len = strftime(buf, n, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf + len, n - len, ".%03lldZ", ms % 1000);
+}
+
+static void print_entry(const redisReply *e, int as_json)
+{
+    const redisReply *f = e->element[1];
+    if (!as_json) {
+        char ts[64];
+        format_ts(ts, sizeof(ts), field(f, "ts"));
+        printf("%s\t%s\t%s\t%s\n", field(f, "id"), ts, field(f, "reason"), field(f, "error"));
+        return;
+    }
+    json_t *err = json_loads(field(f, "error"), 0, NULL);
+    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:o}", "id", field(f, "id"), "entry",
+                          e->element[0]->str, "ts", (json_int_t)strtoll(field(f, "ts"), NULL, 10),
+                          "reason", field(f, "reason"), "error", err ? err : json_null());
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    if (s != NULL)
+        printf("%s\n", s);
+    free(s);
+    json_decref(o);
+}
+
+static int list(const struct llmq_cli *cli, redisContext *c, const char *prefix, int as_json,
+                long long limit)
+{
+    char from[64] = "-";
+    long long shown = 0;
+    while (limit <= 0 || shown < limit) {
+        long long want = limit > 0 && limit - shown < CHUNK ? limit - shown : CHUNK;
+        redisReply *r = redisCommand(c, "XRANGE %sdead %s + COUNT %lld", prefix, from, want);
+        if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+            llmq_cli_error(cli, "XRANGE dead: %s",
+                           r && r->type == REDIS_REPLY_ERROR ? r->str
+                           : c->err                          ? c->errstr
+                                                             : "bad reply");
+            if (r != NULL)
+                freeReplyObject(r);
+            return LLMQ_EXIT_FAIL;
+        }
+        size_t n = r->elements;
+        for (size_t i = 0; i < n; i++) {
+            const redisReply *e = r->element[i];
+            if (e->type == REDIS_REPLY_ARRAY && e->elements == 2 &&
+                e->element[0]->type == REDIS_REPLY_STRING) {
+                print_entry(e, as_json);
+                snprintf(from, sizeof(from), "(%s", e->element[0]->str);
+                shown++;
+            }
+        }
+        freeReplyObject(r);
+        if ((long long)n < want)
+            break;
+    }
+    return LLMQ_EXIT_OK;
+}
+
+/* Prints one {id, outcome} of a retry/purge reply; returns 1 if it did what
+ * was asked (outcome == ok). */
+static int print_outcome(const redisReply *e, const char *ok, long long *n_ok, int *bad)
+{
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+        e->element[0]->type != REDIS_REPLY_STRING || e->element[1]->type != REDIS_REPLY_STRING)
+        return 0;
+    const char *outcome = e->element[1]->str;
+    if (strcmp(outcome, ok) == 0) {
+        printf("%s\n", e->element[0]->str);
+        (*n_ok)++;
+        return 1;
+    }
+    fprintf(stderr, "%s: %s\n", e->element[0]->str, outcome);
+    if (strcmp(outcome, "not_dead") == 0)
+        *bad = 1;
+    return 0;
+}
+
+/* Runs dead_retry or dead_purge on ids (or, when none, on the whole stream,
+ * a chunk per call until a call finds nothing). */
+static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix,
+               enum llmq_script_id script, const char *ok, char **ids, int n_ids)
+{
+    long long n_ok = 0;
+    int bad = 0, named = n_ids > 0;
+    for (;;) {
+        const char *argv[2 + CHUNK];
+        char limit[16];
+        snprintf(limit, sizeof(limit), "%d", CHUNK);
+        int argc = 2, taken = n_ids < CHUNK ? n_ids : CHUNK;
+        argv[0] = prefix;
+        argv[1] = limit;
+        for (int i = 0; i < taken; i++)
+            argv[argc++] = ids[i];
+        struct llmq_error err = {0};
+        redisReply *r = llmq_script_run(c, script, 1, argc, argv, NULL, &err);
+        if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+            llmq_cli_error(cli, "%s", r && r->type == REDIS_REPLY_ERROR ? r->str : err.msg);
+            if (r != NULL)
+                freeReplyObject(r);
+            return LLMQ_EXIT_FAIL;
+        }
+        size_t got = r->elements;
+        for (size_t i = 0; i < got; i++)
+            print_outcome(r->element[i], ok, &n_ok, &bad);
+        freeReplyObject(r);
+        ids += taken;
+        n_ids -= taken;
+        if ((taken > 0 && n_ids == 0) || (taken == 0 && got == 0))
+            break;
+    }
+    fprintf(stderr, "%s: %lld job(s) %s\n", cli->prog, n_ok, ok);
+    /* with --all, an entry of a job that lives again is dropped, not an error */
+    return bad && named ? LLMQ_EXIT_USAGE : LLMQ_EXIT_OK;
+}
+
+int llmq_cmd_dead(struct llmq_cli *cli, int argc, char **argv)
+{
+    static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
+                                         {"limit", required_argument, NULL, 'l'},
+                                         {"all", no_argument, NULL, 'a'},
+                                         LLMQ_CLI_COMMON_OPTIONS,
+                                         {NULL, 0, NULL, 0}};
+    int opt, as_json = 0, all = 0;
+    long long limit = 0;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (opt == 'h') {
+            usage(stdout);
+            return LLMQ_EXIT_OK;
+        }
+        if (opt == 'j' || opt == 'a')
+            *(opt == 'j' ? &as_json : &all) = 1;
+        else if (opt == 'l') {
+            if (llmq_cli_parse_int64(cli, "limit", optarg, 1, 1LL << 40, &limit) != 0)
+                return LLMQ_EXIT_USAGE;
+        } else if (!llmq_cli_common_option(cli, opt, optarg))
+            return LLMQ_EXIT_USAGE;
+    }
+    const char *verb = optind < argc ? argv[optind] : "";
+    int n_ids = optind < argc ? argc - optind - 1 : 0;
+    int is_list = strcmp(verb, "list") == 0;
+    int is_retry = strcmp(verb, "retry") == 0, is_purge = strcmp(verb, "purge") == 0;
+    if (!(is_list && n_ids == 0) && !((is_retry || is_purge) && (all != (n_ids > 0)))) {
+        usage(stderr);
+        return LLMQ_EXIT_USAGE;
+    }
+    for (int i = 0; i < n_ids; i++)
+        if (!llmq_name_valid(argv[optind + 1 + i])) {
+            llmq_cli_error(cli, "'%s' is not a job id", argv[optind + 1 + i]);
+            return LLMQ_EXIT_USAGE;
+        }
+    char prefix[LLMQ_KEY_PREFIX_MAX];
+    struct llmq_error err = {0};
+    if (llmq_account_prefix(cli->account, prefix, sizeof(prefix), &err) != LLMQ_OK) {
+        llmq_cli_error(cli, "%s", err.msg);
+        return LLMQ_EXIT_USAGE;
+    }
+    redisContext *c = llmq_cli_connect(cli);
+    if (c == NULL)
+        return LLMQ_EXIT_FAIL;
+    int code = is_list
+                   ? list(cli, c, prefix, as_json, limit)
+                   : act(cli, c, prefix, is_retry ? LLMQ_SCRIPT_DEAD_RETRY : LLMQ_SCRIPT_DEAD_PURGE,
+                         is_retry ? "queued" : "purged", argv + optind + 1, n_ids);
+    redisFree(c);
+    return code;
+}

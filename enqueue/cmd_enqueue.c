@@ -1,0 +1,367 @@
+/* llmq enqueue: a Batch-format JSONL file into the queue.
+ *
+ * Every line is checked before anything is written; one bad line stops the
+ * whole file (exit 2) unless --skip-invalid. Valid jobs go out in pipelined
+ * rounds; an id that exists already is reported, not enqueued twice. With
+ * --wait the command stays to stream each job's Batch output line as it ends
+ * and exits 3 when any job was dead-lettered. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "batch.h"
+#include "cli.h"
+#include "job_store.h"
+#include "keys.h"
+#include "progress.h"
+#include "redis.h"
+
+struct enqueue_opts {
+    const char *file;
+    const char *output;
+    struct llmq_job_defaults d;
+    long long max_body_bytes; /* 0: from P settings */
+    long long timeout_s;      /* --wait limit; -1 none */
+    int skip_invalid;
+    int quiet;
+    int wait;
+    int check_only;
+    int no_progress;
+};
+
+static void usage(FILE *out)
+{
+    fputs("usage: llmq enqueue FILE|- [options]\n\n"
+          "Reads OpenAI Batch input lines ({\"custom_id\", \"method\": \"POST\", \"url\", "
+          "\"body\"},\nplus optional \"llmq\": {\"priority\", \"tenant\", \"user\", "
+          "\"deadline_ms\", \"ttl_ms\",\n\"max_attempts\"}), checks every line, then enqueues "
+          "them. custom_id is the job id\n(the idempotency key): an id already queued, running "
+          "or done is reported, not\nenqueued again. Job ids go to stdout (with --wait: the "
+          "results do).\n\n"
+          "  --priority P        high|normal|low for lines that set none (default normal)\n"
+          "  --tenant T          tenant for lines that set none\n"
+          "  --user U            user for lines that set none\n"
+          "  --max-attempts N    attempts for lines that set none (default 5)\n"
+          "  --ttl-ms MS         deadline relative to enqueue for lines that set none\n"
+          "  --max-body-bytes N  body size limit (default: settings max_body_bytes, 1 MiB)\n"
+          "  --skip-invalid      enqueue the valid lines, report the invalid ones\n"
+          "  --check             only check the file; write nothing (no Redis needed)\n"
+          "  --quiet             print counts instead of job ids\n"
+          "  --wait              stay and print each result (Batch output lines) as it ends\n"
+          "  --timeout S         give up waiting after S seconds (exit 1)\n"
+          "  --output FILE       write results there instead of stdout\n"
+          "  --no-progress       no progress on stderr while waiting\n"
+          "  --redis URL, --account NAME, --help\n\n"
+          "Exit: 0 ok; 1 Redis failure or wait timeout; 2 usage or invalid lines (nothing\n"
+          "written); 3 some job was dead-lettered (with --wait).\n",
+          out);
+}
+
+enum {
+    OPT_PRIORITY = 1,
+    OPT_TENANT,
+    OPT_USER,
+    OPT_MAX_ATTEMPTS,
+    OPT_TTL,
+    OPT_MAX_BODY,
+    OPT_SKIP,
+    OPT_CHECK,
+    OPT_QUIET,
+    OPT_WAIT,
+    OPT_TIMEOUT,
+    OPT_OUTPUT,
+    OPT_NO_PROGRESS,
+};
+
+static const struct option long_opts[] = {
+    {"priority", required_argument, NULL, OPT_PRIORITY},
+    {"tenant", required_argument, NULL, OPT_TENANT},
+    {"user", required_argument, NULL, OPT_USER},
+    {"max-attempts", required_argument, NULL, OPT_MAX_ATTEMPTS},
+    {"ttl-ms", required_argument, NULL, OPT_TTL},
+    {"max-body-bytes", required_argument, NULL, OPT_MAX_BODY},
+    {"skip-invalid", no_argument, NULL, OPT_SKIP},
+    {"check", no_argument, NULL, OPT_CHECK},
+    {"quiet", no_argument, NULL, OPT_QUIET},
+    {"wait", no_argument, NULL, OPT_WAIT},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"output", required_argument, NULL, OPT_OUTPUT},
+    {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+    LLMQ_CLI_COMMON_OPTIONS,
+    {NULL, 0, NULL, 0},
+};
+
+/* Handles one option; returns 0, or -1 after printing a usage error. */
+static int take_option(struct llmq_cli *cli, struct enqueue_opts *o, int opt, const char *arg)
+{
+    long long v = 0;
+    switch (opt) {
+    case OPT_PRIORITY:
+        if (llmq_job_priority_parse(arg, &o->d.priority) == 0)
+            return 0;
+        llmq_cli_error(cli, "--priority: expected high, normal or low, got '%s'", arg);
+        return -1;
+    case OPT_TENANT:
+    case OPT_USER:
+        if (!llmq_name_valid(arg)) {
+            llmq_cli_error(cli, "--%s: '%s' is not a valid name",
+                           opt == OPT_TENANT ? "tenant" : "user", arg);
+            return -1;
+        }
+        *(opt == OPT_TENANT ? &o->d.tenant : &o->d.user) = arg;
+        return 0;
+    case OPT_MAX_ATTEMPTS:
+        if (llmq_cli_parse_int64(cli, "max-attempts", arg, 1, LLMQ_JOB_MAX_ATTEMPTS_LIMIT, &v))
+            return -1;
+        o->d.max_attempts = (int)v;
+        return 0;
+    case OPT_TTL:
+        return llmq_cli_parse_int64(cli, "ttl-ms", arg, 1, 1LL << 50, &o->d.ttl_ms);
+    case OPT_MAX_BODY:
+        return llmq_cli_parse_int64(cli, "max-body-bytes", arg, 1, 1LL << 34, &o->max_body_bytes);
+    case OPT_TIMEOUT:
+        return llmq_cli_parse_int64(cli, "timeout", arg, 0, 1LL << 31, &o->timeout_s);
+    case OPT_OUTPUT:
+        o->output = arg;
+        return 0;
+    default:
+        *(opt == OPT_SKIP    ? &o->skip_invalid
+          : opt == OPT_CHECK ? &o->check_only
+          : opt == OPT_QUIET ? &o->quiet
+          : opt == OPT_WAIT  ? &o->wait
+                             : &o->no_progress) = 1;
+        return 0;
+    }
+}
+
+/* Parses argv; returns -1 to exit with *code. */
+static int parse_args(struct llmq_cli *cli, int argc, char **argv, struct enqueue_opts *o,
+                      int *code)
+{
+    int opt;
+    llmq_job_defaults_init(&o->d);
+    o->timeout_s = -1;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+        if (opt == 'h') {
+            usage(stdout);
+            *code = LLMQ_EXIT_OK;
+            return -1;
+        }
+        if (llmq_cli_common_option(cli, opt, optarg))
+            continue;
+        if (opt == '?' || take_option(cli, o, opt, optarg) != 0) {
+            *code = LLMQ_EXIT_USAGE;
+            return -1;
+        }
+    }
+    if (optind != argc - 1) {
+        llmq_cli_error(cli, "expected one FILE (or - for stdin); see --help");
+        *code = LLMQ_EXIT_USAGE;
+        return -1;
+    }
+    o->file = argv[optind];
+    return 0;
+}
+
+/* Prints the invalid lines (the first 1000 of them) to stderr. */
+static void report_invalid(const struct llmq_cli *cli, const char *file, const struct llmq_batch *b)
+{
+    for (size_t i = 0; i < b->n_errors && i < 1000; i++)
+        llmq_cli_error(cli, "%s:%ld: %s", file, b->errors[i].line, b->errors[i].msg);
+    if (b->n_errors > 1000)
+        llmq_cli_error(cli, "... and %zu more invalid lines", b->n_errors - 1000);
+}
+
+/* Reads and checks the file; returns an exit code, or -1 to go on. */
+static int load_batch(struct llmq_cli *cli, struct enqueue_opts *o, struct llmq_batch *b)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    struct llmq_error err = {0};
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    o->d.now_ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    if (llmq_batch_read_file(o->file, &buf, &len, &err) != LLMQ_OK) {
+        llmq_cli_error(cli, "%s", err.msg);
+        return LLMQ_EXIT_USAGE;
+    }
+    enum llmq_rc rc = llmq_batch_parse(buf, len, &o->d, b, &err);
+    free(buf);
+    if (rc != LLMQ_OK) {
+        llmq_cli_error(cli, "%s", err.msg);
+        return LLMQ_EXIT_FAIL;
+    }
+    report_invalid(cli, o->file, b);
+    if (b->n_errors > 0 && (!o->skip_invalid || o->check_only)) {
+        llmq_cli_error(cli, "%zu invalid line(s): nothing enqueued%s", b->n_errors,
+                       o->check_only ? "" : " (--skip-invalid enqueues the valid ones)");
+        return LLMQ_EXIT_USAGE;
+    }
+    if (o->check_only) {
+        fprintf(stderr, "%s: %zu valid job(s)\n", cli->prog, b->n_jobs);
+        return LLMQ_EXIT_OK;
+    }
+    return -1;
+}
+
+/* Prints what happened to each job: ids of new ones (stdout, unless quiet or
+ * waiting), duplicates on stderr, then counts. */
+static void report_outcomes(const struct llmq_cli *cli, const struct enqueue_opts *o,
+                            const struct llmq_batch *b, const struct llmq_job_outcome *out)
+{
+    size_t created = 0, dup = 0;
+    for (size_t i = 0; i < b->n_jobs; i++) {
+        if (out[i].created) {
+            created++;
+            if (!o->quiet && !o->wait)
+                printf("%s\n", b->jobs[i].id);
+        } else {
+            dup++;
+            llmq_cli_error(cli, "%s:%ld: job %s already exists (%s): not enqueued again", o->file,
+                           b->job_lines[i], b->jobs[i].id, out[i].state);
+        }
+    }
+    if (o->quiet && !o->wait)
+        printf("%zu\n", created);
+    fprintf(stderr, "%s: %zu enqueued, %zu already present, %zu invalid\n", cli->prog, created, dup,
+            b->n_errors);
+}
+
+/* State of --wait: where results go, what was seen, the progress display. */
+struct waiting {
+    const struct llmq_cli *cli;
+    redisContext *c;
+    const char *prefix;
+    FILE *out;
+    int write_failed;
+    size_t dead;
+    long long base_429; /* P stats http_429 when the wait began */
+    struct llmq_progress progress;
+    int show_progress;
+};
+
+static long long stat_429(redisContext *c, const char *prefix)
+{
+    redisReply *r = redisCommand(c, "HGET %sstats http_429", prefix);
+    long long v = r && r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
+    if (r != NULL)
+        freeReplyObject(r);
+    return v;
+}
+
+static void on_result(const char *id, int dead, const char *line, void *ud)
+{
+    struct waiting *w = ud;
+    (void)id;
+    if (dead)
+        w->dead++;
+    if (w->show_progress && w->progress.tty && w->progress.drawn && w->out == stdout) {
+        fputs("\r\033[K", stderr); /* results and the bar share the terminal */
+        w->progress.drawn = 0;
+    }
+    if (fprintf(w->out, "%s\n", line) < 0)
+        w->write_failed = 1;
+}
+
+static void on_tick(size_t done, size_t total, void *ud)
+{
+    struct waiting *w = ud;
+    (void)total;
+    fflush(w->out);
+    if (w->show_progress)
+        llmq_progress_update(&w->progress, done, w->dead, stat_429(w->c, w->prefix) - w->base_429,
+                             0);
+}
+
+/* Waits for every job of the batch (new and already present) and streams
+ * their results. Returns the exit code. */
+static int enqueue_wait(struct llmq_cli *cli, redisContext *c, const char *prefix,
+                        const struct enqueue_opts *o, const struct llmq_batch *b)
+{
+    struct waiting w = {
+        .cli = cli, .c = c, .prefix = prefix, .out = stdout, .show_progress = !o->no_progress};
+    const char **ids = malloc(sizeof(*ids) * (b->n_jobs + 1));
+    struct llmq_error err = {0};
+    size_t done = 0;
+    if (ids == NULL || (o->output && (w.out = fopen(o->output, "w")) == NULL)) {
+        llmq_cli_error(cli, "%s: cannot open for writing", ids ? o->output : "out of memory");
+        free(ids);
+        return LLMQ_EXIT_FAIL;
+    }
+    for (size_t i = 0; i < b->n_jobs; i++)
+        ids[i] = b->jobs[i].id;
+    w.base_429 = stat_429(c, prefix);
+    llmq_progress_init(&w.progress, stderr, cli->prog, b->n_jobs);
+    struct llmq_job_waiter waiter = {.on_result = on_result,
+                                     .on_tick = on_tick,
+                                     .ud = &w,
+                                     .tick_ms = w.progress.tty ? 200 : 1000};
+    enum llmq_rc rc =
+        llmq_job_store_wait(c, prefix, ids, b->n_jobs, o->timeout_s < 0 ? -1 : o->timeout_s * 1000,
+                            &waiter, &done, &err);
+    if (w.show_progress) {
+        llmq_progress_update(&w.progress, done, w.dead, stat_429(c, prefix) - w.base_429, 1);
+        llmq_progress_finish(&w.progress);
+    }
+    if (fflush(w.out) != 0 || (w.out != stdout && fclose(w.out) != 0))
+        w.write_failed = 1;
+    free(ids);
+    if (rc != LLMQ_OK)
+        llmq_cli_error(cli, "%s", err.msg);
+    if (w.write_failed)
+        llmq_cli_error(cli, "writing results failed");
+    if (rc != LLMQ_OK || w.write_failed)
+        return LLMQ_EXIT_FAIL;
+    if (w.dead > 0) {
+        llmq_cli_error(cli, "%zu of %zu job(s) were dead-lettered (see llmq dead list)", w.dead,
+                       done);
+        return LLMQ_EXIT_DEAD;
+    }
+    return LLMQ_EXIT_OK;
+}
+
+int llmq_cmd_enqueue(struct llmq_cli *cli, int argc, char **argv)
+{
+    struct enqueue_opts o = {0};
+    struct llmq_batch b = {0};
+    struct llmq_error err = {0};
+    char prefix[LLMQ_KEY_PREFIX_MAX];
+    redisContext *c = NULL;
+    struct llmq_job_outcome *out = NULL;
+    int code = LLMQ_EXIT_OK;
+    if (parse_args(cli, argc, argv, &o, &code) != 0)
+        return code;
+    if (llmq_account_prefix(cli->account, prefix, sizeof(prefix), &err) != LLMQ_OK) {
+        llmq_cli_error(cli, "%s", err.msg);
+        return LLMQ_EXIT_USAGE;
+    }
+    if (!o.check_only && (c = llmq_cli_connect(cli)) == NULL)
+        return LLMQ_EXIT_FAIL;
+    if (o.max_body_bytes == 0 && c != NULL)
+        o.max_body_bytes =
+            llmq_job_store_setting(c, prefix, "max_body_bytes", LLMQ_JOB_MAX_BODY_BYTES_DEFAULT);
+    o.d.max_body_bytes =
+        o.max_body_bytes > 0 ? (size_t)o.max_body_bytes : LLMQ_JOB_MAX_BODY_BYTES_DEFAULT;
+    code = load_batch(cli, &o, &b);
+    if (code >= 0)
+        goto out;
+    code = LLMQ_EXIT_OK;
+    out = calloc(b.n_jobs + 1, sizeof(*out));
+    if (out == NULL || llmq_job_store_prepare(c, prefix, &err) != LLMQ_OK ||
+        llmq_job_store_push(c, prefix, b.jobs, b.n_jobs, out, &err) != LLMQ_OK) {
+        llmq_cli_error(cli, "%s", out ? err.msg : "out of memory");
+        code = LLMQ_EXIT_FAIL;
+        goto out;
+    }
+    report_outcomes(cli, &o, &b, out);
+    if (o.wait)
+        code = enqueue_wait(cli, c, prefix, &o, &b);
+out:
+    free(out);
+    llmq_batch_clear(&b);
+    if (c != NULL)
+        redisFree(c);
+    return code;
+}

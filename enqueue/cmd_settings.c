@@ -1,0 +1,138 @@
+/* llmq settings: the retention and enqueue settings of an account, kept in
+ * the HASH P settings (fields in common/keys.h). Scripts read them on every
+ * use, so a change applies at once; an unset field falls back to its default. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "job.h"
+#include "keys.h"
+#include "redis.h"
+#include "script.h"
+
+struct setting {
+    const char *name;
+    long long def;
+    long long min;
+    const char *what;
+};
+
+/* Defaults must match JOBS_DEFAULTS in lua/lib/30_jobs.lua (which applies
+ * them) and LLMQ_JOB_MAX_BODY_BYTES_DEFAULT (enqueue's check). */
+static const struct setting settings[] = {
+    {"result_ttl_ms", 7LL * 24 * 3600 * 1000, 1000, "keep done results this long (ms)"},
+    {"result_max", 1000000, 1, "keep at most this many done results"},
+    {"events_max", 100000, 1000, "approximate length of the events stream"},
+    {"max_body_bytes", LLMQ_JOB_MAX_BODY_BYTES_DEFAULT, 1, "enqueue: request body size limit"},
+};
+#define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
+
+static void usage(FILE *out)
+{
+    fputs("usage: llmq settings [get [FIELD]]\n"
+          "       llmq settings set FIELD VALUE\n"
+          "       llmq settings unset FIELD\n\n"
+          "Shows or changes an account's settings (integers); unset restores the default.\n"
+          "Fields:\n",
+          out);
+    for (size_t i = 0; i < N_SETTINGS; i++)
+        fprintf(out, "  %-16s %s (default %lld)\n", settings[i].name, settings[i].what,
+                settings[i].def);
+    fputs("\nOptions: --redis URL, --account NAME, --help\n"
+          "Exit: 0 ok; 1 Redis failure; 2 usage error.\n",
+          out);
+}
+
+static const struct setting *find(const char *name)
+{
+    for (size_t i = 0; i < N_SETTINGS; i++)
+        if (strcmp(settings[i].name, name) == 0)
+            return &settings[i];
+    return NULL;
+}
+
+static int show(const struct llmq_cli *cli, redisContext *c, const char *prefix, const char *only)
+{
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        if (only != NULL && strcmp(only, settings[i].name) != 0)
+            continue;
+        redisReply *r = redisCommand(c, "HGET %ssettings %s", prefix, settings[i].name);
+        if (r == NULL || r->type == REDIS_REPLY_ERROR) {
+            llmq_cli_error(cli, "HGET settings: %s", r ? r->str : c->errstr);
+            if (r != NULL)
+                freeReplyObject(r);
+            return LLMQ_EXIT_FAIL;
+        }
+        if (r->type == REDIS_REPLY_STRING)
+            printf("%s %s\n", settings[i].name, r->str);
+        else
+            printf("%s %lld (default)\n", settings[i].name, settings[i].def);
+        freeReplyObject(r);
+    }
+    return LLMQ_EXIT_OK;
+}
+
+static int change(const struct llmq_cli *cli, redisContext *c, const char *prefix,
+                  const struct setting *s, const char *value)
+{
+    long long v = 0;
+    redisReply *r;
+    if (value != NULL) {
+        if (llmq_cli_parse_int64(cli, s->name, value, s->min, 1LL << 50, &v) != 0)
+            return LLMQ_EXIT_USAGE;
+        r = redisCommand(c, "HSET %ssettings %s %lld", prefix, s->name, v);
+    } else {
+        r = redisCommand(c, "HDEL %ssettings %s", prefix, s->name);
+    }
+    int ok = r != NULL && r->type == REDIS_REPLY_INTEGER;
+    if (!ok)
+        llmq_cli_error(cli, "settings: %s",
+                       r && r->type == REDIS_REPLY_ERROR ? r->str
+                       : c->err                          ? c->errstr
+                                                         : "bad reply");
+    if (r != NULL)
+        freeReplyObject(r);
+    return ok ? show(cli, c, prefix, s->name) : LLMQ_EXIT_FAIL;
+}
+
+int llmq_cmd_settings(struct llmq_cli *cli, int argc, char **argv)
+{
+    static const struct option opts[] = {LLMQ_CLI_COMMON_OPTIONS, {NULL, 0, NULL, 0}};
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (opt == 'h') {
+            usage(stdout);
+            return LLMQ_EXIT_OK;
+        }
+        if (!llmq_cli_common_option(cli, opt, optarg))
+            return LLMQ_EXIT_USAGE;
+    }
+    int n = argc - optind;
+    const char *verb = n > 0 ? argv[optind] : "get";
+    const char *field = n > 1 ? argv[optind + 1] : NULL;
+    int set = strcmp(verb, "set") == 0, unset = strcmp(verb, "unset") == 0;
+    if (!(strcmp(verb, "get") == 0 && n <= 2) && !(set && n == 3) && !(unset && n == 2)) {
+        usage(stderr);
+        return LLMQ_EXIT_USAGE;
+    }
+    const struct setting *s = field ? find(field) : NULL;
+    if (field != NULL && s == NULL) {
+        llmq_cli_error(cli, "unknown setting '%s' (see --help)", field);
+        return LLMQ_EXIT_USAGE;
+    }
+    char prefix[LLMQ_KEY_PREFIX_MAX];
+    struct llmq_error err = {0};
+    if (llmq_account_prefix(cli->account, prefix, sizeof(prefix), &err) != LLMQ_OK) {
+        llmq_cli_error(cli, "%s", err.msg);
+        return LLMQ_EXIT_USAGE;
+    }
+    redisContext *c = llmq_cli_connect(cli);
+    if (c == NULL)
+        return LLMQ_EXIT_FAIL;
+    int code = set || unset ? change(cli, c, prefix, s, set ? argv[optind + 2] : NULL)
+                            : show(cli, c, prefix, field);
+    redisFree(c);
+    return code;
+}

@@ -1,0 +1,44 @@
+-- dead_purge: deletes dead jobs for good: their hash, result and dead-letter
+-- entry. The id is free to be enqueued again afterwards.
+-- KEYS[1]  P, the account prefix
+-- ARGV[1]  at most this many jobs (when no ids are named)
+-- ARGV[2..] job ids; none: the oldest ARGV[1] entries of P dead
+-- Reply: one {id, outcome} per job looked at; outcome 'purged', 'not_dead'
+-- (the job is not dead: nothing done) or 'gone' (no such job: entry dropped).
+local P = KEYS[1]
+local out = {}
+
+local function purge(id, eid)
+    local jk = P .. 'job:' .. id
+    local j = redis.call('HMGET', jk, 'state', 'dead_entry')
+    eid = eid or j[2]
+    if j[1] ~= false and j[1] ~= 'dead' then
+        return 'not_dead'
+    end
+    if eid then
+        redis.call('XDEL', P .. 'dead', eid)
+    end
+    if j[1] == false then
+        redis.call('DEL', P .. 'res:' .. id)
+        return 'gone'
+    end
+    redis.call('DEL', jk, P .. 'res:' .. id)
+    return 'purged'
+end
+
+if #ARGV > 1 then
+    for i = 2, #ARGV do
+        out[#out + 1] = { ARGV[i], purge(ARGV[i], nil) }
+    end
+else
+    local limit = llmq_int_arg(ARGV[1], 'limit')
+    for _, e in ipairs(redis.call('XRANGE', P .. 'dead', '-', '+', 'COUNT', limit)) do
+        local id = llmq_hash_table(e[2])['id'] or ''
+        local r = purge(id, e[1])
+        if r == 'not_dead' then
+            redis.call('XDEL', P .. 'dead', e[1])
+        end
+        out[#out + 1] = { id, r }
+    end
+end
+return out

@@ -1,0 +1,53 @@
+-- dead_retry: puts dead jobs back in their queue with fresh attempts, from the
+-- body kept in their hash; removes their result and dead-letter entry.
+-- KEYS[1]  P, the account prefix
+-- ARGV[1]  at most this many jobs (when no ids are named)
+-- ARGV[2..] job ids; none: the oldest ARGV[1] entries of P dead
+-- Reply: one {id, outcome} per job looked at; outcome 'queued', 'not_dead'
+-- (the job is not dead: nothing done), 'no_body' (its body is gone: the
+-- dead-letter entry is dropped) or 'gone' (no such job: entry dropped).
+local P = KEYS[1]
+local now = llmq_now_ms()
+local out = {}
+
+local function retry(id, eid)
+    local jk = P .. 'job:' .. id
+    local j = redis.call('HMGET', jk, 'state', 'body', 'prio', 'dead_entry')
+    eid = eid or j[4]
+    if j[1] ~= 'dead' then
+        -- An entry left over from a job that lives again: drop it when listed.
+        if j[1] == false and eid then
+            redis.call('XDEL', P .. 'dead', eid)
+        end
+        return j[1] == false and 'gone' or 'not_dead'
+    end
+    if eid then
+        redis.call('XDEL', P .. 'dead', eid)
+    end
+    if not j[2] or not j[3] then
+        return 'no_body'
+    end
+    redis.call('DEL', P .. 'res:' .. id)
+    redis.call('HSET', jk, 'state', 'queued', 'attempts', 0, 'enq_ms', now)
+    redis.call('HDEL', jk, 'last_error', 'dead_entry', 'fin_ms')
+    redis.call('XADD', P .. 'q:' .. j[3], '*', 'id', id)
+    return 'queued'
+end
+
+if #ARGV > 1 then
+    for i = 2, #ARGV do
+        out[#out + 1] = { ARGV[i], retry(ARGV[i], nil) }
+    end
+else
+    local limit = llmq_int_arg(ARGV[1], 'limit')
+    for _, e in ipairs(redis.call('XRANGE', P .. 'dead', '-', '+', 'COUNT', limit)) do
+        local f = llmq_hash_table(e[2])
+        local id = f['id'] or ''
+        local r = retry(id, e[1])
+        if r == 'not_dead' then
+            redis.call('XDEL', P .. 'dead', e[1])
+        end
+        out[#out + 1] = { id, r }
+    end
+end
+return out

@@ -1,0 +1,46 @@
+-- enqueue: adds jobs unless their id is already known (the idempotency key).
+-- KEYS[1]  P, the account prefix
+-- ARGV     JOBS_FIELDS values per job, repeated for each job of the call:
+--          id, prio (high|normal|low), model, url, body (JSON text), cost
+--          (tokens), tenant ('' none), user ('' none), deadline_ms (unix ms,
+--          0 none), ttl_ms (0 none; deadline = min(deadline, now + ttl)),
+--          max_attempts, est_prompt_tokens
+-- Reply: one {created, state} per job, in order: {1, 'queued'} for a new
+-- job; {0, state} when job:<id> or res:<id> already exists (state of the
+-- existing job; 'done' when only its result is left), nothing written.
+-- A job is a HASH P job:<id> plus an entry {id} in the stream P q:<prio>.
+local P = KEYS[1]
+local JOBS_FIELDS = 12
+if #ARGV % JOBS_FIELDS ~= 0 then
+    return redis.error_reply('LLMQ_EINVAL enqueue takes ' .. JOBS_FIELDS .. ' values per job')
+end
+local VALID_PRIO = { high = true, normal = true, low = true }
+local now = llmq_now_ms()
+local out = {}
+for base = 1, #ARGV, JOBS_FIELDS do
+    local id, prio = ARGV[base], ARGV[base + 1]
+    local jk = P .. 'job:' .. id
+    if not VALID_PRIO[prio] then
+        return redis.error_reply('LLMQ_EINVAL job ' .. id .. ': bad priority ' .. prio)
+    end
+    if redis.call('EXISTS', jk, P .. 'res:' .. id) > 0 then
+        out[#out + 1] = { 0, redis.call('HGET', jk, 'state') or 'done' }
+    else
+        local deadline, ttl = tonumber(ARGV[base + 8]), tonumber(ARGV[base + 9])
+        if not deadline or not ttl then
+            return redis.error_reply('LLMQ_EINVAL job ' .. id .. ': bad deadline_ms or ttl_ms')
+        end
+        if ttl > 0 and (deadline == 0 or now + ttl < deadline) then
+            deadline = now + ttl
+        end
+        -- one fixed-arity call: the hot path of enqueue (tenant/user '' = none)
+        redis.call('HSET', jk, 'id', id, 'model', ARGV[base + 2], 'url', ARGV[base + 3],
+            'body', ARGV[base + 4], 'cost', ARGV[base + 5], 'prio', prio,
+            'tenant', ARGV[base + 6], 'user', ARGV[base + 7], 'deadline_ms', deadline,
+            'max_attempts', ARGV[base + 10], 'attempts', 0, 'enq_ms', now, 'state', 'queued',
+            'est_prompt_tokens', ARGV[base + 11])
+        redis.call('XADD', P .. 'q:' .. prio, '*', 'id', id)
+        out[#out + 1] = { 1, 'queued' }
+    end
+end
+return out

@@ -1,0 +1,10 @@
+-- job_finish: ends a job with its result (see llmq_job_finish in
+-- lib/30_jobs.lua). For failures outside dispatch, and for tests that play
+-- the worker.
+-- KEYS[1]  P, the account prefix
+-- ARGV[1]  job id
+-- ARGV[2]  state: done | dead
+-- ARGV[3]  the Batch output line (JSON text)
+-- ARGV[4]  reason ('' for done; e.g. 'http_400', 'max_attempts', 'deadline')
+-- Reply: 1 when the job ended now, 0 when it had already ended (no change).
+return llmq_job_finish(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4] or '', llmq_now_ms())

@@ -1,0 +1,138 @@
+-- Jobs: how a job ends (result, state, events, dead letters) and the
+-- retention that keeps results and streams bounded. Used by job_finish.lua and
+-- by the worker's dispatch/settle scripts; the key layout is in common/keys.h.
+--
+-- Retention: a done job's result (P res:<id>) and its hash (body removed) are
+-- indexed in P results by finish time and deleted past result_ttl_ms or beyond
+-- result_max, oldest first, a bounded number per finish so no call is slow; a
+-- PEXPIRE backs that up while nothing finishes. Dead jobs keep their whole hash
+-- and result until `llmq dead retry|purge`: nothing a human has not looked at
+-- is dropped. Queue streams are trimmed only below every group's oldest
+-- pending entry and last delivered id, so nothing unacknowledged goes.
+
+-- Defaults of the P settings fields the scripts read (see common/keys.h).
+local JOBS_DEFAULTS = {
+    result_ttl_ms = 7 * 24 * 3600 * 1000,
+    result_max = 1000000,
+    events_max = 100000,
+}
+local JOBS_SWEEP_MAX = 64       -- results deleted per finish at most
+local JOBS_TRIM_EVERY = 256     -- queue streams checked every this many finishes
+local JOBS_PRIORITIES = { 'high', 'normal', 'low' }
+local LLMQ_JOBS_GROUP = 'workers' -- consumer group of the queue streams
+
+-- The effective retention settings of account P: P settings over defaults.
+local function llmq_jobs_settings(P)
+    local v = redis.call('HMGET', P .. 'settings', 'result_ttl_ms', 'result_max', 'events_max')
+    return {
+        result_ttl_ms = tonumber(v[1]) or JOBS_DEFAULTS.result_ttl_ms,
+        result_max = tonumber(v[2]) or JOBS_DEFAULTS.result_max,
+        events_max = tonumber(v[3]) or JOBS_DEFAULTS.events_max,
+    }
+end
+
+-- Stream ids "ms-seq" as two numbers; true when a < b.
+local function jobs_id_less(a, b)
+    local am, as = string.match(a, '^(%d+)-(%d+)$')
+    local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+    am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)
+    return am < bm or (am == bm and as < bs)
+end
+
+-- Trims queue stream q of entries every group has acknowledged: below each
+-- group's oldest pending entry, and below its last delivered id.
+local function llmq_jobs_trim_acked(q)
+    local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', q)
+    if not ok or #groups == 0 then
+        return
+    end
+    local bound = nil
+    for _, g in ipairs(groups) do
+        local info = llmq_hash_table(g)
+        local b = info['last-delivered-id']
+        local pend = redis.call('XPENDING', q, info['name'])
+        if tonumber(pend[1]) > 0 and jobs_id_less(pend[2], b) then
+            b = pend[2]
+        end
+        if bound == nil or jobs_id_less(b, bound) then
+            bound = b
+        end
+    end
+    if bound ~= '0-0' then
+        redis.call('XTRIM', q, 'MINID', bound)
+    end
+end
+
+-- Deletes done results past their age or beyond the count, oldest first, at
+-- most JOBS_SWEEP_MAX of them.
+local function jobs_sweep_results(P, s, now_ms)
+    local idx = P .. 'results'
+    local n_old = redis.call('ZCOUNT', idx, '-inf', now_ms - s.result_ttl_ms)
+    local n_over = redis.call('ZCARD', idx) - s.result_max
+    local n = math.min(math.max(n_old, n_over), JOBS_SWEEP_MAX)
+    if n <= 0 then
+        return
+    end
+    local ids = redis.call('ZRANGE', idx, 0, n - 1)
+    for _, id in ipairs(ids) do
+        local jk = P .. 'job:' .. id
+        -- The id may have been enqueued again since: leave a live job alone.
+        if redis.call('HGET', jk, 'state') == 'done' then
+            redis.call('DEL', jk, P .. 'res:' .. id)
+        end
+    end
+    redis.call('ZREMRANGEBYRANK', idx, 0, n - 1)
+end
+
+-- The "error" member of an output line, as JSON text ('' when none).
+local function jobs_error_text(line)
+    local ok, v = pcall(cjson.decode, line)
+    if ok and type(v) == 'table' and type(v.error) == 'table' then
+        return cjson.encode(v.error)
+    end
+    return ''
+end
+
+-- Ends job id of account P. state: 'done' or 'dead'; line: its Batch output
+-- line (JSON text; a dead one carries "error"); reason: why it died ('' for
+-- done); now_ms: Redis time. Stores the result, sets the state, tells waiters
+-- (P events), dead-letters (P dead) and applies retention. Returns 1, or 0
+-- when the job had already ended (nothing changes: one result per job id).
+local function llmq_job_finish(P, id, state, line, reason, now_ms)
+    if state ~= 'done' and state ~= 'dead' then
+        error('LLMQ_EINVAL state must be done or dead, got ' .. tostring(state))
+    end
+    local jk, rk = P .. 'job:' .. id, P .. 'res:' .. id
+    if redis.call('EXISTS', rk) == 1 then
+        return 0
+    end
+    local s = llmq_jobs_settings(P)
+    local has_job = redis.call('EXISTS', jk) == 1
+    redis.call('SET', rk, line)
+    if has_job then
+        redis.call('HSET', jk, 'state', state, 'fin_ms', now_ms)
+    end
+    redis.call('XADD', P .. 'events', 'MAXLEN', '~', s.events_max, '*', 'id', id, 'state', state)
+    if state == 'dead' then
+        local eid = redis.call('XADD', P .. 'dead', '*', 'id', id, 'reason', reason,
+            'error', jobs_error_text(line), 'ts', now_ms)
+        if has_job then
+            redis.call('HSET', jk, 'last_error', reason, 'dead_entry', eid)
+        end
+    else
+        if has_job then
+            redis.call('HDEL', jk, 'body')
+            redis.call('PEXPIRE', jk, s.result_ttl_ms)
+        end
+        redis.call('PEXPIRE', rk, s.result_ttl_ms)
+        redis.call('ZADD', P .. 'results', now_ms, id)
+        jobs_sweep_results(P, s, now_ms)
+    end
+    local n = redis.call('HINCRBY', P .. 'stats', state, 1)
+    if state == 'done' and n % JOBS_TRIM_EVERY == 0 then
+        for _, prio in ipairs(JOBS_PRIORITIES) do
+            llmq_jobs_trim_acked(P .. 'q:' .. prio)
+        end
+    end
+    return 1
+end

@@ -1,0 +1,82 @@
+-- status: what an account's queues hold right now, for `llmq status`.
+-- KEYS[1]  P, the account prefix
+-- ARGV[1]  count delayed and dead jobs per priority only when there are at
+--          most this many of each (each needs a lookup of the job's hash)
+-- Reply: {queues, totals, consumers, settings}
+--   queues    one {prio, queued, in_flight, delayed, dead} per priority;
+--             queued = entries not yet delivered, in_flight = delivered and
+--             not acknowledged; delayed/dead -1 when too many to count
+--   totals    {delayed, dead, results_kept, done_ever, dead_ever, http_429}
+--   consumers one {prio, name, pending, idle_ms} per consumer of "workers"
+--   settings  flat {field, value, ...}: P settings over the defaults
+local P = KEYS[1]
+local cap = llmq_int_arg(ARGV[1], 'cap')
+local PRIOS = { 'high', 'normal', 'low' }
+
+-- Per-priority counts of job ids, or nil when there are more than cap.
+local function by_prio(ids)
+    if #ids > cap then
+        return nil
+    end
+    local n = { high = 0, normal = 0, low = 0 }
+    for _, id in ipairs(ids) do
+        local p = redis.call('HGET', P .. 'job:' .. id, 'prio')
+        if p and n[p] then
+            n[p] = n[p] + 1
+        end
+    end
+    return n
+end
+
+local n_delayed = redis.call('ZCARD', P .. 'delayed')
+local n_dead = redis.call('XLEN', P .. 'dead')
+local delayed, dead = nil, nil
+if n_delayed <= cap then
+    delayed = by_prio(redis.call('ZRANGE', P .. 'delayed', 0, -1))
+end
+if n_dead <= cap then
+    local ids = {}
+    for _, e in ipairs(redis.call('XRANGE', P .. 'dead', '-', '+')) do
+        ids[#ids + 1] = llmq_hash_table(e[2])['id'] or ''
+    end
+    dead = by_prio(ids)
+end
+
+local queues, consumers = {}, {}
+for _, prio in ipairs(PRIOS) do
+    local q = P .. 'q:' .. prio
+    local len = redis.call('XLEN', q)
+    local pending = 0
+    local ok, pend = pcall(redis.call, 'XPENDING', q, LLMQ_JOBS_GROUP)
+    if ok then
+        pending = tonumber(pend[1])
+        local okc, cs = pcall(redis.call, 'XINFO', 'CONSUMERS', q, LLMQ_JOBS_GROUP)
+        if okc then
+            for _, c in ipairs(cs) do
+                local t = llmq_hash_table(c)
+                consumers[#consumers + 1] = { prio, t['name'], t['pending'], t['idle'] }
+            end
+        end
+    end
+    queues[#queues + 1] = { prio, math.max(len - pending, 0), pending,
+        delayed and delayed[prio] or -1, dead and dead[prio] or -1 }
+end
+
+local st = redis.call('HMGET', P .. 'stats', 'done', 'dead', 'http_429')
+local totals = { n_delayed, n_dead, redis.call('ZCARD', P .. 'results'),
+    tonumber(st[1]) or 0, tonumber(st[2]) or 0, tonumber(st[3]) or 0 }
+
+local eff = llmq_jobs_settings(P)
+local settings = {}
+for k, v in pairs(eff) do
+    settings[#settings + 1] = k
+    settings[#settings + 1] = v
+end
+local raw = redis.call('HGETALL', P .. 'settings')
+for i = 1, #raw, 2 do
+    if eff[raw[i]] == nil then
+        settings[#settings + 1] = raw[i]
+        settings[#settings + 1] = raw[i + 1]
+    end
+end
+return { queues, totals, consumers, settings }

@@ -1,0 +1,26 @@
+# The worker's HTTP client (worker/http*.c) is compiled into its own test and
+# benchmark directly, so they build before llmq-worker links; and the small
+# HTTP/1.1 server they talk to (tests/http_testserver/) is a helper program
+# in the tests' binary directory (found via LLMQ_TEST_BIN_DIR).
+file(GLOB LLMQ_HTTP_SOURCES CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/worker/http*.c")
+
+add_executable(http_testserver ${CMAKE_CURRENT_SOURCE_DIR}/http_testserver/http_testserver.c)
+target_link_libraries(http_testserver PRIVATE llmq_libev)
+set_target_properties(http_testserver PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+
+function(llmq_http_attach target)
+    if(TARGET ${target})
+        target_sources(${target} PRIVATE ${LLMQ_HTTP_SOURCES})
+        target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/worker)
+        target_compile_definitions(${target} PRIVATE LLMQ_VERSION="${PROJECT_VERSION}")
+        add_dependencies(${target} http_testserver)
+    endif()
+endfunction()
+
+# http_client is registered by the integration glob before this file is read;
+# bench_http after it, hence the deferred call.
+llmq_http_attach(http_client)
+if(TARGET http_client)
+    set_tests_properties(http_client PROPERTIES TIMEOUT 60)
+endif()
+cmake_language(DEFER CALL llmq_http_attach bench_http)

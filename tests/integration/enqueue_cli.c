@@ -1,0 +1,297 @@
+/* llmq enqueue, end to end: every rejection of the bad-input corpus writes
+ * nothing and names its line; the valid corpus goes in; --skip-invalid;
+ * re-enqueueing queued, running or done ids; --wait streaming results while
+ * a stand-in worker ends the jobs (exit 3 when some died); --help everywhere. */
+#include <dirent.h>
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "jobs_cli_run.h"
+#include "jobs_fake_worker.h"
+#include "redis.h"
+#include "testsupport.h"
+
+static const char *corpus(const char *sub, char *buf, size_t n)
+{
+    const char *src = getenv("LLMQ_SOURCE_DIR");
+    snprintf(buf, n, "%s/tests/data/batch/%s", src ? src : "..", sub);
+    return buf;
+}
+
+static long long keys_of(redisContext *c, const char *account)
+{
+    redisReply *r = redisCommand(c, "KEYS llmq:{%s}:*", account);
+    long long n = r && r->type == REDIS_REPLY_ARRAY ? (long long)r->elements : -1;
+    freeReplyObject(r);
+    return n;
+}
+
+static long long xlen(redisContext *c, const char *prefix, const char *prio)
+{
+    redisReply *r = redisCommand(c, "XLEN %sq:%s", prefix, prio);
+    long long n = r->integer;
+    freeReplyObject(r);
+    return n;
+}
+
+static void check_invalid(redisContext *c, const char *dir, const char *name)
+{
+    char path[1024], expect_path[1024], expect[512] = "", args[256] = "", account[96];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    snprintf(expect_path, sizeof(expect_path), "%s/%.*s.expect", dir,
+             (int)(strlen(name) - strlen(".jsonl")), name);
+    FILE *f = fopen(expect_path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(expect, sizeof(expect), f));
+    if (fgets(args, sizeof(args), f) == NULL)
+        args[0] = '\0';
+    fclose(f);
+    expect[strcspn(expect, "\r\n")] = '\0';
+    args[strcspn(args, "\r\n")] = '\0';
+    char *tab = strchr(expect, '\t');
+    *tab = '\0';
+    char where[1100];
+    snprintf(where, sizeof(where), "%s:%s: ", path, expect);
+    llmq_test_unique_name(account, sizeof(account), "einv");
+    char *space = strchr(args, ' ');
+    if (space != NULL)
+        *space = '\0';
+    const char *argv[] = {"llmq", "enqueue", path, args[0] ? args : NULL, space ? space + 1 : NULL,
+                          NULL};
+    struct cli_run r = cli_run(account, argv);
+    if (r.status != 2 || !strstr(r.err, where) || !strstr(r.err, tab + 1) ||
+        !strstr(r.err, "nothing enqueued") || r.out[0] != '\0')
+        fail_msg("%s: status %d, stderr:\n%s\nwanted '%s' and '%s'", name, r.status, r.err, where,
+                 tab + 1);
+    assert_int_equal(keys_of(c, account), 0);
+    cli_free(&r);
+}
+
+static void test_invalid_corpus_writes_nothing(void **state)
+{
+    (void)state;
+    char dir[512];
+    redisContext *c = llmq_test_redis_connect();
+    DIR *d = opendir(corpus("invalid", dir, sizeof(dir)));
+    assert_non_null(d);
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len > 6 && strcmp(e->d_name + len - 6, ".jsonl") == 0) {
+            check_invalid(c, dir, e->d_name);
+            n++;
+        }
+    }
+    closedir(d);
+    assert_true(n >= 20);
+    redisFree(c);
+}
+
+static void test_valid_corpus(void **state)
+{
+    (void)state;
+    char dir[512], path[1024], account[96];
+    DIR *d = opendir(corpus("valid", dir, sizeof(dir)));
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        llmq_test_unique_name(account, sizeof(account), "evalid");
+        const char *argv[] = {"llmq", "enqueue", "--quiet", path, NULL};
+        struct cli_run r = cli_run(account, argv);
+        if (r.status != 0 || strtol(r.out, NULL, 10) < 1)
+            fail_msg("%s: status %d out '%s' err '%s'", e->d_name, r.status, r.out, r.err);
+        cli_free(&r);
+    }
+    closedir(d);
+}
+
+static char *write_temp(const char *text)
+{
+    char *path = strdup("/tmp/llmq-enqueue-XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    return path;
+}
+
+#define CHAT(id)                                                                                   \
+    "{\"custom_id\":\"" id "\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\","              \
+    "\"body\":{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\","                        \
+    "\"content\":\"hi\"}]}}\n"
+
+static void test_skip_invalid(void **state)
+{
+    (void)state;
+    char account[96], prefix[128];
+    llmq_test_unique_name(account, sizeof(account), "eskip");
+    llmq_account_prefix(account, prefix, sizeof(prefix), NULL);
+    char *path = write_temp(CHAT("s1") "{oops\n" CHAT("s2") CHAT("s1"));
+    const char *argv[] = {"llmq", "enqueue", "--skip-invalid", path, NULL};
+    struct cli_run r = cli_run(account, argv);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "s1\ns2\n");
+    assert_non_null(strstr(r.err, ":2: bad JSON"));
+    assert_non_null(strstr(r.err, ":4: duplicate custom_id \"s1\" (first on line 1)"));
+    assert_non_null(strstr(r.err, "2 enqueued, 0 already present, 2 invalid"));
+    cli_free(&r);
+    redisContext *c = llmq_test_redis_connect();
+    assert_int_equal(xlen(c, prefix, "normal"), 2);
+    redisFree(c);
+    unlink(path);
+    free(path);
+}
+
+static void test_reenqueue_reports(void **state)
+{
+    (void)state;
+    char account[96], prefix[128];
+    llmq_test_unique_name(account, sizeof(account), "eidem");
+    llmq_account_prefix(account, prefix, sizeof(prefix), NULL);
+    char *path = write_temp(CHAT("q1") CHAT("r1") CHAT("d1") CHAT("x1"));
+    const char *argv[] = {"llmq", "enqueue", path, NULL};
+    struct cli_run r = cli_run(account, argv);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(cli_count_lines(r.out), 4);
+    cli_free(&r);
+    redisContext *c = llmq_test_redis_connect();
+    freeReplyObject(redisCommand(c, "HSET %sjob:r1 state running", prefix));
+    assert_int_equal(fake_worker_finish(c, prefix, "d1", 0), 1);
+    assert_int_equal(fake_worker_finish(c, prefix, "x1", 0), 1);
+    freeReplyObject(redisCommand(c, "DEL %sjob:x1", prefix)); /* only the result is left */
+    r = cli_run(account, argv);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "");
+    assert_non_null(strstr(r.err, "job q1 already exists (queued)"));
+    assert_non_null(strstr(r.err, "job r1 already exists (running)"));
+    assert_non_null(strstr(r.err, "job d1 already exists (done)"));
+    assert_non_null(strstr(r.err, "job x1 already exists (done)"));
+    assert_non_null(strstr(r.err, "0 enqueued, 4 already present"));
+    assert_int_equal(xlen(c, prefix, "normal"), 4);
+    cli_free(&r);
+    redisFree(c);
+    unlink(path);
+    free(path);
+}
+
+/* Runs `llmq enqueue --wait` on n jobs while the stand-in worker ends them,
+ * every dead_every-th as dead. Returns the finished run. */
+static struct cli_run wait_run(const char *account, const char *prefix, int n, long dead_every,
+                               const char *out_path)
+{
+    char *text = calloc((size_t)n, 256), *p = text;
+    for (int i = 0; i < n; i++)
+        p += snprintf(p, 256,
+                      "{\"custom_id\":\"w%d\",\"url\":\"/v1/embeddings\",\"body\":{\"model\":"
+                      "\"text-embedding-3-small\",\"input\":\"x %d\"}}\n",
+                      i, i);
+    char *path = write_temp(text);
+    const char *argv[] = {"llmq",     "enqueue", "--wait", "--timeout", "60",
+                          "--output", out_path,  path,     NULL};
+    pid_t pid = cli_start(account, argv);
+    redisContext *c = llmq_test_redis_connect();
+    long ended = 0;
+    long long t0 = llmq_test_now_ms();
+    while (ended < n && llmq_test_now_ms() - t0 < 30000) {
+        long got = fake_worker_run(c, prefix, 7, 200, dead_every);
+        assert_true(got >= 0);
+        ended += got;
+        usleep(50 * 1000); /* let the waiter see results arrive over time */
+    }
+    assert_int_equal(ended, n);
+    redisFree(c);
+    unlink(path);
+    free(path);
+    free(text);
+    return cli_finish(pid);
+}
+
+static void check_output(const char *out_path, int n, int n_dead)
+{
+    char *out = cli_slurp(out_path);
+    assert_int_equal(cli_count_lines(out), n);
+    int dead = 0;
+    for (char *line = out, *nl; (nl = strchr(line, '\n')) != NULL; line = nl + 1) {
+        json_t *o = json_loadb(line, (size_t)(nl - line), 0, NULL);
+        assert_non_null(o);
+        assert_true(json_is_string(json_object_get(o, "custom_id")));
+        assert_true(json_is_string(json_object_get(o, "id")));
+        assert_non_null(json_object_get(o, "response"));
+        dead += json_is_object(json_object_get(o, "error"));
+        json_decref(o);
+    }
+    assert_int_equal(dead, n_dead);
+    free(out);
+}
+
+static void test_wait_streams_results(void **state)
+{
+    (void)state;
+    char account[96], prefix[128], out_path[] = "/tmp/llmq-wait-XXXXXX";
+    close(mkstemp(out_path));
+    llmq_test_unique_name(account, sizeof(account), "ewait");
+    llmq_account_prefix(account, prefix, sizeof(prefix), NULL);
+    struct cli_run r = wait_run(account, prefix, 30, 0, out_path);
+    if (r.status != 0)
+        fail_msg("status %d: %s", r.status, r.err);
+    assert_non_null(strstr(r.err, "progress: 30/30 done (0 dead)"));
+    check_output(out_path, 30, 0);
+    cli_free(&r);
+
+    llmq_test_unique_name(account, sizeof(account), "ewaitdead");
+    llmq_account_prefix(account, prefix, sizeof(prefix), NULL);
+    r = wait_run(account, prefix, 20, 5, out_path);
+    assert_int_equal(r.status, 3);
+    assert_non_null(strstr(r.err, "4 of 20 job(s) were dead-lettered"));
+    check_output(out_path, 20, 4);
+    cli_free(&r);
+    unlink(out_path);
+}
+
+static void test_help_everywhere(void **state)
+{
+    (void)state;
+    const char *cmds[] = {"enqueue", "status", "results", "dead", "settings"};
+    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+        const char *argv[] = {"llmq", cmds[i], "--help", NULL};
+        struct cli_run r = cli_run("default", argv);
+        assert_int_equal(r.status, 0);
+        assert_non_null(strstr(r.out, "usage: llmq"));
+        assert_non_null(strstr(r.out, "Exit"));
+        cli_free(&r);
+    }
+    const char *v[] = {"llmq", "--version", NULL};
+    struct cli_run r = cli_run("default", v);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "llmq "));
+    cli_free(&r);
+    const char *bad[] = {"llmq", "enqueue", "--priority", "urgent", "x.jsonl", NULL};
+    r = cli_run("default", bad);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "--priority"));
+    cli_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_invalid_corpus_writes_nothing),
+        cmocka_unit_test(test_valid_corpus),
+        cmocka_unit_test(test_skip_invalid),
+        cmocka_unit_test(test_reenqueue_reports),
+        cmocka_unit_test(test_wait_streams_results),
+        cmocka_unit_test(test_help_everywhere),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

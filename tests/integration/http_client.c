@@ -1,0 +1,472 @@
+/* Integration test of the worker's HTTP client (worker/http*.c) on a libev
+ * loop against tests/http_testserver (started here on a free loopback port):
+ * many concurrent requests each complete exactly once and never inside
+ * submit, callbacks may submit more, timeouts fire, resets and refused
+ * connections are reported as such, oversized bodies are cut with an error,
+ * headers and usage are parsed, and free cancels every pending transfer
+ * exactly once (also when called from inside a callback). No Redis needed. */
+#include <curl/curl.h>
+#include <ev.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "errorbody.h"
+#include "http.h"
+#include "testsupport.h"
+#include "usage.h"
+
+#define API_KEY "sk-test-0123456789"
+
+static pid_t server_pid;
+static int server_port;
+static char base_url[64];
+
+static int start_server(void **state)
+{
+    (void)state;
+    char port_file[128];
+    snprintf(port_file, sizeof(port_file), "/tmp/llmq-http-test-%d.port", (int)getpid());
+    unlink(port_file);
+    const char *bin = llmq_test_bin("http_testserver", 1);
+    server_pid = fork();
+    if (server_pid == 0) {
+        execl(bin, bin, "--port", "0", "--port-file", port_file, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 500 && server_port == 0; i++) {
+        FILE *f = fopen(port_file, "r");
+        if (f != NULL) {
+            if (fscanf(f, "%d", &server_port) != 1)
+                server_port = 0;
+            fclose(f);
+        }
+        if (server_port == 0)
+            usleep(10000);
+    }
+    unlink(port_file);
+    if (server_port == 0) {
+        fprintf(stderr, "http_client: %s did not start\n", bin);
+        return -1;
+    }
+    snprintf(base_url, sizeof(base_url), "http://127.0.0.1:%d", server_port);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    return 0;
+}
+
+static int stop_server(void **state)
+{
+    (void)state;
+    if (server_pid > 0) {
+        kill(server_pid, SIGTERM);
+        waitpid(server_pid, NULL, 0);
+    }
+    curl_global_cleanup();
+    return 0;
+}
+
+/* ---- one test's context ---- */
+
+#define MAX_REQ 2000
+
+struct ctx {
+    struct ev_loop *loop;
+    struct llmq_http *http;
+    int submitting;        /* set around llmq_http_submit: a callback then is a bug */
+    int calls[MAX_REQ * 2]; /* callback runs per request (follow-ups from MAX_REQ on) */
+    enum llmq_http_outcome outcome[MAX_REQ * 2];
+    long status[MAX_REQ * 2];
+    int done, expected;
+    int follow_ups;        /* callbacks still allowed to submit a follow-up */
+    int free_in_callback;  /* free the client from the first OK callback */
+    int bad;               /* a check inside a callback failed */
+    struct llmq_ratelimit_headers last_headers;
+    struct llmq_usage last_usage;
+    struct llmq_errorbody last_error;
+    char last_echo[256];
+    char *taken;
+    size_t body_len[MAX_REQ * 2];
+};
+
+struct req_tag {
+    struct ctx *c;
+    int i;
+    char id[32];
+};
+
+static struct req_tag tags[MAX_REQ * 2];
+
+static void on_done(struct llmq_http_response *resp, void *privdata);
+
+static void submit_one(struct ctx *c, int i, const char *path, long timeout_ms)
+{
+    struct req_tag *t = &tags[i];
+    t->c = c;
+    t->i = i;
+    snprintf(t->id, sizeof(t->id), "job-%d", i);
+    char url[256];
+    snprintf(url, sizeof(url), "%s%s", base_url, path);
+    const char *body = "{\"model\":\"gpt-4o-mini\",\"messages\":[]}";
+    struct llmq_http_request req = {
+        .url = url,
+        .body = body,
+        .body_len = strlen(body),
+        .auth = LLMQ_HTTP_AUTH_BEARER,
+        .api_key = API_KEY,
+        .client_request_id = t->id,
+        .timeout_ms = timeout_ms,
+    };
+    struct llmq_error err;
+    c->submitting = 1;
+    enum llmq_rc rc = llmq_http_submit(c->http, &req, on_done, t, &err);
+    c->submitting = 0;
+    if (rc != LLMQ_OK)
+        fail_msg("submit %d: %s", i, err.msg);
+}
+
+static void on_done(struct llmq_http_response *resp, void *privdata)
+{
+    struct req_tag *t = privdata;
+    struct ctx *c = t->c;
+    if (c->submitting)
+        c->bad = 1; /* ran inside submit */
+    c->calls[t->i]++;
+    if (getenv("HTTP_DEBUG"))
+        fprintf(stderr, "done %d at %lld: %s %s\n", t->i, llmq_test_now_ms(), llmq_http_outcome_name(resp->outcome), resp->error);
+    c->outcome[t->i] = resp->outcome;
+    c->status[t->i] = resp->status;
+    c->body_len[t->i] = resp->body_len;
+    c->done++;
+    if (resp->body == NULL || resp->body[resp->body_len] != '\0' || resp->error == NULL)
+        c->bad = 1;
+    if (resp->outcome == LLMQ_HTTP_OK) {
+        c->last_headers = resp->headers;
+        llmq_usage_parse(resp->body, resp->body_len, &c->last_usage);
+        llmq_errorbody_classify((int)resp->status, resp->body, resp->body_len, &c->last_error);
+        char want[64];
+        snprintf(want, sizeof(want), "\"echo_id\":\"%s\"", t->id);
+        if (resp->status == 200 && strstr(resp->body, "echo_id") && !strstr(resp->body, want))
+            c->bad = 1;
+        const char *a = strstr(resp->body, "\"echo_auth\":\"");
+        if (a != NULL)
+            snprintf(c->last_echo, sizeof(c->last_echo), "%.*s", (int)strcspn(a + 13, "\""),
+                     a + 13);
+    }
+    if (c->follow_ups > 0 && t->i < MAX_REQ / 2) {
+        c->follow_ups--;
+        submit_one(c, t->i + MAX_REQ, "/ok", 0); /* re-entrant submit from a callback */
+    }
+    if (c->free_in_callback && resp->outcome == LLMQ_HTTP_OK) {
+        c->free_in_callback = 0;
+        llmq_http_free(c->http);
+        c->http = NULL;
+    }
+}
+
+static void guard_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)w;
+    (void)revents;
+    ev_break(loop, EVBREAK_ALL);
+}
+
+static void check_cb(struct ev_loop *loop, ev_check *w, int revents)
+{
+    (void)revents;
+    struct ctx *c = w->data;
+    if (c->done >= c->expected)
+        ev_break(loop, EVBREAK_ALL);
+}
+
+/* Runs the loop until `expected` callbacks ran or limit_s passed. */
+static void run_until_done(struct ctx *c, double limit_s)
+{
+    ev_timer guard;
+    ev_timer_init(&guard, guard_cb, limit_s, 0.);
+    ev_timer_start(c->loop, &guard);
+    ev_check chk;
+    ev_check_init(&chk, check_cb);
+    chk.data = c;
+    ev_check_start(c->loop, &chk);
+    if (c->done < c->expected)
+        ev_run(c->loop, 0);
+    ev_check_stop(c->loop, &chk);
+    ev_timer_stop(c->loop, &guard);
+}
+
+static struct ctx *ctx_new(const struct llmq_http_config *cfg)
+{
+    static struct ctx c;
+    memset(&c, 0, sizeof(c));
+    c.loop = ev_loop_new(EVFLAG_AUTO);
+    struct llmq_error err;
+    c.http = llmq_http_new(c.loop, cfg, &err);
+    if (c.http == NULL)
+        fail_msg("llmq_http_new: %s", err.msg);
+    return &c;
+}
+
+static void ctx_free(struct ctx *c)
+{
+    llmq_http_free(c->http);
+    ev_loop_destroy(c->loop);
+}
+
+/* ---- tests ---- */
+
+static void test_many_concurrent(void **state)
+{
+    (void)state;
+    struct llmq_http_config cfg = {.max_connections = 600, .version = LLMQ_HTTP_1_1};
+    struct ctx *c = ctx_new(&cfg);
+    const int n = 500, follow = 50;
+    c->follow_ups = follow;
+    c->expected = n + follow;
+    for (int i = 0; i < n; i++)
+        submit_one(c, i, "/ok?delay=100", 0);
+    assert_int_equal(llmq_http_inflight(c->http), n);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(c->calls[i], 0); /* nothing ran inside submit */
+    run_until_done(c, 20.0);
+    assert_int_equal(c->done, n + follow);
+    assert_false(c->bad);
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(c->calls[i], 1);
+        assert_int_equal(c->outcome[i], LLMQ_HTTP_OK);
+        assert_int_equal(c->status[i], 200);
+    }
+    int follow_calls = 0;
+    for (int i = MAX_REQ; i < MAX_REQ * 2; i++) {
+        assert_true(c->calls[i] <= 1);
+        follow_calls += c->calls[i];
+        if (c->calls[i])
+            assert_int_equal(c->status[i], 200);
+    }
+    assert_int_equal(follow_calls, follow);
+    assert_int_equal(llmq_http_inflight(c->http), 0);
+    /* Headers and body parsed. */
+    int64_t v;
+    assert_true(llmq_ratelimit_headers_get(&c->last_headers, LLMQ_RLH_LIMIT_REQUESTS, &v));
+    assert_int_equal(v, 500);
+    assert_true(llmq_ratelimit_headers_get(&c->last_headers, LLMQ_RLH_RESET_TOKENS_MS, &v));
+    assert_int_equal(v, 360000);
+    assert_true(llmq_ratelimit_headers_get(&c->last_headers, LLMQ_RLH_RESET_REQUESTS_MS, &v));
+    assert_int_equal(v, 120);
+    assert_string_equal(c->last_headers.request_id, "req_test123");
+    assert_int_equal(c->last_usage.total_tokens, 15);
+    assert_string_equal(c->last_echo, "Bearer " API_KEY);
+    assert_int_equal(c->last_error.kind, LLMQ_ERRORBODY_OK);
+    ctx_free(c);
+}
+
+static void test_timeout(void **state)
+{
+    (void)state;
+    struct ctx *c = ctx_new(NULL);
+    c->expected = 2;
+    long long t0 = llmq_test_now_ms();
+    submit_one(c, 0, "/hang", 300);
+    submit_one(c, 1, "/ok?delay=2000", 200);
+    run_until_done(c, 10.0);
+    long long took = llmq_test_now_ms() - t0;
+    assert_int_equal(c->calls[0], 1);
+    assert_int_equal(c->calls[1], 1);
+    assert_int_equal(c->outcome[0], LLMQ_HTTP_TIMEOUT);
+    assert_int_equal(c->outcome[1], LLMQ_HTTP_TIMEOUT);
+    if (took < 280 || took >= 2000)
+        fail_msg("timeouts took %lld ms", took);
+    ctx_free(c);
+}
+
+static void test_reset_and_refused(void **state)
+{
+    (void)state;
+    struct ctx *c = ctx_new(NULL);
+    c->expected = 2;
+    submit_one(c, 0, "/reset", 0);
+    /* A port nobody listens on. */
+    int closed = llmq_test_free_port();
+    char url[128];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/ok", closed);
+    struct req_tag *t = &tags[1];
+    t->c = c;
+    t->i = 1;
+    snprintf(t->id, sizeof(t->id), "job-1");
+    struct llmq_http_request req = {.url = url, .auth = LLMQ_HTTP_AUTH_NONE};
+    assert_int_equal(llmq_http_submit(c->http, &req, on_done, t, NULL), LLMQ_OK);
+    run_until_done(c, 10.0);
+    assert_int_equal(c->calls[0], 1);
+    assert_int_equal(c->calls[1], 1);
+    assert_int_equal(c->outcome[0], LLMQ_HTTP_RESET);
+    assert_int_equal(c->outcome[1], LLMQ_HTTP_CONNECT_ERROR);
+    ctx_free(c);
+}
+
+static void test_too_big(void **state)
+{
+    (void)state;
+    struct llmq_http_config cfg = {.max_body_bytes = 65536};
+    struct ctx *c = ctx_new(&cfg);
+    c->expected = 4;
+    submit_one(c, 0, "/big?bytes=1000000", 0);           /* Content-Length over the limit */
+    submit_one(c, 1, "/big?bytes=1000000&chunked=1", 0); /* discovered while receiving */
+    submit_one(c, 2, "/big?bytes=65536&chunked=1", 0);   /* exactly the limit: fine */
+    submit_one(c, 3, "/big?bytes=65537", 0);
+    run_until_done(c, 10.0);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(c->calls[i], 1);
+    assert_int_equal(c->outcome[0], LLMQ_HTTP_TOO_BIG);
+    assert_int_equal(c->outcome[1], LLMQ_HTTP_TOO_BIG);
+    assert_true(c->body_len[1] <= 65536);
+    assert_int_equal(c->outcome[2], LLMQ_HTTP_OK);
+    assert_int_equal(c->body_len[2], 65536);
+    assert_int_equal(c->outcome[3], LLMQ_HTTP_TOO_BIG);
+    ctx_free(c);
+}
+
+static void test_status_and_sse(void **state)
+{
+    (void)state;
+    struct ctx *c = ctx_new(NULL);
+    c->expected = 1;
+    submit_one(c, 0, "/status?code=429", 0);
+    run_until_done(c, 10.0);
+    assert_int_equal(c->outcome[0], LLMQ_HTTP_OK);
+    assert_int_equal(c->status[0], 429);
+    assert_int_equal(c->last_error.kind, LLMQ_ERRORBODY_RATE_LIMIT);
+    assert_string_equal(c->last_error.code, "rate_limit_exceeded");
+    assert_int_equal(llmq_ratelimit_headers_retry_hint_ms(&c->last_headers), 1500);
+    int64_t v;
+    assert_true(llmq_ratelimit_headers_get(&c->last_headers, LLMQ_RLH_SHOULD_RETRY, &v));
+    assert_int_equal(v, 1);
+    c->expected = 2;
+    submit_one(c, 1, "/sse", 0);
+    run_until_done(c, 10.0);
+    assert_int_equal(c->status[1], 200);
+    assert_int_equal(c->last_usage.total_tokens, 10);
+    ctx_free(c);
+}
+
+static void take_cb(struct llmq_http_response *resp, void *privdata)
+{
+    struct ctx *c = privdata;
+    c->taken = llmq_http_response_take_body(resp);
+    if (resp->body_len != 0 || resp->body == NULL || resp->body[0] != '\0')
+        c->bad = 1;
+    c->done++;
+}
+
+static void test_take_body(void **state)
+{
+    (void)state;
+    struct ctx *c = ctx_new(NULL);
+    char url[128];
+    snprintf(url, sizeof(url), "%s/big?bytes=5000", base_url);
+    struct llmq_http_request req = {.url = url, .auth = LLMQ_HTTP_AUTH_NONE};
+    assert_int_equal(llmq_http_submit(c->http, &req, take_cb, c, NULL), LLMQ_OK);
+    c->expected = 1;
+    run_until_done(c, 10.0);
+    assert_false(c->bad);
+    assert_non_null(c->taken);
+    assert_int_equal(strlen(c->taken), 5000);
+    free(c->taken);
+    ctx_free(c);
+}
+
+static void test_free_cancels(void **state)
+{
+    (void)state;
+    struct ctx *c = ctx_new(NULL);
+    for (int i = 0; i < 20; i++)
+        submit_one(c, i, "/hang", 0);
+    c->expected = 1000; /* never: run for the time limit */
+    run_until_done(c, 0.2);
+    assert_int_equal(c->done, 0);
+    llmq_http_free(c->http);
+    c->http = NULL;
+    for (int i = 0; i < 20; i++) {
+        assert_int_equal(c->calls[i], 1);
+        assert_int_equal(c->outcome[i], LLMQ_HTTP_CANCELLED);
+    }
+    /* Nothing of the client is left on the loop. */
+    ev_run(c->loop, EVRUN_NOWAIT);
+    assert_int_equal(ev_pending_count(c->loop), 0);
+    ctx_free(c);
+}
+
+static void test_free_inside_callback(void **state)
+{
+    (void)state;
+    struct ctx *c = ctx_new(NULL);
+    for (int i = 0; i < 5; i++)
+        submit_one(c, i, "/hang", 0);
+    submit_one(c, 5, "/ok", 0);
+    c->free_in_callback = 1;
+    c->expected = 6;
+    run_until_done(c, 10.0);
+    if (c->http != NULL)
+        fail_msg("not freed: done %d outcome[5] %s status %ld", c->done,
+                 llmq_http_outcome_name(c->outcome[5]), c->status[5]);
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(c->calls[i], 1);
+    assert_int_equal(c->outcome[5], LLMQ_HTTP_OK);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(c->outcome[i], LLMQ_HTTP_CANCELLED);
+    /* The loop has no watcher of ours left: it returns at once. */
+    ev_run(c->loop, 0);
+    ctx_free(c);
+}
+
+static void never_cb(struct llmq_http_response *resp, void *privdata)
+{
+    (void)resp;
+    *(int *)privdata = 1;
+}
+
+static void test_submit_errors(void **state)
+{
+    (void)state;
+    struct ctx *c = ctx_new(NULL);
+    int ran = 0;
+    struct llmq_error err;
+    struct llmq_http_request req = {.url = NULL};
+    assert_int_equal(llmq_http_submit(c->http, &req, never_cb, &ran, &err), LLMQ_EINVAL);
+    req.url = base_url;
+    req.auth = LLMQ_HTTP_AUTH_BEARER;
+    assert_int_equal(llmq_http_submit(c->http, &req, never_cb, &ran, &err), LLMQ_EINVAL);
+    req.api_key = API_KEY;
+    req.client_request_id = "job\r\nX-Evil: 1";
+    assert_int_equal(llmq_http_submit(c->http, &req, never_cb, &ran, &err), LLMQ_EINVAL);
+    req.client_request_id = "job";
+    const char *extra[] = {"no-colon", NULL};
+    req.extra_headers = extra;
+    assert_int_equal(llmq_http_submit(c->http, &req, never_cb, &ran, &err), LLMQ_EINVAL);
+    req.extra_headers = NULL;
+    req.url = "ftp://127.0.0.1/x";
+    /* curl accepts the option and fails the transfer: reported through the callback. */
+    assert_int_equal(llmq_http_submit(c->http, &req, never_cb, &ran, &err), LLMQ_OK);
+    assert_int_equal(llmq_http_inflight(c->http), 1);
+    ctx_free(c); /* cancels it: the callback runs once */
+    assert_int_equal(ran, 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_many_concurrent),   cmocka_unit_test(test_timeout),
+        cmocka_unit_test(test_reset_and_refused), cmocka_unit_test(test_too_big),
+        cmocka_unit_test(test_status_and_sse),    cmocka_unit_test(test_take_body),
+        cmocka_unit_test(test_free_cancels),      cmocka_unit_test(test_free_inside_callback),
+        cmocka_unit_test(test_submit_errors),
+    };
+    return cmocka_run_group_tests(tests, start_server, stop_server);
+}

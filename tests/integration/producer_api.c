@@ -1,0 +1,195 @@
+/* The producer API against a real redis-server: enqueue one and many,
+ * duplicates, invalid batches written not at all, results by id and by
+ * waiting (with a stand-in worker), timeouts. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "jobs_fake_worker.h"
+#include "llmq/llmq.h"
+#include "redis.h"
+#include "testsupport.h"
+
+#define BODY "{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"
+
+struct fixture {
+    char account[96];
+    char prefix[128];
+    struct llmq_producer *p;
+    redisContext *c;
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    llmq_test_unique_name(f->account, sizeof(f->account), "producer");
+    llmq_account_prefix(f->account, f->prefix, sizeof(f->prefix), NULL);
+    struct llmq_producer_options o = {.redis_url = llmq_test_redis_url(), .account = f->account};
+    struct llmq_error err = {0};
+    if (llmq_producer_open(&o, &f->p, &err) != LLMQ_OK) {
+        fprintf(stderr, "open: %s\n", err.msg);
+        return -1;
+    }
+    f->c = llmq_test_redis_connect();
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    llmq_producer_close(f->p);
+    redisFree(f->c);
+    free(f);
+    return 0;
+}
+
+static long long key_count(redisContext *c, const char *fmt, const char *prefix, const char *id)
+{
+    redisReply *r = redisCommand(c, fmt, prefix, id);
+    long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    freeReplyObject(r);
+    return v;
+}
+
+static void test_enqueue_one_and_duplicate(void **state)
+{
+    struct fixture *f = *state;
+    struct llmq_enqueue_result res;
+    struct llmq_error err = {0};
+    struct llmq_job_options o = {
+        .job_id = "one", .priority = LLMQ_PRIORITY_HIGH, .tenant = "acme", .max_attempts = 3};
+    assert_int_equal(llmq_producer_enqueue(f->p, "/v1/chat/completions", BODY, &o, &res, &err),
+                     LLMQ_OK);
+    assert_string_equal(res.job_id, "one");
+    assert_string_equal(res.state, "queued");
+    assert_true(res.cost_tokens > 0);
+    redisReply *r = redisCommand(
+        f->c, "HMGET %sjob:one prio tenant max_attempts attempts state cost", f->prefix);
+    assert_string_equal(r->element[0]->str, "high");
+    assert_string_equal(r->element[1]->str, "acme");
+    assert_string_equal(r->element[2]->str, "3");
+    assert_string_equal(r->element[3]->str, "0");
+    assert_string_equal(r->element[4]->str, "queued");
+    assert_int_equal(strtoll(r->element[5]->str, NULL, 10), res.cost_tokens);
+    freeReplyObject(r);
+    assert_int_equal(llmq_producer_enqueue(f->p, "/v1/chat/completions", BODY, &o, &res, &err),
+                     LLMQ_EDUPLICATE);
+    assert_string_equal(res.state, "queued");
+    assert_int_equal(key_count(f->c, "XLEN %sq:%s", f->prefix, "high"), 1);
+    /* generated ids */
+    assert_int_equal(llmq_producer_enqueue(f->p, "/v1/embeddings",
+                                           "{\"model\":\"text-embedding-3-small\",\"input\":\"x\"}",
+                                           NULL, &res, &err),
+                     LLMQ_OK);
+    assert_int_equal(strncmp(res.job_id, "job-", 4), 0);
+    assert_int_equal(llmq_producer_enqueue(f->p, "/v1/nope", BODY, NULL, &res, &err), LLMQ_EINVAL);
+    assert_non_null(strstr(err.msg, "unknown url"));
+}
+
+static void test_many_invalid_writes_nothing(void **state)
+{
+    struct fixture *f = *state;
+    struct llmq_request reqs[3] = {
+        {.url = "/v1/chat/completions", .body = BODY, .options = {.job_id = "m1"}},
+        {.url = "/v1/chat/completions", .body = "{\"messages\":[]}", .options = {.job_id = "m2"}},
+        {.url = "/v1/chat/completions", .body = BODY, .options = {.job_id = "m3"}},
+    };
+    struct llmq_enqueue_result res[3];
+    struct llmq_error err = {0};
+    assert_int_equal(llmq_producer_enqueue_many(f->p, reqs, 3, res, &err), LLMQ_EINVAL);
+    assert_int_equal(res[0].rc, LLMQ_OK);
+    assert_int_equal(res[1].rc, LLMQ_EINVAL);
+    assert_non_null(strstr(res[1].message, "model"));
+    assert_int_equal(key_count(f->c, "EXISTS %sjob:%s", f->prefix, "m1"), 0);
+    reqs[1].body = BODY;
+    assert_int_equal(llmq_producer_enqueue_many(f->p, reqs, 3, res, &err), LLMQ_OK);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(res[i].rc, LLMQ_OK);
+}
+
+struct collected {
+    int n;
+    int dead;
+    char ids[8][64];
+};
+
+static void collect(const struct llmq_result *r, void *ud)
+{
+    struct collected *c = ud;
+    if (c->n < 8)
+        snprintf(c->ids[c->n], sizeof(c->ids[0]), "%s", r->job_id);
+    c->n++;
+    c->dead += r->dead;
+}
+
+static void test_results_by_id_and_wait(void **state)
+{
+    struct fixture *f = *state;
+    struct llmq_request reqs[4];
+    const char *ids[4] = {"w1", "w2", "w3", "w4"};
+    for (int i = 0; i < 4; i++)
+        reqs[i] = (struct llmq_request){
+            .url = "/v1/chat/completions", .body = BODY, .options = {.job_id = ids[i]}};
+    struct llmq_enqueue_result res[4];
+    struct llmq_error err = {0};
+    assert_int_equal(llmq_producer_enqueue_many(f->p, reqs, 4, res, &err), LLMQ_OK);
+    char *line = NULL;
+    assert_int_equal(llmq_producer_result(f->p, "w1", &line, NULL, &err), LLMQ_ENOTFOUND);
+    /* nothing ended: the wait times out, reporting none */
+    struct collected got = {0};
+    size_t done = 99;
+    assert_int_equal(llmq_producer_wait(f->p, ids, 4, 200, collect, &got, &done, &err),
+                     LLMQ_ETIMEOUT);
+    assert_int_equal(done, 0);
+    /* w1 ends before the wait, the rest during it (the fake worker runs now,
+     * so all four are there; the wait must report each exactly once) */
+    assert_int_equal(fake_worker_finish(f->c, f->prefix, "w1", 0), 1);
+    assert_int_equal(fake_worker_finish(f->c, f->prefix, "w1", 0), 0); /* once only */
+    assert_int_equal(fake_worker_run(f->c, f->prefix, 100, 100, 3), 4);
+    assert_int_equal(llmq_producer_wait(f->p, ids, 4, 5000, collect, &got, &done, &err), LLMQ_OK);
+    assert_int_equal(done, 4);
+    assert_int_equal(got.n, 4);
+    int dead = 0;
+    assert_int_equal(llmq_producer_result(f->p, "w2", &line, &dead, &err), LLMQ_OK);
+    assert_non_null(strstr(line, "\"custom_id\":\"w2\""));
+    assert_non_null(strstr(line, "\"status_code\":200"));
+    llmq_free(line);
+    assert_int_equal(dead, 0);
+}
+
+static void test_bad_open(void **state)
+{
+    (void)state;
+    struct llmq_producer *p = NULL;
+    struct llmq_error err = {0};
+    struct llmq_producer_options o = {.redis_url = "http://nope", .account = "a"};
+    assert_int_equal(llmq_producer_open(&o, &p, &err), LLMQ_EINVAL);
+    o.redis_url = llmq_test_redis_url();
+    o.account = "bad{account}";
+    assert_int_equal(llmq_producer_open(&o, &p, &err), LLMQ_EINVAL);
+    char url[64];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", llmq_test_free_port());
+    o.redis_url = url;
+    o.account = "a";
+    o.timeout_ms = 500;
+    assert_int_equal(llmq_producer_open(&o, &p, &err), LLMQ_EREDIS);
+    llmq_producer_close(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_enqueue_one_and_duplicate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_many_invalid_writes_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_results_by_id_and_wait, setup, teardown),
+        cmocka_unit_test(test_bad_open),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

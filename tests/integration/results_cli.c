@@ -1,0 +1,124 @@
+/* llmq results (by id, --all, --wait with a timeout, missing ids) and
+ * llmq settings (get, set with checks, unset back to the default). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "jobs_cli_run.h"
+#include "jobs_fake_worker.h"
+#include "llmq/llmq.h"
+#include "redis.h"
+#include "testsupport.h"
+
+#define BODY "{\"model\":\"text-embedding-3-small\",\"input\":\"x\"}"
+
+static void test_results(void **state)
+{
+    (void)state;
+    char account[96], prefix[128];
+    llmq_test_unique_name(account, sizeof(account), "results");
+    llmq_account_prefix(account, prefix, sizeof(prefix), NULL);
+    struct llmq_producer_options o = {.redis_url = llmq_test_redis_url(), .account = account};
+    struct llmq_producer *p = NULL;
+    assert_int_equal(llmq_producer_open(&o, &p, NULL), LLMQ_OK);
+    const char *ids[] = {"r1", "r2", "r3"};
+    for (int i = 0; i < 3; i++) {
+        struct llmq_job_options jo = {.job_id = ids[i]};
+        assert_int_equal(llmq_producer_enqueue(p, "/v1/embeddings", BODY, &jo, NULL, NULL),
+                         LLMQ_OK);
+    }
+    redisContext *c = llmq_test_redis_connect();
+    const char *one[] = {"llmq", "results", "r1", NULL};
+    struct cli_run r = cli_run(account, one);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "1 of 1 job(s) have no result"));
+    cli_free(&r);
+    const char *waiting[] = {"llmq", "results", "--wait", "--timeout", "1", "r1", NULL};
+    r = cli_run(account, waiting);
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "still running"));
+    cli_free(&r);
+
+    assert_int_equal(fake_worker_run(c, prefix, 10, 100, 3), 3); /* r3 dies */
+    const char *two[] = {"llmq", "results", "r2", "r1", NULL};
+    r = cli_run(account, two);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(cli_count_lines(r.out), 2);
+    assert_non_null(strstr(r.out, "\"custom_id\":\"r1\""));
+    cli_free(&r);
+    const char *dead[] = {"llmq", "results", "--wait", "r3", NULL};
+    r = cli_run(account, dead);
+    assert_int_equal(r.status, 3);
+    assert_non_null(strstr(r.out, "\"code\":\"http_400\""));
+    cli_free(&r);
+    const char *all[] = {"llmq", "results", "--all", NULL};
+    r = cli_run(account, all);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(cli_count_lines(r.out), 3);
+    assert_non_null(strstr(strstr(r.out, "r2"), "r3")); /* done ones first, then dead */
+    cli_free(&r);
+    redisFree(c);
+    llmq_producer_close(p);
+}
+
+static void test_settings(void **state)
+{
+    (void)state;
+    char account[96];
+    llmq_test_unique_name(account, sizeof(account), "settings");
+    const char *get[] = {"llmq", "settings", NULL};
+    struct cli_run r = cli_run(account, get);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "result_ttl_ms 604800000 (default)"));
+    assert_non_null(strstr(r.out, "max_body_bytes 1048576 (default)"));
+    cli_free(&r);
+    const char *set[] = {"llmq", "settings", "set", "result_max", "500", NULL};
+    r = cli_run(account, set);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "result_max 500\n");
+    cli_free(&r);
+    const char *bad[] = {"llmq", "settings", "set", "result_max", "-1", NULL};
+    r = cli_run(account, bad);
+    assert_int_equal(r.status, 2);
+    cli_free(&r);
+    const char *unknown[] = {"llmq", "settings", "set", "nope", "1", NULL};
+    r = cli_run(account, unknown);
+    assert_int_equal(r.status, 2);
+    cli_free(&r);
+    const char *unset[] = {"llmq", "settings", "unset", "result_max", NULL};
+    r = cli_run(account, unset);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "result_max 1000000 (default)\n");
+    cli_free(&r);
+    /* the enqueue size limit comes from settings when no flag is given */
+    const char *small[] = {"llmq", "settings", "set", "max_body_bytes", "20", NULL};
+    r = cli_run(account, small);
+    cli_free(&r);
+    char path[] = "/tmp/llmq-settings-XXXXXX";
+    int fd = mkstemp(path);
+    const char *line = "{\"url\":\"/v1/embeddings\",\"body\":{\"model\":\"m\",\"input\":\"a long "
+                       "enough input\"}}\n";
+    assert_int_equal(write(fd, line, strlen(line)), (ssize_t)strlen(line));
+    close(fd);
+    const char *enq[] = {"llmq", "enqueue", path, NULL};
+    r = cli_run(account, enq);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "over the size limit"));
+    cli_free(&r);
+    unlink(path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_results),
+        cmocka_unit_test(test_settings),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,115 @@
+/* llmq status against a known state: per priority queued / in flight /
+ * dead, totals, consumers with idle times, buckets with limits (through the
+ * limiter's usage script), settings; text and --json; --all-accounts. */
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "jobs_cli_run.h"
+#include "jobs_fake_worker.h"
+#include "llmq/llmq.h"
+#include "redis.h"
+#include "testsupport.h"
+
+#define BODY "{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"
+
+static long long jint(json_t *o, const char *a, const char *b)
+{
+    return json_integer_value(json_object_get(json_object_get(o, a), b));
+}
+
+static void test_status(void **state)
+{
+    (void)state;
+    char account[96], prefix[128];
+    llmq_test_unique_name(account, sizeof(account), "status");
+    llmq_account_prefix(account, prefix, sizeof(prefix), NULL);
+    struct llmq_producer_options o = {.redis_url = llmq_test_redis_url(), .account = account};
+    struct llmq_producer *p = NULL;
+    assert_int_equal(llmq_producer_open(&o, &p, NULL), LLMQ_OK);
+    /* low: 2 jobs ended by the fake worker (1 dead); then 5 normal, 3 high */
+    for (int i = 0; i < 2; i++) {
+        struct llmq_job_options jo = {.priority = LLMQ_PRIORITY_LOW};
+        assert_int_equal(llmq_producer_enqueue(p, "/v1/chat/completions", BODY, &jo, NULL, NULL),
+                         LLMQ_OK);
+    }
+    redisContext *c = llmq_test_redis_connect();
+    assert_int_equal(fake_worker_run(c, prefix, 10, 100, 2), 2);
+    for (int i = 0; i < 8; i++) {
+        struct llmq_job_options jo = {.priority =
+                                          i < 5 ? LLMQ_PRIORITY_NORMAL : LLMQ_PRIORITY_HIGH};
+        assert_int_equal(llmq_producer_enqueue(p, "/v1/chat/completions", BODY, &jo, NULL, NULL),
+                         LLMQ_OK);
+    }
+    /* a worker "w-busy" holds 2 normal jobs in flight */
+    freeReplyObject(
+        redisCommand(c, "XREADGROUP GROUP workers w-busy COUNT 2 STREAMS %sq:normal >", prefix));
+    freeReplyObject(redisCommand(c,
+                                 "HSET %slimit:gpt-4o-mini requests 100 tokens 10000 "
+                                 "period_ms 60000 mode window",
+                                 prefix));
+    freeReplyObject(redisCommand(c, "HSET %ssettings result_max 777", prefix));
+
+    const char *argv[] = {"llmq", "status", "--json", NULL};
+    struct cli_run r = cli_run(account, argv);
+    assert_int_equal(r.status, 0);
+    json_t *s = json_loads(r.out, 0, NULL);
+    assert_non_null(s);
+    json_t *q = json_object_get(s, "queues");
+    assert_int_equal(jint(q, "high", "queued"), 3);
+    assert_int_equal(jint(q, "normal", "queued"), 3);
+    assert_int_equal(jint(q, "normal", "in_flight"), 2);
+    assert_int_equal(jint(q, "low", "queued"), 0);
+    assert_int_equal(jint(q, "low", "dead"), 1);
+    assert_int_equal(jint(s, "totals", "dead"), 1);
+    assert_int_equal(jint(s, "totals", "results_kept"), 1);
+    assert_int_equal(jint(s, "totals", "done_ever"), 1);
+    assert_int_equal(jint(s, "settings", "result_max"), 777);
+    json_t *cons = json_object_get(s, "consumers");
+    int busy = 0;
+    for (size_t i = 0; i < json_array_size(cons); i++) {
+        json_t *x = json_array_get(cons, i);
+        if (strcmp(json_string_value(json_object_get(x, "name")), "w-busy") == 0) {
+            busy = 1;
+            assert_int_equal(json_integer_value(json_object_get(x, "pending")), 2);
+            assert_true(json_integer_value(json_object_get(x, "idle_ms")) >= 0);
+        }
+    }
+    assert_true(busy);
+    json_t *b = json_array_get(json_object_get(s, "buckets"), 0);
+    assert_non_null(b);
+    assert_string_equal(json_string_value(json_object_get(b, "name")), "gpt-4o-mini");
+    assert_int_equal(json_integer_value(json_object_get(b, "requests_limit")), 100);
+    assert_int_equal(json_integer_value(json_object_get(b, "tokens_limit")), 10000);
+    json_decref(s);
+    cli_free(&r);
+
+    const char *text[] = {"llmq", "status", NULL};
+    r = cli_run(account, text);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "account "));
+    assert_non_null(strstr(r.out, "w-busy"));
+    assert_non_null(strstr(r.out, "gpt-4o-mini"));
+    cli_free(&r);
+
+    const char *all[] = {"llmq", "status", "--json", "--all-accounts", NULL};
+    r = cli_run(account, all);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, account));
+    cli_free(&r);
+    redisFree(c);
+    llmq_producer_close(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_status)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,211 @@
+/* openai-sim: shared types of the OpenAI-compatible test server.
+ *
+ * One process, one libev loop, one thread. The server (struct sim_server)
+ * owns the listening socket, the connections, the rate-limit buckets, the
+ * access log and the counters. A connection (struct sim_conn) handles one
+ * request at a time: its head is parsed incrementally, the whole response is
+ * built at admission into the connection's exchange (struct sim_exchange),
+ * and released to the socket in one or more steps on timers, which is how
+ * latency and streaming are simulated without ever blocking the loop. */
+#ifndef SIM_H
+#define SIM_H
+
+#include <ev.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "http.h"
+#include "window.h"
+
+/* Which x-ratelimit-* headers to send (--ratelimit-headers). */
+enum sim_rl_mode {
+    SIM_RL_NORMAL = 0, /* the real values */
+    SIM_RL_NONE,       /* no x-ratelimit-* headers at all */
+    SIM_RL_NEGATIVE,   /* every value -1 */
+    SIM_RL_ZERO,       /* every value 0 */
+    SIM_RL_USAGE_BASED /* token headers only as x-ratelimit-*-tokens_usage_based */
+};
+
+struct sim_model_limit {
+    char model[128];
+    int64_t rpm; /* 0 = unlimited */
+    int64_t tpm;
+};
+
+#define SIM_MAX_MODELS 64
+
+struct sim_config {
+    char host[64];
+    int port;
+    const char *port_file;        /* borrowed from argv */
+    const char *api_key;          /* borrowed from argv; NULL = any key accepted */
+    const char *access_log;       /* borrowed from argv */
+    char *models[SIM_MAX_MODELS]; /* --models: owned copies; none = any model */
+    int n_models;
+    int64_t rpm, tpm, period_ms;
+    struct sim_model_limit limits[SIM_MAX_MODELS];
+    int n_limits;
+    int64_t latency_ms, latency_jitter_ms;
+    double fail_500_pct, fail_503_pct, reset_pct, slow_pct, spurious_429_pct;
+    double insufficient_quota_pct;
+    int64_t slow_ms;
+    int64_t spurious_retry_ms;
+    int64_t idle_timeout_ms; /* close keep-alive connections idle this long; 0 = never */
+    uint64_t seed;
+    int stats;          /* print totals at exit */
+    int static_mode;    /* fixed response, no parsing: the benchmark baseline */
+    int azure;          /* accept Azure OpenAI deployment paths */
+    int should_retry;   /* send x-should-retry */
+    int no_retry_after; /* omit retry-after and retry-after-ms on 429 */
+    enum sim_rl_mode rl_mode;
+    int64_t max_body_bytes;
+    int completion_min, completion_max; /* default completion tokens per choice */
+    int embedding_dims;
+    int quiet;
+};
+
+/* Outcome of one request, as the access log names it. */
+enum sim_outcome {
+    SIM_OUT_OK = 0,
+    SIM_OUT_LIMIT_REQUESTS,
+    SIM_OUT_LIMIT_TOKENS,
+    SIM_OUT_TOO_LARGE, /* prompt + reserved completion exceed the TPM limit on their own */
+    SIM_OUT_SPURIOUS_429,
+    SIM_OUT_INSUFFICIENT_QUOTA,
+    SIM_OUT_FAIL_500,
+    SIM_OUT_FAIL_503,
+    SIM_OUT_RESET,
+    SIM_OUT_BAD_REQUEST, /* 400, 405, 411, 417, 431, 505 */
+    SIM_OUT_UNAUTHORIZED,
+    SIM_OUT_NOT_FOUND,
+    SIM_OUT_TOO_BIG,
+    SIM_OUT_CLIENT_CLOSED,
+    SIM_OUT_SHUTDOWN, /* still in progress when the server stopped */
+    SIM_OUT_COUNT
+};
+
+/* One rate-limit domain: (SHA-256 of the API key, model). Lives until exit. */
+struct sim_bucket {
+    struct sim_bucket *next;
+    unsigned char key_sha[32];
+    char model[128];
+    int64_t rpm, tpm;
+    struct sim_window win;
+};
+
+#define SIM_BUCKET_SLOTS 1024
+
+/* The response being produced for the connection's current request. */
+struct sim_exchange {
+    struct sim_buf out; /* every byte of the response, built at admission */
+    size_t *marks;      /* end offset in out of each release step */
+    size_t n_marks, cap_marks;
+    size_t released; /* steps released so far */
+    size_t sent;     /* bytes of out written */
+    double step_s;   /* time between release steps */
+    int close_after; /* close once written (Connection: close or an HTTP error) */
+    int reset;       /* reset the connection instead of answering */
+    /* what the access log and the settlement need */
+    int status;
+    enum sim_outcome outcome;
+    int64_t t_unix_ms, t_mono_ms;
+    char key8[9];
+    unsigned char key_sha[32];
+    char model[128];
+    char path[64];
+    char client_id[128];
+    char request_id[40];
+    int64_t prompt_tokens, completion_tokens, charged_tokens;
+    struct sim_bucket *bucket; /* borrowed; NULL when nothing was charged */
+    uint64_t seq;
+};
+
+struct sim_conn {
+    struct sim_server *srv;
+    struct sim_conn *prev, *next;
+    int fd;
+    ev_io io;
+    ev_timer timer;
+    struct sim_buf in;
+    int head_done; /* req holds the parsed head of the request at in[0] */
+    int sent_continue;
+    int busy; /* ex is in progress */
+    int peer_eof;
+    int in_process; /* conn_process is on the stack: do not re-enter it */
+    struct sim_http_req req;
+    struct sim_exchange ex;
+};
+
+struct sim_stats {
+    uint64_t requests;
+    uint64_t by_outcome[SIM_OUT_COUNT];
+    uint64_t conns_accepted;
+    uint64_t conns_now, conns_max;
+    uint64_t inflight_now, inflight_max;
+    uint64_t prompt_tokens, completion_tokens;
+};
+
+struct sim_alog {
+    int fd; /* -1 when there is no access log */
+    struct sim_buf buf;
+    ev_timer flush_timer;
+};
+
+struct sim_server {
+    struct sim_config cfg;
+    struct ev_loop *loop;
+    int listen_fd;
+    ev_io accept_w;
+    ev_timer accept_pause;
+    ev_signal sig_term, sig_int, sig_usr1;
+    struct sim_conn *conns; /* every open connection */
+    struct sim_bucket *buckets[SIM_BUCKET_SLOTS];
+    struct sim_alog alog;
+    struct sim_stats stats;
+    uint64_t rng; /* fault-injection stream, seeded by --seed */
+    uint64_t req_counter;
+    int stopping;           /* closing every connection at exit */
+    uint64_t id_salt;       /* start time and pid: request ids differ between runs */
+    struct sim_buf scratch; /* response bodies are built here first */
+    struct sim_buf static_resp;
+};
+
+/* options.c: parses argv into cfg (defaults first). Returns 0, 1 when --help
+ * was printed (exit 0), or -1 after printing one line to stderr (exit 2). */
+int sim_options_parse(int argc, char **argv, struct sim_config *cfg);
+void sim_options_free(struct sim_config *cfg);
+
+/* conn.c */
+int sim_conn_listen(struct sim_server *srv);
+void sim_conn_close_all(struct sim_server *srv);
+/* Starts releasing c->ex: the first step after delay_ms (0 = now) and the
+ * rest spread evenly over it. Returns 0, or -1 when c was closed and freed. */
+int sim_conn_start_exchange(struct sim_conn *c, int64_t delay_ms);
+
+/* api.c: handles the complete request at c->in (head c->req): decides the
+ * outcome, charges the window and builds the whole response into c->ex
+ * (copying what it needs: the caller consumes the request bytes next).
+ * Returns the delay in ms before the response starts. */
+int64_t sim_api_handle(struct sim_conn *c);
+/* Builds an HTTP-level error answer (malformed head and the like) into c->ex,
+ * closing the connection after it. */
+void sim_api_http_error(struct sim_conn *c, int status, const char *why);
+/* Settles the exchange's charge to its real usage (at the end of a response). */
+void sim_api_settle(struct sim_server *srv, struct sim_exchange *ex);
+
+/* alog.c */
+int sim_alog_open(struct sim_server *srv);
+void sim_alog_write(struct sim_server *srv, const struct sim_exchange *ex, int64_t latency_ms);
+void sim_alog_flush(struct sim_server *srv);
+void sim_alog_close(struct sim_server *srv);
+void sim_stats_print(const struct sim_server *srv);
+const char *sim_outcome_name(enum sim_outcome o);
+
+/* Monotonic and wall-clock milliseconds. */
+int64_t sim_mono_ms(void);
+int64_t sim_unix_ms(void);
+
+/* Next value of a splitmix64 stream. */
+uint64_t sim_rand(uint64_t *state);
+
+#endif

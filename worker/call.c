@@ -1,0 +1,239 @@
+/* One job's call to the API, and what its outcome means (DESIGN.md flows
+ * 3-5). The classification is pure given the response:
+ *   2xx                         done: settle to the reported usage
+ *   429 insufficient_quota      dead: retrying cannot help
+ *   429 (rate limit)            retry: refund, pause the model bucket for the
+ *                               server's hint, back off (never sooner)
+ *   5xx, 408, 409, timeouts,    retry without refund (the call may have cost
+ *   resets, connect errors      tokens; a request that surely never left is
+ *                               refunded)
+ *   other 4xx                   dead at once, with the response
+ *   x-should-retry              overrides: true retries, false does not
+ *   attempts used up            dead with the last error
+ * Every response's x-ratelimit-* headers go to the settle, where the model
+ * bucket learns from them. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backoff.h"
+#include "errorbody.h"
+#include "http.h"
+#include "log.h"
+#include "usage.h"
+#include "worker.h"
+
+/* The Batch output line of a response (status, body: JSON when it parses,
+ * else the text; error: null for 2xx, else {code, message}). Returns new. */
+static char *output_line(const struct worker_job *job, const struct llmq_http_response *resp,
+                         const struct llmq_errorbody *eb)
+{
+    json_t *body = json_loadb(resp->body, resp->body_len, 0, NULL);
+    if (body == NULL)
+        body = json_stringn_nocheck(resp->body, resp->body_len);
+    const char *rid = resp->headers.request_id[0] ? resp->headers.request_id : "";
+    json_t *error = json_null();
+    if (resp->status < 200 || resp->status > 299)
+        error = json_pack("{s:s, s:s}", "code",
+                          eb->code[0]   ? eb->code
+                          : eb->type[0] ? eb->type
+                                        : "http_error",
+                          "message", eb->message[0] ? eb->message : "request failed");
+    char id[200];
+    snprintf(id, sizeof(id), "batch_req_%s", rid[0] ? rid : job->id);
+    json_t *line = json_pack("{s:s, s:s, s:{s:i, s:s, s:o}, s:o}", "id", id, "custom_id", job->id,
+                             "response", "status_code", (int)resp->status, "request_id", rid,
+                             "body", body ? body : json_null(), "error", error);
+    char *text = line ? json_dumps(line, JSON_COMPACT) : NULL;
+    json_decref(line);
+    return text;
+}
+
+/* A line for a job that ended without a usable response. Returns new. */
+static char *error_line(const struct worker_job *job, const char *code, const char *message)
+{
+    char id[200];
+    snprintf(id, sizeof(id), "batch_req_%s", job->id);
+    json_t *line = json_pack("{s:s, s:s, s:n, s:{s:s, s:s}}", "id", id, "custom_id", job->id,
+                             "response", "error", "code", code, "message", message);
+    char *text = line ? json_dumps(line, JSON_COMPACT) : NULL;
+    json_decref(line);
+    return text;
+}
+
+static void copy_headers(struct worker_job *job, const struct llmq_ratelimit_headers *h)
+{
+    int64_t v;
+    if (llmq_ratelimit_headers_get(h, LLMQ_RLH_REMAINING_REQUESTS, &v))
+        job->rem_req = v;
+    if (llmq_ratelimit_headers_get(h, LLMQ_RLH_REMAINING_TOKENS, &v))
+        job->rem_tok = v;
+    if (llmq_ratelimit_headers_get(h, LLMQ_RLH_RESET_REQUESTS_MS, &v))
+        job->reset_req_ms = v;
+    if (llmq_ratelimit_headers_get(h, LLMQ_RLH_RESET_TOKENS_MS, &v))
+        job->reset_tok_ms = v;
+}
+
+/* The server's hint for a 429: retry-after(-ms), else the later reset. */
+static int64_t rate_limit_hint_ms(const struct worker_job *job,
+                                  const struct llmq_ratelimit_headers *h)
+{
+    int64_t hint = llmq_ratelimit_headers_retry_hint_ms(h);
+    if (hint >= 0)
+        return hint;
+    int64_t r = job->reset_req_ms > job->reset_tok_ms ? job->reset_req_ms : job->reset_tok_ms;
+    return r > 0 ? r : -1;
+}
+
+/* Sets job up to retry (or, out of attempts, to die) after reason. */
+static void plan_retry(struct llmq_worker *w, struct worker_job *job, const char *reason,
+                       int64_t hint_ms, int refund, char *line_if_dead)
+{
+    if (job->attempts >= job->max_attempts) {
+        job->mode = "dead";
+        snprintf(job->reason, sizeof(job->reason), "attempts_exhausted: %s", reason);
+        job->line = line_if_dead ? line_if_dead : error_line(job, "attempts_exhausted", reason);
+        job->actual_tokens = refund ? -1 : job->cost;
+        return;
+    }
+    free(line_if_dead);
+    struct llmq_backoff_policy policy = {.base_ms = w->cfg->backoff_base_ms,
+                                         .cap_ms = w->cfg->backoff_cap_ms,
+                                         .hint_jitter_ms = 100};
+    job->mode = "retry";
+    job->refund = refund;
+    job->delay_ms = llmq_backoff_delay_ms(&policy, job->attempts, hint_ms, &w->rng);
+    snprintf(job->reason, sizeof(job->reason), "%s", reason);
+    w->stats.retried++;
+}
+
+static void classify_http(struct llmq_worker *w, struct worker_job *job,
+                          struct llmq_http_response *resp)
+{
+    struct llmq_errorbody eb;
+    llmq_errorbody_classify((int)resp->status, resp->body, resp->body_len, &eb);
+    int64_t should_retry = -1;
+    llmq_ratelimit_headers_get(&resp->headers, LLMQ_RLH_SHOULD_RETRY, &should_retry);
+    char reason[128];
+    snprintf(reason, sizeof(reason), "http %ld%s%s", resp->status, eb.code[0] ? " " : "", eb.code);
+    if (eb.kind == LLMQ_ERRORBODY_OK) {
+        struct llmq_usage u;
+        job->mode = "done";
+        job->actual_tokens = job->cost; /* no usage reported: keep the reservation */
+        if (llmq_usage_parse(resp->body, resp->body_len, &u) == LLMQ_OK &&
+            (u.present & LLMQ_USAGE_TOTAL))
+            job->actual_tokens = u.total_tokens;
+        job->line = output_line(job, resp, &eb);
+        w->stats.succeeded++;
+        w->stats.tokens_used += job->actual_tokens;
+        return;
+    }
+    int retryable = eb.kind == LLMQ_ERRORBODY_RATE_LIMIT || eb.kind == LLMQ_ERRORBODY_SERVER ||
+                    resp->status == 408 || resp->status == 409;
+    if (should_retry >= 0)
+        retryable = (int)should_retry;
+    if (eb.kind == LLMQ_ERRORBODY_INSUFFICIENT_QUOTA && should_retry != 1)
+        retryable = 0;
+    char *line = output_line(job, resp, &eb);
+    if (!retryable) {
+        job->mode = "dead";
+        snprintf(job->reason, sizeof(job->reason), "%s",
+                 eb.kind == LLMQ_ERRORBODY_INSUFFICIENT_QUOTA ? "insufficient_quota" : reason);
+        job->line = line;
+        job->actual_tokens = -1;
+        return;
+    }
+    if (eb.kind == LLMQ_ERRORBODY_RATE_LIMIT) {
+        int64_t hint = rate_limit_hint_ms(job, &resp->headers);
+        w->stats.rate_limited++;
+        job->pause_ms = hint > 0 ? hint : w->cfg->backoff_base_ms;
+        LLMQ_LOG_JOB(LLMQ_LOG_WARN, job->acct->cfg->name, job->id,
+                     "429 from the API; pausing %s for %lld ms", job->model,
+                     (long long)job->pause_ms);
+        plan_retry(w, job, reason, hint, 1, line);
+        return;
+    }
+    w->stats.server_errors++;
+    plan_retry(w, job, reason, -1, 0, line);
+}
+
+static void on_response(struct llmq_http_response *resp, void *privdata)
+{
+    struct worker_job *job = privdata;
+    struct llmq_worker *w = job->acct->w;
+    copy_headers(job, &resp->headers);
+    if (resp->outcome == LLMQ_HTTP_OK) {
+        classify_http(w, job, resp);
+    } else if (resp->outcome == LLMQ_HTTP_CANCELLED) {
+        job->mode = "handback";
+        w->stats.handed_back++;
+    } else if (resp->outcome == LLMQ_HTTP_TOO_BIG) {
+        job->mode = "dead";
+        snprintf(job->reason, sizeof(job->reason), "response_too_big");
+        job->line = error_line(job, "response_too_big", "the response exceeded the size limit");
+        job->actual_tokens = job->cost;
+    } else {
+        char reason[160];
+        snprintf(reason, sizeof(reason), "%s: %.120s", llmq_http_outcome_name(resp->outcome),
+                 resp->error);
+        w->stats.transport_errors++;
+        plan_retry(w, job, reason, -1, !resp->request_sent, NULL);
+    }
+    if (strcmp(job->mode, "dead") == 0) {
+        w->stats.dead++;
+        LLMQ_LOG_JOB(LLMQ_LOG_WARN, job->acct->cfg->name, job->id, "dead-lettered: %s",
+                     job->reason);
+    }
+    llmq_worker_settle(job);
+}
+
+/* A streamed chat request must report usage to be settled: ask for it. */
+static char *with_stream_usage(const char *body)
+{
+    if (strstr(body, "\"stream\"") == NULL)
+        return NULL;
+    json_t *b = json_loads(body, 0, NULL);
+    char *out = NULL;
+    if (json_is_object(b) && json_is_true(json_object_get(b, "stream")) &&
+        json_object_get(b, "stream_options") == NULL) {
+        json_object_set_new(b, "stream_options", json_pack("{s:b}", "include_usage", 1));
+        out = json_dumps(b, JSON_COMPACT);
+    }
+    json_decref(b);
+    return out;
+}
+
+void llmq_worker_call(struct llmq_worker *w, struct worker_job *job)
+{
+    char url[2048];
+    struct llmq_error err = {0};
+    char *patched = with_stream_usage(job->body);
+    if (patched != NULL) {
+        free(job->body);
+        job->body = patched;
+    }
+    if (llmq_worker_request_url(w->cfg, job->url_path, url, sizeof(url)) != 0) {
+        job->mode = "dead";
+        snprintf(job->reason, sizeof(job->reason), "invalid_url");
+        job->line = error_line(job, "invalid_url", "the request URL is too long");
+        job->actual_tokens = -1;
+        w->stats.dead++;
+        llmq_worker_settle(job);
+        return;
+    }
+    struct llmq_http_request req = {
+        .url = url,
+        .body = job->body,
+        .body_len = strlen(job->body),
+        .body_borrowed = 1,
+        .auth = w->cfg->azure_api_version[0] ? LLMQ_HTTP_AUTH_API_KEY : LLMQ_HTTP_AUTH_BEARER,
+        .api_key = job->acct->cfg->api_key,
+        .client_request_id = job->id,
+    };
+    if (llmq_http_submit(w->http, &req, on_response, job, &err) != LLMQ_OK) {
+        LLMQ_LOG_JOB(LLMQ_LOG_ERROR, job->acct->cfg->name, job->id, "cannot send: %s", err.msg);
+        plan_retry(w, job, err.msg, -1, 1, NULL);
+        llmq_worker_settle(job);
+    }
+}

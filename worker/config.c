@@ -1,0 +1,346 @@
+/* llmq-worker configuration parsing; see config.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "redis.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: llmq-worker [options]\n\n"
+            "Takes jobs from Redis when the shared limiter grants their RPM/TPM budget and\n"
+            "calls OpenAI (or any OpenAI-compatible API) with them.\n\n"
+            "  --redis URL             redis://[user:password@]host:port/db (env LLMQ_REDIS_URL)\n"
+            "  --account NAME          account to serve; repeatable (env LLMQ_ACCOUNT; default\n"
+            "                          'default')\n"
+            "  --api-key-file PATH     key of the preceding --account (else OPENAI_API_KEY)\n"
+            "  --base-url URL          API base (env OPENAI_BASE_URL; default\n"
+            "                          https://api.openai.com/v1; '/v1' is optional)\n"
+            "  --azure-api-version V   Azure OpenAI: base URL is the deployment URL, api-key auth\n"
+            "  --concurrency N         requests in flight (default 256)\n"
+            "  --timeout-ms MS         whole request timeout (default 600000)\n"
+            "  --connect-timeout-ms MS (default 10000)\n"
+            "  --max-attempts N        for jobs that set none (default 5)\n"
+            "  --backoff-base-ms MS    first retry's backoff ceiling (default 1000)\n"
+            "  --backoff-cap-ms MS     largest backoff ceiling (default 60000)\n"
+            "  --visibility-ms MS      reclaim jobs of workers silent this long (default 60000)\n"
+            "  --grace-ms MS           on SIGTERM, time to finish requests (default 30000)\n"
+            "  --consumer NAME         consumer name (default host-pid)\n"
+            "  --ca-file PATH          CA bundle for TLS verification (always on)\n"
+            "  --http1                 do not negotiate HTTP/2\n"
+            "  --log-level L           debug|info|warn|error (env LLMQ_LOG_LEVEL; default info)\n"
+            "  --log-format F          text|json (env LLMQ_LOG_FORMAT; default text)\n"
+            "  --exit-when-idle-ms MS  exit 0 after MS with no job to do (batch runs, tests)\n"
+            "Exit codes: 0 clean stop, 1 runtime failure, 2 invalid configuration.\n");
+}
+
+static int bad(const char *setting, const char *why, const char *value)
+{
+    fprintf(stderr, "llmq-worker: invalid %s: %s%s%s%s\n", setting, why, value ? " (got '" : "",
+            value ? value : "", value ? "')" : "");
+    return 2;
+}
+
+static int parse_ms(const char *setting, const char *s, int64_t min, int64_t max, int64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < min || v > max) {
+        char why[96];
+        snprintf(why, sizeof(why), "expected an integer in %lld..%lld", (long long)min,
+                 (long long)max);
+        return bad(setting, why, s);
+    }
+    *out = v;
+    return 0;
+}
+
+/* Reads a key file: its first line, trimmed. */
+static int read_key_file(const char *path, char **out)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return bad("--api-key-file", "cannot read the file", path);
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    buf[strcspn(buf, "\r\n")] = '\0';
+    char *p = buf;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    size_t len = strlen(p);
+    while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+        p[--len] = '\0';
+    if (len == 0)
+        return bad("--api-key-file", "the file holds no key", path);
+    *out = strdup(p);
+    explicit_bzero(buf, sizeof(buf));
+    return *out ? 0 : 1;
+}
+
+static void key_id(const char *key, char out[17])
+{
+    unsigned char md[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)key, strlen(key), md);
+    for (int i = 0; i < 8; i++)
+        snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+static int set_base_url(struct llmq_worker_config *cfg, const char *url)
+{
+    if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
+        return bad("--base-url", "must start with http:// or https://", url);
+    size_t len = strlen(url);
+    if (len >= sizeof(cfg->base_url))
+        return bad("--base-url", "too long", NULL);
+    memcpy(cfg->base_url, url, len + 1);
+    /* "https://api.openai.com/v1" and ".../v1/" and "..." all mean the same. */
+    while (len > 0 && cfg->base_url[len - 1] == '/')
+        cfg->base_url[--len] = '\0';
+    if (len >= 3 && strcmp(cfg->base_url + len - 3, "/v1") == 0)
+        cfg->base_url[len - 3] = '\0';
+    return 0;
+}
+
+static int add_account(struct llmq_worker_config *cfg, const char *name)
+{
+    if (!llmq_name_valid(name))
+        return bad("--account", "1..200 bytes without spaces, '/', '|', '{' or '}'", name);
+    if (cfg->n_accounts == LLMQ_WORKER_MAX_ACCOUNTS)
+        return bad("--account", "too many accounts (at most 16)", name);
+    struct llmq_worker_account *a = &cfg->accounts[cfg->n_accounts++];
+    snprintf(a->name, sizeof(a->name), "%s", name);
+    return 0;
+}
+
+enum {
+    O_REDIS = 1,
+    O_ACCOUNT,
+    O_KEYFILE,
+    O_BASE,
+    O_AZURE,
+    O_CONC,
+    O_TIMEOUT,
+    O_CTIMEOUT,
+    O_ATTEMPTS,
+    O_BBASE,
+    O_BCAP,
+    O_VIS,
+    O_GRACE,
+    O_CONSUMER,
+    O_CA,
+    O_HTTP1,
+    O_LLEVEL,
+    O_LFORMAT,
+    O_IDLE
+};
+
+static const struct option options[] = {
+    {"redis", required_argument, NULL, O_REDIS},
+    {"account", required_argument, NULL, O_ACCOUNT},
+    {"api-key-file", required_argument, NULL, O_KEYFILE},
+    {"base-url", required_argument, NULL, O_BASE},
+    {"azure-api-version", required_argument, NULL, O_AZURE},
+    {"concurrency", required_argument, NULL, O_CONC},
+    {"timeout-ms", required_argument, NULL, O_TIMEOUT},
+    {"connect-timeout-ms", required_argument, NULL, O_CTIMEOUT},
+    {"max-attempts", required_argument, NULL, O_ATTEMPTS},
+    {"backoff-base-ms", required_argument, NULL, O_BBASE},
+    {"backoff-cap-ms", required_argument, NULL, O_BCAP},
+    {"visibility-ms", required_argument, NULL, O_VIS},
+    {"grace-ms", required_argument, NULL, O_GRACE},
+    {"consumer", required_argument, NULL, O_CONSUMER},
+    {"ca-file", required_argument, NULL, O_CA},
+    {"http1", no_argument, NULL, O_HTTP1},
+    {"log-level", required_argument, NULL, O_LLEVEL},
+    {"log-format", required_argument, NULL, O_LFORMAT},
+    {"exit-when-idle-ms", required_argument, NULL, O_IDLE},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static void set_defaults(struct llmq_worker_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->concurrency = 256;
+    cfg->request_timeout_ms = 600000;
+    cfg->connect_timeout_ms = 10000;
+    cfg->max_attempts = 5;
+    cfg->backoff_base_ms = 1000;
+    cfg->backoff_cap_ms = 60000;
+    cfg->visibility_ms = 60000;
+    cfg->grace_ms = 30000;
+    cfg->log_level = LLMQ_LOG_INFO;
+    char host[200] = "worker";
+    gethostname(host, sizeof(host) - 1);
+    snprintf(cfg->consumer, sizeof(cfg->consumer), "%s-%d", host, (int)getpid());
+}
+
+/* Applies one option; returns 0 or an exit code. */
+static int apply(struct llmq_worker_config *cfg, int opt, const char *arg, const char **redis_url,
+                 const char **base_url)
+{
+    int64_t v = 0;
+    int rc = 0;
+    switch (opt) {
+    case O_REDIS:
+        *redis_url = arg;
+        break;
+    case O_ACCOUNT:
+        rc = add_account(cfg, arg);
+        break;
+    case O_KEYFILE:
+        if (cfg->n_accounts == 0 && (rc = add_account(cfg, "default")) != 0)
+            return rc;
+        if (cfg->accounts[cfg->n_accounts - 1].api_key != NULL)
+            return bad("--api-key-file", "given twice for one account", arg);
+        rc = read_key_file(arg, &cfg->accounts[cfg->n_accounts - 1].api_key);
+        break;
+    case O_BASE:
+        *base_url = arg;
+        break;
+    case O_AZURE:
+        snprintf(cfg->azure_api_version, sizeof(cfg->azure_api_version), "%s", arg);
+        break;
+    case O_CONC:
+        rc = parse_ms("--concurrency", arg, 1, 100000, &v);
+        cfg->concurrency = (int)v;
+        break;
+    case O_TIMEOUT:
+        rc = parse_ms("--timeout-ms", arg, 100, 86400000, &cfg->request_timeout_ms);
+        break;
+    case O_CTIMEOUT:
+        rc = parse_ms("--connect-timeout-ms", arg, 10, 600000, &cfg->connect_timeout_ms);
+        break;
+    case O_ATTEMPTS:
+        rc = parse_ms("--max-attempts", arg, 1, 1000, &v);
+        cfg->max_attempts = (int)v;
+        break;
+    case O_BBASE:
+        rc = parse_ms("--backoff-base-ms", arg, 1, 3600000, &cfg->backoff_base_ms);
+        break;
+    case O_BCAP:
+        rc = parse_ms("--backoff-cap-ms", arg, 1, 86400000, &cfg->backoff_cap_ms);
+        break;
+    case O_VIS:
+        rc = parse_ms("--visibility-ms", arg, 100, 86400000, &cfg->visibility_ms);
+        break;
+    case O_GRACE:
+        rc = parse_ms("--grace-ms", arg, 0, 3600000, &cfg->grace_ms);
+        break;
+    case O_IDLE:
+        rc = parse_ms("--exit-when-idle-ms", arg, 1, 86400000, &v);
+        cfg->exit_when_idle_ms = (int)v;
+        break;
+    case O_CONSUMER:
+        if (!llmq_name_valid(arg))
+            return bad("--consumer", "1..200 bytes without spaces, '/', '|', '{' or '}'", arg);
+        snprintf(cfg->consumer, sizeof(cfg->consumer), "%s", arg);
+        break;
+    case O_CA:
+        snprintf(cfg->ca_file, sizeof(cfg->ca_file), "%s", arg);
+        break;
+    case O_HTTP1:
+        cfg->http1_only = 1;
+        break;
+    case O_LLEVEL:
+        if (llmq_log_level_parse(arg, &cfg->log_level) != 0)
+            return bad("--log-level", "expected debug, info, warn or error", arg);
+        break;
+    case O_LFORMAT:
+        if (strcmp(arg, "text") != 0 && strcmp(arg, "json") != 0)
+            return bad("--log-format", "expected text or json", arg);
+        cfg->log_format = strcmp(arg, "json") == 0 ? LLMQ_LOG_JSON : LLMQ_LOG_TEXT;
+        break;
+    default:
+        return bad("option", "unknown (see --help)", NULL);
+    }
+    return rc;
+}
+
+int llmq_worker_config_parse(struct llmq_worker_config *cfg, int argc, char **argv)
+{
+    set_defaults(cfg);
+    const char *redis_url = getenv("LLMQ_REDIS_URL");
+    const char *base_url = getenv("OPENAI_BASE_URL");
+    const char *env;
+    int rc, opt;
+    if ((env = getenv("LLMQ_LOG_LEVEL")) != NULL && env[0] &&
+        (rc = apply(cfg, O_LLEVEL, env, &redis_url, &base_url)))
+        return rc;
+    if ((env = getenv("LLMQ_LOG_FORMAT")) != NULL && env[0] &&
+        (rc = apply(cfg, O_LFORMAT, env, &redis_url, &base_url)))
+        return rc;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+        if (opt == 'h') {
+            usage(stdout);
+            return 1;
+        }
+        if (opt == '?') {
+            fprintf(stderr, "llmq-worker: invalid option (see --help)\n");
+            return 2;
+        }
+        if ((rc = apply(cfg, opt, optarg, &redis_url, &base_url)) != 0)
+            return rc;
+    }
+    if (optind < argc)
+        return bad("argument", "llmq-worker takes no positional arguments", argv[optind]);
+    if (cfg->n_accounts == 0) {
+        env = getenv("LLMQ_ACCOUNT");
+        if ((rc = add_account(cfg, env && env[0] ? env : "default")) != 0)
+            return rc;
+    }
+    struct llmq_error err = {0};
+    if (llmq_redis_url_parse(redis_url && redis_url[0] ? redis_url : LLMQ_REDIS_URL_DEFAULT,
+                             &cfg->redis, &err) != LLMQ_OK)
+        return bad("--redis", err.msg, NULL);
+    if ((rc = set_base_url(cfg, base_url && base_url[0] ? base_url : "https://api.openai.com/v1")))
+        return rc;
+    const char *env_key = getenv("OPENAI_API_KEY");
+    for (int i = 0; i < cfg->n_accounts; i++) {
+        struct llmq_worker_account *a = &cfg->accounts[i];
+        if (a->api_key == NULL && env_key != NULL && env_key[0] != '\0')
+            a->api_key = strdup(env_key);
+        if (a->api_key == NULL)
+            return bad("API key", "set OPENAI_API_KEY or --api-key-file for account", a->name);
+        key_id(a->api_key, a->key_id);
+    }
+    if (cfg->backoff_cap_ms < cfg->backoff_base_ms)
+        return bad("--backoff-cap-ms", "must not be below --backoff-base-ms", NULL);
+    return 0;
+}
+
+void llmq_worker_config_free(struct llmq_worker_config *cfg)
+{
+    for (int i = 0; i < cfg->n_accounts; i++) {
+        if (cfg->accounts[i].api_key != NULL) {
+            explicit_bzero(cfg->accounts[i].api_key, strlen(cfg->accounts[i].api_key));
+            free(cfg->accounts[i].api_key);
+            cfg->accounts[i].api_key = NULL;
+        }
+    }
+}
+
+int llmq_worker_request_url(const struct llmq_worker_config *cfg, const char *path, char *buf,
+                            size_t n)
+{
+    int len;
+    if (cfg->azure_api_version[0] != '\0') {
+        /* Azure: <deployment URL>/chat/completions?api-version=V */
+        const char *rest = strncmp(path, "/v1/", 4) == 0 ? path + 3 : path;
+        len = snprintf(buf, n, "%s%s?api-version=%s", cfg->base_url, rest, cfg->azure_api_version);
+    } else {
+        len = snprintf(buf, n, "%s%s", cfg->base_url, path);
+    }
+    return len < 0 || (size_t)len >= n ? -1 : 0;
+}

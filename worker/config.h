@@ -1,0 +1,55 @@
+/* llmq-worker configuration: flags over environment over defaults.
+ *
+ * Invalid configuration is reported as one line naming the setting, and the
+ * process exits 2. API keys come from OPENAI_API_KEY or --api-key-file, are
+ * held only in memory, and never written to Redis or logs. */
+#ifndef LLMQ_WORKER_CONFIG_H
+#define LLMQ_WORKER_CONFIG_H
+
+#include <stdint.h>
+
+#include "log.h"
+#include "redis_url.h"
+
+#define LLMQ_WORKER_MAX_ACCOUNTS 16
+
+struct llmq_worker_account {
+    char name[201];
+    char *api_key;   /* owned; wiped on free */
+    char key_id[17]; /* first 16 hex of SHA-256 of the key: safe to log */
+};
+
+struct llmq_worker_config {
+    struct llmq_redis_url redis;
+    struct llmq_worker_account accounts[LLMQ_WORKER_MAX_ACCOUNTS];
+    int n_accounts;
+    char base_url[1024];        /* without a trailing "/v1" or "/" */
+    char azure_api_version[64]; /* non-empty: Azure OpenAI (api-key auth, deployment URL) */
+    int concurrency;            /* requests in flight per process */
+    int64_t request_timeout_ms;
+    int64_t connect_timeout_ms;
+    int max_attempts; /* default for jobs that set none: enqueue stores one */
+    int64_t backoff_base_ms, backoff_cap_ms;
+    int64_t visibility_ms; /* a silent consumer's jobs are reclaimed after this */
+    int64_t grace_ms;      /* SIGTERM: time to finish in-flight requests */
+    char consumer[256];
+    char ca_file[1024];
+    int http1_only;
+    enum llmq_log_level log_level;
+    enum llmq_log_format log_format;
+    int exit_when_idle_ms; /* > 0: exit 0 after this long with nothing to do (tests, demo) */
+};
+
+/* Parses argv/env into *cfg. Returns 0; or prints usage (--help) and returns
+ * 1; or prints one line naming the bad setting and returns 2. */
+int llmq_worker_config_parse(struct llmq_worker_config *cfg, int argc, char **argv);
+
+/* Wipes and frees the keys. */
+void llmq_worker_config_free(struct llmq_worker_config *cfg);
+
+/* The full URL of a Batch `url` path ("/v1/chat/completions") for cfg into
+ * buf of size n; returns 0, or -1 when it does not fit. */
+int llmq_worker_request_url(const struct llmq_worker_config *cfg, const char *path, char *buf,
+                            size_t n);
+
+#endif

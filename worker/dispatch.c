@@ -1,0 +1,269 @@
+/* Dispatch: ask the dispatch script for up to the free slots' worth of jobs
+ * the limiter admits, start their calls, and decide when to ask again:
+ *   - jobs granted and slots left: ask again at once (more may be ready);
+ *   - the account+model bucket denied: sleep exactly the returned wait plus a
+ *     little jitter (so workers do not stampede), never polling;
+ *   - nothing to do: a blocking XREAD on the queue streams from their newest
+ *     ids wakes us when a job arrives (bounded by the next delayed job's due
+ *     time); nothing is lost between the dispatch reply and the read, since
+ *     the read starts from the ids the dispatch saw.
+ * At most one dispatch call per account is in flight. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backoff.h"
+#include "log.h"
+#include "script.h"
+#include "worker.h"
+
+#define WAKE_BLOCK_MAX_MS 5000
+
+static void dispatch_now(struct worker_account *a);
+
+static char *dup_str(const redisReply *r)
+{
+    if (r == NULL || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS))
+        return strdup("");
+    char *s = malloc(r->len + 1);
+    if (s != NULL) {
+        memcpy(s, r->str, r->len);
+        s[r->len] = '\0';
+    }
+    return s;
+}
+
+static int64_t int_of(const redisReply *r)
+{
+    if (r == NULL)
+        return 0;
+    if (r->type == REDIS_REPLY_INTEGER)
+        return r->integer;
+    if (r->type == REDIS_REPLY_STRING)
+        return strtoll(r->str, NULL, 10);
+    return 0;
+}
+
+/* A granted job from one dispatch reply element; NULL when malformed. */
+static struct worker_job *job_from_reply(struct worker_account *a, const redisReply *e)
+{
+    if (e->type != REDIS_REPLY_ARRAY || e->elements < 10)
+        return NULL;
+    struct worker_job *job = calloc(1, sizeof(*job));
+    if (job == NULL)
+        return NULL;
+    job->acct = a;
+    char *eid = dup_str(e->element[0]), *prio = dup_str(e->element[1]);
+    if (eid != NULL && prio != NULL) {
+        snprintf(job->eid, sizeof(job->eid), "%s", eid);
+        snprintf(job->prio, sizeof(job->prio), "%s", prio);
+    }
+    free(eid);
+    free(prio);
+    job->id = dup_str(e->element[2]);
+    job->handle = dup_str(e->element[3]);
+    job->url_path = dup_str(e->element[4]);
+    job->body = dup_str(e->element[5]);
+    job->model = dup_str(e->element[6]);
+    job->attempts = (int)int_of(e->element[7]);
+    job->cost = int_of(e->element[8]);
+    job->max_attempts = (int)int_of(e->element[9]);
+    if (job->max_attempts <= 0)
+        job->max_attempts = a->w->cfg->max_attempts;
+    job->rem_req = job->rem_tok = job->reset_req_ms = job->reset_tok_ms = -1;
+    if (!job->id || !job->handle || !job->url_path || !job->body || !job->model) {
+        llmq_worker_job_free(job);
+        return NULL;
+    }
+    return job;
+}
+
+static void arm_wait(struct worker_account *a, int64_t ms)
+{
+    ev_timer_stop(a->w->loop, &a->wait_timer);
+    ev_timer_set(&a->wait_timer, ms / 1000.0, 0.0);
+    ev_timer_start(a->w->loop, &a->wait_timer);
+}
+
+static void on_wake(redisAsyncContext *ac, void *reply, void *privdata)
+{
+    (void)ac;
+    (void)reply;
+    struct worker_account *a = privdata;
+    a->wake_reading = 0;
+    if (!a->w->draining)
+        llmq_worker_dispatch_soon(a);
+}
+
+/* Blocks (on the wake connection) until a stream gets a new entry. */
+static void start_wake_read(struct worker_account *a, int64_t block_ms)
+{
+    redisAsyncContext *ac = llmq_redis_async_context(a->wake);
+    if (ac == NULL || a->wake_reading)
+        return;
+    char block[24], keys[3][LLMQ_KEY_PREFIX_MAX + 16];
+    static const char *const prios[3] = {"high", "normal", "low"};
+    snprintf(block, sizeof(block), "%lld", (long long)(block_ms > 0 ? block_ms : 1));
+    const char *argv[10] = {"XREAD", "BLOCK", block, "STREAMS"};
+    size_t argc = 4;
+    for (int i = 0; i < 3; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "%sq:%s", a->prefix, prios[i]);
+        argv[argc++] = keys[i];
+    }
+    for (int i = 0; i < 3; i++)
+        argv[argc++] = a->last_ids[i];
+    if (redisAsyncCommandArgv(ac, on_wake, a, (int)argc, argv, NULL) == REDIS_OK)
+        a->wake_reading = 1;
+}
+
+/* What to do after a dispatch reply: see the file comment. */
+static void plan_next(struct worker_account *a, size_t granted, int asked, int64_t wait_ms)
+{
+    struct llmq_worker *w = a->w;
+    if (w->draining)
+        return;
+    if (granted > 0 && (int)granted == asked) {
+        if (w->inflight < w->cfg->concurrency)
+            llmq_worker_dispatch_soon(a);
+        return; /* else a finished job asks again */
+    }
+    if (wait_ms > 0) {
+        /* Exact wait plus up to 5% (at most 50 ms) of jitter. */
+        int64_t spread = wait_ms / 20 < 50 ? wait_ms / 20 : 50;
+        arm_wait(a, wait_ms + llmq_backoff_rng_uniform(&w->rng, spread));
+        return;
+    }
+    int64_t block = WAKE_BLOCK_MAX_MS;
+    if (a->next_due_ms >= 0 && a->next_due_ms < block)
+        block = a->next_due_ms + 1;
+    if (a->next_due_ms == 0) {
+        llmq_worker_dispatch_soon(a);
+        return;
+    }
+    start_wake_read(a, block);
+}
+
+static void on_dispatch(redisAsyncContext *ac, redisReply *r, void *privdata)
+{
+    (void)ac;
+    struct worker_account *a = privdata;
+    struct llmq_worker *w = a->w;
+    a->dispatching = 0;
+    if (r == NULL)
+        return; /* connection lost: dispatch resumes when it is back */
+    if (r->type == REDIS_REPLY_ERROR || r->type != REDIS_REPLY_ARRAY || r->elements < 4 ||
+        r->element[2]->type != REDIS_REPLY_ARRAY || r->element[2]->elements != 3) {
+        LLMQ_LOG(LLMQ_LOG_ERROR, "dispatch: %s",
+                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply shape");
+        arm_wait(a, 1000);
+        return;
+    }
+    int64_t wait_ms = int_of(r->element[0]);
+    a->next_due_ms = int_of(r->element[1]);
+    for (int i = 0; i < 3; i++) {
+        char *id = dup_str(r->element[2]->element[i]);
+        snprintf(a->last_ids[i], sizeof(a->last_ids[i]), "%s", id ? id : "0-0");
+        free(id);
+    }
+    size_t granted = r->elements - 4;
+    for (size_t i = 4; i < r->elements; i++) {
+        struct worker_job *job = job_from_reply(a, r->element[i]);
+        if (job == NULL) {
+            LLMQ_LOG(LLMQ_LOG_ERROR, "dispatch: malformed job in reply; it will be reclaimed");
+            continue;
+        }
+        w->inflight++;
+        w->stats.dispatched++;
+        w->stats.tokens_reserved += job->cost;
+        w->last_busy_ms = llmq_worker_now_ms(w);
+        llmq_worker_call(w, job);
+    }
+    plan_next(a, granted, a->asked, wait_ms);
+}
+
+static void dispatch_now(struct worker_account *a)
+{
+    struct llmq_worker *w = a->w;
+    int free_slots = w->cfg->concurrency - w->inflight;
+    redisAsyncContext *ac = llmq_redis_async_context(a->cmd);
+    if (w->draining || a->dispatching || free_slots <= 0 || ac == NULL)
+        return;
+    ev_timer_stop(w->loop, &a->wait_timer);
+    int max = free_slots < 256 ? free_slots : 256;
+    char max_s[16];
+    snprintf(max_s, sizeof(max_s), "%d", max);
+    const char *argv[3] = {a->prefix, w->cfg->consumer, max_s};
+    if (llmq_script_run_async(ac, LLMQ_SCRIPT_DISPATCH, 1, 3, argv, NULL, on_dispatch, a) ==
+        LLMQ_OK) {
+        a->dispatching = 1;
+        a->asked = max;
+    }
+}
+
+static void on_soon(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)loop;
+    (void)revents;
+    dispatch_now((struct worker_account *)t->data);
+}
+
+static void on_wait_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)loop;
+    (void)revents;
+    dispatch_now((struct worker_account *)t->data);
+}
+
+void llmq_worker_dispatch_soon(struct worker_account *a)
+{
+    if (!ev_is_active(&a->soon_timer)) {
+        ev_timer_set(&a->soon_timer, 0.0, 0.0);
+        ev_timer_start(a->w->loop, &a->soon_timer);
+    }
+}
+
+static void on_cmd_state(struct llmq_redis_async *ra, int ready, void *privdata)
+{
+    (void)ra;
+    struct worker_account *a = privdata;
+    if (!ready)
+        return;
+    llmq_worker_settle_flush(a);
+    llmq_worker_dispatch_soon(a);
+}
+
+static void on_wake_state(struct llmq_redis_async *ra, int ready, void *privdata)
+{
+    (void)ra;
+    struct worker_account *a = privdata;
+    if (!ready)
+        a->wake_reading = 0;
+    else
+        llmq_worker_dispatch_soon(a);
+}
+
+void llmq_worker_account_start(struct worker_account *a)
+{
+    struct llmq_worker *w = a->w;
+    struct llmq_error err = {0};
+    for (int i = 0; i < 3; i++)
+        snprintf(a->last_ids[i], sizeof(a->last_ids[i]), "$");
+    a->next_due_ms = -1;
+    ev_timer_init(&a->wait_timer, on_wait_timer, 0.0, 0.0);
+    a->wait_timer.data = a;
+    ev_timer_init(&a->soon_timer, on_soon, 0.0, 0.0);
+    a->soon_timer.data = a;
+    struct llmq_redis_async_config rc = {.name = "worker"};
+    a->cmd = llmq_redis_async_new(w->loop, &w->cfg->redis, &rc, on_cmd_state, a, &err);
+    struct llmq_redis_async_config wc = {.name = "worker-wake"};
+    a->wake = llmq_redis_async_new(w->loop, &w->cfg->redis, &wc, on_wake_state, a, &err);
+}
+
+void llmq_worker_account_stop(struct worker_account *a)
+{
+    ev_timer_stop(a->w->loop, &a->wait_timer);
+    ev_timer_stop(a->w->loop, &a->soon_timer);
+    llmq_redis_async_free(a->wake);
+    a->wake = NULL;
+    llmq_redis_async_free(a->cmd);
+    a->cmd = NULL;
+}

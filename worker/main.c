@@ -1,0 +1,96 @@
+/* llmq-worker: takes jobs from Redis when the shared limiter grants their
+ * budget and calls the API with them. See worker.h for the parts. */
+#include <curl/curl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "http.h"
+#include "backoff.h"
+#include "log.h"
+#include "redis.h"
+#include "worker.h"
+
+static void print_summary(const struct llmq_worker *w)
+{
+    const struct llmq_worker_stats *s = &w->stats;
+    LLMQ_LOG(LLMQ_LOG_INFO,
+             "summary: dispatched %lld, succeeded %lld, retried %lld, dead %lld, 429s %lld, "
+             "5xx %lld, transport errors %lld, handed back %lld, tokens reserved %lld, used %lld",
+             (long long)s->dispatched, (long long)s->succeeded, (long long)s->retried,
+             (long long)s->dead, (long long)s->rate_limited, (long long)s->server_errors,
+             (long long)s->transport_errors, (long long)s->handed_back,
+             (long long)s->tokens_reserved, (long long)s->tokens_used);
+}
+
+static int run(struct llmq_worker_config *cfg)
+{
+    static struct llmq_worker w;
+    struct llmq_error err = {0};
+    w.loop = ev_default_loop(EVFLAG_AUTO);
+    w.cfg = cfg;
+    llmq_backoff_rng_seed(&w.rng, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32));
+    struct llmq_http_config hc = {
+        .max_connections = cfg->concurrency < 1024 ? cfg->concurrency : 1024,
+        .connect_timeout_ms = (long)cfg->connect_timeout_ms,
+        .timeout_ms = (long)cfg->request_timeout_ms,
+        .ca_file = cfg->ca_file[0] ? cfg->ca_file : NULL,
+        .version = cfg->http1_only ? LLMQ_HTTP_1_1 : LLMQ_HTTP_PREFER_H2,
+    };
+    w.http = llmq_http_new(w.loop, &hc, &err);
+    if (w.http == NULL) {
+        fprintf(stderr, "llmq-worker: %s\n", err.msg);
+        return 1;
+    }
+    w.n_accounts = cfg->n_accounts;
+    for (int i = 0; i < cfg->n_accounts; i++) {
+        struct worker_account *a = &w.accounts[i];
+        a->w = &w;
+        a->cfg = &cfg->accounts[i];
+        llmq_account_prefix(a->cfg->name, a->prefix, sizeof(a->prefix), NULL);
+        llmq_worker_account_start(a);
+        LLMQ_LOG(LLMQ_LOG_INFO, "serving account %s (key %s…) as %s, concurrency %d", a->cfg->name,
+                 a->cfg->key_id, cfg->consumer, cfg->concurrency);
+    }
+    w.last_busy_ms = llmq_worker_now_ms(&w);
+    llmq_worker_recover_start(&w);
+    ev_run(w.loop, 0);
+    /* Shutdown order: curl while the loop lives, then Redis, then the loop. */
+    llmq_http_free(w.http);
+    w.http = NULL;
+    for (int i = 0; i < w.n_accounts; i++) {
+        struct worker_account *a = &w.accounts[i];
+        llmq_worker_account_stop(a);
+        while (a->settle_retry != NULL) {
+            struct worker_job *j = a->settle_retry;
+            a->settle_retry = j->next;
+            llmq_worker_job_free(j);
+        }
+    }
+    ev_timer_stop(w.loop, &w.grace_timer);
+    print_summary(&w);
+    ev_loop_destroy(w.loop);
+    return w.exit_code;
+}
+
+int main(int argc, char **argv)
+{
+    struct llmq_worker_config cfg;
+    int rc = llmq_worker_config_parse(&cfg, argc, argv);
+    if (rc != 0) {
+        llmq_worker_config_free(&cfg);
+        return rc == 1 ? 0 : 2;
+    }
+    llmq_log_configure(cfg.log_level, cfg.log_format);
+    signal(SIGPIPE, SIG_IGN);
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        fprintf(stderr, "llmq-worker: curl_global_init failed\n");
+        return 1;
+    }
+    rc = run(&cfg);
+    llmq_worker_config_free(&cfg);
+    curl_global_cleanup();
+    return rc;
+}

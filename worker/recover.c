@@ -1,0 +1,164 @@
+/* Recovery and shutdown (DESIGN.md flow 6).
+ * - Every third of the visibility timeout this worker re-claims its own
+ *   in-flight stream entries (XCLAIM ... JUSTID resets their idle time, so a
+ *   slow but live request is never taken away) and runs the reclaim script,
+ *   which requeues entries idle past the visibility timeout: their worker is
+ *   gone.
+ * - SIGTERM/SIGINT: stop asking for jobs, let calls in flight finish within
+ *   the grace period, then cancel the rest, which are handed back untried;
+ *   the loop ends once every settle has been answered. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "http.h"
+#include "log.h"
+#include "script.h"
+#include "worker.h"
+
+int64_t llmq_worker_now_ms(const struct llmq_worker *w)
+{
+    return (int64_t)(ev_now(w->loop) * 1000);
+}
+
+static void on_reclaimed(redisAsyncContext *ac, redisReply *r, void *privdata)
+{
+    (void)ac;
+    struct worker_account *a = privdata;
+    if (r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer > 0) {
+        LLMQ_LOG(LLMQ_LOG_WARN, "account %s: reclaimed %lld jobs from silent workers", a->cfg->name,
+                 r->integer);
+        llmq_worker_dispatch_soon(a);
+    } else if (r != NULL && r->type == REDIS_REPLY_ERROR) {
+        LLMQ_LOG(LLMQ_LOG_ERROR, "reclaim: %s", r->str);
+    }
+}
+
+static void on_recover_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct llmq_worker *w = t->data;
+    if (w->draining)
+        return;
+    char idle[24];
+    snprintf(idle, sizeof(idle), "%lld", (long long)w->cfg->visibility_ms);
+    for (int i = 0; i < w->n_accounts; i++) {
+        struct worker_account *a = &w->accounts[i];
+        redisAsyncContext *ac = llmq_redis_async_context(a->cmd);
+        if (ac == NULL)
+            continue;
+        /* Touch our own pending entries: XAUTOCLAIM with min idle 0 would
+         * steal others'; XCLAIM of ids we hold, to ourselves, only resets. */
+        static const char *const prios[3] = {"high", "normal", "low"};
+        for (int p = 0; p < 3; p++) {
+            char key[LLMQ_KEY_PREFIX_MAX + 16];
+            snprintf(key, sizeof(key), "%sq:%s", a->prefix, prios[p]);
+            redisAsyncCommand(ac, NULL, NULL,
+                              "EVAL %s 1 %s %s", /* claims every entry pending on us */
+                              "local p = redis.call('XPENDING', KEYS[1], 'workers', '-', '+', "
+                              "1000, ARGV[1]) local ids = {} for _, e in ipairs(p) do "
+                              "ids[#ids+1] = e[1] end if #ids > 0 then "
+                              "redis.call('XCLAIM', KEYS[1], 'workers', ARGV[1], 0, "
+                              "unpack(ids)) end return #ids",
+                              key, w->cfg->consumer);
+        }
+        const char *argv[3] = {a->prefix, w->cfg->consumer, idle};
+        llmq_script_run_async(ac, LLMQ_SCRIPT_RECLAIM, 1, 3, argv, NULL, on_reclaimed, a);
+    }
+}
+
+static void on_idle_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)revents;
+    struct llmq_worker *w = t->data;
+    int64_t quiet = llmq_worker_now_ms(w) - w->last_busy_ms;
+    int waiting = 0;
+    for (int i = 0; i < w->n_accounts; i++)
+        waiting |= w->accounts[i].next_due_ms >= 0 || w->accounts[i].dispatching ||
+                   ev_is_active(&w->accounts[i].wait_timer);
+    if (w->inflight == 0 && !waiting && quiet >= w->cfg->exit_when_idle_ms) {
+        LLMQ_LOG(LLMQ_LOG_INFO, "idle for %lld ms: exiting", (long long)quiet);
+        llmq_worker_begin_drain(w);
+        ev_timer_stop(loop, t);
+    }
+}
+
+void llmq_worker_check_done(struct llmq_worker *w)
+{
+    if (!w->draining || w->inflight > 0)
+        return;
+    for (int i = 0; i < w->n_accounts; i++)
+        if (w->accounts[i].settle_retry != NULL)
+            return; /* results still to write: wait for Redis (until the grace ends) */
+    ev_break(w->loop, EVBREAK_ALL);
+}
+
+static void on_grace_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct llmq_worker *w = t->data;
+    LLMQ_LOG(LLMQ_LOG_WARN, "grace period over: handing back %d jobs in flight", w->inflight);
+    /* Cancelled calls are handed back (call.c) by their callbacks, now. */
+    struct llmq_http *http = w->http;
+    w->http = NULL;
+    llmq_http_free(http);
+    int unsettled = 0;
+    for (int i = 0; i < w->n_accounts; i++)
+        unsettled |= w->accounts[i].settle_retry != NULL;
+    if (unsettled) {
+        LLMQ_LOG(LLMQ_LOG_ERROR, "redis unreachable: results of finished jobs are lost to this "
+                                 "worker; their jobs will be reclaimed and run again");
+        ev_break(w->loop, EVBREAK_ALL);
+    }
+    llmq_worker_check_done(w);
+}
+
+void llmq_worker_begin_drain(struct llmq_worker *w)
+{
+    if (w->draining)
+        return;
+    w->draining = 1;
+    LLMQ_LOG(LLMQ_LOG_INFO, "draining: %d jobs in flight, grace %lld ms", w->inflight,
+             (long long)w->cfg->grace_ms);
+    for (int i = 0; i < w->n_accounts; i++) {
+        ev_timer_stop(w->loop, &w->accounts[i].wait_timer);
+        ev_timer_stop(w->loop, &w->accounts[i].soon_timer);
+    }
+    ev_timer_stop(w->loop, &w->recover_timer);
+    ev_timer_stop(w->loop, &w->idle_timer);
+    ev_timer_set(&w->grace_timer, w->cfg->grace_ms / 1000.0, 0.0);
+    ev_timer_start(w->loop, &w->grace_timer);
+    llmq_worker_check_done(w);
+}
+
+static void on_signal(struct ev_loop *loop, ev_signal *s, int revents)
+{
+    (void)loop;
+    (void)revents;
+    LLMQ_LOG(LLMQ_LOG_INFO, "signal %d: stopping", s->signum);
+    llmq_worker_begin_drain(s->data);
+}
+
+void llmq_worker_recover_start(struct llmq_worker *w)
+{
+    ev_signal_init(&w->sigterm, on_signal, SIGTERM);
+    w->sigterm.data = w;
+    ev_signal_start(w->loop, &w->sigterm);
+    ev_signal_init(&w->sigint, on_signal, SIGINT);
+    w->sigint.data = w;
+    ev_signal_start(w->loop, &w->sigint);
+    ev_timer_init(&w->grace_timer, on_grace_timer, 0.0, 0.0);
+    w->grace_timer.data = w;
+    double every = w->cfg->visibility_ms / 3000.0;
+    ev_timer_init(&w->recover_timer, on_recover_timer, every, every);
+    w->recover_timer.data = w;
+    ev_timer_start(w->loop, &w->recover_timer);
+    if (w->cfg->exit_when_idle_ms > 0) {
+        double check = w->cfg->exit_when_idle_ms / 4000.0;
+        ev_timer_init(&w->idle_timer, on_idle_timer, check, check);
+        w->idle_timer.data = w;
+        ev_timer_start(w->loop, &w->idle_timer);
+    }
+}

@@ -1,0 +1,104 @@
+/* llmq-worker internals shared by its flows (DESIGN.md flows 2-6):
+ *   dispatch.c  asks the dispatch script for jobs the limiter admits, and
+ *               decides when to ask again (exact waits, wake-up reads);
+ *   call.c      sends each job to the API and classifies the response;
+ *   settle.c    ends each delivery with the job_settle script;
+ *   recover.c   keeps this worker's deliveries alive, reclaims silent
+ *               workers' jobs, drains on SIGTERM.
+ * One libev loop drives everything: hiredis async (two connections per
+ * account: commands, and a blocking wake-up read) and curl multi. */
+#ifndef LLMQ_WORKER_H
+#define LLMQ_WORKER_H
+
+#include <ev.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "keys.h"
+#include "redis_async.h"
+
+struct llmq_http;
+struct llmq_worker;
+
+/* Counters printed at exit (and later exported as metrics). */
+struct llmq_worker_stats {
+    int64_t dispatched, succeeded, retried, dead, rate_limited, server_errors, transport_errors,
+        handed_back, tokens_reserved, tokens_used;
+};
+
+struct worker_account {
+    struct llmq_worker *w;
+    const struct llmq_worker_account *cfg;
+    char prefix[LLMQ_KEY_PREFIX_MAX];
+    struct llmq_redis_async *cmd;    /* scripts */
+    struct llmq_redis_async *wake;   /* XREAD BLOCK on the queue streams */
+    int dispatching;                 /* a dispatch call is in flight */
+    int wake_reading;                /* a wake-up read is in flight */
+    int asked;                       /* jobs asked for by the dispatch in flight */
+    char last_ids[3][64];            /* newest entry id per stream, for the wake-up read */
+    int64_t next_due_ms;             /* ms until the earliest delayed job (-1: none) */
+    ev_timer wait_timer;             /* the limiter's exact wait, or a delayed job's due */
+    ev_timer soon_timer;             /* coalesces dispatch requests of one loop turn */
+    struct worker_job *settle_retry; /* settles to resend once Redis is back */
+};
+
+/* One job in hand, from dispatch until its settle script has answered. */
+struct worker_job {
+    struct worker_job *next; /* in settle_retry */
+    struct worker_account *acct;
+    char eid[64];
+    char prio[8];
+    char *id, *handle, *model, *url_path, *body;
+    int attempts, max_attempts;
+    int64_t cost;
+    /* The settle to send. */
+    const char *mode;      /* done | retry | dead | handback */
+    int64_t actual_tokens; /* -1: refund */
+    char *line;            /* Batch output line (done/dead) */
+    char reason[256];
+    int64_t delay_ms, pause_ms;
+    int refund;
+    int64_t rem_req, rem_tok, reset_req_ms, reset_tok_ms;
+};
+
+struct llmq_worker {
+    struct ev_loop *loop;
+    struct llmq_worker_config *cfg;
+    struct worker_account accounts[LLMQ_WORKER_MAX_ACCOUNTS];
+    int n_accounts;
+    struct llmq_http *http;
+    int inflight; /* jobs in hand, for --concurrency */
+    int draining;
+    int exit_code;
+    uint64_t rng;
+    int64_t last_busy_ms;
+    ev_signal sigterm, sigint;
+    ev_timer grace_timer, recover_timer, idle_timer;
+    struct llmq_worker_stats stats;
+};
+
+/* dispatch.c */
+void llmq_worker_dispatch_soon(struct worker_account *a);
+void llmq_worker_account_start(struct worker_account *a);
+void llmq_worker_account_stop(struct worker_account *a);
+
+/* call.c: sends job (owned by the worker from now on). */
+void llmq_worker_call(struct llmq_worker *w, struct worker_job *job);
+
+/* settle.c: runs job's settle (mode etc. filled); frees job when answered. */
+void llmq_worker_settle(struct worker_job *job);
+/* Resends settles that failed while Redis was away. */
+void llmq_worker_settle_flush(struct worker_account *a);
+void llmq_worker_job_free(struct worker_job *job);
+
+/* recover.c */
+void llmq_worker_recover_start(struct llmq_worker *w);
+void llmq_worker_begin_drain(struct llmq_worker *w);
+/* Called whenever a job leaves the worker: stops the loop when draining and
+ * nothing is left. */
+void llmq_worker_check_done(struct llmq_worker *w);
+
+/* Monotonic ms of the loop. */
+int64_t llmq_worker_now_ms(const struct llmq_worker *w);
+
+#endif
