@@ -98,8 +98,10 @@ static enum llmq_rc merge_small(const struct llmq_bpe_vocab *v, const unsigned c
         m--;
         if (best + 1 < m)
             pair[best] = rank_or_none(v, p + start[best], start[best + 2] - start[best]);
-        if (best > 0)
-            pair[best - 1] = rank_or_none(v, p + start[best - 1], start[best + 1] - start[best - 1]);
+        if (best > 0) {
+            uint32_t from = start[best - 1];
+            pair[best - 1] = rank_or_none(v, p + from, start[best + 1] - from);
+        }
     }
     for (size_t i = 0; i < m; i++) {
         uint32_t r = rank_or_none(v, p + start[i], start[i + 1] - start[i]);

@@ -24,12 +24,12 @@ struct encoding_def {
 };
 
 static const struct encoding_def defs[LLMQ_ENCODING_COUNT] = {
-    [LLMQ_ENCODING_O200K_BASE] = {"o200k_base", "o200k_base.tiktoken",
-                                  "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
-                                  LLMQ_PRETOK_O200K},
-    [LLMQ_ENCODING_CL100K_BASE] = {"cl100k_base", "cl100k_base.tiktoken",
-                                   "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
-                                   LLMQ_PRETOK_CL100K},
+    [LLMQ_ENCODING_O200K_BASE] =
+        {"o200k_base", "o200k_base.tiktoken",
+         "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d", LLMQ_PRETOK_O200K},
+    [LLMQ_ENCODING_CL100K_BASE] =
+        {"cl100k_base", "cl100k_base.tiktoken",
+         "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7", LLMQ_PRETOK_CL100K},
 };
 
 struct loaded {

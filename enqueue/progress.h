@@ -27,7 +27,7 @@ void llmq_progress_update(struct llmq_progress *p, size_t done, size_t dead, lon
 /* Ends the bar's line (if one is drawn). */
 void llmq_progress_finish(struct llmq_progress *p);
 
-/* Formats the progress line into buf (used by both styles; pure, for tests:
+/* Formats the progress line into buf (both styles use it; pure: no clock,
  * elapsed_ms is time since the start). */
 void llmq_progress_format(char *buf, size_t n, size_t done, size_t total, size_t dead,
                           long long n429, long long elapsed_ms, int bar);

@@ -21,6 +21,7 @@ endfunction()
 # bench_http after it, hence the deferred call.
 llmq_http_attach(http_client)
 if(TARGET http_client)
-    set_tests_properties(http_client PROPERTIES TIMEOUT 60)
+    # Talks to its own HTTP server only: no redis fixture needed.
+    set_tests_properties(http_client PROPERTIES TIMEOUT 60 FIXTURES_REQUIRED "")
 endif()
 cmake_language(DEFER CALL llmq_http_attach bench_http)

@@ -42,13 +42,22 @@ struct conn {
     size_t out_len, out_off;
     int close_after;
     int busy; /* a request is being answered */
+    struct conn *prev, *next;
 };
+
+static struct conn *conns; /* every open connection, freed at exit */
 
 static struct ev_loop *loop;
 static long latency_ms;
 
 static void conn_close(struct conn *c)
 {
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
     ev_io_stop(loop, &c->rd);
     ev_io_stop(loop, &c->wr);
     ev_timer_stop(loop, &c->delay);
@@ -336,6 +345,10 @@ static void accept_cb(struct ev_loop *l, ev_io *w, int revents)
         ev_io_init(&c->wr, wr_cb, fd, EV_WRITE);
         ev_init(&c->delay, delay_cb);
         c->rd.data = c->wr.data = c->delay.data = c;
+        c->next = conns;
+        if (conns)
+            conns->prev = c;
+        conns = c;
         ev_io_start(loop, &c->rd);
     }
 }
@@ -396,6 +409,8 @@ int main(int argc, char **argv)
     ev_signal_start(loop, &s1);
     ev_signal_start(loop, &s2);
     ev_run(loop, 0);
+    while (conns != NULL)
+        conn_close(conns);
     close(lfd);
     return 0;
 }

@@ -179,7 +179,7 @@ static void guard_cb(struct ev_loop *loop, ev_timer *w, int revents)
     ev_break(loop, EVBREAK_ALL);
 }
 
-static void check_cb(struct ev_loop *loop, ev_check *w, int revents)
+static void check_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 {
     (void)revents;
     struct ctx *c = w->data;
@@ -193,13 +193,13 @@ static void run_until_done(struct ctx *c, double limit_s)
     ev_timer guard;
     ev_timer_init(&guard, guard_cb, limit_s, 0.);
     ev_timer_start(c->loop, &guard);
-    ev_check chk;
-    ev_check_init(&chk, check_cb);
+    ev_prepare chk;
+    ev_prepare_init(&chk, check_cb);
     chk.data = c;
-    ev_check_start(c->loop, &chk);
+    ev_prepare_start(c->loop, &chk);
     if (c->done < c->expected)
         ev_run(c->loop, 0);
-    ev_check_stop(c->loop, &chk);
+    ev_prepare_stop(c->loop, &chk);
     ev_timer_stop(c->loop, &guard);
 }
 

@@ -12,14 +12,11 @@
 // cookbook's counting rule evaluated with the npm tiktoken package: an
 // independent implementation of what llmq's exact model claims to compute.
 import { createRequire } from 'node:module';
-import { readFileSync, readdirSync } from 'node:fs';
-import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 const require = createRequire(import.meta.url);
 const { get_encoding } = require('tiktoken');
 
-const here = dirname(fileURLToPath(import.meta.url));
-const root = join(here, '..', '..');
 let seed = 20251130;
 function rnd() {
     seed = (seed + 0x6d2b79f5) | 0;
@@ -70,10 +67,11 @@ function toolTokens(model, tools) {
 const licence = readFileSync('/usr/share/common-licenses/GPL-3', 'utf8').replace(/\s+/g, ' ');
 const english = [];
 for (let i = 0; i < licence.length; i += 600) english.push(licence.slice(i, i + 600));
+// Code: C headers of Debian 12 packages the project builds with (stable input).
 const code = [];
-for (const f of readdirSync(join(root, 'common')).sort()) {
-    if (!/\.c$/.test(f) || f === 'unicode_tables.c') continue;
-    const t = readFileSync(join(root, 'common', f), 'utf8');
+for (const f of ['stdio.h', 'stdlib.h', 'string.h', 'hiredis/hiredis.h', 'hiredis/async.h',
+    'jansson.h', 'ev.h', 'pcre2.h', 'cmocka.h', 'x86_64-linux-gnu/curl/curl.h']) {
+    const t = readFileSync(join('/usr/include', f), 'utf8');
     for (let i = 0; i < t.length && i < 6000; i += 1500) code.push(t.slice(i, i + 1500));
 }
 const cjk = ['我能吞下玻璃而不伤身体。今天天气很好，我们去公园散步吧！请把这段话翻译成英文。',

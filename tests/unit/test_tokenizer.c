@@ -177,15 +177,21 @@ static void test_model_map(void **state)
         const char *model;
         enum llmq_encoding e;
     } cases[] = {
-        {"gpt-4o", LLMQ_ENCODING_O200K_BASE},        {"gpt-4o-mini-2024-07-18", LLMQ_ENCODING_O200K_BASE},
-        {"gpt-4.1-nano", LLMQ_ENCODING_O200K_BASE},  {"gpt-5", LLMQ_ENCODING_O200K_BASE},
-        {"o1-preview", LLMQ_ENCODING_O200K_BASE},    {"o3-mini", LLMQ_ENCODING_O200K_BASE},
-        {"o4-mini", LLMQ_ENCODING_O200K_BASE},       {"ft:gpt-4o:org::id", LLMQ_ENCODING_O200K_BASE},
-        {"gpt-4", LLMQ_ENCODING_CL100K_BASE},        {"gpt-4-turbo", LLMQ_ENCODING_CL100K_BASE},
+        {"gpt-4o", LLMQ_ENCODING_O200K_BASE},
+        {"gpt-4o-mini-2024-07-18", LLMQ_ENCODING_O200K_BASE},
+        {"gpt-4.1-nano", LLMQ_ENCODING_O200K_BASE},
+        {"gpt-5", LLMQ_ENCODING_O200K_BASE},
+        {"o1-preview", LLMQ_ENCODING_O200K_BASE},
+        {"o3-mini", LLMQ_ENCODING_O200K_BASE},
+        {"o4-mini", LLMQ_ENCODING_O200K_BASE},
+        {"ft:gpt-4o:org::id", LLMQ_ENCODING_O200K_BASE},
+        {"gpt-4", LLMQ_ENCODING_CL100K_BASE},
+        {"gpt-4-turbo", LLMQ_ENCODING_CL100K_BASE},
         {"gpt-3.5-turbo", LLMQ_ENCODING_CL100K_BASE},
         {"text-embedding-3-small", LLMQ_ENCODING_CL100K_BASE},
         {"ft:gpt-3.5-turbo:x", LLMQ_ENCODING_CL100K_BASE},
-        {"my-own-model", LLMQ_ENCODING_DEFAULT},     {NULL, LLMQ_ENCODING_DEFAULT},
+        {"my-own-model", LLMQ_ENCODING_DEFAULT},
+        {NULL, LLMQ_ENCODING_DEFAULT},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         assert_int_equal(llmq_tokens_encoding_for_model(cases[i].model), cases[i].e);

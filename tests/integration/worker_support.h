@@ -1,0 +1,143 @@
+/* Helpers of the worker's end-to-end tests: start llmq-worker processes
+ * against a test account and openai-sim, write Batch jobs, read the sim's
+ * access log. Header-only (static inline): each test is its own executable.
+ * Builds on jobs_cli_run.h (the llmq CLI) and openai_sim_support.h (the
+ * server). */
+#ifndef LLMQ_TEST_WORKER_SUPPORT_H
+#define LLMQ_TEST_WORKER_SUPPORT_H
+
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "jobs_cli_run.h"
+#include "openai_sim_support.h"
+#include "testsupport.h"
+
+#define WORKER_TEST_KEY "sk-test-worker-e2e-0000000000"
+
+/* Starts llmq-worker for account against sim with extra args (NULL-ended);
+ * its log goes to log_path. Returns the pid. */
+static inline pid_t worker_start(const char *account, const struct sim_proc *sim,
+                                 const char *log_path, const char *const *extra)
+{
+    char base[64];
+    snprintf(base, sizeof(base), "http://127.0.0.1:%d/v1", sim->port);
+    pid_t pid = fork();
+    if (pid == 0) {
+        FILE *f = fopen(log_path, "w");
+        if (f != NULL) {
+            dup2(fileno(f), 2);
+            dup2(fileno(f), 1);
+        }
+        setenv("LLMQ_REDIS_URL", llmq_test_redis_url(), 1);
+        setenv("LLMQ_ACCOUNT", account, 1);
+        setenv("OPENAI_API_KEY", WORKER_TEST_KEY, 1);
+        const char *argv[48] = {"llmq-worker", "--base-url", base, "--log-level", "info"};
+        int argc = 5;
+        for (int i = 0; extra != NULL && extra[i] != NULL && argc < 46; i++)
+            argv[argc++] = extra[i];
+        argv[argc] = NULL;
+        execv(llmq_test_bin("llmq-worker", 0), (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Waits up to timeout_ms for pid; returns its exit status, 128 + signal, or
+ * -1 on timeout (the process is then killed). */
+static inline int worker_wait(pid_t pid, long long timeout_ms)
+{
+    long long deadline = llmq_test_now_ms() + timeout_ms;
+    int status;
+    while (llmq_test_now_ms() < deadline) {
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        usleep(20000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return -1;
+}
+
+/* Writes n chat jobs "<prefix>-<i>" for model to path, each with max_tokens
+ * and an optional "llmq" options object text (may be NULL). */
+static inline void worker_write_jobs(const char *path, const char *prefix, int n,
+                                     const char *model, int max_tokens, const char *llmq_opts)
+{
+    FILE *f = fopen(path, "w");
+    for (int i = 0; i < n; i++)
+        fprintf(f,
+                "{\"custom_id\":\"%s-%d\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\","
+                "\"body\":{\"model\":\"%s\",\"max_tokens\":%d,\"messages\":[{\"role\":\"user\","
+                "\"content\":\"question number %d, please answer briefly\"}]}%s%s}\n",
+                prefix, i, model, max_tokens, i, llmq_opts ? ",\"llmq\":" : "",
+                llmq_opts ? llmq_opts : "");
+    fclose(f);
+}
+
+/* Enqueues the jobs at path for account; asserts success. */
+static inline void worker_enqueue(const char *account, const char *path)
+{
+    const char *argv[] = {"llmq", "enqueue", path, "--quiet", NULL};
+    struct cli_run r = cli_run(account, argv);
+    if (r.status != 0)
+        fprintf(stderr, "enqueue failed: %s\n", r.err);
+    assert_int_equal(r.status, 0);
+    cli_free(&r);
+}
+
+/* One access-log line of the sim. */
+struct sim_entry {
+    long long t_ms;
+    int status;
+    char outcome[32];
+    char job[96];
+};
+
+/* Reads the sim's access log; returns a new array (count in *n). */
+static inline struct sim_entry *sim_log_read(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "r");
+    size_t cap = 1024;
+    struct sim_entry *v = malloc(cap * sizeof(*v));
+    *n = 0;
+    char line[4096];
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        json_t *o = json_loads(line, 0, NULL);
+        if (o == NULL)
+            continue;
+        if (*n == cap)
+            v = realloc(v, (cap *= 2) * sizeof(*v));
+        struct sim_entry *e = &v[(*n)++];
+        e->t_ms = json_integer_value(json_object_get(o, "t_ms"));
+        e->status = (int)json_integer_value(json_object_get(o, "status"));
+        snprintf(e->outcome, sizeof(e->outcome), "%s",
+                 json_string_value(json_object_get(o, "outcome")) ?: "");
+        snprintf(e->job, sizeof(e->job), "%s",
+                 json_string_value(json_object_get(o, "client_request_id")) ?: "");
+        json_decref(o);
+    }
+    if (f != NULL)
+        fclose(f);
+    return v;
+}
+
+/* An integer from a Redis command (formatted like redisCommand). */
+static inline long long redis_int(redisContext *c, const char *fmt, const char *a,
+                                  const char *b)
+{
+    redisReply *r = redisCommand(c, fmt, a, b);
+    long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    if (r && r->type == REDIS_REPLY_STRING)
+        v = strtoll(r->str, NULL, 10);
+    if (r)
+        freeReplyObject(r);
+    return v;
+}
+
+#endif
