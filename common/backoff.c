@@ -67,8 +67,8 @@ int64_t llmq_backoff_delay_ms(const struct llmq_backoff_policy *policy, int atte
     return delay;
 }
 
-int64_t llmq_backoff_due_ms(const struct llmq_backoff_policy *policy, int attempt,
-                            int64_t hint_ms, int64_t now_ms, uint64_t *rng)
+int64_t llmq_backoff_due_ms(const struct llmq_backoff_policy *policy, int attempt, int64_t hint_ms,
+                            int64_t now_ms, uint64_t *rng)
 {
     return now_ms + llmq_backoff_delay_ms(policy, attempt, hint_ms, rng);
 }

@@ -39,7 +39,7 @@ int64_t llmq_backoff_delay_ms(const struct llmq_backoff_policy *policy, int atte
 
 /* now_ms + llmq_backoff_delay_ms(...): the time the retry is due, on the
  * caller's clock. */
-int64_t llmq_backoff_due_ms(const struct llmq_backoff_policy *policy, int attempt,
-                            int64_t hint_ms, int64_t now_ms, uint64_t *rng);
+int64_t llmq_backoff_due_ms(const struct llmq_backoff_policy *policy, int attempt, int64_t hint_ms,
+                            int64_t now_ms, uint64_t *rng);
 
 #endif

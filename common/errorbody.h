@@ -29,9 +29,9 @@ struct llmq_errorbody {
     int status;
     int retryable; /* 1 for RATE_LIMIT, SERVER, 408 and 409 (OpenAI's "retry these") */
     int parsed;    /* 1 when the body was JSON with an "error" object */
-    char code[LLMQ_ERRORBODY_CODE_MAX];  /* error.code (string, or integer as text), or "" */
-    char type[LLMQ_ERRORBODY_CODE_MAX];  /* error.type, or "" */
-    char param[LLMQ_ERRORBODY_CODE_MAX]; /* error.param, or "" */
+    char code[LLMQ_ERRORBODY_CODE_MAX];   /* error.code (string, or integer as text), or "" */
+    char type[LLMQ_ERRORBODY_CODE_MAX];   /* error.type, or "" */
+    char param[LLMQ_ERRORBODY_CODE_MAX];  /* error.param, or "" */
     char message[LLMQ_ERRORBODY_MSG_MAX]; /* error.message, or "" */
 };
 

@@ -253,10 +253,13 @@ enum llmq_rc llmq_job_store_result(redisContext *c, const char *prefix, const ch
         rc = llmq_redis_error(c, res, "GET result", err);
     else if (res->type != REDIS_REPLY_STRING)
         rc = llmq_error_set(err, LLMQ_ENOTFOUND, "job %s has no result", id);
-    else if ((*line = strdup(res->str)) == NULL)
-        rc = llmq_error_set(err, LLMQ_ENOMEM, "out of memory");
-    else if (dead != NULL)
-        *dead = st->type == REDIS_REPLY_STRING && strcmp(st->str, "dead") == 0;
+    if (rc == LLMQ_OK) {
+        *line = strdup(res->str);
+        if (*line == NULL)
+            rc = llmq_error_set(err, LLMQ_ENOMEM, "out of memory");
+        else if (dead != NULL)
+            *dead = st->type == REDIS_REPLY_STRING && strcmp(st->str, "dead") == 0;
+    }
     if (res != NULL)
         freeReplyObject(res);
     if (st != NULL)

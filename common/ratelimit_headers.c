@@ -247,9 +247,9 @@ int llmq_ratelimit_parse_http_date(const char *s, size_t len, int64_t *out_unix_
         if (memcmp(s + 8, months[i], 3) == 0)
             mon = i + 1;
     int day, year, hh, mm, ss;
-    if (!ok || mon < 0 || parse_fixed_digits(s + 5, 2, &day) || parse_fixed_digits(s + 12, 4, &year) ||
-        parse_fixed_digits(s + 17, 2, &hh) || parse_fixed_digits(s + 20, 2, &mm) ||
-        parse_fixed_digits(s + 23, 2, &ss))
+    if (!ok || mon < 0 || parse_fixed_digits(s + 5, 2, &day) ||
+        parse_fixed_digits(s + 12, 4, &year) || parse_fixed_digits(s + 17, 2, &hh) ||
+        parse_fixed_digits(s + 20, 2, &mm) || parse_fixed_digits(s + 23, 2, &ss))
         return -1;
     if (day < 1 || day > 31 || hh > 23 || mm > 59 || ss > 60)
         return -1;

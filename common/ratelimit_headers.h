@@ -45,10 +45,10 @@ enum llmq_rlh_field {
     LLMQ_RLH_REMAINING_TOKENS_UB,
     LLMQ_RLH_RESET_REQUESTS_UB_MS,
     LLMQ_RLH_RESET_TOKENS_UB_MS,
-    LLMQ_RLH_RETRY_AFTER_MS,       /* from retry-after (seconds or HTTP-date) */
-    LLMQ_RLH_RETRY_AFTER_MS_EXACT, /* from retry-after-ms */
-    LLMQ_RLH_SHOULD_RETRY,         /* value 1 (true) or 0 (false) */
-    LLMQ_RLH_INT_FIELD_COUNT,      /* the fields above live in value[] */
+    LLMQ_RLH_RETRY_AFTER_MS,                        /* from retry-after (seconds or HTTP-date) */
+    LLMQ_RLH_RETRY_AFTER_MS_EXACT,                  /* from retry-after-ms */
+    LLMQ_RLH_SHOULD_RETRY,                          /* value 1 (true) or 0 (false) */
+    LLMQ_RLH_INT_FIELD_COUNT,                       /* the fields above live in value[] */
     LLMQ_RLH_REQUEST_ID = LLMQ_RLH_INT_FIELD_COUNT, /* request_id[] */
     LLMQ_RLH_FIELD_COUNT
 };
@@ -56,9 +56,9 @@ enum llmq_rlh_field {
 #define LLMQ_RLH_BIT(field) (1u << (field))
 
 struct llmq_ratelimit_headers {
-    uint32_t present;                          /* LLMQ_RLH_BIT(field) per set field */
-    int64_t value[LLMQ_RLH_INT_FIELD_COUNT];   /* counts, or milliseconds for *_MS */
-    char request_id[LLMQ_RLH_REQUEST_ID_MAX];  /* "" unless LLMQ_RLH_REQUEST_ID is set */
+    uint32_t present;                         /* LLMQ_RLH_BIT(field) per set field */
+    int64_t value[LLMQ_RLH_INT_FIELD_COUNT];  /* counts, or milliseconds for *_MS */
+    char request_id[LLMQ_RLH_REQUEST_ID_MAX]; /* "" unless LLMQ_RLH_REQUEST_ID is set */
 };
 
 /* Clears h: nothing present. */

@@ -20,6 +20,7 @@
 struct enqueue_opts {
     const char *file;
     const char *output;
+    FILE *out; /* --output opened before anything is written; NULL: stdout */
     struct llmq_job_defaults d;
     long long max_body_bytes; /* 0: from P settings */
     long long timeout_s;      /* --wait limit; -1 none */
@@ -280,14 +281,16 @@ static void on_tick(size_t done, size_t total, void *ud)
 static int enqueue_wait(struct llmq_cli *cli, redisContext *c, const char *prefix,
                         const struct enqueue_opts *o, const struct llmq_batch *b)
 {
-    struct waiting w = {
-        .cli = cli, .c = c, .prefix = prefix, .out = stdout, .show_progress = !o->no_progress};
+    struct waiting w = {.cli = cli,
+                        .c = c,
+                        .prefix = prefix,
+                        .out = o->out ? o->out : stdout,
+                        .show_progress = !o->no_progress};
     const char **ids = malloc(sizeof(*ids) * (b->n_jobs + 1));
     struct llmq_error err = {0};
     size_t done = 0;
-    if (ids == NULL || (o->output && (w.out = fopen(o->output, "w")) == NULL)) {
-        llmq_cli_error(cli, "%s: cannot open for writing", ids ? o->output : "out of memory");
-        free(ids);
+    if (ids == NULL) {
+        llmq_cli_error(cli, "out of memory");
         return LLMQ_EXIT_FAIL;
     }
     for (size_t i = 0; i < b->n_jobs; i++)
@@ -305,7 +308,7 @@ static int enqueue_wait(struct llmq_cli *cli, redisContext *c, const char *prefi
         llmq_progress_update(&w.progress, done, w.dead, stat_429(c, prefix) - w.base_429, 1);
         llmq_progress_finish(&w.progress);
     }
-    if (fflush(w.out) != 0 || (w.out != stdout && fclose(w.out) != 0))
+    if (fflush(w.out) != 0 || ferror(w.out))
         w.write_failed = 1;
     free(ids);
     if (rc != LLMQ_OK)
@@ -337,8 +340,11 @@ int llmq_cmd_enqueue(struct llmq_cli *cli, int argc, char **argv)
         llmq_cli_error(cli, "%s", err.msg);
         return LLMQ_EXIT_USAGE;
     }
-    if (!o.check_only && (c = llmq_cli_connect(cli)) == NULL)
-        return LLMQ_EXIT_FAIL;
+    if (!o.check_only) {
+        c = llmq_cli_connect(cli);
+        if (c == NULL)
+            return LLMQ_EXIT_FAIL;
+    }
     if (o.max_body_bytes == 0 && c != NULL)
         o.max_body_bytes =
             llmq_job_store_setting(c, prefix, "max_body_bytes", LLMQ_JOB_MAX_BODY_BYTES_DEFAULT);
@@ -348,6 +354,14 @@ int llmq_cmd_enqueue(struct llmq_cli *cli, int argc, char **argv)
     if (code >= 0)
         goto out;
     code = LLMQ_EXIT_OK;
+    if (o.wait && o.output != NULL) {
+        o.out = fopen(o.output, "w");
+        if (o.out == NULL) {
+            llmq_cli_error(cli, "%s: cannot open for writing", o.output);
+            code = LLMQ_EXIT_FAIL;
+            goto out;
+        }
+    }
     out = calloc(b.n_jobs + 1, sizeof(*out));
     if (out == NULL || llmq_job_store_prepare(c, prefix, &err) != LLMQ_OK ||
         llmq_job_store_push(c, prefix, b.jobs, b.n_jobs, out, &err) != LLMQ_OK) {
@@ -359,6 +373,10 @@ int llmq_cmd_enqueue(struct llmq_cli *cli, int argc, char **argv)
     if (o.wait)
         code = enqueue_wait(cli, c, prefix, &o, &b);
 out:
+    if (o.out != NULL && fclose(o.out) != 0 && code == LLMQ_EXIT_OK) {
+        llmq_cli_error(cli, "%s: write failed", o.output);
+        code = LLMQ_EXIT_FAIL;
+    }
     free(out);
     llmq_batch_clear(&b);
     if (c != NULL)

@@ -116,8 +116,8 @@ static size_t scan_buckets(redisContext *c, const char *prefix, char **names, si
         snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
         for (size_t i = 0; i < r->element[1]->elements && n < max; i++) {
             const char *k = str_of(r->element[1]->element[i]);
-            if (strlen(k) > plen && (names[n] = strdup(k + plen)) != NULL)
-                n++;
+            names[n] = strlen(k) > plen ? strdup(k + plen) : NULL;
+            n += names[n] != NULL;
         }
         freeReplyObject(r);
     } while (strcmp(cursor, "0") != 0 && n < max);
@@ -260,8 +260,8 @@ static size_t scan_accounts(redisContext *c, char **names, size_t max)
         for (size_t i = 0; i < r->element[1]->elements && n < max; i++) {
             const char *k = str_of(r->element[1]->element[i]) + strlen("llmq:{");
             const char *end = strstr(k, "}:q:normal");
-            if (end != NULL && (names[n] = strndup(k, (size_t)(end - k))) != NULL)
-                n++;
+            names[n] = end != NULL ? strndup(k, (size_t)(end - k)) : NULL;
+            n += names[n] != NULL;
         }
         freeReplyObject(r);
     } while (strcmp(cursor, "0") != 0 && n < max);

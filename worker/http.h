@@ -47,9 +47,9 @@ struct llmq_http_config {
     const char *ca_file;      /* PEM bundle to verify servers with (copied); NULL: system
                                  store. Verification of peer and host is always on. */
     enum llmq_http_version version;
-    size_t max_body_bytes;    /* response body limit; over it → LLMQ_HTTP_TOO_BIG. 0: 16 MiB */
-    long buffer_bytes;        /* curl receive buffer per transfer; 0: 16384 (min 1024) */
-    const char *user_agent;   /* copied; NULL: "llmq/<version>" (or "llmq") */
+    size_t max_body_bytes;  /* response body limit; over it → LLMQ_HTTP_TOO_BIG. 0: 16 MiB */
+    long buffer_bytes;      /* curl receive buffer per transfer; 0: 16384 (min 1024) */
+    const char *user_agent; /* copied; NULL: "llmq/<version>" (or "llmq") */
 };
 
 enum llmq_http_auth {
@@ -59,48 +59,48 @@ enum llmq_http_auth {
 };
 
 struct llmq_http_request {
-    const char *url;              /* full URL, http:// or https:// (copied by curl) */
-    const char *body;             /* request body, sent as POST */
+    const char *url;  /* full URL, http:// or https:// (copied by curl) */
+    const char *body; /* request body, sent as POST */
     size_t body_len;
-    int body_borrowed;            /* 0: body is copied at submit; 1: body is borrowed
-                                     and must stay valid and unchanged until the done
-                                     callback has started */
-    const char *content_type;     /* NULL: "application/json" */
+    int body_borrowed;        /* 0: body is copied at submit; 1: body is borrowed
+                                 and must stay valid and unchanged until the done
+                                 callback has started */
+    const char *content_type; /* NULL: "application/json" */
     enum llmq_http_auth auth;
-    const char *api_key;          /* copied into the header list only; may be NULL for
-                                     LLMQ_HTTP_AUTH_NONE */
-    const char *client_request_id; /* sent as X-Client-Request-Id (the job id); may be NULL */
+    const char *api_key;              /* copied into the header list only; may be NULL for
+                                         LLMQ_HTTP_AUTH_NONE */
+    const char *client_request_id;    /* sent as X-Client-Request-Id (the job id); may be NULL */
     const char *const *extra_headers; /* NULL-terminated "Name: value" lines (copied); may
                                          be NULL */
-    long timeout_ms;              /* whole transfer; 0: the config's timeout_ms */
+    long timeout_ms;                  /* whole transfer; 0: the config's timeout_ms */
 };
 
 enum llmq_http_outcome {
-    LLMQ_HTTP_OK = 0,          /* a complete HTTP response arrived (any status) */
-    LLMQ_HTTP_TIMEOUT,         /* connect or transfer timeout */
-    LLMQ_HTTP_CONNECT_ERROR,   /* name resolution, connection refused, unreachable */
-    LLMQ_HTTP_TLS_ERROR,       /* handshake or certificate verification failed */
-    LLMQ_HTTP_RESET,           /* connection reset or closed before the response ended */
-    LLMQ_HTTP_TOO_BIG,         /* response body over max_body_bytes; body is cut */
-    LLMQ_HTTP_PROTOCOL_ERROR,  /* malformed HTTP from the server */
-    LLMQ_HTTP_CANCELLED,       /* llmq_http_free ran before the transfer ended */
-    LLMQ_HTTP_OTHER,           /* anything else (see curl_code and error) */
+    LLMQ_HTTP_OK = 0,         /* a complete HTTP response arrived (any status) */
+    LLMQ_HTTP_TIMEOUT,        /* connect or transfer timeout */
+    LLMQ_HTTP_CONNECT_ERROR,  /* name resolution, connection refused, unreachable */
+    LLMQ_HTTP_TLS_ERROR,      /* handshake or certificate verification failed */
+    LLMQ_HTTP_RESET,          /* connection reset or closed before the response ended */
+    LLMQ_HTTP_TOO_BIG,        /* response body over max_body_bytes; body is cut */
+    LLMQ_HTTP_PROTOCOL_ERROR, /* malformed HTTP from the server */
+    LLMQ_HTTP_CANCELLED,      /* llmq_http_free ran before the transfer ended */
+    LLMQ_HTTP_OTHER,          /* anything else (see curl_code and error) */
 };
 
 /* What the done callback receives. Borrowed for the duration of the callback:
  * copy what you keep, or take the body with llmq_http_response_take_body. */
 struct llmq_http_response {
     enum llmq_http_outcome outcome;
-    int curl_code;          /* CURLcode, 0 on success */
-    const char *error;      /* curl's message, "" when outcome is LLMQ_HTTP_OK; never NULL */
-    long status;            /* HTTP status of the final response; 0 if none arrived */
-    long http_version;      /* CURL_HTTP_VERSION_* used (CURLINFO_HTTP_VERSION), 0 unknown */
-    int request_sent;       /* 1 when some request bytes went out (the call may have been
-                               billed); 0 means it surely never reached the server */
-    char *body;             /* response body, NUL-terminated (never NULL: "" when empty) */
+    int curl_code;     /* CURLcode, 0 on success */
+    const char *error; /* curl's message, "" when outcome is LLMQ_HTTP_OK; never NULL */
+    long status;       /* HTTP status of the final response; 0 if none arrived */
+    long http_version; /* CURL_HTTP_VERSION_* used (CURLINFO_HTTP_VERSION), 0 unknown */
+    int request_sent;  /* 1 when some request bytes went out (the call may have been
+                          billed); 0 means it surely never reached the server */
+    char *body;        /* response body, NUL-terminated (never NULL: "" when empty) */
     size_t body_len;
     struct llmq_ratelimit_headers headers; /* rate-limit headers of the final response */
-    int64_t elapsed_ms;     /* submit to completion, monotonic */
+    int64_t elapsed_ms;                    /* submit to completion, monotonic */
 };
 
 /* Called exactly once per successfully submitted request; resp is borrowed

@@ -92,8 +92,7 @@ static int start_server(long latency_ms, pid_t *pid)
     const char *bin = server_bin();
     *pid = fork();
     if (*pid == 0) {
-        execl(bin, bin, "--port", "0", "--port-file", port_file, "--latency-ms", lat,
-              (char *)NULL);
+        execl(bin, bin, "--port", "0", "--port-file", port_file, "--latency-ms", lat, (char *)NULL);
         _exit(127);
     }
     int port = 0;
@@ -262,8 +261,8 @@ static void bench_memory(const char *url, int n, long buffer_bytes, long latency
     size_t inflight = llmq_http_inflight(r.http);
     run_loop(&r, latency_ms / 1000.0 + 30);
     double took = now_s() - t0;
-    printf("%-10ld %10d %10zu %8ld %12ld %12ld %14.1f %8ld/%-6d %8.1f\n", buffer_bytes, n,
-           inflight, fds, base, during, (double)(during - base) / n, r.ok, n, took);
+    printf("%-10ld %10d %10zu %8ld %12ld %12ld %14.1f %8ld/%-6d %8.1f\n", buffer_bytes, n, inflight,
+           fds, base, during, (double)(during - base) / n, r.ok, n, took);
     llmq_http_free(r.http);
     ev_loop_destroy(r.loop);
 }

@@ -255,13 +255,18 @@ static void scenario(redisContext *c, struct llmq_limiter *lim, int refresh_ttl,
                                  limit, period);
     freeReplyObject(r);
     if (start_at_boundary) {
-        /* Fill both just before the fixed window's end, then keep going. */
-        blog_tokens_admit(c, key, (int)limit, limit, 1, refresh_ttl);
+        /* A fixed window starts with the first request; fill the rest of the
+         * limit just before it ends, then keep offering as it resets. */
         long long at;
-        llmq_admit(lim, account, (int)limit, &at);
-        blog[nb++] = (struct admission){redis_ms(c), (int)limit};
-        ours[no++] = (struct admission){at, (int)limit};
-        usleep(990000);
+        blog_tokens_admit(c, key, 1, limit, 1, refresh_ttl);
+        llmq_admit(lim, account, 1, &at);
+        blog[nb++] = (struct admission){redis_ms(c), 1};
+        ours[no++] = (struct admission){at, 1};
+        usleep(975000);
+        if (blog_tokens_admit(c, key, (int)limit - 1, limit, 1, refresh_ttl))
+            blog[nb++] = (struct admission){redis_ms(c), (int)limit - 1};
+        if (llmq_admit(lim, account, (int)limit - 1, &at))
+            ours[no++] = (struct admission){at, (int)limit - 1};
     }
     long long end = redis_ms(c) + duration_ms;
     while (redis_ms(c) < end && nb < 20000) {

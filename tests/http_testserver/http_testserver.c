@@ -169,11 +169,12 @@ static void respond_ok(struct conn *c, const char *head)
     header_value(head, "Authorization", auth, sizeof(auth));
     header_value(head, "api-key", key, sizeof(key));
     char body[1024];
-    int bl = snprintf(body, sizeof(body),
-                      "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion\",\"echo_id\":\"%s\","
-                      "\"echo_auth\":\"%s\",\"echo_api_key\":\"%s\",\"usage\":{\"prompt_tokens\":10,"
-                      "\"completion_tokens\":5,\"total_tokens\":15}}",
-                      id, auth, key);
+    int bl =
+        snprintf(body, sizeof(body),
+                 "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion\",\"echo_id\":\"%s\","
+                 "\"echo_auth\":\"%s\",\"echo_api_key\":\"%s\",\"usage\":{\"prompt_tokens\":10,"
+                 "\"completion_tokens\":5,\"total_tokens\":15}}",
+                 id, auth, key);
     out_printf(c,
                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
                "x-request-id: req_test123\r\nx-ratelimit-limit-requests: 500\r\n"
@@ -209,10 +210,11 @@ static void respond_big(struct conn *c, const char *target)
 static void respond_status(struct conn *c, const char *target)
 {
     long code = query_long(target, "code", 500);
-    const char *body = code == 429 ? "{\"error\":{\"message\":\"Rate limit reached\",\"type\":"
-                                     "\"requests\",\"param\":null,\"code\":\"rate_limit_exceeded\"}}"
-                                   : "{\"error\":{\"message\":\"boom\",\"type\":\"server_error\","
-                                     "\"param\":null,\"code\":null}}";
+    const char *body = code == 429
+                           ? "{\"error\":{\"message\":\"Rate limit reached\",\"type\":"
+                             "\"requests\",\"param\":null,\"code\":\"rate_limit_exceeded\"}}"
+                           : "{\"error\":{\"message\":\"boom\",\"type\":\"server_error\","
+                             "\"param\":null,\"code\":null}}";
     out_printf(c,
                "HTTP/1.1 %ld Status\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
                "%s\r\n%s",
@@ -229,8 +231,9 @@ static void respond_sse(struct conn *c)
         "data: {\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":7,"
         "\"completion_tokens\":3,\"total_tokens\":10}}\n\n"
         "data: [DONE]\n\n";
-    out_printf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %zu\r\n\r\n%s",
-               strlen(body), body);
+    out_printf(
+        c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %zu\r\n\r\n%s",
+        strlen(body), body);
 }
 
 /* Builds the answer to the request whose head is head (NUL-terminated). */
@@ -381,7 +384,8 @@ int main(int argc, char **argv)
     int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
     setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t alen = sizeof(a);
     if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(lfd, 8192) != 0 ||

@@ -81,14 +81,14 @@ static int stop_server(void **state)
 struct ctx {
     struct ev_loop *loop;
     struct llmq_http *http;
-    int submitting;        /* set around llmq_http_submit: a callback then is a bug */
+    int submitting;         /* set around llmq_http_submit: a callback then is a bug */
     int calls[MAX_REQ * 2]; /* callback runs per request (follow-ups from MAX_REQ on) */
     enum llmq_http_outcome outcome[MAX_REQ * 2];
     long status[MAX_REQ * 2];
     int done, expected;
-    int follow_ups;        /* callbacks still allowed to submit a follow-up */
-    int free_in_callback;  /* free the client from the first OK callback */
-    int bad;               /* a check inside a callback failed */
+    int follow_ups;       /* callbacks still allowed to submit a follow-up */
+    int free_in_callback; /* free the client from the first OK callback */
+    int bad;              /* a check inside a callback failed */
     struct llmq_ratelimit_headers last_headers;
     struct llmq_usage last_usage;
     struct llmq_errorbody last_error;
@@ -141,7 +141,8 @@ static void on_done(struct llmq_http_response *resp, void *privdata)
         c->bad = 1; /* ran inside submit */
     c->calls[t->i]++;
     if (getenv("HTTP_DEBUG"))
-        fprintf(stderr, "done %d at %lld: %s %s\n", t->i, llmq_test_now_ms(), llmq_http_outcome_name(resp->outcome), resp->error);
+        fprintf(stderr, "done %d at %lld: %s %s\n", t->i, llmq_test_now_ms(),
+                llmq_http_outcome_name(resp->outcome), resp->error);
     c->outcome[t->i] = resp->outcome;
     c->status[t->i] = resp->status;
     c->body_len[t->i] = resp->body_len;

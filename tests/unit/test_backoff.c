@@ -111,8 +111,10 @@ static void test_uniform(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bounds_per_attempt), cmocka_unit_test(test_hint_floor),
-        cmocka_unit_test(test_defaults_and_due),   cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_bounds_per_attempt),
+        cmocka_unit_test(test_hint_floor),
+        cmocka_unit_test(test_defaults_and_due),
+        cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_uniform),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -31,8 +31,9 @@ static void test_kinds(void **state)
          "{\"error\":{\"message\":\"Rate limit reached for gpt-4o\",\"type\":\"requests\","
          "\"param\":null,\"code\":\"rate_limit_exceeded\"}}",
          LLMQ_ERRORBODY_RATE_LIMIT, 1, "rate_limit_exceeded"},
-        {429, "{\"error\":{\"code\":\"429\",\"message\":\"Requests to the ChatCompletions_Create "
-              "Operation have exceeded call rate limit. Please retry after 1 second.\"}}",
+        {429,
+         "{\"error\":{\"code\":\"429\",\"message\":\"Requests to the ChatCompletions_Create "
+         "Operation have exceeded call rate limit. Please retry after 1 second.\"}}",
          LLMQ_ERRORBODY_RATE_LIMIT, 1, "429"},
         {429,
          "{\"error\":{\"message\":\"You exceeded your current quota\",\"type\":"
@@ -114,9 +115,14 @@ static void test_hostile(void **state)
 {
     (void)state;
     static const char *bodies[] = {
-        "{\"error\":[1,2,3]}", "{\"error\":{\"code\":{\"nested\":true}}}", "[[[[[[[[[[",
-        "{\"error\":{\"message\":null}}", "\"just a string\"", "{\"error\":{\"code\":1e999}}",
-        "{\"error\":{\"code\":\"insufficient_quota\"", "null",
+        "{\"error\":[1,2,3]}",
+        "{\"error\":{\"code\":{\"nested\":true}}}",
+        "[[[[[[[[[[",
+        "{\"error\":{\"message\":null}}",
+        "\"just a string\"",
+        "{\"error\":{\"code\":1e999}}",
+        "{\"error\":{\"code\":\"insufficient_quota\"",
+        "null",
     };
     for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
         struct llmq_errorbody b;

@@ -256,6 +256,48 @@ static void test_ids_and_names(void **state)
     assert_non_null(llmq_job_url_known("/v1/responses"));
 }
 
+/* jansson's allocations fail from the Nth on: every path must report an
+ * error (or succeed when it needed fewer) and leak nothing (ASan checks). */
+static long alloc_budget;
+
+static void *failing_malloc(size_t n)
+{
+    if (alloc_budget-- <= 0)
+        return NULL;
+    return malloc(n);
+}
+
+static void test_allocation_failures(void **state)
+{
+    (void)state;
+    const char *line = "{\"custom_id\":\"x1\",\"url\":\"/v1/chat/completions\",\"body\":{"
+                       "\"model\":\"gpt-4o\",\"messages\":[{\"role\":\"user\",\"content\":"
+                       "\"hello\"}]},\"llmq\":{\"priority\":\"high\",\"tenant\":\"t\"}}";
+    struct llmq_job_defaults d;
+    llmq_job_defaults_init(&d);
+    int succeeded = 0;
+    for (long n = 0; n < 200 && !succeeded; n++) {
+        alloc_budget = n;
+        json_set_alloc_funcs(failing_malloc, free);
+        struct llmq_job j;
+        struct llmq_error err = {0};
+        enum llmq_rc rc = llmq_job_from_line(line, strlen(line), &d, &j, &err);
+        struct llmq_job_output o = {
+            .custom_id = "x", .status_code = 200, .body = "{}", .body_len = 2};
+        char *out = llmq_job_output_encode(&o, NULL);
+        json_set_alloc_funcs(malloc, free);
+        if (rc == LLMQ_OK) {
+            llmq_job_clear(&j);
+            succeeded = out != NULL;
+        } else {
+            assert_true(rc == LLMQ_ENOMEM || rc == LLMQ_EINVAL);
+            assert_true(err.msg[0] != '\0');
+        }
+        free(out);
+    }
+    assert_true(succeeded);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -265,6 +307,7 @@ int main(void)
         cmocka_unit_test(test_request_api),
         cmocka_unit_test(test_output_line),
         cmocka_unit_test(test_ids_and_names),
+        cmocka_unit_test(test_allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,13 +25,20 @@ static void test_durations(void **state)
         const char *in;
         int64_t ms; /* -1: must be rejected */
     } cases[] = {
-        {"1s", 1000},        {"6m0s", 360000},   {"20ms", 20},       {"1h2m3.5s", 3723500},
-        {"0.5s", 500},       {"0s", 0},          {"0", 0},           {"2", 2000},
-        {"1.5", 1500},       {"59m59.999s", 3599999}, {"1ns", 1},    {"999us", 1},
-        {"1000us", 1},       {"1001us", 2},      {"3h", 10800000},   {"1m1ms", 60001},
-        {"", -1},            {"s", -1},          {"-1s", -1},        {"1", 1000},
-        {"1 s", -1},         {"1.s", 1000},      {".5s", 500},       {"1h-1m", -1},
-        {"5d", -1},          {"1e3s", -1},       {"1s ", -1},        {"10000000000000h", -1},
+        {"1s", 1000},     {"6m0s", 360000},
+        {"20ms", 20},     {"1h2m3.5s", 3723500},
+        {"0.5s", 500},    {"0s", 0},
+        {"0", 0},         {"2", 2000},
+        {"1.5", 1500},    {"59m59.999s", 3599999},
+        {"1ns", 1},       {"999us", 1},
+        {"1000us", 1},    {"1001us", 2},
+        {"3h", 10800000}, {"1m1ms", 60001},
+        {"", -1},         {"s", -1},
+        {"-1s", -1},      {"1", 1000},
+        {"1 s", -1},      {"1.s", 1000},
+        {".5s", 500},     {"1h-1m", -1},
+        {"5d", -1},       {"1e3s", -1},
+        {"1s ", -1},      {"10000000000000h", -1},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         int64_t ms = -7;
@@ -59,7 +66,7 @@ static void test_http_date(void **state)
     d = "Mon, 29 Feb 2044 23:59:59 GMT";
     assert_int_equal(llmq_ratelimit_parse_http_date(d, strlen(d), &ms), 0);
     assert_int_equal(ms, 2340403199000LL);
-    const char *bad[] = {"Sun, 06 Nov 1994 08:49:37", "Sun 06 Nov 1994 08:49:37 GMT",
+    const char *bad[] = {"Sun, 06 Nov 1994 08:49:37",     "Sun 06 Nov 1994 08:49:37 GMT",
                          "Sun, 06 Xyz 1994 08:49:37 GMT", "Sun, 6 Nov 1994 08:49:37 GMT ",
                          "Sun, 06 Nov 1994 25:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT",
                          "Sun, 0a Nov 1994 08:49:37 GMT", ""};
@@ -151,8 +158,8 @@ static int field_by_name(const char *name, size_t len)
 }
 
 /* Checks one expectation "field=value"; marks the field in *seen. */
-static void check_expect(const char *file, const struct llmq_ratelimit_headers *h,
-                         const char *line, uint32_t *seen)
+static void check_expect(const char *file, const struct llmq_ratelimit_headers *h, const char *line,
+                         uint32_t *seen)
 {
     const char *eq = strchr(line, '=');
     if (eq == NULL)
@@ -250,9 +257,12 @@ static void test_invalid_files(void **state)
 static void test_random_garbage(void **state)
 {
     (void)state;
-    static const char *names[] = {"x-ratelimit-reset-tokens: ", "retry-after: ",
-                                  "x-ratelimit-limit-requests: ", "retry-after-ms: ",
-                                  "x-request-id: ", "x-ratelimit-remaining-tokens_usage_based: "};
+    static const char *names[] = {"x-ratelimit-reset-tokens: ",
+                                  "retry-after: ",
+                                  "x-ratelimit-limit-requests: ",
+                                  "retry-after-ms: ",
+                                  "x-request-id: ",
+                                  "x-ratelimit-remaining-tokens_usage_based: "};
     const char alphabet[] = "0123456789.hmsunµ:- ,GMTabc\r\n\t";
     uint64_t r = 42;
     for (int i = 0; i < 20000; i++) {
@@ -281,9 +291,9 @@ static void test_random_garbage(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_durations),        cmocka_unit_test(test_http_date),
-        cmocka_unit_test(test_block_and_hint),   cmocka_unit_test(test_request_id_truncated),
-        cmocka_unit_test(test_valid_files),      cmocka_unit_test(test_invalid_files),
+        cmocka_unit_test(test_durations),      cmocka_unit_test(test_http_date),
+        cmocka_unit_test(test_block_and_hint), cmocka_unit_test(test_request_id_truncated),
+        cmocka_unit_test(test_valid_files),    cmocka_unit_test(test_invalid_files),
         cmocka_unit_test(test_random_garbage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -99,7 +99,8 @@ static void run_valid(const char *dir, const char *name)
     /* The explicit parser for the file's kind agrees. */
     struct llmq_usage v;
     int sse = strcmp(name + stem, ".sse") == 0;
-    enum llmq_rc rc = sse ? llmq_usage_parse_sse(body, len, &v) : llmq_usage_parse_json(body, len, &v);
+    enum llmq_rc rc =
+        sse ? llmq_usage_parse_sse(body, len, &v) : llmq_usage_parse_json(body, len, &v);
     assert_int_equal(rc, LLMQ_OK);
     assert_memory_equal(&u, &v, sizeof(u));
     /* Every truncation is handled without a crash (ASan watches the bounds). */
