@@ -60,9 +60,11 @@
  *   P settings         HASH  retention and enqueue settings, `llmq settings`:
  *                            result_ttl_ms (default 7 days), result_max (1000000),
  *                            events_max (100000, approximate MAXLEN of events),
+ *                            events_ttl_ms (1 day; events older are trimmed),
  *                            max_body_bytes (1048576, checked by enqueue)
  *   Queue streams are trimmed (every 256 finishes) only below each group's
- *   oldest pending entry and last delivered id: never an unacknowledged entry.
+ *   oldest pending entry and last delivered id: never an unacknowledged entry
+ *   (the worker XDELs what it acknowledges; this trim is the safety net).
  */
 #ifndef LLMQ_KEYS_H
 #define LLMQ_KEYS_H

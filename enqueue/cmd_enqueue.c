@@ -348,8 +348,10 @@ int llmq_cmd_enqueue(struct llmq_cli *cli, int argc, char **argv)
     if (o.max_body_bytes == 0 && c != NULL)
         o.max_body_bytes =
             llmq_job_store_setting(c, prefix, "max_body_bytes", LLMQ_JOB_MAX_BODY_BYTES_DEFAULT);
-    o.d.max_body_bytes =
-        o.max_body_bytes > 0 ? (size_t)o.max_body_bytes : LLMQ_JOB_MAX_BODY_BYTES_DEFAULT;
+    /* a value in P settings is not trusted beyond sense (1 TiB) */
+    o.d.max_body_bytes = o.max_body_bytes > 0 && o.max_body_bytes <= (1LL << 40)
+                             ? (size_t)o.max_body_bytes
+                             : LLMQ_JOB_MAX_BODY_BYTES_DEFAULT;
     code = load_batch(cli, &o, &b);
     if (code >= 0)
         goto out;

@@ -24,6 +24,7 @@ static const struct setting settings[] = {
     {"result_ttl_ms", 7LL * 24 * 3600 * 1000, 1000, "keep done results this long (ms)"},
     {"result_max", 1000000, 1, "keep at most this many done results"},
     {"events_max", 100000, 1000, "approximate length of the events stream"},
+    {"events_ttl_ms", 24LL * 3600 * 1000, 1000, "keep events (for waiters) this long (ms)"},
     {"max_body_bytes", LLMQ_JOB_MAX_BODY_BYTES_DEFAULT, 1, "enqueue: request body size limit"},
 };
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))

@@ -55,6 +55,14 @@ end
 
 local model = ARGV[11]
 local pause_ms = tonumber(ARGV[12]) or 0
+-- Counters for status: a pause comes only with a rate-limit 429;
+-- insufficient_quota is a 429 that is not a rate limit.
+if pause_ms > 0 then
+    redis.call('HINCRBY', P .. 'stats', 'http_429', 1)
+elseif mode == 'dead' and ARGV[8] == 'insufficient_quota' then
+    redis.call('HINCRBY', P .. 'stats', 'http_429', 1)
+    redis.call('HINCRBY', P .. 'stats', 'insufficient_quota', 1)
+end
 local rem_req, rem_tok = tonumber(ARGV[13]) or -1, tonumber(ARGV[14]) or -1
 local reset_req, reset_tok = tonumber(ARGV[15]) or -1, tonumber(ARGV[16]) or -1
 if model ~= nil and model ~= '' and (pause_ms > 0 or rem_req >= 0 or rem_tok >= 0) then

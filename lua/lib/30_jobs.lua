@@ -8,26 +8,31 @@
 -- PEXPIRE backs that up while nothing finishes. Dead jobs keep their whole hash
 -- and result until `llmq dead retry|purge`: nothing a human has not looked at
 -- is dropped. Queue streams are trimmed only below every group's oldest
--- pending entry and last delivered id, so nothing unacknowledged goes.
+-- pending entry and last delivered id, so nothing unacknowledged goes. The
+-- events stream (no consumer group: waiters read it live) is kept by count
+-- (events_max, at every XADD) and by age (events_ttl_ms, every 256 finishes).
 
 -- Defaults of the P settings fields the scripts read (see common/keys.h).
 local JOBS_DEFAULTS = {
     result_ttl_ms = 7 * 24 * 3600 * 1000,
     result_max = 1000000,
     events_max = 100000,
+    events_ttl_ms = 24 * 3600 * 1000,
 }
 local JOBS_SWEEP_MAX = 64       -- results deleted per finish at most
-local JOBS_TRIM_EVERY = 256     -- queue streams checked every this many finishes
+local JOBS_TRIM_EVERY = 256     -- streams trimmed every this many finishes
 local JOBS_PRIORITIES = { 'high', 'normal', 'low' }
 local LLMQ_JOBS_GROUP = 'workers' -- consumer group of the queue streams
 
 -- The effective retention settings of account P: P settings over defaults.
 local function llmq_jobs_settings(P)
-    local v = redis.call('HMGET', P .. 'settings', 'result_ttl_ms', 'result_max', 'events_max')
+    local v = redis.call('HMGET', P .. 'settings', 'result_ttl_ms', 'result_max', 'events_max',
+        'events_ttl_ms')
     return {
         result_ttl_ms = tonumber(v[1]) or JOBS_DEFAULTS.result_ttl_ms,
         result_max = tonumber(v[2]) or JOBS_DEFAULTS.result_max,
         events_max = tonumber(v[3]) or JOBS_DEFAULTS.events_max,
+        events_ttl_ms = tonumber(v[4]) or JOBS_DEFAULTS.events_ttl_ms,
     }
 end
 
@@ -133,6 +138,8 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms)
         for _, prio in ipairs(JOBS_PRIORITIES) do
             llmq_jobs_trim_acked(P .. 'q:' .. prio)
         end
+        -- events by age too (by count at every XADD): waiters read them live
+        redis.call('XTRIM', P .. 'events', 'MINID', math.max(now_ms - s.events_ttl_ms, 0))
     end
     return 1
 end

@@ -157,8 +157,20 @@ static void test_trim_acknowledged_only(void **state)
     r = read_group(a.c, a.prefix, "late", 100);
     assert_int_equal(r->element[0]->element[1]->elements, 30);
     freeReplyObject(r);
-    /* events are bounded (approximately: MAXLEN ~) */
+    /* events are kept by age: with events_ttl_ms 1, the next trim (256
+     * finishes on) leaves only the newest */
     assert_true(int_cmd(a.c, "XLEN %sevents", a.prefix, "") >= 256);
+    freeReplyObject(redisCommand(a.c, "HSET %ssettings events_ttl_ms 1", a.prefix));
+    for (int i = 256; i < 300; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "t%d", i);
+        assert_int_equal(fake_worker_finish(a.c, a.prefix, id, 0), 1);
+    }
+    freeReplyObject(redisCommand(a.c, "HSET %sstats done 511", a.prefix));
+    usleep(5 * 1000);
+    enqueue_n(&a, "u", 1);
+    assert_int_equal(fake_worker_finish(a.c, a.prefix, "u0", 0), 1); /* the 512th */
+    assert_true(int_cmd(a.c, "XLEN %sevents", a.prefix, "") <= 1);
     acct_close(&a);
 }
 

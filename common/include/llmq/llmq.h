@@ -121,9 +121,10 @@ typedef void llmq_result_cb(const struct llmq_result *r, void *userdata);
 
 /* Waits for the jobs ids[0..n) to end, calling cb (may be NULL) once per job
  * as its result arrives, those already ended first. timeout_ms < 0 waits for
- * ever; 0 only reports the jobs that have already ended. *n_done (may be NULL) receives the number of jobs that ended. Returns
- * LLMQ_OK when all ended, LLMQ_ETIMEOUT when time ran out first, or
- * LLMQ_EREDIS. Duplicate ids are reported once. */
+ * ever; 0 only reports the jobs that have already ended. *n_done (may be
+ * NULL) receives the number of jobs that ended. Returns LLMQ_OK when all
+ * ended, LLMQ_ETIMEOUT when time ran out first, or LLMQ_EREDIS. Duplicate ids
+ * are reported once. */
 enum llmq_rc llmq_producer_wait(struct llmq_producer *p, const char *const *ids, size_t n,
                                 long long timeout_ms, llmq_result_cb *cb, void *userdata,
                                 size_t *n_done, struct llmq_error *err);
