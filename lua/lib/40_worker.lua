@@ -4,7 +4,7 @@
 -- A Batch output line for a job that failed without a response body worth
 -- keeping: {"id", "custom_id", "response": null, "error": {code, message}}.
 local function worker_error_line(id, code, message)
-    return cjson.encode({ id = 'llmq_' .. id, custom_id = id, response = cjson.null,
+    return cjson.encode({ id = 'batch_req_' .. id, custom_id = id, response = cjson.null,
         error = { code = code, message = message } })
 end
 
