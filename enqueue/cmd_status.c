@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calibration.h"
 #include "cli.h"
 #include "keys.h"
 #include "redis.h"
@@ -160,6 +161,32 @@ static void add_buckets(json_t *o, redisContext *c, const char *prefix)
 }
 
 /* Gathers the status of one account; NULL (error printed) on failure. */
+/* 429s that were insufficient_quota (not rate limits: those jobs are dead),
+ * and how far the workers' prompt-token estimates were from the real usage,
+ * per model (calibration.h). */
+static void add_quota_and_calibration(json_t *o, redisContext *c, const char *account,
+                                      const char *prefix)
+{
+    redisReply *r = redisCommand(c, "HGET %sstats insufficient_quota", prefix);
+    long long quota = r != NULL && r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
+    if (r != NULL)
+        freeReplyObject(r);
+    json_object_set_new(json_object_get(o, "totals"), "insufficient_quota", json_integer(quota));
+    struct llmq_calib_stats *st = NULL;
+    size_t n = 0;
+    json_t *cal = json_array();
+    if (llmq_calib_read(c, account, &st, &n, NULL) == LLMQ_OK) {
+        for (size_t i = 0; i < n; i++)
+            json_array_append_new(
+                cal, json_pack("{s:s, s:I, s:f, s:f, s:f}", "model", st[i].model, "samples",
+                               (json_int_t)st[i].samples, "bias_pct", st[i].bias_pct,
+                               "mean_abs_pct", st[i].mean_abs_pct, "stddev_rel_pct",
+                               st[i].stddev_rel_pct));
+        free(st);
+    }
+    json_object_set_new(o, "calibration", cal);
+}
+
 static json_t *gather(const struct llmq_cli *cli, redisContext *c, const char *account)
 {
     char prefix[LLMQ_KEY_PREFIX_MAX];
@@ -181,8 +208,10 @@ static json_t *gather(const struct llmq_cli *cli, redisContext *c, const char *a
     }
     if (r != NULL)
         freeReplyObject(r);
-    if (o != NULL)
+    if (o != NULL) {
         add_buckets(o, c, prefix);
+        add_quota_and_calibration(o, c, account, prefix);
+    }
     return o;
 }
 
@@ -221,6 +250,11 @@ static void print_text(const json_t *o)
            (long long)json_integer_value(json_object_get(t, "done_ever")),
            (long long)json_integer_value(json_object_get(t, "dead_ever")),
            (long long)json_integer_value(json_object_get(t, "http_429")));
+    long long quota = json_integer_value(json_object_get(t, "insufficient_quota"));
+    if (quota > 0)
+        printf("  %lld of those 429s were insufficient_quota: the account is out of credit; "
+               "those jobs were dead-lettered\n",
+               quota);
     printf("  buckets (used/limit now):%s\n",
            json_array_size(json_object_get(o, "buckets")) ? "" : " none with limits");
     json_array_foreach(json_object_get(o, "buckets"), i, v)
@@ -235,6 +269,15 @@ static void print_text(const json_t *o)
                (long long)json_integer_value(json_object_get(v, "period_ms")),
                json_integer_value(json_object_get(v, "paused_ms")) > 0 ? ", paused" : "");
     }
+    printf("  prompt-token estimates vs real usage (+: estimate low):%s\n",
+           json_array_size(json_object_get(o, "calibration")) ? "" : " no samples yet");
+    json_array_foreach(json_object_get(o, "calibration"), i, v)
+        printf("    %-30s %6lld samples  bias %+.1f%%  mean |error| %.1f%%  sd %.1f%%\n",
+               json_string_value(json_object_get(v, "model")),
+               (long long)json_integer_value(json_object_get(v, "samples")),
+               json_real_value(json_object_get(v, "bias_pct")),
+               json_real_value(json_object_get(v, "mean_abs_pct")),
+               json_real_value(json_object_get(v, "stddev_rel_pct")));
     printf("  consumers:%s\n", json_array_size(json_object_get(o, "consumers")) ? "" : " none");
     json_array_foreach(json_object_get(o, "consumers"), i, v)
         printf("    %-30s %-6s pending %-6lld idle %.1f s\n",

@@ -22,7 +22,7 @@
 --   [4] now_ms
 --   [5..] one array per granted job:
 --       {entry_id, prio, id, handle, url, body, model, attempts, cost,
---        max_attempts (0: the worker's default)}
+--        max_attempts (0: the worker's default), est_prompt_tokens (-1: none)}
 --       handle: the reservation without the account ('' when no bucket
 --       recorded it); attempts counts this one.
 local P = KEYS[1]
@@ -61,7 +61,8 @@ local function last_delivered(q)
     return '0-0'
 end
 
-local JOB_FIELDS = { 'model', 'tenant', 'user', 'cost', 'deadline_ms', 'attempts', 'max_attempts', 'state' }
+local JOB_FIELDS = { 'model', 'tenant', 'user', 'cost', 'deadline_ms', 'attempts', 'max_attempts',
+    'state', 'est_prompt_tokens' }
 local granted, taken, wait = {}, 0, 0
 
 for _, prio in ipairs(PRIOS) do
@@ -104,7 +105,7 @@ for _, prio in ipairs(PRIOS) do
                     if st == 'granted' then
                         kind = 'take'
                         a = limiter_handle(path, r1, job[4], now)
-                        b = { attempts + 1, cost, job[1], max_attempts }
+                        b = { attempts + 1, cost, job[1], max_attempts, tonumber(job[9]) or -1 }
                         if path.tags == '' then a = '' end
                     elseif st == 'never' then
                         kind, a = 'dead', 'never_fits'
@@ -140,7 +141,7 @@ for _, prio in ipairs(PRIOS) do
                         'consumer', consumer, 'run_ms', now)
                     local v = redis.call('HMGET', jk, 'url', 'body')
                     granted[#granted + 1] = { eid, prio, id, o[3], v[1] or '', v[2] or '',
-                        o[4][3], o[4][1], o[4][2], o[4][4] }
+                        o[4][3], o[4][1], o[4][2], o[4][4], o[4][5] }
                 else
                     worker_ack(q, eid)
                     if kind == 'dead' then

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "backoff.h"
+#include "calibration.h"
 #include "errorbody.h"
 #include "http.h"
 #include "log.h"
@@ -108,6 +109,19 @@ static void plan_retry(struct llmq_worker *w, struct worker_job *job, const char
     w->stats.retried++;
 }
 
+/* Records how far enqueue's prompt estimate was from the real prompt tokens
+ * (shown by llmq status; calibration.h). Best effort: fire and forget. */
+static void record_calibration(const struct worker_job *job, int64_t actual_prompt_tokens)
+{
+    struct llmq_calib_cmd cmd;
+    redisAsyncContext *ac = llmq_redis_async_context(job->acct->cmd);
+    if (ac == NULL || job->est_prompt_tokens < 0 ||
+        llmq_calib_record_cmd(&cmd, job->acct->cfg->name, job->model, job->est_prompt_tokens,
+                              actual_prompt_tokens, NULL) != LLMQ_OK)
+        return;
+    redisAsyncCommandArgv(ac, NULL, NULL, cmd.argc, cmd.argv, cmd.argvlen);
+}
+
 static void classify_http(struct llmq_worker *w, struct worker_job *job,
                           struct llmq_http_response *resp)
 {
@@ -121,9 +135,12 @@ static void classify_http(struct llmq_worker *w, struct worker_job *job,
         struct llmq_usage u;
         job->mode = "done";
         job->actual_tokens = job->cost; /* no usage reported: keep the reservation */
-        if (llmq_usage_parse(resp->body, resp->body_len, &u) == LLMQ_OK &&
-            (u.present & LLMQ_USAGE_TOTAL))
-            job->actual_tokens = u.total_tokens;
+        if (llmq_usage_parse(resp->body, resp->body_len, &u) == LLMQ_OK) {
+            if (u.present & LLMQ_USAGE_TOTAL)
+                job->actual_tokens = u.total_tokens;
+            if (u.present & LLMQ_USAGE_INPUT)
+                record_calibration(job, u.input_tokens);
+        }
         job->line = output_line(job, resp, &eb);
         w->stats.succeeded++;
         w->stats.tokens_used += job->actual_tokens;

@@ -46,7 +46,7 @@ static int64_t int_of(const redisReply *r)
 /* A granted job from one dispatch reply element; NULL when malformed. */
 static struct worker_job *job_from_reply(struct worker_account *a, const redisReply *e)
 {
-    if (e->type != REDIS_REPLY_ARRAY || e->elements < 10)
+    if (e->type != REDIS_REPLY_ARRAY || e->elements < 11)
         return NULL;
     struct worker_job *job = calloc(1, sizeof(*job));
     if (job == NULL)
@@ -67,6 +67,7 @@ static struct worker_job *job_from_reply(struct worker_account *a, const redisRe
     job->attempts = (int)int_of(e->element[7]);
     job->cost = int_of(e->element[8]);
     job->max_attempts = (int)int_of(e->element[9]);
+    job->est_prompt_tokens = int_of(e->element[10]);
     if (job->max_attempts <= 0)
         job->max_attempts = a->w->cfg->max_attempts;
     job->rem_req = job->rem_tok = job->reset_req_ms = job->reset_tok_ms = -1;

@@ -51,6 +51,7 @@ struct worker_job {
     char *id, *handle, *model, *url_path, *body;
     int attempts, max_attempts;
     int64_t cost;
+    int64_t est_prompt_tokens; /* enqueue's estimate, for calibration; -1 none */
     /* The settle to send. */
     const char *mode;      /* done | retry | dead | handback */
     int64_t actual_tokens; /* -1: refund */
