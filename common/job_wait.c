@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "job_idset.h"
 #include "job_store.h"
 #include "keys.h"
@@ -19,13 +20,6 @@
 #define LOOKUP_CHUNK 512
 #define EVENTS_COUNT 1000
 #define RECHECK_MS 5000
-
-static long long mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 struct wait_state {
     redisContext *c;
@@ -142,14 +136,14 @@ static enum llmq_rc read_events(struct wait_state *s, long long block_ms, redisR
 static enum llmq_rc wait_loop(struct wait_state *s, const char *const *ids, size_t n,
                               long long timeout_ms, struct llmq_error *err)
 {
-    long long start = mono_ms(), last_progress = start, last_tick = start;
+    long long start = llmq_monotonic_ms(), last_progress = start, last_tick = start;
     int tick_ms = s->w && s->w->tick_ms > 0 ? s->w->tick_ms : 1000;
     /* a blocking read must end before the connection's socket timeout */
     long long max_block = s->w && s->w->max_block_ms > 0 ? s->w->max_block_ms : 2000;
     const char **ended = malloc(sizeof(*ended) * EVENTS_COUNT);
     enum llmq_rc rc = ended ? LLMQ_OK : llmq_error_set(err, LLMQ_ENOMEM, "wait: out of memory");
     while (rc == LLMQ_OK && llmq_job_idset_count(s->pending) > 0) {
-        long long now = mono_ms();
+        long long now = llmq_monotonic_ms();
         if (timeout_ms >= 0 && now - start >= timeout_ms) {
             rc = llmq_error_set(err, LLMQ_ETIMEOUT, "wait: %zu of %zu jobs still running",
                                 llmq_job_idset_count(s->pending), s->total);
@@ -162,16 +156,16 @@ static enum llmq_rc wait_loop(struct wait_state *s, const char *const *ids, size
         size_t n_ended = 0;
         rc = read_events(s, block > 0 ? block : 1, &r, ended, &n_ended, err);
         if (rc == LLMQ_OK && n_ended > 0) {
-            last_progress = mono_ms();
+            last_progress = llmq_monotonic_ms();
             rc = lookup(s, ended, n_ended, err);
-        } else if (rc == LLMQ_OK && mono_ms() - last_progress >= RECHECK_MS) {
-            last_progress = mono_ms();
+        } else if (rc == LLMQ_OK && llmq_monotonic_ms() - last_progress >= RECHECK_MS) {
+            last_progress = llmq_monotonic_ms();
             rc = lookup(s, ids, n, err);
         }
         if (r != NULL)
             freeReplyObject(r);
-        if (s->w && s->w->on_tick && mono_ms() - last_tick >= tick_ms) {
-            last_tick = mono_ms();
+        if (s->w && s->w->on_tick && llmq_monotonic_ms() - last_tick >= tick_ms) {
+            last_tick = llmq_monotonic_ms();
             s->w->on_tick(s->done, s->total, s->w->ud);
         }
     }

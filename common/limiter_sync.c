@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "limiter_local.h"
 #include "limiter_reply.h"
 #include "llmq/limiter.h"
@@ -26,13 +27,6 @@ struct llmq_limiter {
     struct llmq_local_limiter local;
 };
 
-static int64_t monotonic_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void drop_connection(struct llmq_limiter *lim)
 {
     if (lim->c != NULL)
@@ -41,7 +35,7 @@ static void drop_connection(struct llmq_limiter *lim)
     /* Full jitter over the current backoff, so many clients do not reconnect
      * in step after a Redis restart. */
     int jitter = lim->backoff_ms > 0 ? (int)(rand_r(&lim->rng) % (unsigned)lim->backoff_ms) : 0;
-    lim->next_connect_ms = monotonic_ms() + lim->backoff_ms / 2 + jitter / 2;
+    lim->next_connect_ms = llmq_monotonic_ms() + lim->backoff_ms / 2 + jitter / 2;
     lim->backoff_ms = lim->backoff_ms * 2 > lim->reconnect_max_ms ? lim->reconnect_max_ms
                                                                   : lim->backoff_ms * 2;
 }
@@ -50,7 +44,7 @@ static int ensure_connected(struct llmq_limiter *lim, struct llmq_error *err)
 {
     if (lim->c != NULL)
         return 1;
-    if (monotonic_ms() < lim->next_connect_ms) {
+    if (llmq_monotonic_ms() < lim->next_connect_ms) {
         llmq_error_set(err, LLMQ_EREDIS, "redis unreachable (reconnect backing off)");
         return 0;
     }
@@ -83,7 +77,7 @@ struct llmq_limiter *llmq_limiter_new(const struct llmq_limiter_config *cfg,
     lim->reconnect_min_ms = cfg->reconnect_min_ms > 0 ? cfg->reconnect_min_ms : 100;
     lim->reconnect_max_ms = cfg->reconnect_max_ms > 0 ? cfg->reconnect_max_ms : 5000;
     lim->backoff_ms = lim->reconnect_min_ms;
-    lim->rng = (unsigned int)monotonic_ms() ^ (unsigned int)(uintptr_t)lim;
+    lim->rng = (unsigned int)llmq_monotonic_ms() ^ (unsigned int)(uintptr_t)lim;
     llmq_local_limiter_init(&lim->local, cfg->local_share);
     if (!ensure_connected(lim, err) && lim->policy == LLMQ_FAIL_CLOSED) {
         llmq_limiter_free(lim);
@@ -134,7 +128,7 @@ enum llmq_rc llmq_limiter_acquire_many(struct llmq_limiter *lim, const struct ll
         if (lim->policy == LLMQ_FAIL_CLOSED)
             return LLMQ_EREDIS;
         for (size_t i = 0; i < n; i++) {
-            rc = llmq_local_limiter_acquire(&lim->local, path, costs[i], monotonic_ms(), &out[i]);
+            rc = llmq_local_limiter_acquire(&lim->local, path, costs[i], llmq_monotonic_ms(), &out[i]);
             if (rc != LLMQ_OK)
                 return rc;
             *decided = i + 1;

@@ -3,6 +3,7 @@
  * The rate is measured from the start of the wait; the ETA is the remaining
  * count at that rate (unknown until something finished). Plain lines go out
  * at most every PLAIN_EVERY_MS so logs of long waits stay short. */
+#include "clock.h"
 #include "progress.h"
 
 #include <stdio.h>
@@ -13,13 +14,6 @@
 #define PLAIN_EVERY_MS 5000
 #define BAR_WIDTH 24
 
-static long long mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 void llmq_progress_init(struct llmq_progress *p, FILE *out, const char *prog, size_t total)
 {
     memset(p, 0, sizeof(*p));
@@ -27,7 +21,7 @@ void llmq_progress_init(struct llmq_progress *p, FILE *out, const char *prog, si
     p->tty = isatty(fileno(out));
     p->prog = prog;
     p->total = total;
-    p->start_ms = p->last_ms = mono_ms();
+    p->start_ms = p->last_ms = llmq_monotonic_ms();
 }
 
 static void format_eta(char *buf, size_t n, double rate, size_t left)
@@ -70,7 +64,7 @@ void llmq_progress_format(char *buf, size_t n, size_t done, size_t total, size_t
 void llmq_progress_update(struct llmq_progress *p, size_t done, size_t dead, long long n429,
                           int force)
 {
-    long long now = mono_ms();
+    long long now = llmq_monotonic_ms();
     char line[256];
     if (!p->tty && !force && now - p->last_ms < PLAIN_EVERY_MS)
         return;
