@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 enum llmq_log_level llmq_log_min_level = LLMQ_LOG_INFO;
@@ -68,8 +69,13 @@ void llmq_log_write(enum llmq_log_level level, const char *account, const char *
         json_decref(o);
         if (s == NULL)
             return;
-        len = snprintf(line, sizeof(line), "%s\n", s);
+        /* Escaping can make the JSON longer than any fixed buffer: write it
+         * whole, with its newline, in one writev so it stays one line. */
+        struct iovec iov[2] = {{s, strlen(s)}, {"\n", 1}};
+        ssize_t w = writev(STDERR_FILENO, iov, 2);
+        (void)w;
         free(s);
+        return;
     } else {
         len = snprintf(line, sizeof(line), "%s %s%s%s%s%s %s\n", ts, level_names[level],
                        account ? " account=" : "", account ? account : "",
@@ -77,8 +83,10 @@ void llmq_log_write(enum llmq_log_level level, const char *account, const char *
     }
     if (len < 0)
         return;
-    if ((size_t)len >= sizeof(line))
+    if ((size_t)len >= sizeof(line)) { /* cut, but still one line */
         len = sizeof(line) - 1;
+        line[len - 1] = '\n';
+    }
     ssize_t w = write(STDERR_FILENO, line, (size_t)len);
     (void)w;
 }
