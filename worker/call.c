@@ -22,6 +22,7 @@
 #include "errorbody.h"
 #include "http.h"
 #include "log.h"
+#include "metrics_worker.h"
 #include "usage.h"
 #include "worker.h"
 
@@ -107,6 +108,9 @@ static void plan_retry(struct llmq_worker *w, struct worker_job *job, const char
     job->delay_ms = llmq_backoff_delay_ms(&policy, job->attempts, hint_ms, &w->rng);
     snprintf(job->reason, sizeof(job->reason), "%s", reason);
     w->stats.retried++;
+    LLMQ_LOG_JOB(LLMQ_LOG_INFO, job->acct->cfg->name, job->id,
+                 "retry (attempt %d of %d) in %lld ms: %s", job->attempts + 1, job->max_attempts,
+                 (long long)job->delay_ms, reason);
 }
 
 /* Records how far enqueue's prompt estimate was from the real prompt tokens
@@ -138,12 +142,18 @@ static void classify_http(struct llmq_worker *w, struct worker_job *job,
         if (llmq_usage_parse(resp->body, resp->body_len, &u) == LLMQ_OK) {
             if (u.present & LLMQ_USAGE_TOTAL)
                 job->actual_tokens = u.total_tokens;
-            if (u.present & LLMQ_USAGE_INPUT)
+            if (u.present & LLMQ_USAGE_INPUT) {
                 record_calibration(job, u.input_tokens);
+                llmq_worker_metrics_prompt(w, job, u.input_tokens);
+            }
         }
         job->line = output_line(job, resp, &eb);
         w->stats.succeeded++;
         w->stats.tokens_used += job->actual_tokens;
+        LLMQ_LOG_JOB(LLMQ_LOG_DEBUG, job->acct->cfg->name, job->id,
+                     "done: http %ld, %lld tokens used of %lld reserved, %lld ms", resp->status,
+                     (long long)job->actual_tokens, (long long)job->cost,
+                     (long long)resp->elapsed_ms);
         return;
     }
     int retryable = eb.kind == LLMQ_ERRORBODY_RATE_LIMIT || eb.kind == LLMQ_ERRORBODY_SERVER ||
@@ -153,6 +163,8 @@ static void classify_http(struct llmq_worker *w, struct worker_job *job,
     if (eb.kind == LLMQ_ERRORBODY_INSUFFICIENT_QUOTA && should_retry != 1)
         retryable = 0;
     char *line = output_line(job, resp, &eb);
+    if (resp->status == 429)
+        llmq_worker_metrics_429(w, job, eb.kind == LLMQ_ERRORBODY_INSUFFICIENT_QUOTA);
     if (!retryable) {
         job->mode = "dead";
         snprintf(job->reason, sizeof(job->reason), "%s",
@@ -202,6 +214,7 @@ static void on_response(struct llmq_http_response *resp, void *privdata)
         LLMQ_LOG_JOB(LLMQ_LOG_WARN, job->acct->cfg->name, job->id, "dead-lettered: %s",
                      job->reason);
     }
+    llmq_worker_metrics_end(w, job, resp);
     llmq_worker_settle(job);
 }
 
@@ -236,6 +249,8 @@ void llmq_worker_call(struct llmq_worker *w, struct worker_job *job)
         job->line = error_line(job, "invalid_url", "the request URL is too long");
         job->actual_tokens = -1;
         w->stats.dead++;
+        LLMQ_LOG_JOB(LLMQ_LOG_WARN, job->acct->cfg->name, job->id, "dead-lettered: invalid_url");
+        llmq_worker_metrics_end(w, job, NULL);
         llmq_worker_settle(job);
         return;
     }
@@ -251,6 +266,7 @@ void llmq_worker_call(struct llmq_worker *w, struct worker_job *job)
     if (llmq_http_submit(w->http, &req, on_response, job, &err) != LLMQ_OK) {
         LLMQ_LOG_JOB(LLMQ_LOG_ERROR, job->acct->cfg->name, job->id, "cannot send: %s", err.msg);
         plan_retry(w, job, err.msg, -1, 1, NULL);
+        llmq_worker_metrics_end(w, job, NULL);
         llmq_worker_settle(job);
     }
 }

@@ -1,6 +1,7 @@
 /* llmq-worker configuration parsing; see config.h. */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <openssl/sha.h>
@@ -38,6 +39,10 @@ static void usage(FILE *out)
             "  --log-level L           debug|info|warn|error (env LLMQ_LOG_LEVEL; default info)\n"
             "  --log-format F          text|json (env LLMQ_LOG_FORMAT; default text)\n"
             "  --exit-when-idle-ms MS  exit 0 after MS with no job to do (batch runs, tests)\n"
+            "  --metrics-port N        serve /metrics, /healthz, /readyz on port N (env\n"
+            "                          LLMQ_METRICS_PORT; default 0: off)\n"
+            "  --metrics-host ADDR     numeric address to listen on (env LLMQ_METRICS_HOST;\n"
+            "                          default 0.0.0.0, so a pod's scraper and probes reach it)\n"
             "Exit codes: 0 clean stop, 1 runtime failure, 2 invalid configuration.\n");
 }
 
@@ -111,6 +116,17 @@ static int set_base_url(struct llmq_worker_config *cfg, const char *url)
     return 0;
 }
 
+/* A numeric address only: the worker never resolves names on its loop. */
+static int set_metrics_host(struct llmq_worker_config *cfg, const char *host)
+{
+    unsigned char addr[sizeof(struct in6_addr)];
+    if (strlen(host) >= sizeof(cfg->metrics_host) ||
+        (inet_pton(AF_INET, host, addr) != 1 && inet_pton(AF_INET6, host, addr) != 1))
+        return bad("--metrics-host", "expected a numeric IPv4 or IPv6 address", host);
+    snprintf(cfg->metrics_host, sizeof(cfg->metrics_host), "%s", host);
+    return 0;
+}
+
 static int add_account(struct llmq_worker_config *cfg, const char *name)
 {
     if (!llmq_name_valid(name))
@@ -141,7 +157,9 @@ enum {
     O_HTTP1,
     O_LLEVEL,
     O_LFORMAT,
-    O_IDLE
+    O_IDLE,
+    O_MPORT,
+    O_MHOST
 };
 
 static const struct option options[] = {
@@ -164,6 +182,8 @@ static const struct option options[] = {
     {"log-level", required_argument, NULL, O_LLEVEL},
     {"log-format", required_argument, NULL, O_LFORMAT},
     {"exit-when-idle-ms", required_argument, NULL, O_IDLE},
+    {"metrics-port", required_argument, NULL, O_MPORT},
+    {"metrics-host", required_argument, NULL, O_MHOST},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -180,6 +200,7 @@ static void set_defaults(struct llmq_worker_config *cfg)
     cfg->visibility_ms = 60000;
     cfg->grace_ms = 30000;
     cfg->log_level = LLMQ_LOG_INFO;
+    snprintf(cfg->metrics_host, sizeof(cfg->metrics_host), "0.0.0.0");
     char host[200] = "worker";
     gethostname(host, sizeof(host) - 1);
     snprintf(cfg->consumer, sizeof(cfg->consumer), "%s-%d", host, (int)getpid());
@@ -241,6 +262,13 @@ static int apply(struct llmq_worker_config *cfg, int opt, const char *arg, const
         rc = parse_ms("--exit-when-idle-ms", arg, 1, 86400000, &v);
         cfg->exit_when_idle_ms = (int)v;
         break;
+    case O_MPORT:
+        rc = parse_ms("--metrics-port", arg, 0, 65535, &v);
+        cfg->metrics_port = (int)v;
+        break;
+    case O_MHOST:
+        rc = set_metrics_host(cfg, arg);
+        break;
     case O_CONSUMER:
         if (!llmq_name_valid(arg))
             return bad("--consumer", "1..200 bytes without spaces, '/', '|', '{' or '}'", arg);
@@ -279,6 +307,12 @@ int llmq_worker_config_parse(struct llmq_worker_config *cfg, int argc, char **ar
         return rc;
     if ((env = getenv("LLMQ_LOG_FORMAT")) != NULL && env[0] &&
         (rc = apply(cfg, O_LFORMAT, env, &redis_url, &base_url)))
+        return rc;
+    if ((env = getenv("LLMQ_METRICS_PORT")) != NULL && env[0] &&
+        (rc = apply(cfg, O_MPORT, env, &redis_url, &base_url)))
+        return rc;
+    if ((env = getenv("LLMQ_METRICS_HOST")) != NULL && env[0] &&
+        (rc = apply(cfg, O_MHOST, env, &redis_url, &base_url)))
         return rc;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {

@@ -38,6 +38,8 @@ struct llmq_worker_config {
     enum llmq_log_level log_level;
     enum llmq_log_format log_format;
     int exit_when_idle_ms; /* > 0: exit 0 after this long with nothing to do (tests, demo) */
+    int metrics_port;      /* > 0: serve /metrics, /healthz, /readyz on it; 0: off */
+    char metrics_host[64]; /* numeric address to bind; default 0.0.0.0 (reachable in a pod) */
 };
 
 /* Parses argv/env into *cfg. Returns 0; or prints usage (--help) and returns

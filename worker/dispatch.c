@@ -13,6 +13,7 @@
 
 #include "backoff.h"
 #include "log.h"
+#include "metrics_worker.h"
 #include "script.h"
 #include "worker.h"
 
@@ -153,13 +154,16 @@ static void on_dispatch(redisAsyncContext *ac, redisReply *r, void *privdata)
         return; /* connection lost: dispatch resumes when it is back */
     if (r->type == REDIS_REPLY_ERROR || r->type != REDIS_REPLY_ARRAY || r->elements < 4 ||
         r->element[2]->type != REDIS_REPLY_ARRAY || r->element[2]->elements != 3) {
-        LLMQ_LOG(LLMQ_LOG_ERROR, "dispatch: %s",
-                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply shape");
+        LLMQ_LOG_JOB(LLMQ_LOG_ERROR, a->cfg->name, NULL, "dispatch: %s",
+                     r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply shape");
         arm_wait(a, 1000);
         return;
     }
     int64_t wait_ms = int_of(r->element[0]);
     a->next_due_ms = int_of(r->element[1]);
+    a->scripts_ok = 1;
+    if (wait_ms > 0)
+        llmq_worker_metrics_wait(a, wait_ms);
     for (int i = 0; i < 3; i++) {
         char *id = dup_str(r->element[2]->element[i]);
         snprintf(a->last_ids[i], sizeof(a->last_ids[i]), "%s", id ? id : "0-0");
@@ -169,12 +173,18 @@ static void on_dispatch(redisAsyncContext *ac, redisReply *r, void *privdata)
     for (size_t i = 4; i < r->elements; i++) {
         struct worker_job *job = job_from_reply(a, r->element[i]);
         if (job == NULL) {
-            LLMQ_LOG(LLMQ_LOG_ERROR, "dispatch: malformed job in reply; it will be reclaimed");
+            LLMQ_LOG_JOB(LLMQ_LOG_ERROR, a->cfg->name, NULL,
+                         "dispatch: malformed job in reply; it will be reclaimed");
             continue;
         }
+        llmq_worker_job_hold(job);
         w->inflight++;
         w->stats.dispatched++;
         w->stats.tokens_reserved += job->cost;
+        llmq_worker_metrics_dispatched(w, job);
+        LLMQ_LOG_JOB(LLMQ_LOG_DEBUG, a->cfg->name, job->id,
+                     "dispatched: %s, priority %s, attempt %d of %d, %lld tokens reserved",
+                     job->model, job->prio, job->attempts, job->max_attempts, (long long)job->cost);
         w->last_busy_ms = llmq_worker_now_ms(w);
         llmq_worker_call(w, job);
     }
@@ -226,6 +236,7 @@ static void on_cmd_state(struct llmq_redis_async *ra, int ready, void *privdata)
 {
     (void)ra;
     struct worker_account *a = privdata;
+    a->scripts_ok = 0; /* until a dispatch is answered on this connection */
     if (!ready)
         return;
     llmq_worker_settle_flush(a);

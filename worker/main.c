@@ -10,6 +10,7 @@
 #include "http.h"
 #include "backoff.h"
 #include "log.h"
+#include "metrics_worker.h"
 #include "redis.h"
 #include "worker.h"
 
@@ -56,7 +57,10 @@ static int run(struct llmq_worker_config *cfg)
     }
     w.last_busy_ms = llmq_worker_now_ms(&w);
     llmq_worker_recover_start(&w);
-    ev_run(w.loop, 0);
+    if (llmq_worker_metrics_start(&w) == 0)
+        ev_run(w.loop, 0);
+    else
+        w.exit_code = 1; /* asked to be scraped but cannot listen */
     /* Shutdown order: curl while the loop lives, then Redis, then the loop. */
     llmq_http_free(w.http);
     w.http = NULL;
@@ -70,6 +74,7 @@ static int run(struct llmq_worker_config *cfg)
         }
     }
     ev_timer_stop(w.loop, &w.grace_timer);
+    llmq_worker_metrics_free(&w); /* after the accounts: their depth reads point into it */
     print_summary(&w);
     ev_loop_destroy(w.loop);
     return w.exit_code;

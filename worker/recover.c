@@ -26,11 +26,48 @@ static void on_reclaimed(redisAsyncContext *ac, redisReply *r, void *privdata)
     (void)ac;
     struct worker_account *a = privdata;
     if (r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer > 0) {
-        LLMQ_LOG(LLMQ_LOG_WARN, "account %s: reclaimed %lld jobs from silent workers", a->cfg->name,
-                 r->integer);
+        LLMQ_LOG_JOB(LLMQ_LOG_WARN, a->cfg->name, NULL, "reclaimed %lld jobs from silent workers",
+                     r->integer);
         llmq_worker_dispatch_soon(a);
     } else if (r != NULL && r->type == REDIS_REPLY_ERROR) {
-        LLMQ_LOG(LLMQ_LOG_ERROR, "reclaim: %s", r->str);
+        LLMQ_LOG_JOB(LLMQ_LOG_ERROR, a->cfg->name, NULL, "reclaim: %s", r->str);
+    }
+}
+
+/* Resets the idle time of the stream entries of the jobs this worker holds
+ * (XCLAIM to ourselves, JUSTID: no delivery counted), so a slow but live
+ * call is never reclaimed. Only entries of jobs in hand: an entry delivered
+ * to us whose dispatch reply was lost with the connection is not ours to
+ * keep, and the reclaim script gives it to someone after the visibility
+ * timeout. */
+static void refresh_held(struct worker_account *a, redisAsyncContext *ac)
+{
+    enum { CHUNK = 256 };
+    static const char *const prios[3] = {"high", "normal", "low"};
+    const char *argv[6 + CHUNK];
+    for (int p = 0; p < 3; p++) {
+        char key[LLMQ_KEY_PREFIX_MAX + 16];
+        snprintf(key, sizeof(key), "%sq:%s", a->prefix, prios[p]);
+        argv[0] = "XCLAIM";
+        argv[1] = key;
+        argv[2] = LLMQ_GROUP;
+        argv[3] = a->w->cfg->consumer;
+        argv[4] = "0";
+        int n = 5;
+        for (struct worker_job *j = a->held; j != NULL; j = j->held_next) {
+            if (strcmp(j->prio, prios[p]) != 0)
+                continue;
+            argv[n++] = j->eid;
+            if (n == 5 + CHUNK) {
+                argv[n++] = "JUSTID";
+                redisAsyncCommandArgv(ac, NULL, NULL, n, argv, NULL);
+                n = 5;
+            }
+        }
+        if (n > 5) {
+            argv[n++] = "JUSTID";
+            redisAsyncCommandArgv(ac, NULL, NULL, n, argv, NULL);
+        }
     }
 }
 
@@ -48,21 +85,7 @@ static void on_recover_timer(struct ev_loop *loop, ev_timer *t, int revents)
         redisAsyncContext *ac = llmq_redis_async_context(a->cmd);
         if (ac == NULL)
             continue;
-        /* Touch our own pending entries: XAUTOCLAIM with min idle 0 would
-         * steal others'; XCLAIM of ids we hold, to ourselves, only resets. */
-        static const char *const prios[3] = {"high", "normal", "low"};
-        for (int p = 0; p < 3; p++) {
-            char key[LLMQ_KEY_PREFIX_MAX + 16];
-            snprintf(key, sizeof(key), "%sq:%s", a->prefix, prios[p]);
-            redisAsyncCommand(ac, NULL, NULL,
-                              "EVAL %s 1 %s %s", /* claims every entry pending on us */
-                              "local p = redis.call('XPENDING', KEYS[1], 'workers', '-', '+', "
-                              "1000, ARGV[1]) local ids = {} for _, e in ipairs(p) do "
-                              "ids[#ids+1] = e[1] end if #ids > 0 then "
-                              "redis.call('XCLAIM', KEYS[1], 'workers', ARGV[1], 0, "
-                              "unpack(ids)) end return #ids",
-                              key, w->cfg->consumer);
-        }
+        refresh_held(a, ac);
         const char *argv[3] = {a->prefix, w->cfg->consumer, idle};
         llmq_script_run_async(ac, LLMQ_SCRIPT_RECLAIM, 1, 3, argv, NULL, on_reclaimed, a);
     }

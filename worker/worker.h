@@ -19,6 +19,7 @@
 
 struct llmq_http;
 struct llmq_worker;
+struct llmq_worker_metrics;
 
 /* Counters printed at exit (and later exported as metrics). */
 struct llmq_worker_stats {
@@ -40,11 +41,15 @@ struct worker_account {
     ev_timer wait_timer;             /* the limiter's exact wait, or a delayed job's due */
     ev_timer soon_timer;             /* coalesces dispatch requests of one loop turn */
     struct worker_job *settle_retry; /* settles to resend once Redis is back */
+    struct worker_job *held;         /* every job in hand, dispatch until freed: the
+                                        stream entries recover.c keeps alive */
+    int scripts_ok; /* a dispatch was answered since the command connection came up (readyz) */
 };
 
 /* One job in hand, from dispatch until its settle script has answered. */
 struct worker_job {
     struct worker_job *next; /* in settle_retry */
+    struct worker_job *held_prev, *held_next; /* in acct->held (llmq_worker_job_hold) */
     struct worker_account *acct;
     char eid[64];
     char prio[8];
@@ -76,6 +81,7 @@ struct llmq_worker {
     ev_signal sigterm, sigint;
     ev_timer grace_timer, recover_timer, idle_timer;
     struct llmq_worker_stats stats;
+    struct llmq_worker_metrics *metrics; /* metrics_worker.c; NULL: none */
 };
 
 /* dispatch.c */
@@ -91,6 +97,8 @@ void llmq_worker_settle(struct worker_job *job);
 /* Resends settles that failed while Redis was away. */
 void llmq_worker_settle_flush(struct worker_account *a);
 void llmq_worker_job_free(struct worker_job *job);
+/* Adds job to its account's held list (until llmq_worker_job_free). */
+void llmq_worker_job_hold(struct worker_job *job);
 
 /* recover.c */
 void llmq_worker_recover_start(struct llmq_worker *w);
