@@ -380,9 +380,10 @@ enum llmq_rc llmq_http_submit(struct llmq_http *http, const struct llmq_http_req
         return llmq_error_set(err, LLMQ_EINVAL, "http: submit without client or callback");
     if (http->closing || http->free_pending)
         return llmq_error_set(err, LLMQ_ECLOSED, "http: client is closing");
-    struct llmq_http_xfer *x = llmq_http_xfer_new(&http->s, req, err);
-    if (x == NULL)
-        return err ? err->rc : LLMQ_EINVAL;
+    struct llmq_http_xfer *x;
+    enum llmq_rc rc = llmq_http_xfer_new(&http->s, req, &x, err);
+    if (rc != LLMQ_OK)
+        return rc;
     x->http = http;
     x->cb = cb;
     x->privdata = privdata;

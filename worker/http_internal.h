@@ -43,11 +43,12 @@ struct llmq_http_settings {
     char *user_agent;
 };
 
-/* Returns a new transfer for req with its easy handle fully configured (not
- * yet added to a multi), or NULL with err filled. Borrows s and req. */
-struct llmq_http_xfer *llmq_http_xfer_new(const struct llmq_http_settings *s,
-                                          const struct llmq_http_request *req,
-                                          struct llmq_error *err);
+/* Stores in *out a new transfer for req with its easy handle fully
+ * configured (not yet added to a multi). Returns LLMQ_OK, or LLMQ_EINVAL /
+ * LLMQ_ENOMEM / LLMQ_EHTTP with err filled and *out NULL. Borrows s and req. */
+enum llmq_rc llmq_http_xfer_new(const struct llmq_http_settings *s,
+                                const struct llmq_http_request *req, struct llmq_http_xfer **out,
+                                struct llmq_error *err);
 
 /* Fills resp (borrowing x's body and headers) from a finished transfer. */
 void llmq_http_xfer_response(struct llmq_http_xfer *x, struct llmq_http_response *resp,

@@ -213,31 +213,30 @@ fail:
     return -1;
 }
 
-struct llmq_http_xfer *llmq_http_xfer_new(const struct llmq_http_settings *s,
-                                          const struct llmq_http_request *req,
-                                          struct llmq_error *err)
+enum llmq_rc llmq_http_xfer_new(const struct llmq_http_settings *s,
+                                const struct llmq_http_request *req, struct llmq_http_xfer **out,
+                                struct llmq_error *err)
 {
-    if (check_request(req, err) != LLMQ_OK)
-        return NULL;
+    *out = NULL;
+    enum llmq_rc rc = check_request(req, err);
+    if (rc != LLMQ_OK)
+        return rc;
     struct llmq_http_xfer *x = calloc(1, sizeof(*x));
-    if (x == NULL) {
-        llmq_error_set(err, LLMQ_ENOMEM, "http: out of memory for a transfer");
-        return NULL;
-    }
+    if (x == NULL)
+        return llmq_error_set(err, LLMQ_ENOMEM, "http: out of memory for a transfer");
     x->max_body = s->max_body_bytes;
     x->easy = curl_easy_init();
     if (x->easy == NULL || build_headers(x, req) != 0) {
-        llmq_error_set(err, LLMQ_ENOMEM, "http: out of memory setting up a transfer");
         llmq_http_xfer_free(x);
-        return NULL;
+        return llmq_error_set(err, LLMQ_ENOMEM, "http: out of memory setting up a transfer");
     }
     if (set_options(x, s, req) != 0) {
-        llmq_error_set(err, LLMQ_EHTTP, "http: curl rejected an option (URL or body)");
         llmq_http_xfer_free(x);
-        return NULL;
+        return llmq_error_set(err, LLMQ_EHTTP, "http: curl rejected an option (URL or body)");
     }
     x->start_ms = llmq_http_now_ms();
-    return x;
+    *out = x;
+    return LLMQ_OK;
 }
 
 static enum llmq_http_outcome outcome_of(CURLcode rc)
@@ -314,11 +313,15 @@ void llmq_http_xfer_response(struct llmq_http_xfer *x, struct llmq_http_response
     resp->elapsed_ms = now_ms - x->start_ms;
 }
 
-char *llmq_http_response_take_body(struct llmq_http_response *resp)
+char *llmq_http_response_take_body(struct llmq_http_response *resp, size_t *len)
 {
     static char empty[1];
+    if (len != NULL)
+        *len = 0;
     if (resp == NULL || resp->body_len == 0)
         return NULL;
+    if (len != NULL)
+        *len = resp->body_len;
     /* The body buffer is the transfer's own malloc'd buffer: hand it over.
      * http.c notices resp->body changed and does not free it. */
     char *b = resp->body;

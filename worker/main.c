@@ -33,12 +33,19 @@ static int run(struct llmq_worker_config *cfg)
     w.loop = ev_default_loop(EVFLAG_AUTO);
     w.cfg = cfg;
     llmq_backoff_rng_seed(&w.rng, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32));
+    /* HTTP/2 over TLS multiplexes ~100 streams per connection; curl 7.88
+     * opens a new connection per overflowing transfer unless capped, so cap
+     * at what the concurrency needs. HTTP/1.1 needs a connection per call. */
+    int h2 = strncmp(cfg->base_url, "https://", 8) == 0 && !cfg->http1_only;
+    int conns = h2 ? cfg->concurrency / 100 + 2 : cfg->concurrency;
     struct llmq_http_config hc = {
-        .max_connections = cfg->concurrency < 1024 ? cfg->concurrency : 1024,
+        .max_connections = conns,
+        .max_host_connections = conns,
         .connect_timeout_ms = (long)cfg->connect_timeout_ms,
         .timeout_ms = (long)cfg->request_timeout_ms,
         .ca_file = cfg->ca_file[0] ? cfg->ca_file : NULL,
         .version = cfg->http1_only ? LLMQ_HTTP_1_1 : LLMQ_HTTP_PREFER_H2,
+        .max_body_bytes = (size_t)cfg->max_response_bytes,
     };
     w.http = llmq_http_new(w.loop, &hc, &err);
     if (w.http == NULL) {

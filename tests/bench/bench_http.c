@@ -1,7 +1,7 @@
 /* bench_http: the worker's HTTP client (worker/http*.c) against
  * tests/http_testserver on loopback.
  *
- *   bench_http [--seconds S] [--inflight N] [--latency-ms MS]
+ *   bench_http [--seconds S] [--inflight N] [--latency-ms MS] [--sim PATH]
  *
  * (a) Throughput at zero server latency: a baseline of plain
  *     curl_easy_perform over one reused handle (sequential, keep-alive),
@@ -12,8 +12,13 @@
  *     that answers after MS ms (default 5000); prints the growth of this
  *     process's RSS divided by N, for the default 16 KiB receive buffer and
  *     for a 4 KiB one, then checks every request completed with 200.
- * The server runs in child processes, so its memory is not counted; each
- * memory run is its own forked process. */
+ * (c) Memory over h2 + TLS: the same N requests against Node's http2 server
+ *     (tests/http_testserver/h2_server.mjs, 100 streams per connection,
+ *     self-signed certificate made with the openssl tool), with
+ *     max_host_connections = N / 100 + 2. Skipped without node or openssl.
+ * --sim PATH runs everything against openai-sim (tests/openai-sim, limits
+ * off) instead of tests/http_testserver. The server runs in child processes, so its memory is not
+ * counted; each memory run is its own forked process. */
 #include <curl/curl.h>
 #include <dirent.h>
 #include <ev.h>
@@ -64,8 +69,12 @@ static long open_fds(void)
     return n - 3; /* ".", "..", and the directory's own descriptor */
 }
 
+static const char *sim_path; /* --sim: use openai-sim instead */
+
 static const char *server_bin(void)
 {
+    if (sim_path != NULL)
+        return sim_path;
     static char path[4096];
     const char *dir = getenv("LLMQ_TEST_BIN_DIR");
     if (dir != NULL) {
@@ -240,12 +249,15 @@ static double run_client(const char *url, int inflight, double seconds, long *co
     return r.done / (t - t0);
 }
 
-static void bench_memory(const char *url, int n, long buffer_bytes, long latency_ms)
+static void bench_memory(const char *url, int n, long buffer_bytes, long latency_ms,
+                         const char *ca_file)
 {
     struct run r = {.url = url, .deadline = 0, .stop_submitting = 1};
     r.loop = ev_loop_new(EVFLAG_AUTO);
     struct llmq_http_config cfg = {.max_connections = n + 16,
-                                   .version = LLMQ_HTTP_1_1,
+                                   .version = ca_file ? LLMQ_HTTP_PREFER_H2 : LLMQ_HTTP_1_1,
+                                   .ca_file = ca_file,
+                                   .max_host_connections = ca_file ? n / 100 + 2 : 0,
                                    .buffer_bytes = buffer_bytes,
                                    .timeout_ms = latency_ms + 30000};
     r.http = llmq_http_new(r.loop, &cfg, NULL);
@@ -267,6 +279,66 @@ static void bench_memory(const char *url, int n, long buffer_bytes, long latency
     ev_loop_destroy(r.loop);
 }
 
+/* (c): h2 over TLS against Node's http2 server, if node and openssl exist. */
+static void bench_h2(int inflight, long latency_ms)
+{
+    char dir[] = "/tmp/llmq-bench-h2-XXXXXX", cmd[1024], cert[600], key[600], pf[600], lat[32];
+    if (system("node --version >/dev/null 2>&1") != 0 || mkdtemp(dir) == NULL) {
+        printf("\n(c) skipped: no node\n");
+        return;
+    }
+    snprintf(cmd, sizeof(cmd),
+             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+             "-keyout %s/key.pem -out %s/cert.pem -days 2 -subj /CN=localhost "
+             "-addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1",
+             dir, dir);
+    snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+    snprintf(key, sizeof(key), "%s/key.pem", dir);
+    snprintf(pf, sizeof(pf), "%s/port", dir);
+    snprintf(lat, sizeof(lat), "%ld", latency_ms);
+    if (system(cmd) != 0) {
+        printf("\n(c) skipped: no openssl tool\n");
+        rmdir(dir);
+        return;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        execlp("node", "node", LLMQ_HTTP_TEST_SOURCE_DIR "/tests/http_testserver/h2_server.mjs", pf,
+               cert, key, lat, "100", (char *)NULL);
+        _exit(127);
+    }
+    int port = 0;
+    for (int i = 0; i < 500 && port == 0; i++) {
+        FILE *f = fopen(pf, "r");
+        if (f != NULL) {
+            if (fscanf(f, "%d", &port) != 1)
+                port = 0;
+            fclose(f);
+        }
+        if (port == 0)
+            usleep(10000);
+    }
+    char url[128];
+    snprintf(url, sizeof(url), "https://127.0.0.1:%d/v1/chat/completions", port);
+    printf("\n(c) memory over h2 + TLS, %d in flight, latency %ld ms, max_host_connections %d\n",
+           inflight, latency_ms, inflight / 100 + 2);
+    printf("%-10s %10s %10s %8s %12s %12s %14s %15s %8s\n", "buffer_B", "submitted", "inflight",
+           "open_fds", "rss_base_KiB", "rss_peak_KiB", "KiB/transfer", "ok/total", "secs");
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) {
+        bench_memory(url, inflight, 16384, latency_ms, cert);
+        fflush(stdout);
+        _exit(0);
+    }
+    waitpid(child, NULL, 0);
+    stop_server(pid);
+    unlink(cert);
+    unlink(key);
+    unlink(pf);
+    rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     double seconds = 2.0;
@@ -279,7 +351,10 @@ int main(int argc, char **argv)
             inflight = (int)strtol(argv[i + 1], NULL, 10);
         else if (strcmp(argv[i], "--latency-ms") == 0)
             latency_ms = strtol(argv[i + 1], NULL, 10);
+        else if (strcmp(argv[i], "--sim") == 0)
+            sim_path = argv[i + 1];
     }
+    printf("server: %s\n", server_bin());
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
         rl.rlim_cur = rl.rlim_max;
@@ -319,13 +394,14 @@ int main(int argc, char **argv)
         fflush(stdout);
         pid_t pid = fork();
         if (pid == 0) {
-            bench_memory(url, inflight, buffers[i], latency_ms);
+            bench_memory(url, inflight, buffers[i], latency_ms, NULL);
             fflush(stdout);
             _exit(0);
         }
         waitpid(pid, NULL, 0);
     }
     stop_server(slow_pid);
+    bench_h2(inflight, latency_ms);
     curl_global_cleanup();
     return 0;
 }

@@ -28,8 +28,27 @@
 #define API_KEY "sk-test-0123456789"
 
 static pid_t server_pid;
+static pid_t helper_pid; /* a per-test server still running (killed at teardown) */
 static int server_port;
 static char base_url[64];
+
+/* Waits up to 5 s for a server to write its port into path; returns it, or 0. */
+static int wait_port_file(const char *path)
+{
+    int port = 0;
+    for (int i = 0; i < 500 && port == 0; i++) {
+        FILE *f = fopen(path, "r");
+        if (f != NULL) {
+            if (fscanf(f, "%d", &port) != 1)
+                port = 0;
+            fclose(f);
+        }
+        if (port == 0)
+            usleep(10000);
+    }
+    unlink(path);
+    return port;
+}
 
 static int start_server(void **state)
 {
@@ -43,17 +62,7 @@ static int start_server(void **state)
         execl(bin, bin, "--port", "0", "--port-file", port_file, (char *)NULL);
         _exit(127);
     }
-    for (int i = 0; i < 500 && server_port == 0; i++) {
-        FILE *f = fopen(port_file, "r");
-        if (f != NULL) {
-            if (fscanf(f, "%d", &server_port) != 1)
-                server_port = 0;
-            fclose(f);
-        }
-        if (server_port == 0)
-            usleep(10000);
-    }
-    unlink(port_file);
+    server_port = wait_port_file(port_file);
     if (server_port == 0) {
         fprintf(stderr, "http_client: %s did not start\n", bin);
         return -1;
@@ -69,6 +78,10 @@ static int stop_server(void **state)
     if (server_pid > 0) {
         kill(server_pid, SIGTERM);
         waitpid(server_pid, NULL, 0);
+    }
+    if (helper_pid > 0) {
+        kill(helper_pid, SIGTERM);
+        waitpid(helper_pid, NULL, 0);
     }
     curl_global_cleanup();
     return 0;
@@ -93,8 +106,11 @@ struct ctx {
     struct llmq_usage last_usage;
     struct llmq_errorbody last_error;
     char last_echo[256];
+    char last_body[512];
+    long last_version;
     char *taken;
     size_t body_len[MAX_REQ * 2];
+    int sent[MAX_REQ * 2];
 };
 
 struct req_tag {
@@ -104,6 +120,12 @@ struct req_tag {
 };
 
 static struct req_tag tags[MAX_REQ * 2];
+
+/* The decimal number at s. */
+static int parse_int(const char *s)
+{
+    return (int)strtol(s, NULL, 10);
+}
 
 static void on_done(struct llmq_http_response *resp, void *privdata);
 
@@ -146,12 +168,15 @@ static void on_done(struct llmq_http_response *resp, void *privdata)
     c->outcome[t->i] = resp->outcome;
     c->status[t->i] = resp->status;
     c->body_len[t->i] = resp->body_len;
+    c->sent[t->i] = resp->request_sent;
     c->done++;
     if (resp->body == NULL || resp->body[resp->body_len] != '\0' || resp->error == NULL)
         c->bad = 1;
     if (resp->outcome == LLMQ_HTTP_OK) {
         c->last_headers = resp->headers;
         llmq_usage_parse(resp->body, resp->body_len, &c->last_usage);
+        snprintf(c->last_body, sizeof(c->last_body), "%s", resp->body);
+        c->last_version = resp->http_version;
         llmq_errorbody_classify((int)resp->status, resp->body, resp->body_len, &c->last_error);
         char want[64];
         snprintf(want, sizeof(want), "\"echo_id\":\"%s\"", t->id);
@@ -360,7 +385,10 @@ static void test_status_and_sse(void **state)
 static void take_cb(struct llmq_http_response *resp, void *privdata)
 {
     struct ctx *c = privdata;
-    c->taken = llmq_http_response_take_body(resp);
+    size_t len = 0;
+    c->taken = llmq_http_response_take_body(resp, &len);
+    if (len != 5000)
+        c->bad = 1;
     if (resp->body_len != 0 || resp->body == NULL || resp->body[0] != '\0')
         c->bad = 1;
     c->done++;
@@ -460,6 +488,239 @@ static void test_submit_errors(void **state)
     assert_int_equal(ran, 1);
 }
 
+/* Runs `openssl s_server -www` (which answers no POST: a request over a good
+ * handshake just waits) with a fresh self-signed certificate for 127.0.0.1.
+ * Returns its port and fills pid and the certificate path, or returns 0
+ * when the openssl tool is missing. */
+/* Writes a self-signed certificate for 127.0.0.1 to dir/cert.pem and
+ * dir/key.pem with the openssl tool; returns 0, or -1 when that fails. */
+static int make_cert(const char *dir, char *cert, size_t n)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+             "-keyout %s/key.pem -out %s/cert.pem -days 2 -subj /CN=localhost "
+             "-addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1",
+             dir, dir);
+    if (system(cmd) != 0)
+        return -1;
+    snprintf(cert, n, "%s/cert.pem", dir);
+    return 0;
+}
+
+static void remove_cert(const char *dir)
+{
+    char path[600];
+    snprintf(path, sizeof(path), "%s/key.pem", dir);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/cert.pem", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+static int start_tls_server(char *dir, pid_t *pid, char *cert, size_t n)
+{
+    if (make_cert(dir, cert, n) != 0)
+        return 0;
+    int port = llmq_test_free_port();
+    char accept[64], key[512];
+    snprintf(accept, sizeof(accept), "127.0.0.1:%d", port);
+    snprintf(key, sizeof(key), "%s/key.pem", dir);
+    *pid = fork();
+    if (*pid == 0) {
+        if (freopen("/dev/null", "w", stdout) == NULL || freopen("/dev/null", "w", stderr) == NULL)
+            _exit(127);
+        execlp("openssl", "openssl", "s_server", "-accept", accept, "-cert", cert, "-key", key,
+               "-www", "-quiet", (char *)NULL);
+        _exit(127);
+    }
+    helper_pid = *pid;
+    char probe[128];
+    snprintf(probe, sizeof(probe), "exec 3<>/dev/tcp/127.0.0.1/%d", port);
+    for (int i = 0; i < 300; i++) {
+        char sh[256];
+        snprintf(sh, sizeof(sh), "bash -c '%s' 2>/dev/null", probe);
+        if (system(sh) == 0)
+            return port;
+        usleep(10000);
+    }
+    kill(*pid, SIGTERM);
+    waitpid(*pid, NULL, 0);
+    return -1;
+}
+
+static void test_tls_verification(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/llmq-http-tls-XXXXXX";
+    if (mkdtemp(dir) == NULL)
+        fail_msg("mkdtemp");
+    pid_t pid = 0;
+    char cert[512];
+    int port = start_tls_server(dir, &pid, cert, sizeof(cert));
+    if (port == 0) {
+        rmdir(dir);
+        skip(); /* no openssl tool */
+    }
+    assert_true(port > 0);
+    char url[128];
+    snprintf(url, sizeof(url), "https://127.0.0.1:%d/v1/chat/completions", port);
+    for (int trusted = 0; trusted < 2; trusted++) {
+        struct llmq_http_config cfg = {.ca_file = trusted ? cert : NULL};
+        struct ctx *c = ctx_new(&cfg);
+        struct req_tag *t = &tags[0];
+        t->c = c;
+        t->i = 0;
+        struct llmq_http_request req = {
+            .url = url, .auth = LLMQ_HTTP_AUTH_BEARER, .api_key = API_KEY, .timeout_ms = 500};
+        assert_int_equal(llmq_http_submit(c->http, &req, on_done, t, NULL), LLMQ_OK);
+        c->expected = 1;
+        run_until_done(c, 10.0);
+        assert_int_equal(c->calls[0], 1);
+        if (trusted) {
+            /* Handshake verified, request sent, s_server never answers a POST. */
+            assert_int_equal(c->outcome[0], LLMQ_HTTP_TIMEOUT);
+            assert_int_equal(c->sent[0], 1);
+        } else {
+            assert_int_equal(c->outcome[0], LLMQ_HTTP_TLS_ERROR);
+            assert_int_equal(c->sent[0], 0);
+        }
+        ctx_free(c);
+    }
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    helper_pid = 0;
+    remove_cert(dir);
+}
+
+/* End to end against openai-sim when it is built ($LLMQ_BIN_DIR/openai-sim):
+ * usage from a JSON body and from an SSE stream with include_usage, the
+ * x-ratelimit-* headers, and a 429 with its retry hint and error kind. */
+static void test_openai_sim(void **state)
+{
+    (void)state;
+    const char *bin = llmq_test_bin("openai-sim", 0);
+    if (access(bin, X_OK) != 0)
+        skip();
+    char port_file[128];
+    snprintf(port_file, sizeof(port_file), "/tmp/llmq-http-sim-%d.port", (int)getpid());
+    unlink(port_file);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(bin, bin, "--port", "0", "--port-file", port_file, "--rpm", "2", "--tpm", "100000",
+              "--quiet", (char *)NULL);
+        _exit(127);
+    }
+    int port = wait_port_file(port_file);
+    assert_true(port > 0);
+    char url[128];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/chat/completions", port);
+    const char *bodies[] = {
+        "{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}],"
+        "\"max_completion_tokens\":8}",
+        "{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}],"
+        "\"max_completion_tokens\":8,\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
+        "{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+    };
+    struct ctx *c = ctx_new(NULL);
+    for (int i = 0; i < 3; i++) {
+        struct req_tag *t = &tags[i];
+        t->c = c;
+        t->i = i;
+        struct llmq_http_request req = {.url = url,
+                                        .body = bodies[i],
+                                        .body_len = strlen(bodies[i]),
+                                        .auth = LLMQ_HTTP_AUTH_BEARER,
+                                        .api_key = API_KEY,
+                                        .client_request_id = "job-sim"};
+        assert_int_equal(llmq_http_submit(c->http, &req, on_done, t, NULL), LLMQ_OK);
+        c->expected = i + 1;
+        run_until_done(c, 10.0); /* one at a time: the third meets the RPM limit */
+        assert_int_equal(c->outcome[i], LLMQ_HTTP_OK);
+        if (i < 2) {
+            assert_int_equal(c->status[i], 200);
+            assert_int_equal(c->last_usage.input_tokens, 3); /* "user"+"hello" = 9 bytes */
+            assert_true(c->last_usage.output_tokens >= 1 && c->last_usage.output_tokens <= 8);
+            assert_true(
+                llmq_ratelimit_headers_get(&c->last_headers, LLMQ_RLH_LIMIT_REQUESTS, NULL));
+            assert_true(c->last_headers.request_id[0] != '\0');
+        }
+    }
+    assert_int_equal(c->status[2], 429);
+    assert_int_equal(c->last_error.kind, LLMQ_ERRORBODY_RATE_LIMIT);
+    assert_string_equal(c->last_error.code, "rate_limit_exceeded");
+    assert_true(llmq_ratelimit_headers_retry_hint_ms(&c->last_headers) > 0);
+    ctx_free(c);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    helper_pid = 0;
+}
+
+/* h2 over TLS against Node's http2 server (skipped without node/openssl):
+ * 150 concurrent requests are multiplexed over ceil(150/100) connections. */
+static void test_h2_multiplex(void **state)
+{
+    (void)state;
+    const char *src = getenv("LLMQ_SOURCE_DIR");
+    char dir[] = "/tmp/llmq-http-h2-XXXXXX", cert[512], key[600], script[1024], port_file[700];
+    if (src == NULL || system("node --version >/dev/null 2>&1") != 0 || mkdtemp(dir) == NULL)
+        skip();
+    if (make_cert(dir, cert, sizeof(cert)) != 0) {
+        rmdir(dir);
+        skip();
+    }
+    snprintf(key, sizeof(key), "%s/key.pem", dir);
+    snprintf(port_file, sizeof(port_file), "%s/port", dir);
+    snprintf(script, sizeof(script), "%s/tests/http_testserver/h2_server.mjs", src);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (freopen("/dev/null", "w", stdout) == NULL)
+            _exit(127);
+        execlp("node", "node", script, port_file, cert, key, "0", "100", (char *)NULL);
+        _exit(127);
+    }
+    int port = wait_port_file(port_file);
+    helper_pid = pid;
+    assert_true(port > 0);
+    /* max_host_connections bounds the connections curl 7.88 opens while the
+     * next connection's capacity is unknown (see worker/http.h). */
+    struct llmq_http_config cfg = {.ca_file = cert, .max_host_connections = 2};
+    struct ctx *c = ctx_new(&cfg);
+    const int n = 150;
+    snprintf(base_url, sizeof(base_url), "https://127.0.0.1:%d", port);
+    for (int i = 0; i < n; i++)
+        submit_one(c, i, "/v1/chat/completions?delay=300", 0);
+    c->expected = n;
+    run_until_done(c, 20.0);
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(c->calls[i], 1);
+        assert_int_equal(c->outcome[i], LLMQ_HTTP_OK);
+        assert_int_equal(c->status[i], 200);
+    }
+    assert_false(c->bad);
+    assert_int_equal(c->last_usage.total_tokens, 15);
+    assert_string_equal(c->last_headers.request_id, "req_h2");
+    assert_int_equal(c->last_version, CURL_HTTP_VERSION_2_0);
+    c->expected = n + 1;
+    submit_one(c, n, "/stats", 0);
+    run_until_done(c, 10.0);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    helper_pid = 0;
+    int sessions = -1, streams = -1;
+    const char *p = strstr(c->last_body, "\"sessions\":");
+    if (p != NULL)
+        sessions = parse_int(p + 11);
+    p = strstr(c->last_body, "\"streams\":");
+    if (p != NULL)
+        streams = parse_int(p + 10);
+    if (sessions < 1 || sessions > 2 || streams != n)
+        fail_msg("h2: %d connections for %d streams (%s)", sessions, streams, c->last_body);
+    ctx_free(c);
+    snprintf(base_url, sizeof(base_url), "http://127.0.0.1:%d", server_port);
+    remove_cert(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -467,7 +728,8 @@ int main(void)
         cmocka_unit_test(test_reset_and_refused), cmocka_unit_test(test_too_big),
         cmocka_unit_test(test_status_and_sse),    cmocka_unit_test(test_take_body),
         cmocka_unit_test(test_free_cancels),      cmocka_unit_test(test_free_inside_callback),
-        cmocka_unit_test(test_submit_errors),
+        cmocka_unit_test(test_submit_errors),     cmocka_unit_test(test_tls_verification),
+        cmocka_unit_test(test_openai_sim),        cmocka_unit_test(test_h2_multiplex),
     };
     return cmocka_run_group_tests(tests, start_server, stop_server);
 }

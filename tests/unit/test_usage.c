@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "usage.h"
 
@@ -189,12 +190,50 @@ static void test_return_codes(void **state)
     assert_int_equal(u.input_tokens, 4);
 }
 
+/* jansson allocations that fail from the Nth on. */
+static int alloc_budget = -1;
+
+static void *failing_malloc(size_t n)
+{
+    if (alloc_budget == 0)
+        return NULL;
+    if (alloc_budget > 0)
+        alloc_budget--;
+    return malloc(n);
+}
+
+static void test_alloc_failures(void **state)
+{
+    (void)state;
+    const char *json = "{\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4,"
+                       "\"prompt_tokens_details\":{\"cached_tokens\":1}}}";
+    const char *sse = "data: {\"usage\":null}\n\ndata: {\"choices\":[],\"usage\":"
+                      "{\"input_tokens\":2,\"output_tokens\":1}}\n\ndata: [DONE]\n\n";
+    json_set_alloc_funcs(failing_malloc, free);
+    int succeeded = 0;
+    for (int n = 0; n < 200 && !succeeded; n++) {
+        struct llmq_usage a, b;
+        alloc_budget = n;
+        enum llmq_rc ra = llmq_usage_parse(json, strlen(json), &a);
+        alloc_budget = n;
+        enum llmq_rc rb = llmq_usage_parse(sse, strlen(sse), &b);
+        /* Failure means "no usage", never a crash, a leak or a wrong count. */
+        assert_true(ra == LLMQ_OK ? a.total_tokens == 7 : a.present == 0);
+        assert_true(rb == LLMQ_OK ? b.total_tokens == 3 : b.present == 0);
+        succeeded = ra == LLMQ_OK && rb == LLMQ_OK;
+    }
+    alloc_budget = -1;
+    json_set_alloc_funcs(malloc, free);
+    assert_true(succeeded);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid_files),
         cmocka_unit_test(test_invalid_files),
         cmocka_unit_test(test_return_codes),
+        cmocka_unit_test(test_alloc_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
