@@ -138,8 +138,9 @@ static void set_field(struct llmq_calib_stats *s, struct rel_sums *r, const char
 static void finish_stats(struct llmq_calib_stats *s, const struct rel_sums *r)
 {
     if (s->actual_tokens > 0) {
-        s->bias_pct = 100.0 * (double)(s->actual_tokens - s->est_tokens) /
-                      (double)s->actual_tokens;
+        /* in double: corrupt sums could overflow the difference */
+        s->bias_pct =
+            100.0 * ((double)s->actual_tokens - (double)s->est_tokens) / (double)s->actual_tokens;
         s->mean_abs_pct = 100.0 * (double)s->abs_error_tokens / (double)s->actual_tokens;
     }
     if (s->samples > 0) {
@@ -233,7 +234,8 @@ int llmq_calib_margin_pct(const struct llmq_calib_stats *s, int floor_pct, long 
     if (s == NULL || s->samples < min_samples || s->samples == 0)
         return floor_pct;
     double need = s->mean_rel_pct + 2.0 * s->stddev_rel_pct;
-    int pct = (int)ceil(need > 0 ? need : 0);
+    /* clamp before converting: corrupt sums can make need huge, inf or NaN */
+    int pct = need > 100.0 ? 100 : need > 0 ? (int)ceil(need) : 0;
     if (pct < floor_pct)
         pct = floor_pct;
     return pct > 100 ? 100 : pct;

@@ -120,7 +120,9 @@ static enum llmq_rc read_events(struct wait_state *s, long long block_ms, redisR
         r->element[0]->type == REDIS_REPLY_ARRAY && r->element[0]->elements == 2
             ? r->element[0]->element[1]
             : NULL;
-    for (size_t i = 0; entries && i < entries->elements; i++) {
+    /* ended[] holds EVENTS_COUNT ids: a reply longer than COUNT asked (a
+     * broken server or proxy) is taken in parts, the rest read next time */
+    for (size_t i = 0; entries && i < entries->elements && *n_ended < EVENTS_COUNT; i++) {
         const redisReply *e = entries->element[i];
         if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
             e->element[0]->type != REDIS_REPLY_STRING)
