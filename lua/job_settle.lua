@@ -18,6 +18,7 @@
 -- ARGV[11] model (the bucket to pause and to teach)   ARGV[12] pause ms (0: none)
 -- ARGV[13..16] remaining requests, remaining tokens, reset requests ms, reset
 --          tokens ms from the response headers (-1: not sent)
+-- ARGV[17..18] limit requests, limit tokens from the headers (-1: not sent)
 -- Reply: {owned, finished}: owned 0 when the entry was no longer pending for
 -- anyone (reclaimed and redelivered): the job's state is then left to the
 -- current owner, except that a result is still stored once (finished 1).
@@ -65,7 +66,9 @@ elseif mode == 'dead' and ARGV[8] == 'insufficient_quota' then
 end
 local rem_req, rem_tok = tonumber(ARGV[13]) or -1, tonumber(ARGV[14]) or -1
 local reset_req, reset_tok = tonumber(ARGV[15]) or -1, tonumber(ARGV[16]) or -1
-if model ~= nil and model ~= '' and (pause_ms > 0 or rem_req >= 0 or rem_tok >= 0) then
+local lim_req, lim_tok = tonumber(ARGV[17]) or -1, tonumber(ARGV[18]) or -1
+if model ~= nil and model ~= '' and (pause_ms > 0 or rem_req >= 0 or rem_tok >= 0 or
+        lim_req > 0 or lim_tok > 0) then
     local s = limiter_session(P, 'normal', now)
     local b = limiter_bucket(s, model, 'model')
     if pause_ms > 0 then
@@ -76,7 +79,7 @@ if model ~= nil and model ~= '' and (pause_ms > 0 or rem_req >= 0 or rem_tok >= 
             b.dirty = false
         end
     end
-    worker_learn(s, b, rem_req, rem_tok, reset_req, reset_tok)
+    worker_learn(s, b, rem_req, rem_tok, reset_req, reset_tok, lim_req, lim_tok)
     if b.cfg ~= nil and b.dirty then
         redis.call('HSET', b.key, 'pause', b.pause)
     end

@@ -75,6 +75,10 @@ static void copy_headers(struct worker_job *job, const struct llmq_ratelimit_hea
         job->reset_req_ms = v;
     if (llmq_ratelimit_headers_get(h, LLMQ_RLH_RESET_TOKENS_MS, &v))
         job->reset_tok_ms = v;
+    if (llmq_ratelimit_headers_get(h, LLMQ_RLH_LIMIT_REQUESTS, &v))
+        job->lim_req = v;
+    if (llmq_ratelimit_headers_get(h, LLMQ_RLH_LIMIT_TOKENS, &v))
+        job->lim_tok = v;
 }
 
 /* The server's hint for a 429: retry-after(-ms), else the later reset. */

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "metrics_worker.h"
 #include "script.h"
+#include "spool.h"
 #include "worker.h"
 
 #define WAKE_BLOCK_MAX_MS 5000
@@ -72,6 +73,7 @@ static struct worker_job *job_from_reply(struct worker_account *a, const redisRe
     if (job->max_attempts <= 0)
         job->max_attempts = a->w->cfg->max_attempts;
     job->rem_req = job->rem_tok = job->reset_req_ms = job->reset_tok_ms = -1;
+    job->lim_req = job->lim_tok = -1;
     if (!job->id || !job->handle || !job->url_path || !job->body || !job->model) {
         llmq_worker_job_free(job);
         return NULL;
@@ -197,6 +199,10 @@ static void dispatch_now(struct worker_account *a)
     int free_slots = w->cfg->concurrency - w->inflight;
     redisAsyncContext *ac = llmq_redis_async_context(a->cmd);
     if (w->draining || a->dispatching || free_slots <= 0 || ac == NULL)
+        return;
+    /* Results redis has not taken are held in memory: past the bound, take
+     * no new work until they are written (settle_flush dispatches again). */
+    if (a->settle_retry != NULL && llmq_worker_spool_pending(a) >= w->cfg->spool_max_jobs)
         return;
     ev_timer_stop(w->loop, &a->wait_timer);
     int max = free_slots < 256 ? free_slots : 256;

@@ -11,12 +11,29 @@
 
 #include "log.h"
 #include "script.h"
+#include "spool.h"
 #include "worker.h"
+
+void llmq_worker_job_hold(struct worker_job *job)
+{
+    struct worker_account *a = job->acct;
+    job->held_prev = NULL;
+    job->held_next = a->held;
+    if (a->held != NULL)
+        a->held->held_prev = job;
+    a->held = job;
+}
 
 void llmq_worker_job_free(struct worker_job *job)
 {
     if (job == NULL)
         return;
+    if (job->held_prev != NULL)
+        job->held_prev->held_next = job->held_next;
+    else if (job->acct != NULL && job->acct->held == job)
+        job->acct->held = job->held_next;
+    if (job->held_next != NULL)
+        job->held_next->held_prev = job->held_prev;
     free(job->id);
     free(job->handle);
     free(job->model);
@@ -46,6 +63,7 @@ static void on_settled(redisAsyncContext *ac, redisReply *r, void *privdata)
     else
         LLMQ_LOG_JOB(LLMQ_LOG_DEBUG, job->acct->cfg->name, job->id, "settled: %s%s%s", job->mode,
                      job->reason[0] ? " " : "", job->reason);
+    llmq_worker_spool_answered(job);
     llmq_worker_job_free(job);
     w->inflight--;
     w->last_busy_ms = llmq_worker_now_ms(w);
@@ -57,14 +75,15 @@ static void on_settled(redisAsyncContext *ac, redisReply *r, void *privdata)
 void llmq_worker_settle(struct worker_job *job)
 {
     struct worker_account *a = job->acct;
-    char actual[24], delay[24], pause[24], nums[4][24];
+    char actual[24], delay[24], pause[24], nums[6][24];
     snprintf(actual, sizeof(actual), "%" PRId64, job->actual_tokens);
     snprintf(delay, sizeof(delay), "%" PRId64, job->delay_ms);
     snprintf(pause, sizeof(pause), "%" PRId64, job->pause_ms);
-    const int64_t hv[4] = {job->rem_req, job->rem_tok, job->reset_req_ms, job->reset_tok_ms};
-    for (int i = 0; i < 4; i++)
+    const int64_t hv[6] = {job->rem_req,      job->rem_tok, job->reset_req_ms,
+                           job->reset_tok_ms, job->lim_req, job->lim_tok};
+    for (int i = 0; i < 6; i++)
         snprintf(nums[i], sizeof(nums[i]), "%" PRId64, hv[i]);
-    const char *argv[17] = {a->prefix,
+    const char *argv[19] = {a->prefix,
                             job->mode,
                             job->prio,
                             job->eid,
@@ -80,9 +99,11 @@ void llmq_worker_settle(struct worker_job *job)
                             nums[0],
                             nums[1],
                             nums[2],
-                            nums[3]};
+                            nums[3],
+                            nums[4],
+                            nums[5]};
     redisAsyncContext *ac = llmq_redis_async_context(a->cmd);
-    if (ac == NULL || llmq_script_run_async(ac, LLMQ_SCRIPT_JOB_SETTLE, 1, 17, argv, NULL,
+    if (ac == NULL || llmq_script_run_async(ac, LLMQ_SCRIPT_JOB_SETTLE, 1, 19, argv, NULL,
                                             on_settled, job) != LLMQ_OK)
         keep_for_retry(job);
 }

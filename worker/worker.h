@@ -44,11 +44,12 @@ struct worker_account {
     struct worker_job *held;         /* every job in hand, dispatch until freed: the
                                         stream entries recover.c keeps alive */
     int scripts_ok; /* a dispatch was answered since the command connection came up (readyz) */
+    struct worker_spool *spool; /* spool.c: files claimed at start; NULL: none */
 };
 
 /* One job in hand, from dispatch until its settle script has answered. */
 struct worker_job {
-    struct worker_job *next; /* in settle_retry */
+    struct worker_job *next;                  /* in settle_retry */
     struct worker_job *held_prev, *held_next; /* in acct->held (llmq_worker_job_hold) */
     struct worker_account *acct;
     char eid[64];
@@ -64,7 +65,8 @@ struct worker_job {
     char reason[256];
     int64_t delay_ms, pause_ms;
     int refund;
-    int64_t rem_req, rem_tok, reset_req_ms, reset_tok_ms;
+    int from_spool; /* loaded from a previous run's spool file (spool.h) */
+    int64_t rem_req, rem_tok, reset_req_ms, reset_tok_ms, lim_req, lim_tok;
 };
 
 struct llmq_worker {

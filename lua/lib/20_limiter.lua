@@ -19,7 +19,8 @@
 -- once, updated in Lua, and written back by limiter_flush.
 
 local BUCKET_FIELDS = { 'requests', 'tokens', 'period_ms', 'mode', 'burst_requests',
-    'burst_tokens', 'soft', 'tok', 'n', 'oldest', 'pause', 'rtat', 'ttat', 'exp' }
+    'burst_tokens', 'soft', 'tok', 'n', 'oldest', 'pause', 'rtat', 'ttat', 'exp',
+    'learned_requests', 'learned_tokens', 'learned_until' }
 local HEADROOM_FIELDS = { high = 'headroom_high', normal = 'headroom_normal', low = 'headroom_low' }
 local HEADROOM_DEFAULTS = { high = 100, normal = 100, low = 80 }
 
@@ -89,6 +90,18 @@ local function limiter_bucket(s, name, level)
     b.pause, b.exp = tonumber(v[11]) or 0, tonumber(v[14]) or 0
     b.rtat = math.max(tonumber(v[12]) or 0, now)
     b.ttat = math.max(tonumber(v[13]) or 0, now)
+    -- Limits the API reported lower than configured (worker_learn) bind
+    -- until they are re-learned or lapse.
+    if b.cfg ~= nil and (tonumber(v[17]) or 0) > now then
+        local lr, lt = tonumber(v[15]), tonumber(v[16])
+        local c = b.cfg
+        if lr and c.requests and lr < c.requests then
+            c.requests, c.burst_requests = lr, math.min(c.burst_requests, lr)
+        end
+        if lt and c.tokens and lt < c.tokens then
+            c.tokens, c.burst_tokens = lt, math.min(c.burst_tokens, lt)
+        end
+    end
     b.adds = {}
     b.live = b.cfg ~= nil or b.pause > now
     s.buckets[name] = b
