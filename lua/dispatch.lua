@@ -9,8 +9,13 @@
 --      the wait is returned. A job denied only by its tenant or user bucket
 --      is parked in delayed until its bucket has room, so others pass. A job
 --      past its deadline, out of attempts, or whose cost never fits is
---      dead-lettered; an entry whose job is gone or already finished is
---      dropped.
+--      dead-lettered; an entry whose job already finished is dropped.
+--   Hostile data never stops dispatch: an entry without a usable job id, or
+--   whose job key is not a hash, goes to P dead as an entry (worker_dead_entry:
+--   reason invalid_entry, invalid_job_id, invalid_job); a job that is missing
+--   (missing_job) or has fields of the wrong form (invalid_job: model, tenant,
+--   user, cost, deadline_ms, attempts, max_attempts, url) is dead-lettered
+--   with llmq_job_finish. A delayed job that ended meanwhile is not requeued.
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  consumer name     ARGV[2] max jobs to grant (free slots, 1..256)
 -- Reply:
@@ -36,11 +41,21 @@ local PRIOS = { 'high', 'normal', 'low' }
 
 -- 1. Promote due delayed jobs.
 local due = redis.call('ZRANGEBYSCORE', P .. 'delayed', '-inf', now, 'LIMIT', 0, 512)
+local VALID_PRIO = { high = true, normal = true, low = true }
 for _, id in ipairs(due) do
-    local prio = redis.call('HGET', P .. 'job:' .. id, 'prio')
-    if prio then
-        redis.call('XADD', P .. 'q:' .. prio, '*', 'id', id)
+    local ok, j = pcall(redis.call, 'HMGET', P .. 'job:' .. id, 'prio', 'state')
+    if not ok or ((j[1] or j[2]) and not worker_name_ok(id)) then
+        worker_dead_entry(P, P .. 'delayed', '', id, 'invalid_job', 'delayed job id or key unusable',
+            now)
+    elseif j[2] == 'done' or j[2] == 'dead' then
+        -- Ended meanwhile (a reclaimed job whose first delivery then
+        -- finished): requeueing it would overwrite its state.
+    elseif VALID_PRIO[j[1]] then
+        redis.call('XADD', P .. 'q:' .. j[1], '*', 'id', id)
         redis.call('HSET', P .. 'job:' .. id, 'state', 'queued')
+    elseif j[1] or j[2] then
+        llmq_job_finish(P, id, 'dead', worker_error_line(id, 'invalid_job',
+            'job has no valid priority'), 'invalid_job', now)
     end
     redis.call('ZREM', P .. 'delayed', id)
 end
@@ -62,7 +77,7 @@ local function last_delivered(q)
 end
 
 local JOB_FIELDS = { 'model', 'tenant', 'user', 'cost', 'deadline_ms', 'attempts', 'max_attempts',
-    'state', 'est_prompt_tokens' }
+    'state', 'est_prompt_tokens', 'url' }
 local granted, taken, wait = {}, 0, 0
 
 for _, prio in ipairs(PRIOS) do
@@ -82,12 +97,33 @@ for _, prio in ipairs(PRIOS) do
             end
             local fields = llmq_hash_table(e[2])
             local id = fields.id
-            local job = id and redis.call('HMGET', P .. 'job:' .. id, unpack(JOB_FIELDS))
-            local kind, a, b = nil, nil, nil
-            if job == nil or not job[1] or job[8] == 'done' or job[8] == 'dead' or
+            local kind, a, b, job = nil, nil, nil, nil
+            if not worker_name_ok(id) then
+                kind = 'bad'
+                a = id == nil and 'invalid_entry' or 'invalid_job_id'
+                b = id == nil and 'stream entry has no job id' or 'job id is not a valid name'
+            else
+                local ok, j = pcall(redis.call, 'HMGET', P .. 'job:' .. id, unpack(JOB_FIELDS))
+                if ok then
+                    job = j
+                else
+                    kind, a, b = 'bad', 'invalid_job', 'job key is not a hash'
+                end
+            end
+            local invalid = nil
+            if kind ~= nil then
+                -- no usable job: dead-lettered as an entry below
+            elseif job[8] == 'done' or job[8] == 'dead' or
                 redis.call('EXISTS', P .. 'res:' .. id) == 1 then
                 kind = 'drop'
+            elseif not job[1] and redis.call('EXISTS', P .. 'job:' .. id) == 0 then
+                kind, a, b = 'dead', 'missing_job', 'the stream entry names no existing job'
             else
+                invalid = worker_job_invalid(job)
+            end
+            if invalid ~= nil then
+                kind, a, b = 'dead', 'invalid_job', invalid
+            elseif kind == nil then
                 local deadline = tonumber(job[5]) or 0
                 local attempts, max_attempts = tonumber(job[6]) or 0, tonumber(job[7]) or 0
                 local cost = tonumber(job[4])
@@ -97,8 +133,6 @@ for _, prio in ipairs(PRIOS) do
                 elseif max_attempts > 0 and attempts >= max_attempts then
                     kind, a = 'dead', 'attempts_exhausted'
                     b = 'no attempts left (' .. attempts .. ' of ' .. max_attempts .. ')'
-                elseif cost == nil or cost < 0 then
-                    kind, a, b = 'dead', 'invalid_job', 'job has no valid cost'
                 else
                     local path = limiter_path(s, job[1], job[2], job[3])
                     local st, r1, r2, r3, r4 = limiter_try(s, path, cost, job[4])
@@ -144,7 +178,9 @@ for _, prio in ipairs(PRIOS) do
                         o[4][3], o[4][1], o[4][2], o[4][4], o[4][5] }
                 else
                     worker_ack(q, eid)
-                    if kind == 'dead' then
+                    if kind == 'bad' then
+                        worker_dead_entry(P, q, eid, id, o[3], o[4], now)
+                    elseif kind == 'dead' then
                         llmq_job_finish(P, id, 'dead', worker_error_line(id, o[3], o[4]), o[3], now)
                     elseif kind == 'park' then
                         redis.call('ZADD', P .. 'delayed', now + o[3], id)
@@ -163,8 +199,8 @@ if #first > 0 then
 end
 local lasts = {}
 for _, prio in ipairs(PRIOS) do
-    local e = redis.call('XREVRANGE', P .. 'q:' .. prio, '+', '-', 'COUNT', 1)
-    lasts[#lasts + 1] = #e > 0 and e[1][1] or '0-0'
+    local ok, e = pcall(redis.call, 'XREVRANGE', P .. 'q:' .. prio, '+', '-', 'COUNT', 1)
+    lasts[#lasts + 1] = ok and #e > 0 and e[1][1] or '0-0'
 end
 local reply = { taken < max_jobs and wait or 0, next_due, lasts, now }
 for _, g in ipairs(granted) do

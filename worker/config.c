@@ -39,6 +39,12 @@ static void usage(FILE *out)
             "  --log-level L           debug|info|warn|error (env LLMQ_LOG_LEVEL; default info)\n"
             "  --log-format F          text|json (env LLMQ_LOG_FORMAT; default text)\n"
             "  --exit-when-idle-ms MS  exit 0 after MS with no job to do (batch runs, tests)\n"
+            "  --max-response-bytes N  longest response body accepted (default 16777216)\n"
+            "  --spool-dir DIR         results Redis could not take are kept here at exit and\n"
+            "                          replayed at the next start (env LLMQ_SPOOL_DIR; default\n"
+            "                          /var/tmp/llmq-spool)\n"
+            "  --spool-max-jobs N      results kept in memory while Redis is away; at N no new\n"
+            "                          jobs are taken (default 10000)\n"
             "  --metrics-port N        serve /metrics, /healthz, /readyz on port N (env\n"
             "                          LLMQ_METRICS_PORT; default 0: off)\n"
             "  --metrics-host ADDR     numeric address to listen on (env LLMQ_METRICS_HOST;\n"
@@ -158,6 +164,9 @@ enum {
     O_LLEVEL,
     O_LFORMAT,
     O_IDLE,
+    O_MAXRESP,
+    O_SPOOLDIR,
+    O_SPOOLMAX,
     O_MPORT,
     O_MHOST
 };
@@ -182,6 +191,9 @@ static const struct option options[] = {
     {"log-level", required_argument, NULL, O_LLEVEL},
     {"log-format", required_argument, NULL, O_LFORMAT},
     {"exit-when-idle-ms", required_argument, NULL, O_IDLE},
+    {"max-response-bytes", required_argument, NULL, O_MAXRESP},
+    {"spool-dir", required_argument, NULL, O_SPOOLDIR},
+    {"spool-max-jobs", required_argument, NULL, O_SPOOLMAX},
     {"metrics-port", required_argument, NULL, O_MPORT},
     {"metrics-host", required_argument, NULL, O_MHOST},
     {"help", no_argument, NULL, 'h'},
@@ -198,6 +210,9 @@ static void set_defaults(struct llmq_worker_config *cfg)
     cfg->backoff_base_ms = 1000;
     cfg->backoff_cap_ms = 60000;
     cfg->visibility_ms = 60000;
+    cfg->max_response_bytes = 16 << 20;
+    snprintf(cfg->spool_dir, sizeof(cfg->spool_dir), "%s", "/var/tmp/llmq-spool");
+    cfg->spool_max_jobs = 10000;
     cfg->grace_ms = 30000;
     cfg->log_level = LLMQ_LOG_INFO;
     snprintf(cfg->metrics_host, sizeof(cfg->metrics_host), "0.0.0.0");
@@ -262,6 +277,19 @@ static int apply(struct llmq_worker_config *cfg, int opt, const char *arg, const
         rc = parse_ms("--exit-when-idle-ms", arg, 1, 86400000, &v);
         cfg->exit_when_idle_ms = (int)v;
         break;
+    case O_MAXRESP:
+        rc =
+            parse_ms("--max-response-bytes", arg, 1024, (int64_t)1 << 32, &cfg->max_response_bytes);
+        break;
+    case O_SPOOLDIR:
+        if (arg[0] == '\0' || strlen(arg) >= sizeof(cfg->spool_dir) - 300)
+            return bad("--spool-dir", "expected a directory path (at most 700 bytes)", arg);
+        snprintf(cfg->spool_dir, sizeof(cfg->spool_dir), "%s", arg);
+        break;
+    case O_SPOOLMAX:
+        rc = parse_ms("--spool-max-jobs", arg, 1, 10000000, &v);
+        cfg->spool_max_jobs = (int)v;
+        break;
     case O_MPORT:
         rc = parse_ms("--metrics-port", arg, 0, 65535, &v);
         cfg->metrics_port = (int)v;
@@ -307,6 +335,9 @@ int llmq_worker_config_parse(struct llmq_worker_config *cfg, int argc, char **ar
         return rc;
     if ((env = getenv("LLMQ_LOG_FORMAT")) != NULL && env[0] &&
         (rc = apply(cfg, O_LFORMAT, env, &redis_url, &base_url)))
+        return rc;
+    if ((env = getenv("LLMQ_SPOOL_DIR")) != NULL && env[0] &&
+        (rc = apply(cfg, O_SPOOLDIR, env, &redis_url, &base_url)))
         return rc;
     if ((env = getenv("LLMQ_METRICS_PORT")) != NULL && env[0] &&
         (rc = apply(cfg, O_MPORT, env, &redis_url, &base_url)))

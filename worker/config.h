@@ -37,7 +37,10 @@ struct llmq_worker_config {
     int http1_only;
     enum llmq_log_level log_level;
     enum llmq_log_format log_format;
-    int exit_when_idle_ms; /* > 0: exit 0 after this long with nothing to do (tests, demo) */
+    int exit_when_idle_ms;      /* > 0: exit 0 after this long with nothing to do (tests, demo) */
+    int64_t max_response_bytes; /* a longer response body is cut: the job dies, response_too_big */
+    char spool_dir[1024];  /* settles Redis could not take are written here at exit (spool.h) */
+    int spool_max_jobs;    /* settles kept in memory at most; at it, no new jobs are taken */
     int metrics_port;      /* > 0: serve /metrics, /healthz, /readyz on it; 0: off */
     char metrics_host[64]; /* numeric address to bind; default 0.0.0.0 (reachable in a pod) */
 };

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "metrics_worker.h"
 #include "redis.h"
+#include "spool.h"
 #include "worker.h"
 
 static void print_summary(const struct llmq_worker *w)
@@ -59,6 +60,7 @@ static int run(struct llmq_worker_config *cfg)
         a->cfg = &cfg->accounts[i];
         llmq_account_prefix(a->cfg->name, a->prefix, sizeof(a->prefix), NULL);
         llmq_worker_account_start(a);
+        llmq_worker_spool_load(a); /* a previous run's results, sent once redis answers */
         LLMQ_LOG(LLMQ_LOG_INFO, "serving account %s (key %s…) as %s, concurrency %d", a->cfg->name,
                  a->cfg->key_id, cfg->consumer, cfg->concurrency);
     }
@@ -74,6 +76,10 @@ static int run(struct llmq_worker_config *cfg)
     for (int i = 0; i < w.n_accounts; i++) {
         struct worker_account *a = &w.accounts[i];
         llmq_worker_account_stop(a);
+        /* Results redis never took (it is away): kept for the next start. */
+        if (llmq_worker_spool_write(a) < 0)
+            w.exit_code = 1;
+        llmq_worker_spool_free(a);
         while (a->settle_retry != NULL) {
             struct worker_job *j = a->settle_retry;
             a->settle_retry = j->next;

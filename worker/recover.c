@@ -131,8 +131,9 @@ static void on_grace_timer(struct ev_loop *loop, ev_timer *t, int revents)
     for (int i = 0; i < w->n_accounts; i++)
         unsettled |= w->accounts[i].settle_retry != NULL;
     if (unsettled) {
-        LLMQ_LOG(LLMQ_LOG_ERROR, "redis unreachable: results of finished jobs are lost to this "
-                                 "worker; their jobs will be reclaimed and run again");
+        LLMQ_LOG(LLMQ_LOG_ERROR, "redis unreachable at the end of the grace period: results of "
+                                 "finished jobs go to the spool (--spool-dir) for the next "
+                                 "start");
         ev_break(w->loop, EVBREAK_ALL);
     }
     llmq_worker_check_done(w);
