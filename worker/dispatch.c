@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backoff.h"
+#include "dispatch_reply.h"
 #include "log.h"
 #include "metrics_worker.h"
 #include "script.h"
@@ -22,62 +23,32 @@
 
 static void dispatch_now(struct worker_account *a);
 
-static char *dup_str(const redisReply *r)
+/* Granted job i of dispatch reply r as a worker job; NULL when malformed. */
+static struct worker_job *job_from_reply(struct worker_account *a, const redisReply *r, size_t i)
 {
-    if (r == NULL || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS))
-        return strdup("");
-    char *s = malloc(r->len + 1);
-    if (s != NULL) {
-        memcpy(s, r->str, r->len);
-        s[r->len] = '\0';
-    }
-    return s;
-}
-
-static int64_t int_of(const redisReply *r)
-{
-    if (r == NULL)
-        return 0;
-    if (r->type == REDIS_REPLY_INTEGER)
-        return r->integer;
-    if (r->type == REDIS_REPLY_STRING)
-        return strtoll(r->str, NULL, 10);
-    return 0;
-}
-
-/* A granted job from one dispatch reply element; NULL when malformed. */
-static struct worker_job *job_from_reply(struct worker_account *a, const redisReply *e)
-{
-    if (e->type != REDIS_REPLY_ARRAY || e->elements < 11)
+    struct llmq_dispatch_job d;
+    if (llmq_dispatch_job_decode(r, i, &d) != 0)
         return NULL;
     struct worker_job *job = calloc(1, sizeof(*job));
-    if (job == NULL)
+    if (job == NULL) {
+        llmq_dispatch_job_clear(&d);
         return NULL;
-    job->acct = a;
-    char *eid = dup_str(e->element[0]), *prio = dup_str(e->element[1]);
-    if (eid != NULL && prio != NULL) {
-        snprintf(job->eid, sizeof(job->eid), "%s", eid);
-        snprintf(job->prio, sizeof(job->prio), "%s", prio);
     }
-    free(eid);
-    free(prio);
-    job->id = dup_str(e->element[2]);
-    job->handle = dup_str(e->element[3]);
-    job->url_path = dup_str(e->element[4]);
-    job->body = dup_str(e->element[5]);
-    job->model = dup_str(e->element[6]);
-    job->attempts = (int)int_of(e->element[7]);
-    job->cost = int_of(e->element[8]);
-    job->max_attempts = (int)int_of(e->element[9]);
-    job->est_prompt_tokens = int_of(e->element[10]);
-    if (job->max_attempts <= 0)
-        job->max_attempts = a->w->cfg->max_attempts;
+    job->acct = a;
+    memcpy(job->eid, d.eid, sizeof(job->eid));
+    memcpy(job->prio, d.prio, sizeof(job->prio));
+    /* The strings move into the job. */
+    job->id = d.id;
+    job->handle = d.handle;
+    job->url_path = d.url_path;
+    job->body = d.body;
+    job->model = d.model;
+    job->attempts = d.attempts;
+    job->cost = d.cost;
+    job->max_attempts = d.max_attempts > 0 ? d.max_attempts : a->w->cfg->max_attempts;
+    job->est_prompt_tokens = d.est_prompt_tokens;
     job->rem_req = job->rem_tok = job->reset_req_ms = job->reset_tok_ms = -1;
     job->lim_req = job->lim_tok = -1;
-    if (!job->id || !job->handle || !job->url_path || !job->body || !job->model) {
-        llmq_worker_job_free(job);
-        return NULL;
-    }
     return job;
 }
 
@@ -154,26 +125,22 @@ static void on_dispatch(redisAsyncContext *ac, redisReply *r, void *privdata)
     a->dispatching = 0;
     if (r == NULL)
         return; /* connection lost: dispatch resumes when it is back */
-    if (r->type == REDIS_REPLY_ERROR || r->type != REDIS_REPLY_ARRAY || r->elements < 4 ||
-        r->element[2]->type != REDIS_REPLY_ARRAY || r->element[2]->elements != 3) {
+    struct llmq_dispatch_head head;
+    if (llmq_dispatch_head_decode(r, &head) != 0) {
         LLMQ_LOG_JOB(LLMQ_LOG_ERROR, a->cfg->name, NULL, "dispatch: %s",
                      r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply shape");
         arm_wait(a, 1000);
         return;
     }
-    int64_t wait_ms = int_of(r->element[0]);
-    a->next_due_ms = int_of(r->element[1]);
+    int64_t wait_ms = head.wait_ms;
+    a->next_due_ms = head.next_due_ms;
     a->scripts_ok = 1;
     if (wait_ms > 0)
         llmq_worker_metrics_wait(a, wait_ms);
-    for (int i = 0; i < 3; i++) {
-        char *id = dup_str(r->element[2]->element[i]);
-        snprintf(a->last_ids[i], sizeof(a->last_ids[i]), "%s", id ? id : "0-0");
-        free(id);
-    }
-    size_t granted = r->elements - 4;
-    for (size_t i = 4; i < r->elements; i++) {
-        struct worker_job *job = job_from_reply(a, r->element[i]);
+    memcpy(a->last_ids, head.last_ids, sizeof(a->last_ids));
+    size_t granted = head.n_jobs;
+    for (size_t i = 0; i < head.n_jobs; i++) {
+        struct worker_job *job = job_from_reply(a, r, i);
         if (job == NULL) {
             LLMQ_LOG_JOB(LLMQ_LOG_ERROR, a->cfg->name, NULL,
                          "dispatch: malformed job in reply; it will be reclaimed");

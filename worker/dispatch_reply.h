@@ -1,0 +1,41 @@
+/* Decoding the dispatch script's reply (lua/dispatch.lua), the one place
+ * where data that came from Redis streams and job hashes enters the worker.
+ * Pure: no I/O; everything in a reply is checked, so a hostile or broken
+ * reply is an error, never a crash. Fuzzed by tests/fuzz/fuzz_dispatch_reply.c. */
+#ifndef LLMQ_DISPATCH_REPLY_H
+#define LLMQ_DISPATCH_REPLY_H
+
+#include <hiredis/hiredis.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The reply's head: everything but the granted jobs. */
+struct llmq_dispatch_head {
+    int64_t wait_ms;     /* > 0: the model bucket's exact wait */
+    int64_t next_due_ms; /* ms until the earliest delayed job; -1 none */
+    char last_ids[3][64]; /* newest entry id of the high, normal, low streams */
+    size_t n_jobs;       /* granted jobs: reply elements 4 .. 4 + n_jobs */
+};
+
+/* One granted job. Strings are new (NUL-terminated): the caller owns them
+ * and frees them with llmq_dispatch_job_clear, or takes them. */
+struct llmq_dispatch_job {
+    char eid[64];
+    char prio[8];
+    char *id, *handle, *url_path, *body, *model;
+    int attempts, max_attempts; /* max_attempts 0: the worker's default */
+    int64_t cost, est_prompt_tokens;
+};
+
+/* Decodes r's head into *out. Returns 0, or -1 when r is not a dispatch
+ * reply (an error reply, or the wrong shape). */
+int llmq_dispatch_head_decode(const redisReply *r, struct llmq_dispatch_head *out);
+
+/* Decodes granted job i (0 .. head.n_jobs) of r into *out. Returns 0, or -1
+ * when that element is malformed (then *out holds nothing to free). */
+int llmq_dispatch_job_decode(const redisReply *r, size_t i, struct llmq_dispatch_job *out);
+
+/* Frees the strings of j and clears it; j may be cleared already. */
+void llmq_dispatch_job_clear(struct llmq_dispatch_job *j);
+
+#endif
