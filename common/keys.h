@@ -14,7 +14,9 @@
  *                            soft 0|1) and its live counters (n, tok, oldest: the
  *                            window log's count, token sum and earliest time;
  *                            rtat/ttat: GCRA; pause: until, ms; exp: when its
- *                            keys expire). A hash without limits of its own
+ *                            keys expire; learned_requests, learned_tokens,
+ *                            learned_until: lower limits the API reported, which
+ *                            bind until then). A hash without limits of its own
  *                            (a tenant under a default) expires when idle.
  *   P policy           HASH  headroom_low, headroom_normal, headroom_high (percent),
  *                            soft_threshold (percent)
@@ -56,7 +58,11 @@
  *                            result_ttl_ms, res:<id> and job:<id> are deleted
  *                            (oldest first, at most 64 per finish; PEXPIRE too).
  *   P stats            HASH  counters: done, dead (jobs ended, ever), http_429
- *                            (429 replies seen; the worker HINCRBYs it)
+ *                            (429 replies seen; the worker HINCRBYs it),
+ *                            insufficient_quota (those of them that were)
+ *   P calib            HASH  prompt-token estimate calibration per model:
+ *                            "<model>|n", "|est", "|act", "|abs", "|under",
+ *                            "|rel", "|rel2" (common/calibration.h)
  *   P settings         HASH  retention and enqueue settings, `llmq settings`:
  *                            result_ttl_ms (default 7 days), result_max (1000000),
  *                            events_max (100000, approximate MAXLEN of events),
