@@ -1,6 +1,8 @@
 /* Synchronous Redis connections and key naming shared by every binary. */
 #include "redis.h"
 
+#include "sentinel.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -53,9 +55,13 @@ enum llmq_rc llmq_redis_handshake(redisContext *c, const struct llmq_redis_url *
     return LLMQ_OK;
 }
 
-redisContext *llmq_redis_connect_parsed(const struct llmq_redis_url *u, int timeout_ms,
+redisContext *llmq_redis_connect_parsed(const struct llmq_redis_url *url, int timeout_ms,
                                         struct llmq_error *err)
 {
+    struct llmq_redis_url resolved = *url;
+    const struct llmq_redis_url *u = &resolved;
+    if (llmq_sentinel_resolve(&resolved, timeout_ms, err) != LLMQ_OK)
+        return NULL;
     struct timeval tv = ms_to_timeval(timeout_ms);
     redisContext *c = redisConnectWithTimeout(u->host, u->port, tv);
     if (c == NULL) {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "log.h"
+#include "sentinel.h"
 
 enum ra_state { RA_DISCONNECTED = 0, RA_CONNECTING, RA_READY };
 
@@ -117,6 +118,12 @@ static void on_reconnect_timer(struct ev_loop *loop, ev_timer *w, int revents)
 
 static void start_connect(struct llmq_redis_async *ra)
 {
+    /* Behind Sentinel, ask for the master again at every (re)connect: that
+     * is how a failover is followed. */
+    if (llmq_sentinel_resolve(&ra->url, ra->cfg.timeout_ms, NULL) != LLMQ_OK) {
+        schedule_reconnect(ra);
+        return;
+    }
     redisAsyncContext *ac = redisAsyncConnect(ra->url.host, ra->url.port);
     if (ac == NULL || ac->err) {
         if (ac != NULL)

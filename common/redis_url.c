@@ -58,15 +58,52 @@ static int parse_int(const char *s, size_t len, int min, int max, int *out)
     return 0;
 }
 
+/* Parses "host:port[,host:port...]/master[/db]" of a Sentinel URL. */
+static enum llmq_rc parse_sentinels(const char *p, struct llmq_redis_url *out,
+                                    struct llmq_error *err)
+{
+    const char *slash = strchr(p, '/');
+    if (slash == NULL)
+        return llmq_error_set(err, LLMQ_EINVAL, "redis url: sentinel URL needs /master-name");
+    while (p < slash) {
+        const char *comma = memchr(p, ',', (size_t)(slash - p));
+        const char *end = comma ? comma : slash;
+        const char *colon = memchr(p, ':', (size_t)(end - p));
+        if (out->n_sentinels == LLMQ_SENTINELS_MAX)
+            return llmq_error_set(err, LLMQ_EINVAL, "redis url: more than %d sentinels",
+                                  LLMQ_SENTINELS_MAX);
+        struct llmq_sentinel_addr *a = &out->sentinels[out->n_sentinels++];
+        if (colon == NULL || colon == p ||
+            copy_decoded(a->host, sizeof(a->host), p, (size_t)(colon - p)) != 0 ||
+            parse_int(colon + 1, (size_t)(end - colon - 1), 1, 65535, &a->port) != 0)
+            return llmq_error_set(err, LLMQ_EINVAL,
+                                  "redis url: each sentinel must be host:port (1..65535)");
+        p = comma ? comma + 1 : end;
+    }
+    if (out->n_sentinels == 0)
+        return llmq_error_set(err, LLMQ_EINVAL, "redis url: no sentinel given");
+    const char *name = slash + 1, *db = strchr(name, '/');
+    size_t name_len = db ? (size_t)(db - name) : strlen(name);
+    if (name_len == 0 || copy_decoded(out->master_name, sizeof(out->master_name), name,
+                                      name_len) != 0)
+        return llmq_error_set(err, LLMQ_EINVAL, "redis url: bad or missing master name");
+    if (db != NULL && db[1] != '\0' && parse_int(db + 1, strlen(db + 1), 0, 1000000, &out->db))
+        return llmq_error_set(err, LLMQ_EINVAL, "redis url: database must be a number");
+    return LLMQ_OK;
+}
+
 enum llmq_rc llmq_redis_url_parse(const char *url, struct llmq_redis_url *out,
                                   struct llmq_error *err)
 {
     static const char scheme[] = "redis://";
+    static const char sentinel_scheme[] = "redis-sentinel://";
     memset(out, 0, sizeof(*out));
     out->port = 6379;
-    if (url == NULL || strncmp(url, scheme, sizeof(scheme) - 1) != 0)
-        return llmq_error_set(err, LLMQ_EINVAL, "redis url: must start with redis://");
-    const char *p = url + sizeof(scheme) - 1;
+    int sentinel = url != NULL && strncmp(url, sentinel_scheme, sizeof(sentinel_scheme) - 1) == 0;
+    if (url == NULL || (!sentinel && strncmp(url, scheme, sizeof(scheme) - 1) != 0))
+        return llmq_error_set(err, LLMQ_EINVAL,
+                              "redis url: must start with redis:// or redis-sentinel://");
+    const char *p = url + (sentinel ? sizeof(sentinel_scheme) : sizeof(scheme)) - 1;
     const char *end = p + strlen(p);
     const char *slash = strchr(p, '/');
     const char *auth_end = memchr(p, '@', (size_t)((slash ? slash : end) - p));
@@ -88,6 +125,8 @@ enum llmq_rc llmq_redis_url_parse(const char *url, struct llmq_redis_url *out,
         }
         p = auth_end + 1;
     }
+    if (sentinel)
+        return parse_sentinels(p, out, err);
     const char *host_end = slash ? slash : end;
     const char *host_start = p;
     const char *port_colon = NULL;
@@ -121,6 +160,12 @@ enum llmq_rc llmq_redis_url_parse(const char *url, struct llmq_redis_url *out,
 
 void llmq_redis_url_redacted(const struct llmq_redis_url *u, char *buf, size_t n)
 {
+    if (u->n_sentinels > 0) {
+        snprintf(buf, n, "redis-sentinel://%s%s%s%s:%d/%s/%d", u->user,
+                 u->password[0] ? ":***" : "", (u->user[0] || u->password[0]) ? "@" : "",
+                 u->sentinels[0].host, u->sentinels[0].port, u->master_name, u->db);
+        return;
+    }
     snprintf(buf, n, "redis://%s%s%s%s:%d/%d", u->user, u->password[0] ? ":***" : "",
              (u->user[0] || u->password[0]) ? "@" : "", u->host, u->port, u->db);
 }

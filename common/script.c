@@ -5,6 +5,8 @@
  * callback then runs with that second reply. */
 #include "script.h"
 
+#include "sentinel.h"
+
 #include <openssl/sha.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -67,6 +69,15 @@ redisReply *llmq_script_run(redisContext *c, enum llmq_script_id id, int nkeys, 
     for (int attempt = 0; attempt < 2; attempt++) {
         build_command(id, attempt, nkeys_buf, nkeys, argc, argv, argvlen, cmd, cmdlen);
         r = redisCommandArgv(c, argc + 3, cmd, cmdlen);
+        if (r != NULL && r->type == REDIS_REPLY_ERROR && llmq_sentinel_is_stale_error(r->str)) {
+            /* A replica now (failover): report a connection error so the
+             * caller reconnects, which asks Sentinel for the new master. */
+            freeReplyObject(r);
+            r = NULL;
+            c->err = REDIS_ERR_OTHER;
+            snprintf(c->errstr, sizeof(c->errstr), "server is a replica now (READONLY)");
+            break;
+        }
         if (!is_noscript(r))
             break;
         freeReplyObject(r);
@@ -139,6 +150,12 @@ static void async_run_reply(redisAsyncContext *ac, void *reply, void *privdata)
 {
     struct async_run *run = privdata;
     redisReply *r = reply;
+    if (r != NULL && r->type == REDIS_REPLY_ERROR && llmq_sentinel_is_stale_error(r->str)) {
+        /* A replica now (failover): drop the connection so it is made
+         * again to the new master, and answer as for a lost connection. */
+        redisAsyncDisconnect(ac);
+        r = NULL;
+    }
     if (is_noscript(r) && !run->retried) {
         run->retried = 1;
         if (async_run_send(ac, run, 1) == REDIS_OK)

@@ -53,11 +53,36 @@ static void test_invalid(void **state)
     assert_null(strstr(err.msg, "topsecret"));
 }
 
+static void test_sentinel(void **state)
+{
+    (void)state;
+    struct llmq_redis_url u;
+    struct llmq_error err = {0};
+    assert_int_equal(llmq_redis_url_parse("redis-sentinel://:pw@s1:26379,s2:26380/mymaster/2",
+                                          &u, &err),
+                     LLMQ_OK);
+    assert_int_equal(u.n_sentinels, 2);
+    assert_string_equal(u.sentinels[0].host, "s1");
+    assert_int_equal(u.sentinels[1].port, 26380);
+    assert_string_equal(u.master_name, "mymaster");
+    assert_int_equal(u.db, 2);
+    assert_string_equal(u.password, "pw");
+    char red[160];
+    llmq_redis_url_redacted(&u, red, sizeof(red));
+    assert_null(strstr(red, "pw@"));
+    const char *bad[] = {"redis-sentinel://s1:26379", "redis-sentinel://s1/m",
+                         "redis-sentinel:///m", "redis-sentinel://s1:0/m",
+                         "redis-sentinel://s1:1/", NULL};
+    for (int i = 0; bad[i] != NULL; i++)
+        assert_int_equal(llmq_redis_url_parse(bad[i], &u, &err), LLMQ_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid),
         cmocka_unit_test(test_invalid),
+        cmocka_unit_test(test_sentinel),
     };
     return cmocka_run_group_tests_name("redis_url", tests, NULL, NULL);
 }
