@@ -33,6 +33,16 @@ void llmq_cli_error(const struct llmq_cli *cli, const char *fmt, ...)
     fputc('\n', stderr);
 }
 
+int llmq_cli_prefix(const struct llmq_cli *cli, char *prefix, size_t n)
+{
+    struct llmq_error err = {0};
+    if (llmq_account_prefix(cli->account, prefix, n, &err) != LLMQ_OK) {
+        llmq_cli_error(cli, "--account: %s", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
 redisContext *llmq_cli_connect(const struct llmq_cli *cli)
 {
     struct llmq_error err = {0};

@@ -33,6 +33,10 @@ struct llmq_cli {
 /* Handles a common option; returns 1 if opt was one, 0 otherwise. */
 int llmq_cli_common_option(struct llmq_cli *cli, int opt, const char *arg);
 
+/* Writes the key prefix of the CLI's account into prefix (size n); prints
+ * what is wrong with the account name and returns -1 when it is invalid. */
+int llmq_cli_prefix(const struct llmq_cli *cli, char *prefix, size_t n);
+
 /* Connects to the CLI's Redis; prints the error and returns NULL on failure. */
 redisContext *llmq_cli_connect(const struct llmq_cli *cli);
 

@@ -203,11 +203,8 @@ int llmq_cmd_dead(struct llmq_cli *cli, int argc, char **argv)
             return LLMQ_EXIT_USAGE;
         }
     char prefix[LLMQ_KEY_PREFIX_MAX];
-    struct llmq_error err = {0};
-    if (llmq_account_prefix(cli->account, prefix, sizeof(prefix), &err) != LLMQ_OK) {
-        llmq_cli_error(cli, "%s", err.msg);
+    if (llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
         return LLMQ_EXIT_USAGE;
-    }
     redisContext *c = llmq_cli_connect(cli);
     if (c == NULL)
         return LLMQ_EXIT_FAIL;

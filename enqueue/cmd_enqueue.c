@@ -336,10 +336,8 @@ int llmq_cmd_enqueue(struct llmq_cli *cli, int argc, char **argv)
     int code = LLMQ_EXIT_OK;
     if (parse_args(cli, argc, argv, &o, &code) != 0)
         return code;
-    if (llmq_account_prefix(cli->account, prefix, sizeof(prefix), &err) != LLMQ_OK) {
-        llmq_cli_error(cli, "%s", err.msg);
+    if (llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
         return LLMQ_EXIT_USAGE;
-    }
     if (!o.check_only) {
         c = llmq_cli_connect(cli);
         if (c == NULL)

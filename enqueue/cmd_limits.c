@@ -313,10 +313,8 @@ int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv)
     }
     struct llmq_error err = {0};
     char prefix[LLMQ_KEY_PREFIX_MAX];
-    if (llmq_account_prefix(cli->account, prefix, sizeof(prefix), &err) != LLMQ_OK) {
-        llmq_cli_error(cli, "--account: %s", err.msg);
+    if (llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
         return LLMQ_EXIT_USAGE;
-    }
     int is_set = strcmp(sub, "set") == 0, is_unset = strcmp(sub, "unset") == 0;
     char bucket[LLMQ_BUCKET_NAME_MAX];
     if (is_set || is_unset) {

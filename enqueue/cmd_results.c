@@ -160,11 +160,8 @@ int llmq_cmd_results(struct llmq_cli *cli, int argc, char **argv)
             return LLMQ_EXIT_USAGE;
         }
     char prefix[LLMQ_KEY_PREFIX_MAX];
-    struct llmq_error err = {0};
-    if (llmq_account_prefix(cli->account, prefix, sizeof(prefix), &err) != LLMQ_OK) {
-        llmq_cli_error(cli, "%s", err.msg);
+    if (llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
         return LLMQ_EXIT_USAGE;
-    }
     FILE *out = output ? fopen(output, "w") : stdout;
     if (out == NULL) {
         llmq_cli_error(cli, "%s: cannot open for writing", output);
