@@ -30,7 +30,7 @@ cleanup() {
 trap cleanup EXIT
 tests/support/redis-fixture start "$tmp/redis" >/dev/null
 export LLMQ_REDIS_URL=$(cat "$tmp/redis/url")
-export OPENAI_API_KEY=sk-bench-not-a-real-key
+export OPENAI_API_KEY=bench-not-a-real-key
 rport=${LLMQ_REDIS_URL##*:}; rport=${rport%%/*}
 
 start_sim() { # flags...

@@ -18,7 +18,7 @@
 #include "openai_sim_support.h"
 #include "testsupport.h"
 
-#define WORKER_TEST_KEY "sk-test-worker-e2e-0000000000"
+#define WORKER_TEST_KEY "test-key-worker-e2e-not-real-0000"
 
 /* Starts llmq-worker for account against sim with extra args (NULL-ended);
  * its log goes to log_path. Returns the pid. */
