@@ -57,7 +57,7 @@ enum llmq_rc llmq_local_limiter_learn(struct llmq_local_limiter *l, const char *
     if (b != NULL) {
         b->window.requests_limit = share_of(l, requests);
         b->window.tokens_limit = share_of(l, tokens);
-        b->window.period_ms = period_ms;
+        b->window.period_ms = llmq_window_clamp_period(period_ms);
         return LLMQ_OK;
     }
     if (l->count == l->cap) {

@@ -12,7 +12,14 @@ void llmq_window_init(struct llmq_window *w, int64_t requests_limit, int64_t tok
     memset(w, 0, sizeof(*w));
     w->requests_limit = requests_limit;
     w->tokens_limit = tokens_limit;
-    w->period_ms = period_ms;
+    w->period_ms = llmq_window_clamp_period(period_ms);
+}
+
+int64_t llmq_window_clamp_period(int64_t period_ms)
+{
+    if (period_ms < 1)
+        return 1;
+    return period_ms > LLMQ_WINDOW_PERIOD_MAX_MS ? LLMQ_WINDOW_PERIOD_MAX_MS : period_ms;
 }
 
 void llmq_window_clear(struct llmq_window *w)

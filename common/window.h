@@ -25,9 +25,18 @@ struct llmq_window {
     size_t head, count, cap;
 };
 
-/* Initializes w (no allocation until the first add). */
+/* Longest period a window accepts: a month. Longer ones (or <= 0, as a
+ * broken or hostile reply could carry) are clamped so that time arithmetic
+ * can never overflow. */
+#define LLMQ_WINDOW_PERIOD_MAX_MS (31LL * 86400000)
+
+/* Initializes w (no allocation until the first add); period_ms is clamped
+ * to 1..LLMQ_WINDOW_PERIOD_MAX_MS. */
 void llmq_window_init(struct llmq_window *w, int64_t requests_limit, int64_t tokens_limit,
                       int64_t period_ms);
+
+/* period_ms clamped to 1..LLMQ_WINDOW_PERIOD_MAX_MS. */
+int64_t llmq_window_clamp_period(int64_t period_ms);
 
 /* Frees w's entries; w may be reused after llmq_window_init. */
 void llmq_window_clear(struct llmq_window *w);

@@ -41,7 +41,9 @@ for t in $targets; do
         "$bin" "${opts[@]}" "${crashes[@]}" >"$log.replay" 2>&1 || ok=0
     fi
     if [ $ok = 1 ]; then
-        limit=(-max_total_time="$seconds")
+        # A fixed seed: CI explores the same inputs as the run that checked
+        # this tree (LLMQ_FUZZ_SEED=0 for a random one, in long local runs).
+        limit=(-max_total_time="$seconds" -seed="${LLMQ_FUZZ_SEED:-1}")
         [ "$seconds" = 0 ] && limit=(-runs=0)
         "$bin" "${opts[@]}" "${limit[@]}" -print_final_stats=1 \
             -artifact_prefix="$work/$t/artifacts/" "$work/$t/corpus" >"$log" 2>&1 || ok=0
