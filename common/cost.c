@@ -485,21 +485,35 @@ static void walk_init(struct walk *w, const json_t *body, const struct llmq_cost
     w->rc = LLMQ_OK;
 }
 
+/* Walks the prompt of a request (url_path, body: borrowed) into *w: exact 1
+ * tokenizes, 0 counts characters only, -1 does as opt's charge model says.
+ * *opt NULL means the defaults, which *defaults then holds. */
+static enum llmq_rc walk_request(struct walk *w, const char *url_path, const json_t *body,
+                                 const struct llmq_cost_options **opt,
+                                 struct llmq_cost_options *defaults, int exact,
+                                 struct llmq_error *err)
+{
+    if (*opt == NULL) {
+        llmq_cost_options_default(defaults);
+        *opt = defaults;
+    }
+    if (url_path == NULL || !json_is_object(body))
+        return llmq_error_set(err, LLMQ_EINVAL, "cost: request body must be a JSON object");
+    walk_init(w, body, *opt, exact < 0 ? (*opt)->charge_model != LLMQ_CHARGE_CHARS : exact, err);
+    if (walk_prompt(w, url_path, body) != LLMQ_OK)
+        return w->rc;
+    return LLMQ_OK;
+}
+
 enum llmq_rc llmq_cost_prompt_tokens(const char *url_path, const json_t *body,
                                      const struct llmq_cost_options *opt, long long *out_tokens,
                                      struct llmq_error *err)
 {
     struct llmq_cost_options defaults;
     struct walk w;
-    if (opt == NULL) {
-        llmq_cost_options_default(&defaults);
-        opt = &defaults;
-    }
-    if (url_path == NULL || !json_is_object(body))
-        return llmq_error_set(err, LLMQ_EINVAL, "cost: request body must be a JSON object");
-    walk_init(&w, body, opt, 1, err);
-    if (walk_prompt(&w, url_path, body) != LLMQ_OK)
-        return w.rc;
+    enum llmq_rc rc = walk_request(&w, url_path, body, &opt, &defaults, 1, err);
+    if (rc != LLMQ_OK)
+        return rc;
     *out_tokens = w.tokens < 0 ? 0 : w.tokens;
     return LLMQ_OK;
 }
@@ -510,16 +524,10 @@ enum llmq_rc llmq_cost_estimate(const char *url_path, const json_t *body,
 {
     struct llmq_cost_options defaults;
     struct walk w;
-    if (opt == NULL) {
-        llmq_cost_options_default(&defaults);
-        opt = &defaults;
-    }
-    if (url_path == NULL || !json_is_object(body))
-        return llmq_error_set(err, LLMQ_EINVAL, "cost: request body must be a JSON object");
+    enum llmq_rc rc = walk_request(&w, url_path, body, &opt, &defaults, -1, err);
+    if (rc != LLMQ_OK)
+        return rc;
     int chars_rule = opt->charge_model == LLMQ_CHARGE_CHARS;
-    walk_init(&w, body, opt, !chars_rule, err);
-    if (walk_prompt(&w, url_path, body) != LLMQ_OK)
-        return w.rc;
     long long margin_pct = opt->margin_pct < 0 ? 0 : opt->margin_pct;
     out->completion_tokens = completion_reservation(url_path, body, opt);
     long long base;
