@@ -5,11 +5,11 @@
  * are; anything else is reported as a malformed file rather than guessed at. */
 #include <errno.h>
 #include <openssl/evp.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base64.h"
 #include "bpe.h"
 #include "bpe_internal.h"
 
@@ -71,44 +71,6 @@ static enum llmq_rc check_sha256(const unsigned char *buf, size_t len, const cha
     return LLMQ_OK;
 }
 
-/* Value of each base64 digit, -1 for other bytes: a table lookup is what
- * keeps a 200k-line load fast. Built once per process (pthread_once: two
- * vocabularies may load at the same time). */
-static signed char b64_table[256];
-static pthread_once_t b64_table_once = PTHREAD_ONCE_INIT;
-
-static void b64_table_init(void)
-{
-    static const char digits[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    memset(b64_table, -1, sizeof(b64_table));
-    for (int i = 0; i < 64; i++)
-        b64_table[(unsigned char)digits[i]] = (signed char)i;
-}
-
-/* Decodes base64 text s[0..n) (with '=' padding) into out; returns the number
- * of bytes written, or -1 when s is not base64. */
-static long b64_decode(const unsigned char *s, size_t n, unsigned char *out)
-{
-    unsigned acc = 0;
-    int bits = 0;
-    long o = 0;
-    while (n > 0 && s[n - 1] == '=')
-        n--;
-    for (size_t i = 0; i < n; i++) {
-        int v = b64_table[s[i]];
-        if (v < 0)
-            return -1;
-        acc = (acc << 6) | (unsigned)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[o++] = (unsigned char)(acc >> bits);
-            acc &= (1u << bits) - 1;
-        }
-    }
-    return o;
-}
 
 /* Parses the decimal rank in s[0..n); -1 when it is not one. */
 static long parse_rank(const unsigned char *s, size_t n)
@@ -168,7 +130,7 @@ static enum llmq_rc parse_lines(struct llmq_bpe_vocab *v, const unsigned char *b
             continue;
         }
         long rank = sp ? parse_rank(sp + 1, (size_t)(buf + end - (sp + 1))) : -1;
-        long nb = sp ? b64_decode(buf + pos, (size_t)(sp - (buf + pos)), v->pool + used) : -1;
+        long nb = sp ? llmq_base64_decode((const char *)buf + pos, (size_t)(sp - (buf + pos)), v->pool + used) : -1;
         if (nb <= 0 || rank != (long)n)
             return llmq_error_set(err, LLMQ_EINVAL, "tokenizer: %s line %u is malformed", path,
                                   n + 1);
@@ -211,7 +173,6 @@ enum llmq_rc llmq_bpe_load(const char *path, const char *sha256_hex, struct llmq
 {
     unsigned char *buf = NULL;
     size_t len = 0;
-    pthread_once(&b64_table_once, b64_table_init);
     enum llmq_rc rc = read_file(path, &buf, &len, err);
     if (rc != LLMQ_OK)
         return rc;

@@ -5,6 +5,7 @@
  * VP8L, VP8X) and JPEG (the first SOFn segment) are read; EXIF orientation is
  * ignored, since the tile and patch counts do not change when width and
  * height swap. */
+#include "base64.h"
 #include "image_size.h"
 
 #include <stdint.h>
@@ -134,45 +135,6 @@ enum llmq_rc llmq_image_size_parse(const unsigned char *data, size_t len, unsign
     return LLMQ_OK;
 }
 
-static int b64_digit(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+' || c == '-')
-        return 62;
-    if (c == '/' || c == '_')
-        return 63;
-    return -1;
-}
-
-/* Decodes base64 (standard or URL-safe, padding and whitespace ignored) of
- * s[0..n) into out; returns the bytes written, or -1 on a bad character. */
-static long b64_decode(const char *s, size_t n, unsigned char *out)
-{
-    uint32_t acc = 0;
-    int bits = 0;
-    long o = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '=' || c == '\n' || c == '\r' || c == ' ')
-            continue;
-        int v = b64_digit(c);
-        if (v < 0)
-            return -1;
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[o++] = (unsigned char)(acc >> bits);
-            acc &= (1u << bits) - 1;
-        }
-    }
-    return o;
-}
 
 enum llmq_rc llmq_image_size_from_data_url(const char *url, size_t len, unsigned *width,
                                            unsigned *height, struct llmq_error *err)
@@ -186,7 +148,7 @@ enum llmq_rc llmq_image_size_from_data_url(const char *url, size_t len, unsigned
     unsigned char *buf = malloc(n / 4 * 3 + 3);
     if (buf == NULL)
         return llmq_error_set(err, LLMQ_ENOMEM, "image: out of memory");
-    long got = b64_decode(comma + 1, n, buf);
+    long got = llmq_base64_decode(comma + 1, n, buf);
     enum llmq_rc rc = LLMQ_EINVAL;
     if (got > 0)
         rc = llmq_image_size_parse(buf, (size_t)got, width, height);
