@@ -40,7 +40,7 @@
  *   P dead             STREAM {id, reason, error, ts}: dead-lettered jobs
  *
  *   More on jobs (producer side: common/job*.c, lua/enqueue.lua, lib/30_jobs.lua):
- *   - id is the Batch custom_id when the line has one, else generated
+ *   - id is the Batch custom_id (required unless enqueue --generate-ids), else generated
  *     ("job-<unix ms hex>-<16 hex random>"); it is also the output line's
  *     custom_id. tenant and user are '' when none.
  *   - extra job fields: est_prompt_tokens (the prompt part of cost), fin_ms

@@ -12,6 +12,7 @@
 
 #include "batch.h"
 #include "cli.h"
+#include "job_idset.h"
 #include "job_store.h"
 #include "keys.h"
 #include "progress.h"
@@ -37,9 +38,9 @@ static void usage(FILE *out)
           "Reads OpenAI Batch input lines ({\"custom_id\", \"method\": \"POST\", \"url\", "
           "\"body\"},\nplus optional \"llmq\": {\"priority\", \"tenant\", \"user\", "
           "\"deadline_ms\", \"ttl_ms\",\n\"max_attempts\"}), checks every line, then enqueues "
-          "them. custom_id is the job id\n(the idempotency key): an id already queued, running "
-          "or done is reported, not\nenqueued again. Job ids go to stdout (with --wait: the "
-          "results do).\n\n"
+          "them. custom_id is required and\nis the job id (the idempotency key): an id already "
+          "queued, running or done is\nreported, not enqueued again. Job ids go to stdout (with "
+          "--wait: the results do).\n\n"
           "  --priority P        high|normal|low for lines that set none (default normal)\n"
           "  --tenant T          tenant for lines that set none\n"
           "  --user U            user for lines that set none\n"
@@ -47,6 +48,8 @@ static void usage(FILE *out)
           "  --ttl-ms MS         deadline relative to enqueue for lines that set none\n"
           "  --max-body-bytes N  body size limit (default: settings max_body_bytes, 1 MiB)\n"
           "  --skip-invalid      enqueue the valid lines, report the invalid ones\n"
+          "  --generate-ids      give lines without custom_id a generated id (a re-run of\n"
+          "                      the file then runs those lines again); default: rejected\n"
           "  --check             only check the file; write nothing (no Redis needed)\n"
           "  --quiet             print counts instead of job ids\n"
           "  --wait              stay and print each result (Batch output lines) as it ends\n"
@@ -60,7 +63,7 @@ static void usage(FILE *out)
 }
 
 enum {
-    OPT_PRIORITY = 1,
+    OPT_PRIORITY = 256, /* above 1, which getopt returns for a positional argument */
     OPT_TENANT,
     OPT_USER,
     OPT_MAX_ATTEMPTS,
@@ -73,6 +76,7 @@ enum {
     OPT_TIMEOUT,
     OPT_OUTPUT,
     OPT_NO_PROGRESS,
+    OPT_GENERATE_IDS,
 };
 
 static const struct option long_opts[] = {
@@ -89,6 +93,7 @@ static const struct option long_opts[] = {
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"output", required_argument, NULL, OPT_OUTPUT},
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+    {"generate-ids", no_argument, NULL, OPT_GENERATE_IDS},
     LLMQ_CLI_COMMON_OPTIONS,
     {NULL, 0, NULL, 0},
 };
@@ -113,18 +118,21 @@ static int take_option(struct llmq_cli *cli, struct enqueue_opts *o, int opt, co
         *(opt == OPT_TENANT ? &o->d.tenant : &o->d.user) = arg;
         return 0;
     case OPT_MAX_ATTEMPTS:
-        if (llmq_cli_parse_int64(cli, "max-attempts", arg, 1, LLMQ_JOB_MAX_ATTEMPTS_LIMIT, &v))
+        if (llmq_cli_parse_int64(cli, "--max-attempts", arg, 1, LLMQ_JOB_MAX_ATTEMPTS_LIMIT, &v))
             return -1;
         o->d.max_attempts = (int)v;
         return 0;
     case OPT_TTL:
-        return llmq_cli_parse_int64(cli, "ttl-ms", arg, 1, 1LL << 50, &o->d.ttl_ms);
+        return llmq_cli_parse_int64(cli, "--ttl-ms", arg, 1, 1LL << 50, &o->d.ttl_ms);
     case OPT_MAX_BODY:
-        return llmq_cli_parse_int64(cli, "max-body-bytes", arg, 1, 1LL << 34, &o->max_body_bytes);
+        return llmq_cli_parse_int64(cli, "--max-body-bytes", arg, 1, 1LL << 34, &o->max_body_bytes);
     case OPT_TIMEOUT:
-        return llmq_cli_parse_int64(cli, "timeout", arg, 0, 1LL << 31, &o->timeout_s);
+        return llmq_cli_parse_int64(cli, "--timeout", arg, 0, 1LL << 31, &o->timeout_s);
     case OPT_OUTPUT:
         o->output = arg;
+        return 0;
+    case OPT_GENERATE_IDS:
+        o->d.generate_ids = 1;
         return 0;
     default:
         *(opt == OPT_SKIP    ? &o->skip_invalid
@@ -136,33 +144,35 @@ static int take_option(struct llmq_cli *cli, struct enqueue_opts *o, int opt, co
     }
 }
 
+struct option_target {
+    struct llmq_cli *cli;
+    struct enqueue_opts *o;
+};
+
+static int take_one(int opt, const char *arg, void *ud)
+{
+    struct option_target *t = ud;
+    return take_option(t->cli, t->o, opt, arg) == 0 ? 0 : LLMQ_EXIT_USAGE;
+}
+
 /* Parses argv; returns -1 to exit with *code. */
 static int parse_args(struct llmq_cli *cli, int argc, char **argv, struct enqueue_opts *o,
                       int *code)
 {
-    int opt;
+    struct option_target t = {cli, o};
+    char *pos[1];
+    int n_pos = 0;
     llmq_job_defaults_init(&o->d);
     o->timeout_s = -1;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
-        if (opt == 'h') {
-            usage(stdout);
-            *code = LLMQ_EXIT_OK;
-            return -1;
-        }
-        if (llmq_cli_common_option(cli, opt, optarg))
-            continue;
-        if (opt == '?' || take_option(cli, o, opt, optarg) != 0) {
-            *code = LLMQ_EXIT_USAGE;
-            return -1;
-        }
-    }
-    if (optind != argc - 1) {
+    *code = llmq_cli_getopt(cli, argc, argv, long_opts, take_one, &t, usage, pos, 1, &n_pos);
+    if (*code >= 0)
+        return -1;
+    if (n_pos != 1) {
         llmq_cli_error(cli, "expected one FILE (or - for stdin); see --help");
         *code = LLMQ_EXIT_USAGE;
         return -1;
     }
-    o->file = argv[optind];
+    o->file = pos[0];
     return 0;
 }
 
@@ -228,6 +238,36 @@ static void report_outcomes(const struct llmq_cli *cli, const struct enqueue_opt
         printf("%zu\n", created);
     fprintf(stderr, "%s: %zu enqueued, %zu already present, %zu invalid\n", cli->prog, created, dup,
             b->n_errors);
+}
+
+/* Warns once per model of the batch whose account+model bucket sets no
+ * limit: its jobs would run unlimited, which is rarely what was meant (a
+ * limit set for "gpt-4o" does not cover "gpt-4o-mini"). */
+static void warn_unlimited_models(const struct llmq_cli *cli, redisContext *c, const char *prefix,
+                                  const struct llmq_batch *b)
+{
+    struct llmq_job_idset *seen = llmq_job_idset_new(16);
+    const char **models = calloc(b->n_jobs + 1, sizeof(*models));
+    size_t n = 0;
+    for (size_t i = 0; seen != NULL && models != NULL && i < b->n_jobs; i++)
+        if (llmq_job_idset_add(seen, b->jobs[i].model, 0, NULL) == 1)
+            models[n++] = b->jobs[i].model;
+    for (size_t i = 0; i < n; i++)
+        redisAppendCommand(c, "HMGET %slimit:%s requests tokens", prefix, models[i]);
+    for (size_t i = 0; i < n; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply(c, (void **)&r) != REDIS_OK)
+            break; /* the push that follows reports the connection */
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+            !llmq_limit_value_set(r->element[0]) && !llmq_limit_value_set(r->element[1]))
+            llmq_cli_error(cli,
+                           "warning: model %s has no limit in account %s: its jobs run "
+                           "unlimited (llmq limits set %s --rpm N --tpm N)",
+                           models[i], cli->account, models[i]);
+        freeReplyObject(r);
+    }
+    free(models);
+    llmq_job_idset_free(seen);
 }
 
 /* State of --wait: where results go, what was seen, the progress display. */
@@ -339,9 +379,9 @@ int llmq_cmd_enqueue(struct llmq_cli *cli, int argc, char **argv)
     if (llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
         return LLMQ_EXIT_USAGE;
     if (!o.check_only) {
-        c = llmq_cli_connect(cli);
+        c = llmq_cli_connect(cli, &code);
         if (c == NULL)
-            return LLMQ_EXIT_FAIL;
+            return code;
     }
     if (o.max_body_bytes == 0 && c != NULL)
         o.max_body_bytes =
@@ -369,6 +409,7 @@ int llmq_cmd_enqueue(struct llmq_cli *cli, int argc, char **argv)
         code = LLMQ_EXIT_FAIL;
         goto out;
     }
+    warn_unlimited_models(cli, c, prefix, &b);
     report_outcomes(cli, &o, &b, out);
     if (o.wait)
         code = enqueue_wait(cli, c, prefix, &o, &b);

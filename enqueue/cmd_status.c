@@ -177,11 +177,10 @@ static void add_quota_and_calibration(json_t *o, redisContext *c, const char *ac
     json_t *cal = json_array();
     if (llmq_calib_read(c, account, &st, &n, NULL) == LLMQ_OK) {
         for (size_t i = 0; i < n; i++)
-            json_array_append_new(
-                cal, json_pack("{s:s, s:I, s:f, s:f, s:f}", "model", st[i].model, "samples",
-                               (json_int_t)st[i].samples, "bias_pct", st[i].bias_pct,
-                               "mean_abs_pct", st[i].mean_abs_pct, "stddev_rel_pct",
-                               st[i].stddev_rel_pct));
+            json_array_append_new(cal, json_pack("{s:s, s:I, s:f, s:f, s:f}", "model", st[i].model,
+                                                 "samples", (json_int_t)st[i].samples, "bias_pct",
+                                                 st[i].bias_pct, "mean_abs_pct", st[i].mean_abs_pct,
+                                                 "stddev_rel_pct", st[i].stddev_rel_pct));
         free(st);
     }
     json_object_set_new(o, "calibration", cal);
@@ -328,39 +327,43 @@ static int show(const struct llmq_cli *cli, redisContext *c, const char *account
     return LLMQ_EXIT_OK;
 }
 
+struct status_opts {
+    int as_json, all;
+};
+
+static int take_option(int opt, const char *arg, void *ud)
+{
+    struct status_opts *o = ud;
+    (void)arg;
+    *(opt == 'j' ? &o->as_json : &o->all) = 1;
+    return 0;
+}
+
 int llmq_cmd_status(struct llmq_cli *cli, int argc, char **argv)
 {
     static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
                                          {"all-accounts", no_argument, NULL, 'A'},
                                          LLMQ_CLI_COMMON_OPTIONS,
                                          {NULL, 0, NULL, 0}};
-    int opt, as_json = 0, all = 0;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (opt == 'h') {
-            usage(stdout);
-            return LLMQ_EXIT_OK;
-        }
-        if (opt == 'j' || opt == 'A')
-            *(opt == 'j' ? &as_json : &all) = 1;
-        else if (!llmq_cli_common_option(cli, opt, optarg))
-            return LLMQ_EXIT_USAGE;
-    }
-    if (optind != argc) {
-        usage(stderr);
+    struct status_opts o = {0};
+    int n_pos = 0;
+    int code = llmq_cli_getopt(cli, argc, argv, opts, take_option, &o, usage, NULL, 0, &n_pos);
+    if (code >= 0)
+        return code;
+    char prefix[LLMQ_KEY_PREFIX_MAX];
+    if (!o.all && llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
         return LLMQ_EXIT_USAGE;
-    }
-    redisContext *c = llmq_cli_connect(cli);
+    code = LLMQ_EXIT_OK;
+    redisContext *c = llmq_cli_connect(cli, &code);
     if (c == NULL)
-        return LLMQ_EXIT_FAIL;
-    int code = LLMQ_EXIT_OK;
-    if (!all) {
-        code = show(cli, c, cli->account, as_json);
+        return code;
+    if (!o.all) {
+        code = show(cli, c, cli->account, o.as_json);
     } else {
         char *names[MAX_BUCKETS];
         size_t n = scan_accounts(c, names, MAX_BUCKETS);
         for (size_t i = 0; i < n; i++) {
-            if (show(cli, c, names[i], as_json) != LLMQ_EXIT_OK)
+            if (show(cli, c, names[i], o.as_json) != LLMQ_EXIT_OK)
                 code = LLMQ_EXIT_FAIL;
             free(names[i]);
         }
