@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "batch.h"
+#include "clock.h"
 #include "cli.h"
 #include "job_idset.h"
 #include "job_store.h"
@@ -270,6 +271,15 @@ static void warn_unlimited_models(const struct llmq_cli *cli, redisContext *c, c
     llmq_job_idset_free(seen);
 }
 
+static long long stat_429(redisContext *c, const char *prefix)
+{
+    redisReply *r = redisCommand(c, "HGET %sstats http_429", prefix);
+    long long v = r && r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
+    if (r != NULL)
+        freeReplyObject(r);
+    return v;
+}
+
 /* State of --wait: where results go, what was seen, the progress display. */
 struct waiting {
     const struct llmq_cli *cli;
@@ -281,15 +291,80 @@ struct waiting {
     long long base_429; /* P stats http_429 when the wait began */
     struct llmq_progress progress;
     int show_progress;
+    size_t total;
+    long long in_flight; /* delivered and not settled, account-wide */
+    int no_worker;       /* -1 not checked yet */
+    long long checked_ms;
 };
 
-static long long stat_429(redisContext *c, const char *prefix)
+/* Reads how many of the account's jobs are in flight and whether any live
+ * worker (heartbeat in P workers within LLMQ_WORKER_LIVE_MS) consumes it.
+ * Says so on stderr when no worker does while left jobs wait, and again when
+ * one shows up. */
+static void check_consumers(struct waiting *w, size_t left)
 {
-    redisReply *r = redisCommand(c, "HGET %sstats http_429", prefix);
-    long long v = r && r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
-    if (r != NULL)
-        freeReplyObject(r);
-    return v;
+    static const char *const prios[] = {"high", "normal", "low"};
+    redisContext *c = w->c;
+    for (int i = 0; i < 3; i++)
+        redisAppendCommand(c, "XPENDING %sq:%s %s", w->prefix, prios[i], LLMQ_GROUP);
+    redisAppendCommand(c, "HGETALL %sworkers", w->prefix);
+    redisAppendCommand(c, "TIME");
+    redisReply *r[5] = {0};
+    int ok = 1;
+    for (int i = 0; i < 5; i++)
+        if (redisGetReply(c, (void **)&r[i]) != REDIS_OK) {
+            ok = 0;
+            r[i] = NULL;
+            break;
+        }
+    long long pending = 0, now = 0;
+    int live = 0;
+    for (int i = 0; ok && i < 3; i++)
+        if (r[i]->type == REDIS_REPLY_ARRAY && r[i]->elements > 0 &&
+            r[i]->element[0]->type == REDIS_REPLY_INTEGER)
+            pending += r[i]->element[0]->integer;
+    if (ok && r[4]->type == REDIS_REPLY_ARRAY && r[4]->elements == 2)
+        now = strtoll(r[4]->element[0]->str, NULL, 10) * 1000 +
+              strtoll(r[4]->element[1]->str, NULL, 10) / 1000;
+    for (size_t i = 0; ok && r[3]->type == REDIS_REPLY_ARRAY && i + 1 < r[3]->elements; i += 2)
+        live |= now - strtoll(r[3]->element[i + 1]->str, NULL, 10) <= LLMQ_WORKER_LIVE_MS;
+    for (int i = 0; i < 5; i++)
+        if (r[i] != NULL)
+            freeReplyObject(r[i]);
+    if (!ok)
+        return; /* the wait reports the connection */
+    w->in_flight = pending;
+    if (w->no_worker != !live && left > 0) {
+        if (w->show_progress && w->progress.tty && w->progress.drawn) {
+            fputs("\r\033[K", stderr);
+            w->progress.drawn = 0;
+        }
+        if (!live)
+            llmq_cli_error(w->cli,
+                           "no worker is consuming account %s: none seen in the last %d s "
+                           "(llmq status lists workers); the jobs stay queued until one runs",
+                           w->cli->account, LLMQ_WORKER_LIVE_MS / 1000);
+        else if (w->no_worker == 1)
+            llmq_cli_error(w->cli, "a worker is consuming account %s now", w->cli->account);
+    }
+    if (left > 0)
+        w->no_worker = !live;
+}
+
+/* The progress counts of the wait: running is the account's jobs in flight,
+ * at most those of this batch not ended; the rest wait. */
+static void counts_of(const struct waiting *w, size_t done, struct llmq_progress_counts *pc)
+{
+    size_t left = w->total - done;
+    size_t running = w->in_flight < 0 ? 0 : (size_t)w->in_flight;
+    if (running > left)
+        running = left;
+    *pc = (struct llmq_progress_counts){.done = done,
+                                        .dead = w->dead,
+                                        .queued = left - running,
+                                        .running = running,
+                                        .n429 = stat_429(w->c, w->prefix) - w->base_429,
+                                        .no_worker = w->no_worker == 1};
 }
 
 static void on_result(const char *id, int dead, const char *line, void *ud)
@@ -311,9 +386,18 @@ static void on_tick(size_t done, size_t total, void *ud)
     struct waiting *w = ud;
     (void)total;
     fflush(w->out);
-    if (w->show_progress)
-        llmq_progress_update(&w->progress, done, w->dead, stat_429(w->c, w->prefix) - w->base_429,
-                             0);
+    long long now = llmq_monotonic_ms();
+    int was_no_worker = w->no_worker;
+    if (now - w->checked_ms >= 1000) {
+        check_consumers(w, w->total - done);
+        w->checked_ms = now;
+    }
+    if (w->show_progress) {
+        struct llmq_progress_counts pc;
+        counts_of(w, done, &pc);
+        /* a change of who consumes is worth a line at once */
+        llmq_progress_update(&w->progress, &pc, w->no_worker != was_no_worker);
+    }
 }
 
 /* Waits for every job of the batch (new and already present) and streams
@@ -325,7 +409,9 @@ static int enqueue_wait(struct llmq_cli *cli, redisContext *c, const char *prefi
                         .c = c,
                         .prefix = prefix,
                         .out = o->out ? o->out : stdout,
-                        .show_progress = !o->no_progress};
+                        .show_progress = !o->no_progress,
+                        .total = b->n_jobs,
+                        .no_worker = -1};
     const char **ids = malloc(sizeof(*ids) * (b->n_jobs + 1));
     struct llmq_error err = {0};
     size_t done = 0;
@@ -337,6 +423,7 @@ static int enqueue_wait(struct llmq_cli *cli, redisContext *c, const char *prefi
         ids[i] = b->jobs[i].id;
     w.base_429 = stat_429(c, prefix);
     llmq_progress_init(&w.progress, stderr, cli->prog, b->n_jobs);
+    w.checked_ms = llmq_monotonic_ms() - 1000; /* the first tick checks */
     struct llmq_job_waiter waiter = {.on_result = on_result,
                                      .on_tick = on_tick,
                                      .ud = &w,
@@ -345,7 +432,9 @@ static int enqueue_wait(struct llmq_cli *cli, redisContext *c, const char *prefi
         llmq_job_store_wait(c, prefix, ids, b->n_jobs, o->timeout_s < 0 ? -1 : o->timeout_s * 1000,
                             &waiter, &done, &err);
     if (w.show_progress) {
-        llmq_progress_update(&w.progress, done, w.dead, stat_429(c, prefix) - w.base_429, 1);
+        struct llmq_progress_counts pc;
+        counts_of(&w, done, &pc);
+        llmq_progress_update(&w.progress, &pc, 1);
         llmq_progress_finish(&w.progress);
     }
     if (fflush(w.out) != 0 || ferror(w.out))

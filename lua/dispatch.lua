@@ -16,6 +16,7 @@
 --   (missing_job) or has fields of the wrong form (invalid_job: model, tenant,
 --   user, cost, deadline_ms, attempts, max_attempts, url) is dead-lettered
 --   with llmq_job_finish. A delayed job that ended meanwhile is not requeued.
+-- Every call records this worker's heartbeat (P workers, lib/40_worker.lua).
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  consumer name     ARGV[2] max jobs to grant (free slots, 1..256)
 -- Reply:
@@ -38,6 +39,7 @@ if max_jobs < 1 or max_jobs > 256 then
 end
 local now = llmq_now_ms()
 local PRIOS = { 'high', 'normal', 'low' }
+worker_heartbeat(P, consumer, now, false)
 
 -- 1. Promote due delayed jobs.
 local due = redis.call('ZRANGEBYSCORE', P .. 'delayed', '-inf', now, 'LIMIT', 0, 512)
