@@ -14,6 +14,7 @@
 #include "llmq/llmq.h"
 
 #define LLMQ_JOB_MAX_BODY_BYTES_DEFAULT (1024 * 1024)
+#define LLMQ_JOB_MAX_BODY_BYTES_LIMIT (1LL << 34) /* the most a setting or flag may ask */
 #define LLMQ_JOB_MAX_ATTEMPTS_DEFAULT 5
 #define LLMQ_JOB_MAX_ATTEMPTS_LIMIT 100
 

@@ -204,6 +204,14 @@ static int run(const struct llmq_cli *cli, const struct dead_opts *o, char **pos
             llmq_cli_error(cli, "expected list, retry or purge (see --help)");
         return LLMQ_EXIT_USAGE;
     }
+    if ((is_list && o->all) || (!is_list && (o->as_json || o->limit > 0))) {
+        llmq_cli_error(cli, "%s belongs to '%s' (see --help)",
+                       is_list      ? "--all"
+                       : o->as_json ? "--json"
+                                    : "--limit",
+                       is_list ? "dead retry|purge" : "dead list");
+        return LLMQ_EXIT_USAGE;
+    }
     if (is_list && n_ids > 0) {
         llmq_cli_error(cli, "list takes no job ids (see --help)");
         return LLMQ_EXIT_USAGE;

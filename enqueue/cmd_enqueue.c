@@ -126,7 +126,8 @@ static int take_option(struct llmq_cli *cli, struct enqueue_opts *o, int opt, co
     case OPT_TTL:
         return llmq_cli_parse_int64(cli, "--ttl-ms", arg, 1, 1LL << 50, &o->d.ttl_ms);
     case OPT_MAX_BODY:
-        return llmq_cli_parse_int64(cli, "--max-body-bytes", arg, 1, 1LL << 34, &o->max_body_bytes);
+        return llmq_cli_parse_int64(cli, "--max-body-bytes", arg, 1, LLMQ_JOB_MAX_BODY_BYTES_LIMIT,
+                                    &o->max_body_bytes);
     case OPT_TIMEOUT:
         return llmq_cli_parse_int64(cli, "--timeout", arg, 0, 1LL << 31, &o->timeout_s);
     case OPT_OUTPUT:
@@ -174,6 +175,19 @@ static int parse_args(struct llmq_cli *cli, int argc, char **argv, struct enqueu
         return -1;
     }
     o->file = pos[0];
+    /* an option that would be ignored is an error, not a silent no-op */
+    const char *needs_wait = o->timeout_s >= 0 ? "--timeout"
+                             : o->output       ? "--output"
+                             : o->no_progress  ? "--no-progress"
+                                               : NULL;
+    if (o->check_only && o->wait)
+        llmq_cli_error(cli, "--check enqueues nothing: there is nothing to --wait for");
+    else if (needs_wait != NULL && !o->wait)
+        llmq_cli_error(cli, "%s only applies with --wait (see --help)", needs_wait);
+    if ((o->check_only && o->wait) || (needs_wait != NULL && !o->wait)) {
+        *code = LLMQ_EXIT_USAGE;
+        return -1;
+    }
     return 0;
 }
 
@@ -472,13 +486,20 @@ int llmq_cmd_enqueue(struct llmq_cli *cli, int argc, char **argv)
         if (c == NULL)
             return code;
     }
-    if (o.max_body_bytes == 0 && c != NULL)
-        o.max_body_bytes =
-            llmq_job_store_setting(c, prefix, "max_body_bytes", LLMQ_JOB_MAX_BODY_BYTES_DEFAULT);
-    /* a value in P settings is not trusted beyond sense (1 TiB) */
-    o.d.max_body_bytes = o.max_body_bytes > 0 && o.max_body_bytes <= (1LL << 40)
-                             ? (size_t)o.max_body_bytes
-                             : LLMQ_JOB_MAX_BODY_BYTES_DEFAULT;
+    if (o.max_body_bytes == 0) /* no flag: the setting, or without Redis (--check) its default */
+        o.max_body_bytes = c == NULL ? LLMQ_JOB_MAX_BODY_BYTES_DEFAULT
+                                     : llmq_job_store_setting(c, prefix, "max_body_bytes",
+                                                              LLMQ_JOB_MAX_BODY_BYTES_DEFAULT);
+    /* a value in P settings is not trusted beyond sense (set by hand: the
+     * CLI refuses it), and saying so beats a silent fallback */
+    if (o.max_body_bytes <= 0 || o.max_body_bytes > LLMQ_JOB_MAX_BODY_BYTES_LIMIT) {
+        llmq_cli_error(cli,
+                       "warning: settings max_body_bytes %lld is out of range: using %d "
+                       "(llmq settings set max_body_bytes N)",
+                       o.max_body_bytes, LLMQ_JOB_MAX_BODY_BYTES_DEFAULT);
+        o.max_body_bytes = LLMQ_JOB_MAX_BODY_BYTES_DEFAULT;
+    }
+    o.d.max_body_bytes = (size_t)o.max_body_bytes;
     code = load_batch(cli, &o, &b);
     if (code >= 0)
         goto out;

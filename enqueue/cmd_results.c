@@ -211,6 +211,10 @@ static int run(const struct llmq_cli *cli, const struct results_opts *o, char **
         llmq_cli_error(cli, "give job ids or --all (--wait only with ids; see --help)");
         return LLMQ_EXIT_USAGE;
     }
+    if (o->timeout_s >= 0 && !o->wait) {
+        llmq_cli_error(cli, "--timeout only applies with --wait (see --help)");
+        return LLMQ_EXIT_USAGE;
+    }
     for (size_t i = 0; i < n; i++)
         if (!llmq_name_valid(ids[i])) {
             llmq_cli_error(cli, "'%s' is not a job id", ids[i]);

@@ -11,24 +11,28 @@
 #include "redis.h"
 #include "script.h"
 
+#define LLMQ_SETTING_MAX (1LL << 50)
+
 struct setting {
     const char *name;
     long long def;
-    long long min;
+    long long min, max;
     const char *what;
 };
 
 /* Defaults must match JOBS_DEFAULTS in lua/lib/30_jobs.lua (which applies
  * them) and LLMQ_JOB_MAX_BODY_BYTES_DEFAULT (enqueue's check). */
 static const struct setting settings[] = {
-    {"result_ttl_ms", 7LL * 24 * 3600 * 1000, 1000, "keep done results this long (ms)"},
-    {"result_max", 1000000, 1, "keep at most this many done results"},
-    {"events_max", 100000, 1000, "approximate length of the events stream"},
-    {"events_ttl_ms", 24LL * 3600 * 1000, 1000, "keep events (for waiters) this long (ms)"},
-    {"max_body_bytes", LLMQ_JOB_MAX_BODY_BYTES_DEFAULT, 1, "enqueue: request body size limit"},
+    {"result_ttl_ms", 7LL * 24 * 3600 * 1000, 1000, LLMQ_SETTING_MAX,
+     "keep done results this long (ms)"},
+    {"result_max", 1000000, 1, LLMQ_SETTING_MAX, "keep at most this many done results"},
+    {"events_max", 100000, 1000, LLMQ_SETTING_MAX, "approximate length of the events stream"},
+    {"events_ttl_ms", 24LL * 3600 * 1000, 1000, LLMQ_SETTING_MAX,
+     "keep events (for waiters) this long (ms)"},
+    {"max_body_bytes", LLMQ_JOB_MAX_BODY_BYTES_DEFAULT, 1, LLMQ_JOB_MAX_BODY_BYTES_LIMIT,
+     "enqueue: request body size limit"},
 };
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
-#define LLMQ_SETTING_MAX (1LL << 50)
 
 static void usage(FILE *out)
 {
@@ -81,7 +85,7 @@ static int change(const struct llmq_cli *cli, redisContext *c, const char *prefi
     long long v = 0;
     redisReply *r;
     if (value != NULL) {
-        if (llmq_cli_parse_int64(cli, s->name, value, s->min, LLMQ_SETTING_MAX, &v) != 0)
+        if (llmq_cli_parse_int64(cli, s->name, value, s->min, s->max, &v) != 0)
             return LLMQ_EXIT_USAGE;
         r = redisCommand(c, "HSET %ssettings %s %lld", prefix, s->name, v);
     } else {
@@ -136,7 +140,7 @@ int llmq_cmd_settings(struct llmq_cli *cli, int argc, char **argv)
         return LLMQ_EXIT_USAGE;
     if (set) {
         long long v = 0; /* checked before connecting: a bad value is a usage error */
-        if (llmq_cli_parse_int64(cli, s->name, pos[2], s->min, LLMQ_SETTING_MAX, &v) != 0)
+        if (llmq_cli_parse_int64(cli, s->name, pos[2], s->min, s->max, &v) != 0)
             return LLMQ_EXIT_USAGE;
     }
     code = LLMQ_EXIT_OK;
