@@ -9,7 +9,7 @@
 --   totals    {delayed, dead, results_kept, done_ever, dead_ever, http_429}
 --   consumers one {prio, name, pending, idle_ms} per consumer of "workers"
 --   settings  flat {field, value, ...}: P settings over the defaults
---   unlimited models of waiting or running jobs (the first ARGV[1] entries of
+--   unlimited models of waiting or running jobs (the first 1000 entries of
 --             each stream and of delayed) whose account+model bucket sets no
 --             limit (requests and tokens absent or 0): they run unlimited
 local P = KEYS[1]
@@ -84,6 +84,7 @@ for i = 1, #raw, 2 do
 end
 -- Models of waiting work whose model bucket sets no limit.
 local unlimited, checked = {}, {}
+local SAMPLE = 1000 -- entries looked at per stream: bounded work on a deep queue
 local function check_model(id)
     local m = redis.call('HGET', P .. 'job:' .. id, 'model')
     if not m or checked[m] then
@@ -96,7 +97,7 @@ local function check_model(id)
     end
 end
 for _, prio in ipairs(PRIOS) do
-    local ok, es = pcall(redis.call, 'XRANGE', P .. 'q:' .. prio, '-', '+', 'COUNT', cap)
+    local ok, es = pcall(redis.call, 'XRANGE', P .. 'q:' .. prio, '-', '+', 'COUNT', SAMPLE)
     if ok then
         for _, e in ipairs(es) do
             local id = llmq_hash_table(e[2])['id']
@@ -104,7 +105,7 @@ for _, prio in ipairs(PRIOS) do
         end
     end
 end
-for _, id in ipairs(redis.call('ZRANGE', P .. 'delayed', 0, cap - 1)) do
+for _, id in ipairs(redis.call('ZRANGE', P .. 'delayed', 0, SAMPLE - 1)) do
     check_model(id)
 end
 table.sort(unlimited)
