@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
+#include "base/log.h"
 
 #define ADMIN_MAX_CONNECTIONS 32
 #define ADMIN_IDLE_TIMEOUT_S 10

@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #include "llmq/error.h"
-#include "ratelimit_headers.h"
+#include "openai/ratelimit_headers.h"
 
 struct llmq_http;
 

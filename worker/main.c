@@ -8,10 +8,10 @@
 #include <unistd.h>
 
 #include "http.h"
-#include "backoff.h"
-#include "log.h"
+#include "base/backoff.h"
+#include "base/log.h"
 #include "metrics_worker.h"
-#include "redis.h"
+#include "redis/redis.h"
 #include "spool.h"
 #include "worker.h"
 

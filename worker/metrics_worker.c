@@ -15,7 +15,7 @@
 
 #include "admin_http.h"
 #include "http.h"
-#include "log.h"
+#include "base/log.h"
 #include "metrics.h"
 #include "worker.h"
 

@@ -20,10 +20,10 @@
 
 #include <cmocka.h>
 
-#include "errorbody.h"
+#include "openai/errorbody.h"
 #include "http.h"
 #include "testsupport.h"
-#include "usage.h"
+#include "openai/usage.h"
 
 #define API_KEY "sk-test-0123456789"
 
