@@ -20,9 +20,9 @@
 #include "base/backoff.h"
 #include "jobs/calibration.h"
 #include "openai/errorbody.h"
-#include "http.h"
+#include "http/http.h"
 #include "base/log.h"
-#include "metrics_worker.h"
+#include "admin/metrics_worker.h"
 #include "openai/usage.h"
 #include "worker.h"
 

@@ -14,7 +14,7 @@
 #include "base/backoff.h"
 #include "dispatch_reply.h"
 #include "base/log.h"
-#include "metrics_worker.h"
+#include "admin/metrics_worker.h"
 #include "redis/script.h"
 #include "spool.h"
 #include "worker.h"

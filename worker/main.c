@@ -7,10 +7,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "http.h"
+#include "http/http.h"
 #include "base/backoff.h"
 #include "base/log.h"
-#include "metrics_worker.h"
+#include "admin/metrics_worker.h"
 #include "redis/redis.h"
 #include "spool.h"
 #include "worker.h"

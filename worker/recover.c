@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "http.h"
+#include "http/http.h"
 #include "base/log.h"
 #include "redis/script.h"
 #include "worker.h"

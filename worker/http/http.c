@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http_internal.h"
+#include "http/http_internal.h"
 
 #define DEFAULT_MAX_CONNECTIONS 256
 #define DEFAULT_MAX_STREAMS 100

@@ -1,12 +1,12 @@
 /* Private parts of the worker's HTTP client, shared by http.c (client, loop
  * glue, delivery) and http_xfer.c (one transfer: curl easy options, headers,
- * body, outcome). Not for use outside worker/http*.c. */
+ * body, outcome). Not for use outside worker/http/. */
 #ifndef LLMQ_WORKER_HTTP_INTERNAL_H
 #define LLMQ_WORKER_HTTP_INTERNAL_H
 
 #include <curl/curl.h>
 
-#include "http.h"
+#include "http/http.h"
 
 /* One transfer. Lives from submit until its callback has returned; linked in
  * exactly one of http->active (curl owns it in the multi) or the done queue

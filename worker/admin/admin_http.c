@@ -9,7 +9,7 @@
  * socket event (edge-triggered epoll) and covers idle-connection timeouts.
  * Connections are bounded in number and idle time, so a misbehaving scraper
  * cannot hold resources for long. */
-#include "admin_http.h"
+#include "admin/admin_http.h"
 
 #include <arpa/inet.h>
 #include <ev.h>

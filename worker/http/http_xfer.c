@@ -13,7 +13,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "http_internal.h"
+#include "http/http_internal.h"
 
 #define MIN_BODY_CAP 1024
 

@@ -7,16 +7,16 @@
  * (XLEN and XPENDING summary per priority stream, ZCARD of delayed, XLEN of
  * dead), whose replies set the gauges; a batch still unanswered is not sent
  * again, and nothing waits for it, so a slow Redis only makes them stale. */
-#include "metrics_worker.h"
+#include "admin/metrics_worker.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "admin_http.h"
-#include "http.h"
+#include "admin/admin_http.h"
+#include "http/http.h"
 #include "base/log.h"
-#include "metrics.h"
+#include "admin/metrics.h"
 #include "worker.h"
 
 #define DEPTH_EVERY_S 5.0

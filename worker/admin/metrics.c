@@ -4,7 +4,7 @@
  * of their label values: the worker's families have a handful of series each
  * (accounts x models x statuses), and the cap bounds the worst case. Label
  * values are stored raw and escaped only when rendered. */
-#include "metrics.h"
+#include "admin/metrics.h"
 
 #include <math.h>
 #include <stdarg.h>

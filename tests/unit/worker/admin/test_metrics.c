@@ -1,4 +1,4 @@
-/* worker/metrics.c: families, series and their Prometheus text. Each case
+/* worker/admin/metrics.c: families, series and their Prometheus text. Each case
  * feeds values and compares the rendered text exactly. */
 #include <math.h>
 #include <setjmp.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "metrics.h"
+#include "admin/metrics.h"
 
 static char *render(struct llmq_metrics *m)
 {
