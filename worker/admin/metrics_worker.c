@@ -165,8 +165,14 @@ static int on_ready(void *privdata, char *reason, size_t n)
 
 static char *on_metrics(void *privdata, size_t *len)
 {
-    struct llmq_worker *w = privdata;
+    return llmq_worker_metrics_render(privdata, len);
+}
+
+char *llmq_worker_metrics_render(struct llmq_worker *w, size_t *len)
+{
     struct llmq_worker_metrics *m = w->metrics;
+    if (m == NULL)
+        return NULL;
     char reason[256];
     llmq_metrics_set(m->in_flight, NULL, w->http ? (double)llmq_http_inflight(w->http) : 0);
     llmq_metrics_set(m->in_hand, NULL, w->inflight);
@@ -199,8 +205,8 @@ static void on_depth(redisAsyncContext *ac, void *reply, void *privdata)
              r->element[0]->type == REDIS_REPLY_INTEGER)
         v = r->element[0]->integer; /* XPENDING summary: count first */
     const char *name = m->w->accounts[p->account].cfg->name;
-    const char *l[] = {name, p->kind < 6 ? llmq_priority_name(llmq_priority_by_rank(p->kind % 3))
-                                         : NULL};
+    const char *l[] = {name,
+                       p->kind < 6 ? llmq_priority_name(llmq_priority_by_rank(p->kind % 3)) : NULL};
     struct llmq_metric *f = p->kind < 3    ? m->queue
                             : p->kind < 6  ? m->pending
                             : p->kind == 6 ? m->delayed

@@ -46,7 +46,7 @@ static void test_bad_values(void **state)
     }
     assert_int_equal(llmq_priority_parse(NULL, &p), -1);
     assert_string_equal(llmq_priority_name((enum llmq_priority)7), "normal");
-    assert_string_equal(llmq_priority_name((enum llmq_priority)-1), "normal");
+    assert_string_equal(llmq_priority_name((enum llmq_priority) - 1), "normal");
     assert_int_equal(llmq_priority_by_rank(-1), LLMQ_PRIORITY_NORMAL);
     assert_int_equal(llmq_priority_by_rank(LLMQ_PRIORITY_COUNT), LLMQ_PRIORITY_NORMAL);
 }
