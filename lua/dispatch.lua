@@ -1,5 +1,5 @@
--- dispatch: hand this worker the next jobs the limiter admits (DESIGN.md
--- flow 2), all in one atomic step.
+-- dispatch: hand this worker the next jobs the limiter admits (docs/DESIGN.md
+-- §3.2), all in one atomic step.
 --   1. Delayed jobs that are due go back to their priority stream.
 --   2. Per priority, high first, the next undelivered entries are read from
 --      the stream and each job's cost is tried against every bucket of its

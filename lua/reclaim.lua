@@ -1,4 +1,4 @@
--- reclaim: takes back jobs whose worker went silent (DESIGN.md flow 6).
+-- reclaim: takes back jobs whose worker went silent (docs/DESIGN.md §3.6).
 -- Entries pending longer than min_idle_ms in a priority stream (their worker
 -- neither finished them nor refreshed them: live workers re-claim their own
 -- in-flight entries every third of the visibility timeout) are claimed with

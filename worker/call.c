@@ -1,5 +1,5 @@
-/* One job's call to the API, and what its outcome means (DESIGN.md flows
- * 3-5). The classification is pure given the response:
+/* One job's call to the API, and what its outcome means (docs/DESIGN.md
+ * §3.3-3.5). The classification is pure given the response:
  *   2xx                         done: settle to the reported usage
  *   429 insufficient_quota      dead: retrying cannot help
  *   429 (rate limit)            retry: refund, pause the model bucket for the

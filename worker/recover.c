@@ -1,4 +1,4 @@
-/* Recovery and shutdown (DESIGN.md flow 6).
+/* Recovery and shutdown (docs/DESIGN.md §3.6).
  * - Every third of the visibility timeout this worker re-claims its own
  *   in-flight stream entries (XCLAIM ... JUSTID resets their idle time, so a
  *   slow but live request is never taken away) and runs the reclaim script,
