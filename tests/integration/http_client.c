@@ -57,7 +57,7 @@ static int start_server(void **state)
     snprintf(port_file, sizeof(port_file), "/tmp/llmq-http-test-%d.port", (int)getpid());
     unlink(port_file);
     const char *bin = llmq_test_bin("http_testserver", 1);
-    server_pid = fork();
+    server_pid = llmq_test_fork();
     if (server_pid == 0) {
         execl(bin, bin, "--port", "0", "--port-file", port_file, (char *)NULL);
         _exit(127);

@@ -127,7 +127,7 @@ static void test_many_processes_never_exceed(void **state)
     pid_t pids[PROCS];
     for (int i = 0; i < PROCS; i++) {
         snprintf(files[i], sizeof(files[i]), "/tmp/llmq-stress-%d-%d.txt", (int)getpid(), i);
-        pids[i] = fork();
+        pids[i] = llmq_test_fork();
         assert_true(pids[i] >= 0);
         if (pids[i] == 0)
             child(i, files[i]);

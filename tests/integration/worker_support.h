@@ -27,7 +27,7 @@ static inline pid_t worker_start(const char *account, const struct sim_proc *sim
 {
     char base[64];
     snprintf(base, sizeof(base), "http://127.0.0.1:%d/v1", sim->port);
-    pid_t pid = fork();
+    pid_t pid = llmq_test_fork();
     if (pid == 0) {
         FILE *f = fopen(log_path, "w");
         if (f != NULL) {
