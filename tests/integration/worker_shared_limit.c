@@ -1,7 +1,8 @@
-/* 2,000 jobs, 4 worker processes, one small shared limit (period ~2 s):
- * every job has exactly one result, the API (openai-sim, enforcing the same
- * limit over its own exact window) saw no request over its limit, and the
- * binding budget was >= 95% used in every full period. */
+/* 1,500 jobs, 4 worker processes, one shared limit (500 requests per 10 s):
+ * every job has exactly one result; the API (openai-sim, enforcing the same
+ * limit over its own exact window) saw no request over its limit, judged
+ * from its access log by sliding window at its own period; and the binding
+ * budget was >= 95% used in every full period, each period on its own. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,13 +10,16 @@
 
 #include "worker_support.h"
 
-#define JOBS 2000
+#define JOBS 1500
 #define WORKERS 4
 #define RPM 500
-#define SIM_PERIOD_MS 2000
-/* llmq's window is 5% longer than the API's: requests reach the API a few ms
- * after their admission in Redis, and this margin covers that transit. */
-#define LLMQ_PERIOD_MS 2100
+#define SIM_PERIOD_MS 10000
+/* The guard against arrival jitter, given explicitly until the scheduler
+ * issue builds one into llmq: requests reach the API some ms after Redis
+ * admitted them, by a varying delay. llmq's window is this much longer than
+ * the API's (2%); the over-limit judge is strict at the API's period. */
+#define ARRIVAL_GUARD_MS 200
+#define LLMQ_PERIOD_MS (SIM_PERIOD_MS + ARRIVAL_GUARD_MS)
 
 static int cmp_entry(const void *a, const void *b)
 {
@@ -70,7 +74,9 @@ static void test_four_workers_share_one_limit(void **state)
     assert_int_equal(redis_int(c, "XLEN %s", key, NULL), JOBS);
     redisFree(c);
 
-    /* The API never saw a request over its limit; the budget was used. */
+    /* The API never saw a request over its limit: no sliding window of its
+     * period holds more than RPM arrivals (every arrival counts: answered or
+     * refused for the limit), and it refused none. */
     size_t n;
     struct sim_entry *e = sim_log_read(sim.log_file, &n);
     int ok = 0, limited = 0;
@@ -78,17 +84,31 @@ static void test_four_workers_share_one_limit(void **state)
         ok += strcmp(e[i].outcome, "ok") == 0;
         limited += strncmp(e[i].outcome, "limit_", 6) == 0;
     }
+    qsort(e, n, sizeof(*e), cmp_entry);
+    size_t max_in_window = 0;
+    for (size_t i = 0, j = 0; i < n; i++) {
+        while (e[i].t_ms - e[j].t_ms >= SIM_PERIOD_MS)
+            j++;
+        if (i - j + 1 > max_in_window)
+            max_in_window = i - j + 1;
+    }
+    printf("# %zu requests, %d refused for the limit; most in one API period: %zu of %d\n", n,
+           limited, max_in_window, RPM);
+    assert_true(max_in_window <= RPM);
     assert_int_equal(limited, 0);
     assert_int_equal(ok, JOBS);
-    qsort(e, n, sizeof(*e), cmp_entry);
-    long long t0 = e[0].t_ms, periods = (e[n - 1].t_ms - t0) / LLMQ_PERIOD_MS, used = 0;
+    /* The budget llmq offers (RPM per llmq period) was used in every full
+     * period from the first arrival, each on its own. */
+    long long t0 = e[0].t_ms, periods = (e[n - 1].t_ms - t0) / LLMQ_PERIOD_MS;
     assert_true(periods >= 2);
-    for (size_t i = 0; i < n && e[i].t_ms < t0 + periods * LLMQ_PERIOD_MS; i++)
-        used++;
-    double util = (double)used / (double)(periods * RPM);
-    printf("# %lld requests in the first %lld full periods: %.1f%% of the budget\n", used,
-           periods, util * 100);
-    assert_true(util >= 0.95);
+    for (long long k = 0; k < periods; k++) {
+        long long used = 0;
+        for (size_t i = 0; i < n; i++)
+            used += e[i].t_ms >= t0 + k * LLMQ_PERIOD_MS && e[i].t_ms < t0 + (k + 1) * LLMQ_PERIOD_MS;
+        double util = (double)used / (double)RPM;
+        printf("# period %lld: %lld requests, %.1f%% of the budget\n", k, used, util * 100);
+        assert_true(util >= 0.95);
+    }
     free(e);
     unlink(jobs);
     for (int i = 0; i < WORKERS; i++)
