@@ -139,8 +139,8 @@ static void test_valid_corpus(void **state)
         /* Every line went in: the count printed and the jobs in Redis. */
         if (r.status != 0 || lines < 1 || strtoll(r.out, NULL, 10) != lines ||
             jobs_of(c, account) != lines)
-            fail_msg("%s: %lld lines; status %d, out '%s', %lld jobs in redis, err '%s'",
-                     e->d_name, lines, r.status, r.out, jobs_of(c, account), r.err);
+            fail_msg("%s: %lld lines; status %d, out '%s', %lld jobs in redis, err '%s'", e->d_name,
+                     lines, r.status, r.out, jobs_of(c, account), r.err);
         cli_free(&r);
         files++;
     }

@@ -37,8 +37,7 @@ struct needles {
  * every 8-character piece of it can be searched for. */
 static void needles_init(struct needles *n)
 {
-    static const char alphabet[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     unsigned int seed = (unsigned int)getpid() * 2654435761u ^ (unsigned int)llmq_test_now_ms();
     for (int i = 0; i < KEY_LEN; i++)
         n->key[i] = alphabet[rand_r(&seed) % (sizeof(alphabet) - 1)];
@@ -73,8 +72,8 @@ static int scan(const struct needles *n, const char *buf, size_t len, const char
     const char *bad[] = {n->sha_full, "Bearer "};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         if (mem_has(buf, len, bad[i], strlen(bad[i]))) {
-            fprintf(stderr, "LEAK: %s holds %s\n", what, i == 0 ? "the key's full SHA-256" :
-                                                                 "an Authorization header");
+            fprintf(stderr, "LEAK: %s holds %s\n", what,
+                    i == 0 ? "the key's full SHA-256" : "an Authorization header");
             found++;
         }
     }
@@ -96,8 +95,7 @@ static int scan_reply(const struct needles *n, const redisReply *r, const char *
 }
 
 /* A stream's consumer groups and their consumers (names, pending entries). */
-static int scan_stream_groups(const struct needles *n, redisContext *c, const char *k,
-                              size_t klen)
+static int scan_stream_groups(const struct needles *n, redisContext *c, const char *k, size_t klen)
 {
     redisReply *g = redisCommand(c, "XINFO GROUPS %b", k, klen);
     int found = scan_reply(n, g, "a stream's consumer groups");
@@ -106,8 +104,8 @@ static int scan_stream_groups(const struct needles *n, redisContext *c, const ch
         for (size_t f = 0; gi->type == REDIS_REPLY_ARRAY && f + 1 < gi->elements; f += 2) {
             if (strcmp(gi->element[f]->str, "name") != 0)
                 continue;
-            redisReply *cs = redisCommand(c, "XINFO CONSUMERS %b %s", k, klen,
-                                          gi->element[f + 1]->str);
+            redisReply *cs =
+                redisCommand(c, "XINFO CONSUMERS %b %s", k, klen, gi->element[f + 1]->str);
             found += scan_reply(n, cs, "a stream's consumers");
             freeReplyObject(cs);
         }
@@ -143,8 +141,7 @@ static int scan_redis(const struct needles *n, redisContext *c, long long *keys)
             else if (strcmp(type, "stream") == 0) {
                 v = redisCommand(c, "XRANGE %b - +", k, klen);
                 found += scan_stream_groups(n, c, k, klen);
-            }
-            else if (strcmp(type, "zset") == 0)
+            } else if (strcmp(type, "zset") == 0)
                 v = redisCommand(c, "ZRANGE %b 0 -1 WITHSCORES", k, klen);
             else if (strcmp(type, "list") == 0)
                 v = redisCommand(c, "LRANGE %b 0 -1", k, klen);

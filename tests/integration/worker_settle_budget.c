@@ -36,7 +36,7 @@ static void run_case(const char *const *sim_args, const char *want_state, struct
     snprintf(prefix, sizeof(prefix), "llmq:{%s}:", account);
     struct sim_proc sim;
     assert_int_equal(sim_proc_start(&sim, sim_args), 0);
-    const char *limits[] = {"llmq",   "limits",  "set",         MODEL, "--rpm", "1000",
+    const char *limits[] = {"llmq",  "limits",  "set",         MODEL,   "--rpm", "1000",
                             "--tpm", "1000000", "--period-ms", "60000", NULL};
     struct cli_run r = cli_run(account, limits);
     assert_int_equal(r.status, 0);
@@ -50,8 +50,8 @@ static void run_case(const char *const *sim_args, const char *want_state, struct
     assert_true(b->cost > 0);
 
     snprintf(log, sizeof(log), "/tmp/llmq-budget-%d.log", (int)getpid());
-    const char *args[] = {"--backoff-base-ms", "50", "--backoff-cap-ms", "200",
-                          "--exit-when-idle-ms", "1500", NULL};
+    const char *args[] = {
+        "--backoff-base-ms", "50", "--backoff-cap-ms", "200", "--exit-when-idle-ms", "1500", NULL};
     pid_t w = worker_start(account, &sim, log, args);
     assert_int_equal(worker_wait(w, 60000), 0);
     assert_int_equal(sim_proc_stop(&sim), 0);
@@ -81,8 +81,8 @@ static void run_case(const char *const *sim_args, const char *want_state, struct
     redisReply *res = redisCommand(c, "GET %s", key);
     if (res != NULL && res->type == REDIS_REPLY_STRING) {
         json_t *line = json_loads(res->str, 0, NULL);
-        json_t *usage = json_object_get(
-            json_object_get(json_object_get(line, "response"), "body"), "usage");
+        json_t *usage =
+            json_object_get(json_object_get(json_object_get(line, "response"), "body"), "usage");
         if (json_is_integer(json_object_get(usage, "total_tokens")))
             *usage_total = json_integer_value(json_object_get(usage, "total_tokens"));
         json_decref(line);

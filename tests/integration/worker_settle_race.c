@@ -57,8 +57,9 @@ static void test_two_settles_of_one_job(void **state)
     snprintf(log_a, sizeof(log_a), "/tmp/llmq-race-%d-a.log", (int)getpid());
     snprintf(log_b, sizeof(log_b), "/tmp/llmq-race-%d-b.log", (int)getpid());
 
-    const char *args[] = {"--visibility-ms", VISIBILITY_MS, "--exit-when-idle-ms", "1000",
-                          "--log-level", "debug", NULL};
+    const char *args[] = {
+        "--visibility-ms", VISIBILITY_MS, "--exit-when-idle-ms", "1000", "--log-level",
+        "debug",           NULL};
     pid_t a = worker_start(account, &sim, log_a, args);
     redisContext *c = llmq_test_redis_connect();
     /* A has the job once it logs the dispatch (its call is submitted then;
@@ -79,8 +80,9 @@ static void test_two_settles_of_one_job(void **state)
     /* B reclaims the job once A has been silent past the visibility timeout
      * (B stays up longer than that while idle), calls the API and stores the
      * result. */
-    const char *args_b[] = {"--visibility-ms", VISIBILITY_MS, "--exit-when-idle-ms", "4000",
-                            "--log-level", "debug", NULL};
+    const char *args_b[] = {
+        "--visibility-ms", VISIBILITY_MS, "--exit-when-idle-ms", "4000", "--log-level",
+        "debug",           NULL};
     pid_t b = worker_start(account, &sim, log_b, args_b);
     snprintf(key, sizeof(key), "%sres:r-0", prefix);
     assert_true(wait_int(c, "EXISTS %s", key, 1, 30000));

@@ -58,11 +58,10 @@ static void run_drain(const char *latency, const char *grace, int expect_finishe
         snprintf(key, sizeof(key), "%sjob:t-%d", prefix, i);
         redisReply *st = redisCommand(c, "HMGET %s state attempts", key);
         assert_true(st != NULL && st->type == REDIS_REPLY_ARRAY && st->elements == 2);
-        int is_done = st->element[0]->type == REDIS_REPLY_STRING &&
-                      strcmp(st->element[0]->str, "done") == 0;
-        long long att = st->element[1]->type == REDIS_REPLY_STRING
-                            ? strtoll(st->element[1]->str, NULL, 10)
-                            : 0;
+        int is_done =
+            st->element[0]->type == REDIS_REPLY_STRING && strcmp(st->element[0]->str, "done") == 0;
+        long long att =
+            st->element[1]->type == REDIS_REPLY_STRING ? strtoll(st->element[1]->str, NULL, 10) : 0;
         freeReplyObject(st);
         if (!is_done) {
             counted += att != 0;
