@@ -65,16 +65,7 @@ static void test_two_settles_of_one_job(void **state)
     /* A has the job once it logs the dispatch (its call is submitted then;
      * whether the request left before the freeze does not matter: A's call
      * is answered after the thaw either way, and its settle comes second). */
-    long long deadline = llmq_test_now_ms() + 20000;
-    int dispatched = 0;
-    while (!dispatched && llmq_test_now_ms() < deadline) {
-        char *text = cli_slurp(log_a);
-        dispatched = strstr(text, "dispatched:") != NULL;
-        free(text);
-        if (!dispatched)
-            usleep(20000);
-    }
-    assert_true(dispatched);
+    assert_true(worker_wait_log(log_a, "dispatched:", 20000));
     kill(a, SIGSTOP);
 
     /* B reclaims the job once A has been silent past the visibility timeout

@@ -64,6 +64,23 @@ static inline int worker_wait(pid_t pid, long long timeout_ms)
     return -1;
 }
 
+/* Waits up to timeout_ms until the log at path holds text; returns 1, or 0
+ * on timeout. */
+static inline int worker_wait_log(const char *path, const char *text, long long timeout_ms)
+{
+    long long deadline = llmq_test_now_ms() + timeout_ms;
+    for (;;) {
+        char *log = cli_slurp(path);
+        int found = strstr(log, text) != NULL;
+        free(log);
+        if (found)
+            return 1;
+        if (llmq_test_now_ms() >= deadline)
+            return 0;
+        usleep(20000);
+    }
+}
+
 /* Writes n chat jobs "<prefix>-<i>" for model to path, each with max_tokens
  * and an optional "llmq" options object text (may be NULL). */
 static inline void worker_write_jobs(const char *path, const char *prefix, int n,
