@@ -287,7 +287,7 @@ static void write_batch(struct gw_request *r)
         ok = redisAsyncCommandArgv(ac, NULL, NULL, (int)(2 + k), argv, NULL) == REDIS_OK;
     }
     ok = ok && redisAsyncCommand(ac, NULL, NULL, "ZADD %sgw:batches %lld %s", gw->prefix,
-                                 (long long)time(NULL) * 1000, c->id) == REDIS_OK;
+                                 gw_unix_ms(), c->id) == REDIS_OK;
     gw_request_hold(r);
     if (!ok || redisAsyncCommand(ac, on_written, r, "EXEC") != REDIS_OK) {
         gw_request_release(r);

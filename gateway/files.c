@@ -50,6 +50,13 @@ long long gw_unix_s(void)
     return (long long)time(NULL);
 }
 
+long long gw_unix_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static json_t *file_object(const char *id, const char *filename, const char *purpose,
                            long long bytes, long long created_at)
 {
@@ -186,7 +193,7 @@ static void upload(struct gw_request *r)
     if (redisAsyncCommand(ac, NULL, NULL, "MULTI") != REDIS_OK ||
         redisAsyncCommandArgv(ac, NULL, NULL, 16, argv, lens) != REDIS_OK ||
         redisAsyncCommand(ac, NULL, NULL, "ZADD %sgw:files %lld %s", p,
-                          (long long)time(NULL) * 1000, u->id) != REDIS_OK ||
+                          gw_unix_ms(), u->id) != REDIS_OK ||
         redisAsyncCommand(ac, on_stored, r, "EXEC") != REDIS_OK) {
         gw_request_release(r);
         gw_respond_no_redis(r);

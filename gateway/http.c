@@ -238,6 +238,40 @@ static enum MHD_Result on_post_part(void *cls, enum MHD_ValueKind kind, const ch
     return MHD_YES;
 }
 
+/* Keeps the last raw bytes of an upload (see multipart_complete). */
+static void upload_tail(struct gw_upload *u, const char *data, size_t n)
+{
+    size_t cap = sizeof(u->tail);
+    if (n >= cap) {
+        memcpy(u->tail, data + n - cap, cap);
+        u->tail_len = cap;
+        return;
+    }
+    if (u->tail_len + n > cap) {
+        size_t drop = u->tail_len + n - cap;
+        memmove(u->tail, u->tail + drop, u->tail_len - drop);
+        u->tail_len -= drop;
+    }
+    memcpy(u->tail + u->tail_len, data, n);
+    u->tail_len += n;
+}
+
+/* A multipart body is whole when, less trailing CR/LF, it ends with the
+ * closing delimiter "--BOUNDARY--": MHD's post processor does not say
+ * whether it saw one, so a cut-off upload would otherwise pass as a shorter
+ * file. This also makes up for MHD 0.9.75 refusing an epilogue (bytes after
+ * the closing delimiter, which RFC 2046 allows: the openai npm package sends
+ * "\r\n\r\n"): such a refusal comes after everything was parsed. */
+static int multipart_complete(const struct gw_upload *u)
+{
+    size_t n = u->tail_len;
+    while (n > 0 && (u->tail[n - 1] == '\r' || u->tail[n - 1] == '\n'))
+        n--;
+    char close[96];
+    int cl = snprintf(close, sizeof(close), "--%s--", u->boundary);
+    return cl > 4 && (size_t)cl <= n && memcmp(u->tail + n - (size_t)cl, close, (size_t)cl) == 0;
+}
+
 static void query_value(struct MHD_Connection *c, const char *name, char *buf, size_t n, int *has)
 {
     const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name);
@@ -279,7 +313,12 @@ static struct gw_request *request_new(struct gw_http *h, struct MHD_Connection *
         r->body_max = (size_t)h->gw->cfg->max_file_bytes;
         const char *ct =
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-        if (ct != NULL && strncasecmp(ct, "multipart/form-data", 19) == 0) {
+        const char *b = ct ? strstr(ct, "boundary=") : NULL;
+        if (ct != NULL && strncasecmp(ct, "multipart/form-data", 19) == 0 && b != NULL) {
+            b += 9;
+            size_t bl = b[0] == '"' ? strcspn(b + 1, "\"") : strcspn(b, "; \t");
+            snprintf(r->upload.boundary, sizeof(r->upload.boundary), "%.*s", (int)bl,
+                     b[0] == '"' ? b + 1 : b);
             r->upload.is_multipart = 1;
             r->pp = MHD_create_post_processor(conn, POST_BUFFER_BYTES, on_post_part, r);
         }
@@ -361,6 +400,11 @@ static void start(struct gw_request *r)
     default:
         break;
     }
+    if (r->upload.is_multipart && !multipart_complete(&r->upload)) {
+        gw_respond_errorf(r, 400, "invalid_request_error", "file", "invalid_multipart",
+                          "The multipart/form-data body is malformed.");
+        return;
+    }
     if (r->body_too_big) {
         int file = r->m.route == GW_ROUTE_FILE_CREATE;
         gw_respond_errorf(r, 413, "invalid_request_error", file ? "file" : NULL,
@@ -402,8 +446,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (*upload_data_size > 0) {
         if (r->pp != NULL) {
-            if (MHD_post_process(r->pp, upload_data, *upload_data_size) != MHD_YES)
-                r->upload.is_multipart = 0; /* malformed multipart: refused below */
+            upload_tail(&r->upload, upload_data, *upload_data_size);
+            if (!r->upload.pp_failed &&
+                MHD_post_process(r->pp, upload_data, *upload_data_size) != MHD_YES)
+                r->upload.pp_failed = 1;
         } else {
             body_append(r, upload_data, *upload_data_size);
         }

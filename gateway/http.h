@@ -35,6 +35,10 @@ struct gw_key {
 /* An uploaded file part (POST /v1/files). */
 struct gw_upload {
     int is_multipart;
+    int pp_failed;       /* MHD's post processor refused a chunk */
+    char boundary[80];   /* of the multipart body */
+    char tail[128];      /* the last raw bytes of the body */
+    size_t tail_len;
     int has_file;
     char filename[256];
     char purpose[64];

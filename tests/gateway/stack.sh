@@ -4,8 +4,8 @@
 # openai-sim, WORKERS llmq-workers and one llmq-gateway, plus a gateway key.
 #   tests/gateway/stack.sh BIN_DIR COMMAND [ARGS...]
 # Environment in:  SIM_FLAGS (extra openai-sim flags), WORKERS (default 2),
-#   GW_FLAGS (extra gateway flags), LIMIT_ARGS (a `llmq limits set` argument
-#   list, applied before the workers start), WORKER_FLAGS.
+#   GW_FLAGS (extra gateway flags), LIMITS (`llmq limits set` argument lists
+#   separated by '|', applied before the workers start), WORKER_FLAGS.
 # Environment out (for COMMAND): GW_URL (http://127.0.0.1:PORT/v1), GW_KEY,
 #   GW_PORT, SIM_URL, SIM_LOG (the server's access log), LLMQ_REDIS_URL,
 #   REDIS_PORT, LLMQ_BIN_DIR, STACK_DIR (scratch; removed at exit).
@@ -41,10 +41,11 @@ export SIM_LOG=$STACK_DIR/sim-access.log
 pids+=($!)
 wait_file "$STACK_DIR/sim.port" openai-sim
 export SIM_URL=http://127.0.0.1:$(cat "$STACK_DIR/sim.port")/v1
-if [ -n "${LIMIT_ARGS:-}" ]; then
+IFS='|' read -r -a limit_sets <<<"${LIMITS:-}"
+for l in "${limit_sets[@]}"; do
     # shellcheck disable=SC2086
-    "$bin/llmq" limits set $LIMIT_ARGS >/dev/null
-fi
+    [ -n "${l// /}" ] && "$bin/llmq" limits set $l >/dev/null
+done
 for i in $(seq "${WORKERS:-2}"); do
     # shellcheck disable=SC2086
     OPENAI_API_KEY=gw-test-not-a-real-key "$bin/llmq-worker" --base-url "$SIM_URL" \
