@@ -25,7 +25,10 @@ static int take_id(const char *s, size_t n, char id[GW_ID_MAX + 1])
         return 0;
     memcpy(id, s, n);
     id[n] = '\0';
-    return llmq_name_valid(id);
+    if (llmq_name_valid(id))
+        return 1;
+    id[0] = '\0'; /* an invalid id is never handed on */
+    return 0;
 }
 
 /* Matches "/v1/<coll>[/{id}[/<tail>]]" for a collection; returns 0 no match,
