@@ -295,6 +295,31 @@ static void write_batch(struct gw_request *r)
     }
 }
 
+/* The key decides: a line's own "llmq" options (tenant, user, priority) may
+ * not take a job out of the key's tenant or user, or above its priority. A
+ * key without a tenant (or user) leaves the lines' own. Returns -1 when out
+ * of memory. */
+static int key_mapping(const struct gw_request *r, struct llmq_job *j)
+{
+    const struct gw_key *k = &r->key;
+    if (k->tenant[0] != '\0' && (j->tenant == NULL || strcmp(j->tenant, k->tenant) != 0)) {
+        free(j->tenant);
+        if ((j->tenant = strdup(k->tenant)) == NULL)
+            return -1;
+    }
+    if (k->user[0] != '\0' && (j->user == NULL || strcmp(j->user, k->user) != 0)) {
+        free(j->user);
+        if ((j->user = strdup(k->user)) == NULL)
+            return -1;
+    }
+    /* priority order: high > normal > low; enum order is normal, high, low */
+    static const int rank[] = {[LLMQ_PRIORITY_NORMAL] = 1, [LLMQ_PRIORITY_HIGH] = 2,
+                               [LLMQ_PRIORITY_LOW] = 0};
+    if (rank[j->priority] > rank[k->priority])
+        j->priority = k->priority;
+    return 0;
+}
+
 /* Checks the input lines and names their jobs; answers r and returns -1 when bad. */
 static int prepare_jobs(struct gw_request *r, const char *content, size_t len)
 {
@@ -326,6 +351,10 @@ static int prepare_jobs(struct gw_request *r, const char *content, size_t len)
     gw_new_id("batch_", c->id, sizeof(c->id));
     for (size_t i = 0; i < c->batch.n_jobs; i++) {
         struct llmq_job *j = &c->batch.jobs[i];
+        if (key_mapping(r, j) != 0) {
+            gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
+            return -1;
+        }
         if (strcmp(j->url, c->req.endpoint) != 0) {
             gw_respond_errorf(r, 400, INVALID, "endpoint", "mismatched_endpoint",
                               "line %ld: url %s is not the batch's endpoint %s",
