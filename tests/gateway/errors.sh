@@ -164,5 +164,44 @@ check "cut-off multipart body" 400 $I file invalid_multipart -- "$U/files" "${au
     -H 'Content-Type: multipart/form-data; boundary=zz' --data-binary \
     $'--zz\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n--zz\r\nContent-Disposition: form-data; name="file"; filename="a"\r\n\r\n'"$good"
 
+# ---- configuration errors: one line, exit 2 ----
+for args in "--listen nowhere:80" "--listen 127.0.0.1:99999" "--tls-cert /nonexistent" \
+    "--max-wait-ms 0" "--account a{b}" "--bogus"; do
+    # shellcheck disable=SC2086
+    "$LLMQ_BIN_DIR/llmq-gateway" $args >"$STACK_DIR/cfg.out" 2>&1
+    rc=$?
+    expect "config error exits 2: $args" [ $rc = 2 ]
+    expect "  ... with one line naming it" [ "$(wc -l <"$STACK_DIR/cfg.out")" = 1 ]
+done
+
+# ---- TLS and a separate metrics port ----
+if openssl req -x509 -newkey rsa:2048 -nodes -keyout "$STACK_DIR/tls.key" -out "$STACK_DIR/tls.crt" \
+    -days 1 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1; then
+    "$LLMQ_BIN_DIR/llmq-gateway" --listen 127.0.0.1:0 --port-file "$STACK_DIR/tls.port" \
+        --tls-cert "$STACK_DIR/tls.crt" --tls-key "$STACK_DIR/tls.key" \
+        --metrics-listen 127.0.0.1:0 --log-level warn 2>"$STACK_DIR/tls-gw.err" &
+    tls_pid=$!
+    for _ in $(seq 200); do [ -s "$STACK_DIR/tls.port" ] && break; sleep 0.05; done
+    tport=$(cat "$STACK_DIR/tls.port")
+    code=$(curl -s -o "$out" -w '%{http_code}' --cacert "$STACK_DIR/tls.crt" \
+        "https://127.0.0.1:$tport/v1/embeddings" "${auth[@]}" \
+        -d '{"model":"text-embedding-3-small","input":"tls"}')
+    expect "a call over TLS (certificate verified)" [ "$code" = 200 ]
+    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$tport/healthz")
+    expect "no plain HTTP on the TLS port" [ "$code" != 200 ]
+    mport=$(ss -ltnp 2>/dev/null | awk -v p="pid=$tls_pid," '$0 ~ p { split($4, a, ":"); print a[length(a)] }' |
+        grep -v "^$tport\$" | head -1)
+    code=$(curl -s -o "$out" -w '%{http_code}' "http://127.0.0.1:${mport:-0}/metrics")
+    expect "metrics on --metrics-listen" bash -c "[ $code = 200 ] && grep -q '^llmq_gateway_requests_total [1-9]' $out"
+    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${mport:-0}/v1/batches" "${auth[@]}")
+    expect "  ... and no API there" [ "$code" = 404 ]
+    kill -TERM $tls_pid
+    wait $tls_pid
+    expect "SIGTERM: exit 0" [ $? = 0 ]
+else
+    fail=$((fail + 1))
+    echo "not ok - openssl could not make a test certificate"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
