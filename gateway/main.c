@@ -10,6 +10,7 @@
 
 #include "gateway.h"
 #include "job.h"
+#include "llmq/tokens.h"
 #include "http.h"
 #include "log.h"
 #include "redis.h"
@@ -96,6 +97,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "llmq-gateway: %s\n", err.msg);
         return 2;
     }
+    /* Cost estimates need the vocabularies; loading one takes about a second,
+     * which would stall every request on the loop: load them before listening. */
+    for (int e = 0; e < LLMQ_ENCODING_COUNT; e++)
+        if (llmq_tokens_load((enum llmq_encoding)e, &err) != LLMQ_OK) {
+            fprintf(stderr, "llmq-gateway: %s\n", err.msg);
+            return 1;
+        }
     gw.loop = ev_default_loop(EVFLAG_AUTO);
     gw.waiters = gw_waiters_new(&gw);
     struct llmq_redis_async_config rc = {.name = "gateway"};
