@@ -4,6 +4,7 @@
 #include <ev.h>
 #include <hiredis/async.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,12 @@ int main(int argc, char **argv)
         return prc > 0 ? 0 : 2;
     llmq_log_configure(cfg.log_level, cfg.log_format);
     signal(SIGPIPE, SIG_IGN);
+    /* every waiting caller holds a socket: allow as many as the hard limit */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
     struct gw gw = {.cfg = &cfg, .job_body_max = LLMQ_JOB_MAX_BODY_BYTES_DEFAULT};
     struct llmq_error err = {0};
     if (llmq_redis_url_parse(cfg.redis_url, &gw.url, &err) != LLMQ_OK ||

@@ -6,7 +6,10 @@
 #      request rate of the server, both with loadgen (closed loop, 64
 #      keep-alive connections, same body);
 #   2. added latency: p50/p99 of calls through the gateway against direct
-#      calls at a server latency of 50 ms (16 connections, below every limit).
+#      calls at a server latency of 50 ms (16 connections, below every limit);
+#   3. open requests: 2,000 callers waiting at once (server latency 2 s): all
+#      answered, and the gateway's resident memory per waiting call (RSS at
+#      the peak minus RSS before the load).
 # usage: tests/bench/bench_gateway.sh [BUILD_DIR]   (a Release build; built if
 # missing). Needs redis-server and curl. Everything binds 127.0.0.1.
 set -euo pipefail
@@ -44,10 +47,33 @@ measure() { # conns
 }
 export -f measure
 
+measure_open() { # conns
+    local conns=$1 body='{"model":"gpt-4o-mini","max_tokens":16,"messages":[{"role":"user","content":"Wait with me."}]}'
+    rss() { awk '/VmRSS/ { print $2 }' "/proc/$GW_PID/status"; }
+    local before
+    before=$(rss)
+    "$LOADGEN" --port "$GW_PORT" --conns "$conns" --duration-s "$secs" --body "$body" \
+        --key "$GW_KEY" >"$STACK_DIR/open.out" &
+    local lg=$! peak=0 r
+    while kill -0 $lg 2>/dev/null; do
+        r=$(rss)
+        [ "${r:-0}" -gt "$peak" ] && peak=$r
+        sleep 0.2
+    done
+    wait $lg
+    local out
+    out=$(cat "$STACK_DIR/open.out")
+    v() { sed -n "s/.*\b$1=\([0-9.]*\).*/\1/p" <<<"$out"; }
+    echo "open $(v peak_outstanding) $(v status_2xx) $(v status_other) $(v errors) $before $peak $(v p50_ms)"
+}
+export -f measure_open
+
 WORKERS=2 WORKER_FLAGS="--concurrency 256" SIM_FLAGS="" \
     tests/gateway/stack.sh "$bin" bash -c 'measure 64' >"$tmp/zero"
 WORKERS=2 WORKER_FLAGS="--concurrency 256" SIM_FLAGS="--latency-ms 50" \
     tests/gateway/stack.sh "$bin" bash -c 'measure 16' >"$tmp/lat"
+WORKERS=2 WORKER_FLAGS="--concurrency 1024 --http1" SIM_FLAGS="--latency-ms 2000" \
+    tests/gateway/stack.sh "$bin" bash -c 'measure_open 2000' >"$tmp/open"
 
 awk -v secs="$secs" '
     $1 == "direct" { d = $2; dok = $5; dbad = $6 }
@@ -69,3 +95,13 @@ awk -v secs="$secs" '
         printf "| added by the gateway | %.1f | %.1f | |\n", g50 - d50, g99 - d99
         printf "| ratio gateway / direct | %.2f | %.2f | |\n", g50 / d50, g99 / d99
     }' "$tmp/lat"
+awk -v secs="$secs" '
+    $1 == "open" {
+        printf "\n3. Open requests: 2,000 callers at once, server latency 2 s, %d s\n\n", secs
+        printf "| measure | value |\n|---|---|\n"
+        printf "| calls waiting at once (peak, at the callers) | %d |\n", $2
+        printf "| answered 2xx / other / connection errors | %d / %d / %d |\n", $3, $4, $5
+        printf "| p50 latency (server: 2,000 ms) | %.0f ms |\n", $8
+        printf "| gateway RSS before / at the peak | %.1f / %.1f MiB |\n", $6 / 1024, $7 / 1024
+        printf "| RSS per waiting call | %.1f KiB |\n", ($2 > 0 ? ($7 - $6) / $2 : 0)
+    }' "$tmp/open"
