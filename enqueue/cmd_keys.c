@@ -1,7 +1,7 @@
 /* llmq keys: the gateway's API keys (llmq-gateway). A key maps to a tenant, a
  * user (or none: the gateway takes the request's "user" field), a priority for
  * synchronous calls and the models it may use. `create` prints the key once;
- * Redis keeps only its SHA-256 (common/gw_key.h, layout in common/keys.h), so a
+ * Redis keeps only its SHA-256 (common/auth/gw_key.h, layout in common/redis/keys.h), so a
  * lost key cannot be recovered, only revoked and replaced. A key is named in
  * `list` and `revoke` by the first hex digits of that hash (its id). */
 #include <getopt.h>
@@ -11,10 +11,10 @@
 #include <time.h>
 
 #include "cli.h"
-#include "gw_key.h"
-#include "job.h"
-#include "keys.h"
-#include "redis.h"
+#include "auth/gw_key.h"
+#include "jobs/job.h"
+#include "redis/keys.h"
+#include "redis/redis.h"
 
 #define KEY_ID_LEN 16 /* hex digits of the hash shown as a key's id */
 #define KEY_ID_MIN 8  /* fewest hex digits revoke accepts */

@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "http.h"
-#include "job.h"
-#include "log.h"
-#include "redis.h"
+#include "jobs/job.h"
+#include "base/log.h"
+#include "redis/redis.h"
 
 static const char *field(const redisReply *h, const char *name)
 {

@@ -18,13 +18,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "batch.h"
+#include "jobs/batch.h"
 #include "files.h"
-#include "job.h"
-#include "job_store.h"
+#include "jobs/job.h"
+#include "jobs/job_store.h"
 #include "list.h"
-#include "log.h"
-#include "script.h"
+#include "base/log.h"
+#include "redis/script.h"
 
 #define INVALID "invalid_request_error"
 #define IDS_PER_COMMAND 1000

@@ -20,10 +20,10 @@
 #include <time.h>
 
 #include "http.h"
-#include "job.h"
-#include "job_store.h"
-#include "log.h"
-#include "script.h"
+#include "jobs/job.h"
+#include "jobs/job_store.h"
+#include "base/log.h"
+#include "redis/script.h"
 #include "waiters.h"
 
 enum call_phase { CALL_QUEUED, CALL_SENT, CALL_DONE };

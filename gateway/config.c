@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "redis.h"
-#include "redis_url.h"
+#include "redis/redis.h"
+#include "redis/redis_url.h"
 
 static int bad(const char *flag, const char *why, const char *value)
 {

@@ -3,7 +3,7 @@
 #ifndef LLMQ_GW_CONFIG_H
 #define LLMQ_GW_CONFIG_H
 
-#include "log.h"
+#include "base/log.h"
 
 struct gw_config {
     char listen_host[64];

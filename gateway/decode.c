@@ -10,8 +10,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "job.h"
-#include "redis.h"
+#include "jobs/job.h"
+#include "redis/redis.h"
 
 #define INVALID "invalid_request_error"
 #define METADATA_PAIRS_MAX 16

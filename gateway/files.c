@@ -19,10 +19,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "batch.h"
-#include "job.h"
+#include "jobs/batch.h"
+#include "jobs/job.h"
 #include "list.h"
-#include "log.h"
+#include "base/log.h"
 
 #define INVALID "invalid_request_error"
 /* custom_id room: batch job ids are "<batch id>.<custom_id>" (keys.h) */

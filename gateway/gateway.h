@@ -10,9 +10,9 @@
 #define LLMQ_GW_GATEWAY_H
 
 #include "config.h"
-#include "keys.h"
-#include "redis_async.h"
-#include "redis_url.h"
+#include "redis/keys.h"
+#include "redis/redis_async.h"
+#include "redis/redis_url.h"
 
 struct ev_loop;
 struct gw_http;

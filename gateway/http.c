@@ -25,10 +25,10 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "batch.h"
-#include "gw_key.h"
-#include "job.h"
-#include "log.h"
+#include "jobs/batch.h"
+#include "auth/gw_key.h"
+#include "jobs/job.h"
+#include "base/log.h"
 
 #define POST_BUFFER_BYTES 65536
 #define IDLE_TIMEOUT_S 120

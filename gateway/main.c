@@ -10,11 +10,11 @@
 #include <string.h>
 
 #include "gateway.h"
-#include "job.h"
+#include "jobs/job.h"
 #include "llmq/tokens.h"
 #include "http.h"
-#include "log.h"
-#include "redis.h"
+#include "base/log.h"
+#include "redis/redis.h"
 #include "waiters.h"
 
 void gw_calls_shutdown_one(struct gw_waiter *w);

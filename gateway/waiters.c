@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
+#include "base/log.h"
 
 #define BUCKETS 4096
 #define BLOCK_MS 5000

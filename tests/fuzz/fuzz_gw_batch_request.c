@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "decode.h"
-#include "job.h"
-#include "redis.h"
+#include "jobs/job.h"
+#include "redis/redis.h"
 
 #define WINDOW_MAX_MS (168LL * 3600 * 1000)
 

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "decode.h"
-#include "redis.h"
+#include "redis/redis.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

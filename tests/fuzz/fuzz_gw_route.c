@@ -8,7 +8,7 @@
 
 #include "decode.h"
 #include "fuzz_util.h"
-#include "redis.h"
+#include "redis/redis.h"
 
 static const char *next_field(char **p, char *end)
 {

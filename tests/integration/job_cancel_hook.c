@@ -16,8 +16,8 @@
 #include <cmocka.h>
 
 #include "llmq/llmq.h"
-#include "redis.h"
-#include "script.h"
+#include "redis/redis.h"
+#include "redis/script.h"
 #include "testsupport.h"
 
 #define BODY "{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"
