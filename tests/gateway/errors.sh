@@ -16,7 +16,7 @@ check() {
     local name=$1 status=$2 type=$3 param=$4 code=$5
     shift 6
     local got
-    got=$(curl -s -o "$out" -w '%{http_code}' "$@")
+    got=$(curl -s --max-time 60 -o "$out" -w "%{http_code}" "$@")
     local why
     why=$(node -e '
         const [file, type, param, code] = process.argv.slice(1);
@@ -187,7 +187,7 @@ if openssl req -x509 -newkey rsa:2048 -nodes -keyout "$STACK_DIR/tls.key" -out "
         "https://127.0.0.1:$tport/v1/embeddings" "${auth[@]}" \
         -d '{"model":"text-embedding-3-small","input":"tls"}')
     expect "a call over TLS (certificate verified)" [ "$code" = 200 ]
-    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$tport/healthz")
+    code=$(curl -s -o /dev/null -w "%{http_code}" --max-time 5 "http://127.0.0.1:$tport/healthz")
     expect "no plain HTTP on the TLS port" [ "$code" != 200 ]
     mport=$(ss -ltnp 2>/dev/null | awk -v p="pid=$tls_pid," '$0 ~ p { split($4, a, ":"); print a[length(a)] }' |
         grep -v "^$tport\$" | head -1)
