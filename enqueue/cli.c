@@ -7,8 +7,8 @@
 #include <stdlib.h>
 
 #include "llmq/error.h"
-#include "redis.h"
-#include "redis_url.h"
+#include "redis/redis.h"
+#include "redis/redis_url.h"
 
 int llmq_cli_common_option(struct llmq_cli *cli, int opt, const char *arg)
 {

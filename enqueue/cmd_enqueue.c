@@ -10,14 +10,15 @@
 #include <string.h>
 #include <time.h>
 
-#include "batch.h"
-#include "clock.h"
+#include "base/clock.h"
 #include "cli.h"
-#include "job_idset.h"
-#include "job_store.h"
-#include "keys.h"
+#include "jobs/batch.h"
+#include "jobs/job_idset.h"
+#include "jobs/job_store.h"
+#include "llmq/priority.h"
+#include "redis/keys.h"
 #include "progress.h"
-#include "redis.h"
+#include "redis/redis.h"
 
 struct enqueue_opts {
     const char *file;
@@ -105,7 +106,7 @@ static int take_option(struct llmq_cli *cli, struct enqueue_opts *o, int opt, co
     long long v = 0;
     switch (opt) {
     case OPT_PRIORITY:
-        if (llmq_job_priority_parse(arg, &o->d.priority) == 0)
+        if (llmq_priority_parse(arg, &o->d.priority) == 0)
             return 0;
         llmq_cli_error(cli, "--priority: expected high, normal or low, got '%s'", arg);
         return -1;
@@ -317,15 +318,16 @@ struct waiting {
  * one shows up. */
 static void check_consumers(struct waiting *w, size_t left)
 {
-    static const char *const prios[] = {"high", "normal", "low"};
     redisContext *c = w->c;
-    for (int i = 0; i < 3; i++)
-        redisAppendCommand(c, "XPENDING %sq:%s %s", w->prefix, prios[i], LLMQ_GROUP);
+    for (int i = 0; i < LLMQ_PRIORITY_COUNT; i++)
+        redisAppendCommand(c, "XPENDING %sq:%s %s", w->prefix,
+                           llmq_priority_name(llmq_priority_by_rank(i)), LLMQ_GROUP);
     redisAppendCommand(c, "HGETALL %sworkers", w->prefix);
     redisAppendCommand(c, "TIME");
-    redisReply *r[5] = {0};
+    enum { HB = LLMQ_PRIORITY_COUNT, NOW, REPLIES }; /* after the XPENDINGs */
+    redisReply *r[REPLIES] = {0};
     int ok = 1;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < REPLIES; i++)
         if (redisGetReply(c, (void **)&r[i]) != REDIS_OK) {
             ok = 0;
             r[i] = NULL;
@@ -333,16 +335,16 @@ static void check_consumers(struct waiting *w, size_t left)
         }
     long long pending = 0, now = 0;
     int live = 0;
-    for (int i = 0; ok && i < 3; i++)
+    for (int i = 0; ok && i < LLMQ_PRIORITY_COUNT; i++)
         if (r[i]->type == REDIS_REPLY_ARRAY && r[i]->elements > 0 &&
             r[i]->element[0]->type == REDIS_REPLY_INTEGER)
             pending += r[i]->element[0]->integer;
-    if (ok && r[4]->type == REDIS_REPLY_ARRAY && r[4]->elements == 2)
-        now = strtoll(r[4]->element[0]->str, NULL, 10) * 1000 +
-              strtoll(r[4]->element[1]->str, NULL, 10) / 1000;
-    for (size_t i = 0; ok && r[3]->type == REDIS_REPLY_ARRAY && i + 1 < r[3]->elements; i += 2)
-        live |= now - strtoll(r[3]->element[i + 1]->str, NULL, 10) <= LLMQ_WORKER_LIVE_MS;
-    for (int i = 0; i < 5; i++)
+    if (ok && r[NOW]->type == REDIS_REPLY_ARRAY && r[NOW]->elements == 2)
+        now = strtoll(r[NOW]->element[0]->str, NULL, 10) * 1000 +
+              strtoll(r[NOW]->element[1]->str, NULL, 10) / 1000;
+    for (size_t i = 0; ok && r[HB]->type == REDIS_REPLY_ARRAY && i + 1 < r[HB]->elements; i += 2)
+        live |= now - strtoll(r[HB]->element[i + 1]->str, NULL, 10) <= LLMQ_WORKER_LIVE_MS;
+    for (int i = 0; i < REPLIES; i++)
         if (r[i] != NULL)
             freeReplyObject(r[i]);
     if (!ok)

@@ -10,11 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "calibration.h"
+#include "jobs/calibration.h"
 #include "cli.h"
-#include "keys.h"
-#include "redis.h"
-#include "script.h"
+#include "redis/keys.h"
+#include "redis/redis.h"
+#include "redis/script.h"
+#include "llmq/priority.h"
 
 /* Delayed and dead jobs are counted per priority up to this many. */
 #define PER_PRIO_CAP "10000"
@@ -370,19 +371,19 @@ static long long jint(const json_t *o, const char *k)
 
 static void print_queues(const json_t *o)
 {
-    const char *prios[] = {"high", "normal", "low"};
     json_t *t = json_object_get(o, "totals");
     char acct[96];
     fit(acct, sizeof(acct), json_string_value(json_object_get(o, "account")), 90);
     printf("account %s\n  %-8s %12s %12s %12s %12s\n", acct, "priority", "queued", "in_flight",
            "delayed", "dead");
-    for (int i = 0; i < 3; i++) {
-        json_t *q = json_object_get(json_object_get(o, "queues"), prios[i]);
+    for (int i = 0; i < LLMQ_PRIORITY_COUNT; i++) {
+        const char *prio = llmq_priority_name(llmq_priority_by_rank(i));
+        json_t *q = json_object_get(json_object_get(o, "queues"), prio);
         char d[24], x[24];
         snprintf(d, sizeof(d), jint(q, "delayed") < 0 ? "-" : "%lld", jint(q, "delayed"));
         snprintf(x, sizeof(x), jint(q, "dead") < 0 ? "-" : "%lld", jint(q, "dead"));
-        printf("  %-8s %12lld %12lld %12s %12s\n", prios[i], jint(q, "queued"),
-               jint(q, "in_flight"), d, x);
+        printf("  %-8s %12lld %12lld %12s %12s\n", prio, jint(q, "queued"), jint(q, "in_flight"), d,
+               x);
     }
     printf("  delayed %lld, dead %lld, results kept %lld\n", jint(t, "delayed"), jint(t, "dead"),
            jint(t, "results_kept"));

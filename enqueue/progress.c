@@ -4,7 +4,7 @@
  * count at that rate (unknown until something finished). Plain lines go out
  * when another tenth of the jobs ended or PLAIN_EVERY_MS passed, so logs of
  * long waits stay short. */
-#include "clock.h"
+#include "base/clock.h"
 #include "progress.h"
 
 #include <stdio.h>
