@@ -17,7 +17,7 @@
 
 #include "jobs_cli_run.h"
 #include "llmq/limiter.h"
-#include "redis.h"
+#include "redis/redis.h"
 #include "testsupport.h"
 
 #define MAX_ARGS 12

@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "llmq/limiter.h"
-#include "redis.h"
+#include "redis/redis.h"
 #include "testsupport.h"
 #include "worker_support.h"
 
