@@ -75,7 +75,7 @@ local function last_delivered(q)
 end
 
 local JOB_FIELDS = { 'model', 'tenant', 'user', 'cost', 'deadline_ms', 'attempts', 'max_attempts',
-    'state', 'est_prompt_tokens', 'url' }
+    'state', 'est_prompt_tokens', 'url', 'cancel' }
 local granted, taken, wait = {}, 0, 0
 
 for _, prio in ipairs(JOBS_PRIORITIES) do
@@ -121,6 +121,11 @@ for _, prio in ipairs(JOBS_PRIORITIES) do
             end
             if invalid ~= nil then
                 kind, a, b = 'dead', 'invalid_job', invalid
+            elseif kind == nil and job[11] == '1' then
+                -- Cancel hook (lua/job_cancel.lua): a job cancelled while it
+                -- was running and then handed back or reclaimed is never
+                -- sent again. Queued and delayed ones were ended at cancel.
+                kind, a, b = 'dead', 'cancelled', 'cancelled before it was sent'
             elseif kind == nil then
                 local deadline = tonumber(job[5]) or 0
                 local attempts, max_attempts = tonumber(job[6]) or 0, tonumber(job[7]) or 0
