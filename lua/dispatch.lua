@@ -68,11 +68,11 @@ local function last_delivered(q)
     end
     for _, g in ipairs(groups) do
         local info = llmq_hash_table(g)
-        if info.name == 'workers' then
+        if info.name == LLMQ_JOBS_GROUP then
             return info['last-delivered-id']
         end
     end
-    redis.call('XGROUP', 'CREATE', q, 'workers', '0')
+    redis.call('XGROUP', 'CREATE', q, LLMQ_JOBS_GROUP, '0')
     return '0-0'
 end
 
@@ -168,8 +168,8 @@ for _, prio in ipairs(JOBS_PRIORITIES) do
         end
         limiter_flush(s)
         if #outcome > 0 then
-            local got = redis.call('XREADGROUP', 'GROUP', 'workers', consumer, 'COUNT', #outcome,
-                'STREAMS', q, '>')
+            local got = redis.call('XREADGROUP', 'GROUP', LLMQ_JOBS_GROUP, consumer,
+                'COUNT', #outcome, 'STREAMS', q, '>')
             local delivered = got[1][2]
             for i, o in ipairs(outcome) do
                 local eid = delivered[i][1]

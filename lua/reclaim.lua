@@ -17,7 +17,7 @@ worker_heartbeat(P, ARGV[1], now, true)
 for _, prio in ipairs(JOBS_PRIORITIES) do
     local q = P .. 'q:' .. prio
     if redis.call('EXISTS', q) == 1 then
-        local ok, r = pcall(redis.call, 'XAUTOCLAIM', q, 'workers', ARGV[1], min_idle, '0-0',
+        local ok, r = pcall(redis.call, 'XAUTOCLAIM', q, LLMQ_JOBS_GROUP, ARGV[1], min_idle, '0-0',
             'COUNT', 256)
         if ok then
             for _, e in ipairs(r[2]) do
@@ -35,7 +35,7 @@ for _, prio in ipairs(JOBS_PRIORITIES) do
             end
             -- Entries deleted while pending come back as ids only: drop them.
             for _, eid in ipairs(r[3] or {}) do
-                redis.call('XACK', q, 'workers', eid)
+                redis.call('XACK', q, LLMQ_JOBS_GROUP, eid)
             end
         end
     end

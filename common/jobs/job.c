@@ -6,12 +6,14 @@
 #include "jobs/job.h"
 
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
 
+#include "base/backoff.h"
 #include "redis/redis.h"
 
 static const char *const known_urls[] = {
@@ -41,22 +43,21 @@ const char *llmq_job_url_known(const char *url)
     return NULL;
 }
 
-/* splitmix64 over a per-thread state seeded once from the kernel: ids need to
- * be unique, not secret, and a syscall per id would cost more than the rest of
- * the enqueue path. */
+/* The one RNG (base/backoff.h) over a per-thread state seeded once from the
+ * kernel: ids need to be unique, not secret, and a syscall per id would cost
+ * more than the rest of the enqueue path. */
 static unsigned long long next_random(void)
 {
-    static _Thread_local unsigned long long state;
+    static _Thread_local uint64_t state;
     static _Thread_local int seeded;
     if (!seeded) {
-        if (getrandom(&state, sizeof(state), 0) != (ssize_t)sizeof(state))
-            state = (unsigned long long)time(NULL) ^ (unsigned long long)(size_t)&state;
+        uint64_t seed;
+        if (getrandom(&seed, sizeof(seed), 0) != (ssize_t)sizeof(seed))
+            seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)&state;
+        llmq_backoff_rng_seed(&state, seed);
         seeded = 1;
     }
-    unsigned long long z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
+    return (unsigned long long)llmq_backoff_rng_next(&state);
 }
 
 void llmq_job_id_generate(char *buf, size_t n)

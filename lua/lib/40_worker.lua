@@ -11,7 +11,7 @@ end
 -- Acks and deletes entry eid of stream q (group workers). Returns 1 when the
 -- entry was still pending (so this caller owned it).
 local function worker_ack(q, eid)
-    local acked = redis.call('XACK', q, 'workers', eid)
+    local acked = redis.call('XACK', q, LLMQ_JOBS_GROUP, eid)
     redis.call('XDEL', q, eid)
     return acked
 end
