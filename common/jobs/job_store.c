@@ -15,18 +15,17 @@
 #include "redis/keys.h"
 #include "redis/redis.h"
 #include "redis/script.h"
+#include "llmq/priority.h"
 
 #define FIELDS_PER_JOB 12
 #define NUMS_PER_JOB 5
 #define NUM_LEN 24
 
-static const char *const priorities[] = {"high", "normal", "low"};
-
 enum llmq_rc llmq_job_store_prepare(redisContext *c, const char *prefix, struct llmq_error *err)
 {
-    for (size_t i = 0; i < 3; i++) {
+    for (int i = 0; i < LLMQ_PRIORITY_COUNT; i++) {
         char key[LLMQ_KEY_PREFIX_MAX + 16];
-        snprintf(key, sizeof(key), "%sq:%s", prefix, priorities[i]);
+        snprintf(key, sizeof(key), "%sq:%s", prefix, llmq_priority_name(llmq_priority_by_rank(i)));
         redisReply *r = redisCommand(c, "XGROUP CREATE %s %s 0 MKSTREAM", key, LLMQ_GROUP);
         int ok =
             r != NULL && (r->type != REDIS_REPLY_ERROR || strncmp(r->str, "BUSYGROUP", 9) == 0);
@@ -76,7 +75,7 @@ static void build_call(struct call_args *a, const char *prefix, const struct llm
     arg(a, prefix, strlen(prefix));
     for (size_t i = 0; i < n; i++) {
         const struct llmq_job *j = &jobs[i];
-        const char *prio = llmq_job_priority_name(j->priority);
+        const char *prio = llmq_priority_name(j->priority);
         arg(a, j->id, strlen(j->id));
         arg(a, prio, strlen(prio));
         arg(a, j->model, strlen(j->model));

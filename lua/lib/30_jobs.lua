@@ -21,7 +21,13 @@ local JOBS_DEFAULTS = {
 }
 local JOBS_SWEEP_MAX = 64       -- results deleted per finish at most
 local JOBS_TRIM_EVERY = 256     -- streams trimmed every this many finishes
+-- The priorities in the order dispatch serves them: the one list in Lua (the
+-- one in C is common/base/priority.c; the names are in llmq/priority.h).
 local JOBS_PRIORITIES = { 'high', 'normal', 'low' }
+local JOBS_PRIORITY_VALID = {} -- name -> true
+for _, prio in ipairs(JOBS_PRIORITIES) do
+    JOBS_PRIORITY_VALID[prio] = true
+end
 local LLMQ_JOBS_GROUP = 'workers' -- consumer group of the queue streams
 
 -- The effective retention settings of account P: P settings over defaults.
