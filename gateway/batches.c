@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "jobs/batch.h"
+#include "llmq/priority.h"
 #include "files.h"
 #include "jobs/job.h"
 #include "jobs/job_store.h"
@@ -334,6 +335,15 @@ static void write_batch(struct gw_request *r)
     }
 }
 
+/* Where dispatch serves p: 0 first (high). */
+static int serving_rank(enum llmq_priority p)
+{
+    for (int i = 0; i < LLMQ_PRIORITY_COUNT; i++)
+        if (llmq_priority_by_rank(i) == p)
+            return i;
+    return LLMQ_PRIORITY_COUNT;
+}
+
 /* The key decides: a line's own "llmq" options (tenant, user, priority) may
  * not take a job out of the key's tenant or user, or above its priority. A
  * key without a tenant (or user) leaves the lines' own. Returns -1 when out
@@ -351,10 +361,7 @@ static int key_mapping(const struct gw_request *r, struct llmq_job *j)
         if ((j->user = strdup(k->user)) == NULL)
             return -1;
     }
-    /* priority order: high > normal > low; enum order is normal, high, low */
-    static const int rank[] = {
-        [LLMQ_PRIORITY_NORMAL] = 1, [LLMQ_PRIORITY_HIGH] = 2, [LLMQ_PRIORITY_LOW] = 0};
-    if (rank[j->priority] > rank[k->priority])
+    if (serving_rank(j->priority) < serving_rank(k->priority))
         j->priority = k->priority;
     return 0;
 }

@@ -145,6 +145,17 @@ check "list: limit 0" 400 $I limit invalid_value -- "$U/batches?limit=0" "${auth
 check "list: limit 101" 400 $I limit invalid_value -- "$U/batches?limit=101" "${auth[@]}"
 check "list: unknown after" 400 $I after invalid_value -- "$U/batches?after=batch_nope" "${auth[@]}"
 
+# ---- a batch line's own "llmq" options cannot leave the key's tenant or priority ----
+low=$("$LLMQ_BIN_DIR/llmq" keys create --tenant acme --priority low 2>/dev/null)
+printf '%s\n' '{"custom_id":"own","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]},"llmq":{"tenant":"other","user":"u1","priority":"high"}}' >"$STACK_DIR/own.jsonl"
+ofid=$(curl -s "$U/files" -H "Authorization: Bearer $low" -F purpose=batch -F "file=@$STACK_DIR/own.jsonl" |
+    node -e 'console.log(JSON.parse(require("fs").readFileSync(0,"utf8")).id)')
+obid=$(curl -s "$U/batches" -H "Authorization: Bearer $low" \
+    -d "{\"input_file_id\":\"$ofid\",\"endpoint\":\"/v1/chat/completions\",\"completion_window\":\"24h\"}" |
+    node -e 'console.log(JSON.parse(require("fs").readFileSync(0,"utf8")).id)')
+got=$(redis-cli -p "$REDIS_PORT" HMGET "llmq:{$LLMQ_ACCOUNT}:job:$obid.own" tenant prio user | tr '\n' ' ')
+expect "a line's llmq options keep the key's tenant and priority (got: $got)" [ "$got" = "acme low u1 " ]
+
 # ---- waiting longer than --max-wait-ms; a caller that hangs up ----
 # gpt-4o: llmq allows 1 request a minute (LIMITS), so the second call waits.
 slow='{"model":"gpt-4o","messages":[{"role":"user","content":"slow"}]}'
