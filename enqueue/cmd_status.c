@@ -211,6 +211,8 @@ static json_t *gather(const struct llmq_cli *cli, redisContext *c, const char *a
     if (o != NULL) {
         add_buckets(o, c, prefix);
         add_quota_and_calibration(o, c, account, prefix);
+        json_t *pause = llmq_cli_auth_pause(c, prefix); /* NULL: not paused */
+        json_object_set_new(o, "auth_pause", pause ? pause : json_null());
     }
     return o;
 }
@@ -228,9 +230,12 @@ static void print_text(const json_t *o)
     const char *prios[] = {"high", "normal", "low"};
     json_t *t = json_object_get(o, "totals"), *v;
     size_t i;
-    printf("account %s\n  %-8s %10s %10s %10s %10s\n",
-           json_string_value(json_object_get(o, "account")), "priority", "queued", "in_flight",
-           "delayed", "dead");
+    printf("account %s\n", json_string_value(json_object_get(o, "account")));
+    if (json_is_object(json_object_get(o, "auth_pause"))) {
+        printf("  ");
+        llmq_cli_auth_pause_line(stdout, json_object_get(o, "auth_pause"));
+    }
+    printf("  %-8s %10s %10s %10s %10s\n", "priority", "queued", "in_flight", "delayed", "dead");
     for (i = 0; i < 3; i++) {
         json_t *q = json_object_get(json_object_get(o, "queues"), prios[i]);
         char d[24], x[24];
