@@ -46,7 +46,7 @@ struct llmq_redis_async {
 #define RA_LOG_REPEAT_MS 30000
 
 #define RA_OF(w, member)                                                                           \
-    ((struct llmq_redis_async *)((char *)(w) - offsetof(struct llmq_redis_async, member)))
+    ((struct llmq_redis_async *)((char *)(w)-offsetof(struct llmq_redis_async, member)))
 
 static void start_connect(struct llmq_redis_async *ra);
 
@@ -83,8 +83,7 @@ static void note_failure(struct llmq_redis_async *ra, const char *fmt, ...)
     }
     if (ra->unlogged_failures > 0)
         LLMQ_LOG(LLMQ_LOG_WARN, "%s: redis %s:%d: %s (%d more failed attempts since the last line)",
-                 ra->cfg.name, ra->url.host, ra->url.port, ra->last_error,
-                 ra->unlogged_failures);
+                 ra->cfg.name, ra->url.host, ra->url.port, ra->last_error, ra->unlogged_failures);
     else
         LLMQ_LOG(LLMQ_LOG_WARN, "%s: redis %s:%d: %s", ra->cfg.name, ra->url.host, ra->url.port,
                  ra->last_error);
@@ -165,10 +164,14 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
     if (!ra->handshake_failed) {
         if (ra->state == RA_READY)
             note_failure(ra, "connection lost: %s",
-                         status == REDIS_OK ? "closed" : ac->errstr[0] ? ac->errstr : "error");
+                         status == REDIS_OK ? "closed"
+                         : ac->errstr[0]    ? ac->errstr
+                                            : "error");
         else
             note_failure(ra, "connection closed during the handshake: %s",
-                         status == REDIS_OK ? "closed" : ac->errstr[0] ? ac->errstr : "error");
+                         status == REDIS_OK ? "closed"
+                         : ac->errstr[0]    ? ac->errstr
+                                            : "error");
     }
     schedule_reconnect(ra);
 }
@@ -233,10 +236,11 @@ static void start_connect(struct llmq_redis_async *ra)
     int sent = REDIS_OK;
     if (ra->url.password[0] != '\0') {
         if (ra->url.user[0] != '\0')
-            sent = redisAsyncCommand(ac, on_handshake_step, (void *)"AUTH", "AUTH %s %s", ra->url.user,
-                                     ra->url.password);
+            sent = redisAsyncCommand(ac, on_handshake_step, (void *)"AUTH", "AUTH %s %s",
+                                     ra->url.user, ra->url.password);
         else
-            sent = redisAsyncCommand(ac, on_handshake_step, (void *)"AUTH", "AUTH %s", ra->url.password);
+            sent = redisAsyncCommand(ac, on_handshake_step, (void *)"AUTH", "AUTH %s",
+                                     ra->url.password);
     }
     if (sent == REDIS_OK && ra->url.db != 0)
         sent = redisAsyncCommand(ac, on_handshake_step, (void *)"SELECT", "SELECT %d", ra->url.db);

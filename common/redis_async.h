@@ -6,8 +6,8 @@
  * connect timeout goes back to DISCONNECTED and arms a reconnect timer
  * (exponential backoff with full jitter). Every failed attempt is logged at
  * warn with its cause (refused, timeout, name resolution, WRONGPASS/NOAUTH,
- * SELECT refused), repeats of one cause at most every 30 s. hiredis 0.14 has no async timeouts, hence our own connect
- * timer. Commands may be sent only while READY (llmq_redis_async_context
+ * SELECT refused), repeats of one cause at most every 30 s. hiredis 0.14 has no async timeouts,
+ * hence our own connect timer. Commands may be sent only while READY (llmq_redis_async_context
  * returns NULL otherwise); when the connection drops, hiredis runs every
  * pending command callback with reply == NULL. */
 #ifndef LLMQ_REDIS_ASYNC_H

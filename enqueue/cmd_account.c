@@ -109,8 +109,8 @@ static int resume(const struct llmq_cli *cli, redisContext *c, const char *prefi
         return LLMQ_EXIT_FAIL;
     }
     if (r->element[0]->integer == 1)
-        printf("account %s: resumed (it was paused after the API refused key %s)\n",
-               cli->account, r->element[1]->str ? r->element[1]->str : "?");
+        printf("account %s: resumed (it was paused after the API refused key %s)\n", cli->account,
+               r->element[1]->str ? r->element[1]->str : "?");
     else
         printf("account %s: not paused; nothing to do\n", cli->account);
     freeReplyObject(r);

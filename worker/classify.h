@@ -80,11 +80,11 @@ struct llmq_call_response {
 struct llmq_call_class {
     enum llmq_call_verdict verdict;
     enum llmq_call_cause cause;
-    char reason[192];    /* "http 500", "http 404 model_not_found", "insufficient_quota",
-                            "invalid_response: body is not JSON", "timeout: ..." */
-    int refund;          /* RETRY/DEAD: give the reservation back (not served) */
-    int64_t hint_ms;     /* RETRY after a 429: the server's retry hint; -1 none */
-    int has_usage;       /* DONE: usage was reported (usage valid) */
+    char reason[192]; /* "http 500", "http 404 model_not_found", "insufficient_quota",
+                         "invalid_response: body is not JSON", "timeout: ..." */
+    int refund;       /* RETRY/DEAD: give the reservation back (not served) */
+    int64_t hint_ms;  /* RETRY after a 429: the server's retry hint; -1 none */
+    int has_usage;    /* DONE: usage was reported (usage valid) */
     struct llmq_usage usage;
     struct llmq_errorbody eb; /* the error body's fields (kind OK for a 2xx) */
 };

@@ -25,8 +25,8 @@ static void print_summary(const struct llmq_worker *w)
              (long long)s->dispatched, (long long)s->succeeded, (long long)s->retried,
              (long long)s->dead, (long long)s->rate_limited, (long long)s->server_errors,
              (long long)s->transport_errors, (long long)s->invalid_responses,
-             (long long)s->auth_refused, (long long)s->handed_back,
-             (long long)s->tokens_reserved, (long long)s->tokens_used);
+             (long long)s->auth_refused, (long long)s->handed_back, (long long)s->tokens_reserved,
+             (long long)s->tokens_used);
 }
 
 static int run(struct llmq_worker_config *cfg)

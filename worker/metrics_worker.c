@@ -139,8 +139,7 @@ static int register_gauges(struct llmq_worker_metrics *m)
                                          sizeof(latency_bounds) / sizeof(latency_bounds[0]));
     m->auth_paused = llmq_metrics_register(
         r, "llmq_account_auth_paused",
-        "1 while the account is paused because the API refused its key (401/403).", g, a, NULL,
-        0);
+        "1 while the account is paused because the API refused its key (401/403).", g, a, NULL, 0);
     return m->in_flight && m->in_hand && m->queue && m->pending && m->delayed && m->dead_jobs &&
            m->redis_up && m->ready && m->draining && m->wait_s && m->latency_s && m->auth_paused;
 }

@@ -113,8 +113,9 @@ static void on_idle_timer(struct ev_loop *loop, ev_timer *t, int revents)
                          a->cfg->name, (long long)quiet, why[0] ? why : "no answer yet");
                 w->exit_code = 1;
             } else if (a->auth_paused) {
-                LLMQ_LOG(LLMQ_LOG_ERROR, "exiting with account %s paused (%s): its jobs stay queued",
-                         a->cfg->name, a->auth_why);
+                LLMQ_LOG(LLMQ_LOG_ERROR,
+                         "exiting with account %s paused (%s): its jobs stay queued", a->cfg->name,
+                         a->auth_why);
                 w->exit_code = 1;
             }
         }

@@ -38,14 +38,14 @@ static long long stat_of(redisContext *c, const char *prefix, const char *field)
 
 /* Starts a worker with the wrong key (WORKER_TEST_KEY) and its admin
  * endpoint on *port; returns once /readyz says the account is paused. */
-static pid_t start_refused_worker(const char *account, const struct sim_proc *sim,
-                                  const char *log, int *port)
+static pid_t start_refused_worker(const char *account, const struct sim_proc *sim, const char *log,
+                                  int *port)
 {
     char port_s[16];
     *port = llmq_test_free_port();
     snprintf(port_s, sizeof(port_s), "%d", *port);
-    const char *args[] = {"--concurrency", "4",         "--metrics-port", port_s,
-                          "--metrics-host", "127.0.0.1", NULL};
+    const char *args[] = {"--concurrency", "4", "--metrics-port", port_s, "--metrics-host",
+                          "127.0.0.1",     NULL};
     pid_t w = worker_start(account, sim, log, args);
     struct worker_page pg = worker_http_wait_for(*port, "/readyz", "paused", 30000);
     print_message("readyz: %ld %s", pg.status, pg.body);
@@ -149,8 +149,8 @@ static void test_restart_with_the_right_key_resumes(void **state)
     FILE *f = fopen(keyfile, "w");
     fputs(RIGHT_KEY "\n", f);
     fclose(f);
-    const char *args[] = {"--account", account, "--api-key-file", keyfile,
-                          "--exit-when-idle-ms", "1500", NULL};
+    const char *args[] = {"--account", account, "--api-key-file", keyfile, "--exit-when-idle-ms",
+                          "1500",      NULL};
     assert_int_equal(worker_wait(worker_start(account, &sim, log, args), 60000), 0);
     redisContext *c = llmq_test_redis_connect();
     assert_int_equal(stat_of(c, prefix, "done"), JOBS);

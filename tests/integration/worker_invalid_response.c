@@ -29,8 +29,8 @@ static void run_fault(const char *fault, const char *why)
     worker_enqueue(account, jobs);
     int port = llmq_test_free_port();
     snprintf(port_s, sizeof(port_s), "%d", port);
-    const char *args[] = {"--backoff-base-ms", "50",        "--metrics-port", port_s,
-                          "--metrics-host",    "127.0.0.1", NULL};
+    const char *args[] = {"--backoff-base-ms", "50", "--metrics-port", port_s, "--metrics-host",
+                          "127.0.0.1",         NULL};
     pid_t w = worker_start(account, &sim, log, args);
 
     /* Wait (against hanging, not a timing check) until every job ended. */

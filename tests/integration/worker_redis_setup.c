@@ -222,9 +222,8 @@ static void test_unknown_host(void **state)
     snprintf(log, sizeof(log), "/tmp/llmq-nxhost-%d.log", (int)getpid());
     struct sim_proc sim;
     assert_int_equal(sim_proc_start(&sim, NULL), 0);
-    assert_int_equal(run_batch_worker(account, &sim, log, "redis://no-such-host.invalid:6379/0",
-                                      NULL),
-                     1);
+    assert_int_equal(
+        run_batch_worker(account, &sim, log, "redis://no-such-host.invalid:6379/0", NULL), 1);
     assert_int_equal(sim_proc_stop(&sim), 0);
     assert_true(worker_log_count(log, "cannot connect") >= 1);
     unlink(log);

@@ -51,9 +51,15 @@ static void test_retry_gap_is_the_logged_delay(void **state)
     worker_enqueue(account, jobs);
     /* Backoff ceilings 1 s, 2 s, 2 s: every delay well below the 5 s the
      * wake-up read blocks. */
-    const char *args[] = {"--log-format",      "json", "--backoff-base-ms", "1000",
-                          "--backoff-cap-ms",  "2000", "--exit-when-idle-ms",
-                          "1500",              NULL};
+    const char *args[] = {"--log-format",
+                          "json",
+                          "--backoff-base-ms",
+                          "1000",
+                          "--backoff-cap-ms",
+                          "2000",
+                          "--exit-when-idle-ms",
+                          "1500",
+                          NULL};
     assert_int_equal(worker_wait(worker_start(account, &sim, log, args), 120000), 0);
     assert_int_equal(sim_proc_stop(&sim), 0);
 

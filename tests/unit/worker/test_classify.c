@@ -16,17 +16,18 @@
 #define COMPL "/v1/completions"
 
 #define CHAT_OK                                                                                    \
-    "{\"id\":\"c1\",\"object\":\"chat.completion\",\"choices\":[{\"index\":0,\"message\":"        \
-    "{\"role\":\"assistant\",\"content\":\"hi\"},\"finish_reason\":\"stop\"}],"                   \
+    "{\"id\":\"c1\",\"object\":\"chat.completion\",\"choices\":[{\"index\":0,\"message\":"         \
+    "{\"role\":\"assistant\",\"content\":\"hi\"},\"finish_reason\":\"stop\"}],"                    \
     "\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2,\"total_tokens\":7}}"
 #define HTML "<!DOCTYPE html><html><body>Please sign in</body></html>"
 #define SSE_CHUNK                                                                                  \
-    "data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}" \
+    "data: {\"object\":\"chat.completion.chunk\",\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}"  \
     "\n\n"
 #define SSE_USAGE                                                                                  \
-    "data: {\"object\":\"chat.completion.chunk\",\"choices\":[],\"usage\":{\"prompt_tokens\":3,"  \
+    "data: {\"object\":\"chat.completion.chunk\",\"choices\":[],\"usage\":{\"prompt_tokens\":3,"   \
     "\"completion_tokens\":1,\"total_tokens\":4}}\n\n"
-#define ERR(code, type) "{\"error\":{\"message\":\"m\",\"type\":\"" type "\",\"code\":\"" code "\"}}"
+#define ERR(code, type)                                                                            \
+    "{\"error\":{\"message\":\"m\",\"type\":\"" type "\",\"code\":\"" code "\"}}"
 
 struct row {
     const char *name;
@@ -48,8 +49,8 @@ static const struct row rows[] = {
     /* 2xx valid, per endpoint */
     {"chat ok", LLMQ_HTTP_OK, 1, 200, NULL, CHAT_OK, CHAT, LLMQ_CALL_DONE, LLMQ_CALL_CAUSE_OK, 0,
      -1, "http 200", 7},
-    {"chat ok without usage", LLMQ_HTTP_OK, 1, 200, NULL, "{\"choices\":[]}", CHAT,
-     LLMQ_CALL_DONE, LLMQ_CALL_CAUSE_OK, 0, -1, "http 200", -1},
+    {"chat ok without usage", LLMQ_HTTP_OK, 1, 200, NULL, "{\"choices\":[]}", CHAT, LLMQ_CALL_DONE,
+     LLMQ_CALL_CAUSE_OK, 0, -1, "http 200", -1},
     {"embeddings ok", LLMQ_HTTP_OK, 1, 200, NULL,
      "{\"object\":\"list\",\"data\":[{\"embedding\":[0.1]}],\"usage\":{\"prompt_tokens\":2,"
      "\"total_tokens\":2}}",
@@ -106,8 +107,7 @@ static const struct row rows[] = {
      "event: response.created\ndata: {\"type\":\"response.created\"}\n\n", RESP, LLMQ_CALL_RETRY,
      LLMQ_CALL_CAUSE_INVALID_RESPONSE, 0, -1, "invalid_response", -1},
     {"invalid 200 despite x-should-retry false", LLMQ_HTTP_OK, 1, 200, "x-should-retry: false\r\n",
-     HTML, CHAT, LLMQ_CALL_RETRY, LLMQ_CALL_CAUSE_INVALID_RESPONSE, 0, -1, "invalid_response",
-     -1},
+     HTML, CHAT, LLMQ_CALL_RETRY, LLMQ_CALL_CAUSE_INVALID_RESPONSE, 0, -1, "invalid_response", -1},
     /* 4xx: dead at once, refunded */
     {"400", LLMQ_HTTP_OK, 1, 400, NULL, ERR("invalid_value", "invalid_request_error"), CHAT,
      LLMQ_CALL_DEAD, LLMQ_CALL_CAUSE_CLIENT, 1, -1, "http 400 invalid_value", -1},
@@ -125,8 +125,8 @@ static const struct row rows[] = {
     {"403", LLMQ_HTTP_OK, 1, 403, NULL, "Forbidden", EMB, LLMQ_CALL_AUTH, LLMQ_CALL_CAUSE_AUTH, 1,
      -1, "http 403", -1},
     {"401 ignores x-should-retry", LLMQ_HTTP_OK, 1, 401, "x-should-retry: true\r\n",
-     ERR("invalid_api_key", "invalid_request_error"), CHAT, LLMQ_CALL_AUTH, LLMQ_CALL_CAUSE_AUTH,
-     1, -1, "http 401", -1},
+     ERR("invalid_api_key", "invalid_request_error"), CHAT, LLMQ_CALL_AUTH, LLMQ_CALL_CAUSE_AUTH, 1,
+     -1, "http 401", -1},
     /* 429 */
     {"429 rate limit with retry-after-ms", LLMQ_HTTP_OK, 1, 429,
      "retry-after: 2\r\nretry-after-ms: 1500\r\n", ERR("rate_limit_exceeded", "tokens"), CHAT,
@@ -152,8 +152,8 @@ static const struct row rows[] = {
     /* 5xx, 408, 409: retried without refund */
     {"500", LLMQ_HTTP_OK, 1, 500, NULL, ERR("server_error", "server_error"), CHAT, LLMQ_CALL_RETRY,
      LLMQ_CALL_CAUSE_SERVER, 0, -1, "http 500", -1},
-    {"503 html", LLMQ_HTTP_OK, 1, 503, NULL, HTML, CHAT, LLMQ_CALL_RETRY, LLMQ_CALL_CAUSE_SERVER,
-     0, -1, "http 503", -1},
+    {"503 html", LLMQ_HTTP_OK, 1, 503, NULL, HTML, CHAT, LLMQ_CALL_RETRY, LLMQ_CALL_CAUSE_SERVER, 0,
+     -1, "http 503", -1},
     {"500 with x-should-retry false", LLMQ_HTTP_OK, 1, 500, "x-should-retry: false\r\n", "", CHAT,
      LLMQ_CALL_DEAD, LLMQ_CALL_CAUSE_SERVER, 1, -1, "http 500", -1},
     {"408", LLMQ_HTTP_OK, 1, 408, NULL, "", CHAT, LLMQ_CALL_RETRY, LLMQ_CALL_CAUSE_SERVER, 0, -1,
@@ -163,16 +163,16 @@ static const struct row rows[] = {
     /* transport */
     {"timeout after sending", LLMQ_HTTP_TIMEOUT, 1, 0, NULL, "", CHAT, LLMQ_CALL_RETRY,
      LLMQ_CALL_CAUSE_TRANSPORT, 0, -1, "timeout: ", -1},
-    {"connect refused, never sent", LLMQ_HTTP_CONNECT_ERROR, 0, 0, NULL, "", CHAT,
-     LLMQ_CALL_RETRY, LLMQ_CALL_CAUSE_TRANSPORT, 1, -1, "connect_error: ", -1},
+    {"connect refused, never sent", LLMQ_HTTP_CONNECT_ERROR, 0, 0, NULL, "", CHAT, LLMQ_CALL_RETRY,
+     LLMQ_CALL_CAUSE_TRANSPORT, 1, -1, "connect_error: ", -1},
     {"reset mid-response", LLMQ_HTTP_RESET, 1, 200, NULL, "{\"choi", CHAT, LLMQ_CALL_RETRY,
      LLMQ_CALL_CAUSE_TRANSPORT, 0, -1, "reset: ", -1},
     {"tls error", LLMQ_HTTP_TLS_ERROR, 0, 0, NULL, "", CHAT, LLMQ_CALL_RETRY,
      LLMQ_CALL_CAUSE_TRANSPORT, 1, -1, "tls_error: ", -1},
     {"protocol error", LLMQ_HTTP_PROTOCOL_ERROR, 1, 0, NULL, "", CHAT, LLMQ_CALL_RETRY,
      LLMQ_CALL_CAUSE_TRANSPORT, 0, -1, "protocol_error: ", -1},
-    {"too big", LLMQ_HTTP_TOO_BIG, 1, 200, NULL, "{", CHAT, LLMQ_CALL_DEAD,
-     LLMQ_CALL_CAUSE_TOO_BIG, 0, -1, "response_too_big", -1},
+    {"too big", LLMQ_HTTP_TOO_BIG, 1, 200, NULL, "{", CHAT, LLMQ_CALL_DEAD, LLMQ_CALL_CAUSE_TOO_BIG,
+     0, -1, "response_too_big", -1},
     {"cancelled at shutdown", LLMQ_HTTP_CANCELLED, 1, 0, NULL, "", CHAT, LLMQ_CALL_HANDBACK,
      LLMQ_CALL_CAUSE_CANCELLED, 1, -1, "cancelled", -1},
 };
