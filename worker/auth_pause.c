@@ -19,8 +19,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "log.h"
-#include "script.h"
+#include "base/log.h"
+#include "redis/script.h"
 #include "worker.h"
 
 #define AUTH_REMIND_MS 60000

@@ -38,10 +38,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "errorbody.h"
-#include "http.h"
-#include "ratelimit_headers.h"
-#include "usage.h"
+#include "openai/errorbody.h"
+#include "http/http.h"
+#include "openai/ratelimit_headers.h"
+#include "openai/usage.h"
 
 enum llmq_call_verdict {
     LLMQ_CALL_DONE = 0, /* a result: settle to usage, store the response */
