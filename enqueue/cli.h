@@ -56,6 +56,7 @@ int llmq_cmd_status(struct llmq_cli *cli, int argc, char **argv);
 int llmq_cmd_results(struct llmq_cli *cli, int argc, char **argv);
 int llmq_cmd_dead(struct llmq_cli *cli, int argc, char **argv);
 int llmq_cmd_settings(struct llmq_cli *cli, int argc, char **argv);
+int llmq_cmd_keys(struct llmq_cli *cli, int argc, char **argv);
 int llmq_cmd_account(struct llmq_cli *cli, int argc, char **argv);
 
 /* cmd_account.c: the account's auth pause (keys.h P auth_pause) as a new

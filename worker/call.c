@@ -1,4 +1,4 @@
-/* One job's call to the API (DESIGN.md flows 3-5): sends it, classifies the
+/* One job's call to the API (docs/DESIGN.md §3.3-3.5): sends it, classifies the
  * outcome with the pure llmq_call_classify (classify.h, where the table of
  * statuses lives) and turns the verdict into the settle to send (settle.c),
  * counters, metrics and log lines. Every response's x-ratelimit-* headers go
@@ -191,6 +191,22 @@ static void apply_class(struct llmq_worker *w, struct worker_job *job,
     plan_retry(w, job, c->reason, c->hint_ms, c->refund, line);
 }
 
+/* Every attempt ends here once its mode is decided, however it ended (a
+ * response, a transport error, a request that could not be sent): a dead job
+ * is counted once, in the summary and in the metrics alike, then settled.
+ * resp is NULL when nothing was sent. */
+static void end_attempt(struct llmq_worker *w, struct worker_job *job,
+                        const struct llmq_http_response *resp)
+{
+    if (strcmp(job->mode, "dead") == 0) {
+        w->stats.dead++;
+        LLMQ_LOG_JOB(LLMQ_LOG_WARN, job->acct->cfg->name, job->id, "dead-lettered: %s",
+                     job->reason);
+    }
+    llmq_worker_metrics_end(w, job, resp);
+    llmq_worker_settle(job);
+}
+
 static void on_response(struct llmq_http_response *resp, void *privdata)
 {
     struct worker_job *job = privdata;
@@ -211,13 +227,7 @@ static void on_response(struct llmq_http_response *resp, void *privdata)
     if (resp->outcome == LLMQ_HTTP_OK && c.cause != LLMQ_CALL_CAUSE_OK && resp->status == 429)
         llmq_worker_metrics_429(w, job, c.cause == LLMQ_CALL_CAUSE_QUOTA);
     apply_class(w, job, resp, &c);
-    if (strcmp(job->mode, "dead") == 0) {
-        w->stats.dead++;
-        LLMQ_LOG_JOB(LLMQ_LOG_WARN, job->acct->cfg->name, job->id, "dead-lettered: %s",
-                     job->reason);
-    }
-    llmq_worker_metrics_end(w, job, resp);
-    llmq_worker_settle(job);
+    end_attempt(w, job, resp);
 }
 
 /* A streamed chat request must report usage to be settled: ask for it. */
@@ -250,10 +260,7 @@ void llmq_worker_call(struct llmq_worker *w, struct worker_job *job)
         snprintf(job->reason, sizeof(job->reason), "invalid_url");
         job->line = error_line(job, "invalid_url", "the request URL is too long");
         job->actual_tokens = -1;
-        w->stats.dead++;
-        LLMQ_LOG_JOB(LLMQ_LOG_WARN, job->acct->cfg->name, job->id, "dead-lettered: invalid_url");
-        llmq_worker_metrics_end(w, job, NULL);
-        llmq_worker_settle(job);
+        end_attempt(w, job, NULL);
         return;
     }
     struct llmq_http_request req = {
@@ -268,7 +275,6 @@ void llmq_worker_call(struct llmq_worker *w, struct worker_job *job)
     if (llmq_http_submit(w->http, &req, on_response, job, &err) != LLMQ_OK) {
         LLMQ_LOG_JOB(LLMQ_LOG_ERROR, job->acct->cfg->name, job->id, "cannot send: %s", err.msg);
         plan_retry(w, job, err.msg, -1, 1, NULL);
-        llmq_worker_metrics_end(w, job, NULL);
-        llmq_worker_settle(job);
+        end_attempt(w, job, NULL);
     }
 }
