@@ -246,7 +246,7 @@ int llmq_cmd_keys(struct llmq_cli *cli, int argc, char **argv)
         llmq_cli_error(cli, "--user: '%s' is not a valid name", user);
         return LLMQ_EXIT_USAGE;
     }
-    if (llmq_job_priority_parse(prio, &p) != 0) {
+    if (llmq_priority_parse(prio, &p) != 0) {
         llmq_cli_error(cli, "--priority: expected high, normal or low, got '%s'", prio);
         return LLMQ_EXIT_USAGE;
     }
@@ -277,7 +277,7 @@ int llmq_cmd_keys(struct llmq_cli *cli, int argc, char **argv)
         return LLMQ_EXIT_FAIL;
     int rc;
     if (is_create)
-        rc = create(cli, c, prefix, tenant, user, llmq_job_priority_name(p), models);
+        rc = create(cli, c, prefix, tenant, user, llmq_priority_name(p), models);
     else if (is_list)
         rc = list(cli, c, prefix, json);
     else
