@@ -5,12 +5,12 @@
  * --user U]
  *                         [--mode window|gcra] [--burst-requests N]
  * [--burst-tokens N]
- *                         [--soft | --hard]
+ *                         [--soft | --hard] [--settle admission|usage]
  *   llmq limits unset MODEL [--tenant T | --user U]
  *   llmq limits get [--json]
  *   llmq limits policy [--headroom-low PCT] [--headroom-normal PCT]
  * [--headroom-high PCT]
- *                      [--soft-threshold PCT]
+ *                      [--soft-threshold PCT] [--window-guard-ms MS]
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -27,19 +27,28 @@ static void usage(FILE *out)
                  "                        [--tenant T | --user U] [--mode window|gcra]\n"
                  "                        [--burst-requests N] [--burst-tokens N] [--soft "
                  "| --hard]\n"
+                 "                        [--settle admission|usage]\n"
                  "       llmq limits unset MODEL [--tenant T | --user U]\n"
                  "       llmq limits get [--json]\n"
                  "       llmq limits policy [--headroom-low PCT] [--headroom-normal PCT]\n"
                  "                          [--headroom-high PCT] [--soft-threshold "
-                 "PCT]\n\n"
+                 "PCT]\n"
+                 "                          [--window-guard-ms MS]\n\n"
                  "--rpm/--tpm are requests and tokens per period (default 60000 ms, "
                  "OpenAI's\n"
                  "minute). --tenant/--user '*' sets the default for every tenant/user "
                  "without a\n"
                  "limit of its own. --soft lets a tenant/user bucket borrow idle capacity "
                  "while\n"
-                 "the model bucket is below the soft threshold. Options common to all "
-                 "commands:\n"
+                 "the model bucket is below the soft threshold. --settle usage gives a "
+                 "request's\n"
+                 "unused reservation back when it is settled (default admission: the "
+                 "charge at\n"
+                 "admission stays for the window, as OpenAI counts it). --window-guard-ms "
+                 "holds\n"
+                 "each admission that much longer than the period (default 250), for "
+                 "requests\n"
+                 "that reach the API late. Options common to all commands:\n"
                  "--redis URL, --account NAME.\n");
 }
 
@@ -49,13 +58,14 @@ struct limit_change {
     char values[8][24];
     int n;
     const char *mode;
-    int soft; /* -1 unchanged */
+    const char *settle; /* "admission" | "usage" | NULL unchanged */
+    int soft;           /* -1 unchanged */
 };
 
 static int cmd_set(struct llmq_cli *cli, redisContext *c, const char *key,
                    const struct limit_change *ch)
 {
-    const char *argv[2 + 2 * 10];
+    const char *argv[2 + 2 * 11];
     int argc = 0;
     argv[argc++] = "HSET";
     argv[argc++] = key;
@@ -71,9 +81,13 @@ static int cmd_set(struct llmq_cli *cli, redisContext *c, const char *key,
         argv[argc++] = "soft";
         argv[argc++] = ch->soft ? "1" : "0";
     }
+    if (ch->settle != NULL) {
+        argv[argc++] = "settle";
+        argv[argc++] = ch->settle;
+    }
     if (argc == 2) {
         llmq_cli_error(cli, "nothing to set: give --rpm, --tpm, --period-ms, --mode, "
-                            "--burst-*, --soft or --hard");
+                            "--burst-*, --soft, --hard or --settle");
         return LLMQ_EXIT_USAGE;
     }
     /* The bucket hash also holds live counters; a hash that held only
@@ -98,7 +112,15 @@ static int cmd_set(struct llmq_cli *cli, redisContext *c, const char *key,
 
 /* Configuration fields of a bucket hash (the rest are live counters). */
 static const char *const config_fields[] = {"requests",       "tokens",       "period_ms", "mode",
-                                            "burst_requests", "burst_tokens", "soft",      NULL};
+                                            "burst_requests", "burst_tokens", "soft",      "settle",
+                                            NULL};
+
+/* Fields of the account's policy hash (`llmq limits policy`). */
+static int is_policy_field(const char *f)
+{
+    return strncmp(f, "headroom", 8) == 0 || strcmp(f, "soft_threshold") == 0 ||
+           strcmp(f, "window_guard_ms") == 0;
+}
 
 static int is_config_field(const char *f)
 {
@@ -170,20 +192,23 @@ static int cmd_get(struct llmq_cli *cli, redisContext *c, const char *prefix, in
         json_decref(doc);
         return LLMQ_EXIT_OK;
     }
-    printf("%-40s %10s %12s %10s %-7s %s\n", "BUCKET", "REQUESTS", "TOKENS", "PERIOD_MS", "MODE",
-           "SOFT");
+    printf("%-40s %10s %12s %10s %-7s %-4s %s\n", "BUCKET", "REQUESTS", "TOKENS", "PERIOD_MS",
+           "MODE", "SOFT", "SETTLE");
     const char *name;
     json_t *h;
     void *tmp;
     json_object_foreach_safe(all, tmp, name, h)
     {
-        printf("%-40s %10s %12s %10s %-7s %s\n", name, field(h, "requests", "-"),
+        printf("%-40s %10s %12s %10s %-7s %-4s %s\n", name, field(h, "requests", "-"),
                field(h, "tokens", "-"), field(h, "period_ms", "60000"), field(h, "mode", "window"),
-               strcmp(field(h, "soft", "0"), "1") == 0 ? "yes" : "no");
+               strcmp(field(h, "soft", "0"), "1") == 0 ? "yes" : "no",
+               field(h, "settle", "admission"));
     }
-    printf("policy: headroom high %s%% normal %s%% low %s%%, soft threshold %s%%\n",
+    printf("policy: headroom high %s%% normal %s%% low %s%%, soft threshold %s%%, window guard "
+           "%s ms\n",
            field(policy, "headroom_high", "100"), field(policy, "headroom_normal", "100"),
-           field(policy, "headroom_low", "80"), field(policy, "soft_threshold", "80"));
+           field(policy, "headroom_low", "80"), field(policy, "soft_threshold", "80"),
+           field(policy, "window_guard_ms", "250"));
     json_decref(all);
     json_decref(policy);
     return LLMQ_EXIT_OK;
@@ -205,6 +230,8 @@ enum {
     OPT_HR_NORMAL,
     OPT_HR_HIGH,
     OPT_SOFT_THRESHOLD,
+    OPT_SETTLE,
+    OPT_GUARD,
 };
 
 static const struct option long_options[] = {
@@ -223,6 +250,8 @@ static const struct option long_options[] = {
     {"headroom-normal", required_argument, NULL, OPT_HR_NORMAL},
     {"headroom-high", required_argument, NULL, OPT_HR_HIGH},
     {"soft-threshold", required_argument, NULL, OPT_SOFT_THRESHOLD},
+    {"settle", required_argument, NULL, OPT_SETTLE},
+    {"window-guard-ms", required_argument, NULL, OPT_GUARD},
     LLMQ_CLI_COMMON_OPTIONS,
     {NULL, 0, NULL, 0},
 };
@@ -245,6 +274,7 @@ static const struct numeric_option numeric_options[] = {
     {OPT_HR_NORMAL, "headroom-normal", "headroom_normal", 1, 100},
     {OPT_HR_HIGH, "headroom-high", "headroom_high", 1, 100},
     {OPT_SOFT_THRESHOLD, "soft-threshold", "soft_threshold", 0, 100},
+    {OPT_GUARD, "window-guard-ms", "window_guard_ms", 0, 3600000},
 };
 
 int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv)
@@ -296,6 +326,13 @@ int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv)
             }
             ch.mode = optarg;
             break;
+        case OPT_SETTLE:
+            if (strcmp(optarg, "admission") != 0 && strcmp(optarg, "usage") != 0) {
+                llmq_cli_error(cli, "--settle: expected admission or usage, got '%s'", optarg);
+                return LLMQ_EXIT_USAGE;
+            }
+            ch.settle = optarg;
+            break;
         default:
             usage(stderr);
             return LLMQ_EXIT_USAGE;
@@ -332,19 +369,22 @@ int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv)
             return LLMQ_EXIT_USAGE;
         }
         for (int i = 0; i < ch.n; i++) {
-            if (strncmp(ch.fields[i], "headroom", 8) == 0 ||
-                strcmp(ch.fields[i], "soft_threshold") == 0) {
+            if (is_policy_field(ch.fields[i])) {
                 llmq_cli_error(cli, "--%s belongs to 'llmq limits policy'", ch.fields[i]);
                 return LLMQ_EXIT_USAGE;
             }
         }
     } else if (strcmp(sub, "policy") == 0) {
         for (int i = 0; i < ch.n; i++) {
-            if (!(strncmp(ch.fields[i], "headroom", 8) == 0 ||
-                  strcmp(ch.fields[i], "soft_threshold") == 0)) {
-                llmq_cli_error(cli, "policy takes --headroom-* and --soft-threshold only");
+            if (!is_policy_field(ch.fields[i])) {
+                llmq_cli_error(cli, "policy takes --headroom-*, --soft-threshold and "
+                                    "--window-guard-ms only");
                 return LLMQ_EXIT_USAGE;
             }
+        }
+        if (ch.mode != NULL || ch.settle != NULL || ch.soft >= 0) {
+            llmq_cli_error(cli, "--mode, --settle, --soft and --hard belong to 'llmq limits set'");
+            return LLMQ_EXIT_USAGE;
         }
     } else if (strcmp(sub, "get") != 0) {
         llmq_cli_error(cli, "unknown subcommand '%s' (set, unset, get, policy)", sub);
@@ -363,7 +403,7 @@ int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv)
         /* Drop the limits; the counters stay until they no longer matter. */
         redisReply *r = redisCommand(c,
                                      "HDEL %s requests tokens period_ms mode burst_requests "
-                                     "burst_tokens soft",
+                                     "burst_tokens soft settle",
                                      key);
         rc = r != NULL && r->type == REDIS_REPLY_INTEGER ? LLMQ_EXIT_OK : LLMQ_EXIT_FAIL;
         if (r != NULL)

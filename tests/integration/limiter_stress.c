@@ -112,8 +112,12 @@ static void test_many_processes_never_exceed(void **state)
     (void)state;
     llmq_test_unique_name(account, sizeof(account), "stress");
     redisContext *c = llmq_test_redis_connect();
-    redisReply *r = redisCommand(c, "HSET llmq:{%s}:limit:m requests %d tokens %d period_ms %d",
-                                 account, MODEL_REQUESTS, MODEL_TOKENS, PERIOD_MS);
+    /* The exact window itself is under test (its utilisation per period):
+     * no arrival guard, which would hold each admission longer. */
+    redisReply *r = redisCommand(c, "HSET llmq:{%s}:policy window_guard_ms 0", account);
+    freeReplyObject(r);
+    r = redisCommand(c, "HSET llmq:{%s}:limit:m requests %d tokens %d period_ms %d", account,
+                     MODEL_REQUESTS, MODEL_TOKENS, PERIOD_MS);
     freeReplyObject(r);
     r = redisCommand(c, "HSET llmq:{%s}:limit:m/t/acme tokens %d period_ms %d", account,
                      TENANT_TOKENS, PERIOD_MS);
