@@ -10,12 +10,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "batch.h"
+#include "jobs/batch.h"
 #include "cli.h"
-#include "job_store.h"
-#include "keys.h"
+#include "jobs/job_store.h"
+#include "redis/keys.h"
 #include "progress.h"
-#include "redis.h"
+#include "redis/redis.h"
 
 struct enqueue_opts {
     const char *file;

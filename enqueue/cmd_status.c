@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "calibration.h"
+#include "jobs/calibration.h"
 #include "cli.h"
-#include "keys.h"
-#include "redis.h"
-#include "script.h"
+#include "redis/keys.h"
+#include "redis/redis.h"
+#include "redis/script.h"
 
 /* Delayed and dead jobs are counted per priority up to this many. */
 #define PER_PRIO_CAP "10000"

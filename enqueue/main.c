@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "redis_url.h"
+#include "redis/redis_url.h"
 
 struct command {
     const char *name;

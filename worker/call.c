@@ -17,14 +17,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backoff.h"
-#include "clock.h"
-#include "calibration.h"
-#include "errorbody.h"
-#include "http.h"
-#include "log.h"
-#include "metrics_worker.h"
-#include "usage.h"
+#include "base/backoff.h"
+#include "base/clock.h"
+#include "jobs/calibration.h"
+#include "openai/errorbody.h"
+#include "http/http.h"
+#include "base/log.h"
+#include "admin/metrics_worker.h"
+#include "openai/usage.h"
 #include "worker.h"
 
 /* The Batch output line of a response (status, body: JSON when it parses,

@@ -11,9 +11,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "http.h"
-#include "log.h"
-#include "script.h"
+#include "http/http.h"
+#include "base/log.h"
+#include "redis/script.h"
 #include "worker.h"
 
 int64_t llmq_worker_now_ms(const struct llmq_worker *w)

@@ -14,8 +14,8 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "keys.h"
-#include "redis_async.h"
+#include "redis/keys.h"
+#include "redis/redis_async.h"
 
 struct llmq_http;
 struct llmq_worker;

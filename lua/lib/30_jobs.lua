@@ -1,6 +1,6 @@
 -- Jobs: how a job ends (result, state, events, dead letters) and the
 -- retention that keeps results and streams bounded. Used by job_finish.lua and
--- by the worker's dispatch/settle scripts; the key layout is in common/keys.h.
+-- by the worker's dispatch/settle scripts; the key layout is in common/redis/keys.h.
 --
 -- Retention: a done job's result (P res:<id>) and its hash (body removed) are
 -- indexed in P results by finish time and deleted past result_ttl_ms or beyond
@@ -12,7 +12,7 @@
 -- events stream (no consumer group: waiters read it live) is kept by count
 -- (events_max, at every XADD) and by age (events_ttl_ms, every 256 finishes).
 
--- Defaults of the P settings fields the scripts read (see common/keys.h).
+-- Defaults of the P settings fields the scripts read (see common/redis/keys.h).
 local JOBS_DEFAULTS = {
     result_ttl_ms = 7 * 24 * 3600 * 1000,
     result_max = 1000000,

@@ -59,7 +59,7 @@ local function worker_utf8_ok(s)
     return true
 end
 
--- True when s is a valid name (job id, model, tenant, user; common/redis.h
+-- True when s is a valid name (job id, model, tenant, user; common/redis/redis.h
 -- llmq_name_valid): a string of 1..200 bytes of printable ASCII or UTF-8
 -- without whitespace, control characters, '/', '|', '{' or '}'.
 local function worker_name_ok(s)

@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "batch.h"
-#include "job_store.h"
-#include "redis.h"
+#include "jobs/batch.h"
+#include "jobs/job_store.h"
+#include "redis/redis.h"
 #include "testsupport.h"
 
 #define ROUND 1024

@@ -1,4 +1,4 @@
-/* Fuzzes the Batch input line decoder (llmq_job_from_line, common/job.h).
+/* Fuzzes the Batch input line decoder (llmq_job_from_line, common/jobs/job.h).
  * For each line it accepts, two round trips must hold (else a trap):
  *   - the job written back as a Batch line (custom_id, url, compact body,
  *     every option explicit) decodes to the same job, cost included;
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "fuzz_util.h"
-#include "job.h"
+#include "jobs/job.h"
 
 static void check_output_round_trip(const struct llmq_job *job, uint8_t sel)
 {

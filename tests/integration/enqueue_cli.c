@@ -16,7 +16,7 @@
 
 #include "jobs_cli_run.h"
 #include "jobs_fake_worker.h"
-#include "redis.h"
+#include "redis/redis.h"
 #include "testsupport.h"
 
 static const char *corpus(const char *sub, char *buf, size_t n)

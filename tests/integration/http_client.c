@@ -1,4 +1,4 @@
-/* Integration test of the worker's HTTP client (worker/http*.c) on a libev
+/* Integration test of the worker's HTTP client (worker/http/) on a libev
  * loop against tests/http_testserver (started here on a free loopback port):
  * many concurrent requests each complete exactly once and never inside
  * submit, callbacks may submit more, timeouts fire, resets and refused
@@ -20,10 +20,10 @@
 
 #include <cmocka.h>
 
-#include "errorbody.h"
-#include "http.h"
+#include "openai/errorbody.h"
+#include "http/http.h"
 #include "testsupport.h"
-#include "usage.h"
+#include "openai/usage.h"
 
 #define API_KEY "sk-test-0123456789"
 
@@ -684,7 +684,7 @@ static void test_h2_multiplex(void **state)
     helper_pid = pid;
     assert_true(port > 0);
     /* max_host_connections bounds the connections curl 7.88 opens while the
-     * next connection's capacity is unknown (see worker/http.h). */
+     * next connection's capacity is unknown (see worker/http/http.h). */
     struct llmq_http_config cfg = {.ca_file = cert, .max_host_connections = 2};
     struct ctx *c = ctx_new(&cfg);
     const int n = 150;

@@ -15,7 +15,7 @@
 
 #include "jobs_cli_run.h"
 #include "jobs_fake_worker.h"
-#include "redis.h"
+#include "redis/redis.h"
 #include "testsupport.h"
 
 static pid_t start_example(const char *account, const char *wait_ms, const char *out)

@@ -1,0 +1,81 @@
+/* The Redis key layout: the one place it is written down.
+ *
+ * Every key of an account starts with the prefix P = "llmq:{ACCOUNT}:" (see
+ * llmq_account_prefix), so one account lives in one Redis Cluster slot and each
+ * script touches one slot. Scripts get P as KEYS[1] and derive the rest, since
+ * the buckets and jobs a script touches are only known inside it.
+ *
+ * Names (account, model, tenant, user, job id) never contain whitespace, '/',
+ * '|', '{' or '}' (llmq_name_valid), so the separators below are unambiguous.
+ *
+ * Limiter
+ *   P limit:<bucket>   HASH  the bucket: its limits (requests, tokens, period_ms,
+ *                            mode window|gcra, burst_requests, burst_tokens,
+ *                            soft 0|1) and its live counters (n, tok, oldest: the
+ *                            window log's count, token sum and earliest time;
+ *                            rtat/ttat: GCRA; pause: until, ms; exp: when its
+ *                            keys expire; learned_requests, learned_tokens,
+ *                            learned_until: lower limits the API reported, which
+ *                            bind until then). A hash without limits of its own
+ *                            (a tenant under a default) expires when idle.
+ *   P policy           HASH  headroom_low, headroom_normal, headroom_high (percent),
+ *                            soft_threshold (percent)
+ *   P bw:<bucket>      ZSET  sliding-window log: member "<resid>:<tokens>",
+ *                            score = admission time (ms, Redis TIME)
+ *   P seq              STRING reservation id counter
+ *   Buckets: "<model>" (account+model, hard), "<model>/t/<tenant>",
+ *   "<model>/u/<user>"; a tenant or user without its own limit uses the limit
+ *   of the tenant or user named "*" ("<model>/t/" + "*") when one is set, with
+ *   its own state.
+ *
+ * Jobs
+ *   P job:<id>         HASH  id, model, url, body (JSON text), cost (tokens), prio
+ *                            (high|normal|low), tenant, user, deadline_ms (unix ms,
+ *                            0 = none), max_attempts, attempts, enq_ms, state
+ *                            (queued|delayed|running|done|dead), last_error
+ *   P q:<prio>         STREAM entries {id: <job id>}; consumer group "workers"
+ *   P delayed          ZSET  member job id, score = due time (unix ms)
+ *   P res:<id>         STRING the Batch output line (JSON) of a finished job
+ *   P events           STREAM {id, state: done|dead} as jobs finish, for waiters
+ *   P dead             STREAM {id, reason, error, ts}: dead-lettered jobs
+ *
+ *   More on jobs (producer side: common/jobs/, lua/enqueue.lua, lib/30_jobs.lua):
+ *   - id is the Batch custom_id when the line has one, else generated
+ *     ("job-<unix ms hex>-<16 hex random>"); it is also the output line's
+ *     custom_id. tenant and user are '' when none.
+ *   - extra job fields: est_prompt_tokens (the prompt part of cost), fin_ms
+ *     (unix ms the job ended), dead_entry (its entry id in P dead, while dead).
+ *   - enqueue (lua/enqueue.lua) writes nothing when job:<id> or res:<id>
+ *     exists: the id is the idempotency key while either lives.
+ *   - a job ends only through llmq_job_finish(P, id, state, output_line, reason,
+ *     now_ms) in lua/lib/30_jobs.lua (state done|dead): it sets res:<id>,
+ *     state, fin_ms, XADDs events (and dead with dead_entry, last_error = reason),
+ *     and applies retention. A done job loses its body; a dead one keeps its
+ *     whole hash and result until `llmq dead retry` (back to queued, attempts 0)
+ *     or `llmq dead purge` (deleted).
+ *   P results          ZSET  done job ids, score = fin_ms: the retention index.
+ *                            Beyond settings result_max or older than
+ *                            result_ttl_ms, res:<id> and job:<id> are deleted
+ *                            (oldest first, at most 64 per finish; PEXPIRE too).
+ *   P stats            HASH  counters: done, dead (jobs ended, ever), http_429
+ *                            (429 replies seen; the worker HINCRBYs it),
+ *                            insufficient_quota (those of them that were)
+ *   P calib            HASH  prompt-token estimate calibration per model:
+ *                            "<model>|n", "|est", "|act", "|abs", "|under",
+ *                            "|rel", "|rel2" (common/jobs/calibration.h)
+ *   P settings         HASH  retention and enqueue settings, `llmq settings`:
+ *                            result_ttl_ms (default 7 days), result_max (1000000),
+ *                            events_max (100000, approximate MAXLEN of events),
+ *                            events_ttl_ms (1 day; events older are trimmed),
+ *                            max_body_bytes (1048576, checked by enqueue)
+ *   Queue streams are trimmed (every 256 finishes) only below each group's
+ *   oldest pending entry and last delivered id: never an unacknowledged entry
+ *   (the worker XDELs what it acknowledges; this trim is the safety net).
+ */
+#ifndef LLMQ_KEYS_H
+#define LLMQ_KEYS_H
+
+#define LLMQ_KEY_PREFIX_MAX 256
+#define LLMQ_GROUP "workers"
+
+#endif
