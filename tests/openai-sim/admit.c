@@ -309,10 +309,7 @@ int sim_window_admit(struct sim_conn *c, const struct sim_call *call, struct sim
     limits_for(cfg, c->ex.model, &rpm, &tpm);
     int spurious = cfg->spurious_429_pct > 0.0 && draw_pct(srv) < cfg->spurious_429_pct;
     struct sim_bucket *b = rpm > 0 || tpm > 0 ? bucket_get(srv, c->ex.key_sha, c->ex.model) : NULL;
-    /* Decided as of the request's arrival; the log stays in time order. */
-    int64_t now = c->ex.t_mono_ms;
-    if (b != NULL && b->win.len > 0 && now < b->last_t_ms)
-        now = b->last_t_ms;
+    int64_t now = sim_mono_ms();
     if (b != NULL) {
         sim_window_expire(&b->win, now, cfg->period_ms);
         rl_fill(b, now, cfg->period_ms, rl);
@@ -342,7 +339,6 @@ int sim_window_admit(struct sim_conn *c, const struct sim_call *call, struct sim
                       wait_ms, rl);
         return 1;
     }
-    b->last_t_ms = now;
     if (sim_window_add(&b->win, now, call->reserve_tokens, &c->ex.seq) == 0) {
         c->ex.bucket = b;
         c->ex.charged_tokens = call->reserve_tokens;

@@ -40,18 +40,8 @@ static void exchange_begin(struct sim_conn *c)
     ex->close_after = !c->req.keep_alive;
     ex->status = 0;
     ex->outcome = SIM_OUT_OK;
-    /* Times of the request's arrival (the kernel's receive time of its first
-     * bytes), not of this loop's getting to it: a busy sim must not count
-     * requests later than they came. */
     ex->t_unix_ms = sim_unix_ms();
     ex->t_mono_ms = sim_mono_ms();
-    if (c->arrived_unix_us > 0) {
-        int64_t late_ms = ex->t_unix_ms - c->arrived_unix_us / 1000;
-        if (late_ms > 0 && late_ms < 60000) {
-            ex->t_unix_ms -= late_ms;
-            ex->t_mono_ms -= late_ms;
-        }
-    }
     ex->key8[0] = '-';
     ex->key8[1] = '\0';
     ex->model[0] = ex->path[0] = ex->client_id[0] = '\0';

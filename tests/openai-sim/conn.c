@@ -172,32 +172,6 @@ int sim_conn_start_exchange(struct sim_conn *c, int64_t delay_ms)
     return 0;
 }
 
-/* recv into c->in with the kernel's receive timestamp: a read into an
- * empty buffer (the start of a request) records it in c->arrived_unix_us. */
-static ssize_t recv_stamped(struct sim_conn *c)
-{
-    union {
-        char buf[CMSG_SPACE(sizeof(struct timeval))];
-        struct cmsghdr align;
-    } ctl;
-    struct iovec iov = {c->in.data + c->in.len, SIM_READ_CHUNK};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-                         .msg_controllen = sizeof(ctl.buf)};
-    int empty = c->in.len == 0;
-    ssize_t n = recvmsg(c->fd, &msg, 0);
-    if (n <= 0 || !empty)
-        return n;
-    c->arrived_unix_us = 0;
-    for (struct cmsghdr *m = CMSG_FIRSTHDR(&msg); m != NULL; m = CMSG_NXTHDR(&msg, m)) {
-        if (m->cmsg_level == SOL_SOCKET && m->cmsg_type == SCM_TIMESTAMP) {
-            struct timeval tv;
-            memcpy(&tv, CMSG_DATA(m), sizeof(tv));
-            c->arrived_unix_us = (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
-        }
-    }
-    return n;
-}
-
 /* Reads what the socket has. Returns 0, or -1 when c was freed. */
 static int conn_read(struct sim_conn *c)
 {
@@ -206,7 +180,7 @@ static int conn_read(struct sim_conn *c)
             conn_free(c, 0);
             return -1;
         }
-        ssize_t n = recv_stamped(c);
+        ssize_t n = recv(c->fd, c->in.data + c->in.len, SIM_READ_CHUNK, 0);
         if (n > 0) {
             c->in.len += (size_t)n;
             conn_arm_idle(c);
@@ -299,8 +273,6 @@ static void conn_new(struct sim_server *srv, int fd)
     }
     int one = 1;
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    /* Receive timestamps: the window counts a request from its arrival. */
-    (void)setsockopt(fd, SOL_SOCKET, SO_TIMESTAMP, &one, sizeof(one));
     c->srv = srv;
     c->fd = fd;
     ev_io_init(&c->io, on_io, fd, EV_READ);

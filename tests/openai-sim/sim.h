@@ -104,7 +104,6 @@ struct sim_bucket {
     unsigned char key_sha[32];
     char model[128];
     int64_t rpm, tpm;
-    int64_t last_t_ms; /* arrival (mono) of the latest admission */
     struct sim_window win;
 };
 
@@ -147,10 +146,6 @@ struct sim_conn {
     int busy; /* ex is in progress */
     int peer_eof;
     int in_process; /* conn_process is on the stack: do not re-enter it */
-    /* Kernel receive time (unix us, SO_TIMESTAMP) of the first bytes read
-     * into an empty buffer: the request's arrival, whatever the loop's lag
-     * in reading it; 0 when unknown. */
-    int64_t arrived_unix_us;
     struct sim_http_req req;
     struct sim_exchange ex;
 };
