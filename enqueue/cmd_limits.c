@@ -46,7 +46,7 @@ static void usage(FILE *out)
                  "charge at\n"
                  "admission stays for the window, as OpenAI counts it). --window-guard-ms "
                  "holds\n"
-                 "each admission that much longer than the period (default 500), for "
+                 "each admission that much longer than the period (default 1000), for "
                  "requests\n"
                  "that reach the API late. Options common to all commands:\n"
                  "--redis URL, --account NAME.\n");
@@ -208,7 +208,7 @@ static int cmd_get(struct llmq_cli *cli, redisContext *c, const char *prefix, in
            "%s ms\n",
            field(policy, "headroom_high", "100"), field(policy, "headroom_normal", "100"),
            field(policy, "headroom_low", "80"), field(policy, "soft_threshold", "80"),
-           field(policy, "window_guard_ms", "500"));
+           field(policy, "window_guard_ms", "1000"));
     json_decref(all);
     json_decref(policy);
     return LLMQ_EXIT_OK;

@@ -21,8 +21,6 @@
 -- ARGV[13..16] remaining requests, remaining tokens, reset requests ms, reset
 --          tokens ms from the response headers (-1: not sent)
 -- ARGV[17..18] limit requests, limit tokens from the headers (-1: not sent)
--- ARGV[19] ms from admission until the request went out (0 or absent:
---          unknown): the window counts the request from then on
 -- Reply: {owned, finished}: owned 0 when the entry was no longer pending for
 -- anyone (reclaimed and redelivered): the job's state is then left to the
 -- current owner, except that a result is still stored once (finished 1).
@@ -36,9 +34,6 @@ local finished = 0
 local jk = P .. 'job:' .. id
 
 if handle ~= '' then
-    if mode == 'done' or (mode == 'dead' and actual >= 0) or (mode == 'retry' and ARGV[10] ~= '1') then
-        limiter_restamp(P, handle, tonumber(ARGV[19]) or 0)
-    end
     if mode == 'done' or (mode == 'dead' and actual >= 0) then
         limiter_adjust(P, handle, math.max(actual, 0))
     elseif mode == 'handback' or ARGV[10] == '1' or mode == 'dead' then

@@ -18,7 +18,6 @@
 #include <string.h>
 
 #include "base/backoff.h"
-#include "base/clock.h"
 #include "jobs/calibration.h"
 #include "openai/errorbody.h"
 #include "http/http.h"
@@ -197,9 +196,6 @@ static void on_response(struct llmq_http_response *resp, void *privdata)
     struct worker_job *job = privdata;
     struct llmq_worker *w = job->acct->w;
     copy_headers(job, &resp->headers);
-    if (resp->request_sent && resp->pretransfer_ms >= 0 && job->dispatched_mono_ms > 0)
-        job->sent_after_ms =
-            job->submitted_mono_ms - job->dispatched_mono_ms + resp->pretransfer_ms;
     if (resp->outcome == LLMQ_HTTP_OK) {
         classify_http(w, job, resp);
     } else if (resp->outcome == LLMQ_HTTP_CANCELLED) {
@@ -271,7 +267,6 @@ void llmq_worker_call(struct llmq_worker *w, struct worker_job *job)
         .api_key = job->acct->cfg->api_key,
         .client_request_id = job->id,
     };
-    job->submitted_mono_ms = llmq_monotonic_ms();
     if (llmq_http_submit(w->http, &req, on_response, job, &err) != LLMQ_OK) {
         LLMQ_LOG_JOB(LLMQ_LOG_ERROR, job->acct->cfg->name, job->id, "cannot send: %s", err.msg);
         plan_retry(w, job, err.msg, -1, 1, NULL);

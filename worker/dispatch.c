@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "base/backoff.h"
-#include "base/clock.h"
 #include "dispatch_reply.h"
 #include "base/log.h"
 #include "admin/metrics_worker.h"
@@ -123,7 +122,6 @@ static void on_dispatch(redisAsyncContext *ac, redisReply *r, void *privdata)
     (void)ac;
     struct worker_account *a = privdata;
     struct llmq_worker *w = a->w;
-    int64_t reply_mono_ms = llmq_monotonic_ms(); /* the grants' local "admitted" time */
     a->dispatching = 0;
     if (r == NULL)
         return; /* connection lost: dispatch resumes when it is back */
@@ -157,7 +155,6 @@ static void on_dispatch(redisAsyncContext *ac, redisReply *r, void *privdata)
                      "dispatched: %s, priority %s, attempt %d of %d, %lld tokens reserved",
                      job->model, job->prio, job->attempts, job->max_attempts, (long long)job->cost);
         w->last_busy_ms = llmq_worker_now_ms(w);
-        job->dispatched_mono_ms = reply_mono_ms;
         llmq_worker_call(w, job);
     }
     plan_next(a, granted, a->asked, wait_ms);

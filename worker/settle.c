@@ -61,9 +61,8 @@ static void on_settled(redisAsyncContext *ac, redisReply *r, void *privdata)
     if (r->type == REDIS_REPLY_ERROR)
         LLMQ_LOG_JOB(LLMQ_LOG_ERROR, job->acct->cfg->name, job->id, "settle failed: %s", r->str);
     else
-        LLMQ_LOG_JOB(LLMQ_LOG_DEBUG, job->acct->cfg->name, job->id,
-                     "settled: %s%s%s, sent %lld ms after its grant", job->mode,
-                     job->reason[0] ? " " : "", job->reason, (long long)job->sent_after_ms);
+        LLMQ_LOG_JOB(LLMQ_LOG_DEBUG, job->acct->cfg->name, job->id, "settled: %s%s%s", job->mode,
+                     job->reason[0] ? " " : "", job->reason);
     llmq_worker_spool_answered(job);
     llmq_worker_job_free(job);
     w->inflight--;
@@ -76,16 +75,15 @@ static void on_settled(redisAsyncContext *ac, redisReply *r, void *privdata)
 void llmq_worker_settle(struct worker_job *job)
 {
     struct worker_account *a = job->acct;
-    char actual[24], delay[24], pause[24], nums[6][24], sent_after[24];
+    char actual[24], delay[24], pause[24], nums[6][24];
     snprintf(actual, sizeof(actual), "%" PRId64, job->actual_tokens);
     snprintf(delay, sizeof(delay), "%" PRId64, job->delay_ms);
     snprintf(pause, sizeof(pause), "%" PRId64, job->pause_ms);
-    snprintf(sent_after, sizeof(sent_after), "%" PRId64, job->sent_after_ms);
     const int64_t hv[6] = {job->rem_req,      job->rem_tok, job->reset_req_ms,
                            job->reset_tok_ms, job->lim_req, job->lim_tok};
     for (int i = 0; i < 6; i++)
         snprintf(nums[i], sizeof(nums[i]), "%" PRId64, hv[i]);
-    const char *argv[20] = {a->prefix,
+    const char *argv[19] = {a->prefix,
                             job->mode,
                             job->prio,
                             job->eid,
@@ -103,10 +101,9 @@ void llmq_worker_settle(struct worker_job *job)
                             nums[2],
                             nums[3],
                             nums[4],
-                            nums[5],
-                            sent_after};
+                            nums[5]};
     redisAsyncContext *ac = llmq_redis_async_context(a->cmd);
-    if (ac == NULL || llmq_script_run_async(ac, LLMQ_SCRIPT_JOB_SETTLE, 1, 20, argv, NULL,
+    if (ac == NULL || llmq_script_run_async(ac, LLMQ_SCRIPT_JOB_SETTLE, 1, 19, argv, NULL,
                                             on_settled, job) != LLMQ_OK)
         keep_for_retry(job);
 }

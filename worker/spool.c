@@ -112,7 +112,6 @@ static struct worker_job *job_from_line(struct worker_account *a, const char *te
     job->reset_tok_ms = int_member(o, "reset_tok_ms", -1);
     job->lim_req = int_member(o, "lim_req", -1);
     job->lim_tok = int_member(o, "lim_tok", -1);
-    job->sent_after_ms = int_member(o, "sent_after_ms", 0);
     job->from_spool = 1;
     json_decref(o);
     if (!job->id || !job->handle || !job->model || !job->url_path || !job->body) {
@@ -240,8 +239,6 @@ static char *job_line(const struct worker_job *job)
         "max_attempts", job->max_attempts);
     if (o != NULL && job->line != NULL)
         json_object_set_new(o, "line", json_string(job->line));
-    if (o != NULL)
-        json_object_set_new(o, "sent_after_ms", json_integer((json_int_t)job->sent_after_ms));
     char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return text;

@@ -67,11 +67,6 @@ struct worker_job {
     int refund;
     int from_spool; /* loaded from a previous run's spool file (spool.h) */
     int64_t rem_req, rem_tok, reset_req_ms, reset_tok_ms, lim_req, lim_tok;
-    /* Monotonic ms when dispatch handed the job over, and when its request
-     * was submitted; sent_after_ms: from the first to the request going out
-     * (0: unknown), which settle adds to the admission time in the window
-     * (the API counts the request from its arrival, not its admission). */
-    int64_t dispatched_mono_ms, submitted_mono_ms, sent_after_ms;
 };
 
 struct llmq_worker {

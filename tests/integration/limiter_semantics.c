@@ -139,12 +139,12 @@ static void test_window_guard(void **state)
     struct llmq_grant d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
     assert_int_equal(d.decision, LLMQ_DENIED);
     assert_int_equal(d.wait_ms, g.at_ms + 5000 + 700 - d.at_ms);
-    /* Without a policy value the default guard (500 ms) applies. */
+    /* Without a policy value the default guard (1000 ms) applies. */
     redisReply *r = redisCommand(f->c, "HDEL llmq:{%s}:policy window_guard_ms", f->account);
     freeReplyObject(r);
     d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
     assert_int_equal(d.decision, LLMQ_DENIED);
-    assert_int_equal(d.wait_ms, g.at_ms + 5000 + 500 - d.at_ms);
+    assert_int_equal(d.wait_ms, g.at_ms + 5000 + 1000 - d.at_ms);
 }
 
 /* A bucket set to --settle usage replaces the charge with the usage. */

@@ -107,8 +107,6 @@ struct llmq_http_response {
     size_t body_len;
     struct llmq_ratelimit_headers headers; /* rate-limit headers of the final response */
     int64_t elapsed_ms;                    /* submit to completion, monotonic */
-    int64_t pretransfer_ms; /* submit until the request could go out (connection ready,
-                               CURLINFO_PRETRANSFER_TIME_T); -1 when unknown */
 };
 
 /* Called exactly once per successfully submitted request; resp is borrowed

@@ -311,11 +311,6 @@ void llmq_http_xfer_response(struct llmq_http_xfer *x, struct llmq_http_response
     empty[0] = '\0';
     resp->headers = x->rl;
     resp->elapsed_ms = now_ms - x->start_ms;
-    curl_off_t pre_us = 0;
-    resp->pretransfer_ms =
-        curl_easy_getinfo(x->easy, CURLINFO_PRETRANSFER_TIME_T, &pre_us) == CURLE_OK && pre_us > 0
-            ? (int64_t)(pre_us / 1000)
-            : -1;
 }
 
 char *llmq_http_response_take_body(struct llmq_http_response *resp, size_t *len)
