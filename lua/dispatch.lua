@@ -1,5 +1,5 @@
--- dispatch: hand this worker the next jobs the limiter admits (DESIGN.md
--- flow 2), all in one atomic step.
+-- dispatch: hand this worker the next jobs the limiter admits (docs/DESIGN.md
+-- §3.2), all in one atomic step.
 --   1. Delayed jobs that are due go back to their priority stream.
 --   2. Per priority, high first, the next undelivered entries are read from
 --      the stream and each job's cost is tried against every bucket of its
@@ -37,11 +37,9 @@ if max_jobs < 1 or max_jobs > 256 then
     return redis.error_reply('LLMQ_EINVAL max jobs must be 1..256')
 end
 local now = llmq_now_ms()
-local PRIOS = { 'high', 'normal', 'low' }
 
 -- 1. Promote due delayed jobs.
 local due = redis.call('ZRANGEBYSCORE', P .. 'delayed', '-inf', now, 'LIMIT', 0, 512)
-local VALID_PRIO = { high = true, normal = true, low = true }
 for _, id in ipairs(due) do
     local ok, j = pcall(redis.call, 'HMGET', P .. 'job:' .. id, 'prio', 'state')
     if not ok or ((j[1] or j[2]) and not worker_name_ok(id)) then
@@ -50,7 +48,7 @@ for _, id in ipairs(due) do
     elseif j[2] == 'done' or j[2] == 'dead' then
         -- Ended meanwhile (a reclaimed job whose first delivery then
         -- finished): requeueing it would overwrite its state.
-    elseif VALID_PRIO[j[1]] then
+    elseif JOBS_PRIORITY_VALID[j[1]] then
         redis.call('XADD', P .. 'q:' .. j[1], '*', 'id', id)
         redis.call('HSET', P .. 'job:' .. id, 'state', 'queued')
     elseif j[1] or j[2] then
@@ -77,10 +75,10 @@ local function last_delivered(q)
 end
 
 local JOB_FIELDS = { 'model', 'tenant', 'user', 'cost', 'deadline_ms', 'attempts', 'max_attempts',
-    'state', 'est_prompt_tokens', 'url' }
+    'state', 'est_prompt_tokens', 'url', 'cancel' }
 local granted, taken, wait = {}, 0, 0
 
-for _, prio in ipairs(PRIOS) do
+for _, prio in ipairs(JOBS_PRIORITIES) do
     if taken >= max_jobs then
         break
     end
@@ -123,6 +121,11 @@ for _, prio in ipairs(PRIOS) do
             end
             if invalid ~= nil then
                 kind, a, b = 'dead', 'invalid_job', invalid
+            elseif kind == nil and job[11] == '1' then
+                -- Cancel hook (lua/job_cancel.lua): a job cancelled while it
+                -- was running and then handed back or reclaimed is never
+                -- sent again. Queued and delayed ones were ended at cancel.
+                kind, a, b = 'dead', 'cancelled', 'cancelled before it was sent'
             elseif kind == nil then
                 local deadline = tonumber(job[5]) or 0
                 local attempts, max_attempts = tonumber(job[6]) or 0, tonumber(job[7]) or 0
@@ -198,7 +201,7 @@ if #first > 0 then
     next_due = math.max(tonumber(first[2]) - now, 0)
 end
 local lasts = {}
-for _, prio in ipairs(PRIOS) do
+for _, prio in ipairs(JOBS_PRIORITIES) do
     local ok, e = pcall(redis.call, 'XREVRANGE', P .. 'q:' .. prio, '+', '-', 'COUNT', 1)
     lasts[#lasts + 1] = ok and #e > 0 and e[1][1] or '0-0'
 end

@@ -14,14 +14,12 @@ local JOBS_FIELDS = 12
 if #ARGV % JOBS_FIELDS ~= 0 then
     return redis.error_reply('LLMQ_EINVAL enqueue takes ' .. JOBS_FIELDS .. ' values per job')
 end
--- queue stream of each priority (nil: not a priority)
-local QUEUE = { high = P .. 'q:high', normal = P .. 'q:normal', low = P .. 'q:low' }
 local now = llmq_now_ms()
 local out = {}
 for base = 1, #ARGV, JOBS_FIELDS do
     local id, prio = ARGV[base], ARGV[base + 1]
     local jk = P .. 'job:' .. id
-    if not QUEUE[prio] then
+    if not JOBS_PRIORITY_VALID[prio] then
         return redis.error_reply('LLMQ_EINVAL job ' .. id .. ': bad priority ' .. prio)
     end
     if redis.call('EXISTS', jk, P .. 'res:' .. id) > 0 then
@@ -40,7 +38,7 @@ for base = 1, #ARGV, JOBS_FIELDS do
             'tenant', ARGV[base + 6], 'user', ARGV[base + 7], 'deadline_ms', deadline,
             'max_attempts', ARGV[base + 10], 'attempts', 0, 'enq_ms', now, 'state', 'queued',
             'est_prompt_tokens', ARGV[base + 11])
-        redis.call('XADD', QUEUE[prio], '*', 'id', id)
+        redis.call('XADD', P .. 'q:' .. prio, '*', 'id', id)
         out[#out + 1] = { 1, 'queued' }
     end
 end

@@ -18,6 +18,7 @@
 #include "redis/script.h"
 #include "spool.h"
 #include "worker.h"
+#include "llmq/priority.h"
 
 #define WAKE_BLOCK_MAX_MS 5000
 
@@ -76,12 +77,12 @@ static void start_wake_read(struct worker_account *a, int64_t block_ms)
     if (ac == NULL || a->wake_reading)
         return;
     char block[24], keys[3][LLMQ_KEY_PREFIX_MAX + 16];
-    static const char *const prios[3] = {"high", "normal", "low"};
     snprintf(block, sizeof(block), "%lld", (long long)(block_ms > 0 ? block_ms : 1));
     const char *argv[10] = {"XREAD", "BLOCK", block, "STREAMS"};
     size_t argc = 4;
-    for (int i = 0; i < 3; i++) {
-        snprintf(keys[i], sizeof(keys[i]), "%sq:%s", a->prefix, prios[i]);
+    for (int i = 0; i < LLMQ_PRIORITY_COUNT; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "%sq:%s", a->prefix,
+                 llmq_priority_name(llmq_priority_by_rank(i)));
         argv[argc++] = keys[i];
     }
     for (int i = 0; i < 3; i++)

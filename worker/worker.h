@@ -1,4 +1,4 @@
-/* llmq-worker internals shared by its flows (DESIGN.md flows 2-6):
+/* llmq-worker internals shared by its flows (docs/DESIGN.md §3.2-3.6):
  *   dispatch.c  asks the dispatch script for jobs the limiter admits, and
  *               decides when to ask again (exact waits, wake-up reads);
  *   call.c      sends each job to the API and classifies the response;

@@ -41,31 +41,6 @@ const char *llmq_job_url_known(const char *url)
     return NULL;
 }
 
-const char *llmq_job_priority_name(enum llmq_priority p)
-{
-    switch (p) {
-    case LLMQ_PRIORITY_HIGH:
-        return "high";
-    case LLMQ_PRIORITY_LOW:
-        return "low";
-    default:
-        return "normal";
-    }
-}
-
-int llmq_job_priority_parse(const char *s, enum llmq_priority *out)
-{
-    static const enum llmq_priority all[] = {LLMQ_PRIORITY_HIGH, LLMQ_PRIORITY_NORMAL,
-                                             LLMQ_PRIORITY_LOW};
-    for (size_t i = 0; i < 3; i++) {
-        if (s != NULL && strcmp(s, llmq_job_priority_name(all[i])) == 0) {
-            *out = all[i];
-            return 0;
-        }
-    }
-    return -1;
-}
-
 /* splitmix64 over a per-thread state seeded once from the kernel: ids need to
  * be unique, not secret, and a syscall per id would cost more than the rest of
  * the enqueue path. */
@@ -168,7 +143,7 @@ static enum llmq_rc line_option(const char *key, const json_t *v, struct job_opt
                                 struct llmq_error *err)
 {
     if (strcmp(key, "priority") == 0) {
-        if (!json_is_string(v) || llmq_job_priority_parse(json_string_value(v), &o->priority))
+        if (!json_is_string(v) || llmq_priority_parse(json_string_value(v), &o->priority))
             return llmq_error_set(err, LLMQ_EINVAL, "llmq.priority must be high, normal or low");
         return LLMQ_OK;
     }

@@ -71,12 +71,6 @@ void llmq_job_clear(struct llmq_job *j);
 /* The static spelling of a known Batch url, or NULL when url is not one. */
 const char *llmq_job_url_known(const char *url);
 
-/* "high", "normal" or "low". */
-const char *llmq_job_priority_name(enum llmq_priority p);
-
-/* Parses a priority name; returns 0 and sets *out, or -1. */
-int llmq_job_priority_parse(const char *s, enum llmq_priority *out);
-
 /* Writes a new job id, "job-<unix ms hex>-<16 hex random>", into buf (n >= 40).
  * Thread-safe. */
 void llmq_job_id_generate(char *buf, size_t n);

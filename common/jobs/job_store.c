@@ -15,18 +15,17 @@
 #include "redis/keys.h"
 #include "redis/redis.h"
 #include "redis/script.h"
+#include "llmq/priority.h"
 
 #define FIELDS_PER_JOB 12
 #define NUMS_PER_JOB 5
 #define NUM_LEN 24
 
-static const char *const priorities[] = {"high", "normal", "low"};
-
 enum llmq_rc llmq_job_store_prepare(redisContext *c, const char *prefix, struct llmq_error *err)
 {
-    for (size_t i = 0; i < 3; i++) {
+    for (int i = 0; i < LLMQ_PRIORITY_COUNT; i++) {
         char key[LLMQ_KEY_PREFIX_MAX + 16];
-        snprintf(key, sizeof(key), "%sq:%s", prefix, priorities[i]);
+        snprintf(key, sizeof(key), "%sq:%s", prefix, llmq_priority_name(llmq_priority_by_rank(i)));
         redisReply *r = redisCommand(c, "XGROUP CREATE %s %s 0 MKSTREAM", key, LLMQ_GROUP);
         int ok =
             r != NULL && (r->type != REDIS_REPLY_ERROR || strncmp(r->str, "BUSYGROUP", 9) == 0);
@@ -70,7 +69,7 @@ static void build_call(struct call_args *a, const char *prefix, const struct llm
     arg(a, prefix, strlen(prefix));
     for (size_t i = 0; i < n; i++) {
         const struct llmq_job *j = &jobs[i];
-        const char *prio = llmq_job_priority_name(j->priority);
+        const char *prio = llmq_priority_name(j->priority);
         arg(a, j->id, strlen(j->id));
         arg(a, prio, strlen(prio));
         arg(a, j->model, strlen(j->model));
@@ -86,13 +85,12 @@ static void build_call(struct call_args *a, const char *prefix, const struct llm
     }
 }
 
-/* Reads the reply of one call covering n jobs into out[0..n). Returns 1 for
- * a missing function (to run again), 0 when done, -1 on error (err filled). */
-static int take_reply(redisContext *c, redisReply *r, size_t n, struct llmq_job_outcome *out,
-                      struct llmq_error *err)
+/* Reads the outcomes of one enqueue reply covering n jobs into out[0..n).
+ * Returns 0, or -1 with err filled (an error reply, or an unexpected shape).
+ * Shared by the synchronous and the asynchronous push. */
+static int parse_outcomes(redisContext *c, const redisReply *r, size_t n,
+                          struct llmq_job_outcome *out, struct llmq_error *err)
 {
-    if (llmq_script_is_missing(r))
-        return 1;
     if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != n) {
         if (r == NULL || r->type == REDIS_REPLY_ERROR)
             llmq_redis_error(c, r, "enqueue", err);
@@ -112,6 +110,16 @@ static int take_reply(redisContext *c, redisReply *r, size_t n, struct llmq_job_
         snprintf(out[i].state, sizeof(out[i].state), "%s", e->element[1]->str);
     }
     return 0;
+}
+
+/* Reads the reply of one call covering n jobs into out[0..n). Returns 1 for
+ * a missing function (to run again), 0 when done, -1 on error (err filled). */
+static int take_reply(redisContext *c, redisReply *r, size_t n, struct llmq_job_outcome *out,
+                      struct llmq_error *err)
+{
+    if (llmq_script_is_missing(r))
+        return 1;
+    return parse_outcomes(c, r, n, out, err);
 }
 
 /* One pipelined round: calls [first, first + ncalls) of the push. */
@@ -275,4 +283,91 @@ long long llmq_job_store_setting(redisContext *c, const char *prefix, const char
     if (r != NULL)
         freeReplyObject(r);
     return v;
+}
+
+/* One asynchronous push: its calls are in flight until calls_left is 0. */
+struct push_async {
+    size_t calls_left;
+    struct llmq_job_outcome *out;
+    llmq_job_store_push_cb *cb;
+    void *ud;
+    struct llmq_error err; /* the first failure */
+};
+
+/* One EVALSHA of an asynchronous push, covering out[first, first + count). */
+struct push_async_call {
+    struct push_async *pa;
+    size_t first, count;
+};
+
+static void push_async_finish_call(struct push_async *pa)
+{
+    if (--pa->calls_left > 0)
+        return;
+    pa->cb(pa->err.rc, &pa->err, pa->ud);
+    free(pa);
+}
+
+static void on_push_reply(redisAsyncContext *ac, redisReply *reply, void *privdata)
+{
+    (void)ac;
+    struct push_async_call *call = privdata;
+    struct push_async *pa = call->pa;
+    struct llmq_error e = {0};
+    if (parse_outcomes(NULL, reply, call->count, pa->out + call->first, &e) != 0 &&
+        pa->err.rc == LLMQ_OK)
+        pa->err = e;
+    free(call);
+    push_async_finish_call(pa);
+}
+
+enum llmq_rc llmq_job_store_push_async(redisAsyncContext *ac, const char *prefix,
+                                       const struct llmq_job *jobs, size_t n,
+                                       struct llmq_job_outcome *out, llmq_job_store_push_cb *cb,
+                                       void *ud, struct llmq_error *err)
+{
+    if (ac == NULL || n == 0 || cb == NULL)
+        return llmq_error_set(err, LLMQ_EINVAL, "enqueue: no connection, jobs or callback");
+    struct push_async *pa = calloc(1, sizeof(*pa));
+    struct call_args *a = malloc(sizeof(*a));
+    if (pa == NULL || a == NULL) {
+        free(pa);
+        free(a);
+        return llmq_error_set(err, LLMQ_ENOMEM, "enqueue: out of memory");
+    }
+    pa->out = out;
+    pa->cb = cb;
+    pa->ud = ud;
+    /* one extra reference while sending, so no callback can finish pa early */
+    pa->calls_left = 1;
+    size_t sent = 0;
+    for (size_t job = 0; job < n; job += LLMQ_JOB_STORE_JOBS_PER_CALL) {
+        struct push_async_call *call = malloc(sizeof(*call));
+        if (call == NULL) {
+            llmq_error_set(&pa->err, LLMQ_ENOMEM, "enqueue: out of memory");
+            break;
+        }
+        *call = (struct push_async_call){pa, job, call_jobs(job, n)};
+        build_call(a, prefix, jobs + job, call->count);
+        pa->calls_left++;
+        if (llmq_script_run_async(ac, LLMQ_SCRIPT_ENQUEUE, 1, a->argc, a->argv, a->argvlen,
+                                  on_push_reply, call) != LLMQ_OK) {
+            pa->calls_left--;
+            free(call);
+            llmq_error_set(&pa->err, LLMQ_EREDIS, "enqueue: cannot send to Redis");
+            break;
+        }
+        sent++;
+    }
+    free(a);
+    if (sent == 0) {
+        enum llmq_rc rc = llmq_error_set(err, pa->err.rc ? pa->err.rc : LLMQ_EREDIS, "%s",
+                                         pa->err.msg[0] ? pa->err.msg : "enqueue: nothing sent");
+        free(pa);
+        return rc;
+    }
+    /* drop the sending reference; the sent calls hold theirs, so the last
+     * reply runs cb (with pa->err when a later call could not be sent) */
+    pa->calls_left--;
+    return LLMQ_OK;
 }

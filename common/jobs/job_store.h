@@ -5,6 +5,7 @@
 #ifndef LLMQ_JOB_STORE_H
 #define LLMQ_JOB_STORE_H
 
+#include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <stddef.h>
 
@@ -32,6 +33,21 @@ enum llmq_rc llmq_job_store_prepare(redisContext *c, const char *prefix, struct 
  * unknown part was written (ids make pushing again safe). */
 enum llmq_rc llmq_job_store_push(redisContext *c, const char *prefix, const struct llmq_job *jobs,
                                  size_t n, struct llmq_job_outcome *out, struct llmq_error *err);
+
+/* Told once when an asynchronous push has ended: rc LLMQ_OK when every call
+ * was answered (the outcomes are filled), else the first failure (err, borrowed
+ * for the call; an unknown part may have been written: pushing again is safe). */
+typedef void llmq_job_store_push_cb(enum llmq_rc rc, const struct llmq_error *err, void *ud);
+
+/* The same push as llmq_job_store_push (same script, same arguments) on an
+ * asynchronous connection (borrowed): for event loops (llmq-gateway). jobs
+ * are borrowed for the call only (arguments are copied); out (n entries) must
+ * live until cb runs. Returns LLMQ_OK, after which cb runs exactly once, from
+ * the loop, never before this returns; otherwise cb never runs. */
+enum llmq_rc llmq_job_store_push_async(redisAsyncContext *ac, const char *prefix,
+                                       const struct llmq_job *jobs, size_t n,
+                                       struct llmq_job_outcome *out, llmq_job_store_push_cb *cb,
+                                       void *ud, struct llmq_error *err);
 
 /* Reads the result of id: on LLMQ_OK *line is new (free with free) and *dead
  * (may be NULL) 1 when the job is dead. LLMQ_ENOTFOUND when there is none. */

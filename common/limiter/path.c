@@ -1,28 +1,10 @@
-/* Priorities, bucket paths, and the bucket names derived from them. */
+/* Bucket paths, and the bucket names derived from them. */
 #include "limiter/path.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "redis/redis.h"
-
-static const char *const priority_names[LLMQ_PRIORITY_COUNT] = {"high", "normal", "low"};
-
-int llmq_priority_parse(const char *s, enum llmq_priority *out)
-{
-    for (int i = 0; i < LLMQ_PRIORITY_COUNT; i++) {
-        if (s != NULL && strcmp(s, priority_names[i]) == 0) {
-            *out = (enum llmq_priority)i;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-const char *llmq_priority_name(enum llmq_priority p)
-{
-    return (int)p >= 0 && p < LLMQ_PRIORITY_COUNT ? priority_names[p] : "normal";
-}
 
 static enum llmq_rc copy_part(char *dst, const char *src, const char *what, int optional,
                               struct llmq_error *err)

@@ -68,6 +68,33 @@
  *                            events_max (100000, approximate MAXLEN of events),
  *                            events_ttl_ms (1 day; events older are trimmed),
  *                            max_body_bytes (1048576, checked by enqueue)
+ *   job field cancel = 1: cancelled (lua/job_cancel.lua): a queued or delayed
+ *   job ends dead with reason cancelled at once; a running one is never sent
+ *   again should it come back to dispatch.
+ *
+ * Gateway (gateway/, `llmq keys`)
+ *   P gw:key:<sha256>  HASH  a gateway key, known only by the SHA-256 (hex) of
+ *                            its text: tenant ('' none), user ('' none: the
+ *                            request's "user" field), priority (sync calls),
+ *                            models (comma-separated; '' all), created_ms
+ *   P gw:keys          ZSET  the SHA-256 of every key, score = created_ms
+ *   P gw:file:<id>     HASH  an uploaded file ("file-<24 hex>"): filename,
+ *                            purpose, bytes, lines, created_at (unix s), content
+ *   P gw:files         ZSET  file ids, score = created ms
+ *   P gw:batch:<id>    HASH  a Batch ("batch_<24 hex>"): endpoint,
+ *                            input_file_id, completion_window, metadata (JSON),
+ *                            status, total, completed, failed, expired,
+ *                            created_at, in_progress_at, cancelling_at,
+ *                            finalizing_at, completed_at, cancelled_at,
+ *                            expired_at, failed_at, expires_at (unix s), errors
+ *   P gw:batch:<id>:jobs LIST its job ids, in input order
+ *   P gw:batches       ZSET  batch ids, score = created ms
+ *   A Batch's jobs have ids "<batch id>.<custom_id>"; llmq_job_finish counts
+ *   each end into the batch (completed, failed, expired) and ends the batch
+ *   when all have (lua/lib/30_jobs.lua llmq_jobs_batch_settle). Its output and
+ *   error files ("file-out_<batch id>", "file-err_<batch id>") are read from
+ *   the jobs' results (P res:<id>), so they live as long as those are kept.
+ *
  *   Queue streams are trimmed (every 256 finishes) only below each group's
  *   oldest pending entry and last delivered id: never an unacknowledged entry
  *   (the worker XDELs what it acknowledges; this trim is the safety net).

@@ -17,8 +17,8 @@ local function worker_ack(q, eid)
     return acked
 end
 
--- Hostile data (DESIGN.md: a hostile stream entry gets a reason, never a
--- crash). Checks are cheap string tests on short values: the dispatch fast
+-- Hostile data (docs/DESIGN.md §4: a hostile stream entry gets a reason,
+-- never a crash). Checks are cheap string tests on short values: the dispatch fast
 -- path pays a few pattern matches per job.
 
 -- True when s is valid UTF-8 (no overlongs, no surrogates, at most U+10FFFF).

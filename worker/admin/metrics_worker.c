@@ -18,11 +18,10 @@
 #include "base/log.h"
 #include "admin/metrics.h"
 #include "worker.h"
+#include "llmq/priority.h"
 
 #define DEPTH_EVERY_S 5.0
 #define DEPTH_PROBES 8
-
-static const char *const prios[3] = {"high", "normal", "low"};
 
 /* One queue-depth read in flight: which gauge its reply sets. */
 struct depth_probe {
@@ -166,8 +165,14 @@ static int on_ready(void *privdata, char *reason, size_t n)
 
 static char *on_metrics(void *privdata, size_t *len)
 {
-    struct llmq_worker *w = privdata;
+    return llmq_worker_metrics_render(privdata, len);
+}
+
+char *llmq_worker_metrics_render(struct llmq_worker *w, size_t *len)
+{
     struct llmq_worker_metrics *m = w->metrics;
+    if (m == NULL)
+        return NULL;
     char reason[256];
     llmq_metrics_set(m->in_flight, NULL, w->http ? (double)llmq_http_inflight(w->http) : 0);
     llmq_metrics_set(m->in_hand, NULL, w->inflight);
@@ -200,7 +205,8 @@ static void on_depth(redisAsyncContext *ac, void *reply, void *privdata)
              r->element[0]->type == REDIS_REPLY_INTEGER)
         v = r->element[0]->integer; /* XPENDING summary: count first */
     const char *name = m->w->accounts[p->account].cfg->name;
-    const char *l[] = {name, p->kind < 6 ? prios[p->kind % 3] : NULL};
+    const char *l[] = {name,
+                       p->kind < 6 ? llmq_priority_name(llmq_priority_by_rank(p->kind % 3)) : NULL};
     struct llmq_metric *f = p->kind < 3    ? m->queue
                             : p->kind < 6  ? m->pending
                             : p->kind == 6 ? m->delayed
@@ -220,7 +226,8 @@ static void depth_send(struct llmq_worker_metrics *m, int i)
         *p = (struct depth_probe){.wm = m, .account = i, .kind = k};
         const char *cmd = k < 3 ? "XLEN" : k < 6 ? "XPENDING" : k == 6 ? "ZCARD" : "XLEN";
         if (k < 6)
-            snprintf(key, sizeof(key), "%sq:%s", a->prefix, prios[k % 3]);
+            snprintf(key, sizeof(key), "%sq:%s", a->prefix,
+                     llmq_priority_name(llmq_priority_by_rank(k % 3)));
         else
             snprintf(key, sizeof(key), "%s%s", a->prefix, k == 6 ? "delayed" : "dead");
         const char *argv[3] = {cmd, key, LLMQ_GROUP};

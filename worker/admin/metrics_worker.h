@@ -8,6 +8,7 @@
 #ifndef LLMQ_WORKER_METRICS_WORKER_H
 #define LLMQ_WORKER_METRICS_WORKER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct llmq_worker;
@@ -25,6 +26,10 @@ int llmq_worker_metrics_start(struct llmq_worker *w);
  * connections are freed (their pending queue-depth callbacks point here) and
  * before the loop is destroyed. */
 void llmq_worker_metrics_free(struct llmq_worker *w);
+
+/* Returns new Prometheus text of every family (what /metrics serves; free()
+ * it) with its length in *len, or NULL without metrics or memory. */
+char *llmq_worker_metrics_render(struct llmq_worker *w, size_t *len);
 
 /* A job was granted by dispatch (counts it and its reserved tokens). */
 void llmq_worker_metrics_dispatched(struct llmq_worker *w, const struct worker_job *job);

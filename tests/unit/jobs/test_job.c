@@ -247,11 +247,6 @@ static void test_ids_and_names(void **state)
     assert_true(llmq_name_valid(a));
     assert_string_not_equal(a, b);
     assert_int_equal(strncmp(a, "job-", 4), 0);
-    enum llmq_priority p;
-    assert_int_equal(llmq_job_priority_parse("low", &p), 0);
-    assert_int_equal(p, LLMQ_PRIORITY_LOW);
-    assert_int_equal(llmq_job_priority_parse("urgent", &p), -1);
-    assert_string_equal(llmq_job_priority_name(LLMQ_PRIORITY_HIGH), "high");
     assert_null(llmq_job_url_known("/v1/images"));
     assert_non_null(llmq_job_url_known("/v1/responses"));
 }

@@ -1,4 +1,4 @@
-/* Paths, bucket names and priorities (common/limiter/path.c). */
+/* Paths and bucket names (common/limiter/path.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -59,11 +59,6 @@ static void test_bucket_name_and_priority(void **state)
     assert_int_equal(llmq_bucket_name(b, sizeof(b), "m", NULL, "u", &err), LLMQ_OK);
     assert_string_equal(b, "m/u/u");
     assert_int_equal(llmq_bucket_name(b, sizeof(b), "m/x", NULL, NULL, &err), LLMQ_EINVAL);
-    enum llmq_priority pr;
-    assert_int_equal(llmq_priority_parse("low", &pr), 0);
-    assert_int_equal(pr, LLMQ_PRIORITY_LOW);
-    assert_int_equal(llmq_priority_parse("urgent", &pr), -1);
-    assert_string_equal(llmq_priority_name(LLMQ_PRIORITY_HIGH), "high");
 }
 
 int main(void)
