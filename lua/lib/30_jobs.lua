@@ -25,8 +25,10 @@ local JOBS_TRIM_EVERY = 256     -- streams trimmed every this many finishes
 -- one in C is common/base/priority.c; the names are in llmq/priority.h).
 local JOBS_PRIORITIES = { 'high', 'normal', 'low' }
 local JOBS_PRIORITY_VALID = {} -- name -> true
-for _, prio in ipairs(JOBS_PRIORITIES) do
-    JOBS_PRIORITY_VALID[prio] = true
+-- (A numeric loop: this runs when the Functions library loads, where Redis
+-- offers no ipairs.)
+for i = 1, #JOBS_PRIORITIES do
+    JOBS_PRIORITY_VALID[JOBS_PRIORITIES[i]] = true
 end
 local LLMQ_JOBS_GROUP = 'workers' -- consumer group of the queue streams
 
