@@ -1,16 +1,13 @@
 /* llmq limits: show and change the limits of buckets and the account's
  * limiter policy, live (workers read them on every decision).
  *
- *   llmq limits set MODEL [--rpm N] [--tpm N] [--period-ms P] [--tenant T |
- * --user U]
- *                         [--mode window|gcra] [--burst-requests N]
- * [--burst-tokens N]
- *                         [--soft | --hard]
+ *   llmq limits set MODEL [--rpm N] [--tpm N] [--period-ms P]
+ *       [--tenant T | --user U] [--mode window|gcra]
+ *       [--burst-requests N] [--burst-tokens N] [--soft | --hard]
  *   llmq limits unset MODEL [--tenant T | --user U]
  *   llmq limits get [--json]
  *   llmq limits policy [--headroom-low PCT] [--headroom-normal PCT]
- * [--headroom-high PCT]
- *                      [--soft-threshold PCT]
+ *       [--headroom-high PCT] [--soft-threshold PCT]
  */
 #include <jansson.h>
 #include <stdio.h>
