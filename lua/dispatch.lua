@@ -10,12 +10,15 @@
 --      is parked in delayed until its bucket has room, so others pass. A job
 --      past its deadline, out of attempts, or whose cost never fits is
 --      dead-lettered; an entry whose job already finished is dropped.
+--   Nothing is granted while the account is auth-paused (P auth_pause): the
+--   reply is then the error LLMQ_AUTH_PAUSED <why>.
 --   Hostile data never stops dispatch: an entry without a usable job id, or
 --   whose job key is not a hash, goes to P dead as an entry (worker_dead_entry:
 --   reason invalid_entry, invalid_job_id, invalid_job); a job that is missing
 --   (missing_job) or has fields of the wrong form (invalid_job: model, tenant,
 --   user, cost, deadline_ms, attempts, max_attempts, url) is dead-lettered
 --   with llmq_job_finish. A delayed job that ended meanwhile is not requeued.
+-- Every call records this worker's heartbeat (P workers, lib/40_worker.lua).
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  consumer name     ARGV[2] max jobs to grant (free slots, 1..256)
 -- Reply:
@@ -37,6 +40,19 @@ if max_jobs < 1 or max_jobs > 256 then
     return redis.error_reply('LLMQ_EINVAL max jobs must be 1..256')
 end
 local now = llmq_now_ms()
+worker_heartbeat(P, consumer, now, false)
+
+-- 0. An account paused because the API refused its key (401/403: the key is
+-- wrong, not the jobs; job_settle mode authpause) is granted nothing: its
+-- jobs stay queued until account_resume lifts the pause. The worker reads
+-- this error (worker/dispatch.c) and asks again later. Keep this check in
+-- any rewrite of dispatch.
+local paused_key = redis.call('HGET', P .. 'auth_pause', 'key_id')
+if paused_key then
+    local why = redis.call('HGET', P .. 'auth_pause', 'status') or 'refused'
+    return redis.error_reply('LLMQ_AUTH_PAUSED the API refused key ' .. paused_key .. ' (' ..
+        why .. ')')
+end
 
 -- 1. Promote due delayed jobs.
 local due = redis.call('ZRANGEBYSCORE', P .. 'delayed', '-inf', now, 'LIMIT', 0, 512)

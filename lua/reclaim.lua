@@ -7,11 +7,13 @@
 -- window. Jobs that already ended are just dropped from the stream.
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  consumer name (this worker)   ARGV[2] min idle ms
+-- Also records this worker's heartbeat (P workers, lib/40_worker.lua).
 -- Reply: number of jobs requeued.
 local P = KEYS[1]
 local min_idle = llmq_int_arg(ARGV[2], 'min idle ms')
 local now = llmq_now_ms()
 local requeued = 0
+worker_heartbeat(P, ARGV[1], now, true)
 for _, prio in ipairs(JOBS_PRIORITIES) do
     local q = P .. 'q:' .. prio
     if redis.call('EXISTS', q) == 1 then

@@ -264,8 +264,9 @@ static enum llmq_rc job_build(const char *url, const json_t *body, const struct 
 
 /* Reads the Batch envelope of a parsed line: custom_id, method, url, body,
  * llmq. Sets *url and *body (borrowed from root). */
-static enum llmq_rc line_envelope(const json_t *root, struct job_opts *o, const char **url,
-                                  const json_t **body, struct llmq_error *err)
+static enum llmq_rc line_envelope(const json_t *root, const struct llmq_job_defaults *d,
+                                  struct job_opts *o, const char **url, const json_t **body,
+                                  struct llmq_error *err)
 {
     const char *key;
     json_t *v;
@@ -302,6 +303,10 @@ static enum llmq_rc line_envelope(const json_t *root, struct job_opts *o, const 
         return llmq_error_set(err, LLMQ_EINVAL, "missing \"url\"");
     if (*body == NULL)
         return llmq_error_set(err, LLMQ_EINVAL, "missing \"body\"");
+    if (o->id == NULL && !d->generate_ids)
+        return llmq_error_set(err, LLMQ_EINVAL,
+                              "missing \"custom_id\" (the Batch format requires one; "
+                              "--generate-ids makes ids for lines without)");
     const json_t *llmq = json_object_get(root, "llmq");
     return llmq ? line_options(llmq, o, err) : LLMQ_OK;
 }
@@ -323,7 +328,7 @@ enum llmq_rc llmq_job_from_line(const char *line, size_t len, const struct llmq_
     const char *url = NULL;
     const json_t *body = NULL;
     opts_from_defaults(d, &o);
-    enum llmq_rc rc = line_envelope(root, &o, &url, &body, err);
+    enum llmq_rc rc = line_envelope(root, d, &o, &url, &body, err);
     if (rc == LLMQ_OK)
         rc = job_build(url, body, &o, d, out, err);
     json_decref(root);

@@ -40,7 +40,7 @@
  *   P dead             STREAM {id, reason, error, ts}: dead-lettered jobs
  *
  *   More on jobs (producer side: common/jobs/, lua/enqueue.lua, lib/30_jobs.lua):
- *   - id is the Batch custom_id when the line has one, else generated
+ *   - id is the Batch custom_id (required unless enqueue --generate-ids), else generated
  *     ("job-<unix ms hex>-<16 hex random>"); it is also the output line's
  *     custom_id. tenant and user are '' when none.
  *   - extra job fields: est_prompt_tokens (the prompt part of cost), fin_ms
@@ -57,6 +57,10 @@
  *                            Beyond settings result_max or older than
  *                            result_ttl_ms, res:<id> and job:<id> are deleted
  *                            (oldest first, at most 64 per finish; PEXPIRE too).
+ *   P workers          HASH  consumer name -> unix ms it last ran dispatch or
+ *                            reclaim (its heartbeat; live = seen within
+ *                            LLMQ_WORKER_LIVE_MS); removed by a worker that exits
+ *                            cleanly, dropped by reclaim after a day of silence
  *   P stats            HASH  counters: done, dead (jobs ended, ever), http_429
  *                            (429 replies seen; the worker HINCRBYs it),
  *                            insufficient_quota (those of them that were)
@@ -68,6 +72,14 @@
  *                            events_max (100000, approximate MAXLEN of events),
  *                            events_ttl_ms (1 day; events older are trimmed),
  *                            max_body_bytes (1048576, checked by enqueue)
+ *   P auth_pause       HASH  present while the account is paused because the API
+ *                            refused its key (401/403; lua/job_settle.lua mode
+ *                            authpause): key_id (first 16 hex digits of the
+ *                            key's SHA-256, never the key), status ("http 401
+ *                            invalid_api_key"), since_ms, job (the job that got
+ *                            it). Dispatch grants nothing while it exists;
+ *                            lua/account_resume.lua deletes it (`llmq account
+ *                            resume`, or a worker starting with another key).
  *   job field cancel = 1: cancelled (lua/job_cancel.lua): a queued or delayed
  *   job ends dead with reason cancelled at once; a running one is never sent
  *   again should it come back to dispatch.
@@ -104,5 +116,9 @@
 
 #define LLMQ_KEY_PREFIX_MAX 256
 #define LLMQ_GROUP "workers"
+/* A worker not heard from for this long is not live (P workers): an idle one
+ * dispatches every 5 s, a busy one reclaims every third of its visibility
+ * timeout (20 s by default). */
+#define LLMQ_WORKER_LIVE_MS 30000
 
 #endif
