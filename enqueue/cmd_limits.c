@@ -1,6 +1,6 @@
 /* llmq limits: show and change the limits of buckets and the account's
  * limiter policy, live (workers read them on every decision). Usage in
- * usage() below; bucket fields in common/keys.h. */
+ * usage() below; bucket fields in common/redis/keys.h. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>

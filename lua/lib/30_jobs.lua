@@ -106,7 +106,7 @@ local function jobs_error_text(line)
     return ''
 end
 
--- Gateway batches (gateway/batches.c, keys in common/keys.h): the jobs of
+-- Gateway batches (gateway/batches.c, keys in common/redis/keys.h): the jobs of
 -- Batch B have ids "B.<custom_id>" with B = "batch_<hex>". A batch whose
 -- jobs have all ended (completed + failed >= total) leaves in_progress for
 -- completed (expired when a job ran past the completion window) and
