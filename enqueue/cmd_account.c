@@ -151,10 +151,11 @@ int llmq_cmd_account(struct llmq_cli *cli, int argc, char **argv)
     char prefix[LLMQ_KEY_PREFIX_MAX];
     if (llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
         return LLMQ_EXIT_USAGE;
-    redisContext *c = llmq_cli_connect(cli);
+    int rc = LLMQ_EXIT_OK;
+    redisContext *c = llmq_cli_connect(cli, &rc);
     if (c == NULL)
-        return LLMQ_EXIT_FAIL;
-    int rc = is_status ? status(cli, c, prefix, as_json) : resume(cli, c, prefix);
+        return rc;
+    rc = is_status ? status(cli, c, prefix, as_json) : resume(cli, c, prefix);
     redisFree(c);
     return rc;
 }
