@@ -198,9 +198,9 @@ static int cmd_unset(struct llmq_cli *cli, redisContext *c, const char *key, con
 }
 
 /* Configuration fields of a bucket hash (the rest are live counters). */
-static const char *const config_fields[] = {
-    "requests", "tokens", "period_ms", "mode", "burst_requests", "burst_tokens", "soft", "settle",
-    NULL};
+static const char *const config_fields[] = {"requests", "tokens",         "period_ms",
+                                            "mode",     "burst_requests", "burst_tokens",
+                                            "soft",     "settle",         NULL};
 
 static int is_config_field(const char *f)
 {
