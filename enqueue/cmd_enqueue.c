@@ -310,6 +310,7 @@ struct waiting {
     long long in_flight; /* delivered and not settled, account-wide */
     int no_worker;       /* -1 not checked yet */
     long long checked_ms;
+    size_t checked_done; /* jobs done at the last check */
 };
 
 /* Reads how many of the account's jobs are in flight and whether any live
@@ -350,7 +351,9 @@ static void check_consumers(struct waiting *w, size_t left)
     if (!ok)
         return; /* the wait reports the connection */
     w->in_flight = pending;
-    if (w->no_worker != !live && left > 0) {
+    /* The arrival is told even when it finished the jobs between two checks
+     * (left == 0); the absence only while jobs wait. */
+    if (w->no_worker != !live && (left > 0 || (live && w->no_worker == 1))) {
         if (w->show_progress && w->progress.tty && w->progress.drawn) {
             fputs("\r\033[K", stderr);
             w->progress.drawn = 0;
@@ -363,7 +366,7 @@ static void check_consumers(struct waiting *w, size_t left)
         else if (w->no_worker == 1)
             llmq_cli_error(w->cli, "a worker is consuming account %s now", w->cli->account);
     }
-    if (left > 0)
+    if (left > 0 || live)
         w->no_worker = !live;
 }
 
@@ -404,9 +407,12 @@ static void on_tick(size_t done, size_t total, void *ud)
     fflush(w->out);
     long long now = llmq_monotonic_ms();
     int was_no_worker = w->no_worker;
-    if (now - w->checked_ms >= 1000) {
+    /* Once a second, and at once when jobs ended while no worker was seen:
+     * someone consumes, and a fast worker may be done before the next check. */
+    if (now - w->checked_ms >= 1000 || (w->no_worker == 1 && done > w->checked_done)) {
         check_consumers(w, w->total - done);
         w->checked_ms = now;
+        w->checked_done = done;
     }
     if (w->show_progress) {
         struct llmq_progress_counts pc;
