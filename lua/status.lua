@@ -4,7 +4,8 @@
 --          most this many of each (each needs a lookup of the job's hash)
 -- Reply: {queues, totals, consumers, settings}
 --   queues    one {prio, queued, in_flight, delayed, dead} per priority;
---             queued = entries not yet delivered, in_flight = delivered and
+--             queued = jobs waiting in the priority's keys (P backlog:<prio>)
+--             and stream entries not yet read, in_flight = delivered and
 --             not acknowledged; delayed/dead -1 when too many to count
 --   totals    {delayed, dead, results_kept, done_ever, dead_ever, http_429}
 --   consumers one {prio, name, pending, idle_ms} per consumer of "workers"
@@ -58,7 +59,9 @@ for _, prio in ipairs(PRIOS) do
             end
         end
     end
-    queues[#queues + 1] = { prio, math.max(len - pending, 0), pending,
+    -- waiting in keys, plus entries written to the stream not yet adopted
+    local queued = redis.call('LLEN', P .. 'backlog:' .. prio) + math.max(len - pending, 0)
+    queues[#queues + 1] = { prio, queued, pending,
         delayed and delayed[prio] or -1, dead and dead[prio] or -1 }
 end
 

@@ -22,6 +22,7 @@ local JOBS_DEFAULTS = {
 local JOBS_SWEEP_MAX = 64       -- results deleted per finish at most
 local JOBS_TRIM_EVERY = 256     -- streams trimmed every this many finishes
 local JOBS_PRIORITIES = { 'high', 'normal', 'low' }
+local JOBS_PRIO_OK = { high = true, normal = true, low = true }
 local LLMQ_JOBS_GROUP = 'workers' -- consumer group of the queue streams
 
 -- The effective retention settings of account P: P settings over defaults.
