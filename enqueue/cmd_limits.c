@@ -5,7 +5,7 @@
  * --user U]
  *                         [--mode window|gcra] [--burst-requests N]
  * [--burst-tokens N]
- *                         [--soft | --hard]
+ *                         [--soft | --hard] [--weight W]
  *   llmq limits unset MODEL [--tenant T | --user U]
  *   llmq limits get [--json]
  *   llmq limits policy [--headroom-low PCT] [--headroom-normal PCT]
@@ -14,6 +14,7 @@
  */
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -27,6 +28,7 @@ static void usage(FILE *out)
                  "                        [--tenant T | --user U] [--mode window|gcra]\n"
                  "                        [--burst-requests N] [--burst-tokens N] [--soft "
                  "| --hard]\n"
+                 "                        [--weight W]\n"
                  "       llmq limits unset MODEL [--tenant T | --user U]\n"
                  "       llmq limits get [--json]\n"
                  "       llmq limits policy [--headroom-low PCT] [--headroom-normal PCT]\n"
@@ -38,8 +40,9 @@ static void usage(FILE *out)
                  "without a\n"
                  "limit of its own. --soft lets a tenant/user bucket borrow idle capacity "
                  "while\n"
-                 "the model bucket is below the soft threshold. Options common to all "
-                 "commands:\n"
+                 "the model bucket is below the soft threshold. --weight W (with --tenant or\n"
+                 "--user, default 1) is the tenant's or user's fair share of the model among\n"
+                 "those with work waiting. Options common to all commands:\n"
                  "--redis URL, --account NAME.\n");
 }
 
@@ -94,6 +97,26 @@ static int cmd_set(struct llmq_cli *cli, redisContext *c, const char *key,
     }
     freeReplyObject(r);
     return LLMQ_EXIT_OK;
+}
+
+/* Sets (w) or drops (w NULL) the fair-share weight of tenant/user bucket
+ * name in P weights (common/keys.h). */
+static int set_weight(struct llmq_cli *cli, redisContext *c, const char *prefix, const char *name,
+                      const char *w)
+{
+    char key[LLMQ_KEY_PREFIX_MAX + 16];
+    snprintf(key, sizeof(key), "%sweights", prefix);
+    redisReply *r = w != NULL ? redisCommand(c, "HSET %s %s %s", key, name, w)
+                              : redisCommand(c, "HDEL %s %s", key, name);
+    int ok = r != NULL && r->type == REDIS_REPLY_INTEGER;
+    if (!ok) {
+        struct llmq_error err = {0};
+        llmq_redis_error(c, r, w != NULL ? "HSET" : "HDEL", &err);
+        llmq_cli_error(cli, "%s", err.msg);
+    }
+    if (r != NULL)
+        freeReplyObject(r);
+    return ok ? LLMQ_EXIT_OK : LLMQ_EXIT_FAIL;
 }
 
 /* Configuration fields of a bucket hash (the rest are live counters). */
@@ -162,9 +185,12 @@ static int cmd_get(struct llmq_cli *cli, redisContext *c, const char *prefix, in
     char policy_key[LLMQ_KEY_PREFIX_MAX + 16];
     snprintf(policy_key, sizeof(policy_key), "%spolicy", prefix);
     json_t *policy = read_hash(c, policy_key, 0);
+    char weights_key[LLMQ_KEY_PREFIX_MAX + 16];
+    snprintf(weights_key, sizeof(weights_key), "%sweights", prefix);
+    json_t *weights = read_hash(c, weights_key, 0);
     if (as_json) {
-        json_t *doc =
-            json_pack("{s:s, s:o, s:o}", "account", cli->account, "limits", all, "policy", policy);
+        json_t *doc = json_pack("{s:s, s:o, s:o, s:o}", "account", cli->account, "limits", all,
+                                "policy", policy, "weights", weights);
         json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
         fputc('\n', stdout);
         json_decref(doc);
@@ -184,6 +210,11 @@ static int cmd_get(struct llmq_cli *cli, redisContext *c, const char *prefix, in
     printf("policy: headroom high %s%% normal %s%% low %s%%, soft threshold %s%%\n",
            field(policy, "headroom_high", "100"), field(policy, "headroom_normal", "100"),
            field(policy, "headroom_low", "80"), field(policy, "soft_threshold", "80"));
+    json_object_foreach_safe(weights, tmp, name, h)
+    {
+        printf("weight %s %s\n", name, json_string_value(h));
+    }
+    json_decref(weights);
     json_decref(all);
     json_decref(policy);
     return LLMQ_EXIT_OK;
@@ -205,6 +236,7 @@ enum {
     OPT_HR_NORMAL,
     OPT_HR_HIGH,
     OPT_SOFT_THRESHOLD,
+    OPT_WEIGHT,
 };
 
 static const struct option long_options[] = {
@@ -223,6 +255,7 @@ static const struct option long_options[] = {
     {"headroom-normal", required_argument, NULL, OPT_HR_NORMAL},
     {"headroom-high", required_argument, NULL, OPT_HR_HIGH},
     {"soft-threshold", required_argument, NULL, OPT_SOFT_THRESHOLD},
+    {"weight", required_argument, NULL, OPT_WEIGHT},
     LLMQ_CLI_COMMON_OPTIONS,
     {NULL, 0, NULL, 0},
 };
@@ -250,7 +283,7 @@ static const struct numeric_option numeric_options[] = {
 int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv)
 {
     struct limit_change ch = {.soft = -1};
-    const char *tenant = NULL, *user = NULL;
+    const char *tenant = NULL, *user = NULL, *weight = NULL;
     int as_json = 0, opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
@@ -289,6 +322,17 @@ int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv)
         case OPT_JSON:
             as_json = 1;
             break;
+        case OPT_WEIGHT: {
+            char *end = NULL;
+            double v = strtod(optarg, &end);
+            if (end == optarg || *end != '\0' || !(v >= 0.001 && v <= 1000000)) {
+                llmq_cli_error(cli, "--weight: expected a number from 0.001 to 1000000, got '%s'",
+                               optarg);
+                return LLMQ_EXIT_USAGE;
+            }
+            weight = optarg;
+            break;
+        }
         case OPT_MODE:
             if (strcmp(optarg, "window") != 0 && strcmp(optarg, "gcra") != 0) {
                 llmq_cli_error(cli, "--mode: expected window or gcra, got '%s'", optarg);
@@ -331,6 +375,14 @@ int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv)
                                 "mirrors OpenAI's limit and is always hard");
             return LLMQ_EXIT_USAGE;
         }
+        if (weight != NULL && (tenant == NULL && user == NULL)) {
+            llmq_cli_error(cli, "--weight applies to a tenant or user: give --tenant or --user");
+            return LLMQ_EXIT_USAGE;
+        }
+        if (weight != NULL && is_unset) {
+            llmq_cli_error(cli, "unset drops the weight too: --weight is for set");
+            return LLMQ_EXIT_USAGE;
+        }
         for (int i = 0; i < ch.n; i++) {
             if (strncmp(ch.fields[i], "headroom", 8) == 0 ||
                 strcmp(ch.fields[i], "soft_threshold") == 0) {
@@ -339,6 +391,10 @@ int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv)
             }
         }
     } else if (strcmp(sub, "policy") == 0) {
+        if (weight != NULL) {
+            llmq_cli_error(cli, "--weight belongs to 'llmq limits set'");
+            return LLMQ_EXIT_USAGE;
+        }
         for (int i = 0; i < ch.n; i++) {
             if (!(strncmp(ch.fields[i], "headroom", 8) == 0 ||
                   strcmp(ch.fields[i], "soft_threshold") == 0)) {
@@ -357,8 +413,13 @@ int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv)
     int rc;
     if (is_set) {
         snprintf(key, sizeof(key), "%slimit:%s", prefix, bucket);
-        rc = cmd_set(cli, c, key, &ch);
+        rc = weight != NULL && ch.n == 0 && ch.mode == NULL && ch.soft < 0
+                 ? LLMQ_EXIT_OK
+                 : cmd_set(cli, c, key, &ch);
+        if (rc == LLMQ_EXIT_OK && weight != NULL)
+            rc = set_weight(cli, c, prefix, bucket, weight);
     } else if (is_unset) {
+        set_weight(cli, c, prefix, bucket, NULL);
         snprintf(key, sizeof(key), "%slimit:%s", prefix, bucket);
         /* Drop the limits; the counters stay until they no longer matter. */
         redisReply *r = redisCommand(c,

@@ -108,6 +108,10 @@ static void plan_next(struct worker_account *a, size_t granted, int asked, int64
     }
     if (a->next_due_ms > 0 && (sleep_ms < 0 || a->next_due_ms + 1 < sleep_ms))
         sleep_ms = a->next_due_ms + 1;
+    LLMQ_LOG_JOB(LLMQ_LOG_DEBUG, a->cfg->name, NULL,
+                 "dispatch: %zu of %d granted, wait %lld ms, next due %lld ms: sleeping %lld ms",
+                 granted, asked, (long long)wait_ms, (long long)a->next_due_ms,
+                 (long long)sleep_ms);
     if (sleep_ms > 0)
         arm_wait(a, sleep_ms);
     /* A read already in flight keeps its own bound; the timer covers ours. */
