@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "llmq/error.h"
-#include "redis.h"
+#include "redis/redis.h"
 
 int llmq_cli_common_option(struct llmq_cli *cli, int opt, const char *arg)
 {

@@ -56,5 +56,6 @@ int llmq_cmd_status(struct llmq_cli *cli, int argc, char **argv);
 int llmq_cmd_results(struct llmq_cli *cli, int argc, char **argv);
 int llmq_cmd_dead(struct llmq_cli *cli, int argc, char **argv);
 int llmq_cmd_settings(struct llmq_cli *cli, int argc, char **argv);
+int llmq_cmd_keys(struct llmq_cli *cli, int argc, char **argv);
 
 #endif

@@ -11,9 +11,9 @@
 #include <time.h>
 
 #include "cli.h"
-#include "keys.h"
-#include "redis.h"
-#include "script.h"
+#include "redis/keys.h"
+#include "redis/redis.h"
+#include "redis/script.h"
 
 #define CHUNK 500
 

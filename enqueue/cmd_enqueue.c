@@ -10,12 +10,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "batch.h"
+#include "jobs/batch.h"
 #include "cli.h"
-#include "job_store.h"
-#include "keys.h"
+#include "jobs/job_store.h"
+#include "redis/keys.h"
 #include "progress.h"
-#include "redis.h"
+#include "redis/redis.h"
 
 struct enqueue_opts {
     const char *file;
@@ -99,7 +99,7 @@ static int take_option(struct llmq_cli *cli, struct enqueue_opts *o, int opt, co
     long long v = 0;
     switch (opt) {
     case OPT_PRIORITY:
-        if (llmq_job_priority_parse(arg, &o->d.priority) == 0)
+        if (llmq_priority_parse(arg, &o->d.priority) == 0)
             return 0;
         llmq_cli_error(cli, "--priority: expected high, normal or low, got '%s'", arg);
         return -1;

@@ -18,9 +18,9 @@
 #include <string.h>
 
 #include "cli.h"
-#include "keys.h"
-#include "path.h"
-#include "redis.h"
+#include "redis/keys.h"
+#include "limiter/path.h"
+#include "redis/redis.h"
 
 static void usage(FILE *out)
 {

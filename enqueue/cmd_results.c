@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "cli.h"
-#include "job_store.h"
-#include "keys.h"
-#include "redis.h"
+#include "jobs/job_store.h"
+#include "redis/keys.h"
+#include "redis/redis.h"
 
 #define CHUNK 500
 

@@ -1,15 +1,15 @@
 /* llmq settings: the retention and enqueue settings of an account, kept in
- * the HASH P settings (fields in common/keys.h). Scripts read them on every
+ * the HASH P settings (fields in common/redis/keys.h). Scripts read them on every
  * use, so a change applies at once; an unset field falls back to its default. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
-#include "job.h"
-#include "keys.h"
-#include "redis.h"
-#include "script.h"
+#include "jobs/job.h"
+#include "redis/keys.h"
+#include "redis/redis.h"
+#include "redis/script.h"
 
 struct setting {
     const char *name;

@@ -10,11 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "calibration.h"
+#include "jobs/calibration.h"
 #include "cli.h"
-#include "keys.h"
-#include "redis.h"
-#include "script.h"
+#include "redis/keys.h"
+#include "redis/redis.h"
+#include "redis/script.h"
+#include "llmq/priority.h"
 
 /* Delayed and dead jobs are counted per priority up to this many. */
 #define PER_PRIO_CAP "10000"
@@ -225,20 +226,20 @@ static void fmt_limit(char *buf, size_t n, long long used, long long limit)
 
 static void print_text(const json_t *o)
 {
-    const char *prios[] = {"high", "normal", "low"};
     json_t *t = json_object_get(o, "totals"), *v;
     size_t i;
     printf("account %s\n  %-8s %10s %10s %10s %10s\n",
            json_string_value(json_object_get(o, "account")), "priority", "queued", "in_flight",
            "delayed", "dead");
-    for (i = 0; i < 3; i++) {
-        json_t *q = json_object_get(json_object_get(o, "queues"), prios[i]);
+    for (i = 0; i < LLMQ_PRIORITY_COUNT; i++) {
+        const char *prio = llmq_priority_name(llmq_priority_by_rank((int)i));
+        json_t *q = json_object_get(json_object_get(o, "queues"), prio);
         char d[24], x[24];
         long long dl = json_integer_value(json_object_get(q, "delayed"));
         long long de = json_integer_value(json_object_get(q, "dead"));
         snprintf(d, sizeof(d), dl < 0 ? "-" : "%lld", dl);
         snprintf(x, sizeof(x), de < 0 ? "-" : "%lld", de);
-        printf("  %-8s %10lld %10lld %10s %10s\n", prios[i],
+        printf("  %-8s %10lld %10lld %10s %10s\n", prio,
                (long long)json_integer_value(json_object_get(q, "queued")),
                (long long)json_integer_value(json_object_get(q, "in_flight")), d, x);
     }

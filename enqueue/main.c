@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "redis_url.h"
+#include "redis/redis_url.h"
 
 struct command {
     const char *name;
@@ -20,6 +20,7 @@ static const struct command commands[] = {
     {"dead", llmq_cmd_dead, "list, retry or purge dead-lettered jobs"},
     {"settings", llmq_cmd_settings, "show or change retention and enqueue settings"},
     {"limits", llmq_cmd_limits, "show or change rate limits and limiter policy"},
+    {"keys", llmq_cmd_keys, "create, list or revoke llmq-gateway API keys"},
 };
 
 static void usage(FILE *out)

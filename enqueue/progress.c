@@ -3,7 +3,7 @@
  * The rate is measured from the start of the wait; the ETA is the remaining
  * count at that rate (unknown until something finished). Plain lines go out
  * at most every PLAIN_EVERY_MS so logs of long waits stay short. */
-#include "clock.h"
+#include "base/clock.h"
 #include "progress.h"
 
 #include <stdio.h>

@@ -1,5 +1,5 @@
--- dispatch: hand this worker the next jobs the limiter admits (DESIGN.md
--- flow 2), all in one atomic step. The queues are described in
+-- dispatch: hand this worker the next jobs the limiter admits (docs/DESIGN.md
+-- §3.2), all in one atomic step. The queues are described in
 -- lua/lib/45_sched.lua and common/keys.h.
 --   1. Delayed jobs that are due go back to the head of their key.
 --   2. Blocked nodes whose time has come become runnable again.
@@ -47,7 +47,6 @@ if max_jobs < 1 or max_jobs > 256 then
 end
 local now = llmq_now_ms()
 local PRIOS = JOBS_PRIORITIES
-local VALID_PRIO = { high = true, normal = true, low = true }
 local vt = {}       -- virtual times read or set in this call (P svt)
 local vt_set = {}   -- the fields of vt to write back
 local weights = {}  -- fair-share weights read in this call
@@ -82,7 +81,7 @@ for _, id in ipairs(due) do
         -- Ended meanwhile (a reclaimed job whose first delivery then
         -- finished): requeueing it would overwrite its state.
     elseif j[1] or j[2] then
-        local bad = not VALID_PRIO[j[1]] and 'job has no valid priority' or
+        local bad = not JOBS_PRIORITY_VALID[j[1]] and 'job has no valid priority' or
             names_invalid(j[3], j[4], j[5])
         if bad then
             llmq_job_finish(P, id, 'dead', worker_error_line(id, 'invalid_job', bad),
@@ -101,7 +100,7 @@ if sched_unblock_due(P, now, vt) == 256 then
 end
 
 local JOB_FIELDS = { 'model', 'tenant', 'user', 'cost', 'deadline_ms', 'attempts', 'max_attempts',
-    'state', 'est_prompt_tokens', 'url' }
+    'state', 'est_prompt_tokens', 'url', 'cancel' }
 
 -- What to do with job id (a stream entry's or a key head's): nil, job when
 -- it can be tried; else kind ('bad': no usable job; 'drop': already ended;
@@ -124,6 +123,12 @@ local function examine(id)
     local invalid = worker_job_invalid(job)
     if invalid ~= nil then
         return 'dead', 'invalid_job', invalid
+    end
+    if job[11] == '1' then
+        -- Cancel hook (lua/job_cancel.lua): a job cancelled while it was
+        -- running and then handed back or reclaimed is never sent again.
+        -- Queued and delayed ones were ended at cancel (dropped here).
+        return 'dead', 'cancelled', 'cancelled before it was sent'
     end
     return nil, job
 end

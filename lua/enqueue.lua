@@ -15,14 +15,13 @@ local JOBS_FIELDS = 12
 if #ARGV % JOBS_FIELDS ~= 0 then
     return redis.error_reply('LLMQ_EINVAL enqueue takes ' .. JOBS_FIELDS .. ' values per job')
 end
-local PRIO = { high = true, normal = true, low = true }
 local now = llmq_now_ms()
 local out = {}
 local vt = {} -- virtual times read in this call
 for base = 1, #ARGV, JOBS_FIELDS do
     local id, prio = ARGV[base], ARGV[base + 1]
     local jk = P .. 'job:' .. id
-    if not PRIO[prio] then
+    if not JOBS_PRIORITY_VALID[prio] then
         return redis.error_reply('LLMQ_EINVAL job ' .. id .. ': bad priority ' .. prio)
     end
     -- model, tenant and user name a queue key: they must be names

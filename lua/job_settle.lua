@@ -1,5 +1,5 @@
--- job_settle: ends one delivery of a job, all or nothing (DESIGN.md flows
--- 4-6): acknowledges and deletes its stream entry and, by mode,
+-- job_settle: ends one delivery of a job, all or nothing (docs/DESIGN.md
+-- §3.4-3.6): acknowledges and deletes its stream entry and, by mode,
 --   done      settles the reservation to the real usage and stores the result;
 --   retry     requeues the job in delayed (back to the head of its key when
 --             due), due at due_ms, refunding the

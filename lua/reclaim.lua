@@ -1,4 +1,4 @@
--- reclaim: takes back jobs whose worker went silent (DESIGN.md flow 6).
+-- reclaim: takes back jobs whose worker went silent (docs/DESIGN.md §3.6).
 -- Entries pending longer than min_idle_ms in a priority stream (their worker
 -- neither finished them nor refreshed them: live workers re-claim their own
 -- in-flight entries every third of the visibility timeout) are claimed with
@@ -12,7 +12,7 @@ local P = KEYS[1]
 local min_idle = llmq_int_arg(ARGV[2], 'min idle ms')
 local now = llmq_now_ms()
 local requeued = 0
-for _, prio in ipairs({ 'high', 'normal', 'low' }) do
+for _, prio in ipairs(JOBS_PRIORITIES) do
     local q = P .. 'q:' .. prio
     if redis.call('EXISTS', q) == 1 then
         local ok, r = pcall(redis.call, 'XAUTOCLAIM', q, 'workers', ARGV[1], min_idle, '0-0',

@@ -12,14 +12,16 @@
 --   settings  flat {field, value, ...}: P settings over the defaults
 local P = KEYS[1]
 local cap = llmq_int_arg(ARGV[1], 'cap')
-local PRIOS = { 'high', 'normal', 'low' }
 
 -- Per-priority counts of job ids, or nil when there are more than cap.
 local function by_prio(ids)
     if #ids > cap then
         return nil
     end
-    local n = { high = 0, normal = 0, low = 0 }
+    local n = {}
+    for _, prio in ipairs(JOBS_PRIORITIES) do
+        n[prio] = 0
+    end
     for _, id in ipairs(ids) do
         local p = redis.call('HGET', P .. 'job:' .. id, 'prio')
         if p and n[p] then
@@ -44,7 +46,7 @@ if n_dead <= cap then
 end
 
 local queues, consumers = {}, {}
-for _, prio in ipairs(PRIOS) do
+for _, prio in ipairs(JOBS_PRIORITIES) do
     local q = P .. 'q:' .. prio
     local len = redis.call('XLEN', q)
     local pending = 0

@@ -1,5 +1,5 @@
 # The deployment examples (examples/Dockerfile, docker-compose.yml, k8s/):
-# tests/unit/test_examples_yaml.c (registered by the unit glob as
+# tests/unit/examples/test_examples_yaml.c (registered by the unit glob as
 # unit_test_examples_yaml) parses them with libyaml and checks the fields
 # Kubernetes, KEDA and Compose require. examples/service_inline_limiter.c runs
 # in tests/integration/examples_inline_limiter.c (the integration glob).

@@ -1,19 +1,14 @@
-# The worker's HTTP client (worker/http*.c) is compiled into its own test and
-# benchmark directly, so they build before llmq-worker links; and the small
-# HTTP/1.1 server they talk to (tests/http_testserver/) is a helper program
-# in the tests' binary directory (found via LLMQ_TEST_BIN_DIR).
-file(GLOB LLMQ_HTTP_SOURCES CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/worker/http*.c")
-
+# The worker's HTTP client (worker/http/) is tested by http_client and
+# measured by bench_http, which link it from llmq_worker_core like every test;
+# the small HTTP/1.1 server they talk to (tests/http_testserver/) is a helper
+# program in the tests' binary directory (found via LLMQ_TEST_BIN_DIR).
 add_executable(http_testserver ${CMAKE_CURRENT_SOURCE_DIR}/http_testserver/http_testserver.c)
 target_link_libraries(http_testserver PRIVATE llmq_libev)
 set_target_properties(http_testserver PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
 
 function(llmq_http_attach target)
     if(TARGET ${target})
-        target_sources(${target} PRIVATE ${LLMQ_HTTP_SOURCES})
-        target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/worker)
-        target_compile_definitions(${target} PRIVATE LLMQ_VERSION="${PROJECT_VERSION}"
-            LLMQ_HTTP_TEST_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+        target_compile_definitions(${target} PRIVATE LLMQ_HTTP_TEST_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
         add_dependencies(${target} http_testserver)
     endif()
 endfunction()

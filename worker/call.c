@@ -1,5 +1,5 @@
-/* One job's call to the API, and what its outcome means (DESIGN.md flows
- * 3-5). The classification is pure given the response:
+/* One job's call to the API, and what its outcome means (docs/DESIGN.md
+ * §3.3-3.5). The classification is pure given the response:
  *   2xx                         done: settle to the reported usage
  *   429 insufficient_quota      dead: retrying cannot help
  *   429 (rate limit)            retry: refund, pause the model bucket for the
@@ -17,13 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backoff.h"
-#include "calibration.h"
-#include "errorbody.h"
-#include "http.h"
-#include "log.h"
-#include "metrics_worker.h"
-#include "usage.h"
+#include "base/backoff.h"
+#include "jobs/calibration.h"
+#include "openai/errorbody.h"
+#include "http/http.h"
+#include "base/log.h"
+#include "admin/metrics_worker.h"
+#include "openai/usage.h"
 #include "worker.h"
 
 /* The Batch output line of a response (status, body: JSON when it parses,
@@ -191,6 +191,22 @@ static void classify_http(struct llmq_worker *w, struct worker_job *job,
     plan_retry(w, job, reason, -1, 0, line);
 }
 
+/* Every attempt ends here once its mode is decided, however it ended (a
+ * response, a transport error, a request that could not be sent): a dead job
+ * is counted once, in the summary and in the metrics alike, then settled.
+ * resp is NULL when nothing was sent. */
+static void end_attempt(struct llmq_worker *w, struct worker_job *job,
+                        const struct llmq_http_response *resp)
+{
+    if (strcmp(job->mode, "dead") == 0) {
+        w->stats.dead++;
+        LLMQ_LOG_JOB(LLMQ_LOG_WARN, job->acct->cfg->name, job->id, "dead-lettered: %s",
+                     job->reason);
+    }
+    llmq_worker_metrics_end(w, job, resp);
+    llmq_worker_settle(job);
+}
+
 static void on_response(struct llmq_http_response *resp, void *privdata)
 {
     struct worker_job *job = privdata;
@@ -213,13 +229,7 @@ static void on_response(struct llmq_http_response *resp, void *privdata)
         w->stats.transport_errors++;
         plan_retry(w, job, reason, -1, !resp->request_sent, NULL);
     }
-    if (strcmp(job->mode, "dead") == 0) {
-        w->stats.dead++;
-        LLMQ_LOG_JOB(LLMQ_LOG_WARN, job->acct->cfg->name, job->id, "dead-lettered: %s",
-                     job->reason);
-    }
-    llmq_worker_metrics_end(w, job, resp);
-    llmq_worker_settle(job);
+    end_attempt(w, job, resp);
 }
 
 /* A streamed chat request must report usage to be settled: ask for it. */
@@ -252,10 +262,7 @@ void llmq_worker_call(struct llmq_worker *w, struct worker_job *job)
         snprintf(job->reason, sizeof(job->reason), "invalid_url");
         job->line = error_line(job, "invalid_url", "the request URL is too long");
         job->actual_tokens = -1;
-        w->stats.dead++;
-        LLMQ_LOG_JOB(LLMQ_LOG_WARN, job->acct->cfg->name, job->id, "dead-lettered: invalid_url");
-        llmq_worker_metrics_end(w, job, NULL);
-        llmq_worker_settle(job);
+        end_attempt(w, job, NULL);
         return;
     }
     struct llmq_http_request req = {
@@ -270,7 +277,6 @@ void llmq_worker_call(struct llmq_worker *w, struct worker_job *job)
     if (llmq_http_submit(w->http, &req, on_response, job, &err) != LLMQ_OK) {
         LLMQ_LOG_JOB(LLMQ_LOG_ERROR, job->acct->cfg->name, job->id, "cannot send: %s", err.msg);
         plan_retry(w, job, err.msg, -1, 1, NULL);
-        llmq_worker_metrics_end(w, job, NULL);
-        llmq_worker_settle(job);
+        end_attempt(w, job, NULL);
     }
 }

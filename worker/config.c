@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "redis.h"
+#include "redis/redis.h"
 
 static void usage(FILE *out)
 {

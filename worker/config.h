@@ -8,8 +8,8 @@
 
 #include <stdint.h>
 
-#include "log.h"
-#include "redis_url.h"
+#include "base/log.h"
+#include "redis/redis_url.h"
 
 #define LLMQ_WORKER_MAX_ACCOUNTS 16
 

@@ -12,11 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backoff.h"
+#include "base/backoff.h"
 #include "dispatch_reply.h"
-#include "log.h"
-#include "metrics_worker.h"
-#include "script.h"
+#include "base/log.h"
+#include "admin/metrics_worker.h"
+#include "redis/script.h"
 #include "spool.h"
 #include "worker.h"
 

@@ -7,11 +7,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "http.h"
-#include "backoff.h"
-#include "log.h"
-#include "metrics_worker.h"
-#include "redis.h"
+#include "http/http.h"
+#include "base/backoff.h"
+#include "base/log.h"
+#include "admin/metrics_worker.h"
+#include "redis/redis.h"
 #include "spool.h"
 #include "worker.h"
 

@@ -1,4 +1,4 @@
-/* Recovery and shutdown (DESIGN.md flow 6).
+/* Recovery and shutdown (docs/DESIGN.md §3.6).
  * - Every third of the visibility timeout this worker re-claims its own
  *   in-flight stream entries (XCLAIM ... JUSTID resets their idle time, so a
  *   slow but live request is never taken away) and runs the reclaim script,
@@ -11,10 +11,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "http.h"
-#include "log.h"
-#include "script.h"
+#include "http/http.h"
+#include "base/log.h"
+#include "redis/script.h"
 #include "worker.h"
+#include "llmq/priority.h"
 
 int64_t llmq_worker_now_ms(const struct llmq_worker *w)
 {
@@ -43,11 +44,11 @@ static void on_reclaimed(redisAsyncContext *ac, redisReply *r, void *privdata)
 static void refresh_held(struct worker_account *a, redisAsyncContext *ac)
 {
     enum { CHUNK = 256 };
-    static const char *const prios[3] = {"high", "normal", "low"};
     const char *argv[6 + CHUNK];
-    for (int p = 0; p < 3; p++) {
+    for (int p = 0; p < LLMQ_PRIORITY_COUNT; p++) {
+        const char *prio = llmq_priority_name(llmq_priority_by_rank(p));
         char key[LLMQ_KEY_PREFIX_MAX + 16];
-        snprintf(key, sizeof(key), "%sq:%s", a->prefix, prios[p]);
+        snprintf(key, sizeof(key), "%sq:%s", a->prefix, prio);
         argv[0] = "XCLAIM";
         argv[1] = key;
         argv[2] = LLMQ_GROUP;
@@ -55,7 +56,7 @@ static void refresh_held(struct worker_account *a, redisAsyncContext *ac)
         argv[4] = "0";
         int n = 5;
         for (struct worker_job *j = a->held; j != NULL; j = j->held_next) {
-            if (strcmp(j->prio, prios[p]) != 0)
+            if (strcmp(j->prio, prio) != 0)
                 continue;
             argv[n++] = j->eid;
             if (n == 5 + CHUNK) {

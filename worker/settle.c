@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "script.h"
+#include "base/log.h"
+#include "redis/script.h"
 #include "spool.h"
 #include "worker.h"
 

@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "redis.h"
+#include "base/log.h"
+#include "redis/redis.h"
 #include "worker.h"
 
 #define SPOOL_EXT ".jsonl"

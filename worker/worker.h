@@ -1,4 +1,4 @@
-/* llmq-worker internals shared by its flows (DESIGN.md flows 2-6):
+/* llmq-worker internals shared by its flows (docs/DESIGN.md §3.2-3.6):
  *   dispatch.c  asks the dispatch script for jobs the limiter admits, and
  *               decides when to ask again (exact waits, wake-up reads);
  *   call.c      sends each job to the API and classifies the response;
@@ -14,8 +14,8 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "keys.h"
-#include "redis_async.h"
+#include "redis/keys.h"
+#include "redis/redis_async.h"
 
 struct llmq_http;
 struct llmq_worker;

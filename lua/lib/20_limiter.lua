@@ -1,6 +1,6 @@
 -- The limiter core shared by acquire, settle, refund, pause, usage and the
 -- worker's dispatch. P is the account's key prefix "llmq:{ACCOUNT}:"; key
--- layout in common/keys.h. All times are ms from Redis TIME (llmq_now_ms).
+-- layout in common/redis/keys.h. All times are ms from Redis TIME (llmq_now_ms).
 --
 -- A bucket limits requests and/or tokens over period_ms, in one of two modes:
 --   window: exact sliding window. Each admission is a member

@@ -1,6 +1,6 @@
 -- Jobs: how a job ends (result, state, events, dead letters) and the
 -- retention that keeps results and streams bounded. Used by job_finish.lua and
--- by the worker's dispatch/settle scripts; the key layout is in common/keys.h.
+-- by the worker's dispatch/settle scripts; the key layout is in common/redis/keys.h.
 --
 -- Retention: a done job's result (P res:<id>) and its hash (body removed) are
 -- indexed in P results by finish time and deleted past result_ttl_ms or beyond
@@ -12,7 +12,7 @@
 -- events stream (no consumer group: waiters read it live) is kept by count
 -- (events_max, at every XADD) and by age (events_ttl_ms, every 256 finishes).
 
--- Defaults of the P settings fields the scripts read (see common/keys.h).
+-- Defaults of the P settings fields the scripts read (see common/redis/keys.h).
 local JOBS_DEFAULTS = {
     result_ttl_ms = 7 * 24 * 3600 * 1000,
     result_max = 1000000,
@@ -21,8 +21,13 @@ local JOBS_DEFAULTS = {
 }
 local JOBS_SWEEP_MAX = 64       -- results deleted per finish at most
 local JOBS_TRIM_EVERY = 256     -- streams trimmed every this many finishes
+-- The priorities in the order dispatch serves them: the one list in Lua (the
+-- one in C is common/base/priority.c; the names are in llmq/priority.h).
 local JOBS_PRIORITIES = { 'high', 'normal', 'low' }
-local JOBS_PRIO_OK = { high = true, normal = true, low = true }
+local JOBS_PRIORITY_VALID = {} -- name -> true
+for _, prio in ipairs(JOBS_PRIORITIES) do
+    JOBS_PRIORITY_VALID[prio] = true
+end
 local LLMQ_JOBS_GROUP = 'workers' -- consumer group of the queue streams
 
 -- The effective retention settings of account P: P settings over defaults.
@@ -99,6 +104,48 @@ local function jobs_error_text(line)
     return ''
 end
 
+-- Gateway batches (gateway/batches.c, keys in common/keys.h): the jobs of
+-- Batch B have ids "B.<custom_id>" with B = "batch_<hex>". A batch whose
+-- jobs have all ended (completed + failed >= total) leaves in_progress for
+-- completed (expired when a job ran past the completion window) and
+-- cancelling for cancelled, with the time it did so.
+local function llmq_jobs_batch_settle(P, bid, now_ms)
+    local bk = P .. 'gw:batch:' .. bid
+    local v = redis.call('HMGET', bk, 'status', 'total', 'completed', 'failed', 'expired')
+    local status, total = v[1], tonumber(v[2])
+    if not status or not total then
+        return
+    end
+    local ended = (tonumber(v[3]) or 0) + (tonumber(v[4]) or 0)
+    if ended < total then
+        return
+    end
+    local at = math.floor(now_ms / 1000)
+    if status == 'in_progress' or status == 'finalizing' then
+        if (tonumber(v[5]) or 0) > 0 then
+            redis.call('HSET', bk, 'status', 'expired', 'expired_at', at, 'finalizing_at', at)
+        else
+            redis.call('HSET', bk, 'status', 'completed', 'completed_at', at, 'finalizing_at', at)
+        end
+    elseif status == 'cancelling' then
+        redis.call('HSET', bk, 'status', 'cancelled', 'cancelled_at', at)
+    end
+end
+
+-- Counts the end of job id into its gateway batch, if it belongs to one.
+local function jobs_batch_count(P, id, state, reason, now_ms)
+    local bid = string.match(id, '^(batch_%x+)%.')
+    if not bid or redis.call('EXISTS', P .. 'gw:batch:' .. bid) == 0 then
+        return
+    end
+    local bk = P .. 'gw:batch:' .. bid
+    redis.call('HINCRBY', bk, state == 'done' and 'completed' or 'failed', 1)
+    if reason == 'expired' then
+        redis.call('HINCRBY', bk, 'expired', 1)
+    end
+    llmq_jobs_batch_settle(P, bid, now_ms)
+end
+
 -- Ends job id of account P. state: 'done' or 'dead'; line: its Batch output
 -- line (JSON text; a dead one carries "error"); reason: why it died ('' for
 -- done); now_ms: Redis time. Stores the result, sets the state, tells waiters
@@ -134,6 +181,7 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms)
         redis.call('ZADD', P .. 'results', now_ms, id)
         jobs_sweep_results(P, s, now_ms)
     end
+    jobs_batch_count(P, id, state, reason, now_ms)
     local n = redis.call('HINCRBY', P .. 'stats', state, 1)
     if state == 'done' and n % JOBS_TRIM_EVERY == 0 then
         for _, prio in ipairs(JOBS_PRIORITIES) do

@@ -83,8 +83,8 @@ local function worker_learn(s, b, rem_req, rem_tok, reset_req_ms, reset_tok_ms, 
     end
 end
 
--- Hostile data (DESIGN.md: a hostile stream entry gets a reason, never a
--- crash). Checks are cheap string tests on short values: the dispatch fast
+-- Hostile data (docs/DESIGN.md §4: a hostile stream entry gets a reason,
+-- never a crash). Checks are cheap string tests on short values: the dispatch fast
 -- path pays a few pattern matches per job.
 
 -- True when s is valid UTF-8 (no overlongs, no surrogates, at most U+10FFFF).
@@ -125,7 +125,7 @@ local function worker_utf8_ok(s)
     return true
 end
 
--- True when s is a valid name (job id, model, tenant, user; common/redis.h
+-- True when s is a valid name (job id, model, tenant, user; common/redis/redis.h
 -- llmq_name_valid): a string of 1..200 bytes of printable ASCII or UTF-8
 -- without whitespace, control characters, '/', '|', '{' or '}'.
 local function worker_name_ok(s)

@@ -1,4 +1,4 @@
-/* bench_http: the worker's HTTP client (worker/http*.c) against
+/* bench_http: the worker's HTTP client (worker/http/) against
  * tests/http_testserver on loopback.
  *
  *   bench_http [--seconds S] [--inflight N] [--latency-ms MS] [--sim PATH]
@@ -32,7 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "http.h"
+#include "http/http.h"
 
 static const char *body = "{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\","
                           "\"content\":\"Say hello\"}],\"max_completion_tokens\":16}";

@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "llmq/limiter.h"
-#include "redis.h"
-#include "script.h"
+#include "redis/redis.h"
+#include "redis/script.h"
 
 #define DECISIONS 64000
 #define DEPTH 200

@@ -14,8 +14,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "redis.h"
-#include "script.h"
+#include "redis/redis.h"
+#include "redis/script.h"
 #include "testsupport.h"
 
 #define DECISIONS 5000

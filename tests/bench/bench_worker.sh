@@ -63,7 +63,19 @@ LLMQ_ACCOUNT=ovh "$bin/llmq-worker" --base-url "http://127.0.0.1:$port/v1" --con
     --log-level warn --exit-when-idle-ms 60000 2>"$tmp/w1.log" &
 w=$!
 pids+=("$w")
-until [ "$(done_count ovh)" = "$n" ]; do sleep 0.05; done
+# Bounded: the worker dying or a stuck run ends the benchmark with a message.
+deadline=$(($(now_ms) + 300000))
+until [ "$(done_count ovh)" = "$n" ]; do
+    if ! kill -0 "$w" 2>/dev/null; then
+        echo "bench_worker: the worker exited with $(done_count ovh) of $n jobs done; see $tmp/w1.log" >&2
+        exit 1
+    fi
+    if [ "$(now_ms)" -gt "$deadline" ]; then
+        echo "bench_worker: $(done_count ovh) of $n jobs done after 300 s: giving up" >&2
+        exit 1
+    fi
+    sleep 0.05
+done
 t1=$(now_ms)
 kill -TERM "$w"; wait "$w" || true
 stop_sim

@@ -6,11 +6,13 @@
  * request is a memcmp-level parse, so on a 2-core machine it leaves one core
  * to the server under test. Prints one line of key=value results:
  *   requests, seconds, rps, status_2xx, status_429, status_other, errors,
- *   peak_outstanding (requests sent and not yet answered at the same time).
+ *   peak_outstanding (requests sent and not yet answered at the same time),
+ *   p50_ms, p99_ms (latency from a request's first byte sent to its answer).
  * Answers are framed by Content-Length or a chunked body's final 0-chunk.
  *
  * usage: loadgen --port N [--host A] [--conns N] [--duration-s S]
- *                [--path P] [--body JSON] [--header "Name: v"] */
+ *                [--path P] [--body JSON] [--header "Name: v"] [--key K]
+ * (--key: the bearer token sent, default sk-loadgen) */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -29,6 +31,7 @@ struct lg_conn {
     int connected;
     int outstanding; /* a request is written (or being written) and unanswered */
     size_t wpos;     /* bytes of the request written */
+    double sent_at;  /* when the outstanding request started */
     char *in;
     size_t in_len, in_cap;
 };
@@ -39,7 +42,36 @@ struct lg_state {
     long long requests, s2xx, s429, sother, errors;
     long long outstanding, peak_outstanding;
     int epfd;
+    float *lat_ms; /* one per answer */
+    size_t n_lat, cap_lat;
 };
+
+static void record_latency(struct lg_state *st, double ms)
+{
+    if (st->n_lat == st->cap_lat) {
+        size_t cap = st->cap_lat ? st->cap_lat * 2 : 65536;
+        float *l = realloc(st->lat_ms, cap * sizeof(*l));
+        if (l == NULL)
+            return;
+        st->lat_ms = l;
+        st->cap_lat = cap;
+    }
+    st->lat_ms[st->n_lat++] = (float)ms;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static double percentile(struct lg_state *st, double p)
+{
+    if (st->n_lat == 0)
+        return 0;
+    size_t i = (size_t)(p * (double)(st->n_lat - 1) + 0.5);
+    return st->lat_ms[i];
+}
 
 static double now_s(void)
 {
@@ -70,6 +102,7 @@ static int conn_send(struct lg_state *st, struct lg_conn *c)
     if (!c->outstanding) {
         c->outstanding = 1;
         c->wpos = 0;
+        c->sent_at = now_s();
         if (++st->outstanding > st->peak_outstanding)
             st->peak_outstanding = st->outstanding;
     }
@@ -106,6 +139,7 @@ static int conn_read(struct lg_state *st, struct lg_conn *c, int keep_going)
         size_t alen;
         while ((alen = answer_len(c->in, c->in_len, &status)) > 0) {
             st->requests++;
+            record_latency(st, (now_s() - c->sent_at) * 1000.0);
             if (status >= 200 && status < 300)
                 st->s2xx++;
             else if (status == 429)
@@ -136,17 +170,17 @@ static int conn_open(struct lg_state *st, struct lg_conn *c, const struct sockad
 }
 
 static void build_request(struct lg_state *st, const char *host, int port, const char *path,
-                          const char *body, const char *header)
+                          const char *body, const char *header, const char *key)
 {
-    size_t cap = strlen(body) + strlen(path) + (header ? strlen(header) : 0) + 512;
+    size_t cap = strlen(body) + strlen(path) + (header ? strlen(header) : 0) + strlen(key) + 512;
     st->req = malloc(cap);
     if (st->req == NULL)
         exit(1);
     int n =
         snprintf(st->req, cap,
-                 "POST %s HTTP/1.1\r\nHost: %s:%d\r\nAuthorization: Bearer sk-loadgen\r\n"
+                 "POST %s HTTP/1.1\r\nHost: %s:%d\r\nAuthorization: Bearer %s\r\n"
                  "Content-Type: application/json\r\n%s%sContent-Length: %zu\r\n\r\n%s",
-                 path, host, port, header ? header : "", header ? "\r\n" : "", strlen(body), body);
+                 path, host, port, key, header ? header : "", header ? "\r\n" : "", strlen(body), body);
     st->req_len = (size_t)n;
 }
 
@@ -162,7 +196,7 @@ static long parse_long(const char *flag, const char *v, long lo, long hi)
 }
 
 struct lg_args {
-    const char *host, *path, *body, *header;
+    const char *host, *path, *body, *header, *key;
     long port, conns;
     double duration_s;
 };
@@ -172,6 +206,7 @@ static void parse_args(int argc, char **argv, struct lg_args *a)
     a->host = "127.0.0.1";
     a->path = "/v1/chat/completions";
     a->header = NULL;
+    a->key = "sk-loadgen";
     a->body = "{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":"
               "\"Say hello\"}],\"max_tokens\":32}";
     a->port = 0;
@@ -193,6 +228,8 @@ static void parse_args(int argc, char **argv, struct lg_args *a)
             a->body = v;
         else if (strcmp(f, "--header") == 0)
             a->header = v;
+        else if (strcmp(f, "--key") == 0)
+            a->key = v;
         else {
             fprintf(stderr, "loadgen: unknown flag %s\n", f);
             exit(2);
@@ -200,7 +237,7 @@ static void parse_args(int argc, char **argv, struct lg_args *a)
     }
     if (a->port == 0 || argc % 2 == 0) {
         fprintf(stderr, "usage: loadgen --port N [--host A] [--conns N] [--duration-s S] "
-                        "[--path P] [--body JSON] [--header 'Name: v']\n");
+                        "[--path P] [--body JSON] [--header 'Name: v'] [--key K]\n");
         exit(2);
     }
 }
@@ -250,7 +287,7 @@ int main(int argc, char **argv)
         setrlimit(RLIMIT_NOFILE, &rl);
     }
     struct lg_state st = {0};
-    build_request(&st, a.host, (int)a.port, a.path, a.body, a.header);
+    build_request(&st, a.host, (int)a.port, a.path, a.body, a.header, a.key);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)a.port)};
     if (inet_pton(AF_INET, a.host, &sa.sin_addr) != 1 || (st.epfd = epoll_create1(0)) < 0) {
         fprintf(stderr, "loadgen: bad host or no epoll\n");
@@ -268,10 +305,12 @@ int main(int argc, char **argv)
     double t0 = now_s();
     run_loop(&st, a.conns, t0 + a.duration_s);
     double secs = now_s() - t0;
+    qsort(st.lat_ms, st.n_lat, sizeof(*st.lat_ms), cmp_float);
     printf("requests=%lld seconds=%.3f rps=%.0f status_2xx=%lld status_429=%lld "
-           "status_other=%lld errors=%lld peak_outstanding=%lld\n",
+           "status_other=%lld errors=%lld peak_outstanding=%lld p50_ms=%.2f p99_ms=%.2f\n",
            st.requests, secs, (double)st.requests / secs, st.s2xx, st.s429, st.sother, st.errors,
-           st.peak_outstanding);
+           st.peak_outstanding, percentile(&st, 0.50), percentile(&st, 0.99));
+    free(st.lat_ms);
     for (long i = 0; i < a.conns; i++) {
         if (cs[i].fd >= 0)
             close(cs[i].fd);

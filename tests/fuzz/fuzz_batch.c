@@ -1,10 +1,10 @@
-/* Fuzzes the Batch file checker (llmq_batch_parse, common/batch.h): a whole
+/* Fuzzes the Batch file checker (llmq_batch_parse, common/jobs/batch.h): a whole
  * small JSONL file, every line decoded, repeated custom_ids found. Files
  * under 256 KiB are checked on one thread, so this covers the line splitting,
  * numbering and duplicate detection, not the thread split. */
 #include <stdint.h>
 
-#include "batch.h"
+#include "jobs/batch.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,11 +1,11 @@
-/* Fuzzes the HTTP error body classifier (common/errorbody.h). The first two
+/* Fuzzes the HTTP error body classifier (common/openai/errorbody.h). The first two
  * bytes are the status (0..65535, so out-of-range statuses are reached too);
  * the rest is the body. Every string of the result must be NUL-terminated
  * within its buffer and free of control bytes (they reach logs). */
 #include <stdint.h>
 #include <string.h>
 
-#include "errorbody.h"
+#include "openai/errorbody.h"
 #include "fuzz_util.h"
 
 static void check_str(const char *s, size_t n)

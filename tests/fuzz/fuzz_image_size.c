@@ -1,4 +1,4 @@
-/* Fuzzes the image header readers (common/image_size.h): a job's
+/* Fuzzes the image header readers (common/cost/image_size.h): a job's
  * `data:image/...;base64,` URL is decoded and its PNG/JPEG/GIF/WebP header
  * read to price the image, so these bytes come straight from a Batch line.
  * The same input is read as raw image bytes and, with a data-URL prefix
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "fuzz_util.h"
-#include "image_size.h"
+#include "cost/image_size.h"
 
 static const char *const prefixes[] = {
     "", /* the input names its own scheme */

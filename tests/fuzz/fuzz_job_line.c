@@ -1,4 +1,4 @@
-/* Fuzzes the Batch input line decoder (llmq_job_from_line, common/job.h).
+/* Fuzzes the Batch input line decoder (llmq_job_from_line, common/jobs/job.h).
  * For each line it accepts, two round trips must hold (else a trap):
  *   - the job written back as a Batch line (custom_id, url, compact body,
  *     every option explicit) decodes to the same job, cost included;
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "fuzz_util.h"
-#include "job.h"
+#include "jobs/job.h"
 
 static void check_output_round_trip(const struct llmq_job *job, uint8_t sel)
 {
@@ -50,7 +50,7 @@ static void check_line_round_trip(const struct llmq_job *job, const struct llmq_
     json_t *body = json_loads(job->body, 0, &jerr);
     if (body == NULL)
         __builtin_trap(); /* the compact body is JSON */
-    json_t *opts = json_pack("{s:s, s:I}", "priority", llmq_job_priority_name(job->priority),
+    json_t *opts = json_pack("{s:s, s:I}", "priority", llmq_priority_name(job->priority),
                              "max_attempts", (json_int_t)job->max_attempts);
     json_t *line = json_pack("{s:s, s:s, s:s, s:o, s:o}", "custom_id", job->id, "method", "POST",
                              "url", job->url, "body", body, "llmq", opts);

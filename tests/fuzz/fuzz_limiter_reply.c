@@ -1,19 +1,19 @@
 /* Fuzzes what llmq makes of a hostile Redis reply to the limiter scripts:
  * the bytes are decoded by hiredis's own RESP reader into a redisReply (as a
  * connection would), then given to llmq_acquire_reply_parse and
- * llmq_integer_reply_parse (common/limiter_reply.h). The limits an acquire
+ * llmq_integer_reply_parse (common/limiter/limiter_reply.h). The limits an acquire
  * reply teaches the fail-open local limiter are then used: a few local
  * acquires, settles and refunds on a path whose buckets a reply may name
  * ("gpt-4o", "gpt-4o/t/acme", "gpt-4o/u/bob"), so hostile periods and limits
- * reach the sliding window arithmetic (common/window.c).
+ * reach the sliding window arithmetic (common/limiter/window.c).
  *
  * The first byte picks how many requests the call asked for (1..256). */
 #include <stdint.h>
 #include <string.h>
 
 #include "fuzz_util.h"
-#include "limiter_local.h"
-#include "limiter_reply.h"
+#include "limiter/limiter_local.h"
+#include "limiter/limiter_reply.h"
 
 static struct llmq_grant grants[LLMQ_ACQUIRE_MAX_BATCH];
 

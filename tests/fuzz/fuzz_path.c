@@ -5,10 +5,10 @@
 #include <string.h>
 
 #include "fuzz_util.h"
-#include "keys.h"
+#include "redis/keys.h"
 #include "llmq/limiter.h"
-#include "path.h"
-#include "redis.h"
+#include "limiter/path.h"
+#include "redis/redis.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

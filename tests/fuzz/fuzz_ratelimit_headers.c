@@ -1,4 +1,4 @@
-/* Fuzzes the rate-limit response header parser (common/ratelimit_headers.h):
+/* Fuzzes the rate-limit response header parser (common/openai/ratelimit_headers.h):
  * a whole header block, the same text fed line by line (as libcurl delivers
  * it), and the two value parsers on their own. The result of the block and of
  * the lines must agree up to the first empty line; all of them must leave
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "fuzz_util.h"
-#include "ratelimit_headers.h"
+#include "openai/ratelimit_headers.h"
 
 static void check_fields(const struct llmq_ratelimit_headers *h)
 {

@@ -23,10 +23,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "calibration.h"
+#include "jobs/calibration.h"
 #include "fuzz_util.h"
-#include "job.h"
-#include "job_store.h"
+#include "jobs/job.h"
+#include "jobs/job_store.h"
 
 #define PREFIX "llmq:{acct}:"
 

@@ -1,4 +1,4 @@
-/* Fuzzes the Redis URL parser (common/redis_url.h) and the redacted form it
+/* Fuzzes the Redis URL parser (common/redis/redis_url.h) and the redacted form it
  * prints for logs, which must never depend on the password. */
 #include <stdint.h>
 #include <stdio.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "fuzz_util.h"
-#include "redis_url.h"
+#include "redis/redis_url.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

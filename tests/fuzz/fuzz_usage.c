@@ -1,9 +1,9 @@
-/* Fuzzes the usage parser (common/usage.h) on the same bytes as a JSON body,
+/* Fuzzes the usage parser (common/openai/usage.h) on the same bytes as a JSON body,
  * as an SSE stream and through the auto-detecting entry point. A count it
  * reports must be a non-negative integer no larger than 10^15. */
 #include <stdint.h>
 
-#include "usage.h"
+#include "openai/usage.h"
 
 static void check(enum llmq_rc rc, const struct llmq_usage *u)
 {

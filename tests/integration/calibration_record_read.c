@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "calibration.h"
+#include "jobs/calibration.h"
 #include "testsupport.h"
 
 static void record(redisContext *c, const char *account, const char *model, long long est,

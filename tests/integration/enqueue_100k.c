@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "llmq/llmq.h"
-#include "redis.h"
+#include "redis/redis.h"
 #include "testsupport.h"
 
 #define N 100000

@@ -16,7 +16,7 @@
 
 #include "jobs_cli_run.h"
 #include "jobs_fake_worker.h"
-#include "redis.h"
+#include "redis/redis.h"
 #include "testsupport.h"
 
 static const char *corpus(const char *sub, char *buf, size_t n)
@@ -59,7 +59,7 @@ static void check_invalid(redisContext *c, const char *dir, const char *name)
     args[strcspn(args, "\r\n")] = '\0';
     char *tab = strchr(expect, '\t');
     *tab = '\0';
-    char where[1100];
+    char where[sizeof(path) + sizeof(expect) + 4]; /* "<path>:<line>: " always fits */
     snprintf(where, sizeof(where), "%s:%s: ", path, expect);
     llmq_test_unique_name(account, sizeof(account), "einv");
     char *space = strchr(args, ' ');
@@ -97,24 +97,57 @@ static void test_invalid_corpus_writes_nothing(void **state)
     redisFree(c);
 }
 
+/* Lines of path holding something besides blanks (enqueue skips the rest). */
+static long long content_lines(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[65536];
+    long long n = 0;
+    while (fgets(line, sizeof(line), f) != NULL)
+        n += line[strspn(line, " \t\r\n")] != '\0';
+    fclose(f);
+    return n;
+}
+
+/* Job hashes of account in Redis. */
+static long long jobs_of(redisContext *c, const char *account)
+{
+    redisReply *r = redisCommand(c, "KEYS llmq:{%s}:job:*", account);
+    long long n = r && r->type == REDIS_REPLY_ARRAY ? (long long)r->elements : -1;
+    freeReplyObject(r);
+    return n;
+}
+
 static void test_valid_corpus(void **state)
 {
     (void)state;
     char dir[512], path[1024], account[96];
+    redisContext *c = llmq_test_redis_connect();
     DIR *d = opendir(corpus("valid", dir, sizeof(dir)));
+    if (d == NULL)
+        fail_msg("cannot open the valid corpus %s", dir);
     struct dirent *e;
+    int files = 0;
     while ((e = readdir(d)) != NULL) {
         if (e->d_name[0] == '.')
             continue;
         snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        long long lines = content_lines(path);
         llmq_test_unique_name(account, sizeof(account), "evalid");
         const char *argv[] = {"llmq", "enqueue", "--quiet", path, NULL};
         struct cli_run r = cli_run(account, argv);
-        if (r.status != 0 || strtol(r.out, NULL, 10) < 1)
-            fail_msg("%s: status %d out '%s' err '%s'", e->d_name, r.status, r.out, r.err);
+        /* Every line went in: the count printed and the jobs in Redis. */
+        if (r.status != 0 || lines < 1 || strtoll(r.out, NULL, 10) != lines ||
+            jobs_of(c, account) != lines)
+            fail_msg("%s: %lld lines; status %d, out '%s', %lld jobs in redis, err '%s'", e->d_name,
+                     lines, r.status, r.out, jobs_of(c, account), r.err);
         cli_free(&r);
+        files++;
     }
     closedir(d);
+    assert_true(files >= 10);
+    redisFree(c);
 }
 
 static char *write_temp(const char *text)

@@ -37,7 +37,7 @@ static struct run run_example(const char *key, const char *const *args)
     for (int i = 0; args[i] != NULL && argc < 31; i++)
         argv[argc++] = args[i];
     argv[argc] = NULL;
-    pid_t pid = fork();
+    pid_t pid = llmq_test_fork();
     if (pid == 0) {
         dup2(fd, 1);
         unsetenv("OPENAI_BASE_URL");

@@ -1,4 +1,4 @@
-/* Integration test of the worker's HTTP client (worker/http*.c) on a libev
+/* Integration test of the worker's HTTP client (worker/http/) on a libev
  * loop against tests/http_testserver (started here on a free loopback port):
  * many concurrent requests each complete exactly once and never inside
  * submit, callbacks may submit more, timeouts fire, resets and refused
@@ -20,10 +20,10 @@
 
 #include <cmocka.h>
 
-#include "errorbody.h"
-#include "http.h"
+#include "openai/errorbody.h"
+#include "http/http.h"
 #include "testsupport.h"
-#include "usage.h"
+#include "openai/usage.h"
 
 #define API_KEY "sk-test-0123456789"
 
@@ -57,7 +57,7 @@ static int start_server(void **state)
     snprintf(port_file, sizeof(port_file), "/tmp/llmq-http-test-%d.port", (int)getpid());
     unlink(port_file);
     const char *bin = llmq_test_bin("http_testserver", 1);
-    server_pid = fork();
+    server_pid = llmq_test_fork();
     if (server_pid == 0) {
         execl(bin, bin, "--port", "0", "--port-file", port_file, (char *)NULL);
         _exit(127);
@@ -488,10 +488,6 @@ static void test_submit_errors(void **state)
     assert_int_equal(ran, 1);
 }
 
-/* Runs `openssl s_server -www` (which answers no POST: a request over a good
- * handshake just waits) with a fresh self-signed certificate for 127.0.0.1.
- * Returns its port and fills pid and the certificate path, or returns 0
- * when the openssl tool is missing. */
 /* Writes a self-signed certificate for 127.0.0.1 to dir/cert.pem and
  * dir/key.pem with the openssl tool; returns 0, or -1 when that fails. */
 static int make_cert(const char *dir, char *cert, size_t n)
@@ -518,6 +514,10 @@ static void remove_cert(const char *dir)
     rmdir(dir);
 }
 
+/* Runs `openssl s_server -www` (which answers no POST: a request over a good
+ * handshake just waits) with a fresh self-signed certificate for 127.0.0.1.
+ * Returns its port and fills pid and the certificate path; 0 when the
+ * certificate could not be made, -1 when the server did not listen. */
 static int start_tls_server(char *dir, pid_t *pid, char *cert, size_t n)
 {
     if (make_cert(dir, cert, n) != 0)
@@ -526,7 +526,7 @@ static int start_tls_server(char *dir, pid_t *pid, char *cert, size_t n)
     char accept[64], key[512];
     snprintf(accept, sizeof(accept), "127.0.0.1:%d", port);
     snprintf(key, sizeof(key), "%s/key.pem", dir);
-    *pid = fork();
+    *pid = llmq_test_fork();
     if (*pid == 0) {
         if (freopen("/dev/null", "w", stdout) == NULL || freopen("/dev/null", "w", stderr) == NULL)
             _exit(127);
@@ -560,9 +560,11 @@ static void test_tls_verification(void **state)
     int port = start_tls_server(dir, &pid, cert, sizeof(cert));
     if (port == 0) {
         rmdir(dir);
-        skip(); /* no openssl tool */
+        fail_msg("the openssl tool could not make a certificate (scripts/bootstrap installs "
+                 "openssl)");
     }
-    assert_true(port > 0);
+    if (port < 0)
+        fail_msg("openssl s_server did not start listening");
     char url[128];
     snprintf(url, sizeof(url), "https://127.0.0.1:%d/v1/chat/completions", port);
     for (int trusted = 0; trusted < 2; trusted++) {
@@ -601,11 +603,11 @@ static void test_openai_sim(void **state)
     (void)state;
     const char *bin = llmq_test_bin("openai-sim", 0);
     if (access(bin, X_OK) != 0)
-        skip();
+        fail_msg("%s is not built", bin);
     char port_file[128];
     snprintf(port_file, sizeof(port_file), "/tmp/llmq-http-sim-%d.port", (int)getpid());
     unlink(port_file);
-    pid_t pid = fork();
+    pid_t pid = llmq_test_fork();
     if (pid == 0) {
         execl(bin, bin, "--port", "0", "--port-file", port_file, "--rpm", "2", "--tpm", "100000",
               "--quiet", (char *)NULL);
@@ -656,23 +658,29 @@ static void test_openai_sim(void **state)
     helper_pid = 0;
 }
 
-/* h2 over TLS against Node's http2 server (skipped without node/openssl):
+/* h2 over TLS against Node's http2 server (node and openssl are installed by
+ * scripts/bootstrap; without them the test fails, naming what is missing):
  * 150 concurrent requests are multiplexed over ceil(150/100) connections. */
 static void test_h2_multiplex(void **state)
 {
     (void)state;
     const char *src = getenv("LLMQ_SOURCE_DIR");
     char dir[] = "/tmp/llmq-http-h2-XXXXXX", cert[512], key[600], script[1024], port_file[700];
-    if (src == NULL || system("node --version >/dev/null 2>&1") != 0 || mkdtemp(dir) == NULL)
-        skip();
+    if (src == NULL)
+        fail_msg("LLMQ_SOURCE_DIR is not set (run under ctest)");
+    if (system("node --version >/dev/null 2>&1") != 0)
+        fail_msg("node is not on PATH (scripts/bootstrap installs nodejs)");
+    if (mkdtemp(dir) == NULL)
+        fail_msg("mkdtemp %s", dir);
     if (make_cert(dir, cert, sizeof(cert)) != 0) {
         rmdir(dir);
-        skip();
+        fail_msg("the openssl tool could not make a certificate (scripts/bootstrap installs "
+                 "openssl)");
     }
     snprintf(key, sizeof(key), "%s/key.pem", dir);
     snprintf(port_file, sizeof(port_file), "%s/port", dir);
     snprintf(script, sizeof(script), "%s/tests/http_testserver/h2_server.mjs", src);
-    pid_t pid = fork();
+    pid_t pid = llmq_test_fork();
     if (pid == 0) {
         if (freopen("/dev/null", "w", stdout) == NULL)
             _exit(127);
@@ -683,7 +691,7 @@ static void test_h2_multiplex(void **state)
     helper_pid = pid;
     assert_true(port > 0);
     /* max_host_connections bounds the connections curl 7.88 opens while the
-     * next connection's capacity is unknown (see worker/http.h). */
+     * next connection's capacity is unknown (see worker/http/http.h). */
     struct llmq_http_config cfg = {.ca_file = cert, .max_host_connections = 2};
     struct ctx *c = ctx_new(&cfg);
     const int n = 150;

@@ -40,7 +40,7 @@ static inline char *cli_slurp(const char *path)
 static inline pid_t cli_start(const char *account, const char *const *argv)
 {
     char out[64], err[64];
-    pid_t pid = fork();
+    pid_t pid = llmq_test_fork();
     if (pid == 0) {
         snprintf(out, sizeof(out), "/tmp/llmq-cli-%d.out", (int)getpid());
         snprintf(err, sizeof(err), "/tmp/llmq-cli-%d.err", (int)getpid());

@@ -12,9 +12,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "job.h"
-#include "job_store.h"
-#include "script.h"
+#include "jobs/job.h"
+#include "jobs/job_store.h"
+#include "redis/script.h"
 
 /* Ends job id with a 200 reply (dead = 0) or as dead with a 400 (dead = 1).
  * Returns the script's reply integer (1 ended now, 0 had ended), -1 on error. */

@@ -1,9 +1,12 @@
 /* 8 processes acquire with random costs against one 3-level path (model ->
- * tenant -> 4 users) for several periods, demanding more than the tenant
- * allows. From the admission times the script returns:
+ * tenant -> 4 users) for several periods, demanding more than the path
+ * allows, in two configurations: one where a tokens limit binds (the
+ * tenant's) and one where a requests limit binds (the model's). From the
+ * admission times the script returns (Redis TIME: no transit jitter):
  *   - no window of one period holds more requests or tokens than any bucket
  *     allows (checked at every admission, where the maximum window starts);
- *   - the binding bucket (the tenant's tokens) is used >= 99% per period.
+ *   - the binding bucket is used >= 99% in every full period (each period
+ *     on its own, not only as a total).
  * Denied processes sleep exactly the returned wait, as a worker does. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,11 +25,18 @@
 #define USERS 4
 #define PERIOD_MS 2000
 #define PERIODS 4
-#define MODEL_REQUESTS 6000
-#define MODEL_TOKENS 1000000
-#define TENANT_TOKENS 100000
-#define USER_TOKENS 30000
 #define MAX_RECORDS 200000
+#define NO_LIMIT -1
+
+/* The limits of one configuration (NO_LIMIT: the bucket has none in that
+ * dimension) and which of them binds. */
+struct stress_cfg {
+    const char *name;
+    long long model_requests, model_tokens;
+    long long tenant_requests, tenant_tokens;
+    long long user_requests, user_tokens;
+    int binds_requests; /* 1: the model's requests bind; 0: the tenant's tokens */
+};
 
 struct record {
     long long at_ms;
@@ -107,27 +117,43 @@ static void max_window(const struct record *r, size_t n, int user, long long *ma
     }
 }
 
-static void test_many_processes_never_exceed(void **state)
+/* HSET key requests R tokens T period_ms P, leaving out a NO_LIMIT dimension. */
+static void set_limit(redisContext *c, const char *bucket, long long req, long long tok)
 {
-    (void)state;
+    char key[160];
+    snprintf(key, sizeof(key), "llmq:{%s}:limit:%s", account, bucket);
+    redisReply *r;
+    if (req != NO_LIMIT && tok != NO_LIMIT)
+        r = redisCommand(c, "HSET %s requests %lld tokens %lld period_ms %d", key, req, tok,
+                         PERIOD_MS);
+    else if (req != NO_LIMIT)
+        r = redisCommand(c, "HSET %s requests %lld period_ms %d", key, req, PERIOD_MS);
+    else
+        r = redisCommand(c, "HSET %s tokens %lld period_ms %d", key, tok, PERIOD_MS);
+    assert_true(r != NULL && r->type == REDIS_REPLY_INTEGER);
+    freeReplyObject(r);
+}
+
+/* A limit that does not hold when it is NO_LIMIT. */
+static int within(long long v, long long limit)
+{
+    return limit == NO_LIMIT || v <= limit;
+}
+
+static void run_stress(const struct stress_cfg *cfg)
+{
     llmq_test_unique_name(account, sizeof(account), "stress");
     redisContext *c = llmq_test_redis_connect();
-    redisReply *r = redisCommand(c, "HSET llmq:{%s}:limit:m requests %d tokens %d period_ms %d",
-                                 account, MODEL_REQUESTS, MODEL_TOKENS, PERIOD_MS);
-    freeReplyObject(r);
-    r = redisCommand(c, "HSET llmq:{%s}:limit:m/t/acme tokens %d period_ms %d", account,
-                     TENANT_TOKENS, PERIOD_MS);
-    freeReplyObject(r);
-    r = redisCommand(c, "HSET llmq:{%s}:limit:m/u/* tokens %d period_ms %d", account,
-                     USER_TOKENS, PERIOD_MS);
-    freeReplyObject(r);
+    set_limit(c, "m", cfg->model_requests, cfg->model_tokens);
+    set_limit(c, "m/t/acme", cfg->tenant_requests, cfg->tenant_tokens);
+    set_limit(c, "m/u/*", cfg->user_requests, cfg->user_tokens);
     redisFree(c);
 
     char files[PROCS][96];
     pid_t pids[PROCS];
     for (int i = 0; i < PROCS; i++) {
         snprintf(files[i], sizeof(files[i]), "/tmp/llmq-stress-%d-%d.txt", (int)getpid(), i);
-        pids[i] = fork();
+        pids[i] = llmq_test_fork();
         assert_true(pids[i] >= 0);
         if (pids[i] == 0)
             child(i, files[i]);
@@ -159,31 +185,71 @@ static void test_many_processes_never_exceed(void **state)
     qsort(recs, n, sizeof(*recs), cmp_record);
     long long req, tok;
     max_window(recs, n, -1, &req, &tok);
-    printf("# %zu grants of %lld acquires; busiest window: %lld requests, %lld tokens\n", n,
-           acquires, req, tok);
+    printf("# %s: %zu grants of %lld acquires; busiest window: %lld requests, %lld tokens\n",
+           cfg->name, n, acquires, req, tok);
     assert_true(acquires >= PROCS * 1000);
-    assert_true(req <= MODEL_REQUESTS);
-    assert_true(tok <= TENANT_TOKENS); /* the whole path shares the tenant */
+    /* The whole path shares the model's and the tenant's buckets. */
+    assert_true(within(req, cfg->model_requests));
+    assert_true(within(tok, cfg->model_tokens));
+    assert_true(within(req, cfg->tenant_requests));
+    assert_true(within(tok, cfg->tenant_tokens));
     for (int u = 0; u < USERS; u++) {
         max_window(recs, n, u, &req, &tok);
-        assert_true(tok <= USER_TOKENS);
+        assert_true(within(req, cfg->user_requests));
+        assert_true(within(tok, cfg->user_tokens));
     }
-    /* Utilisation of the binding bucket over the first PERIODS periods. */
-    long long t0 = recs[0].at_ms, used = 0;
+    /* Utilisation of the binding bucket in each of the first PERIODS full
+     * periods from the first grant. */
+    long long budget = cfg->binds_requests ? cfg->model_requests : cfg->tenant_tokens;
+    long long t0 = recs[0].at_ms, used[PERIODS] = {0};
     for (size_t i = 0; i < n && recs[i].at_ms < t0 + PERIODS * PERIOD_MS; i++)
-        used += recs[i].cost;
-    double util = (double)used / ((double)TENANT_TOKENS * PERIODS);
-    printf("# tenant tokens used %lld of %lld budget: %.2f%%\n", used,
-           (long long)TENANT_TOKENS * PERIODS, util * 100);
-    assert_true(util >= 0.99);
-    assert_true(util <= 1.0);
+        used[(recs[i].at_ms - t0) / PERIOD_MS] += cfg->binds_requests ? 1 : recs[i].cost;
+    for (int k = 0; k < PERIODS; k++) {
+        double util = (double)used[k] / (double)budget;
+        printf("# %s: period %d: %lld of %lld %s: %.2f%%\n", cfg->name, k, used[k], budget,
+               cfg->binds_requests ? "requests" : "tokens", util * 100);
+        assert_true(util >= 0.99);
+        assert_true(util <= 1.0);
+    }
     free(recs);
+}
+
+/* The tenant's tokens bind (the users' tokens add up to more). */
+static void test_tokens_bind(void **state)
+{
+    (void)state;
+    static const struct stress_cfg cfg = {.name = "tokens",
+                                          .model_requests = 6000,
+                                          .model_tokens = 1000000,
+                                          .tenant_requests = NO_LIMIT,
+                                          .tenant_tokens = 100000,
+                                          .user_requests = NO_LIMIT,
+                                          .user_tokens = 30000,
+                                          .binds_requests = 0};
+    run_stress(&cfg);
+}
+
+/* The model's requests bind (the users' requests add up to more; the tokens
+ * limits are far away). */
+static void test_requests_bind(void **state)
+{
+    (void)state;
+    static const struct stress_cfg cfg = {.name = "requests",
+                                          .model_requests = 1500,
+                                          .model_tokens = 10000000,
+                                          .tenant_requests = NO_LIMIT,
+                                          .tenant_tokens = 10000000,
+                                          .user_requests = 500,
+                                          .user_tokens = NO_LIMIT,
+                                          .binds_requests = 1};
+    run_stress(&cfg);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_many_processes_never_exceed),
+        cmocka_unit_test(test_tokens_bind),
+        cmocka_unit_test(test_requests_bind),
     };
     return cmocka_run_group_tests_name("limiter_stress", tests, NULL, NULL);
 }

@@ -171,31 +171,42 @@ static void test_garbage_survival(void **state)
     struct sim_proc p;
     char reply[4096];
     assert_int_equal(sim_proc_start(&p, NULL), 0);
-#define RAW(s)                                                                                     \
+/* A request sent whole must be answered; a half-sent one (the body shorter
+ * than its Content-Length when the client closes) may get nothing. */
+#define WHOLE(s)                                                                                   \
     {                                                                                              \
-        s, sizeof(s) - 1                                                                           \
+        s, sizeof(s) - 1, 1                                                                        \
     } /* keeps embedded NUL bytes */
+#define HALF(s)                                                                                    \
+    {                                                                                              \
+        s, sizeof(s) - 1, 0                                                                        \
+    }
     static const struct {
         const char *data;
         size_t len;
+        int whole;
     } cases[] = {
-        RAW("\r\n\r\n"),
-        RAW("GET\r\n\r\n"),
-        RAW("POST /v1/chat/completions HTTP/9.9\r\n\r\n"),
-        RAW("POST /v1/chat/completions HTTP/1.1\r\nContent-Length: abc\r\n\r\n"),
-        RAW("POST /v1/x HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n"),
-        RAW("POST /v1/chat/completions HTTP/1.1\r\n folded: x\r\n\r\n"),
-        RAW("POST /v1/x HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n"),
-        RAW("POST /v1/x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"),
-        RAW("POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 4\r\n\r\n\xff\xfe\x00\x01"),
-        RAW("POST /v1/embeddings HTTP/1.1\r\nContent-Length: 12\r\n\r\n{\"input\":[["),
+        WHOLE("\r\n\r\n"),
+        WHOLE("GET\r\n\r\n"),
+        WHOLE("POST /v1/chat/completions HTTP/9.9\r\n\r\n"),
+        WHOLE("POST /v1/chat/completions HTTP/1.1\r\nContent-Length: abc\r\n\r\n"),
+        WHOLE("POST /v1/x HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n"),
+        WHOLE("POST /v1/chat/completions HTTP/1.1\r\n folded: x\r\n\r\n"),
+        WHOLE("POST /v1/x HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n"),
+        WHOLE("POST /v1/x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"),
+        WHOLE("POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 4\r\n\r\n\xff\xfe\x00\x01"),
+        HALF("POST /v1/embeddings HTTP/1.1\r\nContent-Length: 12\r\n\r\n{\"input\":[["),
     };
-#undef RAW
+#undef WHOLE
+#undef HALF
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         size_t got = raw_exchange(p.port, cases[i].data, cases[i].len, reply, sizeof(reply));
-        if (got > 0) /* a half-sent request may get nothing; an answer must be a 4xx/5xx */
-            assert_true(strncmp(reply, "HTTP/1.1 4", 10) == 0 ||
-                        strncmp(reply, "HTTP/1.1 5", 10) == 0);
+        if (got == 0 && !cases[i].whole)
+            continue;
+        /* Any answer is an error status line. */
+        if (strncmp(reply, "HTTP/1.1 4", 10) != 0 && strncmp(reply, "HTTP/1.1 5", 10) != 0)
+            fail_msg("case %zu: answer '%.40s' (%zu bytes), want a 4xx/5xx status line", i, reply,
+                     got);
     }
     /* Random bytes, seeded, in many sizes; and a head larger than the limit. */
     static char junk[80000];

@@ -42,7 +42,7 @@ static inline int sim_proc_start(struct sim_proc *p, const char *const *args)
         argv[argc++] = args[i];
     argv[argc] = NULL;
     const char *bin = llmq_test_bin("openai-sim", 0);
-    p->pid = fork();
+    p->pid = llmq_test_fork();
     if (p->pid < 0)
         return -1;
     if (p->pid == 0) {

@@ -15,14 +15,14 @@
 
 #include "jobs_cli_run.h"
 #include "jobs_fake_worker.h"
-#include "redis.h"
+#include "redis/redis.h"
 #include "testsupport.h"
 
 static pid_t start_example(const char *account, const char *wait_ms, const char *out)
 {
     char path[1024];
     snprintf(path, sizeof(path), "%s/../examples/example-producer", getenv("LLMQ_BIN_DIR"));
-    pid_t pid = fork();
+    pid_t pid = llmq_test_fork();
     if (pid == 0) {
         FILE *f = freopen(out, "w", stdout);
         (void)f;

@@ -9,6 +9,7 @@
 #include <ev.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "jobs_cli_run.h"
 #include "llmq/limiter.h"
@@ -131,12 +132,68 @@ static void test_cli_as_acl_user(void **state)
     cli_free(&r);
 }
 
+/* Runs examples/producer.c (the public producer API, llmq.h) against url
+ * for account "acl", enqueueing jobs prefix-1..3 without waiting; returns
+ * its exit status, stderr in err (new). (The producer API runs in a child:
+ * llmq.h and llmq/limiter.h cannot be included in one file, both declaring
+ * enum llmq_priority.) */
+static int run_producer(const char *url, const char *prefix, char **err)
+{
+    char bin[1024], err_path[128];
+    snprintf(bin, sizeof(bin), "%s/../examples/example-producer", getenv("LLMQ_BIN_DIR"));
+    snprintf(err_path, sizeof(err_path), "/tmp/llmq-acl-producer-%d.err", (int)getpid());
+    pid_t pid = llmq_test_fork();
+    if (pid == 0) {
+        if (freopen("/dev/null", "w", stdout) == NULL || freopen(err_path, "w", stderr) == NULL)
+            _exit(127);
+        setenv("LLMQ_REDIS_URL", url, 1);
+        setenv("LLMQ_ACCOUNT", "acl", 1);
+        execl(bin, bin, prefix, "0", (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    *err = cli_slurp(err_path);
+    unlink(err_path);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* A producer as the ACL user: its jobs are written (read back as admin); a
+ * wrong password fails it without echoing the password. */
+static void test_producer_as_acl_user(void **state)
+{
+    (void)state;
+    char *err = NULL;
+    int st = run_producer(good_url, "aclp", &err);
+    if (st != 0 || strstr(err, "aclp-3 enqueued") == NULL) /* WAIT_MS 0: no waiting */
+        fail_msg("producer as the ACL user: exit %d, stderr: %s", st, err);
+    free(err);
+    struct timeval tv = {2, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", server.port, tv);
+    assert_true(c != NULL && !c->err);
+    redisReply *r = redisCommand(c, "AUTH admin adminpw");
+    freeReplyObject(r);
+    for (int i = 1; i <= 3; i++) {
+        r = redisCommand(c, "HGET llmq:{acl}:job:aclp-%d state", i);
+        assert_true(r != NULL && r->type == REDIS_REPLY_STRING);
+        assert_string_equal(r->str, "queued");
+        freeReplyObject(r);
+    }
+    redisFree(c);
+
+    st = run_producer(bad_url, "aclbad", &err);
+    assert_int_equal(st, 1);
+    assert_null(strstr(err, "wrong-secret"));
+    free(err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sync_limiter_as_acl_user),
         cmocka_unit_test(test_async_limiter_as_acl_user),
         cmocka_unit_test(test_cli_as_acl_user),
+        cmocka_unit_test(test_producer_as_acl_user),
     };
     return cmocka_run_group_tests_name("redis_acl_user", tests, setup, teardown);
 }

@@ -106,7 +106,7 @@ static int setup(void **state)
             sentinel_port, dir, dir, master.port);
     fclose(f);
     const char *server = getenv("REDIS_SERVER");
-    sentinel_pid = fork();
+    sentinel_pid = llmq_test_fork();
     if (sentinel_pid == 0) {
         execlp(server ? server : "redis-server", "redis-server", conf, "--sentinel", (char *)NULL);
         _exit(127);

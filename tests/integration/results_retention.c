@@ -14,7 +14,7 @@
 
 #include "jobs_fake_worker.h"
 #include "llmq/llmq.h"
-#include "redis.h"
+#include "redis/redis.h"
 #include "testsupport.h"
 
 #define BODY "{\"model\":\"text-embedding-3-small\",\"input\":\"x\"}"

@@ -4,8 +4,8 @@
  *    after a run with faults (500s, 429s, resets, insufficient_quota, a 404),
  *    debug logs in JSON and `llmq enqueue --wait`, no Redis key name or value
  *    (strings, hashes, streams, sorted sets, lists, sets; and DUMP), no worker
- *    log line and no CLI output holds the key, a part of it, or its full
- *    SHA-256 (a truncated SHA-256, the key id, is allowed). The API (openai-sim
+ *    log line and no CLI output holds the key, any 8 characters of it in a
+ *    row, or its full SHA-256 (a truncated SHA-256, the key id, is allowed). The API (openai-sim
  *    with --api-key) proves the key was sent.
  * 2. TLS verification is on by default: https:// to a plain-HTTP server and to
  *    a self-signed server fail the call with a TLS error; with --ca-file
@@ -22,19 +22,26 @@
 
 #define JOBS 60
 
+#define KEY_LEN 40
+#define PIECE_LEN 8 /* any 8 characters of the key in a row count as a leak */
+#define N_PIECES (KEY_LEN - PIECE_LEN + 1)
+
 struct needles {
-    char key[96];      /* the whole key */
-    char middle[24];   /* a part of it */
-    char sha_full[65]; /* its full SHA-256 (hex) */
-    char key_id[17];   /* the truncated SHA-256 the worker logs: allowed */
+    char key[KEY_LEN + 1]; /* the whole key */
+    char sha_full[65];     /* its full SHA-256 (hex) */
+    char key_id[17];       /* the truncated SHA-256 the worker logs: allowed */
 };
 
+/* A key of random letters and digits: no run of 8 of its characters is
+ * likely to occur by chance in anything llmq writes (62^-8 per position), so
+ * every 8-character piece of it can be searched for. */
 static void needles_init(struct needles *n)
 {
-    unsigned long long r =
-        (unsigned long long)getpid() * 2654435761ULL ^ (unsigned long long)llmq_test_now_ms();
-    snprintf(n->key, sizeof(n->key), "sk-proj-LLMQSECRET%016llxZ9q7W2e4R6t8Y0u", r);
-    snprintf(n->middle, sizeof(n->middle), "%.12s", n->key + 18);
+    static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    unsigned int seed = (unsigned int)getpid() * 2654435761u ^ (unsigned int)llmq_test_now_ms();
+    for (int i = 0; i < KEY_LEN; i++)
+        n->key[i] = alphabet[rand_r(&seed) % (sizeof(alphabet) - 1)];
+    n->key[KEY_LEN] = '\0';
     unsigned char md[SHA256_DIGEST_LENGTH];
     SHA256((const unsigned char *)n->key, strlen(n->key), md);
     for (int i = 0; i < SHA256_DIGEST_LENGTH; i++)
@@ -42,23 +49,31 @@ static void needles_init(struct needles *n)
     snprintf(n->key_id, sizeof(n->key_id), "%.16s", n->sha_full);
 }
 
-static int mem_has(const char *hay, size_t len, const char *needle)
+static int mem_has(const char *hay, size_t len, const char *needle, size_t n)
 {
-    size_t n = strlen(needle);
     for (size_t i = 0; n <= len && i + n <= len; i++)
         if (memcmp(hay + i, needle, n) == 0)
             return 1;
     return 0;
 }
 
-/* Counts leaks in buf (what names where it was found). */
+/* Counts leaks in buf (what names where it was found): any PIECE_LEN
+ * characters of the key in a row, its full SHA-256, a Bearer header. */
 static int scan(const struct needles *n, const char *buf, size_t len, const char *what)
 {
     int found = 0;
-    const char *bad[] = {n->key, n->middle, n->sha_full, "Bearer "};
+    for (int i = 0; i < N_PIECES; i++) {
+        if (mem_has(buf, len, n->key + i, PIECE_LEN)) {
+            fprintf(stderr, "LEAK: %s holds characters %d..%d of the key\n", what, i,
+                    i + PIECE_LEN - 1);
+            found++;
+        }
+    }
+    const char *bad[] = {n->sha_full, "Bearer "};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        if (mem_has(buf, len, bad[i])) {
-            fprintf(stderr, "LEAK: %s holds needle %zu\n", what, i);
+        if (mem_has(buf, len, bad[i], strlen(bad[i]))) {
+            fprintf(stderr, "LEAK: %s holds %s\n", what,
+                    i == 0 ? "the key's full SHA-256" : "an Authorization header");
             found++;
         }
     }
@@ -76,6 +91,26 @@ static int scan_reply(const struct needles *n, const redisReply *r, const char *
         found += scan(n, r->str, r->len, what);
     for (size_t i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements; i++)
         found += scan_reply(n, r->element[i], what);
+    return found;
+}
+
+/* A stream's consumer groups and their consumers (names, pending entries). */
+static int scan_stream_groups(const struct needles *n, redisContext *c, const char *k, size_t klen)
+{
+    redisReply *g = redisCommand(c, "XINFO GROUPS %b", k, klen);
+    int found = scan_reply(n, g, "a stream's consumer groups");
+    for (size_t i = 0; g != NULL && g->type == REDIS_REPLY_ARRAY && i < g->elements; i++) {
+        const redisReply *gi = g->element[i];
+        for (size_t f = 0; gi->type == REDIS_REPLY_ARRAY && f + 1 < gi->elements; f += 2) {
+            if (strcmp(gi->element[f]->str, "name") != 0)
+                continue;
+            redisReply *cs =
+                redisCommand(c, "XINFO CONSUMERS %b %s", k, klen, gi->element[f + 1]->str);
+            found += scan_reply(n, cs, "a stream's consumers");
+            freeReplyObject(cs);
+        }
+    }
+    freeReplyObject(g);
     return found;
 }
 
@@ -103,9 +138,10 @@ static int scan_redis(const struct needles *n, redisContext *c, long long *keys)
                 v = redisCommand(c, "GET %b", k, klen);
             else if (strcmp(type, "hash") == 0)
                 v = redisCommand(c, "HGETALL %b", k, klen);
-            else if (strcmp(type, "stream") == 0)
+            else if (strcmp(type, "stream") == 0) {
                 v = redisCommand(c, "XRANGE %b - +", k, klen);
-            else if (strcmp(type, "zset") == 0)
+                found += scan_stream_groups(n, c, k, klen);
+            } else if (strcmp(type, "zset") == 0)
                 v = redisCommand(c, "ZRANGE %b 0 -1 WITHSCORES", k, klen);
             else if (strcmp(type, "list") == 0)
                 v = redisCommand(c, "LRANGE %b 0 -1", k, klen);
@@ -317,13 +353,12 @@ static void test_tls_verified_by_default(void **state)
              "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -days 1 -keyout %s "
              "-out %s >/dev/null 2>&1",
              pkey, cert);
-    if (system(cmdline) != 0) {
-        printf("# openssl CLI not available: self-signed case skipped\n");
-        return;
-    }
+    if (system(cmdline) != 0)
+        fail_msg("the openssl tool could not make a certificate (scripts/bootstrap installs "
+                 "openssl)");
     int port = llmq_test_free_port();
     snprintf(port_s, sizeof(port_s), "%d", port);
-    pid_t srv = fork();
+    pid_t srv = llmq_test_fork();
     if (srv == 0) {
         int devnull = open("/dev/null", O_RDWR);
         dup2(devnull, 0);

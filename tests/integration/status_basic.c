@@ -15,7 +15,7 @@
 #include "jobs_cli_run.h"
 #include "jobs_fake_worker.h"
 #include "llmq/llmq.h"
-#include "redis.h"
+#include "redis/redis.h"
 #include "testsupport.h"
 
 #define BODY "{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"

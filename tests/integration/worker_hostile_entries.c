@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "script.h"
+#include "redis/script.h"
 #include "worker_support.h"
 
 #define GOOD 20

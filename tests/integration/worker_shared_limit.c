@@ -1,7 +1,9 @@
-/* 2,000 jobs, 4 worker processes, one small shared limit (period ~2 s):
- * every job has exactly one result, the API (openai-sim, enforcing the same
- * limit over its own exact window) saw no request over its limit, and the
- * binding budget was >= 95% used in every full period. */
+/* 1,500 jobs, 4 worker processes, one shared limit (500 requests per 20 s):
+ * every job has exactly one result; the API (openai-sim, enforcing the same
+ * limit over its own exact window) saw no request over its limit, judged
+ * from its access log by sliding window at its own period; and the binding
+ * budget was >= 95% used in every full period (checked at each period's
+ * end, not only over the whole run). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,13 +11,18 @@
 
 #include "worker_support.h"
 
-#define JOBS 2000
+#define JOBS 1500
 #define WORKERS 4
 #define RPM 500
-#define SIM_PERIOD_MS 2000
-/* llmq's window is 5% longer than the API's: requests reach the API a few ms
- * after their admission in Redis, and this margin covers that transit. */
-#define LLMQ_PERIOD_MS 2100
+#define SIM_PERIOD_MS 20000
+/* The guard against arrival jitter, given explicitly until the scheduler
+ * issue builds one into llmq: requests reach the API some ms after Redis
+ * admitted them, by a varying delay (50-250 ms measured on a loaded 2-core
+ * machine). llmq's window is this much longer than the API's (2%: a window
+ * forgetting admissions 4% early still overshoots by ~400 ms); the
+ * over-limit judge is strict at the API's period. */
+#define ARRIVAL_GUARD_MS 400
+#define LLMQ_PERIOD_MS (SIM_PERIOD_MS + ARRIVAL_GUARD_MS)
 
 static int cmp_entry(const void *a, const void *b)
 {
@@ -32,13 +39,18 @@ static void test_four_workers_share_one_limit(void **state)
     char rpm[16], period[16];
     snprintf(rpm, sizeof(rpm), "%d", RPM);
     snprintf(period, sizeof(period), "%d", SIM_PERIOD_MS);
-    const char *sim_args[] = {"--rpm", rpm, "--period-ms", period, "--latency-ms", "20", NULL};
+    /* No x-ratelimit-* headers: llmq learns from them when the API says
+     * less remains than it thinks, which would hide a fault of its own
+     * window here (worker_learns_headers tests that learning). */
+    const char *sim_args[] = {
+        "--rpm", rpm, "--period-ms", period, "--latency-ms", "20", "--ratelimit-headers",
+        "none",  NULL};
     assert_int_equal(sim_proc_start(&sim, sim_args), 0);
 
     char llmq_period[16];
     snprintf(llmq_period, sizeof(llmq_period), "%d", LLMQ_PERIOD_MS);
-    const char *limits[] = {"llmq", "limits", "set", "gpt-4o-mini", "--rpm", rpm,
-                            "--period-ms", llmq_period, NULL};
+    const char *limits[] = {"llmq", "limits",      "set",       "gpt-4o-mini", "--rpm",
+                            rpm,    "--period-ms", llmq_period, NULL};
     struct cli_run r = cli_run(account, limits);
     assert_int_equal(r.status, 0);
     cli_free(&r);
@@ -47,7 +59,11 @@ static void test_four_workers_share_one_limit(void **state)
     worker_enqueue(account, jobs);
 
     pid_t pids[WORKERS];
-    const char *args[] = {"--concurrency", "64", "--exit-when-idle-ms", "2000", NULL};
+    /* 16 calls in flight per worker: a worker sends the jobs of one dispatch
+     * grant one after another, so the last of a large grant leaves later
+     * after its admission than a job granted alone (arrival jitter that the
+     * guard must cover). */
+    const char *args[] = {"--concurrency", "16", "--exit-when-idle-ms", "2000", NULL};
     for (int i = 0; i < WORKERS; i++) {
         snprintf(logs[i], sizeof(logs[i]), "/tmp/llmq-shared-%d-w%d.log", (int)getpid(), i);
         pids[i] = worker_start(account, &sim, logs[i], args);
@@ -70,7 +86,9 @@ static void test_four_workers_share_one_limit(void **state)
     assert_int_equal(redis_int(c, "XLEN %s", key, NULL), JOBS);
     redisFree(c);
 
-    /* The API never saw a request over its limit; the budget was used. */
+    /* The API never saw a request over its limit: no sliding window of its
+     * period holds more than RPM arrivals (every arrival counts: answered or
+     * refused for the limit), and it refused none. */
     size_t n;
     struct sim_entry *e = sim_log_read(sim.log_file, &n);
     int ok = 0, limited = 0;
@@ -78,17 +96,44 @@ static void test_four_workers_share_one_limit(void **state)
         ok += strcmp(e[i].outcome, "ok") == 0;
         limited += strncmp(e[i].outcome, "limit_", 6) == 0;
     }
+    qsort(e, n, sizeof(*e), cmp_entry);
+    size_t max_in_window = 0;
+    long long tightest_ms = -1; /* shortest span of RPM + 1 arrivals */
+    for (size_t i = 0, j = 0; i < n; i++) {
+        while (e[i].t_ms - e[j].t_ms >= SIM_PERIOD_MS)
+            j++;
+        if (i - j + 1 > max_in_window)
+            max_in_window = i - j + 1;
+        if (i >= RPM && (tightest_ms < 0 || e[i].t_ms - e[i - RPM].t_ms < tightest_ms))
+            tightest_ms = e[i].t_ms - e[i - RPM].t_ms;
+    }
+    printf("# %zu requests, %d refused for the limit; most in one API period: %zu of %d; "
+           "shortest span of %d: %lld ms\n",
+           n, limited, max_in_window, RPM, RPM + 1, tightest_ms);
+    assert_true(max_in_window <= RPM);
     assert_int_equal(limited, 0);
     assert_int_equal(ok, JOBS);
-    qsort(e, n, sizeof(*e), cmp_entry);
-    long long t0 = e[0].t_ms, periods = (e[n - 1].t_ms - t0) / LLMQ_PERIOD_MS, used = 0;
+    /* The budget llmq offers (RPM per llmq period) was used in every full
+     * period from the first arrival: at the end of each, at least 95% of the
+     * budget of the periods so far had been used. Counted up to each period's
+     * end rather than within it: how far the first arrival lags its
+     * admission (a worker's first connection) shifts requests between
+     * neighbouring periods, never out of the run; a period llmq wasted shows
+     * at its end all the same. */
+    long long t0 = e[0].t_ms, periods = (e[n - 1].t_ms - t0) / LLMQ_PERIOD_MS;
     assert_true(periods >= 2);
-    for (size_t i = 0; i < n && e[i].t_ms < t0 + periods * LLMQ_PERIOD_MS; i++)
-        used++;
-    double util = (double)used / (double)(periods * RPM);
-    printf("# %lld requests in the first %lld full periods: %.1f%% of the budget\n", used,
-           periods, util * 100);
-    assert_true(util >= 0.95);
+    long long so_far = 0;
+    size_t i = 0;
+    for (long long k = 0; k < periods; k++) {
+        long long in_period = 0;
+        for (; i < n && e[i].t_ms < t0 + (k + 1) * LLMQ_PERIOD_MS; i++)
+            in_period++;
+        so_far += in_period;
+        double util = (double)so_far / (double)((k + 1) * RPM);
+        printf("# period %lld: %lld requests; %lld by its end, %.1f%% of the budget so far\n", k,
+               in_period, so_far, util * 100);
+        assert_true(util >= 0.95);
+    }
     free(e);
     unlink(jobs);
     for (int i = 0; i < WORKERS; i++)

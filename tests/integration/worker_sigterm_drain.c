@@ -1,7 +1,7 @@
 /* SIGTERM drains: the worker stops taking jobs, finishes the calls in flight
  * within the grace period and exits 0; calls still running when the grace
- * ends are handed back untried. Nothing stays pending; another worker
- * finishes the rest. */
+ * ends are handed back untried, their attempt not counted. Nothing stays
+ * pending; another worker finishes the rest, one attempt per job. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -50,6 +50,27 @@ static void run_drain(const char *latency, const char *grace, int expect_finishe
         assert_int_equal(done, 20);
     else
         assert_true(done <= 0);
+    /* A job handed back untried does not count as an attempt: every job not
+     * finished is back at attempts 0 (the first worker took 20, and a job is
+     * charged an attempt when it is dispatched). */
+    int taken_back = 0, counted = 0;
+    for (int i = 0; i < JOBS; i++) {
+        snprintf(key, sizeof(key), "%sjob:t-%d", prefix, i);
+        redisReply *st = redisCommand(c, "HMGET %s state attempts", key);
+        assert_true(st != NULL && st->type == REDIS_REPLY_ARRAY && st->elements == 2);
+        int is_done =
+            st->element[0]->type == REDIS_REPLY_STRING && strcmp(st->element[0]->str, "done") == 0;
+        long long att =
+            st->element[1]->type == REDIS_REPLY_STRING ? strtoll(st->element[1]->str, NULL, 10) : 0;
+        freeReplyObject(st);
+        if (!is_done) {
+            counted += att != 0;
+            taken_back += 1;
+        }
+    }
+    printf("# %d jobs not finished, %d of them with an attempt counted\n", taken_back, counted);
+    assert_int_equal(counted, 0);
+    snprintf(key, sizeof(key), "%sstats", prefix);
     /* Another worker finishes everything. */
     const char *args2[] = {"--concurrency", "64", "--exit-when-idle-ms", "1500", NULL};
     pid_t w2 = worker_start(account, &sim, log, args2);
@@ -57,6 +78,11 @@ static void run_drain(const char *latency, const char *grace, int expect_finishe
     assert_int_equal(redis_int(c, "HGET %s %s", key, "done"), JOBS);
     snprintf(key, sizeof(key), "%sevents", prefix);
     assert_int_equal(redis_int(c, "XLEN %s", key, NULL), JOBS);
+    /* Every job was called exactly once for its result: one attempt each. */
+    for (int i = 0; i < JOBS; i++) {
+        snprintf(key, sizeof(key), "%sjob:t-%d", prefix, i);
+        assert_int_equal(redis_int(c, "HGET %s %s", key, "attempts"), 1);
+    }
     redisFree(c);
     assert_int_equal(sim_proc_stop(&sim), 0);
     unlink(jobs);

@@ -27,7 +27,7 @@ static inline pid_t worker_start(const char *account, const struct sim_proc *sim
 {
     char base[64];
     snprintf(base, sizeof(base), "http://127.0.0.1:%d/v1", sim->port);
-    pid_t pid = fork();
+    pid_t pid = llmq_test_fork();
     if (pid == 0) {
         FILE *f = fopen(log_path, "w");
         if (f != NULL) {
@@ -62,6 +62,23 @@ static inline int worker_wait(pid_t pid, long long timeout_ms)
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
     return -1;
+}
+
+/* Waits up to timeout_ms until the log at path holds text; returns 1, or 0
+ * on timeout. */
+static inline int worker_wait_log(const char *path, const char *text, long long timeout_ms)
+{
+    long long deadline = llmq_test_now_ms() + timeout_ms;
+    for (;;) {
+        char *log = cli_slurp(path);
+        int found = strstr(log, text) != NULL;
+        free(log);
+        if (found)
+            return 1;
+        if (llmq_test_now_ms() >= deadline)
+            return 0;
+        usleep(20000);
+    }
 }
 
 /* Writes n chat jobs "<prefix>-<i>" for model to path, each with max_tokens

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -74,6 +75,19 @@ void llmq_test_unique_name(char *buf, size_t n, const char *prefix)
              (long long)time(NULL) % 100000);
 }
 
+pid_t llmq_test_fork(void)
+{
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* The parent may have died between fork() and prctl(): then the
+         * signal would never come. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+            _exit(127);
+    }
+    return pid;
+}
+
 long long llmq_test_now_ms(void)
 {
     struct timespec ts;
@@ -129,7 +143,7 @@ int llmq_test_redis_start(struct llmq_test_redis *s, const char *extra_args)
             p++;
     }
     argv[argc] = NULL;
-    pid_t pid = fork();
+    pid_t pid = llmq_test_fork();
     if (pid < 0)
         return -1;
     if (pid == 0) {

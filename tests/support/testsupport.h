@@ -43,6 +43,14 @@ void llmq_test_redis_stop(struct llmq_test_redis *s);
  * in_tests is set). Returns a static buffer. */
 const char *llmq_test_bin(const char *name, int in_tests);
 
+/* fork() for a test's child processes (servers, workers, CLIs): the child
+ * gets SIGKILL as soon as the test process ends, on every exit path (a
+ * failed assertion, a crash, ctest's timeout), so a failing test never
+ * leaves a redis-server, openai-sim or worker behind holding ctest's output
+ * pipe open. Returns what fork() returns. Call it from the test's main
+ * thread: the kernel ties the signal to the thread that forked. */
+pid_t llmq_test_fork(void);
+
 /* Monotonic milliseconds. */
 long long llmq_test_now_ms(void);
 

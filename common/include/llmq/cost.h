@@ -73,7 +73,7 @@ enum llmq_rc llmq_cost_estimate(const char *url_path, const json_t *body,
 /* Prompt tokens of body as llmq_cost_estimate counts them under
  * LLMQ_CHARGE_EXACT (opt may be NULL; only its image defaults matter), into
  * *out_tokens: the number a worker records as the estimate beside the real
- * usage.prompt_tokens (see common/calibration.h). Returns as
+ * usage.prompt_tokens (see common/jobs/calibration.h). Returns as
  * llmq_cost_estimate. */
 enum llmq_rc llmq_cost_prompt_tokens(const char *url_path, const json_t *body,
                                      const struct llmq_cost_options *opt, long long *out_tokens,

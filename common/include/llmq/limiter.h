@@ -23,20 +23,13 @@
 #include <stdint.h>
 
 #include "llmq/error.h"
+#include "llmq/priority.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 struct ev_loop;
-
-enum llmq_priority { LLMQ_PRIORITY_HIGH = 0, LLMQ_PRIORITY_NORMAL, LLMQ_PRIORITY_LOW };
-#define LLMQ_PRIORITY_COUNT 3
-
-/* "high" | "normal" | "low" -> *out; returns 0, or -1 for anything else. */
-int llmq_priority_parse(const char *s, enum llmq_priority *out);
-/* Static name of p. */
-const char *llmq_priority_name(enum llmq_priority p);
 
 #define LLMQ_NAME_MAX 200
 

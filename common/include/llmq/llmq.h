@@ -20,6 +20,7 @@
 #include <stddef.h>
 
 #include "llmq/error.h"
+#include "llmq/priority.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -27,12 +28,6 @@ extern "C" {
 
 /* Longest job id (a Batch custom_id), in bytes, without the NUL. */
 #define LLMQ_JOB_ID_MAX 200
-
-enum llmq_priority {
-    LLMQ_PRIORITY_NORMAL = 0, /* the default */
-    LLMQ_PRIORITY_HIGH,
-    LLMQ_PRIORITY_LOW,
-};
 
 struct llmq_producer;
 

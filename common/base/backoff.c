@@ -1,0 +1,74 @@
+/* Exponential backoff with full jitter and a server-hint floor (see backoff.h).
+ *
+ * Invariants: no global state (the RNG is the caller's); every result is in
+ * [max(0, hint), max(cap, hint + hint_jitter)]; no arithmetic overflows for
+ * any attempt number (the ceiling saturates at cap_ms). */
+#include "base/backoff.h"
+
+#define DEFAULT_BASE_MS 500
+#define DEFAULT_CAP_MS 60000
+#define MAX_MS 1000000000000LL /* 10^12 ms: bounds every input so sums cannot overflow */
+
+void llmq_backoff_rng_seed(uint64_t *state, uint64_t seed)
+{
+    *state = seed;
+}
+
+uint64_t llmq_backoff_rng_next(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+int64_t llmq_backoff_rng_uniform(uint64_t *state, int64_t n)
+{
+    if (n <= 0)
+        return 0;
+    uint64_t range = (uint64_t)n + 1;
+    /* Reject the top partial block so every value is equally likely. */
+    uint64_t limit = UINT64_MAX - (UINT64_MAX % range);
+    uint64_t r;
+    do {
+        r = llmq_backoff_rng_next(state);
+    } while (r >= limit);
+    return (int64_t)(r % range);
+}
+
+static int64_t ceiling_ms(int64_t base, int64_t cap, int attempt)
+{
+    int64_t c = base;
+    for (int i = 1; i < attempt && c < cap; i++)
+        c = c > cap / 2 ? cap : c * 2;
+    return c < cap ? c : cap;
+}
+
+int64_t llmq_backoff_delay_ms(const struct llmq_backoff_policy *policy, int attempt,
+                              int64_t hint_ms, uint64_t *rng)
+{
+    int64_t base = policy && policy->base_ms > 0 ? policy->base_ms : DEFAULT_BASE_MS;
+    int64_t cap = policy && policy->cap_ms > 0 ? policy->cap_ms : DEFAULT_CAP_MS;
+    int64_t hj = policy && policy->hint_jitter_ms > 0 ? policy->hint_jitter_ms : 0;
+    base = base < MAX_MS ? base : MAX_MS;
+    cap = cap < MAX_MS ? cap : MAX_MS;
+    hj = hj < MAX_MS ? hj : MAX_MS;
+    hint_ms = hint_ms < MAX_MS ? hint_ms : MAX_MS;
+    if (cap < base)
+        cap = base;
+    if (attempt < 1)
+        attempt = 1;
+    int64_t delay = llmq_backoff_rng_uniform(rng, ceiling_ms(base, cap, attempt));
+    if (hint_ms >= 0) {
+        int64_t floor = hint_ms + llmq_backoff_rng_uniform(rng, hj);
+        if (floor > delay)
+            delay = floor;
+    }
+    return delay;
+}
+
+int64_t llmq_backoff_due_ms(const struct llmq_backoff_policy *policy, int attempt, int64_t hint_ms,
+                            int64_t now_ms, uint64_t *rng)
+{
+    return now_ms + llmq_backoff_delay_ms(policy, attempt, hint_ms, rng);
+}

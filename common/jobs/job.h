@@ -1,0 +1,93 @@
+/* The job codec: OpenAI Batch input lines in, validated jobs with their cost
+ * out; Batch output lines encoded for results. Pure: no I/O, no Redis.
+ *
+ * A Batch input line is {"custom_id", "method": "POST", "url", "body"} plus
+ * llmq's own optional "llmq": {"priority", "tenant", "user", "deadline_ms",
+ * "ttl_ms", "max_attempts"}; per-line options win over the defaults. */
+#ifndef LLMQ_JOB_H
+#define LLMQ_JOB_H
+
+#include <stddef.h>
+
+#include "llmq/cost.h"
+#include "llmq/error.h"
+#include "llmq/llmq.h"
+
+#define LLMQ_JOB_MAX_BODY_BYTES_DEFAULT (1024 * 1024)
+#define LLMQ_JOB_MAX_ATTEMPTS_DEFAULT 5
+#define LLMQ_JOB_MAX_ATTEMPTS_LIMIT 100
+
+/* What a line does not say. Strings borrowed; they must outlive the parse. */
+struct llmq_job_defaults {
+    enum llmq_priority priority;
+    const char *tenant; /* NULL: none */
+    const char *user;   /* NULL: none */
+    long long deadline_ms;
+    long long ttl_ms;
+    int max_attempts;
+    size_t max_body_bytes;                /* compact body size limit */
+    const struct llmq_cost_options *cost; /* NULL: llmq_cost_options_default */
+    long long now_ms;                     /* unix ms, to reject past deadlines; 0: skip */
+};
+
+/* One validated job. Every pointer member is owned by the job except url. */
+struct llmq_job {
+    char *id; /* custom_id, or generated */
+    char *model;
+    const char *url; /* static: one of the known endpoints */
+    char *body;      /* compact JSON text of the request body */
+    size_t body_len;
+    enum llmq_priority priority;
+    char *tenant; /* NULL: none */
+    char *user;   /* NULL: none */
+    long long deadline_ms;
+    long long ttl_ms;
+    int max_attempts;
+    struct llmq_cost cost;
+};
+
+/* Fills *d with: normal priority, no tenant/user/deadline, 5 attempts, 1 MiB
+ * bodies, default cost options, now_ms = 0. */
+void llmq_job_defaults_init(struct llmq_job_defaults *d);
+
+/* Decodes and validates one Batch input line (line[0..len), borrowed; need not
+ * be NUL-terminated) into *out (filled only on LLMQ_OK; free members with
+ * llmq_job_clear). Errors: LLMQ_EINVAL (bad JSON, missing or wrong field,
+ * unknown url, bad custom_id...) or LLMQ_ETOOBIG (body over the limit), with a
+ * message naming the field; LLMQ_ENOMEM. */
+enum llmq_rc llmq_job_from_line(const char *line, size_t len, const struct llmq_job_defaults *d,
+                                struct llmq_job *out, struct llmq_error *err);
+
+/* Same checks for a request given as url + body JSON text (both borrowed)
+ * and API options (may be NULL), as llmq_producer_enqueue takes them. */
+enum llmq_rc llmq_job_from_request(const char *url, const char *body,
+                                   const struct llmq_job_options *o,
+                                   const struct llmq_job_defaults *d, struct llmq_job *out,
+                                   struct llmq_error *err);
+
+/* Frees j's members and zeroes it; NULL is a no-op. */
+void llmq_job_clear(struct llmq_job *j);
+
+/* The static spelling of a known Batch url, or NULL when url is not one. */
+const char *llmq_job_url_known(const char *url);
+
+/* Writes a new job id, "job-<unix ms hex>-<16 hex random>", into buf (n >= 40).
+ * Thread-safe. */
+void llmq_job_id_generate(char *buf, size_t n);
+
+/* What a Batch output line says. */
+struct llmq_job_output {
+    const char *custom_id;  /* the job id */
+    int status_code;        /* HTTP status; 0: no response (then "response": null) */
+    const char *request_id; /* x-request-id of the response; NULL: "" */
+    const char *body;       /* response body text (JSON, else kept as a string); NULL */
+    size_t body_len;
+    const char *error_code;    /* NULL: "error": null */
+    const char *error_message; /* NULL: "" */
+};
+
+/* Encodes o as one compact Batch output line. Returns a new string (free with
+ * free) or NULL with err filled (LLMQ_ENOMEM, LLMQ_EINVAL). */
+char *llmq_job_output_encode(const struct llmq_job_output *o, struct llmq_error *err);
+
+#endif

@@ -1,0 +1,379 @@
+/* Pushing jobs to Redis: lua/enqueue.lua over a pipelined synchronous
+ * connection, several jobs per call.
+ *
+ * Rounds overlap: round k is flushed to Redis, then the replies of round k-1
+ * are read while Redis works on round k, so neither side waits for the other
+ * more than one round. Every reply is read even after an error, so the
+ * connection stays in step. A NOSCRIPT reply (scripts flushed mid-push) makes
+ * that call run again, synchronously, once the pipeline is drained. */
+#include "jobs/job_store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "redis/keys.h"
+#include "redis/redis.h"
+#include "redis/script.h"
+#include "llmq/priority.h"
+
+#define FIELDS_PER_JOB 12
+#define NUMS_PER_JOB 5
+#define NUM_LEN 24
+
+enum llmq_rc llmq_job_store_prepare(redisContext *c, const char *prefix, struct llmq_error *err)
+{
+    for (int i = 0; i < LLMQ_PRIORITY_COUNT; i++) {
+        char key[LLMQ_KEY_PREFIX_MAX + 16];
+        snprintf(key, sizeof(key), "%sq:%s", prefix, llmq_priority_name(llmq_priority_by_rank(i)));
+        redisReply *r = redisCommand(c, "XGROUP CREATE %s %s 0 MKSTREAM", key, LLMQ_GROUP);
+        int ok =
+            r != NULL && (r->type != REDIS_REPLY_ERROR || strncmp(r->str, "BUSYGROUP", 9) == 0);
+        if (!ok) {
+            enum llmq_rc rc = llmq_redis_error(c, r, "XGROUP CREATE", err);
+            if (r != NULL)
+                freeReplyObject(r);
+            return rc;
+        }
+        freeReplyObject(r);
+    }
+    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", llmq_scripts[LLMQ_SCRIPT_ENQUEUE].text);
+    enum llmq_rc rc = LLMQ_OK;
+    if (r == NULL || r->type != REDIS_REPLY_STRING)
+        rc = llmq_redis_error(c, r, "SCRIPT LOAD enqueue", err);
+    if (r != NULL)
+        freeReplyObject(r);
+    return rc;
+}
+
+/* The arguments of one enqueue call: KEYS[1] then FIELDS_PER_JOB per job.
+ * Numbers are formatted into nums; everything else is borrowed from jobs. */
+struct call_args {
+    const char *argv[1 + LLMQ_JOB_STORE_JOBS_PER_CALL * FIELDS_PER_JOB];
+    size_t argvlen[1 + LLMQ_JOB_STORE_JOBS_PER_CALL * FIELDS_PER_JOB];
+    char nums[LLMQ_JOB_STORE_JOBS_PER_CALL][NUMS_PER_JOB][NUM_LEN];
+    int argc;
+};
+
+static void arg(struct call_args *a, const char *s, size_t len)
+{
+    a->argv[a->argc] = s;
+    a->argvlen[a->argc] = len;
+    a->argc++;
+}
+
+static void num_arg(struct call_args *a, char *buf, long long v)
+{
+    int len = snprintf(buf, NUM_LEN, "%lld", v);
+    arg(a, buf, (size_t)len);
+}
+
+static void build_call(struct call_args *a, const char *prefix, const struct llmq_job *jobs,
+                       size_t n)
+{
+    a->argc = 0;
+    arg(a, prefix, strlen(prefix));
+    for (size_t i = 0; i < n; i++) {
+        const struct llmq_job *j = &jobs[i];
+        const char *prio = llmq_priority_name(j->priority);
+        arg(a, j->id, strlen(j->id));
+        arg(a, prio, strlen(prio));
+        arg(a, j->model, strlen(j->model));
+        arg(a, j->url, strlen(j->url));
+        arg(a, j->body, j->body_len);
+        num_arg(a, a->nums[i][0], j->cost.total_tokens);
+        arg(a, j->tenant ? j->tenant : "", j->tenant ? strlen(j->tenant) : 0);
+        arg(a, j->user ? j->user : "", j->user ? strlen(j->user) : 0);
+        num_arg(a, a->nums[i][1], j->deadline_ms);
+        num_arg(a, a->nums[i][2], j->ttl_ms);
+        num_arg(a, a->nums[i][3], j->max_attempts);
+        num_arg(a, a->nums[i][4], j->cost.prompt_tokens);
+    }
+}
+
+/* Reads the outcomes of one enqueue reply covering n jobs into out[0..n).
+ * Returns 0, or -1 with err filled (an error reply, or an unexpected shape).
+ * Shared by the synchronous and the asynchronous push. */
+static int parse_outcomes(redisContext *c, const redisReply *r, size_t n,
+                          struct llmq_job_outcome *out, struct llmq_error *err)
+{
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != n) {
+        if (r == NULL || r->type == REDIS_REPLY_ERROR)
+            llmq_redis_error(c, r, "enqueue", err);
+        else
+            llmq_error_set(err, LLMQ_ESCRIPT, "enqueue: unexpected reply");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const redisReply *e = r->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+            e->element[0]->type != REDIS_REPLY_INTEGER ||
+            e->element[1]->type != REDIS_REPLY_STRING) {
+            llmq_error_set(err, LLMQ_ESCRIPT, "enqueue: unexpected reply element");
+            return -1;
+        }
+        out[i].created = e->element[0]->integer == 1;
+        snprintf(out[i].state, sizeof(out[i].state), "%s", e->element[1]->str);
+    }
+    return 0;
+}
+
+/* Reads the reply of one call covering n jobs into out[0..n). Returns 1 for
+ * NOSCRIPT (to run again), 0 when done, -1 on error (err filled). */
+static int take_reply(redisContext *c, redisReply *r, size_t n, struct llmq_job_outcome *out,
+                      struct llmq_error *err)
+{
+    if (r != NULL && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0)
+        return 1;
+    return parse_outcomes(c, r, n, out, err);
+}
+
+/* One pipelined round: calls [first, first + ncalls) of the push. */
+struct round {
+    size_t first_job;
+    size_t ncalls;
+};
+
+static size_t call_jobs(size_t call_first_job, size_t n)
+{
+    size_t left = n - call_first_job;
+    return left < LLMQ_JOB_STORE_JOBS_PER_CALL ? left : LLMQ_JOB_STORE_JOBS_PER_CALL;
+}
+
+/* Reads the replies of round rd. Calls that met NOSCRIPT are marked in redo
+ * (indexed by call number). Returns the first error (reading on regardless). */
+static enum llmq_rc read_round(redisContext *c, const struct round *rd, size_t n,
+                               struct llmq_job_outcome *out, unsigned char *redo,
+                               struct llmq_error *err)
+{
+    enum llmq_rc rc = LLMQ_OK;
+    size_t job = rd->first_job;
+    for (size_t k = 0; k < rd->ncalls; k++) {
+        size_t cj = call_jobs(job, n);
+        void *reply = NULL;
+        if (redisGetReply(c, &reply) != REDIS_OK) {
+            if (reply != NULL)
+                freeReplyObject(reply);
+            return llmq_redis_error(c, NULL, "enqueue", err);
+        }
+        int t = take_reply(c, reply, cj, out + job, rc == LLMQ_OK ? err : NULL);
+        if (t == 1)
+            redo[job / LLMQ_JOB_STORE_JOBS_PER_CALL] = 1;
+        else if (t < 0 && rc == LLMQ_OK)
+            rc = err ? err->rc : LLMQ_ESCRIPT;
+        freeReplyObject(reply);
+        job += cj;
+    }
+    return rc;
+}
+
+/* Appends round rd's calls and flushes them to the socket. */
+static enum llmq_rc send_round(redisContext *c, const char *prefix, const struct llmq_job *jobs,
+                               size_t n, const struct round *rd, struct call_args *a,
+                               struct llmq_error *err)
+{
+    size_t job = rd->first_job;
+    for (size_t k = 0; k < rd->ncalls; k++) {
+        size_t cj = call_jobs(job, n);
+        build_call(a, prefix, jobs + job, cj);
+        if (llmq_script_append(c, LLMQ_SCRIPT_ENQUEUE, 1, a->argc, a->argv, a->argvlen) != LLMQ_OK)
+            return llmq_error_set(err, LLMQ_ENOMEM, "enqueue: cannot buffer command");
+        job += cj;
+    }
+    int done = 0;
+    while (!done)
+        if (redisBufferWrite(c, &done) != REDIS_OK)
+            return llmq_redis_error(c, NULL, "enqueue", err);
+    return LLMQ_OK;
+}
+
+/* Runs again, one by one, the calls that met NOSCRIPT (llmq_script_run loads
+ * the script). */
+static enum llmq_rc redo_calls(redisContext *c, const char *prefix, const struct llmq_job *jobs,
+                               size_t n, const unsigned char *redo, struct call_args *a,
+                               struct llmq_job_outcome *out, struct llmq_error *err)
+{
+    for (size_t job = 0; job < n; job += LLMQ_JOB_STORE_JOBS_PER_CALL) {
+        if (!redo[job / LLMQ_JOB_STORE_JOBS_PER_CALL])
+            continue;
+        size_t cj = call_jobs(job, n);
+        build_call(a, prefix, jobs + job, cj);
+        redisReply *r =
+            llmq_script_run(c, LLMQ_SCRIPT_ENQUEUE, 1, a->argc, a->argv, a->argvlen, err);
+        if (r == NULL)
+            return err ? err->rc : LLMQ_EREDIS;
+        int t = take_reply(c, r, cj, out + job, err);
+        freeReplyObject(r);
+        if (t != 0)
+            return t < 0 && err ? err->rc : llmq_error_set(err, LLMQ_ESCRIPT, "enqueue: NOSCRIPT");
+    }
+    return LLMQ_OK;
+}
+
+enum llmq_rc llmq_job_store_push(redisContext *c, const char *prefix, const struct llmq_job *jobs,
+                                 size_t n, struct llmq_job_outcome *out, struct llmq_error *err)
+{
+    size_t per_round = (size_t)LLMQ_JOB_STORE_JOBS_PER_CALL * LLMQ_JOB_STORE_CALLS_PER_ROUND;
+    struct call_args *a = malloc(sizeof(*a));
+    unsigned char *redo = calloc(n / LLMQ_JOB_STORE_JOBS_PER_CALL + 1, 1);
+    enum llmq_rc rc = LLMQ_OK;
+    struct round prev = {0, 0};
+    if (a == NULL || redo == NULL)
+        rc = llmq_error_set(err, LLMQ_ENOMEM, "enqueue: out of memory");
+    for (size_t first = 0; rc == LLMQ_OK && first < n; first += per_round) {
+        size_t here = n - first < per_round ? n - first : per_round;
+        struct round cur = {first, (here + LLMQ_JOB_STORE_JOBS_PER_CALL - 1) /
+                                       LLMQ_JOB_STORE_JOBS_PER_CALL};
+        rc = send_round(c, prefix, jobs, n, &cur, a, err);
+        if (rc != LLMQ_OK)
+            prev.ncalls = 0; /* the connection is broken: nothing more can be read */
+        else
+            rc = read_round(c, &prev, n, out, redo, err);
+        prev = rc == LLMQ_OK || !c->err ? cur : (struct round){0, 0};
+    }
+    /* The last round sent (or, after a script error, the one in flight) is
+     * drained so the connection stays in step. */
+    if (!c->err && prev.ncalls > 0) {
+        enum llmq_rc last = read_round(c, &prev, n, out, redo, rc == LLMQ_OK ? err : NULL);
+        if (rc == LLMQ_OK)
+            rc = last;
+    }
+    if (rc == LLMQ_OK)
+        rc = redo_calls(c, prefix, jobs, n, redo, a, out, err);
+    free(a);
+    free(redo);
+    return rc;
+}
+
+enum llmq_rc llmq_job_store_result(redisContext *c, const char *prefix, const char *id, char **line,
+                                   int *dead, struct llmq_error *err)
+{
+    char rk[LLMQ_KEY_PREFIX_MAX + LLMQ_JOB_ID_MAX + 16], jk[sizeof(rk)];
+    snprintf(rk, sizeof(rk), "%sres:%s", prefix, id);
+    snprintf(jk, sizeof(jk), "%sjob:%s", prefix, id);
+    redisAppendCommand(c, "GET %s", rk);
+    redisAppendCommand(c, "HGET %s state", jk);
+    redisReply *res = NULL, *st = NULL;
+    enum llmq_rc rc = LLMQ_OK;
+    if (redisGetReply(c, (void **)&res) != REDIS_OK || redisGetReply(c, (void **)&st) != REDIS_OK)
+        rc = llmq_redis_error(c, NULL, "GET result", err);
+    else if (res->type == REDIS_REPLY_ERROR)
+        rc = llmq_redis_error(c, res, "GET result", err);
+    else if (res->type != REDIS_REPLY_STRING)
+        rc = llmq_error_set(err, LLMQ_ENOTFOUND, "job %s has no result", id);
+    if (rc == LLMQ_OK) {
+        *line = strdup(res->str);
+        if (*line == NULL)
+            rc = llmq_error_set(err, LLMQ_ENOMEM, "out of memory");
+        else if (dead != NULL)
+            *dead = st->type == REDIS_REPLY_STRING && strcmp(st->str, "dead") == 0;
+    }
+    if (res != NULL)
+        freeReplyObject(res);
+    if (st != NULL)
+        freeReplyObject(st);
+    return rc;
+}
+
+long long llmq_job_store_setting(redisContext *c, const char *prefix, const char *field,
+                                 long long def)
+{
+    redisReply *r = redisCommand(c, "HGET %ssettings %s", prefix, field);
+    long long v = def;
+    if (r != NULL && r->type == REDIS_REPLY_STRING) {
+        char *end = NULL;
+        long long x = strtoll(r->str, &end, 10);
+        if (end != r->str && *end == '\0')
+            v = x;
+    }
+    if (r != NULL)
+        freeReplyObject(r);
+    return v;
+}
+
+/* One asynchronous push: its calls are in flight until calls_left is 0. */
+struct push_async {
+    size_t calls_left;
+    struct llmq_job_outcome *out;
+    llmq_job_store_push_cb *cb;
+    void *ud;
+    struct llmq_error err; /* the first failure */
+};
+
+/* One EVALSHA of an asynchronous push, covering out[first, first + count). */
+struct push_async_call {
+    struct push_async *pa;
+    size_t first, count;
+};
+
+static void push_async_finish_call(struct push_async *pa)
+{
+    if (--pa->calls_left > 0)
+        return;
+    pa->cb(pa->err.rc, &pa->err, pa->ud);
+    free(pa);
+}
+
+static void on_push_reply(redisAsyncContext *ac, redisReply *reply, void *privdata)
+{
+    (void)ac;
+    struct push_async_call *call = privdata;
+    struct push_async *pa = call->pa;
+    struct llmq_error e = {0};
+    if (parse_outcomes(NULL, reply, call->count, pa->out + call->first, &e) != 0 &&
+        pa->err.rc == LLMQ_OK)
+        pa->err = e;
+    free(call);
+    push_async_finish_call(pa);
+}
+
+enum llmq_rc llmq_job_store_push_async(redisAsyncContext *ac, const char *prefix,
+                                       const struct llmq_job *jobs, size_t n,
+                                       struct llmq_job_outcome *out, llmq_job_store_push_cb *cb,
+                                       void *ud, struct llmq_error *err)
+{
+    if (ac == NULL || n == 0 || cb == NULL)
+        return llmq_error_set(err, LLMQ_EINVAL, "enqueue: no connection, jobs or callback");
+    struct push_async *pa = calloc(1, sizeof(*pa));
+    struct call_args *a = malloc(sizeof(*a));
+    if (pa == NULL || a == NULL) {
+        free(pa);
+        free(a);
+        return llmq_error_set(err, LLMQ_ENOMEM, "enqueue: out of memory");
+    }
+    pa->out = out;
+    pa->cb = cb;
+    pa->ud = ud;
+    /* one extra reference while sending, so no callback can finish pa early */
+    pa->calls_left = 1;
+    size_t sent = 0;
+    for (size_t job = 0; job < n; job += LLMQ_JOB_STORE_JOBS_PER_CALL) {
+        struct push_async_call *call = malloc(sizeof(*call));
+        if (call == NULL) {
+            llmq_error_set(&pa->err, LLMQ_ENOMEM, "enqueue: out of memory");
+            break;
+        }
+        *call = (struct push_async_call){pa, job, call_jobs(job, n)};
+        build_call(a, prefix, jobs + job, call->count);
+        pa->calls_left++;
+        if (llmq_script_run_async(ac, LLMQ_SCRIPT_ENQUEUE, 1, a->argc, a->argv, a->argvlen,
+                                  on_push_reply, call) != LLMQ_OK) {
+            pa->calls_left--;
+            free(call);
+            llmq_error_set(&pa->err, LLMQ_EREDIS, "enqueue: cannot send to Redis");
+            break;
+        }
+        sent++;
+    }
+    free(a);
+    if (sent == 0) {
+        enum llmq_rc rc = llmq_error_set(err, pa->err.rc ? pa->err.rc : LLMQ_EREDIS, "%s",
+                                         pa->err.msg[0] ? pa->err.msg : "enqueue: nothing sent");
+        free(pa);
+        return rc;
+    }
+    /* drop the sending reference; the sent calls hold theirs, so the last
+     * reply runs cb (with pa->err when a later call could not be sent) */
+    pa->calls_left--;
+    return LLMQ_OK;
+}

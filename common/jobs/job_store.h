@@ -1,0 +1,78 @@
+/* Jobs in Redis, producer side: pushing validated jobs (pipelined, through
+ * lua/enqueue.lua), reading results, waiting for jobs to end. The key layout
+ * is common/redis/keys.h. Synchronous hiredis: for the CLI and the producer API,
+ * never the worker's event loop. */
+#ifndef LLMQ_JOB_STORE_H
+#define LLMQ_JOB_STORE_H
+
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <stddef.h>
+
+#include "jobs/job.h"
+
+/* Jobs per EVALSHA of enqueue.lua and calls per pipelined round: a call per
+ * job would spend most of Redis' time on script entry; a round bounds the
+ * memory of replies in flight. */
+#define LLMQ_JOB_STORE_JOBS_PER_CALL 64
+#define LLMQ_JOB_STORE_CALLS_PER_ROUND 64
+
+/* What enqueue did with one job. */
+struct llmq_job_outcome {
+    int created;    /* 1: new job; 0: the id existed, nothing written */
+    char state[16]; /* "queued", or the existing job's state */
+};
+
+/* Makes c ready to push to the account of prefix (borrowed): creates the
+ * consumer group "workers" on the three queue streams when missing (from id
+ * 0, MKSTREAM) and loads enqueue.lua. Once per connection. */
+enum llmq_rc llmq_job_store_prepare(redisContext *c, const char *prefix, struct llmq_error *err);
+
+/* Pushes jobs[0..n) (borrowed) in pipelined rounds; out[i] (n entries) gets
+ * each outcome. Returns LLMQ_OK, or LLMQ_EREDIS/LLMQ_ESCRIPT after which an
+ * unknown part was written (ids make pushing again safe). */
+enum llmq_rc llmq_job_store_push(redisContext *c, const char *prefix, const struct llmq_job *jobs,
+                                 size_t n, struct llmq_job_outcome *out, struct llmq_error *err);
+
+/* Told once when an asynchronous push has ended: rc LLMQ_OK when every call
+ * was answered (the outcomes are filled), else the first failure (err, borrowed
+ * for the call; an unknown part may have been written: pushing again is safe). */
+typedef void llmq_job_store_push_cb(enum llmq_rc rc, const struct llmq_error *err, void *ud);
+
+/* The same push as llmq_job_store_push (same script, same arguments) on an
+ * asynchronous connection (borrowed): for event loops (llmq-gateway). jobs
+ * are borrowed for the call only (arguments are copied); out (n entries) must
+ * live until cb runs. Returns LLMQ_OK, after which cb runs exactly once, from
+ * the loop, never before this returns; otherwise cb never runs. */
+enum llmq_rc llmq_job_store_push_async(redisAsyncContext *ac, const char *prefix,
+                                       const struct llmq_job *jobs, size_t n,
+                                       struct llmq_job_outcome *out, llmq_job_store_push_cb *cb,
+                                       void *ud, struct llmq_error *err);
+
+/* Reads the result of id: on LLMQ_OK *line is new (free with free) and *dead
+ * (may be NULL) 1 when the job is dead. LLMQ_ENOTFOUND when there is none. */
+enum llmq_rc llmq_job_store_result(redisContext *c, const char *prefix, const char *id, char **line,
+                                   int *dead, struct llmq_error *err);
+
+/* Callbacks of a wait; data borrowed for each call. */
+struct llmq_job_waiter {
+    void (*on_result)(const char *id, int dead, const char *line, void *ud);
+    void (*on_tick)(size_t done, size_t total, void *ud); /* every tick_ms, may be NULL */
+    void *ud;
+    int tick_ms;      /* 0: 1000 */
+    int max_block_ms; /* longest blocking read, under the socket timeout; 0: 2000 */
+};
+
+/* Waits until every job of ids[0..n) (borrowed; repeats count once) has a
+ * result, reporting each once through w (results already there first).
+ * timeout_ms < 0: no limit. *n_done (may be NULL): jobs reported. Returns
+ * LLMQ_OK, LLMQ_ETIMEOUT, LLMQ_EREDIS or LLMQ_ENOMEM. */
+enum llmq_rc llmq_job_store_wait(redisContext *c, const char *prefix, const char *const *ids,
+                                 size_t n, long long timeout_ms, const struct llmq_job_waiter *w,
+                                 size_t *n_done, struct llmq_error *err);
+
+/* An integer field of P settings, or def when unset or not an integer. */
+long long llmq_job_store_setting(redisContext *c, const char *prefix, const char *field,
+                                 long long def);
+
+#endif

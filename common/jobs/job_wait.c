@@ -1,0 +1,205 @@
+/* Waiting for jobs to end: P events tells when, P res:<id> says what.
+ *
+ * Order matters for not missing a job: remember the last id of P events
+ * first, then look up results already there, then read P events after the
+ * remembered id. A job that ends between the two steps shows up in both and
+ * is reported once (it leaves the pending set when reported). Should events
+ * be trimmed past a slow reader, the periodic look-up of the still pending
+ * results (every RECHECK_MS while idle) finds what was missed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/clock.h"
+#include "jobs/job_idset.h"
+#include "jobs/job_store.h"
+#include "redis/keys.h"
+#include "redis/redis.h"
+
+#define LOOKUP_CHUNK 512
+#define EVENTS_COUNT 1000
+#define RECHECK_MS 5000
+
+struct wait_state {
+    redisContext *c;
+    const char *prefix;
+    struct llmq_job_idset *pending;
+    const struct llmq_job_waiter *w;
+    size_t done;
+    size_t total;
+    char last_event[64];
+};
+
+/* Looks up the results of ids[0..n) that are still pending, in pipelined
+ * chunks, and reports those found. */
+static enum llmq_rc lookup(struct wait_state *s, const char *const *ids, size_t n,
+                           struct llmq_error *err)
+{
+    for (size_t first = 0; first < n; first += LOOKUP_CHUNK) {
+        size_t m = n - first < LOOKUP_CHUNK ? n - first : LOOKUP_CHUNK;
+        const char *ask[LOOKUP_CHUNK];
+        size_t k = 0;
+        for (size_t i = 0; i < m; i++) {
+            const char *id = ids[first + i];
+            if (!llmq_job_idset_get(s->pending, id, NULL))
+                continue;
+            ask[k++] = id;
+            redisAppendCommand(s->c, "GET %sres:%s", s->prefix, id);
+            redisAppendCommand(s->c, "HGET %sjob:%s state", s->prefix, id);
+        }
+        enum llmq_rc rc = LLMQ_OK;
+        for (size_t i = 0; i < k; i++) {
+            redisReply *res = NULL, *st = NULL;
+            if (redisGetReply(s->c, (void **)&res) != REDIS_OK ||
+                redisGetReply(s->c, (void **)&st) != REDIS_OK) {
+                if (res != NULL)
+                    freeReplyObject(res);
+                return llmq_redis_error(s->c, NULL, "wait", err);
+            }
+            if (res->type == REDIS_REPLY_STRING && llmq_job_idset_remove(s->pending, ask[i])) {
+                int dead = st->type == REDIS_REPLY_STRING && strcmp(st->str, "dead") == 0;
+                s->done++;
+                if (s->w && s->w->on_result)
+                    s->w->on_result(ask[i], dead, res->str, s->w->ud);
+            } else if (res->type == REDIS_REPLY_ERROR && rc == LLMQ_OK) {
+                rc = llmq_redis_error(s->c, res, "wait", err);
+            }
+            freeReplyObject(res);
+            freeReplyObject(st);
+        }
+        if (rc != LLMQ_OK)
+            return rc;
+    }
+    return LLMQ_OK;
+}
+
+/* Remembers the newest entry of P events ("0-0" when empty). */
+static enum llmq_rc events_tail(struct wait_state *s, struct llmq_error *err)
+{
+    redisReply *r = redisCommand(s->c, "XREVRANGE %sevents + - COUNT 1", s->prefix);
+    enum llmq_rc rc = LLMQ_OK;
+    snprintf(s->last_event, sizeof(s->last_event), "0-0");
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY)
+        rc = llmq_redis_error(s->c, r, "XREVRANGE events", err);
+    else if (r->elements == 1 && r->element[0]->type == REDIS_REPLY_ARRAY &&
+             r->element[0]->elements == 2 && r->element[0]->element[0]->type == REDIS_REPLY_STRING)
+        snprintf(s->last_event, sizeof(s->last_event), "%s", r->element[0]->element[0]->str);
+    if (r != NULL)
+        freeReplyObject(r);
+    return rc;
+}
+
+/* The value of field name in a stream entry's flat field list, or NULL. */
+static const char *entry_field(const redisReply *fields, const char *name)
+{
+    if (fields->type != REDIS_REPLY_ARRAY)
+        return NULL;
+    for (size_t i = 0; i + 1 < fields->elements; i += 2)
+        if (fields->element[i]->type == REDIS_REPLY_STRING &&
+            fields->element[i + 1]->type == REDIS_REPLY_STRING &&
+            strcmp(fields->element[i]->str, name) == 0)
+            return fields->element[i + 1]->str;
+    return NULL;
+}
+
+/* Reads events after last_event for up to block_ms; collects the pending ids
+ * that ended into ended[] (borrowed from the reply, which *reply keeps). */
+static enum llmq_rc read_events(struct wait_state *s, long long block_ms, redisReply **reply,
+                                const char **ended, size_t *n_ended, struct llmq_error *err)
+{
+    *n_ended = 0;
+    redisReply *r = redisCommand(s->c, "XREAD COUNT %d BLOCK %lld STREAMS %sevents %s",
+                                 EVENTS_COUNT, block_ms, s->prefix, s->last_event);
+    *reply = r;
+    if (r == NULL || r->type == REDIS_REPLY_ERROR)
+        return llmq_redis_error(s->c, r, "XREAD events", err);
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1)
+        return LLMQ_OK; /* nil: nothing within block_ms */
+    const redisReply *entries =
+        r->element[0]->type == REDIS_REPLY_ARRAY && r->element[0]->elements == 2
+            ? r->element[0]->element[1]
+            : NULL;
+    /* ended[] holds EVENTS_COUNT ids: a reply longer than COUNT asked (a
+     * broken server or proxy) is taken in parts, the rest read next time */
+    for (size_t i = 0; entries && i < entries->elements && *n_ended < EVENTS_COUNT; i++) {
+        const redisReply *e = entries->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+            e->element[0]->type != REDIS_REPLY_STRING)
+            continue;
+        snprintf(s->last_event, sizeof(s->last_event), "%s", e->element[0]->str);
+        const char *id = entry_field(e->element[1], "id");
+        if (id != NULL && llmq_job_idset_get(s->pending, id, NULL))
+            ended[(*n_ended)++] = id;
+    }
+    return LLMQ_OK;
+}
+
+static enum llmq_rc wait_loop(struct wait_state *s, const char *const *ids, size_t n,
+                              long long timeout_ms, struct llmq_error *err)
+{
+    long long start = llmq_monotonic_ms(), last_progress = start, last_tick = start;
+    int tick_ms = s->w && s->w->tick_ms > 0 ? s->w->tick_ms : 1000;
+    /* a blocking read must end before the connection's socket timeout */
+    long long max_block = s->w && s->w->max_block_ms > 0 ? s->w->max_block_ms : 2000;
+    const char **ended = malloc(sizeof(*ended) * EVENTS_COUNT);
+    enum llmq_rc rc = ended ? LLMQ_OK : llmq_error_set(err, LLMQ_ENOMEM, "wait: out of memory");
+    while (rc == LLMQ_OK && llmq_job_idset_count(s->pending) > 0) {
+        long long now = llmq_monotonic_ms();
+        if (timeout_ms >= 0 && now - start >= timeout_ms) {
+            rc = llmq_error_set(err, LLMQ_ETIMEOUT, "wait: %zu of %zu jobs still running",
+                                llmq_job_idset_count(s->pending), s->total);
+            break;
+        }
+        long long block = tick_ms < max_block ? tick_ms : max_block;
+        if (timeout_ms >= 0 && timeout_ms - (now - start) < block)
+            block = timeout_ms - (now - start);
+        redisReply *r = NULL;
+        size_t n_ended = 0;
+        rc = read_events(s, block > 0 ? block : 1, &r, ended, &n_ended, err);
+        if (rc == LLMQ_OK && n_ended > 0) {
+            last_progress = llmq_monotonic_ms();
+            rc = lookup(s, ended, n_ended, err);
+        } else if (rc == LLMQ_OK && llmq_monotonic_ms() - last_progress >= RECHECK_MS) {
+            last_progress = llmq_monotonic_ms();
+            rc = lookup(s, ids, n, err);
+        }
+        if (r != NULL)
+            freeReplyObject(r);
+        if (s->w && s->w->on_tick && llmq_monotonic_ms() - last_tick >= tick_ms) {
+            last_tick = llmq_monotonic_ms();
+            s->w->on_tick(s->done, s->total, s->w->ud);
+        }
+    }
+    free(ended);
+    return rc;
+}
+
+enum llmq_rc llmq_job_store_wait(redisContext *c, const char *prefix, const char *const *ids,
+                                 size_t n, long long timeout_ms, const struct llmq_job_waiter *w,
+                                 size_t *n_done, struct llmq_error *err)
+{
+    struct wait_state s = {.c = c, .prefix = prefix, .w = w};
+    enum llmq_rc rc = LLMQ_OK;
+    s.pending = llmq_job_idset_new(n);
+    if (s.pending == NULL)
+        rc = llmq_error_set(err, LLMQ_ENOMEM, "wait: out of memory");
+    for (size_t i = 0; rc == LLMQ_OK && i < n; i++)
+        if (llmq_job_idset_add(s.pending, ids[i], 0, NULL) < 0)
+            rc = llmq_error_set(err, LLMQ_ENOMEM, "wait: out of memory");
+    s.total = s.pending ? llmq_job_idset_count(s.pending) : 0;
+    if (rc == LLMQ_OK)
+        rc = events_tail(&s, err);
+    if (rc == LLMQ_OK)
+        rc = lookup(&s, ids, n, err);
+    if (rc == LLMQ_OK && w && w->on_tick)
+        w->on_tick(s.done, s.total, w->ud);
+    if (rc == LLMQ_OK)
+        rc = wait_loop(&s, ids, n, timeout_ms, err);
+    if (w && w->on_tick && s.pending != NULL)
+        w->on_tick(s.done, s.total, w->ud);
+    if (n_done != NULL)
+        *n_done = s.done;
+    llmq_job_idset_free(s.pending);
+    return rc;
+}

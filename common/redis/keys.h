@@ -1,0 +1,135 @@
+/* The Redis key layout: the one place it is written down.
+ *
+ * Every key of an account starts with the prefix P = "llmq:{ACCOUNT}:" (see
+ * llmq_account_prefix), so one account lives in one Redis Cluster slot and each
+ * script touches one slot. Scripts get P as KEYS[1] and derive the rest, since
+ * the buckets and jobs a script touches are only known inside it.
+ *
+ * Names (account, model, tenant, user, job id) never contain whitespace, '/',
+ * '|', '{' or '}' (llmq_name_valid), so the separators below are unambiguous.
+ *
+ * Limiter
+ *   P limit:<bucket>   HASH  the bucket: its limits (requests, tokens, period_ms,
+ *                            mode window|gcra, burst_requests, burst_tokens,
+ *                            soft 0|1) and its live counters (n, tok, oldest: the
+ *                            window log's count, token sum and earliest time;
+ *                            rtat/ttat: GCRA; pause: until, ms; exp: when its
+ *                            keys expire; learned_requests, learned_tokens,
+ *                            learned_until: lower limits the API reported, which
+ *                            bind until then). A hash without limits of its own
+ *                            (a tenant under a default) expires when idle.
+ *   P policy           HASH  headroom_low, headroom_normal, headroom_high (percent),
+ *                            soft_threshold (percent)
+ *   P bw:<bucket>      ZSET  sliding-window log: member "<resid>:<tokens>",
+ *                            score = admission time (ms, Redis TIME)
+ *   P seq              STRING reservation id counter
+ *   Buckets: "<model>" (account+model, hard), "<model>/t/<tenant>",
+ *   "<model>/u/<user>"; a tenant or user without its own limit uses the limit
+ *   of the tenant or user named "*" ("<model>/t/" + "*") when one is set, with
+ *   its own state.
+ *
+ * Jobs
+ *   P job:<id>         HASH  id, model, url, body (JSON text), cost (tokens), prio
+ *                            (high|normal|low), tenant, user, deadline_ms (unix ms,
+ *                            0 = none), max_attempts, attempts, enq_ms, state
+ *                            (queued|delayed|running|done|dead), last_error
+ *   P q:<prio>         STREAM delivery: dispatch XADDs {id: <job id>} for each job it
+ *                            grants and delivers it at once to the worker's consumer of
+ *                            group "workers" (PEL, XAUTOCLAIM, hand-back as before).
+ *                            Entries written by anything else (the old layout, hostile
+ *                            data) are read by dispatch and moved to their key.
+ *   P delayed          ZSET  member job id, score = due time (unix ms); due jobs go back
+ *                            to the head of their key
+ *
+ * Scheduler (lua/lib/45_sched.lua): a waiting job is in exactly one key queue.
+ *   P kq:<key>         LIST  job ids, FIFO; key = "<prio>|<model>|<tenant>|<user>"
+ *                            (tenant, user '' when none)
+ *   P sm:<prio>        ZSET  models with runnable work, score = served cost
+ *   P st:<prio>|<model> ZSET tenants with runnable work, score = virtual time
+ *                            (start-time fair queuing: + cost / weight per job)
+ *   P su:<prio>|<model>|<tenant> ZSET users with runnable work, the same way
+ *   P sblk             ZSET  blocked nodes "<prio>|<model>[|<tenant>[|<user>]]", score =
+ *                            the ms their bucket's exact wait ends
+ *   P svt              HASH  virtual time of each level, field = the parent's path
+ *   P weights          HASH  fair-share weights: "<model>/t/<tenant>", "<model>/u/<user>"
+ *                            ("*" for the default), `llmq limits set --weight`; 1 when none
+ *   P backlog:<prio>   LIST  one element per job waiting in the priority's keys: LLEN
+ *                            is the backlog (status, metrics, KEDA)
+ *   P wake             STREAM short (MAXLEN ~1000): an entry per event that may shorten
+ *                            a waiting worker's wait; idle workers XREAD BLOCK on it
+ *   Room for what comes next: endpoints of one model get their own buckets
+ *   ("<endpoint>/<model>") under the same model node, chosen per grant by the
+ *   dispatch script, so the key stays what the job asks for; a spend budget is
+ *   one more bucket on the path (and one more node level when it must block a
+ *   whole tenant across models).
+ *   P res:<id>         STRING the Batch output line (JSON) of a finished job
+ *   P events           STREAM {id, state: done|dead} as jobs finish, for waiters
+ *   P dead             STREAM {id, reason, error, ts}: dead-lettered jobs
+ *
+ *   More on jobs (producer side: common/jobs/, lua/enqueue.lua, lib/30_jobs.lua):
+ *   - id is the Batch custom_id when the line has one, else generated
+ *     ("job-<unix ms hex>-<16 hex random>"); it is also the output line's
+ *     custom_id. tenant and user are '' when none.
+ *   - extra job fields: est_prompt_tokens (the prompt part of cost), fin_ms
+ *     (unix ms the job ended), dead_entry (its entry id in P dead, while dead).
+ *   - enqueue (lua/enqueue.lua) writes nothing when job:<id> or res:<id>
+ *     exists: the id is the idempotency key while either lives.
+ *   - a job ends only through llmq_job_finish(P, id, state, output_line, reason,
+ *     now_ms) in lua/lib/30_jobs.lua (state done|dead): it sets res:<id>,
+ *     state, fin_ms, XADDs events (and dead with dead_entry, last_error = reason),
+ *     and applies retention. A done job loses its body; a dead one keeps its
+ *     whole hash and result until `llmq dead retry` (back to queued, attempts 0)
+ *     or `llmq dead purge` (deleted).
+ *   P results          ZSET  done job ids, score = fin_ms: the retention index.
+ *                            Beyond settings result_max or older than
+ *                            result_ttl_ms, res:<id> and job:<id> are deleted
+ *                            (oldest first, at most 64 per finish; PEXPIRE too).
+ *   P stats            HASH  counters: done, dead (jobs ended, ever), http_429
+ *                            (429 replies seen; the worker HINCRBYs it),
+ *                            insufficient_quota (those of them that were)
+ *   P calib            HASH  prompt-token estimate calibration per model:
+ *                            "<model>|n", "|est", "|act", "|abs", "|under",
+ *                            "|rel", "|rel2" (common/jobs/calibration.h)
+ *   P settings         HASH  retention and enqueue settings, `llmq settings`:
+ *                            result_ttl_ms (default 7 days), result_max (1000000),
+ *                            events_max (100000, approximate MAXLEN of events),
+ *                            events_ttl_ms (1 day; events older are trimmed),
+ *                            max_body_bytes (1048576, checked by enqueue)
+ *   job field cancel = 1: cancelled (lua/job_cancel.lua): a queued or delayed
+ *   job ends dead with reason cancelled at once; a running one is never sent
+ *   again should it come back to dispatch.
+ *
+ * Gateway (gateway/, `llmq keys`)
+ *   P gw:key:<sha256>  HASH  a gateway key, known only by the SHA-256 (hex) of
+ *                            its text: tenant ('' none), user ('' none: the
+ *                            request's "user" field), priority (sync calls),
+ *                            models (comma-separated; '' all), created_ms
+ *   P gw:keys          ZSET  the SHA-256 of every key, score = created_ms
+ *   P gw:file:<id>     HASH  an uploaded file ("file-<24 hex>"): filename,
+ *                            purpose, bytes, lines, created_at (unix s), content
+ *   P gw:files         ZSET  file ids, score = created ms
+ *   P gw:batch:<id>    HASH  a Batch ("batch_<24 hex>"): endpoint,
+ *                            input_file_id, completion_window, metadata (JSON),
+ *                            status, total, completed, failed, expired,
+ *                            created_at, in_progress_at, cancelling_at,
+ *                            finalizing_at, completed_at, cancelled_at,
+ *                            expired_at, failed_at, expires_at (unix s), errors
+ *   P gw:batch:<id>:jobs LIST its job ids, in input order
+ *   P gw:batches       ZSET  batch ids, score = created ms
+ *   A Batch's jobs have ids "<batch id>.<custom_id>"; llmq_job_finish counts
+ *   each end into the batch (completed, failed, expired) and ends the batch
+ *   when all have (lua/lib/30_jobs.lua llmq_jobs_batch_settle). Its output and
+ *   error files ("file-out_<batch id>", "file-err_<batch id>") are read from
+ *   the jobs' results (P res:<id>), so they live as long as those are kept.
+ *
+ *   Queue streams are trimmed (every 256 finishes) only below each group's
+ *   oldest pending entry and last delivered id: never an unacknowledged entry
+ *   (the worker XDELs what it acknowledges; this trim is the safety net).
+ */
+#ifndef LLMQ_KEYS_H
+#define LLMQ_KEYS_H
+
+#define LLMQ_KEY_PREFIX_MAX 256
+#define LLMQ_GROUP "workers"
+
+#endif

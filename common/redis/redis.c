@@ -1,0 +1,118 @@
+/* Synchronous Redis connections and key naming shared by every binary. */
+#include "redis/redis.h"
+
+#include "redis/sentinel.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static struct timeval ms_to_timeval(int ms)
+{
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    return tv;
+}
+
+enum llmq_rc llmq_redis_error(redisContext *c, const redisReply *reply, const char *what,
+                              struct llmq_error *err)
+{
+    if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
+        return llmq_error_set(err, strncmp(reply->str, "LLMQ_", 5) == 0 ? LLMQ_ESCRIPT
+                                                                        : LLMQ_EREDIS,
+                              "%s: %s", what, reply->str);
+    if (c != NULL && c->err)
+        return llmq_error_set(err, LLMQ_EREDIS, "%s: %s", what, c->errstr);
+    return llmq_error_set(err, LLMQ_EREDIS, "%s: no reply", what);
+}
+
+enum llmq_rc llmq_redis_handshake(redisContext *c, const struct llmq_redis_url *u,
+                                  struct llmq_error *err)
+{
+    redisReply *r;
+    if (u->password[0] != '\0') {
+        if (u->user[0] != '\0')
+            r = redisCommand(c, "AUTH %s %s", u->user, u->password);
+        else
+            r = redisCommand(c, "AUTH %s", u->password);
+        if (r == NULL || r->type == REDIS_REPLY_ERROR) {
+            /* The server's message never contains the password. */
+            enum llmq_rc rc = llmq_redis_error(c, r, "redis AUTH", err);
+            if (r != NULL)
+                freeReplyObject(r);
+            return rc;
+        }
+        freeReplyObject(r);
+    }
+    if (u->db != 0) {
+        r = redisCommand(c, "SELECT %d", u->db);
+        if (r == NULL || r->type == REDIS_REPLY_ERROR) {
+            enum llmq_rc rc = llmq_redis_error(c, r, "redis SELECT", err);
+            if (r != NULL)
+                freeReplyObject(r);
+            return rc;
+        }
+        freeReplyObject(r);
+    }
+    return LLMQ_OK;
+}
+
+redisContext *llmq_redis_connect_parsed(const struct llmq_redis_url *url, int timeout_ms,
+                                        struct llmq_error *err)
+{
+    struct llmq_redis_url resolved = *url;
+    const struct llmq_redis_url *u = &resolved;
+    if (llmq_sentinel_resolve(&resolved, timeout_ms, err) != LLMQ_OK)
+        return NULL;
+    struct timeval tv = ms_to_timeval(timeout_ms);
+    redisContext *c = redisConnectWithTimeout(u->host, u->port, tv);
+    if (c == NULL) {
+        llmq_error_set(err, LLMQ_ENOMEM, "redis connect: out of memory");
+        return NULL;
+    }
+    if (c->err) {
+        llmq_error_set(err, LLMQ_EREDIS, "redis connect %s:%d: %s", u->host, u->port, c->errstr);
+        redisFree(c);
+        return NULL;
+    }
+    if (redisSetTimeout(c, tv) != REDIS_OK || llmq_redis_handshake(c, u, err) != LLMQ_OK) {
+        if (err != NULL && err->rc == LLMQ_OK)
+            llmq_error_set(err, LLMQ_EREDIS, "redis connect: cannot set timeout");
+        redisFree(c);
+        return NULL;
+    }
+    return c;
+}
+
+redisContext *llmq_redis_connect(const char *url, int timeout_ms, struct llmq_error *err)
+{
+    struct llmq_redis_url u;
+    if (llmq_redis_url_parse(url, &u, err) != LLMQ_OK)
+        return NULL;
+    return llmq_redis_connect_parsed(&u, timeout_ms, err);
+}
+
+int llmq_name_valid(const char *s)
+{
+    if (s == NULL)
+        return 0;
+    size_t n = strlen(s);
+    if (n == 0 || n > 200)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c <= 0x20 || c == 0x7f || c == '/' || c == '|' || c == '{' || c == '}')
+            return 0;
+    }
+    return 1;
+}
+
+enum llmq_rc llmq_account_prefix(const char *account, char *buf, size_t n, struct llmq_error *err)
+{
+    if (!llmq_name_valid(account))
+        return llmq_error_set(err, LLMQ_EINVAL,
+                              "account name must be 1..200 bytes without spaces, '/', '|', "
+                              "'{' or '}'");
+    int len = snprintf(buf, n, "llmq:{%s}:", account);
+    if (len < 0 || (size_t)len >= n)
+        return llmq_error_set(err, LLMQ_EINVAL, "account name too long");
+    return LLMQ_OK;
+}

@@ -1,0 +1,38 @@
+/* Redis connections: synchronous (CLIs, tests, the inline limiter) and the
+ * helpers async clients share. */
+#ifndef LLMQ_REDIS_H
+#define LLMQ_REDIS_H
+
+#include <hiredis/hiredis.h>
+
+#include "llmq/error.h"
+#include "redis/redis_url.h"
+
+/* Connects to url (borrowed), with connect and command timeouts of timeout_ms,
+ * authenticates and selects the database. Returns a new context (free with
+ * redisFree) or NULL with err filled. */
+redisContext *llmq_redis_connect(const char *url, int timeout_ms, struct llmq_error *err);
+
+/* Same, from a parsed URL. */
+redisContext *llmq_redis_connect_parsed(const struct llmq_redis_url *u, int timeout_ms,
+                                        struct llmq_error *err);
+
+/* Runs AUTH and SELECT as u asks on a fresh synchronous context. */
+enum llmq_rc llmq_redis_handshake(redisContext *c, const struct llmq_redis_url *u,
+                                  struct llmq_error *err);
+
+/* Fills err from a context error or an error reply; returns LLMQ_EREDIS or
+ * LLMQ_ESCRIPT (for a script's own error reply). reply may be NULL. */
+enum llmq_rc llmq_redis_error(redisContext *c, const redisReply *reply, const char *what,
+                              struct llmq_error *err);
+
+/* Key prefix of an account: "llmq:{ACCOUNT}:" into buf of size n. Returns
+ * LLMQ_EINVAL when the account is not a valid name (see llmq_name_valid). */
+enum llmq_rc llmq_account_prefix(const char *account, char *buf, size_t n, struct llmq_error *err);
+
+/* A name (account, model, tenant, user, job id) is 1..200 bytes of printable
+ * ASCII or UTF-8 without whitespace, control characters, '/', '|', '{' or '}':
+ * those separate the parts of keys and reservation handles. Returns 1 if ok. */
+int llmq_name_valid(const char *s);
+
+#endif

@@ -1,0 +1,53 @@
+/* One asynchronous Redis connection on a libev loop that keeps itself up.
+ *
+ * Lifecycle: DISCONNECTED -> CONNECTING (TCP, AUTH, SELECT, then a PING whose
+ * answer proves the server usable) -> READY; any failure or a connect timeout
+ * goes back to DISCONNECTED and arms a reconnect timer (exponential backoff
+ * with full jitter). hiredis 0.14 has no async timeouts, hence our own connect
+ * timer. Commands may be sent only while READY (llmq_redis_async_context
+ * returns NULL otherwise); when the connection drops, hiredis runs every
+ * pending command callback with reply == NULL. */
+#ifndef LLMQ_REDIS_ASYNC_H
+#define LLMQ_REDIS_ASYNC_H
+
+#include <hiredis/async.h>
+
+#include "llmq/error.h"
+#include "redis/redis_url.h"
+
+struct ev_loop;
+struct llmq_redis_async;
+
+/* Told about every change between ready (1) and not ready (0). */
+typedef void llmq_redis_async_state_cb(struct llmq_redis_async *ra, int ready, void *privdata);
+
+struct llmq_redis_async_config {
+    int timeout_ms;       /* connect timeout; 0: 2000 */
+    int reconnect_min_ms; /* 0: 100 */
+    int reconnect_max_ms; /* 0: 5000 */
+    const char *name;     /* for log lines ("limiter", "worker"); static */
+};
+
+/* Starts connecting to url (copied) on loop (borrowed). cb (may be NULL) runs
+ * on each change of readiness, never before this returns. Returns NULL with
+ * err on allocation failure only. */
+struct llmq_redis_async *llmq_redis_async_new(struct ev_loop *loop,
+                                              const struct llmq_redis_url *url,
+                                              const struct llmq_redis_async_config *cfg,
+                                              llmq_redis_async_state_cb *cb, void *privdata,
+                                              struct llmq_error *err);
+
+/* The context to send commands on, or NULL when not ready. Borrowed. */
+redisAsyncContext *llmq_redis_async_context(struct llmq_redis_async *ra);
+
+int llmq_redis_async_ready(const struct llmq_redis_async *ra);
+
+/* Drops the connection now (pending callbacks run with NULL) and reconnects
+ * after the backoff: for a caller that saw the connection misbehave. */
+void llmq_redis_async_reset(struct llmq_redis_async *ra);
+
+/* Closes and frees; pending command callbacks run with reply NULL before it
+ * returns; the state callback does not run. NULL is a no-op. */
+void llmq_redis_async_free(struct llmq_redis_async *ra);
+
+#endif

@@ -1,0 +1,171 @@
+/* Parsing of redis:// URLs. Percent-escapes in user and password are decoded so
+ * passwords with '@' or ':' can be given. */
+#include "redis/redis_url.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Copies src[0..len) into dst (size n), decoding %XX. Returns 0, or -1 when the
+ * result does not fit or an escape is malformed. */
+static int copy_decoded(char *dst, size_t n, const char *src, size_t len)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = src[i];
+        if (c == '%') {
+            if (i + 2 >= len)
+                return -1;
+            int hi = hex_value(src[i + 1]);
+            int lo = hex_value(src[i + 2]);
+            if (hi < 0 || lo < 0)
+                return -1;
+            c = (char)(hi * 16 + lo);
+            i += 2;
+        }
+        if (o + 1 >= n)
+            return -1;
+        dst[o++] = c;
+    }
+    dst[o] = '\0';
+    return 0;
+}
+
+static int parse_int(const char *s, size_t len, int min, int max, int *out)
+{
+    if (len == 0 || len > 9)
+        return -1;
+    int v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Parses "host:port[,host:port...]/master[/db]" of a Sentinel URL. */
+static enum llmq_rc parse_sentinels(const char *p, struct llmq_redis_url *out,
+                                    struct llmq_error *err)
+{
+    const char *slash = strchr(p, '/');
+    if (slash == NULL)
+        return llmq_error_set(err, LLMQ_EINVAL, "redis url: sentinel URL needs /master-name");
+    while (p < slash) {
+        const char *comma = memchr(p, ',', (size_t)(slash - p));
+        const char *end = comma ? comma : slash;
+        const char *colon = memchr(p, ':', (size_t)(end - p));
+        if (out->n_sentinels == LLMQ_SENTINELS_MAX)
+            return llmq_error_set(err, LLMQ_EINVAL, "redis url: more than %d sentinels",
+                                  LLMQ_SENTINELS_MAX);
+        struct llmq_sentinel_addr *a = &out->sentinels[out->n_sentinels++];
+        if (colon == NULL || colon == p ||
+            copy_decoded(a->host, sizeof(a->host), p, (size_t)(colon - p)) != 0 ||
+            parse_int(colon + 1, (size_t)(end - colon - 1), 1, 65535, &a->port) != 0)
+            return llmq_error_set(err, LLMQ_EINVAL,
+                                  "redis url: each sentinel must be host:port (1..65535)");
+        p = comma ? comma + 1 : end;
+    }
+    if (out->n_sentinels == 0)
+        return llmq_error_set(err, LLMQ_EINVAL, "redis url: no sentinel given");
+    const char *name = slash + 1, *db = strchr(name, '/');
+    size_t name_len = db ? (size_t)(db - name) : strlen(name);
+    if (name_len == 0 || copy_decoded(out->master_name, sizeof(out->master_name), name,
+                                      name_len) != 0)
+        return llmq_error_set(err, LLMQ_EINVAL, "redis url: bad or missing master name");
+    if (db != NULL && db[1] != '\0' && parse_int(db + 1, strlen(db + 1), 0, 1000000, &out->db))
+        return llmq_error_set(err, LLMQ_EINVAL, "redis url: database must be a number");
+    return LLMQ_OK;
+}
+
+enum llmq_rc llmq_redis_url_parse(const char *url, struct llmq_redis_url *out,
+                                  struct llmq_error *err)
+{
+    static const char scheme[] = "redis://";
+    static const char sentinel_scheme[] = "redis-sentinel://";
+    memset(out, 0, sizeof(*out));
+    out->port = 6379;
+    int sentinel = url != NULL && strncmp(url, sentinel_scheme, sizeof(sentinel_scheme) - 1) == 0;
+    if (url == NULL || (!sentinel && strncmp(url, scheme, sizeof(scheme) - 1) != 0))
+        return llmq_error_set(err, LLMQ_EINVAL,
+                              "redis url: must start with redis:// or redis-sentinel://");
+    const char *p = url + (sentinel ? sizeof(sentinel_scheme) : sizeof(scheme)) - 1;
+    const char *end = p + strlen(p);
+    const char *slash = strchr(p, '/');
+    const char *auth_end = memchr(p, '@', (size_t)((slash ? slash : end) - p));
+    if (auth_end != NULL) {
+        const char *colon = memchr(p, ':', (size_t)(auth_end - p));
+        const char *user_end = colon ? colon : auth_end;
+        if (copy_decoded(out->user, sizeof(out->user), p, (size_t)(user_end - p)) != 0)
+            return llmq_error_set(err, LLMQ_EINVAL, "redis url: bad or too long user name");
+        if (colon != NULL &&
+            copy_decoded(out->password, sizeof(out->password), colon + 1,
+                         (size_t)(auth_end - colon - 1)) != 0)
+            return llmq_error_set(err, LLMQ_EINVAL, "redis url: bad or too long password");
+        if (colon == NULL) {
+            /* "redis://secret@host" is the common password-only form. */
+            memcpy(out->password, out->user, sizeof(out->password) < sizeof(out->user)
+                                                 ? sizeof(out->password)
+                                                 : sizeof(out->user));
+            out->user[0] = '\0';
+        }
+        p = auth_end + 1;
+    }
+    if (sentinel)
+        return parse_sentinels(p, out, err);
+    const char *host_end = slash ? slash : end;
+    const char *host_start = p;
+    const char *port_colon = NULL;
+    if (*p == '[') { /* [::1]:6379 */
+        const char *close = memchr(p, ']', (size_t)(host_end - p));
+        if (close == NULL)
+            return llmq_error_set(err, LLMQ_EINVAL, "redis url: unterminated [ in host");
+        host_start = p + 1;
+        if (copy_decoded(out->host, sizeof(out->host), host_start, (size_t)(close - host_start)))
+            return llmq_error_set(err, LLMQ_EINVAL, "redis url: host too long");
+        if (close + 1 < host_end && close[1] == ':')
+            port_colon = close + 1;
+        else if (close + 1 != host_end)
+            return llmq_error_set(err, LLMQ_EINVAL, "redis url: junk after ]");
+    } else {
+        port_colon = memchr(p, ':', (size_t)(host_end - p));
+        const char *hend = port_colon ? port_colon : host_end;
+        if (hend == p)
+            return llmq_error_set(err, LLMQ_EINVAL, "redis url: missing host");
+        if (copy_decoded(out->host, sizeof(out->host), p, (size_t)(hend - p)) != 0)
+            return llmq_error_set(err, LLMQ_EINVAL, "redis url: host too long");
+    }
+    if (port_colon != NULL &&
+        parse_int(port_colon + 1, (size_t)(host_end - port_colon - 1), 1, 65535, &out->port) != 0)
+        return llmq_error_set(err, LLMQ_EINVAL, "redis url: port must be 1..65535");
+    if (slash != NULL && slash + 1 < end &&
+        parse_int(slash + 1, (size_t)(end - slash - 1), 0, 1000000, &out->db) != 0)
+        return llmq_error_set(err, LLMQ_EINVAL, "redis url: database must be a number");
+    return LLMQ_OK;
+}
+
+void llmq_redis_url_redacted(const struct llmq_redis_url *u, char *buf, size_t n)
+{
+    if (u->n_sentinels > 0) {
+        snprintf(buf, n, "redis-sentinel://%s%s%s%s:%d/%s/%d", u->user,
+                 u->password[0] ? ":***" : "", (u->user[0] || u->password[0]) ? "@" : "",
+                 u->sentinels[0].host, u->sentinels[0].port, u->master_name, u->db);
+        return;
+    }
+    snprintf(buf, n, "redis://%s%s%s%s:%d/%d", u->user, u->password[0] ? ":***" : "",
+             (u->user[0] || u->password[0]) ? "@" : "", u->host, u->port, u->db);
+}

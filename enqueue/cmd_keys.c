@@ -1,0 +1,287 @@
+/* llmq keys: the gateway's API keys (llmq-gateway). A key maps to a tenant, a
+ * user (or none: the gateway takes the request's "user" field), a priority for
+ * synchronous calls and the models it may use. `create` prints the key once;
+ * Redis keeps only its SHA-256 (common/auth/gw_key.h, layout in common/redis/keys.h), so a
+ * lost key cannot be recovered, only revoked and replaced. A key is named in
+ * `list` and `revoke` by the first hex digits of that hash (its id). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "auth/gw_key.h"
+#include "jobs/job.h"
+#include "redis/keys.h"
+#include "redis/redis.h"
+
+#define KEY_ID_LEN 16 /* hex digits of the hash shown as a key's id */
+#define KEY_ID_MIN 8  /* fewest hex digits revoke accepts */
+
+static void usage(FILE *out)
+{
+    fputs("usage: llmq keys create [--tenant T] [--user U] [--priority high|normal|low]\n"
+          "                        [--models M1,M2,...]\n"
+          "       llmq keys list [--json]\n"
+          "       llmq keys revoke ID...\n\n"
+          "Gateway keys for llmq-gateway. create prints a new key once (stdout) and stores\n"
+          "only its SHA-256; without --user the gateway takes the request's \"user\"\n"
+          "field; --priority (default high) is that of synchronous calls; --models limits\n"
+          "the models the key may use (default: all). ID is the first 8+ hex digits of the\n"
+          "key's hash as list shows them.\n\n"
+          "Options: --redis URL, --account NAME, --help\n"
+          "Exit: 0 ok; 1 Redis failure; 2 usage error or unknown ID.\n",
+          out);
+}
+
+/* Checks a comma-separated model list: every model a valid name. */
+static int models_valid(const char *list)
+{
+    char buf[4096];
+    if (strlen(list) >= sizeof(buf))
+        return 0;
+    snprintf(buf, sizeof(buf), "%s", list);
+    char *save = NULL;
+    int n = 0;
+    for (char *m = strtok_r(buf, ",", &save); m != NULL; m = strtok_r(NULL, ",", &save), n++)
+        if (!llmq_name_valid(m))
+            return 0;
+    return n > 0 && list[strlen(list) - 1] != ',' && list[0] != ',';
+}
+
+static int create(const struct llmq_cli *cli, redisContext *c, const char *prefix,
+                  const char *tenant, const char *user, const char *prio, const char *models)
+{
+    char key[LLMQ_GW_KEY_LEN + 1], hash[LLMQ_GW_KEY_HASH_LEN + 1];
+    struct llmq_error err = {0};
+    if (llmq_gw_key_generate(key, sizeof(key), &err) != LLMQ_OK) {
+        llmq_cli_error(cli, "%s", err.msg);
+        return LLMQ_EXIT_FAIL;
+    }
+    llmq_gw_key_hash(key, strlen(key), hash);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long now_ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    redisAppendCommand(c, "MULTI");
+    redisAppendCommand(c, "HSET %sgw:key:%s tenant %s user %s priority %s models %s created_ms %lld",
+                       prefix, hash, tenant, user, prio, models, now_ms);
+    redisAppendCommand(c, "ZADD %sgw:keys %lld %s", prefix, now_ms, hash);
+    redisAppendCommand(c, "EXEC");
+    int rc = LLMQ_EXIT_OK;
+    for (int i = 0; i < 4; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply(c, (void **)&r) != REDIS_OK || r == NULL ||
+            r->type == REDIS_REPLY_ERROR || (i == 3 && r->type != REDIS_REPLY_ARRAY)) {
+            if (rc == LLMQ_EXIT_OK)
+                llmq_cli_error(cli, "storing the key: %s",
+                               r && r->type == REDIS_REPLY_ERROR ? r->str : c->errstr);
+            rc = LLMQ_EXIT_FAIL;
+        }
+        if (r != NULL)
+            freeReplyObject(r);
+        if (c->err)
+            break;
+    }
+    if (rc == LLMQ_EXIT_OK) {
+        printf("%s\n", key);
+        fprintf(stderr, "%s: key %.*s created; it is shown only now\n", cli->prog, KEY_ID_LEN,
+                hash);
+    }
+    explicit_bzero(key, sizeof(key));
+    return rc;
+}
+
+/* The value of field name in an HGETALL reply, or "". */
+static const char *field(const redisReply *h, const char *name)
+{
+    for (size_t i = 0; h->type == REDIS_REPLY_ARRAY && i + 1 < h->elements; i += 2)
+        if (h->element[i]->type == REDIS_REPLY_STRING && strcmp(h->element[i]->str, name) == 0 &&
+            h->element[i + 1]->type == REDIS_REPLY_STRING)
+            return h->element[i + 1]->str;
+    return "";
+}
+
+static int list(const struct llmq_cli *cli, redisContext *c, const char *prefix, int json)
+{
+    redisReply *ids = redisCommand(c, "ZRANGE %sgw:keys 0 -1", prefix);
+    if (ids == NULL || ids->type != REDIS_REPLY_ARRAY) {
+        llmq_cli_error(cli, "ZRANGE keys: %s", ids && ids->str ? ids->str : c->errstr);
+        if (ids != NULL)
+            freeReplyObject(ids);
+        return LLMQ_EXIT_FAIL;
+    }
+    if (!json)
+        printf("%-16s %-16s %-16s %-8s %s\n", "ID", "TENANT", "USER", "PRIORITY", "MODELS");
+    int rc = LLMQ_EXIT_OK;
+    for (size_t i = 0; i < ids->elements && rc == LLMQ_EXIT_OK; i++) {
+        const char *h = ids->element[i]->str;
+        redisReply *k = redisCommand(c, "HGETALL %sgw:key:%s", prefix, h);
+        if (k == NULL || k->type != REDIS_REPLY_ARRAY) {
+            llmq_cli_error(cli, "HGETALL key: %s", k && k->str ? k->str : c->errstr);
+            rc = LLMQ_EXIT_FAIL;
+        } else if (json) {
+            printf("{\"id\":\"%.*s\",\"tenant\":\"%s\",\"user\":\"%s\",\"priority\":\"%s\","
+                   "\"models\":\"%s\",\"created_ms\":%s}\n",
+                   KEY_ID_LEN, h, field(k, "tenant"), field(k, "user"), field(k, "priority"),
+                   field(k, "models"), field(k, "created_ms")[0] ? field(k, "created_ms") : "0");
+        } else {
+            const char *u = field(k, "user");
+            const char *m = field(k, "models");
+            printf("%-16.*s %-16s %-16s %-8s %s\n", KEY_ID_LEN, h,
+                   field(k, "tenant")[0] ? field(k, "tenant") : "-",
+                   u[0] ? u : "(request)", field(k, "priority"), m[0] ? m : "(all)");
+        }
+        if (k != NULL)
+            freeReplyObject(k);
+    }
+    freeReplyObject(ids);
+    return rc;
+}
+
+/* Finds the one key hash starting with id; returns 0 and fills out, -1 when
+ * none or several match (printed), -2 on a Redis failure. */
+static int resolve(const struct llmq_cli *cli, redisContext *c, const char *prefix,
+                   const char *id, char out[LLMQ_GW_KEY_HASH_LEN + 1])
+{
+    size_t len = strlen(id);
+    if (len < KEY_ID_MIN || len > LLMQ_GW_KEY_HASH_LEN || strspn(id, "0123456789abcdef") != len) {
+        llmq_cli_error(cli, "'%s' is not a key id (%d to %d lower-case hex digits)", id,
+                       KEY_ID_MIN, LLMQ_GW_KEY_HASH_LEN);
+        return -1;
+    }
+    redisReply *r = redisCommand(c, "ZRANGE %sgw:keys 0 -1", prefix);
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+        llmq_cli_error(cli, "ZRANGE keys: %s", r && r->str ? r->str : c->errstr);
+        if (r != NULL)
+            freeReplyObject(r);
+        return -2;
+    }
+    int found = 0;
+    for (size_t i = 0; i < r->elements; i++)
+        if (strncmp(r->element[i]->str, id, len) == 0 && found++ == 0)
+            snprintf(out, LLMQ_GW_KEY_HASH_LEN + 1, "%s", r->element[i]->str);
+    freeReplyObject(r);
+    if (found != 1) {
+        llmq_cli_error(cli, found == 0 ? "no key with id %s" : "id %s names several keys", id);
+        return -1;
+    }
+    return 0;
+}
+
+static int revoke(const struct llmq_cli *cli, redisContext *c, const char *prefix, int n,
+                  char **ids)
+{
+    for (int i = 0; i < n; i++) {
+        char hash[LLMQ_GW_KEY_HASH_LEN + 1];
+        int f = resolve(cli, c, prefix, ids[i], hash);
+        if (f != 0)
+            return f == -1 ? LLMQ_EXIT_USAGE : LLMQ_EXIT_FAIL;
+        redisReply *d = redisCommand(c, "DEL %sgw:key:%s", prefix, hash);
+        redisReply *z = d ? redisCommand(c, "ZREM %sgw:keys %s", prefix, hash) : NULL;
+        int ok = d && z && d->type == REDIS_REPLY_INTEGER && z->type == REDIS_REPLY_INTEGER;
+        if (d != NULL)
+            freeReplyObject(d);
+        if (z != NULL)
+            freeReplyObject(z);
+        if (!ok) {
+            llmq_cli_error(cli, "revoking %s: %s", ids[i], c->err ? c->errstr : "bad reply");
+            return LLMQ_EXIT_FAIL;
+        }
+        printf("revoked %.*s\n", KEY_ID_LEN, hash);
+    }
+    return LLMQ_EXIT_OK;
+}
+
+int llmq_cmd_keys(struct llmq_cli *cli, int argc, char **argv)
+{
+    static const struct option opts[] = {{"tenant", required_argument, NULL, 't'},
+                                         {"user", required_argument, NULL, 'u'},
+                                         {"priority", required_argument, NULL, 'p'},
+                                         {"models", required_argument, NULL, 'm'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         LLMQ_CLI_COMMON_OPTIONS,
+                                         {NULL, 0, NULL, 0}};
+    const char *tenant = "", *user = "", *prio = "high", *models = "";
+    int json = 0, opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (llmq_cli_common_option(cli, opt, optarg))
+            continue;
+        switch (opt) {
+        case 't':
+            tenant = optarg;
+            break;
+        case 'u':
+            user = optarg;
+            break;
+        case 'p':
+            prio = optarg;
+            break;
+        case 'm':
+            models = optarg;
+            break;
+        case 'j':
+            json = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return LLMQ_EXIT_OK;
+        default:
+            usage(stderr);
+            return LLMQ_EXIT_USAGE;
+        }
+    }
+    if (optind >= argc) {
+        usage(stderr);
+        return LLMQ_EXIT_USAGE;
+    }
+    const char *verb = argv[optind++];
+    enum llmq_priority p;
+    if (tenant[0] && !llmq_name_valid(tenant)) {
+        llmq_cli_error(cli, "--tenant: '%s' is not a valid name", tenant);
+        return LLMQ_EXIT_USAGE;
+    }
+    if (user[0] && !llmq_name_valid(user)) {
+        llmq_cli_error(cli, "--user: '%s' is not a valid name", user);
+        return LLMQ_EXIT_USAGE;
+    }
+    if (llmq_priority_parse(prio, &p) != 0) {
+        llmq_cli_error(cli, "--priority: expected high, normal or low, got '%s'", prio);
+        return LLMQ_EXIT_USAGE;
+    }
+    if (models[0] && !models_valid(models)) {
+        llmq_cli_error(cli, "--models: expected model names separated by commas, got '%s'",
+                       models);
+        return LLMQ_EXIT_USAGE;
+    }
+    int is_create = strcmp(verb, "create") == 0, is_list = strcmp(verb, "list") == 0;
+    int is_revoke = strcmp(verb, "revoke") == 0;
+    if (!is_create && !is_list && !is_revoke) {
+        llmq_cli_error(cli, "unknown action '%s' (create, list, revoke)", verb);
+        return LLMQ_EXIT_USAGE;
+    }
+    if ((is_create || is_list) && optind != argc) {
+        llmq_cli_error(cli, "%s takes no arguments", verb);
+        return LLMQ_EXIT_USAGE;
+    }
+    if (is_revoke && optind == argc) {
+        llmq_cli_error(cli, "revoke: name at least one key id");
+        return LLMQ_EXIT_USAGE;
+    }
+    char prefix[LLMQ_KEY_PREFIX_MAX];
+    if (llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
+        return LLMQ_EXIT_USAGE;
+    redisContext *c = llmq_cli_connect(cli);
+    if (c == NULL)
+        return LLMQ_EXIT_FAIL;
+    int rc;
+    if (is_create)
+        rc = create(cli, c, prefix, tenant, user, llmq_priority_name(p), models);
+    else if (is_list)
+        rc = list(cli, c, prefix, json);
+    else
+        rc = revoke(cli, c, prefix, argc - optind, argv + optind);
+    redisFree(c);
+    return rc;
+}

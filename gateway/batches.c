@@ -1,0 +1,519 @@
+/* The Batch API: POST /v1/batches, GET /v1/batches[/{id}],
+ * POST /v1/batches/{id}/cancel.
+ *
+ * Creating a batch reads its input file, checks it again (settings may have
+ * changed since the upload) and that every line is for the batch's endpoint,
+ * writes the batch (P gw:batch:<id>, its job list, its index entry) in one
+ * MULTI/EXEC with status in_progress, then enqueues every line as a job
+ * "<batch id>.<custom_id>" through llmq_job_store_push_async (lua/enqueue.lua)
+ * with the completion window as the jobs' ttl. From then on the batch's
+ * counts and its end are kept by the scripts that end jobs
+ * (lua/lib/30_jobs.lua llmq_jobs_batch_settle): GET only reads. Should the
+ * enqueue fail half-way, the jobs already queued are cancelled and the batch
+ * is failed, so no batch is left half-written and running. */
+#include <hiredis/async.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "jobs/batch.h"
+#include "files.h"
+#include "jobs/job.h"
+#include "jobs/job_store.h"
+#include "list.h"
+#include "base/log.h"
+#include "redis/script.h"
+
+#define INVALID "invalid_request_error"
+#define IDS_PER_COMMAND 1000
+#define CANCEL_IDS_PER_CALL 500
+
+static const char *const batch_fields[] = {
+    "status",        "endpoint",     "input_file_id", "completion_window", "created_at",
+    "in_progress_at", "expires_at",  "finalizing_at", "completed_at",      "failed_at",
+    "expired_at",    "cancelling_at", "cancelled_at", "total",             "completed",
+    "failed",        "metadata",     "tenant",        "errors",            NULL};
+enum {
+    F_STATUS, F_ENDPOINT, F_INPUT, F_WINDOW, F_CREATED, F_IN_PROGRESS, F_EXPIRES, F_FINALIZING,
+    F_COMPLETED_AT, F_FAILED_AT, F_EXPIRED_AT, F_CANCELLING_AT, F_CANCELLED_AT, F_TOTAL,
+    F_COMPLETED, F_FAILED, F_METADATA, F_TENANT, F_ERRORS
+};
+
+static json_t *time_or_null(const redisReply *v, size_t i)
+{
+    const char *s = gw_list_val(v, i);
+    return s ? json_integer(atoll(s)) : json_null();
+}
+
+static long long num(const redisReply *v, size_t i)
+{
+    const char *s = gw_list_val(v, i);
+    return s ? atoll(s) : 0;
+}
+
+static int terminal(const char *status)
+{
+    return strcmp(status, "completed") == 0 || strcmp(status, "cancelled") == 0 ||
+           strcmp(status, "expired") == 0 || strcmp(status, "failed") == 0;
+}
+
+/* OpenAI's Batch object from the HMGET of batch_fields; NULL when it is not
+ * the caller's or does not exist. */
+static json_t *batch_object(struct gw_request *r, const char *id, const redisReply *v)
+{
+    const char *status = gw_list_val(v, F_STATUS);
+    const char *tenant = gw_list_val(v, F_TENANT);
+    if (status == NULL || strcmp(tenant ? tenant : "", r->key.tenant) != 0)
+        return NULL;
+    long long completed = num(v, F_COMPLETED), failed = num(v, F_FAILED);
+    char out_id[GW_ID_MAX + 16], err_id[GW_ID_MAX + 16];
+    snprintf(out_id, sizeof(out_id), "%s%s", GW_FILE_OUT_PREFIX, id);
+    snprintf(err_id, sizeof(err_id), "%s%s", GW_FILE_ERR_PREFIX, id);
+    int done = terminal(status);
+    json_t *md = NULL, *errors = NULL;
+    const char *mds = gw_list_val(v, F_METADATA), *errs = gw_list_val(v, F_ERRORS);
+    if (mds != NULL)
+        md = json_loads(mds, 0, NULL);
+    if (errs != NULL)
+        errors = json_loads(errs, 0, NULL);
+    json_t *counts = json_pack("{s:I, s:I, s:I}", "total", (json_int_t)num(v, F_TOTAL),
+                               "completed", (json_int_t)completed, "failed", (json_int_t)failed);
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(id));
+    json_object_set_new(o, "object", json_string("batch"));
+    json_object_set_new(o, "endpoint", json_string(gw_list_val(v, F_ENDPOINT) ?: ""));
+    json_object_set_new(o, "errors", errors ? errors : json_null());
+    json_object_set_new(o, "input_file_id", json_string(gw_list_val(v, F_INPUT) ?: ""));
+    json_object_set_new(o, "completion_window", json_string(gw_list_val(v, F_WINDOW) ?: ""));
+    json_object_set_new(o, "status", json_string(status));
+    json_object_set_new(o, "output_file_id",
+                        done && completed > 0 ? json_string(out_id) : json_null());
+    json_object_set_new(o, "error_file_id", done && failed > 0 ? json_string(err_id) : json_null());
+    json_object_set_new(o, "created_at", time_or_null(v, F_CREATED));
+    json_object_set_new(o, "in_progress_at", time_or_null(v, F_IN_PROGRESS));
+    json_object_set_new(o, "expires_at", time_or_null(v, F_EXPIRES));
+    json_object_set_new(o, "finalizing_at", time_or_null(v, F_FINALIZING));
+    json_object_set_new(o, "completed_at", time_or_null(v, F_COMPLETED_AT));
+    json_object_set_new(o, "failed_at", time_or_null(v, F_FAILED_AT));
+    json_object_set_new(o, "expired_at", time_or_null(v, F_EXPIRED_AT));
+    json_object_set_new(o, "cancelling_at", time_or_null(v, F_CANCELLING_AT));
+    json_object_set_new(o, "cancelled_at", time_or_null(v, F_CANCELLED_AT));
+    json_object_set_new(o, "request_counts", counts);
+    json_object_set_new(o, "metadata", json_is_object(md) ? md : json_null());
+    if (!json_is_object(md))
+        json_decref(md);
+    return o;
+}
+
+static void respond_no_batch(struct gw_request *r, const char *id)
+{
+    gw_respond_errorf(r, 404, INVALID, "batch_id", NULL, "No batch found with id '%s'.", id);
+}
+
+static void on_batch(struct gw_request *r, const redisReply *v)
+{
+    if (v == NULL) {
+        gw_respond_no_redis(r);
+        return;
+    }
+    json_t *o = batch_object(r, r->m.id, v);
+    if (o == NULL)
+        respond_no_batch(r, r->m.id);
+    else
+        gw_respond_json(r, 200, o);
+}
+
+/* Answers with the batch as it is now. */
+static void respond_batch(struct gw_request *r)
+{
+    gw_object_fetch(r, "gw:batch:", r->m.id, batch_fields, on_batch);
+}
+
+static const struct gw_list_spec batch_list = {
+    .index = "gw:batches",
+    .object = "gw:batch:",
+    .fields = batch_fields,
+    .item = batch_object,
+    .limit_default = 20,
+    .limit_max = 100,
+};
+
+/* ---- create ---- */
+
+struct create {
+    struct gw_batch_request req;
+    struct llmq_batch batch;
+    struct llmq_job_outcome *out;
+    char id[40];
+};
+
+static void create_free(void *p)
+{
+    struct create *c = p;
+    free(c->req.metadata);
+    llmq_batch_clear(&c->batch);
+    free(c->out);
+    free(c);
+}
+
+static void on_ignore(redisAsyncContext *ac, redisReply *reply, void *privdata)
+{
+    (void)ac;
+    (void)reply;
+    (void)privdata;
+}
+
+/* Sends job_cancel for ids[0..n) of batch bid, in calls of CANCEL_IDS_PER_CALL;
+ * the last call's reply goes to last_cb (with last_pd). Returns 0, or -1 when
+ * nothing could be sent (last_cb will not run). */
+static int cancel_ids(struct gw *gw, const char *bid, const char *const *ids, size_t n,
+                      llmq_script_cb *last_cb, void *last_pd)
+{
+    redisAsyncContext *ac = gw_redis(gw);
+    const char *argv[2 + CANCEL_IDS_PER_CALL];
+    if (ac == NULL)
+        return -1;
+    size_t first = 0;
+    do {
+        size_t k = n - first < CANCEL_IDS_PER_CALL ? n - first : CANCEL_IDS_PER_CALL;
+        argv[0] = gw->prefix;
+        argv[1] = bid;
+        for (size_t i = 0; i < k; i++)
+            argv[2 + i] = ids[first + i];
+        int last = first + k >= n;
+        if (llmq_script_run_async(ac, LLMQ_SCRIPT_JOB_CANCEL, 1, (int)(2 + k), argv, NULL,
+                                  last ? last_cb : on_ignore, last ? last_pd : NULL) != LLMQ_OK)
+            return -1;
+        first += k;
+    } while (first < n);
+    return 0;
+}
+
+static void on_failed_marked(redisAsyncContext *ac, void *reply, void *privdata)
+{
+    (void)ac;
+    (void)reply;
+    struct gw_request *r = privdata;
+    gw_respond_errorf(r, 503, "server_error", NULL, "service_unavailable",
+                      "The batch could not be enqueued (Redis failed); it was cancelled and "
+                      "marked failed. Please create it again.");
+    gw_request_release(r);
+}
+
+static void on_pushed(enum llmq_rc rc, const struct llmq_error *err, void *ud)
+{
+    struct gw_request *r = ud;
+    struct create *c = r->state;
+    struct gw *gw = r->gw;
+    if (rc == LLMQ_OK) {
+        gw->stats.batches_created++;
+        LLMQ_LOG(LLMQ_LOG_INFO, "gateway: batch %s: %zu jobs enqueued", c->id, c->batch.n_jobs);
+        snprintf(r->m.id, sizeof(r->m.id), "%s", c->id);
+        respond_batch(r);
+        gw_request_release(r);
+        return;
+    }
+    LLMQ_LOG(LLMQ_LOG_WARN, "gateway: batch %s: enqueue failed: %s", c->id, err->msg);
+    const char **ids = malloc(sizeof(*ids) * c->batch.n_jobs);
+    for (size_t i = 0; ids != NULL && i < c->batch.n_jobs; i++)
+        ids[i] = c->batch.jobs[i].id;
+    redisAsyncContext *ac = gw_redis(gw);
+    if (ids != NULL)
+        cancel_ids(gw, c->id, ids, c->batch.n_jobs, on_ignore, NULL);
+    free(ids);
+    if (ac == NULL || redisAsyncCommand(ac, on_failed_marked, r,
+                                        "HSET %sgw:batch:%s status failed failed_at %lld",
+                                        gw->prefix, c->id, gw_unix_s()) != REDIS_OK) {
+        gw_respond_no_redis(r);
+        gw_request_release(r);
+    }
+}
+
+static void on_written(redisAsyncContext *ac, void *reply, void *privdata)
+{
+    struct gw_request *r = privdata;
+    struct create *c = r->state;
+    redisReply *rep = reply;
+    struct llmq_error err = {0};
+    if (rep == NULL || rep->type != REDIS_REPLY_ARRAY) {
+        gw_respond_no_redis(r);
+        gw_request_release(r);
+        return;
+    }
+    /* the reference moves on to the push */
+    if (llmq_job_store_push_async(ac, r->gw->prefix, c->batch.jobs, c->batch.n_jobs, c->out,
+                                  on_pushed, r, &err) != LLMQ_OK)
+        on_pushed(err.rc ? err.rc : LLMQ_EREDIS, &err, r);
+}
+
+/* Writes the batch hash, its job list and index entry in one MULTI/EXEC. */
+static void write_batch(struct gw_request *r)
+{
+    struct create *c = r->state;
+    struct gw *gw = r->gw;
+    redisAsyncContext *ac = gw_redis(gw);
+    if (ac == NULL) {
+        gw_respond_no_redis(r);
+        return;
+    }
+    long long now = gw_unix_s();
+    char key[LLMQ_KEY_PREFIX_MAX + 64], lkey[LLMQ_KEY_PREFIX_MAX + 72];
+    snprintf(key, sizeof(key), "%sgw:batch:%s", gw->prefix, c->id);
+    snprintf(lkey, sizeof(lkey), "%s:jobs", key);
+    char created[24], expires[24], total[24];
+    snprintf(created, sizeof(created), "%lld", now);
+    snprintf(expires, sizeof(expires), "%lld", now + c->req.window_ms / 1000);
+    snprintf(total, sizeof(total), "%zu", c->batch.n_jobs);
+    const char *h[] = {"HSET", key, "status", "in_progress", "endpoint", c->req.endpoint,
+                       "input_file_id", c->req.input_file_id, "completion_window",
+                       c->req.completion_window, "created_at", created, "in_progress_at",
+                       created, "expires_at", expires, "total", total, "completed", "0",
+                       "failed", "0", "expired", "0", "tenant", r->key.tenant,
+                       c->req.metadata ? "metadata" : NULL, c->req.metadata};
+    int hn = c->req.metadata ? 28 : 26;
+    int ok = redisAsyncCommand(ac, NULL, NULL, "MULTI") == REDIS_OK &&
+             redisAsyncCommandArgv(ac, NULL, NULL, hn, h, NULL) == REDIS_OK;
+    const char *argv[2 + IDS_PER_COMMAND];
+    for (size_t first = 0; ok && first < c->batch.n_jobs; first += IDS_PER_COMMAND) {
+        size_t k = c->batch.n_jobs - first;
+        if (k > IDS_PER_COMMAND)
+            k = IDS_PER_COMMAND;
+        argv[0] = "RPUSH";
+        argv[1] = lkey;
+        for (size_t i = 0; i < k; i++)
+            argv[2 + i] = c->batch.jobs[first + i].id;
+        ok = redisAsyncCommandArgv(ac, NULL, NULL, (int)(2 + k), argv, NULL) == REDIS_OK;
+    }
+    ok = ok && redisAsyncCommand(ac, NULL, NULL, "ZADD %sgw:batches %lld %s", gw->prefix,
+                                 gw_unix_ms(), c->id) == REDIS_OK;
+    gw_request_hold(r);
+    if (!ok || redisAsyncCommand(ac, on_written, r, "EXEC") != REDIS_OK) {
+        gw_request_release(r);
+        gw_respond_no_redis(r);
+    }
+}
+
+/* The key decides: a line's own "llmq" options (tenant, user, priority) may
+ * not take a job out of the key's tenant or user, or above its priority. A
+ * key without a tenant (or user) leaves the lines' own. Returns -1 when out
+ * of memory. */
+static int key_mapping(const struct gw_request *r, struct llmq_job *j)
+{
+    const struct gw_key *k = &r->key;
+    if (k->tenant[0] != '\0' && (j->tenant == NULL || strcmp(j->tenant, k->tenant) != 0)) {
+        free(j->tenant);
+        if ((j->tenant = strdup(k->tenant)) == NULL)
+            return -1;
+    }
+    if (k->user[0] != '\0' && (j->user == NULL || strcmp(j->user, k->user) != 0)) {
+        free(j->user);
+        if ((j->user = strdup(k->user)) == NULL)
+            return -1;
+    }
+    /* priority order: high > normal > low; enum order is normal, high, low */
+    static const int rank[] = {[LLMQ_PRIORITY_NORMAL] = 1, [LLMQ_PRIORITY_HIGH] = 2,
+                               [LLMQ_PRIORITY_LOW] = 0};
+    if (rank[j->priority] > rank[k->priority])
+        j->priority = k->priority;
+    return 0;
+}
+
+/* Checks the input lines and names their jobs; answers r and returns -1 when bad. */
+static int prepare_jobs(struct gw_request *r, const char *content, size_t len)
+{
+    struct create *c = r->state;
+    struct gw *gw = r->gw;
+    struct llmq_job_defaults d;
+    llmq_job_defaults_init(&d);
+    d.max_body_bytes = (size_t)gw->job_body_max;
+    d.priority = r->key.priority == LLMQ_PRIORITY_LOW ? LLMQ_PRIORITY_LOW : LLMQ_PRIORITY_NORMAL;
+    d.tenant = r->key.tenant[0] ? r->key.tenant : NULL;
+    d.user = r->key.user[0] ? r->key.user : NULL;
+    d.ttl_ms = c->req.window_ms;
+    struct llmq_error err = {0};
+    if (llmq_batch_parse(content, len, &d, &c->batch, &err) != LLMQ_OK) {
+        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "%s", err.msg);
+        return -1;
+    }
+    if (c->batch.n_errors > 0) {
+        gw_respond_errorf(r, 400, INVALID, "input_file_id", "invalid_file",
+                          "The input file has %zu invalid line(s); line %ld: %s",
+                          c->batch.n_errors, c->batch.errors[0].line, c->batch.errors[0].msg);
+        return -1;
+    }
+    if (c->batch.n_jobs == 0) {
+        gw_respond_errorf(r, 400, INVALID, "input_file_id", "empty_file",
+                          "The input file has no requests.");
+        return -1;
+    }
+    gw_new_id("batch_", c->id, sizeof(c->id));
+    for (size_t i = 0; i < c->batch.n_jobs; i++) {
+        struct llmq_job *j = &c->batch.jobs[i];
+        if (key_mapping(r, j) != 0) {
+            gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
+            return -1;
+        }
+        if (strcmp(j->url, c->req.endpoint) != 0) {
+            gw_respond_errorf(r, 400, INVALID, "endpoint", "mismatched_endpoint",
+                              "line %ld: url %s is not the batch's endpoint %s",
+                              c->batch.job_lines[i], j->url, c->req.endpoint);
+            return -1;
+        }
+        size_t n = strlen(c->id) + 1 + strlen(j->id) + 1;
+        char *id = n <= LLMQ_JOB_ID_MAX + 1 ? malloc(n) : NULL;
+        if (id == NULL) {
+            gw_respond_errorf(r, 400, INVALID, "input_file_id", "invalid_file",
+                              "line %ld: custom_id is too long", c->batch.job_lines[i]);
+            return -1;
+        }
+        size_t bl = strlen(c->id);
+        memcpy(id, c->id, bl);
+        id[bl] = '.';
+        memcpy(id + bl + 1, j->id, n - bl - 1); /* with its NUL */
+        free(j->id);
+        j->id = id;
+    }
+    c->out = calloc(c->batch.n_jobs, sizeof(*c->out));
+    if (c->out == NULL) {
+        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+static void on_input(redisAsyncContext *ac, void *reply, void *privdata)
+{
+    (void)ac;
+    struct gw_request *r = privdata;
+    struct create *c = r->state;
+    redisReply *rep = reply;
+    if (rep == NULL || rep->type != REDIS_REPLY_ARRAY || rep->elements != 3) {
+        gw_respond_no_redis(r);
+    } else if (rep->element[2]->type != REDIS_REPLY_STRING ||
+               strcmp(gw_list_val(rep, 1) ? gw_list_val(rep, 1) : "", r->key.tenant) != 0) {
+        gw_respond_errorf(r, 404, INVALID, "input_file_id", NULL, "No such File object: %s",
+                          c->req.input_file_id);
+    } else if (strcmp(gw_list_val(rep, 0) ? gw_list_val(rep, 0) : "", "batch") != 0) {
+        gw_respond_errorf(r, 400, INVALID, "input_file_id", "invalid_value",
+                          "File %s was not uploaded with purpose 'batch'.", c->req.input_file_id);
+    } else if (!r->gone && prepare_jobs(r, rep->element[2]->str, rep->element[2]->len) == 0) {
+        write_batch(r);
+    }
+    gw_request_release(r);
+}
+
+static void create(struct gw_request *r)
+{
+    struct create *c = calloc(1, sizeof(*c));
+    struct gw_error e;
+    if (c == NULL) {
+        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
+        return;
+    }
+    r->state = c;
+    r->state_free = create_free;
+    if (gw_batch_request_decode(r->body ? r->body : "", r->body_len, r->gw->cfg->max_window_ms,
+                                &c->req, &e) != 0) {
+        gw_respond_error(r, &e);
+        return;
+    }
+    redisAsyncContext *ac = gw_redis(r->gw);
+    if (ac == NULL) {
+        gw_respond_no_redis(r);
+        return;
+    }
+    gw_request_hold(r);
+    if (redisAsyncCommand(ac, on_input, r, "HMGET %sgw:file:%s purpose tenant content",
+                          r->gw->prefix, c->req.input_file_id) != REDIS_OK) {
+        gw_request_release(r);
+        gw_respond_no_redis(r);
+    }
+}
+
+/* ---- cancel ---- */
+
+static void on_cancel_done(redisAsyncContext *ac, redisReply *reply, void *privdata)
+{
+    (void)ac;
+    struct gw_request *r = privdata;
+    if (reply == NULL || reply->type == REDIS_REPLY_ERROR) {
+        gw_respond_no_redis(r);
+    } else {
+        r->gw->stats.batches_cancelled++;
+        respond_batch(r);
+    }
+    gw_request_release(r);
+}
+
+static void on_cancel_ids(redisAsyncContext *ac, void *reply, void *privdata)
+{
+    (void)ac;
+    struct gw_request *r = privdata;
+    redisReply *rep = reply;
+    const char **ids = NULL;
+    if (rep != NULL && rep->type == REDIS_REPLY_ARRAY)
+        ids = malloc(sizeof(*ids) * (rep->elements + 1));
+    if (ids == NULL) {
+        gw_respond_no_redis(r);
+        gw_request_release(r);
+        return;
+    }
+    for (size_t i = 0; i < rep->elements; i++)
+        ids[i] = rep->element[i]->type == REDIS_REPLY_STRING ? rep->element[i]->str : "";
+    /* the reference moves on to the last cancel call */
+    if (cancel_ids(r->gw, r->m.id, ids, rep->elements, on_cancel_done, r) != 0) {
+        gw_respond_no_redis(r);
+        gw_request_release(r);
+    }
+    free(ids);
+}
+
+static void on_cancel_batch(struct gw_request *r, const redisReply *v)
+{
+    redisAsyncContext *ac = gw_redis(r->gw);
+    if (v == NULL || ac == NULL) {
+        gw_respond_no_redis(r);
+        return;
+    }
+    json_t *o = batch_object(r, r->m.id, v);
+    if (o == NULL) {
+        respond_no_batch(r, r->m.id);
+        return;
+    }
+    json_decref(o);
+    const char *status = gw_list_val(v, F_STATUS);
+    if (terminal(status)) {
+        gw_respond_errorf(r, 409, INVALID, NULL, NULL, "Cannot cancel a batch with status %s.",
+                          status);
+        return;
+    }
+    gw_request_hold(r);
+    if (redisAsyncCommand(ac, on_cancel_ids, r, "LRANGE %sgw:batch:%s:jobs 0 -1", r->gw->prefix,
+                          r->m.id) != REDIS_OK) {
+        gw_request_release(r);
+        gw_respond_no_redis(r);
+    }
+}
+
+void gw_batches_handle(struct gw_request *r)
+{
+    switch (r->m.route) {
+    case GW_ROUTE_BATCH_CREATE:
+        create(r);
+        break;
+    case GW_ROUTE_BATCH_LIST:
+        gw_list_respond(r, &batch_list);
+        break;
+    case GW_ROUTE_BATCH_GET:
+        respond_batch(r);
+        break;
+    case GW_ROUTE_BATCH_CANCEL:
+        gw_object_fetch(r, "gw:batch:", r->m.id, batch_fields, on_cancel_batch);
+        break;
+    default:
+        gw_respond_errorf(r, 404, INVALID, NULL, NULL, "Unknown request URL");
+        break;
+    }
+}

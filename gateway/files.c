@@ -1,0 +1,506 @@
+/* The Files API, as far as the Batch API needs it.
+ *
+ * POST /v1/files (multipart, read by MHD's post processor in http.c) takes
+ * purpose=batch and a JSONL file, checked whole with the same validation as
+ * `llmq enqueue` (llmq_batch_parse): a file with any bad line is refused
+ * with the line's number and reason, and nothing is stored. An accepted file
+ * is one hash in Redis (common/keys.h P gw:file:<id>), written in one
+ * MULTI/EXEC with its index entry. A batch's output and error files are not
+ * stored: they are built from its jobs' results when read
+ * ("file-out_<batch id>", "file-err_<batch id>"). Files belong to the tenant
+ * of the key that uploaded them: other tenants get 404. */
+#include "files.h"
+
+#include <hiredis/async.h>
+#include <jansson.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "jobs/batch.h"
+#include "jobs/job.h"
+#include "list.h"
+#include "base/log.h"
+
+#define INVALID "invalid_request_error"
+/* custom_id room: batch job ids are "<batch id>.<custom_id>" (keys.h) */
+#define CUSTOM_ID_MAX (LLMQ_JOB_ID_MAX - 31)
+
+static const char *const meta_fields[] = {"filename", "purpose", "bytes", "created_at", "tenant",
+                                          NULL};
+
+void gw_new_id(const char *prefix, char *buf, size_t n)
+{
+    unsigned char raw[12];
+    if (RAND_bytes(raw, sizeof(raw)) != 1) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        unsigned long long x = (unsigned long long)ts.tv_nsec ^ ((unsigned long long)ts.tv_sec << 20);
+        memcpy(raw, &x, sizeof(x));
+    }
+    int k = snprintf(buf, n, "%s", prefix);
+    for (size_t i = 0; i < sizeof(raw) && k + 2 < (int)n; i++)
+        k += snprintf(buf + k, n - (size_t)k, "%02x", raw[i]);
+}
+
+long long gw_unix_s(void)
+{
+    return (long long)time(NULL);
+}
+
+long long gw_unix_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static json_t *file_object(const char *id, const char *filename, const char *purpose,
+                           long long bytes, long long created_at)
+{
+    return json_pack("{s:s, s:s, s:I, s:I, s:s, s:s, s:s, s:n}", "id", id, "object", "file",
+                     "bytes", (json_int_t)bytes, "created_at", (json_int_t)created_at,
+                     "filename", filename ? filename : "", "purpose", purpose, "status",
+                     "processed", "status_details");
+}
+
+static void respond_no_file(struct gw_request *r, const char *id)
+{
+    gw_respond_errorf(r, 404, INVALID, "id", NULL, "No such File object: %s", id);
+}
+
+/* 1 when the stored tenant is the key's. */
+static int owned(const struct gw_request *r, const char *tenant)
+{
+    return strcmp(tenant ? tenant : "", r->key.tenant) == 0;
+}
+
+/* ---- upload ---- */
+
+struct upload {
+    char id[40];
+    long long bytes, created_at;
+};
+
+static void on_stored(redisAsyncContext *ac, void *reply, void *privdata)
+{
+    (void)ac;
+    struct gw_request *r = privdata;
+    redisReply *rep = reply;
+    struct upload *u = r->state;
+    if (rep == NULL || rep->type != REDIS_REPLY_ARRAY) {
+        gw_respond_no_redis(r);
+    } else {
+        r->gw->stats.files_created++;
+        gw_respond_json(r, 200,
+                        file_object(u->id, r->upload.filename, "batch", u->bytes, u->created_at));
+    }
+    gw_request_release(r);
+}
+
+/* Checks the file as `llmq enqueue` would; answers r and returns -1 when bad. */
+static int check_file(struct gw_request *r, long long *lines)
+{
+    struct gw *gw = r->gw;
+    struct llmq_job_defaults d;
+    llmq_job_defaults_init(&d);
+    d.max_body_bytes = (size_t)gw->job_body_max;
+    struct llmq_batch b = {0};
+    struct llmq_error err = {0};
+    if (llmq_batch_parse(r->body ? r->body : "", r->body_len, &d, &b, &err) != LLMQ_OK) {
+        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "%s", err.msg);
+        return -1;
+    }
+    struct gw_error e = {0};
+    int rc = 0;
+    size_t total = b.n_jobs + b.n_errors;
+    if ((long long)total > gw->cfg->max_file_lines)
+        rc = gw_error_set(&e, 400, INVALID, "file", "too_many_requests_in_file",
+                          "The file has %zu requests; the limit is %lld per batch file.", total,
+                          gw->cfg->max_file_lines);
+    else if (b.n_errors > 0)
+        rc = gw_error_set(&e, 400, INVALID, "file", "invalid_file",
+                          "The file has %zu invalid line(s); line %ld: %s", b.n_errors,
+                          b.errors[0].line, b.errors[0].msg);
+    else if (b.n_jobs == 0)
+        rc = gw_error_set(&e, 400, INVALID, "file", "empty_file",
+                          "The file has no requests (one JSON object a line).");
+    for (size_t i = 0; rc == 0 && i < b.n_jobs; i++)
+        if (strlen(b.jobs[i].id) > CUSTOM_ID_MAX)
+            rc = gw_error_set(&e, 400, INVALID, "file", "invalid_file",
+                              "line %ld: custom_id is longer than %d characters", b.job_lines[i],
+                              CUSTOM_ID_MAX);
+    if (rc != 0)
+        gw_respond_error(r, &e);
+    *lines = (long long)total;
+    llmq_batch_clear(&b);
+    return rc;
+}
+
+static void upload(struct gw_request *r)
+{
+    if (!r->upload.is_multipart) {
+        gw_respond_errorf(r, 400, INVALID, "file", "invalid_request",
+                          "Upload the file as multipart/form-data with the fields 'file' and "
+                          "'purpose'.");
+        return;
+    }
+    if (!r->upload.has_file) {
+        gw_respond_errorf(r, 400, INVALID, "file", "missing_required_parameter",
+                          "Missing required parameter: 'file'.");
+        return;
+    }
+    if (strcmp(r->upload.purpose, "batch") != 0) {
+        gw_respond_errorf(r, 400, INVALID, "purpose", "invalid_value",
+                          "'%s' is not a supported purpose: llmq-gateway stores files for "
+                          "'batch' only.",
+                          r->upload.purpose[0] ? r->upload.purpose : "(none)");
+        return;
+    }
+    long long lines = 0;
+    if (check_file(r, &lines) != 0)
+        return;
+    redisAsyncContext *ac = gw_redis(r->gw);
+    struct upload *u = calloc(1, sizeof(*u));
+    if (ac == NULL || u == NULL) {
+        free(u);
+        gw_respond_no_redis(r);
+        return;
+    }
+    r->state = u;
+    r->state_free = free;
+    gw_new_id("file-", u->id, sizeof(u->id));
+    u->bytes = (long long)r->body_len;
+    u->created_at = gw_unix_s();
+    const char *p = r->gw->prefix;
+    char bytes[24], created[24], nlines[24];
+    snprintf(bytes, sizeof(bytes), "%lld", u->bytes);
+    snprintf(created, sizeof(created), "%lld", u->created_at);
+    snprintf(nlines, sizeof(nlines), "%lld", lines);
+    char key[LLMQ_KEY_PREFIX_MAX + 64];
+    snprintf(key, sizeof(key), "%sgw:file:%s", p, u->id);
+    const char *argv[] = {"HSET",    key,       "filename", r->upload.filename,
+                          "purpose", "batch",   "bytes",    bytes,
+                          "lines",   nlines,    "created_at", created,
+                          "tenant",  r->key.tenant, "content", r->body ? r->body : ""};
+    size_t lens[16];
+    for (int i = 0; i < 16; i++)
+        lens[i] = strlen(argv[i]);
+    lens[15] = r->body_len;
+    gw_request_hold(r);
+    if (redisAsyncCommand(ac, NULL, NULL, "MULTI") != REDIS_OK ||
+        redisAsyncCommandArgv(ac, NULL, NULL, 16, argv, lens) != REDIS_OK ||
+        redisAsyncCommand(ac, NULL, NULL, "ZADD %sgw:files %lld %s", p,
+                          gw_unix_ms(), u->id) != REDIS_OK ||
+        redisAsyncCommand(ac, on_stored, r, "EXEC") != REDIS_OK) {
+        gw_request_release(r);
+        gw_respond_no_redis(r);
+    }
+}
+
+/* ---- one uploaded file ---- */
+
+static void on_meta(struct gw_request *r, const redisReply *v)
+{
+    if (v == NULL) {
+        gw_respond_no_redis(r);
+        return;
+    }
+    const char *purpose = gw_list_val(v, 1);
+    if (purpose == NULL || !owned(r, gw_list_val(v, 4))) {
+        respond_no_file(r, r->m.id);
+        return;
+    }
+    gw_respond_json(r, 200,
+                    file_object(r->m.id, gw_list_val(v, 0), purpose,
+                                atoll(gw_list_val(v, 2) ? gw_list_val(v, 2) : "0"),
+                                atoll(gw_list_val(v, 3) ? gw_list_val(v, 3) : "0")));
+}
+
+static const char *const content_fields[] = {"tenant", "content", NULL};
+
+static void on_content(struct gw_request *r, const redisReply *v)
+{
+    if (v == NULL) {
+        gw_respond_no_redis(r);
+        return;
+    }
+    const redisReply *c = v->elements == 2 ? v->element[1] : NULL;
+    if (c == NULL || c->type != REDIS_REPLY_STRING || !owned(r, gw_list_val(v, 0))) {
+        respond_no_file(r, r->m.id);
+        return;
+    }
+    char *body = malloc(c->len + 1);
+    if (body == NULL) {
+        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
+        return;
+    }
+    memcpy(body, c->str, c->len);
+    r->content_type = "application/octet-stream";
+    gw_respond(r, 200, body, c->len);
+}
+
+static void on_deleted(redisAsyncContext *ac, void *reply, void *privdata)
+{
+    (void)ac;
+    struct gw_request *r = privdata;
+    redisReply *rep = reply;
+    if (rep == NULL || rep->type != REDIS_REPLY_ARRAY)
+        gw_respond_no_redis(r);
+    else
+        gw_respond_json(r, 200, json_pack("{s:s, s:s, s:b}", "id", r->m.id, "object", "file",
+                                          "deleted", 1));
+    gw_request_release(r);
+}
+
+static void on_delete_meta(struct gw_request *r, const redisReply *v)
+{
+    redisAsyncContext *ac = gw_redis(r->gw);
+    if (v == NULL || ac == NULL) {
+        gw_respond_no_redis(r);
+        return;
+    }
+    if (gw_list_val(v, 1) == NULL || !owned(r, gw_list_val(v, 4))) {
+        respond_no_file(r, r->m.id);
+        return;
+    }
+    gw_request_hold(r);
+    if (redisAsyncCommand(ac, NULL, NULL, "MULTI") != REDIS_OK ||
+        redisAsyncCommand(ac, NULL, NULL, "DEL %sgw:file:%s", r->gw->prefix, r->m.id) !=
+            REDIS_OK ||
+        redisAsyncCommand(ac, NULL, NULL, "ZREM %sgw:files %s", r->gw->prefix, r->m.id) !=
+            REDIS_OK ||
+        redisAsyncCommand(ac, on_deleted, r, "EXEC") != REDIS_OK) {
+        gw_request_release(r);
+        gw_respond_no_redis(r);
+    }
+}
+
+static json_t *list_item(struct gw_request *r, const char *id, const redisReply *v)
+{
+    const char *purpose = gw_list_val(v, 1);
+    if (purpose == NULL || !owned(r, gw_list_val(v, 4)))
+        return NULL;
+    if (r->has_purpose && strcmp(r->purpose, purpose) != 0)
+        return NULL;
+    return file_object(id, gw_list_val(v, 0), purpose,
+                       atoll(gw_list_val(v, 2) ? gw_list_val(v, 2) : "0"),
+                       atoll(gw_list_val(v, 3) ? gw_list_val(v, 3) : "0"));
+}
+
+static const struct gw_list_spec file_list = {
+    .index = "gw:files",
+    .object = "gw:file:",
+    .fields = meta_fields,
+    .item = list_item,
+    .limit_default = 10000,
+    .limit_max = 10000,
+};
+
+/* ---- a batch's output and error files ---- */
+
+struct outfile {
+    int errors; /* 1: the error file */
+    int meta;   /* 1: the File object, else the content */
+    char batch_id[GW_ID_MAX + 1];
+    char **lines; /* per job, its result line or NULL */
+    size_t n, pending;
+    int failed;
+};
+
+static void outfile_free(void *p)
+{
+    struct outfile *o = p;
+    for (size_t i = 0; o->lines && i < o->n; i++)
+        free(o->lines[i]);
+    free(o->lines);
+    free(o);
+}
+
+static void outfile_answer(struct gw_request *r)
+{
+    struct outfile *o = r->state;
+    if (o->failed) {
+        gw_respond_no_redis(r);
+        return;
+    }
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    for (size_t i = 0; buf != NULL && i < o->n; i++) {
+        if (o->lines[i] == NULL)
+            continue;
+        int is_error = 0;
+        char *line = gw_result_line_for_file(o->lines[i], strlen(o->lines[i]), &is_error);
+        if (line != NULL && is_error == o->errors) {
+            size_t ll = strlen(line);
+            if (len + ll + 2 > cap) {
+                while (len + ll + 2 > cap)
+                    cap *= 2;
+                char *nb = realloc(buf, cap);
+                if (nb == NULL) {
+                    free(buf);
+                    buf = NULL;
+                    free(line);
+                    break;
+                }
+                buf = nb;
+            }
+            memcpy(buf + len, line, ll);
+            len += ll;
+            buf[len++] = '\n';
+        }
+        free(line);
+    }
+    if (buf == NULL) {
+        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
+        return;
+    }
+    if (o->meta) {
+        free(buf);
+        gw_respond_json(r, 200, file_object(r->m.id, o->errors ? "batch_errors.jsonl"
+                                                               : "batch_output.jsonl",
+                                            "batch_output", (long long)len, gw_unix_s()));
+        return;
+    }
+    r->content_type = "application/octet-stream";
+    gw_respond(r, 200, buf, len);
+}
+
+struct line_fetch {
+    struct gw_request *r;
+    size_t i;
+};
+
+static void on_line(redisAsyncContext *ac, void *reply, void *privdata)
+{
+    (void)ac;
+    struct line_fetch *f = privdata;
+    struct outfile *o = f->r->state;
+    redisReply *rep = reply;
+    if (rep == NULL || (rep->type != REDIS_REPLY_STRING && rep->type != REDIS_REPLY_NIL))
+        o->failed = 1;
+    else if (rep->type == REDIS_REPLY_STRING)
+        o->lines[f->i] = strdup(rep->str);
+    if (--o->pending == 0)
+        outfile_answer(f->r);
+    gw_request_release(f->r);
+    free(f);
+}
+
+static void on_job_ids(redisAsyncContext *ac, void *reply, void *privdata)
+{
+    struct gw_request *r = privdata;
+    struct outfile *o = r->state;
+    redisReply *rep = reply;
+    if (rep == NULL || rep->type != REDIS_REPLY_ARRAY) {
+        gw_respond_no_redis(r);
+        gw_request_release(r);
+        return;
+    }
+    o->n = rep->elements;
+    o->lines = calloc(o->n + 1, sizeof(*o->lines));
+    if (o->lines == NULL) {
+        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
+        gw_request_release(r);
+        return;
+    }
+    o->pending = 1; /* held while sending */
+    for (size_t i = 0; i < o->n; i++) {
+        struct line_fetch *f = malloc(sizeof(*f));
+        if (f == NULL || rep->element[i]->type != REDIS_REPLY_STRING) {
+            free(f);
+            o->failed = 1;
+            continue;
+        }
+        *f = (struct line_fetch){r, i};
+        gw_request_hold(r);
+        o->pending++;
+        if (redisAsyncCommand(ac, on_line, f, "GET %sres:%s", r->gw->prefix,
+                              rep->element[i]->str) != REDIS_OK) {
+            o->pending--;
+            o->failed = 1;
+            gw_request_release(r);
+            free(f);
+        }
+    }
+    if (--o->pending == 0)
+        outfile_answer(r);
+    gw_request_release(r);
+}
+
+static const char *const batch_owner_fields[] = {"status", "tenant", NULL};
+
+static void on_outfile_batch(struct gw_request *r, const redisReply *v)
+{
+    struct outfile *o = r->state;
+    redisAsyncContext *ac = gw_redis(r->gw);
+    if (v == NULL || ac == NULL) {
+        gw_respond_no_redis(r);
+        return;
+    }
+    if (gw_list_val(v, 0) == NULL || !owned(r, gw_list_val(v, 1))) {
+        respond_no_file(r, r->m.id);
+        return;
+    }
+    gw_request_hold(r);
+    if (redisAsyncCommand(ac, on_job_ids, r, "LRANGE %sgw:batch:%s:jobs 0 -1", r->gw->prefix,
+                          o->batch_id) != REDIS_OK) {
+        gw_request_release(r);
+        gw_respond_no_redis(r);
+    }
+}
+
+/* Serves a batch's output or error file; returns 0 when id is not one. */
+static int outfile(struct gw_request *r, int meta)
+{
+    const char *id = r->m.id;
+    int errors = strncmp(id, GW_FILE_ERR_PREFIX, strlen(GW_FILE_ERR_PREFIX)) == 0;
+    if (!errors && strncmp(id, GW_FILE_OUT_PREFIX, strlen(GW_FILE_OUT_PREFIX)) != 0)
+        return 0;
+    if (r->m.route == GW_ROUTE_FILE_DELETE) {
+        gw_respond_errorf(r, 400, INVALID, "id", "invalid_value",
+                          "%s is built from its batch's results and cannot be deleted", id);
+        return 1;
+    }
+    struct outfile *o = calloc(1, sizeof(*o));
+    if (o == NULL) {
+        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
+        return 1;
+    }
+    o->errors = errors;
+    o->meta = meta;
+    snprintf(o->batch_id, sizeof(o->batch_id), "%s", id + strlen(GW_FILE_OUT_PREFIX));
+    r->state = o;
+    r->state_free = outfile_free;
+    gw_object_fetch(r, "gw:batch:", o->batch_id, batch_owner_fields, on_outfile_batch);
+    return 1;
+}
+
+void gw_files_handle(struct gw_request *r)
+{
+    switch (r->m.route) {
+    case GW_ROUTE_FILE_CREATE:
+        upload(r);
+        break;
+    case GW_ROUTE_FILE_LIST:
+        gw_list_respond(r, &file_list);
+        break;
+    case GW_ROUTE_FILE_GET:
+        if (!outfile(r, 1))
+            gw_object_fetch(r, "gw:file:", r->m.id, meta_fields, on_meta);
+        break;
+    case GW_ROUTE_FILE_CONTENT:
+        if (!outfile(r, 0))
+            gw_object_fetch(r, "gw:file:", r->m.id, content_fields, on_content);
+        break;
+    case GW_ROUTE_FILE_DELETE:
+        if (!outfile(r, 0))
+            gw_object_fetch(r, "gw:file:", r->m.id, meta_fields, on_delete_meta);
+        break;
+    default:
+        gw_respond_errorf(r, 404, INVALID, NULL, NULL, "Unknown request URL");
+        break;
+    }
+}

@@ -1,0 +1,46 @@
+/* llmq-gateway: the process-wide state every module borrows.
+ *
+ * One libev loop runs everything: libmicrohttpd (external polling on its
+ * epoll fd, http.c), two hiredis async connections (commands; blocking reads
+ * of the events stream, waiters.c) and the timers of waiting requests.
+ * Nothing blocks the loop except parsing an uploaded file or a batch's input,
+ * which is bounded by --max-file-bytes. All state is in Redis (keys.h): a
+ * gateway can be restarted or run beside others behind a load balancer. */
+#ifndef LLMQ_GW_GATEWAY_H
+#define LLMQ_GW_GATEWAY_H
+
+#include "config.h"
+#include "redis/keys.h"
+#include "redis/redis_async.h"
+#include "redis/redis_url.h"
+
+struct ev_loop;
+struct gw_http;
+struct gw_waiters;
+
+/* Counters for /metrics (monotonic since start). */
+struct gw_stats {
+    unsigned long long requests, responses_2xx, responses_4xx, responses_5xx;
+    unsigned long long calls_enqueued, calls_cancelled, calls_timed_out;
+    unsigned long long files_created, batches_created, batches_cancelled;
+    long long calls_waiting;
+};
+
+struct gw {
+    struct ev_loop *loop;
+    const struct gw_config *cfg;
+    char prefix[LLMQ_KEY_PREFIX_MAX];
+    struct llmq_redis_url url;
+    struct llmq_redis_async *redis;  /* commands */
+    struct llmq_redis_async *events; /* XREAD BLOCK of P events only */
+    struct gw_http *http;
+    struct gw_http *metrics_http; /* NULL: none */
+    struct gw_waiters *waiters;
+    long long job_body_max; /* P settings max_body_bytes, read when Redis is ready */
+    struct gw_stats stats;
+};
+
+/* The command connection, or NULL while Redis is not ready. */
+redisAsyncContext *gw_redis(struct gw *gw);
+
+#endif

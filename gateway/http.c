@@ -1,0 +1,608 @@
+/* libmicrohttpd on the gateway's libev loop (see http.h).
+ *
+ * As in worker/admin_http.c: MHD_USE_EPOLL without an internal thread puts
+ * every MHD socket in one epoll fd, watched by one ev_io; after each MHD_run
+ * one ev_timer is re-armed to MHD_get_timeout. MHD_ALLOW_SUSPEND_RESUME lets
+ * a request wait for Redis without holding the loop; a resume wakes MHD
+ * through its own event fd (in the epoll set), and we also run MHD on the
+ * next tick so the answer goes out at once.
+ *
+ * A suspended connection is not polled by MHD, so a client hanging up would
+ * go unnoticed until the answer: while suspended, its socket is watched for
+ * reading; end-of-file or an error means the client left (r->on_gone runs,
+ * then the request is resumed and closed). Bytes instead (a pipelined
+ * request) stop the watch: MHD reads them after the answer. */
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "jobs/batch.h"
+#include "auth/gw_key.h"
+#include "jobs/job.h"
+#include "base/log.h"
+
+#define POST_BUFFER_BYTES 65536
+#define IDLE_TIMEOUT_S 120
+
+struct gw_http {
+    struct gw *gw;
+    struct MHD_Daemon *daemon;
+    int metrics_only;
+    ev_io io;
+    ev_timer timer;
+    ev_timer kick; /* 0 s: run MHD after a resume */
+    char *tls_cert, *tls_key;
+};
+
+static void http_run(struct gw_http *h)
+{
+    MHD_UNSIGNED_LONG_LONG ms = 0;
+    MHD_run(h->daemon);
+    ev_timer_stop(h->gw->loop, &h->timer);
+    if (MHD_get_timeout(h->daemon, &ms) == MHD_YES) {
+        ev_timer_set(&h->timer, ms / 1000.0, 0.0);
+        ev_timer_start(h->gw->loop, &h->timer);
+    }
+}
+
+static void on_io(struct ev_loop *loop, ev_io *io, int revents)
+{
+    (void)loop;
+    (void)revents;
+    http_run(io->data);
+}
+
+static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)loop;
+    (void)revents;
+    http_run(t->data);
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    msg[strcspn(msg, "\r\n")] = '\0';
+    LLMQ_LOG(LLMQ_LOG_WARN, "gateway http: %s", msg);
+}
+
+void gw_request_hold(struct gw_request *r)
+{
+    r->refs++;
+}
+
+void gw_request_release(struct gw_request *r)
+{
+    if (--r->refs > 0)
+        return;
+    if (r->state_free != NULL)
+        r->state_free(r->state);
+    free(r->body);
+    free(r->resp);
+    free(r);
+}
+
+static void stop_watch(struct gw_request *r)
+{
+    if (ev_is_active(&r->watch))
+        ev_io_stop(r->gw->loop, &r->watch);
+}
+
+static void resume(struct gw_request *r)
+{
+    stop_watch(r);
+    if (!r->suspended || r->conn == NULL)
+        return;
+    r->suspended = 0;
+    MHD_resume_connection(r->conn);
+    ev_timer_start(r->gw->loop, &r->http->kick);
+}
+
+static void on_client_readable(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct gw_request *r = w->data;
+    char c;
+    ssize_t n = recv(w->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))) {
+        stop_watch(r); /* more bytes: a pipelined request, read after the answer */
+        return;
+    }
+    r->gone = 1;
+    if (r->on_gone != NULL) {
+        void (*cb)(struct gw_request *) = r->on_gone;
+        r->on_gone = NULL;
+        cb(r);
+    }
+    resume(r);
+}
+
+void gw_respond(struct gw_request *r, unsigned int status, char *body, size_t len)
+{
+    if (r->answered || r->gone || r->conn == NULL) {
+        free(body);
+        return;
+    }
+    r->answered = 1;
+    r->on_gone = NULL;
+    r->status = status;
+    r->resp = body;
+    r->resp_len = len;
+    resume(r);
+}
+
+void gw_respond_json(struct gw_request *r, unsigned int status, json_t *v)
+{
+    char *text = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    json_decref(v);
+    if (text == NULL) {
+        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
+        return;
+    }
+    gw_respond(r, status, text, strlen(text));
+}
+
+void gw_respond_error(struct gw_request *r, const struct gw_error *e)
+{
+    size_t len = 0;
+    char *body = gw_error_body(e, &len);
+    if (body == NULL) {
+        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":"
+                                  "\"server_error\",\"param\":null,\"code\":null}}";
+        body = strdup(oom);
+        len = body ? strlen(body) : 0;
+    }
+    gw_respond(r, e->status, body, len);
+}
+
+void gw_respond_errorf(struct gw_request *r, unsigned int status, const char *type,
+                       const char *param, const char *code, const char *fmt, ...)
+{
+    struct gw_error e = {.status = status, .type = type, .param = param, .code = code};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e.msg, sizeof(e.msg), fmt, ap);
+    va_end(ap);
+    gw_respond_error(r, &e);
+}
+
+void gw_respond_no_redis(struct gw_request *r)
+{
+    snprintf(r->retry_after, sizeof(r->retry_after), "1");
+    gw_respond_errorf(r, 503, "server_error", NULL, "service_unavailable",
+                      "llmq-gateway cannot reach Redis right now; retry shortly");
+}
+
+/* Collects a body chunk, up to body_max; beyond, remembers it was too big. */
+static void body_append(struct gw_request *r, const char *data, size_t n)
+{
+    if (r->body_too_big || n == 0)
+        return;
+    if (r->body_len + n > r->body_max) {
+        r->body_too_big = 1;
+        return;
+    }
+    if (r->body_len + n + 1 > r->body_cap) {
+        size_t cap = r->body_cap ? r->body_cap : 4096;
+        while (cap < r->body_len + n + 1)
+            cap *= 2;
+        char *b = realloc(r->body, cap);
+        if (b == NULL) {
+            r->body_too_big = 1;
+            return;
+        }
+        r->body = b;
+        r->body_cap = cap;
+    }
+    memcpy(r->body + r->body_len, data, n);
+    r->body_len += n;
+    r->body[r->body_len] = '\0';
+}
+
+static enum MHD_Result on_post_part(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *filename, const char *content_type,
+                                    const char *transfer_encoding, const char *data,
+                                    uint64_t off, size_t size)
+{
+    (void)kind;
+    (void)content_type;
+    (void)transfer_encoding;
+    (void)off;
+    struct gw_request *r = cls;
+    if (key == NULL)
+        return MHD_YES;
+    if (strcmp(key, "file") == 0) {
+        r->upload.has_file = 1;
+        if (filename != NULL && r->upload.filename[0] == '\0')
+            snprintf(r->upload.filename, sizeof(r->upload.filename), "%s", filename);
+        body_append(r, data, size);
+    } else if (strcmp(key, "purpose") == 0) {
+        size_t have = strlen(r->upload.purpose);
+        if (have + size < sizeof(r->upload.purpose)) {
+            memcpy(r->upload.purpose + have, data, size);
+            r->upload.purpose[have + size] = '\0';
+        }
+    }
+    return MHD_YES;
+}
+
+/* Keeps the last raw bytes of an upload (see multipart_complete). */
+static void upload_tail(struct gw_upload *u, const char *data, size_t n)
+{
+    size_t cap = sizeof(u->tail);
+    if (n >= cap) {
+        memcpy(u->tail, data + n - cap, cap);
+        u->tail_len = cap;
+        return;
+    }
+    if (u->tail_len + n > cap) {
+        size_t drop = u->tail_len + n - cap;
+        memmove(u->tail, u->tail + drop, u->tail_len - drop);
+        u->tail_len -= drop;
+    }
+    memcpy(u->tail + u->tail_len, data, n);
+    u->tail_len += n;
+}
+
+/* A multipart body is whole when, less trailing CR/LF, it ends with the
+ * closing delimiter "--BOUNDARY--": MHD's post processor does not say
+ * whether it saw one, so a cut-off upload would otherwise pass as a shorter
+ * file. This also makes up for MHD 0.9.75 refusing an epilogue (bytes after
+ * the closing delimiter, which RFC 2046 allows: the openai npm package sends
+ * "\r\n\r\n"): such a refusal comes after everything was parsed. */
+static int multipart_complete(const struct gw_upload *u)
+{
+    size_t n = u->tail_len;
+    while (n > 0 && (u->tail[n - 1] == '\r' || u->tail[n - 1] == '\n'))
+        n--;
+    char close[96];
+    int cl = snprintf(close, sizeof(close), "--%s--", u->boundary);
+    return cl > 4 && (size_t)cl <= n && memcmp(u->tail + n - (size_t)cl, close, (size_t)cl) == 0;
+}
+
+static void query_value(struct MHD_Connection *c, const char *name, char *buf, size_t n, int *has)
+{
+    const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name);
+    *has = v != NULL;
+    if (v != NULL)
+        snprintf(buf, n, "%s", v);
+    if (v != NULL && strlen(v) >= n)
+        buf[0] = '\x01'; /* too long: invalid for every decoder */
+}
+
+static struct gw_request *request_new(struct gw_http *h, struct MHD_Connection *conn,
+                                      const char *url, const char *method)
+{
+    struct gw_request *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return NULL;
+    r->gw = h->gw;
+    r->http = h;
+    r->conn = conn;
+    snprintf(r->path, sizeof(r->path), "%s", url);
+    r->refs = 1;
+    snprintf(r->method, sizeof(r->method), "%s", method);
+    gw_route_decode(method, url, &r->m);
+    if (h->metrics_only && gw_route_needs_key(r->m.route))
+        r->m.route = GW_ROUTE_NOT_FOUND;
+    query_value(conn, "after", r->after, sizeof(r->after), &r->has_after);
+    query_value(conn, "limit", r->limit, sizeof(r->limit), &r->has_limit);
+    query_value(conn, "purpose", r->purpose, sizeof(r->purpose), &r->has_purpose);
+    const char *auth =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    const char *key = NULL;
+    size_t key_len = 0;
+    if (gw_bearer_decode(auth, &key, &key_len))
+        llmq_gw_key_hash(key, key_len, r->auth_hash);
+    else
+        r->auth_malformed = auth != NULL;
+    r->body_max = (size_t)h->gw->cfg->max_body_bytes;
+    if (r->m.route == GW_ROUTE_FILE_CREATE) {
+        r->body_max = (size_t)h->gw->cfg->max_file_bytes;
+        const char *ct =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+        const char *b = ct ? strstr(ct, "boundary=") : NULL;
+        if (ct != NULL && strncasecmp(ct, "multipart/form-data", 19) == 0 && b != NULL) {
+            b += 9;
+            size_t bl = b[0] == '"' ? strcspn(b + 1, "\"") : strcspn(b, "; \t");
+            snprintf(r->upload.boundary, sizeof(r->upload.boundary), "%.*s", (int)bl,
+                     b[0] == '"' ? b + 1 : b);
+            r->upload.is_multipart = 1;
+            r->pp = MHD_create_post_processor(conn, POST_BUFFER_BYTES, on_post_part, r);
+        }
+    }
+    llmq_job_id_generate(r->request_id, sizeof(r->request_id));
+    memcpy(r->request_id, "req", 3); /* "req-<ms hex>-<random>" */
+    r->gw->stats.requests++;
+    return r;
+}
+
+static enum MHD_Result queue_answer(struct gw_request *r)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(
+        r->resp_len, r->resp ? r->resp : (char *)"", r->resp ? MHD_RESPMEM_MUST_FREE
+                                                           : MHD_RESPMEM_PERSISTENT);
+    if (resp == NULL)
+        return MHD_NO;
+    r->resp = NULL; /* the response owns it now */
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            r->content_type ? r->content_type : "application/json");
+    MHD_add_response_header(resp, "x-request-id", r->request_id);
+    if (r->retry_after[0] != '\0')
+        MHD_add_response_header(resp, "retry-after", r->retry_after);
+    struct gw_stats *s = &r->gw->stats;
+    if (r->status < 300)
+        s->responses_2xx++;
+    else if (r->status < 500)
+        s->responses_4xx++;
+    else
+        s->responses_5xx++;
+    enum MHD_Result rc = MHD_queue_response(r->conn, r->status, resp);
+    MHD_destroy_response(resp);
+    return rc;
+}
+
+static void answer_plain(struct gw_request *r, unsigned int status, const char *text,
+                         const char *type)
+{
+    r->content_type = type;
+    char *body = strdup(text);
+    gw_respond(r, status, body, body ? strlen(body) : 0);
+}
+
+static int redis_ready(struct gw *gw)
+{
+    return llmq_redis_async_ready(gw->redis) && llmq_redis_async_ready(gw->events);
+}
+
+/* Chooses what runs for a request whose body is complete. */
+static void start(struct gw_request *r)
+{
+    struct gw *gw = r->gw;
+    switch (r->m.route) {
+    case GW_ROUTE_HEALTHZ:
+        answer_plain(r, 200, "ok\n", "text/plain; charset=utf-8");
+        return;
+    case GW_ROUTE_READYZ:
+        if (redis_ready(gw))
+            answer_plain(r, 200, "ready\n", "text/plain; charset=utf-8");
+        else
+            answer_plain(r, 503, "redis not connected\n", "text/plain; charset=utf-8");
+        return;
+    case GW_ROUTE_METRICS: {
+        size_t len = 0;
+        char *text = gw_metrics_text(gw, &len);
+        r->content_type = "text/plain; version=0.0.4; charset=utf-8";
+        gw_respond(r, text ? 200 : 500, text, len);
+        return;
+    }
+    case GW_ROUTE_NOT_FOUND:
+        gw_respond_errorf(r, 404, "invalid_request_error", NULL, "unknown_url",
+                          "Unknown request URL: %s %s. Please check the URL for typos.",
+                          r->method, r->path);
+        return;
+    case GW_ROUTE_METHOD_NOT_ALLOWED:
+        gw_respond_errorf(r, 405, "invalid_request_error", NULL, "method_not_allowed",
+                          "Method %s is not allowed for this URL.", r->method);
+        return;
+    default:
+        break;
+    }
+    if (r->upload.is_multipart && !multipart_complete(&r->upload)) {
+        gw_respond_errorf(r, 400, "invalid_request_error", "file", "invalid_multipart",
+                          "The multipart/form-data body is malformed.");
+        return;
+    }
+    if (r->body_too_big) {
+        int file = r->m.route == GW_ROUTE_FILE_CREATE;
+        gw_respond_errorf(r, 413, "invalid_request_error", file ? "file" : NULL,
+                          "request_too_large",
+                          r->m.route == GW_ROUTE_FILE_CREATE
+                              ? "The file is larger than the limit of %zu bytes."
+                              : "The request body is larger than the limit of %zu bytes.",
+                          r->body_max);
+        return;
+    }
+    gw_auth_then_handle(r);
+}
+
+static void watch_client(struct gw_request *r)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci == NULL)
+        return;
+    ev_io_init(&r->watch, on_client_readable, ci->connect_fd, EV_READ);
+    r->watch.data = r;
+    ev_io_start(r->gw->loop, &r->watch);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    (void)version;
+    struct gw_http *h = cls;
+    struct gw_request *r = *con_cls;
+    if (r == NULL) {
+        r = request_new(h, conn, url, method);
+        if (r == NULL)
+            return MHD_NO;
+        *con_cls = r;
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        if (r->pp != NULL) {
+            upload_tail(&r->upload, upload_data, *upload_data_size);
+            if (!r->upload.pp_failed &&
+                MHD_post_process(r->pp, upload_data, *upload_data_size) != MHD_YES)
+                r->upload.pp_failed = 1;
+        } else {
+            body_append(r, upload_data, *upload_data_size);
+        }
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (r->answered)
+        return queue_answer(r);
+    if (r->gone)
+        return MHD_NO;
+    if (!r->started) {
+        r->started = 1;
+        start(r);
+        if (r->answered)
+            return queue_answer(r);
+    }
+    if (r->gone)
+        return MHD_NO;
+    /* wait for Redis: suspended until gw_respond resumes it */
+    MHD_suspend_connection(conn);
+    r->suspended = 1;
+    watch_client(r);
+    return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)conn;
+    (void)toe;
+    struct gw_request *r = *con_cls;
+    if (r == NULL)
+        return;
+    *con_cls = NULL;
+    stop_watch(r);
+    if (r->pp != NULL)
+        MHD_destroy_post_processor(r->pp);
+    r->pp = NULL;
+    if (!r->answered && !r->gone) {
+        r->gone = 1;
+        if (r->on_gone != NULL) {
+            void (*cb)(struct gw_request *) = r->on_gone;
+            r->on_gone = NULL;
+            cb(r);
+        }
+    }
+    r->conn = NULL;
+    gw_request_release(r);
+}
+
+static void on_kick(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)loop;
+    (void)revents;
+    http_run(t->data);
+}
+
+static socklen_t parse_addr(const char *host, int port, struct sockaddr_storage *ss)
+{
+    memset(ss, 0, sizeof(*ss));
+    struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)port);
+        return sizeof(*v4);
+    }
+    if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)port);
+        return sizeof(*v6);
+    }
+    return 0;
+}
+
+struct gw_http *gw_http_start(struct gw *gw, const char *host, int port, int metrics_only,
+                              int *bound, struct llmq_error *err)
+{
+    struct sockaddr_storage ss;
+    if (parse_addr(host, port, &ss) == 0) {
+        llmq_error_set(err, LLMQ_EINVAL, "bad listen address %s (a numeric IPv4 or IPv6 address)",
+                       host);
+        return NULL;
+    }
+    struct gw_http *h = calloc(1, sizeof(*h));
+    if (h == NULL) {
+        llmq_error_set(err, LLMQ_ENOMEM, "out of memory");
+        return NULL;
+    }
+    h->gw = gw;
+    h->metrics_only = metrics_only;
+    unsigned int flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
+    if (ss.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    const struct gw_config *cfg = gw->cfg;
+    int tls = !metrics_only && cfg->tls_cert[0] != '\0';
+    if (tls) {
+        size_t len;
+        if (llmq_batch_read_file(cfg->tls_cert, &h->tls_cert, &len, err) != LLMQ_OK ||
+            llmq_batch_read_file(cfg->tls_key, &h->tls_key, &len, err) != LLMQ_OK) {
+            gw_http_free(h);
+            return NULL;
+        }
+        flags |= MHD_USE_TLS;
+    }
+    struct MHD_OptionItem tls_opts[] = {
+        {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, h->tls_cert},
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, h->tls_key},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    h->daemon = MHD_start_daemon(
+        flags, (uint16_t)port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
+        NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned int)(metrics_only ? 64 : cfg->max_connections), MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned int)IDLE_TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+        MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
+    const union MHD_DaemonInfo *info =
+        h->daemon ? MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
+    if (info == NULL) {
+        llmq_error_set(err, LLMQ_EIO, "cannot listen on %s:%d (port in use%s?)", host, port,
+                       tls ? ", or a bad certificate or key" : "");
+        gw_http_free(h);
+        return NULL;
+    }
+    if (bound != NULL) {
+        const union MHD_DaemonInfo *pi = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
+        *bound = pi ? (int)pi->port : port;
+    }
+    ev_io_init(&h->io, on_io, info->epoll_fd, EV_READ);
+    h->io.data = h;
+    ev_io_start(gw->loop, &h->io);
+    ev_timer_init(&h->timer, on_timer, 0.0, 0.0);
+    h->timer.data = h;
+    ev_timer_init(&h->kick, on_kick, 0.0, 0.0);
+    h->kick.data = h;
+    http_run(h);
+    return h;
+}
+
+void gw_http_free(struct gw_http *h)
+{
+    if (h == NULL)
+        return;
+    if (h->daemon != NULL) {
+        ev_io_stop(h->gw->loop, &h->io);
+        ev_timer_stop(h->gw->loop, &h->timer);
+        ev_timer_stop(h->gw->loop, &h->kick);
+        MHD_stop_daemon(h->daemon);
+    }
+    if (h->tls_key != NULL)
+        explicit_bzero(h->tls_key, strlen(h->tls_key));
+    free(h->tls_cert);
+    free(h->tls_key);
+    free(h);
+}

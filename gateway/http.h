@@ -1,0 +1,122 @@
+/* The HTTP server of llmq-gateway on libmicrohttpd, driven by the gateway's
+ * libev loop (no MHD thread), and one request's life.
+ *
+ * A request is read whole (JSON bodies up to --max-body-bytes; multipart
+ * uploads through MHD's post processor up to --max-file-bytes), then its key
+ * is checked (auth.c), then its route's handler runs. A handler answers at
+ * once or later: the connection is suspended meanwhile
+ * (MHD_suspend_connection) and resumed by gw_respond*. While suspended, the
+ * client socket is watched so a caller that hangs up is noticed (on_gone).
+ *
+ * Lifetime: a struct gw_request is reference-counted. The HTTP side holds one
+ * reference until MHD reports the request complete; every asynchronous
+ * operation (a Redis command, a waiter) holds one with gw_request_hold and
+ * drops it with gw_request_release when its callback ends. After the client
+ * is gone, gw_respond* are no-ops, so callbacks need no special case. */
+#ifndef LLMQ_GW_HTTP_H
+#define LLMQ_GW_HTTP_H
+
+#include <ev.h>
+#include <stddef.h>
+
+#include "decode.h"
+#include "errors.h"
+#include "gateway.h"
+
+/* What a gateway key allows (auth.c). Strings are "" when unset. */
+struct gw_key {
+    char hash[65];
+    char tenant[LLMQ_JOB_ID_MAX + 1];
+    char user[LLMQ_JOB_ID_MAX + 1];
+    enum llmq_priority priority;
+    char models[2048]; /* comma-separated, "" all */
+};
+
+/* An uploaded file part (POST /v1/files). */
+struct gw_upload {
+    int is_multipart;
+    int pp_failed;       /* MHD's post processor refused a chunk */
+    char boundary[80];   /* of the multipart body */
+    char tail[128];      /* the last raw bytes of the body */
+    size_t tail_len;
+    int has_file;
+    char filename[256];
+    char purpose[64];
+};
+
+struct gw_request {
+    struct gw *gw;
+    struct MHD_Connection *conn; /* NULL once MHD is done with it */
+    struct gw_http *http;        /* the server it came through */
+    char path[256];
+    struct gw_route_match m;
+    char method[8];
+    char after[GW_ID_MAX + 1], limit[16], purpose[64]; /* query values ("" none) */
+    int has_after, has_limit, has_purpose;
+    char *body; /* the request body, or the file part of an upload */
+    size_t body_len, body_cap, body_max;
+    int body_too_big;
+    struct MHD_PostProcessor *pp;
+    struct gw_upload upload;
+    char auth_hash[65]; /* SHA-256 of the presented key; "" when none was given */
+    int auth_malformed;
+    struct gw_key key;
+    int refs;
+    int started, suspended, answered, gone;
+    ev_io watch; /* the client socket, while suspended */
+    /* the answer, once chosen */
+    unsigned int status;
+    char *resp;
+    size_t resp_len;
+    const char *content_type;
+    char request_id[128];
+    char retry_after[24];
+    /* set by a handler: runs once when the client hangs up while waiting */
+    void (*on_gone)(struct gw_request *r);
+    void *state; /* the handler's, freed by state_free at the last release */
+    void (*state_free)(void *state);
+};
+
+/* Starts serving the routes on host:port (port 0: any; the bound port is
+ * written to *bound when not NULL). metrics_only: only /metrics, /healthz and
+ * /readyz. Returns NULL with err on failure. */
+struct gw_http *gw_http_start(struct gw *gw, const char *host, int port, int metrics_only,
+                              int *bound, struct llmq_error *err);
+
+/* Stops the server (suspended requests must have been answered). */
+void gw_http_free(struct gw_http *h);
+
+void gw_request_hold(struct gw_request *r);
+void gw_request_release(struct gw_request *r);
+
+/* Answers r with status and body (taken: freed by the server). Later answers
+ * and answers after the client left are dropped (body freed). */
+void gw_respond(struct gw_request *r, unsigned int status, char *body, size_t len);
+
+/* Answers with a JSON value (taken; jansson object) encoded compactly. */
+struct json_t;
+void gw_respond_json(struct gw_request *r, unsigned int status, struct json_t *v);
+
+/* Answers with e in OpenAI's error shape. */
+void gw_respond_error(struct gw_request *r, const struct gw_error *e);
+
+/* Shorthand: builds the error and answers it. */
+void gw_respond_errorf(struct gw_request *r, unsigned int status, const char *type,
+                       const char *param, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+/* 503: Redis is not reachable. */
+void gw_respond_no_redis(struct gw_request *r);
+
+/* Route handlers (calls.c, files.c, batches.c): run once the key is checked. */
+void gw_calls_handle(struct gw_request *r);
+void gw_files_handle(struct gw_request *r);
+void gw_batches_handle(struct gw_request *r);
+
+/* Checks r's key against Redis, then runs the route's handler (auth.c). */
+void gw_auth_then_handle(struct gw_request *r);
+
+/* The Prometheus text of /metrics: a new string (free with free). */
+char *gw_metrics_text(struct gw *gw, size_t *len);
+
+#endif

@@ -1,0 +1,61 @@
+/* /metrics of llmq-gateway: Prometheus text format 0.0.4 from gw->stats. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "http.h"
+#include "waiters.h"
+
+char *gw_metrics_text(struct gw *gw, size_t *len)
+{
+    const struct gw_stats *s = &gw->stats;
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (f == NULL)
+        return NULL;
+    fprintf(f,
+            "# HELP llmq_gateway_requests_total HTTP requests received.\n"
+            "# TYPE llmq_gateway_requests_total counter\n"
+            "llmq_gateway_requests_total %llu\n"
+            "# HELP llmq_gateway_responses_total HTTP responses by status class.\n"
+            "# TYPE llmq_gateway_responses_total counter\n"
+            "llmq_gateway_responses_total{class=\"2xx\"} %llu\n"
+            "llmq_gateway_responses_total{class=\"4xx\"} %llu\n"
+            "llmq_gateway_responses_total{class=\"5xx\"} %llu\n"
+            "# HELP llmq_gateway_calls_enqueued_total Synchronous calls enqueued as jobs.\n"
+            "# TYPE llmq_gateway_calls_enqueued_total counter\n"
+            "llmq_gateway_calls_enqueued_total %llu\n"
+            "# HELP llmq_gateway_calls_cancelled_total Calls whose job was cancelled unsent "
+            "(caller left, or waited too long).\n"
+            "# TYPE llmq_gateway_calls_cancelled_total counter\n"
+            "llmq_gateway_calls_cancelled_total %llu\n"
+            "# HELP llmq_gateway_calls_timed_out_total Calls answered 429 or 504 for waiting "
+            "too long.\n"
+            "# TYPE llmq_gateway_calls_timed_out_total counter\n"
+            "llmq_gateway_calls_timed_out_total %llu\n"
+            "# HELP llmq_gateway_calls_waiting Calls waiting for their job now.\n"
+            "# TYPE llmq_gateway_calls_waiting gauge\n"
+            "llmq_gateway_calls_waiting %lld\n"
+            "# HELP llmq_gateway_files_created_total Files uploaded.\n"
+            "# TYPE llmq_gateway_files_created_total counter\n"
+            "llmq_gateway_files_created_total %llu\n"
+            "# HELP llmq_gateway_batches_created_total Batches created.\n"
+            "# TYPE llmq_gateway_batches_created_total counter\n"
+            "llmq_gateway_batches_created_total %llu\n"
+            "# HELP llmq_gateway_batches_cancelled_total Batches cancelled.\n"
+            "# TYPE llmq_gateway_batches_cancelled_total counter\n"
+            "llmq_gateway_batches_cancelled_total %llu\n"
+            "# HELP llmq_gateway_redis_ready 1 while both Redis connections are up.\n"
+            "# TYPE llmq_gateway_redis_ready gauge\n"
+            "llmq_gateway_redis_ready %d\n",
+            s->requests, s->responses_2xx, s->responses_4xx, s->responses_5xx, s->calls_enqueued,
+            s->calls_cancelled, s->calls_timed_out, s->calls_waiting, s->files_created,
+            s->batches_created, s->batches_cancelled,
+            llmq_redis_async_ready(gw->redis) && llmq_redis_async_ready(gw->events));
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}

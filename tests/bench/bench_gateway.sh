@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# llmq-gateway benchmark (issue 14), against openai-sim on loopback, each
+# measure next to a baseline taken in the same run against the same server:
+#   1. throughput: synchronous chat calls/s through llmq-gateway (2 workers,
+#      one gateway, no binding limit, zero server latency) against the raw
+#      request rate of the server, both with loadgen (closed loop, 64
+#      keep-alive connections, same body);
+#   2. added latency: p50/p99 of calls through the gateway against direct
+#      calls at a server latency of 50 ms (16 connections, below every limit);
+#   3. open requests: 2,000 callers waiting at once (server latency 2 s): all
+#      answered, and the gateway's resident memory per waiting call (RSS at
+#      the peak minus RSS before the load).
+# usage: tests/bench/bench_gateway.sh [BUILD_DIR]   (a Release build; built if
+# missing). Needs redis-server and curl. Everything binds 127.0.0.1.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build-bench}
+if [ ! -x "$build/bin/llmq-gateway" ] || [ ! -x "$build/tests/bench/loadgen" ]; then
+    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build "$build" -j"$(nproc)" --target llmq-cli llmq-worker llmq-gateway openai-sim \
+        loadgen >/dev/null
+fi
+bin=$PWD/$build/bin
+export LOADGEN=$PWD/$build/tests/bench/loadgen
+tmp=$(mktemp -d /tmp/bench-gateway.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+ulimit -n 65536 2>/dev/null || true
+secs=${BENCH_SECONDS:-5}
+export secs
+
+# Runs inside tests/gateway/stack.sh: one line per measure,
+# "name rps p50_ms p99_ms status_2xx status_other".
+measure() { # conns
+    local conns=$1 sim_port=${SIM_URL##*:}
+    sim_port=${sim_port%%/*}
+    body='{"model":"gpt-4o-mini","max_tokens":16,"messages":[{"role":"user","content":"Say hello to the benchmark."}]}'
+    for target in direct gateway; do
+        if [ $target = direct ]; then
+            out=$("$LOADGEN" --port "$sim_port" --conns "$conns" --duration-s "$secs" --body "$body")
+        else
+            out=$("$LOADGEN" --port "$GW_PORT" --conns "$conns" --duration-s "$secs" --body "$body" \
+                --key "$GW_KEY")
+        fi
+        v() { sed -n "s/.*\\b$1=\\([0-9.]*\\).*/\\1/p" <<<"$out"; }
+        echo "$target $(v rps) $(v p50_ms) $(v p99_ms) $(v status_2xx) $(v status_other)"
+    done
+}
+export -f measure
+
+measure_open() { # conns
+    local conns=$1 body='{"model":"gpt-4o-mini","max_tokens":16,"messages":[{"role":"user","content":"Wait with me."}]}'
+    rss() { awk '/VmRSS/ { print $2 }' "/proc/$GW_PID/status"; }
+    local before
+    before=$(rss)
+    "$LOADGEN" --port "$GW_PORT" --conns "$conns" --duration-s "$secs" --body "$body" \
+        --key "$GW_KEY" >"$STACK_DIR/open.out" &
+    local lg=$! peak=0 r
+    while kill -0 $lg 2>/dev/null; do
+        r=$(rss)
+        [ "${r:-0}" -gt "$peak" ] && peak=$r
+        sleep 0.2
+    done
+    wait $lg
+    local out
+    out=$(cat "$STACK_DIR/open.out")
+    v() { sed -n "s/.*\b$1=\([0-9.]*\).*/\1/p" <<<"$out"; }
+    echo "open $(v peak_outstanding) $(v status_2xx) $(v status_other) $(v errors) $before $peak $(v p50_ms)"
+}
+export -f measure_open
+
+WORKERS=2 WORKER_FLAGS="--concurrency 256" SIM_FLAGS="" \
+    tests/gateway/stack.sh "$bin" bash -c 'measure 64' >"$tmp/zero"
+WORKERS=2 WORKER_FLAGS="--concurrency 256" SIM_FLAGS="--latency-ms 50" \
+    tests/gateway/stack.sh "$bin" bash -c 'measure 16' >"$tmp/lat"
+WORKERS=2 WORKER_FLAGS="--concurrency 1024 --http1" SIM_FLAGS="--latency-ms 2000" \
+    tests/gateway/stack.sh "$bin" bash -c 'measure_open 2000' >"$tmp/open"
+
+awk -v secs="$secs" '
+    $1 == "direct" { d = $2; dok = $5; dbad = $6 }
+    $1 == "gateway" { g = $2; gok = $5; gbad = $6 }
+    END {
+        printf "\n1. Throughput: synchronous calls, zero-latency server, 64 connections, %d s\n\n", secs
+        printf "| path | calls/s | 2xx | other | ratio |\n|---|---|---|---|---|\n"
+        printf "| baseline: direct to openai-sim (loadgen) | %.0f | %d | %d | 1.00 |\n", d, dok, dbad
+        printf "| through llmq-gateway (2 workers, 1 gateway) | %.0f | %d | %d | %.3f |\n", g, gok, gbad, g / d
+    }' "$tmp/zero"
+awk -v secs="$secs" '
+    $1 == "direct" { d50 = $3; d99 = $4; dok = $5 }
+    $1 == "gateway" { g50 = $3; g99 = $4; gok = $5; gbad = $6 }
+    END {
+        printf "\n2. Latency: server latency 50 ms, 16 connections, %d s\n\n", secs
+        printf "| path | p50 ms | p99 ms | calls |\n|---|---|---|---|\n"
+        printf "| baseline: direct to openai-sim | %.1f | %.1f | %d |\n", d50, d99, dok
+        printf "| through llmq-gateway | %.1f | %.1f | %d |\n", g50, g99, gok
+        printf "| added by the gateway | %.1f | %.1f | |\n", g50 - d50, g99 - d99
+        printf "| ratio gateway / direct | %.2f | %.2f | |\n", g50 / d50, g99 / d99
+    }' "$tmp/lat"
+awk -v secs="$secs" '
+    $1 == "open" {
+        printf "\n3. Open requests: 2,000 callers at once, server latency 2 s, %d s\n\n", secs
+        printf "| measure | value |\n|---|---|\n"
+        printf "| calls waiting at once (peak, at the callers) | %d |\n", $2
+        printf "| answered 2xx / other / connection errors | %d / %d / %d |\n", $3, $4, $5
+        printf "| p50 latency (server: 2,000 ms) | %.0f ms |\n", $8
+        printf "| gateway RSS before / at the peak | %.1f / %.1f MiB |\n", $6 / 1024, $7 / 1024
+        printf "| RSS per waiting call | %.1f KiB |\n", ($2 > 0 ? ($7 - $6) / $2 : 0)
+    }' "$tmp/open"

@@ -1,0 +1,17 @@
+# llmq-gateway's end-to-end tests (tests/gateway/): each starts its own
+# redis-server, openai-sim, workers and gateway through tests/gateway/stack.sh.
+#   gateway_openai_sdk    the official openai npm package as the client
+#                         (e2e.mjs): batches, cancel, lists, 50 concurrent
+#                         sync clients under a binding limit
+#   gateway_error_shapes  curl: every error shape, max wait, hang-up cancels
+# The limits: the server and llmq both allow 40 requests per 2 s window for
+# the sync models (llmq's window a little longer, so it binds first); gpt-4o
+# is kept slow so a batch can be cancelled mid-run.
+set(LLMQ_GW_DIR ${CMAKE_CURRENT_SOURCE_DIR}/gateway)
+add_test(NAME gateway_openai_sdk COMMAND ${LLMQ_GW_DIR}/run_sdk.sh ${PROJECT_BINARY_DIR}/bin)
+set_tests_properties(gateway_openai_sdk PROPERTIES LABELS integration TIMEOUT 400
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};SIM_FLAGS=--period-ms 2000 --limit gpt-4o-mini=40:0 --limit text-embedding-3-small=40:0 --limit gpt-4o=3:0 --models gpt-4o-mini,text-embedding-3-small,gpt-4o;LIMITS=gpt-4o-mini --rpm 40 --period-ms 2060|text-embedding-3-small --rpm 40 --period-ms 2060|gpt-4o --rpm 3 --period-ms 2060")
+add_test(NAME gateway_error_shapes
+    COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/errors.sh)
+set_tests_properties(gateway_error_shapes PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};GW_FLAGS=--max-body-bytes 65536 --max-file-bytes 4096 --max-file-lines 3 --max-wait-ms 1500;SIM_FLAGS=--models gpt-4o-mini,text-embedding-3-small,gpt-4o;LIMITS=gpt-4o --rpm 1 --period-ms 60000")

@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# Every error shape of llmq-gateway, with curl: for each bad input the status,
+# and a body that is exactly OpenAI's {"error": {"message", "type", "param",
+# "code"}} with the expected type, param and code. Also: waiting longer than
+# --max-wait-ms is a 429 with retry-after and the job is never sent; a caller
+# that hangs up cancels its job before it is sent.
+# Run through stack.sh with the GW_FLAGS, SIM_FLAGS and LIMITS that
+# tests/gateway.cmake gives it.
+set -uo pipefail
+pass=0 fail=0
+out=$STACK_DIR/resp
+auth=(-H "Authorization: Bearer $GW_KEY")
+
+# check NAME STATUS TYPE PARAM CODE -- CURL_ARGS...   (PARAM/CODE "null" for null)
+check() {
+    local name=$1 status=$2 type=$3 param=$4 code=$5
+    shift 6
+    local got
+    got=$(curl -s --max-time 60 -o "$out" -w "%{http_code}" "$@")
+    local why
+    why=$(node -e '
+        const [file, type, param, code] = process.argv.slice(1);
+        const want = (v) => (v === "null" ? null : v);
+        let b;
+        try { b = JSON.parse(require("fs").readFileSync(file, "utf8")); }
+        catch (e) { console.log("body is not JSON"); process.exit(); }
+        const keys = Object.keys(b).join(",");
+        if (keys !== "error") { console.log("top-level members: " + keys); process.exit(); }
+        const e = b.error, ek = Object.keys(e).sort().join(",");
+        if (ek !== "code,message,param,type") { console.log("error members: " + ek); process.exit(); }
+        if (typeof e.message !== "string" || e.message.length === 0) console.log("no message");
+        else if (e.type !== type) console.log("type " + e.type);
+        else if (e.param !== want(param)) console.log("param " + e.param);
+        else if (e.code !== want(code)) console.log("code " + e.code);
+    ' "$out" "$type" "$param" "$code")
+    if [ "$got" = "$status" ] && [ -z "$why" ]; then
+        pass=$((pass + 1))
+        echo "ok - $name"
+    else
+        fail=$((fail + 1))
+        echo "not ok - $name: status $got (want $status) ${why}"
+        head -c 400 "$out"
+        echo
+    fi
+}
+# expect NAME CONDITION-COMMAND...: a plain assertion
+expect() {
+    local name=$1
+    shift
+    if "$@"; then pass=$((pass + 1)); echo "ok - $name"; else fail=$((fail + 1)); echo "not ok - $name"; fi
+}
+
+chat='{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}'
+I=invalid_request_error
+U=$GW_URL
+
+# ---- keys ----
+check "no key" 401 $I null null -- "$U/chat/completions" -d "$chat"
+check "not a bearer header" 401 $I null invalid_api_key -- "$U/chat/completions" \
+    -H "Authorization: Basic abc" -d "$chat"
+check "wrong key" 401 $I null invalid_api_key -- "$U/chat/completions" \
+    -H "Authorization: Bearer llmqgw-000" -d "$chat"
+revoked=$("$LLMQ_BIN_DIR/llmq" keys create 2>/dev/null)
+id=$("$LLMQ_BIN_DIR/llmq" keys list --json | node -e '
+    const ls = require("fs").readFileSync(0, "utf8").trim().split("\n").map(JSON.parse);
+    console.log(ls.filter((k) => k.tenant === "")[0].id)')
+code=$(curl -s -o /dev/null -w '%{http_code}' "$U/embeddings" -H "Authorization: Bearer $revoked" \
+    -d '{"model":"text-embedding-3-small","input":"x"}')
+expect "a new key works" [ "$code" = 200 ]
+"$LLMQ_BIN_DIR/llmq" keys revoke "$id" >/dev/null
+check "revoked key" 401 $I null invalid_api_key -- "$U/chat/completions" \
+    -H "Authorization: Bearer $revoked" -d "$chat"
+limited=$("$LLMQ_BIN_DIR/llmq" keys create --tenant acme --models gpt-4o-mini 2>/dev/null)
+check "model the key may not use" 404 $I model model_not_found -- "$U/chat/completions" \
+    -H "Authorization: Bearer $limited" -d '{"model":"gpt-4o","messages":[]}'
+expect "keys are stored only as hashes" bash -c \
+    "! redis-cli -p $REDIS_PORT --scan --pattern '*' | grep -q '$limited' &&
+     ! redis-cli -p $REDIS_PORT HGETALL 'llmq:{$LLMQ_ACCOUNT}:gw:key:x' | grep -q llmqgw-"
+
+# ---- synchronous calls ----
+check "malformed JSON" 400 $I null null -- "$U/chat/completions" "${auth[@]}" -d '{"model":'
+check "body not an object" 400 $I null null -- "$U/chat/completions" "${auth[@]}" -d '[1]'
+check "no model" 400 $I model null -- "$U/chat/completions" "${auth[@]}" -d '{"messages":[]}'
+check "model not a string" 400 $I model invalid_value -- "$U/chat/completions" "${auth[@]}" \
+    -d '{"model":7}'
+check "stream: true refused" 400 $I stream unsupported_value -- "$U/chat/completions" \
+    "${auth[@]}" -d '{"model":"gpt-4o-mini","stream":true,"messages":[]}'
+check "user not a string" 400 $I user invalid_type -- "$U/chat/completions" "${auth[@]}" \
+    -d '{"model":"gpt-4o-mini","user":5,"messages":[]}'
+big=$(head -c 70000 /dev/zero | tr '\0' a)
+check "body over --max-body-bytes" 413 $I null request_too_large -- "$U/chat/completions" \
+    "${auth[@]}" -d "{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":\"$big\"}]}"
+check "unknown model at the API (relayed)" 404 $I null model_not_found -- "$U/chat/completions" \
+    "${auth[@]}" -d '{"model":"gpt-nope","messages":[{"role":"user","content":"hi"}]}'
+check "unknown URL" 404 $I null unknown_url -- "$U/models" "${auth[@]}"
+check "wrong method" 405 $I null method_not_allowed -- -X DELETE "$U/batches" "${auth[@]}"
+check "GET on a call URL" 405 $I null method_not_allowed -- "$U/chat/completions" "${auth[@]}"
+
+# ---- files ----
+good='{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}}'
+printf '%s\n' "$good" >"$STACK_DIR/good.jsonl"
+printf '%s\n%s\n' "$good" '{"custom_id":"b","method":"POST","url":"/v1/nope","body":{}}' >"$STACK_DIR/bad.jsonl"
+printf '%s\n' "$good" "${good/\"a\"/\"b\"}" "${good/\"a\"/\"c\"}" "${good/\"a\"/\"d\"}" >"$STACK_DIR/four.jsonl"
+head -c 5000 /dev/zero | tr '\0' ' ' >"$STACK_DIR/big.jsonl"
+check "bad purpose" 400 $I purpose invalid_value -- "$U/files" "${auth[@]}" \
+    -F purpose=fine-tune -F "file=@$STACK_DIR/good.jsonl"
+check "no file part" 400 $I file missing_required_parameter -- "$U/files" "${auth[@]}" \
+    -F purpose=batch
+check "not multipart" 400 $I file invalid_request -- "$U/files" "${auth[@]}" -d 'x=1'
+check "an invalid line (named)" 400 $I file invalid_file -- "$U/files" "${auth[@]}" \
+    -F purpose=batch -F "file=@$STACK_DIR/bad.jsonl"
+expect "  ... the message names line 2" grep -q 'line 2' "$out"
+check "more lines than --max-file-lines" 400 $I file too_many_requests_in_file -- "$U/files" \
+    "${auth[@]}" -F purpose=batch -F "file=@$STACK_DIR/four.jsonl"
+check "file over --max-file-bytes" 413 $I file request_too_large -- "$U/files" "${auth[@]}" \
+    -F purpose=batch -F "file=@$STACK_DIR/big.jsonl"
+check "unknown file" 404 $I id null -- "$U/files/file-nope" "${auth[@]}"
+check "unknown file content" 404 $I id null -- "$U/files/file-nope/content" "${auth[@]}"
+check "delete unknown file" 404 $I id null -- -X DELETE "$U/files/file-nope" "${auth[@]}"
+check "bad file id" 404 $I null unknown_url -- "$U/files/a%7Bb" "${auth[@]}"
+fid=$(curl -s "$U/files" "${auth[@]}" -F purpose=batch -F "file=@$STACK_DIR/good.jsonl" |
+    node -e 'console.log(JSON.parse(require("fs").readFileSync(0,"utf8")).id)')
+other=$("$LLMQ_BIN_DIR/llmq" keys create --tenant other 2>/dev/null)
+check "another tenant's file" 404 $I id null -- "$U/files/$fid" -H "Authorization: Bearer $other"
+
+# ---- batches ----
+check "batch: malformed JSON" 400 $I null null -- "$U/batches" "${auth[@]}" -d '{'
+check "batch: no input_file_id" 400 $I input_file_id missing_required_parameter -- "$U/batches" \
+    "${auth[@]}" -d '{"endpoint":"/v1/chat/completions","completion_window":"24h"}'
+check "batch: bad endpoint" 400 $I endpoint invalid_value -- "$U/batches" "${auth[@]}" \
+    -d "{\"input_file_id\":\"$fid\",\"endpoint\":\"/v1/images\",\"completion_window\":\"24h\"}"
+check "batch: bad completion_window" 400 $I completion_window invalid_value -- "$U/batches" \
+    "${auth[@]}" -d "{\"input_file_id\":\"$fid\",\"endpoint\":\"/v1/chat/completions\",\"completion_window\":\"soon\"}"
+md=$(node -e 'const m={}; for (let i=0;i<17;i++) m["k"+i]="v"; console.log(JSON.stringify(m))')
+check "batch: metadata with 17 keys" 400 $I metadata invalid_value -- "$U/batches" "${auth[@]}" \
+    -d "{\"input_file_id\":\"$fid\",\"endpoint\":\"/v1/chat/completions\",\"completion_window\":\"24h\",\"metadata\":$md}"
+check "batch: unknown file" 404 $I input_file_id null -- "$U/batches" "${auth[@]}" \
+    -d '{"input_file_id":"file-nope","endpoint":"/v1/chat/completions","completion_window":"24h"}'
+check "batch: lines for another endpoint" 400 $I endpoint mismatched_endpoint -- "$U/batches" \
+    "${auth[@]}" -d "{\"input_file_id\":\"$fid\",\"endpoint\":\"/v1/embeddings\",\"completion_window\":\"24h\"}"
+check "unknown batch" 404 $I batch_id null -- "$U/batches/batch_nope" "${auth[@]}"
+check "cancel unknown batch" 404 $I batch_id null -- -X POST "$U/batches/batch_nope/cancel" \
+    "${auth[@]}"
+check "list: limit 0" 400 $I limit invalid_value -- "$U/batches?limit=0" "${auth[@]}"
+check "list: limit 101" 400 $I limit invalid_value -- "$U/batches?limit=101" "${auth[@]}"
+check "list: unknown after" 400 $I after invalid_value -- "$U/batches?after=batch_nope" "${auth[@]}"
+
+# ---- waiting longer than --max-wait-ms; a caller that hangs up ----
+# gpt-4o: llmq allows 1 request a minute (LIMITS), so the second call waits.
+slow='{"model":"gpt-4o","messages":[{"role":"user","content":"slow"}]}'
+code=$(curl -s -o /dev/null -w '%{http_code}' "$U/chat/completions" "${auth[@]}" -d "$slow")
+expect "first gpt-4o call runs" [ "$code" = 200 ]
+check "waited past --max-wait-ms: 429" 429 requests null rate_limit_exceeded -- -D "$STACK_DIR/h" \
+    "$U/chat/completions" "${auth[@]}" -d "$slow"
+expect "  ... with retry-after" grep -qi '^retry-after: [0-9]' "$STACK_DIR/h"
+curl -s -o /dev/null --max-time 0.5 "$U/chat/completions" "${auth[@]}" -d "$slow"
+sleep 1
+dead=$("$LLMQ_BIN_DIR/llmq" dead list --json 2>/dev/null | grep -c '"reason":"cancelled"')
+expect "hanging up cancelled the job (2 cancelled: timeout and hang-up)" [ "$dead" -ge 2 ]
+sleep 0.2
+sent=$(grep -c '"model":"gpt-4o"' "$SIM_LOG")
+expect "only the first gpt-4o call reached the API" [ "$sent" = 1 ]
+check "cut-off multipart body" 400 $I file invalid_multipart -- "$U/files" "${auth[@]}" \
+    -H 'Content-Type: multipart/form-data; boundary=zz' --data-binary \
+    $'--zz\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n--zz\r\nContent-Disposition: form-data; name="file"; filename="a"\r\n\r\n'"$good"
+
+# ---- configuration errors: one line, exit 2 ----
+for args in "--listen nowhere:80" "--listen 127.0.0.1:99999" "--tls-cert /nonexistent" \
+    "--max-wait-ms 0" "--account a{b}" "--bogus"; do
+    # shellcheck disable=SC2086
+    "$LLMQ_BIN_DIR/llmq-gateway" $args >"$STACK_DIR/cfg.out" 2>&1
+    rc=$?
+    expect "config error exits 2: $args" [ $rc = 2 ]
+    expect "  ... with one line naming it" [ "$(wc -l <"$STACK_DIR/cfg.out")" = 1 ]
+done
+
+# ---- TLS and a separate metrics port ----
+if openssl req -x509 -newkey rsa:2048 -nodes -keyout "$STACK_DIR/tls.key" -out "$STACK_DIR/tls.crt" \
+    -days 1 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1; then
+    "$LLMQ_BIN_DIR/llmq-gateway" --listen 127.0.0.1:0 --port-file "$STACK_DIR/tls.port" \
+        --tls-cert "$STACK_DIR/tls.crt" --tls-key "$STACK_DIR/tls.key" \
+        --metrics-listen 127.0.0.1:0 --log-level warn 2>"$STACK_DIR/tls-gw.err" &
+    tls_pid=$!
+    for _ in $(seq 200); do [ -s "$STACK_DIR/tls.port" ] && break; sleep 0.05; done
+    tport=$(cat "$STACK_DIR/tls.port")
+    code=$(curl -s -o "$out" -w '%{http_code}' --cacert "$STACK_DIR/tls.crt" \
+        "https://127.0.0.1:$tport/v1/embeddings" "${auth[@]}" \
+        -d '{"model":"text-embedding-3-small","input":"tls"}')
+    expect "a call over TLS (certificate verified)" [ "$code" = 200 ]
+    code=$(curl -s -o /dev/null -w "%{http_code}" --max-time 5 "http://127.0.0.1:$tport/healthz")
+    expect "no plain HTTP on the TLS port" [ "$code" != 200 ]
+    mport=$(ss -ltnp 2>/dev/null | awk -v p="pid=$tls_pid," '$0 ~ p { split($4, a, ":"); print a[length(a)] }' |
+        grep -v "^$tport\$" | head -1)
+    code=$(curl -s -o "$out" -w '%{http_code}' "http://127.0.0.1:${mport:-0}/metrics")
+    expect "metrics on --metrics-listen" bash -c "[ $code = 200 ] && grep -q '^llmq_gateway_requests_total [1-9]' $out"
+    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${mport:-0}/v1/batches" "${auth[@]}")
+    expect "  ... and no API there" [ "$code" = 404 ]
+    kill -TERM $tls_pid
+    wait $tls_pid
+    expect "SIGTERM: exit 0" [ $? = 0 ]
+else
+    fail=$((fail + 1))
+    echo "not ok - openssl could not make a test certificate"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Starts the parts llmq-gateway's end-to-end tests need, runs a command with
+# them, and stops them all: its own redis-server (free loopback port),
+# openai-sim, WORKERS llmq-workers and one llmq-gateway, plus a gateway key.
+#   tests/gateway/stack.sh BIN_DIR COMMAND [ARGS...]
+# Environment in:  SIM_FLAGS (extra openai-sim flags), WORKERS (default 2),
+#   GW_FLAGS (extra gateway flags), LIMITS (`llmq limits set` argument lists
+#   separated by '|', applied before the workers start), WORKER_FLAGS.
+# Environment out (for COMMAND): GW_URL (http://127.0.0.1:PORT/v1), GW_KEY,
+#   GW_PORT, SIM_URL, SIM_LOG (the server's access log), LLMQ_REDIS_URL,
+#   REDIS_PORT, LLMQ_BIN_DIR, STACK_DIR (scratch; removed at exit).
+# Exit: COMMAND's status; 1 when a part does not start.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+bin=$(cd "${1:?BIN_DIR}" && pwd)
+shift
+export STACK_DIR=$(mktemp -d /tmp/llmq-gw-stack.XXXXXX)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+    "$here/../support/redis-fixture" stop "$STACK_DIR/redis" >/dev/null 2>&1 || true
+    rm -rf "$STACK_DIR"
+}
+trap cleanup EXIT
+wait_file() { # file what
+    for _ in $(seq 400); do [ -s "$1" ] && return 0; sleep 0.05; done
+    echo "stack: $2 did not start" >&2
+    cat "$STACK_DIR"/*.err >&2 2>/dev/null || true
+    exit 1
+}
+"$here/../support/redis-fixture" start "$STACK_DIR/redis" >/dev/null
+export LLMQ_REDIS_URL=$(cat "$STACK_DIR/redis/url")
+REDIS_PORT=${LLMQ_REDIS_URL##*:}
+export REDIS_PORT=${REDIS_PORT%%/*}
+export LLMQ_ACCOUNT=gwtest LLMQ_BIN_DIR=$bin
+export SIM_LOG=$STACK_DIR/sim-access.log
+# shellcheck disable=SC2086
+"$bin/openai-sim" --port 0 --port-file "$STACK_DIR/sim.port" --quiet --access-log "$SIM_LOG" \
+    ${SIM_FLAGS:-} 2>"$STACK_DIR/sim.err" &
+pids+=($!)
+wait_file "$STACK_DIR/sim.port" openai-sim
+export SIM_URL=http://127.0.0.1:$(cat "$STACK_DIR/sim.port")/v1
+IFS='|' read -r -a limit_sets <<<"${LIMITS:-}"
+for l in "${limit_sets[@]}"; do
+    # shellcheck disable=SC2086
+    [ -n "${l// /}" ] && "$bin/llmq" limits set $l >/dev/null
+done
+for i in $(seq "${WORKERS:-2}"); do
+    # shellcheck disable=SC2086
+    OPENAI_API_KEY=gw-test-not-a-real-key "$bin/llmq-worker" --base-url "$SIM_URL" \
+        --log-level warn --consumer "w$i" ${WORKER_FLAGS:-} 2>"$STACK_DIR/worker$i.err" &
+    pids+=($!)
+done
+# shellcheck disable=SC2086
+"$bin/llmq-gateway" --listen 127.0.0.1:0 --port-file "$STACK_DIR/gw.port" --log-level warn \
+    ${GW_FLAGS:-} 2>"$STACK_DIR/gateway.err" &
+pids+=($!)
+export GW_PID=$!
+wait_file "$STACK_DIR/gw.port" llmq-gateway
+export GW_PORT=$(cat "$STACK_DIR/gw.port")
+export GW_URL=http://127.0.0.1:$GW_PORT/v1
+for _ in $(seq 200); do
+    curl -sf "http://127.0.0.1:$GW_PORT/readyz" >/dev/null && break
+    sleep 0.05
+done
+export GW_KEY=$("$bin/llmq" keys create --tenant acme 2>/dev/null)
+set +e
+"$@"
+rc=$?
+set -e
+if [ $rc -ne 0 ]; then
+    echo "--- gateway log ---" >&2
+    tail -20 "$STACK_DIR/gateway.err" >&2 || true
+fi
+exit $rc

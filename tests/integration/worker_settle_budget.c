@@ -1,0 +1,147 @@
+/* What the account+model bucket holds after each kind of answer (README
+ * "settle"): one job, two attempts at most, a one-minute window so nothing
+ * ages out while the test looks.
+ *   200       the reservation is replaced by the real usage: one request,
+ *             usage.total_tokens tokens;
+ *   429       (a rate limit) the reservation is refunded: after two 429s the
+ *             bucket is empty;
+ *   500       no refund (the call may have cost tokens): after two 500s
+ *             (the second dead-letters the job: attempts ran out) both
+ *             attempts' reservations are still counted.
+ * The bucket is read twice: its cached counters and its window log. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "worker_support.h"
+
+#define MODEL "gpt-4o-mini"
+
+struct bucket_state {
+    long long n, tok;  /* the bucket hash's cached counters */
+    long long log_n;   /* entries in its window log */
+    long long log_tok; /* tokens in its window log */
+    long long cost;    /* the job's reserved cost */
+};
+
+/* Runs one job through a worker against a sim with sim_args; the job ends
+ * in want_state. Fills b; *usage_total gets the result's usage.total_tokens
+ * (-1 when none). */
+static void run_case(const char *const *sim_args, const char *want_state, struct bucket_state *b,
+                     long long *usage_total)
+{
+    char account[64], jobs[128], log[128], prefix[128], key[256];
+    llmq_test_unique_name(account, sizeof(account), "budget");
+    snprintf(prefix, sizeof(prefix), "llmq:{%s}:", account);
+    struct sim_proc sim;
+    assert_int_equal(sim_proc_start(&sim, sim_args), 0);
+    const char *limits[] = {"llmq",  "limits",  "set",         MODEL,   "--rpm", "1000",
+                            "--tpm", "1000000", "--period-ms", "60000", NULL};
+    struct cli_run r = cli_run(account, limits);
+    assert_int_equal(r.status, 0);
+    cli_free(&r);
+    snprintf(jobs, sizeof(jobs), "/tmp/llmq-budget-%d.jsonl", (int)getpid());
+    worker_write_jobs(jobs, "g", 1, MODEL, 20, "{\"max_attempts\":2}");
+    worker_enqueue(account, jobs);
+    redisContext *c = llmq_test_redis_connect();
+    snprintf(key, sizeof(key), "%sjob:g-0", prefix);
+    b->cost = redis_int(c, "HGET %s %s", key, "cost");
+    assert_true(b->cost > 0);
+
+    snprintf(log, sizeof(log), "/tmp/llmq-budget-%d.log", (int)getpid());
+    const char *args[] = {
+        "--backoff-base-ms", "50", "--backoff-cap-ms", "200", "--exit-when-idle-ms", "1500", NULL};
+    pid_t w = worker_start(account, &sim, log, args);
+    assert_int_equal(worker_wait(w, 60000), 0);
+    assert_int_equal(sim_proc_stop(&sim), 0);
+
+    redisReply *st = redisCommand(c, "HGET %s state", key);
+    assert_true(st != NULL && st->type == REDIS_REPLY_STRING);
+    assert_string_equal(st->str, want_state);
+    freeReplyObject(st);
+
+    snprintf(key, sizeof(key), "%slimit:%s", prefix, MODEL);
+    b->n = redis_int(c, "HGET %s %s", key, "n");
+    b->tok = redis_int(c, "HGET %s %s", key, "tok");
+    snprintf(key, sizeof(key), "%sbw:%s", prefix, MODEL);
+    redisReply *z = redisCommand(c, "ZRANGE %s 0 -1", key);
+    assert_true(z != NULL && z->type == REDIS_REPLY_ARRAY);
+    b->log_n = (long long)z->elements;
+    b->log_tok = 0;
+    for (size_t i = 0; i < z->elements; i++) {
+        const char *colon = strchr(z->element[i]->str, ':'); /* "<resid>:<tokens>" */
+        assert_non_null(colon);
+        b->log_tok += strtoll(colon + 1, NULL, 10);
+    }
+    freeReplyObject(z);
+
+    *usage_total = -1;
+    snprintf(key, sizeof(key), "%sres:g-0", prefix);
+    redisReply *res = redisCommand(c, "GET %s", key);
+    if (res != NULL && res->type == REDIS_REPLY_STRING) {
+        json_t *line = json_loads(res->str, 0, NULL);
+        json_t *usage =
+            json_object_get(json_object_get(json_object_get(line, "response"), "body"), "usage");
+        if (json_is_integer(json_object_get(usage, "total_tokens")))
+            *usage_total = json_integer_value(json_object_get(usage, "total_tokens"));
+        json_decref(line);
+    }
+    freeReplyObject(res);
+    redisFree(c);
+    printf("# %s: cost %lld; bucket n %lld tok %lld; log %lld entries, %lld tokens\n", want_state,
+           b->cost, b->n, b->tok, b->log_n, b->log_tok);
+    unlink(jobs);
+    unlink(log);
+    unlink(sim.log_file);
+}
+
+static void test_success_settles_to_usage(void **state)
+{
+    (void)state;
+    struct bucket_state b;
+    long long usage;
+    run_case(NULL, "done", &b, &usage);
+    assert_true(usage > 0);
+    assert_true(usage != b.cost); /* else the check below proves nothing */
+    assert_int_equal(b.n, 1);
+    assert_int_equal(b.log_n, 1);
+    assert_int_equal(b.tok, usage);
+    assert_int_equal(b.log_tok, usage);
+}
+
+static void test_rate_limit_429_is_refunded(void **state)
+{
+    (void)state;
+    const char *sim_args[] = {"--spurious-429", "100", "--spurious-retry-ms", "100", NULL};
+    struct bucket_state b;
+    long long usage;
+    run_case(sim_args, "dead", &b, &usage);
+    assert_int_equal(b.n, 0);
+    assert_int_equal(b.log_n, 0);
+    assert_int_equal(b.tok, 0);
+    assert_int_equal(b.log_tok, 0);
+}
+
+static void test_server_error_is_not_refunded(void **state)
+{
+    (void)state;
+    const char *sim_args[] = {"--fail-500", "100", NULL};
+    struct bucket_state b;
+    long long usage;
+    run_case(sim_args, "dead", &b, &usage);
+    assert_int_equal(b.n, 2);
+    assert_int_equal(b.log_n, 2);
+    assert_int_equal(b.tok, 2 * b.cost);
+    assert_int_equal(b.log_tok, 2 * b.cost);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_success_settles_to_usage),
+        cmocka_unit_test(test_rate_limit_429_is_refunded),
+        cmocka_unit_test(test_server_error_is_not_refunded),
+    };
+    return cmocka_run_group_tests_name("worker_settle_budget", tests, NULL, NULL);
+}

@@ -1,0 +1,88 @@
+/* Redis URL parsing (common/redis/redis_url.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "redis/redis_url.h"
+
+static void test_valid(void **state)
+{
+    (void)state;
+    struct llmq_redis_url u;
+    struct llmq_error err = {0};
+    assert_int_equal(llmq_redis_url_parse("redis://localhost", &u, &err), LLMQ_OK);
+    assert_string_equal(u.host, "localhost");
+    assert_int_equal(u.port, 6379);
+    assert_int_equal(u.db, 0);
+    assert_int_equal(llmq_redis_url_parse("redis://app:p%40ss:w@10.0.0.1:6380/3", &u, &err),
+                     LLMQ_OK);
+    assert_string_equal(u.user, "app");
+    assert_string_equal(u.password, "p@ss:w");
+    assert_int_equal(u.port, 6380);
+    assert_int_equal(u.db, 3);
+    assert_int_equal(llmq_redis_url_parse("redis://secret@h:1/", &u, &err), LLMQ_OK);
+    assert_string_equal(u.user, "");
+    assert_string_equal(u.password, "secret");
+    assert_int_equal(llmq_redis_url_parse("redis://[::1]:7000/1", &u, &err), LLMQ_OK);
+    assert_string_equal(u.host, "::1");
+    assert_int_equal(u.port, 7000);
+    char red[128];
+    llmq_redis_url_parse("redis://app:hunter2@h:1/2", &u, &err);
+    llmq_redis_url_redacted(&u, red, sizeof(red));
+    assert_null(strstr(red, "hunter2"));
+    assert_string_equal(red, "redis://app:***@h:1/2");
+}
+
+static void test_invalid(void **state)
+{
+    (void)state;
+    struct llmq_redis_url u;
+    struct llmq_error err = {0};
+    const char *bad[] = {"", "http://h", "redis://", "redis://:1", "redis://h:0",
+                         "redis://h:65536", "redis://h:x", "redis://h/db", "redis://a:%zz@h",
+                         "redis://[::1", NULL};
+    for (int i = 0; bad[i] != NULL; i++) {
+        err.msg[0] = '\0';
+        assert_int_equal(llmq_redis_url_parse(bad[i], &u, &err), LLMQ_EINVAL);
+        assert_true(strncmp(err.msg, "redis url:", 10) == 0);
+    }
+    /* The password never appears in an error. */
+    assert_int_equal(llmq_redis_url_parse("redis://u:topsecret@h:99999", &u, &err), LLMQ_EINVAL);
+    assert_null(strstr(err.msg, "topsecret"));
+}
+
+static void test_sentinel(void **state)
+{
+    (void)state;
+    struct llmq_redis_url u;
+    struct llmq_error err = {0};
+    assert_int_equal(llmq_redis_url_parse("redis-sentinel://:pw@s1:26379,s2:26380/mymaster/2",
+                                          &u, &err),
+                     LLMQ_OK);
+    assert_int_equal(u.n_sentinels, 2);
+    assert_string_equal(u.sentinels[0].host, "s1");
+    assert_int_equal(u.sentinels[1].port, 26380);
+    assert_string_equal(u.master_name, "mymaster");
+    assert_int_equal(u.db, 2);
+    assert_string_equal(u.password, "pw");
+    char red[160];
+    llmq_redis_url_redacted(&u, red, sizeof(red));
+    assert_null(strstr(red, "pw@"));
+    const char *bad[] = {"redis-sentinel://s1:26379", "redis-sentinel://s1/m",
+                         "redis-sentinel:///m", "redis-sentinel://s1:0/m",
+                         "redis-sentinel://s1:1/", NULL};
+    for (int i = 0; bad[i] != NULL; i++)
+        assert_int_equal(llmq_redis_url_parse(bad[i], &u, &err), LLMQ_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_valid),
+        cmocka_unit_test(test_invalid),
+        cmocka_unit_test(test_sentinel),
+    };
+    return cmocka_run_group_tests_name("redis_url", tests, NULL, NULL);
+}

@@ -1,0 +1,360 @@
+/* The worker's metrics and admin endpoint; see metrics_worker.h.
+ *
+ * Counters and histograms are fed by hooks from the flows as events happen.
+ * Gauges of the process (requests in flight, readiness) are read when a
+ * scrape renders. Queue depths live in Redis: every DEPTH_EVERY_S seconds
+ * each account's command connection is sent one pipelined batch of cheap reads
+ * (LLEN of the backlog and XPENDING summary of the stream per priority,
+ * ZCARD of delayed, XLEN of dead), whose replies set the gauges; a batch
+ * still unanswered is not sent again, and nothing waits for it, so a slow Redis only makes them stale. */
+#include "admin/metrics_worker.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin/admin_http.h"
+#include "http/http.h"
+#include "base/log.h"
+#include "admin/metrics.h"
+#include "worker.h"
+#include "llmq/priority.h"
+
+#define DEPTH_EVERY_S 5.0
+#define DEPTH_PROBES 8
+
+/* One queue-depth read in flight: which gauge its reply sets. */
+struct depth_probe {
+    struct llmq_worker_metrics *wm;
+    int account;
+    int kind; /* 0-2: LLEN backlog:<prio>; 3-5: XPENDING q:<prio>; 6: ZCARD delayed; 7: XLEN dead */
+};
+
+struct llmq_worker_metrics {
+    struct llmq_worker *w;
+    struct llmq_metrics *reg;
+    struct llmq_metric *dispatched, *succeeded, *retried, *dead, *handed_back, *http_429;
+    struct llmq_metric *in_flight, *in_hand, *queue, *pending, *delayed, *dead_jobs;
+    struct llmq_metric *wait_s, *latency_s, *tok_reserved, *tok_used, *prompt_est, *prompt_act;
+    struct llmq_metric *redis_up, *ready, *draining;
+    struct llmq_admin_http *admin;
+    ev_timer depth_timer;
+    struct depth_probe probes[LLMQ_WORKER_MAX_ACCOUNTS][DEPTH_PROBES];
+    int depth_pending[LLMQ_WORKER_MAX_ACCOUNTS]; /* probes unanswered */
+};
+
+static const double wait_bounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                     1,     2.5,  5,     10,   30,  60};
+static const double latency_bounds[] = {0.025, 0.05, 0.1, 0.25, 0.5, 1,  2.5,
+                                        5,     10,   30,  60,   120, 300};
+
+static int register_jobs(struct llmq_worker_metrics *m)
+{
+    static const char *const am[] = {"account", "model", NULL};
+    static const char *const ams[] = {"account", "model", "status", NULL};
+    static const char *const amc[] = {"account", "model", "cause", NULL};
+    struct llmq_metrics *r = m->reg;
+    enum llmq_metric_type c = LLMQ_METRIC_COUNTER;
+    m->dispatched = llmq_metrics_register(r, "llmq_jobs_dispatched_total",
+                                          "Jobs granted by the limiter and sent (one per attempt).",
+                                          c, am, NULL, 0);
+    m->succeeded = llmq_metrics_register(r, "llmq_jobs_succeeded_total",
+                                         "Attempts that ended with a result, by HTTP status.", c,
+                                         ams, NULL, 0);
+    m->retried = llmq_metrics_register(
+        r, "llmq_jobs_retried_total",
+        "Attempts requeued with backoff, by HTTP status or transport outcome.", c, ams, NULL, 0);
+    m->dead = llmq_metrics_register(
+        r, "llmq_jobs_dead_total",
+        "Jobs this worker dead-lettered after a call, by HTTP status or outcome (the "
+        "dispatch script's own, e.g. expired or never fitting, show in llmq_dead_jobs).",
+        c, ams, NULL, 0);
+    m->handed_back = llmq_metrics_register(r, "llmq_jobs_handed_back_total",
+                                           "Jobs handed back untried at shutdown.", c, am, NULL, 0);
+    m->http_429 = llmq_metrics_register(
+        r, "llmq_http_429_total",
+        "429 responses from the API, by cause (rate_limit or insufficient_quota).", c, amc, NULL,
+        0);
+    m->tok_reserved =
+        llmq_metrics_register(r, "llmq_tokens_reserved_total",
+                              "Tokens reserved at dispatch (estimated cost).", c, am, NULL, 0);
+    m->tok_used = llmq_metrics_register(r, "llmq_tokens_used_total",
+                                        "Tokens settled for succeeded jobs (the API's usage).", c,
+                                        am, NULL, 0);
+    m->prompt_est = llmq_metrics_register(
+        r, "llmq_prompt_tokens_estimated_total",
+        "Prompt tokens enqueue estimated, for jobs whose usage reported prompt tokens.", c, am,
+        NULL, 0);
+    m->prompt_act =
+        llmq_metrics_register(r, "llmq_prompt_tokens_actual_total",
+                              "Prompt tokens the API reported for the same jobs.", c, am, NULL, 0);
+    return m->dispatched && m->succeeded && m->retried && m->dead && m->handed_back &&
+           m->http_429 && m->tok_reserved && m->tok_used && m->prompt_est && m->prompt_act;
+}
+
+static int register_gauges(struct llmq_worker_metrics *m)
+{
+    static const char *const a[] = {"account", NULL};
+    static const char *const ap[] = {"account", "priority", NULL};
+    static const char *const am[] = {"account", "model", NULL};
+    struct llmq_metrics *r = m->reg;
+    enum llmq_metric_type g = LLMQ_METRIC_GAUGE;
+    m->in_flight = llmq_metrics_register(r, "llmq_requests_in_flight",
+                                         "HTTP requests to the API in flight.", g, NULL, NULL, 0);
+    m->in_hand = llmq_metrics_register(r, "llmq_jobs_in_hand",
+                                       "Jobs held by this worker, from dispatch to settled.", g,
+                                       NULL, NULL, 0);
+    m->queue = llmq_metrics_register(r, "llmq_queue_jobs",
+                                     "Jobs waiting in a priority's queues, not yet delivered (polled).", g, ap,
+                                     NULL, 0);
+    m->pending = llmq_metrics_register(r, "llmq_queue_pending_jobs",
+                                       "Jobs delivered to some worker and not yet settled "
+                                       "(polled).",
+                                       g, ap, NULL, 0);
+    m->delayed = llmq_metrics_register(r, "llmq_delayed_jobs",
+                                       "Jobs waiting for their retry or parked time (polled).", g,
+                                       a, NULL, 0);
+    m->dead_jobs = llmq_metrics_register(
+        r, "llmq_dead_jobs", "Entries in the dead-letter stream (polled).", g, a, NULL, 0);
+    m->redis_up = llmq_metrics_register(r, "llmq_redis_connected",
+                                        "1 when both Redis connections of the account are up.", g,
+                                        a, NULL, 0);
+    m->ready = llmq_metrics_register(r, "llmq_worker_ready", "1 when /readyz answers 200.", g, NULL,
+                                     NULL, 0);
+    m->draining = llmq_metrics_register(r, "llmq_worker_draining",
+                                        "1 once the worker stops taking jobs.", g, NULL, NULL, 0);
+    m->wait_s = llmq_metrics_register(
+        r, "llmq_limiter_wait_seconds", "Waits the limiter returned to dispatch.",
+        LLMQ_METRIC_HISTOGRAM, a, wait_bounds, sizeof(wait_bounds) / sizeof(wait_bounds[0]));
+    m->latency_s = llmq_metrics_register(r, "llmq_request_duration_seconds",
+                                         "Time of each API call, submit to response.",
+                                         LLMQ_METRIC_HISTOGRAM, am, latency_bounds,
+                                         sizeof(latency_bounds) / sizeof(latency_bounds[0]));
+    return m->in_flight && m->in_hand && m->queue && m->pending && m->delayed && m->dead_jobs &&
+           m->redis_up && m->ready && m->draining && m->wait_s && m->latency_s;
+}
+
+/* ---- readiness and scrape-time gauges ---- */
+
+static int account_ready(const struct worker_account *a, char *reason, size_t n)
+{
+    if (!llmq_redis_async_ready(a->cmd) || !llmq_redis_async_ready(a->wake)) {
+        snprintf(reason, n, "redis not connected (account %s)", a->cfg->name);
+        return 0;
+    }
+    if (!a->scripts_ok) {
+        snprintf(reason, n, "no dispatch answered since redis connected (account %s)",
+                 a->cfg->name);
+        return 0;
+    }
+    return 1;
+}
+
+static int on_ready(void *privdata, char *reason, size_t n)
+{
+    struct llmq_worker *w = privdata;
+    if (w->draining) {
+        snprintf(reason, n, "draining");
+        return 0;
+    }
+    for (int i = 0; i < w->n_accounts; i++)
+        if (!account_ready(&w->accounts[i], reason, n))
+            return 0;
+    return 1;
+}
+
+static char *on_metrics(void *privdata, size_t *len)
+{
+    return llmq_worker_metrics_render(privdata, len);
+}
+
+char *llmq_worker_metrics_render(struct llmq_worker *w, size_t *len)
+{
+    struct llmq_worker_metrics *m = w->metrics;
+    if (m == NULL)
+        return NULL;
+    char reason[256];
+    llmq_metrics_set(m->in_flight, NULL, w->http ? (double)llmq_http_inflight(w->http) : 0);
+    llmq_metrics_set(m->in_hand, NULL, w->inflight);
+    llmq_metrics_set(m->ready, NULL, on_ready(w, reason, sizeof(reason)));
+    llmq_metrics_set(m->draining, NULL, w->draining);
+    for (int i = 0; i < w->n_accounts; i++) {
+        const struct worker_account *a = &w->accounts[i];
+        const char *l[] = {a->cfg->name};
+        llmq_metrics_set(m->redis_up, l,
+                         llmq_redis_async_ready(a->cmd) && llmq_redis_async_ready(a->wake));
+    }
+    return llmq_metrics_render(m->reg, len);
+}
+
+/* ---- queue depth poll ---- */
+
+static void on_depth(redisAsyncContext *ac, void *reply, void *privdata)
+{
+    (void)ac;
+    struct depth_probe *p = privdata;
+    struct llmq_worker_metrics *m = p->wm;
+    const redisReply *r = reply;
+    m->depth_pending[p->account]--;
+    if (r == NULL)
+        return;      /* connection lost: keep the last values */
+    long long v = 0; /* an error (no stream or group yet) means none */
+    if (r->type == REDIS_REPLY_INTEGER)
+        v = r->integer;
+    else if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+             r->element[0]->type == REDIS_REPLY_INTEGER)
+        v = r->element[0]->integer; /* XPENDING summary: count first */
+    const char *name = m->w->accounts[p->account].cfg->name;
+    const char *l[] = {name,
+                       p->kind < 6 ? llmq_priority_name(llmq_priority_by_rank(p->kind % 3)) : NULL};
+    struct llmq_metric *f = p->kind < 3    ? m->queue
+                            : p->kind < 6  ? m->pending
+                            : p->kind == 6 ? m->delayed
+                                           : m->dead_jobs;
+    llmq_metrics_set(f, l, (double)v);
+}
+
+static void depth_send(struct llmq_worker_metrics *m, int i)
+{
+    struct worker_account *a = &m->w->accounts[i];
+    redisAsyncContext *ac = llmq_redis_async_context(a->cmd);
+    if (ac == NULL || m->depth_pending[i] > 0)
+        return;
+    for (int k = 0; k < DEPTH_PROBES; k++) {
+        char key[LLMQ_KEY_PREFIX_MAX + 16];
+        struct depth_probe *p = &m->probes[i][k];
+        *p = (struct depth_probe){.wm = m, .account = i, .kind = k};
+        const char *cmd = k < 3 ? "LLEN" : k < 6 ? "XPENDING" : k == 6 ? "ZCARD" : "XLEN";
+        const char *prio = llmq_priority_name(llmq_priority_by_rank(k % 3));
+        if (k < 3)
+            snprintf(key, sizeof(key), "%sbacklog:%s", a->prefix, prio);
+        else if (k < 6)
+            snprintf(key, sizeof(key), "%sq:%s", a->prefix, prio);
+        else
+            snprintf(key, sizeof(key), "%s%s", a->prefix, k == 6 ? "delayed" : "dead");
+        const char *argv[3] = {cmd, key, LLMQ_GROUP};
+        if (redisAsyncCommandArgv(ac, on_depth, p, k >= 3 && k < 6 ? 3 : 2, argv, NULL) == REDIS_OK)
+            m->depth_pending[i]++;
+    }
+}
+
+static void on_depth_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct llmq_worker_metrics *m = t->data;
+    for (int i = 0; i < m->w->n_accounts; i++)
+        depth_send(m, i);
+}
+
+/* ---- setup ---- */
+
+int llmq_worker_metrics_start(struct llmq_worker *w)
+{
+    struct llmq_worker_metrics *m = calloc(1, sizeof(*m));
+    if (m == NULL || (m->reg = llmq_metrics_new()) == NULL || !register_jobs(m) ||
+        !register_gauges(m)) {
+        LLMQ_LOG(LLMQ_LOG_ERROR, "metrics: out of memory; running without metrics");
+        if (m != NULL)
+            llmq_metrics_free(m->reg);
+        free(m);
+        return w->cfg->metrics_port > 0 ? -1 : 0;
+    }
+    m->w = w;
+    w->metrics = m;
+    if (w->cfg->metrics_port <= 0)
+        return 0;
+    struct llmq_error err = {0};
+    struct llmq_admin_http_handlers h = {.metrics = on_metrics, .ready = on_ready, .privdata = w};
+    m->admin = llmq_admin_http_start(w->loop, w->cfg->metrics_host, w->cfg->metrics_port, &h, &err);
+    if (m->admin == NULL) {
+        LLMQ_LOG(LLMQ_LOG_ERROR, "%s", err.msg);
+        return -1;
+    }
+    ev_timer_init(&m->depth_timer, on_depth_timer, 0.2, DEPTH_EVERY_S);
+    m->depth_timer.data = m;
+    ev_timer_start(w->loop, &m->depth_timer);
+    LLMQ_LOG(LLMQ_LOG_INFO, "metrics and health on http://%s:%d (/metrics, /healthz, /readyz)",
+             w->cfg->metrics_host, w->cfg->metrics_port);
+    return 0;
+}
+
+void llmq_worker_metrics_free(struct llmq_worker *w)
+{
+    struct llmq_worker_metrics *m = w->metrics;
+    if (m == NULL)
+        return;
+    ev_timer_stop(w->loop, &m->depth_timer);
+    llmq_admin_http_free(m->admin);
+    llmq_metrics_free(m->reg);
+    free(m);
+    w->metrics = NULL;
+}
+
+/* ---- hooks ---- */
+
+void llmq_worker_metrics_dispatched(struct llmq_worker *w, const struct worker_job *job)
+{
+    struct llmq_worker_metrics *m = w->metrics;
+    if (m == NULL)
+        return;
+    const char *l[] = {job->acct->cfg->name, job->model};
+    llmq_metrics_add(m->dispatched, l, 1);
+    llmq_metrics_add(m->tok_reserved, l, job->cost > 0 ? (double)job->cost : 0);
+}
+
+void llmq_worker_metrics_wait(struct worker_account *a, int64_t wait_ms)
+{
+    struct llmq_worker_metrics *m = a->w->metrics;
+    if (m == NULL)
+        return;
+    const char *l[] = {a->cfg->name};
+    llmq_metrics_observe(m->wait_s, l, wait_ms / 1000.0);
+}
+
+void llmq_worker_metrics_429(struct llmq_worker *w, const struct worker_job *job, int quota)
+{
+    struct llmq_worker_metrics *m = w->metrics;
+    if (m == NULL)
+        return;
+    const char *l[] = {job->acct->cfg->name, job->model,
+                       quota ? "insufficient_quota" : "rate_limit"};
+    llmq_metrics_add(m->http_429, l, 1);
+}
+
+void llmq_worker_metrics_prompt(struct llmq_worker *w, const struct worker_job *job,
+                                int64_t actual_prompt_tokens)
+{
+    struct llmq_worker_metrics *m = w->metrics;
+    if (m == NULL || job->est_prompt_tokens < 0 || actual_prompt_tokens < 0)
+        return;
+    const char *l[] = {job->acct->cfg->name, job->model};
+    llmq_metrics_add(m->prompt_est, l, (double)job->est_prompt_tokens);
+    llmq_metrics_add(m->prompt_act, l, (double)actual_prompt_tokens);
+}
+
+void llmq_worker_metrics_end(struct llmq_worker *w, const struct worker_job *job,
+                             const struct llmq_http_response *resp)
+{
+    struct llmq_worker_metrics *m = w->metrics;
+    if (m == NULL || job->mode == NULL)
+        return;
+    char status[32] = "not_sent";
+    if (resp != NULL && resp->outcome == LLMQ_HTTP_OK)
+        snprintf(status, sizeof(status), "%ld", resp->status);
+    else if (resp != NULL)
+        snprintf(status, sizeof(status), "%s", llmq_http_outcome_name(resp->outcome));
+    const char *l[] = {job->acct->cfg->name, job->model, status};
+    if (resp != NULL && resp->outcome != LLMQ_HTTP_CANCELLED)
+        llmq_metrics_observe(m->latency_s, l, resp->elapsed_ms / 1000.0);
+    if (strcmp(job->mode, "done") == 0) {
+        llmq_metrics_add(m->succeeded, l, 1);
+        llmq_metrics_add(m->tok_used, l, job->actual_tokens > 0 ? (double)job->actual_tokens : 0);
+    } else if (strcmp(job->mode, "retry") == 0) {
+        llmq_metrics_add(m->retried, l, 1);
+    } else if (strcmp(job->mode, "dead") == 0) {
+        llmq_metrics_add(m->dead, l, 1);
+    } else {
+        llmq_metrics_add(m->handed_back, l, 1);
+    }
+}

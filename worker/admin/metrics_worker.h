@@ -1,0 +1,54 @@
+/* The worker's metrics: its metric families (metrics.h), the one-line hooks
+ * the flows call as jobs move, the queue-depth poll, and the admin endpoint
+ * (admin_http.h) with its readiness rule.
+ *
+ * Every hook is a no-op when the metrics could not be set up, so the flows
+ * never check. Metrics are always counted; the endpoint and the queue-depth
+ * poll run only with --metrics-port. */
+#ifndef LLMQ_WORKER_METRICS_WORKER_H
+#define LLMQ_WORKER_METRICS_WORKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct llmq_worker;
+struct worker_account;
+struct worker_job;
+struct llmq_http_response;
+
+/* Sets up w->metrics (after the accounts have started) and, when
+ * w->cfg->metrics_port > 0, starts the endpoint on the loop. Returns 0, or -1
+ * when the endpoint cannot listen (the reason is logged): the worker should
+ * exit then, since it was asked to be scraped. */
+int llmq_worker_metrics_start(struct llmq_worker *w);
+
+/* Stops the endpoint and frees w->metrics. Call after the accounts' Redis
+ * connections are freed (their pending queue-depth callbacks point here) and
+ * before the loop is destroyed. */
+void llmq_worker_metrics_free(struct llmq_worker *w);
+
+/* Returns new Prometheus text of every family (what /metrics serves; free()
+ * it) with its length in *len, or NULL without metrics or memory. */
+char *llmq_worker_metrics_render(struct llmq_worker *w, size_t *len);
+
+/* A job was granted by dispatch (counts it and its reserved tokens). */
+void llmq_worker_metrics_dispatched(struct llmq_worker *w, const struct worker_job *job);
+
+/* The limiter told account a to wait wait_ms before asking again. */
+void llmq_worker_metrics_wait(struct worker_account *a, int64_t wait_ms);
+
+/* The API answered job with 429: quota 1 for insufficient_quota, else a rate
+ * limit. */
+void llmq_worker_metrics_429(struct llmq_worker *w, const struct worker_job *job, int quota);
+
+/* The API reported actual_prompt_tokens for job, whose prompt enqueue estimated. */
+void llmq_worker_metrics_prompt(struct llmq_worker *w, const struct worker_job *job,
+                                int64_t actual_prompt_tokens);
+
+/* The job's attempt ended with job->mode decided (done, retry, dead,
+ * handback); resp (borrowed; NULL when nothing was sent) gives the status
+ * label and the call's duration. */
+void llmq_worker_metrics_end(struct llmq_worker *w, const struct worker_job *job,
+                             const struct llmq_http_response *resp);
+
+#endif

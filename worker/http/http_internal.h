@@ -1,0 +1,64 @@
+/* Private parts of the worker's HTTP client, shared by http.c (client, loop
+ * glue, delivery) and http_xfer.c (one transfer: curl easy options, headers,
+ * body, outcome). Not for use outside worker/http/. */
+#ifndef LLMQ_WORKER_HTTP_INTERNAL_H
+#define LLMQ_WORKER_HTTP_INTERNAL_H
+
+#include <curl/curl.h>
+
+#include "http/http.h"
+
+/* One transfer. Lives from submit until its callback has returned; linked in
+ * exactly one of http->active (curl owns it in the multi) or the done queue
+ * (removed from the multi, waiting for delivery). */
+struct llmq_http_xfer {
+    struct llmq_http *http;
+    CURL *easy;
+    struct curl_slist *headers; /* owned; holds the API key; wiped before free */
+    llmq_http_done_cb *cb;
+    void *privdata;
+    struct llmq_http_xfer *prev, *next;
+    char *body; /* response body, owned, NUL-terminated when non-NULL */
+    size_t body_len, body_cap;
+    size_t max_body;
+    int too_big;
+    int cancelled;
+    CURLcode result;
+    int64_t start_ms;
+    struct llmq_ratelimit_headers rl;
+    char errbuf[CURL_ERROR_SIZE];
+};
+
+/* Settings after defaults are applied; strings owned by the client. */
+struct llmq_http_settings {
+    int max_connections;
+    int max_host_connections;
+    int max_streams;
+    long connect_timeout_ms;
+    long timeout_ms;
+    char *ca_file;
+    enum llmq_http_version version;
+    size_t max_body_bytes;
+    long buffer_bytes;
+    char *user_agent;
+};
+
+/* Stores in *out a new transfer for req with its easy handle fully
+ * configured (not yet added to a multi). Returns LLMQ_OK, or LLMQ_EINVAL /
+ * LLMQ_ENOMEM / LLMQ_EHTTP with err filled and *out NULL. Borrows s and req. */
+enum llmq_rc llmq_http_xfer_new(const struct llmq_http_settings *s,
+                                const struct llmq_http_request *req, struct llmq_http_xfer **out,
+                                struct llmq_error *err);
+
+/* Fills resp (borrowing x's body and headers) from a finished transfer. */
+void llmq_http_xfer_response(struct llmq_http_xfer *x, struct llmq_http_response *resp,
+                             int64_t now_ms);
+
+/* Cleans up the easy handle, wipes and frees the header list and frees x and
+ * its body. NULL is a no-op. x must not be in a multi. */
+void llmq_http_xfer_free(struct llmq_http_xfer *x);
+
+/* Monotonic milliseconds. */
+int64_t llmq_http_now_ms(void);
+
+#endif

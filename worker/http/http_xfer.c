@@ -1,0 +1,342 @@
+/* One HTTP transfer of the worker's client: builds a curl easy handle for a
+ * request, collects the response body (bounded) and the rate-limit headers,
+ * and turns curl's result into an llmq_http_outcome.
+ *
+ * Ownership: the transfer owns its easy handle, its header list (the only
+ * place the API key is kept; wiped with explicit_bzero before it is freed),
+ * its copy of the request body (curl's COPYPOSTFIELDS) and the response body.
+ * The body never grows past max_body_bytes: the write callback stops the
+ * transfer instead. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "http/http_internal.h"
+
+#define MIN_BODY_CAP 1024
+
+int64_t llmq_http_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t wall_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int has_crlf(const char *s)
+{
+    return s != NULL && strpbrk(s, "\r\n") != NULL;
+}
+
+/* Appends "name: value" (value may be NULL for "name:", which removes a
+ * default header) to *list. The temporary line is wiped, as it may hold a
+ * key. Returns 0, or -1 when out of memory. */
+static int add_header(struct curl_slist **list, const char *name, const char *value)
+{
+    size_t nl = strlen(name), vl = value ? strlen(value) : 0;
+    char *line = malloc(nl + vl + 3);
+    if (line == NULL)
+        return -1;
+    memcpy(line, name, nl);
+    line[nl] = ':';
+    if (value != NULL) {
+        line[nl + 1] = ' ';
+        memcpy(line + nl + 2, value, vl);
+        line[nl + 2 + vl] = '\0';
+    } else {
+        line[nl + 1] = '\0';
+    }
+    struct curl_slist *n = curl_slist_append(*list, line);
+    explicit_bzero(line, nl + vl + 2);
+    free(line);
+    if (n == NULL)
+        return -1;
+    *list = n;
+    return 0;
+}
+
+static void wipe_headers(struct curl_slist *list)
+{
+    for (struct curl_slist *p = list; p != NULL; p = p->next)
+        explicit_bzero(p->data, strlen(p->data));
+    curl_slist_free_all(list);
+}
+
+static enum llmq_rc check_request(const struct llmq_http_request *req, struct llmq_error *err)
+{
+    if (req == NULL || req->url == NULL || req->url[0] == '\0')
+        return llmq_error_set(err, LLMQ_EINVAL, "http: request without a URL");
+    if (req->body == NULL && req->body_len > 0)
+        return llmq_error_set(err, LLMQ_EINVAL, "http: body_len without body");
+    if (req->auth != LLMQ_HTTP_AUTH_NONE && (req->api_key == NULL || req->api_key[0] == '\0'))
+        return llmq_error_set(err, LLMQ_EINVAL, "http: request without an API key");
+    if (has_crlf(req->api_key) || has_crlf(req->client_request_id) || has_crlf(req->content_type) ||
+        has_crlf(req->url))
+        return llmq_error_set(err, LLMQ_EINVAL, "http: CR or LF in a header value or URL");
+    for (const char *const *h = req->extra_headers; h != NULL && *h != NULL; h++)
+        if (has_crlf(*h) || strchr(*h, ':') == NULL)
+            return llmq_error_set(err, LLMQ_EINVAL, "http: bad extra header (needs 'Name: value')");
+    return LLMQ_OK;
+}
+
+static int build_headers(struct llmq_http_xfer *x, const struct llmq_http_request *req)
+{
+    struct curl_slist **l = &x->headers;
+    if (add_header(l, "Content-Type", req->content_type ? req->content_type : "application/json"))
+        return -1;
+    if (add_header(l, "Expect", NULL)) /* no 100-continue round trip for large bodies */
+        return -1;
+    if (req->auth == LLMQ_HTTP_AUTH_BEARER) {
+        size_t kl = strlen(req->api_key);
+        char *v = malloc(kl + 8);
+        if (v == NULL)
+            return -1;
+        memcpy(v, "Bearer ", 7);
+        memcpy(v + 7, req->api_key, kl + 1);
+        int rc = add_header(l, "Authorization", v);
+        explicit_bzero(v, kl + 7);
+        free(v);
+        if (rc)
+            return -1;
+    } else if (req->auth == LLMQ_HTTP_AUTH_API_KEY && add_header(l, "api-key", req->api_key)) {
+        return -1;
+    }
+    if (req->client_request_id && add_header(l, "X-Client-Request-Id", req->client_request_id))
+        return -1;
+    for (const char *const *h = req->extra_headers; h != NULL && *h != NULL; h++) {
+        struct curl_slist *n = curl_slist_append(*l, *h);
+        if (n == NULL)
+            return -1;
+        *l = n;
+    }
+    return 0;
+}
+
+/* CURLOPT_WRITEFUNCTION: appends to the body, or stops the transfer (returns
+ * a short count → CURLE_WRITE_ERROR) when it would exceed max_body. */
+static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata)
+{
+    struct llmq_http_xfer *x = userdata;
+    size_t len = size * nmemb;
+    if (len > x->max_body - x->body_len) {
+        x->too_big = 1;
+        return 0;
+    }
+    size_t need = x->body_len + len + 1;
+    if (need > x->body_cap) {
+        size_t cap = x->body_cap ? x->body_cap : MIN_BODY_CAP;
+        curl_off_t hint = -1;
+        if (x->body_cap == 0 &&
+            curl_easy_getinfo(x->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &hint) == CURLE_OK &&
+            hint > 0 && (uint64_t)hint <= x->max_body)
+            cap = (size_t)hint + 1; /* one allocation when Content-Length is known */
+        while (cap < need)
+            cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+        if (cap > x->max_body + 1)
+            cap = x->max_body + 1;
+        char *nb = realloc(x->body, cap);
+        if (nb == NULL)
+            return 0;
+        x->body = nb;
+        x->body_cap = cap;
+    }
+    memcpy(x->body + x->body_len, data, len);
+    x->body_len += len;
+    x->body[x->body_len] = '\0';
+    return len;
+}
+
+/* CURLOPT_HEADERFUNCTION: one header line (or a status line, which resets). */
+static size_t on_header(char *data, size_t size, size_t nmemb, void *userdata)
+{
+    struct llmq_http_xfer *x = userdata;
+    size_t len = size * nmemb;
+    llmq_ratelimit_headers_feed_line(&x->rl, data, len, wall_now_ms());
+    return len;
+}
+
+#define SETOPT(opt, val)                                                                           \
+    do {                                                                                           \
+        if (curl_easy_setopt(e, (opt), (val)) != CURLE_OK)                                         \
+            goto fail;                                                                             \
+    } while (0)
+
+static int set_options(struct llmq_http_xfer *x, const struct llmq_http_settings *s,
+                       const struct llmq_http_request *req)
+{
+    CURL *e = x->easy;
+    SETOPT(CURLOPT_URL, req->url);
+    SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
+    SETOPT(CURLOPT_NOSIGNAL, 1L);
+    SETOPT(CURLOPT_PRIVATE, x);
+    SETOPT(CURLOPT_ERRORBUFFER, x->errbuf);
+    SETOPT(CURLOPT_POST, 1L);
+    SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+    if (req->body_borrowed || req->body_len == 0)
+        SETOPT(CURLOPT_POSTFIELDS, req->body_len ? req->body : "");
+    else
+        SETOPT(CURLOPT_COPYPOSTFIELDS, req->body);
+    SETOPT(CURLOPT_HTTPHEADER, x->headers);
+    SETOPT(CURLOPT_WRITEFUNCTION, on_body);
+    SETOPT(CURLOPT_WRITEDATA, x);
+    SETOPT(CURLOPT_HEADERFUNCTION, on_header);
+    SETOPT(CURLOPT_HEADERDATA, x);
+    SETOPT(CURLOPT_TIMEOUT_MS, req->timeout_ms > 0 ? req->timeout_ms : s->timeout_ms);
+    SETOPT(CURLOPT_CONNECTTIMEOUT_MS, s->connect_timeout_ms);
+    SETOPT(CURLOPT_HTTP_VERSION, s->version == LLMQ_HTTP_1_1 ? (long)CURL_HTTP_VERSION_1_1
+                                                             : (long)CURL_HTTP_VERSION_2TLS);
+    /* PIPEWAIT (wait for a connection that may multiplex instead of opening
+     * another) only where ALPN answers quickly: over TLS with h2 preferred.
+     * Over cleartext HTTP/1.1 the answer comes with the first response, so a
+     * slow first request would hold every other transfer back. */
+    if (s->version == LLMQ_HTTP_PREFER_H2 && strncasecmp(req->url, "https://", 8) == 0)
+        SETOPT(CURLOPT_PIPEWAIT, 1L);
+    SETOPT(CURLOPT_TCP_KEEPALIVE, 1L);
+    SETOPT(CURLOPT_BUFFERSIZE, s->buffer_bytes);
+    SETOPT(CURLOPT_UPLOAD_BUFFERSIZE, 16384L);
+    SETOPT(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)s->max_body_bytes);
+    SETOPT(CURLOPT_SSL_VERIFYPEER, 1L);
+    SETOPT(CURLOPT_SSL_VERIFYHOST, 2L);
+    if (s->ca_file != NULL)
+        SETOPT(CURLOPT_CAINFO, s->ca_file);
+    SETOPT(CURLOPT_USERAGENT, s->user_agent);
+    return 0;
+fail:
+    return -1;
+}
+
+enum llmq_rc llmq_http_xfer_new(const struct llmq_http_settings *s,
+                                const struct llmq_http_request *req, struct llmq_http_xfer **out,
+                                struct llmq_error *err)
+{
+    *out = NULL;
+    enum llmq_rc rc = check_request(req, err);
+    if (rc != LLMQ_OK)
+        return rc;
+    struct llmq_http_xfer *x = calloc(1, sizeof(*x));
+    if (x == NULL)
+        return llmq_error_set(err, LLMQ_ENOMEM, "http: out of memory for a transfer");
+    x->max_body = s->max_body_bytes;
+    x->easy = curl_easy_init();
+    if (x->easy == NULL || build_headers(x, req) != 0) {
+        llmq_http_xfer_free(x);
+        return llmq_error_set(err, LLMQ_ENOMEM, "http: out of memory setting up a transfer");
+    }
+    if (set_options(x, s, req) != 0) {
+        llmq_http_xfer_free(x);
+        return llmq_error_set(err, LLMQ_EHTTP, "http: curl rejected an option (URL or body)");
+    }
+    x->start_ms = llmq_http_now_ms();
+    *out = x;
+    return LLMQ_OK;
+}
+
+static enum llmq_http_outcome outcome_of(CURLcode rc)
+{
+    switch (rc) {
+    case CURLE_OK:
+        return LLMQ_HTTP_OK;
+    case CURLE_OPERATION_TIMEDOUT:
+        return LLMQ_HTTP_TIMEOUT;
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_COULDNT_CONNECT:
+        return LLMQ_HTTP_CONNECT_ERROR;
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+    case CURLE_SSL_CRL_BADFILE:
+        return LLMQ_HTTP_TLS_ERROR;
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+        return LLMQ_HTTP_RESET;
+    case CURLE_FILESIZE_EXCEEDED:
+        return LLMQ_HTTP_TOO_BIG;
+    case CURLE_WEIRD_SERVER_REPLY:
+    case CURLE_BAD_CONTENT_ENCODING:
+    case CURLE_UNSUPPORTED_PROTOCOL:
+        return LLMQ_HTTP_PROTOCOL_ERROR;
+    default:
+        return LLMQ_HTTP_OTHER;
+    }
+}
+
+void llmq_http_xfer_response(struct llmq_http_xfer *x, struct llmq_http_response *resp,
+                             int64_t now_ms)
+{
+    static char empty[1];
+    memset(resp, 0, sizeof(*resp));
+    resp->curl_code = (int)x->result;
+    if (x->cancelled)
+        resp->outcome = LLMQ_HTTP_CANCELLED;
+    else if (x->too_big)
+        resp->outcome = LLMQ_HTTP_TOO_BIG;
+    else
+        resp->outcome = outcome_of(x->result);
+    if (resp->outcome == LLMQ_HTTP_CANCELLED)
+        resp->error = "cancelled: the HTTP client was freed";
+    else if (resp->outcome == LLMQ_HTTP_TOO_BIG)
+        resp->error = "response body over the size limit";
+    else if (x->result == CURLE_OK)
+        resp->error = "";
+    else
+        resp->error = x->errbuf[0] ? x->errbuf : curl_easy_strerror(x->result);
+    long v = 0, sent = 0;
+    if (curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &v) == CURLE_OK)
+        resp->status = v;
+    v = 0;
+    if (curl_easy_getinfo(x->easy, CURLINFO_HTTP_VERSION, &v) == CURLE_OK)
+        resp->http_version = v;
+    if (curl_easy_getinfo(x->easy, CURLINFO_REQUEST_SIZE, &sent) == CURLE_OK)
+        resp->request_sent = sent > 0;
+    resp->body = x->body ? x->body : empty;
+    resp->body_len = x->body ? x->body_len : 0;
+    empty[0] = '\0';
+    resp->headers = x->rl;
+    resp->elapsed_ms = now_ms - x->start_ms;
+}
+
+char *llmq_http_response_take_body(struct llmq_http_response *resp, size_t *len)
+{
+    static char empty[1];
+    if (len != NULL)
+        *len = 0;
+    if (resp == NULL || resp->body_len == 0)
+        return NULL;
+    if (len != NULL)
+        *len = resp->body_len;
+    /* The body buffer is the transfer's own malloc'd buffer: hand it over.
+     * http.c notices resp->body changed and does not free it. */
+    char *b = resp->body;
+    resp->body = empty;
+    resp->body_len = 0;
+    return b;
+}
+
+void llmq_http_xfer_free(struct llmq_http_xfer *x)
+{
+    if (x == NULL)
+        return;
+    if (x->easy != NULL)
+        curl_easy_cleanup(x->easy);
+    wipe_headers(x->headers);
+    free(x->body);
+    free(x);
+}
