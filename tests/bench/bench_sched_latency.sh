@@ -43,7 +43,7 @@ jobs() { # n prio tag file
     awk -v n="$1" -v p="$2" -v t="$3" 'BEGIN { for (i = 0; i < n; i++)
         printf "{\"custom_id\":\"%s-%d\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\",\"body\":{\"model\":\"gpt-4o-mini\",\"max_tokens\":16,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]},\"llmq\":{\"priority\":\"%s\"}}\n", t, i, p }' >"$4"
 }
-done_count() { redis-cli -p "$rport" HGET "llmq:{$1}:stats" done | tr -d '\r'; }
+done_count() { local d; d=$(redis-cli -p "$rport" HGET "llmq:{$1}:stats" done | tr -d '\r'); echo "${d:-0}"; }
 
 # run ACCOUNT BACKLOG: prints "p50 p90" of the high jobs' latency (ms)
 run() {
@@ -86,5 +86,5 @@ awk -v b50="$b50" -v b90="$b90" -v l50="$l50" -v l90="$l90" -v bn="$bn" -v ln="$
     printf "| case | sent | p50 | p90 | p50 ratio | p90 ratio |\n|---|---|---|---|---|---|\n"
     printf "| no backlog (baseline) | %d | %d | %d | 1.00 | 1.00 |\n", bn, b50, b90
     printf "| behind a saturating low backlog | %d | %d | %d | %.2f | %.2f |\n", ln, l50, l90,
-        b50 > 0 ? l50 / b50 : 0, b90 > 0 ? l90 / b90 : 0
+        (b50 > 0 ? l50 / b50 : 0), (b90 > 0 ? l90 / b90 : 0)
     printf "\ndifference at p90: %d ms (target: within 50 ms)\n", l90 - b90 }'
