@@ -8,6 +8,7 @@
 
 #include "llmq/error.h"
 #include "redis/redis.h"
+#include "redis/redis_url.h"
 
 int llmq_cli_common_option(struct llmq_cli *cli, int opt, const char *arg)
 {
@@ -21,6 +22,11 @@ int llmq_cli_common_option(struct llmq_cli *cli, int opt, const char *arg)
     default:
         return 0;
     }
+}
+
+int llmq_limit_value_set(const redisReply *r)
+{
+    return r != NULL && r->type == REDIS_REPLY_STRING && strtoll(r->str, NULL, 10) > 0;
 }
 
 void llmq_cli_error(const struct llmq_cli *cli, const char *fmt, ...)
@@ -43,13 +49,71 @@ int llmq_cli_prefix(const struct llmq_cli *cli, char *prefix, size_t n)
     return 0;
 }
 
-redisContext *llmq_cli_connect(const struct llmq_cli *cli)
+redisContext *llmq_cli_connect(const struct llmq_cli *cli, int *code)
 {
     struct llmq_error err = {0};
-    redisContext *c = llmq_redis_connect(cli->redis_url, 5000, &err);
-    if (c == NULL)
+    struct llmq_redis_url url;
+    if (llmq_redis_url_parse(cli->redis_url, &url, &err) != LLMQ_OK) {
+        llmq_cli_error(cli, "--redis: %s", err.msg);
+        *code = LLMQ_EXIT_USAGE;
+        return NULL;
+    }
+    redisContext *c = llmq_redis_connect_parsed(&url, 5000, &err);
+    if (c == NULL) {
         llmq_cli_error(cli, "%s", err.msg);
+        *code = LLMQ_EXIT_FAIL;
+    }
     return c;
+}
+
+static int negative_number(const char *s)
+{
+    return s[0] == '-' && s[1] >= '0' && s[1] <= '9';
+}
+
+int llmq_cli_getopt(struct llmq_cli *cli, int argc, char **argv, const struct option *opts,
+                    int (*take)(int opt, const char *arg, void *ud), void *ud,
+                    void (*help)(FILE *out), char **pos, int max, int *n_pos)
+{
+    *n_pos = 0;
+    optind = 1;
+    /* "-": non-options come back in order as opt 1, never permuted */
+    while (optind < argc) {
+        const char *word = argv[optind];
+        int opt = 1;
+        if (negative_number(word))
+            optind++;
+        else if ((opt = getopt_long(argc, argv, "-h", opts, NULL)) == -1)
+            break;
+        else if (opt == 1)
+            word = optarg;
+        if (opt == 1) {
+            if (*n_pos == max) {
+                llmq_cli_error(cli, "unexpected argument '%s' (see %s --help)", word, cli->prog);
+                return LLMQ_EXIT_USAGE;
+            }
+            pos[(*n_pos)++] = (char *)word;
+        } else if (opt == 'h') {
+            help(stdout);
+            return LLMQ_EXIT_OK;
+        } else if (opt == '?') {
+            fprintf(stderr, "(see %s --help)\n", cli->prog);
+            return LLMQ_EXIT_USAGE;
+        } else if (!llmq_cli_common_option(cli, opt, optarg)) {
+            int code = take(opt, optarg, ud);
+            if (code != 0)
+                return code;
+        }
+    }
+    while (optind < argc) { /* after "--": all positional */
+        if (*n_pos == max) {
+            llmq_cli_error(cli, "unexpected argument '%s' (see %s --help)", argv[optind],
+                           cli->prog);
+            return LLMQ_EXIT_USAGE;
+        }
+        pos[(*n_pos)++] = argv[optind++];
+    }
+    return -1;
 }
 
 int llmq_cli_parse_int64(const struct llmq_cli *cli, const char *name, const char *arg,
@@ -59,8 +123,7 @@ int llmq_cli_parse_int64(const struct llmq_cli *cli, const char *name, const cha
     errno = 0;
     long long v = strtoll(arg, &end, 10);
     if (errno != 0 || end == arg || *end != '\0' || v < min || v > max) {
-        llmq_cli_error(cli, "--%s: expected an integer in %lld..%lld, got '%s'", name, min, max,
-                       arg);
+        llmq_cli_error(cli, "%s: expected an integer in %lld..%lld, got '%s'", name, min, max, arg);
         return -1;
     }
     *out = v;

@@ -9,6 +9,7 @@
 
 #include <getopt.h>
 #include <hiredis/hiredis.h>
+#include <stdio.h>
 
 #define LLMQ_EXIT_OK 0
 #define LLMQ_EXIT_FAIL 1
@@ -28,7 +29,9 @@ struct llmq_cli {
 #define LLMQ_CLI_COMMON_OPTIONS                                                                    \
     {"redis", required_argument, NULL, LLMQ_CLI_OPT_REDIS},                                        \
         {"account", required_argument, NULL, LLMQ_CLI_OPT_ACCOUNT},                                \
-        {"help", no_argument, NULL, 'h'}
+    {                                                                                              \
+        "help", no_argument, NULL, 'h'                                                             \
+    }
 
 /* Handles a common option; returns 1 if opt was one, 0 otherwise. */
 int llmq_cli_common_option(struct llmq_cli *cli, int opt, const char *arg);
@@ -37,13 +40,32 @@ int llmq_cli_common_option(struct llmq_cli *cli, int opt, const char *arg);
  * what is wrong with the account name and returns -1 when it is invalid. */
 int llmq_cli_prefix(const struct llmq_cli *cli, char *prefix, size_t n);
 
-/* Connects to the CLI's Redis; prints the error and returns NULL on failure. */
-redisContext *llmq_cli_connect(const struct llmq_cli *cli);
+/* Connects to the CLI's Redis. On failure prints the error, sets *code to the
+ * exit code (LLMQ_EXIT_USAGE for a malformed URL, LLMQ_EXIT_FAIL when Redis
+ * cannot be reached or refuses) and returns NULL. */
+redisContext *llmq_cli_connect(const struct llmq_cli *cli, int *code);
 
-/* Parses a non-negative integer option value into *out, printing
- * "PROG: --NAME: expected ..." and returning -1 when it is not one. */
+/* Parses an integer value in min..max into *out, printing
+ * "PROG: NAME: expected an integer in MIN..MAX, got 'ARG'" and returning -1
+ * when it is not one. name is printed as given ("--rpm", "result_max"). */
 int llmq_cli_parse_int64(const struct llmq_cli *cli, const char *name, const char *arg,
                          long long min, long long max, long long *out);
+
+/* Collects the positional arguments of argv while taking options with
+ * getopt_long (short options "h" only): pos[0..*n_pos) receive them in order
+ * (at most max; more is a usage error). A word that reads as a negative number
+ * ("-5") is a positional argument, so a bad value gets its range message and
+ * not "invalid option". Each option other than -h/--help and the common ones
+ * goes to take(opt, optarg, ud), which returns 0 or an exit code. Returns -1
+ * when parsing is done and the command goes on; else an exit code (--help:
+ * 0 after printing help(stdout); a bad option: 2 after a message). */
+int llmq_cli_getopt(struct llmq_cli *cli, int argc, char **argv, const struct option *opts,
+                    int (*take)(int opt, const char *arg, void *ud), void *ud,
+                    void (*help)(FILE *out), char **pos, int max, int *n_pos);
+
+/* 1 when r (a field of a bucket hash: requests or tokens) sets a limit: a
+ * number above 0 (0 and absent mean no limit on that dimension). */
+int llmq_limit_value_set(const redisReply *r);
 
 /* Prints "PROG: message" to stderr. */
 void llmq_cli_error(const struct llmq_cli *cli, const char *fmt, ...)

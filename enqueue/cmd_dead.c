@@ -27,7 +27,8 @@ static void usage(FILE *out)
           "purge: delete them and their results for good.\n\n"
           "Options: --json (list as JSON lines), --limit N, --all, --redis URL,\n"
           "--account NAME, --help\n"
-          "Exit: 0 ok; 1 Redis failure; 2 usage error or an id that is not dead.\n",
+          "Exit: 0 ok; 1 Redis failure; 2 usage error, or a named id that is not dead\n"
+          "or does not exist (named on stderr; the others are still done).\n",
           out);
 }
 
@@ -122,9 +123,13 @@ static int print_outcome(const redisReply *e, const char *ok, long long *n_ok, i
         (*n_ok)++;
         return 1;
     }
-    fprintf(stderr, "%s: %s\n", e->element[0]->str, outcome);
-    if (strcmp(outcome, "not_dead") == 0)
-        *bad = 1;
+    const char *why = strcmp(outcome, "not_dead") == 0 ? "is not dead (nothing done)"
+                      : strcmp(outcome, "gone") == 0   ? "no such job"
+                      : strcmp(outcome, "no_body") == 0
+                          ? "its body is gone: cannot be retried (dead-letter entry dropped)"
+                          : outcome;
+    fprintf(stderr, "%s: %s\n", e->element[0]->str, why);
+    *bad = 1;
     return 0;
 }
 
@@ -162,8 +167,76 @@ static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix,
             break;
     }
     fprintf(stderr, "%s: %lld job(s) %s\n", cli->prog, n_ok, ok);
-    /* with --all, an entry of a job that lives again is dropped, not an error */
+    /* a named id not acted on is an error (2: the input named something not
+     * dead); with --all, an entry of a job that lives again is just dropped */
     return bad && named ? LLMQ_EXIT_USAGE : LLMQ_EXIT_OK;
+}
+
+struct dead_opts {
+    const struct llmq_cli *cli;
+    int as_json, all;
+    long long limit;
+};
+
+static int take_option(int opt, const char *arg, void *ud)
+{
+    struct dead_opts *o = ud;
+    if (opt == 'l')
+        return llmq_cli_parse_int64(o->cli, "--limit", arg, 1, 1LL << 40, &o->limit) != 0
+                   ? LLMQ_EXIT_USAGE
+                   : 0;
+    *(opt == 'j' ? &o->as_json : &o->all) = 1;
+    return 0;
+}
+
+/* Runs the parsed command: pos[0] the verb, then the ids. */
+static int run(const struct llmq_cli *cli, const struct dead_opts *o, char **pos, int n_pos)
+{
+    const char *verb = n_pos > 0 ? pos[0] : "";
+    int n_ids = n_pos > 0 ? n_pos - 1 : 0;
+    char **ids = pos + 1;
+    int is_list = strcmp(verb, "list") == 0;
+    int is_retry = strcmp(verb, "retry") == 0, is_purge = strcmp(verb, "purge") == 0;
+    if (!is_list && !is_retry && !is_purge) {
+        if (n_pos > 0)
+            llmq_cli_error(cli, "unknown subcommand '%s' (list, retry or purge; see --help)", verb);
+        else
+            llmq_cli_error(cli, "expected list, retry or purge (see --help)");
+        return LLMQ_EXIT_USAGE;
+    }
+    if ((is_list && o->all) || (!is_list && (o->as_json || o->limit > 0))) {
+        llmq_cli_error(cli, "%s belongs to '%s' (see --help)",
+                       is_list      ? "--all"
+                       : o->as_json ? "--json"
+                                    : "--limit",
+                       is_list ? "dead retry|purge" : "dead list");
+        return LLMQ_EXIT_USAGE;
+    }
+    if (is_list && n_ids > 0) {
+        llmq_cli_error(cli, "list takes no job ids (see --help)");
+        return LLMQ_EXIT_USAGE;
+    }
+    if (!is_list && o->all == (n_ids > 0)) {
+        llmq_cli_error(cli, "%s: give --all or job ids, not both (see --help)", verb);
+        return LLMQ_EXIT_USAGE;
+    }
+    for (int i = 0; i < n_ids; i++)
+        if (!llmq_name_valid(ids[i])) {
+            llmq_cli_error(cli, "'%s' is not a job id", ids[i]);
+            return LLMQ_EXIT_USAGE;
+        }
+    char prefix[LLMQ_KEY_PREFIX_MAX];
+    if (llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
+        return LLMQ_EXIT_USAGE;
+    int code = LLMQ_EXIT_OK;
+    redisContext *c = llmq_cli_connect(cli, &code);
+    if (c == NULL)
+        return code;
+    code = is_list ? list(cli, c, prefix, o->as_json, o->limit)
+                   : act(cli, c, prefix, is_retry ? LLMQ_SCRIPT_DEAD_RETRY : LLMQ_SCRIPT_DEAD_PURGE,
+                         is_retry ? "queued" : "purged", ids, n_ids);
+    redisFree(c);
+    return code;
 }
 
 int llmq_cmd_dead(struct llmq_cli *cli, int argc, char **argv)
@@ -173,45 +246,14 @@ int llmq_cmd_dead(struct llmq_cli *cli, int argc, char **argv)
                                          {"all", no_argument, NULL, 'a'},
                                          LLMQ_CLI_COMMON_OPTIONS,
                                          {NULL, 0, NULL, 0}};
-    int opt, as_json = 0, all = 0;
-    long long limit = 0;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (opt == 'h') {
-            usage(stdout);
-            return LLMQ_EXIT_OK;
-        }
-        if (opt == 'j' || opt == 'a')
-            *(opt == 'j' ? &as_json : &all) = 1;
-        else if (opt == 'l') {
-            if (llmq_cli_parse_int64(cli, "limit", optarg, 1, 1LL << 40, &limit) != 0)
-                return LLMQ_EXIT_USAGE;
-        } else if (!llmq_cli_common_option(cli, opt, optarg))
-            return LLMQ_EXIT_USAGE;
-    }
-    const char *verb = optind < argc ? argv[optind] : "";
-    int n_ids = optind < argc ? argc - optind - 1 : 0;
-    int is_list = strcmp(verb, "list") == 0;
-    int is_retry = strcmp(verb, "retry") == 0, is_purge = strcmp(verb, "purge") == 0;
-    if (!(is_list && n_ids == 0) && !((is_retry || is_purge) && (all != (n_ids > 0)))) {
-        usage(stderr);
-        return LLMQ_EXIT_USAGE;
-    }
-    for (int i = 0; i < n_ids; i++)
-        if (!llmq_name_valid(argv[optind + 1 + i])) {
-            llmq_cli_error(cli, "'%s' is not a job id", argv[optind + 1 + i]);
-            return LLMQ_EXIT_USAGE;
-        }
-    char prefix[LLMQ_KEY_PREFIX_MAX];
-    if (llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
-        return LLMQ_EXIT_USAGE;
-    redisContext *c = llmq_cli_connect(cli);
-    if (c == NULL)
+    struct dead_opts o = {.cli = cli};
+    char **pos = calloc((size_t)argc + 1, sizeof(*pos));
+    int n_pos = 0;
+    if (pos == NULL)
         return LLMQ_EXIT_FAIL;
-    int code = is_list
-                   ? list(cli, c, prefix, as_json, limit)
-                   : act(cli, c, prefix, is_retry ? LLMQ_SCRIPT_DEAD_RETRY : LLMQ_SCRIPT_DEAD_PURGE,
-                         is_retry ? "queued" : "purged", argv + optind + 1, n_ids);
-    redisFree(c);
+    int code = llmq_cli_getopt(cli, argc, argv, opts, take_option, &o, usage, pos, argc, &n_pos);
+    if (code < 0)
+        code = run(cli, &o, pos, n_pos);
+    free(pos);
     return code;
 }

@@ -10,9 +10,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "jobs/batch.h"
+#include "base/clock.h"
 #include "cli.h"
+#include "jobs/batch.h"
+#include "jobs/job_idset.h"
 #include "jobs/job_store.h"
+#include "llmq/priority.h"
 #include "redis/keys.h"
 #include "progress.h"
 #include "redis/redis.h"
@@ -37,9 +40,9 @@ static void usage(FILE *out)
           "Reads OpenAI Batch input lines ({\"custom_id\", \"method\": \"POST\", \"url\", "
           "\"body\"},\nplus optional \"llmq\": {\"priority\", \"tenant\", \"user\", "
           "\"deadline_ms\", \"ttl_ms\",\n\"max_attempts\"}), checks every line, then enqueues "
-          "them. custom_id is the job id\n(the idempotency key): an id already queued, running "
-          "or done is reported, not\nenqueued again. Job ids go to stdout (with --wait: the "
-          "results do).\n\n"
+          "them. custom_id is required and\nis the job id (the idempotency key): an id already "
+          "queued, running or done is\nreported, not enqueued again. Job ids go to stdout (with "
+          "--wait: the results do).\n\n"
           "  --priority P        high|normal|low for lines that set none (default normal)\n"
           "  --tenant T          tenant for lines that set none\n"
           "  --user U            user for lines that set none\n"
@@ -47,6 +50,8 @@ static void usage(FILE *out)
           "  --ttl-ms MS         deadline relative to enqueue for lines that set none\n"
           "  --max-body-bytes N  body size limit (default: settings max_body_bytes, 1 MiB)\n"
           "  --skip-invalid      enqueue the valid lines, report the invalid ones\n"
+          "  --generate-ids      give lines without custom_id a generated id (a re-run of\n"
+          "                      the file then runs those lines again); default: rejected\n"
           "  --check             only check the file; write nothing (no Redis needed)\n"
           "  --quiet             print counts instead of job ids\n"
           "  --wait              stay and print each result (Batch output lines) as it ends\n"
@@ -60,7 +65,7 @@ static void usage(FILE *out)
 }
 
 enum {
-    OPT_PRIORITY = 1,
+    OPT_PRIORITY = 256, /* above 1, which getopt returns for a positional argument */
     OPT_TENANT,
     OPT_USER,
     OPT_MAX_ATTEMPTS,
@@ -73,6 +78,7 @@ enum {
     OPT_TIMEOUT,
     OPT_OUTPUT,
     OPT_NO_PROGRESS,
+    OPT_GENERATE_IDS,
 };
 
 static const struct option long_opts[] = {
@@ -89,6 +95,7 @@ static const struct option long_opts[] = {
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"output", required_argument, NULL, OPT_OUTPUT},
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+    {"generate-ids", no_argument, NULL, OPT_GENERATE_IDS},
     LLMQ_CLI_COMMON_OPTIONS,
     {NULL, 0, NULL, 0},
 };
@@ -113,18 +120,22 @@ static int take_option(struct llmq_cli *cli, struct enqueue_opts *o, int opt, co
         *(opt == OPT_TENANT ? &o->d.tenant : &o->d.user) = arg;
         return 0;
     case OPT_MAX_ATTEMPTS:
-        if (llmq_cli_parse_int64(cli, "max-attempts", arg, 1, LLMQ_JOB_MAX_ATTEMPTS_LIMIT, &v))
+        if (llmq_cli_parse_int64(cli, "--max-attempts", arg, 1, LLMQ_JOB_MAX_ATTEMPTS_LIMIT, &v))
             return -1;
         o->d.max_attempts = (int)v;
         return 0;
     case OPT_TTL:
-        return llmq_cli_parse_int64(cli, "ttl-ms", arg, 1, 1LL << 50, &o->d.ttl_ms);
+        return llmq_cli_parse_int64(cli, "--ttl-ms", arg, 1, 1LL << 50, &o->d.ttl_ms);
     case OPT_MAX_BODY:
-        return llmq_cli_parse_int64(cli, "max-body-bytes", arg, 1, 1LL << 34, &o->max_body_bytes);
+        return llmq_cli_parse_int64(cli, "--max-body-bytes", arg, 1, LLMQ_JOB_MAX_BODY_BYTES_LIMIT,
+                                    &o->max_body_bytes);
     case OPT_TIMEOUT:
-        return llmq_cli_parse_int64(cli, "timeout", arg, 0, 1LL << 31, &o->timeout_s);
+        return llmq_cli_parse_int64(cli, "--timeout", arg, 0, 1LL << 31, &o->timeout_s);
     case OPT_OUTPUT:
         o->output = arg;
+        return 0;
+    case OPT_GENERATE_IDS:
+        o->d.generate_ids = 1;
         return 0;
     default:
         *(opt == OPT_SKIP    ? &o->skip_invalid
@@ -136,33 +147,48 @@ static int take_option(struct llmq_cli *cli, struct enqueue_opts *o, int opt, co
     }
 }
 
+struct option_target {
+    struct llmq_cli *cli;
+    struct enqueue_opts *o;
+};
+
+static int take_one(int opt, const char *arg, void *ud)
+{
+    struct option_target *t = ud;
+    return take_option(t->cli, t->o, opt, arg) == 0 ? 0 : LLMQ_EXIT_USAGE;
+}
+
 /* Parses argv; returns -1 to exit with *code. */
 static int parse_args(struct llmq_cli *cli, int argc, char **argv, struct enqueue_opts *o,
                       int *code)
 {
-    int opt;
+    struct option_target t = {cli, o};
+    char *pos[1];
+    int n_pos = 0;
     llmq_job_defaults_init(&o->d);
     o->timeout_s = -1;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
-        if (opt == 'h') {
-            usage(stdout);
-            *code = LLMQ_EXIT_OK;
-            return -1;
-        }
-        if (llmq_cli_common_option(cli, opt, optarg))
-            continue;
-        if (opt == '?' || take_option(cli, o, opt, optarg) != 0) {
-            *code = LLMQ_EXIT_USAGE;
-            return -1;
-        }
-    }
-    if (optind != argc - 1) {
+    *code = llmq_cli_getopt(cli, argc, argv, long_opts, take_one, &t, usage, pos, 1, &n_pos);
+    if (*code >= 0)
+        return -1;
+    if (n_pos != 1) {
         llmq_cli_error(cli, "expected one FILE (or - for stdin); see --help");
         *code = LLMQ_EXIT_USAGE;
         return -1;
     }
-    o->file = argv[optind];
+    o->file = pos[0];
+    /* an option that would be ignored is an error, not a silent no-op */
+    const char *needs_wait = o->timeout_s >= 0 ? "--timeout"
+                             : o->output       ? "--output"
+                             : o->no_progress  ? "--no-progress"
+                                               : NULL;
+    if (o->check_only && o->wait)
+        llmq_cli_error(cli, "--check enqueues nothing: there is nothing to --wait for");
+    else if (needs_wait != NULL && !o->wait)
+        llmq_cli_error(cli, "%s only applies with --wait (see --help)", needs_wait);
+    if ((o->check_only && o->wait) || (needs_wait != NULL && !o->wait)) {
+        *code = LLMQ_EXIT_USAGE;
+        return -1;
+    }
     return 0;
 }
 
@@ -230,6 +256,45 @@ static void report_outcomes(const struct llmq_cli *cli, const struct enqueue_opt
             b->n_errors);
 }
 
+/* Warns once per model of the batch whose account+model bucket sets no
+ * limit: its jobs would run unlimited, which is rarely what was meant (a
+ * limit set for "gpt-4o" does not cover "gpt-4o-mini"). */
+static void warn_unlimited_models(const struct llmq_cli *cli, redisContext *c, const char *prefix,
+                                  const struct llmq_batch *b)
+{
+    struct llmq_job_idset *seen = llmq_job_idset_new(16);
+    const char **models = calloc(b->n_jobs + 1, sizeof(*models));
+    size_t n = 0;
+    for (size_t i = 0; seen != NULL && models != NULL && i < b->n_jobs; i++)
+        if (llmq_job_idset_add(seen, b->jobs[i].model, 0, NULL) == 1)
+            models[n++] = b->jobs[i].model;
+    for (size_t i = 0; i < n; i++)
+        redisAppendCommand(c, "HMGET %slimit:%s requests tokens", prefix, models[i]);
+    for (size_t i = 0; i < n; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply(c, (void **)&r) != REDIS_OK)
+            break; /* the push that follows reports the connection */
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+            !llmq_limit_value_set(r->element[0]) && !llmq_limit_value_set(r->element[1]))
+            llmq_cli_error(cli,
+                           "warning: model %s has no limit in account %s: its jobs run "
+                           "unlimited (llmq limits set %s --rpm N --tpm N)",
+                           models[i], cli->account, models[i]);
+        freeReplyObject(r);
+    }
+    free(models);
+    llmq_job_idset_free(seen);
+}
+
+static long long stat_429(redisContext *c, const char *prefix)
+{
+    redisReply *r = redisCommand(c, "HGET %sstats http_429", prefix);
+    long long v = r && r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
+    if (r != NULL)
+        freeReplyObject(r);
+    return v;
+}
+
 /* State of --wait: where results go, what was seen, the progress display. */
 struct waiting {
     const struct llmq_cli *cli;
@@ -241,15 +306,81 @@ struct waiting {
     long long base_429; /* P stats http_429 when the wait began */
     struct llmq_progress progress;
     int show_progress;
+    size_t total;
+    long long in_flight; /* delivered and not settled, account-wide */
+    int no_worker;       /* -1 not checked yet */
+    long long checked_ms;
 };
 
-static long long stat_429(redisContext *c, const char *prefix)
+/* Reads how many of the account's jobs are in flight and whether any live
+ * worker (heartbeat in P workers within LLMQ_WORKER_LIVE_MS) consumes it.
+ * Says so on stderr when no worker does while left jobs wait, and again when
+ * one shows up. */
+static void check_consumers(struct waiting *w, size_t left)
 {
-    redisReply *r = redisCommand(c, "HGET %sstats http_429", prefix);
-    long long v = r && r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
-    if (r != NULL)
-        freeReplyObject(r);
-    return v;
+    redisContext *c = w->c;
+    for (int i = 0; i < LLMQ_PRIORITY_COUNT; i++)
+        redisAppendCommand(c, "XPENDING %sq:%s %s", w->prefix,
+                           llmq_priority_name(llmq_priority_by_rank(i)), LLMQ_GROUP);
+    redisAppendCommand(c, "HGETALL %sworkers", w->prefix);
+    redisAppendCommand(c, "TIME");
+    enum { HB = LLMQ_PRIORITY_COUNT, NOW, REPLIES }; /* after the XPENDINGs */
+    redisReply *r[REPLIES] = {0};
+    int ok = 1;
+    for (int i = 0; i < REPLIES; i++)
+        if (redisGetReply(c, (void **)&r[i]) != REDIS_OK) {
+            ok = 0;
+            r[i] = NULL;
+            break;
+        }
+    long long pending = 0, now = 0;
+    int live = 0;
+    for (int i = 0; ok && i < LLMQ_PRIORITY_COUNT; i++)
+        if (r[i]->type == REDIS_REPLY_ARRAY && r[i]->elements > 0 &&
+            r[i]->element[0]->type == REDIS_REPLY_INTEGER)
+            pending += r[i]->element[0]->integer;
+    if (ok && r[NOW]->type == REDIS_REPLY_ARRAY && r[NOW]->elements == 2)
+        now = strtoll(r[NOW]->element[0]->str, NULL, 10) * 1000 +
+              strtoll(r[NOW]->element[1]->str, NULL, 10) / 1000;
+    for (size_t i = 0; ok && r[HB]->type == REDIS_REPLY_ARRAY && i + 1 < r[HB]->elements; i += 2)
+        live |= now - strtoll(r[HB]->element[i + 1]->str, NULL, 10) <= LLMQ_WORKER_LIVE_MS;
+    for (int i = 0; i < REPLIES; i++)
+        if (r[i] != NULL)
+            freeReplyObject(r[i]);
+    if (!ok)
+        return; /* the wait reports the connection */
+    w->in_flight = pending;
+    if (w->no_worker != !live && left > 0) {
+        if (w->show_progress && w->progress.tty && w->progress.drawn) {
+            fputs("\r\033[K", stderr);
+            w->progress.drawn = 0;
+        }
+        if (!live)
+            llmq_cli_error(w->cli,
+                           "no worker is consuming account %s: none seen in the last %d s "
+                           "(llmq status lists workers); the jobs stay queued until one runs",
+                           w->cli->account, LLMQ_WORKER_LIVE_MS / 1000);
+        else if (w->no_worker == 1)
+            llmq_cli_error(w->cli, "a worker is consuming account %s now", w->cli->account);
+    }
+    if (left > 0)
+        w->no_worker = !live;
+}
+
+/* The progress counts of the wait: running is the account's jobs in flight,
+ * at most those of this batch not ended; the rest wait. */
+static void counts_of(const struct waiting *w, size_t done, struct llmq_progress_counts *pc)
+{
+    size_t left = w->total - done;
+    size_t running = w->in_flight < 0 ? 0 : (size_t)w->in_flight;
+    if (running > left)
+        running = left;
+    *pc = (struct llmq_progress_counts){.done = done,
+                                        .dead = w->dead,
+                                        .queued = left - running,
+                                        .running = running,
+                                        .n429 = stat_429(w->c, w->prefix) - w->base_429,
+                                        .no_worker = w->no_worker == 1};
 }
 
 static void on_result(const char *id, int dead, const char *line, void *ud)
@@ -271,9 +402,18 @@ static void on_tick(size_t done, size_t total, void *ud)
     struct waiting *w = ud;
     (void)total;
     fflush(w->out);
-    if (w->show_progress)
-        llmq_progress_update(&w->progress, done, w->dead, stat_429(w->c, w->prefix) - w->base_429,
-                             0);
+    long long now = llmq_monotonic_ms();
+    int was_no_worker = w->no_worker;
+    if (now - w->checked_ms >= 1000) {
+        check_consumers(w, w->total - done);
+        w->checked_ms = now;
+    }
+    if (w->show_progress) {
+        struct llmq_progress_counts pc;
+        counts_of(w, done, &pc);
+        /* a change of who consumes is worth a line at once */
+        llmq_progress_update(&w->progress, &pc, w->no_worker != was_no_worker);
+    }
 }
 
 /* Waits for every job of the batch (new and already present) and streams
@@ -285,7 +425,9 @@ static int enqueue_wait(struct llmq_cli *cli, redisContext *c, const char *prefi
                         .c = c,
                         .prefix = prefix,
                         .out = o->out ? o->out : stdout,
-                        .show_progress = !o->no_progress};
+                        .show_progress = !o->no_progress,
+                        .total = b->n_jobs,
+                        .no_worker = -1};
     const char **ids = malloc(sizeof(*ids) * (b->n_jobs + 1));
     struct llmq_error err = {0};
     size_t done = 0;
@@ -297,6 +439,7 @@ static int enqueue_wait(struct llmq_cli *cli, redisContext *c, const char *prefi
         ids[i] = b->jobs[i].id;
     w.base_429 = stat_429(c, prefix);
     llmq_progress_init(&w.progress, stderr, cli->prog, b->n_jobs);
+    w.checked_ms = llmq_monotonic_ms() - 1000; /* the first tick checks */
     struct llmq_job_waiter waiter = {.on_result = on_result,
                                      .on_tick = on_tick,
                                      .ud = &w,
@@ -305,7 +448,9 @@ static int enqueue_wait(struct llmq_cli *cli, redisContext *c, const char *prefi
         llmq_job_store_wait(c, prefix, ids, b->n_jobs, o->timeout_s < 0 ? -1 : o->timeout_s * 1000,
                             &waiter, &done, &err);
     if (w.show_progress) {
-        llmq_progress_update(&w.progress, done, w.dead, stat_429(c, prefix) - w.base_429, 1);
+        struct llmq_progress_counts pc;
+        counts_of(&w, done, &pc);
+        llmq_progress_update(&w.progress, &pc, 1);
         llmq_progress_finish(&w.progress);
     }
     if (fflush(w.out) != 0 || ferror(w.out))
@@ -339,17 +484,24 @@ int llmq_cmd_enqueue(struct llmq_cli *cli, int argc, char **argv)
     if (llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
         return LLMQ_EXIT_USAGE;
     if (!o.check_only) {
-        c = llmq_cli_connect(cli);
+        c = llmq_cli_connect(cli, &code);
         if (c == NULL)
-            return LLMQ_EXIT_FAIL;
+            return code;
     }
-    if (o.max_body_bytes == 0 && c != NULL)
-        o.max_body_bytes =
-            llmq_job_store_setting(c, prefix, "max_body_bytes", LLMQ_JOB_MAX_BODY_BYTES_DEFAULT);
-    /* a value in P settings is not trusted beyond sense (1 TiB) */
-    o.d.max_body_bytes = o.max_body_bytes > 0 && o.max_body_bytes <= (1LL << 40)
-                             ? (size_t)o.max_body_bytes
-                             : LLMQ_JOB_MAX_BODY_BYTES_DEFAULT;
+    if (o.max_body_bytes == 0) /* no flag: the setting, or without Redis (--check) its default */
+        o.max_body_bytes = c == NULL ? LLMQ_JOB_MAX_BODY_BYTES_DEFAULT
+                                     : llmq_job_store_setting(c, prefix, "max_body_bytes",
+                                                              LLMQ_JOB_MAX_BODY_BYTES_DEFAULT);
+    /* a value in P settings is not trusted beyond sense (set by hand: the
+     * CLI refuses it), and saying so beats a silent fallback */
+    if (o.max_body_bytes <= 0 || o.max_body_bytes > LLMQ_JOB_MAX_BODY_BYTES_LIMIT) {
+        llmq_cli_error(cli,
+                       "warning: settings max_body_bytes %lld is out of range: using %d "
+                       "(llmq settings set max_body_bytes N)",
+                       o.max_body_bytes, LLMQ_JOB_MAX_BODY_BYTES_DEFAULT);
+        o.max_body_bytes = LLMQ_JOB_MAX_BODY_BYTES_DEFAULT;
+    }
+    o.d.max_body_bytes = (size_t)o.max_body_bytes;
     code = load_batch(cli, &o, &b);
     if (code >= 0)
         goto out;
@@ -369,6 +521,7 @@ int llmq_cmd_enqueue(struct llmq_cli *cli, int argc, char **argv)
         code = LLMQ_EXIT_FAIL;
         goto out;
     }
+    warn_unlimited_models(cli, c, prefix, &b);
     report_outcomes(cli, &o, &b, out);
     if (o.wait)
         code = enqueue_wait(cli, c, prefix, &o, &b);

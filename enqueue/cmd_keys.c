@@ -64,7 +64,8 @@ static int create(const struct llmq_cli *cli, redisContext *c, const char *prefi
     clock_gettime(CLOCK_REALTIME, &ts);
     long long now_ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
     redisAppendCommand(c, "MULTI");
-    redisAppendCommand(c, "HSET %sgw:key:%s tenant %s user %s priority %s models %s created_ms %lld",
+    redisAppendCommand(c,
+                       "HSET %sgw:key:%s tenant %s user %s priority %s models %s created_ms %lld",
                        prefix, hash, tenant, user, prio, models, now_ms);
     redisAppendCommand(c, "ZADD %sgw:keys %lld %s", prefix, now_ms, hash);
     redisAppendCommand(c, "EXEC");
@@ -95,11 +96,8 @@ static int create(const struct llmq_cli *cli, redisContext *c, const char *prefi
 /* The value of field name in an HGETALL reply, or "". */
 static const char *field(const redisReply *h, const char *name)
 {
-    for (size_t i = 0; h->type == REDIS_REPLY_ARRAY && i + 1 < h->elements; i += 2)
-        if (h->element[i]->type == REDIS_REPLY_STRING && strcmp(h->element[i]->str, name) == 0 &&
-            h->element[i + 1]->type == REDIS_REPLY_STRING)
-            return h->element[i + 1]->str;
-    return "";
+    const char *v = llmq_redis_field(h, name);
+    return v != NULL ? v : "";
 }
 
 static int list(const struct llmq_cli *cli, redisContext *c, const char *prefix, int json)
@@ -129,8 +127,8 @@ static int list(const struct llmq_cli *cli, redisContext *c, const char *prefix,
             const char *u = field(k, "user");
             const char *m = field(k, "models");
             printf("%-16.*s %-16s %-16s %-8s %s\n", KEY_ID_LEN, h,
-                   field(k, "tenant")[0] ? field(k, "tenant") : "-",
-                   u[0] ? u : "(request)", field(k, "priority"), m[0] ? m : "(all)");
+                   field(k, "tenant")[0] ? field(k, "tenant") : "-", u[0] ? u : "(request)",
+                   field(k, "priority"), m[0] ? m : "(all)");
         }
         if (k != NULL)
             freeReplyObject(k);
@@ -141,13 +139,13 @@ static int list(const struct llmq_cli *cli, redisContext *c, const char *prefix,
 
 /* Finds the one key hash starting with id; returns 0 and fills out, -1 when
  * none or several match (printed), -2 on a Redis failure. */
-static int resolve(const struct llmq_cli *cli, redisContext *c, const char *prefix,
-                   const char *id, char out[LLMQ_GW_KEY_HASH_LEN + 1])
+static int resolve(const struct llmq_cli *cli, redisContext *c, const char *prefix, const char *id,
+                   char out[LLMQ_GW_KEY_HASH_LEN + 1])
 {
     size_t len = strlen(id);
     if (len < KEY_ID_MIN || len > LLMQ_GW_KEY_HASH_LEN || strspn(id, "0123456789abcdef") != len) {
-        llmq_cli_error(cli, "'%s' is not a key id (%d to %d lower-case hex digits)", id,
-                       KEY_ID_MIN, LLMQ_GW_KEY_HASH_LEN);
+        llmq_cli_error(cli, "'%s' is not a key id (%d to %d lower-case hex digits)", id, KEY_ID_MIN,
+                       LLMQ_GW_KEY_HASH_LEN);
         return -1;
     }
     redisReply *r = redisCommand(c, "ZRANGE %sgw:keys 0 -1", prefix);
@@ -251,8 +249,7 @@ int llmq_cmd_keys(struct llmq_cli *cli, int argc, char **argv)
         return LLMQ_EXIT_USAGE;
     }
     if (models[0] && !models_valid(models)) {
-        llmq_cli_error(cli, "--models: expected model names separated by commas, got '%s'",
-                       models);
+        llmq_cli_error(cli, "--models: expected model names separated by commas, got '%s'", models);
         return LLMQ_EXIT_USAGE;
     }
     int is_create = strcmp(verb, "create") == 0, is_list = strcmp(verb, "list") == 0;
@@ -272,10 +269,10 @@ int llmq_cmd_keys(struct llmq_cli *cli, int argc, char **argv)
     char prefix[LLMQ_KEY_PREFIX_MAX];
     if (llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
         return LLMQ_EXIT_USAGE;
-    redisContext *c = llmq_cli_connect(cli);
+    int rc = LLMQ_EXIT_OK;
+    redisContext *c = llmq_cli_connect(cli, &rc);
     if (c == NULL)
-        return LLMQ_EXIT_FAIL;
-    int rc;
+        return rc;
     if (is_create)
         rc = create(cli, c, prefix, tenant, user, llmq_priority_name(p), models);
     else if (is_list)

@@ -1,17 +1,7 @@
 /* llmq limits: show and change the limits of buckets and the account's
- * limiter policy, live (workers read them on every decision).
- *
- *   llmq limits set MODEL [--rpm N] [--tpm N] [--period-ms P] [--tenant T |
- * --user U]
- *                         [--mode window|gcra] [--burst-requests N]
- * [--burst-tokens N]
- *                         [--soft | --hard] [--weight W]
- *   llmq limits unset MODEL [--tenant T | --user U]
- *   llmq limits get [--json]
- *   llmq limits policy [--headroom-low PCT] [--headroom-normal PCT]
- * [--headroom-high PCT]
- *                      [--soft-threshold PCT]
- */
+ * limiter policy, live (workers read them on every decision). Usage in
+ * usage() below; bucket fields in common/keys.h. */
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,71 +14,143 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: llmq limits set MODEL [--rpm N] [--tpm N] [--period-ms P]\n"
-                 "                        [--tenant T | --user U] [--mode window|gcra]\n"
-                 "                        [--burst-requests N] [--burst-tokens N] [--soft "
-                 "| --hard]\n"
-                 "                        [--weight W]\n"
-                 "       llmq limits unset MODEL [--tenant T | --user U]\n"
-                 "       llmq limits get [--json]\n"
-                 "       llmq limits policy [--headroom-low PCT] [--headroom-normal PCT]\n"
-                 "                          [--headroom-high PCT] [--soft-threshold "
-                 "PCT]\n\n"
-                 "--rpm/--tpm are requests and tokens per period (default 60000 ms, "
-                 "OpenAI's\n"
-                 "minute). --tenant/--user '*' sets the default for every tenant/user "
-                 "without a\n"
-                 "limit of its own. --soft lets a tenant/user bucket borrow idle capacity "
-                 "while\n"
-                 "the model bucket is below the soft threshold. --weight W (with --tenant or\n"
-                 "--user, default 1) is the tenant's or user's fair share of the model among\n"
-                 "those with work waiting. Options common to all commands:\n"
-                 "--redis URL, --account NAME.\n");
+    fputs("usage: llmq limits set MODEL [--rpm N] [--tpm N] [--period-ms P]\n"
+          "                        [--tenant T | --user U] [--mode window|gcra]\n"
+          "                        [--burst-requests N] [--burst-tokens N] [--soft | --hard]\n"
+          "                        [--weight W]\n"
+          "       llmq limits unset MODEL [--tenant T | --user U]\n"
+          "       llmq limits get [--json]\n"
+          "       llmq limits policy [--headroom-low PCT] [--headroom-normal PCT]\n"
+          "                          [--headroom-high PCT] [--soft-threshold PCT]\n\n"
+          "--rpm/--tpm are requests and tokens per period (default 60000 ms, OpenAI's\n"
+          "minute); 0 means no limit on that dimension (as in openai-sim), and a bucket\n"
+          "keeps at least one of the two. --tenant/--user '*' sets the default for every\n"
+          "tenant/user without a limit of its own. --soft lets a tenant/user bucket borrow\n"
+          "idle capacity while the model bucket is below the soft threshold. A model with\n"
+          "no limit runs unlimited (enqueue and status warn about it). --weight W (with\n"
+          "--tenant or --user, 0.001..1000000, default 1) is the tenant's or user's fair\n"
+          "share of the model among those with work waiting; unset drops it too.\n\n"
+          "Options: --json (get: numbers as numbers), --redis URL, --account NAME, --help\n"
+          "Exit: 0 ok; 1 Redis failure; 2 usage error, a value out of range, or unset of a\n"
+          "bucket that has no limit.\n",
+          out);
 }
 
-/* HSET/HDEL of one bucket's fields in a MULTI, so a reader never sees half. */
+/* The fields one `set` or `policy` writes. */
 struct limit_change {
-    const char *fields[8];
-    char values[8][24];
+    const char *fields[10];
+    char values[10][24];
     int n;
     const char *mode;
     int soft; /* -1 unchanged */
 };
 
-static int cmd_set(struct llmq_cli *cli, redisContext *c, const char *key,
-                   const struct limit_change *ch)
+/* A "set" that changes nothing is a usage error; --rpm 0 / --tpm 0 mean no
+ * limit on that dimension (as openai-sim's --rpm 0 / --tpm 0), so they remove
+ * the field; a bucket must keep a request or a token limit. */
+static int plan_set(const struct llmq_cli *cli, redisContext *c, const char *key,
+                    const char *bucket, const struct limit_change *ch, int *n_zeroed)
 {
-    const char *argv[2 + 2 * 10];
-    int argc = 0;
-    argv[argc++] = "HSET";
-    argv[argc++] = key;
+    *n_zeroed = 0;
+    int sets_limit[2] = {-1, -1}; /* requests, tokens: -1 untouched, 0 removed, 1 set */
     for (int i = 0; i < ch->n; i++) {
-        argv[argc++] = ch->fields[i];
-        argv[argc++] = ch->values[i];
+        int k = strcmp(ch->fields[i], "requests") == 0 ? 0
+                : strcmp(ch->fields[i], "tokens") == 0 ? 1
+                                                       : -1;
+        if (k >= 0) {
+            sets_limit[k] = strcmp(ch->values[i], "0") != 0;
+            *n_zeroed += sets_limit[k] == 0;
+        }
     }
-    if (ch->mode != NULL) {
-        argv[argc++] = "mode";
-        argv[argc++] = ch->mode;
-    }
-    if (ch->soft >= 0) {
-        argv[argc++] = "soft";
-        argv[argc++] = ch->soft ? "1" : "0";
-    }
-    if (argc == 2) {
+    if (ch->n == 0 && ch->mode == NULL && ch->soft < 0) {
         llmq_cli_error(cli, "nothing to set: give --rpm, --tpm, --period-ms, --mode, "
                             "--burst-*, --soft or --hard");
         return LLMQ_EXIT_USAGE;
     }
+    if (bucket == NULL || sets_limit[0] == 1 || sets_limit[1] == 1)
+        return 0;
+    redisReply *r = redisCommand(c, "HMGET %s requests tokens", key);
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+        struct llmq_error err = {0};
+        llmq_redis_error(c, r, "HMGET", &err);
+        llmq_cli_error(cli, "%s", err.msg);
+        if (r != NULL)
+            freeReplyObject(r);
+        return LLMQ_EXIT_FAIL;
+    }
+    int keeps = (sets_limit[0] < 0 && r->element[0]->type == REDIS_REPLY_STRING) ||
+                (sets_limit[1] < 0 && r->element[1]->type == REDIS_REPLY_STRING);
+    freeReplyObject(r);
+    if (keeps)
+        return 0;
+    llmq_cli_error(cli,
+                   "bucket '%s' would have no limit: give --rpm N or --tpm N above 0 "
+                   "(0 means no limit on that dimension; 'llmq limits unset' removes a bucket)",
+                   bucket);
+    return LLMQ_EXIT_USAGE;
+}
+
+/* Writes ch to the hash at key (a bucket when bucket is set, else the policy)
+ * in one MULTI, so a reader never sees half a change. */
+static int cmd_set(struct llmq_cli *cli, redisContext *c, const char *key, const char *bucket,
+                   const struct limit_change *ch)
+{
+    int n_zeroed = 0;
+    int code = plan_set(cli, c, key, bucket, ch, &n_zeroed);
+    if (code != 0)
+        return code;
+    const char *hset[2 + 2 * 12], *hdel[2 + 2];
+    int n_set = 2, n_del = 2;
+    hset[0] = "HSET", hset[1] = key, hdel[0] = "HDEL", hdel[1] = key;
+    for (int i = 0; i < ch->n; i++) {
+        int zero_limit =
+            strcmp(ch->values[i], "0") == 0 &&
+            (strcmp(ch->fields[i], "requests") == 0 || strcmp(ch->fields[i], "tokens") == 0);
+        if (zero_limit) {
+            hdel[n_del++] = ch->fields[i];
+        } else {
+            hset[n_set++] = ch->fields[i];
+            hset[n_set++] = ch->values[i];
+        }
+    }
+    if (ch->mode != NULL) {
+        hset[n_set++] = "mode";
+        hset[n_set++] = ch->mode;
+    }
+    if (ch->soft >= 0) {
+        hset[n_set++] = "soft";
+        hset[n_set++] = ch->soft ? "1" : "0";
+    }
     /* The bucket hash also holds live counters; a hash that held only
      * counters may carry a TTL, which configuration must not. */
-    redisAppendCommandArgv(c, argc, argv, NULL);
+    int sent = 2;
+    redisAppendCommand(c, "MULTI");
+    if (n_set > 2)
+        redisAppendCommandArgv(c, n_set, hset, NULL), sent++;
+    if (n_del > 2)
+        redisAppendCommandArgv(c, n_del, hdel, NULL), sent++;
     redisAppendCommand(c, "PERSIST %s", key);
-    redisReply *r = NULL, *p = NULL;
-    if (redisGetReply(c, (void **)&r) == REDIS_OK && redisGetReply(c, (void **)&p) == REDIS_OK &&
-        p != NULL)
-        freeReplyObject(p);
-    struct llmq_error err = {0};
-    if (r == NULL || r->type == REDIS_REPLY_ERROR) {
+    redisAppendCommand(c, "EXEC");
+    sent++;
+    redisReply *r = NULL;
+    int ok = 1;
+    for (int i = 0; i < sent; i++) {
+        if (redisGetReply(c, (void **)&r) != REDIS_OK) {
+            ok = 0;
+            r = NULL;
+            break;
+        }
+        if (i < sent - 1 && r != NULL && r->type == REDIS_REPLY_ERROR)
+            ok = 0;
+        if (i < sent - 1 || !ok) {
+            freeReplyObject(r);
+            r = NULL;
+        }
+    }
+    for (size_t i = 0; ok && r != NULL && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++)
+        ok = r->element[i]->type != REDIS_REPLY_ERROR;
+    if (!ok || r == NULL || r->type != REDIS_REPLY_ARRAY) {
+        struct llmq_error err = {0};
         llmq_redis_error(c, r, "HSET", &err);
         llmq_cli_error(cli, "%s", err.msg);
         if (r != NULL)
@@ -99,8 +161,36 @@ static int cmd_set(struct llmq_cli *cli, redisContext *c, const char *key,
     return LLMQ_EXIT_OK;
 }
 
+/* Drops a bucket's limits (its counters stay until they no longer matter);
+ * a bucket without a limit of its own is an error naming it. */
+static int cmd_unset(struct llmq_cli *cli, redisContext *c, const char *key, const char *bucket)
+{
+    redisReply *r = redisCommand(c,
+                                 "HDEL %s requests tokens period_ms mode burst_requests "
+                                 "burst_tokens soft",
+                                 key);
+    if (r == NULL || r->type != REDIS_REPLY_INTEGER) {
+        struct llmq_error err = {0};
+        llmq_redis_error(c, r, "HDEL", &err);
+        llmq_cli_error(cli, "%s", err.msg);
+        if (r != NULL)
+            freeReplyObject(r);
+        return LLMQ_EXIT_FAIL;
+    }
+    long long removed = r->integer;
+    freeReplyObject(r);
+    if (removed == 0) {
+        llmq_cli_error(cli, "no limit is set for bucket '%s' (see llmq limits get)", bucket);
+        return LLMQ_EXIT_USAGE;
+    }
+    r = redisCommand(c, "PEXPIRE %s %d", key, 2 * 86400000);
+    if (r != NULL)
+        freeReplyObject(r);
+    return LLMQ_EXIT_OK;
+}
+
 /* Sets (w) or drops (w NULL) the fair-share weight of tenant/user bucket
- * name in P weights (common/keys.h). */
+ * name in P weights (common/redis/keys.h). */
 static int set_weight(struct llmq_cli *cli, redisContext *c, const char *prefix, const char *name,
                       const char *w)
 {
@@ -131,8 +221,22 @@ static int is_config_field(const char *f)
     return 0;
 }
 
-/* The hash at key as a JSON object of strings; only_config keeps the
- * configuration fields. */
+/* A stored value as JSON: integers as numbers, soft as a boolean, the rest
+ * (mode) as strings. */
+static json_t *value_json(const char *field, const char *v)
+{
+    char *end = NULL;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (strcmp(field, "soft") == 0)
+        return json_boolean(strcmp(v, "1") == 0);
+    if (errno == 0 && end != v && *end == '\0')
+        return json_integer(n);
+    return json_string(v);
+}
+
+/* The hash at key as a JSON object; only_config keeps the configuration
+ * fields. */
 static json_t *read_hash(redisContext *c, const char *key, int only_config)
 {
     redisReply *r = redisCommand(c, "HGETALL %s", key);
@@ -141,7 +245,7 @@ static json_t *read_hash(redisContext *c, const char *key, int only_config)
         for (size_t i = 0; i + 1 < r->elements; i += 2) {
             const char *f = r->element[i]->str;
             if (!only_config || is_config_field(f))
-                json_object_set_new(o, f, json_string(r->element[i + 1]->str));
+                json_object_set_new(o, f, value_json(f, r->element[i + 1]->str));
         }
     }
     if (r != NULL)
@@ -149,10 +253,17 @@ static json_t *read_hash(redisContext *c, const char *key, int only_config)
     return o;
 }
 
-static const char *field(json_t *o, const char *name, const char *dflt)
+/* A field for the text table: as stored, or dflt when absent. */
+static const char *field(json_t *o, const char *name, const char *dflt, char *buf, size_t n)
 {
-    const char *v = json_string_value(json_object_get(o, name));
-    return v != NULL ? v : dflt;
+    json_t *v = json_object_get(o, name);
+    if (json_is_integer(v)) {
+        snprintf(buf, n, "%lld", (long long)json_integer_value(v));
+        return buf;
+    }
+    if (json_is_boolean(v))
+        return json_is_true(v) ? "yes" : "no";
+    return json_is_string(v) ? json_string_value(v) : dflt;
 }
 
 static int cmd_get(struct llmq_cli *cli, redisContext *c, const char *prefix, int as_json)
@@ -165,7 +276,10 @@ static int cmd_get(struct llmq_cli *cli, redisContext *c, const char *prefix, in
     do {
         redisReply *r = redisCommand(c, "SCAN %s MATCH %s COUNT 500", cursor, pattern);
         if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
-            llmq_cli_error(cli, "SCAN failed: %s", c->err ? c->errstr : "bad reply");
+            llmq_cli_error(cli, "SCAN failed: %s",
+                           r && r->type == REDIS_REPLY_ERROR ? r->str
+                           : c->err                          ? c->errstr
+                                                             : "bad reply");
             if (r != NULL)
                 freeReplyObject(r);
             json_decref(all);
@@ -201,18 +315,21 @@ static int cmd_get(struct llmq_cli *cli, redisContext *c, const char *prefix, in
     const char *name;
     json_t *h;
     void *tmp;
+    char b[4][24];
     json_object_foreach_safe(all, tmp, name, h)
     {
-        printf("%-40s %10s %12s %10s %-7s %s\n", name, field(h, "requests", "-"),
-               field(h, "tokens", "-"), field(h, "period_ms", "60000"), field(h, "mode", "window"),
-               strcmp(field(h, "soft", "0"), "1") == 0 ? "yes" : "no");
+        printf("%-40s %10s %12s %10s %-7s %s\n", name, field(h, "requests", "-", b[0], 24),
+               field(h, "tokens", "-", b[1], 24), field(h, "period_ms", "60000", b[2], 24),
+               field(h, "mode", "window", b[3], 24), field(h, "soft", "no", b[3], 24));
     }
     printf("policy: headroom high %s%% normal %s%% low %s%%, soft threshold %s%%\n",
-           field(policy, "headroom_high", "100"), field(policy, "headroom_normal", "100"),
-           field(policy, "headroom_low", "80"), field(policy, "soft_threshold", "80"));
+           field(policy, "headroom_high", "100", b[0], 24),
+           field(policy, "headroom_normal", "100", b[1], 24),
+           field(policy, "headroom_low", "80", b[2], 24),
+           field(policy, "soft_threshold", "80", b[3], 24));
     json_object_foreach_safe(weights, tmp, name, h)
     {
-        printf("weight %s %s\n", name, json_string_value(h));
+        printf("weight %s %s\n", name, field(weights, name, "1", b[0], 24));
     }
     json_decref(weights);
     json_decref(all);
@@ -221,7 +338,7 @@ static int cmd_get(struct llmq_cli *cli, redisContext *c, const char *prefix, in
 }
 
 enum {
-    OPT_RPM = 1,
+    OPT_RPM = 256, /* above 1, which getopt returns for a positional argument */
     OPT_TPM,
     OPT_PERIOD,
     OPT_TENANT,
@@ -269,174 +386,185 @@ struct numeric_option {
 };
 
 static const struct numeric_option numeric_options[] = {
-    {OPT_RPM, "rpm", "requests", 0, 1000000000000LL},
-    {OPT_TPM, "tpm", "tokens", 0, 1000000000000LL},
-    {OPT_PERIOD, "period-ms", "period_ms", 1, 86400000LL * 31},
-    {OPT_BURST_REQ, "burst-requests", "burst_requests", 1, 1000000000000LL},
-    {OPT_BURST_TOK, "burst-tokens", "burst_tokens", 1, 1000000000000LL},
-    {OPT_HR_LOW, "headroom-low", "headroom_low", 1, 100},
-    {OPT_HR_NORMAL, "headroom-normal", "headroom_normal", 1, 100},
-    {OPT_HR_HIGH, "headroom-high", "headroom_high", 1, 100},
-    {OPT_SOFT_THRESHOLD, "soft-threshold", "soft_threshold", 0, 100},
+    {OPT_RPM, "--rpm", "requests", 0, 1000000000000LL},
+    {OPT_TPM, "--tpm", "tokens", 0, 1000000000000LL},
+    {OPT_PERIOD, "--period-ms", "period_ms", 1, 86400000LL * 31},
+    {OPT_BURST_REQ, "--burst-requests", "burst_requests", 1, 1000000000000LL},
+    {OPT_BURST_TOK, "--burst-tokens", "burst_tokens", 1, 1000000000000LL},
+    {OPT_HR_LOW, "--headroom-low", "headroom_low", 1, 100},
+    {OPT_HR_NORMAL, "--headroom-normal", "headroom_normal", 1, 100},
+    {OPT_HR_HIGH, "--headroom-high", "headroom_high", 1, 100},
+    {OPT_SOFT_THRESHOLD, "--soft-threshold", "soft_threshold", 0, 100},
 };
 
-int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv)
+struct limits_opts {
+    const struct llmq_cli *cli;
+    struct limit_change ch;
+    const char *tenant, *user;
+    const char *weight; /* --weight: the fair-share weight text, NULL unchanged */
+    int as_json;
+};
+
+static int take_option(int opt, const char *arg, void *ud)
 {
-    struct limit_change ch = {.soft = -1};
-    const char *tenant = NULL, *user = NULL, *weight = NULL;
-    int as_json = 0, opt;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
-        if (llmq_cli_common_option(cli, opt, optarg))
+    struct limits_opts *o = ud;
+    for (size_t i = 0; i < sizeof(numeric_options) / sizeof(numeric_options[0]); i++) {
+        const struct numeric_option *no = &numeric_options[i];
+        long long v;
+        if (no->opt != opt)
             continue;
-        int handled = 0;
-        for (size_t i = 0; i < sizeof(numeric_options) / sizeof(numeric_options[0]); i++) {
-            const struct numeric_option *no = &numeric_options[i];
-            long long v;
-            if (no->opt != opt)
-                continue;
-            if (llmq_cli_parse_int64(cli, no->name, optarg, no->min, no->max, &v) != 0)
-                return LLMQ_EXIT_USAGE;
-            ch.fields[ch.n] = no->field;
-            snprintf(ch.values[ch.n++], sizeof(ch.values[0]), "%lld", v);
-            handled = 1;
-        }
-        if (handled)
-            continue;
-        switch (opt) {
-        case 'h':
-            usage(stdout);
-            return LLMQ_EXIT_OK;
-        case OPT_TENANT:
-            tenant = optarg;
-            break;
-        case OPT_USER:
-            user = optarg;
-            break;
-        case OPT_SOFT:
-            ch.soft = 1;
-            break;
-        case OPT_HARD:
-            ch.soft = 0;
-            break;
-        case OPT_JSON:
-            as_json = 1;
-            break;
-        case OPT_WEIGHT: {
-            char *end = NULL;
-            double v = strtod(optarg, &end);
-            if (end == optarg || *end != '\0' || !(v >= 0.001 && v <= 1000000)) {
-                llmq_cli_error(cli, "--weight: expected a number from 0.001 to 1000000, got '%s'",
-                               optarg);
-                return LLMQ_EXIT_USAGE;
-            }
-            weight = optarg;
-            break;
-        }
-        case OPT_MODE:
-            if (strcmp(optarg, "window") != 0 && strcmp(optarg, "gcra") != 0) {
-                llmq_cli_error(cli, "--mode: expected window or gcra, got '%s'", optarg);
-                return LLMQ_EXIT_USAGE;
-            }
-            ch.mode = optarg;
-            break;
-        default:
-            usage(stderr);
+        if (llmq_cli_parse_int64(o->cli, no->name, arg, no->min, no->max, &v) != 0)
+            return LLMQ_EXIT_USAGE;
+        int k = 0; /* a repeated option: the last one wins */
+        while (k < o->ch.n && strcmp(o->ch.fields[k], no->field) != 0)
+            k++;
+        o->ch.fields[k] = no->field;
+        snprintf(o->ch.values[k], sizeof(o->ch.values[0]), "%lld", v);
+        o->ch.n += k == o->ch.n;
+        return 0;
+    }
+    switch (opt) {
+    case OPT_TENANT:
+    case OPT_USER:
+        *(opt == OPT_TENANT ? &o->tenant : &o->user) = arg;
+        return 0;
+    case OPT_SOFT:
+    case OPT_HARD:
+        o->ch.soft = opt == OPT_SOFT;
+        return 0;
+    case OPT_JSON:
+        o->as_json = 1;
+        return 0;
+    case OPT_WEIGHT: {
+        char *end = NULL;
+        double v = strtod(arg, &end);
+        if (end == arg || *end != '\0' || !(v >= 0.001 && v <= 1000000)) {
+            llmq_cli_error(o->cli, "--weight: expected a number from 0.001 to 1000000, got '%s'",
+                           arg);
             return LLMQ_EXIT_USAGE;
         }
+        o->weight = arg;
+        return 0;
     }
-    if (optind >= argc) {
-        usage(stderr);
+    default: /* OPT_MODE */
+        if (strcmp(arg, "window") != 0 && strcmp(arg, "gcra") != 0) {
+            llmq_cli_error(o->cli, "--mode: expected window or gcra, got '%s'", arg);
+            return LLMQ_EXIT_USAGE;
+        }
+        o->ch.mode = arg;
+        return 0;
+    }
+}
+
+static int is_policy_field(const char *f)
+{
+    return strncmp(f, "headroom", 8) == 0 || strcmp(f, "soft_threshold") == 0;
+}
+
+/* Checks the options against the subcommand. Returns 0 or an exit code. */
+static int check_sub(const struct llmq_cli *cli, const struct limits_opts *o, const char *sub,
+                     int n_pos)
+{
+    int is_set = strcmp(sub, "set") == 0, is_unset = strcmp(sub, "unset") == 0;
+    int is_policy = strcmp(sub, "policy") == 0, is_get = strcmp(sub, "get") == 0;
+    if (!is_set && !is_unset && !is_policy && !is_get) {
+        llmq_cli_error(cli, "unknown subcommand '%s' (set, unset, get, policy)", sub);
         return LLMQ_EXIT_USAGE;
     }
-    const char *sub = argv[optind];
-    const char *model = optind + 1 < argc ? argv[optind + 1] : NULL;
-    if (tenant != NULL && user != NULL) {
+    if ((is_set || is_unset) && n_pos < 2) {
+        llmq_cli_error(cli, "%s: MODEL is required", sub);
+        return LLMQ_EXIT_USAGE;
+    }
+    if (n_pos > ((is_set || is_unset) ? 2 : 1)) {
+        llmq_cli_error(cli, "%s: too many arguments (see --help)", sub);
+        return LLMQ_EXIT_USAGE;
+    }
+    if (o->tenant != NULL && o->user != NULL) {
         llmq_cli_error(cli, "give --tenant or --user, not both");
         return LLMQ_EXIT_USAGE;
     }
+    if (!is_set && !is_unset && (o->tenant || o->user)) {
+        llmq_cli_error(cli, "%s takes no --tenant or --user", sub);
+        return LLMQ_EXIT_USAGE;
+    }
+    if (!is_set && (o->ch.mode || o->ch.soft >= 0)) {
+        llmq_cli_error(cli, "--mode, --soft and --hard belong to 'llmq limits set'");
+        return LLMQ_EXIT_USAGE;
+    }
+    if (o->weight != NULL && (!is_set || (o->tenant == NULL && o->user == NULL))) {
+        llmq_cli_error(cli, "--weight belongs to 'llmq limits set' with --tenant or --user");
+        return LLMQ_EXIT_USAGE;
+    }
+    if (is_set && o->ch.soft == 1 && o->tenant == NULL && o->user == NULL) {
+        llmq_cli_error(cli, "--soft applies to tenant or user buckets; the model bucket "
+                            "mirrors OpenAI's limit and is always hard");
+        return LLMQ_EXIT_USAGE;
+    }
+    for (int i = 0; i < o->ch.n; i++) {
+        if (is_policy != is_policy_field(o->ch.fields[i]) || is_get || is_unset) {
+            llmq_cli_error(cli, "%s takes %s", sub,
+                           is_policy ? "--headroom-* and --soft-threshold only"
+                           : is_set  ? "no --headroom-* or --soft-threshold (see 'limits policy')"
+                                     : "no limit values");
+            return LLMQ_EXIT_USAGE;
+        }
+    }
+    if (o->as_json && !is_get) {
+        llmq_cli_error(cli, "--json belongs to 'llmq limits get'");
+        return LLMQ_EXIT_USAGE;
+    }
+    return 0;
+}
+
+int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv)
+{
+    struct limits_opts o = {.cli = cli, .ch = {.soft = -1}};
+    char *pos[3];
+    int n_pos = 0;
+    int rc = llmq_cli_getopt(cli, argc, argv, long_options, take_option, &o, usage, pos, 3, &n_pos);
+    if (rc >= 0)
+        return rc;
+    if (n_pos == 0) {
+        llmq_cli_error(cli, "expected set, unset, get or policy (see --help)");
+        return LLMQ_EXIT_USAGE;
+    }
+    const char *sub = pos[0];
+    const char *model = n_pos > 1 ? pos[1] : NULL;
+    rc = check_sub(cli, &o, sub, n_pos);
+    if (rc != 0)
+        return rc;
     struct llmq_error err = {0};
     char prefix[LLMQ_KEY_PREFIX_MAX];
     if (llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
         return LLMQ_EXIT_USAGE;
     int is_set = strcmp(sub, "set") == 0, is_unset = strcmp(sub, "unset") == 0;
     char bucket[LLMQ_BUCKET_NAME_MAX];
-    if (is_set || is_unset) {
-        if (model == NULL) {
-            llmq_cli_error(cli, "%s: MODEL is required", sub);
-            return LLMQ_EXIT_USAGE;
-        }
-        if (llmq_bucket_name(bucket, sizeof(bucket), model, tenant, user, &err) != LLMQ_OK) {
-            llmq_cli_error(cli, "%s", err.msg);
-            return LLMQ_EXIT_USAGE;
-        }
-        if (ch.soft == 1 && tenant == NULL && user == NULL) {
-            llmq_cli_error(cli, "--soft applies to tenant or user buckets; the model bucket "
-                                "mirrors OpenAI's limit and is always hard");
-            return LLMQ_EXIT_USAGE;
-        }
-        if (weight != NULL && (tenant == NULL && user == NULL)) {
-            llmq_cli_error(cli, "--weight applies to a tenant or user: give --tenant or --user");
-            return LLMQ_EXIT_USAGE;
-        }
-        if (weight != NULL && is_unset) {
-            llmq_cli_error(cli, "unset drops the weight too: --weight is for set");
-            return LLMQ_EXIT_USAGE;
-        }
-        for (int i = 0; i < ch.n; i++) {
-            if (strncmp(ch.fields[i], "headroom", 8) == 0 ||
-                strcmp(ch.fields[i], "soft_threshold") == 0) {
-                llmq_cli_error(cli, "--%s belongs to 'llmq limits policy'", ch.fields[i]);
-                return LLMQ_EXIT_USAGE;
-            }
-        }
-    } else if (strcmp(sub, "policy") == 0) {
-        if (weight != NULL) {
-            llmq_cli_error(cli, "--weight belongs to 'llmq limits set'");
-            return LLMQ_EXIT_USAGE;
-        }
-        for (int i = 0; i < ch.n; i++) {
-            if (!(strncmp(ch.fields[i], "headroom", 8) == 0 ||
-                  strcmp(ch.fields[i], "soft_threshold") == 0)) {
-                llmq_cli_error(cli, "policy takes --headroom-* and --soft-threshold only");
-                return LLMQ_EXIT_USAGE;
-            }
-        }
-    } else if (strcmp(sub, "get") != 0) {
-        llmq_cli_error(cli, "unknown subcommand '%s' (set, unset, get, policy)", sub);
+    if ((is_set || is_unset) &&
+        llmq_bucket_name(bucket, sizeof(bucket), model, o.tenant, o.user, &err) != LLMQ_OK) {
+        llmq_cli_error(cli, "%s", err.msg);
         return LLMQ_EXIT_USAGE;
     }
-    redisContext *c = llmq_cli_connect(cli);
+    rc = LLMQ_EXIT_OK;
+    redisContext *c = llmq_cli_connect(cli, &rc);
     if (c == NULL)
-        return LLMQ_EXIT_FAIL;
+        return rc;
     char key[LLMQ_KEY_PREFIX_MAX + LLMQ_BUCKET_NAME_MAX + 8];
-    int rc;
     if (is_set) {
         snprintf(key, sizeof(key), "%slimit:%s", prefix, bucket);
-        rc = weight != NULL && ch.n == 0 && ch.mode == NULL && ch.soft < 0
-                 ? LLMQ_EXIT_OK
-                 : cmd_set(cli, c, key, &ch);
-        if (rc == LLMQ_EXIT_OK && weight != NULL)
-            rc = set_weight(cli, c, prefix, bucket, weight);
+        int weight_only = o.weight != NULL && o.ch.n == 0 && o.ch.mode == NULL && o.ch.soft < 0;
+        rc = weight_only ? LLMQ_EXIT_OK : cmd_set(cli, c, key, bucket, &o.ch);
+        if (rc == LLMQ_EXIT_OK && o.weight != NULL)
+            rc = set_weight(cli, c, prefix, bucket, o.weight);
     } else if (is_unset) {
-        set_weight(cli, c, prefix, bucket, NULL);
         snprintf(key, sizeof(key), "%slimit:%s", prefix, bucket);
-        /* Drop the limits; the counters stay until they no longer matter. */
-        redisReply *r = redisCommand(c,
-                                     "HDEL %s requests tokens period_ms mode burst_requests "
-                                     "burst_tokens soft",
-                                     key);
-        rc = r != NULL && r->type == REDIS_REPLY_INTEGER ? LLMQ_EXIT_OK : LLMQ_EXIT_FAIL;
-        if (r != NULL)
-            freeReplyObject(r);
-        r = redisCommand(c, "PEXPIRE %s %d", key, 2 * 86400000);
-        if (r != NULL)
-            freeReplyObject(r);
-    } else if (strcmp(sub, "policy") == 0 && ch.n > 0) {
+        if (o.tenant != NULL || o.user != NULL)
+            set_weight(cli, c, prefix, bucket, NULL);
+        rc = cmd_unset(cli, c, key, bucket);
+    } else if (strcmp(sub, "policy") == 0 && o.ch.n > 0) {
         snprintf(key, sizeof(key), "%spolicy", prefix);
-        rc = cmd_set(cli, c, key, &ch);
+        rc = cmd_set(cli, c, key, NULL, &o.ch);
     } else {
-        rc = cmd_get(cli, c, prefix, as_json);
+        rc = cmd_get(cli, c, prefix, o.as_json);
     }
     redisFree(c);
     return rc;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "jobs/job_idset.h"
 #include "jobs/job_store.h"
 #include "redis/keys.h"
 #include "redis/redis.h"
@@ -22,22 +23,10 @@ static void usage(FILE *out)
           "--all prints every result kept (done jobs oldest first, then dead ones).\n"
           "--wait waits for the named jobs to end (--timeout S: at most S seconds).\n\n"
           "Options: --redis URL, --account NAME, --help\n"
-          "Exit: 0 ok; 1 a job has no result (or the wait timed out), Redis failure;\n"
-          "2 usage error; 3 some job was dead-lettered.\n",
+          "Exit: 0 ok; 1 a job has no result yet (or the wait timed out), Redis failure;\n"
+          "2 usage error, or an id that is no job (named on stderr); 3 some job was\n"
+          "dead-lettered.\n",
           out);
-}
-
-struct printing {
-    FILE *out;
-    size_t dead;
-};
-
-static void print_result(const char *id, int dead, const char *line, void *ud)
-{
-    struct printing *p = ud;
-    (void)id;
-    p->dead += dead != 0;
-    fprintf(p->out, "%s\n", line);
 }
 
 /* Prints res:<id> for each id of a reply listing ids (flat array of ids or
@@ -102,24 +91,168 @@ static int print_all(const struct llmq_cli *cli, redisContext *c, const char *pr
     return LLMQ_EXIT_OK;
 }
 
-/* Prints the named results; with wait, waits for the missing ones. */
+/* Names the ids that are no job at all (never enqueued, or gone with their
+ * result past retention) on stderr. Returns how many, or -1 on a Redis error. */
+static long unknown_ids(const struct llmq_cli *cli, redisContext *c, const char *prefix, char **ids,
+                        size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        redisAppendCommand(c, "EVAL %s 2 %sjob:%s %sres:%s",
+                           "return redis.call('EXISTS', KEYS[1], KEYS[2])", prefix, ids[i], prefix,
+                           ids[i]);
+    long unknown = 0;
+    int failed = 0;
+    for (size_t i = 0; i < n; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply(c, (void **)&r) != REDIS_OK)
+            return -1;
+        if (r->type != REDIS_REPLY_INTEGER)
+            failed = 1;
+        else if (r->integer == 0) {
+            llmq_cli_error(cli,
+                           "%s: no such job (never enqueued in account %s, or its result "
+                           "is past retention)",
+                           ids[i], cli->account);
+            unknown++;
+        }
+        freeReplyObject(r);
+    }
+    return failed ? -1 : unknown;
+}
+
+struct printing {
+    FILE *out;
+    size_t dead;
+    struct llmq_job_idset *index; /* id (borrowed from argv) -> its position */
+    char *printed;                /* per position */
+};
+
+static void print_result(const char *id, int dead, const char *line, void *ud)
+{
+    struct printing *p = ud;
+    long i = 0;
+    p->dead += dead != 0;
+    fprintf(p->out, "%s\n", line);
+    if (llmq_job_idset_get(p->index, id, &i))
+        p->printed[i] = 1;
+}
+
+/* Names the jobs of ids that printed no result, with their state. */
+static void report_unfinished(const struct llmq_cli *cli, redisContext *c, const char *prefix,
+                              char **ids, size_t n, const struct printing *p)
+{
+    for (size_t i = 0; i < n; i++) {
+        long first = (long)i;
+        llmq_job_idset_get(p->index, ids[i], &first);
+        if (p->printed[first] || first != (long)i)
+            continue; /* printed, or a repeat of an earlier id */
+        redisReply *r = redisCommand(c, "HGET %sjob:%s state", prefix, ids[i]);
+        llmq_cli_error(cli, "%s: no result yet (job %s)", ids[i],
+                       r && r->type == REDIS_REPLY_STRING ? r->str : "state unknown");
+        if (r != NULL)
+            freeReplyObject(r);
+    }
+}
+
+/* Prints the named results; with wait, waits for the missing ones. An id
+ * that is no job is a usage error (2) named on stderr, before any wait. */
 static int print_named(const struct llmq_cli *cli, redisContext *c, const char *prefix, char **ids,
                        size_t n, int wait, long long timeout_s, FILE *out)
 {
-    struct printing p = {out, 0};
+    long unknown = unknown_ids(cli, c, prefix, ids, n);
+    if (unknown != 0) {
+        if (unknown < 0)
+            llmq_cli_error(cli, "reading jobs: %s", c->err ? c->errstr : "unexpected reply");
+        return unknown < 0 ? LLMQ_EXIT_FAIL : LLMQ_EXIT_USAGE;
+    }
+    struct printing p = {out, 0, llmq_job_idset_new(n), calloc(n + 1, 1)};
     struct llmq_error err = {0};
     size_t done = 0;
+    for (size_t i = 0; p.index != NULL && i < n; i++)
+        if (llmq_job_idset_add(p.index, ids[i], (long)i, NULL) < 0)
+            break;
+    if (p.index == NULL || p.printed == NULL || llmq_job_idset_count(p.index) == 0) {
+        llmq_cli_error(cli, "out of memory");
+        llmq_job_idset_free(p.index);
+        free(p.printed);
+        return LLMQ_EXIT_FAIL;
+    }
     struct llmq_job_waiter w = {.on_result = print_result, .ud = &p};
     enum llmq_rc rc =
         llmq_job_store_wait(c, prefix, (const char *const *)ids, n,
                             wait ? (timeout_s < 0 ? -1 : timeout_s * 1000) : 0, &w, &done, &err);
-    if (rc == LLMQ_ETIMEOUT && !wait)
-        llmq_cli_error(cli, "%zu of %zu job(s) have no result", n - done, n);
-    else if (rc != LLMQ_OK)
+    if (rc == LLMQ_ETIMEOUT) {
+        report_unfinished(cli, c, prefix, ids, n, &p);
+        if (wait)
+            llmq_cli_error(cli, "%s", err.msg);
+        else
+            llmq_cli_error(cli, "%zu of %zu job(s) have no result", n - done, n);
+    } else if (rc != LLMQ_OK) {
         llmq_cli_error(cli, "%s", err.msg);
+    }
+    llmq_job_idset_free(p.index);
+    free(p.printed);
     if (rc != LLMQ_OK)
         return LLMQ_EXIT_FAIL;
     return p.dead > 0 ? LLMQ_EXIT_DEAD : LLMQ_EXIT_OK;
+}
+
+struct results_opts {
+    const struct llmq_cli *cli;
+    int wait, all;
+    long long timeout_s;
+    const char *output;
+};
+
+/* Runs the parsed command on the ids (none: --all). */
+static int run(const struct llmq_cli *cli, const struct results_opts *o, char **ids, size_t n)
+{
+    if (o->all == (n > 0) || (o->all && o->wait)) {
+        llmq_cli_error(cli, "give job ids or --all (--wait only with ids; see --help)");
+        return LLMQ_EXIT_USAGE;
+    }
+    if (o->timeout_s >= 0 && !o->wait) {
+        llmq_cli_error(cli, "--timeout only applies with --wait (see --help)");
+        return LLMQ_EXIT_USAGE;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!llmq_name_valid(ids[i])) {
+            llmq_cli_error(cli, "'%s' is not a job id", ids[i]);
+            return LLMQ_EXIT_USAGE;
+        }
+    char prefix[LLMQ_KEY_PREFIX_MAX];
+    if (llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
+        return LLMQ_EXIT_USAGE;
+    int code = LLMQ_EXIT_OK;
+    redisContext *c = llmq_cli_connect(cli, &code);
+    if (c == NULL)
+        return code;
+    FILE *out = o->output ? fopen(o->output, "w") : stdout;
+    if (out == NULL) {
+        llmq_cli_error(cli, "%s: cannot open for writing", o->output);
+        redisFree(c);
+        return LLMQ_EXIT_FAIL;
+    }
+    code = o->all ? print_all(cli, c, prefix, out)
+                  : print_named(cli, c, prefix, ids, n, o->wait, o->timeout_s, out);
+    redisFree(c);
+    if ((out != stdout ? fclose(out) : fflush(out)) != 0 && code == LLMQ_EXIT_OK) {
+        llmq_cli_error(cli, "writing results failed");
+        code = LLMQ_EXIT_FAIL;
+    }
+    return code;
+}
+
+static int take_option(int opt, const char *arg, void *ud)
+{
+    struct results_opts *o = ud;
+    if (opt == 'w' || opt == 'a')
+        *(opt == 'w' ? &o->wait : &o->all) = 1;
+    else if (opt == 'o')
+        o->output = arg;
+    else if (llmq_cli_parse_int64(o->cli, "--timeout", arg, 0, 1LL << 31, &o->timeout_s) != 0)
+        return LLMQ_EXIT_USAGE;
+    return 0;
 }
 
 int llmq_cmd_results(struct llmq_cli *cli, int argc, char **argv)
@@ -130,50 +263,14 @@ int llmq_cmd_results(struct llmq_cli *cli, int argc, char **argv)
                                          {"output", required_argument, NULL, 'o'},
                                          LLMQ_CLI_COMMON_OPTIONS,
                                          {NULL, 0, NULL, 0}};
-    int opt, wait = 0, all = 0;
-    long long timeout_s = -1;
-    const char *output = NULL;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (opt == 'h') {
-            usage(stdout);
-            return LLMQ_EXIT_OK;
-        }
-        if (opt == 'w' || opt == 'a')
-            *(opt == 'w' ? &wait : &all) = 1;
-        else if (opt == 'o')
-            output = optarg;
-        else if (opt == 't') {
-            if (llmq_cli_parse_int64(cli, "timeout", optarg, 0, 1LL << 31, &timeout_s) != 0)
-                return LLMQ_EXIT_USAGE;
-        } else if (!llmq_cli_common_option(cli, opt, optarg))
-            return LLMQ_EXIT_USAGE;
-    }
-    size_t n = (size_t)(argc - optind);
-    if (all == (n > 0) || (all && wait)) {
-        usage(stderr);
-        return LLMQ_EXIT_USAGE;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (!llmq_name_valid(argv[optind + i])) {
-            llmq_cli_error(cli, "'%s' is not a job id", argv[optind + i]);
-            return LLMQ_EXIT_USAGE;
-        }
-    char prefix[LLMQ_KEY_PREFIX_MAX];
-    if (llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
-        return LLMQ_EXIT_USAGE;
-    FILE *out = output ? fopen(output, "w") : stdout;
-    if (out == NULL) {
-        llmq_cli_error(cli, "%s: cannot open for writing", output);
+    struct results_opts o = {.cli = cli, .timeout_s = -1};
+    char **ids = calloc((size_t)argc + 1, sizeof(*ids));
+    int n_ids = 0;
+    if (ids == NULL)
         return LLMQ_EXIT_FAIL;
-    }
-    redisContext *c = llmq_cli_connect(cli);
-    int code = c == NULL ? LLMQ_EXIT_FAIL
-               : all     ? print_all(cli, c, prefix, out)
-                         : print_named(cli, c, prefix, argv + optind, n, wait, timeout_s, out);
-    if (c != NULL)
-        redisFree(c);
-    if ((out != stdout ? fclose(out) : fflush(out)) != 0 && code == LLMQ_EXIT_OK)
-        code = LLMQ_EXIT_FAIL;
+    int code = llmq_cli_getopt(cli, argc, argv, opts, take_option, &o, usage, ids, argc, &n_ids);
+    if (code < 0)
+        code = run(cli, &o, ids, (size_t)n_ids);
+    free(ids);
     return code;
 }

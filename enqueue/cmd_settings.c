@@ -11,21 +11,26 @@
 #include "redis/redis.h"
 #include "redis/script.h"
 
+#define LLMQ_SETTING_MAX (1LL << 50)
+
 struct setting {
     const char *name;
     long long def;
-    long long min;
+    long long min, max;
     const char *what;
 };
 
 /* Defaults must match JOBS_DEFAULTS in lua/lib/30_jobs.lua (which applies
  * them) and LLMQ_JOB_MAX_BODY_BYTES_DEFAULT (enqueue's check). */
 static const struct setting settings[] = {
-    {"result_ttl_ms", 7LL * 24 * 3600 * 1000, 1000, "keep done results this long (ms)"},
-    {"result_max", 1000000, 1, "keep at most this many done results"},
-    {"events_max", 100000, 1000, "approximate length of the events stream"},
-    {"events_ttl_ms", 24LL * 3600 * 1000, 1000, "keep events (for waiters) this long (ms)"},
-    {"max_body_bytes", LLMQ_JOB_MAX_BODY_BYTES_DEFAULT, 1, "enqueue: request body size limit"},
+    {"result_ttl_ms", 7LL * 24 * 3600 * 1000, 1000, LLMQ_SETTING_MAX,
+     "keep done results this long (ms)"},
+    {"result_max", 1000000, 1, LLMQ_SETTING_MAX, "keep at most this many done results"},
+    {"events_max", 100000, 1000, LLMQ_SETTING_MAX, "approximate length of the events stream"},
+    {"events_ttl_ms", 24LL * 3600 * 1000, 1000, LLMQ_SETTING_MAX,
+     "keep events (for waiters) this long (ms)"},
+    {"max_body_bytes", LLMQ_JOB_MAX_BODY_BYTES_DEFAULT, 1, LLMQ_JOB_MAX_BODY_BYTES_LIMIT,
+     "enqueue: request body size limit"},
 };
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
 
@@ -80,7 +85,7 @@ static int change(const struct llmq_cli *cli, redisContext *c, const char *prefi
     long long v = 0;
     redisReply *r;
     if (value != NULL) {
-        if (llmq_cli_parse_int64(cli, s->name, value, s->min, 1LL << 50, &v) != 0)
+        if (llmq_cli_parse_int64(cli, s->name, value, s->min, s->max, &v) != 0)
             return LLMQ_EXIT_USAGE;
         r = redisCommand(c, "HSET %ssettings %s %lld", prefix, s->name, v);
     } else {
@@ -97,25 +102,32 @@ static int change(const struct llmq_cli *cli, redisContext *c, const char *prefi
     return ok ? show(cli, c, prefix, s->name) : LLMQ_EXIT_FAIL;
 }
 
+static int no_own_option(int opt, const char *arg, void *ud)
+{
+    (void)opt, (void)arg, (void)ud;
+    return LLMQ_EXIT_USAGE;
+}
+
 int llmq_cmd_settings(struct llmq_cli *cli, int argc, char **argv)
 {
     static const struct option opts[] = {LLMQ_CLI_COMMON_OPTIONS, {NULL, 0, NULL, 0}};
-    int opt;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (opt == 'h') {
-            usage(stdout);
-            return LLMQ_EXIT_OK;
-        }
-        if (!llmq_cli_common_option(cli, opt, optarg))
-            return LLMQ_EXIT_USAGE;
-    }
-    int n = argc - optind;
-    const char *verb = n > 0 ? argv[optind] : "get";
-    const char *field = n > 1 ? argv[optind + 1] : NULL;
+    char *pos[3];
+    int n = 0;
+    int code = llmq_cli_getopt(cli, argc, argv, opts, no_own_option, NULL, usage, pos, 3, &n);
+    if (code >= 0)
+        return code;
+    const char *verb = n > 0 ? pos[0] : "get";
+    const char *field = n > 1 ? pos[1] : NULL;
     int set = strcmp(verb, "set") == 0, unset = strcmp(verb, "unset") == 0;
-    if (!(strcmp(verb, "get") == 0 && n <= 2) && !(set && n == 3) && !(unset && n == 2)) {
-        usage(stderr);
+    if (!set && !unset && strcmp(verb, "get") != 0) {
+        llmq_cli_error(cli, "unknown subcommand '%s' (get, set or unset; see --help)", verb);
+        return LLMQ_EXIT_USAGE;
+    }
+    if ((set && n != 3) || (unset && n != 2) || (!set && n == 3)) {
+        llmq_cli_error(cli, "%s",
+                       set     ? "set takes FIELD VALUE"
+                       : unset ? "unset takes FIELD"
+                               : "get takes at most FIELD");
         return LLMQ_EXIT_USAGE;
     }
     const struct setting *s = field ? find(field) : NULL;
@@ -126,11 +138,17 @@ int llmq_cmd_settings(struct llmq_cli *cli, int argc, char **argv)
     char prefix[LLMQ_KEY_PREFIX_MAX];
     if (llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
         return LLMQ_EXIT_USAGE;
-    redisContext *c = llmq_cli_connect(cli);
+    if (set) {
+        long long v = 0; /* checked before connecting: a bad value is a usage error */
+        if (llmq_cli_parse_int64(cli, s->name, pos[2], s->min, s->max, &v) != 0)
+            return LLMQ_EXIT_USAGE;
+    }
+    code = LLMQ_EXIT_OK;
+    redisContext *c = llmq_cli_connect(cli, &code);
     if (c == NULL)
-        return LLMQ_EXIT_FAIL;
-    int code = set || unset ? change(cli, c, prefix, s, set ? argv[optind + 2] : NULL)
-                            : show(cli, c, prefix, field);
+        return code;
+    code =
+        set || unset ? change(cli, c, prefix, s, set ? pos[2] : NULL) : show(cli, c, prefix, field);
     redisFree(c);
     return code;
 }

@@ -91,7 +91,60 @@ static int add_queues(json_t *o, const redisReply *r)
                             json_integer(int_of(s->element[i + 1])));
     json_object_set_new(o, "consumers", consumers);
     json_object_set_new(o, "settings", settings);
+    json_t *unlimited = json_array();
+    for (size_t i = 0; r->elements > 4 && i < r->element[4]->elements; i++)
+        json_array_append_new(unlimited, json_string(str_of(r->element[4]->element[i])));
+    json_object_set_new(o, "unlimited_models", unlimited);
     return 0;
+}
+
+/* Live workers and silent consumers into o["workers"]: every consumer of the
+ * heartbeat hash P workers and of the queues' group, with when it was last
+ * seen (-1: never, it has no heartbeat), its pending jobs, and live (seen
+ * within LLMQ_WORKER_LIVE_MS). now_ms is Redis TIME. */
+static void add_workers(json_t *o, redisContext *c, const char *prefix)
+{
+    json_t *workers = json_object();
+    redisReply *t = redisCommand(c, "TIME");
+    long long now = shape_ok(t, 2) ? strtoll(str_of(t->element[0]), NULL, 10) * 1000 +
+                                         strtoll(str_of(t->element[1]), NULL, 10) / 1000
+                                   : 0;
+    if (t != NULL)
+        freeReplyObject(t);
+    redisReply *r = redisCommand(c, "HGETALL %sworkers", prefix);
+    for (size_t i = 0; shape_ok(r, 0) && i + 1 < r->elements; i += 2) {
+        long long seen = int_of(r->element[i + 1]);
+        json_object_set_new(workers, str_of(r->element[i]),
+                            json_pack("{s:I, s:I, s:b}", "seen_ms_ago", now - seen, "pending",
+                                      (json_int_t)0, "live", now - seen <= LLMQ_WORKER_LIVE_MS));
+    }
+    if (r != NULL)
+        freeReplyObject(r);
+    size_t i;
+    json_t *cons;
+    json_array_foreach(json_object_get(o, "consumers"), i, cons)
+    {
+        const char *name = json_string_value(json_object_get(cons, "name"));
+        json_t *w = json_object_get(workers, name);
+        if (w == NULL) {
+            w = json_pack("{s:I, s:I, s:b}", "seen_ms_ago", (json_int_t)-1, "pending",
+                          (json_int_t)0, "live", 0);
+            json_object_set_new(workers, name, w);
+        }
+        json_object_set_new(w, "pending",
+                            json_integer(json_integer_value(json_object_get(w, "pending")) +
+                                         json_integer_value(json_object_get(cons, "pending"))));
+    }
+    json_t *list = json_array();
+    const char *name;
+    json_t *w;
+    json_object_foreach(workers, name, w)
+    {
+        json_object_set_new(w, "name", json_string(name));
+        json_array_append(list, w);
+    }
+    json_decref(workers);
+    json_object_set_new(o, "workers", list);
 }
 
 /* The id of lua/usage.lua (the limiter's), or -1 when it is not built in. */
@@ -126,6 +179,56 @@ static size_t scan_buckets(redisContext *c, const char *prefix, char **names, si
     return n;
 }
 
+/* Sets "soft" on each bucket (its limit hash says soft 1). */
+static void add_soft_marks(json_t *buckets, redisContext *c, const char *prefix)
+{
+    size_t i;
+    json_t *b;
+    json_array_foreach(buckets, i, b) redisAppendCommand(
+        c, "HGET %slimit:%s soft", prefix, json_string_value(json_object_get(b, "name")));
+    json_array_foreach(buckets, i, b)
+    {
+        redisReply *r = NULL;
+        int soft = 0;
+        if (redisGetReply(c, (void **)&r) == REDIS_OK && r != NULL) {
+            soft = r->type == REDIS_REPLY_STRING && strcmp(r->str, "1") == 0;
+            freeReplyObject(r);
+        }
+        json_object_set_new(b, "soft", json_boolean(soft));
+    }
+}
+
+/* Order along the paths: a model's bucket, then its tenants', then its
+ * users' ("<model>", "<model>/t/<tenant>", "<model>/u/<user>"), by name
+ * within each. */
+static int bucket_cmp(const void *pa, const void *pb)
+{
+    const char *a = json_string_value(json_object_get(*(json_t *const *)pa, "name"));
+    const char *b = json_string_value(json_object_get(*(json_t *const *)pb, "name"));
+    size_t ma = strcspn(a, "/"), mb = strcspn(b, "/");
+    int c = strncmp(a, b, ma < mb ? ma : mb);
+    if (c != 0 || ma != mb)
+        return c != 0 ? c : (ma < mb ? -1 : 1);
+    int ka = a[ma] == '\0' ? 0 : a[ma + 1] == 't' ? 1 : 2;
+    int kb = b[mb] == '\0' ? 0 : b[mb + 1] == 't' ? 1 : 2;
+    return ka != kb ? ka - kb : strcmp(a, b);
+}
+
+static void sort_buckets(json_t *buckets)
+{
+    size_t n = json_array_size(buckets);
+    json_t **v = calloc(n + 1, sizeof(*v));
+    if (v == NULL)
+        return;
+    for (size_t i = 0; i < n; i++)
+        v[i] = json_incref(json_array_get(buckets, i));
+    qsort(v, n, sizeof(*v), bucket_cmp);
+    json_array_clear(buckets);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(buckets, v[i]);
+    free(v);
+}
+
 /* Bucket use vs limits, from the limiter's usage script, into o["buckets"]. */
 static void add_buckets(json_t *o, redisContext *c, const char *prefix)
 {
@@ -155,13 +258,14 @@ static void add_buckets(json_t *o, redisContext *c, const char *prefix)
         if (r != NULL)
             freeReplyObject(r);
     }
+    add_soft_marks(buckets, c, prefix);
+    sort_buckets(buckets);
     for (size_t i = 0; i < n; i++)
         free(names[i]);
     free(names);
     free(argv);
 }
 
-/* Gathers the status of one account; NULL (error printed) on failure. */
 /* 429s that were insufficient_quota (not rate limits: those jobs are dead),
  * and how far the workers' prompt-token estimates were from the real usage,
  * per model (calibration.h). */
@@ -178,16 +282,16 @@ static void add_quota_and_calibration(json_t *o, redisContext *c, const char *ac
     json_t *cal = json_array();
     if (llmq_calib_read(c, account, &st, &n, NULL) == LLMQ_OK) {
         for (size_t i = 0; i < n; i++)
-            json_array_append_new(
-                cal, json_pack("{s:s, s:I, s:f, s:f, s:f}", "model", st[i].model, "samples",
-                               (json_int_t)st[i].samples, "bias_pct", st[i].bias_pct,
-                               "mean_abs_pct", st[i].mean_abs_pct, "stddev_rel_pct",
-                               st[i].stddev_rel_pct));
+            json_array_append_new(cal, json_pack("{s:s, s:I, s:f, s:f, s:f}", "model", st[i].model,
+                                                 "samples", (json_int_t)st[i].samples, "bias_pct",
+                                                 st[i].bias_pct, "mean_abs_pct", st[i].mean_abs_pct,
+                                                 "stddev_rel_pct", st[i].stddev_rel_pct));
         free(st);
     }
     json_object_set_new(o, "calibration", cal);
 }
 
+/* Gathers the status of one account; NULL (error printed) on failure. */
 static json_t *gather(const struct llmq_cli *cli, redisContext *c, const char *account)
 {
     char prefix[LLMQ_KEY_PREFIX_MAX];
@@ -212,80 +316,181 @@ static json_t *gather(const struct llmq_cli *cli, redisContext *c, const char *a
     if (o != NULL) {
         add_buckets(o, c, prefix);
         add_quota_and_calibration(o, c, account, prefix);
+        add_workers(o, c, prefix);
     }
     return o;
 }
 
+/* Text output fits LINE_MAX_COLS columns however busy the queue: names are
+ * cut (with "..."), counts shortened (12.3k, 4.5M). */
+#define LINE_MAX_COLS 100
+
+/* n shortened to at most 6 characters: 999999, 1.2M, 12.3G. */
+static void fmt_count(char *buf, size_t n, long long v)
+{
+    static const char *const units[] = {"", "k", "M", "G", "T", "P"};
+    double x = (double)v;
+    int u = 0;
+    if (v < 1000000) {
+        snprintf(buf, n, "%lld", v);
+        return;
+    }
+    while (x >= 999.95 && u < 5) {
+        x /= 1000.0;
+        u++;
+    }
+    snprintf(buf, n, x < 9.995 ? "%.2f%s" : x < 99.95 ? "%.1f%s" : "%.0f%s", x, units[u]);
+}
+
+/* "used/limit pct%" of one dimension, or "-" without a limit. */
 static void fmt_limit(char *buf, size_t n, long long used, long long limit)
 {
-    if (limit < 0)
-        snprintf(buf, n, "%lld/-", used);
+    char u[24], l[24];
+    fmt_count(u, sizeof(u), used);
+    fmt_count(l, sizeof(l), limit);
+    if (limit <= 0)
+        snprintf(buf, n, "%s/-", u);
     else
-        snprintf(buf, n, "%lld/%lld (%lld%%)", used, limit, limit ? used * 100 / limit : 0);
+        snprintf(buf, n, used / limit >= 10 ? "%s/%s >999%%" : "%s/%s %lld%%", u, l,
+                 used * 100 / limit);
+}
+
+/* name cut to width columns (ASCII names: bytes are columns). */
+static void fit(char *buf, size_t n, const char *name, int width)
+{
+    if ((int)strlen(name) <= width)
+        snprintf(buf, n, "%s", name);
+    else
+        snprintf(buf, n, "%.*s...", width - 3, name);
+}
+
+static long long jint(const json_t *o, const char *k)
+{
+    return (long long)json_integer_value(json_object_get(o, k));
+}
+
+static void print_queues(const json_t *o)
+{
+    json_t *t = json_object_get(o, "totals");
+    char acct[96];
+    fit(acct, sizeof(acct), json_string_value(json_object_get(o, "account")), 90);
+    printf("account %s\n  %-8s %12s %12s %12s %12s\n", acct, "priority", "queued", "in_flight",
+           "delayed", "dead");
+    for (int i = 0; i < LLMQ_PRIORITY_COUNT; i++) {
+        const char *prio = llmq_priority_name(llmq_priority_by_rank(i));
+        json_t *q = json_object_get(json_object_get(o, "queues"), prio);
+        char d[24], x[24];
+        snprintf(d, sizeof(d), jint(q, "delayed") < 0 ? "-" : "%lld", jint(q, "delayed"));
+        snprintf(x, sizeof(x), jint(q, "dead") < 0 ? "-" : "%lld", jint(q, "dead"));
+        printf("  %-8s %12lld %12lld %12s %12s\n", prio, jint(q, "queued"), jint(q, "in_flight"), d,
+               x);
+    }
+    printf("  delayed %lld, dead %lld, results kept %lld\n", jint(t, "delayed"), jint(t, "dead"),
+           jint(t, "results_kept"));
+    printf("  ended ever: %lld done, %lld dead; 429s seen %lld\n", jint(t, "done_ever"),
+           jint(t, "dead_ever"), jint(t, "http_429"));
+    if (jint(t, "insufficient_quota") > 0)
+        printf("  %lld of those 429s were insufficient_quota: the account is out of credit;\n"
+               "  those jobs were dead-lettered\n",
+               jint(t, "insufficient_quota"));
+}
+
+static void print_buckets(const json_t *o)
+{
+    size_t i;
+    json_t *v;
+    printf("  buckets (used/limit now; soft: borrows idle capacity):%s\n",
+           json_array_size(json_object_get(o, "buckets")) ? "" : " none with limits");
+    json_array_foreach(json_object_get(o, "buckets"), i, v)
+    {
+        char name[64], rq[64], tk[64], pause[40] = "";
+        const char *full = json_string_value(json_object_get(v, "name"));
+        int sub = strchr(full, '/') != NULL; /* tenant or user: indented under its model */
+        fit(name, sizeof(name), full, sub ? 26 : 28);
+        fmt_limit(rq, sizeof(rq), jint(v, "requests_used"), jint(v, "requests_limit"));
+        fmt_limit(tk, sizeof(tk), jint(v, "tokens_used"), jint(v, "tokens_limit"));
+        if (jint(v, "paused_ms") > 0)
+            snprintf(pause, sizeof(pause),
+                     jint(v, "paused_ms") < 100000000 ? " PAUSED %.1fs" : " PAUSED >1d",
+                     (double)jint(v, "paused_ms") / 1000);
+        printf("    %s%-*s %-4s req %-18s tok %-*s%s\n", sub ? "  " : "", sub ? 26 : 28, name,
+               json_is_true(json_object_get(v, "soft")) ? "soft" : "", rq, pause[0] ? 18 : 0, tk,
+               pause);
+    }
+    json_t *unlimited = json_object_get(o, "unlimited_models");
+    json_array_foreach(unlimited, i, v)
+    {
+        char name[64];
+        fit(name, sizeof(name), json_string_value(v), 40);
+        printf("  WARNING: model %s has no limit: its jobs run unlimited\n", name);
+    }
+}
+
+static void print_calibration(const json_t *o)
+{
+    size_t i;
+    json_t *v;
+    printf("  prompt-token estimates vs real usage (+: estimate low):%s\n",
+           json_array_size(json_object_get(o, "calibration")) ? "" : " no samples yet");
+    json_array_foreach(json_object_get(o, "calibration"), i, v)
+    {
+        char name[64];
+        fit(name, sizeof(name), json_string_value(json_object_get(v, "model")), 26);
+        printf("    %-26s %8lld samples  bias %+.1f%%  mean |error| %.1f%%  sd %.1f%%\n", name,
+               jint(v, "samples"), json_real_value(json_object_get(v, "bias_pct")),
+               json_real_value(json_object_get(v, "mean_abs_pct")),
+               json_real_value(json_object_get(v, "stddev_rel_pct")));
+    }
+}
+
+/* "3.2 s", "4m05s", "2h10m", or "never" (no heartbeat). */
+static void fmt_ago(char *buf, size_t n, long long ms)
+{
+    long long s = ms / 1000;
+    if (ms < 0)
+        snprintf(buf, n, "never");
+    else if (s < 60)
+        snprintf(buf, n, "%.1f s ago", (double)ms / 1000);
+    else if (s < 3600)
+        snprintf(buf, n, "%lldm%02llds ago", s / 60, s % 60);
+    else
+        snprintf(buf, n, "%lldh%02lldm ago", s / 3600, s / 60 % 60);
+}
+
+static void print_workers(const json_t *o)
+{
+    size_t i, live = 0, gone = 0;
+    json_t *v;
+    json_t *ws = json_object_get(o, "workers");
+    json_array_foreach(ws, i, v)
+    {
+        live += json_is_true(json_object_get(v, "live"));
+        gone += !json_is_true(json_object_get(v, "live"));
+    }
+    printf("  workers live (seen within %d s): %zu%s\n", LLMQ_WORKER_LIVE_MS / 1000, live,
+           live ? "" : " - nothing takes jobs from this account's queues");
+    for (int want_live = 1; want_live >= 0; want_live--) {
+        if (!want_live && gone > 0)
+            printf("  gone (silent; their jobs are reclaimed after the visibility timeout): %zu\n",
+                   gone);
+        json_array_foreach(ws, i, v)
+        {
+            if (json_is_true(json_object_get(v, "live")) != want_live)
+                continue;
+            char name[64], ago[32];
+            fit(name, sizeof(name), json_string_value(json_object_get(v, "name")), 50);
+            fmt_ago(ago, sizeof(ago), jint(v, "seen_ms_ago"));
+            printf("    %-50s seen %-12s pending %lld\n", name, ago, jint(v, "pending"));
+        }
+    }
 }
 
 static void print_text(const json_t *o)
 {
-    json_t *t = json_object_get(o, "totals"), *v;
-    size_t i;
-    printf("account %s\n  %-8s %10s %10s %10s %10s\n",
-           json_string_value(json_object_get(o, "account")), "priority", "queued", "in_flight",
-           "delayed", "dead");
-    for (i = 0; i < LLMQ_PRIORITY_COUNT; i++) {
-        const char *prio = llmq_priority_name(llmq_priority_by_rank((int)i));
-        json_t *q = json_object_get(json_object_get(o, "queues"), prio);
-        char d[24], x[24];
-        long long dl = json_integer_value(json_object_get(q, "delayed"));
-        long long de = json_integer_value(json_object_get(q, "dead"));
-        snprintf(d, sizeof(d), dl < 0 ? "-" : "%lld", dl);
-        snprintf(x, sizeof(x), de < 0 ? "-" : "%lld", de);
-        printf("  %-8s %10lld %10lld %10s %10s\n", prio,
-               (long long)json_integer_value(json_object_get(q, "queued")),
-               (long long)json_integer_value(json_object_get(q, "in_flight")), d, x);
-    }
-    printf("  delayed %lld, dead %lld, results kept %lld; ended ever: %lld done, %lld dead; "
-           "429s seen %lld\n",
-           (long long)json_integer_value(json_object_get(t, "delayed")),
-           (long long)json_integer_value(json_object_get(t, "dead")),
-           (long long)json_integer_value(json_object_get(t, "results_kept")),
-           (long long)json_integer_value(json_object_get(t, "done_ever")),
-           (long long)json_integer_value(json_object_get(t, "dead_ever")),
-           (long long)json_integer_value(json_object_get(t, "http_429")));
-    long long quota = json_integer_value(json_object_get(t, "insufficient_quota"));
-    if (quota > 0)
-        printf("  %lld of those 429s were insufficient_quota: the account is out of credit; "
-               "those jobs were dead-lettered\n",
-               quota);
-    printf("  buckets (used/limit now):%s\n",
-           json_array_size(json_object_get(o, "buckets")) ? "" : " none with limits");
-    json_array_foreach(json_object_get(o, "buckets"), i, v)
-    {
-        char rq[64], tk[64];
-        fmt_limit(rq, sizeof(rq), json_integer_value(json_object_get(v, "requests_used")),
-                  json_integer_value(json_object_get(v, "requests_limit")));
-        fmt_limit(tk, sizeof(tk), json_integer_value(json_object_get(v, "tokens_used")),
-                  json_integer_value(json_object_get(v, "tokens_limit")));
-        printf("    %-30s requests %-22s tokens %-28s per %lld ms%s\n",
-               json_string_value(json_object_get(v, "name")), rq, tk,
-               (long long)json_integer_value(json_object_get(v, "period_ms")),
-               json_integer_value(json_object_get(v, "paused_ms")) > 0 ? ", paused" : "");
-    }
-    printf("  prompt-token estimates vs real usage (+: estimate low):%s\n",
-           json_array_size(json_object_get(o, "calibration")) ? "" : " no samples yet");
-    json_array_foreach(json_object_get(o, "calibration"), i, v)
-        printf("    %-30s %6lld samples  bias %+.1f%%  mean |error| %.1f%%  sd %.1f%%\n",
-               json_string_value(json_object_get(v, "model")),
-               (long long)json_integer_value(json_object_get(v, "samples")),
-               json_real_value(json_object_get(v, "bias_pct")),
-               json_real_value(json_object_get(v, "mean_abs_pct")),
-               json_real_value(json_object_get(v, "stddev_rel_pct")));
-    printf("  consumers:%s\n", json_array_size(json_object_get(o, "consumers")) ? "" : " none");
-    json_array_foreach(json_object_get(o, "consumers"), i, v)
-        printf("    %-30s %-6s pending %-6lld idle %.1f s\n",
-               json_string_value(json_object_get(v, "name")),
-               json_string_value(json_object_get(v, "priority")),
-               (long long)json_integer_value(json_object_get(v, "pending")),
-               (double)json_integer_value(json_object_get(v, "idle_ms")) / 1000.0);
+    print_queues(o);
+    print_buckets(o);
+    print_calibration(o);
+    print_workers(o);
 }
 
 /* Every account that has a queue: SCAN llmq:{*}:q:normal. New strings. */
@@ -329,39 +534,43 @@ static int show(const struct llmq_cli *cli, redisContext *c, const char *account
     return LLMQ_EXIT_OK;
 }
 
+struct status_opts {
+    int as_json, all;
+};
+
+static int take_option(int opt, const char *arg, void *ud)
+{
+    struct status_opts *o = ud;
+    (void)arg;
+    *(opt == 'j' ? &o->as_json : &o->all) = 1;
+    return 0;
+}
+
 int llmq_cmd_status(struct llmq_cli *cli, int argc, char **argv)
 {
     static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
                                          {"all-accounts", no_argument, NULL, 'A'},
                                          LLMQ_CLI_COMMON_OPTIONS,
                                          {NULL, 0, NULL, 0}};
-    int opt, as_json = 0, all = 0;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (opt == 'h') {
-            usage(stdout);
-            return LLMQ_EXIT_OK;
-        }
-        if (opt == 'j' || opt == 'A')
-            *(opt == 'j' ? &as_json : &all) = 1;
-        else if (!llmq_cli_common_option(cli, opt, optarg))
-            return LLMQ_EXIT_USAGE;
-    }
-    if (optind != argc) {
-        usage(stderr);
+    struct status_opts o = {0};
+    int n_pos = 0;
+    int code = llmq_cli_getopt(cli, argc, argv, opts, take_option, &o, usage, NULL, 0, &n_pos);
+    if (code >= 0)
+        return code;
+    char prefix[LLMQ_KEY_PREFIX_MAX];
+    if (!o.all && llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
         return LLMQ_EXIT_USAGE;
-    }
-    redisContext *c = llmq_cli_connect(cli);
+    code = LLMQ_EXIT_OK;
+    redisContext *c = llmq_cli_connect(cli, &code);
     if (c == NULL)
-        return LLMQ_EXIT_FAIL;
-    int code = LLMQ_EXIT_OK;
-    if (!all) {
-        code = show(cli, c, cli->account, as_json);
+        return code;
+    if (!o.all) {
+        code = show(cli, c, cli->account, o.as_json);
     } else {
         char *names[MAX_BUCKETS];
         size_t n = scan_accounts(c, names, MAX_BUCKETS);
         for (size_t i = 0; i < n; i++) {
-            if (show(cli, c, names[i], as_json) != LLMQ_EXIT_OK)
+            if (show(cli, c, names[i], o.as_json) != LLMQ_EXIT_OK)
                 code = LLMQ_EXIT_FAIL;
             free(names[i]);
         }

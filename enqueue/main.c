@@ -30,11 +30,12 @@ static void usage(FILE *out)
                  "Commands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(out, "\nEvery command takes --redis URL (env LLMQ_REDIS_URL, default %s)\n"
-                 "and --account NAME (env LLMQ_ACCOUNT, default 'default').\n"
-                 "Run 'llmq COMMAND --help' for a command's options.\n"
-                 "Exit codes: 0 ok, 1 runtime failure, 2 usage or invalid input,\n"
-                 "3 jobs were dead-lettered.\n",
+    fprintf(out,
+            "\nEvery command takes --redis URL (env LLMQ_REDIS_URL, default %s)\n"
+            "and --account NAME (env LLMQ_ACCOUNT, default 'default').\n"
+            "Run 'llmq COMMAND --help' for a command's options.\n"
+            "Exit codes: 0 ok, 1 runtime failure, 2 usage or invalid input,\n"
+            "3 jobs were dead-lettered.\n",
             LLMQ_REDIS_URL_DEFAULT);
 }
 
@@ -66,6 +67,7 @@ int main(int argc, char **argv)
             char prog[64];
             snprintf(prog, sizeof(prog), "llmq %s", commands[i].name);
             cli.prog = prog;
+            argv[1] = prog; /* getopt's messages name the command */
             return commands[i].run(&cli, argc - 1, argv + 1);
         }
     }

@@ -2,7 +2,8 @@
  *
  * The rate is measured from the start of the wait; the ETA is the remaining
  * count at that rate (unknown until something finished). Plain lines go out
- * at most every PLAIN_EVERY_MS so logs of long waits stay short. */
+ * when another tenth of the jobs ended or PLAIN_EVERY_MS passed, so logs of
+ * long waits stay short. */
 #include "base/clock.h"
 #include "progress.h"
 
@@ -11,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PLAIN_EVERY_MS 5000
+#define PLAIN_EVERY_MS 30000
 #define BAR_WIDTH 24
 
 void llmq_progress_init(struct llmq_progress *p, FILE *out, const char *prog, size_t total)
@@ -43,9 +44,10 @@ static void format_eta(char *buf, size_t n, double rate, size_t left)
         snprintf(buf, n, "%llds", s);
 }
 
-void llmq_progress_format(char *buf, size_t n, size_t done, size_t total, size_t dead,
-                          long long n429, long long elapsed_ms, int bar)
+void llmq_progress_format(char *buf, size_t n, const struct llmq_progress_counts *c, size_t total,
+                          long long elapsed_ms, int bar)
 {
+    size_t done = c->done;
     double rate = elapsed_ms > 0 ? (double)done * 1000.0 / (double)elapsed_ms : 0;
     char eta[32], bars[BAR_WIDTH + 3] = "";
     format_eta(eta, sizeof(eta), rate, total > done ? total - done : 0);
@@ -57,18 +59,22 @@ void llmq_progress_format(char *buf, size_t n, size_t done, size_t total, size_t
         bars[BAR_WIDTH + 1] = ']';
         bars[BAR_WIDTH + 2] = '\0';
     }
-    snprintf(buf, n, "%s%s%zu/%zu done (%zu dead), %.1f jobs/s, %lld 429s, ETA %s", bars,
-             bar ? " " : "", done, total, dead, rate, n429, eta);
+    snprintf(buf, n,
+             "%s%s%zu/%zu done (%zu dead), %zu queued, %zu running, %.1f jobs/s, %lld 429s, "
+             "ETA %s%s",
+             bars, bar ? " " : "", done, total, c->dead, c->queued, c->running, rate, c->n429,
+             c->no_worker && done < total ? "?" : eta,
+             c->no_worker && done < total ? " (no worker)" : "");
 }
 
-void llmq_progress_update(struct llmq_progress *p, size_t done, size_t dead, long long n429,
-                          int force)
+void llmq_progress_update(struct llmq_progress *p, const struct llmq_progress_counts *c, int force)
 {
     long long now = llmq_monotonic_ms();
-    char line[256];
-    if (!p->tty && !force && now - p->last_ms < PLAIN_EVERY_MS)
+    char line[320];
+    size_t tenth = p->total ? c->done * 10 / p->total : 10;
+    if (!p->tty && !force && tenth == p->last_tenth && now - p->last_ms < PLAIN_EVERY_MS)
         return;
-    llmq_progress_format(line, sizeof(line), done, p->total, dead, n429, now - p->start_ms, p->tty);
+    llmq_progress_format(line, sizeof(line), c, p->total, now - p->start_ms, p->tty);
     if (p->tty) {
         fprintf(p->out, "\r\033[K%s", line);
         p->drawn = 1;
@@ -77,6 +83,7 @@ void llmq_progress_update(struct llmq_progress *p, size_t done, size_t dead, lon
     }
     fflush(p->out);
     p->last_ms = now;
+    p->last_tenth = tenth;
 }
 
 void llmq_progress_finish(struct llmq_progress *p)

@@ -1,5 +1,6 @@
 /* Progress of a wait on stderr: a redrawn bar on a terminal (done/total,
- * jobs/s, 429s seen, ETA), plain lines every few seconds otherwise. */
+ * queued and running, jobs/s, 429s seen, ETA), and otherwise plain lines
+ * sparingly: each 10% of the jobs or every 30 s, plus the final line. */
 #ifndef LLMQ_PROGRESS_H
 #define LLMQ_PROGRESS_H
 
@@ -13,23 +14,31 @@ struct llmq_progress {
     size_t total;
     long long start_ms; /* monotonic */
     long long last_ms;  /* last plain line */
+    size_t last_tenth;  /* tenths of total done at the last plain line */
     int drawn;          /* a bar is on screen */
+};
+
+/* Where the jobs of a wait are. */
+struct llmq_progress_counts {
+    size_t done, dead; /* ended; of those dead-lettered */
+    size_t queued;     /* not started (queued, delayed) */
+    size_t running;    /* delivered to a worker, not ended */
+    long long n429;    /* 429 replies seen since the start */
+    int no_worker;     /* no live worker consumes the account */
 };
 
 /* Starts reporting on out (borrowed; a TTY gets the bar) for total jobs. */
 void llmq_progress_init(struct llmq_progress *p, FILE *out, const char *prog, size_t total);
 
-/* Reports done jobs of which dead were dead-lettered, and n429 429 replies
- * seen since the start. Plain lines are rate-limited unless force is set. */
-void llmq_progress_update(struct llmq_progress *p, size_t done, size_t dead, long long n429,
-                          int force);
+/* Reports the counts. Plain lines are rate-limited unless force is set. */
+void llmq_progress_update(struct llmq_progress *p, const struct llmq_progress_counts *c, int force);
 
 /* Ends the bar's line (if one is drawn). */
 void llmq_progress_finish(struct llmq_progress *p);
 
 /* Formats the progress line into buf (both styles use it; pure: no clock,
  * elapsed_ms is time since the start). */
-void llmq_progress_format(char *buf, size_t n, size_t done, size_t total, size_t dead,
-                          long long n429, long long elapsed_ms, int bar);
+void llmq_progress_format(char *buf, size_t n, const struct llmq_progress_counts *c, size_t total,
+                          long long elapsed_ms, int bar);
 
 #endif

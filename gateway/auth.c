@@ -13,13 +13,11 @@
 #include "base/log.h"
 #include "redis/redis.h"
 
+/* A field of the key's hash, "" when absent. */
 static const char *field(const redisReply *h, const char *name)
 {
-    for (size_t i = 0; h->type == REDIS_REPLY_ARRAY && i + 1 < h->elements; i += 2)
-        if (h->element[i]->type == REDIS_REPLY_STRING && strcmp(h->element[i]->str, name) == 0 &&
-            h->element[i + 1]->type == REDIS_REPLY_STRING)
-            return h->element[i + 1]->str;
-    return "";
+    const char *v = llmq_redis_field(h, name);
+    return v != NULL ? v : "";
 }
 
 static void route(struct gw_request *r)
@@ -75,24 +73,13 @@ static void on_key(redisAsyncContext *ac, void *reply, void *privdata)
 void gw_auth_then_handle(struct gw_request *r)
 {
     if (r->auth_hash[0] == '\0') {
-        gw_respond_errorf(r, 401, "invalid_request_error", NULL,
-                          r->auth_malformed ? "invalid_api_key" : NULL,
-                          r->auth_malformed
-                              ? "The Authorization header must be 'Bearer YOUR_KEY'."
+        gw_respond_errorf(
+            r, 401, "invalid_request_error", NULL, r->auth_malformed ? "invalid_api_key" : NULL,
+            r->auth_malformed ? "The Authorization header must be 'Bearer YOUR_KEY'."
                               : "You didn't provide an API key. You need to provide your API key "
                                 "in an Authorization header using Bearer auth (i.e. "
                                 "Authorization: Bearer YOUR_KEY).");
         return;
     }
-    redisAsyncContext *ac = gw_redis(r->gw);
-    if (ac == NULL) {
-        gw_respond_no_redis(r);
-        return;
-    }
-    gw_request_hold(r);
-    if (redisAsyncCommand(ac, on_key, r, "HGETALL %sgw:key:%s", r->gw->prefix, r->auth_hash) !=
-        REDIS_OK) {
-        gw_request_release(r);
-        gw_respond_no_redis(r);
-    }
+    gw_request_command(r, on_key, "HGETALL %sgw:key:%s", r->gw->prefix, r->auth_hash);
 }

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "jobs/batch.h"
+#include "llmq/priority.h"
 #include "files.h"
 #include "jobs/job.h"
 #include "jobs/job_store.h"
@@ -31,14 +32,31 @@
 #define CANCEL_IDS_PER_CALL 500
 
 static const char *const batch_fields[] = {
-    "status",        "endpoint",     "input_file_id", "completion_window", "created_at",
-    "in_progress_at", "expires_at",  "finalizing_at", "completed_at",      "failed_at",
-    "expired_at",    "cancelling_at", "cancelled_at", "total",             "completed",
-    "failed",        "metadata",     "tenant",        "errors",            NULL};
+    "status",       "endpoint",       "input_file_id", "completion_window",
+    "created_at",   "in_progress_at", "expires_at",    "finalizing_at",
+    "completed_at", "failed_at",      "expired_at",    "cancelling_at",
+    "cancelled_at", "total",          "completed",     "failed",
+    "metadata",     "tenant",         "errors",        NULL};
 enum {
-    F_STATUS, F_ENDPOINT, F_INPUT, F_WINDOW, F_CREATED, F_IN_PROGRESS, F_EXPIRES, F_FINALIZING,
-    F_COMPLETED_AT, F_FAILED_AT, F_EXPIRED_AT, F_CANCELLING_AT, F_CANCELLED_AT, F_TOTAL,
-    F_COMPLETED, F_FAILED, F_METADATA, F_TENANT, F_ERRORS
+    F_STATUS,
+    F_ENDPOINT,
+    F_INPUT,
+    F_WINDOW,
+    F_CREATED,
+    F_IN_PROGRESS,
+    F_EXPIRES,
+    F_FINALIZING,
+    F_COMPLETED_AT,
+    F_FAILED_AT,
+    F_EXPIRED_AT,
+    F_CANCELLING_AT,
+    F_CANCELLED_AT,
+    F_TOTAL,
+    F_COMPLETED,
+    F_FAILED,
+    F_METADATA,
+    F_TENANT,
+    F_ERRORS
 };
 
 static json_t *time_or_null(const redisReply *v, size_t i)
@@ -78,8 +96,8 @@ static json_t *batch_object(struct gw_request *r, const char *id, const redisRep
         md = json_loads(mds, 0, NULL);
     if (errs != NULL)
         errors = json_loads(errs, 0, NULL);
-    json_t *counts = json_pack("{s:I, s:I, s:I}", "total", (json_int_t)num(v, F_TOTAL),
-                               "completed", (json_int_t)completed, "failed", (json_int_t)failed);
+    json_t *counts = json_pack("{s:I, s:I, s:I}", "total", (json_int_t)num(v, F_TOTAL), "completed",
+                               (json_int_t)completed, "failed", (json_int_t)failed);
     json_t *o = json_object();
     json_object_set_new(o, "id", json_string(id));
     json_object_set_new(o, "object", json_string("batch"));
@@ -266,12 +284,34 @@ static void write_batch(struct gw_request *r)
     snprintf(created, sizeof(created), "%lld", now);
     snprintf(expires, sizeof(expires), "%lld", now + c->req.window_ms / 1000);
     snprintf(total, sizeof(total), "%zu", c->batch.n_jobs);
-    const char *h[] = {"HSET", key, "status", "in_progress", "endpoint", c->req.endpoint,
-                       "input_file_id", c->req.input_file_id, "completion_window",
-                       c->req.completion_window, "created_at", created, "in_progress_at",
-                       created, "expires_at", expires, "total", total, "completed", "0",
-                       "failed", "0", "expired", "0", "tenant", r->key.tenant,
-                       c->req.metadata ? "metadata" : NULL, c->req.metadata};
+    const char *h[] = {"HSET",
+                       key,
+                       "status",
+                       "in_progress",
+                       "endpoint",
+                       c->req.endpoint,
+                       "input_file_id",
+                       c->req.input_file_id,
+                       "completion_window",
+                       c->req.completion_window,
+                       "created_at",
+                       created,
+                       "in_progress_at",
+                       created,
+                       "expires_at",
+                       expires,
+                       "total",
+                       total,
+                       "completed",
+                       "0",
+                       "failed",
+                       "0",
+                       "expired",
+                       "0",
+                       "tenant",
+                       r->key.tenant,
+                       c->req.metadata ? "metadata" : NULL,
+                       c->req.metadata};
     int hn = c->req.metadata ? 28 : 26;
     int ok = redisAsyncCommand(ac, NULL, NULL, "MULTI") == REDIS_OK &&
              redisAsyncCommandArgv(ac, NULL, NULL, hn, h, NULL) == REDIS_OK;
@@ -295,6 +335,15 @@ static void write_batch(struct gw_request *r)
     }
 }
 
+/* Where dispatch serves p: 0 first (high). */
+static int serving_rank(enum llmq_priority p)
+{
+    for (int i = 0; i < LLMQ_PRIORITY_COUNT; i++)
+        if (llmq_priority_by_rank(i) == p)
+            return i;
+    return LLMQ_PRIORITY_COUNT;
+}
+
 /* The key decides: a line's own "llmq" options (tenant, user, priority) may
  * not take a job out of the key's tenant or user, or above its priority. A
  * key without a tenant (or user) leaves the lines' own. Returns -1 when out
@@ -312,10 +361,7 @@ static int key_mapping(const struct gw_request *r, struct llmq_job *j)
         if ((j->user = strdup(k->user)) == NULL)
             return -1;
     }
-    /* priority order: high > normal > low; enum order is normal, high, low */
-    static const int rank[] = {[LLMQ_PRIORITY_NORMAL] = 1, [LLMQ_PRIORITY_HIGH] = 2,
-                               [LLMQ_PRIORITY_LOW] = 0};
-    if (rank[j->priority] > rank[k->priority])
+    if (serving_rank(j->priority) < serving_rank(k->priority))
         j->priority = k->priority;
     return 0;
 }
@@ -339,8 +385,8 @@ static int prepare_jobs(struct gw_request *r, const char *content, size_t len)
     }
     if (c->batch.n_errors > 0) {
         gw_respond_errorf(r, 400, INVALID, "input_file_id", "invalid_file",
-                          "The input file has %zu invalid line(s); line %ld: %s",
-                          c->batch.n_errors, c->batch.errors[0].line, c->batch.errors[0].msg);
+                          "The input file has %zu invalid line(s); line %ld: %s", c->batch.n_errors,
+                          c->batch.errors[0].line, c->batch.errors[0].msg);
         return -1;
     }
     if (c->batch.n_jobs == 0) {
@@ -419,17 +465,8 @@ static void create(struct gw_request *r)
         gw_respond_error(r, &e);
         return;
     }
-    redisAsyncContext *ac = gw_redis(r->gw);
-    if (ac == NULL) {
-        gw_respond_no_redis(r);
-        return;
-    }
-    gw_request_hold(r);
-    if (redisAsyncCommand(ac, on_input, r, "HMGET %sgw:file:%s purpose tenant content",
-                          r->gw->prefix, c->req.input_file_id) != REDIS_OK) {
-        gw_request_release(r);
-        gw_respond_no_redis(r);
-    }
+    gw_request_command(r, on_input, "HMGET %sgw:file:%s purpose tenant content", r->gw->prefix,
+                       c->req.input_file_id);
 }
 
 /* ---- cancel ---- */
@@ -472,8 +509,7 @@ static void on_cancel_ids(redisAsyncContext *ac, void *reply, void *privdata)
 
 static void on_cancel_batch(struct gw_request *r, const redisReply *v)
 {
-    redisAsyncContext *ac = gw_redis(r->gw);
-    if (v == NULL || ac == NULL) {
+    if (v == NULL) {
         gw_respond_no_redis(r);
         return;
     }
@@ -489,12 +525,7 @@ static void on_cancel_batch(struct gw_request *r, const redisReply *v)
                           status);
         return;
     }
-    gw_request_hold(r);
-    if (redisAsyncCommand(ac, on_cancel_ids, r, "LRANGE %sgw:batch:%s:jobs 0 -1", r->gw->prefix,
-                          r->m.id) != REDIS_OK) {
-        gw_request_release(r);
-        gw_respond_no_redis(r);
-    }
+    gw_request_command(r, on_cancel_ids, "LRANGE %sgw:batch:%s:jobs 0 -1", r->gw->prefix, r->m.id);
 }
 
 void gw_batches_handle(struct gw_request *r)

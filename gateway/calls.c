@@ -109,8 +109,8 @@ static void respond_result(struct call *c, const char *line, size_t len)
     } else if (strcmp(res.error_code, "expired") == 0 || strcmp(res.error_code, "cancelled") == 0) {
         respond_waited_too_long(r);
     } else if (strcmp(res.error_code, "never_fits") == 0) {
-        gw_respond_errorf(r, 400, "invalid_request_error", NULL, "never_fits",
-                          "%s", res.error_message ? res.error_message : "the request never fits");
+        gw_respond_errorf(r, 400, "invalid_request_error", NULL, "never_fits", "%s",
+                          res.error_message ? res.error_message : "the request never fits");
     } else {
         gw_respond_errorf(r, 502, "server_error", NULL, res.error_code, "The request failed: %s",
                           res.error_message ? res.error_message : res.error_code);
@@ -270,7 +270,9 @@ void gw_calls_handle(struct gw_request *r)
     struct llmq_job_options o = {
         .priority = r->key.priority,
         .tenant = r->key.tenant[0] ? r->key.tenant : NULL,
-        .user = r->key.user[0] ? r->key.user : call.user[0] ? call.user : NULL,
+        .user = r->key.user[0] ? r->key.user
+                : call.user[0] ? call.user
+                               : NULL,
         .ttl_ms = gw->cfg->max_wait_ms,
     };
     struct llmq_job_defaults d;

@@ -73,7 +73,8 @@ static void usage(FILE *out)
           "  --redis URL               (env LLMQ_REDIS_URL)\n"
           "  --account NAME            (env LLMQ_ACCOUNT, default 'default')\n"
           "  --tls-cert PATH --tls-key PATH   serve HTTPS\n"
-          "  --metrics-listen HOST:PORT   /metrics, /healthz, /readyz there too (also on the API port)\n"
+          "  --metrics-listen HOST:PORT   /metrics, /healthz, /readyz there too (also on the API "
+          "port)\n"
           "  --max-wait-ms MS          sync calls: longest wait in the queue (60000), then 429\n"
           "  --call-timeout-ms MS      sync calls: longest wait once sent (600000), then 504\n"
           "  --max-file-bytes N        upload size limit (209715200: OpenAI's 200 MB)\n"
@@ -92,8 +93,7 @@ static void defaults(struct gw_config *cfg)
     snprintf(cfg->listen_host, sizeof(cfg->listen_host), "0.0.0.0");
     cfg->listen_port = 8080;
     const char *r = getenv("LLMQ_REDIS_URL");
-    snprintf(cfg->redis_url, sizeof(cfg->redis_url), "%s",
-             r && r[0] ? r : LLMQ_REDIS_URL_DEFAULT);
+    snprintf(cfg->redis_url, sizeof(cfg->redis_url), "%s", r && r[0] ? r : LLMQ_REDIS_URL_DEFAULT);
     const char *a = getenv("LLMQ_ACCOUNT");
     snprintf(cfg->account, sizeof(cfg->account), "%s", a && a[0] ? a : "default");
     cfg->max_wait_ms = 60000;
@@ -124,25 +124,24 @@ static int check(const struct gw_config *cfg)
 
 int gw_config_parse(struct gw_config *cfg, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"listen", required_argument, NULL, 'l'},
-        {"redis", required_argument, NULL, 'r'},
-        {"account", required_argument, NULL, 'a'},
-        {"tls-cert", required_argument, NULL, 'C'},
-        {"tls-key", required_argument, NULL, 'K'},
-        {"metrics-listen", required_argument, NULL, 'M'},
-        {"max-wait-ms", required_argument, NULL, 'w'},
-        {"call-timeout-ms", required_argument, NULL, 'T'},
-        {"max-file-bytes", required_argument, NULL, 'b'},
-        {"max-file-lines", required_argument, NULL, 'n'},
-        {"max-window-hours", required_argument, NULL, 'W'},
-        {"max-body-bytes", required_argument, NULL, 'B'},
-        {"max-connections", required_argument, NULL, 'c'},
-        {"port-file", required_argument, NULL, 'p'},
-        {"log-level", required_argument, NULL, 'L'},
-        {"log-format", required_argument, NULL, 'F'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"listen", required_argument, NULL, 'l'},
+                                         {"redis", required_argument, NULL, 'r'},
+                                         {"account", required_argument, NULL, 'a'},
+                                         {"tls-cert", required_argument, NULL, 'C'},
+                                         {"tls-key", required_argument, NULL, 'K'},
+                                         {"metrics-listen", required_argument, NULL, 'M'},
+                                         {"max-wait-ms", required_argument, NULL, 'w'},
+                                         {"call-timeout-ms", required_argument, NULL, 'T'},
+                                         {"max-file-bytes", required_argument, NULL, 'b'},
+                                         {"max-file-lines", required_argument, NULL, 'n'},
+                                         {"max-window-hours", required_argument, NULL, 'W'},
+                                         {"max-body-bytes", required_argument, NULL, 'B'},
+                                         {"max-connections", required_argument, NULL, 'c'},
+                                         {"port-file", required_argument, NULL, 'p'},
+                                         {"log-level", required_argument, NULL, 'L'},
+                                         {"log-format", required_argument, NULL, 'F'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
     defaults(cfg);
     const char *lvl = getenv("LLMQ_LOG_LEVEL"), *fmt = getenv("LLMQ_LOG_FORMAT");
     int opt;

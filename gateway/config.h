@@ -19,7 +19,7 @@ struct gw_config {
     long long call_timeout_ms; /* sync calls: after the job was sent, then 504 */
     long long max_file_bytes;
     long long max_file_lines;
-    long long max_window_ms; /* longest completion_window */
+    long long max_window_ms;  /* longest completion_window */
     long long max_body_bytes; /* raw body of a JSON request */
     int max_connections;
     enum llmq_log_level log_level;

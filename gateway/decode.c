@@ -67,7 +67,7 @@ void gw_route_decode(const char *method, const char *path, struct gw_route_match
     int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
     if (strcmp(path, "/healthz") == 0 || strcmp(path, "/readyz") == 0 ||
         strcmp(path, "/metrics") == 0) {
-        out->route = !get ? GW_ROUTE_METHOD_NOT_ALLOWED
+        out->route = !get             ? GW_ROUTE_METHOD_NOT_ALLOWED
                      : path[1] == 'h' ? GW_ROUTE_HEALTHZ
                      : path[1] == 'r' ? GW_ROUTE_READYZ
                                       : GW_ROUTE_METRICS;
@@ -86,7 +86,7 @@ void gw_route_decode(const char *method, const char *path, struct gw_route_match
                      : get                       ? GW_ROUTE_FILE_LIST
                                                  : GW_ROUTE_METHOD_NOT_ALLOWED;
     else if (m == 2)
-        out->route = get                               ? GW_ROUTE_FILE_GET
+        out->route = get                             ? GW_ROUTE_FILE_GET
                      : strcmp(method, "DELETE") == 0 ? GW_ROUTE_FILE_DELETE
                                                      : GW_ROUTE_METHOD_NOT_ALLOWED;
     else if (m == 3 && strcmp(tail, "content") == 0)
@@ -201,8 +201,7 @@ int gw_call_decode(const char *body, size_t len, struct gw_call *out, struct gw_
                           "characters without spaces, '/', '|', '{' or '}')",
                           LLMQ_JOB_ID_MAX);
     else if (stream != NULL && !json_is_boolean(stream) && !json_is_null(stream))
-        rc = gw_error_set(e, 400, INVALID, "stream", "invalid_type",
-                          "'stream' must be a boolean");
+        rc = gw_error_set(e, 400, INVALID, "stream", "invalid_type", "'stream' must be a boolean");
     else if (json_is_true(stream))
         rc = gw_error_set(e, 400, INVALID, "stream", "unsupported_value",
                           "llmq-gateway does not stream: send the request without "

@@ -33,7 +33,7 @@ enum gw_route {
 
 struct gw_route_match {
     enum gw_route route;
-    const char *call_url; /* GW_ROUTE_CALL: the static Batch url */
+    const char *call_url;   /* GW_ROUTE_CALL: the static Batch url */
     char id[GW_ID_MAX + 1]; /* the {id} of the path ("" none) */
 };
 

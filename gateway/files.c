@@ -28,8 +28,8 @@
 /* custom_id room: batch job ids are "<batch id>.<custom_id>" (keys.h) */
 #define CUSTOM_ID_MAX (LLMQ_JOB_ID_MAX - 31)
 
-static const char *const meta_fields[] = {"filename", "purpose", "bytes", "created_at", "tenant",
-                                          NULL};
+static const char *const meta_fields[] = {"filename",   "purpose", "bytes",
+                                          "created_at", "tenant",  NULL};
 
 void gw_new_id(const char *prefix, char *buf, size_t n)
 {
@@ -37,7 +37,8 @@ void gw_new_id(const char *prefix, char *buf, size_t n)
     if (RAND_bytes(raw, sizeof(raw)) != 1) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        unsigned long long x = (unsigned long long)ts.tv_nsec ^ ((unsigned long long)ts.tv_sec << 20);
+        unsigned long long x =
+            (unsigned long long)ts.tv_nsec ^ ((unsigned long long)ts.tv_sec << 20);
         memcpy(raw, &x, sizeof(x));
     }
     int k = snprintf(buf, n, "%s", prefix);
@@ -61,9 +62,9 @@ static json_t *file_object(const char *id, const char *filename, const char *pur
                            long long bytes, long long created_at)
 {
     return json_pack("{s:s, s:s, s:I, s:I, s:s, s:s, s:s, s:n}", "id", id, "object", "file",
-                     "bytes", (json_int_t)bytes, "created_at", (json_int_t)created_at,
-                     "filename", filename ? filename : "", "purpose", purpose, "status",
-                     "processed", "status_details");
+                     "bytes", (json_int_t)bytes, "created_at", (json_int_t)created_at, "filename",
+                     filename ? filename : "", "purpose", purpose, "status", "processed",
+                     "status_details");
 }
 
 static void respond_no_file(struct gw_request *r, const char *id)
@@ -181,10 +182,10 @@ static void upload(struct gw_request *r)
     snprintf(nlines, sizeof(nlines), "%lld", lines);
     char key[LLMQ_KEY_PREFIX_MAX + 64];
     snprintf(key, sizeof(key), "%sgw:file:%s", p, u->id);
-    const char *argv[] = {"HSET",    key,       "filename", r->upload.filename,
-                          "purpose", "batch",   "bytes",    bytes,
-                          "lines",   nlines,    "created_at", created,
-                          "tenant",  r->key.tenant, "content", r->body ? r->body : ""};
+    const char *argv[] = {"HSET",    key,           "filename",   r->upload.filename,
+                          "purpose", "batch",       "bytes",      bytes,
+                          "lines",   nlines,        "created_at", created,
+                          "tenant",  r->key.tenant, "content",    r->body ? r->body : ""};
     size_t lens[16];
     for (int i = 0; i < 16; i++)
         lens[i] = strlen(argv[i]);
@@ -192,8 +193,8 @@ static void upload(struct gw_request *r)
     gw_request_hold(r);
     if (redisAsyncCommand(ac, NULL, NULL, "MULTI") != REDIS_OK ||
         redisAsyncCommandArgv(ac, NULL, NULL, 16, argv, lens) != REDIS_OK ||
-        redisAsyncCommand(ac, NULL, NULL, "ZADD %sgw:files %lld %s", p,
-                          gw_unix_ms(), u->id) != REDIS_OK ||
+        redisAsyncCommand(ac, NULL, NULL, "ZADD %sgw:files %lld %s", p, gw_unix_ms(), u->id) !=
+            REDIS_OK ||
         redisAsyncCommand(ac, on_stored, r, "EXEC") != REDIS_OK) {
         gw_request_release(r);
         gw_respond_no_redis(r);
@@ -250,8 +251,8 @@ static void on_deleted(redisAsyncContext *ac, void *reply, void *privdata)
     if (rep == NULL || rep->type != REDIS_REPLY_ARRAY)
         gw_respond_no_redis(r);
     else
-        gw_respond_json(r, 200, json_pack("{s:s, s:s, s:b}", "id", r->m.id, "object", "file",
-                                          "deleted", 1));
+        gw_respond_json(
+            r, 200, json_pack("{s:s, s:s, s:b}", "id", r->m.id, "object", "file", "deleted", 1));
     gw_request_release(r);
 }
 
@@ -268,8 +269,7 @@ static void on_delete_meta(struct gw_request *r, const redisReply *v)
     }
     gw_request_hold(r);
     if (redisAsyncCommand(ac, NULL, NULL, "MULTI") != REDIS_OK ||
-        redisAsyncCommand(ac, NULL, NULL, "DEL %sgw:file:%s", r->gw->prefix, r->m.id) !=
-            REDIS_OK ||
+        redisAsyncCommand(ac, NULL, NULL, "DEL %sgw:file:%s", r->gw->prefix, r->m.id) != REDIS_OK ||
         redisAsyncCommand(ac, NULL, NULL, "ZREM %sgw:files %s", r->gw->prefix, r->m.id) !=
             REDIS_OK ||
         redisAsyncCommand(ac, on_deleted, r, "EXEC") != REDIS_OK) {
@@ -359,9 +359,10 @@ static void outfile_answer(struct gw_request *r)
     }
     if (o->meta) {
         free(buf);
-        gw_respond_json(r, 200, file_object(r->m.id, o->errors ? "batch_errors.jsonl"
-                                                               : "batch_output.jsonl",
-                                            "batch_output", (long long)len, gw_unix_s()));
+        gw_respond_json(r, 200,
+                        file_object(r->m.id,
+                                    o->errors ? "batch_errors.jsonl" : "batch_output.jsonl",
+                                    "batch_output", (long long)len, gw_unix_s()));
         return;
     }
     r->content_type = "application/octet-stream";
@@ -435,8 +436,7 @@ static const char *const batch_owner_fields[] = {"status", "tenant", NULL};
 static void on_outfile_batch(struct gw_request *r, const redisReply *v)
 {
     struct outfile *o = r->state;
-    redisAsyncContext *ac = gw_redis(r->gw);
-    if (v == NULL || ac == NULL) {
+    if (v == NULL) {
         gw_respond_no_redis(r);
         return;
     }
@@ -444,12 +444,7 @@ static void on_outfile_batch(struct gw_request *r, const redisReply *v)
         respond_no_file(r, r->m.id);
         return;
     }
-    gw_request_hold(r);
-    if (redisAsyncCommand(ac, on_job_ids, r, "LRANGE %sgw:batch:%s:jobs 0 -1", r->gw->prefix,
-                          o->batch_id) != REDIS_OK) {
-        gw_request_release(r);
-        gw_respond_no_redis(r);
-    }
+    gw_request_command(r, on_job_ids, "LRANGE %sgw:batch:%s:jobs 0 -1", r->gw->prefix, o->batch_id);
 }
 
 /* Serves a batch's output or error file; returns 0 when id is not one. */

@@ -185,6 +185,27 @@ void gw_respond_no_redis(struct gw_request *r)
                       "llmq-gateway cannot reach Redis right now; retry shortly");
 }
 
+int gw_request_command(struct gw_request *r, void (*cb)(redisAsyncContext *, void *, void *),
+                       const char *fmt, ...)
+{
+    redisAsyncContext *ac = gw_redis(r->gw);
+    if (ac == NULL) {
+        gw_respond_no_redis(r);
+        return -1;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    gw_request_hold(r);
+    int rc = redisvAsyncCommand(ac, cb, r, fmt, ap);
+    va_end(ap);
+    if (rc != REDIS_OK) {
+        gw_request_release(r);
+        gw_respond_no_redis(r);
+        return -1;
+    }
+    return 0;
+}
+
 /* Collects a body chunk, up to body_max; beyond, remembers it was too big. */
 static void body_append(struct gw_request *r, const char *data, size_t n)
 {
@@ -213,8 +234,8 @@ static void body_append(struct gw_request *r, const char *data, size_t n)
 
 static enum MHD_Result on_post_part(void *cls, enum MHD_ValueKind kind, const char *key,
                                     const char *filename, const char *content_type,
-                                    const char *transfer_encoding, const char *data,
-                                    uint64_t off, size_t size)
+                                    const char *transfer_encoding, const char *data, uint64_t off,
+                                    size_t size)
 {
     (void)kind;
     (void)content_type;
@@ -331,9 +352,9 @@ static struct gw_request *request_new(struct gw_http *h, struct MHD_Connection *
 
 static enum MHD_Result queue_answer(struct gw_request *r)
 {
-    struct MHD_Response *resp = MHD_create_response_from_buffer(
-        r->resp_len, r->resp ? r->resp : (char *)"", r->resp ? MHD_RESPMEM_MUST_FREE
-                                                           : MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(r->resp_len, r->resp ? r->resp : (char *)"",
+                                        r->resp ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
     if (resp == NULL)
         return MHD_NO;
     r->resp = NULL; /* the response owns it now */
@@ -390,8 +411,8 @@ static void start(struct gw_request *r)
     }
     case GW_ROUTE_NOT_FOUND:
         gw_respond_errorf(r, 404, "invalid_request_error", NULL, "unknown_url",
-                          "Unknown request URL: %s %s. Please check the URL for typos.",
-                          r->method, r->path);
+                          "Unknown request URL: %s %s. Please check the URL for typos.", r->method,
+                          r->path);
         return;
     case GW_ROUTE_METHOD_NOT_ALLOWED:
         gw_respond_errorf(r, 405, "invalid_request_error", NULL, "method_not_allowed",
@@ -430,9 +451,8 @@ static void watch_client(struct gw_request *r)
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
 {
     (void)version;
     struct gw_http *h = cls;

@@ -17,6 +17,7 @@
 #define LLMQ_GW_HTTP_H
 
 #include <ev.h>
+#include <hiredis/async.h>
 #include <stddef.h>
 
 #include "decode.h"
@@ -35,9 +36,9 @@ struct gw_key {
 /* An uploaded file part (POST /v1/files). */
 struct gw_upload {
     int is_multipart;
-    int pp_failed;       /* MHD's post processor refused a chunk */
-    char boundary[80];   /* of the multipart body */
-    char tail[128];      /* the last raw bytes of the body */
+    int pp_failed;     /* MHD's post processor refused a chunk */
+    char boundary[80]; /* of the multipart body */
+    char tail[128];    /* the last raw bytes of the body */
     size_t tail_len;
     int has_file;
     char filename[256];
@@ -107,6 +108,12 @@ void gw_respond_errorf(struct gw_request *r, unsigned int status, const char *ty
 
 /* 503: Redis is not reachable. */
 void gw_respond_no_redis(struct gw_request *r);
+
+/* Sends a Redis command for r: on success r is held for cb, which must call
+ * gw_request_release(r) (privdata is r); when Redis is not ready or the
+ * command cannot be sent, answers 503 and cb never runs. Returns 0 or -1. */
+int gw_request_command(struct gw_request *r, void (*cb)(redisAsyncContext *, void *, void *),
+                       const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Route handlers (calls.c, files.c, batches.c): run once the key is checked. */
 void gw_calls_handle(struct gw_request *r);

@@ -183,8 +183,7 @@ static void read_ids(struct page *p, long long start)
 {
     redisAsyncContext *ac = gw_redis(p->r->gw);
     if (ac == NULL || redisAsyncCommand(ac, on_ids, p, "ZREVRANGE %s%s %lld %lld", p->r->gw->prefix,
-                                        p->spec->index, start,
-                                        start + p->q.limit) != REDIS_OK) {
+                                        p->spec->index, start, start + p->q.limit) != REDIS_OK) {
         p->failed = 1;
         page_answer(p);
     }

@@ -16,8 +16,8 @@
 typedef json_t *gw_list_item_fn(struct gw_request *r, const char *id, const redisReply *vals);
 
 struct gw_list_spec {
-    const char *index;       /* ZSET key after the prefix: "gw:files" */
-    const char *object;      /* hash key after the prefix, before the id: "gw:file:" */
+    const char *index;         /* ZSET key after the prefix: "gw:files" */
+    const char *object;        /* hash key after the prefix, before the id: "gw:file:" */
     const char *const *fields; /* NULL-terminated */
     gw_list_item_fn *item;
     int limit_default, limit_max;

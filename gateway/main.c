@@ -116,8 +116,8 @@ int main(int argc, char **argv)
     struct llmq_redis_async_config rc = {.name = "gateway"};
     struct llmq_redis_async_config ec = {.name = "gateway-events"};
     gw.redis = llmq_redis_async_new(gw.loop, &gw.url, &rc, on_redis_state, &gw, &err);
-    gw.events = gw.redis ? llmq_redis_async_new(gw.loop, &gw.url, &ec, on_events_state, &gw, &err)
-                         : NULL;
+    gw.events =
+        gw.redis ? llmq_redis_async_new(gw.loop, &gw.url, &ec, on_events_state, &gw, &err) : NULL;
     int port = 0;
     if (gw.waiters == NULL || gw.events == NULL) {
         fprintf(stderr, "llmq-gateway: %s\n", err.msg[0] ? err.msg : "out of memory");

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "redis/redis.h"
 
 #define BUCKETS 4096
 #define BLOCK_MS 5000
@@ -84,18 +85,6 @@ static void tell_all(struct gw_waiter *w)
 
 static void read_next(struct gw_waiters *ws);
 
-static const char *entry_field(const redisReply *fields, const char *name)
-{
-    if (fields->type != REDIS_REPLY_ARRAY)
-        return NULL;
-    for (size_t i = 0; i + 1 < fields->elements; i += 2)
-        if (fields->element[i]->type == REDIS_REPLY_STRING &&
-            fields->element[i + 1]->type == REDIS_REPLY_STRING &&
-            strcmp(fields->element[i]->str, name) == 0)
-            return fields->element[i + 1]->str;
-    return NULL;
-}
-
 static void on_events(redisAsyncContext *ac, void *reply, void *privdata)
 {
     (void)ac;
@@ -118,7 +107,7 @@ static void on_events(redisAsyncContext *ac, void *reply, void *privdata)
                 e->element[0]->type != REDIS_REPLY_STRING)
                 continue;
             snprintf(ws->last_id, sizeof(ws->last_id), "%s", e->element[0]->str);
-            const char *id = entry_field(e->element[1], "id");
+            const char *id = llmq_redis_field(e->element[1], "id");
             struct gw_waiter *w = id ? find(ws, id) : NULL;
             if (w != NULL)
                 w->on_maybe_ended(w);

@@ -24,6 +24,7 @@
 --   (missing_job) or has fields of the wrong form (invalid_job: model, tenant,
 --   user, cost, deadline_ms, attempts, max_attempts, url, prio) is
 --   dead-lettered with llmq_job_finish.
+-- Every call records this worker's heartbeat (P workers, lib/40_worker.lua).
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  consumer name     ARGV[2] max jobs to grant (free slots, 1..256)
 -- Reply:
@@ -46,6 +47,7 @@ if max_jobs < 1 or max_jobs > 256 then
     return redis.error_reply('LLMQ_EINVAL max jobs must be 1..256')
 end
 local now = llmq_now_ms()
+worker_heartbeat(P, consumer, now, false)
 local PRIOS = JOBS_PRIORITIES
 local vt = {}       -- virtual times read or set in this call (P svt)
 local vt_set = {}   -- the fields of vt to write back

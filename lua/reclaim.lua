@@ -7,15 +7,17 @@
 -- window. Jobs that already ended are just dropped from the stream.
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  consumer name (this worker)   ARGV[2] min idle ms
+-- Also records this worker's heartbeat (P workers, lib/40_worker.lua).
 -- Reply: number of jobs requeued.
 local P = KEYS[1]
 local min_idle = llmq_int_arg(ARGV[2], 'min idle ms')
 local now = llmq_now_ms()
 local requeued = 0
+worker_heartbeat(P, ARGV[1], now, true)
 for _, prio in ipairs(JOBS_PRIORITIES) do
     local q = P .. 'q:' .. prio
     if redis.call('EXISTS', q) == 1 then
-        local ok, r = pcall(redis.call, 'XAUTOCLAIM', q, 'workers', ARGV[1], min_idle, '0-0',
+        local ok, r = pcall(redis.call, 'XAUTOCLAIM', q, LLMQ_JOBS_GROUP, ARGV[1], min_idle, '0-0',
             'COUNT', 256)
         if ok then
             for _, e in ipairs(r[2]) do
@@ -33,7 +35,7 @@ for _, prio in ipairs(JOBS_PRIORITIES) do
             end
             -- Entries deleted while pending come back as ids only: drop them.
             for _, eid in ipairs(r[3] or {}) do
-                redis.call('XACK', q, 'workers', eid)
+                redis.call('XACK', q, LLMQ_JOBS_GROUP, eid)
             end
         end
     end

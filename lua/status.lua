@@ -2,7 +2,7 @@
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  count delayed and dead jobs per priority only when there are at
 --          most this many of each (each needs a lookup of the job's hash)
--- Reply: {queues, totals, consumers, settings}
+-- Reply: {queues, totals, consumers, settings, unlimited}
 --   queues    one {prio, queued, in_flight, delayed, dead} per priority;
 --             queued = jobs waiting in the priority's keys (P backlog:<prio>)
 --             and stream entries not yet read, in_flight = delivered and
@@ -10,6 +10,9 @@
 --   totals    {delayed, dead, results_kept, done_ever, dead_ever, http_429}
 --   consumers one {prio, name, pending, idle_ms} per consumer of "workers"
 --   settings  flat {field, value, ...}: P settings over the defaults
+--   unlimited models of waiting or running jobs (the first 1000 entries of
+--             each stream and of delayed) whose account+model bucket sets no
+--             limit (requests and tokens absent or 0): they run unlimited
 local P = KEYS[1]
 local cap = llmq_int_arg(ARGV[1], 'cap')
 
@@ -84,4 +87,31 @@ for i = 1, #raw, 2 do
         settings[#settings + 1] = raw[i + 1]
     end
 end
-return { queues, totals, consumers, settings }
+-- Models of waiting work whose model bucket sets no limit.
+local unlimited, checked = {}, {}
+local SAMPLE = 1000 -- entries looked at per stream: bounded work on a deep queue
+local function check_model(id)
+    local m = redis.call('HGET', P .. 'job:' .. id, 'model')
+    if not m or checked[m] then
+        return
+    end
+    checked[m] = true
+    local l = redis.call('HMGET', P .. 'limit:' .. m, 'requests', 'tokens')
+    if (tonumber(l[1]) or 0) <= 0 and (tonumber(l[2]) or 0) <= 0 then
+        unlimited[#unlimited + 1] = m
+    end
+end
+for _, prio in ipairs(JOBS_PRIORITIES) do
+    local ok, es = pcall(redis.call, 'XRANGE', P .. 'q:' .. prio, '-', '+', 'COUNT', SAMPLE)
+    if ok then
+        for _, e in ipairs(es) do
+            local id = llmq_hash_table(e[2])['id']
+            if id then check_model(id) end
+        end
+    end
+end
+for _, id in ipairs(redis.call('ZRANGE', P .. 'delayed', 0, SAMPLE - 1)) do
+    check_model(id)
+end
+table.sort(unlimited)
+return { queues, totals, consumers, settings, unlimited }

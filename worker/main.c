@@ -27,6 +27,24 @@ static void print_summary(const struct llmq_worker *w)
              (long long)s->tokens_reserved, (long long)s->tokens_used);
 }
 
+/* A worker that exits cleanly takes its heartbeat out of P workers, so
+ * status does not list it as live (keys.h). The loop has ended: a short
+ * blocking connection is fine here; failing to reach Redis only leaves the
+ * entry to age out. */
+static void forget_heartbeats(const struct llmq_worker *w)
+{
+    redisContext *c = llmq_redis_connect_parsed(&w->cfg->redis, 1000, NULL);
+    if (c == NULL)
+        return;
+    for (int i = 0; i < w->n_accounts; i++) {
+        redisReply *r =
+            redisCommand(c, "HDEL %sworkers %s", w->accounts[i].prefix, w->cfg->consumer);
+        if (r != NULL)
+            freeReplyObject(r);
+    }
+    redisFree(c);
+}
+
 static int run(struct llmq_worker_config *cfg)
 {
     static struct llmq_worker w;
@@ -87,6 +105,7 @@ static int run(struct llmq_worker_config *cfg)
         }
     }
     ev_timer_stop(w.loop, &w.grace_timer);
+    forget_heartbeats(&w);
     llmq_worker_metrics_free(&w); /* after the accounts: their depth reads point into it */
     print_summary(&w);
     ev_loop_destroy(w.loop);

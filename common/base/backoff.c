@@ -72,3 +72,12 @@ int64_t llmq_backoff_due_ms(const struct llmq_backoff_policy *policy, int attemp
 {
     return now_ms + llmq_backoff_delay_ms(policy, attempt, hint_ms, rng);
 }
+
+int64_t llmq_backoff_reconnect_ms(int64_t *step_ms, int64_t max_ms, uint64_t *rng)
+{
+    int64_t step = *step_ms < 1 ? 1 : *step_ms < MAX_MS ? *step_ms : MAX_MS;
+    int64_t delay = step / 2 + llmq_backoff_rng_uniform(rng, step) / 2;
+    max_ms = max_ms < step ? step : max_ms;
+    *step_ms = step > max_ms / 2 ? max_ms : step * 2;
+    return delay;
+}

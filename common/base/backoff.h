@@ -37,6 +37,14 @@ int64_t llmq_backoff_rng_uniform(uint64_t *state, int64_t n);
 int64_t llmq_backoff_delay_ms(const struct llmq_backoff_policy *policy, int attempt,
                               int64_t hint_ms, uint64_t *rng);
 
+/* Reconnect backoff of a connection that keeps failing (limiter_sync.c,
+ * redis_async.c): the delay is half the current step plus a uniform half,
+ * in [step/2, step] ("equal jitter": clients that lost Redis together spread
+ * out, and none retries at once), and the step doubles up to max_ms. *step_ms
+ * is the caller's (start it, and reset it after a success, at the minimum
+ * delay; < 1 is taken as 1); rng is the caller's state, advanced. */
+int64_t llmq_backoff_reconnect_ms(int64_t *step_ms, int64_t max_ms, uint64_t *rng);
+
 /* now_ms + llmq_backoff_delay_ms(...): the time the retry is due, on the
  * caller's clock. */
 int64_t llmq_backoff_due_ms(const struct llmq_backoff_policy *policy, int attempt, int64_t hint_ms,

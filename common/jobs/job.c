@@ -6,12 +6,14 @@
 #include "jobs/job.h"
 
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
 
+#include "base/backoff.h"
 #include "redis/redis.h"
 
 static const char *const known_urls[] = {
@@ -41,22 +43,21 @@ const char *llmq_job_url_known(const char *url)
     return NULL;
 }
 
-/* splitmix64 over a per-thread state seeded once from the kernel: ids need to
- * be unique, not secret, and a syscall per id would cost more than the rest of
- * the enqueue path. */
+/* The one RNG (base/backoff.h) over a per-thread state seeded once from the
+ * kernel: ids need to be unique, not secret, and a syscall per id would cost
+ * more than the rest of the enqueue path. */
 static unsigned long long next_random(void)
 {
-    static _Thread_local unsigned long long state;
+    static _Thread_local uint64_t state;
     static _Thread_local int seeded;
     if (!seeded) {
-        if (getrandom(&state, sizeof(state), 0) != (ssize_t)sizeof(state))
-            state = (unsigned long long)time(NULL) ^ (unsigned long long)(size_t)&state;
+        uint64_t seed;
+        if (getrandom(&seed, sizeof(seed), 0) != (ssize_t)sizeof(seed))
+            seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)&state;
+        llmq_backoff_rng_seed(&state, seed);
         seeded = 1;
     }
-    unsigned long long z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
+    return (unsigned long long)llmq_backoff_rng_next(&state);
 }
 
 void llmq_job_id_generate(char *buf, size_t n)
@@ -263,8 +264,9 @@ static enum llmq_rc job_build(const char *url, const json_t *body, const struct 
 
 /* Reads the Batch envelope of a parsed line: custom_id, method, url, body,
  * llmq. Sets *url and *body (borrowed from root). */
-static enum llmq_rc line_envelope(const json_t *root, struct job_opts *o, const char **url,
-                                  const json_t **body, struct llmq_error *err)
+static enum llmq_rc line_envelope(const json_t *root, const struct llmq_job_defaults *d,
+                                  struct job_opts *o, const char **url, const json_t **body,
+                                  struct llmq_error *err)
 {
     const char *key;
     json_t *v;
@@ -301,6 +303,10 @@ static enum llmq_rc line_envelope(const json_t *root, struct job_opts *o, const 
         return llmq_error_set(err, LLMQ_EINVAL, "missing \"url\"");
     if (*body == NULL)
         return llmq_error_set(err, LLMQ_EINVAL, "missing \"body\"");
+    if (o->id == NULL && !d->generate_ids)
+        return llmq_error_set(err, LLMQ_EINVAL,
+                              "missing \"custom_id\" (the Batch format requires one; "
+                              "--generate-ids makes ids for lines without)");
     const json_t *llmq = json_object_get(root, "llmq");
     return llmq ? line_options(llmq, o, err) : LLMQ_OK;
 }
@@ -322,7 +328,7 @@ enum llmq_rc llmq_job_from_line(const char *line, size_t len, const struct llmq_
     const char *url = NULL;
     const json_t *body = NULL;
     opts_from_defaults(d, &o);
-    enum llmq_rc rc = line_envelope(root, &o, &url, &body, err);
+    enum llmq_rc rc = line_envelope(root, d, &o, &url, &body, err);
     if (rc == LLMQ_OK)
         rc = job_build(url, body, &o, d, out, err);
     json_decref(root);

@@ -14,6 +14,7 @@
 #include "llmq/llmq.h"
 
 #define LLMQ_JOB_MAX_BODY_BYTES_DEFAULT (1024 * 1024)
+#define LLMQ_JOB_MAX_BODY_BYTES_LIMIT (1LL << 34) /* the most a setting or flag may ask */
 #define LLMQ_JOB_MAX_ATTEMPTS_DEFAULT 5
 #define LLMQ_JOB_MAX_ATTEMPTS_LIMIT 100
 
@@ -28,11 +29,14 @@ struct llmq_job_defaults {
     size_t max_body_bytes;                /* compact body size limit */
     const struct llmq_cost_options *cost; /* NULL: llmq_cost_options_default */
     long long now_ms;                     /* unix ms, to reject past deadlines; 0: skip */
+    int generate_ids; /* a line without custom_id gets a generated id; 0: such a line is
+                         rejected (the Batch format requires custom_id, and a generated id
+                         makes a re-run of the file run that line again) */
 };
 
 /* One validated job. Every pointer member is owned by the job except url. */
 struct llmq_job {
-    char *id; /* custom_id, or generated */
+    char *id; /* custom_id, or generated (API without an id, or generate_ids) */
     char *model;
     const char *url; /* static: one of the known endpoints */
     char *body;      /* compact JSON text of the request body */
@@ -47,7 +51,7 @@ struct llmq_job {
 };
 
 /* Fills *d with: normal priority, no tenant/user/deadline, 5 attempts, 1 MiB
- * bodies, default cost options, now_ms = 0. */
+ * bodies, default cost options, now_ms = 0, custom_id required. */
 void llmq_job_defaults_init(struct llmq_job_defaults *d);
 
 /* Decodes and validates one Batch input line (line[0..len), borrowed; need not

@@ -90,19 +90,6 @@ static enum llmq_rc events_tail(struct wait_state *s, struct llmq_error *err)
     return rc;
 }
 
-/* The value of field name in a stream entry's flat field list, or NULL. */
-static const char *entry_field(const redisReply *fields, const char *name)
-{
-    if (fields->type != REDIS_REPLY_ARRAY)
-        return NULL;
-    for (size_t i = 0; i + 1 < fields->elements; i += 2)
-        if (fields->element[i]->type == REDIS_REPLY_STRING &&
-            fields->element[i + 1]->type == REDIS_REPLY_STRING &&
-            strcmp(fields->element[i]->str, name) == 0)
-            return fields->element[i + 1]->str;
-    return NULL;
-}
-
 /* Reads events after last_event for up to block_ms; collects the pending ids
  * that ended into ended[] (borrowed from the reply, which *reply keeps). */
 static enum llmq_rc read_events(struct wait_state *s, long long block_ms, redisReply **reply,
@@ -128,7 +115,7 @@ static enum llmq_rc read_events(struct wait_state *s, long long block_ms, redisR
             e->element[0]->type != REDIS_REPLY_STRING)
             continue;
         snprintf(s->last_event, sizeof(s->last_event), "%s", e->element[0]->str);
-        const char *id = entry_field(e->element[1], "id");
+        const char *id = llmq_redis_field(e->element[1], "id");
         if (id != NULL && llmq_job_idset_get(s->pending, id, NULL))
             ended[(*n_ended)++] = id;
     }

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/backoff.h"
 #include "base/clock.h"
 #include "limiter/limiter_local.h"
 #include "limiter/limiter_reply.h"
@@ -22,8 +23,8 @@ struct llmq_limiter {
     int reconnect_min_ms, reconnect_max_ms;
     redisContext *c;
     int64_t next_connect_ms; /* monotonic; no reconnect before this */
-    int backoff_ms;
-    unsigned int rng;
+    int64_t backoff_ms; /* the reconnect step (llmq_backoff_reconnect_ms) */
+    uint64_t rng;
     struct llmq_local_limiter local;
 };
 
@@ -32,12 +33,10 @@ static void drop_connection(struct llmq_limiter *lim)
     if (lim->c != NULL)
         redisFree(lim->c);
     lim->c = NULL;
-    /* Full jitter over the current backoff, so many clients do not reconnect
-     * in step after a Redis restart. */
-    int jitter = lim->backoff_ms > 0 ? (int)(rand_r(&lim->rng) % (unsigned)lim->backoff_ms) : 0;
-    lim->next_connect_ms = llmq_monotonic_ms() + lim->backoff_ms / 2 + jitter / 2;
-    lim->backoff_ms = lim->backoff_ms * 2 > lim->reconnect_max_ms ? lim->reconnect_max_ms
-                                                                  : lim->backoff_ms * 2;
+    /* Jittered, so many clients do not reconnect in step after a Redis restart. */
+    lim->next_connect_ms = llmq_monotonic_ms() +
+                           llmq_backoff_reconnect_ms(&lim->backoff_ms, lim->reconnect_max_ms,
+                                                     &lim->rng);
 }
 
 static int ensure_connected(struct llmq_limiter *lim, struct llmq_error *err)
@@ -77,7 +76,7 @@ struct llmq_limiter *llmq_limiter_new(const struct llmq_limiter_config *cfg,
     lim->reconnect_min_ms = cfg->reconnect_min_ms > 0 ? cfg->reconnect_min_ms : 100;
     lim->reconnect_max_ms = cfg->reconnect_max_ms > 0 ? cfg->reconnect_max_ms : 5000;
     lim->backoff_ms = lim->reconnect_min_ms;
-    lim->rng = (unsigned int)llmq_monotonic_ms() ^ (unsigned int)(uintptr_t)lim;
+    llmq_backoff_rng_seed(&lim->rng, (uint64_t)llmq_monotonic_ms() ^ (uint64_t)(uintptr_t)lim);
     llmq_local_limiter_init(&lim->local, cfg->local_share);
     if (!ensure_connected(lim, err) && lim->policy == LLMQ_FAIL_CLOSED) {
         llmq_limiter_free(lim);

@@ -67,7 +67,7 @@
  *   P dead             STREAM {id, reason, error, ts}: dead-lettered jobs
  *
  *   More on jobs (producer side: common/jobs/, lua/enqueue.lua, lib/30_jobs.lua):
- *   - id is the Batch custom_id when the line has one, else generated
+ *   - id is the Batch custom_id (required unless enqueue --generate-ids), else generated
  *     ("job-<unix ms hex>-<16 hex random>"); it is also the output line's
  *     custom_id. tenant and user are '' when none.
  *   - extra job fields: est_prompt_tokens (the prompt part of cost), fin_ms
@@ -84,6 +84,10 @@
  *                            Beyond settings result_max or older than
  *                            result_ttl_ms, res:<id> and job:<id> are deleted
  *                            (oldest first, at most 64 per finish; PEXPIRE too).
+ *   P workers          HASH  consumer name -> unix ms it last ran dispatch or
+ *                            reclaim (its heartbeat; live = seen within
+ *                            LLMQ_WORKER_LIVE_MS); removed by a worker that exits
+ *                            cleanly, dropped by reclaim after a day of silence
  *   P stats            HASH  counters: done, dead (jobs ended, ever), http_429
  *                            (429 replies seen; the worker HINCRBYs it),
  *                            insufficient_quota (those of them that were)
@@ -131,5 +135,9 @@
 
 #define LLMQ_KEY_PREFIX_MAX 256
 #define LLMQ_GROUP "workers"
+/* A worker not heard from for this long is not live (P workers): an idle one
+ * dispatches every 5 s, a busy one reclaims every third of its visibility
+ * timeout (20 s by default). */
+#define LLMQ_WORKER_LIVE_MS 30000
 
 #endif

@@ -116,3 +116,15 @@ enum llmq_rc llmq_account_prefix(const char *account, char *buf, size_t n, struc
         return llmq_error_set(err, LLMQ_EINVAL, "account name too long");
     return LLMQ_OK;
 }
+
+const char *llmq_redis_field(const redisReply *flat, const char *name)
+{
+    if (flat == NULL || flat->type != REDIS_REPLY_ARRAY)
+        return NULL;
+    for (size_t i = 0; i + 1 < flat->elements; i += 2)
+        if (flat->element[i]->type == REDIS_REPLY_STRING &&
+            flat->element[i + 1]->type == REDIS_REPLY_STRING &&
+            strcmp(flat->element[i]->str, name) == 0)
+            return flat->element[i + 1]->str;
+    return NULL;
+}

@@ -26,6 +26,11 @@ enum llmq_rc llmq_redis_handshake(redisContext *c, const struct llmq_redis_url *
 enum llmq_rc llmq_redis_error(redisContext *c, const redisReply *reply, const char *what,
                               struct llmq_error *err);
 
+/* The value of field name in a flat field/value array (a stream entry's
+ * fields, an HGETALL reply), or NULL when absent or not a string. Borrowed
+ * from the reply. */
+const char *llmq_redis_field(const redisReply *flat, const char *name);
+
 /* Key prefix of an account: "llmq:{ACCOUNT}:" into buf of size n. Returns
  * LLMQ_EINVAL when the account is not a valid name (see llmq_name_valid). */
 enum llmq_rc llmq_account_prefix(const char *account, char *buf, size_t n, struct llmq_error *err);

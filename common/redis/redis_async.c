@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "base/backoff.h"
 #include "base/log.h"
 #include "redis/sentinel.h"
 
@@ -21,8 +22,8 @@ struct llmq_redis_async {
     redisAsyncContext *ac;
     enum ra_state state;
     int closing;
-    int backoff_ms;
-    unsigned int rng;
+    int64_t backoff_ms; /* the reconnect step (llmq_backoff_reconnect_ms) */
+    uint64_t rng;
     ev_timer reconnect_timer;
     ev_timer connect_timer;
 };
@@ -51,11 +52,10 @@ static void schedule_reconnect(struct llmq_redis_async *ra)
     set_state(ra, RA_DISCONNECTED);
     if (ra->closing || ev_is_active(&ra->reconnect_timer))
         return;
-    /* Half fixed, half jitter: spread many clients after a Redis restart. */
-    int jitter = (int)(rand_r(&ra->rng) % (unsigned)(ra->backoff_ms + 1));
-    double delay_s = (ra->backoff_ms / 2 + jitter / 2) / 1000.0;
-    ra->backoff_ms = ra->backoff_ms * 2 > ra->cfg.reconnect_max_ms ? ra->cfg.reconnect_max_ms
-                                                                   : ra->backoff_ms * 2;
+    /* Jittered: spread many clients after a Redis restart. */
+    double delay_s =
+        (double)llmq_backoff_reconnect_ms(&ra->backoff_ms, ra->cfg.reconnect_max_ms, &ra->rng) /
+        1000.0;
     ev_timer_set(&ra->reconnect_timer, delay_s, 0.0);
     ev_timer_start(ra->loop, &ra->reconnect_timer);
 }
@@ -180,7 +180,7 @@ struct llmq_redis_async *llmq_redis_async_new(struct ev_loop *loop,
     ra->cb = cb;
     ra->privdata = privdata;
     ra->backoff_ms = ra->cfg.reconnect_min_ms;
-    ra->rng = (unsigned int)(uintptr_t)ra ^ (unsigned int)(ev_now(loop) * 1000);
+    llmq_backoff_rng_seed(&ra->rng, (uint64_t)(uintptr_t)ra ^ (uint64_t)(ev_now(loop) * 1000));
     ev_timer_init(&ra->reconnect_timer, on_reconnect_timer, 0.0, 0.0);
     ev_timer_init(&ra->connect_timer, on_connect_timeout, 0.0, 0.0);
     start_connect(ra);

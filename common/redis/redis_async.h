@@ -2,11 +2,12 @@
  *
  * Lifecycle: DISCONNECTED -> CONNECTING (TCP, AUTH, SELECT, then a PING whose
  * answer proves the server usable) -> READY; any failure or a connect timeout
- * goes back to DISCONNECTED and arms a reconnect timer (exponential backoff
- * with full jitter). hiredis 0.14 has no async timeouts, hence our own connect
- * timer. Commands may be sent only while READY (llmq_redis_async_context
- * returns NULL otherwise); when the connection drops, hiredis runs every
- * pending command callback with reply == NULL. */
+ * goes back to DISCONNECTED and arms a reconnect timer (exponential backoff,
+ * each delay in [step/2, step]: llmq_backoff_reconnect_ms). hiredis 0.14 has
+ * no async timeouts, hence our own connect timer. Commands may be sent only
+ * while READY (llmq_redis_async_context returns NULL otherwise); when the
+ * connection drops, hiredis runs every pending command callback with
+ * reply == NULL. */
 #ifndef LLMQ_REDIS_ASYNC_H
 #define LLMQ_REDIS_ASYNC_H
 

@@ -44,6 +44,10 @@ end
 -- Config of a bucket from HMGET values v (or nil when it sets no limit).
 local function limiter_parse_config(v)
     local requests, tokens = tonumber(v[1]), tonumber(v[2])
+    -- 0 is no limit on that dimension (as openai-sim's --rpm 0; `llmq limits
+    -- set` stores none), never a limit that nothing fits
+    if requests == 0 then requests = nil end
+    if tokens == 0 then tokens = nil end
     if requests == nil and tokens == nil then
         return nil
     end

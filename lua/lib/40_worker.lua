@@ -11,7 +11,7 @@ end
 -- Acks and deletes entry eid of stream q (group workers). Returns 1 when the
 -- entry was still pending (so this caller owned it).
 local function worker_ack(q, eid)
-    local acked = redis.call('XACK', q, 'workers', eid)
+    local acked = redis.call('XACK', q, LLMQ_JOBS_GROUP, eid)
     redis.call('XDEL', q, eid)
     return acked
 end
@@ -193,4 +193,22 @@ local function worker_dead_entry(P, where, eid, raw_id, reason, message, now_ms)
     end
     redis.call('XADD', P .. 'dead', '*', unpack(f))
     redis.call('HINCRBY', P .. 'stats', 'dead', 1)
+end
+
+-- A worker says it is alive: P workers[consumer] = now (unix ms, Redis TIME).
+-- Called by every dispatch (an idle worker dispatches every few seconds) and
+-- every reclaim (every third of the visibility timeout, even when busy), so
+-- `llmq status` and `enqueue --wait` can tell live workers from consumers
+-- that exited; entries silent for a day are dropped by reclaim.
+local WORKER_FORGET_MS = 86400000
+local function worker_heartbeat(P, consumer, now_ms, prune)
+    redis.call('HSET', P .. 'workers', consumer, now_ms)
+    if prune then
+        local all = redis.call('HGETALL', P .. 'workers')
+        for i = 1, #all, 2 do
+            if now_ms - (tonumber(all[i + 1]) or 0) > WORKER_FORGET_MS then
+                redis.call('HDEL', P .. 'workers', all[i])
+            end
+        end
+    end
 end

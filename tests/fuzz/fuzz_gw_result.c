@@ -11,8 +11,8 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct gw_result r;
-    if (gw_result_decode((const char *)data, size, &r) == 0 &&
-        r.status != 0 && (r.status < 100 || r.status > 599))
+    if (gw_result_decode((const char *)data, size, &r) == 0 && r.status != 0 &&
+        (r.status < 100 || r.status > 599))
         __builtin_trap();
     gw_result_clear(&r);
     int is_error = -1;

@@ -145,6 +145,17 @@ check "list: limit 0" 400 $I limit invalid_value -- "$U/batches?limit=0" "${auth
 check "list: limit 101" 400 $I limit invalid_value -- "$U/batches?limit=101" "${auth[@]}"
 check "list: unknown after" 400 $I after invalid_value -- "$U/batches?after=batch_nope" "${auth[@]}"
 
+# ---- a batch line's own "llmq" options cannot leave the key's tenant or priority ----
+low=$("$LLMQ_BIN_DIR/llmq" keys create --tenant acme --priority low 2>/dev/null)
+printf '%s\n' '{"custom_id":"own","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]},"llmq":{"tenant":"other","user":"u1","priority":"high"}}' >"$STACK_DIR/own.jsonl"
+ofid=$(curl -s "$U/files" -H "Authorization: Bearer $low" -F purpose=batch -F "file=@$STACK_DIR/own.jsonl" |
+    node -e 'console.log(JSON.parse(require("fs").readFileSync(0,"utf8")).id)')
+obid=$(curl -s "$U/batches" -H "Authorization: Bearer $low" \
+    -d "{\"input_file_id\":\"$ofid\",\"endpoint\":\"/v1/chat/completions\",\"completion_window\":\"24h\"}" |
+    node -e 'console.log(JSON.parse(require("fs").readFileSync(0,"utf8")).id)')
+got=$(redis-cli -p "$REDIS_PORT" HMGET "llmq:{$LLMQ_ACCOUNT}:job:$obid.own" tenant prio user | tr '\n' ' ')
+expect "a line's llmq options keep the key's tenant and priority (got: $got)" [ "$got" = "acme low u1 " ]
+
 # ---- waiting longer than --max-wait-ms; a caller that hangs up ----
 # gpt-4o: llmq allows 1 request a minute (LIMITS), so the second call waits.
 slow='{"model":"gpt-4o","messages":[{"role":"user","content":"slow"}]}'
@@ -153,10 +164,37 @@ expect "first gpt-4o call runs" [ "$code" = 200 ]
 check "waited past --max-wait-ms: 429" 429 requests null rate_limit_exceeded -- -D "$STACK_DIR/h" \
     "$U/chat/completions" "${auth[@]}" -d "$slow"
 expect "  ... with retry-after" grep -qi '^retry-after: [0-9]' "$STACK_DIR/h"
-curl -s -o /dev/null --max-time 0.5 "$U/chat/completions" "${auth[@]}" -d "$slow"
-sleep 1
-dead=$("$LLMQ_BIN_DIR/llmq" dead list --json 2>/dev/null | grep -c '"reason":"cancelled"')
-expect "hanging up cancelled the job (2 cancelled: timeout and hang-up)" [ "$dead" -ge 2 ]
+# A caller that hangs up while its job waits: a second gateway that waits
+# long (so the cancel can only come from the hang-up), the job seen queued in
+# Redis before the caller leaves, then seen cancelled.
+jobs_in() { redis-cli -p "$REDIS_PORT" --scan --pattern "llmq:{$LLMQ_ACCOUNT}:job:*" | sort; }
+jobs_in >"$STACK_DIR/jobs.before"
+"$LLMQ_BIN_DIR/llmq-gateway" --listen 127.0.0.1:0 --port-file "$STACK_DIR/long.port" \
+    --max-wait-ms 60000 --log-level warn 2>"$STACK_DIR/long-gw.err" &
+long_pid=$!
+for _ in $(seq 400); do [ -s "$STACK_DIR/long.port" ] && break; sleep 0.05; done
+curl -s -o /dev/null "http://127.0.0.1:$(cat "$STACK_DIR/long.port")/v1/chat/completions" \
+    "${auth[@]}" -d "$slow" &
+curl_pid=$!
+job=""
+for _ in $(seq 400); do
+    job=$(jobs_in | comm -13 "$STACK_DIR/jobs.before" - | head -1)
+    [ -n "$job" ] && [ "$(redis-cli -p "$REDIS_PORT" HGET "$job" state)" = queued ] && break
+    job=""
+    sleep 0.05
+done
+expect "the waiting call's job is queued" [ -n "$job" ]
+kill "$curl_pid"
+wait "$curl_pid" 2>/dev/null
+state=""
+for _ in $(seq 400); do
+    state=$(redis-cli -p "$REDIS_PORT" HMGET "$job" state last_error | tr '\n' ' ')
+    [ "$state" = "dead cancelled " ] && break
+    sleep 0.05
+done
+expect "hanging up cancelled it before it was sent" [ "$state" = "dead cancelled " ]
+kill -TERM "$long_pid"
+wait "$long_pid" 2>/dev/null
 sleep 0.2
 sent=$(grep -c '"model":"gpt-4o"' "$SIM_LOG")
 expect "only the first gpt-4o call reached the API" [ "$sent" = 1 ]

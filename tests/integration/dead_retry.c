@@ -93,7 +93,7 @@ static void test_list_retry_purge(void **state)
     const char *retry_done[] = {"llmq", "dead", "retry", "a", NULL};
     r = cli_run(account, retry_done);
     assert_int_equal(r.status, 2);
-    assert_non_null(strstr(r.err, "a: not_dead"));
+    assert_non_null(strstr(r.err, "a: is not dead"));
     cli_free(&r);
 
     const char *purge[] = {"llmq", "dead", "purge", "--all", NULL};

@@ -219,6 +219,36 @@ static void test_reenqueue_reports(void **state)
     free(path);
 }
 
+/* A line without custom_id is rejected (it would run again on every re-run
+ * of the file); --generate-ids accepts it with a generated id, and then a
+ * second run does enqueue it again, as the help says. */
+static void test_generate_ids(void **state)
+{
+    (void)state;
+    char account[96], prefix[128], path[1024];
+    llmq_test_unique_name(account, sizeof(account), "egen");
+    llmq_account_prefix(account, prefix, sizeof(prefix), NULL);
+    corpus("invalid/no_custom_id.jsonl", path, sizeof(path));
+    const char *plain[] = {"llmq", "enqueue", path, NULL};
+    struct cli_run r = cli_run(account, plain);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, ":1: missing \"custom_id\""));
+    assert_non_null(strstr(r.err, "--generate-ids"));
+    cli_free(&r);
+    const char *gen[] = {"llmq", "enqueue", "--generate-ids", path, NULL};
+    r = cli_run(account, gen);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(strncmp(r.out, "job-", 4), 0);
+    assert_int_equal(cli_count_lines(r.out), 1);
+    cli_free(&r);
+    r = cli_run(account, gen);
+    assert_int_equal(r.status, 0);
+    cli_free(&r);
+    redisContext *c = llmq_test_redis_connect();
+    assert_int_equal(xlen(c, prefix, "normal"), 2);
+    redisFree(c);
+}
+
 /* Runs `llmq enqueue --wait` on n jobs while the stand-in worker ends them,
  * every dead_every-th as dead. Returns the finished run. */
 static struct cli_run wait_run(const char *account, const char *prefix, int n, long dead_every,
@@ -324,6 +354,7 @@ int main(void)
         cmocka_unit_test(test_valid_corpus),
         cmocka_unit_test(test_skip_invalid),
         cmocka_unit_test(test_reenqueue_reports),
+        cmocka_unit_test(test_generate_ids),
         cmocka_unit_test(test_wait_streams_results),
         cmocka_unit_test(test_help_everywhere),
     };

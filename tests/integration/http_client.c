@@ -574,7 +574,7 @@ static void test_tls_verification(void **state)
         t->c = c;
         t->i = 0;
         struct llmq_http_request req = {
-            .url = url, .auth = LLMQ_HTTP_AUTH_BEARER, .api_key = API_KEY, .timeout_ms = 500};
+            .url = url, .auth = LLMQ_HTTP_AUTH_BEARER, .api_key = API_KEY, .timeout_ms = 3000};
         assert_int_equal(llmq_http_submit(c->http, &req, on_done, t, NULL), LLMQ_OK);
         c->expected = 1;
         run_until_done(c, 10.0);

@@ -134,7 +134,7 @@ static void test_running_job_not_sent_again(void **state)
     assert_string_equal(flag, "1");
     free(flag);
     /* the worker hands it back untried (shutdown): due again at once */
-    const char *argv[] = {e.prefix, "handback", "normal", eid, "r1", "", "-1", "", "", "0",
+    const char *argv[] = {e.prefix, "handback", "normal", eid,  "r1", "",   "-1", "",   "",  "0",
                           "0",      "",         "0",      "-1", "-1", "-1", "-1", "-1", "-1"};
     redisReply *r = llmq_script_run(e.c, LLMQ_SCRIPT_JOB_SETTLE, 1, 19, argv, NULL, NULL);
     assert_non_null(r);
@@ -152,8 +152,9 @@ static void test_batch_ends_cancelled(void **state)
     struct env e;
     env_open(&e, "cancel-batch");
     const char *bid = "batch_00ff";
-    redisReply *r = redisCommand(e.c, "HSET %sgw:batch:%s status in_progress total 2 completed 0 "
-                                      "failed 0 expired 0",
+    redisReply *r = redisCommand(e.c,
+                                 "HSET %sgw:batch:%s status in_progress total 2 completed 0 "
+                                 "failed 0 expired 0",
                                  e.prefix, bid);
     freeReplyObject(r);
     enqueue(&e, "batch_00ff.a");

@@ -46,6 +46,12 @@ struct record {
 
 static char account[64];
 
+/* The children start acquiring together: each writes a byte to ready once
+ * connected, then waits for the parent's byte on go (one per child). A
+ * child that starts late on a loaded machine would otherwise leave the
+ * first period under-used without any fault of the limiter. */
+static int ready_pipe[2], go_pipe[2];
+
 static void child(int idx, const char *file)
 {
     struct llmq_error err = {0};
@@ -61,6 +67,9 @@ static void child(int idx, const char *file)
     FILE *out = fopen(file, "w");
     if (out == NULL)
         _exit(12);
+    char b = 1;
+    if (write(ready_pipe[1], &b, 1) != 1 || read(go_pipe[0], &b, 1) != 1)
+        _exit(15);
     unsigned int seed = (unsigned int)(idx * 7919 + 1);
     long long stop = llmq_test_now_ms() + PERIODS * PERIOD_MS + PERIOD_MS / 2;
     long long acquires = 0;
@@ -151,6 +160,8 @@ static void run_stress(const struct stress_cfg *cfg)
 
     char files[PROCS][96];
     pid_t pids[PROCS];
+    assert_int_equal(pipe(ready_pipe), 0);
+    assert_int_equal(pipe(go_pipe), 0);
     for (int i = 0; i < PROCS; i++) {
         snprintf(files[i], sizeof(files[i]), "/tmp/llmq-stress-%d-%d.txt", (int)getpid(), i);
         pids[i] = llmq_test_fork();
@@ -158,6 +169,14 @@ static void run_stress(const struct stress_cfg *cfg)
         if (pids[i] == 0)
             child(i, files[i]);
     }
+    close(ready_pipe[1]); /* a child that died before it was ready: EOF, not a hang */
+    close(go_pipe[0]);
+    char b, go[PROCS] = {0};
+    for (int i = 0; i < PROCS; i++)
+        assert_int_equal(read(ready_pipe[0], &b, 1), 1);
+    assert_int_equal(write(go_pipe[1], go, PROCS), PROCS);
+    close(ready_pipe[0]);
+    close(go_pipe[1]);
     for (int i = 0; i < PROCS; i++) {
         int status;
         waitpid(pids[i], &status, 0);
@@ -175,8 +194,8 @@ static void run_stress(const struct stress_cfg *cfg)
             long long a;
             if (line[0] == '#' && sscanf(line, "# %lld", &a) == 1)
                 acquires += a;
-            else if (sscanf(line, "%lld %lld %d", &recs[n].at_ms, &recs[n].cost,
-                            &recs[n].user) == 3)
+            else if (sscanf(line, "%lld %lld %d", &recs[n].at_ms, &recs[n].cost, &recs[n].user) ==
+                     3)
                 n++;
         }
         fclose(f);
@@ -187,7 +206,9 @@ static void run_stress(const struct stress_cfg *cfg)
     max_window(recs, n, -1, &req, &tok);
     printf("# %s: %zu grants of %lld acquires; busiest window: %lld requests, %lld tokens\n",
            cfg->name, n, acquires, req, tok);
-    assert_true(acquires >= PROCS * 1000);
+    /* Demand exceeded the budget: some acquires were denied (else the
+     * utilisation below would measure the clients, not the limiter). */
+    assert_true(acquires > (long long)n);
     /* The whole path shares the model's and the tenant's buckets. */
     assert_true(within(req, cfg->model_requests));
     assert_true(within(tok, cfg->model_tokens));
@@ -222,24 +243,25 @@ static void test_tokens_bind(void **state)
                                           .model_requests = 6000,
                                           .model_tokens = 1000000,
                                           .tenant_requests = NO_LIMIT,
-                                          .tenant_tokens = 100000,
+                                          .tenant_tokens = 40000,
                                           .user_requests = NO_LIMIT,
-                                          .user_tokens = 30000,
+                                          .user_tokens = 12000,
                                           .binds_requests = 0};
     run_stress(&cfg);
 }
 
 /* The model's requests bind (the users' requests add up to more; the tokens
- * limits are far away). */
+ * limits are far away). The budgets are small enough that 8 clients exceed
+ * them even on a loaded machine. */
 static void test_requests_bind(void **state)
 {
     (void)state;
     static const struct stress_cfg cfg = {.name = "requests",
-                                          .model_requests = 1500,
+                                          .model_requests = 600,
                                           .model_tokens = 10000000,
                                           .tenant_requests = NO_LIMIT,
                                           .tenant_tokens = 10000000,
-                                          .user_requests = 500,
+                                          .user_requests = 200,
                                           .user_tokens = NO_LIMIT,
                                           .binds_requests = 1};
     run_stress(&cfg);

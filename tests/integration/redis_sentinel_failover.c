@@ -46,8 +46,12 @@ static int sentinel_master_port(void)
 {
     redisReply *r = cmd_on(sentinel_port, "SENTINEL get-master-addr-by-name m");
     int port = 0;
-    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
-        port = atoi(r->element[1]->str);
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[1]->type == REDIS_REPLY_STRING) {
+        char *end;
+        long v = strtol(r->element[1]->str, &end, 10);
+        port = *end == '\0' && v > 0 && v < 65536 ? (int)v : 0;
+    }
     if (r != NULL)
         freeReplyObject(r);
     return port;

@@ -102,7 +102,8 @@ static void test_settings(void **state)
     cli_free(&r);
     char path[] = "/tmp/llmq-settings-XXXXXX";
     int fd = mkstemp(path);
-    const char *line = "{\"url\":\"/v1/embeddings\",\"body\":{\"model\":\"m\",\"input\":\"a long "
+    const char *line = "{\"custom_id\":\"big\",\"url\":\"/v1/"
+                       "embeddings\",\"body\":{\"model\":\"m\",\"input\":\"a long "
                        "enough input\"}}\n";
     assert_int_equal(write(fd, line, strlen(line)), (ssize_t)strlen(line));
     close(fd);

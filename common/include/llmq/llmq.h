@@ -41,7 +41,11 @@ struct llmq_producer_options {
 /* Per-job options; zero-initialised means: generated id, normal priority, no
  * tenant/user, no deadline, default attempts. */
 struct llmq_job_options {
-    const char *job_id; /* idempotency key (the Batch custom_id); NULL: generated */
+    const char *job_id; /* idempotency key (the Batch custom_id); NULL: a new id is
+                           generated (and returned in llmq_enqueue_result.job_id) on
+                           every call, so enqueueing the same request again, e.g. after
+                           LLMQ_EREDIS, makes a second job: pass an id of your own
+                           whenever a call may be repeated */
     enum llmq_priority priority;
     const char *tenant;    /* NULL: none */
     const char *user;      /* NULL: none */
@@ -93,8 +97,8 @@ enum llmq_rc llmq_producer_enqueue(struct llmq_producer *p, const char *url, con
  * when any is invalid nothing is written, its res[i].rc says why, and the call
  * returns LLMQ_EINVAL. Otherwise returns LLMQ_OK with res[i].rc LLMQ_OK or
  * LLMQ_EDUPLICATE for each request, or LLMQ_EREDIS/LLMQ_ESCRIPT when Redis
- * failed (some jobs may then have been written: enqueue them again, ids make
- * that safe). res must hold n entries. */
+ * failed (some jobs may then have been written: enqueue them again, their
+ * ids make that safe; requests without a job_id get new ids and run twice). res must hold n entries. */
 enum llmq_rc llmq_producer_enqueue_many(struct llmq_producer *p, const struct llmq_request *reqs,
                                         size_t n, struct llmq_enqueue_result *res,
                                         struct llmq_error *err);

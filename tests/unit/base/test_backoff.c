@@ -108,6 +108,31 @@ static void test_uniform(void **state)
     assert_true(llmq_backoff_rng_uniform(&rng, INT64_MAX) >= 0);
 }
 
+/* Reconnect steps: each delay in [step/2, step], the step doubling to the
+ * cap and staying there; a step below 1 ms counts as 1. */
+static void test_reconnect_steps(void **state)
+{
+    (void)state;
+    uint64_t rng;
+    llmq_backoff_rng_seed(&rng, 7);
+    for (int run = 0; run < 200; run++) {
+        int64_t step = 100, expect = 100;
+        for (int i = 0; i < 10; i++) {
+            int64_t d = llmq_backoff_reconnect_ms(&step, 5000, &rng);
+            assert_true(d >= expect / 2 && d <= expect);
+            expect = expect * 2 > 5000 ? 5000 : expect * 2;
+            assert_int_equal(step, expect);
+        }
+    }
+    int64_t step = 0;
+    int64_t d = llmq_backoff_reconnect_ms(&step, 0, &rng);
+    assert_true(d >= 0 && d <= 1);
+    assert_int_equal(step, 1);
+    step = INT64_MAX;
+    d = llmq_backoff_reconnect_ms(&step, INT64_MAX, &rng);
+    assert_true(d > 0 && step > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -116,6 +141,7 @@ int main(void)
         cmocka_unit_test(test_defaults_and_due),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_uniform),
+        cmocka_unit_test(test_reconnect_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

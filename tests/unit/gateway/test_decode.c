@@ -40,8 +40,7 @@ static void test_routes(void **state)
     assert_int_equal(route("GET", "/v1/batches/batch_1", NULL), GW_ROUTE_BATCH_GET);
     assert_int_equal(route("POST", "/v1/batches/batch_1/cancel", id), GW_ROUTE_BATCH_CANCEL);
     assert_string_equal(id, "batch_1");
-    assert_int_equal(route("GET", "/v1/batches/batch_1/cancel", NULL),
-                     GW_ROUTE_METHOD_NOT_ALLOWED);
+    assert_int_equal(route("GET", "/v1/batches/batch_1/cancel", NULL), GW_ROUTE_METHOD_NOT_ALLOWED);
     assert_int_equal(route("GET", "/v1/files/a{b}", id), GW_ROUTE_NOT_FOUND);
     assert_string_equal(id, "");
     assert_int_equal(route("GET", "/v1/filesx", NULL), GW_ROUTE_NOT_FOUND);
@@ -198,8 +197,8 @@ static void test_results(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_routes),      cmocka_unit_test(test_bearer),
-        cmocka_unit_test(test_list_query),  cmocka_unit_test(test_call),
+        cmocka_unit_test(test_routes),        cmocka_unit_test(test_bearer),
+        cmocka_unit_test(test_list_query),    cmocka_unit_test(test_call),
         cmocka_unit_test(test_batch_request), cmocka_unit_test(test_results),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -70,6 +70,7 @@ static void test_many_generated_ids_unique(void **state)
                "{\"url\":\"/v1/embeddings\",\"body\":{\"model\":\"m\",\"input\":\"x\"}}\n", one);
     struct llmq_job_defaults d;
     llmq_job_defaults_init(&d);
+    d.generate_ids = 1;
     struct llmq_batch b = {0};
     assert_int_equal(llmq_batch_parse(text, n * one, &d, &b, NULL), LLMQ_OK);
     assert_int_equal(b.n_jobs, n);

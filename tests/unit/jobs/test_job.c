@@ -251,6 +251,32 @@ static void test_ids_and_names(void **state)
     assert_non_null(llmq_job_url_known("/v1/responses"));
 }
 
+/* custom_id is required in a line (the Batch format requires it, and a
+ * generated id would run the line again on every re-run of the file), unless
+ * the caller asks for generated ids; the producer API without a job id gets
+ * one generated (it returns it). */
+static void test_custom_id_required_unless_generated(void **state)
+{
+    (void)state;
+    const char *line = "{\"url\":\"/v1/embeddings\",\"body\":{\"model\":\"m\",\"input\":\"x\"}}";
+    struct llmq_job_defaults d;
+    llmq_job_defaults_init(&d);
+    struct llmq_job j = {0};
+    struct llmq_error err = {0};
+    assert_int_equal(llmq_job_from_line(line, strlen(line), &d, &j, &err), LLMQ_EINVAL);
+    assert_non_null(strstr(err.msg, "missing \"custom_id\""));
+    d.generate_ids = 1;
+    assert_int_equal(llmq_job_from_line(line, strlen(line), &d, &j, &err), LLMQ_OK);
+    assert_int_equal(strncmp(j.id, "job-", 4), 0);
+    llmq_job_clear(&j);
+    d.generate_ids = 0;
+    assert_int_equal(llmq_job_from_request("/v1/embeddings", "{\"model\":\"m\",\"input\":\"x\"}",
+                                           NULL, &d, &j, &err),
+                     LLMQ_OK);
+    assert_int_equal(strncmp(j.id, "job-", 4), 0);
+    llmq_job_clear(&j);
+}
+
 /* jansson's allocations fail from the Nth on: every path must report an
  * error (or succeed when it needed fewer) and leak nothing (ASan checks). */
 static long alloc_budget;
@@ -302,6 +328,7 @@ int main(void)
         cmocka_unit_test(test_request_api),
         cmocka_unit_test(test_output_line),
         cmocka_unit_test(test_ids_and_names),
+        cmocka_unit_test(test_custom_id_required_unless_generated),
         cmocka_unit_test(test_allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
