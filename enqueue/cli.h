@@ -79,5 +79,16 @@ int llmq_cmd_results(struct llmq_cli *cli, int argc, char **argv);
 int llmq_cmd_dead(struct llmq_cli *cli, int argc, char **argv);
 int llmq_cmd_settings(struct llmq_cli *cli, int argc, char **argv);
 int llmq_cmd_keys(struct llmq_cli *cli, int argc, char **argv);
+int llmq_cmd_account(struct llmq_cli *cli, int argc, char **argv);
+
+/* cmd_account.c: the account's auth pause (keys.h P auth_pause) as a new
+ * JSON object {key_id, status, since_ms, job}, or NULL when not paused (or
+ * on a Redis error: c->err says). prefix is the account's key prefix. */
+#include <jansson.h>
+#include <stdio.h>
+json_t *llmq_cli_auth_pause(redisContext *c, const char *prefix);
+/* Prints the one line that says the account is paused, and why (p from
+ * llmq_cli_auth_pause, borrowed). */
+void llmq_cli_auth_pause_line(FILE *out, const json_t *p);
 
 #endif

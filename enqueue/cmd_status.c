@@ -317,6 +317,8 @@ static json_t *gather(const struct llmq_cli *cli, redisContext *c, const char *a
         add_buckets(o, c, prefix);
         add_quota_and_calibration(o, c, account, prefix);
         add_workers(o, c, prefix);
+        json_t *pause = llmq_cli_auth_pause(c, prefix); /* NULL: not paused */
+        json_object_set_new(o, "auth_pause", pause ? pause : json_null());
     }
     return o;
 }
@@ -374,8 +376,12 @@ static void print_queues(const json_t *o)
     json_t *t = json_object_get(o, "totals");
     char acct[96];
     fit(acct, sizeof(acct), json_string_value(json_object_get(o, "account")), 90);
-    printf("account %s\n  %-8s %12s %12s %12s %12s\n", acct, "priority", "queued", "in_flight",
-           "delayed", "dead");
+    printf("account %s\n", acct);
+    if (json_is_object(json_object_get(o, "auth_pause"))) {
+        printf("  ");
+        llmq_cli_auth_pause_line(stdout, json_object_get(o, "auth_pause"));
+    }
+    printf("  %-8s %12s %12s %12s %12s\n", "priority", "queued", "in_flight", "delayed", "dead");
     for (int i = 0; i < LLMQ_PRIORITY_COUNT; i++) {
         const char *prio = llmq_priority_name(llmq_priority_by_rank(i));
         json_t *q = json_object_get(json_object_get(o, "queues"), prio);

@@ -21,6 +21,7 @@ static const struct command commands[] = {
     {"settings", llmq_cmd_settings, "show or change retention and enqueue settings"},
     {"limits", llmq_cmd_limits, "show or change rate limits and limiter policy"},
     {"keys", llmq_cmd_keys, "create, list or revoke llmq-gateway API keys"},
+    {"account", llmq_cmd_account, "show or lift the pause after the API refused the key"},
 };
 
 static void usage(FILE *out)

@@ -18,6 +18,8 @@
 --      priority. Nothing scans past a blocked job, nothing is re-queued.
 --      A job past its deadline, out of attempts, or whose cost never fits is
 --      dead-lettered; a job that already finished is dropped.
+--   Nothing is granted while the account is auth-paused (P auth_pause): the
+--   reply is then the error LLMQ_AUTH_PAUSED <why>.
 --   Hostile data never stops dispatch: an entry without a usable job id, or
 --   whose job key is not a hash, goes to P dead as an entry (worker_dead_entry:
 --   reason invalid_entry, invalid_job_id, invalid_job); a job that is missing
@@ -66,6 +68,18 @@ local function names_invalid(model, tenant, user)
         return 'job has an invalid user'
     end
     return nil
+end
+
+-- 0. An account paused because the API refused its key (401/403: the key is
+-- wrong, not the jobs; job_settle mode authpause) is granted nothing: its
+-- jobs stay queued until account_resume lifts the pause. The worker reads
+-- this error (worker/dispatch.c) and asks again later. Keep this check in
+-- any rewrite of dispatch.
+local paused_key = redis.call('HGET', P .. 'auth_pause', 'key_id')
+if paused_key then
+    local why = redis.call('HGET', P .. 'auth_pause', 'status') or 'refused'
+    return redis.error_reply('LLMQ_AUTH_PAUSED the API refused key ' .. paused_key .. ' (' ..
+        why .. ')')
 end
 
 -- 1. Promote due delayed jobs to the head of their key.

@@ -8,7 +8,9 @@
 --   dead      dead-letters it with its output line and reason, settling the
 --             reservation to the usage reported (or refunding it);
 --   handback  gives it back untried (shutdown): refund, due now, the attempt
---             uncounted.
+--             uncounted;
+--   authpause the API refused the key (401/403): as handback, and the
+--             account is paused (P auth_pause) until account_resume.
 -- A refund, or a delayed job due sooner than all others, wakes idle workers
 -- (lua/lib/45_sched.lua). Then the account+model bucket learns from OpenAI's
 -- rate-limit headers.
@@ -22,6 +24,8 @@
 -- ARGV[13..16] remaining requests, remaining tokens, reset requests ms, reset
 --          tokens ms from the response headers (-1: not sent)
 -- ARGV[17..18] limit requests, limit tokens from the headers (-1: not sent)
+-- ARGV[19] authpause: the refused key's fingerprint (16 hex digits of its
+--          SHA-256; never the key)
 -- Reply: {owned, finished}: owned 0 when the entry was no longer pending for
 -- anyone (reclaimed and redelivered): the job's state is then left to the
 -- current owner, except that a result is still stored once (finished 1).
@@ -29,6 +33,9 @@ local P = KEYS[1]
 local mode, prio, eid, id, handle = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local actual = llmq_int_arg(ARGV[6], 'actual tokens')
 local now = llmq_now_ms()
+if mode == 'authpause' and (not string.find(ARGV[19] or '', '^%x+$') or #ARGV[19] > 64) then
+    return redis.error_reply('LLMQ_EINVAL authpause needs a key fingerprint')
+end
 local q = P .. 'q:' .. prio
 local owned = worker_ack(q, eid)
 local finished = 0
@@ -37,7 +44,7 @@ local jk = P .. 'job:' .. id
 if handle ~= '' then
     if mode == 'done' or (mode == 'dead' and actual >= 0) then
         limiter_adjust(P, handle, math.max(actual, 0))
-    elseif mode == 'handback' or ARGV[10] == '1' or mode == 'dead' then
+    elseif mode == 'handback' or mode == 'authpause' or ARGV[10] == '1' or mode == 'dead' then
         limiter_adjust(P, handle, nil)
         sched_refund_wake(P, ARGV[11])
     end
@@ -45,7 +52,7 @@ end
 
 if mode == 'done' or mode == 'dead' then
     finished = llmq_job_finish(P, id, mode, ARGV[7], ARGV[8], now)
-elseif owned == 1 and (mode == 'retry' or mode == 'handback') then
+elseif owned == 1 and (mode == 'retry' or mode == 'handback' or mode == 'authpause') then
     local due = mode == 'retry' and now + llmq_int_arg(ARGV[9], 'delay ms') or now
     sched_delay(P, id, due)
     redis.call('HSET', jk, 'state', 'delayed')
@@ -54,8 +61,12 @@ elseif owned == 1 and (mode == 'retry' or mode == 'handback') then
     else
         redis.call('HINCRBY', jk, 'attempts', -1)
     end
-elseif mode ~= 'retry' and mode ~= 'handback' then
+elseif mode ~= 'retry' and mode ~= 'handback' and mode ~= 'authpause' then
     return redis.error_reply('LLMQ_EINVAL unknown mode ' .. tostring(mode))
+end
+if mode == 'authpause' then
+    redis.call('HSET', P .. 'auth_pause', 'key_id', ARGV[19], 'status', ARGV[8], 'job', id)
+    redis.call('HSETNX', P .. 'auth_pause', 'since_ms', now)
 end
 
 local model = ARGV[11]

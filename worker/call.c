@@ -1,17 +1,8 @@
-/* One job's call to the API, and what its outcome means (docs/DESIGN.md
- * §3.3-3.5). The classification is pure given the response:
- *   2xx                         done: settle to the reported usage
- *   429 insufficient_quota      dead: retrying cannot help
- *   429 (rate limit)            retry: refund, pause the model bucket for the
- *                               server's hint, back off (never sooner)
- *   5xx, 408, 409, timeouts,    retry without refund (the call may have cost
- *   resets, connect errors      tokens; a request that surely never left is
- *                               refunded)
- *   other 4xx                   dead at once, with the response
- *   x-should-retry              overrides: true retries, false does not
- *   attempts used up            dead with the last error
- * Every response's x-ratelimit-* headers go to the settle, where the model
- * bucket learns from them. */
+/* One job's call to the API (docs/DESIGN.md §3.3-3.5): sends it, classifies the
+ * outcome with the pure llmq_call_classify (classify.h, where the table of
+ * statuses lives) and turns the verdict into the settle to send (settle.c),
+ * counters, metrics and log lines. Every response's x-ratelimit-* headers go
+ * to the settle, where the model bucket learns from them. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,19 +15,25 @@
 #include "base/log.h"
 #include "admin/metrics_worker.h"
 #include "openai/usage.h"
+#include "classify.h"
 #include "worker.h"
 
 /* The Batch output line of a response (status, body: JSON when it parses,
- * else the text; error: null for 2xx, else {code, message}). Returns new. */
+ * else the text; error: null for 2xx, else {code, message}; err_code and
+ * err_message, when not NULL, give the error of a 2xx that is no result).
+ * Returns new. */
 static char *output_line(const struct worker_job *job, const struct llmq_http_response *resp,
-                         const struct llmq_errorbody *eb)
+                         const struct llmq_errorbody *eb, const char *err_code,
+                         const char *err_message)
 {
     json_t *body = json_loadb(resp->body, resp->body_len, 0, NULL);
     if (body == NULL)
         body = json_stringn_nocheck(resp->body, resp->body_len);
     const char *rid = resp->headers.request_id[0] ? resp->headers.request_id : "";
     json_t *error = json_null();
-    if (resp->status < 200 || resp->status > 299)
+    if (err_code != NULL)
+        error = json_pack("{s:s, s:s}", "code", err_code, "message", err_message);
+    else if (resp->status < 200 || resp->status > 299)
         error = json_pack("{s:s, s:s}", "code",
                           eb->code[0]   ? eb->code
                           : eb->type[0] ? eb->type
@@ -81,17 +78,6 @@ static void copy_headers(struct worker_job *job, const struct llmq_ratelimit_hea
         job->lim_tok = v;
 }
 
-/* The server's hint for a 429: retry-after(-ms), else the later reset. */
-static int64_t rate_limit_hint_ms(const struct worker_job *job,
-                                  const struct llmq_ratelimit_headers *h)
-{
-    int64_t hint = llmq_ratelimit_headers_retry_hint_ms(h);
-    if (hint >= 0)
-        return hint;
-    int64_t r = job->reset_req_ms > job->reset_tok_ms ? job->reset_req_ms : job->reset_tok_ms;
-    return r > 0 ? r : -1;
-}
-
 /* Sets job up to retry (or, out of attempts, to die) after reason. */
 static void plan_retry(struct llmq_worker *w, struct worker_job *job, const char *reason,
                        int64_t hint_ms, int refund, char *line_if_dead)
@@ -130,65 +116,79 @@ static void record_calibration(const struct worker_job *job, int64_t actual_prom
     redisAsyncCommandArgv(ac, NULL, NULL, cmd.argc, cmd.argv, cmd.argvlen);
 }
 
-static void classify_http(struct llmq_worker *w, struct worker_job *job,
-                          struct llmq_http_response *resp)
+/* Acts on a classified result (classify.h): the settle to send, counters,
+ * logs. */
+static void apply_class(struct llmq_worker *w, struct worker_job *job,
+                        const struct llmq_http_response *resp, const struct llmq_call_class *c)
 {
-    struct llmq_errorbody eb;
-    llmq_errorbody_classify((int)resp->status, resp->body, resp->body_len, &eb);
-    int64_t should_retry = -1;
-    llmq_ratelimit_headers_get(&resp->headers, LLMQ_RLH_SHOULD_RETRY, &should_retry);
-    char reason[128];
-    snprintf(reason, sizeof(reason), "http %ld%s%s", resp->status, eb.code[0] ? " " : "", eb.code);
-    if (eb.kind == LLMQ_ERRORBODY_OK) {
-        struct llmq_usage u;
+    const char *acct = job->acct->cfg->name;
+    switch (c->verdict) {
+    case LLMQ_CALL_DONE:
         job->mode = "done";
         job->actual_tokens = job->cost; /* no usage reported: keep the reservation */
-        if (llmq_usage_parse(resp->body, resp->body_len, &u) == LLMQ_OK) {
-            if (u.present & LLMQ_USAGE_TOTAL)
-                job->actual_tokens = u.total_tokens;
-            if (u.present & LLMQ_USAGE_INPUT) {
-                record_calibration(job, u.input_tokens);
-                llmq_worker_metrics_prompt(w, job, u.input_tokens);
-            }
+        if (c->has_usage && (c->usage.present & LLMQ_USAGE_TOTAL))
+            job->actual_tokens = c->usage.total_tokens;
+        if (c->has_usage && (c->usage.present & LLMQ_USAGE_INPUT)) {
+            record_calibration(job, c->usage.input_tokens);
+            llmq_worker_metrics_prompt(w, job, c->usage.input_tokens);
         }
-        job->line = output_line(job, resp, &eb);
+        job->line = output_line(job, resp, &c->eb, NULL, NULL);
         w->stats.succeeded++;
         w->stats.tokens_used += job->actual_tokens;
-        LLMQ_LOG_JOB(LLMQ_LOG_DEBUG, job->acct->cfg->name, job->id,
+        LLMQ_LOG_JOB(LLMQ_LOG_DEBUG, acct, job->id,
                      "done: http %ld, %lld tokens used of %lld reserved, %lld ms", resp->status,
                      (long long)job->actual_tokens, (long long)job->cost,
                      (long long)resp->elapsed_ms);
         return;
-    }
-    int retryable = eb.kind == LLMQ_ERRORBODY_RATE_LIMIT || eb.kind == LLMQ_ERRORBODY_SERVER ||
-                    resp->status == 408 || resp->status == 409;
-    if (should_retry >= 0)
-        retryable = (int)should_retry;
-    if (eb.kind == LLMQ_ERRORBODY_INSUFFICIENT_QUOTA && should_retry != 1)
-        retryable = 0;
-    char *line = output_line(job, resp, &eb);
-    if (resp->status == 429)
-        llmq_worker_metrics_429(w, job, eb.kind == LLMQ_ERRORBODY_INSUFFICIENT_QUOTA);
-    if (!retryable) {
+    case LLMQ_CALL_HANDBACK:
+        job->mode = "handback";
+        w->stats.handed_back++;
+        return;
+    case LLMQ_CALL_AUTH:
+        llmq_worker_auth_refused(job->acct, resp->status,
+                                 c->eb.code[0] ? c->eb.code : c->eb.message);
+        job->mode = "authpause";
+        snprintf(job->reason, sizeof(job->reason), "%s", c->reason);
+        job->refund = 1;
+        w->stats.auth_refused++;
+        return;
+    case LLMQ_CALL_DEAD:
         job->mode = "dead";
-        snprintf(job->reason, sizeof(job->reason), "%s",
-                 eb.kind == LLMQ_ERRORBODY_INSUFFICIENT_QUOTA ? "insufficient_quota" : reason);
-        job->line = line;
-        job->actual_tokens = -1;
+        snprintf(job->reason, sizeof(job->reason), "%s", c->reason);
+        if (c->cause == LLMQ_CALL_CAUSE_TOO_BIG) {
+            job->line = error_line(job, "response_too_big", "the response exceeded the size limit");
+            job->actual_tokens = job->cost;
+        } else {
+            job->line = output_line(job, resp, &c->eb, NULL, NULL);
+            job->actual_tokens = c->refund ? -1 : job->cost;
+        }
         return;
+    case LLMQ_CALL_RETRY:
+        break;
     }
-    if (eb.kind == LLMQ_ERRORBODY_RATE_LIMIT) {
-        int64_t hint = rate_limit_hint_ms(job, &resp->headers);
+    char *line = NULL;
+    if (c->cause == LLMQ_CALL_CAUSE_INVALID_RESPONSE) {
+        /* The body is kept for whoever looks at the dead letter, but the
+         * line says it is no result. */
+        line = output_line(job, resp, &c->eb, "invalid_response", c->reason);
+        w->stats.invalid_responses++;
+        llmq_worker_metrics_invalid_response(w, job);
+        LLMQ_LOG_JOB(LLMQ_LOG_WARN, acct, job->id, "%s", c->reason);
+    } else if (c->cause == LLMQ_CALL_CAUSE_TRANSPORT) {
+        w->stats.transport_errors++;
+    } else {
+        line = output_line(job, resp, &c->eb, NULL, NULL);
+    }
+    if (c->cause == LLMQ_CALL_CAUSE_RATE_LIMIT) {
         w->stats.rate_limited++;
-        job->pause_ms = hint > 0 ? hint : w->cfg->backoff_base_ms;
-        LLMQ_LOG_JOB(LLMQ_LOG_WARN, job->acct->cfg->name, job->id,
-                     "429 from the API; pausing %s for %lld ms", job->model,
-                     (long long)job->pause_ms);
-        plan_retry(w, job, reason, hint, 1, line);
-        return;
+        job->pause_ms = c->hint_ms > 0 ? c->hint_ms : w->cfg->backoff_base_ms;
+        LLMQ_LOG_JOB(LLMQ_LOG_WARN, acct, job->id, "429 from the API; pausing %s for %lld ms",
+                     job->model, (long long)job->pause_ms);
+    } else if (c->cause == LLMQ_CALL_CAUSE_SERVER || c->cause == LLMQ_CALL_CAUSE_QUOTA ||
+               c->cause == LLMQ_CALL_CAUSE_CLIENT) {
+        w->stats.server_errors++;
     }
-    w->stats.server_errors++;
-    plan_retry(w, job, reason, -1, 0, line);
+    plan_retry(w, job, c->reason, c->hint_ms, c->refund, line);
 }
 
 /* Every attempt ends here once its mode is decided, however it ended (a
@@ -212,23 +212,21 @@ static void on_response(struct llmq_http_response *resp, void *privdata)
     struct worker_job *job = privdata;
     struct llmq_worker *w = job->acct->w;
     copy_headers(job, &resp->headers);
-    if (resp->outcome == LLMQ_HTTP_OK) {
-        classify_http(w, job, resp);
-    } else if (resp->outcome == LLMQ_HTTP_CANCELLED) {
-        job->mode = "handback";
-        w->stats.handed_back++;
-    } else if (resp->outcome == LLMQ_HTTP_TOO_BIG) {
-        job->mode = "dead";
-        snprintf(job->reason, sizeof(job->reason), "response_too_big");
-        job->line = error_line(job, "response_too_big", "the response exceeded the size limit");
-        job->actual_tokens = job->cost;
-    } else {
-        char reason[160];
-        snprintf(reason, sizeof(reason), "%s: %.120s", llmq_http_outcome_name(resp->outcome),
-                 resp->error);
-        w->stats.transport_errors++;
-        plan_retry(w, job, reason, -1, !resp->request_sent, NULL);
-    }
+    struct llmq_call_response in = {
+        .outcome = resp->outcome,
+        .request_sent = resp->request_sent,
+        .error = resp->error,
+        .status = resp->status,
+        .headers = &resp->headers,
+        .body = resp->body,
+        .body_len = resp->body_len,
+        .url_path = job->url_path,
+    };
+    struct llmq_call_class c;
+    llmq_call_classify(&in, &c);
+    if (resp->outcome == LLMQ_HTTP_OK && c.cause != LLMQ_CALL_CAUSE_OK && resp->status == 429)
+        llmq_worker_metrics_429(w, job, c.cause == LLMQ_CALL_CAUSE_QUOTA);
+    apply_class(w, job, resp, &c);
     end_attempt(w, job, resp);
 }
 

@@ -38,7 +38,8 @@ static void usage(FILE *out)
             "  --http1                 do not negotiate HTTP/2\n"
             "  --log-level L           debug|info|warn|error (env LLMQ_LOG_LEVEL; default info)\n"
             "  --log-format F          text|json (env LLMQ_LOG_FORMAT; default text)\n"
-            "  --exit-when-idle-ms MS  exit 0 after MS with no job to do (batch runs, tests)\n"
+            "  --exit-when-idle-ms MS  exit 0 after MS with no job to do (batch runs, tests);\n"
+            "                          exit 1 if Redis was never reached\n"
             "  --max-response-bytes N  longest response body accepted (default 16777216)\n"
             "  --spool-dir DIR         results Redis could not take are kept here at exit and\n"
             "                          replayed at the next start (env LLMQ_SPOOL_DIR; default\n"
@@ -49,7 +50,12 @@ static void usage(FILE *out)
             "                          LLMQ_METRICS_PORT; default 0: off)\n"
             "  --metrics-host ADDR     numeric address to listen on (env LLMQ_METRICS_HOST;\n"
             "                          default 0.0.0.0, so a pod's scraper and probes reach it)\n"
-            "Exit codes: 0 clean stop, 1 runtime failure, 2 invalid configuration.\n");
+            "  --version               print the version and exit\n"
+            "  --help                  this text\n"
+            "SIGTERM or SIGINT: stop taking jobs, finish calls within --grace-ms, hand back\n"
+            "the rest; a second signal hands back at once.\n"
+            "Exit codes: 0 clean stop, 1 runtime failure, 2 invalid configuration (bad\n"
+            "option, malformed Redis URL).\n");
 }
 
 static int bad(const char *setting, const char *why, const char *value)
@@ -197,6 +203,7 @@ static const struct option options[] = {
     {"metrics-port", required_argument, NULL, O_MPORT},
     {"metrics-host", required_argument, NULL, O_MHOST},
     {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
 };
 
@@ -349,6 +356,10 @@ int llmq_worker_config_parse(struct llmq_worker_config *cfg, int argc, char **ar
     while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
         if (opt == 'h') {
             usage(stdout);
+            return 1;
+        }
+        if (opt == 'V') {
+            printf("llmq-worker %s\n", LLMQ_VERSION);
             return 1;
         }
         if (opt == '?') {

@@ -21,6 +21,7 @@
 #include "worker.h"
 
 #define WAKE_BLOCK_MAX_MS 5000
+#define AUTH_POLL_MS 2000 /* while auth-paused (auth_pause.c): how often to ask again */
 
 static void dispatch_now(struct worker_account *a);
 
@@ -127,6 +128,11 @@ static void on_dispatch(redisAsyncContext *ac, redisReply *r, void *privdata)
     if (r == NULL)
         return; /* connection lost: dispatch resumes when it is back */
     struct llmq_dispatch_head head;
+    if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "LLMQ_AUTH_PAUSED ", 17) == 0) {
+        llmq_worker_auth_paused_reply(a, r->str + 17);
+        arm_wait(a, AUTH_POLL_MS); /* notices `llmq account resume` */
+        return;
+    }
     if (llmq_dispatch_head_decode(r, &head) != 0) {
         LLMQ_LOG_JOB(LLMQ_LOG_ERROR, a->cfg->name, NULL, "dispatch: %s",
                      r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply shape");
@@ -136,6 +142,7 @@ static void on_dispatch(redisAsyncContext *ac, redisReply *r, void *privdata)
     int64_t wait_ms = head.wait_ms;
     a->next_due_ms = head.next_due_ms;
     a->scripts_ok = 1;
+    llmq_worker_auth_ok(a);
     if (wait_ms > 0)
         llmq_worker_metrics_wait(a, wait_ms);
     memcpy(a->wake_id, head.wake_id, sizeof(a->wake_id));
@@ -208,11 +215,13 @@ void llmq_worker_dispatch_soon(struct worker_account *a)
 
 static void on_cmd_state(struct llmq_redis_async *ra, int ready, void *privdata)
 {
-    (void)ra;
     struct worker_account *a = privdata;
     a->scripts_ok = 0; /* until a dispatch is answered on this connection */
     if (!ready)
         return;
+    /* Before the first dispatch on this connection (one connection keeps
+     * the order): a pause for a key this worker does not hold is lifted. */
+    llmq_worker_auth_resume_check(a, llmq_redis_async_context(ra));
     llmq_worker_settle_flush(a);
     llmq_worker_dispatch_soon(a);
 }

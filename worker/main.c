@@ -20,11 +20,13 @@ static void print_summary(const struct llmq_worker *w)
     const struct llmq_worker_stats *s = &w->stats;
     LLMQ_LOG(LLMQ_LOG_INFO,
              "summary: dispatched %lld, succeeded %lld, retried %lld, dead %lld, 429s %lld, "
-             "5xx %lld, transport errors %lld, handed back %lld, tokens reserved %lld, used %lld",
+             "5xx %lld, transport errors %lld, invalid responses %lld, keys refused %lld, "
+             "handed back %lld, tokens reserved %lld, used %lld",
              (long long)s->dispatched, (long long)s->succeeded, (long long)s->retried,
              (long long)s->dead, (long long)s->rate_limited, (long long)s->server_errors,
-             (long long)s->transport_errors, (long long)s->handed_back,
-             (long long)s->tokens_reserved, (long long)s->tokens_used);
+             (long long)s->transport_errors, (long long)s->invalid_responses,
+             (long long)s->auth_refused, (long long)s->handed_back, (long long)s->tokens_reserved,
+             (long long)s->tokens_used);
 }
 
 /* A worker that exits cleanly takes its heartbeat out of P workers, so

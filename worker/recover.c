@@ -6,7 +6,8 @@
  *   gone.
  * - SIGTERM/SIGINT: stop asking for jobs, let calls in flight finish within
  *   the grace period, then cancel the rest, which are handed back untried;
- *   the loop ends once every settle has been answered. */
+ *   the loop ends once every settle has been answered. A second SIGTERM or
+ *   SIGINT during the grace period cancels and hands back at once. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -99,9 +100,26 @@ static void on_idle_timer(struct ev_loop *loop, ev_timer *t, int revents)
     int64_t quiet = llmq_worker_now_ms(w) - w->last_busy_ms;
     int waiting = 0;
     for (int i = 0; i < w->n_accounts; i++)
-        waiting |= w->accounts[i].next_due_ms >= 0 || w->accounts[i].dispatching ||
-                   ev_is_active(&w->accounts[i].wait_timer);
+        waiting |= !w->accounts[i].auth_paused && /* polls for a resume, but has no work */
+                   (w->accounts[i].next_due_ms >= 0 || w->accounts[i].dispatching ||
+                    ev_is_active(&w->accounts[i].wait_timer));
     if (w->inflight == 0 && !waiting && quiet >= w->cfg->exit_when_idle_ms) {
+        /* Idle because Redis never answered is no clean batch run: the jobs
+         * were never looked at. */
+        for (int i = 0; i < w->n_accounts; i++) {
+            const struct worker_account *a = &w->accounts[i];
+            if (!llmq_redis_async_ever_ready(a->cmd)) {
+                const char *why = llmq_redis_async_last_error(a->cmd);
+                LLMQ_LOG(LLMQ_LOG_ERROR, "never reached redis for account %s in %lld ms: %s",
+                         a->cfg->name, (long long)quiet, why[0] ? why : "no answer yet");
+                w->exit_code = 1;
+            } else if (a->auth_paused) {
+                LLMQ_LOG(LLMQ_LOG_ERROR,
+                         "exiting with account %s paused (%s): its jobs stay queued", a->cfg->name,
+                         a->auth_why);
+                w->exit_code = 1;
+            }
+        }
         LLMQ_LOG(LLMQ_LOG_INFO, "idle for %lld ms: exiting", (long long)quiet);
         llmq_worker_begin_drain(w);
         ev_timer_stop(loop, t);
@@ -118,12 +136,13 @@ void llmq_worker_check_done(struct llmq_worker *w)
     ev_break(w->loop, EVBREAK_ALL);
 }
 
-static void on_grace_timer(struct ev_loop *loop, ev_timer *t, int revents)
+/* Ends the drain now: calls in flight are cancelled and handed back, and the
+ * loop stops once their settles are answered (or at once when Redis is
+ * away: their results go to the spool). why names the cause for the log. */
+static void stop_now(struct llmq_worker *w, const char *why)
 {
-    (void)loop;
-    (void)revents;
-    struct llmq_worker *w = t->data;
-    LLMQ_LOG(LLMQ_LOG_WARN, "grace period over: handing back %d jobs in flight", w->inflight);
+    ev_timer_stop(w->loop, &w->grace_timer);
+    LLMQ_LOG(LLMQ_LOG_WARN, "%s: handing back %d jobs in flight", why, w->inflight);
     /* Cancelled calls are handed back (call.c) by their callbacks, now. */
     struct llmq_http *http = w->http;
     w->http = NULL;
@@ -132,12 +151,19 @@ static void on_grace_timer(struct ev_loop *loop, ev_timer *t, int revents)
     for (int i = 0; i < w->n_accounts; i++)
         unsettled |= w->accounts[i].settle_retry != NULL;
     if (unsettled) {
-        LLMQ_LOG(LLMQ_LOG_ERROR, "redis unreachable at the end of the grace period: results of "
+        LLMQ_LOG(LLMQ_LOG_ERROR, "redis unreachable when stopping: results of "
                                  "finished jobs go to the spool (--spool-dir) for the next "
                                  "start");
         ev_break(w->loop, EVBREAK_ALL);
     }
     llmq_worker_check_done(w);
+}
+
+static void on_grace_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)loop;
+    (void)revents;
+    stop_now(t->data, "grace period over");
 }
 
 void llmq_worker_begin_drain(struct llmq_worker *w)
@@ -162,8 +188,17 @@ static void on_signal(struct ev_loop *loop, ev_signal *s, int revents)
 {
     (void)loop;
     (void)revents;
-    LLMQ_LOG(LLMQ_LOG_INFO, "signal %d: stopping", s->signum);
-    llmq_worker_begin_drain(s->data);
+    struct llmq_worker *w = s->data;
+    /* A second SIGINT/SIGTERM while draining (a second Ctrl-C): the operator
+     * will not wait for the grace period. */
+    if (w->draining) {
+        char why[64];
+        snprintf(why, sizeof(why), "signal %d again: stopping now", s->signum);
+        stop_now(w, why);
+        return;
+    }
+    LLMQ_LOG(LLMQ_LOG_INFO, "signal %d: stopping (again to stop at once)", s->signum);
+    llmq_worker_begin_drain(w);
 }
 
 void llmq_worker_recover_start(struct llmq_worker *w)

@@ -83,7 +83,7 @@ void llmq_worker_settle(struct worker_job *job)
                            job->reset_tok_ms, job->lim_req, job->lim_tok};
     for (int i = 0; i < 6; i++)
         snprintf(nums[i], sizeof(nums[i]), "%" PRId64, hv[i]);
-    const char *argv[19] = {a->prefix,
+    const char *argv[20] = {a->prefix,
                             job->mode,
                             job->prio,
                             job->eid,
@@ -101,9 +101,10 @@ void llmq_worker_settle(struct worker_job *job)
                             nums[2],
                             nums[3],
                             nums[4],
-                            nums[5]};
+                            nums[5],
+                            a->cfg->key_id};
     redisAsyncContext *ac = llmq_redis_async_context(a->cmd);
-    if (ac == NULL || llmq_script_run_async(ac, LLMQ_SCRIPT_JOB_SETTLE, 1, 19, argv, NULL,
+    if (ac == NULL || llmq_script_run_async(ac, LLMQ_SCRIPT_JOB_SETTLE, 1, 20, argv, NULL,
                                             on_settled, job) != LLMQ_OK)
         keep_for_retry(job);
 }

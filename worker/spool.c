@@ -226,10 +226,13 @@ void llmq_worker_spool_answered(struct worker_job *job)
 /* One spooled line for job (new string), or NULL. */
 static char *job_line(const struct worker_job *job)
 {
+    /* A pause belongs to the key of this run: the next run only hands the
+     * job back (its own key may be right). */
+    const char *mode = strcmp(job->mode, "authpause") == 0 ? "handback" : job->mode;
     json_t *o = json_pack(
         "{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:I, s:i, s:I, s:I, s:I, "
         "s:I, s:I, s:I, s:I, s:I, s:i, s:i}",
-        "v", 1, "mode", job->mode, "prio", job->prio, "eid", job->eid, "id", job->id, "handle",
+        "v", 1, "mode", mode, "prio", job->prio, "eid", job->eid, "id", job->id, "handle",
         job->handle, "model", job->model, "actual", (json_int_t)job->actual_tokens, "reason",
         job->reason, "delay_ms", (json_int_t)job->delay_ms, "refund", job->refund, "pause_ms",
         (json_int_t)job->pause_ms, "rem_req", (json_int_t)job->rem_req, "rem_tok",

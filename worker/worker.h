@@ -24,7 +24,7 @@ struct llmq_worker_metrics;
 /* Counters printed at exit (and later exported as metrics). */
 struct llmq_worker_stats {
     int64_t dispatched, succeeded, retried, dead, rate_limited, server_errors, transport_errors,
-        handed_back, tokens_reserved, tokens_used;
+        handed_back, tokens_reserved, tokens_used, invalid_responses, auth_refused;
 };
 
 struct worker_account {
@@ -45,6 +45,11 @@ struct worker_account {
                                         stream entries recover.c keeps alive */
     int scripts_ok; /* a dispatch was answered since the command connection came up (readyz) */
     struct worker_spool *spool; /* spool.c: files claimed at start; NULL: none */
+    /* auth_pause.c: the API refused this account's key (P auth_pause). */
+    int auth_paused;
+    char auth_why[256];     /* for logs and /readyz; never the key */
+    int64_t auth_logged_ms; /* the last error line about it, for the reminder */
+    int auth_checked;       /* account_resume ran for this process's key */
 };
 
 /* One job in hand, from dispatch until its settle script has answered. */
@@ -59,7 +64,7 @@ struct worker_job {
     int64_t cost;
     int64_t est_prompt_tokens; /* enqueue's estimate, for calibration; -1 none */
     /* The settle to send. */
-    const char *mode;      /* done | retry | dead | handback */
+    const char *mode;      /* done | retry | dead | handback | authpause */
     int64_t actual_tokens; /* -1: refund */
     char *line;            /* Batch output line (done/dead) */
     char reason[256];
@@ -101,6 +106,18 @@ void llmq_worker_settle_flush(struct worker_account *a);
 void llmq_worker_job_free(struct worker_job *job);
 /* Adds job to its account's held list (until llmq_worker_job_free). */
 void llmq_worker_job_hold(struct worker_job *job);
+
+/* auth_pause.c: the account pause after a 401/403 (see the file comment). */
+/* A call got status (401/403) with detail (the error code or message, may be
+ * NULL): logs loudly once per pause. */
+void llmq_worker_auth_refused(struct worker_account *a, long status, const char *detail);
+/* Dispatch replied LLMQ_AUTH_PAUSED (why: its text). */
+void llmq_worker_auth_paused_reply(struct worker_account *a, const char *why);
+/* Dispatch answered normally: the pause, if any, is over. */
+void llmq_worker_auth_ok(struct worker_account *a);
+/* Once per process, on a ready command connection ac: lifts a pause that
+ * names another key than this worker's. */
+void llmq_worker_auth_resume_check(struct worker_account *a, redisAsyncContext *ac);
 
 /* recover.c */
 void llmq_worker_recover_start(struct llmq_worker *w);

@@ -99,6 +99,14 @@
  *                            events_max (100000, approximate MAXLEN of events),
  *                            events_ttl_ms (1 day; events older are trimmed),
  *                            max_body_bytes (1048576, checked by enqueue)
+ *   P auth_pause       HASH  present while the account is paused because the API
+ *                            refused its key (401/403; lua/job_settle.lua mode
+ *                            authpause): key_id (first 16 hex digits of the
+ *                            key's SHA-256, never the key), status ("http 401
+ *                            invalid_api_key"), since_ms, job (the job that got
+ *                            it). Dispatch grants nothing while it exists;
+ *                            lua/account_resume.lua deletes it (`llmq account
+ *                            resume`, or a worker starting with another key).
  *   job field cancel = 1: cancelled (lua/job_cancel.lua): a queued or delayed
  *   job ends dead with reason cancelled at once; a running one is never sent
  *   again should it come back to dispatch.

@@ -1,11 +1,21 @@
-/* A self-healing async Redis connection; see redis_async.h. */
+/* A self-healing async Redis connection; see redis_async.h.
+ *
+ * The handshake (AUTH, SELECT, PING) is pipelined; every step has a callback,
+ * and the first error reply marks the attempt failed, so the PING that
+ * follows a refused SELECT can never make a connection on database 0 look
+ * ready. Every failed attempt records its cause (last_error) and is logged at
+ * warn: a new cause at once, the same cause again at most once per
+ * RA_LOG_REPEAT_MS, with the number of attempts in between. */
 #include "redis/redis_async.h"
 
 #include <ev.h>
 #include <hiredis/adapters/libev.h>
 #include <stddef.h>
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/backoff.h"
 #include "base/log.h"
@@ -26,10 +36,18 @@ struct llmq_redis_async {
     uint64_t rng;
     ev_timer reconnect_timer;
     ev_timer connect_timer;
+    int handshake_failed; /* an AUTH or SELECT of this attempt was refused */
+    int ever_ready;
+    char last_error[256];   /* cause of the last failed attempt; "" before any */
+    char logged_error[256]; /* the cause last logged, for the rate limit */
+    double logged_at;       /* ev_now of that log line */
+    int unlogged_failures;  /* failures since then, not logged */
 };
 
+#define RA_LOG_REPEAT_MS 30000
+
 #define RA_OF(w, member)                                                                           \
-    ((struct llmq_redis_async *)((char *)(w) - offsetof(struct llmq_redis_async, member)))
+    ((struct llmq_redis_async *)((char *)(w)-offsetof(struct llmq_redis_async, member)))
 
 static void start_connect(struct llmq_redis_async *ra);
 
@@ -39,11 +57,40 @@ static void set_state(struct llmq_redis_async *ra, enum ra_state s)
     ra->state = s;
     int ready = s == RA_READY;
     if (was_ready != ready && !ra->closing) {
-        LLMQ_LOG(ready ? LLMQ_LOG_INFO : LLMQ_LOG_WARN, "%s: redis %s", ra->cfg.name,
-                 ready ? "connected" : "connection lost");
+        if (ready) /* a loss is logged with its cause by note_failure */
+            LLMQ_LOG(LLMQ_LOG_INFO, "%s: redis connected", ra->cfg.name);
         if (ra->cb != NULL)
             ra->cb(ra, ready, ra->privdata);
     }
+}
+
+/* Records why this attempt (or the ready connection) failed and logs it
+ * (rate-limited, see the file comment). fmt is printf-like. */
+static void note_failure(struct llmq_redis_async *ra, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void note_failure(struct llmq_redis_async *ra, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ra->last_error, sizeof(ra->last_error), fmt, ap);
+    va_end(ap);
+    if (ra->closing)
+        return;
+    double now = ev_now(ra->loop);
+    if (strcmp(ra->last_error, ra->logged_error) == 0 &&
+        (now - ra->logged_at) * 1000 < RA_LOG_REPEAT_MS) {
+        ra->unlogged_failures++;
+        return;
+    }
+    if (ra->unlogged_failures > 0)
+        LLMQ_LOG(LLMQ_LOG_WARN, "%s: redis %s:%d: %s (%d more failed attempts since the last line)",
+                 ra->cfg.name, ra->url.host, ra->url.port, ra->last_error, ra->unlogged_failures);
+    else
+        LLMQ_LOG(LLMQ_LOG_WARN, "%s: redis %s:%d: %s", ra->cfg.name, ra->url.host, ra->url.port,
+                 ra->last_error);
+    snprintf(ra->logged_error, sizeof(ra->logged_error), "%s", ra->last_error);
+    ra->logged_at = now;
+    ra->unlogged_failures = 0;
 }
 
 static void schedule_reconnect(struct llmq_redis_async *ra)
@@ -60,19 +107,40 @@ static void schedule_reconnect(struct llmq_redis_async *ra)
     ev_timer_start(ra->loop, &ra->reconnect_timer);
 }
 
+/* The reply to a handshake step (AUTH, SELECT; privdata names it): the
+ * first refusal fails the attempt. Its text is the server's (WRONGPASS,
+ * NOAUTH, "ERR DB index is out of range"), which never contains the
+ * password. */
+static void on_handshake_step(redisAsyncContext *ac, void *reply, void *privdata)
+{
+    struct llmq_redis_async *ra = ac->data;
+    redisReply *r = reply;
+    if (r == NULL || ra == NULL || ra->ac != ac || r->type != REDIS_REPLY_ERROR ||
+        ra->handshake_failed)
+        return;
+    ra->handshake_failed = 1;
+    note_failure(ra, "%s refused: %s", (const char *)privdata, r->str);
+    redisAsyncDisconnect(ac);
+}
+
 static void on_ping(redisAsyncContext *ac, void *reply, void *privdata)
 {
     struct llmq_redis_async *ra = privdata;
     redisReply *r = reply;
-    if (r == NULL || ac->data == NULL || ra->ac != ac)
+    if (r == NULL || ac->data == NULL || ra->ac != ac || ra->handshake_failed)
         return; /* the disconnect path handles it */
     if (r->type == REDIS_REPLY_ERROR) {
-        LLMQ_LOG(LLMQ_LOG_WARN, "%s: redis refused the connection: %s", ra->cfg.name, r->str);
+        ra->handshake_failed = 1;
+        note_failure(ra, "PING refused: %s", r->str);
         redisAsyncDisconnect(ac);
         return;
     }
     ev_timer_stop(ra->loop, &ra->connect_timer);
     ra->backoff_ms = ra->cfg.reconnect_min_ms;
+    ra->ever_ready = 1;
+    ra->last_error[0] = '\0';
+    ra->logged_error[0] = '\0'; /* the next failure is news */
+    ra->unlogged_failures = 0;
     set_state(ra, RA_READY);
 }
 
@@ -82,16 +150,29 @@ static void on_connect(const redisAsyncContext *ac, int status)
     if (ra == NULL || status == REDIS_OK)
         return;
     ra->ac = NULL; /* hiredis frees ac after this callback */
+    note_failure(ra, "cannot connect: %s", ac->errstr[0] ? ac->errstr : "unknown error");
     schedule_reconnect(ra);
 }
 
 static void on_disconnect(const redisAsyncContext *ac, int status)
 {
-    (void)status;
     struct llmq_redis_async *ra = ac->data;
     if (ra == NULL)
         return;
     ra->ac = NULL;
+    /* A refused handshake step has logged its own cause. */
+    if (!ra->handshake_failed) {
+        if (ra->state == RA_READY)
+            note_failure(ra, "connection lost: %s",
+                         status == REDIS_OK ? "closed"
+                         : ac->errstr[0]    ? ac->errstr
+                                            : "error");
+        else
+            note_failure(ra, "connection closed during the handshake: %s",
+                         status == REDIS_OK ? "closed"
+                         : ac->errstr[0]    ? ac->errstr
+                                            : "error");
+    }
     schedule_reconnect(ra);
 }
 
@@ -106,6 +187,7 @@ static void on_connect_timeout(struct ev_loop *loop, ev_timer *w, int revents)
     ra->ac = NULL;
     ac->data = NULL; /* its callbacks now see a detached context */
     redisAsyncFree(ac);
+    note_failure(ra, "no answer within the connect timeout of %d ms", ra->cfg.timeout_ms);
     schedule_reconnect(ra);
 }
 
@@ -120,12 +202,17 @@ static void start_connect(struct llmq_redis_async *ra)
 {
     /* Behind Sentinel, ask for the master again at every (re)connect: that
      * is how a failover is followed. */
-    if (llmq_sentinel_resolve(&ra->url, ra->cfg.timeout_ms, NULL) != LLMQ_OK) {
+    struct llmq_error err = {0};
+    if (llmq_sentinel_resolve(&ra->url, ra->cfg.timeout_ms, &err) != LLMQ_OK) {
+        note_failure(ra, "%s", err.msg[0] ? err.msg : "no sentinel knows the master");
         schedule_reconnect(ra);
         return;
     }
+    /* hiredis 0.14 resolves the name here, blocking (see STYLE.md); a name
+     * that does not resolve is reported in ac->errstr. */
     redisAsyncContext *ac = redisAsyncConnect(ra->url.host, ra->url.port);
     if (ac == NULL || ac->err) {
+        note_failure(ra, "cannot connect: %s", ac != NULL ? ac->errstr : "out of memory");
         if (ac != NULL)
             redisAsyncFree(ac);
         schedule_reconnect(ra);
@@ -135,22 +222,36 @@ static void start_connect(struct llmq_redis_async *ra)
     if (redisLibevAttach(ra->loop, ac) != REDIS_OK) {
         ac->data = NULL;
         redisAsyncFree(ac);
+        note_failure(ra, "cannot attach the connection to the event loop");
         schedule_reconnect(ra);
         return;
     }
     ra->ac = ac;
     ra->state = RA_CONNECTING;
+    ra->handshake_failed = 0;
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    /* Each step checked (on_handshake_step): a refused SELECT must never
+     * leave the connection on database 0. */
+    int sent = REDIS_OK;
     if (ra->url.password[0] != '\0') {
         if (ra->url.user[0] != '\0')
-            redisAsyncCommand(ac, NULL, NULL, "AUTH %s %s", ra->url.user, ra->url.password);
+            sent = redisAsyncCommand(ac, on_handshake_step, (void *)"AUTH", "AUTH %s %s",
+                                     ra->url.user, ra->url.password);
         else
-            redisAsyncCommand(ac, NULL, NULL, "AUTH %s", ra->url.password);
+            sent = redisAsyncCommand(ac, on_handshake_step, (void *)"AUTH", "AUTH %s",
+                                     ra->url.password);
     }
-    if (ra->url.db != 0)
-        redisAsyncCommand(ac, NULL, NULL, "SELECT %d", ra->url.db);
-    redisAsyncCommand(ac, on_ping, ra, "PING");
+    if (sent == REDIS_OK && ra->url.db != 0)
+        sent = redisAsyncCommand(ac, on_handshake_step, (void *)"SELECT", "SELECT %d", ra->url.db);
+    if (sent == REDIS_OK)
+        sent = redisAsyncCommand(ac, on_ping, ra, "PING");
+    if (sent != REDIS_OK) {
+        /* Nothing half-set-up may be used: drop this attempt. */
+        ra->handshake_failed = 1;
+        note_failure(ra, "cannot send the handshake");
+        redisAsyncDisconnect(ac);
+    }
     ev_timer_set(&ra->connect_timer, ra->cfg.timeout_ms / 1000.0, 0.0);
     ev_timer_start(ra->loop, &ra->connect_timer);
 }
@@ -195,6 +296,16 @@ redisAsyncContext *llmq_redis_async_context(struct llmq_redis_async *ra)
 int llmq_redis_async_ready(const struct llmq_redis_async *ra)
 {
     return ra->state == RA_READY;
+}
+
+int llmq_redis_async_ever_ready(const struct llmq_redis_async *ra)
+{
+    return ra->ever_ready;
+}
+
+const char *llmq_redis_async_last_error(const struct llmq_redis_async *ra)
+{
+    return ra->state == RA_READY ? "" : ra->last_error;
 }
 
 void llmq_redis_async_reset(struct llmq_redis_async *ra)

@@ -1,13 +1,16 @@
 /* One asynchronous Redis connection on a libev loop that keeps itself up.
  *
  * Lifecycle: DISCONNECTED -> CONNECTING (TCP, AUTH, SELECT, then a PING whose
- * answer proves the server usable) -> READY; any failure or a connect timeout
- * goes back to DISCONNECTED and arms a reconnect timer (exponential backoff,
- * each delay in [step/2, step]: llmq_backoff_reconnect_ms). hiredis 0.14 has
- * no async timeouts, hence our own connect timer. Commands may be sent only
- * while READY (llmq_redis_async_context returns NULL otherwise); when the
- * connection drops, hiredis runs every pending command callback with
- * reply == NULL. */
+ * answer proves the server usable) -> READY; any failure (a refused AUTH or
+ * SELECT included: the connection never falls back to another database) or a
+ * connect timeout goes back to DISCONNECTED and arms a reconnect timer
+ * (exponential backoff, each delay in [step/2, step]: llmq_backoff_reconnect_ms).
+ * Every failed attempt is logged at warn with its cause (refused, timeout,
+ * name resolution, WRONGPASS/NOAUTH, SELECT refused), repeats of one cause at
+ * most every 30 s. hiredis 0.14 has no async timeouts, hence our own connect
+ * timer. Commands may be sent only while READY (llmq_redis_async_context
+ * returns NULL otherwise); when the connection drops, hiredis runs every
+ * pending command callback with reply == NULL. */
 #ifndef LLMQ_REDIS_ASYNC_H
 #define LLMQ_REDIS_ASYNC_H
 
@@ -42,6 +45,14 @@ struct llmq_redis_async *llmq_redis_async_new(struct ev_loop *loop,
 redisAsyncContext *llmq_redis_async_context(struct llmq_redis_async *ra);
 
 int llmq_redis_async_ready(const struct llmq_redis_async *ra);
+
+/* 1 once the connection has been ready at least once. */
+int llmq_redis_async_ever_ready(const struct llmq_redis_async *ra);
+
+/* Why the connection is not ready: the cause of the last failed attempt
+ * ("" while ready or before any attempt failed). Borrowed, valid until the
+ * next loop iteration. */
+const char *llmq_redis_async_last_error(const struct llmq_redis_async *ra);
 
 /* Drops the connection now (pending callbacks run with NULL) and reconnects
  * after the backoff: for a caller that saw the connection misbehave. */

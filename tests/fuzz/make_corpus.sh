@@ -191,5 +191,28 @@ arg 001 cluster -hh
 arg 001 abbrev --conc 3 --api-key-file key:k
 arg 001 ops_flags --max-response-bytes 1000 --spool-dir /tmp/spool --spool-max-jobs 5 \
     --metrics-port 9090 --metrics-host ::1
+arg 001 version --version
+
+# --- call_classify: selector byte (endpoint, outcome), status (2 bytes),
+# header block up to an empty line, body (fuzz_call_classify.c) -------------
+cc() { # NAME SELECTOR_OCTAL STATUS_HI_OCTAL STATUS_LO_OCTAL < headers-and-body
+    seed call_classify "$1" "$2" < <({ printf "\\$3\\$4"; cat; })
+}
+printf 'x-request-id: r1\n\n{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}' |
+    cc chat_ok 000 000 310
+printf '\n\n<!DOCTYPE html><html><body>Sign in</body></html>' | cc html_200 000 000 310
+printf '\n\n{"object":"unexpected"}' | cc embeddings_wrong_shape 001 000 310
+printf '\n\ndata: {"choices":[]}\n\n' | cc stream_cut 000 000 310
+printf '\n\ndata: {"choices":[]}\n\ndata: [DONE]\n\n' | cc stream_done 000 000 310
+printf '\n\nevent: response.completed\ndata: {"type":"response.completed","response":{"usage":{"total_tokens":3}}}\n\n' |
+    cc responses_stream 002 000 310
+printf 'retry-after-ms: 1500\nx-ratelimit-reset-tokens: 2s\n\n{"error":{"code":"rate_limit_exceeded","type":"tokens","message":"m"}}' |
+    cc rate_limit_429 000 001 255
+printf 'x-should-retry: true\n\n{"error":{"code":"insufficient_quota","type":"insufficient_quota"}}' |
+    cc quota_429 000 001 255
+printf '\n\n{"error":{"code":"invalid_api_key","message":"Incorrect API key"}}' | cc auth_401 000 001 221
+printf 'x-should-retry: false\n\n' | cc server_500 000 001 364
+printf '' | cc timeout 210 000 000
+printf '\n\n{' | cc too_big 050 000 310
 
 echo "corpus: $(find "$out" -type f | wc -l) files, $(du -sh "$out" | cut -f1)"

@@ -6,6 +6,7 @@
 #ifndef LLMQ_TEST_WORKER_SUPPORT_H
 #define LLMQ_TEST_WORKER_SUPPORT_H
 
+#include <curl/curl.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -155,6 +156,98 @@ static inline long long redis_int(redisContext *c, const char *fmt, const char *
     if (r)
         freeReplyObject(r);
     return v;
+}
+
+/* A page fetched from a worker's admin endpoint. */
+struct worker_page {
+    long status; /* 0: unreachable */
+    char *body;  /* new, NUL-terminated, never NULL */
+    size_t len;
+};
+
+static inline size_t worker_page_on_data(char *p, size_t sz, size_t n, void *ud)
+{
+    struct worker_page *pg = ud;
+    char *b = realloc(pg->body, pg->len + sz * n + 1);
+    if (b == NULL)
+        return 0;
+    memcpy(b + pg->len, p, sz * n);
+    pg->len += sz * n;
+    b[pg->len] = '\0';
+    pg->body = b;
+    return sz * n;
+}
+
+/* GETs path from the worker's admin endpoint on port (free .body). */
+static inline struct worker_page worker_http_get(int port, const char *path)
+{
+    struct worker_page pg = {0};
+    char url[128];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", port, path);
+    CURL *c = curl_easy_init();
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, worker_page_on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &pg);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+    if (curl_easy_perform(c) == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &pg.status);
+    curl_easy_cleanup(c);
+    if (pg.body == NULL)
+        pg.body = strdup("");
+    return pg;
+}
+
+/* Polls the worker's path on port until its body contains want (or
+ * timeout_ms, a deadline against hanging, not a timing check). Returns the
+ * last page (free .body). */
+static inline struct worker_page worker_http_wait_for(int port, const char *path, const char *want,
+                                                      long long timeout_ms)
+{
+    long long deadline = llmq_test_now_ms() + timeout_ms;
+    for (;;) {
+        struct worker_page pg = worker_http_get(port, path);
+        if (strstr(pg.body, want) != NULL || llmq_test_now_ms() >= deadline)
+            return pg;
+        free(pg.body);
+        usleep(50000);
+    }
+}
+
+/* Sum of the samples of metric name (exact family name, no suffix) whose
+ * labels include account="account", in Prometheus text; -1 when none. */
+static inline double worker_metric_sum(const char *text, const char *name, const char *account)
+{
+    char label[256];
+    snprintf(label, sizeof(label), "account=\"%s\"", account);
+    size_t nlen = strlen(name);
+    double sum = -1;
+    for (const char *p = text; p != NULL && *p != '\0';) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        if (len > nlen && strncmp(p, name, nlen) == 0 && p[nlen] == '{') {
+            const char *close = memchr(p, '}', len);
+            char labels[512];
+            size_t ll = close ? (size_t)(close - p) : 0;
+            snprintf(labels, sizeof(labels), "%.*s", (int)(ll < sizeof(labels) ? ll : 0), p);
+            if (close != NULL && strstr(labels, label) != NULL)
+                sum = (sum < 0 ? 0 : sum) + strtod(close + 1, NULL);
+        }
+        p = eol ? eol + 1 : NULL;
+    }
+    return sum;
+}
+
+/* Number of lines of the file at path containing needle. */
+static inline int worker_log_count(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    char line[8192];
+    int n = 0;
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+        n += strstr(line, needle) != NULL;
+    if (f != NULL)
+        fclose(f);
+    return n;
 }
 
 #endif

@@ -191,7 +191,8 @@ int sim_fault_before(struct sim_conn *c, const struct sim_call *call)
 {
     struct sim_server *srv = c->srv;
     const struct sim_config *cfg = &srv->cfg;
-    double sum = cfg->insufficient_quota_pct + cfg->fail_500_pct + cfg->fail_503_pct;
+    double sum = cfg->insufficient_quota_pct + cfg->fail_500_pct + cfg->fail_503_pct +
+                 cfg->bad_200_html_pct + cfg->bad_200_shape_pct;
     if (sum <= 0.0)
         return 0;
     double u = draw_pct(srv);
@@ -224,6 +225,32 @@ int sim_fault_before(struct sim_conn *c, const struct sim_call *call)
         sim_reply_error(srv, &c->ex, 503, "server_error", NULL, NULL,
                         "The engine is currently overloaded, please try again later.", NULL,
                         call->azure);
+        return 1;
+    }
+    u -= cfg->fail_503_pct;
+    if (u < cfg->bad_200_html_pct) {
+        /* What a captive portal or a misconfigured proxy answers. */
+        static const char page[] = "<!DOCTYPE html>\n<html><head><title>Sign in</title></head>"
+                                   "<body><p>Please sign in to continue.</p></body></html>\n";
+        c->ex.outcome = SIM_OUT_BAD_200_HTML;
+        c->ex.status = 200;
+        sim_buf_addf(&c->ex.out,
+                     "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n"
+                     "Content-Length: %zu\r\nx-request-id: %s\r\n%s\r\n",
+                     sizeof(page) - 1, c->ex.request_id,
+                     c->ex.close_after ? "Connection: close\r\n" : "");
+        sim_buf_add(&c->ex.out, page, sizeof(page) - 1);
+        sim_mark(&c->ex);
+        return 1;
+    }
+    u -= cfg->bad_200_html_pct;
+    if (u < cfg->bad_200_shape_pct) {
+        /* Valid JSON, but no choices / data / output: not what any endpoint returns. */
+        c->ex.outcome = SIM_OUT_BAD_200_SHAPE;
+        sim_buf_reset(&srv->scratch);
+        sim_buf_addf(&srv->scratch, "{\"id\":\"%s\",\"object\":\"unexpected\",\"status\":\"ok\"}",
+                     c->ex.request_id);
+        sim_reply_json(srv, &c->ex, 200, NULL, call->azure, NULL);
         return 1;
     }
     return 0;

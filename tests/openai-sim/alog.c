@@ -19,10 +19,12 @@
 #include "sim.h"
 
 static const char *const outcome_names[SIM_OUT_COUNT] = {
-    "ok",           "limit_requests",     "limit_tokens", "too_large",
-    "spurious_429", "insufficient_quota", "fail_500",     "fail_503",
-    "reset",        "bad_request",        "unauthorized", "not_found",
-    "too_big",      "client_closed",      "shutdown",
+    "ok",           "limit_requests", "limit_tokens",
+    "too_large",    "spurious_429",   "insufficient_quota",
+    "fail_500",     "fail_503",       "reset",
+    "bad_request",  "unauthorized",   "not_found",
+    "too_big",      "client_closed",  "shutdown",
+    "bad_200_html", "bad_200_shape",
 };
 
 const char *sim_outcome_name(enum sim_outcome o)

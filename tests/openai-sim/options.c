@@ -38,6 +38,8 @@ static const char usage_text[] =
     "  --latency-jitter-ms N    plus a uniform 0..N ms\n"
     "faults (percent of requests, drawn from --seed):\n"
     "  --fail-500 P  --fail-503 P  --spurious-429 P  --insufficient-quota P\n"
+    "  --bad-200-html P         200 with an HTML page instead of the answer\n"
+    "  --bad-200-shape P        200 with JSON that lacks the endpoint's fields\n"
     "  --reset P                send an answer's first line, then reset the connection\n"
     "  --slow P                 add --slow-ms N (default 2000) to the latency\n"
     "  --spurious-retry-ms N    retry hint of a spurious 429 (default 1000)\n"
@@ -227,6 +229,8 @@ static int take_number(const char *f, const char *v, struct sim_config *cfg, int
         {"--slow", &cfg->slow_pct},
         {"--spurious-429", &cfg->spurious_429_pct},
         {"--insufficient-quota", &cfg->insufficient_quota_pct},
+        {"--bad-200-html", &cfg->bad_200_html_pct},
+        {"--bad-200-shape", &cfg->bad_200_shape_pct},
     };
     for (size_t i = 0; i < sizeof(pct) / sizeof(pct[0]); i++) {
         if (strcmp(f, pct[i].name) == 0) {

@@ -48,6 +48,8 @@ struct sim_config {
     int64_t latency_ms, latency_jitter_ms;
     double fail_500_pct, fail_503_pct, reset_pct, slow_pct, spurious_429_pct;
     double insufficient_quota_pct;
+    double bad_200_html_pct;  /* 200 with an HTML page (a captive portal, a proxy) */
+    double bad_200_shape_pct; /* 200 with JSON lacking the endpoint's fields */
     int64_t slow_ms;
     int64_t spurious_retry_ms;
     int64_t idle_timeout_ms; /* close keep-alive connections idle this long; 0 = never */
@@ -81,6 +83,8 @@ enum sim_outcome {
     SIM_OUT_TOO_BIG,
     SIM_OUT_CLIENT_CLOSED,
     SIM_OUT_SHUTDOWN, /* still in progress when the server stopped */
+    SIM_OUT_BAD_200_HTML,
+    SIM_OUT_BAD_200_SHAPE,
     SIM_OUT_COUNT
 };
 

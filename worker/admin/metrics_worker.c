@@ -36,7 +36,7 @@ struct llmq_worker_metrics {
     struct llmq_metric *dispatched, *succeeded, *retried, *dead, *handed_back, *http_429;
     struct llmq_metric *in_flight, *in_hand, *queue, *pending, *delayed, *dead_jobs;
     struct llmq_metric *wait_s, *latency_s, *tok_reserved, *tok_used, *prompt_est, *prompt_act;
-    struct llmq_metric *redis_up, *ready, *draining;
+    struct llmq_metric *redis_up, *ready, *draining, *auth_paused, *invalid_resp;
     struct llmq_admin_http *admin;
     ev_timer depth_timer;
     struct depth_probe probes[LLMQ_WORKER_MAX_ACCOUNTS][DEPTH_PROBES];
@@ -88,8 +88,14 @@ static int register_jobs(struct llmq_worker_metrics *m)
     m->prompt_act =
         llmq_metrics_register(r, "llmq_prompt_tokens_actual_total",
                               "Prompt tokens the API reported for the same jobs.", c, am, NULL, 0);
+    m->invalid_resp = llmq_metrics_register(
+        r, "llmq_invalid_responses_total",
+        "2xx responses whose body the endpoint does not send (not JSON, wrong shape, cut "
+        "stream): failed attempts, retried, dead-lettered as invalid_response.",
+        c, am, NULL, 0);
     return m->dispatched && m->succeeded && m->retried && m->dead && m->handed_back &&
-           m->http_429 && m->tok_reserved && m->tok_used && m->prompt_est && m->prompt_act;
+           m->http_429 && m->tok_reserved && m->tok_used && m->prompt_est && m->prompt_act &&
+           m->invalid_resp;
 }
 
 static int register_gauges(struct llmq_worker_metrics *m)
@@ -130,8 +136,11 @@ static int register_gauges(struct llmq_worker_metrics *m)
                                          "Time of each API call, submit to response.",
                                          LLMQ_METRIC_HISTOGRAM, am, latency_bounds,
                                          sizeof(latency_bounds) / sizeof(latency_bounds[0]));
+    m->auth_paused = llmq_metrics_register(
+        r, "llmq_account_auth_paused",
+        "1 while the account is paused because the API refused its key (401/403).", g, a, NULL, 0);
     return m->in_flight && m->in_hand && m->queue && m->pending && m->delayed && m->dead_jobs &&
-           m->redis_up && m->ready && m->draining && m->wait_s && m->latency_s;
+           m->redis_up && m->ready && m->draining && m->wait_s && m->latency_s && m->auth_paused;
 }
 
 /* ---- readiness and scrape-time gauges ---- */
@@ -139,7 +148,16 @@ static int register_gauges(struct llmq_worker_metrics *m)
 static int account_ready(const struct worker_account *a, char *reason, size_t n)
 {
     if (!llmq_redis_async_ready(a->cmd) || !llmq_redis_async_ready(a->wake)) {
-        snprintf(reason, n, "redis not connected (account %s)", a->cfg->name);
+        const struct llmq_redis_async *down = llmq_redis_async_ready(a->cmd) ? a->wake : a->cmd;
+        const char *why = llmq_redis_async_last_error(down);
+        snprintf(reason, n, "redis not connected (account %s): %s", a->cfg->name,
+                 why[0] ? why : "connecting");
+        return 0;
+    }
+    if (a->auth_paused) {
+        snprintf(reason, n,
+                 "account %s paused: %s; fix the key and restart, or run llmq account resume",
+                 a->cfg->name, a->auth_why);
         return 0;
     }
     if (!a->scripts_ok) {
@@ -183,6 +201,7 @@ char *llmq_worker_metrics_render(struct llmq_worker *w, size_t *len)
         const char *l[] = {a->cfg->name};
         llmq_metrics_set(m->redis_up, l,
                          llmq_redis_async_ready(a->cmd) && llmq_redis_async_ready(a->wake));
+        llmq_metrics_set(m->auth_paused, l, a->auth_paused);
     }
     return llmq_metrics_render(m->reg, len);
 }
@@ -357,4 +376,13 @@ void llmq_worker_metrics_end(struct llmq_worker *w, const struct worker_job *job
     } else {
         llmq_metrics_add(m->handed_back, l, 1);
     }
+}
+
+void llmq_worker_metrics_invalid_response(struct llmq_worker *w, const struct worker_job *job)
+{
+    struct llmq_worker_metrics *m = w->metrics;
+    if (m == NULL)
+        return;
+    const char *l[] = {job->acct->cfg->name, job->model};
+    llmq_metrics_add(m->invalid_resp, l, 1);
 }

@@ -41,6 +41,9 @@ void llmq_worker_metrics_wait(struct worker_account *a, int64_t wait_ms);
  * limit. */
 void llmq_worker_metrics_429(struct llmq_worker *w, const struct worker_job *job, int quota);
 
+/* The API answered job with a 2xx that is no valid response (invalid_response). */
+void llmq_worker_metrics_invalid_response(struct llmq_worker *w, const struct worker_job *job);
+
 /* The API reported actual_prompt_tokens for job, whose prompt enqueue estimated. */
 void llmq_worker_metrics_prompt(struct llmq_worker *w, const struct worker_job *job,
                                 int64_t actual_prompt_tokens);

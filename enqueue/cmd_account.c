@@ -1,0 +1,161 @@
+/* llmq account: the account pause a worker sets when the API refuses the
+ * account's key (401/403; worker/auth_pause.c, key P auth_pause in keys.h).
+ *   status   says whether the account is paused, since when and why;
+ *   resume   lifts the pause (lua/account_resume.lua), e.g. after the key
+ *            was re-enabled upstream; workers notice within seconds.
+ * A worker that starts with a key other than the refused one lifts the pause
+ * itself. Only the refused key's fingerprint (16 hex digits of its SHA-256)
+ * is ever stored or shown. */
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "redis/keys.h"
+#include "redis/redis.h"
+#include "redis/script.h"
+
+static void usage(FILE *out)
+{
+    fputs("usage: llmq account status [--json]\n"
+          "       llmq account resume\n\n"
+          "When the API refuses an account's key (401/403), the workers pause the account:\n"
+          "its jobs stay queued and none is dead-lettered. status shows the pause; resume\n"
+          "lifts it (workers take jobs again within seconds). A worker started with another\n"
+          "key lifts it by itself.\n\n"
+          "Options: --redis URL, --account NAME, --json (status), --help\n"
+          "Exit: 0 ok; 1 Redis failure; 2 usage error.\n",
+          out);
+}
+
+json_t *llmq_cli_auth_pause(redisContext *c, const char *prefix)
+{
+    redisReply *r = redisCommand(c, "HGETALL %sauth_pause", prefix);
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
+        if (r != NULL)
+            freeReplyObject(r);
+        return NULL;
+    }
+    json_t *o = json_object();
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const char *k = r->element[i]->str, *v = r->element[i + 1]->str;
+        if (k == NULL || v == NULL)
+            continue;
+        if (strcmp(k, "since_ms") == 0)
+            json_object_set_new(o, k, json_integer(strtoll(v, NULL, 10)));
+        else if (strcmp(k, "key_id") == 0 || strcmp(k, "status") == 0 || strcmp(k, "job") == 0)
+            json_object_set_new(o, k, json_string(v));
+    }
+    freeReplyObject(r);
+    return o;
+}
+
+void llmq_cli_auth_pause_line(FILE *out, const json_t *p)
+{
+    char when[32] = "?";
+    time_t t = (time_t)(json_integer_value(json_object_get(p, "since_ms")) / 1000);
+    struct tm tm;
+    if (t > 0 && gmtime_r(&t, &tm) != NULL)
+        strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    const char *key = json_string_value(json_object_get(p, "key_id"));
+    const char *st = json_string_value(json_object_get(p, "status"));
+    fprintf(out,
+            "PAUSED since %s: the API refused key %s (%s); jobs stay queued. Fix the key and "
+            "restart the workers, or run `llmq account resume`\n",
+            when, key ? key : "?", st ? st : "?");
+}
+
+static int status(const struct llmq_cli *cli, redisContext *c, const char *prefix, int as_json)
+{
+    json_t *p = llmq_cli_auth_pause(c, prefix);
+    if (c->err) {
+        llmq_cli_error(cli, "redis: %s", c->errstr);
+        json_decref(p);
+        return LLMQ_EXIT_FAIL;
+    }
+    if (as_json) {
+        json_t *o = json_pack("{s:s, s:b, s:O?}", "account", cli->account, "paused", p != NULL,
+                              "auth_pause", p);
+        char *s = json_dumps(o, JSON_COMPACT);
+        printf("%s\n", s ? s : "{}");
+        free(s);
+        json_decref(o);
+    } else if (p != NULL) {
+        printf("account %s: ", cli->account);
+        llmq_cli_auth_pause_line(stdout, p);
+    } else {
+        printf("account %s: active (not paused)\n", cli->account);
+    }
+    json_decref(p);
+    return LLMQ_EXIT_OK;
+}
+
+static int resume(const struct llmq_cli *cli, redisContext *c, const char *prefix)
+{
+    struct llmq_error err = {0};
+    const char *argv[2] = {prefix, ""};
+    redisReply *r = llmq_script_run(c, LLMQ_SCRIPT_ACCOUNT_RESUME, 1, 2, argv, NULL, &err);
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER) {
+        llmq_cli_error(cli, "account resume: %s",
+                       r == NULL                      ? err.msg
+                       : r->type == REDIS_REPLY_ERROR ? r->str
+                                                      : "unexpected reply");
+        if (r != NULL)
+            freeReplyObject(r);
+        return LLMQ_EXIT_FAIL;
+    }
+    if (r->element[0]->integer == 1)
+        printf("account %s: resumed (it was paused after the API refused key %s)\n", cli->account,
+               r->element[1]->str ? r->element[1]->str : "?");
+    else
+        printf("account %s: not paused; nothing to do\n", cli->account);
+    freeReplyObject(r);
+    return LLMQ_EXIT_OK;
+}
+
+int llmq_cmd_account(struct llmq_cli *cli, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'}, LLMQ_CLI_COMMON_OPTIONS, {NULL, 0, NULL, 0}};
+    int opt, as_json = 0;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (opt == 'h') {
+            usage(stdout);
+            return LLMQ_EXIT_OK;
+        }
+        if (opt == 'j') {
+            as_json = 1;
+            continue;
+        }
+        if (!llmq_cli_common_option(cli, opt, optarg))
+            return LLMQ_EXIT_USAGE;
+    }
+    int n = argc - optind;
+    const char *verb = n > 0 ? argv[optind] : "";
+    int is_status = strcmp(verb, "status") == 0, is_resume = strcmp(verb, "resume") == 0;
+    if (n != 1 || (!is_status && !is_resume) || (is_resume && as_json)) {
+        if (n == 0)
+            llmq_cli_error(cli, "expected status or resume");
+        else if (n == 1 && !is_status && !is_resume)
+            llmq_cli_error(cli, "unknown subcommand '%s' (expected status or resume)", verb);
+        else
+            llmq_cli_error(cli, "invalid arguments (see --help)");
+        usage(stderr);
+        return LLMQ_EXIT_USAGE;
+    }
+    char prefix[LLMQ_KEY_PREFIX_MAX];
+    if (llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
+        return LLMQ_EXIT_USAGE;
+    int code;
+    redisContext *c = llmq_cli_connect(cli, &code);
+    if (c == NULL)
+        return code;
+    int rc = is_status ? status(cli, c, prefix, as_json) : resume(cli, c, prefix);
+    redisFree(c);
+    return rc;
+}
