@@ -1,6 +1,6 @@
 /* llmq limits: show and change the limits of buckets and the account's
  * limiter policy, live (workers read them on every decision). Usage in
- * usage() below; bucket fields in common/keys.h. */
+ * usage() below; bucket fields in common/redis/keys.h. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -18,10 +18,12 @@ static void usage(FILE *out)
           "                        [--tenant T | --user U] [--mode window|gcra]\n"
           "                        [--burst-requests N] [--burst-tokens N] [--soft | --hard]\n"
           "                        [--weight W]\n"
+          "                        [--settle admission|usage]\n"
           "       llmq limits unset MODEL [--tenant T | --user U]\n"
           "       llmq limits get [--json]\n"
           "       llmq limits policy [--headroom-low PCT] [--headroom-normal PCT]\n"
-          "                          [--headroom-high PCT] [--soft-threshold PCT]\n\n"
+          "                          [--headroom-high PCT] [--soft-threshold PCT]\n"
+          "                          [--window-guard-ms MS]\n\n"
           "--rpm/--tpm are requests and tokens per period (default 60000 ms, OpenAI's\n"
           "minute); 0 means no limit on that dimension (as in openai-sim), and a bucket\n"
           "keeps at least one of the two. --tenant/--user '*' sets the default for every\n"
@@ -29,7 +31,12 @@ static void usage(FILE *out)
           "idle capacity while the model bucket is below the soft threshold. A model with\n"
           "no limit runs unlimited (enqueue and status warn about it). --weight W (with\n"
           "--tenant or --user, 0.001..1000000, default 1) is the tenant's or user's fair\n"
-          "share of the model among those with work waiting; unset drops it too.\n\n"
+          "share of the model among those with work waiting; unset drops it too.\n"
+          "--settle usage gives a request's unused reservation back when it is settled\n"
+          "(default admission: the charge at admission stays for the window, as OpenAI\n"
+          "counts it).\n"
+          "--window-guard-ms holds each admission that much longer than the period\n"
+          "(default 1000), for requests that reach the API late.\n\n"
           "Options: --json (get: numbers as numbers), --redis URL, --account NAME, --help\n"
           "Exit: 0 ok; 1 Redis failure; 2 usage error, a value out of range, or unset of a\n"
           "bucket that has no limit.\n",
@@ -42,7 +49,8 @@ struct limit_change {
     char values[10][24];
     int n;
     const char *mode;
-    int soft; /* -1 unchanged */
+    const char *settle; /* "admission" | "usage" | NULL unchanged */
+    int soft;           /* -1 unchanged */
 };
 
 /* A "set" that changes nothing is a usage error; --rpm 0 / --tpm 0 mean no
@@ -62,9 +70,9 @@ static int plan_set(const struct llmq_cli *cli, redisContext *c, const char *key
             *n_zeroed += sets_limit[k] == 0;
         }
     }
-    if (ch->n == 0 && ch->mode == NULL && ch->soft < 0) {
+    if (ch->n == 0 && ch->mode == NULL && ch->soft < 0 && ch->settle == NULL) {
         llmq_cli_error(cli, "nothing to set: give --rpm, --tpm, --period-ms, --mode, "
-                            "--burst-*, --soft or --hard");
+                            "--burst-*, --soft, --hard or --settle");
         return LLMQ_EXIT_USAGE;
     }
     if (bucket == NULL || sets_limit[0] == 1 || sets_limit[1] == 1)
@@ -99,7 +107,7 @@ static int cmd_set(struct llmq_cli *cli, redisContext *c, const char *key, const
     int code = plan_set(cli, c, key, bucket, ch, &n_zeroed);
     if (code != 0)
         return code;
-    const char *hset[2 + 2 * 12], *hdel[2 + 2];
+    const char *hset[2 + 2 * 13], *hdel[2 + 2];
     int n_set = 2, n_del = 2;
     hset[0] = "HSET", hset[1] = key, hdel[0] = "HDEL", hdel[1] = key;
     for (int i = 0; i < ch->n; i++) {
@@ -120,6 +128,10 @@ static int cmd_set(struct llmq_cli *cli, redisContext *c, const char *key, const
     if (ch->soft >= 0) {
         hset[n_set++] = "soft";
         hset[n_set++] = ch->soft ? "1" : "0";
+    }
+    if (ch->settle != NULL) {
+        hset[n_set++] = "settle";
+        hset[n_set++] = ch->settle;
     }
     /* The bucket hash also holds live counters; a hash that held only
      * counters may carry a TTL, which configuration must not. */
@@ -167,7 +179,7 @@ static int cmd_unset(struct llmq_cli *cli, redisContext *c, const char *key, con
 {
     redisReply *r = redisCommand(c,
                                  "HDEL %s requests tokens period_ms mode burst_requests "
-                                 "burst_tokens soft",
+                                 "burst_tokens soft settle",
                                  key);
     if (r == NULL || r->type != REDIS_REPLY_INTEGER) {
         struct llmq_error err = {0};
@@ -210,8 +222,9 @@ static int set_weight(struct llmq_cli *cli, redisContext *c, const char *prefix,
 }
 
 /* Configuration fields of a bucket hash (the rest are live counters). */
-static const char *const config_fields[] = {"requests",       "tokens",       "period_ms", "mode",
-                                            "burst_requests", "burst_tokens", "soft",      NULL};
+static const char *const config_fields[] = {
+    "requests", "tokens", "period_ms", "mode", "burst_requests", "burst_tokens", "soft", "settle",
+    NULL};
 
 static int is_config_field(const char *f)
 {
@@ -222,7 +235,7 @@ static int is_config_field(const char *f)
 }
 
 /* A stored value as JSON: integers as numbers, soft as a boolean, the rest
- * (mode) as strings. */
+ * (mode, settle) as strings. */
 static json_t *value_json(const char *field, const char *v)
 {
     char *end = NULL;
@@ -310,23 +323,26 @@ static int cmd_get(struct llmq_cli *cli, redisContext *c, const char *prefix, in
         json_decref(doc);
         return LLMQ_EXIT_OK;
     }
-    printf("%-40s %10s %12s %10s %-7s %s\n", "BUCKET", "REQUESTS", "TOKENS", "PERIOD_MS", "MODE",
-           "SOFT");
+    printf("%-40s %10s %12s %10s %-7s %-5s %s\n", "BUCKET", "REQUESTS", "TOKENS", "PERIOD_MS",
+           "MODE", "SOFT", "SETTLE");
     const char *name;
     json_t *h;
     void *tmp;
-    char b[4][24];
+    char b[5][24];
     json_object_foreach_safe(all, tmp, name, h)
     {
-        printf("%-40s %10s %12s %10s %-7s %s\n", name, field(h, "requests", "-", b[0], 24),
+        printf("%-40s %10s %12s %10s %-7s %-5s %s\n", name, field(h, "requests", "-", b[0], 24),
                field(h, "tokens", "-", b[1], 24), field(h, "period_ms", "60000", b[2], 24),
-               field(h, "mode", "window", b[3], 24), field(h, "soft", "no", b[3], 24));
+               field(h, "mode", "window", b[3], 24), field(h, "soft", "no", b[4], 24),
+               field(h, "settle", "admission", b[3], 24));
     }
-    printf("policy: headroom high %s%% normal %s%% low %s%%, soft threshold %s%%\n",
+    printf("policy: headroom high %s%% normal %s%% low %s%%, soft threshold %s%%, window guard "
+           "%s ms\n",
            field(policy, "headroom_high", "100", b[0], 24),
            field(policy, "headroom_normal", "100", b[1], 24),
            field(policy, "headroom_low", "80", b[2], 24),
-           field(policy, "soft_threshold", "80", b[3], 24));
+           field(policy, "soft_threshold", "80", b[3], 24),
+           field(policy, "window_guard_ms", "1000", b[4], 24));
     json_object_foreach_safe(weights, tmp, name, h)
     {
         printf("weight %s %s\n", name, field(weights, name, "1", b[0], 24));
@@ -354,6 +370,8 @@ enum {
     OPT_HR_HIGH,
     OPT_SOFT_THRESHOLD,
     OPT_WEIGHT,
+    OPT_SETTLE,
+    OPT_GUARD,
 };
 
 static const struct option long_options[] = {
@@ -373,6 +391,8 @@ static const struct option long_options[] = {
     {"headroom-high", required_argument, NULL, OPT_HR_HIGH},
     {"soft-threshold", required_argument, NULL, OPT_SOFT_THRESHOLD},
     {"weight", required_argument, NULL, OPT_WEIGHT},
+    {"settle", required_argument, NULL, OPT_SETTLE},
+    {"window-guard-ms", required_argument, NULL, OPT_GUARD},
     LLMQ_CLI_COMMON_OPTIONS,
     {NULL, 0, NULL, 0},
 };
@@ -395,6 +415,7 @@ static const struct numeric_option numeric_options[] = {
     {OPT_HR_NORMAL, "--headroom-normal", "headroom_normal", 1, 100},
     {OPT_HR_HIGH, "--headroom-high", "headroom_high", 1, 100},
     {OPT_SOFT_THRESHOLD, "--soft-threshold", "soft_threshold", 0, 100},
+    {OPT_GUARD, "--window-guard-ms", "window_guard_ms", 0, 3600000},
 };
 
 struct limits_opts {
@@ -446,6 +467,13 @@ static int take_option(int opt, const char *arg, void *ud)
         o->weight = arg;
         return 0;
     }
+    case OPT_SETTLE:
+        if (strcmp(arg, "admission") != 0 && strcmp(arg, "usage") != 0) {
+            llmq_cli_error(o->cli, "--settle: expected admission or usage, got '%s'", arg);
+            return LLMQ_EXIT_USAGE;
+        }
+        o->ch.settle = arg;
+        return 0;
     default: /* OPT_MODE */
         if (strcmp(arg, "window") != 0 && strcmp(arg, "gcra") != 0) {
             llmq_cli_error(o->cli, "--mode: expected window or gcra, got '%s'", arg);
@@ -458,7 +486,8 @@ static int take_option(int opt, const char *arg, void *ud)
 
 static int is_policy_field(const char *f)
 {
-    return strncmp(f, "headroom", 8) == 0 || strcmp(f, "soft_threshold") == 0;
+    return strncmp(f, "headroom", 8) == 0 || strcmp(f, "soft_threshold") == 0 ||
+           strcmp(f, "window_guard_ms") == 0;
 }
 
 /* Checks the options against the subcommand. Returns 0 or an exit code. */
@@ -487,8 +516,8 @@ static int check_sub(const struct llmq_cli *cli, const struct limits_opts *o, co
         llmq_cli_error(cli, "%s takes no --tenant or --user", sub);
         return LLMQ_EXIT_USAGE;
     }
-    if (!is_set && (o->ch.mode || o->ch.soft >= 0)) {
-        llmq_cli_error(cli, "--mode, --soft and --hard belong to 'llmq limits set'");
+    if (!is_set && (o->ch.mode || o->ch.settle || o->ch.soft >= 0)) {
+        llmq_cli_error(cli, "--mode, --settle, --soft and --hard belong to 'llmq limits set'");
         return LLMQ_EXIT_USAGE;
     }
     if (o->weight != NULL && (!is_set || (o->tenant == NULL && o->user == NULL))) {
@@ -503,8 +532,9 @@ static int check_sub(const struct llmq_cli *cli, const struct limits_opts *o, co
     for (int i = 0; i < o->ch.n; i++) {
         if (is_policy != is_policy_field(o->ch.fields[i]) || is_get || is_unset) {
             llmq_cli_error(cli, "%s takes %s", sub,
-                           is_policy ? "--headroom-* and --soft-threshold only"
-                           : is_set  ? "no --headroom-* or --soft-threshold (see 'limits policy')"
+                           is_policy ? "--headroom-*, --soft-threshold and --window-guard-ms only"
+                           : is_set  ? "no --headroom-*, --soft-threshold or --window-guard-ms "
+                                       "(see 'limits policy')"
                                      : "no limit values");
             return LLMQ_EXIT_USAGE;
         }

@@ -1,7 +1,7 @@
 /* Gateway keys at request time: the presented key's SHA-256 (computed when
  * the request arrived; the key text itself is never kept, logged or sent to
  * Redis) names P gw:key:<sha256>; its fields say tenant, user, priority and
- * models (common/keys.h). A missing, malformed, unknown or revoked key is a
+ * models (common/redis/keys.h). A missing, malformed, unknown or revoked key is a
  * 401 in OpenAI's shape. Every request looks its key up again, so a revoke
  * applies to the next request. */
 #include <hiredis/async.h>

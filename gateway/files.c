@@ -4,7 +4,7 @@
  * purpose=batch and a JSONL file, checked whole with the same validation as
  * `llmq enqueue` (llmq_batch_parse): a file with any bad line is refused
  * with the line's number and reason, and nothing is stored. An accepted file
- * is one hash in Redis (common/keys.h P gw:file:<id>), written in one
+ * is one hash in Redis (common/redis/keys.h P gw:file:<id>), written in one
  * MULTI/EXEC with its index entry. A batch's output and error files are not
  * stored: they are built from its jobs' results when read
  * ("file-out_<batch id>", "file-err_<batch id>"). Files belong to the tenant

@@ -1,6 +1,8 @@
 -- job_settle: ends one delivery of a job, all or nothing (docs/DESIGN.md
 -- §3.4-3.6): acknowledges and deletes its stream entry and, by mode,
---   done      settles the reservation to the real usage and stores the result;
+--   done      settles the reservation with the real usage (the bucket's
+--             ledger decides: raised above the charge, or replaced) and
+--             stores the result;
 --   retry     requeues the job in delayed (back to the head of its key when
 --             due), due at due_ms, refunding the
 --             reservation when asked (a 429: it was not served) and pausing
@@ -86,18 +88,8 @@ if model ~= nil and model ~= '' and (pause_ms > 0 or rem_req >= 0 or rem_tok >= 
         lim_req > 0 or lim_tok > 0) then
     local s = limiter_session(P, 'normal', now)
     local b = limiter_bucket(s, model, 'model')
-    if pause_ms > 0 then
-        b.pause = math.max(b.pause, now + pause_ms)
-        b.dirty = true
-        if b.cfg == nil then
-            limiter_pause(P, model, pause_ms, now)
-            b.dirty = false
-        end
-    end
-    worker_learn(s, b, rem_req, rem_tok, reset_req, reset_tok, lim_req, lim_tok)
-    if b.cfg ~= nil and b.dirty then
-        redis.call('HSET', b.key, 'pause', b.pause)
-    end
+    limiter_bucket_pause(s, b, pause_ms)
+    limiter_learn(s, b, rem_req, rem_tok, reset_req, reset_tok, lim_req, lim_tok)
     limiter_flush(s)
 end
 return { owned, finished }

@@ -44,6 +44,7 @@ struct walk {
     enum llmq_encoding enc;
     int exact;        /* tokenize (else only count characters) */
     long long tokens; /* exact prompt tokens, overheads included */
+    long long estimated; /* of tokens, those estimated rather than counted */
     long long chars;  /* characters of the prompt text */
     struct llmq_error *err;
     enum llmq_rc rc;
@@ -122,6 +123,7 @@ static enum llmq_rc invalid(struct walk *w, const char *what)
 static void add_image(struct walk *w, const json_t *url, const json_t *detail)
 {
     unsigned width = w->opt->remote_image_width, height = w->opt->remote_image_height;
+    int sized = 0; /* read from the image itself */
     if (width == 0 || height == 0) { /* options filled by hand, without the defaults */
         width = 1024;
         height = 1024;
@@ -134,11 +136,14 @@ static void add_image(struct walk *w, const json_t *url, const json_t *detail)
             llmq_image_size_from_data_url(u, len, &dw, &dh, NULL) == LLMQ_OK) {
             width = dw;
             height = dh;
+            sized = 1;
         }
     }
     enum llmq_image_detail d = llmq_image_detail_parse(json_string_value(detail));
     long long t = llmq_image_tokens(w->model, width, height, d);
     w->tokens += t;
+    if (!sized) /* a remote or unreadable image: its size is a guess */
+        w->estimated += t;
     w->chars += 4 * t;
 }
 
@@ -303,6 +308,7 @@ static void add_tools(struct walk *w, const json_t *tools)
     const struct tool_weights *tw = w->enc == LLMQ_ENCODING_CL100K_BASE ? &cl100k : &o200k;
     size_t i, counted = 0;
     json_t *t;
+    long long before = w->tokens;
     if (!json_is_array(tools))
         return;
     json_array_foreach(tools, i, t)
@@ -321,6 +327,7 @@ static void add_tools(struct walk *w, const json_t *tools)
     }
     if (counted > 0)
         add_overhead(w, tw->func_end);
+    w->estimated += w->tokens - before; /* the cookbook's approximation */
 }
 
 /* Structured outputs: the schema's JSON text. */
@@ -336,8 +343,10 @@ static void add_response_format(struct walk *w, const json_t *rf)
         w->rc = llmq_error_set(w->err, LLMQ_ENOMEM, "cost: out of memory");
         return;
     }
+    long long before = w->tokens;
     add_text(w, text, strlen(text));
     free(text);
+    w->estimated += w->tokens - before; /* how OpenAI frames a schema is not public */
 }
 
 static enum llmq_rc count_chat(struct walk *w, const json_t *body)
@@ -530,16 +539,23 @@ enum llmq_rc llmq_cost_estimate(const char *url_path, const json_t *body,
     int chars_rule = opt->charge_model == LLMQ_CHARGE_CHARS;
     long long margin_pct = opt->margin_pct < 0 ? 0 : opt->margin_pct;
     out->completion_tokens = completion_reservation(url_path, body, opt);
-    long long base;
+    /* The margin covers only what is estimated: the completion reservation
+     * is exact (the API charges max tokens x n), and so are prompt tokens
+     * counted with the model's own tokenizer. */
     if (chars_rule) {
         out->prompt_tokens = (w.chars + 3) / 4;
-        base = out->prompt_tokens > out->completion_tokens ? out->prompt_tokens
-                                                           : out->completion_tokens;
+        out->estimated_tokens = out->prompt_tokens; /* characters / 4 is a guess */
+        long long with_margin = out->prompt_tokens + (out->prompt_tokens * margin_pct + 99) / 100;
+        long long base = out->prompt_tokens > out->completion_tokens ? out->prompt_tokens
+                                                                     : out->completion_tokens;
+        out->total_tokens = with_margin > out->completion_tokens ? with_margin
+                                                                  : out->completion_tokens;
+        out->margin_tokens = out->total_tokens - base;
     } else {
         out->prompt_tokens = w.tokens < 0 ? 0 : w.tokens;
-        base = out->prompt_tokens + out->completion_tokens;
+        out->estimated_tokens = w.estimated < 0 ? 0 : w.estimated;
+        out->margin_tokens = (out->estimated_tokens * margin_pct + 99) / 100;
+        out->total_tokens = out->prompt_tokens + out->completion_tokens + out->margin_tokens;
     }
-    out->margin_tokens = (base * margin_pct + 99) / 100;
-    out->total_tokens = base + out->margin_tokens;
     return LLMQ_OK;
 }

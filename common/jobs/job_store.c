@@ -4,7 +4,7 @@
  * Rounds overlap: round k is flushed to Redis, then the replies of round k-1
  * are read while Redis works on round k, so neither side waits for the other
  * more than one round. Every reply is read even after an error, so the
- * connection stays in step. A NOSCRIPT reply (scripts flushed mid-push) makes
+ * connection stays in step. A missing-function reply (the library flushed mid-push) makes
  * that call run again, synchronously, once the pipeline is drained. */
 #include "jobs/job_store.h"
 
@@ -37,13 +37,7 @@ enum llmq_rc llmq_job_store_prepare(redisContext *c, const char *prefix, struct 
         }
         freeReplyObject(r);
     }
-    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", llmq_scripts[LLMQ_SCRIPT_ENQUEUE].text);
-    enum llmq_rc rc = LLMQ_OK;
-    if (r == NULL || r->type != REDIS_REPLY_STRING)
-        rc = llmq_redis_error(c, r, "SCRIPT LOAD enqueue", err);
-    if (r != NULL)
-        freeReplyObject(r);
-    return rc;
+    return llmq_script_load_all(c, err);
 }
 
 /* The arguments of one enqueue call: KEYS[1] then FIELDS_PER_JOB per job.
@@ -119,11 +113,11 @@ static int parse_outcomes(redisContext *c, const redisReply *r, size_t n,
 }
 
 /* Reads the reply of one call covering n jobs into out[0..n). Returns 1 for
- * NOSCRIPT (to run again), 0 when done, -1 on error (err filled). */
+ * a missing function (to run again), 0 when done, -1 on error (err filled). */
 static int take_reply(redisContext *c, redisReply *r, size_t n, struct llmq_job_outcome *out,
                       struct llmq_error *err)
 {
-    if (r != NULL && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0)
+    if (llmq_script_is_missing(r))
         return 1;
     return parse_outcomes(c, r, n, out, err);
 }
@@ -140,7 +134,7 @@ static size_t call_jobs(size_t call_first_job, size_t n)
     return left < LLMQ_JOB_STORE_JOBS_PER_CALL ? left : LLMQ_JOB_STORE_JOBS_PER_CALL;
 }
 
-/* Reads the replies of round rd. Calls that met NOSCRIPT are marked in redo
+/* Reads the replies of round rd. Calls that met a missing function are marked in redo
  * (indexed by call number). Returns the first error (reading on regardless). */
 static enum llmq_rc read_round(redisContext *c, const struct round *rd, size_t n,
                                struct llmq_job_outcome *out, unsigned char *redo,
@@ -187,7 +181,7 @@ static enum llmq_rc send_round(redisContext *c, const char *prefix, const struct
     return LLMQ_OK;
 }
 
-/* Runs again, one by one, the calls that met NOSCRIPT (llmq_script_run loads
+/* Runs again, one by one, the calls that met a missing function (llmq_script_run loads
  * the script). */
 static enum llmq_rc redo_calls(redisContext *c, const char *prefix, const struct llmq_job *jobs,
                                size_t n, const unsigned char *redo, struct call_args *a,
@@ -205,7 +199,7 @@ static enum llmq_rc redo_calls(redisContext *c, const char *prefix, const struct
         int t = take_reply(c, r, cj, out + job, err);
         freeReplyObject(r);
         if (t != 0)
-            return t < 0 && err ? err->rc : llmq_error_set(err, LLMQ_ESCRIPT, "enqueue: NOSCRIPT");
+            return t < 0 && err ? err->rc : llmq_error_set(err, LLMQ_ESCRIPT, "enqueue: function not found after loading the library");
     }
     return LLMQ_OK;
 }

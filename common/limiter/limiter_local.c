@@ -137,7 +137,14 @@ int llmq_local_limiter_adjust(struct llmq_local_limiter *l, const char *reservat
         return 1;
     memcpy(account, reservation, alen);
     account[alen] = '\0';
-    uint64_t id = strtoull(bar + 2, NULL, 10);
+    char *after_id = NULL;
+    uint64_t id = strtoull(bar + 2, &after_id, 10);
+    /* The admission ledger: real usage may raise the charge, never lower it. */
+    if (actual >= 0 && after_id != NULL && *after_id == '|') {
+        long long cost = strtoll(after_id + 1, NULL, 10);
+        if (actual < cost)
+            actual = cost;
+    }
     /* Skip "L<id>|<cost>|<at>" to the bucket list. */
     const char *p = bar + 1;
     for (int skip = 0; skip < 3 && p != NULL; skip++) {

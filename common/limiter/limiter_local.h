@@ -40,7 +40,9 @@ enum llmq_rc llmq_local_limiter_acquire(struct llmq_local_limiter *l,
                                         const struct llmq_path *path, int64_t cost,
                                         int64_t now_ms, struct llmq_grant *out);
 
-/* Settles (actual >= 0) or refunds (actual < 0) a local reservation.
+/* Settles (actual >= 0: the charge is raised to actual, never lowered, as
+ * the Redis buckets' default admission ledger does) or refunds (actual < 0)
+ * a local reservation.
  * Returns 1 if reservation was local, 0 if it is a Redis one. */
 int llmq_local_limiter_adjust(struct llmq_local_limiter *l, const char *reservation,
                               int64_t actual);

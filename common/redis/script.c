@@ -1,51 +1,41 @@
-/* Running the embedded scripts with EVALSHA, and reloading them on NOSCRIPT.
+/* Running the embedded scripts as Redis 7 Functions (FCALL), and loading
+ * their library when Redis does not have it.
+ *
+ * The library (lua/ composed by cmake/embed_lua.cmake) is loaded once per
+ * Redis (FUNCTION LOAD REPLACE) and from then on every call is FCALL of the
+ * operation's function: no script text travels and nothing of the library is
+ * re-initialised per call. "Function not found" (a new Redis, FUNCTION FLUSH,
+ * a failover to a replica that never saw the library) makes the runner load
+ * the library and call again, once; the caller never sees it.
  *
  * Async runs keep a private copy of their arguments until the reply comes, so
- * a NOSCRIPT reply can be answered with EVAL of the same arguments; the user
- * callback then runs with that second reply. */
+ * a missing function can be answered by loading the library and sending the
+ * same call again; the user callback then runs with that second reply. */
 #include "redis/script.h"
 
 #include "redis/sentinel.h"
 
-#include <openssl/sha.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static char script_shas[LLMQ_SCRIPT_COUNT][41];
-static pthread_once_t script_shas_once = PTHREAD_ONCE_INIT;
-
-static void compute_shas(void)
+int llmq_script_is_missing(const redisReply *r)
 {
-    for (int i = 0; i < LLMQ_SCRIPT_COUNT; i++) {
-        unsigned char md[SHA_DIGEST_LENGTH];
-        SHA1((const unsigned char *)llmq_scripts[i].text, strlen(llmq_scripts[i].text), md);
-        for (int j = 0; j < SHA_DIGEST_LENGTH; j++)
-            snprintf(&script_shas[i][j * 2], 3, "%02x", md[j]);
-    }
+    /* Redis 7's reply when no loaded library registered the function;
+     * NOSCRIPT too, in case a proxy in front of Redis answers as for EVALSHA. */
+    return r != NULL && r->type == REDIS_REPLY_ERROR &&
+           (strstr(r->str, "Function not found") != NULL || strncmp(r->str, "NOSCRIPT", 8) == 0);
 }
 
-const char *llmq_script_sha(enum llmq_script_id id)
-{
-    pthread_once(&script_shas_once, compute_shas);
-    return script_shas[id];
-}
-
-static int is_noscript(const redisReply *r)
-{
-    return r != NULL && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
-}
-
-/* Builds the argv of "EVALSHA sha nkeys args..." (or EVAL text ...) into
- * caller-provided arrays of size argc + 3. */
-static void build_command(enum llmq_script_id id, int use_text, char *nkeys_buf, int nkeys,
-                          int argc, const char **argv, const size_t *argvlen,
-                          const char **out, size_t *outlen)
+/* Builds the argv of "FCALL function nkeys args..." into caller-provided
+ * arrays of size argc + 3. */
+static void build_command(enum llmq_script_id id, char *nkeys_buf, int nkeys, int argc,
+                          const char **argv, const size_t *argvlen, const char **out,
+                          size_t *outlen)
 {
     snprintf(nkeys_buf, 16, "%d", nkeys);
-    out[0] = use_text ? "EVAL" : "EVALSHA";
-    out[1] = use_text ? llmq_scripts[id].text : llmq_script_sha(id);
+    out[0] = "FCALL";
+    out[1] = llmq_scripts[id].function;
     out[2] = nkeys_buf;
     for (int i = 0; i < 3; i++)
         outlen[i] = strlen(out[i]);
@@ -53,6 +43,23 @@ static void build_command(enum llmq_script_id id, int use_text, char *nkeys_buf,
         out[3 + i] = argv[i];
         outlen[3 + i] = argvlen ? argvlen[i] : strlen(argv[i]);
     }
+}
+
+static const char *const load_argv[] = {"FUNCTION", "LOAD", "REPLACE", llmq_script_library};
+
+enum llmq_rc llmq_script_load_all(redisContext *c, struct llmq_error *err)
+{
+    size_t lens[4] = {8, 4, 7, strlen(llmq_script_library)};
+    redisReply *r = redisCommandArgv(c, 4, (const char **)load_argv, lens);
+    enum llmq_rc rc = LLMQ_OK;
+    if (r == NULL || r->type != REDIS_REPLY_STRING)
+        rc = llmq_error_set(err, LLMQ_EREDIS, "FUNCTION LOAD %s: %s", llmq_script_library_name,
+                            r && r->type == REDIS_REPLY_ERROR ? r->str
+                            : c->err                          ? c->errstr
+                                                              : "bad reply");
+    if (r != NULL)
+        freeReplyObject(r);
+    return rc;
 }
 
 redisReply *llmq_script_run(redisContext *c, enum llmq_script_id id, int nkeys, int argc,
@@ -66,8 +73,8 @@ redisReply *llmq_script_run(redisContext *c, enum llmq_script_id id, int nkeys, 
         llmq_error_set(err, LLMQ_ENOMEM, "script %s: out of memory", llmq_scripts[id].name);
         goto out;
     }
+    build_command(id, nkeys_buf, nkeys, argc, argv, argvlen, cmd, cmdlen);
     for (int attempt = 0; attempt < 2; attempt++) {
-        build_command(id, attempt, nkeys_buf, nkeys, argc, argv, argvlen, cmd, cmdlen);
         r = redisCommandArgv(c, argc + 3, cmd, cmdlen);
         if (r != NULL && r->type == REDIS_REPLY_ERROR && llmq_sentinel_is_stale_error(r->str)) {
             /* A replica now (failover): report a connection error so the
@@ -78,12 +85,18 @@ redisReply *llmq_script_run(redisContext *c, enum llmq_script_id id, int nkeys, 
             snprintf(c->errstr, sizeof(c->errstr), "server is a replica now (READONLY)");
             break;
         }
-        if (!is_noscript(r))
+        if (!llmq_script_is_missing(r) || attempt == 1)
             break;
         freeReplyObject(r);
         r = NULL;
+        struct llmq_error load_err = {0};
+        if (llmq_script_load_all(c, &load_err) != LLMQ_OK) {
+            llmq_error_set(err, LLMQ_EREDIS, "script %s: %s", llmq_scripts[id].name,
+                           load_err.msg);
+            goto out;
+        }
     }
-    if (r == NULL)
+    if (r == NULL && (err == NULL || err->rc == LLMQ_OK))
         llmq_error_set(err, LLMQ_EREDIS, "script %s: %s", llmq_scripts[id].name,
                        c->err ? c->errstr : "no reply");
 out:
@@ -98,31 +111,12 @@ enum llmq_rc llmq_script_append(redisContext *c, enum llmq_script_id id, int nke
     const char *cmd[argc + 3];
     size_t cmdlen[argc + 3];
     char nkeys_buf[16];
-    build_command(id, 0, nkeys_buf, nkeys, argc, argv, argvlen, cmd, cmdlen);
+    build_command(id, nkeys_buf, nkeys, argc, argv, argvlen, cmd, cmdlen);
     return redisAppendCommandArgv(c, argc + 3, cmd, cmdlen) == REDIS_OK ? LLMQ_OK : LLMQ_EREDIS;
 }
 
-enum llmq_rc llmq_script_load_all(redisContext *c, struct llmq_error *err)
-{
-    for (int i = 0; i < LLMQ_SCRIPT_COUNT; i++) {
-        redisReply *r = redisCommand(c, "SCRIPT LOAD %s", llmq_scripts[i].text);
-        if (r == NULL || r->type != REDIS_REPLY_STRING) {
-            enum llmq_rc rc = llmq_error_set(err, LLMQ_EREDIS, "SCRIPT LOAD %s: %s",
-                                             llmq_scripts[i].name,
-                                             r && r->type == REDIS_REPLY_ERROR ? r->str
-                                             : c->err                          ? c->errstr
-                                                                               : "bad reply");
-            if (r != NULL)
-                freeReplyObject(r);
-            return rc;
-        }
-        freeReplyObject(r);
-    }
-    return LLMQ_OK;
-}
-
 /* One async run: the arguments copied into one allocation, kept until the
- * final reply so NOSCRIPT can be retried with EVAL. */
+ * final reply so a missing function can be loaded and the call resent. */
 struct async_run {
     enum llmq_script_id id;
     int nkeys;
@@ -136,13 +130,20 @@ struct async_run {
 
 static void async_run_reply(redisAsyncContext *ac, void *reply, void *privdata);
 
-static int async_run_send(redisAsyncContext *ac, struct async_run *run, int use_text)
+/* Sends run's FCALL; after_load first sends FUNCTION LOAD REPLACE (its reply
+ * is not needed: the FCALL's reply says whether it worked). */
+static int async_run_send(redisAsyncContext *ac, struct async_run *run, int after_load)
 {
     const char *cmd[run->argc + 3];
     size_t cmdlen[run->argc + 3];
     char nkeys_buf[16];
-    build_command(run->id, use_text, nkeys_buf, run->nkeys, run->argc, run->argv, run->argvlen,
-                  cmd, cmdlen);
+    if (after_load) {
+        size_t lens[4] = {8, 4, 7, strlen(llmq_script_library)};
+        if (redisAsyncCommandArgv(ac, NULL, NULL, 4, (const char **)load_argv, lens) != REDIS_OK)
+            return REDIS_ERR;
+    }
+    build_command(run->id, nkeys_buf, run->nkeys, run->argc, run->argv, run->argvlen, cmd,
+                  cmdlen);
     return redisAsyncCommandArgv(ac, async_run_reply, run, run->argc + 3, cmd, cmdlen);
 }
 
@@ -156,7 +157,7 @@ static void async_run_reply(redisAsyncContext *ac, void *reply, void *privdata)
         redisAsyncDisconnect(ac);
         r = NULL;
     }
-    if (is_noscript(r) && !run->retried) {
+    if (llmq_script_is_missing(r) && !run->retried) {
         run->retried = 1;
         if (async_run_send(ac, run, 1) == REDIS_OK)
             return;

@@ -1,9 +1,11 @@
 /* The embedded Redis scripts (lua/<op>.lua) and how to run them.
  *
- * Every run is EVALSHA; a NOSCRIPT reply (after SCRIPT FLUSH or a Redis
- * restart) makes the runner send the full text once with EVAL, which also
- * caches it, and hands that reply to the caller. The caller never sees
- * NOSCRIPT. */
+ * The scripts are one Redis 7 Functions library (cmake/embed_lua.cmake): it
+ * is loaded once per Redis (FUNCTION LOAD), and each run is FCALL of the
+ * operation's function. When Redis does not have the library ("Function not
+ * found": a restart without persistence, FUNCTION FLUSH, a failover to a
+ * replica that never saw it) the runner loads it and calls again, once, and
+ * hands that reply to the caller. The caller never sees the miss. */
 #ifndef LLMQ_SCRIPT_H
 #define LLMQ_SCRIPT_H
 
@@ -15,15 +17,17 @@
 #include "scripts_gen.h"
 
 struct llmq_script {
-    const char *name; /* the op name, "acquire" for lua/acquire.lua */
-    const char *text;
+    const char *name;     /* the op name, "acquire" for lua/acquire.lua */
+    const char *function; /* its function in the library, "llmq_acquire_<tag>" */
 };
 
 extern const struct llmq_script llmq_scripts[LLMQ_SCRIPT_COUNT];
+/* The library's text (FUNCTION LOAD) and its name, "llmq_<tag>". */
+extern const char llmq_script_library[];
+extern const char llmq_script_library_name[];
 
-/* Hex SHA-1 of script id (41 bytes with NUL), computed once per process;
- * thread-safe. */
-const char *llmq_script_sha(enum llmq_script_id id);
+/* 1 when r is Redis's answer to a call of a function it does not have. */
+int llmq_script_is_missing(const redisReply *r);
 
 /* Runs script id synchronously with nkeys keys followed by the other
  * arguments: argv[0..argc) (borrowed; argvlen may be NULL for C strings).
@@ -32,12 +36,13 @@ const char *llmq_script_sha(enum llmq_script_id id);
 redisReply *llmq_script_run(redisContext *c, enum llmq_script_id id, int nkeys, int argc,
                             const char **argv, const size_t *argvlen, struct llmq_error *err);
 
-/* Appends EVALSHA of script id to c's output buffer for pipelining (read with
- * redisGetReply). The scripts must be loaded first (llmq_script_load_all). */
+/* Appends FCALL of script id to c's output buffer for pipelining (read with
+ * redisGetReply). Load the library first (llmq_script_load_all); a reply that
+ * llmq_script_is_missing means it was lost meanwhile: load and run again. */
 enum llmq_rc llmq_script_append(redisContext *c, enum llmq_script_id id, int nkeys, int argc,
                                 const char **argv, const size_t *argvlen);
 
-/* SCRIPT LOAD of every embedded script. */
+/* FUNCTION LOAD REPLACE of the library (harmless when it is loaded). */
 enum llmq_rc llmq_script_load_all(redisContext *c, struct llmq_error *err);
 
 /* Callback of an async run: runs exactly once, with reply NULL when the

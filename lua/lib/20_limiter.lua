@@ -5,7 +5,11 @@
 -- A bucket limits requests and/or tokens over period_ms, in one of two modes:
 --   window: exact sliding window. Each admission is a member
 --           "<resid>:<tokens>" of the ZSET bw:<bucket>, scored by its admission
---           time; it counts for exactly one period (while score > now - period).
+--           time; it counts for its hold: one period plus the arrival guard
+--           (while score > now - hold; cfg.hold = period + the policy's
+--           window_guard_ms, default LIMITER_GUARD_MS): a request reaches the
+--           API some ms after its admission, by a delay that varies, and the
+--           API's window starts at arrival.
 --           The bucket hash caches n, tok (count and token sum of the members)
 --           and oldest (earliest score). Entries that aged out are dropped
 --           lazily: always before a decision they could change (the cached sums
@@ -15,12 +19,29 @@
 --           (rtat, ttat); O(1) state; burst = capacity, default the limit.
 -- A pause (ms) denies every acquire until it passes.
 --
+-- What a bucket is charged (its ledger, cfg.settle): by default what the API
+-- counts at admission (the request's cost: prompt + completion reservation +
+-- margin) for the whole hold; settling may raise the charge to real usage
+-- above it, never lower it ('admission'). A bucket set to 'usage' replaces
+-- the charge with the real usage, up or down (APIs that give the unused
+-- reservation back). The choice is made at admission and travels in the
+-- reservation handle: tag 'w'/'g' (window/gcra, admission ledger), 'W'/'G'
+-- (usage ledger). A refund (the API did not admit the request: a 429, a
+-- hand-back) gives everything back under either ledger.
+--
 -- A session decides many requests in one script call: bucket state is read
 -- once, updated in Lua, and written back by limiter_flush.
 
+-- Configuration fields first (CONFIG_FIELDS of them: a default bucket is read
+-- for those only), then live state.
 local BUCKET_FIELDS = { 'requests', 'tokens', 'period_ms', 'mode', 'burst_requests',
-    'burst_tokens', 'soft', 'tok', 'n', 'oldest', 'pause', 'rtat', 'ttat', 'exp',
+    'burst_tokens', 'soft', 'settle', 'tok', 'n', 'oldest', 'pause', 'rtat', 'ttat', 'exp',
     'learned_requests', 'learned_tokens', 'learned_until' }
+local CONFIG_FIELDS = 8
+-- Default arrival guard of window buckets (policy window_guard_ms): above the
+-- admission->arrival delays tests/integration/worker_exact_limits.c measured
+-- on a loaded machine (up to ~1.1 s; see the README's limiter section).
+local LIMITER_GUARD_MS = 1000
 local HEADROOM_FIELDS = { high = 'headroom_high', normal = 'headroom_normal', low = 'headroom_low' }
 local HEADROOM_DEFAULTS = { high = 100, normal = 100, low = 80 }
 
@@ -29,20 +50,23 @@ local function limiter_session(P, prio, now)
     if HEADROOM_FIELDS[prio] == nil then
         prio = 'normal'
     end
-    local v = redis.call('HMGET', P .. 'policy', HEADROOM_FIELDS[prio], 'soft_threshold')
+    local v = redis.call('HMGET', P .. 'policy', HEADROOM_FIELDS[prio], 'soft_threshold',
+        'window_guard_ms')
     return {
         P = P,
         now = now,
         frac = (tonumber(v[1]) or HEADROOM_DEFAULTS[prio]) / 100,
         soft_threshold = (tonumber(v[2]) or 80) / 100,
+        guard = tonumber(v[3]) or LIMITER_GUARD_MS,
         buckets = {},
         ids_next = 1,
         ids_last = 0,
     }
 end
 
--- Config of a bucket from HMGET values v (or nil when it sets no limit).
-local function limiter_parse_config(v)
+-- Config of a bucket from HMGET values v (or nil when it sets no limit);
+-- guard_ms: the session's arrival guard (window mode holds period + guard).
+local function limiter_parse_config(v, guard_ms)
     local requests, tokens = tonumber(v[1]), tonumber(v[2])
     -- 0 is no limit on that dimension (as openai-sim's --rpm 0; `llmq limits
     -- set` stores none), never a limit that nothing fits
@@ -51,7 +75,7 @@ local function limiter_parse_config(v)
     if requests == nil and tokens == nil then
         return nil
     end
-    return {
+    local c = {
         requests = requests,
         tokens = tokens,
         period = tonumber(v[3]) or 60000,
@@ -59,7 +83,10 @@ local function limiter_parse_config(v)
         burst_requests = tonumber(v[5]) or requests,
         burst_tokens = tonumber(v[6]) or tokens,
         soft = v[7] == '1',
+        settle = v[8] == 'usage' and 'usage' or 'admission',
     }
+    c.hold = c.mode == 'gcra' and c.period or c.period + (guard_ms or 0)
+    return c
 end
 
 -- The default bucket of a tenant/user bucket: "<model>/t/*" for "<model>/t/x".
@@ -80,24 +107,25 @@ local function limiter_bucket(s, name, level)
     end
     b = { name = name, level = level, key = s.P .. 'limit:' .. name, wkey = s.P .. 'bw:' .. name }
     local v = redis.call('HMGET', b.key, unpack(BUCKET_FIELDS))
-    b.cfg = limiter_parse_config(v)
+    b.cfg = limiter_parse_config(v, s.guard)
     b.owns_config = b.cfg ~= nil
     if b.cfg == nil and level ~= 'model' then
         local dname = limiter_default_name(name)
         if dname ~= nil then
             b.cfg = limiter_parse_config(redis.call('HMGET', s.P .. 'limit:' .. dname,
-                unpack(BUCKET_FIELDS, 1, 7)))
+                unpack(BUCKET_FIELDS, 1, CONFIG_FIELDS)), s.guard)
         end
     end
     local now = s.now
-    b.tok, b.n, b.oldest = tonumber(v[8]) or 0, tonumber(v[9]) or 0, tonumber(v[10])
-    b.pause, b.exp = tonumber(v[11]) or 0, tonumber(v[14]) or 0
-    b.rtat = math.max(tonumber(v[12]) or 0, now)
-    b.ttat = math.max(tonumber(v[13]) or 0, now)
-    -- Limits the API reported lower than configured (worker_learn) bind
+    b.tok, b.n, b.oldest = tonumber(v[9]) or 0, tonumber(v[10]) or 0, tonumber(v[11])
+    b.pause, b.exp = tonumber(v[12]) or 0, tonumber(v[15]) or 0
+    b.pause_loaded = b.pause
+    b.rtat = math.max(tonumber(v[13]) or 0, now)
+    b.ttat = math.max(tonumber(v[14]) or 0, now)
+    -- Limits the API reported lower than configured (limiter_learn) bind
     -- until they are re-learned or lapse.
-    if b.cfg ~= nil and (tonumber(v[17]) or 0) > now then
-        local lr, lt = tonumber(v[15]), tonumber(v[16])
+    if b.cfg ~= nil and (tonumber(v[18]) or 0) > now then
+        local lr, lt = tonumber(v[16]), tonumber(v[17])
         local c = b.cfg
         if lr and c.requests and lr < c.requests then
             c.requests, c.burst_requests = lr, math.min(c.burst_requests, lr)
@@ -114,8 +142,8 @@ end
 
 -- The path of (model, tenant, user) in session s, account+model first,
 -- cached per session. path.tags is "|<m><bucket>..." for the buckets that
--- record admissions (m = 'w' window, 'g' gcra): the tail of a reservation
--- handle.
+-- record admissions (m = 'w' window, 'g' gcra; upper case for the usage
+-- ledger): the tail of a reservation handle.
 local function limiter_path(s, model, tenant, user)
     local pkey = model .. '|' .. (tenant or '') .. '|' .. (user or '')
     s.paths = s.paths or {}
@@ -135,7 +163,11 @@ local function limiter_path(s, model, tenant, user)
     for i = 1, #path do
         local b = path[i]
         if b.cfg ~= nil then
-            tags[#tags + 1] = (b.cfg.mode == 'gcra' and 'g' or 'w') .. b.name
+            local m = b.cfg.mode == 'gcra' and 'g' or 'w'
+            if b.cfg.settle == 'usage' then
+                m = string.upper(m)
+            end
+            tags[#tags + 1] = m .. b.name
             b.soft = b.cfg.soft and b.level ~= 'model'
             path.has_soft = path.has_soft or b.soft
         end
@@ -162,7 +194,7 @@ end
 -- Drops b's window entries that no longer count at now; refreshes the cache.
 local function window_evict(b, now)
     limiter_write_log(b)
-    local cutoff = now - b.cfg.period
+    local cutoff = now - b.cfg.hold
     local old = redis.call('ZRANGEBYSCORE', b.wkey, '-inf', cutoff)
     if #old > 0 then
         for i = 1, #old do
@@ -183,7 +215,7 @@ end
 
 -- True when b's entries have aged out at now (so the cache overcounts).
 local function window_stale(b, now)
-    return b.cfg.mode ~= 'gcra' and b.oldest ~= nil and b.oldest <= now - b.cfg.period
+    return b.cfg.mode ~= 'gcra' and b.oldest ~= nil and b.oldest <= now - b.cfg.hold
 end
 
 -- Whether cost fits b at headroom frac by the cached counters. Headroom: a
@@ -244,22 +276,22 @@ local function limiter_use(b, now)
 end
 
 -- Ms until the oldest window entries free `need` requests (by_tokens false)
--- or tokens: the admission time of the entry that completes it + period - now.
+-- or tokens: the admission time of the entry that completes it + hold - now.
 local function window_free_wait(b, need, by_tokens, now)
     if not by_tokens then
         local e = redis.call('ZRANGE', b.wkey, need - 1, need - 1, 'WITHSCORES')
-        return tonumber(e[2]) + b.cfg.period - now
+        return tonumber(e[2]) + b.cfg.hold - now
     end
     local freed, start = 0, 0
     while true do
         local e = redis.call('ZRANGE', b.wkey, start, start + 127, 'WITHSCORES')
         if #e == 0 then
-            return b.cfg.period -- unreachable while the cache matches the log
+            return b.cfg.hold -- unreachable while the cache matches the log
         end
         for i = 1, #e, 2 do
             freed = freed + window_member_tokens(e[i])
             if freed >= need then
-                return tonumber(e[i + 1]) + b.cfg.period - now
+                return tonumber(e[i + 1]) + b.cfg.hold - now
             end
         end
         start = start + 128
@@ -394,7 +426,7 @@ local function limiter_try(s, path, cost, cost_str)
         b.binds = false
         if b.live and not (b.soft and not contended) then
             if b.cfg ~= nil and window_stale(b, now) and
-                (not limiter_fits(b, cost, s.frac, now) or b.oldest <= now - b.cfg.period * 1.25) then
+                (not limiter_fits(b, cost, s.frac, now) or b.oldest <= now - b.cfg.hold * 1.25) then
                 window_evict(b, now)
             end
             b.binds = b.pause > now or not limiter_fits(b, cost, s.frac, now)
@@ -427,81 +459,6 @@ local function limiter_handle(path, id, cost_str, now)
     return id .. '|' .. cost_str .. '|' .. now .. path.tags
 end
 
--- Writes every changed bucket of session s back to Redis. Keys live at least
--- until nothing in them counts; a bucket hash that holds its own limits is
--- configuration and never expires.
-local function limiter_flush(s)
-    local now = s.now
-    for _, b in pairs(s.buckets) do
-        if b.dirty and b.cfg ~= nil then
-            limiter_write_log(b)
-            local until_ms = now + b.cfg.period
-            if b.cfg.mode == 'gcra' then
-                until_ms = math.max(b.rtat, b.ttat)
-                redis.call('HSET', b.key, 'rtat', b.rtat, 'ttat', b.ttat)
-            else
-                redis.call('HSET', b.key, 'n', b.n, 'tok', b.tok, 'oldest', b.oldest or 0)
-            end
-            until_ms = math.max(until_ms, b.pause)
-            if b.exp < until_ms then
-                -- Refresh TTLs rarely: give them a period of slack.
-                local exp = math.ceil(until_ms + b.cfg.period)
-                redis.call('HSET', b.key, 'exp', exp)
-                redis.call('PEXPIREAT', b.wkey, exp)
-                if not b.owns_config then
-                    redis.call('PEXPIREAT', b.key, exp)
-                end
-            end
-        end
-    end
-end
-
--- Replaces the reserved cost of handle with actual tokens (refund: actual =
--- nil, which also gives the request back). Window entries that already aged
--- out are left alone: they no longer count. Returns buckets adjusted.
-local function limiter_adjust(P, handle, actual)
-    local f = llmq_split(handle, '|')
-    local resid, cost = f[1], tonumber(f[2])
-    if resid == nil or cost == nil or #f < 4 then
-        error('LLMQ_EINVAL bad reservation handle')
-    end
-    local adjusted = 0
-    for i = 4, #f do
-        local mode, name = string.sub(f[i], 1, 1), string.sub(f[i], 2)
-        local key = P .. 'limit:' .. name
-        if mode == 'w' then
-            local wkey = P .. 'bw:' .. name
-            local member = resid .. ':' .. cost
-            local score = redis.call('ZSCORE', wkey, member)
-            if score then
-                redis.call('ZREM', wkey, member)
-                if actual ~= nil then
-                    redis.call('ZADD', wkey, score, resid .. ':' .. actual)
-                    redis.call('HINCRBY', key, 'tok', actual - cost)
-                else
-                    redis.call('HINCRBY', key, 'tok', -cost)
-                    redis.call('HINCRBY', key, 'n', -1)
-                end
-                adjusted = adjusted + 1
-            end
-        else
-            local s = { P = P, now = 0, buckets = {} }
-            local b = limiter_bucket(s, name, 'tenant')
-            if b.cfg ~= nil and redis.call('EXISTS', key) == 1 then
-                if b.cfg.tokens then
-                    local delta = ((actual or 0) - cost) * b.cfg.period / b.cfg.tokens
-                    redis.call('HINCRBYFLOAT', key, 'ttat', delta)
-                end
-                if actual == nil and b.cfg.requests then
-                    redis.call('HINCRBYFLOAT', key, 'rtat', -b.cfg.period / b.cfg.requests)
-                end
-                adjusted = adjusted + 1
-            end
-        end
-    end
-    return adjusted
-end
-
 -- Pauses bucket name until now + ms (a later pause wins over an earlier one).
 -- Returns the pause's end.
 local function limiter_pause(P, name, ms, now)
@@ -523,6 +480,173 @@ local function limiter_pause(P, name, ms, now)
     return math.max(untl, cur)
 end
 
+-- Pauses bucket b of session s until s.now + ms (a later pause wins);
+-- limiter_flush writes it.
+local function limiter_bucket_pause(s, b, ms)
+    if ms > 0 and s.now + ms > b.pause then
+        b.pause = s.now + ms
+        b.live = true
+    end
+end
+
+-- Writes every changed bucket of session s back to Redis. Keys live at least
+-- until nothing in them counts; a bucket hash that holds its own limits is
+-- configuration and never expires.
+local function limiter_flush(s)
+    local now = s.now
+    for _, b in pairs(s.buckets) do
+        if b.pause > b.pause_loaded then
+            if b.cfg == nil then
+                limiter_pause(s.P, b.name, b.pause - now, now)
+            else
+                redis.call('HSET', b.key, 'pause', b.pause)
+                b.dirty = true
+            end
+            b.pause_loaded = b.pause
+        end
+        if b.dirty and b.cfg ~= nil then
+            limiter_write_log(b)
+            local until_ms = now + b.cfg.hold
+            if b.cfg.mode == 'gcra' then
+                until_ms = math.max(b.rtat, b.ttat)
+                redis.call('HSET', b.key, 'rtat', b.rtat, 'ttat', b.ttat)
+            else
+                redis.call('HSET', b.key, 'n', b.n, 'tok', b.tok, 'oldest', b.oldest or 0)
+            end
+            until_ms = math.max(until_ms, b.pause)
+            if b.exp < until_ms then
+                -- Refresh TTLs rarely: give them a period of slack.
+                local exp = math.ceil(until_ms + b.cfg.period)
+                redis.call('HSET', b.key, 'exp', exp)
+                redis.call('PEXPIREAT', b.wkey, exp)
+                if not b.owns_config then
+                    redis.call('PEXPIREAT', b.key, exp)
+                end
+            end
+        end
+    end
+end
+
+-- Settles the reservation of handle: actual tokens (integer >= 0) raise the
+-- charge of an admission-ledger bucket to actual when it exceeds the
+-- reserved cost, and replace it (up or down) in a usage-ledger bucket;
+-- actual = nil refunds it (its request and its tokens) in every bucket.
+-- Window entries that already aged out are left alone: they no longer count.
+-- Returns buckets whose reservation was still counted.
+local function limiter_adjust(P, handle, actual)
+    local f = llmq_split(handle, '|')
+    local resid, cost = f[1], tonumber(f[2])
+    if resid == nil or cost == nil or #f < 4 then
+        error('LLMQ_EINVAL bad reservation handle')
+    end
+    local adjusted = 0
+    for i = 4, #f do
+        local mode, name = string.sub(f[i], 1, 1), string.sub(f[i], 2)
+        local key = P .. 'limit:' .. name
+        local to = actual
+        if to ~= nil and (mode == 'w' or mode == 'g') and to < cost then
+            to = cost -- the admission ledger never lowers a charge
+        end
+        if mode == 'w' or mode == 'W' then
+            local wkey = P .. 'bw:' .. name
+            local member = resid .. ':' .. cost
+            local score = redis.call('ZSCORE', wkey, member)
+            if score then
+                if to == nil then
+                    redis.call('ZREM', wkey, member)
+                    redis.call('HINCRBY', key, 'tok', -cost)
+                    redis.call('HINCRBY', key, 'n', -1)
+                elseif to ~= cost then
+                    redis.call('ZREM', wkey, member)
+                    redis.call('ZADD', wkey, score, resid .. ':' .. to)
+                    redis.call('HINCRBY', key, 'tok', to - cost)
+                end
+                adjusted = adjusted + 1
+            end
+        else
+            local s = { P = P, now = 0, buckets = {} }
+            local b = limiter_bucket(s, name, 'tenant')
+            if b.cfg ~= nil and redis.call('EXISTS', key) == 1 then
+                if b.cfg.tokens and to ~= cost then
+                    local delta = ((to or 0) - cost) * b.cfg.period / b.cfg.tokens
+                    redis.call('HINCRBYFLOAT', key, 'ttat', delta)
+                end
+                if to == nil and b.cfg.requests then
+                    redis.call('HINCRBYFLOAT', key, 'rtat', -b.cfg.period / b.cfg.requests)
+                end
+                adjusted = adjusted + 1
+            end
+        end
+    end
+    return adjusted
+end
+
+-- Teaches bucket b (loaded in session s) what OpenAI reported: when it says
+-- fewer tokens remain than the bucket believes (another client on the key,
+-- lower limits than configured), the difference is recorded as one phantom
+-- admission that stops counting when OpenAI's window resets; nothing left of
+-- a dimension pauses the bucket until its reset; a lower limit than the
+-- configured one is learned too. Values < 0 are "not sent".
+local function limiter_learn(s, b, rem_req, rem_tok, reset_req_ms, reset_tok_ms, lim_req, lim_tok)
+    local c, now = b.cfg, s.now
+    if rem_req == 0 and reset_req_ms > 0 then
+        limiter_bucket_pause(s, b, reset_req_ms)
+    end
+    if rem_tok == 0 and reset_tok_ms > 0 then
+        limiter_bucket_pause(s, b, reset_tok_ms)
+    end
+    if c == nil then
+        return
+    end
+    -- A limit the API reports below the configured one (the configuration is
+    -- wrong, or the account's tier changed) binds for ten periods, renewed by
+    -- every response that says so.
+    local learned = {}
+    if lim_req > 0 and c.requests and lim_req < c.requests then
+        learned[#learned + 1], learned[#learned + 2] = 'learned_requests', lim_req
+        c.requests, c.burst_requests = lim_req, math.min(c.burst_requests, lim_req)
+    end
+    if lim_tok > 0 and c.tokens and lim_tok < c.tokens then
+        learned[#learned + 1], learned[#learned + 2] = 'learned_tokens', lim_tok
+        c.tokens, c.burst_tokens = lim_tok, math.min(c.burst_tokens, lim_tok)
+    end
+    if #learned > 0 then
+        learned[#learned + 1], learned[#learned + 2] = 'learned_until', now + 10 * c.period
+        redis.call('HSET', b.key, unpack(learned))
+    end
+    if c.tokens == nil or rem_tok < 0 then
+        return
+    end
+    if c.mode == 'gcra' then
+        local T = c.period / c.tokens
+        local believed = c.burst_tokens - (b.ttat - now) / T
+        if rem_tok < believed then
+            b.ttat = now + (c.burst_tokens - rem_tok) * T
+            b.dirty = true
+        end
+        return
+    end
+    if window_stale(b, now) then
+        window_evict(b, now)
+    end
+    local believed = c.tokens - b.tok
+    local missing = math.floor(believed - rem_tok)
+    -- Ignore differences within 1% of the limit: OpenAI's own accounting of
+    -- requests in flight makes small ones noise.
+    if missing > c.tokens / 100 and reset_tok_ms > 0 then
+        -- It counts until OpenAI's reset: admitted one hold before that.
+        local at = math.min(now, now + math.min(reset_tok_ms, c.period) - c.hold)
+        local id = limiter_new_id(s)
+        redis.call('ZADD', b.wkey, at, 'x' .. id .. ':' .. missing)
+        b.n = b.n + 1
+        b.tok = b.tok + missing
+        if b.oldest == nil or at < b.oldest then
+            b.oldest = at
+        end
+        b.dirty = true
+    end
+end
+
 -- Flat limits of path's buckets for the caller's local fail-open cache:
 -- {name, requests, tokens, period_ms, ...} with -1 for "no limit".
 local function limiter_limits_flat(path)
@@ -533,7 +657,7 @@ local function limiter_limits_flat(path)
             out[#out + 1] = path[i].name
             out[#out + 1] = c.requests or -1
             out[#out + 1] = c.tokens or -1
-            out[#out + 1] = c.period
+            out[#out + 1] = c.hold
         end
     end
     return out

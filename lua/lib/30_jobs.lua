@@ -25,8 +25,10 @@ local JOBS_TRIM_EVERY = 256     -- streams trimmed every this many finishes
 -- one in C is common/base/priority.c; the names are in llmq/priority.h).
 local JOBS_PRIORITIES = { 'high', 'normal', 'low' }
 local JOBS_PRIORITY_VALID = {} -- name -> true
-for _, prio in ipairs(JOBS_PRIORITIES) do
-    JOBS_PRIORITY_VALID[prio] = true
+-- (A numeric loop: this runs when the Functions library loads, where Redis
+-- offers no ipairs.)
+for i = 1, #JOBS_PRIORITIES do
+    JOBS_PRIORITY_VALID[JOBS_PRIORITIES[i]] = true
 end
 local LLMQ_JOBS_GROUP = 'workers' -- consumer group of the queue streams
 
@@ -104,7 +106,7 @@ local function jobs_error_text(line)
     return ''
 end
 
--- Gateway batches (gateway/batches.c, keys in common/keys.h): the jobs of
+-- Gateway batches (gateway/batches.c, keys in common/redis/keys.h): the jobs of
 -- Batch B have ids "B.<custom_id>" with B = "batch_<hex>". A batch whose
 -- jobs have all ended (completed + failed >= total) leaves in_progress for
 -- completed (expired when a job ran past the completion window) and

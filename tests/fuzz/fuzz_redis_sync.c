@@ -10,8 +10,8 @@
  *                   1  llmq_job_store_result (GET + HGET)
  *                   2  llmq_calib_read       (HGETALL into statistics)
  *                   3  llmq_job_store_setting, llmq_job_store_prepare
- *                   4  llmq_job_store_push   (EVALSHA replies, NOSCRIPT and
- *                                             SCRIPT LOAD)
+ *                   4  llmq_job_store_push   (FCALL replies, a missing function and
+ *                                             FUNCTION LOAD)
  *
  * The client's end is non-blocking: a write that would block (never with
  * these small commands) fails like a broken connection instead of hanging. */

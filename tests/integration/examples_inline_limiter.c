@@ -100,6 +100,8 @@ static void test_waits_exactly_then_serves(void **state)
     llmq_test_unique_name(account, sizeof(account), "inline");
     redisContext *c = llmq_test_redis_connect();
     set_limit(c, account, "requests 2 tokens 100000 period_ms 1500");
+    /* The wait asserted is the window's own: no arrival guard. */
+    freeReplyObject(redisCommand(c, "HSET llmq:{%s}:policy window_guard_ms 0", account));
     long long t0 = llmq_test_now_ms();
     const char *args[] = {"--redis", llmq_test_redis_url(), "--account",
                           account,   "--dry-run",           NULL};
@@ -189,7 +191,8 @@ static void test_openai_sim_usage_and_429(void **state)
     llmq_test_unique_name(account, sizeof(account), "inline");
     snprintf(base, sizeof(base), "http://127.0.0.1:%d/v1", sim.port);
     redisContext *c = llmq_test_redis_connect();
-    set_limit(c, account, "requests 10 tokens 100000 period_ms 60000");
+    /* settle usage: the bucket is to hold what the API reported. */
+    set_limit(c, account, "requests 10 tokens 100000 period_ms 60000 settle usage");
     const char *args[] = {
         "--redis", llmq_test_redis_url(), "--account", account, "--base-url", base, "a", "b", "c",
         NULL};

@@ -609,8 +609,9 @@ static void test_openai_sim(void **state)
     unlink(port_file);
     pid_t pid = llmq_test_fork();
     if (pid == 0) {
+        /* --prompt-count bytes: the usage asserted below is the bytes rule's. */
         execl(bin, bin, "--port", "0", "--port-file", port_file, "--rpm", "2", "--tpm", "100000",
-              "--quiet", (char *)NULL);
+              "--prompt-count", "bytes", "--quiet", (char *)NULL);
         _exit(127);
     }
     int port = wait_port_file(port_file);

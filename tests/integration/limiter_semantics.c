@@ -1,6 +1,6 @@
 /* The limiter's semantics against a real redis-server: grant and exact wait,
  * never fits, settle both ways, refund, pause, priority headroom, soft limits,
- * tenant defaults, limits changed live, GCRA mode, NOSCRIPT after SCRIPT
+ * tenant defaults, limits changed live, GCRA mode, the library reloaded after FUNCTION
  * FLUSH, and the async client. Redis outages are in limiter_redis_down.c. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,6 +30,11 @@ static int setup(void **state)
     struct llmq_limiter_config cfg = {.redis_url = llmq_test_redis_url()};
     f.lim = llmq_limiter_new(&cfg, &err);
     assert_non_null(f.lim);
+    /* These tests check the exact window itself: no arrival guard (which
+     * test_window_guard covers). */
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "HSET llmq:{%s}:policy window_guard_ms 0", f.account);
+    freeReplyObject(redisCommand(f.c, cmd));
     *state = &f;
     return 0;
 }
@@ -98,11 +103,56 @@ static void test_never_fits(void **state)
     assert_int_equal(acquire(f, NULL, NULL, 1000, LLMQ_PRIORITY_HIGH).decision, LLMQ_GRANTED);
 }
 
-static void test_settle_both_ways_and_refund(void **state)
+/* The default ledger counts what the API counts at admission: settling
+ * with less usage gives nothing back inside the window, more usage raises
+ * the charge, a refund (the API never admitted it) gives all back. */
+static void test_admission_ledger(void **state)
 {
     struct fixture *f = *state;
     struct llmq_error err = {0};
     hset(f, "limit:m", "tokens 1000 period_ms 60000");
+    struct llmq_grant g = acquire(f, NULL, NULL, 600, LLMQ_PRIORITY_NORMAL);
+    assert_int_equal(g.decision, LLMQ_GRANTED);
+    assert_int_equal(llmq_limiter_settle(f->lim, g.reservation, 100, &err), LLMQ_OK);
+    /* Still 600 charged: 401 does not fit, 400 does. */
+    assert_int_equal(acquire(f, NULL, NULL, 401, LLMQ_PRIORITY_NORMAL).decision, LLMQ_DENIED);
+    struct llmq_grant g2 = acquire(f, NULL, NULL, 300, LLMQ_PRIORITY_NORMAL);
+    assert_int_equal(g2.decision, LLMQ_GRANTED);
+    /* Usage above the charge raises it: 600 + 350 = 950 charged. */
+    assert_int_equal(llmq_limiter_settle(f->lim, g2.reservation, 350, &err), LLMQ_OK);
+    assert_int_equal(acquire(f, NULL, NULL, 51, LLMQ_PRIORITY_NORMAL).decision, LLMQ_DENIED);
+    struct llmq_grant g3 = acquire(f, NULL, NULL, 50, LLMQ_PRIORITY_NORMAL);
+    assert_int_equal(g3.decision, LLMQ_GRANTED);
+    /* A refund gives the whole charge back. */
+    assert_int_equal(llmq_limiter_refund(f->lim, g3.reservation, &err), LLMQ_OK);
+    assert_int_equal(acquire(f, NULL, NULL, 50, LLMQ_PRIORITY_NORMAL).decision, LLMQ_GRANTED);
+}
+
+/* An admission holds its window one guard longer than the period. */
+static void test_window_guard(void **state)
+{
+    struct fixture *f = *state;
+    hset(f, "policy", "window_guard_ms 700");
+    hset(f, "limit:m", "requests 1 period_ms 5000");
+    struct llmq_grant g = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
+    assert_int_equal(g.decision, LLMQ_GRANTED);
+    struct llmq_grant d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
+    assert_int_equal(d.decision, LLMQ_DENIED);
+    assert_int_equal(d.wait_ms, g.at_ms + 5000 + 700 - d.at_ms);
+    /* Without a policy value the default guard (1000 ms) applies. */
+    redisReply *r = redisCommand(f->c, "HDEL llmq:{%s}:policy window_guard_ms", f->account);
+    freeReplyObject(r);
+    d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
+    assert_int_equal(d.decision, LLMQ_DENIED);
+    assert_int_equal(d.wait_ms, g.at_ms + 5000 + 1000 - d.at_ms);
+}
+
+/* A bucket set to --settle usage replaces the charge with the usage. */
+static void test_settle_both_ways_and_refund(void **state)
+{
+    struct fixture *f = *state;
+    struct llmq_error err = {0};
+    hset(f, "limit:m", "tokens 1000 period_ms 60000 settle usage");
     struct llmq_grant g = acquire(f, NULL, NULL, 600, LLMQ_PRIORITY_NORMAL);
     assert_int_equal(g.decision, LLMQ_GRANTED);
     assert_int_equal(acquire(f, NULL, NULL, 500, LLMQ_PRIORITY_NORMAL).decision, LLMQ_DENIED);
@@ -238,7 +288,7 @@ static void test_gcra_mode(void **state)
     assert_int_equal(acquire(f, NULL, NULL, 0, LLMQ_PRIORITY_NORMAL).decision, LLMQ_GRANTED);
     /* Tokens: 1000 per 10 s, burst 500. */
     llmq_test_unique_name(f->account, sizeof(f->account), "gcra");
-    hset(f, "limit:m", "tokens 1000 period_ms 10000 mode gcra burst_tokens 500");
+    hset(f, "limit:m", "tokens 1000 period_ms 10000 mode gcra burst_tokens 500 settle usage");
     assert_int_equal(acquire(f, NULL, NULL, 501, LLMQ_PRIORITY_NORMAL).decision, LLMQ_NEVER_FITS);
     g = acquire(f, NULL, NULL, 500, LLMQ_PRIORITY_NORMAL);
     assert_int_equal(g.decision, LLMQ_GRANTED);
@@ -254,14 +304,16 @@ static void test_noscript_after_flush(void **state)
     struct fixture *f = *state;
     hset(f, "limit:m", "requests 5 period_ms 60000");
     assert_int_equal(acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL).decision, LLMQ_GRANTED);
-    redisReply *r = redisCommand(f->c, "SCRIPT FLUSH");
+    redisReply *r = redisCommand(f->c, "FUNCTION FLUSH");
     assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STATUS);
     freeReplyObject(r);
-    /* The client reloads transparently; the caller never sees NOSCRIPT. */
+    /* The client loads the library again transparently; the caller never
+     * sees "Function not found". */
     struct llmq_grant g = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
     assert_int_equal(g.decision, LLMQ_GRANTED);
     struct llmq_error err = {0};
-    r = redisCommand(f->c, "SCRIPT FLUSH");
+    r = redisCommand(f->c, "FUNCTION FLUSH");
     freeReplyObject(r);
     assert_int_equal(llmq_limiter_settle(f->lim, g.reservation, 3, &err), LLMQ_OK);
 }
@@ -270,7 +322,7 @@ static void test_acquire_many(void **state)
 {
     struct fixture *f = *state;
     struct llmq_error err = {0};
-    hset(f, "limit:m", "tokens 1000 period_ms 60000");
+    hset(f, "limit:m", "tokens 1000 period_ms 60000 settle usage");
     hset(f, "limit:m/t/acme", "requests 10 period_ms 60000");
     struct llmq_path p;
     llmq_path_init(&p, f->account, "m", "acme", NULL, &err);
@@ -385,7 +437,7 @@ static void test_async_client(void **state)
     while (!llmq_alimiter_ready(al) && llmq_test_now_ms() < deadline)
         ev_run(loop, EVRUN_ONCE);
     assert_true(llmq_alimiter_ready(al));
-    hset(f, "limit:m", "tokens 100 period_ms 60000");
+    hset(f, "limit:m", "tokens 100 period_ms 60000 settle usage");
     struct llmq_path p;
     llmq_path_init(&p, f->account, "m", NULL, NULL, &err);
     struct async_result a = {0}, b = {0}, s = {0};
@@ -404,6 +456,8 @@ static void test_async_client(void **state)
     assert_int_equal(b.calls, 1);
     assert_int_equal(a.grant.decision, LLMQ_GRANTED);
     assert_int_equal(b.grant.decision, LLMQ_DENIED);
+    /* The async runner, too, loads a flushed library and calls again. */
+    freeReplyObject(redisCommand(f->c, "FUNCTION FLUSH"));
     assert_int_equal(llmq_alimiter_settle(al, a.grant.reservation, 10, on_async, &s), LLMQ_OK);
     run_until(loop, &s.calls, 1);
     assert_int_equal(s.rc, LLMQ_OK);
@@ -427,6 +481,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_grant_then_exact_wait, setup, teardown),
         cmocka_unit_test_setup_teardown(test_never_fits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_admission_ledger, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_window_guard, setup, teardown),
         cmocka_unit_test_setup_teardown(test_settle_both_ways_and_refund, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pause, setup, teardown),
         cmocka_unit_test_setup_teardown(test_priority_headroom, setup, teardown),

@@ -153,6 +153,9 @@ static void run_stress(const struct stress_cfg *cfg)
 {
     llmq_test_unique_name(account, sizeof(account), "stress");
     redisContext *c = llmq_test_redis_connect();
+    /* The exact window itself is under test (its utilisation per period):
+     * no arrival guard, which would hold each admission longer. */
+    freeReplyObject(redisCommand(c, "HSET llmq:{%s}:policy window_guard_ms 0", account));
     set_limit(c, "m", cfg->model_requests, cfg->model_tokens);
     set_limit(c, "m/t/acme", cfg->tenant_requests, cfg->tenant_tokens);
     set_limit(c, "m/u/*", cfg->user_requests, cfg->user_tokens);

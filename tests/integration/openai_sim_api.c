@@ -15,7 +15,20 @@
 static const char *const auth[] = {"Authorization: Bearer sk-test-key",
                                    "X-Client-Request-Id: job-1", NULL};
 
+/* Starts the sim with the old counting rules (--prompt-count bytes, --charge
+ * usage), which the shape tests below are written in, plus args. */
 static void start(struct sim_proc *p, const char *const *args)
+{
+    const char *all[32] = {"--prompt-count", "bytes", "--charge", "usage"};
+    int n = 4;
+    for (int i = 0; args != NULL && args[i] != NULL && n < 31; i++)
+        all[n++] = args[i];
+    all[n] = NULL;
+    assert_int_equal(sim_proc_start(p, all), 0);
+}
+
+/* Starts the sim with its defaults (counting as OpenAI) plus args. */
+static void start_openai_rules(struct sim_proc *p, const char *const *args)
 {
     assert_int_equal(sim_proc_start(p, args), 0);
 }
@@ -256,6 +269,90 @@ static void test_limit_tokens_and_settlement(void **state)
     stop(&p);
 }
 
+/* Every request of tests/data/cost/requests.jsonl without tools (their
+ * count is llmq's cookbook approximation, not a reference): the usage the sim
+ * reports is the reference count (OpenAI's own for the cookbook examples,
+ * the cookbook rule evaluated with npm tiktoken for the others). */
+static void test_prompt_tokens_as_openai(void **state)
+{
+    (void)state;
+    struct sim_proc p;
+    struct sim_resp r;
+    start_openai_rules(&p, NULL);
+    char path[512];
+    const char *src = getenv("LLMQ_SOURCE_DIR");
+    snprintf(path, sizeof(path), "%s/tests/data/cost/requests.jsonl", src ? src : "..");
+    json_error_t e;
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[65536];
+    int checked = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        json_t *c = json_loads(line, 0, &e);
+        assert_non_null(c);
+        json_t *body = json_object_get(c, "body");
+        if (json_object_get(body, "tools") != NULL || json_object_get(body, "functions")) {
+            json_decref(c);
+            continue;
+        }
+        char *text = json_dumps(body, JSON_COMPACT);
+        sim_http(&p, sim_jstr(c, "url"), text, auth, &r);
+        free(text);
+        assert_int_equal(r.status, 200);
+        json_t *j = sim_json(&r);
+        if (sim_jint(json_object_get(j, "usage"), "prompt_tokens") !=
+            sim_jint(c, "prompt_tokens"))
+            fail_msg("%s: sim counted %lld, reference %lld", sim_jstr(c, "category"),
+                     sim_jint(json_object_get(j, "usage"), "prompt_tokens"),
+                     sim_jint(c, "prompt_tokens"));
+        json_decref(j);
+        sim_resp_free(&r);
+        json_decref(c);
+        checked++;
+    }
+    fclose(f);
+    assert_true(checked >= 250);
+    stop(&p);
+}
+
+/* OpenAI's admission charge: prompt + max_tokens x n, kept for the whole
+ * window even though the answer used less. */
+static void test_admission_charge_not_refunded(void **state)
+{
+    (void)state;
+    struct sim_proc p;
+    struct sim_resp r;
+    const char *const args[] = {"--limit", "gpt-4o=0:1000", NULL};
+    start_openai_rules(&p, args);
+    /* "user" 1 + "hello" 1 + 3 per message + 3 priming = 8; + 40 x 2 */
+    const char *body = "{\"model\":\"gpt-4o\",\"max_tokens\":40,\"n\":2,"
+                       "\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}";
+    sim_http(&p, "/v1/chat/completions", body, auth, &r);
+    assert_int_equal(r.status, 200);
+    json_t *j = sim_json(&r);
+    assert_int_equal(sim_jint(json_object_get(j, "usage"), "prompt_tokens"), 8);
+    assert_true(sim_jint(json_object_get(j, "usage"), "completion_tokens") < 80);
+    json_decref(j);
+    assert_string_equal(sim_header(&r, "x-ratelimit-remaining-tokens"), "912");
+    sim_resp_free(&r);
+    /* After the answer the charge is still 88: the next request sees 912 - 88. */
+    sim_http(&p, "/v1/chat/completions", body, auth, &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(sim_header(&r, "x-ratelimit-remaining-tokens"), "824");
+    sim_resp_free(&r);
+    stop(&p);
+    /* The old mode gives the unused reservation back. */
+    const char *const usage[] = {"--limit", "gpt-4o=0:1000", "--charge", "usage", NULL};
+    start_openai_rules(&p, usage);
+    sim_http(&p, "/v1/chat/completions", body, auth, &r);
+    sim_resp_free(&r);
+    sim_http(&p, "/v1/chat/completions", body, auth, &r);
+    assert_int_equal(r.status, 200);
+    assert_true(atoll(sim_header(&r, "x-ratelimit-remaining-tokens")) > 824);
+    sim_resp_free(&r);
+    stop(&p);
+}
+
 static void test_azure(void **state)
 {
     (void)state;
@@ -396,6 +493,8 @@ int main(void)
         cmocka_unit_test(test_stream_include_usage),
         cmocka_unit_test(test_limit_requests_and_window),
         cmocka_unit_test(test_limit_tokens_and_settlement),
+        cmocka_unit_test(test_prompt_tokens_as_openai),
+        cmocka_unit_test(test_admission_charge_not_refunded),
         cmocka_unit_test(test_azure),
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_header_variants),

@@ -1,6 +1,6 @@
-/* The producer across Redis trouble, on a private redis-server: a SCRIPT
- * FLUSH in the middle of a pipelined enqueue (every call meets NOSCRIPT and is
- * run again), and a restart (calls fail with LLMQ_EREDIS while it is down,
+/* The producer across Redis trouble, on a private redis-server: a FUNCTION
+ * FLUSH in the middle of a pipelined enqueue (every call meets "Function not
+ * found" and is run again), and a restart (calls fail with LLMQ_EREDIS while it is down,
  * then the same handle reconnects and works). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -52,7 +52,7 @@ static void test_noscript_and_restart(void **state)
 
     struct timeval tv = {5, 0};
     redisContext *c = redisConnectWithTimeout("127.0.0.1", s.port, tv);
-    freeReplyObject(redisCommand(c, "SCRIPT FLUSH"));
+    freeReplyObject(redisCommand(c, "FUNCTION FLUSH"));
     struct llmq_request *reqs = make_requests(N, "a", ids);
     assert_int_equal(llmq_producer_enqueue_many(p, reqs, N, res, &err), LLMQ_OK);
     for (int i = 0; i < N; i++)

@@ -1,11 +1,12 @@
 /* Admission of an API request in openai-sim: body validation, injected
  * faults and the per-(API key, model) sliding window.
  *
- * Charge at admission: prompt tokens + (max tokens of the request, or the
- * top of --completion-tokens when it sets none) x n. Embeddings reserve no
- * completion. The charge is settled to prompt + completion when the answer
- * has been produced (sim_api_settle). Injected faults and 429s are never
- * charged. Buckets are created on first use and live until exit. */
+ * Charge at admission, as OpenAI counts it: prompt tokens (tokens.c) + (max
+ * tokens of the request, or the top of --completion-tokens when it sets
+ * none) x n. Embeddings reserve no completion. The charge stays for the whole
+ * window; with --charge usage it is settled to prompt + completion when the
+ * answer has been produced (sim_api_settle). Injected faults and 429s are
+ * never charged. Buckets are created on first use and live until exit. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,7 +175,14 @@ int sim_call_parse(struct sim_conn *c, struct sim_call *call, json_t **root_out)
     if (check_model(c, call, root) != 0 || check_fields(c, call, root) != 0)
         return -1;
     call->hash = sim_hash_bytes(body, n);
-    call->prompt_tokens = sim_prompt_tokens(root);
+    if (sim_prompt_tokens(cfg, call->ep, c->ex.model, root, &call->prompt_tokens) != 0) {
+        c->ex.outcome = SIM_OUT_FAIL_500;
+        fprintf(stderr, "openai-sim: cannot count prompt tokens of %s: tokenizer vocabulary not "
+                        "loaded (set LLMQ_DATA_DIR)\n", c->ex.model);
+        sim_reply_error(c->srv, &c->ex, 500, "server_error", NULL, NULL,
+                        "openai-sim could not load the tokenizer vocabulary", NULL, call->azure);
+        return -1;
+    }
     sim_completion_tokens(cfg, call);
     int64_t per = call->max_tokens > 0 ? call->max_tokens : cfg->completion_max;
     call->reserve_tokens = call->prompt_tokens + per * call->n;

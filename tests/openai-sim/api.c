@@ -287,9 +287,11 @@ done:
 
 void sim_api_settle(struct sim_server *srv, struct sim_exchange *ex)
 {
-    (void)srv;
     if (ex->bucket == NULL)
         return;
-    sim_window_settle(&ex->bucket->win, ex->seq, ex->prompt_tokens + ex->completion_tokens);
+    /* OpenAI keeps the admission charge for the whole window: only the
+     * usage mode gives the unused reservation back. */
+    if (srv->cfg.charge == SIM_CHARGE_USAGE)
+        sim_window_settle(&ex->bucket->win, ex->seq, ex->prompt_tokens + ex->completion_tokens);
     ex->bucket = NULL;
 }

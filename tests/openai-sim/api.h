@@ -45,8 +45,11 @@ struct sim_rl_info {
 };
 
 /* tokens.c */
-/* ceil(bytes of every string value in the prompt fields / 4); see tokens.c. */
-int64_t sim_prompt_tokens(const json_t *root);
+/* Prompt tokens of request root (borrowed) to endpoint ep for model, by
+ * cfg's --prompt-count rule (see tokens.c), into *out. Returns 0, or -1 when
+ * the tokenizer failed (its vocabulary could not be loaded). */
+int sim_prompt_tokens(const struct sim_config *cfg, enum sim_endpoint ep, const char *model,
+                      const json_t *root, int64_t *out);
 /* Fills call->completion[] and completion_total from call->hash, the seed,
  * call->max_tokens and the configured default range. */
 void sim_completion_tokens(const struct sim_config *cfg, struct sim_call *call);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "sim.h"
+#include "llmq/tokens.h"
 
 static void raise_nofile(void)
 {
@@ -98,6 +99,15 @@ int main(int argc, char **argv)
     int rc = sim_options_parse(argc, argv, &srv.cfg);
     if (rc != 0)
         return rc > 0 ? 0 : 2;
+    if (srv.cfg.prompt_count == SIM_COUNT_TIKTOKEN && !srv.cfg.static_mode) {
+        /* Fail at startup, not on the first request, when no vocabulary is
+         * found (other encodings load on first use). */
+        struct llmq_error err = {LLMQ_OK, ""};
+        if (llmq_tokens_load(LLMQ_ENCODING_DEFAULT, &err) != LLMQ_OK) {
+            fprintf(stderr, "openai-sim: --prompt-count tiktoken: %s\n", err.msg);
+            return 1;
+        }
+    }
     raise_nofile();
     srv.listen_fd = -1;
     srv.alog.fd = -1;

@@ -47,6 +47,11 @@ static const char usage_text[] =
     "tokens:\n"
     "  --completion-tokens A:B  completion tokens per choice when unbounded (default 16:64)\n"
     "  --embedding-dims N       embedding length unless the request says (default 8)\n"
+    "  --prompt-count M         tiktoken (the model's encoding, as OpenAI) | bytes\n"
+    "                           (ceil(string bytes / 4), the old rule) (default tiktoken)\n"
+    "  --charge M               admission (prompt + max tokens x n stays charged for the\n"
+    "                           whole window, as OpenAI) | usage (settled down to the real\n"
+    "                           usage once answered) (default admission)\n"
     "output:\n"
     "  --access-log FILE        one JSON line per request\n"
     "  --stats                  print totals to stderr at exit (also on SIGUSR1)\n"
@@ -275,6 +280,20 @@ static int take_value(const char *f, const char *v, struct sim_config *cfg)
     } else if (strcmp(f, "--embedding-dims") == 0) {
         rc = parse_i64(v, 1, 4096, &n);
         cfg->embedding_dims = (int)n;
+    } else if (strcmp(f, "--prompt-count") == 0) {
+        if (strcmp(v, "tiktoken") == 0)
+            cfg->prompt_count = SIM_COUNT_TIKTOKEN;
+        else if (strcmp(v, "bytes") == 0)
+            cfg->prompt_count = SIM_COUNT_BYTES;
+        else
+            return bad(f, "expects tiktoken or bytes");
+    } else if (strcmp(f, "--charge") == 0) {
+        if (strcmp(v, "admission") == 0)
+            cfg->charge = SIM_CHARGE_ADMISSION;
+        else if (strcmp(v, "usage") == 0)
+            cfg->charge = SIM_CHARGE_USAGE;
+        else
+            return bad(f, "expects admission or usage");
     } else if (strcmp(f, "--completion-tokens") == 0) {
         rc = parse_range(v, &cfg->completion_min, &cfg->completion_max);
     } else {

@@ -26,6 +26,18 @@ enum sim_rl_mode {
     SIM_RL_USAGE_BASED /* token headers only as x-ratelimit-*-tokens_usage_based */
 };
 
+/* How prompt tokens are counted (--prompt-count). */
+enum sim_prompt_count {
+    SIM_COUNT_TIKTOKEN = 0, /* the model's encoding, chat framing: as OpenAI counts */
+    SIM_COUNT_BYTES         /* ceil(bytes of the prompt's strings / 4): the old rule */
+};
+
+/* What a request keeps charged in the window (--charge). */
+enum sim_charge {
+    SIM_CHARGE_ADMISSION = 0, /* prompt + max tokens x n, never given back (OpenAI) */
+    SIM_CHARGE_USAGE          /* settled down to prompt + completion once answered */
+};
+
 struct sim_model_limit {
     char model[128];
     int64_t rpm; /* 0 = unlimited */
@@ -62,6 +74,8 @@ struct sim_config {
     enum sim_rl_mode rl_mode;
     int64_t max_body_bytes;
     int completion_min, completion_max; /* default completion tokens per choice */
+    enum sim_prompt_count prompt_count;
+    enum sim_charge charge;
     int embedding_dims;
     int quiet;
 };

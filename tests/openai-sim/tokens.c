@@ -1,9 +1,24 @@
 /* Token rules of openai-sim: deterministic, documented, and cheap.
  *
- * Prompt tokens: ceil(B / 4), where B is the total byte length of every JSON
- * string value (not object keys) found anywhere under the request fields
- * "messages", "input", "prompt", "instructions" and "tools"; an integer under
- * "input" or "prompt" (a pre-tokenized prompt) counts 4 bytes, one token.
+ * Prompt tokens (--prompt-count tiktoken, the default) are counted as OpenAI
+ * counts them, with the model's encoding (o200k_base or cl100k_base, chosen
+ * by llmq/tokens.h's model table; the tokenizer is llmq's, which
+ * tests/unit/test_tokenizer.c and bench_tokenizer.mjs check against tiktoken
+ * itself). The framing is OpenAI's cookbook rule, implemented here on its own
+ * (not llmq's cost.c, so the server does not share the client's mistakes):
+ *   chat:       3 per message + the tokens of every string value in it (role,
+ *               content or its text parts, name, tool_call_id, tool call
+ *               names and arguments) + 1 per `name` + 3 priming the reply;
+ *               an image part counts 85 (the low-detail price: the sim does
+ *               not decode images); `tools` / `functions` count the tokens of
+ *               their compact JSON text.
+ *   responses:  `instructions` and a string `input` are a message each, input
+ *               items are messages; + 3 priming; tools as in chat.
+ *   embeddings: the tokens of each input string; a token array its length.
+ * With --prompt-count bytes: ceil(B / 4), where B is the total byte length of
+ * every JSON string value (not object keys) found anywhere under the request
+ * fields "messages", "input", "prompt", "instructions" and "tools"; an integer
+ * under "input" or "prompt" (a pre-tokenized prompt) counts 4 bytes, one token.
  * Example: {"messages":[{"role":"user","content":"hello"}]} has "user" and
  * "hello", B = 9, so 3 prompt tokens.
  *
@@ -13,9 +28,11 @@
  * (max_completion_tokens, max_tokens or max_output_tokens). The same body
  * under the same seed always receives the same completion. */
 #include <openssl/sha.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api.h"
+#include "llmq/tokens.h"
 
 static int64_t value_bytes(const json_t *v, int count_ints)
 {
@@ -39,7 +56,7 @@ static int64_t value_bytes(const json_t *v, int count_ints)
     }
 }
 
-int64_t sim_prompt_tokens(const json_t *root)
+static int64_t bytes_rule(const json_t *root)
 {
     static const char *fields[] = {"messages", "input", "prompt", "instructions", "tools"};
     int64_t bytes = 0;
@@ -49,6 +66,128 @@ int64_t sim_prompt_tokens(const json_t *root)
             bytes += value_bytes(v, i == 1 || i == 2);
     }
     return (bytes + 3) / 4;
+}
+
+/* A tiktoken count in progress: the first error sticks. */
+struct tcount {
+    enum llmq_encoding enc;
+    int64_t tokens;
+    int failed;
+};
+
+static void count_text(struct tcount *t, const char *s, size_t len)
+{
+    size_t n = 0;
+    if (t->failed)
+        return;
+    if (llmq_tokens_count(t->enc, s, len, &n, NULL) != LLMQ_OK)
+        t->failed = 1;
+    t->tokens += (int64_t)n;
+}
+
+static int is_image_part(const json_t *v)
+{
+    const char *type = json_string_value(json_object_get(v, "type"));
+    return type != NULL && (strcmp(type, "image_url") == 0 || strcmp(type, "input_image") == 0);
+}
+
+/* Every string value under v (object keys not counted); image parts 85;
+ * names (a "name" key of a message or part) 1 more. */
+static void count_strings(struct tcount *t, const json_t *v)
+{
+    size_t i;
+    const char *k;
+    json_t *x;
+    switch (json_typeof(v)) {
+    case JSON_STRING:
+        count_text(t, json_string_value(v), json_string_length(v));
+        break;
+    case JSON_ARRAY:
+        json_array_foreach(v, i, x) count_strings(t, x);
+        break;
+    case JSON_OBJECT:
+        if (is_image_part(v)) {
+            t->tokens += 85;
+            break;
+        }
+        json_object_foreach((json_t *)v, k, x) count_strings(t, x);
+        break;
+    default:
+        break;
+    }
+}
+
+static void count_message(struct tcount *t, const json_t *msg)
+{
+    t->tokens += 3;
+    if (json_is_object(msg) && json_object_get(msg, "name") != NULL)
+        t->tokens += 1;
+    count_strings(t, msg);
+}
+
+static void count_tools(struct tcount *t, const json_t *tools)
+{
+    if (tools == NULL || json_is_null(tools))
+        return;
+    char *text = json_dumps(tools, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (text == NULL) {
+        t->failed = 1;
+        return;
+    }
+    count_text(t, text, strlen(text));
+    free(text);
+}
+
+/* Embedding inputs: strings by their tokens, token arrays by their length. */
+static void count_inputs(struct tcount *t, const json_t *in)
+{
+    size_t i;
+    json_t *x;
+    if (json_is_string(in)) {
+        count_text(t, json_string_value(in), json_string_length(in));
+    } else if (json_is_integer(in)) {
+        t->tokens += 1;
+    } else if (json_is_array(in)) {
+        json_array_foreach(in, i, x) count_inputs(t, x);
+    }
+}
+
+static void tiktoken_rule(struct tcount *t, enum sim_endpoint ep, const json_t *root)
+{
+    size_t i;
+    json_t *x;
+    if (ep == SIM_EP_EMBEDDINGS) {
+        count_inputs(t, json_object_get(root, "input"));
+        return;
+    }
+    if (ep == SIM_EP_CHAT) {
+        json_array_foreach(json_object_get(root, "messages"), i, x) count_message(t, x);
+        count_tools(t, json_object_get(root, "functions"));
+    } else {
+        const json_t *instr = json_object_get(root, "instructions");
+        const json_t *in = json_object_get(root, "input");
+        if (json_is_string(instr))
+            count_message(t, instr);
+        if (json_is_string(in))
+            count_message(t, in);
+        else
+            json_array_foreach(in, i, x) count_message(t, x);
+    }
+    count_tools(t, json_object_get(root, "tools"));
+    t->tokens += 3;
+}
+
+int sim_prompt_tokens(const struct sim_config *cfg, enum sim_endpoint ep, const char *model,
+                      const json_t *root, int64_t *out)
+{
+    if (cfg->prompt_count == SIM_COUNT_BYTES) {
+        *out = bytes_rule(root);
+        return 0;
+    }
+    struct tcount t = {llmq_tokens_encoding_for_model(model), 0, 0};
+    tiktoken_rule(&t, ep, root);
+    *out = t.tokens;
+    return t.failed ? -1 : 0;
 }
 
 uint64_t sim_hash_bytes(const void *p, size_t n)

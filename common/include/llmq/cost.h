@@ -2,7 +2,7 @@
  *
  * cost = prompt tokens + reserved completion tokens
  *        (max_completion_tokens / max_output_tokens / max_tokens × n, or a
- *        default) + a margin.
+ *        default) + a margin on what is estimated rather than counted.
  * The limiter reserves this cost and the worker settles it to the real
  * `usage` after the response.
  *
@@ -13,12 +13,16 @@
  *    the reply, as OpenAI's cookbook counts them), images by OpenAI's tile and
  *    patch rules, and tool/function schemas by the cookbook's method (an
  *    approximation: exact on the cookbook's examples, see DESIGN notes in
- *    cost.c). total = prompt + completion + margin.
+ *    cost.c). total = prompt + completion + margin, the margin a share of
+ *    the estimated part only (tool and response schemas, images whose size
+ *    is not known): tokenized text and the completion reservation are what
+ *    the API counts at admission, exactly.
  *  - LLMQ_CHARGE_CHARS follows OpenAI's own admission rule: it charges a
  *    request the maximum of its max_tokens and an estimate from its character
  *    count (characters / 4), and settles to real usage later. Here
  *    prompt_tokens = ceil(characters of the prompt text / 4), images still by
- *    the tile rule, and total = max(prompt, completion) + margin. Use it to
+ *    the tile rule, and total = max(prompt + margin, completion), the
+ *    margin on the characters' guess. Use it to
  *    mirror what OpenAI's own limiter will count. */
 #ifndef LLMQ_COST_H
 #define LLMQ_COST_H
@@ -51,6 +55,8 @@ struct llmq_cost_options {
 struct llmq_cost {
     long long prompt_tokens;
     long long completion_tokens; /* reserved for the reply */
+    long long estimated_tokens;  /* of prompt_tokens, those estimated rather than counted:
+                                    the margin's base */
     long long margin_tokens;
     long long total_tokens;      /* what the limiter is charged */
 };

@@ -124,8 +124,13 @@ enum llmq_rc llmq_limiter_acquire_many(struct llmq_limiter *lim, const struct ll
                                        struct llmq_grant *out, size_t *decided,
                                        struct llmq_error *err);
 
-/* Replaces a grant's reserved tokens with actual_tokens (either direction).
- * reservation is grant.reservation (borrowed). Call at most once per grant. */
+/* Settles a grant with the request's real usage, actual_tokens, in each
+ * bucket it was admitted to, by that bucket's ledger: by default (the API
+ * counts a request at admission and keeps the count for its window) the
+ * charge is raised to actual_tokens when they exceed it and never lowered;
+ * a bucket set with `llmq limits set ... --settle usage` has its charge
+ * replaced by actual_tokens (either direction). reservation is
+ * grant.reservation (borrowed). Call at most once per grant. */
 enum llmq_rc llmq_limiter_settle(struct llmq_limiter *lim, const char *reservation,
                                  int64_t actual_tokens, struct llmq_error *err);
 

@@ -98,7 +98,8 @@ enum llmq_rc llmq_producer_enqueue(struct llmq_producer *p, const char *url, con
  * returns LLMQ_EINVAL. Otherwise returns LLMQ_OK with res[i].rc LLMQ_OK or
  * LLMQ_EDUPLICATE for each request, or LLMQ_EREDIS/LLMQ_ESCRIPT when Redis
  * failed (some jobs may then have been written: enqueue them again, their
- * ids make that safe; requests without a job_id get new ids and run twice). res must hold n entries. */
+ * ids make that safe; requests without a job_id get new ids and run twice). res must hold n
+ * entries. */
 enum llmq_rc llmq_producer_enqueue_many(struct llmq_producer *p, const struct llmq_request *reqs,
                                         size_t n, struct llmq_enqueue_result *res,
                                         struct llmq_error *err);

@@ -291,7 +291,7 @@ static void test_embeddings_and_completions(void **state)
     b = parse("{\"model\": \"text-embedding-3-small\", \"input\": \"hello world\"}");
     assert_int_equal(llmq_cost_estimate("/v1/embeddings", b, NULL, &c, NULL), LLMQ_OK);
     assert_int_equal(c.completion_tokens, 0);
-    assert_int_equal(c.total_tokens, 2 + 1);
+    assert_int_equal(c.total_tokens, 2); /* counted, not estimated: no margin */
     json_decref(b);
 }
 
@@ -322,14 +322,37 @@ static void test_reservation_and_margin(void **state)
     assert_int_equal(llmq_cost_estimate("/v1/chat/completions", b, &opt, &c, NULL), LLMQ_OK);
     assert_int_equal(c.prompt_tokens, 9);
     assert_int_equal(c.completion_tokens, 300);
-    assert_int_equal(c.margin_tokens, 31); /* ceil(309 × 10%) */
-    assert_int_equal(c.total_tokens, 340);
-    /* OpenAI's admission rule: max(max_tokens × n, characters / 4), + margin. */
+    /* Tokenized text and the reservation are counted, not estimated: no margin. */
+    assert_int_equal(c.estimated_tokens, 0);
+    assert_int_equal(c.margin_tokens, 0);
+    assert_int_equal(c.total_tokens, 309);
+    /* OpenAI's admission rule: max(max_tokens × n, characters / 4 + margin). */
     opt.charge_model = LLMQ_CHARGE_CHARS;
     assert_int_equal(llmq_cost_estimate("/v1/chat/completions", b, &opt, &c, NULL), LLMQ_OK);
     assert_int_equal(c.prompt_tokens, 4); /* "user" + "hello world" = 15 chars */
-    assert_int_equal(c.total_tokens, 300 + 30);
+    assert_int_equal(c.total_tokens, 300);
     json_decref(b);
+    /* The characters' guess gets the margin when it is the larger part. */
+    b = parse("{\"model\": \"gpt-4o\", \"max_tokens\": 1, \"messages\": [{\"role\": \"user\", "
+              "\"content\": \"0123456789012345678901234567890123456789\"}]}");
+    assert_int_equal(llmq_cost_estimate("/v1/chat/completions", b, &opt, &c, NULL), LLMQ_OK);
+    assert_int_equal(c.prompt_tokens, 11);
+    assert_int_equal(c.margin_tokens, 2); /* ceil(11 × 10%) */
+    assert_int_equal(c.total_tokens, 13);
+    json_decref(b);
+    /* Tool schemas (the cookbook's approximation) and a remote image (its
+     * size a guess) are estimated: the margin is 10% of them only. */
+    opt.charge_model = LLMQ_CHARGE_EXACT;
+    b = parse("{\"model\": \"gpt-4o\", \"max_tokens\": 10, \"tools\": " WEATHER_TOOLS ", "
+              "\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\", "
+              "\"image_url\": {\"url\": \"https://example.com/a.png\"}}]}]}");
+    assert_int_equal(llmq_cost_estimate("/v1/chat/completions", b, &opt, &c, NULL), LLMQ_OK);
+    assert_true(c.estimated_tokens >= 765 + 50);       /* the image + the tool */
+    assert_true(c.estimated_tokens < c.prompt_tokens); /* the message framing is counted */
+    assert_int_equal(c.margin_tokens, (c.estimated_tokens * 10 + 99) / 100);
+    assert_int_equal(c.total_tokens, c.prompt_tokens + 10 + c.margin_tokens);
+    json_decref(b);
+    opt.charge_model = LLMQ_CHARGE_CHARS;
     b = parse("{\"model\": \"gpt-4o\", \"max_tokens\": 1, \"messages\": [{\"role\": \"user\", "
               "\"content\": \"0123456789012345678901234567890123456789\"}]}");
     opt.margin_pct = 0;

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Redis CPU per job (issue 13): the whole life of a job in Redis — enqueue,
+# dispatch, settle, everything the worker and the CLI run — from INFO cpu
+# (used_cpu_user + used_cpu_sys) deltas divided by the jobs, for N jobs through
+# one worker against a zero-latency, unlimited openai-sim. Baseline, measured
+# by this script on the same Redis: a trivial script call (`return 1`) per
+# job, three times (a job's three script calls at their floor cost). Also
+# per-command figures from INFO commandstats (usec_per_call).
+# usage: tests/bench/bench_redis_cpu.sh [BUILD_DIR] [JOBS]   (a Release build;
+# built if missing). Needs redis-server and redis-benchmark. Loopback only.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build-bench}
+n=${2:-20000}
+if [ ! -x "$build/bin/llmq-worker" ] || [ ! -x "$build/bin/openai-sim" ]; then
+    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build "$build" -j2 --target llmq-cli llmq-worker openai-sim >/dev/null
+fi
+bin=$PWD/$build/bin
+tmp=$(mktemp -d /tmp/bench-redis-cpu.XXXXXX)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    tests/support/redis-fixture stop "$tmp/redis" >/dev/null 2>&1 || true
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+tests/support/redis-fixture start "$tmp/redis" >/dev/null
+export LLMQ_REDIS_URL=$(cat "$tmp/redis/url")
+export OPENAI_API_KEY=bench-not-a-real-key
+rport=${LLMQ_REDIS_URL##*:}; rport=${rport%%/*}
+rc() { redis-cli -p "$rport" "$@"; }
+cpu_us() { # used_cpu_user + used_cpu_sys of the Redis server, in microseconds
+    rc INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(user|sys):/ { s += $2 } END { printf "%.0f", s * 1e6 }'
+}
+cmdstat() { # usec_per_call of command $1 (lower case), or -
+    rc INFO commandstats | tr -d '\r' | sed -n "s/^cmdstat_$1:.*usec_per_call=\([0-9.]*\).*/\1/p" | head -1
+}
+
+rm -f "$tmp/port"
+"$bin/openai-sim" --port 0 --port-file "$tmp/port" --quiet 2>>"$tmp/sim.err" &
+pids+=("$!")
+for _ in $(seq 200); do [ -s "$tmp/port" ] && break; sleep 0.05; done
+port=$(cat "$tmp/port")
+awk -v n="$n" 'BEGIN { for (i = 0; i < n; i++)
+    printf "{\"custom_id\":\"c-%d\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\",\"body\":{\"model\":\"gpt-4o-mini\",\"max_tokens\":32,\"messages\":[{\"role\":\"user\",\"content\":\"Say hello to the benchmark.\"}]}}\n", i }' >"$tmp/jobs.jsonl"
+
+# Baseline: 3 trivial script calls per job, on the same server.
+sha=$(rc SCRIPT LOAD "return 1" | tr -d '\r')
+rc CONFIG RESETSTAT >/dev/null
+c0=$(cpu_us)
+redis-benchmark -p "$rport" -n $((3 * n)) -c 4 -q EVALSHA "$sha" 0 >/dev/null 2>&1
+c1=$(cpu_us)
+base=$(( (c1 - c0) / n ))
+
+# llmq: enqueue, then one worker runs everything.
+export LLMQ_ACCOUNT=cpu
+"$bin/llmq" limits set gpt-4o-mini --rpm 100000000 --tpm 100000000000 >/dev/null
+rc CONFIG RESETSTAT >/dev/null
+c0=$(cpu_us)
+"$bin/llmq" enqueue "$tmp/jobs.jsonl" --quiet >/dev/null
+c1=$(cpu_us)
+"$bin/llmq-worker" --base-url "http://127.0.0.1:$port/v1" --concurrency 256 \
+    --exit-when-idle-ms 1000 --log-level warn 2>>"$tmp/worker.err"
+c2=$(cpu_us)
+done=$(rc HGET "llmq:{cpu}:stats" done | tr -d '\r')
+[ "$done" = "$n" ] || { echo "only $done of $n jobs done" >&2; exit 1; }
+enq=$(( (c1 - c0) / n ))
+work=$(( (c2 - c1) / n ))
+# The worker's idle exit waits ~1 s on blocking reads: not CPU, but Redis
+# counts its own housekeeping (serverCron) meanwhile; it is included.
+all=$(( enq + work ))
+
+echo "Redis CPU per job, $n jobs, one worker, zero-latency openai-sim (limit set, never binding):"
+echo
+echo "| what | µs of Redis CPU per job | vs baseline |"
+echo "|---|---|---|"
+printf '| baseline: 3 x EVALSHA `return 1` | %d | 1.00 |\n' "$base"
+printf '| llmq enqueue | %d | %.2f |\n' "$enq" "$(echo "$enq / $base" | bc -l)"
+printf '| llmq dispatch + settle (+ reclaim, status polls) | %d | %.2f |\n' "$work" "$(echo "$work / $base" | bc -l)"
+printf '| llmq, whole life of a job | %d | %.2f |\n' "$all" "$(echo "$all / $base" | bc -l)"
+echo
+echo "Per call (INFO commandstats, µs):"
+for cmd in fcall evalsha xreadgroup xread; do
+    v=$(cmdstat "$cmd")
+    [ -n "$v" ] && echo "  $cmd: $v"
+done
