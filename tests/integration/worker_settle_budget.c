@@ -1,8 +1,8 @@
 /* What the account+model bucket holds after each kind of answer (README
  * "settle"): one job, two attempts at most, a one-minute window so nothing
  * ages out while the test looks.
- *   200       the reservation is replaced by the real usage: one request,
- *             usage.total_tokens tokens;
+ *   200       (bucket set --settle usage) the reservation is replaced by the
+ *             real usage: one request, usage.total_tokens tokens;
  *   429       (a rate limit) the reservation is refunded: after two 429s the
  *             bucket is empty;
  *   500       no refund (the call may have cost tokens): after two 500s
@@ -36,8 +36,12 @@ static void run_case(const char *const *sim_args, const char *want_state, struct
     snprintf(prefix, sizeof(prefix), "llmq:{%s}:", account);
     struct sim_proc sim;
     assert_int_equal(sim_proc_start(&sim, sim_args), 0);
-    const char *limits[] = {"llmq",  "limits",  "set",         MODEL,   "--rpm", "1000",
-                            "--tpm", "1000000", "--period-ms", "60000", NULL};
+    /* --settle usage: the ledger whose 200 replaces the charge by the usage
+     * (the default, admission, keeps the charge: README "What a bucket is
+     * charged"); the 429 and 500 cases are the same under both. */
+    const char *limits[] = {"llmq",  "limits",  "set",         MODEL,   "--rpm",    "1000",
+                            "--tpm", "1000000", "--period-ms", "60000", "--settle", "usage",
+                            NULL};
     struct cli_run r = cli_run(account, limits);
     assert_int_equal(r.status, 0);
     cli_free(&r);
