@@ -222,9 +222,9 @@ static int set_weight(struct llmq_cli *cli, redisContext *c, const char *prefix,
 }
 
 /* Configuration fields of a bucket hash (the rest are live counters). */
-static const char *const config_fields[] = {
-    "requests", "tokens", "period_ms", "mode", "burst_requests", "burst_tokens", "soft", "settle",
-    NULL};
+static const char *const config_fields[] = {"requests", "tokens",         "period_ms",
+                                            "mode",     "burst_requests", "burst_tokens",
+                                            "soft",     "settle",         NULL};
 
 static int is_config_field(const char *f)
 {

@@ -199,7 +199,10 @@ static enum llmq_rc redo_calls(redisContext *c, const char *prefix, const struct
         int t = take_reply(c, r, cj, out + job, err);
         freeReplyObject(r);
         if (t != 0)
-            return t < 0 && err ? err->rc : llmq_error_set(err, LLMQ_ESCRIPT, "enqueue: function not found after loading the library");
+            return t < 0 && err
+                       ? err->rc
+                       : llmq_error_set(err, LLMQ_ESCRIPT,
+                                        "enqueue: function not found after loading the library");
     }
     return LLMQ_OK;
 }

@@ -300,8 +300,7 @@ static void test_prompt_tokens_as_openai(void **state)
         free(text);
         assert_int_equal(r.status, 200);
         json_t *j = sim_json(&r);
-        if (sim_jint(json_object_get(j, "usage"), "prompt_tokens") !=
-            sim_jint(c, "prompt_tokens"))
+        if (sim_jint(json_object_get(j, "usage"), "prompt_tokens") != sim_jint(c, "prompt_tokens"))
             fail_msg("%s: sim counted %lld, reference %lld", sim_jstr(c, "category"),
                      sim_jint(json_object_get(j, "usage"), "prompt_tokens"),
                      sim_jint(c, "prompt_tokens"));

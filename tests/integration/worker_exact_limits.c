@@ -65,8 +65,7 @@ static int cmp_ll(const void *a, const void *b)
 
 /* Reads the sim's log: every ok request's arrival, charge and delay since
  * its admission (run_ms of its job). Counts limit 429s into *limited. */
-static struct arrival *read_arrivals(const char *log, const char *prefix, size_t *n,
-                                     int *limited)
+static struct arrival *read_arrivals(const char *log, const char *prefix, size_t *n, int *limited)
 {
     FILE *f = fopen(log, "r");
     assert_non_null(f);
@@ -109,11 +108,10 @@ static double one_run(int run, long long tpm)
     snprintf(tpm_s, sizeof(tpm_s), "%lld", tpm);
     snprintf(period_s, sizeof(period_s), "%d", PERIOD_MS);
     struct sim_proc sim;
-    const char *sim_args[] = {"--tpm", tpm_s, "--period-ms", period_s, "--latency-ms", "20",
-                              NULL};
+    const char *sim_args[] = {"--tpm", tpm_s, "--period-ms", period_s, "--latency-ms", "20", NULL};
     assert_int_equal(sim_proc_start(&sim, sim_args), 0);
-    const char *limits[] = {"llmq", "limits", "set", MODEL, "--tpm", tpm_s, "--period-ms",
-                            period_s, NULL};
+    const char *limits[] = {"llmq", "limits",      "set",    MODEL, "--tpm",
+                            tpm_s,  "--period-ms", period_s, NULL};
     struct cli_run r = cli_run(account, limits);
     assert_int_equal(r.status, 0);
     cli_free(&r);
@@ -125,8 +123,7 @@ static double one_run(int run, long long tpm)
      * limiter holds no job. */
     const char *args[] = {"--concurrency", "64", "--exit-when-idle-ms", "8000", NULL};
     for (int i = 0; i < WORKERS; i++) {
-        snprintf(logs[i], sizeof(logs[i]), "/tmp/llmq-exact-%d-%d-w%d.log", (int)getpid(), run,
-                 i);
+        snprintf(logs[i], sizeof(logs[i]), "/tmp/llmq-exact-%d-%d-w%d.log", (int)getpid(), run, i);
         pids[i] = worker_start(account, &sim, logs[i], args);
     }
     for (int i = 0; i < WORKERS; i++)

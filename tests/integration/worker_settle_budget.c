@@ -1,8 +1,11 @@
 /* What the account+model bucket holds after each kind of answer (README
  * "settle"): one job, two attempts at most, a one-minute window so nothing
  * ages out while the test looks.
- *   200       (bucket set --settle usage) the reservation is replaced by the
- *             real usage: one request, usage.total_tokens tokens;
+ *   200       by default (the admission ledger, README "What a bucket is
+ *             charged") the bucket keeps the admission charge: one request,
+ *             the job's cost (usage is below it here); with --settle usage
+ *             the reservation is replaced by the real usage:
+ *             usage.total_tokens tokens;
  *   429       (a rate limit) the reservation is refunded: after two 429s the
  *             bucket is empty;
  *   500       no refund (the call may have cost tokens): after two 500s
@@ -26,21 +29,28 @@ struct bucket_state {
 };
 
 /* Runs one job through a worker against a sim with sim_args; the job ends
- * in want_state. Fills b; *usage_total gets the result's usage.total_tokens
- * (-1 when none). */
-static void run_case(const char *const *sim_args, const char *want_state, struct bucket_state *b,
-                     long long *usage_total)
+ * in want_state. settle is the bucket's --settle value (NULL: the default).
+ * Fills b; *usage_total gets the result's usage.total_tokens (-1 when none). */
+static void run_case(const char *const *sim_args, const char *settle, const char *want_state,
+                     struct bucket_state *b, long long *usage_total)
 {
     char account[64], jobs[128], log[128], prefix[128], key[256];
     llmq_test_unique_name(account, sizeof(account), "budget");
     snprintf(prefix, sizeof(prefix), "llmq:{%s}:", account);
     struct sim_proc sim;
     assert_int_equal(sim_proc_start(&sim, sim_args), 0);
-    /* --settle usage: the ledger whose 200 replaces the charge by the usage
-     * (the default, admission, keeps the charge: README "What a bucket is
-     * charged"); the 429 and 500 cases are the same under both. */
-    const char *limits[] = {"llmq",  "limits",  "set",         MODEL,   "--rpm",    "1000",
-                            "--tpm", "1000000", "--period-ms", "60000", "--settle", "usage",
+    const char *limits[] = {"llmq",
+                            "limits",
+                            "set",
+                            MODEL,
+                            "--rpm",
+                            "1000",
+                            "--tpm",
+                            "1000000",
+                            "--period-ms",
+                            "60000",
+                            settle ? "--settle" : NULL,
+                            settle,
                             NULL};
     struct cli_run r = cli_run(account, limits);
     assert_int_equal(r.status, 0);
@@ -100,12 +110,26 @@ static void run_case(const char *const *sim_args, const char *want_state, struct
     unlink(sim.log_file);
 }
 
+static void test_success_keeps_admission_charge(void **state)
+{
+    (void)state;
+    struct bucket_state b;
+    long long usage;
+    run_case(NULL, NULL, "done", &b, &usage);
+    assert_true(usage > 0);
+    assert_true(usage < b.cost); /* else the check below proves nothing */
+    assert_int_equal(b.n, 1);
+    assert_int_equal(b.log_n, 1);
+    assert_int_equal(b.tok, b.cost);
+    assert_int_equal(b.log_tok, b.cost);
+}
+
 static void test_success_settles_to_usage(void **state)
 {
     (void)state;
     struct bucket_state b;
     long long usage;
-    run_case(NULL, "done", &b, &usage);
+    run_case(NULL, "usage", "done", &b, &usage);
     assert_true(usage > 0);
     assert_true(usage != b.cost); /* else the check below proves nothing */
     assert_int_equal(b.n, 1);
@@ -120,7 +144,7 @@ static void test_rate_limit_429_is_refunded(void **state)
     const char *sim_args[] = {"--spurious-429", "100", "--spurious-retry-ms", "100", NULL};
     struct bucket_state b;
     long long usage;
-    run_case(sim_args, "dead", &b, &usage);
+    run_case(sim_args, NULL, "dead", &b, &usage);
     assert_int_equal(b.n, 0);
     assert_int_equal(b.log_n, 0);
     assert_int_equal(b.tok, 0);
@@ -133,7 +157,7 @@ static void test_server_error_is_not_refunded(void **state)
     const char *sim_args[] = {"--fail-500", "100", NULL};
     struct bucket_state b;
     long long usage;
-    run_case(sim_args, "dead", &b, &usage);
+    run_case(sim_args, NULL, "dead", &b, &usage);
     assert_int_equal(b.n, 2);
     assert_int_equal(b.log_n, 2);
     assert_int_equal(b.tok, 2 * b.cost);
@@ -143,6 +167,7 @@ static void test_server_error_is_not_refunded(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_success_keeps_admission_charge),
         cmocka_unit_test(test_success_settles_to_usage),
         cmocka_unit_test(test_rate_limit_429_is_refunded),
         cmocka_unit_test(test_server_error_is_not_refunded),

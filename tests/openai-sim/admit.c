@@ -177,8 +177,10 @@ int sim_call_parse(struct sim_conn *c, struct sim_call *call, json_t **root_out)
     call->hash = sim_hash_bytes(body, n);
     if (sim_prompt_tokens(cfg, call->ep, c->ex.model, root, &call->prompt_tokens) != 0) {
         c->ex.outcome = SIM_OUT_FAIL_500;
-        fprintf(stderr, "openai-sim: cannot count prompt tokens of %s: tokenizer vocabulary not "
-                        "loaded (set LLMQ_DATA_DIR)\n", c->ex.model);
+        fprintf(stderr,
+                "openai-sim: cannot count prompt tokens of %s: tokenizer vocabulary not "
+                "loaded (set LLMQ_DATA_DIR)\n",
+                c->ex.model);
         sim_reply_error(c->srv, &c->ex, 500, "server_error", NULL, NULL,
                         "openai-sim could not load the tokenizer vocabulary", NULL, call->azure);
         return -1;
