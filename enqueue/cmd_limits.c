@@ -17,6 +17,7 @@ static void usage(FILE *out)
     fputs("usage: llmq limits set MODEL [--rpm N] [--tpm N] [--period-ms P]\n"
           "                        [--tenant T | --user U] [--mode window|gcra]\n"
           "                        [--burst-requests N] [--burst-tokens N] [--soft | --hard]\n"
+          "                        [--weight W]\n"
           "                        [--settle admission|usage]\n"
           "       llmq limits unset MODEL [--tenant T | --user U]\n"
           "       llmq limits get [--json]\n"
@@ -28,9 +29,12 @@ static void usage(FILE *out)
           "keeps at least one of the two. --tenant/--user '*' sets the default for every\n"
           "tenant/user without a limit of its own. --soft lets a tenant/user bucket borrow\n"
           "idle capacity while the model bucket is below the soft threshold. A model with\n"
-          "no limit runs unlimited (enqueue and status warn about it). --settle usage gives\n"
-          "a request's unused reservation back when it is settled (default admission: the\n"
-          "charge at admission stays for the window, as OpenAI counts it).\n"
+          "no limit runs unlimited (enqueue and status warn about it). --weight W (with\n"
+          "--tenant or --user, 0.001..1000000, default 1) is the tenant's or user's fair\n"
+          "share of the model among those with work waiting; unset drops it too.\n"
+          "--settle usage gives a request's unused reservation back when it is settled\n"
+          "(default admission: the charge at admission stays for the window, as OpenAI\n"
+          "counts it).\n"
           "--window-guard-ms holds each admission that much longer than the period\n"
           "(default 1000), for requests that reach the API late.\n\n"
           "Options: --json (get: numbers as numbers), --redis URL, --account NAME, --help\n"
@@ -197,6 +201,26 @@ static int cmd_unset(struct llmq_cli *cli, redisContext *c, const char *key, con
     return LLMQ_EXIT_OK;
 }
 
+/* Sets (w) or drops (w NULL) the fair-share weight of tenant/user bucket
+ * name in P weights (common/redis/keys.h). */
+static int set_weight(struct llmq_cli *cli, redisContext *c, const char *prefix, const char *name,
+                      const char *w)
+{
+    char key[LLMQ_KEY_PREFIX_MAX + 16];
+    snprintf(key, sizeof(key), "%sweights", prefix);
+    redisReply *r = w != NULL ? redisCommand(c, "HSET %s %s %s", key, name, w)
+                              : redisCommand(c, "HDEL %s %s", key, name);
+    int ok = r != NULL && r->type == REDIS_REPLY_INTEGER;
+    if (!ok) {
+        struct llmq_error err = {0};
+        llmq_redis_error(c, r, w != NULL ? "HSET" : "HDEL", &err);
+        llmq_cli_error(cli, "%s", err.msg);
+    }
+    if (r != NULL)
+        freeReplyObject(r);
+    return ok ? LLMQ_EXIT_OK : LLMQ_EXIT_FAIL;
+}
+
 /* Configuration fields of a bucket hash (the rest are live counters). */
 static const char *const config_fields[] = {"requests", "tokens",         "period_ms",
                                             "mode",     "burst_requests", "burst_tokens",
@@ -288,9 +312,12 @@ static int cmd_get(struct llmq_cli *cli, redisContext *c, const char *prefix, in
     char policy_key[LLMQ_KEY_PREFIX_MAX + 16];
     snprintf(policy_key, sizeof(policy_key), "%spolicy", prefix);
     json_t *policy = read_hash(c, policy_key, 0);
+    char weights_key[LLMQ_KEY_PREFIX_MAX + 16];
+    snprintf(weights_key, sizeof(weights_key), "%sweights", prefix);
+    json_t *weights = read_hash(c, weights_key, 0);
     if (as_json) {
-        json_t *doc =
-            json_pack("{s:s, s:o, s:o}", "account", cli->account, "limits", all, "policy", policy);
+        json_t *doc = json_pack("{s:s, s:o, s:o, s:o}", "account", cli->account, "limits", all,
+                                "policy", policy, "weights", weights);
         json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
         fputc('\n', stdout);
         json_decref(doc);
@@ -316,6 +343,11 @@ static int cmd_get(struct llmq_cli *cli, redisContext *c, const char *prefix, in
            field(policy, "headroom_low", "80", b[2], 24),
            field(policy, "soft_threshold", "80", b[3], 24),
            field(policy, "window_guard_ms", "1000", b[4], 24));
+    json_object_foreach_safe(weights, tmp, name, h)
+    {
+        printf("weight %s %s\n", name, field(weights, name, "1", b[0], 24));
+    }
+    json_decref(weights);
     json_decref(all);
     json_decref(policy);
     return LLMQ_EXIT_OK;
@@ -337,6 +369,7 @@ enum {
     OPT_HR_NORMAL,
     OPT_HR_HIGH,
     OPT_SOFT_THRESHOLD,
+    OPT_WEIGHT,
     OPT_SETTLE,
     OPT_GUARD,
 };
@@ -357,6 +390,7 @@ static const struct option long_options[] = {
     {"headroom-normal", required_argument, NULL, OPT_HR_NORMAL},
     {"headroom-high", required_argument, NULL, OPT_HR_HIGH},
     {"soft-threshold", required_argument, NULL, OPT_SOFT_THRESHOLD},
+    {"weight", required_argument, NULL, OPT_WEIGHT},
     {"settle", required_argument, NULL, OPT_SETTLE},
     {"window-guard-ms", required_argument, NULL, OPT_GUARD},
     LLMQ_CLI_COMMON_OPTIONS,
@@ -388,6 +422,7 @@ struct limits_opts {
     const struct llmq_cli *cli;
     struct limit_change ch;
     const char *tenant, *user;
+    const char *weight; /* --weight: the fair-share weight text, NULL unchanged */
     int as_json;
 };
 
@@ -421,6 +456,17 @@ static int take_option(int opt, const char *arg, void *ud)
     case OPT_JSON:
         o->as_json = 1;
         return 0;
+    case OPT_WEIGHT: {
+        char *end = NULL;
+        double v = strtod(arg, &end);
+        if (end == arg || *end != '\0' || !(v >= 0.001 && v <= 1000000)) {
+            llmq_cli_error(o->cli, "--weight: expected a number from 0.001 to 1000000, got '%s'",
+                           arg);
+            return LLMQ_EXIT_USAGE;
+        }
+        o->weight = arg;
+        return 0;
+    }
     case OPT_SETTLE:
         if (strcmp(arg, "admission") != 0 && strcmp(arg, "usage") != 0) {
             llmq_cli_error(o->cli, "--settle: expected admission or usage, got '%s'", arg);
@@ -472,6 +518,10 @@ static int check_sub(const struct llmq_cli *cli, const struct limits_opts *o, co
     }
     if (!is_set && (o->ch.mode || o->ch.settle || o->ch.soft >= 0)) {
         llmq_cli_error(cli, "--mode, --settle, --soft and --hard belong to 'llmq limits set'");
+        return LLMQ_EXIT_USAGE;
+    }
+    if (o->weight != NULL && (!is_set || (o->tenant == NULL && o->user == NULL))) {
+        llmq_cli_error(cli, "--weight belongs to 'llmq limits set' with --tenant or --user");
         return LLMQ_EXIT_USAGE;
     }
     if (is_set && o->ch.soft == 1 && o->tenant == NULL && o->user == NULL) {
@@ -531,9 +581,14 @@ int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv)
     char key[LLMQ_KEY_PREFIX_MAX + LLMQ_BUCKET_NAME_MAX + 8];
     if (is_set) {
         snprintf(key, sizeof(key), "%slimit:%s", prefix, bucket);
-        rc = cmd_set(cli, c, key, bucket, &o.ch);
+        int weight_only = o.weight != NULL && o.ch.n == 0 && o.ch.mode == NULL && o.ch.soft < 0;
+        rc = weight_only ? LLMQ_EXIT_OK : cmd_set(cli, c, key, bucket, &o.ch);
+        if (rc == LLMQ_EXIT_OK && o.weight != NULL)
+            rc = set_weight(cli, c, prefix, bucket, o.weight);
     } else if (is_unset) {
         snprintf(key, sizeof(key), "%slimit:%s", prefix, bucket);
+        if (o.tenant != NULL || o.user != NULL)
+            set_weight(cli, c, prefix, bucket, NULL);
         rc = cmd_unset(cli, c, key, bucket);
     } else if (strcmp(sub, "policy") == 0 && o.ch.n > 0) {
         snprintf(key, sizeof(key), "%spolicy", prefix);

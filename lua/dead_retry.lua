@@ -9,10 +9,12 @@
 local P = KEYS[1]
 local now = llmq_now_ms()
 local out = {}
+local vt = {} -- virtual times read in this call
 
 local function retry(id, eid)
     local jk = P .. 'job:' .. id
-    local j = redis.call('HMGET', jk, 'state', 'body', 'prio', 'dead_entry')
+    local j = redis.call('HMGET', jk, 'state', 'body', 'prio', 'dead_entry', 'model', 'tenant',
+        'user')
     eid = eid or j[4]
     if j[1] ~= 'dead' then
         -- An entry left over from a job that lives again: drop it when listed.
@@ -30,7 +32,15 @@ local function retry(id, eid)
     redis.call('DEL', P .. 'res:' .. id)
     redis.call('HSET', jk, 'state', 'queued', 'attempts', 0, 'enq_ms', now)
     redis.call('HDEL', jk, 'last_error', 'dead_entry', 'fin_ms')
-    redis.call('XADD', P .. 'q:' .. j[3], '*', 'id', id)
+    if JOBS_PRIORITY_VALID[j[3]] and worker_name_ok(j[5]) and (not j[6] or j[6] == '' or
+            worker_name_ok(j[6])) and (not j[7] or j[7] == '' or worker_name_ok(j[7])) then
+        sched_push(P, id, j[3], j[5], j[6] or '', j[7] or '', false, vt)
+    else
+        -- No queue key can be named for it: through a priority stream, where
+        -- dispatch's entry checks dead-letter it again with the reason.
+        local prio = JOBS_PRIORITY_VALID[j[3]] and j[3] or 'normal'
+        redis.call('XADD', P .. 'q:' .. prio, '*', 'id', id)
+    end
     return 'queued'
 end
 

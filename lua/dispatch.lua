@@ -1,32 +1,41 @@
 -- dispatch: hand this worker the next jobs the limiter admits (docs/DESIGN.md
--- §3.2), all in one atomic step.
---   1. Delayed jobs that are due go back to their priority stream.
---   2. Per priority, high first, the next undelivered entries are read from
---      the stream and each job's cost is tried against every bucket of its
---      path (limiter_try). Granted jobs are delivered to this consumer
---      (XREADGROUP) and returned. A job denied by its account+model bucket
---      stops that stream: nothing behind it in the stream is delivered and
---      the wait is returned. A job denied only by its tenant or user bucket
---      is parked in delayed until its bucket has room, so others pass. A job
---      past its deadline, out of attempts, or whose cost never fits is
---      dead-lettered; an entry whose job already finished is dropped.
+-- §3.2), all in one atomic step. The queues are described in
+-- lua/lib/45_sched.lua and common/keys.h.
+--   1. Delayed jobs that are due go back to the head of their key.
+--   2. Blocked nodes whose time has come become runnable again.
+--   3. Entries that something other than dispatch wrote to a priority stream
+--      (a producer of the old layout, `XADD` by hand, hostile data) are read
+--      (XREADGROUP, at most 256 per stream a call) and their jobs moved to
+--      their key; what is unusable is dead-lettered with a reason.
+--   4. Per priority, high first: the model of least served cost, its tenant
+--      of least virtual time, that tenant's user of least virtual time; the
+--      head job of that key is tried against every bucket of its path
+--      (limiter_try). Granted: popped, delivered to this consumer through the
+--      priority stream (XADD + XREADGROUP, so the PEL, reclaim and hand-back
+--      work as before) and returned. Denied: the node of the bucket that
+--      binds (model, tenant or user) is blocked until that bucket's exact
+--      wait; a model denied once is skipped for the rest of the call at every
+--      priority. Nothing scans past a blocked job, nothing is re-queued.
+--      A job past its deadline, out of attempts, or whose cost never fits is
+--      dead-lettered; a job that already finished is dropped.
 --   Nothing is granted while the account is auth-paused (P auth_pause): the
 --   reply is then the error LLMQ_AUTH_PAUSED <why>.
 --   Hostile data never stops dispatch: an entry without a usable job id, or
 --   whose job key is not a hash, goes to P dead as an entry (worker_dead_entry:
 --   reason invalid_entry, invalid_job_id, invalid_job); a job that is missing
 --   (missing_job) or has fields of the wrong form (invalid_job: model, tenant,
---   user, cost, deadline_ms, attempts, max_attempts, url) is dead-lettered
---   with llmq_job_finish. A delayed job that ended meanwhile is not requeued.
+--   user, cost, deadline_ms, attempts, max_attempts, url, prio) is
+--   dead-lettered with llmq_job_finish.
 -- Every call records this worker's heartbeat (P workers, lib/40_worker.lua).
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  consumer name     ARGV[2] max jobs to grant (free slots, 1..256)
 -- Reply:
---   [1] wait_ms: > 0 when some job waits on its model bucket and fewer than
---       max jobs were granted: the exact ms until it fits
---   [2] ms until the earliest delayed job is due (-1: none)
---   [3] {high, normal, low}: newest entry id of each stream ('0-0' if none),
---       for the worker's blocking wake-up read
+--   [1] wait_ms: > 0 when fewer than max jobs were granted and some key is
+--       blocked: the exact ms until the first blocked node may run
+--   [2] ms until the earliest delayed job is due (-1: none; 0: call again now,
+--       this call left work it had no room for)
+--   [3] the wake stream's newest entry id ('0-0' if none), for the worker's
+--       blocking wake-up read
 --   [4] now_ms
 --   [5..] one array per granted job:
 --       {entry_id, prio, id, handle, url, body, model, attempts, cost,
@@ -41,6 +50,25 @@ if max_jobs < 1 or max_jobs > 256 then
 end
 local now = llmq_now_ms()
 worker_heartbeat(P, consumer, now, false)
+local PRIOS = JOBS_PRIORITIES
+local vt = {}       -- virtual times read or set in this call (P svt)
+local vt_set = {}   -- the fields of vt to write back
+local weights = {}  -- fair-share weights read in this call
+local more = false  -- work was left that this call had no room to look at
+
+-- Why names (model, tenant, user) cannot name a key, or nil.
+local function names_invalid(model, tenant, user)
+    if not worker_name_ok(model) then
+        return 'job has no valid model'
+    end
+    if tenant and tenant ~= '' and not worker_name_ok(tenant) then
+        return 'job has an invalid tenant'
+    end
+    if user and user ~= '' and not worker_name_ok(user) then
+        return 'job has an invalid user'
+    end
+    return nil
+end
 
 -- 0. An account paused because the API refused its key (401/403: the key is
 -- wrong, not the jobs; job_settle mode authpause) is granted nothing: its
@@ -54,174 +82,288 @@ if paused_key then
         why .. ')')
 end
 
--- 1. Promote due delayed jobs.
+-- 1. Promote due delayed jobs to the head of their key.
 local due = redis.call('ZRANGEBYSCORE', P .. 'delayed', '-inf', now, 'LIMIT', 0, 512)
+if #due == 512 then
+    more = true
+end
 for _, id in ipairs(due) do
-    local ok, j = pcall(redis.call, 'HMGET', P .. 'job:' .. id, 'prio', 'state')
+    local ok, j = pcall(redis.call, 'HMGET', P .. 'job:' .. id, 'prio', 'state', 'model', 'tenant',
+        'user')
     if not ok or ((j[1] or j[2]) and not worker_name_ok(id)) then
         worker_dead_entry(P, P .. 'delayed', '', id, 'invalid_job', 'delayed job id or key unusable',
             now)
     elseif j[2] == 'done' or j[2] == 'dead' then
         -- Ended meanwhile (a reclaimed job whose first delivery then
         -- finished): requeueing it would overwrite its state.
-    elseif JOBS_PRIORITY_VALID[j[1]] then
-        redis.call('XADD', P .. 'q:' .. j[1], '*', 'id', id)
-        redis.call('HSET', P .. 'job:' .. id, 'state', 'queued')
     elseif j[1] or j[2] then
-        llmq_job_finish(P, id, 'dead', worker_error_line(id, 'invalid_job',
-            'job has no valid priority'), 'invalid_job', now)
+        local bad = not JOBS_PRIORITY_VALID[j[1]] and 'job has no valid priority' or
+            names_invalid(j[3], j[4], j[5])
+        if bad then
+            llmq_job_finish(P, id, 'dead', worker_error_line(id, 'invalid_job', bad),
+                'invalid_job', now)
+        else
+            redis.call('HSET', P .. 'job:' .. id, 'state', 'queued')
+            sched_push(P, id, j[1], j[3], j[4], j[5], true, vt)
+        end
     end
     redis.call('ZREM', P .. 'delayed', id)
 end
 
--- The group's last delivered id of stream q, creating the group if needed.
-local function last_delivered(q)
-    local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', q)
-    if not ok then
-        return nil -- no stream: nothing queued
-    end
-    for _, g in ipairs(groups) do
-        local info = llmq_hash_table(g)
-        if info.name == LLMQ_JOBS_GROUP then
-            return info['last-delivered-id']
-        end
-    end
-    redis.call('XGROUP', 'CREATE', q, LLMQ_JOBS_GROUP, '0')
-    return '0-0'
+-- 2. Blocked nodes whose wait is over.
+if sched_unblock_due(P, now, vt) == 256 then
+    more = true
 end
 
 local JOB_FIELDS = { 'model', 'tenant', 'user', 'cost', 'deadline_ms', 'attempts', 'max_attempts',
     'state', 'est_prompt_tokens', 'url', 'cancel' }
-local granted, taken, wait = {}, 0, 0
 
-for _, prio in ipairs(JOBS_PRIORITIES) do
-    if taken >= max_jobs then
-        break
+-- What to do with job id (a stream entry's or a key head's): nil, job when
+-- it can be tried; else kind ('bad': no usable job; 'drop': already ended;
+-- 'dead': dead-letter the job), reason, message.
+local function examine(id)
+    if not worker_name_ok(id) then
+        return 'bad', id == nil and 'invalid_entry' or 'invalid_job_id',
+            id == nil and 'stream entry has no job id' or 'job id is not a valid name'
     end
-    local q = P .. 'q:' .. prio
-    local last = last_delivered(q)
-    if last ~= nil then
-        local want = max_jobs - taken
-        local entries = redis.call('XRANGE', q, '(' .. last, '+', 'COUNT', want + 32)
-        local s = limiter_session(P, prio, now)
-        local outcome = {} -- per examined entry: {kind, ...}
-        for _, e in ipairs(entries) do
-            if taken >= max_jobs then
-                break
-            end
-            local fields = llmq_hash_table(e[2])
-            local id = fields.id
-            local kind, a, b, job = nil, nil, nil, nil
-            if not worker_name_ok(id) then
-                kind = 'bad'
-                a = id == nil and 'invalid_entry' or 'invalid_job_id'
-                b = id == nil and 'stream entry has no job id' or 'job id is not a valid name'
-            else
-                local ok, j = pcall(redis.call, 'HMGET', P .. 'job:' .. id, unpack(JOB_FIELDS))
-                if ok then
-                    job = j
-                else
-                    kind, a, b = 'bad', 'invalid_job', 'job key is not a hash'
-                end
-            end
-            local invalid = nil
-            if kind ~= nil then
-                -- no usable job: dead-lettered as an entry below
-            elseif job[8] == 'done' or job[8] == 'dead' or
-                redis.call('EXISTS', P .. 'res:' .. id) == 1 then
-                kind = 'drop'
-            elseif not job[1] and redis.call('EXISTS', P .. 'job:' .. id) == 0 then
-                kind, a, b = 'dead', 'missing_job', 'the stream entry names no existing job'
-            else
-                invalid = worker_job_invalid(job)
-            end
-            if invalid ~= nil then
-                kind, a, b = 'dead', 'invalid_job', invalid
-            elseif kind == nil and job[11] == '1' then
-                -- Cancel hook (lua/job_cancel.lua): a job cancelled while it
-                -- was running and then handed back or reclaimed is never
-                -- sent again. Queued and delayed ones were ended at cancel.
-                kind, a, b = 'dead', 'cancelled', 'cancelled before it was sent'
-            elseif kind == nil then
-                local deadline = tonumber(job[5]) or 0
-                local attempts, max_attempts = tonumber(job[6]) or 0, tonumber(job[7]) or 0
-                local cost = tonumber(job[4])
-                if deadline > 0 and now >= deadline then
-                    kind, a = 'dead', 'expired'
-                    b = 'deadline passed before the job could be sent'
-                elseif max_attempts > 0 and attempts >= max_attempts then
-                    kind, a = 'dead', 'attempts_exhausted'
-                    b = 'no attempts left (' .. attempts .. ' of ' .. max_attempts .. ')'
-                else
-                    local path = limiter_path(s, job[1], job[2], job[3])
-                    local st, r1, r2, r3, r4 = limiter_try(s, path, cost, job[4])
-                    if st == 'granted' then
-                        kind = 'take'
-                        a = limiter_handle(path, r1, job[4], now)
-                        b = { attempts + 1, cost, job[1], max_attempts, tonumber(job[9]) or -1 }
-                        if path.tags == '' then a = '' end
-                    elseif st == 'never' then
-                        kind, a = 'dead', 'never_fits'
-                        b = 'cost ' .. cost .. ' tokens exceeds the ' .. r2 .. ' limit ' .. r3 ..
-                            ' of bucket ' .. r1
-                    elseif r4 == 'model' then
-                        kind = 'stop'
-                        if wait == 0 or r1 < wait then wait = r1 end
-                    else
-                        kind, a = 'park', r1
-                    end
-                end
-            end
-            if kind == 'stop' then
-                break
-            end
-            outcome[#outcome + 1] = { kind, id, a, b }
-            if kind == 'take' then
-                taken = taken + 1
-            end
+    local ok, job = pcall(redis.call, 'HMGET', P .. 'job:' .. id, unpack(JOB_FIELDS))
+    if not ok then
+        return 'bad', 'invalid_job', 'job key is not a hash'
+    end
+    if job[8] == 'done' or job[8] == 'dead' or redis.call('EXISTS', P .. 'res:' .. id) == 1 then
+        return 'drop'
+    end
+    if not job[1] and redis.call('EXISTS', P .. 'job:' .. id) == 0 then
+        return 'dead', 'missing_job', 'the stream entry names no existing job'
+    end
+    local invalid = worker_job_invalid(job)
+    if invalid ~= nil then
+        return 'dead', 'invalid_job', invalid
+    end
+    if job[11] == '1' then
+        -- Cancel hook (lua/job_cancel.lua): a job cancelled while it was
+        -- running and then handed back or reclaimed is never sent again.
+        -- Queued and delayed ones were ended at cancel (dropped here).
+        return 'dead', 'cancelled', 'cancelled before it was sent'
+    end
+    return nil, job
+end
+
+-- Ends what examine() rejected; where: the stream or key it came from.
+local function reject(kind, where, eid, id, reason, message)
+    if kind == 'bad' then
+        worker_dead_entry(P, where, eid, id, reason, message, now)
+    elseif kind == 'dead' then
+        llmq_job_finish(P, id, 'dead', worker_error_line(id, reason, message), reason, now)
+    end
+end
+
+-- 3. Adopt entries written to the priority streams by others.
+local function read_foreign()
+    local args = { 'XREADGROUP', 'GROUP', LLMQ_JOBS_GROUP, consumer, 'COUNT', 256, 'STREAMS' }
+    for _, prio in ipairs(PRIOS) do
+        args[#args + 1] = P .. 'q:' .. prio
+    end
+    for _ = 1, #PRIOS do
+        args[#args + 1] = '>'
+    end
+    local ok, got = pcall(redis.call, unpack(args))
+    if not ok then
+        for _, prio in ipairs(PRIOS) do
+            pcall(redis.call, 'XGROUP', 'CREATE', P .. 'q:' .. prio, LLMQ_JOBS_GROUP, '0',
+                'MKSTREAM')
         end
-        limiter_flush(s)
-        if #outcome > 0 then
-            local got = redis.call('XREADGROUP', 'GROUP', LLMQ_JOBS_GROUP, consumer,
-                'COUNT', #outcome, 'STREAMS', q, '>')
-            local delivered = got[1][2]
-            for i, o in ipairs(outcome) do
-                local eid = delivered[i][1]
-                local kind, id = o[1], o[2]
-                if kind == 'take' then
-                    local jk = P .. 'job:' .. id
-                    redis.call('HSET', jk, 'state', 'running', 'attempts', o[4][1],
-                        'consumer', consumer, 'run_ms', now)
-                    local v = redis.call('HMGET', jk, 'url', 'body')
-                    granted[#granted + 1] = { eid, prio, id, o[3], v[1] or '', v[2] or '',
-                        o[4][3], o[4][1], o[4][2], o[4][4], o[4][5] }
-                else
-                    worker_ack(q, eid)
-                    if kind == 'bad' then
-                        worker_dead_entry(P, q, eid, id, o[3], o[4], now)
-                    elseif kind == 'dead' then
-                        llmq_job_finish(P, id, 'dead', worker_error_line(id, o[3], o[4]), o[3], now)
-                    elseif kind == 'park' then
-                        redis.call('ZADD', P .. 'delayed', now + o[3], id)
-                        redis.call('HSET', P .. 'job:' .. id, 'state', 'delayed')
-                    end
-                end
-            end
+        got = redis.call(unpack(args))
+    end
+    return got
+end
+for _, stream in ipairs(read_foreign() or {}) do
+    local q = stream[1]
+    local prio = string.sub(q, #P + 3)
+    if #stream[2] == 256 then
+        more = true
+    end
+    for _, e in ipairs(stream[2]) do
+        local eid = e[1]
+        local id = llmq_hash_table(e[2] or {}).id
+        worker_ack(q, eid)
+        local kind, a, b = examine(id)
+        if kind == nil then
+            local job = a
+            redis.call('HSET', P .. 'job:' .. id, 'state', 'queued', 'prio', prio)
+            sched_push(P, id, prio, job[1], job[2], job[3], false, vt)
+        else
+            reject(kind, q, eid, id, a, b)
         end
     end
 end
 
+-- 4. Decide, key heads only.
+local granted, taken = {}, 0
+local denied_model = {} -- model -> until (ms) once its bucket denied in this call
+local budget = max_jobs + 64 -- nodes looked at per call: bounds the call's work
+
+-- Pops the head job of key kpath (queue kq) of priority prio.
+local function pop(kq, kpath, prio)
+    redis.call('LPOP', kq)
+    redis.call('LPOP', P .. 'backlog:' .. prio)
+    if redis.call('LLEN', kq) == 0 then
+        sched_deactivate(P, kpath)
+    end
+end
+
+-- Advances member's score in zkey by amount (if it is still there) and
+-- makes its old score the level's virtual time (field parent of P svt).
+local function charge(zkey, member, score, amount, parent)
+    redis.call('ZADD', zkey, 'XX', score + amount, member)
+    vt[parent] = score
+    vt_set[parent] = true
+end
+
+-- The node to block for a denial on path (the outermost bucket that binds)
+-- and until when.
+local function block_target(s, path, cost, mpath, tpath, kpath)
+    for i = 1, #path do
+        local b = path[i]
+        if b.binds then
+            local w = math.max(limiter_wait(b, cost, s.frac, now), 1)
+            local node = b.level == 'model' and mpath or (b.level == 'tenant' and tpath or kpath)
+            return node, now + w, b.level
+        end
+    end
+    return kpath, now + 1, 'user' -- unreachable: a denial names a binding bucket
+end
+
+for _, prio in ipairs(PRIOS) do
+    if taken >= max_jobs or more then
+        break
+    end
+    local s = limiter_session(P, prio, now)
+    local smk = P .. 'sm:' .. prio
+    local grants = {}
+    while taken < max_jobs and budget > 0 do
+        budget = budget - 1
+        local m = redis.call('ZRANGE', smk, 0, 0, 'WITHSCORES')
+        if #m == 0 then
+            break
+        end
+        local model, ms = m[1], tonumber(m[2])
+        local mpath = prio .. '|' .. model
+        local stk = P .. 'st:' .. mpath
+        local t = denied_model[model] == nil and redis.call('ZRANGE', stk, 0, 0, 'WITHSCORES') or {}
+        local u = {}
+        if denied_model[model] ~= nil then
+            sched_block(P, mpath, denied_model[model])
+        elseif #t == 0 then
+            sched_deactivate(P, mpath)
+        else
+            u = redis.call('ZRANGE', P .. 'su:' .. mpath .. '|' .. t[1], 0, 0, 'WITHSCORES')
+            if #u == 0 then
+                sched_deactivate(P, mpath .. '|' .. t[1])
+            end
+        end
+        if #u > 0 then
+            local tenant, ts = t[1], tonumber(t[2])
+            local user, us = u[1], tonumber(u[2])
+            local tpath = mpath .. '|' .. tenant
+            local kpath = tpath .. '|' .. user
+            local kq = P .. 'kq:' .. kpath
+            local id = redis.call('LINDEX', kq, 0)
+            local kind, a, b = nil, nil, nil
+            if not id then
+                sched_deactivate(P, kpath)
+                kind = 'empty'
+            else
+                kind, a, b = examine(id)
+            end
+            local job = a
+            if kind == nil then
+                local deadline = tonumber(job[5]) or 0
+                local attempts, max_attempts = tonumber(job[6]) or 0, tonumber(job[7]) or 0
+                local cost = tonumber(job[4])
+                if deadline > 0 and now >= deadline then
+                    kind, a, b = 'dead', 'expired', 'deadline passed before the job could be sent'
+                elseif max_attempts > 0 and attempts >= max_attempts then
+                    kind, a = 'dead', 'attempts_exhausted'
+                    b = 'no attempts left (' .. attempts .. ' of ' .. max_attempts .. ')'
+                else
+                    local path = limiter_path(s, job[1], job[2] or '', job[3] or '')
+                    local st, r1, r2, r3 = limiter_try(s, path, cost, job[4])
+                    if st == 'granted' then
+                        pop(kq, kpath, prio)
+                        local handle = path.tags == '' and '' or limiter_handle(path, r1, job[4], now)
+                        local jk = P .. 'job:' .. id
+                        redis.call('HSET', jk, 'state', 'running', 'attempts', attempts + 1,
+                            'consumer', consumer, 'run_ms', now)
+                        local v = redis.call('HMGET', jk, 'url', 'body')
+                        grants[#grants + 1] = { '', prio, id, handle, v[1] or '', v[2] or '',
+                            job[1], attempts + 1, cost, max_attempts, tonumber(job[9]) or -1 }
+                        taken = taken + 1
+                        local wu = user == '' and 1 or sched_weight(P, model .. '/u/' .. user, weights)
+                        local wt = tenant == '' and 1 or
+                            sched_weight(P, model .. '/t/' .. tenant, weights)
+                        charge(P .. 'su:' .. tpath, user, us, cost / wu, tpath)
+                        charge(stk, tenant, ts, cost / wt, mpath)
+                        charge(smk, model, ms, cost, prio)
+                    elseif st == 'never' then
+                        kind, a = 'dead', 'never_fits'
+                        b = 'cost ' .. cost .. ' tokens exceeds the ' .. r2 .. ' limit ' .. r3 ..
+                            ' of bucket ' .. r1
+                    else
+                        local node, until_ms, level = block_target(s, path, cost, mpath, tpath, kpath)
+                        if level == 'model' then
+                            denied_model[model] = until_ms
+                        end
+                        sched_block(P, node, until_ms)
+                    end
+                end
+            end
+            if kind == 'bad' or kind == 'dead' or kind == 'drop' then
+                pop(kq, kpath, prio)
+                reject(kind, kq, '', id, a, b)
+            end
+        end
+    end
+    limiter_flush(s)
+    if #grants > 0 then
+        local q = P .. 'q:' .. prio
+        for _, g in ipairs(grants) do
+            redis.call('XADD', q, '*', 'id', g[3])
+        end
+        local got = redis.call('XREADGROUP', 'GROUP', LLMQ_JOBS_GROUP, consumer, 'COUNT', #grants,
+            'STREAMS', q, '>')
+        local delivered = got[1][2]
+        for i, g in ipairs(grants) do
+            g[1] = delivered[i][1]
+            granted[#granted + 1] = g
+        end
+    end
+end
+if budget <= 0 and taken < max_jobs then
+    more = true
+end
+
+for field in pairs(vt_set) do
+    redis.call('HSET', P .. 'svt', field, vt[field])
+end
+
+local wait = 0
+if taken < max_jobs then
+    local first = redis.call('ZRANGE', P .. 'sblk', 0, 0, 'WITHSCORES')
+    if #first > 0 then
+        wait = math.max(tonumber(first[2]) - now, 1)
+    end
+end
 local next_due = -1
 local first = redis.call('ZRANGE', P .. 'delayed', 0, 0, 'WITHSCORES')
 if #first > 0 then
     next_due = math.max(tonumber(first[2]) - now, 0)
 end
-local lasts = {}
-for _, prio in ipairs(JOBS_PRIORITIES) do
-    local ok, e = pcall(redis.call, 'XREVRANGE', P .. 'q:' .. prio, '+', '-', 'COUNT', 1)
-    lasts[#lasts + 1] = ok and #e > 0 and e[1][1] or '0-0'
+if more then
+    next_due = 0
 end
-local reply = { taken < max_jobs and wait or 0, next_due, lasts, now }
+local last_wake = redis.call('XREVRANGE', P .. 'wake', '+', '-', 'COUNT', 1)
+local reply = { wait, next_due, #last_wake > 0 and last_wake[1][1] or '0-0', now }
 for _, g in ipairs(granted) do
     reply[#reply + 1] = g
 end

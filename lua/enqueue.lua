@@ -8,7 +8,8 @@
 -- Reply: one {created, state} per job, in order: {1, 'queued'} for a new
 -- job; {0, state} when job:<id> or res:<id> already exists (state of the
 -- existing job; 'done' when only its result is left), nothing written.
--- A job is a HASH P job:<id> plus an entry {id} in the stream P q:<prio>.
+-- A job is a HASH P job:<id> plus its id in its key's queue (lua/lib/45_sched.lua:
+-- P kq:<prio>|<model>|<tenant>|<user>); workers are woken when it may run now.
 local P = KEYS[1]
 local JOBS_FIELDS = 12
 if #ARGV % JOBS_FIELDS ~= 0 then
@@ -16,11 +17,18 @@ if #ARGV % JOBS_FIELDS ~= 0 then
 end
 local now = llmq_now_ms()
 local out = {}
+local vt = {} -- virtual times read in this call
 for base = 1, #ARGV, JOBS_FIELDS do
     local id, prio = ARGV[base], ARGV[base + 1]
     local jk = P .. 'job:' .. id
     if not JOBS_PRIORITY_VALID[prio] then
         return redis.error_reply('LLMQ_EINVAL job ' .. id .. ': bad priority ' .. prio)
+    end
+    -- model, tenant and user name a queue key: they must be names
+    local tenant, user = ARGV[base + 6], ARGV[base + 7]
+    if not worker_name_ok(ARGV[base + 2]) or (tenant ~= '' and not worker_name_ok(tenant)) or
+        (user ~= '' and not worker_name_ok(user)) then
+        return redis.error_reply('LLMQ_EINVAL job ' .. id .. ': model, tenant or user is not a name')
     end
     if redis.call('EXISTS', jk, P .. 'res:' .. id) > 0 then
         out[#out + 1] = { 0, redis.call('HGET', jk, 'state') or 'done' }
@@ -38,7 +46,7 @@ for base = 1, #ARGV, JOBS_FIELDS do
             'tenant', ARGV[base + 6], 'user', ARGV[base + 7], 'deadline_ms', deadline,
             'max_attempts', ARGV[base + 10], 'attempts', 0, 'enq_ms', now, 'state', 'queued',
             'est_prompt_tokens', ARGV[base + 11])
-        redis.call('XADD', P .. 'q:' .. prio, '*', 'id', id)
+        sched_push(P, id, prio, ARGV[base + 2], ARGV[base + 6], ARGV[base + 7], false, vt)
         out[#out + 1] = { 1, 'queued' }
     end
 end

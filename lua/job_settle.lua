@@ -3,7 +3,8 @@
 --   done      settles the reservation with the real usage (the bucket's
 --             ledger decides: raised above the charge, or replaced) and
 --             stores the result;
---   retry     requeues the job in delayed, due at due_ms, refunding the
+--   retry     requeues the job in delayed (back to the head of its key when
+--             due), due at due_ms, refunding the
 --             reservation when asked (a 429: it was not served) and pausing
 --             the account+model bucket for the server's hint;
 --   dead      dead-letters it with its output line and reason, settling the
@@ -12,7 +13,9 @@
 --             uncounted;
 --   authpause the API refused the key (401/403): as handback, and the
 --             account is paused (P auth_pause) until account_resume.
--- Then the account+model bucket learns from OpenAI's rate-limit headers.
+-- A refund, or a delayed job due sooner than all others, wakes idle workers
+-- (lua/lib/45_sched.lua). Then the account+model bucket learns from OpenAI's
+-- rate-limit headers.
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  mode   ARGV[2] prio   ARGV[3] stream entry id   ARGV[4] job id
 -- ARGV[5]  reservation handle without the account ('' none)
@@ -45,6 +48,7 @@ if handle ~= '' then
         limiter_adjust(P, handle, math.max(actual, 0))
     elseif mode == 'handback' or mode == 'authpause' or ARGV[10] == '1' or mode == 'dead' then
         limiter_adjust(P, handle, nil)
+        sched_refund_wake(P, ARGV[11])
     end
 end
 
@@ -52,7 +56,7 @@ if mode == 'done' or mode == 'dead' then
     finished = llmq_job_finish(P, id, mode, ARGV[7], ARGV[8], now)
 elseif owned == 1 and (mode == 'retry' or mode == 'handback' or mode == 'authpause') then
     local due = mode == 'retry' and now + llmq_int_arg(ARGV[9], 'delay ms') or now
-    redis.call('ZADD', P .. 'delayed', due, id)
+    sched_delay(P, id, due)
     redis.call('HSET', jk, 'state', 'delayed')
     if mode == 'retry' then
         redis.call('HSET', jk, 'last_error', ARGV[8])

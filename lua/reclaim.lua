@@ -2,8 +2,8 @@
 -- Entries pending longer than min_idle_ms in a priority stream (their worker
 -- neither finished them nor refreshed them: live workers re-claim their own
 -- in-flight entries every third of the visibility timeout) are claimed with
--- XAUTOCLAIM, acknowledged, and their jobs requeued as due now, so they pass
--- the limiter again. The silent worker's reservations age out with their
+-- XAUTOCLAIM, acknowledged, and their jobs requeued as due now (dispatch puts
+-- them back at the head of their key), so they pass the limiter again. The silent worker's reservations age out with their
 -- window. Jobs that already ended are just dropped from the stream.
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  consumer name (this worker)   ARGV[2] min idle ms
@@ -28,7 +28,7 @@ for _, prio in ipairs(JOBS_PRIORITIES) do
                 local jk = id and (P .. 'job:' .. id)
                 if jk and redis.call('HGET', jk, 'state') == 'running' and
                     redis.call('EXISTS', P .. 'res:' .. id) == 0 then
-                    redis.call('ZADD', P .. 'delayed', now, id)
+                    sched_delay(P, id, now)
                     redis.call('HSET', jk, 'state', 'delayed', 'last_error', 'reclaimed from a silent worker')
                     requeued = requeued + 1
                 end

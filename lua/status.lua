@@ -4,13 +4,15 @@
 --          most this many of each (each needs a lookup of the job's hash)
 -- Reply: {queues, totals, consumers, settings, unlimited}
 --   queues    one {prio, queued, in_flight, delayed, dead} per priority;
---             queued = entries not yet delivered, in_flight = delivered and
+--             queued = jobs waiting in the priority's keys (P backlog:<prio>)
+--             and stream entries not yet read, in_flight = delivered and
 --             not acknowledged; delayed/dead -1 when too many to count
 --   totals    {delayed, dead, results_kept, done_ever, dead_ever, http_429}
 --   consumers one {prio, name, pending, idle_ms} per consumer of "workers"
 --   settings  flat {field, value, ...}: P settings over the defaults
---   unlimited models of waiting or running jobs (the first 1000 entries of
---             each stream and of delayed) whose account+model bucket sets no
+--   unlimited models of waiting or running jobs (the first 1000 models with
+--             work in the scheduler's tree and blocked set, entries of each
+--             stream and of delayed) whose account+model bucket sets no
 --             limit (requests and tokens absent or 0): they run unlimited
 local P = KEYS[1]
 local cap = llmq_int_arg(ARGV[1], 'cap')
@@ -63,7 +65,9 @@ for _, prio in ipairs(JOBS_PRIORITIES) do
             end
         end
     end
-    queues[#queues + 1] = { prio, math.max(len - pending, 0), pending,
+    -- waiting in keys, plus entries written to the stream not yet adopted
+    local queued = redis.call('LLEN', P .. 'backlog:' .. prio) + math.max(len - pending, 0)
+    queues[#queues + 1] = { prio, queued, pending,
         delayed and delayed[prio] or -1, dead and dead[prio] or -1 }
 end
 
@@ -87,8 +91,7 @@ end
 -- Models of waiting work whose model bucket sets no limit.
 local unlimited, checked = {}, {}
 local SAMPLE = 1000 -- entries looked at per stream: bounded work on a deep queue
-local function check_model(id)
-    local m = redis.call('HGET', P .. 'job:' .. id, 'model')
+local function check_name(m)
     if not m or checked[m] then
         return
     end
@@ -97,6 +100,18 @@ local function check_model(id)
     if (tonumber(l[1]) or 0) <= 0 and (tonumber(l[2]) or 0) <= 0 then
         unlimited[#unlimited + 1] = m
     end
+end
+local function check_model(id)
+    check_name(redis.call('HGET', P .. 'job:' .. id, 'model'))
+end
+-- models with waiting work: runnable (P sm:<prio>) or blocked (P sblk)
+for _, prio in ipairs(JOBS_PRIORITIES) do
+    for _, m in ipairs(redis.call('ZRANGE', P .. 'sm:' .. prio, 0, SAMPLE - 1)) do
+        check_name(m)
+    end
+end
+for _, node in ipairs(redis.call('ZRANGE', P .. 'sblk', 0, SAMPLE - 1)) do
+    check_name(llmq_split(node, '|')[2])
 end
 for _, prio in ipairs(JOBS_PRIORITIES) do
     local ok, es = pcall(redis.call, 'XRANGE', P .. 'q:' .. prio, '-', '+', 'COUNT', SAMPLE)

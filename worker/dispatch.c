@@ -1,12 +1,13 @@
 /* Dispatch: ask the dispatch script for up to the free slots' worth of jobs
  * the limiter admits, start their calls, and decide when to ask again:
  *   - jobs granted and slots left: ask again at once (more may be ready);
- *   - the account+model bucket denied: sleep exactly the returned wait plus a
- *     little jitter (so workers do not stampede), never polling;
- *   - nothing to do: a blocking XREAD on the queue streams from their newest
- *     ids wakes us when a job arrives (bounded by the next delayed job's due
- *     time); nothing is lost between the dispatch reply and the read, since
- *     the read starts from the ids the dispatch saw.
+ *   - otherwise sleep until the first of: the exact wait until the first
+ *     blocked key may run (plus a little jitter, so workers do not stampede),
+ *     the next delayed job's due time, or an entry in the wake stream. Every
+ *     event that can shorten a wait writes one (new runnable work at any
+ *     priority, a delayed job due sooner, a refund: lua/lib/45_sched.lua), and
+ *     the blocking XREAD starts from the id the dispatch saw, so nothing that
+ *     happens between the dispatch reply and the read is missed.
  * At most one dispatch call per account is in flight. */
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,6 @@
 #include "redis/script.h"
 #include "spool.h"
 #include "worker.h"
-#include "llmq/priority.h"
 
 #define WAKE_BLOCK_MAX_MS 5000
 #define AUTH_POLL_MS 2000 /* while auth-paused (auth_pause.c): how often to ask again */
@@ -71,24 +71,18 @@ static void on_wake(redisAsyncContext *ac, void *reply, void *privdata)
         llmq_worker_dispatch_soon(a);
 }
 
-/* Blocks (on the wake connection) until a stream gets a new entry. */
+/* Blocks (on the wake connection) until the wake stream gets a new entry, at
+ * most block_ms. */
 static void start_wake_read(struct worker_account *a, int64_t block_ms)
 {
     redisAsyncContext *ac = llmq_redis_async_context(a->wake);
     if (ac == NULL || a->wake_reading)
         return;
-    char block[24], keys[3][LLMQ_KEY_PREFIX_MAX + 16];
+    char block[24], key[LLMQ_KEY_PREFIX_MAX + 8];
     snprintf(block, sizeof(block), "%lld", (long long)(block_ms > 0 ? block_ms : 1));
-    const char *argv[10] = {"XREAD", "BLOCK", block, "STREAMS"};
-    size_t argc = 4;
-    for (int i = 0; i < LLMQ_PRIORITY_COUNT; i++) {
-        snprintf(keys[i], sizeof(keys[i]), "%sq:%s", a->prefix,
-                 llmq_priority_name(llmq_priority_by_rank(i)));
-        argv[argc++] = keys[i];
-    }
-    for (int i = 0; i < 3; i++)
-        argv[argc++] = a->last_ids[i];
-    if (redisAsyncCommandArgv(ac, on_wake, a, (int)argc, argv, NULL) == REDIS_OK)
+    snprintf(key, sizeof(key), "%swake", a->prefix);
+    const char *argv[6] = {"XREAD", "BLOCK", block, "STREAMS", key, a->wake_id};
+    if (redisAsyncCommandArgv(ac, on_wake, a, 6, argv, NULL) == REDIS_OK)
         a->wake_reading = 1;
 }
 
@@ -103,28 +97,26 @@ static void plan_next(struct worker_account *a, size_t granted, int asked, int64
             llmq_worker_dispatch_soon(a);
         return; /* else a finished job asks again */
     }
-    if (wait_ms > 0) {
-        /* Exact wait plus up to 5% (at most 50 ms) of jitter. */
-        int64_t spread = wait_ms / 20 < 50 ? wait_ms / 20 : 50;
-        arm_wait(a, wait_ms + llmq_backoff_rng_uniform(&w->rng, spread));
-        return;
-    }
-    int64_t block = WAKE_BLOCK_MAX_MS;
-    if (a->next_due_ms >= 0 && a->next_due_ms < block)
-        block = a->next_due_ms + 1;
     if (a->next_due_ms == 0) {
         llmq_worker_dispatch_soon(a);
         return;
     }
-    /* A wake-up read already in flight (started before a retry was settled)
-     * is not woken when a delayed job becomes due: a ZADD to delayed does not
-     * touch the streams it blocks on. So the earliest due time also gets the
-     * wait timer, and the retry delay logged is the delay that happens. (The
-     * scheduler rewrite will carry such events through what the worker blocks
-     * on; until then this timer is the bound.) */
-    if (a->next_due_ms > 0)
-        arm_wait(a, a->next_due_ms + 1);
-    start_wake_read(a, block);
+    int64_t sleep_ms = -1;
+    if (wait_ms > 0) {
+        /* Exact wait plus up to 5% (at most 50 ms) of jitter. */
+        int64_t spread = wait_ms / 20 < 50 ? wait_ms / 20 : 50;
+        sleep_ms = wait_ms + llmq_backoff_rng_uniform(&w->rng, spread);
+    }
+    if (a->next_due_ms > 0 && (sleep_ms < 0 || a->next_due_ms + 1 < sleep_ms))
+        sleep_ms = a->next_due_ms + 1;
+    LLMQ_LOG_JOB(LLMQ_LOG_DEBUG, a->cfg->name, NULL,
+                 "dispatch: %zu of %d granted, wait %lld ms, next due %lld ms: sleeping %lld ms",
+                 granted, asked, (long long)wait_ms, (long long)a->next_due_ms,
+                 (long long)sleep_ms);
+    if (sleep_ms > 0)
+        arm_wait(a, sleep_ms);
+    /* A read already in flight keeps its own bound; the timer covers ours. */
+    start_wake_read(a, sleep_ms > 0 && sleep_ms < WAKE_BLOCK_MAX_MS ? sleep_ms : WAKE_BLOCK_MAX_MS);
 }
 
 static void on_dispatch(redisAsyncContext *ac, redisReply *r, void *privdata)
@@ -153,7 +145,7 @@ static void on_dispatch(redisAsyncContext *ac, redisReply *r, void *privdata)
     llmq_worker_auth_ok(a);
     if (wait_ms > 0)
         llmq_worker_metrics_wait(a, wait_ms);
-    memcpy(a->last_ids, head.last_ids, sizeof(a->last_ids));
+    memcpy(a->wake_id, head.wake_id, sizeof(a->wake_id));
     size_t granted = head.n_jobs;
     for (size_t i = 0; i < head.n_jobs; i++) {
         struct worker_job *job = job_from_reply(a, r, i);
@@ -248,8 +240,7 @@ void llmq_worker_account_start(struct worker_account *a)
 {
     struct llmq_worker *w = a->w;
     struct llmq_error err = {0};
-    for (int i = 0; i < 3; i++)
-        snprintf(a->last_ids[i], sizeof(a->last_ids[i]), "$");
+    snprintf(a->wake_id, sizeof(a->wake_id), "$");
     a->next_due_ms = -1;
     ev_timer_init(&a->wait_timer, on_wait_timer, 0.0, 0.0);
     a->wait_timer.data = a;

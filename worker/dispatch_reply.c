@@ -52,11 +52,8 @@ int llmq_dispatch_head_decode(const redisReply *r, struct llmq_dispatch_head *ou
     if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 4 ||
         int_of(r->element[0], &out->wait_ms) != 0 ||
         int_of(r->element[1], &out->next_due_ms) != 0 ||
-        r->element[2]->type != REDIS_REPLY_ARRAY || r->element[2]->elements != 3)
+        copy_str(r->element[2], out->wake_id, sizeof(out->wake_id)) != 0)
         return -1;
-    for (int i = 0; i < 3; i++)
-        if (copy_str(r->element[2]->element[i], out->last_ids[i], sizeof(out->last_ids[i])) != 0)
-            return -1;
     out->n_jobs = r->elements - 4;
     return 0;
 }

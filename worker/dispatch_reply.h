@@ -11,9 +11,9 @@
 
 /* The reply's head: everything but the granted jobs. */
 struct llmq_dispatch_head {
-    int64_t wait_ms;     /* > 0: the model bucket's exact wait */
-    int64_t next_due_ms; /* ms until the earliest delayed job; -1 none */
-    char last_ids[3][64]; /* newest entry id of the high, normal, low streams */
+    int64_t wait_ms;     /* > 0: exact ms until the first blocked key may run */
+    int64_t next_due_ms; /* ms until the earliest delayed job; -1 none; 0 call again */
+    char wake_id[64];    /* newest entry id of the wake stream, for the wake-up read */
     size_t n_jobs;       /* granted jobs: reply elements 4 .. 4 + n_jobs */
 };
 

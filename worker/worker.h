@@ -32,11 +32,11 @@ struct worker_account {
     const struct llmq_worker_account *cfg;
     char prefix[LLMQ_KEY_PREFIX_MAX];
     struct llmq_redis_async *cmd;    /* scripts */
-    struct llmq_redis_async *wake;   /* XREAD BLOCK on the queue streams */
+    struct llmq_redis_async *wake;   /* XREAD BLOCK on the wake stream */
     int dispatching;                 /* a dispatch call is in flight */
     int wake_reading;                /* a wake-up read is in flight */
     int asked;                       /* jobs asked for by the dispatch in flight */
-    char last_ids[3][64];            /* newest entry id per stream, for the wake-up read */
+    char wake_id[64];                /* wake stream id the last dispatch saw, for the read */
     int64_t next_due_ms;             /* ms until the earliest delayed job (-1: none) */
     ev_timer wait_timer;             /* the limiter's exact wait, or a delayed job's due */
     ev_timer soon_timer;             /* coalesces dispatch requests of one loop turn */

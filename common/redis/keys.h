@@ -33,8 +33,35 @@
  *                            (high|normal|low), tenant, user, deadline_ms (unix ms,
  *                            0 = none), max_attempts, attempts, enq_ms, state
  *                            (queued|delayed|running|done|dead), last_error
- *   P q:<prio>         STREAM entries {id: <job id>}; consumer group "workers"
- *   P delayed          ZSET  member job id, score = due time (unix ms)
+ *   P q:<prio>         STREAM delivery: dispatch XADDs {id: <job id>} for each job it
+ *                            grants and delivers it at once to the worker's consumer of
+ *                            group "workers" (PEL, XAUTOCLAIM, hand-back as before).
+ *                            Entries written by anything else (the old layout, hostile
+ *                            data) are read by dispatch and moved to their key.
+ *   P delayed          ZSET  member job id, score = due time (unix ms); due jobs go back
+ *                            to the head of their key
+ *
+ * Scheduler (lua/lib/45_sched.lua): a waiting job is in exactly one key queue.
+ *   P kq:<key>         LIST  job ids, FIFO; key = "<prio>|<model>|<tenant>|<user>"
+ *                            (tenant, user '' when none)
+ *   P sm:<prio>        ZSET  models with runnable work, score = served cost
+ *   P st:<prio>|<model> ZSET tenants with runnable work, score = virtual time
+ *                            (start-time fair queuing: + cost / weight per job)
+ *   P su:<prio>|<model>|<tenant> ZSET users with runnable work, the same way
+ *   P sblk             ZSET  blocked nodes "<prio>|<model>[|<tenant>[|<user>]]", score =
+ *                            the ms their bucket's exact wait ends
+ *   P svt              HASH  virtual time of each level, field = the parent's path
+ *   P weights          HASH  fair-share weights: "<model>/t/<tenant>", "<model>/u/<user>"
+ *                            ("*" for the default), `llmq limits set --weight`; 1 when none
+ *   P backlog:<prio>   LIST  one element per job waiting in the priority's keys: LLEN
+ *                            is the backlog (status, metrics, KEDA)
+ *   P wake             STREAM short (MAXLEN ~1000): an entry per event that may shorten
+ *                            a waiting worker's wait; idle workers XREAD BLOCK on it
+ *   Room for what comes next: endpoints of one model get their own buckets
+ *   ("<endpoint>/<model>") under the same model node, chosen per grant by the
+ *   dispatch script, so the key stays what the job asks for; a spend budget is
+ *   one more bucket on the path (and one more node level when it must block a
+ *   whole tenant across models).
  *   P res:<id>         STRING the Batch output line (JSON) of a finished job
  *   P events           STREAM {id, state: done|dead} as jobs finish, for waiters
  *   P dead             STREAM {id, reason, error, ts}: dead-lettered jobs

@@ -17,9 +17,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     struct llmq_dispatch_head head;
     if (llmq_dispatch_head_decode(r, &head) == 0) {
-        for (int i = 0; i < 3; i++)
-            if (strlen(head.last_ids[i]) >= sizeof(head.last_ids[i]))
-                __builtin_trap();
+        if (strlen(head.wake_id) >= sizeof(head.wake_id))
+            __builtin_trap();
         for (size_t i = 0; i < head.n_jobs; i++) {
             struct llmq_dispatch_job j;
             if (llmq_dispatch_job_decode(r, i, &j) != 0)

@@ -166,6 +166,10 @@ static void test_busy_status_is_readable(void **state)
     assert_int_equal(r.status, 0);
     assert_int_equal(count_of(r.err, "warning: model gpt-4o-mini has no limit"), 1);
     cli_free(&r);
+    /* what a dispatch delivers lands in q:normal (lua/dispatch.lua: XADD,
+     * then XREADGROUP to the worker's consumer) */
+    for (int i = 0; i < 3; i++)
+        freeReplyObject(redisCommand(c, "XADD %sq:normal * id b-%d", prefix, i));
     freeReplyObject(redisCommand(c,
                                  "XREADGROUP GROUP workers "
                                  "a-worker-that-exited-long-ago-with-a-very-long-host-name-12345 "

@@ -81,7 +81,7 @@ static void test_list_retry_purge(void **state)
     free(body);
     assert_int_equal(int_cmd(c, "EXISTS %sres:%s", prefix, "b"), 0);
     assert_int_equal(int_cmd(c, "XLEN %sdead", prefix, ""), 1);
-    assert_int_equal(int_cmd(c, "XLEN %sq:low", prefix, ""), 1); /* the retried entry */
+    assert_int_equal(int_cmd(c, "LLEN %sbacklog:low", prefix, ""), 1); /* the retried job */
     /* the worker can run it again; this time it is done */
     assert_int_equal(fake_worker_run(c, prefix, 100, 100, 0), 1);
     char *line = NULL;

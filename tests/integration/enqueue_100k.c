@@ -52,7 +52,7 @@ static void test_100k(void **state)
     assert_int_equal(created, N);
 
     redisContext *c = llmq_test_redis_connect();
-    redisReply *r = redisCommand(c, "XLEN %sq:normal", prefix);
+    redisReply *r = redisCommand(c, "LLEN %sbacklog:normal", prefix);
     assert_int_equal(r->integer, N);
     freeReplyObject(r);
     /* every hash is there: pipelined EXISTS */
@@ -71,12 +71,12 @@ static void test_100k(void **state)
     assert_int_equal(llmq_producer_enqueue_many(p, reqs, N / 10, res, &err), LLMQ_OK);
     for (int i = 0; i < N / 10; i++)
         assert_int_equal(res[i].rc, LLMQ_EDUPLICATE);
-    r = redisCommand(c, "XLEN %sq:normal", prefix);
+    r = redisCommand(c, "LLEN %sbacklog:normal", prefix);
     assert_int_equal(r->integer, N);
     freeReplyObject(r);
 
     /* clean up: this account is large */
-    r = redisCommand(c, "DEL %sq:normal", prefix);
+    r = redisCommand(c, "DEL %sbacklog:normal %skq:normal|gpt-4o-mini||", prefix, prefix);
     freeReplyObject(r);
     for (int i = 0; i < N; i++)
         redisAppendCommand(c, "UNLINK %sjob:%s", prefix, ids[i]);

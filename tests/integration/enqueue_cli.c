@@ -34,9 +34,10 @@ static long long keys_of(redisContext *c, const char *account)
     return n;
 }
 
+/* Jobs waiting in priority prio's queues (P backlog:<prio>, common/keys.h). */
 static long long xlen(redisContext *c, const char *prefix, const char *prio)
 {
-    redisReply *r = redisCommand(c, "XLEN %sq:%s", prefix, prio);
+    redisReply *r = redisCommand(c, "LLEN %sbacklog:%s", prefix, prio);
     long long n = r->integer;
     freeReplyObject(r);
     return n;

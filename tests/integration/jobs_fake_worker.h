@@ -1,6 +1,7 @@
-/* A stand-in for the worker in the producer-side tests: takes jobs from an
- * account's queue streams the way the worker does (XREADGROUP, group
- * "workers"), and ends them through lua/job_finish.lua, then XACK + XDEL.
+/* A stand-in for the worker in the producer-side tests: takes jobs the way
+ * the worker does (lua/dispatch.lua, which delivers them through the
+ * priority streams' group "workers"), and ends them through
+ * lua/job_finish.lua, then XACK + XDEL.
  * Header-only so each test stays one executable. */
 #ifndef LLMQ_TEST_JOBS_FAKE_WORKER_H
 #define LLMQ_TEST_JOBS_FAKE_WORKER_H
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "jobs/job.h"
 #include "jobs/job_store.h"
@@ -48,46 +50,44 @@ static inline long long fake_worker_finish(redisContext *c, const char *prefix, 
     return v;
 }
 
-/* Takes up to max jobs (blocking up to block_ms for the first), marks them
- * running, ends them (every dead_every-th as dead; 0: none) and acknowledges
- * them. Returns the number of jobs ended, -1 on error. */
+/* Takes up to max jobs through the dispatch script as the worker does
+ * (polling every 10 ms up to block_ms for the first), ends them (every
+ * dead_every-th as dead; 0: none) and acknowledges them. Returns the number
+ * of jobs ended, -1 on error. */
 static inline long fake_worker_run(redisContext *c, const char *prefix, long max, long block_ms,
                                    long dead_every)
 {
-    /* the group may not exist yet when the producer has not run: as the worker
-     * must, create it (idempotent) */
-    if (llmq_job_store_prepare(c, prefix, NULL) != LLMQ_OK)
-        return -1;
-    redisReply *r = redisCommand(c,
-                                 "XREADGROUP GROUP workers fake-worker COUNT %ld BLOCK %ld STREAMS "
-                                 "%sq:high %sq:normal %sq:low > > >",
-                                 max, block_ms, prefix, prefix, prefix);
-    if (r == NULL || r->type == REDIS_REPLY_ERROR) {
-        fprintf(stderr, "XREADGROUP: %s\n", r ? r->str : c->errstr);
-        if (r != NULL)
-            freeReplyObject(r);
-        return -1;
+    char max_s[24];
+    snprintf(max_s, sizeof(max_s), "%ld", max < 256 ? max : 256);
+    redisReply *r = NULL;
+    for (long waited = 0;; waited += 10) {
+        const char *argv[] = {prefix, "fake-worker", max_s};
+        r = llmq_script_run(c, LLMQ_SCRIPT_DISPATCH, 1, 3, argv, NULL, NULL);
+        if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+            fprintf(stderr, "dispatch: %s\n", r && r->type == REDIS_REPLY_ERROR ? r->str : c->errstr);
+            if (r != NULL)
+                freeReplyObject(r);
+            return -1;
+        }
+        if (r->elements > 4 || waited >= block_ms)
+            break;
+        freeReplyObject(r);
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
     }
     static long seq;
     long ended = 0;
-    for (size_t s = 0; r->type == REDIS_REPLY_ARRAY && s < r->elements; s++) {
-        const redisReply *stream = r->element[s];
-        const char *key = stream->element[0]->str;
-        const redisReply *entries = stream->element[1];
-        for (size_t i = 0; i < entries->elements; i++) {
-            const redisReply *e = entries->element[i];
-            const char *id = e->element[1]->element[1]->str;
-            int dead = dead_every > 0 && ++seq % dead_every == 0;
-            freeReplyObject(redisCommand(c, "HSET %sjob:%s state running", prefix, id));
-            freeReplyObject(redisCommand(c, "HINCRBY %sjob:%s attempts 1", prefix, id));
-            if (fake_worker_finish(c, prefix, id, dead) < 0) {
-                freeReplyObject(r);
-                return -1;
-            }
-            freeReplyObject(redisCommand(c, "XACK %s workers %s", key, e->element[0]->str));
-            freeReplyObject(redisCommand(c, "XDEL %s %s", key, e->element[0]->str));
-            ended++;
+    for (size_t i = 4; i < r->elements; i++) {
+        const redisReply *g = r->element[i];
+        const char *eid = g->element[0]->str, *prio = g->element[1]->str, *id = g->element[2]->str;
+        int dead = dead_every > 0 && ++seq % dead_every == 0;
+        if (fake_worker_finish(c, prefix, id, dead) < 0) {
+            freeReplyObject(r);
+            return -1;
         }
+        freeReplyObject(redisCommand(c, "XACK %sq:%s workers %s", prefix, prio, eid));
+        freeReplyObject(redisCommand(c, "XDEL %sq:%s %s", prefix, prio, eid));
+        ended++;
     }
     freeReplyObject(r);
     return ended;

@@ -65,7 +65,7 @@ static void test_example(void **state)
     text = cli_slurp(out);
     assert_int_equal(cli_count_lines(text), 3);
     free(text);
-    redisReply *r = redisCommand(c, "XLEN %sq:normal", prefix);
+    redisReply *r = redisCommand(c, "LLEN %sbacklog:normal", prefix);
     assert_int_equal(r->integer, 0); /* nothing new was queued */
     freeReplyObject(r);
     redisFree(c);

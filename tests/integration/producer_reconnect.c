@@ -32,7 +32,7 @@ static struct llmq_request *make_requests(int n, const char *tag, char (*ids)[32
 
 static long long xlen(redisContext *c)
 {
-    redisReply *r = redisCommand(c, "XLEN llmq:{recon}:q:normal");
+    redisReply *r = redisCommand(c, "LLEN llmq:{recon}:backlog:normal");
     long long v = r ? r->integer : -1;
     freeReplyObject(r);
     return v;

@@ -47,10 +47,14 @@ static void test_status(void **state)
                                           i < 5 ? LLMQ_PRIORITY_NORMAL : LLMQ_PRIORITY_HIGH};
         assert_int_equal(llmq_producer_enqueue(p, "/v1/chat/completions", BODY, &jo, NULL, NULL),
                          LLMQ_OK);
+        if (i == 4) {
+            /* a worker "w-busy" takes 2 normal jobs and holds them in flight */
+            const char *dargv[] = {prefix, "w-busy", "2"};
+            redisReply *d = llmq_script_run(c, LLMQ_SCRIPT_DISPATCH, 1, 3, dargv, NULL, NULL);
+            assert_true(d != NULL && d->type == REDIS_REPLY_ARRAY && d->elements == 6);
+            freeReplyObject(d);
+        }
     }
-    /* a worker "w-busy" holds 2 normal jobs in flight */
-    freeReplyObject(
-        redisCommand(c, "XREADGROUP GROUP workers w-busy COUNT 2 STREAMS %sq:normal >", prefix));
     freeReplyObject(redisCommand(c,
                                  "HSET %slimit:gpt-4o-mini requests 100 tokens 10000 "
                                  "period_ms 60000 mode window",

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "redis/script.h"
 #include "worker_support.h"
 
 #define GOOD 20
@@ -210,14 +211,11 @@ static void test_lost_dispatch_reply_is_reclaimed(void **state)
     /* What a dispatch whose reply was lost leaves: the entry delivered to the
      * consumer, the job running. */
     redisContext *c = llmq_test_redis_connect();
-    cmd(c, "XGROUP CREATE %sq:normal workers 0 MKSTREAM", P);
     char key[256];
-    snprintf(key, sizeof(key), "%sq:normal", P);
-    redisReply *r =
-        redisCommand(c, "XREADGROUP GROUP workers %s COUNT 1 STREAMS %s >", consumer, key);
-    assert_true(r != NULL && r->type == REDIS_REPLY_ARRAY);
+    const char *dargv[] = {P, consumer, "1"};
+    redisReply *r = llmq_script_run(c, LLMQ_SCRIPT_DISPATCH, 1, 3, dargv, NULL, NULL);
+    assert_true(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 5);
     freeReplyObject(r);
-    cmd(c, "HSET %sjob:l-0 state running attempts 1", P);
 
     snprintf(log, sizeof(log), "/tmp/llmq-lostreply-%d.log", (int)getpid());
     const char *args[] = {"--consumer", consumer, "--visibility-ms", "600", "--exit-when-idle-ms",

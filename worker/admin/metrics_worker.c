@@ -4,9 +4,9 @@
  * Gauges of the process (requests in flight, readiness) are read when a
  * scrape renders. Queue depths live in Redis: every DEPTH_EVERY_S seconds
  * each account's command connection is sent one pipelined batch of cheap reads
- * (XLEN and XPENDING summary per priority stream, ZCARD of delayed, XLEN of
- * dead), whose replies set the gauges; a batch still unanswered is not sent
- * again, and nothing waits for it, so a slow Redis only makes them stale. */
+ * (LLEN of the backlog and XPENDING summary of the stream per priority,
+ * ZCARD of delayed, XLEN of dead), whose replies set the gauges; a batch
+ * still unanswered is not sent again, and nothing waits for it, so a slow Redis only makes them stale. */
 #include "admin/metrics_worker.h"
 
 #include <stdio.h>
@@ -27,7 +27,7 @@
 struct depth_probe {
     struct llmq_worker_metrics *wm;
     int account;
-    int kind; /* 0-2: XLEN q:<prio>; 3-5: XPENDING q:<prio>; 6: ZCARD delayed; 7: XLEN dead */
+    int kind; /* 0-2: LLEN backlog:<prio>; 3-5: XPENDING q:<prio>; 6: ZCARD delayed; 7: XLEN dead */
 };
 
 struct llmq_worker_metrics {
@@ -111,7 +111,7 @@ static int register_gauges(struct llmq_worker_metrics *m)
                                        "Jobs held by this worker, from dispatch to settled.", g,
                                        NULL, NULL, 0);
     m->queue = llmq_metrics_register(r, "llmq_queue_jobs",
-                                     "Jobs in a priority stream, delivered or not (polled).", g, ap,
+                                     "Jobs waiting in a priority's queues, not yet delivered (polled).", g, ap,
                                      NULL, 0);
     m->pending = llmq_metrics_register(r, "llmq_queue_pending_jobs",
                                        "Jobs delivered to some worker and not yet settled "
@@ -243,10 +243,12 @@ static void depth_send(struct llmq_worker_metrics *m, int i)
         char key[LLMQ_KEY_PREFIX_MAX + 16];
         struct depth_probe *p = &m->probes[i][k];
         *p = (struct depth_probe){.wm = m, .account = i, .kind = k};
-        const char *cmd = k < 3 ? "XLEN" : k < 6 ? "XPENDING" : k == 6 ? "ZCARD" : "XLEN";
-        if (k < 6)
-            snprintf(key, sizeof(key), "%sq:%s", a->prefix,
-                     llmq_priority_name(llmq_priority_by_rank(k % 3)));
+        const char *cmd = k < 3 ? "LLEN" : k < 6 ? "XPENDING" : k == 6 ? "ZCARD" : "XLEN";
+        const char *prio = llmq_priority_name(llmq_priority_by_rank(k % 3));
+        if (k < 3)
+            snprintf(key, sizeof(key), "%sbacklog:%s", a->prefix, prio);
+        else if (k < 6)
+            snprintf(key, sizeof(key), "%sq:%s", a->prefix, prio);
         else
             snprintf(key, sizeof(key), "%s%s", a->prefix, k == 6 ? "delayed" : "dead");
         const char *argv[3] = {cmd, key, LLMQ_GROUP};

@@ -343,31 +343,53 @@ static void test_scaled_object(void **state)
     assert_true(min == NULL || strtol(min, NULL, 10) <= strtol(max, NULL, 10));
     yaml_node_t *trig = at(d, NULL, "spec.triggers");
     assert_true(seq_len(trig) >= 1);
-    int lag[3] = {0}, pending = 0;
+    /* Per priority: the backlog (LLEN of P backlog:<prio>, common/keys.h) and
+     * the jobs in flight (pending entries of the delivery stream). */
+    int backlog[3] = {0}, pending = 0;
+    static const char *const lists[3] = {"llmq:{default}:backlog:high",
+                                         "llmq:{default}:backlog:normal",
+                                         "llmq:{default}:backlog:low"};
     static const char *const streams[3] = {"llmq:{default}:q:high", "llmq:{default}:q:normal",
                                            "llmq:{default}:q:low"};
     for (int i = 0; i < seq_len(trig); i++) {
         yaml_node_t *t = seq_item(d, trig, i);
-        assert_string_equal(str_at(d, t, "type"), "redis-streams");
+        const char *type = str_at(d, t, "type");
+        assert_non_null(type);
         yaml_node_t *m = get(d, t, "metadata");
-        const char *stream = str_at(d, m, "stream");
-        assert_non_null(stream);
-        assert_string_equal(str_at(d, m, "consumerGroup"), "workers");
         if (str_at(d, m, "address") == NULL && str_at(d, m, "addressFromEnv") == NULL &&
             str_at(d, m, "host") == NULL)
             fail_doc(d, "a trigger without address, addressFromEnv or host");
         int s = -1;
-        for (int k = 0; k < 3; k++)
-            if (strcmp(stream, streams[k]) == 0)
-                s = k;
-        if (s < 0)
-            fail_msg("%s: unexpected stream %s", d->file, stream);
-        if (str_at(d, m, "lagCount") != NULL)
-            lag[s]++;
-        else if (str_at(d, m, "pendingEntriesCount") != NULL)
-            pending++;
+        if (strcmp(type, "redis") == 0) {
+            const char *list = str_at(d, m, "listName");
+            assert_non_null(list);
+            for (int k = 0; k < 3; k++)
+                if (strcmp(list, lists[k]) == 0)
+                    s = k;
+            if (s < 0)
+                fail_msg("%s: unexpected list %s", d->file, list);
+            assert_non_null(str_at(d, m, "listLength"));
+            const char *act = str_at(d, m, "activationListLength");
+            assert_true(act == NULL || strcmp(act, "0") == 0); /* any backlog wakes from zero */
+            backlog[s]++;
+        } else if (strcmp(type, "redis-streams") == 0) {
+            const char *stream = str_at(d, m, "stream");
+            assert_non_null(stream);
+            assert_string_equal(str_at(d, m, "consumerGroup"), "workers");
+            for (int k = 0; k < 3; k++)
+                if (strcmp(stream, streams[k]) == 0)
+                    s = k;
+            if (s < 0)
+                fail_msg("%s: unexpected stream %s", d->file, stream);
+            /* lag of the delivery stream is not the backlog any more */
+            assert_null(str_at(d, m, "lagCount"));
+            if (str_at(d, m, "pendingEntriesCount") != NULL)
+                pending++;
+        } else {
+            fail_msg("%s: unexpected trigger type %s", d->file, type);
+        }
     }
-    assert_true(lag[0] >= 1 && lag[1] >= 1 && lag[2] >= 1); /* every priority */
+    assert_true(backlog[0] >= 1 && backlog[1] >= 1 && backlog[2] >= 1); /* every priority */
     assert_true(pending >= 1);
 }
 

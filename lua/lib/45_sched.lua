@@ -1,0 +1,180 @@
+-- The scheduler's queues (DESIGN.md "Scheduling"; key layout in common/keys.h).
+--
+-- A waiting job sits in exactly one per-key queue, the LIST
+-- P kq:<prio>|<model>|<tenant>|<user> (FIFO; tenant/user '' when none). Above
+-- the keys is a tree per priority, each level a ZSET of the children that can
+-- run now, scored by start-time fair queuing on cost:
+--   P sm:<prio>                  models        (score: served cost, no weight)
+--   P st:<prio>|<model>          tenants       (score: cost / tenant weight)
+--   P su:<prio>|<model>|<tenant> users         (score: cost / user weight)
+-- A node's score is the virtual start time of its next job; serving a job of
+-- cost c from node n adds c / weight(n) to it and sets its level's virtual
+-- time (P svt, field = the parent's path) to n's old score. A node that
+-- becomes active enters at its level's virtual time, so idling earns no
+-- credit. A node is in exactly one of: its parent's ZSET (runnable), P sblk
+-- (blocked until the score, ms: its bucket denied), or neither (no work).
+-- Dispatch therefore reads only the first member of three ZSETs and the head
+-- of one list per decision: O(log n) in keys and jobs.
+--
+-- Node paths: "<prio>|<model>" (model node), "<prio>|<model>|<tenant>"
+-- (tenant node), "<prio>|<model>|<tenant>|<user>" (user node = the key).
+-- P backlog:<prio> is a LIST with one element per job waiting in that
+-- priority's keys: its length is the backlog (KEDA reads it with LLEN).
+-- P wake is a short STREAM: an entry means "a wait may have become shorter"
+-- (new runnable work, a delayed job due sooner, a refund); idle workers block
+-- on it (XREAD) from the cursor their last dispatch returned.
+
+local SCHED_WAKE_MAXLEN = 1000
+
+-- The ZSET that holds node path's children, and the parent's ZSET + member
+-- name of node path (nil parent for a model node's parent: P sm:<prio>).
+local function sched_children_key(P, path)
+    local f = llmq_split(path, '|')
+    if #f == 1 then
+        return P .. 'sm:' .. path
+    elseif #f == 2 then
+        return P .. 'st:' .. path
+    end
+    return P .. 'su:' .. path
+end
+
+-- Parent path of node path ("normal|m|t" -> "normal|m") and the node's own
+-- name within it ("t").
+local function sched_parent(path)
+    local i = #path
+    while string.sub(path, i, i) ~= '|' do
+        i = i - 1
+    end
+    return string.sub(path, 1, i - 1), string.sub(path, i + 1)
+end
+
+-- The virtual time of the level below parent path (cached in cache when given).
+local function sched_vt(P, parent, cache)
+    if cache ~= nil and cache[parent] ~= nil then
+        return cache[parent]
+    end
+    local v = tonumber(redis.call('HGET', P .. 'svt', parent)) or 0
+    if cache ~= nil then
+        cache[parent] = v
+    end
+    return v
+end
+
+-- Tells idle workers that a wait may have become shorter.
+local function sched_wake(P)
+    redis.call('XADD', P .. 'wake', 'MAXLEN', '~', SCHED_WAKE_MAXLEN, '*', 'w', '1')
+end
+
+-- Makes node path runnable (it has work) unless it is blocked, and its
+-- ancestors with it. Returns true when the chain reached the top or a
+-- runnable ancestor (the new work may run now), false when a blocked node
+-- stopped it (that node's unblocking will carry the work).
+local function sched_activate(P, path, cache)
+    while true do
+        if redis.call('ZSCORE', P .. 'sblk', path) then
+            return false
+        end
+        local parent, name = sched_parent(path)
+        local zkey = sched_children_key(P, parent)
+        if redis.call('ZSCORE', zkey, name) then
+            return true
+        end
+        redis.call('ZADD', zkey, sched_vt(P, parent, cache), name)
+        if not string.find(parent, '|', 1, true) then
+            return true -- parent is the priority: the model node is in sm
+        end
+        path = parent
+    end
+end
+
+-- Removes node path from its parent's ZSET, and ancestors left without a
+-- runnable child with it.
+local function sched_deactivate(P, path)
+    while string.find(path, '|', 1, true) do
+        local parent, name = sched_parent(path)
+        local zkey = sched_children_key(P, parent)
+        redis.call('ZREM', zkey, name)
+        if redis.call('ZCARD', zkey) > 0 then
+            return
+        end
+        path = parent
+    end
+end
+
+-- Blocks node path until until_ms: out of its parent's ZSET, into P sblk.
+local function sched_block(P, path, until_ms)
+    sched_deactivate(P, path)
+    redis.call('ZADD', P .. 'sblk', until_ms, path)
+end
+
+-- Unblocks the nodes whose time has come (at most 256 a call). Returns the
+-- number unblocked.
+local function sched_unblock_due(P, now, cache)
+    local due = redis.call('ZRANGEBYSCORE', P .. 'sblk', '-inf', now, 'LIMIT', 0, 256)
+    for _, path in ipairs(due) do
+        redis.call('ZREM', P .. 'sblk', path)
+        sched_activate(P, path, cache)
+    end
+    return #due
+end
+
+-- A refund gave model's bucket room back: its blocked model nodes become due
+-- now and idle workers are woken.
+local function sched_refund_wake(P, model)
+    local woke = false
+    for _, prio in ipairs(JOBS_PRIORITIES) do
+        local path = prio .. '|' .. model
+        local until_ms = redis.call('ZSCORE', P .. 'sblk', path)
+        if until_ms then
+            redis.call('ZADD', P .. 'sblk', 0, path)
+            woke = true
+        end
+    end
+    if woke then
+        sched_wake(P)
+    end
+end
+
+-- The key path of a job.
+local function sched_key(prio, model, tenant, user)
+    return prio .. '|' .. model .. '|' .. (tenant or '') .. '|' .. (user or '')
+end
+
+-- Puts job id in its key's queue: at the tail (a new job) or, front = true,
+-- at the head (a retried or reclaimed job, which was at the head before).
+-- The caller has checked the names (worker_name_ok) and prio. Wakes idle
+-- workers when the job is the key's new head and may run now.
+local function sched_push(P, id, prio, model, tenant, user, front, cache)
+    local key = sched_key(prio, model, tenant, user)
+    local n = redis.call(front and 'LPUSH' or 'RPUSH', P .. 'kq:' .. key, id)
+    redis.call('RPUSH', P .. 'backlog:' .. prio, '1')
+    if n == 1 and sched_activate(P, key, cache) then
+        sched_wake(P)
+    end
+end
+
+-- Schedules job id in P delayed, due at due_ms (promoted to the head of its
+-- key by dispatch). One due sooner than every other wakes idle workers, whose
+-- planned wake-up is the earliest due time they saw.
+local function sched_delay(P, id, due_ms)
+    local first = redis.call('ZRANGE', P .. 'delayed', 0, 0, 'WITHSCORES')
+    redis.call('ZADD', P .. 'delayed', due_ms, id)
+    if #first == 0 or due_ms < tonumber(first[2]) then
+        sched_wake(P)
+    end
+end
+
+-- The fair-share weight of node "<model>/t/<tenant>" or "<model>/u/<user>"
+-- (P weights; the "*" entry of its level is the default; 1 when none).
+local function sched_weight(P, bucket, cache)
+    local w = cache[bucket]
+    if w == nil then
+        local v = redis.call('HMGET', P .. 'weights', bucket, limiter_default_name(bucket))
+        w = tonumber(v[1]) or tonumber(v[2]) or 1
+        if w <= 0 then
+            w = 1
+        end
+        cache[bucket] = w
+    end
+    return w
+end

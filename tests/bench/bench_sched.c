@@ -1,0 +1,208 @@
+/* Scheduler scale benchmark: what one dispatch decision costs as the waiting
+ * work grows, measured on a private redis-server (flushed between cases):
+ *   waiting jobs 10,000 or 1,000,000, spread over 1 or 10,000 tenants, one
+ *   model with a (never binding) limit so every decision runs the limiter.
+ * Per case: decisions/s of the dispatch script (one job per call, pipelined
+ * 32 deep), and Redis CPU (INFO cpu, user + sys deltas) per enqueue, per
+ * decision, per settle (job_settle done) and for the whole life of a job.
+ * The first case is the baseline of the ratio columns. No thresholds.
+ *
+ * Usage: bench_sched [MAX_WAITING] (default 1000000; smaller for a quick run).
+ * Needs redis-server (REDIS_SERVER or PATH). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "redis/redis.h"
+#include "redis/script.h"
+#include "testsupport.h"
+
+#define DECISIONS 5000
+#define DEPTH 32
+#define PER_CALL 100
+#define FIELDS 12
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void die(const char *what, redisContext *c)
+{
+    fprintf(stderr, "bench_sched: %s: %s\n", what, c && c->err ? c->errstr : "bad reply");
+    exit(1);
+}
+
+/* Redis CPU seconds so far (used_cpu_user + used_cpu_sys). */
+static double redis_cpu_s(redisContext *c)
+{
+    redisReply *r = redisCommand(c, "INFO cpu");
+    if (r == NULL || r->type != REDIS_REPLY_STRING)
+        die("INFO cpu", c);
+    double user = 0, sys = 0;
+    const char *u = strstr(r->str, "used_cpu_user:"), *s = strstr(r->str, "used_cpu_sys:");
+    if (u != NULL)
+        user = strtod(u + strlen("used_cpu_user:"), NULL);
+    if (s != NULL)
+        sys = strtod(s + strlen("used_cpu_sys:"), NULL);
+    freeReplyObject(r);
+    return user + sys;
+}
+
+/* Reads n replies; dies on an error reply. */
+static void drain(redisContext *c, int n, const char *what)
+{
+    for (int i = 0; i < n; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply(c, (void **)&r) != REDIS_OK || r == NULL)
+            die(what, c);
+        if (r->type == REDIS_REPLY_ERROR) {
+            fprintf(stderr, "bench_sched: %s: %s\n", what, r->str);
+            exit(1);
+        }
+        freeReplyObject(r);
+    }
+}
+
+/* Enqueues n jobs "<tag>-<i>" over tenants tenants; returns Redis CPU s used. */
+static double fill(redisContext *c, const char *P, const char *tag, long n, long tenants)
+{
+    static char ids[PER_CALL][32], tns[PER_CALL][32];
+    const char *argv[1 + PER_CALL * FIELDS];
+    double cpu0 = redis_cpu_s(c);
+    int inflight = 0;
+    for (long base = 0; base < n; base += PER_CALL) {
+        int k = 0, argc = 0;
+        argv[argc++] = P;
+        for (; k < PER_CALL && base + k < n; k++) {
+            snprintf(ids[k], sizeof(ids[k]), "%s-%ld", tag, base + k);
+            snprintf(tns[k], sizeof(tns[k]), "t%ld", (base + k) % tenants);
+            const char *f[FIELDS] = {ids[k], "normal", "bench-model", "/v1/chat/completions",
+                                     "{\"model\":\"bench-model\"}", "100", tns[k], "", "0",
+                                     "0", "0", "60"};
+            for (int j = 0; j < FIELDS; j++)
+                argv[argc++] = f[j];
+        }
+        if (llmq_script_append(c, LLMQ_SCRIPT_ENQUEUE, 1, argc, argv, NULL) != LLMQ_OK)
+            die("append enqueue", c);
+        if (++inflight == DEPTH) {
+            drain(c, inflight, "enqueue");
+            inflight = 0;
+        }
+    }
+    drain(c, inflight, "enqueue");
+    return redis_cpu_s(c) - cpu0;
+}
+
+struct granted {
+    char eid[64], id[64], handle[160];
+};
+
+/* DECISIONS dispatch calls of one job each; fills g; returns wall s, *cpu. */
+static double decide(redisContext *c, const char *P, struct granted *g, double *cpu)
+{
+    const char *argv[] = {P, "bench", "1"};
+    double cpu0 = redis_cpu_s(c), t0 = now_s();
+    int got = 0;
+    for (int sent = 0; sent < DECISIONS;) {
+        int batch = DECISIONS - sent < DEPTH ? DECISIONS - sent : DEPTH;
+        for (int i = 0; i < batch; i++)
+            if (llmq_script_append(c, LLMQ_SCRIPT_DISPATCH, 1, 3, argv, NULL) != LLMQ_OK)
+                die("append dispatch", c);
+        for (int i = 0; i < batch; i++) {
+            redisReply *r = NULL;
+            if (redisGetReply(c, (void **)&r) != REDIS_OK || r == NULL ||
+                r->type != REDIS_REPLY_ARRAY)
+                die("dispatch", c);
+            if (r->elements == 5 && got < DECISIONS) {
+                redisReply *j = r->element[4];
+                snprintf(g[got].eid, sizeof(g[got].eid), "%s", j->element[0]->str);
+                snprintf(g[got].id, sizeof(g[got].id), "%s", j->element[2]->str);
+                snprintf(g[got].handle, sizeof(g[got].handle), "%s", j->element[3]->str);
+                got++;
+            }
+            freeReplyObject(r);
+        }
+        sent += batch;
+    }
+    double wall = now_s() - t0;
+    *cpu = redis_cpu_s(c) - cpu0;
+    if (got != DECISIONS) {
+        fprintf(stderr, "bench_sched: %d of %d decisions granted a job\n", got, DECISIONS);
+        exit(1);
+    }
+    return wall;
+}
+
+/* Settles the granted jobs as done; returns Redis CPU s used. */
+static double settle(redisContext *c, const char *P, const struct granted *g)
+{
+    double cpu0 = redis_cpu_s(c);
+    int inflight = 0;
+    for (int i = 0; i < DECISIONS; i++) {
+        const char *argv[] = {P,    "done", "normal", g[i].eid, g[i].id, g[i].handle, "80",
+                              "{\"id\":\"x\"}", "", "0", "0", "bench-model", "0", "-1", "-1",
+                              "-1", "-1", "-1", "-1"};
+        if (llmq_script_append(c, LLMQ_SCRIPT_JOB_SETTLE, 1, 19, argv, NULL) != LLMQ_OK)
+            die("append settle", c);
+        if (++inflight == DEPTH) {
+            drain(c, inflight, "settle");
+            inflight = 0;
+        }
+    }
+    drain(c, inflight, "settle");
+    return redis_cpu_s(c) - cpu0;
+}
+
+int main(int argc, char **argv)
+{
+    long max_waiting = argc > 1 ? strtol(argv[1], NULL, 10) : 1000000;
+    struct llmq_test_redis srv;
+    if (llmq_test_redis_start(&srv, NULL) != 0) {
+        fprintf(stderr, "bench_sched: cannot start redis-server\n");
+        return 1;
+    }
+    redisContext *c = redisConnect("127.0.0.1", srv.port);
+    if (c == NULL || c->err)
+        die("connect", c);
+    if (llmq_script_load_all(c, NULL) != LLMQ_OK)
+        die("SCRIPT LOAD", c);
+    const long waiting[2] = {max_waiting / 100, max_waiting};
+    const long tenants[2] = {1, 10000};
+    struct granted *g = calloc(DECISIONS, sizeof(*g));
+    const char *P = "llmq:{bench}:";
+    double base_rate = 0, base_life = 0;
+    printf("%-10s %-8s %12s %8s %10s %10s %10s %10s %8s\n", "waiting", "tenants", "decisions/s",
+           "ratio", "enq_us", "disp_us", "settle_us", "life_us", "ratio");
+    for (int t = 0; t < 2; t++) {
+        for (int w = 0; w < 2; w++) {
+            freeReplyObject(redisCommand(c, "FLUSHALL"));
+            freeReplyObject(redisCommand(c, "HSET %slimit:bench-model requests 1000000000000 "
+                                            "tokens 1000000000000000 period_ms 60000",
+                                         P));
+            double enq_cpu = fill(c, P, "j", waiting[w], tenants[t]);
+            double disp_cpu = 0;
+            double wall = decide(c, P, g, &disp_cpu);
+            double set_cpu = settle(c, P, g);
+            double rate = DECISIONS / wall;
+            double enq_us = enq_cpu * 1e6 / (double)waiting[w];
+            double disp_us = disp_cpu * 1e6 / DECISIONS, set_us = set_cpu * 1e6 / DECISIONS;
+            double life = enq_us + disp_us + set_us;
+            if (base_rate == 0) {
+                base_rate = rate;
+                base_life = life;
+            }
+            printf("%-10ld %-8ld %12.0f %8.2f %10.1f %10.1f %10.1f %10.1f %8.2f\n", waiting[w],
+                   tenants[t], rate, rate / base_rate, enq_us, disp_us, set_us, life,
+                   life / base_life);
+            fflush(stdout);
+        }
+    }
+    free(g);
+    redisFree(c);
+    llmq_test_redis_stop(&srv);
+    return 0;
+}
