@@ -80,9 +80,18 @@ static double fill(redisContext *c, const char *P, const char *tag, long n, long
         for (; k < PER_CALL && base + k < n; k++) {
             snprintf(ids[k], sizeof(ids[k]), "%s-%ld", tag, base + k);
             snprintf(tns[k], sizeof(tns[k]), "t%ld", (base + k) % tenants);
-            const char *f[FIELDS] = {ids[k], "normal", "bench-model", "/v1/chat/completions",
-                                     "{\"model\":\"bench-model\"}", "100", tns[k], "", "0",
-                                     "0", "0", "60"};
+            const char *f[FIELDS] = {ids[k],
+                                     "normal",
+                                     "bench-model",
+                                     "/v1/chat/completions",
+                                     "{\"model\":\"bench-model\"}",
+                                     "100",
+                                     tns[k],
+                                     "",
+                                     "0",
+                                     "0",
+                                     "0",
+                                     "60"};
             for (int j = 0; j < FIELDS; j++)
                 argv[argc++] = f[j];
         }
@@ -143,9 +152,10 @@ static double settle(redisContext *c, const char *P, const struct granted *g)
     double cpu0 = redis_cpu_s(c);
     int inflight = 0;
     for (int i = 0; i < DECISIONS; i++) {
-        const char *argv[] = {P,    "done", "normal", g[i].eid, g[i].id, g[i].handle, "80",
-                              "{\"id\":\"x\"}", "", "0", "0", "bench-model", "0", "-1", "-1",
-                              "-1", "-1", "-1", "-1"};
+        const char *argv[] = {
+            P,    "done", "normal", g[i].eid,      g[i].id, g[i].handle, "80", "{\"id\":\"x\"}",
+            "",   "0",    "0",      "bench-model", "0",     "-1",        "-1", "-1",
+            "-1", "-1",   "-1"};
         if (llmq_script_append(c, LLMQ_SCRIPT_JOB_SETTLE, 1, 19, argv, NULL) != LLMQ_OK)
             die("append settle", c);
         if (++inflight == DEPTH) {
@@ -180,8 +190,9 @@ int main(int argc, char **argv)
     for (int t = 0; t < 2; t++) {
         for (int w = 0; w < 2; w++) {
             freeReplyObject(redisCommand(c, "FLUSHALL"));
-            freeReplyObject(redisCommand(c, "HSET %slimit:bench-model requests 1000000000000 "
-                                            "tokens 1000000000000000 period_ms 60000",
+            freeReplyObject(redisCommand(c,
+                                         "HSET %slimit:bench-model requests 1000000000000 "
+                                         "tokens 1000000000000000 period_ms 60000",
                                          P));
             double enq_cpu = fill(c, P, "j", waiting[w], tenants[t]);
             double disp_cpu = 0;

@@ -64,7 +64,8 @@ static inline long fake_worker_run(redisContext *c, const char *prefix, long max
         const char *argv[] = {prefix, "fake-worker", max_s};
         r = llmq_script_run(c, LLMQ_SCRIPT_DISPATCH, 1, 3, argv, NULL, NULL);
         if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
-            fprintf(stderr, "dispatch: %s\n", r && r->type == REDIS_REPLY_ERROR ? r->str : c->errstr);
+            fprintf(stderr, "dispatch: %s\n",
+                    r && r->type == REDIS_REPLY_ERROR ? r->str : c->errstr);
             if (r != NULL)
                 freeReplyObject(r);
             return -1;

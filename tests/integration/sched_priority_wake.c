@@ -28,8 +28,8 @@ static void test_high_jobs_wake_a_sleeping_worker(void **state)
     struct sim_proc sim;
     const char *sim_args[] = {"--rpm", rpm, "--period-ms", period, "--latency-ms", "10", NULL};
     assert_int_equal(sim_proc_start(&sim, sim_args), 0);
-    const char *limits[] = {"llmq", "limits", "set", "gpt-4o-mini", "--rpm", rpm,
-                            "--period-ms", period, NULL};
+    const char *limits[] = {"llmq", "limits",      "set",  "gpt-4o-mini", "--rpm",
+                            rpm,    "--period-ms", period, NULL};
     struct cli_run r = cli_run(account, limits);
     assert_int_equal(r.status, 0);
     cli_free(&r);

@@ -39,20 +39,20 @@ static int a_jobs_during_b(const char *tag, const char *b_weight)
     snprintf(rpm, sizeof(rpm), "%d", RPM);
     snprintf(period, sizeof(period), "%d", SIM_PERIOD_MS);
     struct sim_proc sim;
-    const char *sim_args[] = {"--rpm",        rpm,  "--period-ms",         period,
-                              "--latency-ms", "20", "--ratelimit-headers", "none",
-                              NULL};
+    const char *sim_args[] = {
+        "--rpm", rpm, "--period-ms", period, "--latency-ms", "20", "--ratelimit-headers",
+        "none",  NULL};
     assert_int_equal(sim_proc_start(&sim, sim_args), 0);
     char llmq_period[16];
     snprintf(llmq_period, sizeof(llmq_period), "%d", LLMQ_PERIOD_MS);
-    const char *limits[] = {"llmq", "limits", "set", "gpt-4o-mini", "--rpm", rpm,
-                            "--period-ms", llmq_period, NULL};
+    const char *limits[] = {"llmq", "limits",      "set",       "gpt-4o-mini", "--rpm",
+                            rpm,    "--period-ms", llmq_period, NULL};
     struct cli_run r = cli_run(account, limits);
     assert_int_equal(r.status, 0);
     cli_free(&r);
     if (b_weight != NULL) {
-        const char *w[] = {"llmq",     "limits",  "set",    "gpt-4o-mini",
-                           "--tenant", "tenant-b", "--weight", b_weight, NULL};
+        const char *w[] = {"llmq",     "limits",   "set",    "gpt-4o-mini", "--tenant",
+                           "tenant-b", "--weight", b_weight, NULL};
         r = cli_run(account, w);
         assert_int_equal(r.status, 0);
         cli_free(&r);
@@ -106,8 +106,8 @@ static int a_jobs_during_b(const char *tag, const char *b_weight)
     int a_during = 0;
     for (size_t i = 0; i < n; i++)
         a_during += e[i].job[0] == 'a' && e[i].t_ms >= b_enq_ms && e[i].t_ms <= b_last_ms;
-    printf("# %s: %d of A's jobs went out while B's %d did (A's backlog: %d)\n", tag, a_during,
-           N_B, N_A);
+    printf("# %s: %d of A's jobs went out while B's %d did (A's backlog: %d)\n", tag, a_during, N_B,
+           N_A);
     free(e);
     unlink(jobs_a);
     unlink(jobs_b);

@@ -62,8 +62,8 @@ static void check_utilisation(const struct sim_entry *e, size_t n, const char *t
         for (; i < n && e[i].t_ms < t0 + (k + 1) * LLMQ_PERIOD_MS; i++)
             so_far += strncmp(e[i].job, tag, tl) == 0;
         double u = (double)so_far / (double)((k + 1) * rpm);
-        printf("# %s period %lld: %lld requests by its end, %.1f%% of its budget so far\n", tag,
-               k, so_far, u * 100);
+        printf("# %s period %lld: %lld requests by its end, %.1f%% of its budget so far\n", tag, k,
+               so_far, u * 100);
         assert_true(u >= 0.95);
     }
 }
@@ -79,19 +79,20 @@ static void test_two_models_interleaved(void **state)
     struct sim_proc sim;
     /* No rate-limit headers: the buckets must not learn a lower limit from
      * the API's own window (worker_learns_headers tests that learning). */
-    const char *sim_args[] = {"--limit",      lim_slow, "--limit",  lim_fast,
-                              "--period-ms",  period,   "--latency-ms", "20",
-                              "--ratelimit-headers", "none", NULL};
+    const char *sim_args[] = {"--limit",      lim_slow,      "--limit",
+                              lim_fast,       "--period-ms", period,
+                              "--latency-ms", "20",          "--ratelimit-headers",
+                              "none",         NULL};
     assert_int_equal(sim_proc_start(&sim, sim_args), 0);
 
     char llmq_period[16], rpm_slow[16], rpm_fast[16];
     snprintf(llmq_period, sizeof(llmq_period), "%d", LLMQ_PERIOD_MS);
     snprintf(rpm_slow, sizeof(rpm_slow), "%d", RPM_SLOW);
     snprintf(rpm_fast, sizeof(rpm_fast), "%d", RPM_FAST);
-    const char *set_slow[] = {"llmq", "limits", "set", "gpt-4o", "--rpm", rpm_slow,
-                              "--period-ms", llmq_period, NULL};
-    const char *set_fast[] = {"llmq", "limits", "set", "gpt-4o-mini", "--rpm", rpm_fast,
-                              "--period-ms", llmq_period, NULL};
+    const char *set_slow[] = {"llmq",   "limits",      "set",       "gpt-4o", "--rpm",
+                              rpm_slow, "--period-ms", llmq_period, NULL};
+    const char *set_fast[] = {"llmq",   "limits",      "set",       "gpt-4o-mini", "--rpm",
+                              rpm_fast, "--period-ms", llmq_period, NULL};
     struct cli_run r = cli_run(account, set_slow);
     assert_int_equal(r.status, 0);
     cli_free(&r);

@@ -6,7 +6,8 @@
  * each account's command connection is sent one pipelined batch of cheap reads
  * (LLEN of the backlog and XPENDING summary of the stream per priority,
  * ZCARD of delayed, XLEN of dead), whose replies set the gauges; a batch
- * still unanswered is not sent again, and nothing waits for it, so a slow Redis only makes them stale. */
+ * still unanswered is not sent again, and nothing waits for it, so a slow Redis only makes them
+ * stale. */
 #include "admin/metrics_worker.h"
 
 #include <stdio.h>
@@ -110,9 +111,9 @@ static int register_gauges(struct llmq_worker_metrics *m)
     m->in_hand = llmq_metrics_register(r, "llmq_jobs_in_hand",
                                        "Jobs held by this worker, from dispatch to settled.", g,
                                        NULL, NULL, 0);
-    m->queue = llmq_metrics_register(r, "llmq_queue_jobs",
-                                     "Jobs waiting in a priority's queues, not yet delivered (polled).", g, ap,
-                                     NULL, 0);
+    m->queue = llmq_metrics_register(
+        r, "llmq_queue_jobs", "Jobs waiting in a priority's queues, not yet delivered (polled).", g,
+        ap, NULL, 0);
     m->pending = llmq_metrics_register(r, "llmq_queue_pending_jobs",
                                        "Jobs delivered to some worker and not yet settled "
                                        "(polled).",
