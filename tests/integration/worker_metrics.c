@@ -22,43 +22,7 @@
 
 /* ---- HTTP ---- */
 
-struct page {
-    long status;
-    char *body;
-    size_t len;
-};
-
-static size_t on_page(char *p, size_t sz, size_t n, void *ud)
-{
-    struct page *pg = ud;
-    char *b = realloc(pg->body, pg->len + sz * n + 1);
-    if (b == NULL)
-        return 0;
-    memcpy(b + pg->len, p, sz * n);
-    pg->len += sz * n;
-    b[pg->len] = '\0';
-    pg->body = b;
-    return sz * n;
-}
-
-/* GETs path from the worker's endpoint on port; status 0 when unreachable. */
-static struct page http_get(int port, const char *path)
-{
-    struct page pg = {0};
-    char url[128];
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", port, path);
-    CURL *c = curl_easy_init();
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_page);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &pg);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
-    if (curl_easy_perform(c) == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &pg.status);
-    curl_easy_cleanup(c);
-    if (pg.body == NULL)
-        pg.body = strdup("");
-    return pg;
-}
+/* worker_http_get (worker_support.h) fetches a page of the worker's endpoint. */
 
 /* Polls path until it answers want (or the deadline); returns the last status. */
 static long wait_status(int port, const char *path, long want)
@@ -66,7 +30,7 @@ static long wait_status(int port, const char *path, long want)
     long long deadline = llmq_test_now_ms() + DEADLINE_MS;
     long got = 0;
     while (llmq_test_now_ms() < deadline) {
-        struct page pg = http_get(port, path);
+        struct worker_page pg = worker_http_get(port, path);
         got = pg.status;
         free(pg.body);
         if (got == want)
@@ -382,7 +346,7 @@ static double prom_sum(const struct prom *p, const char *name, ...)
 /* Scrapes /metrics and parses it strictly (asserting); returns the text too. */
 static char *scrape(int port, struct prom *p)
 {
-    struct page pg = http_get(port, "/metrics");
+    struct worker_page pg = worker_http_get(port, "/metrics");
     assert_int_equal(pg.status, 200);
     if (prom_parse(pg.body, p) != 0)
         fail_msg("/metrics is not valid Prometheus text: %s", p->why);
@@ -548,11 +512,11 @@ static void test_readyz_follows_redis(void **state)
 
     llmq_test_redis_stop(&r);
     assert_int_equal(wait_status(port, "/readyz", 503), 503);
-    struct page pg = http_get(port, "/readyz");
+    struct worker_page pg = worker_http_get(port, "/readyz");
     assert_int_equal(pg.status, 503);
     assert_non_null(strstr(pg.body, "redis"));
     free(pg.body);
-    pg = http_get(port, "/healthz");
+    pg = worker_http_get(port, "/healthz");
     assert_int_equal(pg.status, 200);
     free(pg.body);
     struct prom p;
@@ -564,7 +528,7 @@ static void test_readyz_follows_redis(void **state)
 
     assert_int_equal(llmq_test_redis_start(&r, NULL), 0); /* same port */
     assert_int_equal(wait_status(port, "/readyz", 200), 200);
-    pg = http_get(port, "/healthz");
+    pg = worker_http_get(port, "/healthz");
     assert_int_equal(pg.status, 200);
     free(pg.body);
 
@@ -631,7 +595,7 @@ static void test_json_logs(void **state)
                           NULL};
     pid_t w = worker_start(account, &sim, log, args);
     assert_int_equal(wait_status(port, "/healthz", 200), 200);
-    struct page pg = http_get(port, "/metrics");
+    struct worker_page pg = worker_http_get(port, "/metrics");
     assert_null(strstr(pg.body, WORKER_TEST_KEY));
     free(pg.body);
     assert_int_equal(worker_wait(w, DEADLINE_MS), 0);
