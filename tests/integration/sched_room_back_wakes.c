@@ -150,6 +150,22 @@ static void test_retry_refund_unblocks_a_tenant(void **state)
     redisFree(a.c);
 }
 
+static void test_retry_refund_unblocks_a_model(void **state)
+{
+    (void)state;
+    struct acct a;
+    acct_init(&a, "roommodel");
+    const char *lim[] = {"--rpm", "2", "--period-ms", PERIOD, NULL};
+    limits_set(&a, lim);
+    struct grant g[16];
+    block_third(&a, "m", "", "", "10", g);
+    settle(&a, &g[1], "retry", "-1", "60000", "1");
+    struct grant h[16];
+    assert_int_equal(dispatch(&a, h, NULL, 0), 1);
+    assert_string_equal(h[0].id, "m-2");
+    redisFree(a.c);
+}
+
 static void test_handback_unblocks_a_user(void **state)
 {
     (void)state;
@@ -264,6 +280,7 @@ static void test_admission_settle_keeps_the_wait(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_retry_refund_unblocks_a_model),
         cmocka_unit_test(test_retry_refund_unblocks_a_tenant),
         cmocka_unit_test(test_handback_unblocks_a_user),
         cmocka_unit_test(test_user_bucket_shared_across_tenants),
