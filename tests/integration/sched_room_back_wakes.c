@@ -128,59 +128,51 @@ static void block_third(const struct acct *a, const char *tag, const char *tenan
     assert_int_equal(dispatch(a, NULL, NULL, 0), 0);
 }
 
-static void test_retry_refund_unblocks_a_tenant(void **state)
+/* A bucket of 2 requests a period (limit: the `limits set` flags naming it)
+ * blocks the third of 3 jobs of tenant/user; then the grant at index which is
+ * refunded by job_settle mode (retry: a 429 with refund, its retry due in a
+ * minute; handback: back at the head of its key, due now). The next dispatch
+ * must grant the job expected, and the refund must have woken idle workers. */
+static void refund_runs_the_blocked_key(const char *tag, const char *const *limit,
+                                        const char *tenant, const char *user, int which,
+                                        const char *mode, const char *expected)
 {
-    (void)state;
     struct acct a;
-    acct_init(&a, "roomtenant");
-    const char *lim[] = {"--tenant", "ta", "--rpm", "2", "--period-ms", PERIOD, NULL};
-    limits_set(&a, lim);
+    acct_init(&a, tag);
+    limits_set(&a, limit);
     struct grant g[16];
-    block_third(&a, "t", "ta", "", "10", g);
-    /* A 429 retry with refund: its request was not served. The retried job
-     * waits a minute in delayed; the third job needs only the slot. */
+    block_third(&a, tag, tenant, user, "10", g);
     char before[64], after[64];
     wake_last(&a, before, sizeof(before));
-    settle(&a, &g[0], "retry", "-1", "60000", "1");
+    int retry = strcmp(mode, "retry") == 0;
+    settle(&a, &g[which], mode, "-1", retry ? "60000" : "0", retry ? "1" : "0");
     wake_last(&a, after, sizeof(after));
     assert_string_not_equal(before, after);
     struct grant h[16];
     assert_int_equal(dispatch(&a, h, NULL, 0), 1);
-    assert_string_equal(h[0].id, "t-2");
+    assert_string_equal(h[0].id, expected);
     redisFree(a.c);
 }
 
 static void test_retry_refund_unblocks_a_model(void **state)
 {
     (void)state;
-    struct acct a;
-    acct_init(&a, "roommodel");
     const char *lim[] = {"--rpm", "2", "--period-ms", PERIOD, NULL};
-    limits_set(&a, lim);
-    struct grant g[16];
-    block_third(&a, "m", "", "", "10", g);
-    settle(&a, &g[1], "retry", "-1", "60000", "1");
-    struct grant h[16];
-    assert_int_equal(dispatch(&a, h, NULL, 0), 1);
-    assert_string_equal(h[0].id, "m-2");
-    redisFree(a.c);
+    refund_runs_the_blocked_key("roommodel", lim, "", "", 1, "retry", "roommodel-2");
+}
+
+static void test_retry_refund_unblocks_a_tenant(void **state)
+{
+    (void)state;
+    const char *lim[] = {"--tenant", "ta", "--rpm", "2", "--period-ms", PERIOD, NULL};
+    refund_runs_the_blocked_key("roomtenant", lim, "ta", "", 0, "retry", "roomtenant-2");
 }
 
 static void test_handback_unblocks_a_user(void **state)
 {
     (void)state;
-    struct acct a;
-    acct_init(&a, "roomuser");
     const char *lim[] = {"--user", "ua", "--rpm", "2", "--period-ms", PERIOD, NULL};
-    limits_set(&a, lim);
-    struct grant g[16];
-    block_third(&a, "u", "tb", "ua", "10", g);
-    /* A hand-back (shutdown): refunded, back at the head of its key. */
-    settle(&a, &g[1], "handback", "-1", "0", "0");
-    struct grant h[16];
-    assert_int_equal(dispatch(&a, h, NULL, 0), 1);
-    assert_string_equal(h[0].id, "u-1");
-    redisFree(a.c);
+    refund_runs_the_blocked_key("roomuser", lim, "tb", "ua", 1, "handback", "roomuser-1");
 }
 
 static void test_user_bucket_shared_across_tenants(void **state)
