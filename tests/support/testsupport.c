@@ -184,3 +184,23 @@ const char *llmq_test_bin(const char *name, int in_tests)
     snprintf(path, sizeof(path), "%s/%s", dir ? dir : ".", name);
     return path;
 }
+
+int llmq_test_wait_port_file(const char *path, pid_t pid, long long timeout_ms)
+{
+    long long deadline = llmq_test_now_ms() + timeout_ms;
+    for (;;) {
+        FILE *f = fopen(path, "r");
+        if (f != NULL) {
+            int port = 0;
+            int ok = fscanf(f, "%d", &port) == 1 && port > 0;
+            fclose(f);
+            if (ok)
+                return port;
+        }
+        if (pid > 0 && waitpid(pid, NULL, WNOHANG) == pid)
+            return -1;
+        if (llmq_test_now_ms() >= deadline)
+            return 0;
+        usleep(10000);
+    }
+}

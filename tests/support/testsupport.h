@@ -51,6 +51,12 @@ const char *llmq_test_bin(const char *name, int in_tests);
  * thread: the kernel ties the signal to the thread that forked. */
 pid_t llmq_test_fork(void);
 
+/* Waits up to timeout_ms (against hanging, not a timing check) for a server
+ * started with `--port 0 --port-file path` to write its port there. When pid
+ * is > 0 and that process ends first, it is reaped. Returns the port; 0 on
+ * timeout; -1 when the process ended. Leaves the file in place. */
+int llmq_test_wait_port_file(const char *path, pid_t pid, long long timeout_ms);
+
 /* Monotonic milliseconds. */
 long long llmq_test_now_ms(void);
 
