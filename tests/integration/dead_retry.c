@@ -14,6 +14,7 @@
 
 #include "jobs_cli_run.h"
 #include "jobs_fake_worker.h"
+#include "account.h"
 #include "llmq/llmq.h"
 #include "redis/redis.h"
 #include "testsupport.h"
@@ -39,19 +40,17 @@ static char *hget(redisContext *c, const char *prefix, const char *id, const cha
 static void test_list_retry_purge(void **state)
 {
     (void)state;
-    char account[96], prefix[128];
-    llmq_test_unique_name(account, sizeof(account), "dead");
-    llmq_account_prefix(account, prefix, sizeof(prefix), NULL);
-    struct llmq_producer_options o = {.redis_url = llmq_test_redis_url(), .account = account};
-    struct llmq_producer *p = NULL;
-    assert_int_equal(llmq_producer_open(&o, &p, NULL), LLMQ_OK);
+    struct llmq_test_account a;
+    llmq_test_account_open(&a, "dead");
+    const char *account = a.name, *prefix = a.prefix;
+    struct llmq_producer *p = a.producer;
+    redisContext *c = a.c;
     const char *ids[] = {"a", "b", "c", "d"};
     for (int i = 0; i < 4; i++) {
         struct llmq_job_options jo = {.job_id = ids[i], .priority = LLMQ_PRIORITY_LOW};
         assert_int_equal(llmq_producer_enqueue(p, "/v1/chat/completions", BODY, &jo, NULL, NULL),
                          LLMQ_OK);
     }
-    redisContext *c = llmq_test_redis_connect();
     assert_int_equal(fake_worker_run(c, prefix, 100, 100, 2), 4); /* b and d die */
 
     const char *list_json[] = {"llmq", "dead", "list", "--json", NULL};
@@ -117,8 +116,7 @@ static void test_list_retry_purge(void **state)
     r = cli_run(account, bad);
     assert_int_equal(r.status, 2);
     cli_free(&r);
-    redisFree(c);
-    llmq_producer_close(p);
+    llmq_test_account_close(&a);
 }
 
 int main(void)

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "account.h"
 #include "llmq/llmq.h"
 #include "redis/redis.h"
 #include "testsupport.h"
@@ -21,13 +22,12 @@
 static void test_100k(void **state)
 {
     (void)state;
-    char account[96], prefix[128];
-    llmq_test_unique_name(account, sizeof(account), "e100k");
-    llmq_account_prefix(account, prefix, sizeof(prefix), NULL);
-    struct llmq_producer_options o = {.redis_url = llmq_test_redis_url(), .account = account};
-    struct llmq_producer *p = NULL;
+    struct llmq_test_account a;
+    llmq_test_account_open(&a, "e100k");
+    const char *prefix = a.prefix;
+    struct llmq_producer *p = a.producer;
+    redisContext *c = a.c;
     struct llmq_error err = {0};
-    assert_int_equal(llmq_producer_open(&o, &p, &err), LLMQ_OK);
 
     struct llmq_request *reqs = calloc(N, sizeof(*reqs));
     struct llmq_enqueue_result *res = calloc(N, sizeof(*res));
@@ -51,7 +51,6 @@ static void test_100k(void **state)
         created += res[i].rc == LLMQ_OK;
     assert_int_equal(created, N);
 
-    redisContext *c = llmq_test_redis_connect();
     redisReply *r = redisCommand(c, "LLEN %sbacklog:normal", prefix);
     assert_int_equal(r->integer, N);
     freeReplyObject(r);
@@ -84,8 +83,7 @@ static void test_100k(void **state)
         assert_int_equal(redisGetReply(c, (void **)&r), REDIS_OK);
         freeReplyObject(r);
     }
-    redisFree(c);
-    llmq_producer_close(p);
+    llmq_test_account_close(&a);
     free(reqs);
     free(res);
     free(ids);

@@ -14,6 +14,7 @@
 
 #include "jobs_cli_run.h"
 #include "jobs_fake_worker.h"
+#include "account.h"
 #include "llmq/llmq.h"
 #include "redis/redis.h"
 #include "testsupport.h"
@@ -28,19 +29,17 @@ static long long jint(json_t *o, const char *a, const char *b)
 static void test_status(void **state)
 {
     (void)state;
-    char account[96], prefix[128];
-    llmq_test_unique_name(account, sizeof(account), "status");
-    llmq_account_prefix(account, prefix, sizeof(prefix), NULL);
-    struct llmq_producer_options o = {.redis_url = llmq_test_redis_url(), .account = account};
-    struct llmq_producer *p = NULL;
-    assert_int_equal(llmq_producer_open(&o, &p, NULL), LLMQ_OK);
+    struct llmq_test_account a;
+    llmq_test_account_open(&a, "status");
+    const char *account = a.name, *prefix = a.prefix;
+    struct llmq_producer *p = a.producer;
+    redisContext *c = a.c;
     /* low: 2 jobs ended by the fake worker (1 dead); then 5 normal, 3 high */
     for (int i = 0; i < 2; i++) {
         struct llmq_job_options jo = {.priority = LLMQ_PRIORITY_LOW};
         assert_int_equal(llmq_producer_enqueue(p, "/v1/chat/completions", BODY, &jo, NULL, NULL),
                          LLMQ_OK);
     }
-    redisContext *c = llmq_test_redis_connect();
     assert_int_equal(fake_worker_run(c, prefix, 10, 100, 2), 2);
     for (int i = 0; i < 8; i++) {
         struct llmq_job_options jo = {.priority =
@@ -108,8 +107,7 @@ static void test_status(void **state)
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, account));
     cli_free(&r);
-    redisFree(c);
-    llmq_producer_close(p);
+    llmq_test_account_close(&a);
 }
 
 int main(void)
