@@ -110,11 +110,7 @@ static double one_run(int run, long long tpm)
     struct sim_proc sim;
     const char *sim_args[] = {"--tpm", tpm_s, "--period-ms", period_s, "--latency-ms", "20", NULL};
     assert_int_equal(sim_proc_start(&sim, sim_args), 0);
-    const char *limits[] = {"llmq", "limits",      "set",    MODEL, "--tpm",
-                            tpm_s,  "--period-ms", period_s, NULL};
-    struct cli_run r = cli_run(account, limits);
-    assert_int_equal(r.status, 0);
-    cli_free(&r);
+    worker_limits_set(account, MODEL, "--tpm", tpm, PERIOD_MS);
     snprintf(jobs, sizeof(jobs), "/tmp/llmq-exact-%d-%d.jsonl", (int)getpid(), run);
     write_mixed_jobs(jobs);
     worker_enqueue(account, jobs);
