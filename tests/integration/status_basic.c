@@ -1,6 +1,6 @@
 /* llmq status against a known state: per priority queued / in flight /
  * dead, totals, consumers with idle times, buckets with limits (through the
- * limiter's usage script), settings; text and --json; --all-accounts. */
+ * limiter's bucket_usage script), settings; text and --json; --all-accounts. */
 #include <jansson.h>
 #include <setjmp.h>
 #include <stdarg.h>
