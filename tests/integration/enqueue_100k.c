@@ -24,9 +24,6 @@ static void test_100k(void **state)
     (void)state;
     struct llmq_test_account a;
     llmq_test_account_open(&a, "e100k");
-    const char *prefix = a.prefix;
-    struct llmq_producer *p = a.producer;
-    redisContext *c = a.c;
     struct llmq_error err = {0};
 
     struct llmq_request *reqs = calloc(N, sizeof(*reqs));
@@ -43,7 +40,7 @@ static void test_100k(void **state)
             .url = "/v1/chat/completions", .body = bodies[i], .options = {.job_id = ids[i]}};
     }
     long long t0 = llmq_test_now_ms();
-    assert_int_equal(llmq_producer_enqueue_many(p, reqs, N, res, &err), LLMQ_OK);
+    assert_int_equal(llmq_producer_enqueue_many(a.producer, reqs, N, res, &err), LLMQ_OK);
     long long t1 = llmq_test_now_ms();
     fprintf(stderr, "enqueued %d jobs in %lld ms\n", N, t1 - t0);
     size_t created = 0;
@@ -51,15 +48,15 @@ static void test_100k(void **state)
         created += res[i].rc == LLMQ_OK;
     assert_int_equal(created, N);
 
-    redisReply *r = redisCommand(c, "LLEN %sbacklog:normal", prefix);
+    redisReply *r = redisCommand(a.c, "LLEN %sbacklog:normal", a.prefix);
     assert_int_equal(r->integer, N);
     freeReplyObject(r);
     /* every hash is there: pipelined EXISTS */
     for (int i = 0; i < N; i++)
-        redisAppendCommand(c, "EXISTS %sjob:%s", prefix, ids[i]);
+        redisAppendCommand(a.c, "EXISTS %sjob:%s", a.prefix, ids[i]);
     long long found = 0;
     for (int i = 0; i < N; i++) {
-        assert_int_equal(redisGetReply(c, (void **)&r), REDIS_OK);
+        assert_int_equal(redisGetReply(a.c, (void **)&r), REDIS_OK);
         found += r->integer;
         freeReplyObject(r);
     }
@@ -67,20 +64,20 @@ static void test_100k(void **state)
     fprintf(stderr, "counted in %lld ms\n", llmq_test_now_ms() - t1);
 
     /* again (a tenth of them, to keep the test short): duplicates, nothing new */
-    assert_int_equal(llmq_producer_enqueue_many(p, reqs, N / 10, res, &err), LLMQ_OK);
+    assert_int_equal(llmq_producer_enqueue_many(a.producer, reqs, N / 10, res, &err), LLMQ_OK);
     for (int i = 0; i < N / 10; i++)
         assert_int_equal(res[i].rc, LLMQ_EDUPLICATE);
-    r = redisCommand(c, "LLEN %sbacklog:normal", prefix);
+    r = redisCommand(a.c, "LLEN %sbacklog:normal", a.prefix);
     assert_int_equal(r->integer, N);
     freeReplyObject(r);
 
-    /* clean up: this account is large */
-    r = redisCommand(c, "DEL %sbacklog:normal %skq:normal|gpt-4o-mini||", prefix, prefix);
+    /* clean up: this a.name is large */
+    r = redisCommand(a.c, "DEL %sbacklog:normal %skq:normal|gpt-4o-mini||", a.prefix, a.prefix);
     freeReplyObject(r);
     for (int i = 0; i < N; i++)
-        redisAppendCommand(c, "UNLINK %sjob:%s", prefix, ids[i]);
+        redisAppendCommand(a.c, "UNLINK %sjob:%s", a.prefix, ids[i]);
     for (int i = 0; i < N; i++) {
-        assert_int_equal(redisGetReply(c, (void **)&r), REDIS_OK);
+        assert_int_equal(redisGetReply(a.c, (void **)&r), REDIS_OK);
         freeReplyObject(r);
     }
     llmq_test_account_close(&a);

@@ -36,14 +36,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static long long key_count(redisContext *c, const char *fmt, const char *prefix, const char *id)
-{
-    redisReply *r = redisCommand(c, fmt, prefix, id);
-    long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
-    freeReplyObject(r);
-    return v;
-}
-
 static void test_enqueue_one_and_duplicate(void **state)
 {
     struct llmq_test_account *f = *state;
@@ -69,7 +61,7 @@ static void test_enqueue_one_and_duplicate(void **state)
         llmq_producer_enqueue(f->producer, "/v1/chat/completions", BODY, &o, &res, &err),
         LLMQ_EDUPLICATE);
     assert_string_equal(res.state, "queued");
-    assert_int_equal(key_count(f->c, "LLEN %sbacklog:%s", f->prefix, "high"), 1);
+    assert_int_equal(llmq_test_redis_int(f->c, "LLEN %sbacklog:%s", f->prefix, "high"), 1);
     /* generated ids */
     assert_int_equal(llmq_producer_enqueue(f->producer, "/v1/embeddings",
                                            "{\"model\":\"text-embedding-3-small\",\"input\":\"x\"}",
@@ -95,7 +87,7 @@ static void test_many_invalid_writes_nothing(void **state)
     assert_int_equal(res[0].rc, LLMQ_OK);
     assert_int_equal(res[1].rc, LLMQ_EINVAL);
     assert_non_null(strstr(res[1].message, "model"));
-    assert_int_equal(key_count(f->c, "EXISTS %sjob:%s", f->prefix, "m1"), 0);
+    assert_int_equal(llmq_test_redis_int(f->c, "EXISTS %sjob:%s", f->prefix, "m1"), 0);
     reqs[1].body = BODY;
     assert_int_equal(llmq_producer_enqueue_many(f->producer, reqs, 3, res, &err), LLMQ_OK);
     for (int i = 0; i < 3; i++)

@@ -24,40 +24,37 @@ static void test_results(void **state)
     (void)state;
     struct llmq_test_account a;
     llmq_test_account_open(&a, "results");
-    const char *account = a.name, *prefix = a.prefix;
-    struct llmq_producer *p = a.producer;
-    redisContext *c = a.c;
     const char *ids[] = {"r1", "r2", "r3"};
     for (int i = 0; i < 3; i++) {
         struct llmq_job_options jo = {.job_id = ids[i]};
-        assert_int_equal(llmq_producer_enqueue(p, "/v1/embeddings", BODY, &jo, NULL, NULL),
+        assert_int_equal(llmq_producer_enqueue(a.producer, "/v1/embeddings", BODY, &jo, NULL, NULL),
                          LLMQ_OK);
     }
     const char *one[] = {"llmq", "results", "r1", NULL};
-    struct cli_run r = cli_run(account, one);
+    struct cli_run r = cli_run(a.name, one);
     assert_int_equal(r.status, 1);
     assert_non_null(strstr(r.err, "1 of 1 job(s) have no result"));
     cli_free(&r);
     const char *waiting[] = {"llmq", "results", "--wait", "--timeout", "1", "r1", NULL};
-    r = cli_run(account, waiting);
+    r = cli_run(a.name, waiting);
     assert_int_equal(r.status, 1);
     assert_non_null(strstr(r.err, "still running"));
     cli_free(&r);
 
-    assert_int_equal(fake_worker_run(c, prefix, 10, 100, 3), 3); /* r3 dies */
+    assert_int_equal(fake_worker_run(a.c, a.prefix, 10, 100, 3), 3); /* r3 dies */
     const char *two[] = {"llmq", "results", "r2", "r1", NULL};
-    r = cli_run(account, two);
+    r = cli_run(a.name, two);
     assert_int_equal(r.status, 0);
     assert_int_equal(cli_count_lines(r.out), 2);
     assert_non_null(strstr(r.out, "\"custom_id\":\"r1\""));
     cli_free(&r);
     const char *dead[] = {"llmq", "results", "--wait", "r3", NULL};
-    r = cli_run(account, dead);
+    r = cli_run(a.name, dead);
     assert_int_equal(r.status, 3);
     assert_non_null(strstr(r.out, "\"code\":\"http_400\""));
     cli_free(&r);
     const char *all[] = {"llmq", "results", "--all", NULL};
-    r = cli_run(account, all);
+    r = cli_run(a.name, all);
     assert_int_equal(r.status, 0);
     assert_int_equal(cli_count_lines(r.out), 3);
     assert_non_null(strstr(strstr(r.out, "r2"), "r3")); /* done ones first, then dead */

@@ -42,14 +42,6 @@ static void enqueue_and_end(struct llmq_test_account *a, const char *tag, int n,
         ended += fake_worker_run(a->c, a->prefix, 100, 100, die_every);
 }
 
-static long long int_cmd(redisContext *c, const char *fmt, const char *prefix, const char *arg)
-{
-    redisReply *r = redisCommand(c, fmt, prefix, arg);
-    long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
-    freeReplyObject(r);
-    return v;
-}
-
 static void test_count_and_age(void **state)
 {
     (void)state;
@@ -57,16 +49,16 @@ static void test_count_and_age(void **state)
     llmq_test_account_open(&a, "retcount");
     freeReplyObject(redisCommand(a.c, "HSET %ssettings result_max 5", a.prefix));
     enqueue_and_end(&a, "c", 20, 0);
-    assert_int_equal(int_cmd(a.c, "ZCARD %sresults", a.prefix, ""), 5);
+    assert_int_equal(llmq_test_redis_int(a.c, "ZCARD %sresults", a.prefix, ""), 5);
     for (int i = 0; i < 20; i++) {
         char id[16];
         snprintf(id, sizeof(id), "c%d", i);
         long long want = i >= 15; /* the newest five */
-        assert_int_equal(int_cmd(a.c, "EXISTS %sres:%s", a.prefix, id), want);
-        assert_int_equal(int_cmd(a.c, "EXISTS %sjob:%s", a.prefix, id), want);
+        assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sres:%s", a.prefix, id), want);
+        assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sjob:%s", a.prefix, id), want);
     }
     /* a done job keeps no body; its id stays taken while the result lives */
-    assert_int_equal(int_cmd(a.c, "HEXISTS %sjob:c19 %s", a.prefix, "body"), 0);
+    assert_int_equal(llmq_test_redis_int(a.c, "HEXISTS %sjob:c19 %s", a.prefix, "body"), 0);
     struct llmq_job_options o = {.job_id = "c19"};
     assert_int_equal(llmq_producer_enqueue(a.producer, "/v1/embeddings", BODY, &o, NULL, NULL),
                      LLMQ_EDUPLICATE);
@@ -80,9 +72,9 @@ static void test_count_and_age(void **state)
         redisCommand(a.c, "HSET %ssettings result_ttl_ms 300 result_max 1000", a.prefix));
     usleep(400 * 1000);
     assert_int_equal(fake_worker_run(a.c, a.prefix, 10, 100, 0), 1); /* c0 again */
-    assert_int_equal(int_cmd(a.c, "ZCARD %sresults", a.prefix, ""), 1);
-    assert_int_equal(int_cmd(a.c, "EXISTS %sres:%s", a.prefix, "c19"), 0);
-    assert_int_equal(int_cmd(a.c, "EXISTS %sres:%s", a.prefix, "c0"), 1);
+    assert_int_equal(llmq_test_redis_int(a.c, "ZCARD %sresults", a.prefix, ""), 1);
+    assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sres:%s", a.prefix, "c19"), 0);
+    assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sres:%s", a.prefix, "c0"), 1);
     llmq_test_account_close(&a);
 }
 
@@ -93,14 +85,14 @@ static void test_dead_kept(void **state)
     llmq_test_account_open(&a, "retdead");
     freeReplyObject(redisCommand(a.c, "HSET %ssettings result_max 1", a.prefix));
     enqueue_and_end(&a, "d", 6, 2); /* every 2nd dies */
-    assert_int_equal(int_cmd(a.c, "XLEN %sdead", a.prefix, ""), 3);
-    assert_int_equal(int_cmd(a.c, "ZCARD %sresults", a.prefix, ""), 1);
+    assert_int_equal(llmq_test_redis_int(a.c, "XLEN %sdead", a.prefix, ""), 3);
+    assert_int_equal(llmq_test_redis_int(a.c, "ZCARD %sresults", a.prefix, ""), 1);
     redisReply *r = redisCommand(a.c, "XRANGE %sdead - +", a.prefix);
     for (size_t i = 0; i < r->elements; i++) {
         const char *id = r->element[i]->element[1]->element[1]->str;
-        assert_int_equal(int_cmd(a.c, "EXISTS %sres:%s", a.prefix, id), 1);
-        assert_int_equal(int_cmd(a.c, "HEXISTS %sjob:%s body", a.prefix, id), 1);
-        assert_int_equal(int_cmd(a.c, "TTL %sjob:%s", a.prefix, id), -1);
+        assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sres:%s", a.prefix, id), 1);
+        assert_int_equal(llmq_test_redis_int(a.c, "HEXISTS %sjob:%s body", a.prefix, id), 1);
+        assert_int_equal(llmq_test_redis_int(a.c, "TTL %sjob:%s", a.prefix, id), -1);
     }
     freeReplyObject(r);
     llmq_test_account_close(&a);
@@ -137,7 +129,7 @@ static void test_trim_acknowledged_only(void **state)
         snprintf(id, sizeof(id), "t%d", i);
         assert_int_equal(fake_worker_finish(a.c, a.prefix, id, 0), 1);
     }
-    assert_int_equal(int_cmd(a.c, "XLEN %sq:normal", a.prefix, ""), 40);
+    assert_int_equal(llmq_test_redis_int(a.c, "XLEN %sq:normal", a.prefix, ""), 40);
     r = redisCommand(a.c, "XPENDING %sq:normal workers", a.prefix);
     assert_int_equal(r->element[0]->integer, 10);
     freeReplyObject(r);
@@ -146,7 +138,7 @@ static void test_trim_acknowledged_only(void **state)
     freeReplyObject(r);
     /* events are kept by age: with events_ttl_ms 1, the next trim (256
      * finishes on) leaves only the newest */
-    assert_true(int_cmd(a.c, "XLEN %sevents", a.prefix, "") >= 256);
+    assert_true(llmq_test_redis_int(a.c, "XLEN %sevents", a.prefix, "") >= 256);
     freeReplyObject(redisCommand(a.c, "HSET %ssettings events_ttl_ms 1", a.prefix));
     for (int i = 256; i < 300; i++) {
         char id[16];
@@ -157,7 +149,7 @@ static void test_trim_acknowledged_only(void **state)
     usleep(5 * 1000);
     enqueue_n(&a, "u", 1);
     assert_int_equal(fake_worker_finish(a.c, a.prefix, "u0", 0), 1); /* the 512th */
-    assert_true(int_cmd(a.c, "XLEN %sevents", a.prefix, "") <= 1);
+    assert_true(llmq_test_redis_int(a.c, "XLEN %sevents", a.prefix, "") <= 1);
     llmq_test_account_close(&a);
 }
 

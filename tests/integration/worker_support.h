@@ -239,17 +239,12 @@ static inline long long worker_pending(redisContext *c, const char *prefix, cons
     return n;
 }
 
-/* An integer from a Redis command (formatted like redisCommand). */
+/* An integer from a Redis command with up to two arguments (formatted like
+ * redisCommand; b may be NULL when fmt takes one): llmq_test_redis_int. */
 static inline long long redis_int(redisContext *c, const char *fmt, const char *a,
                                   const char *b)
 {
-    redisReply *r = redisCommand(c, fmt, a, b);
-    long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
-    if (r && r->type == REDIS_REPLY_STRING)
-        v = strtoll(r->str, NULL, 10);
-    if (r)
-        freeReplyObject(r);
-    return v;
+    return llmq_test_redis_int(c, fmt, a, b);
 }
 
 /* A page fetched from a worker's admin endpoint. */

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,22 @@ redisContext *llmq_test_redis_connect(void)
         exit(1);
     }
     return c;
+}
+
+long long llmq_test_redis_int(redisContext *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    long long v = -1;
+    if (r != NULL && r->type == REDIS_REPLY_INTEGER)
+        v = r->integer;
+    else if (r != NULL && r->type == REDIS_REPLY_STRING)
+        v = strtoll(r->str, NULL, 10);
+    if (r != NULL)
+        freeReplyObject(r);
+    return v;
 }
 
 int llmq_test_free_port(void)

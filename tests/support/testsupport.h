@@ -15,6 +15,11 @@ const char *llmq_test_redis_url(void);
 /* A connected synchronous context to llmq_test_redis_url(); aborts on failure. */
 redisContext *llmq_test_redis_connect(void);
 
+/* The integer a command answers (fmt and arguments as redisCommand's; a
+ * string reply, as HGET's, is read as a number), or -1 for no reply, an error
+ * or another type. */
+long long llmq_test_redis_int(redisContext *c, const char *fmt, ...);
+
 /* A loopback TCP port that was free a moment ago. */
 int llmq_test_free_port(void);
 
