@@ -345,7 +345,7 @@ static void test_fault_suite(void **state)
     worker_limits_set(fr.account, "gpt-4o-mini", "--rpm", RPM, LLMQ_PERIOD_MS);
     snprintf(fr.jobs_path, sizeof(fr.jobs_path), "/tmp/llmq-fault-%d.jsonl", (int)getpid());
     for (int i = 0; i < WORKERS; i++) {
-        snprintf(fr.logs[i], sizeof(fr.logs[i]), "/tmp/llmq-fault-%d-w%d.log", (int)getpid(), i);
+        worker_log_path(fr.logs[i], "fault", i);
         start_worker(&fr, i);
     }
     /* The jobs come once every worker's loop runs (startup lag on a loaded

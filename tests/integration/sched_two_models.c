@@ -69,12 +69,8 @@ static void test_two_models_interleaved(void **state)
 
     pid_t pids[WORKERS];
     const char *args[] = {"--concurrency", "64", "--exit-when-idle-ms", "2000", NULL};
-    for (int i = 0; i < WORKERS; i++) {
-        snprintf(logs[i], sizeof(logs[i]), "/tmp/llmq-twomodels-%d-w%d.log", (int)getpid(), i);
-        pids[i] = worker_start(account, &sim, logs[i], args);
-    }
-    for (int i = 0; i < WORKERS; i++)
-        assert_int_equal(worker_wait(pids[i], 240000), 0);
+    worker_start_n(account, &sim, "twomodels", WORKERS, logs, pids, args);
+    worker_wait_n(pids, WORKERS, 240000);
     assert_int_equal(sim_proc_stop(&sim), 0);
 
     redisContext *c = llmq_test_redis_connect();

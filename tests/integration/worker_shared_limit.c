@@ -56,18 +56,14 @@ static void test_four_workers_share_one_limit(void **state)
      * after its admission than a job granted alone (arrival jitter that the
      * guard must cover). */
     const char *args[] = {"--concurrency", "16", "--exit-when-idle-ms", "8000", NULL};
-    for (int i = 0; i < WORKERS; i++) {
-        snprintf(logs[i], sizeof(logs[i]), "/tmp/llmq-shared-%d-w%d.log", (int)getpid(), i);
-        pids[i] = worker_start(account, &sim, logs[i], args);
-    }
+    worker_start_n(account, &sim, "shared", WORKERS, logs, pids, args);
     /* The jobs come once every worker's loop runs: a worker still starting
      * up (a loaded machine, sanitizers) would send its first grant late,
      * and that startup lag is not what the guard is for. */
     for (int i = 0; i < WORKERS; i++)
         assert_true(worker_wait_log(logs[i], "redis connected", 30000));
     worker_enqueue(account, jobs);
-    for (int i = 0; i < WORKERS; i++)
-        assert_int_equal(worker_wait(pids[i], 180000), 0);
+    worker_wait_n(pids, WORKERS, 180000);
     assert_int_equal(sim_proc_stop(&sim), 0);
 
     /* Exactly one result per job. */

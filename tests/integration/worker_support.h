@@ -65,6 +65,32 @@ static inline int worker_wait(pid_t pid, long long timeout_ms)
     return -1;
 }
 
+/* The log of worker i of a test tagged tag: /tmp/llmq-<tag>-<pid>-w<i>.log
+ * into buf (128 bytes). */
+static inline void worker_log_path(char buf[128], const char *tag, int i)
+{
+    snprintf(buf, 128, "/tmp/llmq-%s-%d-w%d.log", tag, (int)getpid(), i);
+}
+
+/* Starts n workers (worker_start with extra) logging to worker_log_path
+ * (tag, i), which is written into logs[i]; their pids into pids. */
+static inline void worker_start_n(const char *account, const struct sim_proc *sim, const char *tag,
+                                  int n, char (*logs)[128], pid_t *pids, const char *const *extra)
+{
+    for (int i = 0; i < n; i++) {
+        worker_log_path(logs[i], tag, i);
+        pids[i] = worker_start(account, sim, logs[i], extra);
+    }
+}
+
+/* Asserts that each of the n workers exits 0 within timeout_ms (a deadline
+ * against hanging, not a timing check). */
+static inline void worker_wait_n(const pid_t *pids, int n, long long timeout_ms)
+{
+    for (int i = 0; i < n; i++)
+        assert_int_equal(worker_wait(pids[i], timeout_ms), 0);
+}
+
 /* Waits up to timeout_ms until the log at path holds text; returns 1, or 0
  * on timeout. */
 static inline int worker_wait_log(const char *path, const char *text, long long timeout_ms)
