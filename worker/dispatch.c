@@ -49,8 +49,7 @@ static struct worker_job *job_from_reply(struct worker_account *a, const redisRe
     job->cost = d.cost;
     job->max_attempts = d.max_attempts > 0 ? d.max_attempts : a->w->cfg->max_attempts;
     job->est_prompt_tokens = d.est_prompt_tokens;
-    job->rem_req = job->rem_tok = job->reset_req_ms = job->reset_tok_ms = -1;
-    job->lim_req = job->lim_tok = -1;
+    llmq_worker_settle_init(&job->settle);
     return job;
 }
 

@@ -4,7 +4,6 @@
  * teaches the model bucket from the response headers. A settle whose reply
  * is lost with the connection is kept and sent again when Redis is back:
  * a result, once the API returned it, is never dropped. */
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +38,7 @@ void llmq_worker_job_free(struct worker_job *job)
     free(job->model);
     free(job->url_path);
     free(job->body);
-    free(job->line);
+    free(job->settle.line);
     free(job);
 }
 
@@ -49,20 +48,10 @@ static void keep_for_retry(struct worker_job *job)
     job->acct->settle_retry = job;
 }
 
-static void on_settled(redisAsyncContext *ac, redisReply *r, void *privdata)
+/* job left the worker: its slot is free for another dispatch. */
+static void job_finished(struct worker_job *job)
 {
-    (void)ac;
-    struct worker_job *job = privdata;
     struct llmq_worker *w = job->acct->w;
-    if (r == NULL) {
-        keep_for_retry(job);
-        return;
-    }
-    if (r->type == REDIS_REPLY_ERROR)
-        LLMQ_LOG_JOB(LLMQ_LOG_ERROR, job->acct->cfg->name, job->id, "settle failed: %s", r->str);
-    else
-        LLMQ_LOG_JOB(LLMQ_LOG_DEBUG, job->acct->cfg->name, job->id, "settled: %s%s%s", job->mode,
-                     job->reason[0] ? " " : "", job->reason);
     llmq_worker_spool_answered(job);
     llmq_worker_job_free(job);
     w->inflight--;
@@ -72,39 +61,38 @@ static void on_settled(redisAsyncContext *ac, redisReply *r, void *privdata)
     llmq_worker_check_done(w);
 }
 
+static void on_settled(redisAsyncContext *ac, redisReply *r, void *privdata)
+{
+    (void)ac;
+    struct worker_job *job = privdata;
+    if (r == NULL) {
+        keep_for_retry(job);
+        return;
+    }
+    if (r->type == REDIS_REPLY_ERROR)
+        LLMQ_LOG_JOB(LLMQ_LOG_ERROR, job->acct->cfg->name, job->id, "settle failed: %s", r->str);
+    else
+        LLMQ_LOG_JOB(LLMQ_LOG_DEBUG, job->acct->cfg->name, job->id, "settled: %s%s%s",
+                     llmq_worker_settle_mode_name(job->settle.mode),
+                     job->settle.reason[0] ? " " : "", job->settle.reason);
+    job_finished(job);
+}
+
 void llmq_worker_settle(struct worker_job *job)
 {
     struct worker_account *a = job->acct;
-    char actual[24], delay[24], pause[24], nums[6][24];
-    snprintf(actual, sizeof(actual), "%" PRId64, job->actual_tokens);
-    snprintf(delay, sizeof(delay), "%" PRId64, job->delay_ms);
-    snprintf(pause, sizeof(pause), "%" PRId64, job->pause_ms);
-    const int64_t hv[6] = {job->rem_req,      job->rem_tok, job->reset_req_ms,
-                           job->reset_tok_ms, job->lim_req, job->lim_tok};
-    for (int i = 0; i < 6; i++)
-        snprintf(nums[i], sizeof(nums[i]), "%" PRId64, hv[i]);
-    const char *argv[20] = {a->prefix,
-                            job->mode,
-                            job->prio,
-                            job->eid,
-                            job->id,
-                            job->handle,
-                            actual,
-                            job->line ? job->line : "",
-                            job->reason,
-                            delay,
-                            job->refund ? "1" : "0",
-                            job->model,
-                            pause,
-                            nums[0],
-                            nums[1],
-                            nums[2],
-                            nums[3],
-                            nums[4],
-                            nums[5],
-                            a->cfg->key_id};
+    struct worker_settle_argv args;
+    int argc = llmq_worker_settle_argv(job, a->prefix, a->cfg->key_id, &args);
+    if (argc < 0) {
+        /* A flow ended a job without deciding how: a bug, not a request
+         * to send or to spool. Its stream entry stays pending and is
+         * reclaimed after the visibility timeout. */
+        LLMQ_LOG_JOB(LLMQ_LOG_ERROR, a->cfg->name, job->id, "settle without a mode: not sent");
+        job_finished(job);
+        return;
+    }
     redisAsyncContext *ac = llmq_redis_async_context(a->cmd);
-    if (ac == NULL || llmq_script_run_async(ac, LLMQ_SCRIPT_JOB_SETTLE, 1, 20, argv, NULL,
+    if (ac == NULL || llmq_script_run_async(ac, LLMQ_SCRIPT_JOB_SETTLE, 1, argc, args.argv, NULL,
                                             on_settled, job) != LLMQ_OK)
         keep_for_retry(job);
 }

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "redis/keys.h"
 #include "redis/redis_async.h"
+#include "settle_request.h"
 
 struct llmq_http;
 struct llmq_worker;
@@ -62,16 +63,9 @@ struct worker_job {
     char *id, *handle, *model, *url_path, *body;
     int attempts, max_attempts;
     int64_t cost;
-    int64_t est_prompt_tokens; /* enqueue's estimate, for calibration; -1 none */
-    /* The settle to send. */
-    const char *mode;      /* done | retry | dead | handback | authpause */
-    int64_t actual_tokens; /* -1: refund */
-    char *line;            /* Batch output line (done/dead) */
-    char reason[256];
-    int64_t delay_ms, pause_ms;
-    int refund;
-    int from_spool; /* loaded from a previous run's spool file (spool.h) */
-    int64_t rem_req, rem_tok, reset_req_ms, reset_tok_ms, lim_req, lim_tok;
+    int64_t est_prompt_tokens;   /* enqueue's estimate, for calibration; -1 none */
+    struct worker_settle settle; /* the outcome to send (settle_request.h) */
+    int from_spool;              /* loaded from a previous run's spool file (spool.h) */
 };
 
 struct llmq_worker {

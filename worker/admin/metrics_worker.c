@@ -357,7 +357,7 @@ void llmq_worker_metrics_end(struct llmq_worker *w, const struct worker_job *job
                              const struct llmq_http_response *resp)
 {
     struct llmq_worker_metrics *m = w->metrics;
-    if (m == NULL || job->mode == NULL)
+    if (m == NULL || job->settle.mode == WORKER_SETTLE_UNSET)
         return;
     char status[32] = "not_sent";
     if (resp != NULL && resp->outcome == LLMQ_HTTP_OK)
@@ -367,15 +367,25 @@ void llmq_worker_metrics_end(struct llmq_worker *w, const struct worker_job *job
     const char *l[] = {job->acct->cfg->name, job->model, status};
     if (resp != NULL && resp->outcome != LLMQ_HTTP_CANCELLED)
         llmq_metrics_observe(m->latency_s, l, resp->elapsed_ms / 1000.0);
-    if (strcmp(job->mode, "done") == 0) {
+    switch (job->settle.mode) {
+    case WORKER_SETTLE_DONE:
         llmq_metrics_add(m->succeeded, l, 1);
-        llmq_metrics_add(m->tok_used, l, job->actual_tokens > 0 ? (double)job->actual_tokens : 0);
-    } else if (strcmp(job->mode, "retry") == 0) {
+        llmq_metrics_add(m->tok_used, l,
+                         job->settle.actual_tokens > 0 ? (double)job->settle.actual_tokens : 0);
+        break;
+    case WORKER_SETTLE_RETRY:
         llmq_metrics_add(m->retried, l, 1);
-    } else if (strcmp(job->mode, "dead") == 0) {
+        break;
+    case WORKER_SETTLE_DEAD:
         llmq_metrics_add(m->dead, l, 1);
-    } else {
+        break;
+    case WORKER_SETTLE_HANDBACK:
+    case WORKER_SETTLE_AUTHPAUSE:
         llmq_metrics_add(m->handed_back, l, 1);
+        break;
+    case WORKER_SETTLE_UNSET:
+    case WORKER_SETTLE_MODE_COUNT:
+        break;
     }
 }
 

@@ -71,7 +71,7 @@ static void test_submit_failure_on_last_attempt_counts_dead_once(void **state)
     struct worker_job *job = new_job(a, 1, 1);
     llmq_worker_call(&w, job);
 
-    assert_string_equal(job->mode, "dead");
+    assert_int_equal(job->settle.mode, WORKER_SETTLE_DEAD);
     assert_int_equal(w.stats.dead, 1);
     assert_int_equal(w.stats.retried, 0);
     size_t len = 0;
