@@ -13,15 +13,11 @@
 #include <string.h>
 
 #include "http/http.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "redis/script.h"
 #include "worker.h"
 #include "llmq/priority.h"
-
-int64_t llmq_worker_now_ms(const struct llmq_worker *w)
-{
-    return (int64_t)(ev_now(w->loop) * 1000);
-}
 
 static void on_reclaimed(redisAsyncContext *ac, redisReply *r, void *privdata)
 {
@@ -97,7 +93,7 @@ static void on_idle_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)revents;
     struct llmq_worker *w = t->data;
-    int64_t quiet = llmq_worker_now_ms(w) - w->last_busy_ms;
+    int64_t quiet = llmq_monotonic_ms() - w->last_busy_ms;
     int waiting = 0;
     for (int i = 0; i < w->n_accounts; i++)
         waiting |= !w->accounts[i].auth_paused && /* polls for a resume, but has no work */

@@ -13,52 +13,10 @@
 #include "spool.h"
 #include "worker.h"
 
-void llmq_worker_job_hold(struct worker_job *job)
-{
-    struct worker_account *a = job->acct;
-    job->held_prev = NULL;
-    job->held_next = a->held;
-    if (a->held != NULL)
-        a->held->held_prev = job;
-    a->held = job;
-}
-
-void llmq_worker_job_free(struct worker_job *job)
-{
-    if (job == NULL)
-        return;
-    if (job->held_prev != NULL)
-        job->held_prev->held_next = job->held_next;
-    else if (job->acct != NULL && job->acct->held == job)
-        job->acct->held = job->held_next;
-    if (job->held_next != NULL)
-        job->held_next->held_prev = job->held_prev;
-    free(job->id);
-    free(job->handle);
-    free(job->model);
-    free(job->url_path);
-    free(job->body);
-    free(job->settle.line);
-    free(job);
-}
-
 static void keep_for_retry(struct worker_job *job)
 {
     job->next = job->acct->settle_retry;
     job->acct->settle_retry = job;
-}
-
-/* job left the worker: its slot is free for another dispatch. */
-static void job_finished(struct worker_job *job)
-{
-    struct llmq_worker *w = job->acct->w;
-    llmq_worker_spool_answered(job);
-    llmq_worker_job_free(job);
-    w->inflight--;
-    w->last_busy_ms = llmq_worker_now_ms(w);
-    for (int i = 0; i < w->n_accounts; i++)
-        llmq_worker_dispatch_soon(&w->accounts[i]);
-    llmq_worker_check_done(w);
 }
 
 static void on_settled(redisAsyncContext *ac, redisReply *r, void *privdata)
@@ -75,7 +33,8 @@ static void on_settled(redisAsyncContext *ac, redisReply *r, void *privdata)
         LLMQ_LOG_JOB(LLMQ_LOG_DEBUG, job->acct->cfg->name, job->id, "settled: %s%s%s",
                      llmq_worker_settle_mode_name(job->settle.mode),
                      job->settle.reason[0] ? " " : "", job->settle.reason);
-    job_finished(job);
+    llmq_worker_spool_answered(job);
+    llmq_worker_job_release(job);
 }
 
 void llmq_worker_settle(struct worker_job *job)
@@ -88,7 +47,7 @@ void llmq_worker_settle(struct worker_job *job)
          * to send or to spool. Its stream entry stays pending and is
          * reclaimed after the visibility timeout. */
         LLMQ_LOG_JOB(LLMQ_LOG_ERROR, a->cfg->name, job->id, "settle without a mode: not sent");
-        job_finished(job);
+        llmq_worker_job_release(job);
         return;
     }
     redisAsyncContext *ac = llmq_redis_async_context(a->cmd);

@@ -56,13 +56,11 @@ static void file_prefix(const struct worker_account *a, char *buf, size_t n)
 static struct worker_job *job_from_line(struct worker_account *a, const char *text)
 {
     json_t *o = json_loads(text, 0, NULL);
-    struct worker_job *job = o != NULL ? calloc(1, sizeof(*job)) : NULL;
+    struct worker_job *job = o != NULL ? llmq_worker_job_new(a) : NULL;
     if (job == NULL) {
         json_decref(o);
         return NULL;
     }
-    job->acct = a;
-    job->est_prompt_tokens = -1;
     job->from_spool = 1;
     int ok = llmq_worker_settle_from_json(job, o) == 0 && llmq_name_valid(job->id) &&
              job->settle.mode != WORKER_SETTLE_AUTHPAUSE && (job->url_path = strdup("")) != NULL &&
@@ -104,7 +102,7 @@ static int load_file(struct worker_account *a, const char *path)
         }
         job->next = a->settle_retry;
         a->settle_retry = job;
-        a->w->inflight++;
+        llmq_worker_job_take_spooled(job);
         loaded++;
     }
     free(text);

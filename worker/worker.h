@@ -16,7 +16,7 @@
 #include "config.h"
 #include "redis/keys.h"
 #include "redis/redis_async.h"
-#include "settle_request.h"
+#include "job_slot.h"
 
 struct llmq_http;
 struct llmq_worker;
@@ -53,21 +53,6 @@ struct worker_account {
     int auth_checked;       /* account_resume ran for this process's key */
 };
 
-/* One job in hand, from dispatch until its settle script has answered. */
-struct worker_job {
-    struct worker_job *next;                  /* in settle_retry */
-    struct worker_job *held_prev, *held_next; /* in acct->held (llmq_worker_job_hold) */
-    struct worker_account *acct;
-    char eid[64];
-    char prio[8];
-    char *id, *handle, *model, *url_path, *body;
-    int attempts, max_attempts;
-    int64_t cost;
-    int64_t est_prompt_tokens;   /* enqueue's estimate, for calibration; -1 none */
-    struct worker_settle settle; /* the outcome to send (settle_request.h) */
-    int from_spool;              /* loaded from a previous run's spool file (spool.h) */
-};
-
 struct llmq_worker {
     struct ev_loop *loop;
     struct llmq_worker_config *cfg;
@@ -78,7 +63,7 @@ struct llmq_worker {
     int draining;
     int exit_code;
     uint64_t rng;
-    int64_t last_busy_ms;
+    int64_t last_busy_ms; /* llmq_monotonic_ms() when a job last came or went */
     ev_signal sigterm, sigint;
     ev_timer grace_timer, recover_timer, idle_timer;
     struct llmq_worker_stats stats;
@@ -97,9 +82,6 @@ void llmq_worker_call(struct llmq_worker *w, struct worker_job *job);
 void llmq_worker_settle(struct worker_job *job);
 /* Resends settles that failed while Redis was away. */
 void llmq_worker_settle_flush(struct worker_account *a);
-void llmq_worker_job_free(struct worker_job *job);
-/* Adds job to its account's held list (until llmq_worker_job_free). */
-void llmq_worker_job_hold(struct worker_job *job);
 
 /* auth_pause.c: the account pause after a 401/403 (see the file comment). */
 /* A call got status (401/403) with detail (the error code or message, may be
@@ -119,8 +101,5 @@ void llmq_worker_begin_drain(struct llmq_worker *w);
 /* Called whenever a job leaves the worker: stops the loop when draining and
  * nothing is left. */
 void llmq_worker_check_done(struct llmq_worker *w);
-
-/* Monotonic ms of the loop. */
-int64_t llmq_worker_now_ms(const struct llmq_worker *w);
 
 #endif
