@@ -1,6 +1,6 @@
 /* One job's call to the API (docs/DESIGN.md §3.3-3.5): sends it, classifies the
  * outcome with the pure llmq_call_classify (classify.h, where the table of
- * statuses lives) and turns the verdict into the settle to send (settle.c),
+ * statuses lives) and turns the verdict into the settle to send (job_settle.c),
  * counters, metrics and log lines. Every response's x-ratelimit-* headers go
  * to the settle, where the model bucket learns from them. */
 #include <jansson.h>

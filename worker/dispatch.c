@@ -91,7 +91,7 @@ static void plan_next(struct worker_account *a, size_t granted, int asked, int64
     if (w->draining)
         return;
     if (granted > 0 && (int)granted == asked) {
-        if (w->inflight < w->cfg->concurrency)
+        if (w->in_hand < w->cfg->concurrency)
             llmq_worker_dispatch_soon(a);
         return; /* else a finished job asks again */
     }
@@ -168,7 +168,7 @@ static void on_dispatch(redisAsyncContext *ac, redisReply *r, void *privdata)
 static void dispatch_now(struct worker_account *a)
 {
     struct llmq_worker *w = a->w;
-    int free_slots = w->cfg->concurrency - w->inflight;
+    int free_slots = w->cfg->concurrency - w->in_hand;
     redisAsyncContext *ac = llmq_redis_async_context(a->cmd);
     if (w->draining || a->dispatching || free_slots <= 0 || ac == NULL)
         return;

@@ -1,5 +1,5 @@
 /* Jobs in hand and their slots; the contract is in job_slot.h. The in-hand
- * count (w->inflight) changes only here. */
+ * count (w->in_hand) changes only here. */
 #include "job_slot.h"
 
 #include <stdlib.h>
@@ -26,12 +26,12 @@ void llmq_worker_job_hold(struct worker_job *job)
     if (a->held != NULL)
         a->held->held_prev = job;
     a->held = job;
-    a->w->inflight++;
+    a->w->in_hand++;
 }
 
 void llmq_worker_job_take_spooled(struct worker_job *job)
 {
-    job->acct->w->inflight++;
+    job->acct->w->in_hand++;
 }
 
 void llmq_worker_job_free(struct worker_job *job)
@@ -57,7 +57,7 @@ void llmq_worker_job_release(struct worker_job *job)
 {
     struct llmq_worker *w = job->acct->w;
     llmq_worker_job_free(job);
-    w->inflight--;
+    w->in_hand--;
     w->last_busy_ms = llmq_monotonic_ms();
     for (int i = 0; i < w->n_accounts; i++)
         llmq_worker_dispatch_soon(&w->accounts[i]);

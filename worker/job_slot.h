@@ -7,7 +7,7 @@
  *      a job loaded from a previous run's spool (spool.c) takes a slot with
  *      llmq_worker_job_take_spooled (not held: it has no call to protect);
  *   2. call.c owns it while its call runs (it is the HTTP callback's
- *      privdata), decides its settle (job->settle) and hands it to settle.c;
+ *      privdata), decides its settle (job->settle) and hands it to job_settle.c;
  *   3. job_settle.c owns it until the job_settle script answers; while Redis
  *      is away it waits on its account's settle_retry list (resent, or
  *      spooled at exit);

@@ -1,6 +1,6 @@
 /* The spool: settles that outlive a Redis outage and the worker; see spool.h.
  *
- * Ownership: the jobs stay on their account's settle_retry list (settle.c
+ * Ownership: the jobs stay on their account's settle_retry list (job_settle.c
  * owns them); the spool owns only the names of the files it claimed at start
  * (struct worker_spool, one per account, freed by llmq_worker_spool_free). */
 #include "spool.h"

@@ -1,10 +1,15 @@
 /* llmq-worker internals shared by its flows (docs/DESIGN.md §3.2-3.6):
- *   dispatch.c  asks the dispatch script for jobs the limiter admits, and
- *               decides when to ask again (exact waits, wake-up reads);
- *   call.c      sends each job to the API and classifies the response;
- *   settle.c    ends each delivery with the job_settle script;
- *   recover.c   keeps this worker's deliveries alive, reclaims silent
- *               workers' jobs, drains on SIGTERM.
+ *   dispatch.c       asks the dispatch script for jobs the limiter admits,
+ *                    and decides when to ask again (exact waits, wake-up
+ *                    reads);
+ *   call.c           sends each job to the API and decides its settle;
+ *   job_settle.c     ends each delivery with the job_settle script;
+ *   job_slot.c       owns struct worker_job and the slots (job_slot.h);
+ *   settle_request.c the settle request's fields, as script arguments and
+ *                    spool lines (settle_request.h);
+ *   spool.c          keeps settles Redis could not take across a restart;
+ *   recover.c        keeps this worker's deliveries alive, reclaims silent
+ *                    workers' jobs, drains on SIGTERM.
  * One libev loop drives everything: hiredis async (two connections per
  * account: commands, and a blocking wake-up read) and curl multi. */
 #ifndef LLMQ_WORKER_H
@@ -59,7 +64,7 @@ struct llmq_worker {
     struct worker_account accounts[LLMQ_WORKER_MAX_ACCOUNTS];
     int n_accounts;
     struct llmq_http *http;
-    int inflight; /* jobs in hand, for --concurrency */
+    int in_hand; /* jobs from dispatch until settled (job_slot.h), for --concurrency */
     int draining;
     int exit_code;
     uint64_t rng;
@@ -78,7 +83,7 @@ void llmq_worker_account_stop(struct worker_account *a);
 /* call.c: sends job (owned by the worker from now on). */
 void llmq_worker_call(struct llmq_worker *w, struct worker_job *job);
 
-/* settle.c: runs job's settle (mode etc. filled); frees job when answered. */
+/* job_settle.c: runs job's settle (mode etc. filled); frees job when answered. */
 void llmq_worker_settle(struct worker_job *job);
 /* Resends settles that failed while Redis was away. */
 void llmq_worker_settle_flush(struct worker_account *a);
