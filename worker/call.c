@@ -98,7 +98,6 @@ static void plan_retry(struct llmq_worker *w, struct worker_job *job, const char
     job->settle.refund = refund;
     job->settle.delay_ms = llmq_backoff_delay_ms(&policy, job->attempts, hint_ms, &w->rng);
     snprintf(job->settle.reason, sizeof(job->settle.reason), "%s", reason);
-    w->stats.retried++;
     LLMQ_LOG_JOB(LLMQ_LOG_INFO, job->acct->cfg->name, job->id,
                  "retry (attempt %d of %d) in %lld ms: %s", job->attempts + 1, job->max_attempts,
                  (long long)job->settle.delay_ms, reason);
@@ -134,8 +133,6 @@ static void apply_class(struct llmq_worker *w, struct worker_job *job,
             llmq_worker_metrics_prompt(w, job, c->usage.input_tokens);
         }
         job->settle.line = output_line(job, resp, &c->eb, NULL, NULL);
-        w->stats.succeeded++;
-        w->stats.tokens_used += job->settle.actual_tokens;
         LLMQ_LOG_JOB(LLMQ_LOG_DEBUG, acct, job->id,
                      "done: http %ld, %lld tokens used of %lld reserved, %lld ms", resp->status,
                      (long long)job->settle.actual_tokens, (long long)job->cost,
@@ -143,7 +140,6 @@ static void apply_class(struct llmq_worker *w, struct worker_job *job,
         return;
     case LLMQ_CALL_HANDBACK:
         job->settle.mode = WORKER_SETTLE_HANDBACK;
-        w->stats.handed_back++;
         return;
     case LLMQ_CALL_AUTH:
         llmq_worker_auth_refused(job->acct, resp->status,
@@ -194,18 +190,17 @@ static void apply_class(struct llmq_worker *w, struct worker_job *job,
 }
 
 /* Every attempt ends here once its mode is decided, however it ended (a
- * response, a transport error, a request that could not be sent): a dead job
- * is counted once, in the summary and in the metrics alike, then settled.
- * resp is NULL when nothing was sent. */
+ * response, a transport error, a request that could not be sent): its
+ * outcome is counted once, in the summary and in the metrics alike
+ * (llmq_worker_count_outcome), then settled. resp is NULL when nothing was
+ * sent. */
 static void end_attempt(struct llmq_worker *w, struct worker_job *job,
                         const struct llmq_http_response *resp)
 {
-    if (job->settle.mode == WORKER_SETTLE_DEAD) {
-        w->stats.dead++;
+    if (job->settle.mode == WORKER_SETTLE_DEAD)
         LLMQ_LOG_JOB(LLMQ_LOG_WARN, job->acct->cfg->name, job->id, "dead-lettered: %s",
                      job->settle.reason);
-    }
-    llmq_worker_metrics_end(w, job, resp);
+    llmq_worker_count_outcome(w, job, resp);
     llmq_worker_settle(job);
 }
 
