@@ -49,13 +49,7 @@ static struct worker_job *full_job(void)
 
 static void free_job(struct worker_job *job)
 {
-    free(job->id);
-    free(job->handle);
-    free(job->model);
-    free(job->url_path);
-    free(job->body);
-    free(job->settle.line);
-    free(job);
+    llmq_worker_job_free(job); /* no account, no slot: memory only */
 }
 
 /* ARGV names job_settle.lua documents, one "-- ARGV[n] name: ..." line each:

@@ -12,10 +12,7 @@
 
 #include <cmocka.h>
 
-#include "admin/metrics_worker.h"
-#include "config.h"
-#include "redis/redis_async.h"
-#include "worker.h"
+#include "../worker_fixture.h"
 
 /* The sum of every series of family name in Prometheus text. */
 static double family_sum(const char *text, const char *name)
@@ -38,27 +35,8 @@ static double family_sum(const char *text, const char *name)
 static void test_every_outcome_counts_the_same_in_summary_and_metrics(void **state)
 {
     (void)state;
-    static struct llmq_worker_config cfg;
-    static struct llmq_worker w;
-    memset(&cfg, 0, sizeof(cfg));
-    memset(&w, 0, sizeof(w));
-    snprintf(cfg.accounts[0].name, sizeof(cfg.accounts[0].name), "acct");
-    cfg.n_accounts = 1;
-    w.loop = ev_loop_new(EVFLAG_AUTO);
-    w.cfg = &cfg;
-    w.n_accounts = 1;
-    struct worker_account *a = &w.accounts[0];
-    a->w = &w;
-    a->cfg = &cfg.accounts[0];
-    /* The metrics read the account's Redis state: a connection that never
-     * comes up (nothing listens on port 1). */
-    struct llmq_redis_url url;
-    struct llmq_error err = {0};
-    assert_int_equal(llmq_redis_url_parse("redis://127.0.0.1:1/0", &url, &err), LLMQ_OK);
-    struct llmq_redis_async_config rc = {.name = "worker"};
-    a->cmd = llmq_redis_async_new(w.loop, &url, &rc, NULL, NULL, &err);
-    assert_non_null(a->cmd);
-    assert_int_equal(llmq_worker_metrics_start(&w), 0);
+    struct llmq_worker *w = worker_fixture_start();
+    struct worker_account *a = &w->accounts[0];
 
     /* Each mode once, authpause and done twice (one done with no usage). */
     static const enum worker_settle_mode modes[] = {
@@ -73,32 +51,30 @@ static void test_every_outcome_counts_the_same_in_summary_and_metrics(void **sta
         job->model = strdup("gpt-4o-mini");
         job->settle.mode = modes[i];
         job->settle.actual_tokens = actual[i];
-        llmq_worker_count_outcome(&w, job, NULL);
+        llmq_worker_count_outcome(w, job, NULL);
         llmq_worker_job_free(job);
     }
     /* Not decided: counted nowhere. */
     struct worker_job *job = llmq_worker_job_new(a);
     job->model = strdup("gpt-4o-mini");
-    llmq_worker_count_outcome(&w, job, NULL);
+    llmq_worker_count_outcome(w, job, NULL);
     llmq_worker_job_free(job);
 
     size_t len = 0;
-    char *text = llmq_worker_metrics_render(&w, &len);
+    char *text = llmq_worker_metrics_render(w, &len);
     assert_non_null(text);
-    assert_int_equal(w.stats.succeeded, 2);
-    assert_int_equal(w.stats.retried, 1);
-    assert_int_equal(w.stats.dead, 1);
-    assert_int_equal(w.stats.handed_back, 3);
-    assert_int_equal(w.stats.tokens_used, 120);
-    assert_true(family_sum(text, "llmq_jobs_succeeded_total") == (double)w.stats.succeeded);
-    assert_true(family_sum(text, "llmq_jobs_retried_total") == (double)w.stats.retried);
-    assert_true(family_sum(text, "llmq_jobs_dead_total") == (double)w.stats.dead);
-    assert_true(family_sum(text, "llmq_jobs_handed_back_total") == (double)w.stats.handed_back);
-    assert_true(family_sum(text, "llmq_tokens_used_total") == (double)w.stats.tokens_used);
+    assert_int_equal(w->stats.succeeded, 2);
+    assert_int_equal(w->stats.retried, 1);
+    assert_int_equal(w->stats.dead, 1);
+    assert_int_equal(w->stats.handed_back, 3);
+    assert_int_equal(w->stats.tokens_used, 120);
+    assert_true(family_sum(text, "llmq_jobs_succeeded_total") == (double)w->stats.succeeded);
+    assert_true(family_sum(text, "llmq_jobs_retried_total") == (double)w->stats.retried);
+    assert_true(family_sum(text, "llmq_jobs_dead_total") == (double)w->stats.dead);
+    assert_true(family_sum(text, "llmq_jobs_handed_back_total") == (double)w->stats.handed_back);
+    assert_true(family_sum(text, "llmq_tokens_used_total") == (double)w->stats.tokens_used);
     free(text);
-    llmq_redis_async_free(a->cmd);
-    llmq_worker_metrics_free(&w);
-    ev_loop_destroy(w.loop);
+    worker_fixture_stop(w);
 }
 
 int main(void)
