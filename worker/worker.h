@@ -83,7 +83,8 @@ void llmq_worker_account_stop(struct worker_account *a);
 /* call.c: sends job (owned by the worker from now on). */
 void llmq_worker_call(struct llmq_worker *w, struct worker_job *job);
 
-/* job_settle.c: runs job's settle (mode etc. filled); frees job when answered. */
+/* job_settle.c: sends job's settle (job->settle decided; takes job): kept
+ * for a resend while Redis is away, released (job_slot.h) once answered. */
 void llmq_worker_settle(struct worker_job *job);
 /* Resends settles that failed while Redis was away. */
 void llmq_worker_settle_flush(struct worker_account *a);
