@@ -16,7 +16,8 @@
 #      requests with no upload.
 # usage: tests/bench/bench_gateway.sh [BUILD_DIR]   (a Release build; built if
 # missing). Needs redis-server and curl. Everything binds 127.0.0.1.
-# BENCH_PARTS (default 1234): which of the measures above to run.
+# BENCH_PARTS (default 1234): which of the measures above to run;
+# BENCH_WORKERS (default 2): workers for measure 2.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build-bench}
@@ -103,7 +104,7 @@ export -f measure_stall
 
 [[ $parts == *1* ]] && WORKERS=2 WORKER_FLAGS="--concurrency 256" SIM_FLAGS="" \
     tests/gateway/stack.sh "$bin" bash -c 'measure 64' >"$tmp/zero"
-[[ $parts == *2* ]] && WORKERS=2 WORKER_FLAGS="--concurrency 256" SIM_FLAGS="--latency-ms 50" \
+[[ $parts == *2* ]] && WORKERS=${BENCH_WORKERS:-2} WORKER_FLAGS="--concurrency 256" SIM_FLAGS="--latency-ms 50" \
     tests/gateway/stack.sh "$bin" bash -c 'measure 16' >"$tmp/lat"
 [[ $parts == *3* ]] && WORKERS=2 WORKER_FLAGS="--concurrency 1024 --http1" SIM_FLAGS="--latency-ms 2000" \
     tests/gateway/stack.sh "$bin" bash -c 'measure_open 2000' >"$tmp/open"
