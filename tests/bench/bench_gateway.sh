@@ -78,12 +78,7 @@ export -f measure_open
 # A probe the loop answers by itself (no Redis): POST /healthz is a 405.
 measure_stall() { # lines
     local lines=$1 file=$STACK_DIR/big.jsonl
-    awk -v n="$lines" 'BEGIN {
-        pad = ""
-        for (i = 0; i < 40; i++) pad = pad "the quick brown fox jumps over the lazy dog "
-        for (i = 0; i < n; i++)
-            printf "{\"custom_id\":\"r-%d\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\",\"body\":{\"model\":\"gpt-4o-mini\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"%d %s\"}]}}\n", i, i, pad
-    }' >"$file"
+    tests/gateway/gen_batch_file.sh "$lines" "$file"
     v() { sed -n "s/.*\b$1=\([0-9.]*\).*/\1/p" <<<"$out"; }
     local out
     out=$("$LOADGEN" --port "$GW_PORT" --conns 4 --duration-s "$secs" --path /healthz --body '{}')

@@ -5,17 +5,13 @@
 # llmq_gateway_uploads_validating 1 was answered while a check was running
 # (a gateway that checks on its loop answers nothing meanwhile, so no page
 # can show 1). Then the upload itself succeeds and the gauge is back at 0.
+# Last, the gateway is stopped (SIGTERM) while a second upload is checked:
+# that upload is answered 503 and the gateway exits without a sanitizer report.
 # Run through stack.sh (tests/gateway.cmake gives it GW_FLAGS).
 set -uo pipefail
 file=$STACK_DIR/big.jsonl
 lines=${UPLOAD_LINES:-20000}
-# Each line a chat request with a long prompt: enough to check for a while.
-awk -v n="$lines" 'BEGIN {
-    pad = "";
-    for (i = 0; i < 40; i++) pad = pad "the quick brown fox jumps over the lazy dog ";
-    for (i = 0; i < n; i++)
-        printf "{\"custom_id\":\"r-%d\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\",\"body\":{\"model\":\"gpt-4o-mini\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"%d %s\"}]}}\n", i, i, pad;
-}' >"$file"
+"$(dirname "$0")/gen_batch_file.sh" "$lines" "$file"
 metrics=http://127.0.0.1:$GW_PORT/metrics
 curl -s --max-time 300 -o "$STACK_DIR/up.json" -w '%{http_code}' \
     -H "Authorization: Bearer $GW_KEY" -F purpose=batch -F "file=@$file" \
@@ -39,4 +35,28 @@ fail=0
 [ "$bytes" = "$(stat -c %s "$file")" ] || { echo "not ok - file object says $bytes bytes"; fail=1; }
 [ "$after" = "llmq_gateway_uploads_validating 0" ] || { echo "not ok - after: $after"; fail=1; }
 [ $fail = 0 ] && echo "ok - requests answered while an upload was validated"
+
+curl -s --max-time 300 -o "$STACK_DIR/up2.json" -w '%{http_code}' \
+    -H "Authorization: Bearer $GW_KEY" -F purpose=batch -F "file=@$file" \
+    "$GW_URL/files" >"$STACK_DIR/up2.code" &
+up=$!
+stopped=0
+while kill -0 "$up" 2>/dev/null; do
+    if curl -s --max-time 300 "$metrics" | grep -qx 'llmq_gateway_uploads_validating 1'; then
+        kill -TERM "$GW_PID"
+        stopped=1
+        break
+    fi
+done
+wait "$up"
+for _ in $(seq 600); do kill -0 "$GW_PID" 2>/dev/null || break; sleep 0.1; done
+code=$(cat "$STACK_DIR/up2.code")
+if [ $stopped = 1 ] && [ "$code" = 503 ] && grep -q '"service_unavailable"' "$STACK_DIR/up2.json" &&
+    ! kill -0 "$GW_PID" 2>/dev/null && ! grep -q 'Sanitizer' "$STACK_DIR/gateway.err"; then
+    echo "ok - stopping while an upload is checked answers it 503 and exits"
+else
+    echo "not ok - stop during a check: signalled $stopped, answer $code $(head -c 200 "$STACK_DIR/up2.json")"
+    tail -5 "$STACK_DIR/gateway.err"
+    fail=1
+fi
 exit $fail
