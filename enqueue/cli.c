@@ -49,6 +49,17 @@ int llmq_cli_prefix(const struct llmq_cli *cli, char *prefix, size_t n)
     return 0;
 }
 
+int llmq_cli_key(const struct llmq_cli *cli, char *buf, size_t len, const char *prefix,
+                 enum llmq_key_kind kind, const char *name)
+{
+    struct llmq_error err = {0};
+    if (llmq_key(buf, len, prefix, kind, name, &err) != LLMQ_OK) {
+        llmq_cli_error(cli, "%s", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
 redisContext *llmq_cli_connect(const struct llmq_cli *cli, int *code)
 {
     struct llmq_error err = {0};

@@ -11,6 +11,8 @@
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 
+#include "redis/keys.h"
+
 #define LLMQ_EXIT_OK 0
 #define LLMQ_EXIT_FAIL 1
 #define LLMQ_EXIT_USAGE 2
@@ -39,6 +41,12 @@ int llmq_cli_common_option(struct llmq_cli *cli, int opt, const char *arg);
 /* Writes the key prefix of the CLI's account into prefix (size n); prints
  * what is wrong with the account name and returns -1 when it is invalid. */
 int llmq_cli_prefix(const struct llmq_cli *cli, char *prefix, size_t n);
+
+/* llmq_key for a command: builds the key of that kind (name NULL for the
+ * kinds without one) of the account with prefix into buf (len bytes);
+ * prints what is wrong and returns -1 when it cannot (a name too long). */
+int llmq_cli_key(const struct llmq_cli *cli, char *buf, size_t len, const char *prefix,
+                 enum llmq_key_kind kind, const char *name);
 
 /* Connects to the CLI's Redis. On failure prints the error, sets *code to the
  * exit code (LLMQ_EXIT_USAGE for a malformed URL, LLMQ_EXIT_FAIL when Redis

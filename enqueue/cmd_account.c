@@ -33,7 +33,10 @@ static void usage(FILE *out)
 
 json_t *llmq_cli_auth_pause(redisContext *c, const char *prefix)
 {
-    redisReply *r = redisCommand(c, "HGETALL %sauth_pause", prefix);
+    char key[LLMQ_KEY_FIXED_MAX];
+    redisReply *r = llmq_key(key, sizeof(key), prefix, LLMQ_KEY_AUTH_PAUSE, NULL, NULL) == LLMQ_OK
+                        ? redisCommand(c, "HGETALL %s", key)
+                        : NULL;
     if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
         if (r != NULL)
             freeReplyObject(r);

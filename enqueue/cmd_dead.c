@@ -79,11 +79,13 @@ static void print_entry(const redisReply *e, int as_json)
 static int list(const struct llmq_cli *cli, redisContext *c, const char *prefix, int as_json,
                 long long limit)
 {
-    char from[64] = "-";
+    char from[64] = "-", key[LLMQ_KEY_FIXED_MAX];
     long long shown = 0;
+    if (llmq_cli_key(cli, key, sizeof(key), prefix, LLMQ_KEY_DEAD, NULL) != 0)
+        return LLMQ_EXIT_USAGE;
     while (limit <= 0 || shown < limit) {
         long long want = limit > 0 && limit - shown < CHUNK ? limit - shown : CHUNK;
-        redisReply *r = redisCommand(c, "XRANGE %sdead %s + COUNT %lld", prefix, from, want);
+        redisReply *r = redisCommand(c, "XRANGE %s %s + COUNT %lld", key, from, want);
         if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
             llmq_cli_error(cli, "XRANGE dead: %s",
                            r && r->type == REDIS_REPLY_ERROR ? r->str

@@ -15,6 +15,7 @@
 #include "jobs/batch.h"
 #include "jobs/job_idset.h"
 #include "jobs/job_store.h"
+#include "limiter/path.h"
 #include "llmq/priority.h"
 #include "redis/keys.h"
 #include "progress.h"
@@ -268,9 +269,15 @@ static void warn_unlimited_models(const struct llmq_cli *cli, redisContext *c, c
     for (size_t i = 0; seen != NULL && models != NULL && i < b->n_jobs; i++)
         if (llmq_job_idset_add(seen, b->jobs[i].model, 0, NULL) == 1)
             models[n++] = b->jobs[i].model;
-    for (size_t i = 0; i < n; i++)
-        redisAppendCommand(c, "HMGET %slimit:%s requests tokens", prefix, models[i]);
+    size_t sent = 0; /* models are valid names: their keys fit */
     for (size_t i = 0; i < n; i++) {
+        char key[LLMQ_KEY_FIXED_MAX + LLMQ_BUCKET_NAME_MAX];
+        if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_LIMIT, models[i], NULL) != LLMQ_OK)
+            break;
+        redisAppendCommand(c, "HMGET %s requests tokens", key);
+        sent++;
+    }
+    for (size_t i = 0; i < sent; i++) {
         redisReply *r = NULL;
         if (redisGetReply(c, (void **)&r) != REDIS_OK)
             break; /* the push that follows reports the connection */
@@ -288,7 +295,10 @@ static void warn_unlimited_models(const struct llmq_cli *cli, redisContext *c, c
 
 static long long stat_429(redisContext *c, const char *prefix)
 {
-    redisReply *r = redisCommand(c, "HGET %sstats http_429", prefix);
+    char key[LLMQ_KEY_FIXED_MAX];
+    redisReply *r = llmq_key(key, sizeof(key), prefix, LLMQ_KEY_STATS, NULL, NULL) == LLMQ_OK
+                        ? redisCommand(c, "HGET %s http_429", key)
+                        : NULL;
     long long v = r && r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
     if (r != NULL)
         freeReplyObject(r);
@@ -320,10 +330,15 @@ struct waiting {
 static void check_consumers(struct waiting *w, size_t left)
 {
     redisContext *c = w->c;
-    for (int i = 0; i < LLMQ_PRIORITY_COUNT; i++)
-        redisAppendCommand(c, "XPENDING %sq:%s %s", w->prefix,
-                           llmq_priority_name(llmq_priority_by_rank(i)), LLMQ_GROUP);
-    redisAppendCommand(c, "HGETALL %sworkers", w->prefix);
+    char key[LLMQ_KEY_FIXED_MAX];
+    /* the prefix is valid and every key here is fixed: they fit */
+    for (int i = 0; i < LLMQ_PRIORITY_COUNT; i++) {
+        llmq_key(key, sizeof(key), w->prefix, LLMQ_KEY_QUEUE,
+                 llmq_priority_name(llmq_priority_by_rank(i)), NULL);
+        redisAppendCommand(c, "XPENDING %s %s", key, LLMQ_GROUP);
+    }
+    llmq_key(key, sizeof(key), w->prefix, LLMQ_KEY_WORKERS, NULL, NULL);
+    redisAppendCommand(c, "HGETALL %s", key);
     redisAppendCommand(c, "TIME");
     enum { HB = LLMQ_PRIORITY_COUNT, NOW, REPLIES }; /* after the XPENDINGs */
     redisReply *r[REPLIES] = {0};

@@ -60,14 +60,19 @@ static int create(const struct llmq_cli *cli, redisContext *c, const char *prefi
         return LLMQ_EXIT_FAIL;
     }
     llmq_gw_key_hash(key, strlen(key), hash);
+    char hk[LLMQ_KEY_FIXED_MAX + LLMQ_GW_KEY_HASH_LEN], ik[LLMQ_KEY_FIXED_MAX];
+    if (llmq_cli_key(cli, hk, sizeof(hk), prefix, LLMQ_KEY_GW_KEY, hash) != 0 ||
+        llmq_cli_key(cli, ik, sizeof(ik), prefix, LLMQ_KEY_GW_KEYS, NULL) != 0) {
+        explicit_bzero(key, sizeof(key));
+        return LLMQ_EXIT_USAGE;
+    }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     long long now_ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
     redisAppendCommand(c, "MULTI");
-    redisAppendCommand(c,
-                       "HSET %sgw:key:%s tenant %s user %s priority %s models %s created_ms %lld",
-                       prefix, hash, tenant, user, prio, models, now_ms);
-    redisAppendCommand(c, "ZADD %sgw:keys %lld %s", prefix, now_ms, hash);
+    redisAppendCommand(c, "HSET %s tenant %s user %s priority %s models %s created_ms %lld", hk,
+                       tenant, user, prio, models, now_ms);
+    redisAppendCommand(c, "ZADD %s %lld %s", ik, now_ms, hash);
     redisAppendCommand(c, "EXEC");
     int rc = LLMQ_EXIT_OK;
     for (int i = 0; i < 4; i++) {
@@ -102,7 +107,10 @@ static const char *field(const redisReply *h, const char *name)
 
 static int list(const struct llmq_cli *cli, redisContext *c, const char *prefix, int json)
 {
-    redisReply *ids = redisCommand(c, "ZRANGE %sgw:keys 0 -1", prefix);
+    char ik[LLMQ_KEY_FIXED_MAX], hk[LLMQ_KEY_FIXED_MAX + LLMQ_GW_KEY_HASH_LEN];
+    if (llmq_cli_key(cli, ik, sizeof(ik), prefix, LLMQ_KEY_GW_KEYS, NULL) != 0)
+        return LLMQ_EXIT_USAGE;
+    redisReply *ids = redisCommand(c, "ZRANGE %s 0 -1", ik);
     if (ids == NULL || ids->type != REDIS_REPLY_ARRAY) {
         llmq_cli_error(cli, "ZRANGE keys: %s", ids && ids->str ? ids->str : c->errstr);
         if (ids != NULL)
@@ -114,7 +122,11 @@ static int list(const struct llmq_cli *cli, redisContext *c, const char *prefix,
     int rc = LLMQ_EXIT_OK;
     for (size_t i = 0; i < ids->elements && rc == LLMQ_EXIT_OK; i++) {
         const char *h = ids->element[i]->str;
-        redisReply *k = redisCommand(c, "HGETALL %sgw:key:%s", prefix, h);
+        if (llmq_cli_key(cli, hk, sizeof(hk), prefix, LLMQ_KEY_GW_KEY, h) != 0) {
+            rc = LLMQ_EXIT_FAIL; /* not a hash this CLI wrote */
+            break;
+        }
+        redisReply *k = redisCommand(c, "HGETALL %s", hk);
         if (k == NULL || k->type != REDIS_REPLY_ARRAY) {
             llmq_cli_error(cli, "HGETALL key: %s", k && k->str ? k->str : c->errstr);
             rc = LLMQ_EXIT_FAIL;
@@ -148,7 +160,10 @@ static int resolve(const struct llmq_cli *cli, redisContext *c, const char *pref
                        LLMQ_GW_KEY_HASH_LEN);
         return -1;
     }
-    redisReply *r = redisCommand(c, "ZRANGE %sgw:keys 0 -1", prefix);
+    char ik[LLMQ_KEY_FIXED_MAX];
+    if (llmq_cli_key(cli, ik, sizeof(ik), prefix, LLMQ_KEY_GW_KEYS, NULL) != 0)
+        return -2;
+    redisReply *r = redisCommand(c, "ZRANGE %s 0 -1", ik);
     if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
         llmq_cli_error(cli, "ZRANGE keys: %s", r && r->str ? r->str : c->errstr);
         if (r != NULL)
@@ -175,8 +190,12 @@ static int revoke(const struct llmq_cli *cli, redisContext *c, const char *prefi
         int f = resolve(cli, c, prefix, ids[i], hash);
         if (f != 0)
             return f == -1 ? LLMQ_EXIT_USAGE : LLMQ_EXIT_FAIL;
-        redisReply *d = redisCommand(c, "DEL %sgw:key:%s", prefix, hash);
-        redisReply *z = d ? redisCommand(c, "ZREM %sgw:keys %s", prefix, hash) : NULL;
+        char hk[LLMQ_KEY_FIXED_MAX + LLMQ_GW_KEY_HASH_LEN], ik[LLMQ_KEY_FIXED_MAX];
+        if (llmq_cli_key(cli, hk, sizeof(hk), prefix, LLMQ_KEY_GW_KEY, hash) != 0 ||
+            llmq_cli_key(cli, ik, sizeof(ik), prefix, LLMQ_KEY_GW_KEYS, NULL) != 0)
+            return LLMQ_EXIT_FAIL;
+        redisReply *d = redisCommand(c, "DEL %s", hk);
+        redisReply *z = d ? redisCommand(c, "ZREM %s %s", ik, hash) : NULL;
         int ok = d && z && d->type == REDIS_REPLY_INTEGER && z->type == REDIS_REPLY_INTEGER;
         if (d != NULL)
             freeReplyObject(d);

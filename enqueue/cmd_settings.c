@@ -60,10 +60,13 @@ static const struct setting *find(const char *name)
 
 static int show(const struct llmq_cli *cli, redisContext *c, const char *prefix, const char *only)
 {
+    char key[LLMQ_KEY_FIXED_MAX];
+    if (llmq_cli_key(cli, key, sizeof(key), prefix, LLMQ_KEY_SETTINGS, NULL) != 0)
+        return LLMQ_EXIT_USAGE;
     for (size_t i = 0; i < N_SETTINGS; i++) {
         if (only != NULL && strcmp(only, settings[i].name) != 0)
             continue;
-        redisReply *r = redisCommand(c, "HGET %ssettings %s", prefix, settings[i].name);
+        redisReply *r = redisCommand(c, "HGET %s %s", key, settings[i].name);
         if (r == NULL || r->type == REDIS_REPLY_ERROR) {
             llmq_cli_error(cli, "HGET settings: %s", r ? r->str : c->errstr);
             if (r != NULL)
@@ -84,12 +87,15 @@ static int change(const struct llmq_cli *cli, redisContext *c, const char *prefi
 {
     long long v = 0;
     redisReply *r;
+    char key[LLMQ_KEY_FIXED_MAX];
+    if (llmq_cli_key(cli, key, sizeof(key), prefix, LLMQ_KEY_SETTINGS, NULL) != 0)
+        return LLMQ_EXIT_USAGE;
     if (value != NULL) {
         if (llmq_cli_parse_int64(cli, s->name, value, s->min, s->max, &v) != 0)
             return LLMQ_EXIT_USAGE;
-        r = redisCommand(c, "HSET %ssettings %s %lld", prefix, s->name, v);
+        r = redisCommand(c, "HSET %s %s %lld", key, s->name, v);
     } else {
-        r = redisCommand(c, "HDEL %ssettings %s", prefix, s->name);
+        r = redisCommand(c, "HDEL %s %s", key, s->name);
     }
     int ok = r != NULL && r->type == REDIS_REPLY_INTEGER;
     if (!ok)

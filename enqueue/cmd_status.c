@@ -12,6 +12,7 @@
 
 #include "jobs/calibration.h"
 #include "cli.h"
+#include "limiter/path.h"
 #include "redis/keys.h"
 #include "redis/redis.h"
 #include "redis/script.h"
@@ -111,7 +112,10 @@ static void add_workers(json_t *o, redisContext *c, const char *prefix)
                                    : 0;
     if (t != NULL)
         freeReplyObject(t);
-    redisReply *r = redisCommand(c, "HGETALL %sworkers", prefix);
+    char key[LLMQ_KEY_FIXED_MAX];
+    redisReply *r = llmq_key(key, sizeof(key), prefix, LLMQ_KEY_WORKERS, NULL, NULL) == LLMQ_OK
+                        ? redisCommand(c, "HGETALL %s", key)
+                        : NULL;
     for (size_t i = 0; shape_ok(r, 0) && i + 1 < r->elements; i += 2) {
         long long seen = int_of(r->element[i + 1]);
         json_object_set_new(workers, str_of(r->element[i]),
@@ -156,13 +160,16 @@ static int usage_script(void)
     return -1;
 }
 
-/* Bucket names with a limit: SCAN P limit:*. Fills names (new strings). */
+/* Bucket names with a limit: SCAN P limit:*. Fills names (new strings);
+ * names longer than a bucket name can be are not the limiter's. */
 static size_t scan_buckets(redisContext *c, const char *prefix, char **names, size_t max)
 {
-    char cursor[32] = "0";
-    size_t n = 0, plen = strlen(prefix) + strlen("limit:");
+    char cursor[32] = "0", pattern[LLMQ_KEY_FIXED_MAX];
+    size_t n = 0, plen = strlen(prefix) + strlen(llmq_key_head(LLMQ_KEY_LIMIT));
+    if (llmq_key(pattern, sizeof(pattern), prefix, LLMQ_KEY_LIMIT, "*", NULL) != LLMQ_OK)
+        return 0;
     do {
-        redisReply *r = redisCommand(c, "SCAN %s MATCH %slimit:* COUNT 500", cursor, prefix);
+        redisReply *r = redisCommand(c, "SCAN %s MATCH %s COUNT 500", cursor, pattern);
         if (!shape_ok(r, 2) || r->element[0]->type != REDIS_REPLY_STRING) {
             if (r != NULL)
                 freeReplyObject(r);
@@ -171,7 +178,8 @@ static size_t scan_buckets(redisContext *c, const char *prefix, char **names, si
         snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
         for (size_t i = 0; i < r->element[1]->elements && n < max; i++) {
             const char *k = str_of(r->element[1]->element[i]);
-            names[n] = strlen(k) > plen ? strdup(k + plen) : NULL;
+            size_t len = strlen(k);
+            names[n] = len > plen && len - plen < LLMQ_BUCKET_NAME_MAX ? strdup(k + plen) : NULL;
             n += names[n] != NULL;
         }
         freeReplyObject(r);
@@ -184,10 +192,19 @@ static void add_soft_marks(json_t *buckets, redisContext *c, const char *prefix)
 {
     size_t i;
     json_t *b;
-    json_array_foreach(buckets, i, b) redisAppendCommand(
-        c, "HGET %slimit:%s soft", prefix, json_string_value(json_object_get(b, "name")));
     json_array_foreach(buckets, i, b)
     {
+        char key[LLMQ_KEY_FIXED_MAX + LLMQ_BUCKET_NAME_MAX];
+        if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_LIMIT,
+                     json_string_value(json_object_get(b, "name")), NULL) == LLMQ_OK)
+            redisAppendCommand(c, "HGET %s soft", key);
+        else
+            json_object_set_new(b, "soft", json_false()); /* no reply to read for it */
+    }
+    json_array_foreach(buckets, i, b)
+    {
+        if (json_object_get(b, "soft") != NULL)
+            continue;
         redisReply *r = NULL;
         int soft = 0;
         if (redisGetReply(c, (void **)&r) == REDIS_OK && r != NULL) {
@@ -272,7 +289,10 @@ static void add_buckets(json_t *o, redisContext *c, const char *prefix)
 static void add_quota_and_calibration(json_t *o, redisContext *c, const char *account,
                                       const char *prefix)
 {
-    redisReply *r = redisCommand(c, "HGET %sstats insufficient_quota", prefix);
+    char key[LLMQ_KEY_FIXED_MAX];
+    redisReply *r = llmq_key(key, sizeof(key), prefix, LLMQ_KEY_STATS, NULL, NULL) == LLMQ_OK
+                        ? redisCommand(c, "HGET %s insufficient_quota", key)
+                        : NULL;
     long long quota = r != NULL && r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
     if (r != NULL)
         freeReplyObject(r);

@@ -135,9 +135,11 @@ static void look_up(struct call *c)
     redisAsyncContext *ac = gw_redis(c->r->gw);
     if (c->phase == CALL_DONE || c->looking || ac == NULL)
         return;
+    char key[LLMQ_KEY_FIXED_MAX + LLMQ_JOB_ID_MAX];
+    if (llmq_key(key, sizeof(key), c->r->gw->prefix, LLMQ_KEY_RESULT, c->job.id, NULL) != LLMQ_OK)
+        return; /* cannot happen: the id was checked at enqueue */
     gw_request_hold(c->r);
-    if (redisAsyncCommand(ac, on_result, c, "GET %sres:%s", c->r->gw->prefix, c->job.id) ==
-        REDIS_OK)
+    if (redisAsyncCommand(ac, on_result, c, "GET %s", key) == REDIS_OK)
         c->looking = 1;
     else
         gw_request_release(c->r);

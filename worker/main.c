@@ -39,8 +39,11 @@ static void forget_heartbeats(const struct llmq_worker *w)
     if (c == NULL)
         return;
     for (int i = 0; i < w->n_accounts; i++) {
-        redisReply *r =
-            redisCommand(c, "HDEL %sworkers %s", w->accounts[i].prefix, w->cfg->consumer);
+        char key[LLMQ_KEY_FIXED_MAX];
+        if (llmq_key(key, sizeof(key), w->accounts[i].prefix, LLMQ_KEY_WORKERS, NULL, NULL) !=
+            LLMQ_OK)
+            continue;
+        redisReply *r = redisCommand(c, "HDEL %s %s", key, w->cfg->consumer);
         if (r != NULL)
             freeReplyObject(r);
     }

@@ -24,8 +24,11 @@
 enum llmq_rc llmq_job_store_prepare(redisContext *c, const char *prefix, struct llmq_error *err)
 {
     for (int i = 0; i < LLMQ_PRIORITY_COUNT; i++) {
-        char key[LLMQ_KEY_PREFIX_MAX + 16];
-        snprintf(key, sizeof(key), "%sq:%s", prefix, llmq_priority_name(llmq_priority_by_rank(i)));
+        char key[LLMQ_KEY_FIXED_MAX];
+        enum llmq_rc krc = llmq_key(key, sizeof(key), prefix, LLMQ_KEY_QUEUE,
+                                    llmq_priority_name(llmq_priority_by_rank(i)), err);
+        if (krc != LLMQ_OK)
+            return krc;
         redisReply *r = redisCommand(c, "XGROUP CREATE %s %s 0 MKSTREAM", key, LLMQ_GROUP);
         int ok =
             r != NULL && (r->type != REDIS_REPLY_ERROR || strncmp(r->str, "BUSYGROUP", 9) == 0);
@@ -245,9 +248,10 @@ enum llmq_rc llmq_job_store_push(redisContext *c, const char *prefix, const stru
 enum llmq_rc llmq_job_store_result(redisContext *c, const char *prefix, const char *id, char **line,
                                    int *dead, struct llmq_error *err)
 {
-    char rk[LLMQ_KEY_PREFIX_MAX + LLMQ_JOB_ID_MAX + 16], jk[sizeof(rk)];
-    snprintf(rk, sizeof(rk), "%sres:%s", prefix, id);
-    snprintf(jk, sizeof(jk), "%sjob:%s", prefix, id);
+    char rk[LLMQ_KEY_FIXED_MAX + LLMQ_JOB_ID_MAX], jk[sizeof(rk)];
+    if (llmq_key(rk, sizeof(rk), prefix, LLMQ_KEY_RESULT, id, err) != LLMQ_OK ||
+        llmq_key(jk, sizeof(jk), prefix, LLMQ_KEY_JOB, id, err) != LLMQ_OK)
+        return LLMQ_EINVAL;
     redisAppendCommand(c, "GET %s", rk);
     redisAppendCommand(c, "HGET %s state", jk);
     redisReply *res = NULL, *st = NULL;
@@ -275,7 +279,10 @@ enum llmq_rc llmq_job_store_result(redisContext *c, const char *prefix, const ch
 long long llmq_job_store_setting(redisContext *c, const char *prefix, const char *field,
                                  long long def)
 {
-    redisReply *r = redisCommand(c, "HGET %ssettings %s", prefix, field);
+    char key[LLMQ_KEY_FIXED_MAX];
+    if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_SETTINGS, NULL, NULL) != LLMQ_OK)
+        return def;
+    redisReply *r = redisCommand(c, "HGET %s %s", key, field);
     long long v = def;
     if (r != NULL && r->type == REDIS_REPLY_STRING) {
         char *end = NULL;
