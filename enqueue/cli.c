@@ -9,6 +9,7 @@
 #include "llmq/error.h"
 #include "redis/redis.h"
 #include "redis/redis_url.h"
+#include "redis/reply_read.h"
 
 int llmq_cli_common_option(struct llmq_cli *cli, int opt, const char *arg)
 {
@@ -26,7 +27,7 @@ int llmq_cli_common_option(struct llmq_cli *cli, int opt, const char *arg)
 
 int llmq_limit_value_set(const redisReply *r)
 {
-    return r != NULL && r->type == REDIS_REPLY_STRING && strtoll(r->str, NULL, 10) > 0;
+    return r != NULL && r->type == REDIS_REPLY_STRING && llmq_reply_int_or(r, 0) > 0;
 }
 
 void llmq_cli_error(const struct llmq_cli *cli, const char *fmt, ...)

@@ -20,6 +20,7 @@
 #include "redis/keys.h"
 #include "progress.h"
 #include "redis/redis.h"
+#include "redis/reply_read.h"
 
 struct enqueue_opts {
     const char *file;
@@ -299,7 +300,7 @@ static long long stat_429(redisContext *c, const char *prefix)
     redisReply *r = llmq_key(key, sizeof(key), prefix, LLMQ_KEY_STATS, NULL, NULL) == LLMQ_OK
                         ? redisCommand(c, "HGET %s http_429", key)
                         : NULL;
-    long long v = r && r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
+    long long v = llmq_reply_int_or(r, 0);
     if (r != NULL)
         freeReplyObject(r);
     return v;
@@ -352,14 +353,12 @@ static void check_consumers(struct waiting *w, size_t left)
     long long pending = 0, now = 0;
     int live = 0;
     for (int i = 0; ok && i < LLMQ_PRIORITY_COUNT; i++)
-        if (r[i]->type == REDIS_REPLY_ARRAY && r[i]->elements > 0 &&
-            r[i]->element[0]->type == REDIS_REPLY_INTEGER)
-            pending += r[i]->element[0]->integer;
-    if (ok && r[NOW]->type == REDIS_REPLY_ARRAY && r[NOW]->elements == 2)
-        now = strtoll(r[NOW]->element[0]->str, NULL, 10) * 1000 +
-              strtoll(r[NOW]->element[1]->str, NULL, 10) / 1000;
-    for (size_t i = 0; ok && r[HB]->type == REDIS_REPLY_ARRAY && i + 1 < r[HB]->elements; i += 2)
-        live |= now - strtoll(r[HB]->element[i + 1]->str, NULL, 10) <= LLMQ_WORKER_LIVE_MS;
+        pending += llmq_reply_int_or(llmq_reply_at(r[i], 0), 0);
+    if (ok)
+        now = llmq_reply_int_or(llmq_reply_at(r[NOW], 0), 0) * 1000 +
+              llmq_reply_int_or(llmq_reply_at(r[NOW], 1), 0) / 1000;
+    for (size_t i = 0; ok && llmq_reply_at(r[HB], i + 1) != NULL; i += 2)
+        live |= now - llmq_reply_int_or(llmq_reply_at(r[HB], i + 1), 0) <= LLMQ_WORKER_LIVE_MS;
     for (int i = 0; i < REPLIES; i++)
         if (r[i] != NULL)
             freeReplyObject(r[i]);

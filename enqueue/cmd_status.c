@@ -15,6 +15,7 @@
 #include "limiter/path.h"
 #include "redis/keys.h"
 #include "redis/redis.h"
+#include "redis/reply_read.h"
 #include "redis/script.h"
 #include "llmq/priority.h"
 
@@ -36,20 +37,6 @@ static void usage(FILE *out)
           out);
 }
 
-static long long int_of(const redisReply *r)
-{
-    if (r->type == REDIS_REPLY_INTEGER)
-        return r->integer;
-    if (r->type == REDIS_REPLY_STRING)
-        return strtoll(r->str, NULL, 10);
-    return 0;
-}
-
-static const char *str_of(const redisReply *r)
-{
-    return r->type == REDIS_REPLY_STRING ? r->str : "";
-}
-
 static int shape_ok(const redisReply *r, size_t min_elements)
 {
     return r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= min_elements;
@@ -65,36 +52,43 @@ static int add_queues(json_t *o, const redisReply *r)
         const redisReply *q = r->element[0]->element[i];
         if (!shape_ok(q, 5))
             continue;
-        json_object_set_new(queues, str_of(q->element[0]),
-                            json_pack("{s:I, s:I, s:I, s:I}", "queued", int_of(q->element[1]),
-                                      "in_flight", int_of(q->element[2]), "delayed",
-                                      int_of(q->element[3]), "dead", int_of(q->element[4])));
+        json_object_set_new(queues, llmq_reply_str_or(q->element[0], ""),
+                            json_pack("{s:I, s:I, s:I, s:I}", "queued",
+                                      llmq_reply_int_or(q->element[1], 0), "in_flight",
+                                      llmq_reply_int_or(q->element[2], 0), "delayed",
+                                      llmq_reply_int_or(q->element[3], 0), "dead",
+                                      llmq_reply_int_or(q->element[4], 0)));
     }
     const redisReply *t = r->element[1];
     json_object_set_new(o, "queues", queues);
     json_object_set_new(o, "totals",
                         json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "delayed",
-                                  int_of(t->element[0]), "dead", int_of(t->element[1]),
-                                  "results_kept", int_of(t->element[2]), "done_ever",
-                                  int_of(t->element[3]), "dead_ever", int_of(t->element[4]),
-                                  "http_429", int_of(t->element[5])));
+                                  llmq_reply_int_or(t->element[0], 0), "dead",
+                                  llmq_reply_int_or(t->element[1], 0), "results_kept",
+                                  llmq_reply_int_or(t->element[2], 0), "done_ever",
+                                  llmq_reply_int_or(t->element[3], 0), "dead_ever",
+                                  llmq_reply_int_or(t->element[4], 0), "http_429",
+                                  llmq_reply_int_or(t->element[5], 0)));
     for (size_t i = 0; i < r->element[2]->elements; i++) {
         const redisReply *c = r->element[2]->element[i];
         if (shape_ok(c, 4))
-            json_array_append_new(
-                consumers, json_pack("{s:s, s:s, s:I, s:I}", "priority", str_of(c->element[0]),
-                                     "name", str_of(c->element[1]), "pending",
-                                     int_of(c->element[2]), "idle_ms", int_of(c->element[3])));
+            json_array_append_new(consumers,
+                                  json_pack("{s:s, s:s, s:I, s:I}", "priority",
+                                            llmq_reply_str_or(c->element[0], ""), "name",
+                                            llmq_reply_str_or(c->element[1], ""), "pending",
+                                            llmq_reply_int_or(c->element[2], 0), "idle_ms",
+                                            llmq_reply_int_or(c->element[3], 0)));
     }
     const redisReply *s = r->element[3];
     for (size_t i = 0; s->type == REDIS_REPLY_ARRAY && i + 1 < s->elements; i += 2)
-        json_object_set_new(settings, str_of(s->element[i]),
-                            json_integer(int_of(s->element[i + 1])));
+        json_object_set_new(settings, llmq_reply_str_or(s->element[i], ""),
+                            json_integer(llmq_reply_int_or(s->element[i + 1], 0)));
     json_object_set_new(o, "consumers", consumers);
     json_object_set_new(o, "settings", settings);
     json_t *unlimited = json_array();
     for (size_t i = 0; r->elements > 4 && i < r->element[4]->elements; i++)
-        json_array_append_new(unlimited, json_string(str_of(r->element[4]->element[i])));
+        json_array_append_new(unlimited,
+                              json_string(llmq_reply_str_or(r->element[4]->element[i], "")));
     json_object_set_new(o, "unlimited_models", unlimited);
     return 0;
 }
@@ -107,8 +101,8 @@ static void add_workers(json_t *o, redisContext *c, const char *prefix)
 {
     json_t *workers = json_object();
     redisReply *t = redisCommand(c, "TIME");
-    long long now = shape_ok(t, 2) ? strtoll(str_of(t->element[0]), NULL, 10) * 1000 +
-                                         strtoll(str_of(t->element[1]), NULL, 10) / 1000
+    long long now = shape_ok(t, 2) ? llmq_reply_int_or(t->element[0], 0) * 1000 +
+                                         llmq_reply_int_or(t->element[1], 0) / 1000
                                    : 0;
     if (t != NULL)
         freeReplyObject(t);
@@ -117,8 +111,8 @@ static void add_workers(json_t *o, redisContext *c, const char *prefix)
                         ? redisCommand(c, "HGETALL %s", key)
                         : NULL;
     for (size_t i = 0; shape_ok(r, 0) && i + 1 < r->elements; i += 2) {
-        long long seen = int_of(r->element[i + 1]);
-        json_object_set_new(workers, str_of(r->element[i]),
+        long long seen = llmq_reply_int_or(r->element[i + 1], 0);
+        json_object_set_new(workers, llmq_reply_str_or(r->element[i], ""),
                             json_pack("{s:I, s:I, s:b}", "seen_ms_ago", now - seen, "pending",
                                       (json_int_t)0, "live", now - seen <= LLMQ_WORKER_LIVE_MS));
     }
@@ -177,7 +171,7 @@ static size_t scan_buckets(redisContext *c, const char *prefix, char **names, si
         }
         snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
         for (size_t i = 0; i < r->element[1]->elements && n < max; i++) {
-            const char *k = str_of(r->element[1]->element[i]);
+            const char *k = llmq_reply_str_or(r->element[1]->element[i], "");
             size_t len = strlen(k);
             names[n] = len > plen && len - plen < LLMQ_BUCKET_NAME_MAX ? strdup(k + plen) : NULL;
             n += names[n] != NULL;
@@ -265,12 +259,14 @@ static void add_buckets(json_t *o, redisContext *c, const char *prefix)
             const redisReply *b = r->element[i];
             if (shape_ok(b, 7))
                 json_array_append_new(
-                    buckets,
-                    json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "name", str_of(b->element[0]),
-                              "requests_used", int_of(b->element[1]), "tokens_used",
-                              int_of(b->element[2]), "requests_limit", int_of(b->element[3]),
-                              "tokens_limit", int_of(b->element[4]), "period_ms",
-                              int_of(b->element[5]), "paused_ms", int_of(b->element[6])));
+                    buckets, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "name",
+                                       llmq_reply_str_or(b->element[0], ""), "requests_used",
+                                       llmq_reply_int_or(b->element[1], 0), "tokens_used",
+                                       llmq_reply_int_or(b->element[2], 0), "requests_limit",
+                                       llmq_reply_int_or(b->element[3], 0), "tokens_limit",
+                                       llmq_reply_int_or(b->element[4], 0), "period_ms",
+                                       llmq_reply_int_or(b->element[5], 0), "paused_ms",
+                                       llmq_reply_int_or(b->element[6], 0)));
         }
         if (r != NULL)
             freeReplyObject(r);
@@ -293,7 +289,7 @@ static void add_quota_and_calibration(json_t *o, redisContext *c, const char *ac
     redisReply *r = llmq_key(key, sizeof(key), prefix, LLMQ_KEY_STATS, NULL, NULL) == LLMQ_OK
                         ? redisCommand(c, "HGET %s insufficient_quota", key)
                         : NULL;
-    long long quota = r != NULL && r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
+    long long quota = llmq_reply_int_or(r, 0);
     if (r != NULL)
         freeReplyObject(r);
     json_object_set_new(json_object_get(o, "totals"), "insufficient_quota", json_integer(quota));
@@ -533,7 +529,7 @@ static size_t scan_accounts(redisContext *c, char **names, size_t max)
         }
         snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
         for (size_t i = 0; i < r->element[1]->elements && n < max; i++) {
-            const char *k = str_of(r->element[1]->element[i]) + strlen("llmq:{");
+            const char *k = llmq_reply_str_or(r->element[1]->element[i], "") + strlen("llmq:{");
             const char *end = strstr(k, "}:q:normal");
             names[n] = end != NULL ? strndup(k, (size_t)(end - k)) : NULL;
             n += names[n] != NULL;

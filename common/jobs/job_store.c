@@ -14,6 +14,7 @@
 
 #include "redis/keys.h"
 #include "redis/redis.h"
+#include "redis/reply_read.h"
 #include "redis/script.h"
 #include "llmq/priority.h"
 
@@ -283,13 +284,7 @@ long long llmq_job_store_setting(redisContext *c, const char *prefix, const char
     if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_SETTINGS, NULL, NULL) != LLMQ_OK)
         return def;
     redisReply *r = redisCommand(c, "HGET %s %s", key, field);
-    long long v = def;
-    if (r != NULL && r->type == REDIS_REPLY_STRING) {
-        char *end = NULL;
-        long long x = strtoll(r->str, &end, 10);
-        if (end != r->str && *end == '\0')
-            v = x;
-    }
+    long long v = llmq_reply_int_or(r, def);
     if (r != NULL)
         freeReplyObject(r);
     return v;
