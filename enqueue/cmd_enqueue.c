@@ -209,9 +209,7 @@ static int load_batch(struct llmq_cli *cli, struct enqueue_opts *o, struct llmq_
     char *buf = NULL;
     size_t len = 0;
     struct llmq_error err = {0};
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    o->d.now_ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    o->d.now_ms = llmq_wall_ms();
     if (llmq_batch_read_file(o->file, &buf, &len, &err) != LLMQ_OK) {
         llmq_cli_error(cli, "%s", err.msg);
         return LLMQ_EXIT_USAGE;

@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "auth/gw_key.h"
+#include "base/clock.h"
 #include "jobs/job.h"
 #include "redis/keys.h"
 #include "redis/redis.h"
@@ -66,9 +67,7 @@ static int create(const struct llmq_cli *cli, redisContext *c, const char *prefi
         explicit_bzero(key, sizeof(key));
         return LLMQ_EXIT_USAGE;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    long long now_ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    long long now_ms = llmq_wall_ms();
     redisAppendCommand(c, "MULTI");
     redisAppendCommand(c, "HSET %s tenant %s user %s priority %s models %s created_ms %lld", hk,
                        tenant, user, prio, models, now_ms);

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "jobs/batch.h"
 #include "llmq/priority.h"
 #include "files.h"
@@ -330,8 +331,8 @@ static void write_batch(struct gw_request *r)
             argv[2 + i] = c->batch.jobs[first + i].id;
         ok = redisAsyncCommandArgv(ac, NULL, NULL, (int)(2 + k), argv, NULL) == REDIS_OK;
     }
-    ok = ok && redisAsyncCommand(ac, NULL, NULL, "ZADD %s %lld %s", ikey, gw_unix_ms(), c->id) ==
-                   REDIS_OK;
+    ok = ok && redisAsyncCommand(ac, NULL, NULL, "ZADD %s %lld %s", ikey, (long long)llmq_wall_ms(),
+                                 c->id) == REDIS_OK;
     gw_request_hold(r);
     if (!ok || redisAsyncCommand(ac, on_written, r, "EXEC") != REDIS_OK) {
         gw_request_release(r);

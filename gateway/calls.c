@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "http.h"
 #include "jobs/job.h"
 #include "jobs/job_store.h"
@@ -38,13 +39,6 @@ struct call {
     int looking;    /* a GET res:<id> is in flight */
     int cancelling; /* a job_cancel is in flight */
 };
-
-static long long now_unix_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void call_free(void *p)
 {
@@ -280,7 +274,7 @@ void gw_calls_handle(struct gw_request *r)
     struct llmq_job_defaults d;
     llmq_job_defaults_init(&d);
     d.max_body_bytes = (size_t)gw->job_body_max;
-    d.now_ms = now_unix_ms();
+    d.now_ms = llmq_wall_ms();
     struct llmq_error err = {0};
     if (llmq_job_from_request(r->m.call_url, r->body, &o, &d, &c->job, &err) != LLMQ_OK) {
         c->phase = CALL_DONE;

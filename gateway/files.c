@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "jobs/batch.h"
 #include "jobs/job.h"
 #include "list.h"
@@ -48,14 +49,7 @@ void gw_new_id(const char *prefix, char *buf, size_t n)
 
 long long gw_unix_s(void)
 {
-    return (long long)time(NULL);
-}
-
-long long gw_unix_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (long long)(llmq_wall_ms() / 1000);
 }
 
 static json_t *file_object(const char *id, const char *filename, const char *purpose,
@@ -197,8 +191,8 @@ static void upload(struct gw_request *r)
     gw_request_hold(r);
     if (redisAsyncCommand(ac, NULL, NULL, "MULTI") != REDIS_OK ||
         redisAsyncCommandArgv(ac, NULL, NULL, 16, argv, lens) != REDIS_OK ||
-        redisAsyncCommand(ac, NULL, NULL, "ZADD %s %lld %s", ikey, gw_unix_ms(), u->id) !=
-            REDIS_OK ||
+        redisAsyncCommand(ac, NULL, NULL, "ZADD %s %lld %s", ikey, (long long)llmq_wall_ms(),
+                          u->id) != REDIS_OK ||
         redisAsyncCommand(ac, on_stored, r, "EXEC") != REDIS_OK) {
         gw_request_release(r);
         gw_respond_no_redis(r);

@@ -56,7 +56,7 @@ static int run(struct llmq_worker_config *cfg)
     struct llmq_error err = {0};
     w.loop = ev_default_loop(EVFLAG_AUTO);
     w.cfg = cfg;
-    llmq_backoff_rng_seed(&w.rng, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32));
+    llmq_rng_seed(&w.rng, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32));
     /* HTTP/2 over TLS multiplexes ~100 streams per connection; curl 7.88
      * opens a new connection per overflowing transfer unless capped, so cap
      * at what the concurrency needs. HTTP/1.1 needs a connection per call. */
