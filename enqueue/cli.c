@@ -78,6 +78,25 @@ redisContext *llmq_cli_connect(const struct llmq_cli *cli, int *code)
     return c;
 }
 
+redisContext *llmq_cli_open(const struct llmq_cli *cli, char *prefix, size_t n, int *code)
+{
+    if (prefix != NULL && llmq_cli_prefix(cli, prefix, n) != 0) {
+        *code = LLMQ_EXIT_USAGE;
+        return NULL;
+    }
+    return llmq_cli_connect(cli, code);
+}
+
+int llmq_cli_ids_valid(const struct llmq_cli *cli, char *const *ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!llmq_name_valid(ids[i])) {
+            llmq_cli_error(cli, "'%s' is not a job id", ids[i]);
+            return 0;
+        }
+    return 1;
+}
+
 static int negative_number(const char *s)
 {
     return s[0] == '-' && s[1] >= '0' && s[1] <= '9';

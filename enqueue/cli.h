@@ -53,6 +53,18 @@ int llmq_cli_key(const struct llmq_cli *cli, char *buf, size_t len, const char *
  * cannot be reached or refuses) and returns NULL. */
 redisContext *llmq_cli_connect(const struct llmq_cli *cli, int *code);
 
+/* The preamble of a command on the CLI's account: writes the account's key
+ * prefix into prefix (n bytes; prefix NULL: the command needs none), then
+ * connects. On failure prints what is wrong, sets *code (LLMQ_EXIT_USAGE for
+ * an invalid account name or a malformed URL, LLMQ_EXIT_FAIL when Redis
+ * cannot be reached or refuses) and returns NULL; else the caller owns the
+ * connection (redisFree). */
+redisContext *llmq_cli_open(const struct llmq_cli *cli, char *prefix, size_t n, int *code);
+
+/* 1 when every one of ids[0..n) is a valid job id; else prints the first
+ * that is not and returns 0. */
+int llmq_cli_ids_valid(const struct llmq_cli *cli, char *const *ids, size_t n);
+
 /* Parses an integer value in min..max into *out, printing
  * "PROG: NAME: expected an integer in MIN..MAX, got 'ARG'" and returning -1
  * when it is not one. name is printed as given ("--rpm", "result_max"). */

@@ -120,45 +120,44 @@ static int resume(const struct llmq_cli *cli, redisContext *c, const char *prefi
     return LLMQ_EXIT_OK;
 }
 
+static int take_option(int opt, const char *arg, void *ud)
+{
+    (void)arg;
+    if (opt != 'j')
+        return LLMQ_EXIT_USAGE;
+    *(int *)ud = 1;
+    return 0;
+}
+
 int llmq_cmd_account(struct llmq_cli *cli, int argc, char **argv)
 {
     static const struct option opts[] = {
         {"json", no_argument, NULL, 'j'}, LLMQ_CLI_COMMON_OPTIONS, {NULL, 0, NULL, 0}};
-    int opt, as_json = 0;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (opt == 'h') {
-            usage(stdout);
-            return LLMQ_EXIT_OK;
-        }
-        if (opt == 'j') {
-            as_json = 1;
-            continue;
-        }
-        if (!llmq_cli_common_option(cli, opt, optarg))
-            return LLMQ_EXIT_USAGE;
-    }
-    int n = argc - optind;
-    const char *verb = n > 0 ? argv[optind] : "";
+    int as_json = 0, n = 0;
+    char *pos[1];
+    int code = llmq_cli_getopt(cli, argc, argv, opts, take_option, &as_json, usage, pos, 1, &n);
+    if (code >= 0)
+        return code;
+    const char *verb = n > 0 ? pos[0] : "";
     int is_status = strcmp(verb, "status") == 0, is_resume = strcmp(verb, "resume") == 0;
-    if (n != 1 || (!is_status && !is_resume) || (is_resume && as_json)) {
-        if (n == 0)
-            llmq_cli_error(cli, "expected status or resume");
-        else if (n == 1 && !is_status && !is_resume)
-            llmq_cli_error(cli, "unknown subcommand '%s' (expected status or resume)", verb);
-        else
-            llmq_cli_error(cli, "invalid arguments (see --help)");
-        usage(stderr);
+    if (n == 0) {
+        llmq_cli_error(cli, "expected status or resume (see --help)");
+        return LLMQ_EXIT_USAGE;
+    }
+    if (!is_status && !is_resume) {
+        llmq_cli_error(cli, "unknown subcommand '%s' (status or resume; see --help)", verb);
+        return LLMQ_EXIT_USAGE;
+    }
+    if (is_resume && as_json) {
+        llmq_cli_error(cli, "--json belongs to 'account status' (see --help)");
         return LLMQ_EXIT_USAGE;
     }
     char prefix[LLMQ_KEY_PREFIX_MAX];
-    if (llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
-        return LLMQ_EXIT_USAGE;
-    int code;
-    redisContext *c = llmq_cli_connect(cli, &code);
+    code = LLMQ_EXIT_OK;
+    redisContext *c = llmq_cli_open(cli, prefix, sizeof(prefix), &code);
     if (c == NULL)
         return code;
-    int rc = is_status ? status(cli, c, prefix, as_json) : resume(cli, c, prefix);
+    code = is_status ? status(cli, c, prefix, as_json) : resume(cli, c, prefix);
     redisFree(c);
-    return rc;
+    return code;
 }

@@ -222,16 +222,11 @@ static int run(const struct llmq_cli *cli, const struct dead_opts *o, char **pos
         llmq_cli_error(cli, "%s: give --all or job ids, not both (see --help)", verb);
         return LLMQ_EXIT_USAGE;
     }
-    for (int i = 0; i < n_ids; i++)
-        if (!llmq_name_valid(ids[i])) {
-            llmq_cli_error(cli, "'%s' is not a job id", ids[i]);
-            return LLMQ_EXIT_USAGE;
-        }
-    char prefix[LLMQ_KEY_PREFIX_MAX];
-    if (llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
+    if (!llmq_cli_ids_valid(cli, ids, (size_t)n_ids))
         return LLMQ_EXIT_USAGE;
+    char prefix[LLMQ_KEY_PREFIX_MAX];
     int code = LLMQ_EXIT_OK;
-    redisContext *c = llmq_cli_connect(cli, &code);
+    redisContext *c = llmq_cli_open(cli, prefix, sizeof(prefix), &code);
     if (c == NULL)
         return code;
     code = is_list ? list(cli, c, prefix, o->as_json, o->limit)

@@ -36,11 +36,12 @@ static void usage(FILE *out)
           out);
 }
 
-/* Checks a comma-separated model list: every model a valid name. */
+/* Checks a comma-separated model list: every model a valid name (strtok_r
+ * would skip the empty one of "a,,b": no empty names). */
 static int models_valid(const char *list)
 {
     char buf[4096];
-    if (strlen(list) >= sizeof(buf))
+    if (strlen(list) >= sizeof(buf) || strstr(list, ",,") != NULL)
         return 0;
     snprintf(buf, sizeof(buf), "%s", list);
     char *save = NULL;
@@ -209,6 +210,100 @@ static int revoke(const struct llmq_cli *cli, redisContext *c, const char *prefi
     return LLMQ_EXIT_OK;
 }
 
+struct keys_opts {
+    const char *tenant, *user, *prio, *models;
+    int json;
+};
+
+static int take_option(int opt, const char *arg, void *ud)
+{
+    struct keys_opts *o = ud;
+    switch (opt) {
+    case 't':
+        o->tenant = arg;
+        return 0;
+    case 'u':
+        o->user = arg;
+        return 0;
+    case 'p':
+        o->prio = arg;
+        return 0;
+    case 'm':
+        o->models = arg;
+        return 0;
+    case 'j':
+        o->json = 1;
+        return 0;
+    default:
+        return LLMQ_EXIT_USAGE;
+    }
+}
+
+/* Checks the options of create; returns 0 or an exit code (printed). */
+static int check_create_options(const struct llmq_cli *cli, const struct keys_opts *o,
+                                enum llmq_priority *p)
+{
+    if (o->tenant[0] && !llmq_name_valid(o->tenant)) {
+        llmq_cli_error(cli, "--tenant: '%s' is not a valid name", o->tenant);
+        return LLMQ_EXIT_USAGE;
+    }
+    if (o->user[0] && !llmq_name_valid(o->user)) {
+        llmq_cli_error(cli, "--user: '%s' is not a valid name", o->user);
+        return LLMQ_EXIT_USAGE;
+    }
+    if (llmq_priority_parse(o->prio, p) != 0) {
+        llmq_cli_error(cli, "--priority: expected high, normal or low, got '%s'", o->prio);
+        return LLMQ_EXIT_USAGE;
+    }
+    if (o->models[0] && !models_valid(o->models)) {
+        llmq_cli_error(cli, "--models: expected model names separated by commas, got '%s'",
+                       o->models);
+        return LLMQ_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* Runs the parsed command: pos[0] the action, then its key ids. */
+static int run(const struct llmq_cli *cli, const struct keys_opts *o, char **pos, int n_pos)
+{
+    if (n_pos == 0) {
+        llmq_cli_error(cli, "expected create, list or revoke (see --help)");
+        return LLMQ_EXIT_USAGE;
+    }
+    const char *verb = pos[0];
+    enum llmq_priority p = LLMQ_PRIORITY_HIGH;
+    int rc = check_create_options(cli, o, &p);
+    if (rc != 0)
+        return rc;
+    int is_create = strcmp(verb, "create") == 0, is_list = strcmp(verb, "list") == 0;
+    int is_revoke = strcmp(verb, "revoke") == 0;
+    if (!is_create && !is_list && !is_revoke) {
+        llmq_cli_error(cli, "unknown action '%s' (create, list, revoke)", verb);
+        return LLMQ_EXIT_USAGE;
+    }
+    if ((is_create || is_list) && n_pos != 1) {
+        llmq_cli_error(cli, "%s takes no arguments", verb);
+        return LLMQ_EXIT_USAGE;
+    }
+    if (is_revoke && n_pos == 1) {
+        llmq_cli_error(cli, "revoke: name at least one key id");
+        return LLMQ_EXIT_USAGE;
+    }
+    char prefix[LLMQ_KEY_PREFIX_MAX];
+    rc = LLMQ_EXIT_OK;
+    redisContext *c = llmq_cli_open(cli, prefix, sizeof(prefix), &rc);
+    if (c == NULL)
+        return rc;
+    if (is_create)
+        rc = create(cli, c, prefix, o->tenant, o->user, llmq_priority_name(p), o->models);
+    else if (is_list)
+        rc = list(cli, c, prefix, o->json);
+    else
+        rc = revoke(cli, c, prefix, n_pos - 1, pos + 1);
+    redisFree(c);
+    return rc;
+}
+
 int llmq_cmd_keys(struct llmq_cli *cli, int argc, char **argv)
 {
     static const struct option opts[] = {{"tenant", required_argument, NULL, 't'},
@@ -218,85 +313,14 @@ int llmq_cmd_keys(struct llmq_cli *cli, int argc, char **argv)
                                          {"json", no_argument, NULL, 'j'},
                                          LLMQ_CLI_COMMON_OPTIONS,
                                          {NULL, 0, NULL, 0}};
-    const char *tenant = "", *user = "", *prio = "high", *models = "";
-    int json = 0, opt;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (llmq_cli_common_option(cli, opt, optarg))
-            continue;
-        switch (opt) {
-        case 't':
-            tenant = optarg;
-            break;
-        case 'u':
-            user = optarg;
-            break;
-        case 'p':
-            prio = optarg;
-            break;
-        case 'm':
-            models = optarg;
-            break;
-        case 'j':
-            json = 1;
-            break;
-        case 'h':
-            usage(stdout);
-            return LLMQ_EXIT_OK;
-        default:
-            usage(stderr);
-            return LLMQ_EXIT_USAGE;
-        }
-    }
-    if (optind >= argc) {
-        usage(stderr);
-        return LLMQ_EXIT_USAGE;
-    }
-    const char *verb = argv[optind++];
-    enum llmq_priority p;
-    if (tenant[0] && !llmq_name_valid(tenant)) {
-        llmq_cli_error(cli, "--tenant: '%s' is not a valid name", tenant);
-        return LLMQ_EXIT_USAGE;
-    }
-    if (user[0] && !llmq_name_valid(user)) {
-        llmq_cli_error(cli, "--user: '%s' is not a valid name", user);
-        return LLMQ_EXIT_USAGE;
-    }
-    if (llmq_priority_parse(prio, &p) != 0) {
-        llmq_cli_error(cli, "--priority: expected high, normal or low, got '%s'", prio);
-        return LLMQ_EXIT_USAGE;
-    }
-    if (models[0] && !models_valid(models)) {
-        llmq_cli_error(cli, "--models: expected model names separated by commas, got '%s'", models);
-        return LLMQ_EXIT_USAGE;
-    }
-    int is_create = strcmp(verb, "create") == 0, is_list = strcmp(verb, "list") == 0;
-    int is_revoke = strcmp(verb, "revoke") == 0;
-    if (!is_create && !is_list && !is_revoke) {
-        llmq_cli_error(cli, "unknown action '%s' (create, list, revoke)", verb);
-        return LLMQ_EXIT_USAGE;
-    }
-    if ((is_create || is_list) && optind != argc) {
-        llmq_cli_error(cli, "%s takes no arguments", verb);
-        return LLMQ_EXIT_USAGE;
-    }
-    if (is_revoke && optind == argc) {
-        llmq_cli_error(cli, "revoke: name at least one key id");
-        return LLMQ_EXIT_USAGE;
-    }
-    char prefix[LLMQ_KEY_PREFIX_MAX];
-    if (llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
-        return LLMQ_EXIT_USAGE;
-    int rc = LLMQ_EXIT_OK;
-    redisContext *c = llmq_cli_connect(cli, &rc);
-    if (c == NULL)
-        return rc;
-    if (is_create)
-        rc = create(cli, c, prefix, tenant, user, llmq_priority_name(p), models);
-    else if (is_list)
-        rc = list(cli, c, prefix, json);
-    else
-        rc = revoke(cli, c, prefix, argc - optind, argv + optind);
-    redisFree(c);
+    struct keys_opts o = {.tenant = "", .user = "", .prio = "high", .models = ""};
+    char **pos = calloc((size_t)argc + 1, sizeof(*pos));
+    int n_pos = 0;
+    if (pos == NULL)
+        return LLMQ_EXIT_FAIL;
+    int rc = llmq_cli_getopt(cli, argc, argv, opts, take_option, &o, usage, pos, argc, &n_pos);
+    if (rc < 0)
+        rc = run(cli, &o, pos, n_pos);
+    free(pos);
     return rc;
 }

@@ -236,16 +236,11 @@ static int run(const struct llmq_cli *cli, const struct results_opts *o, char **
         llmq_cli_error(cli, "--timeout only applies with --wait (see --help)");
         return LLMQ_EXIT_USAGE;
     }
-    for (size_t i = 0; i < n; i++)
-        if (!llmq_name_valid(ids[i])) {
-            llmq_cli_error(cli, "'%s' is not a job id", ids[i]);
-            return LLMQ_EXIT_USAGE;
-        }
-    char prefix[LLMQ_KEY_PREFIX_MAX];
-    if (llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
+    if (!llmq_cli_ids_valid(cli, ids, n))
         return LLMQ_EXIT_USAGE;
+    char prefix[LLMQ_KEY_PREFIX_MAX];
     int code = LLMQ_EXIT_OK;
-    redisContext *c = llmq_cli_connect(cli, &code);
+    redisContext *c = llmq_cli_open(cli, prefix, sizeof(prefix), &code);
     if (c == NULL)
         return code;
     FILE *out = o->output ? fopen(o->output, "w") : stdout;

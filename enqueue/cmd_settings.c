@@ -141,16 +141,14 @@ int llmq_cmd_settings(struct llmq_cli *cli, int argc, char **argv)
         llmq_cli_error(cli, "unknown setting '%s' (see --help)", field);
         return LLMQ_EXIT_USAGE;
     }
-    char prefix[LLMQ_KEY_PREFIX_MAX];
-    if (llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
-        return LLMQ_EXIT_USAGE;
     if (set) {
         long long v = 0; /* checked before connecting: a bad value is a usage error */
         if (llmq_cli_parse_int64(cli, s->name, pos[2], s->min, s->max, &v) != 0)
             return LLMQ_EXIT_USAGE;
     }
+    char prefix[LLMQ_KEY_PREFIX_MAX];
     code = LLMQ_EXIT_OK;
-    redisContext *c = llmq_cli_connect(cli, &code);
+    redisContext *c = llmq_cli_open(cli, prefix, sizeof(prefix), &code);
     if (c == NULL)
         return code;
     code =

@@ -580,10 +580,8 @@ int llmq_cmd_status(struct llmq_cli *cli, int argc, char **argv)
     if (code >= 0)
         return code;
     char prefix[LLMQ_KEY_PREFIX_MAX];
-    if (!o.all && llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
-        return LLMQ_EXIT_USAGE;
     code = LLMQ_EXIT_OK;
-    redisContext *c = llmq_cli_connect(cli, &code);
+    redisContext *c = llmq_cli_open(cli, o.all ? NULL : prefix, sizeof(prefix), &code);
     if (c == NULL)
         return code;
     if (!o.all) {
