@@ -1,11 +1,11 @@
 /* Options and helpers shared by the llmq subcommands. */
 #include "cli.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/parse_int.h"
 #include "llmq/error.h"
 #include "redis/redis.h"
 #include "redis/redis_url.h"
@@ -150,10 +150,8 @@ int llmq_cli_getopt(struct llmq_cli *cli, int argc, char **argv, const struct op
 int llmq_cli_parse_int64(const struct llmq_cli *cli, const char *name, const char *arg,
                          long long min, long long max, long long *out)
 {
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(arg, &end, 10);
-    if (errno != 0 || end == arg || *end != '\0' || v < min || v > max) {
+    int64_t v = 0;
+    if (llmq_parse_int64(arg, min, max, &v) != 0) {
         llmq_cli_error(cli, "%s: expected an integer in %lld..%lld, got '%s'", name, min, max, arg);
         return -1;
     }

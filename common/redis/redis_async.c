@@ -262,6 +262,14 @@ struct llmq_redis_async *llmq_redis_async_new(struct ev_loop *loop,
                                               llmq_redis_async_state_cb *cb, void *privdata,
                                               struct llmq_error *err)
 {
+    if (loop == NULL || url == NULL || cfg == NULL) {
+        llmq_error_set(err, LLMQ_EINVAL,
+                       "redis: no %s (a connection needs a loop, a url and a config)",
+                       loop == NULL  ? "loop"
+                       : url == NULL ? "url"
+                                     : "config");
+        return NULL;
+    }
     struct llmq_redis_async *ra = calloc(1, sizeof(*ra));
     if (ra == NULL) {
         llmq_error_set(err, LLMQ_ENOMEM, "redis: out of memory");
