@@ -292,18 +292,6 @@ static void warn_unlimited_models(const struct llmq_cli *cli, redisContext *c, c
     llmq_job_idset_free(seen);
 }
 
-static long long stat_429(redisContext *c, const char *prefix)
-{
-    char key[LLMQ_KEY_FIXED_MAX];
-    redisReply *r = llmq_key(key, sizeof(key), prefix, LLMQ_KEY_STATS, NULL, NULL) == LLMQ_OK
-                        ? redisCommand(c, "HGET %s http_429", key)
-                        : NULL;
-    long long v = llmq_reply_int_or(r, 0);
-    if (r != NULL)
-        freeReplyObject(r);
-    return v;
-}
-
 /* State of --wait: where results go, what was seen, the progress display. */
 struct waiting {
     const struct llmq_cli *cli;
@@ -394,7 +382,8 @@ static void counts_of(const struct waiting *w, size_t done, struct llmq_progress
                                         .dead = w->dead,
                                         .queued = left - running,
                                         .running = running,
-                                        .n429 = stat_429(w->c, w->prefix) - w->base_429,
+                                        .n429 = llmq_job_store_stat(w->c, w->prefix, "http_429") -
+                                                w->base_429,
                                         .no_worker = w->no_worker == 1};
 }
 
@@ -455,7 +444,7 @@ static int enqueue_wait(struct llmq_cli *cli, redisContext *c, const char *prefi
     }
     for (size_t i = 0; i < b->n_jobs; i++)
         ids[i] = b->jobs[i].id;
-    w.base_429 = stat_429(c, prefix);
+    w.base_429 = llmq_job_store_stat(c, prefix, "http_429");
     llmq_progress_init(&w.progress, stderr, cli->prog, b->n_jobs);
     w.checked_ms = llmq_monotonic_ms() - 1000; /* the first tick checks */
     struct llmq_job_waiter waiter = {.on_result = on_result,

@@ -280,6 +280,24 @@ static const char *field(json_t *o, const char *name, const char *dflt, char *bu
     return json_is_string(v) ? json_string_value(v) : dflt;
 }
 
+/* The limits found by SCAN P limit:*, by bucket name (key after skip). */
+struct limit_scan {
+    redisContext *c;
+    json_t *all;
+    size_t skip;
+};
+
+static int take_limit(const char *key, void *ud)
+{
+    struct limit_scan *s = ud;
+    json_t *h = read_hash(s->c, key, 1);
+    if (strlen(key) > s->skip && (json_object_get(h, "requests") || json_object_get(h, "tokens")))
+        json_object_set_new(s->all, key + s->skip, h);
+    else
+        json_decref(h); /* counters of a tenant under a default limit */
+    return 0;
+}
+
 static int cmd_get(struct llmq_cli *cli, redisContext *c, const char *prefix, int as_json)
 {
     json_t *all = json_object();
@@ -291,31 +309,13 @@ static int cmd_get(struct llmq_cli *cli, redisContext *c, const char *prefix, in
         json_decref(all);
         return LLMQ_EXIT_USAGE;
     }
-    size_t plen = strlen(prefix) + strlen(llmq_key_head(LLMQ_KEY_LIMIT));
-    char cursor[32] = "0";
-    do {
-        redisReply *r = redisCommand(c, "SCAN %s MATCH %s COUNT 500", cursor, pattern);
-        if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
-            llmq_cli_error(cli, "SCAN failed: %s",
-                           r && r->type == REDIS_REPLY_ERROR ? r->str
-                           : c->err                          ? c->errstr
-                                                             : "bad reply");
-            if (r != NULL)
-                freeReplyObject(r);
-            json_decref(all);
-            return LLMQ_EXIT_FAIL;
-        }
-        snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
-        for (size_t i = 0; i < r->element[1]->elements; i++) {
-            const char *key = r->element[1]->element[i]->str;
-            json_t *h = read_hash(c, key, 1);
-            if (json_object_get(h, "requests") || json_object_get(h, "tokens"))
-                json_object_set_new(all, key + plen, h);
-            else
-                json_decref(h); /* counters of a tenant under a default limit */
-        }
-        freeReplyObject(r);
-    } while (strcmp(cursor, "0") != 0);
+    struct limit_scan s = {c, all, strlen(prefix) + strlen(llmq_key_head(LLMQ_KEY_LIMIT))};
+    struct llmq_error err = {0};
+    if (llmq_redis_scan(c, pattern, 500, take_limit, &s, &err) != LLMQ_OK) {
+        llmq_cli_error(cli, "%s", err.msg);
+        json_decref(all);
+        return LLMQ_EXIT_FAIL;
+    }
     json_t *policy = read_hash(c, policy_key, 0);
     json_t *weights = read_hash(c, weights_key, 0);
     if (as_json) {

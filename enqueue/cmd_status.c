@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "jobs/calibration.h"
+#include "jobs/job_store.h"
 #include "cli.h"
 #include "limiter/path.h"
 #include "redis/keys.h"
@@ -154,31 +155,39 @@ static int usage_script(void)
     return -1;
 }
 
+/* Names read out of scanned keys: what follows the first skip bytes, up to
+ * the end or to end_mark; names that cannot be a bucket's are left out. */
+struct name_scan {
+    char **names;
+    size_t max, n, skip;
+    const char *end_mark; /* NULL: to the end */
+};
+
+static int take_name(const char *key, void *ud)
+{
+    struct name_scan *s = ud;
+    size_t len = strlen(key);
+    if (len <= s->skip)
+        return 0;
+    const char *name = key + s->skip;
+    const char *end = s->end_mark != NULL ? strstr(name, s->end_mark) : name + (len - s->skip);
+    if (end != NULL && end > name && (size_t)(end - name) < LLMQ_BUCKET_NAME_MAX) {
+        s->names[s->n] = strndup(name, (size_t)(end - name));
+        s->n += s->names[s->n] != NULL;
+    }
+    return s->n >= s->max;
+}
+
 /* Bucket names with a limit: SCAN P limit:*. Fills names (new strings);
  * names longer than a bucket name can be are not the limiter's. */
 static size_t scan_buckets(redisContext *c, const char *prefix, char **names, size_t max)
 {
-    char cursor[32] = "0", pattern[LLMQ_KEY_FIXED_MAX];
-    size_t n = 0, plen = strlen(prefix) + strlen(llmq_key_head(LLMQ_KEY_LIMIT));
-    if (llmq_key(pattern, sizeof(pattern), prefix, LLMQ_KEY_LIMIT, "*", NULL) != LLMQ_OK)
-        return 0;
-    do {
-        redisReply *r = redisCommand(c, "SCAN %s MATCH %s COUNT 500", cursor, pattern);
-        if (!shape_ok(r, 2) || r->element[0]->type != REDIS_REPLY_STRING) {
-            if (r != NULL)
-                freeReplyObject(r);
-            break;
-        }
-        snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
-        for (size_t i = 0; i < r->element[1]->elements && n < max; i++) {
-            const char *k = llmq_reply_str_or(r->element[1]->element[i], "");
-            size_t len = strlen(k);
-            names[n] = len > plen && len - plen < LLMQ_BUCKET_NAME_MAX ? strdup(k + plen) : NULL;
-            n += names[n] != NULL;
-        }
-        freeReplyObject(r);
-    } while (strcmp(cursor, "0") != 0 && n < max);
-    return n;
+    char pattern[LLMQ_KEY_FIXED_MAX];
+    struct name_scan s = {names, max, 0, strlen(prefix) + strlen(llmq_key_head(LLMQ_KEY_LIMIT)),
+                          NULL};
+    if (llmq_key(pattern, sizeof(pattern), prefix, LLMQ_KEY_LIMIT, "*", NULL) == LLMQ_OK)
+        llmq_redis_scan(c, pattern, 500, take_name, &s, NULL); /* a failure: the names so far */
+    return s.n;
 }
 
 /* Sets "soft" on each bucket (its limit hash says soft 1). */
@@ -285,13 +294,7 @@ static void add_buckets(json_t *o, redisContext *c, const char *prefix)
 static void add_quota_and_calibration(json_t *o, redisContext *c, const char *account,
                                       const char *prefix)
 {
-    char key[LLMQ_KEY_FIXED_MAX];
-    redisReply *r = llmq_key(key, sizeof(key), prefix, LLMQ_KEY_STATS, NULL, NULL) == LLMQ_OK
-                        ? redisCommand(c, "HGET %s insufficient_quota", key)
-                        : NULL;
-    long long quota = llmq_reply_int_or(r, 0);
-    if (r != NULL)
-        freeReplyObject(r);
+    long long quota = llmq_job_store_stat(c, prefix, "insufficient_quota");
     json_object_set_new(json_object_get(o, "totals"), "insufficient_quota", json_integer(quota));
     struct llmq_calib_stats *st = NULL;
     size_t n = 0;
@@ -515,28 +518,20 @@ static void print_text(const json_t *o)
     print_workers(o);
 }
 
-/* Every account that has a queue: SCAN llmq:{*}:q:normal. New strings. */
+/* Every account that has a queue: SCAN llmq:{*}:q:normal (the prefix of
+ * account "*" is the pattern of every prefix). New strings. */
 static size_t scan_accounts(redisContext *c, char **names, size_t max)
 {
-    char cursor[32] = "0";
-    size_t n = 0;
-    do {
-        redisReply *r = redisCommand(c, "SCAN %s MATCH llmq:{*}:q:normal COUNT 1000", cursor);
-        if (!shape_ok(r, 2) || r->element[0]->type != REDIS_REPLY_STRING) {
-            if (r != NULL)
-                freeReplyObject(r);
-            break;
-        }
-        snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
-        for (size_t i = 0; i < r->element[1]->elements && n < max; i++) {
-            const char *k = llmq_reply_str_or(r->element[1]->element[i], "") + strlen("llmq:{");
-            const char *end = strstr(k, "}:q:normal");
-            names[n] = end != NULL ? strndup(k, (size_t)(end - k)) : NULL;
-            n += names[n] != NULL;
-        }
-        freeReplyObject(r);
-    } while (strcmp(cursor, "0") != 0 && n < max);
-    return n;
+    char any[LLMQ_KEY_PREFIX_MAX], pattern[LLMQ_KEY_FIXED_MAX];
+    if (llmq_account_prefix("*", any, sizeof(any), NULL) != LLMQ_OK ||
+        llmq_key(pattern, sizeof(pattern), any, LLMQ_KEY_QUEUE,
+                 llmq_priority_name(LLMQ_PRIORITY_NORMAL), NULL) != LLMQ_OK)
+        return 0;
+    /* in a key the account stands where the pattern has its '*' */
+    const char *star = strchr(pattern, '*');
+    struct name_scan s = {names, max, 0, (size_t)(star - pattern), star + 1};
+    llmq_redis_scan(c, pattern, 1000, take_name, &s, NULL);
+    return s.n;
 }
 
 static int show(const struct llmq_cli *cli, redisContext *c, const char *account, int as_json)

@@ -277,17 +277,29 @@ enum llmq_rc llmq_job_store_result(redisContext *c, const char *prefix, const ch
     return rc;
 }
 
-long long llmq_job_store_setting(redisContext *c, const char *prefix, const char *field,
-                                 long long def)
+/* An integer field of the hash P <kind>, or def. */
+static long long hash_int(redisContext *c, const char *prefix, enum llmq_key_kind kind,
+                          const char *field, long long def)
 {
     char key[LLMQ_KEY_FIXED_MAX];
-    if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_SETTINGS, NULL, NULL) != LLMQ_OK)
+    if (llmq_key(key, sizeof(key), prefix, kind, NULL, NULL) != LLMQ_OK)
         return def;
     redisReply *r = redisCommand(c, "HGET %s %s", key, field);
     long long v = llmq_reply_int_or(r, def);
     if (r != NULL)
         freeReplyObject(r);
     return v;
+}
+
+long long llmq_job_store_setting(redisContext *c, const char *prefix, const char *field,
+                                 long long def)
+{
+    return hash_int(c, prefix, LLMQ_KEY_SETTINGS, field, def);
+}
+
+long long llmq_job_store_stat(redisContext *c, const char *prefix, const char *field)
+{
+    return hash_int(c, prefix, LLMQ_KEY_STATS, field, 0);
 }
 
 /* One asynchronous push: its calls are in flight until calls_left is 0. */
