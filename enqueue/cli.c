@@ -87,6 +87,18 @@ redisContext *llmq_cli_open(const struct llmq_cli *cli, char *prefix, size_t n, 
     return llmq_cli_connect(cli, code);
 }
 
+int llmq_cli_on_account(const struct llmq_cli *cli, llmq_cli_account_fn *fn, void *ud)
+{
+    char prefix[LLMQ_KEY_PREFIX_MAX];
+    int code = LLMQ_EXIT_OK;
+    redisContext *c = llmq_cli_open(cli, prefix, sizeof(prefix), &code);
+    if (c == NULL)
+        return code;
+    code = fn(cli, c, prefix, ud);
+    redisFree(c);
+    return code;
+}
+
 int llmq_cli_ids_valid(const struct llmq_cli *cli, char *const *ids, size_t n)
 {
     for (size_t i = 0; i < n; i++)

@@ -61,6 +61,15 @@ redisContext *llmq_cli_connect(const struct llmq_cli *cli, int *code);
  * connection (redisFree). */
 redisContext *llmq_cli_open(const struct llmq_cli *cli, char *prefix, size_t n, int *code);
 
+/* What a command does once connected to its account (prefix: the account's
+ * key prefix; c and prefix borrowed for the call); returns an exit code. */
+typedef int llmq_cli_account_fn(const struct llmq_cli *cli, redisContext *c, const char *prefix,
+                                void *ud);
+
+/* A command on the CLI's account from start to end: llmq_cli_open, fn, then
+ * redisFree. Returns fn's exit code, or that of the failed preamble. */
+int llmq_cli_on_account(const struct llmq_cli *cli, llmq_cli_account_fn *fn, void *ud);
+
 /* 1 when every one of ids[0..n) is a valid job id; else prints the first
  * that is not and returns 0. */
 int llmq_cli_ids_valid(const struct llmq_cli *cli, char *const *ids, size_t n);

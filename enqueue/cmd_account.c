@@ -71,8 +71,10 @@ void llmq_cli_auth_pause_line(FILE *out, const json_t *p)
             when, key ? key : "?", st ? st : "?");
 }
 
-static int status(const struct llmq_cli *cli, redisContext *c, const char *prefix, int as_json)
+/* ud: int *, 1 for --json */
+static int status(const struct llmq_cli *cli, redisContext *c, const char *prefix, void *ud)
 {
+    int as_json = *(const int *)ud;
     json_t *p = llmq_cli_auth_pause(c, prefix);
     if (c->err) {
         llmq_cli_error(cli, "redis: %s", c->errstr);
@@ -96,8 +98,9 @@ static int status(const struct llmq_cli *cli, redisContext *c, const char *prefi
     return LLMQ_EXIT_OK;
 }
 
-static int resume(const struct llmq_cli *cli, redisContext *c, const char *prefix)
+static int resume(const struct llmq_cli *cli, redisContext *c, const char *prefix, void *ud)
 {
+    (void)ud;
     struct llmq_error err = {0};
     const char *argv[2] = {prefix, ""};
     redisReply *r = llmq_script_run(c, LLMQ_SCRIPT_ACCOUNT_RESUME, 1, 2, argv, NULL, &err);
@@ -152,12 +155,5 @@ int llmq_cmd_account(struct llmq_cli *cli, int argc, char **argv)
         llmq_cli_error(cli, "--json belongs to 'account status' (see --help)");
         return LLMQ_EXIT_USAGE;
     }
-    char prefix[LLMQ_KEY_PREFIX_MAX];
-    code = LLMQ_EXIT_OK;
-    redisContext *c = llmq_cli_open(cli, prefix, sizeof(prefix), &code);
-    if (c == NULL)
-        return code;
-    code = is_status ? status(cli, c, prefix, as_json) : resume(cli, c, prefix);
-    redisFree(c);
-    return code;
+    return llmq_cli_on_account(cli, is_status ? status : resume, &as_json);
 }

@@ -178,7 +178,21 @@ struct dead_opts {
     const struct llmq_cli *cli;
     int as_json, all;
     long long limit;
+    /* the command, once checked */
+    int is_list, is_retry;
+    char **ids;
+    int n_ids;
 };
+
+/* ud: the checked struct dead_opts */
+static int act_on(const struct llmq_cli *cli, redisContext *c, const char *prefix, void *ud)
+{
+    const struct dead_opts *o = ud;
+    if (o->is_list)
+        return list(cli, c, prefix, o->as_json, o->limit);
+    return act(cli, c, prefix, o->is_retry ? LLMQ_SCRIPT_DEAD_RETRY : LLMQ_SCRIPT_DEAD_PURGE,
+               o->is_retry ? "queued" : "purged", o->ids, o->n_ids);
+}
 
 static int take_option(int opt, const char *arg, void *ud)
 {
@@ -192,7 +206,7 @@ static int take_option(int opt, const char *arg, void *ud)
 }
 
 /* Runs the parsed command: pos[0] the verb, then the ids. */
-static int run(const struct llmq_cli *cli, const struct dead_opts *o, char **pos, int n_pos)
+static int run(const struct llmq_cli *cli, struct dead_opts *o, char **pos, int n_pos)
 {
     const char *verb = n_pos > 0 ? pos[0] : "";
     int n_ids = n_pos > 0 ? n_pos - 1 : 0;
@@ -224,16 +238,11 @@ static int run(const struct llmq_cli *cli, const struct dead_opts *o, char **pos
     }
     if (!llmq_cli_ids_valid(cli, ids, (size_t)n_ids))
         return LLMQ_EXIT_USAGE;
-    char prefix[LLMQ_KEY_PREFIX_MAX];
-    int code = LLMQ_EXIT_OK;
-    redisContext *c = llmq_cli_open(cli, prefix, sizeof(prefix), &code);
-    if (c == NULL)
-        return code;
-    code = is_list ? list(cli, c, prefix, o->as_json, o->limit)
-                   : act(cli, c, prefix, is_retry ? LLMQ_SCRIPT_DEAD_RETRY : LLMQ_SCRIPT_DEAD_PURGE,
-                         is_retry ? "queued" : "purged", ids, n_ids);
-    redisFree(c);
-    return code;
+    o->is_list = is_list;
+    o->is_retry = is_retry;
+    o->ids = ids;
+    o->n_ids = n_ids;
+    return llmq_cli_on_account(cli, act_on, o);
 }
 
 int llmq_cmd_dead(struct llmq_cli *cli, int argc, char **argv)

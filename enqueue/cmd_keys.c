@@ -213,6 +213,11 @@ static int revoke(const struct llmq_cli *cli, redisContext *c, const char *prefi
 struct keys_opts {
     const char *tenant, *user, *prio, *models;
     int json;
+    /* the command, once checked */
+    const char *verb;
+    enum llmq_priority p;
+    char **ids;
+    int n_ids;
 };
 
 static int take_option(int opt, const char *arg, void *ud)
@@ -263,16 +268,26 @@ static int check_create_options(const struct llmq_cli *cli, const struct keys_op
     return 0;
 }
 
+/* ud: the checked struct keys_opts */
+static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix, void *ud)
+{
+    const struct keys_opts *o = ud;
+    if (strcmp(o->verb, "create") == 0)
+        return create(cli, c, prefix, o->tenant, o->user, llmq_priority_name(o->p), o->models);
+    if (strcmp(o->verb, "list") == 0)
+        return list(cli, c, prefix, o->json);
+    return revoke(cli, c, prefix, o->n_ids, o->ids);
+}
+
 /* Runs the parsed command: pos[0] the action, then its key ids. */
-static int run(const struct llmq_cli *cli, const struct keys_opts *o, char **pos, int n_pos)
+static int run(const struct llmq_cli *cli, struct keys_opts *o, char **pos, int n_pos)
 {
     if (n_pos == 0) {
         llmq_cli_error(cli, "expected create, list or revoke (see --help)");
         return LLMQ_EXIT_USAGE;
     }
     const char *verb = pos[0];
-    enum llmq_priority p = LLMQ_PRIORITY_HIGH;
-    int rc = check_create_options(cli, o, &p);
+    int rc = check_create_options(cli, o, &o->p);
     if (rc != 0)
         return rc;
     int is_create = strcmp(verb, "create") == 0, is_list = strcmp(verb, "list") == 0;
@@ -289,19 +304,10 @@ static int run(const struct llmq_cli *cli, const struct keys_opts *o, char **pos
         llmq_cli_error(cli, "revoke: name at least one key id");
         return LLMQ_EXIT_USAGE;
     }
-    char prefix[LLMQ_KEY_PREFIX_MAX];
-    rc = LLMQ_EXIT_OK;
-    redisContext *c = llmq_cli_open(cli, prefix, sizeof(prefix), &rc);
-    if (c == NULL)
-        return rc;
-    if (is_create)
-        rc = create(cli, c, prefix, o->tenant, o->user, llmq_priority_name(p), o->models);
-    else if (is_list)
-        rc = list(cli, c, prefix, o->json);
-    else
-        rc = revoke(cli, c, prefix, n_pos - 1, pos + 1);
-    redisFree(c);
-    return rc;
+    o->verb = verb;
+    o->ids = pos + 1;
+    o->n_ids = n_pos - 1;
+    return llmq_cli_on_account(cli, act, o);
 }
 
 int llmq_cmd_keys(struct llmq_cli *cli, int argc, char **argv)
@@ -313,7 +319,8 @@ int llmq_cmd_keys(struct llmq_cli *cli, int argc, char **argv)
                                          {"json", no_argument, NULL, 'j'},
                                          LLMQ_CLI_COMMON_OPTIONS,
                                          {NULL, 0, NULL, 0}};
-    struct keys_opts o = {.tenant = "", .user = "", .prio = "high", .models = ""};
+    struct keys_opts o = {
+        .tenant = "", .user = "", .prio = "high", .models = "", .p = LLMQ_PRIORITY_HIGH};
     char **pos = calloc((size_t)argc + 1, sizeof(*pos));
     int n_pos = 0;
     if (pos == NULL)

@@ -223,10 +223,31 @@ struct results_opts {
     int wait, all;
     long long timeout_s;
     const char *output;
+    char **ids; /* once checked (none: --all) */
+    size_t n;
 };
 
+/* ud: the checked struct results_opts */
+static int print_to_output(const struct llmq_cli *cli, redisContext *c, const char *prefix,
+                           void *ud)
+{
+    const struct results_opts *o = ud;
+    FILE *out = o->output ? fopen(o->output, "w") : stdout;
+    if (out == NULL) {
+        llmq_cli_error(cli, "%s: cannot open for writing", o->output);
+        return LLMQ_EXIT_FAIL;
+    }
+    int code = o->all ? print_all(cli, c, prefix, out)
+                      : print_named(cli, c, prefix, o->ids, o->n, o->wait, o->timeout_s, out);
+    if ((out != stdout ? fclose(out) : fflush(out)) != 0 && code == LLMQ_EXIT_OK) {
+        llmq_cli_error(cli, "writing results failed");
+        code = LLMQ_EXIT_FAIL;
+    }
+    return code;
+}
+
 /* Runs the parsed command on the ids (none: --all). */
-static int run(const struct llmq_cli *cli, const struct results_opts *o, char **ids, size_t n)
+static int run(const struct llmq_cli *cli, struct results_opts *o, char **ids, size_t n)
 {
     if (o->all == (n > 0) || (o->all && o->wait)) {
         llmq_cli_error(cli, "give job ids or --all (--wait only with ids; see --help)");
@@ -238,25 +259,9 @@ static int run(const struct llmq_cli *cli, const struct results_opts *o, char **
     }
     if (!llmq_cli_ids_valid(cli, ids, n))
         return LLMQ_EXIT_USAGE;
-    char prefix[LLMQ_KEY_PREFIX_MAX];
-    int code = LLMQ_EXIT_OK;
-    redisContext *c = llmq_cli_open(cli, prefix, sizeof(prefix), &code);
-    if (c == NULL)
-        return code;
-    FILE *out = o->output ? fopen(o->output, "w") : stdout;
-    if (out == NULL) {
-        llmq_cli_error(cli, "%s: cannot open for writing", o->output);
-        redisFree(c);
-        return LLMQ_EXIT_FAIL;
-    }
-    code = o->all ? print_all(cli, c, prefix, out)
-                  : print_named(cli, c, prefix, ids, n, o->wait, o->timeout_s, out);
-    redisFree(c);
-    if ((out != stdout ? fclose(out) : fflush(out)) != 0 && code == LLMQ_EXIT_OK) {
-        llmq_cli_error(cli, "writing results failed");
-        code = LLMQ_EXIT_FAIL;
-    }
-    return code;
+    o->ids = ids;
+    o->n = n;
+    return llmq_cli_on_account(cli, print_to_output, o);
 }
 
 static int take_option(int opt, const char *arg, void *ud)

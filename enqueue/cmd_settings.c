@@ -108,6 +108,21 @@ static int change(const struct llmq_cli *cli, redisContext *c, const char *prefi
     return ok ? show(cli, c, prefix, s->name) : LLMQ_EXIT_FAIL;
 }
 
+/* What settings does once checked: get (value NULL, unset 0), set or unset
+ * of setting s (NULL: get all). */
+struct settings_cmd {
+    const struct setting *s;
+    const char *value;
+    int change;
+};
+
+static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix, void *ud)
+{
+    const struct settings_cmd *k = ud;
+    return k->change ? change(cli, c, prefix, k->s, k->value)
+                     : show(cli, c, prefix, k->s ? k->s->name : NULL);
+}
+
 static int no_own_option(int opt, const char *arg, void *ud)
 {
     (void)opt, (void)arg, (void)ud;
@@ -146,13 +161,6 @@ int llmq_cmd_settings(struct llmq_cli *cli, int argc, char **argv)
         if (llmq_cli_parse_int64(cli, s->name, pos[2], s->min, s->max, &v) != 0)
             return LLMQ_EXIT_USAGE;
     }
-    char prefix[LLMQ_KEY_PREFIX_MAX];
-    code = LLMQ_EXIT_OK;
-    redisContext *c = llmq_cli_open(cli, prefix, sizeof(prefix), &code);
-    if (c == NULL)
-        return code;
-    code =
-        set || unset ? change(cli, c, prefix, s, set ? pos[2] : NULL) : show(cli, c, prefix, field);
-    redisFree(c);
-    return code;
+    struct settings_cmd k = {s, set ? pos[2] : NULL, set || unset};
+    return llmq_cli_on_account(cli, act, &k);
 }
