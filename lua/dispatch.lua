@@ -220,18 +220,18 @@ local function charge(zkey, member, score, amount, parent)
     vt_set[parent] = true
 end
 
--- The node to block for a denial on path (the outermost bucket that binds)
--- and until when.
+-- The node to block for a denial on path (the outermost bucket that binds),
+-- until when, its level and the bucket's name.
 local function block_target(s, path, cost, mpath, tpath, kpath)
     for i = 1, #path do
         local b = path[i]
         if b.binds then
             local w = math.max(limiter_wait(b, cost, s.frac, now), 1)
             local node = b.level == 'model' and mpath or (b.level == 'tenant' and tpath or kpath)
-            return node, now + w, b.level
+            return node, now + w, b.level, b.name
         end
     end
-    return kpath, now + 1, 'user' -- unreachable: a denial names a binding bucket
+    return kpath, now + 1, 'user', path[#path].name -- unreachable: a denial names a binding bucket
 end
 
 for _, prio in ipairs(PRIOS) do
@@ -253,7 +253,7 @@ for _, prio in ipairs(PRIOS) do
         local t = denied_model[model] == nil and redis.call('ZRANGE', stk, 0, 0, 'WITHSCORES') or {}
         local u = {}
         if denied_model[model] ~= nil then
-            sched_block(P, mpath, denied_model[model])
+            sched_block(P, mpath, denied_model[model], model)
         elseif #t == 0 then
             sched_deactivate(P, mpath)
         else
@@ -310,11 +310,12 @@ for _, prio in ipairs(PRIOS) do
                         b = 'cost ' .. cost .. ' tokens exceeds the ' .. r2 .. ' limit ' .. r3 ..
                             ' of bucket ' .. r1
                     else
-                        local node, until_ms, level = block_target(s, path, cost, mpath, tpath, kpath)
+                        local node, until_ms, level, bucket =
+                            block_target(s, path, cost, mpath, tpath, kpath)
                         if level == 'model' then
                             denied_model[model] = until_ms
                         end
-                        sched_block(P, node, until_ms)
+                        sched_block(P, node, until_ms, bucket)
                     end
                 end
             end

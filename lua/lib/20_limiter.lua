@@ -532,14 +532,16 @@ end
 -- reserved cost, and replace it (up or down) in a usage-ledger bucket;
 -- actual = nil refunds it (its request and its tokens) in every bucket.
 -- Window entries that already aged out are left alone: they no longer count.
--- Returns buckets whose reservation was still counted.
+-- Returns the number of buckets whose reservation was still counted, and the
+-- names of those whose charge went down (room given back: the scheduler
+-- wakes what waits on them, sched_wake_buckets).
 local function limiter_adjust(P, handle, actual)
     local f = llmq_split(handle, '|')
     local resid, cost = f[1], tonumber(f[2])
     if resid == nil or cost == nil or #f < 4 then
         error('LLMQ_EINVAL bad reservation handle')
     end
-    local adjusted = 0
+    local adjusted, freed = 0, {}
     for i = 4, #f do
         local mode, name = string.sub(f[i], 1, 1), string.sub(f[i], 2)
         local key = P .. 'limit:' .. name
@@ -562,6 +564,9 @@ local function limiter_adjust(P, handle, actual)
                     redis.call('HINCRBY', key, 'tok', to - cost)
                 end
                 adjusted = adjusted + 1
+                if to == nil or to < cost then
+                    freed[#freed + 1] = name
+                end
             end
         else
             local s = { P = P, now = 0, buckets = {} }
@@ -575,10 +580,13 @@ local function limiter_adjust(P, handle, actual)
                     redis.call('HINCRBYFLOAT', key, 'rtat', -b.cfg.period / b.cfg.requests)
                 end
                 adjusted = adjusted + 1
+                if to == nil or to < cost then
+                    freed[#freed + 1] = name
+                end
             end
         end
     end
-    return adjusted
+    return adjusted, freed
 end
 
 -- Teaches bucket b (loaded in session s) what OpenAI reported: when it says
