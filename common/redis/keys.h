@@ -157,9 +157,11 @@
  * timeout (20 s by default). */
 #define LLMQ_WORKER_LIVE_MS 30000
 
-/* The kinds of key above, each built only by llmq_key (the names are in the
- * table of keys.c). The kinds marked <name> take a name (a bucket, priority,
- * job or object id, or a SCAN pattern such as "*"); the others take NULL. */
+/* The kinds of key above that C code uses, each built only by llmq_key (the
+ * names are in the table of keys.c; the scheduler's keys and seq are built
+ * by the scripts alone). The kinds marked <name> take a name (a bucket,
+ * priority, job or object id, or a SCAN pattern such as "*"); the others
+ * take NULL. A new kind: one value here, one row in the table. */
 enum llmq_key_kind {
     LLMQ_KEY_LIMIT,         /* P limit:<bucket> */
     LLMQ_KEY_POLICY,        /* P policy */
