@@ -9,6 +9,7 @@
 
 #include "http/http.h"
 #include "base/backoff.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "admin/metrics_worker.h"
 #include "redis/redis.h"
@@ -87,7 +88,7 @@ static int run(struct llmq_worker_config *cfg)
         LLMQ_LOG(LLMQ_LOG_INFO, "serving account %s (key %s…) as %s, concurrency %d", a->cfg->name,
                  a->cfg->key_id, cfg->consumer, cfg->concurrency);
     }
-    w.last_busy_ms = llmq_worker_now_ms(&w);
+    w.last_busy_ms = llmq_monotonic_ms();
     llmq_worker_recover_start(&w);
     if (llmq_worker_metrics_start(&w) == 0)
         ev_run(w.loop, 0);

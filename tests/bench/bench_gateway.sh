@@ -13,17 +13,11 @@
 # usage: tests/bench/bench_gateway.sh [BUILD_DIR]   (a Release build; built if
 # missing). Needs redis-server and curl. Everything binds 127.0.0.1.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/lib.sh"
 build=${1:-build-bench}
-if [ ! -x "$build/bin/llmq-gateway" ] || [ ! -x "$build/tests/bench/loadgen" ]; then
-    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build "$build" -j"$(nproc)" --target llmq-cli llmq-worker llmq-gateway openai-sim \
-        loadgen >/dev/null
-fi
-bin=$PWD/$build/bin
+bench_build "$build" llmq-cli llmq-worker llmq-gateway openai-sim loadgen
 export LOADGEN=$PWD/$build/tests/bench/loadgen
-tmp=$(mktemp -d /tmp/bench-gateway.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+bench_init gateway
 ulimit -n 65536 2>/dev/null || true
 secs=${BENCH_SECONDS:-5}
 export secs
