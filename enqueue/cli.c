@@ -1,14 +1,15 @@
 /* Options and helpers shared by the llmq subcommands. */
 #include "cli.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/parse_int.h"
 #include "llmq/error.h"
 #include "redis/redis.h"
 #include "redis/redis_url.h"
+#include "redis/reply_read.h"
 
 int llmq_cli_common_option(struct llmq_cli *cli, int opt, const char *arg)
 {
@@ -26,7 +27,7 @@ int llmq_cli_common_option(struct llmq_cli *cli, int opt, const char *arg)
 
 int llmq_limit_value_set(const redisReply *r)
 {
-    return r != NULL && r->type == REDIS_REPLY_STRING && strtoll(r->str, NULL, 10) > 0;
+    return r != NULL && r->type == REDIS_REPLY_STRING && llmq_reply_int_or(r, 0) > 0;
 }
 
 void llmq_cli_error(const struct llmq_cli *cli, const char *fmt, ...)
@@ -49,6 +50,17 @@ int llmq_cli_prefix(const struct llmq_cli *cli, char *prefix, size_t n)
     return 0;
 }
 
+int llmq_cli_key(const struct llmq_cli *cli, char *buf, size_t len, const char *prefix,
+                 enum llmq_key_kind kind, const char *name)
+{
+    struct llmq_error err = {0};
+    if (llmq_key(buf, len, prefix, kind, name, &err) != LLMQ_OK) {
+        llmq_cli_error(cli, "%s", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
 redisContext *llmq_cli_connect(const struct llmq_cli *cli, int *code)
 {
     struct llmq_error err = {0};
@@ -64,6 +76,37 @@ redisContext *llmq_cli_connect(const struct llmq_cli *cli, int *code)
         *code = LLMQ_EXIT_FAIL;
     }
     return c;
+}
+
+redisContext *llmq_cli_open(const struct llmq_cli *cli, char *prefix, size_t n, int *code)
+{
+    if (prefix != NULL && llmq_cli_prefix(cli, prefix, n) != 0) {
+        *code = LLMQ_EXIT_USAGE;
+        return NULL;
+    }
+    return llmq_cli_connect(cli, code);
+}
+
+int llmq_cli_on_account(const struct llmq_cli *cli, llmq_cli_account_fn *fn, void *ud)
+{
+    char prefix[LLMQ_KEY_PREFIX_MAX];
+    int code = LLMQ_EXIT_OK;
+    redisContext *c = llmq_cli_open(cli, prefix, sizeof(prefix), &code);
+    if (c == NULL)
+        return code;
+    code = fn(cli, c, prefix, ud);
+    redisFree(c);
+    return code;
+}
+
+int llmq_cli_ids_valid(const struct llmq_cli *cli, char *const *ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!llmq_name_valid(ids[i])) {
+            llmq_cli_error(cli, "'%s' is not a job id", ids[i]);
+            return 0;
+        }
+    return 1;
 }
 
 static int negative_number(const char *s)
@@ -119,10 +162,8 @@ int llmq_cli_getopt(struct llmq_cli *cli, int argc, char **argv, const struct op
 int llmq_cli_parse_int64(const struct llmq_cli *cli, const char *name, const char *arg,
                          long long min, long long max, long long *out)
 {
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(arg, &end, 10);
-    if (errno != 0 || end == arg || *end != '\0' || v < min || v > max) {
+    int64_t v = 0;
+    if (llmq_parse_int64(arg, min, max, &v) != 0) {
         llmq_cli_error(cli, "%s: expected an integer in %lld..%lld, got '%s'", name, min, max, arg);
         return -1;
     }

@@ -11,6 +11,8 @@
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 
+#include "redis/keys.h"
+
 #define LLMQ_EXIT_OK 0
 #define LLMQ_EXIT_FAIL 1
 #define LLMQ_EXIT_USAGE 2
@@ -40,10 +42,37 @@ int llmq_cli_common_option(struct llmq_cli *cli, int opt, const char *arg);
  * what is wrong with the account name and returns -1 when it is invalid. */
 int llmq_cli_prefix(const struct llmq_cli *cli, char *prefix, size_t n);
 
+/* llmq_key for a command: builds the key of that kind (name NULL for the
+ * kinds without one) of the account with prefix into buf (len bytes);
+ * prints what is wrong and returns -1 when it cannot (a name too long). */
+int llmq_cli_key(const struct llmq_cli *cli, char *buf, size_t len, const char *prefix,
+                 enum llmq_key_kind kind, const char *name);
+
 /* Connects to the CLI's Redis. On failure prints the error, sets *code to the
  * exit code (LLMQ_EXIT_USAGE for a malformed URL, LLMQ_EXIT_FAIL when Redis
  * cannot be reached or refuses) and returns NULL. */
 redisContext *llmq_cli_connect(const struct llmq_cli *cli, int *code);
+
+/* The preamble of a command on the CLI's account: writes the account's key
+ * prefix into prefix (n bytes; prefix NULL: the command needs none), then
+ * connects. On failure prints what is wrong, sets *code (LLMQ_EXIT_USAGE for
+ * an invalid account name or a malformed URL, LLMQ_EXIT_FAIL when Redis
+ * cannot be reached or refuses) and returns NULL; else the caller owns the
+ * connection (redisFree). */
+redisContext *llmq_cli_open(const struct llmq_cli *cli, char *prefix, size_t n, int *code);
+
+/* What a command does once connected to its account (prefix: the account's
+ * key prefix; c and prefix borrowed for the call); returns an exit code. */
+typedef int llmq_cli_account_fn(const struct llmq_cli *cli, redisContext *c, const char *prefix,
+                                void *ud);
+
+/* A command on the CLI's account from start to end: llmq_cli_open, fn, then
+ * redisFree. Returns fn's exit code, or that of the failed preamble. */
+int llmq_cli_on_account(const struct llmq_cli *cli, llmq_cli_account_fn *fn, void *ud);
+
+/* 1 when every one of ids[0..n) is a valid job id; else prints the first
+ * that is not and returns 0. */
+int llmq_cli_ids_valid(const struct llmq_cli *cli, char *const *ids, size_t n);
 
 /* Parses an integer value in min..max into *out, printing
  * "PROG: NAME: expected an integer in MIN..MAX, got 'ARG'" and returning -1

@@ -33,7 +33,10 @@ static void usage(FILE *out)
 
 json_t *llmq_cli_auth_pause(redisContext *c, const char *prefix)
 {
-    redisReply *r = redisCommand(c, "HGETALL %sauth_pause", prefix);
+    char key[LLMQ_KEY_FIXED_MAX];
+    redisReply *r = llmq_key(key, sizeof(key), prefix, LLMQ_KEY_AUTH_PAUSE, NULL, NULL) == LLMQ_OK
+                        ? redisCommand(c, "HGETALL %s", key)
+                        : NULL;
     if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
         if (r != NULL)
             freeReplyObject(r);
@@ -68,8 +71,10 @@ void llmq_cli_auth_pause_line(FILE *out, const json_t *p)
             when, key ? key : "?", st ? st : "?");
 }
 
-static int status(const struct llmq_cli *cli, redisContext *c, const char *prefix, int as_json)
+/* ud: int *, 1 for --json */
+static int status(const struct llmq_cli *cli, redisContext *c, const char *prefix, void *ud)
 {
+    int as_json = *(const int *)ud;
     json_t *p = llmq_cli_auth_pause(c, prefix);
     if (c->err) {
         llmq_cli_error(cli, "redis: %s", c->errstr);
@@ -93,8 +98,9 @@ static int status(const struct llmq_cli *cli, redisContext *c, const char *prefi
     return LLMQ_EXIT_OK;
 }
 
-static int resume(const struct llmq_cli *cli, redisContext *c, const char *prefix)
+static int resume(const struct llmq_cli *cli, redisContext *c, const char *prefix, void *ud)
 {
+    (void)ud;
     struct llmq_error err = {0};
     const char *argv[2] = {prefix, ""};
     redisReply *r = llmq_script_run(c, LLMQ_SCRIPT_ACCOUNT_RESUME, 1, 2, argv, NULL, &err);
@@ -117,45 +123,37 @@ static int resume(const struct llmq_cli *cli, redisContext *c, const char *prefi
     return LLMQ_EXIT_OK;
 }
 
+static int take_option(int opt, const char *arg, void *ud)
+{
+    (void)arg;
+    if (opt != 'j')
+        return LLMQ_EXIT_USAGE;
+    *(int *)ud = 1;
+    return 0;
+}
+
 int llmq_cmd_account(struct llmq_cli *cli, int argc, char **argv)
 {
     static const struct option opts[] = {
         {"json", no_argument, NULL, 'j'}, LLMQ_CLI_COMMON_OPTIONS, {NULL, 0, NULL, 0}};
-    int opt, as_json = 0;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (opt == 'h') {
-            usage(stdout);
-            return LLMQ_EXIT_OK;
-        }
-        if (opt == 'j') {
-            as_json = 1;
-            continue;
-        }
-        if (!llmq_cli_common_option(cli, opt, optarg))
-            return LLMQ_EXIT_USAGE;
-    }
-    int n = argc - optind;
-    const char *verb = n > 0 ? argv[optind] : "";
-    int is_status = strcmp(verb, "status") == 0, is_resume = strcmp(verb, "resume") == 0;
-    if (n != 1 || (!is_status && !is_resume) || (is_resume && as_json)) {
-        if (n == 0)
-            llmq_cli_error(cli, "expected status or resume");
-        else if (n == 1 && !is_status && !is_resume)
-            llmq_cli_error(cli, "unknown subcommand '%s' (expected status or resume)", verb);
-        else
-            llmq_cli_error(cli, "invalid arguments (see --help)");
-        usage(stderr);
-        return LLMQ_EXIT_USAGE;
-    }
-    char prefix[LLMQ_KEY_PREFIX_MAX];
-    if (llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
-        return LLMQ_EXIT_USAGE;
-    int code;
-    redisContext *c = llmq_cli_connect(cli, &code);
-    if (c == NULL)
+    int as_json = 0, n = 0;
+    char *pos[1];
+    int code = llmq_cli_getopt(cli, argc, argv, opts, take_option, &as_json, usage, pos, 1, &n);
+    if (code >= 0)
         return code;
-    int rc = is_status ? status(cli, c, prefix, as_json) : resume(cli, c, prefix);
-    redisFree(c);
-    return rc;
+    const char *verb = n > 0 ? pos[0] : "";
+    int is_status = strcmp(verb, "status") == 0, is_resume = strcmp(verb, "resume") == 0;
+    if (n == 0) {
+        llmq_cli_error(cli, "expected status or resume (see --help)");
+        return LLMQ_EXIT_USAGE;
+    }
+    if (!is_status && !is_resume) {
+        llmq_cli_error(cli, "unknown subcommand '%s' (status or resume; see --help)", verb);
+        return LLMQ_EXIT_USAGE;
+    }
+    if (is_resume && as_json) {
+        llmq_cli_error(cli, "--json belongs to 'account status' (see --help)");
+        return LLMQ_EXIT_USAGE;
+    }
+    return llmq_cli_on_account(cli, is_status ? status : resume, &as_json);
 }

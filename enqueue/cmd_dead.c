@@ -79,11 +79,13 @@ static void print_entry(const redisReply *e, int as_json)
 static int list(const struct llmq_cli *cli, redisContext *c, const char *prefix, int as_json,
                 long long limit)
 {
-    char from[64] = "-";
+    char from[64] = "-", key[LLMQ_KEY_FIXED_MAX];
     long long shown = 0;
+    if (llmq_cli_key(cli, key, sizeof(key), prefix, LLMQ_KEY_DEAD, NULL) != 0)
+        return LLMQ_EXIT_USAGE;
     while (limit <= 0 || shown < limit) {
         long long want = limit > 0 && limit - shown < CHUNK ? limit - shown : CHUNK;
-        redisReply *r = redisCommand(c, "XRANGE %sdead %s + COUNT %lld", prefix, from, want);
+        redisReply *r = redisCommand(c, "XRANGE %s %s + COUNT %lld", key, from, want);
         if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
             llmq_cli_error(cli, "XRANGE dead: %s",
                            r && r->type == REDIS_REPLY_ERROR ? r->str
@@ -176,7 +178,21 @@ struct dead_opts {
     const struct llmq_cli *cli;
     int as_json, all;
     long long limit;
+    /* the command, once checked */
+    int is_list, is_retry;
+    char **ids;
+    int n_ids;
 };
+
+/* ud: the checked struct dead_opts */
+static int act_on(const struct llmq_cli *cli, redisContext *c, const char *prefix, void *ud)
+{
+    const struct dead_opts *o = ud;
+    if (o->is_list)
+        return list(cli, c, prefix, o->as_json, o->limit);
+    return act(cli, c, prefix, o->is_retry ? LLMQ_SCRIPT_DEAD_RETRY : LLMQ_SCRIPT_DEAD_PURGE,
+               o->is_retry ? "queued" : "purged", o->ids, o->n_ids);
+}
 
 static int take_option(int opt, const char *arg, void *ud)
 {
@@ -190,7 +206,7 @@ static int take_option(int opt, const char *arg, void *ud)
 }
 
 /* Runs the parsed command: pos[0] the verb, then the ids. */
-static int run(const struct llmq_cli *cli, const struct dead_opts *o, char **pos, int n_pos)
+static int run(const struct llmq_cli *cli, struct dead_opts *o, char **pos, int n_pos)
 {
     const char *verb = n_pos > 0 ? pos[0] : "";
     int n_ids = n_pos > 0 ? n_pos - 1 : 0;
@@ -220,23 +236,13 @@ static int run(const struct llmq_cli *cli, const struct dead_opts *o, char **pos
         llmq_cli_error(cli, "%s: give --all or job ids, not both (see --help)", verb);
         return LLMQ_EXIT_USAGE;
     }
-    for (int i = 0; i < n_ids; i++)
-        if (!llmq_name_valid(ids[i])) {
-            llmq_cli_error(cli, "'%s' is not a job id", ids[i]);
-            return LLMQ_EXIT_USAGE;
-        }
-    char prefix[LLMQ_KEY_PREFIX_MAX];
-    if (llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
+    if (!llmq_cli_ids_valid(cli, ids, (size_t)n_ids))
         return LLMQ_EXIT_USAGE;
-    int code = LLMQ_EXIT_OK;
-    redisContext *c = llmq_cli_connect(cli, &code);
-    if (c == NULL)
-        return code;
-    code = is_list ? list(cli, c, prefix, o->as_json, o->limit)
-                   : act(cli, c, prefix, is_retry ? LLMQ_SCRIPT_DEAD_RETRY : LLMQ_SCRIPT_DEAD_PURGE,
-                         is_retry ? "queued" : "purged", ids, n_ids);
-    redisFree(c);
-    return code;
+    o->is_list = is_list;
+    o->is_retry = is_retry;
+    o->ids = ids;
+    o->n_ids = n_ids;
+    return llmq_cli_on_account(cli, act_on, o);
 }
 
 int llmq_cmd_dead(struct llmq_cli *cli, int argc, char **argv)

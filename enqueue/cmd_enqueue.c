@@ -15,10 +15,12 @@
 #include "jobs/batch.h"
 #include "jobs/job_idset.h"
 #include "jobs/job_store.h"
+#include "limiter/path.h"
 #include "llmq/priority.h"
 #include "redis/keys.h"
 #include "progress.h"
 #include "redis/redis.h"
+#include "redis/reply_read.h"
 
 struct enqueue_opts {
     const char *file;
@@ -207,9 +209,7 @@ static int load_batch(struct llmq_cli *cli, struct enqueue_opts *o, struct llmq_
     char *buf = NULL;
     size_t len = 0;
     struct llmq_error err = {0};
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    o->d.now_ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    o->d.now_ms = llmq_wall_ms();
     if (llmq_batch_read_file(o->file, &buf, &len, &err) != LLMQ_OK) {
         llmq_cli_error(cli, "%s", err.msg);
         return LLMQ_EXIT_USAGE;
@@ -268,9 +268,15 @@ static void warn_unlimited_models(const struct llmq_cli *cli, redisContext *c, c
     for (size_t i = 0; seen != NULL && models != NULL && i < b->n_jobs; i++)
         if (llmq_job_idset_add(seen, b->jobs[i].model, 0, NULL) == 1)
             models[n++] = b->jobs[i].model;
-    for (size_t i = 0; i < n; i++)
-        redisAppendCommand(c, "HMGET %slimit:%s requests tokens", prefix, models[i]);
+    size_t sent = 0; /* models are valid names: their keys fit */
     for (size_t i = 0; i < n; i++) {
+        char key[LLMQ_KEY_FIXED_MAX + LLMQ_BUCKET_NAME_MAX];
+        if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_LIMIT, models[i], NULL) != LLMQ_OK)
+            break;
+        redisAppendCommand(c, "HMGET %s requests tokens", key);
+        sent++;
+    }
+    for (size_t i = 0; i < sent; i++) {
         redisReply *r = NULL;
         if (redisGetReply(c, (void **)&r) != REDIS_OK)
             break; /* the push that follows reports the connection */
@@ -284,15 +290,6 @@ static void warn_unlimited_models(const struct llmq_cli *cli, redisContext *c, c
     }
     free(models);
     llmq_job_idset_free(seen);
-}
-
-static long long stat_429(redisContext *c, const char *prefix)
-{
-    redisReply *r = redisCommand(c, "HGET %sstats http_429", prefix);
-    long long v = r && r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
-    if (r != NULL)
-        freeReplyObject(r);
-    return v;
 }
 
 /* State of --wait: where results go, what was seen, the progress display. */
@@ -320,10 +317,15 @@ struct waiting {
 static void check_consumers(struct waiting *w, size_t left)
 {
     redisContext *c = w->c;
-    for (int i = 0; i < LLMQ_PRIORITY_COUNT; i++)
-        redisAppendCommand(c, "XPENDING %sq:%s %s", w->prefix,
-                           llmq_priority_name(llmq_priority_by_rank(i)), LLMQ_GROUP);
-    redisAppendCommand(c, "HGETALL %sworkers", w->prefix);
+    char key[LLMQ_KEY_FIXED_MAX];
+    /* the prefix is valid and every key here is fixed: they fit */
+    for (int i = 0; i < LLMQ_PRIORITY_COUNT; i++) {
+        llmq_key(key, sizeof(key), w->prefix, LLMQ_KEY_QUEUE,
+                 llmq_priority_name(llmq_priority_by_rank(i)), NULL);
+        redisAppendCommand(c, "XPENDING %s %s", key, LLMQ_GROUP);
+    }
+    llmq_key(key, sizeof(key), w->prefix, LLMQ_KEY_WORKERS, NULL, NULL);
+    redisAppendCommand(c, "HGETALL %s", key);
     redisAppendCommand(c, "TIME");
     enum { HB = LLMQ_PRIORITY_COUNT, NOW, REPLIES }; /* after the XPENDINGs */
     redisReply *r[REPLIES] = {0};
@@ -337,14 +339,12 @@ static void check_consumers(struct waiting *w, size_t left)
     long long pending = 0, now = 0;
     int live = 0;
     for (int i = 0; ok && i < LLMQ_PRIORITY_COUNT; i++)
-        if (r[i]->type == REDIS_REPLY_ARRAY && r[i]->elements > 0 &&
-            r[i]->element[0]->type == REDIS_REPLY_INTEGER)
-            pending += r[i]->element[0]->integer;
-    if (ok && r[NOW]->type == REDIS_REPLY_ARRAY && r[NOW]->elements == 2)
-        now = strtoll(r[NOW]->element[0]->str, NULL, 10) * 1000 +
-              strtoll(r[NOW]->element[1]->str, NULL, 10) / 1000;
-    for (size_t i = 0; ok && r[HB]->type == REDIS_REPLY_ARRAY && i + 1 < r[HB]->elements; i += 2)
-        live |= now - strtoll(r[HB]->element[i + 1]->str, NULL, 10) <= LLMQ_WORKER_LIVE_MS;
+        pending += llmq_reply_int_or(llmq_reply_at(r[i], 0), 0);
+    if (ok)
+        now = llmq_reply_int_or(llmq_reply_at(r[NOW], 0), 0) * 1000 +
+              llmq_reply_int_or(llmq_reply_at(r[NOW], 1), 0) / 1000;
+    for (size_t i = 0; ok && llmq_reply_at(r[HB], i + 1) != NULL; i += 2)
+        live |= now - llmq_reply_int_or(llmq_reply_at(r[HB], i + 1), 0) <= LLMQ_WORKER_LIVE_MS;
     for (int i = 0; i < REPLIES; i++)
         if (r[i] != NULL)
             freeReplyObject(r[i]);
@@ -382,7 +382,8 @@ static void counts_of(const struct waiting *w, size_t done, struct llmq_progress
                                         .dead = w->dead,
                                         .queued = left - running,
                                         .running = running,
-                                        .n429 = stat_429(w->c, w->prefix) - w->base_429,
+                                        .n429 = llmq_job_store_stat(w->c, w->prefix, "http_429") -
+                                                w->base_429,
                                         .no_worker = w->no_worker == 1};
 }
 
@@ -443,7 +444,7 @@ static int enqueue_wait(struct llmq_cli *cli, redisContext *c, const char *prefi
     }
     for (size_t i = 0; i < b->n_jobs; i++)
         ids[i] = b->jobs[i].id;
-    w.base_429 = stat_429(c, prefix);
+    w.base_429 = llmq_job_store_stat(c, prefix, "http_429");
     llmq_progress_init(&w.progress, stderr, cli->prog, b->n_jobs);
     w.checked_ms = llmq_monotonic_ms() - 1000; /* the first tick checks */
     struct llmq_job_waiter waiter = {.on_result = on_result,

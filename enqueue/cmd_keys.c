@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "auth/gw_key.h"
+#include "base/clock.h"
 #include "jobs/job.h"
 #include "redis/keys.h"
 #include "redis/redis.h"
@@ -35,11 +36,12 @@ static void usage(FILE *out)
           out);
 }
 
-/* Checks a comma-separated model list: every model a valid name. */
+/* Checks a comma-separated model list: every model a valid name (strtok_r
+ * would skip the empty one of "a,,b": no empty names). */
 static int models_valid(const char *list)
 {
     char buf[4096];
-    if (strlen(list) >= sizeof(buf))
+    if (strlen(list) >= sizeof(buf) || strstr(list, ",,") != NULL)
         return 0;
     snprintf(buf, sizeof(buf), "%s", list);
     char *save = NULL;
@@ -60,14 +62,17 @@ static int create(const struct llmq_cli *cli, redisContext *c, const char *prefi
         return LLMQ_EXIT_FAIL;
     }
     llmq_gw_key_hash(key, strlen(key), hash);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    long long now_ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    char hk[LLMQ_KEY_FIXED_MAX + LLMQ_GW_KEY_HASH_LEN], ik[LLMQ_KEY_FIXED_MAX];
+    if (llmq_cli_key(cli, hk, sizeof(hk), prefix, LLMQ_KEY_GW_KEY, hash) != 0 ||
+        llmq_cli_key(cli, ik, sizeof(ik), prefix, LLMQ_KEY_GW_KEYS, NULL) != 0) {
+        explicit_bzero(key, sizeof(key));
+        return LLMQ_EXIT_USAGE;
+    }
+    long long now_ms = llmq_wall_ms();
     redisAppendCommand(c, "MULTI");
-    redisAppendCommand(c,
-                       "HSET %sgw:key:%s tenant %s user %s priority %s models %s created_ms %lld",
-                       prefix, hash, tenant, user, prio, models, now_ms);
-    redisAppendCommand(c, "ZADD %sgw:keys %lld %s", prefix, now_ms, hash);
+    redisAppendCommand(c, "HSET %s tenant %s user %s priority %s models %s created_ms %lld", hk,
+                       tenant, user, prio, models, now_ms);
+    redisAppendCommand(c, "ZADD %s %lld %s", ik, now_ms, hash);
     redisAppendCommand(c, "EXEC");
     int rc = LLMQ_EXIT_OK;
     for (int i = 0; i < 4; i++) {
@@ -102,7 +107,10 @@ static const char *field(const redisReply *h, const char *name)
 
 static int list(const struct llmq_cli *cli, redisContext *c, const char *prefix, int json)
 {
-    redisReply *ids = redisCommand(c, "ZRANGE %sgw:keys 0 -1", prefix);
+    char ik[LLMQ_KEY_FIXED_MAX], hk[LLMQ_KEY_FIXED_MAX + LLMQ_GW_KEY_HASH_LEN];
+    if (llmq_cli_key(cli, ik, sizeof(ik), prefix, LLMQ_KEY_GW_KEYS, NULL) != 0)
+        return LLMQ_EXIT_USAGE;
+    redisReply *ids = redisCommand(c, "ZRANGE %s 0 -1", ik);
     if (ids == NULL || ids->type != REDIS_REPLY_ARRAY) {
         llmq_cli_error(cli, "ZRANGE keys: %s", ids && ids->str ? ids->str : c->errstr);
         if (ids != NULL)
@@ -114,7 +122,11 @@ static int list(const struct llmq_cli *cli, redisContext *c, const char *prefix,
     int rc = LLMQ_EXIT_OK;
     for (size_t i = 0; i < ids->elements && rc == LLMQ_EXIT_OK; i++) {
         const char *h = ids->element[i]->str;
-        redisReply *k = redisCommand(c, "HGETALL %sgw:key:%s", prefix, h);
+        if (llmq_cli_key(cli, hk, sizeof(hk), prefix, LLMQ_KEY_GW_KEY, h) != 0) {
+            rc = LLMQ_EXIT_FAIL; /* not a hash this CLI wrote */
+            break;
+        }
+        redisReply *k = redisCommand(c, "HGETALL %s", hk);
         if (k == NULL || k->type != REDIS_REPLY_ARRAY) {
             llmq_cli_error(cli, "HGETALL key: %s", k && k->str ? k->str : c->errstr);
             rc = LLMQ_EXIT_FAIL;
@@ -148,7 +160,10 @@ static int resolve(const struct llmq_cli *cli, redisContext *c, const char *pref
                        LLMQ_GW_KEY_HASH_LEN);
         return -1;
     }
-    redisReply *r = redisCommand(c, "ZRANGE %sgw:keys 0 -1", prefix);
+    char ik[LLMQ_KEY_FIXED_MAX];
+    if (llmq_cli_key(cli, ik, sizeof(ik), prefix, LLMQ_KEY_GW_KEYS, NULL) != 0)
+        return -2;
+    redisReply *r = redisCommand(c, "ZRANGE %s 0 -1", ik);
     if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
         llmq_cli_error(cli, "ZRANGE keys: %s", r && r->str ? r->str : c->errstr);
         if (r != NULL)
@@ -175,8 +190,12 @@ static int revoke(const struct llmq_cli *cli, redisContext *c, const char *prefi
         int f = resolve(cli, c, prefix, ids[i], hash);
         if (f != 0)
             return f == -1 ? LLMQ_EXIT_USAGE : LLMQ_EXIT_FAIL;
-        redisReply *d = redisCommand(c, "DEL %sgw:key:%s", prefix, hash);
-        redisReply *z = d ? redisCommand(c, "ZREM %sgw:keys %s", prefix, hash) : NULL;
+        char hk[LLMQ_KEY_FIXED_MAX + LLMQ_GW_KEY_HASH_LEN], ik[LLMQ_KEY_FIXED_MAX];
+        if (llmq_cli_key(cli, hk, sizeof(hk), prefix, LLMQ_KEY_GW_KEY, hash) != 0 ||
+            llmq_cli_key(cli, ik, sizeof(ik), prefix, LLMQ_KEY_GW_KEYS, NULL) != 0)
+            return LLMQ_EXIT_FAIL;
+        redisReply *d = redisCommand(c, "DEL %s", hk);
+        redisReply *z = d ? redisCommand(c, "ZREM %s %s", ik, hash) : NULL;
         int ok = d && z && d->type == REDIS_REPLY_INTEGER && z->type == REDIS_REPLY_INTEGER;
         if (d != NULL)
             freeReplyObject(d);
@@ -191,6 +210,106 @@ static int revoke(const struct llmq_cli *cli, redisContext *c, const char *prefi
     return LLMQ_EXIT_OK;
 }
 
+struct keys_opts {
+    const char *tenant, *user, *prio, *models;
+    int json;
+    /* the command, once checked */
+    const char *verb;
+    enum llmq_priority p;
+    char **ids;
+    int n_ids;
+};
+
+static int take_option(int opt, const char *arg, void *ud)
+{
+    struct keys_opts *o = ud;
+    switch (opt) {
+    case 't':
+        o->tenant = arg;
+        return 0;
+    case 'u':
+        o->user = arg;
+        return 0;
+    case 'p':
+        o->prio = arg;
+        return 0;
+    case 'm':
+        o->models = arg;
+        return 0;
+    case 'j':
+        o->json = 1;
+        return 0;
+    default:
+        return LLMQ_EXIT_USAGE;
+    }
+}
+
+/* Checks the options of create; returns 0 or an exit code (printed). */
+static int check_create_options(const struct llmq_cli *cli, const struct keys_opts *o,
+                                enum llmq_priority *p)
+{
+    if (o->tenant[0] && !llmq_name_valid(o->tenant)) {
+        llmq_cli_error(cli, "--tenant: '%s' is not a valid name", o->tenant);
+        return LLMQ_EXIT_USAGE;
+    }
+    if (o->user[0] && !llmq_name_valid(o->user)) {
+        llmq_cli_error(cli, "--user: '%s' is not a valid name", o->user);
+        return LLMQ_EXIT_USAGE;
+    }
+    if (llmq_priority_parse(o->prio, p) != 0) {
+        llmq_cli_error(cli, "--priority: expected high, normal or low, got '%s'", o->prio);
+        return LLMQ_EXIT_USAGE;
+    }
+    if (o->models[0] && !models_valid(o->models)) {
+        llmq_cli_error(cli, "--models: expected model names separated by commas, got '%s'",
+                       o->models);
+        return LLMQ_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* ud: the checked struct keys_opts */
+static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix, void *ud)
+{
+    const struct keys_opts *o = ud;
+    if (strcmp(o->verb, "create") == 0)
+        return create(cli, c, prefix, o->tenant, o->user, llmq_priority_name(o->p), o->models);
+    if (strcmp(o->verb, "list") == 0)
+        return list(cli, c, prefix, o->json);
+    return revoke(cli, c, prefix, o->n_ids, o->ids);
+}
+
+/* Runs the parsed command: pos[0] the action, then its key ids. */
+static int run(const struct llmq_cli *cli, struct keys_opts *o, char **pos, int n_pos)
+{
+    if (n_pos == 0) {
+        llmq_cli_error(cli, "expected create, list or revoke (see --help)");
+        return LLMQ_EXIT_USAGE;
+    }
+    const char *verb = pos[0];
+    int rc = check_create_options(cli, o, &o->p);
+    if (rc != 0)
+        return rc;
+    int is_create = strcmp(verb, "create") == 0, is_list = strcmp(verb, "list") == 0;
+    int is_revoke = strcmp(verb, "revoke") == 0;
+    if (!is_create && !is_list && !is_revoke) {
+        llmq_cli_error(cli, "unknown action '%s' (create, list, revoke)", verb);
+        return LLMQ_EXIT_USAGE;
+    }
+    if ((is_create || is_list) && n_pos != 1) {
+        llmq_cli_error(cli, "%s takes no arguments", verb);
+        return LLMQ_EXIT_USAGE;
+    }
+    if (is_revoke && n_pos == 1) {
+        llmq_cli_error(cli, "revoke: name at least one key id");
+        return LLMQ_EXIT_USAGE;
+    }
+    o->verb = verb;
+    o->ids = pos + 1;
+    o->n_ids = n_pos - 1;
+    return llmq_cli_on_account(cli, act, o);
+}
+
 int llmq_cmd_keys(struct llmq_cli *cli, int argc, char **argv)
 {
     static const struct option opts[] = {{"tenant", required_argument, NULL, 't'},
@@ -200,85 +319,15 @@ int llmq_cmd_keys(struct llmq_cli *cli, int argc, char **argv)
                                          {"json", no_argument, NULL, 'j'},
                                          LLMQ_CLI_COMMON_OPTIONS,
                                          {NULL, 0, NULL, 0}};
-    const char *tenant = "", *user = "", *prio = "high", *models = "";
-    int json = 0, opt;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (llmq_cli_common_option(cli, opt, optarg))
-            continue;
-        switch (opt) {
-        case 't':
-            tenant = optarg;
-            break;
-        case 'u':
-            user = optarg;
-            break;
-        case 'p':
-            prio = optarg;
-            break;
-        case 'm':
-            models = optarg;
-            break;
-        case 'j':
-            json = 1;
-            break;
-        case 'h':
-            usage(stdout);
-            return LLMQ_EXIT_OK;
-        default:
-            usage(stderr);
-            return LLMQ_EXIT_USAGE;
-        }
-    }
-    if (optind >= argc) {
-        usage(stderr);
-        return LLMQ_EXIT_USAGE;
-    }
-    const char *verb = argv[optind++];
-    enum llmq_priority p;
-    if (tenant[0] && !llmq_name_valid(tenant)) {
-        llmq_cli_error(cli, "--tenant: '%s' is not a valid name", tenant);
-        return LLMQ_EXIT_USAGE;
-    }
-    if (user[0] && !llmq_name_valid(user)) {
-        llmq_cli_error(cli, "--user: '%s' is not a valid name", user);
-        return LLMQ_EXIT_USAGE;
-    }
-    if (llmq_priority_parse(prio, &p) != 0) {
-        llmq_cli_error(cli, "--priority: expected high, normal or low, got '%s'", prio);
-        return LLMQ_EXIT_USAGE;
-    }
-    if (models[0] && !models_valid(models)) {
-        llmq_cli_error(cli, "--models: expected model names separated by commas, got '%s'", models);
-        return LLMQ_EXIT_USAGE;
-    }
-    int is_create = strcmp(verb, "create") == 0, is_list = strcmp(verb, "list") == 0;
-    int is_revoke = strcmp(verb, "revoke") == 0;
-    if (!is_create && !is_list && !is_revoke) {
-        llmq_cli_error(cli, "unknown action '%s' (create, list, revoke)", verb);
-        return LLMQ_EXIT_USAGE;
-    }
-    if ((is_create || is_list) && optind != argc) {
-        llmq_cli_error(cli, "%s takes no arguments", verb);
-        return LLMQ_EXIT_USAGE;
-    }
-    if (is_revoke && optind == argc) {
-        llmq_cli_error(cli, "revoke: name at least one key id");
-        return LLMQ_EXIT_USAGE;
-    }
-    char prefix[LLMQ_KEY_PREFIX_MAX];
-    if (llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
-        return LLMQ_EXIT_USAGE;
-    int rc = LLMQ_EXIT_OK;
-    redisContext *c = llmq_cli_connect(cli, &rc);
-    if (c == NULL)
-        return rc;
-    if (is_create)
-        rc = create(cli, c, prefix, tenant, user, llmq_priority_name(p), models);
-    else if (is_list)
-        rc = list(cli, c, prefix, json);
-    else
-        rc = revoke(cli, c, prefix, argc - optind, argv + optind);
-    redisFree(c);
+    struct keys_opts o = {
+        .tenant = "", .user = "", .prio = "high", .models = "", .p = LLMQ_PRIORITY_HIGH};
+    char **pos = calloc((size_t)argc + 1, sizeof(*pos));
+    int n_pos = 0;
+    if (pos == NULL)
+        return LLMQ_EXIT_FAIL;
+    int rc = llmq_cli_getopt(cli, argc, argv, opts, take_option, &o, usage, pos, argc, &n_pos);
+    if (rc < 0)
+        rc = run(cli, &o, pos, n_pos);
+    free(pos);
     return rc;
 }

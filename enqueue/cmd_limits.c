@@ -206,8 +206,9 @@ static int cmd_unset(struct llmq_cli *cli, redisContext *c, const char *key, con
 static int set_weight(struct llmq_cli *cli, redisContext *c, const char *prefix, const char *name,
                       const char *w)
 {
-    char key[LLMQ_KEY_PREFIX_MAX + 16];
-    snprintf(key, sizeof(key), "%sweights", prefix);
+    char key[LLMQ_KEY_FIXED_MAX];
+    if (llmq_cli_key(cli, key, sizeof(key), prefix, LLMQ_KEY_WEIGHTS, NULL) != 0)
+        return LLMQ_EXIT_USAGE;
     redisReply *r = w != NULL ? redisCommand(c, "HSET %s %s %s", key, name, w)
                               : redisCommand(c, "HDEL %s %s", key, name);
     int ok = r != NULL && r->type == REDIS_REPLY_INTEGER;
@@ -279,41 +280,43 @@ static const char *field(json_t *o, const char *name, const char *dflt, char *bu
     return json_is_string(v) ? json_string_value(v) : dflt;
 }
 
+/* The limits found by SCAN P limit:*, by bucket name (key after skip). */
+struct limit_scan {
+    redisContext *c;
+    json_t *all;
+    size_t skip;
+};
+
+static int take_limit(const char *key, void *ud)
+{
+    struct limit_scan *s = ud;
+    json_t *h = read_hash(s->c, key, 1);
+    if (strlen(key) > s->skip && (json_object_get(h, "requests") || json_object_get(h, "tokens")))
+        json_object_set_new(s->all, key + s->skip, h);
+    else
+        json_decref(h); /* counters of a tenant under a default limit */
+    return 0;
+}
+
 static int cmd_get(struct llmq_cli *cli, redisContext *c, const char *prefix, int as_json)
 {
     json_t *all = json_object();
-    char pattern[LLMQ_KEY_PREFIX_MAX + 16];
-    snprintf(pattern, sizeof(pattern), "%slimit:*", prefix);
-    size_t plen = strlen(prefix) + strlen("limit:");
-    char cursor[32] = "0";
-    do {
-        redisReply *r = redisCommand(c, "SCAN %s MATCH %s COUNT 500", cursor, pattern);
-        if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
-            llmq_cli_error(cli, "SCAN failed: %s",
-                           r && r->type == REDIS_REPLY_ERROR ? r->str
-                           : c->err                          ? c->errstr
-                                                             : "bad reply");
-            if (r != NULL)
-                freeReplyObject(r);
-            json_decref(all);
-            return LLMQ_EXIT_FAIL;
-        }
-        snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
-        for (size_t i = 0; i < r->element[1]->elements; i++) {
-            const char *key = r->element[1]->element[i]->str;
-            json_t *h = read_hash(c, key, 1);
-            if (json_object_get(h, "requests") || json_object_get(h, "tokens"))
-                json_object_set_new(all, key + plen, h);
-            else
-                json_decref(h); /* counters of a tenant under a default limit */
-        }
-        freeReplyObject(r);
-    } while (strcmp(cursor, "0") != 0);
-    char policy_key[LLMQ_KEY_PREFIX_MAX + 16];
-    snprintf(policy_key, sizeof(policy_key), "%spolicy", prefix);
+    char pattern[LLMQ_KEY_FIXED_MAX], policy_key[LLMQ_KEY_FIXED_MAX],
+        weights_key[LLMQ_KEY_FIXED_MAX];
+    if (llmq_cli_key(cli, pattern, sizeof(pattern), prefix, LLMQ_KEY_LIMIT, "*") != 0 ||
+        llmq_cli_key(cli, policy_key, sizeof(policy_key), prefix, LLMQ_KEY_POLICY, NULL) != 0 ||
+        llmq_cli_key(cli, weights_key, sizeof(weights_key), prefix, LLMQ_KEY_WEIGHTS, NULL) != 0) {
+        json_decref(all);
+        return LLMQ_EXIT_USAGE;
+    }
+    struct limit_scan s = {c, all, strlen(prefix) + strlen(llmq_key_head(LLMQ_KEY_LIMIT))};
+    struct llmq_error err = {0};
+    if (llmq_redis_scan(c, pattern, 500, take_limit, &s, &err) != LLMQ_OK) {
+        llmq_cli_error(cli, "%s", err.msg);
+        json_decref(all);
+        return LLMQ_EXIT_FAIL;
+    }
     json_t *policy = read_hash(c, policy_key, 0);
-    char weights_key[LLMQ_KEY_PREFIX_MAX + 16];
-    snprintf(weights_key, sizeof(weights_key), "%sweights", prefix);
     json_t *weights = read_hash(c, weights_key, 0);
     if (as_json) {
         json_t *doc = json_pack("{s:s, s:o, s:o, s:o}", "account", cli->account, "limits", all,
@@ -574,24 +577,26 @@ int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv)
         llmq_cli_error(cli, "%s", err.msg);
         return LLMQ_EXIT_USAGE;
     }
+    int set_policy = strcmp(sub, "policy") == 0 && o.ch.n > 0;
+    char key[LLMQ_KEY_FIXED_MAX + LLMQ_BUCKET_NAME_MAX] = ""; /* what set/unset/policy change */
+    if ((is_set || is_unset || set_policy) &&
+        llmq_cli_key(cli, key, sizeof(key), prefix, set_policy ? LLMQ_KEY_POLICY : LLMQ_KEY_LIMIT,
+                     set_policy ? NULL : bucket) != 0)
+        return LLMQ_EXIT_USAGE;
     rc = LLMQ_EXIT_OK;
     redisContext *c = llmq_cli_connect(cli, &rc);
     if (c == NULL)
         return rc;
-    char key[LLMQ_KEY_PREFIX_MAX + LLMQ_BUCKET_NAME_MAX + 8];
     if (is_set) {
-        snprintf(key, sizeof(key), "%slimit:%s", prefix, bucket);
         int weight_only = o.weight != NULL && o.ch.n == 0 && o.ch.mode == NULL && o.ch.soft < 0;
         rc = weight_only ? LLMQ_EXIT_OK : cmd_set(cli, c, key, bucket, &o.ch);
         if (rc == LLMQ_EXIT_OK && o.weight != NULL)
             rc = set_weight(cli, c, prefix, bucket, o.weight);
     } else if (is_unset) {
-        snprintf(key, sizeof(key), "%slimit:%s", prefix, bucket);
         if (o.tenant != NULL || o.user != NULL)
             set_weight(cli, c, prefix, bucket, NULL);
         rc = cmd_unset(cli, c, key, bucket);
-    } else if (strcmp(sub, "policy") == 0 && o.ch.n > 0) {
-        snprintf(key, sizeof(key), "%spolicy", prefix);
+    } else if (set_policy) {
         rc = cmd_set(cli, c, key, NULL, &o.ch);
     } else {
         rc = cmd_get(cli, c, prefix, o.as_json);

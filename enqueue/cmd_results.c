@@ -30,13 +30,21 @@ static void usage(FILE *out)
 }
 
 /* Prints res:<id> for each id of a reply listing ids (flat array of ids or
- * of stream entries whose "id" field names the job). */
-static int print_ids(redisContext *c, const char *prefix, const char **ids, size_t n, FILE *out)
+ * of stream entries whose "id" field names the job). An id too long to be a
+ * job's is named and fails the command. */
+static int print_ids(const struct llmq_cli *cli, redisContext *c, const char *prefix,
+                     const char **ids, size_t n, FILE *out)
 {
-    for (size_t i = 0; i < n; i++)
-        redisAppendCommand(c, "GET %sres:%s", prefix, ids[i]);
+    size_t sent = 0;
     int ok = 1;
     for (size_t i = 0; i < n; i++) {
+        char key[LLMQ_KEY_FIXED_MAX + LLMQ_JOB_ID_MAX];
+        if (llmq_cli_key(cli, key, sizeof(key), prefix, LLMQ_KEY_RESULT, ids[i]) != 0)
+            ok = 0;
+        else if (redisAppendCommand(c, "GET %s", key) == REDIS_OK)
+            sent++;
+    }
+    for (size_t i = 0; i < sent; i++) {
         redisReply *r = NULL;
         if (redisGetReply(c, (void **)&r) != REDIS_OK)
             return 0;
@@ -55,10 +63,13 @@ static int print_all(const struct llmq_cli *cli, redisContext *c, const char *pr
     for (int dead = 0; dead < 2; dead++) {
         char from[64] = "-";
         for (long long start = 0;; start += CHUNK) {
+            char key[LLMQ_KEY_FIXED_MAX];
+            if (llmq_cli_key(cli, key, sizeof(key), prefix, dead ? LLMQ_KEY_DEAD : LLMQ_KEY_RESULTS,
+                             NULL) != 0)
+                return LLMQ_EXIT_USAGE;
             redisReply *r =
-                dead ? redisCommand(c, "XRANGE %sdead %s + COUNT %d", prefix, from, CHUNK)
-                     : redisCommand(c, "ZRANGE %sresults %lld %lld", prefix, start,
-                                    start + CHUNK - 1);
+                dead ? redisCommand(c, "XRANGE %s %s + COUNT %d", key, from, CHUNK)
+                     : redisCommand(c, "ZRANGE %s %lld %lld", key, start, start + CHUNK - 1);
             if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
                 llmq_cli_error(cli, "reading results: %s",
                                r && r->type == REDIS_REPLY_ERROR ? r->str : "no reply");
@@ -80,7 +91,7 @@ static int print_all(const struct llmq_cli *cli, redisContext *c, const char *pr
                 }
             }
             size_t got = r->elements;
-            int ok = print_ids(c, prefix, ids, n, out);
+            int ok = print_ids(cli, c, prefix, ids, n, out);
             freeReplyObject(r);
             if (!ok)
                 return LLMQ_EXIT_FAIL;
@@ -92,14 +103,21 @@ static int print_all(const struct llmq_cli *cli, redisContext *c, const char *pr
 }
 
 /* Names the ids that are no job at all (never enqueued, or gone with their
- * result past retention) on stderr. Returns how many, or -1 on a Redis error. */
+ * result past retention) on stderr. Returns how many, -1 on a Redis error, or
+ * -2 when an id is too long to be a job's (named on stderr). */
 static long unknown_ids(const struct llmq_cli *cli, redisContext *c, const char *prefix, char **ids,
                         size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        redisAppendCommand(c, "EVAL %s 2 %sjob:%s %sres:%s",
-                           "return redis.call('EXISTS', KEYS[1], KEYS[2])", prefix, ids[i], prefix,
-                           ids[i]);
+    char jk[LLMQ_KEY_FIXED_MAX + LLMQ_JOB_ID_MAX], rk[sizeof(jk)];
+    for (size_t i = 0; i < n; i++) /* all keys first: a bad id sends nothing */
+        if (llmq_cli_key(cli, jk, sizeof(jk), prefix, LLMQ_KEY_JOB, ids[i]) != 0)
+            return -2;
+    for (size_t i = 0; i < n; i++) {
+        llmq_key(jk, sizeof(jk), prefix, LLMQ_KEY_JOB, ids[i], NULL);
+        llmq_key(rk, sizeof(rk), prefix, LLMQ_KEY_RESULT, ids[i], NULL);
+        redisAppendCommand(c, "EVAL %s 2 %s %s", "return redis.call('EXISTS', KEYS[1], KEYS[2])",
+                           jk, rk);
+    }
     long unknown = 0;
     int failed = 0;
     for (size_t i = 0; i < n; i++) {
@@ -146,7 +164,10 @@ static void report_unfinished(const struct llmq_cli *cli, redisContext *c, const
         llmq_job_idset_get(p->index, ids[i], &first);
         if (p->printed[first] || first != (long)i)
             continue; /* printed, or a repeat of an earlier id */
-        redisReply *r = redisCommand(c, "HGET %sjob:%s state", prefix, ids[i]);
+        char key[LLMQ_KEY_FIXED_MAX + LLMQ_JOB_ID_MAX];
+        redisReply *r = llmq_key(key, sizeof(key), prefix, LLMQ_KEY_JOB, ids[i], NULL) == LLMQ_OK
+                            ? redisCommand(c, "HGET %s state", key)
+                            : NULL;
         llmq_cli_error(cli, "%s: no result yet (job %s)", ids[i],
                        r && r->type == REDIS_REPLY_STRING ? r->str : "state unknown");
         if (r != NULL)
@@ -161,9 +182,9 @@ static int print_named(const struct llmq_cli *cli, redisContext *c, const char *
 {
     long unknown = unknown_ids(cli, c, prefix, ids, n);
     if (unknown != 0) {
-        if (unknown < 0)
+        if (unknown == -1)
             llmq_cli_error(cli, "reading jobs: %s", c->err ? c->errstr : "unexpected reply");
-        return unknown < 0 ? LLMQ_EXIT_FAIL : LLMQ_EXIT_USAGE;
+        return unknown == -1 ? LLMQ_EXIT_FAIL : LLMQ_EXIT_USAGE;
     }
     struct printing p = {out, 0, llmq_job_idset_new(n), calloc(n + 1, 1)};
     struct llmq_error err = {0};
@@ -202,10 +223,31 @@ struct results_opts {
     int wait, all;
     long long timeout_s;
     const char *output;
+    char **ids; /* once checked (none: --all) */
+    size_t n;
 };
 
+/* ud: the checked struct results_opts */
+static int print_to_output(const struct llmq_cli *cli, redisContext *c, const char *prefix,
+                           void *ud)
+{
+    const struct results_opts *o = ud;
+    FILE *out = o->output ? fopen(o->output, "w") : stdout;
+    if (out == NULL) {
+        llmq_cli_error(cli, "%s: cannot open for writing", o->output);
+        return LLMQ_EXIT_FAIL;
+    }
+    int code = o->all ? print_all(cli, c, prefix, out)
+                      : print_named(cli, c, prefix, o->ids, o->n, o->wait, o->timeout_s, out);
+    if ((out != stdout ? fclose(out) : fflush(out)) != 0 && code == LLMQ_EXIT_OK) {
+        llmq_cli_error(cli, "writing results failed");
+        code = LLMQ_EXIT_FAIL;
+    }
+    return code;
+}
+
 /* Runs the parsed command on the ids (none: --all). */
-static int run(const struct llmq_cli *cli, const struct results_opts *o, char **ids, size_t n)
+static int run(const struct llmq_cli *cli, struct results_opts *o, char **ids, size_t n)
 {
     if (o->all == (n > 0) || (o->all && o->wait)) {
         llmq_cli_error(cli, "give job ids or --all (--wait only with ids; see --help)");
@@ -215,32 +257,11 @@ static int run(const struct llmq_cli *cli, const struct results_opts *o, char **
         llmq_cli_error(cli, "--timeout only applies with --wait (see --help)");
         return LLMQ_EXIT_USAGE;
     }
-    for (size_t i = 0; i < n; i++)
-        if (!llmq_name_valid(ids[i])) {
-            llmq_cli_error(cli, "'%s' is not a job id", ids[i]);
-            return LLMQ_EXIT_USAGE;
-        }
-    char prefix[LLMQ_KEY_PREFIX_MAX];
-    if (llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
+    if (!llmq_cli_ids_valid(cli, ids, n))
         return LLMQ_EXIT_USAGE;
-    int code = LLMQ_EXIT_OK;
-    redisContext *c = llmq_cli_connect(cli, &code);
-    if (c == NULL)
-        return code;
-    FILE *out = o->output ? fopen(o->output, "w") : stdout;
-    if (out == NULL) {
-        llmq_cli_error(cli, "%s: cannot open for writing", o->output);
-        redisFree(c);
-        return LLMQ_EXIT_FAIL;
-    }
-    code = o->all ? print_all(cli, c, prefix, out)
-                  : print_named(cli, c, prefix, ids, n, o->wait, o->timeout_s, out);
-    redisFree(c);
-    if ((out != stdout ? fclose(out) : fflush(out)) != 0 && code == LLMQ_EXIT_OK) {
-        llmq_cli_error(cli, "writing results failed");
-        code = LLMQ_EXIT_FAIL;
-    }
-    return code;
+    o->ids = ids;
+    o->n = n;
+    return llmq_cli_on_account(cli, print_to_output, o);
 }
 
 static int take_option(int opt, const char *arg, void *ud)

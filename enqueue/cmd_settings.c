@@ -60,10 +60,13 @@ static const struct setting *find(const char *name)
 
 static int show(const struct llmq_cli *cli, redisContext *c, const char *prefix, const char *only)
 {
+    char key[LLMQ_KEY_FIXED_MAX];
+    if (llmq_cli_key(cli, key, sizeof(key), prefix, LLMQ_KEY_SETTINGS, NULL) != 0)
+        return LLMQ_EXIT_USAGE;
     for (size_t i = 0; i < N_SETTINGS; i++) {
         if (only != NULL && strcmp(only, settings[i].name) != 0)
             continue;
-        redisReply *r = redisCommand(c, "HGET %ssettings %s", prefix, settings[i].name);
+        redisReply *r = redisCommand(c, "HGET %s %s", key, settings[i].name);
         if (r == NULL || r->type == REDIS_REPLY_ERROR) {
             llmq_cli_error(cli, "HGET settings: %s", r ? r->str : c->errstr);
             if (r != NULL)
@@ -84,12 +87,15 @@ static int change(const struct llmq_cli *cli, redisContext *c, const char *prefi
 {
     long long v = 0;
     redisReply *r;
+    char key[LLMQ_KEY_FIXED_MAX];
+    if (llmq_cli_key(cli, key, sizeof(key), prefix, LLMQ_KEY_SETTINGS, NULL) != 0)
+        return LLMQ_EXIT_USAGE;
     if (value != NULL) {
         if (llmq_cli_parse_int64(cli, s->name, value, s->min, s->max, &v) != 0)
             return LLMQ_EXIT_USAGE;
-        r = redisCommand(c, "HSET %ssettings %s %lld", prefix, s->name, v);
+        r = redisCommand(c, "HSET %s %s %lld", key, s->name, v);
     } else {
-        r = redisCommand(c, "HDEL %ssettings %s", prefix, s->name);
+        r = redisCommand(c, "HDEL %s %s", key, s->name);
     }
     int ok = r != NULL && r->type == REDIS_REPLY_INTEGER;
     if (!ok)
@@ -100,6 +106,21 @@ static int change(const struct llmq_cli *cli, redisContext *c, const char *prefi
     if (r != NULL)
         freeReplyObject(r);
     return ok ? show(cli, c, prefix, s->name) : LLMQ_EXIT_FAIL;
+}
+
+/* What settings does once checked: get (value NULL, unset 0), set or unset
+ * of setting s (NULL: get all). */
+struct settings_cmd {
+    const struct setting *s;
+    const char *value;
+    int change;
+};
+
+static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix, void *ud)
+{
+    const struct settings_cmd *k = ud;
+    return k->change ? change(cli, c, prefix, k->s, k->value)
+                     : show(cli, c, prefix, k->s ? k->s->name : NULL);
 }
 
 static int no_own_option(int opt, const char *arg, void *ud)
@@ -135,20 +156,11 @@ int llmq_cmd_settings(struct llmq_cli *cli, int argc, char **argv)
         llmq_cli_error(cli, "unknown setting '%s' (see --help)", field);
         return LLMQ_EXIT_USAGE;
     }
-    char prefix[LLMQ_KEY_PREFIX_MAX];
-    if (llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
-        return LLMQ_EXIT_USAGE;
     if (set) {
         long long v = 0; /* checked before connecting: a bad value is a usage error */
         if (llmq_cli_parse_int64(cli, s->name, pos[2], s->min, s->max, &v) != 0)
             return LLMQ_EXIT_USAGE;
     }
-    code = LLMQ_EXIT_OK;
-    redisContext *c = llmq_cli_connect(cli, &code);
-    if (c == NULL)
-        return code;
-    code =
-        set || unset ? change(cli, c, prefix, s, set ? pos[2] : NULL) : show(cli, c, prefix, field);
-    redisFree(c);
-    return code;
+    struct settings_cmd k = {s, set ? pos[2] : NULL, set || unset};
+    return llmq_cli_on_account(cli, act, &k);
 }

@@ -11,9 +11,12 @@
 #include <string.h>
 
 #include "jobs/calibration.h"
+#include "jobs/job_store.h"
 #include "cli.h"
+#include "limiter/path.h"
 #include "redis/keys.h"
 #include "redis/redis.h"
+#include "redis/reply_read.h"
 #include "redis/script.h"
 #include "llmq/priority.h"
 
@@ -35,20 +38,6 @@ static void usage(FILE *out)
           out);
 }
 
-static long long int_of(const redisReply *r)
-{
-    if (r->type == REDIS_REPLY_INTEGER)
-        return r->integer;
-    if (r->type == REDIS_REPLY_STRING)
-        return strtoll(r->str, NULL, 10);
-    return 0;
-}
-
-static const char *str_of(const redisReply *r)
-{
-    return r->type == REDIS_REPLY_STRING ? r->str : "";
-}
-
 static int shape_ok(const redisReply *r, size_t min_elements)
 {
     return r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= min_elements;
@@ -64,36 +53,43 @@ static int add_queues(json_t *o, const redisReply *r)
         const redisReply *q = r->element[0]->element[i];
         if (!shape_ok(q, 5))
             continue;
-        json_object_set_new(queues, str_of(q->element[0]),
-                            json_pack("{s:I, s:I, s:I, s:I}", "queued", int_of(q->element[1]),
-                                      "in_flight", int_of(q->element[2]), "delayed",
-                                      int_of(q->element[3]), "dead", int_of(q->element[4])));
+        json_object_set_new(queues, llmq_reply_str_or(q->element[0], ""),
+                            json_pack("{s:I, s:I, s:I, s:I}", "queued",
+                                      llmq_reply_int_or(q->element[1], 0), "in_flight",
+                                      llmq_reply_int_or(q->element[2], 0), "delayed",
+                                      llmq_reply_int_or(q->element[3], 0), "dead",
+                                      llmq_reply_int_or(q->element[4], 0)));
     }
     const redisReply *t = r->element[1];
     json_object_set_new(o, "queues", queues);
     json_object_set_new(o, "totals",
                         json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "delayed",
-                                  int_of(t->element[0]), "dead", int_of(t->element[1]),
-                                  "results_kept", int_of(t->element[2]), "done_ever",
-                                  int_of(t->element[3]), "dead_ever", int_of(t->element[4]),
-                                  "http_429", int_of(t->element[5])));
+                                  llmq_reply_int_or(t->element[0], 0), "dead",
+                                  llmq_reply_int_or(t->element[1], 0), "results_kept",
+                                  llmq_reply_int_or(t->element[2], 0), "done_ever",
+                                  llmq_reply_int_or(t->element[3], 0), "dead_ever",
+                                  llmq_reply_int_or(t->element[4], 0), "http_429",
+                                  llmq_reply_int_or(t->element[5], 0)));
     for (size_t i = 0; i < r->element[2]->elements; i++) {
         const redisReply *c = r->element[2]->element[i];
         if (shape_ok(c, 4))
-            json_array_append_new(
-                consumers, json_pack("{s:s, s:s, s:I, s:I}", "priority", str_of(c->element[0]),
-                                     "name", str_of(c->element[1]), "pending",
-                                     int_of(c->element[2]), "idle_ms", int_of(c->element[3])));
+            json_array_append_new(consumers,
+                                  json_pack("{s:s, s:s, s:I, s:I}", "priority",
+                                            llmq_reply_str_or(c->element[0], ""), "name",
+                                            llmq_reply_str_or(c->element[1], ""), "pending",
+                                            llmq_reply_int_or(c->element[2], 0), "idle_ms",
+                                            llmq_reply_int_or(c->element[3], 0)));
     }
     const redisReply *s = r->element[3];
     for (size_t i = 0; s->type == REDIS_REPLY_ARRAY && i + 1 < s->elements; i += 2)
-        json_object_set_new(settings, str_of(s->element[i]),
-                            json_integer(int_of(s->element[i + 1])));
+        json_object_set_new(settings, llmq_reply_str_or(s->element[i], ""),
+                            json_integer(llmq_reply_int_or(s->element[i + 1], 0)));
     json_object_set_new(o, "consumers", consumers);
     json_object_set_new(o, "settings", settings);
     json_t *unlimited = json_array();
     for (size_t i = 0; r->elements > 4 && i < r->element[4]->elements; i++)
-        json_array_append_new(unlimited, json_string(str_of(r->element[4]->element[i])));
+        json_array_append_new(unlimited,
+                              json_string(llmq_reply_str_or(r->element[4]->element[i], "")));
     json_object_set_new(o, "unlimited_models", unlimited);
     return 0;
 }
@@ -106,15 +102,18 @@ static void add_workers(json_t *o, redisContext *c, const char *prefix)
 {
     json_t *workers = json_object();
     redisReply *t = redisCommand(c, "TIME");
-    long long now = shape_ok(t, 2) ? strtoll(str_of(t->element[0]), NULL, 10) * 1000 +
-                                         strtoll(str_of(t->element[1]), NULL, 10) / 1000
+    long long now = shape_ok(t, 2) ? llmq_reply_int_or(t->element[0], 0) * 1000 +
+                                         llmq_reply_int_or(t->element[1], 0) / 1000
                                    : 0;
     if (t != NULL)
         freeReplyObject(t);
-    redisReply *r = redisCommand(c, "HGETALL %sworkers", prefix);
+    char key[LLMQ_KEY_FIXED_MAX];
+    redisReply *r = llmq_key(key, sizeof(key), prefix, LLMQ_KEY_WORKERS, NULL, NULL) == LLMQ_OK
+                        ? redisCommand(c, "HGETALL %s", key)
+                        : NULL;
     for (size_t i = 0; shape_ok(r, 0) && i + 1 < r->elements; i += 2) {
-        long long seen = int_of(r->element[i + 1]);
-        json_object_set_new(workers, str_of(r->element[i]),
+        long long seen = llmq_reply_int_or(r->element[i + 1], 0);
+        json_object_set_new(workers, llmq_reply_str_or(r->element[i], ""),
                             json_pack("{s:I, s:I, s:b}", "seen_ms_ago", now - seen, "pending",
                                       (json_int_t)0, "live", now - seen <= LLMQ_WORKER_LIVE_MS));
     }
@@ -156,27 +155,39 @@ static int usage_script(void)
     return -1;
 }
 
-/* Bucket names with a limit: SCAN P limit:*. Fills names (new strings). */
+/* Names read out of scanned keys: what follows the first skip bytes, up to
+ * the end or to end_mark; names that cannot be a bucket's are left out. */
+struct name_scan {
+    char **names;
+    size_t max, n, skip;
+    const char *end_mark; /* NULL: to the end */
+};
+
+static int take_name(const char *key, void *ud)
+{
+    struct name_scan *s = ud;
+    size_t len = strlen(key);
+    if (len <= s->skip)
+        return 0;
+    const char *name = key + s->skip;
+    const char *end = s->end_mark != NULL ? strstr(name, s->end_mark) : name + (len - s->skip);
+    if (end != NULL && end > name && (size_t)(end - name) < LLMQ_BUCKET_NAME_MAX) {
+        s->names[s->n] = strndup(name, (size_t)(end - name));
+        s->n += s->names[s->n] != NULL;
+    }
+    return s->n >= s->max;
+}
+
+/* Bucket names with a limit: SCAN P limit:*. Fills names (new strings);
+ * names longer than a bucket name can be are not the limiter's. */
 static size_t scan_buckets(redisContext *c, const char *prefix, char **names, size_t max)
 {
-    char cursor[32] = "0";
-    size_t n = 0, plen = strlen(prefix) + strlen("limit:");
-    do {
-        redisReply *r = redisCommand(c, "SCAN %s MATCH %slimit:* COUNT 500", cursor, prefix);
-        if (!shape_ok(r, 2) || r->element[0]->type != REDIS_REPLY_STRING) {
-            if (r != NULL)
-                freeReplyObject(r);
-            break;
-        }
-        snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
-        for (size_t i = 0; i < r->element[1]->elements && n < max; i++) {
-            const char *k = str_of(r->element[1]->element[i]);
-            names[n] = strlen(k) > plen ? strdup(k + plen) : NULL;
-            n += names[n] != NULL;
-        }
-        freeReplyObject(r);
-    } while (strcmp(cursor, "0") != 0 && n < max);
-    return n;
+    char pattern[LLMQ_KEY_FIXED_MAX];
+    struct name_scan s = {names, max, 0, strlen(prefix) + strlen(llmq_key_head(LLMQ_KEY_LIMIT)),
+                          NULL};
+    if (llmq_key(pattern, sizeof(pattern), prefix, LLMQ_KEY_LIMIT, "*", NULL) == LLMQ_OK)
+        llmq_redis_scan(c, pattern, 500, take_name, &s, NULL); /* a failure: the names so far */
+    return s.n;
 }
 
 /* Sets "soft" on each bucket (its limit hash says soft 1). */
@@ -184,10 +195,19 @@ static void add_soft_marks(json_t *buckets, redisContext *c, const char *prefix)
 {
     size_t i;
     json_t *b;
-    json_array_foreach(buckets, i, b) redisAppendCommand(
-        c, "HGET %slimit:%s soft", prefix, json_string_value(json_object_get(b, "name")));
     json_array_foreach(buckets, i, b)
     {
+        char key[LLMQ_KEY_FIXED_MAX + LLMQ_BUCKET_NAME_MAX];
+        if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_LIMIT,
+                     json_string_value(json_object_get(b, "name")), NULL) == LLMQ_OK)
+            redisAppendCommand(c, "HGET %s soft", key);
+        else
+            json_object_set_new(b, "soft", json_false()); /* no reply to read for it */
+    }
+    json_array_foreach(buckets, i, b)
+    {
+        if (json_object_get(b, "soft") != NULL)
+            continue;
         redisReply *r = NULL;
         int soft = 0;
         if (redisGetReply(c, (void **)&r) == REDIS_OK && r != NULL) {
@@ -248,12 +268,14 @@ static void add_buckets(json_t *o, redisContext *c, const char *prefix)
             const redisReply *b = r->element[i];
             if (shape_ok(b, 7))
                 json_array_append_new(
-                    buckets,
-                    json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "name", str_of(b->element[0]),
-                              "requests_used", int_of(b->element[1]), "tokens_used",
-                              int_of(b->element[2]), "requests_limit", int_of(b->element[3]),
-                              "tokens_limit", int_of(b->element[4]), "period_ms",
-                              int_of(b->element[5]), "paused_ms", int_of(b->element[6])));
+                    buckets, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "name",
+                                       llmq_reply_str_or(b->element[0], ""), "requests_used",
+                                       llmq_reply_int_or(b->element[1], 0), "tokens_used",
+                                       llmq_reply_int_or(b->element[2], 0), "requests_limit",
+                                       llmq_reply_int_or(b->element[3], 0), "tokens_limit",
+                                       llmq_reply_int_or(b->element[4], 0), "period_ms",
+                                       llmq_reply_int_or(b->element[5], 0), "paused_ms",
+                                       llmq_reply_int_or(b->element[6], 0)));
         }
         if (r != NULL)
             freeReplyObject(r);
@@ -272,10 +294,7 @@ static void add_buckets(json_t *o, redisContext *c, const char *prefix)
 static void add_quota_and_calibration(json_t *o, redisContext *c, const char *account,
                                       const char *prefix)
 {
-    redisReply *r = redisCommand(c, "HGET %sstats insufficient_quota", prefix);
-    long long quota = r != NULL && r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
-    if (r != NULL)
-        freeReplyObject(r);
+    long long quota = llmq_job_store_stat(c, prefix, "insufficient_quota");
     json_object_set_new(json_object_get(o, "totals"), "insufficient_quota", json_integer(quota));
     struct llmq_calib_stats *st = NULL;
     size_t n = 0;
@@ -499,28 +518,20 @@ static void print_text(const json_t *o)
     print_workers(o);
 }
 
-/* Every account that has a queue: SCAN llmq:{*}:q:normal. New strings. */
+/* Every account that has a queue: SCAN llmq:{*}:q:normal (the prefix of
+ * account "*" is the pattern of every prefix). New strings. */
 static size_t scan_accounts(redisContext *c, char **names, size_t max)
 {
-    char cursor[32] = "0";
-    size_t n = 0;
-    do {
-        redisReply *r = redisCommand(c, "SCAN %s MATCH llmq:{*}:q:normal COUNT 1000", cursor);
-        if (!shape_ok(r, 2) || r->element[0]->type != REDIS_REPLY_STRING) {
-            if (r != NULL)
-                freeReplyObject(r);
-            break;
-        }
-        snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
-        for (size_t i = 0; i < r->element[1]->elements && n < max; i++) {
-            const char *k = str_of(r->element[1]->element[i]) + strlen("llmq:{");
-            const char *end = strstr(k, "}:q:normal");
-            names[n] = end != NULL ? strndup(k, (size_t)(end - k)) : NULL;
-            n += names[n] != NULL;
-        }
-        freeReplyObject(r);
-    } while (strcmp(cursor, "0") != 0 && n < max);
-    return n;
+    char any[LLMQ_KEY_PREFIX_MAX], pattern[LLMQ_KEY_FIXED_MAX];
+    if (llmq_account_prefix("*", any, sizeof(any), NULL) != LLMQ_OK ||
+        llmq_key(pattern, sizeof(pattern), any, LLMQ_KEY_QUEUE,
+                 llmq_priority_name(LLMQ_PRIORITY_NORMAL), NULL) != LLMQ_OK)
+        return 0;
+    /* in a key the account stands where the pattern has its '*' */
+    const char *star = strchr(pattern, '*');
+    struct name_scan s = {names, max, 0, (size_t)(star - pattern), star + 1};
+    llmq_redis_scan(c, pattern, 1000, take_name, &s, NULL);
+    return s.n;
 }
 
 static int show(const struct llmq_cli *cli, redisContext *c, const char *account, int as_json)
@@ -564,10 +575,8 @@ int llmq_cmd_status(struct llmq_cli *cli, int argc, char **argv)
     if (code >= 0)
         return code;
     char prefix[LLMQ_KEY_PREFIX_MAX];
-    if (!o.all && llmq_cli_prefix(cli, prefix, sizeof(prefix)) != 0)
-        return LLMQ_EXIT_USAGE;
     code = LLMQ_EXIT_OK;
-    redisContext *c = llmq_cli_connect(cli, &code);
+    redisContext *c = llmq_cli_open(cli, o.all ? NULL : prefix, sizeof(prefix), &code);
     if (c == NULL)
         return code;
     if (!o.all) {

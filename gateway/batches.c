@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "jobs/batch.h"
 #include "llmq/priority.h"
 #include "files.h"
@@ -146,12 +147,12 @@ static void on_batch(struct gw_request *r, const redisReply *v)
 /* Answers with the batch as it is now. */
 static void respond_batch(struct gw_request *r)
 {
-    gw_object_fetch(r, "gw:batch:", r->m.id, batch_fields, on_batch);
+    gw_object_fetch(r, LLMQ_KEY_GW_BATCH, r->m.id, batch_fields, on_batch);
 }
 
 static const struct gw_list_spec batch_list = {
-    .index = "gw:batches",
-    .object = "gw:batch:",
+    .index = LLMQ_KEY_GW_BATCHES,
+    .object = LLMQ_KEY_GW_BATCH,
     .fields = batch_fields,
     .item = batch_object,
     .limit_default = 20,
@@ -277,9 +278,13 @@ static void write_batch(struct gw_request *r)
         return;
     }
     long long now = gw_unix_s();
-    char key[LLMQ_KEY_PREFIX_MAX + 64], lkey[LLMQ_KEY_PREFIX_MAX + 72];
-    snprintf(key, sizeof(key), "%sgw:batch:%s", gw->prefix, c->id);
-    snprintf(lkey, sizeof(lkey), "%s:jobs", key);
+    char key[LLMQ_KEY_FIXED_MAX + GW_ID_MAX], lkey[sizeof(key)], ikey[LLMQ_KEY_FIXED_MAX];
+    if (llmq_key(key, sizeof(key), gw->prefix, LLMQ_KEY_GW_BATCH, c->id, NULL) != LLMQ_OK ||
+        llmq_key(lkey, sizeof(lkey), gw->prefix, LLMQ_KEY_GW_BATCH_JOBS, c->id, NULL) != LLMQ_OK ||
+        llmq_key(ikey, sizeof(ikey), gw->prefix, LLMQ_KEY_GW_BATCHES, NULL, NULL) != LLMQ_OK) {
+        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "batch key too long");
+        return;
+    }
     char created[24], expires[24], total[24];
     snprintf(created, sizeof(created), "%lld", now);
     snprintf(expires, sizeof(expires), "%lld", now + c->req.window_ms / 1000);
@@ -326,8 +331,8 @@ static void write_batch(struct gw_request *r)
             argv[2 + i] = c->batch.jobs[first + i].id;
         ok = redisAsyncCommandArgv(ac, NULL, NULL, (int)(2 + k), argv, NULL) == REDIS_OK;
     }
-    ok = ok && redisAsyncCommand(ac, NULL, NULL, "ZADD %sgw:batches %lld %s", gw->prefix,
-                                 gw_unix_ms(), c->id) == REDIS_OK;
+    ok = ok && redisAsyncCommand(ac, NULL, NULL, "ZADD %s %lld %s", ikey, (long long)llmq_wall_ms(),
+                                 c->id) == REDIS_OK;
     gw_request_hold(r);
     if (!ok || redisAsyncCommand(ac, on_written, r, "EXEC") != REDIS_OK) {
         gw_request_release(r);
@@ -525,7 +530,13 @@ static void on_cancel_batch(struct gw_request *r, const redisReply *v)
                           status);
         return;
     }
-    gw_request_command(r, on_cancel_ids, "LRANGE %sgw:batch:%s:jobs 0 -1", r->gw->prefix, r->m.id);
+    char key[LLMQ_KEY_FIXED_MAX + GW_ID_MAX];
+    if (llmq_key(key, sizeof(key), r->gw->prefix, LLMQ_KEY_GW_BATCH_JOBS, r->m.id, NULL) !=
+        LLMQ_OK) {
+        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "batch key too long");
+        return;
+    }
+    gw_request_command(r, on_cancel_ids, "LRANGE %s 0 -1", key);
 }
 
 void gw_batches_handle(struct gw_request *r)
@@ -541,7 +552,7 @@ void gw_batches_handle(struct gw_request *r)
         respond_batch(r);
         break;
     case GW_ROUTE_BATCH_CANCEL:
-        gw_object_fetch(r, "gw:batch:", r->m.id, batch_fields, on_cancel_batch);
+        gw_object_fetch(r, LLMQ_KEY_GW_BATCH, r->m.id, batch_fields, on_cancel_batch);
         break;
     default:
         gw_respond_errorf(r, 404, INVALID, NULL, NULL, "Unknown request URL");

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "http.h"
 #include "jobs/job.h"
 #include "jobs/job_store.h"
@@ -38,13 +39,6 @@ struct call {
     int looking;    /* a GET res:<id> is in flight */
     int cancelling; /* a job_cancel is in flight */
 };
-
-static long long now_unix_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void call_free(void *p)
 {
@@ -135,9 +129,11 @@ static void look_up(struct call *c)
     redisAsyncContext *ac = gw_redis(c->r->gw);
     if (c->phase == CALL_DONE || c->looking || ac == NULL)
         return;
+    char key[LLMQ_KEY_FIXED_MAX + LLMQ_JOB_ID_MAX];
+    if (llmq_key(key, sizeof(key), c->r->gw->prefix, LLMQ_KEY_RESULT, c->job.id, NULL) != LLMQ_OK)
+        return; /* cannot happen: the id was checked at enqueue */
     gw_request_hold(c->r);
-    if (redisAsyncCommand(ac, on_result, c, "GET %sres:%s", c->r->gw->prefix, c->job.id) ==
-        REDIS_OK)
+    if (redisAsyncCommand(ac, on_result, c, "GET %s", key) == REDIS_OK)
         c->looking = 1;
     else
         gw_request_release(c->r);
@@ -278,7 +274,7 @@ void gw_calls_handle(struct gw_request *r)
     struct llmq_job_defaults d;
     llmq_job_defaults_init(&d);
     d.max_body_bytes = (size_t)gw->job_body_max;
-    d.now_ms = now_unix_ms();
+    d.now_ms = llmq_wall_ms();
     struct llmq_error err = {0};
     if (llmq_job_from_request(r->m.call_url, r->body, &o, &d, &c->job, &err) != LLMQ_OK) {
         c->phase = CALL_DONE;

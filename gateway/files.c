@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "jobs/batch.h"
 #include "jobs/job.h"
 #include "list.h"
@@ -50,14 +51,7 @@ void gw_new_id(const char *prefix, char *buf, size_t n)
 
 long long gw_unix_s(void)
 {
-    return (long long)time(NULL);
-}
-
-long long gw_unix_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (long long)(llmq_wall_ms() / 1000);
 }
 
 static json_t *file_object(const char *id, const char *filename, const char *purpose,
@@ -159,8 +153,12 @@ static void store(struct gw_request *r, long long lines)
     snprintf(bytes, sizeof(bytes), "%lld", u->bytes);
     snprintf(created, sizeof(created), "%lld", u->created_at);
     snprintf(nlines, sizeof(nlines), "%lld", lines);
-    char key[LLMQ_KEY_PREFIX_MAX + 64];
-    snprintf(key, sizeof(key), "%sgw:file:%s", p, u->id);
+    char key[LLMQ_KEY_FIXED_MAX + GW_ID_MAX], ikey[LLMQ_KEY_FIXED_MAX];
+    if (llmq_key(key, sizeof(key), p, LLMQ_KEY_GW_FILE, u->id, NULL) != LLMQ_OK ||
+        llmq_key(ikey, sizeof(ikey), p, LLMQ_KEY_GW_FILES, NULL, NULL) != LLMQ_OK) {
+        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "file key too long");
+        return;
+    }
     const char *argv[] = {"HSET",    key,           "filename",   r->upload.filename,
                           "purpose", "batch",       "bytes",      bytes,
                           "lines",   nlines,        "created_at", created,
@@ -172,8 +170,8 @@ static void store(struct gw_request *r, long long lines)
     gw_request_hold(r);
     if (redisAsyncCommand(ac, NULL, NULL, "MULTI") != REDIS_OK ||
         redisAsyncCommandArgv(ac, NULL, NULL, 16, argv, lens) != REDIS_OK ||
-        redisAsyncCommand(ac, NULL, NULL, "ZADD %sgw:files %lld %s", p, gw_unix_ms(), u->id) !=
-            REDIS_OK ||
+        redisAsyncCommand(ac, NULL, NULL, "ZADD %s %lld %s", ikey, (long long)llmq_wall_ms(),
+                          u->id) != REDIS_OK ||
         redisAsyncCommand(ac, on_stored, r, "EXEC") != REDIS_OK) {
         gw_request_release(r);
         gw_respond_no_redis(r);
@@ -320,11 +318,16 @@ static void on_delete_meta(struct gw_request *r, const redisReply *v)
         respond_no_file(r, r->m.id);
         return;
     }
+    char key[LLMQ_KEY_FIXED_MAX + GW_ID_MAX], ikey[LLMQ_KEY_FIXED_MAX];
+    if (llmq_key(key, sizeof(key), r->gw->prefix, LLMQ_KEY_GW_FILE, r->m.id, NULL) != LLMQ_OK ||
+        llmq_key(ikey, sizeof(ikey), r->gw->prefix, LLMQ_KEY_GW_FILES, NULL, NULL) != LLMQ_OK) {
+        respond_no_file(r, r->m.id);
+        return;
+    }
     gw_request_hold(r);
     if (redisAsyncCommand(ac, NULL, NULL, "MULTI") != REDIS_OK ||
-        redisAsyncCommand(ac, NULL, NULL, "DEL %sgw:file:%s", r->gw->prefix, r->m.id) != REDIS_OK ||
-        redisAsyncCommand(ac, NULL, NULL, "ZREM %sgw:files %s", r->gw->prefix, r->m.id) !=
-            REDIS_OK ||
+        redisAsyncCommand(ac, NULL, NULL, "DEL %s", key) != REDIS_OK ||
+        redisAsyncCommand(ac, NULL, NULL, "ZREM %s %s", ikey, r->m.id) != REDIS_OK ||
         redisAsyncCommand(ac, on_deleted, r, "EXEC") != REDIS_OK) {
         gw_request_release(r);
         gw_respond_no_redis(r);
@@ -344,8 +347,8 @@ static json_t *list_item(struct gw_request *r, const char *id, const redisReply 
 }
 
 static const struct gw_list_spec file_list = {
-    .index = "gw:files",
-    .object = "gw:file:",
+    .index = LLMQ_KEY_GW_FILES,
+    .object = LLMQ_KEY_GW_FILE,
     .fields = meta_fields,
     .item = list_item,
     .limit_default = 10000,
@@ -468,11 +471,17 @@ static void on_job_ids(redisAsyncContext *ac, void *reply, void *privdata)
             o->failed = 1;
             continue;
         }
+        char key[LLMQ_KEY_FIXED_MAX + LLMQ_JOB_ID_MAX];
+        if (llmq_key(key, sizeof(key), r->gw->prefix, LLMQ_KEY_RESULT, rep->element[i]->str,
+                     NULL) != LLMQ_OK) {
+            free(f);
+            o->failed = 1; /* not an id a job can have */
+            continue;
+        }
         *f = (struct line_fetch){r, i};
         gw_request_hold(r);
         o->pending++;
-        if (redisAsyncCommand(ac, on_line, f, "GET %sres:%s", r->gw->prefix,
-                              rep->element[i]->str) != REDIS_OK) {
+        if (redisAsyncCommand(ac, on_line, f, "GET %s", key) != REDIS_OK) {
             o->pending--;
             o->failed = 1;
             gw_request_release(r);
@@ -497,7 +506,13 @@ static void on_outfile_batch(struct gw_request *r, const redisReply *v)
         respond_no_file(r, r->m.id);
         return;
     }
-    gw_request_command(r, on_job_ids, "LRANGE %sgw:batch:%s:jobs 0 -1", r->gw->prefix, o->batch_id);
+    char key[LLMQ_KEY_FIXED_MAX + GW_ID_MAX];
+    if (llmq_key(key, sizeof(key), r->gw->prefix, LLMQ_KEY_GW_BATCH_JOBS, o->batch_id, NULL) !=
+        LLMQ_OK) {
+        respond_no_file(r, r->m.id);
+        return;
+    }
+    gw_request_command(r, on_job_ids, "LRANGE %s 0 -1", key);
 }
 
 /* Serves a batch's output or error file; returns 0 when id is not one. */
@@ -522,7 +537,7 @@ static int outfile(struct gw_request *r, int meta)
     snprintf(o->batch_id, sizeof(o->batch_id), "%s", id + strlen(GW_FILE_OUT_PREFIX));
     r->state = o;
     r->state_free = outfile_free;
-    gw_object_fetch(r, "gw:batch:", o->batch_id, batch_owner_fields, on_outfile_batch);
+    gw_object_fetch(r, LLMQ_KEY_GW_BATCH, o->batch_id, batch_owner_fields, on_outfile_batch);
     return 1;
 }
 
@@ -537,15 +552,15 @@ void gw_files_handle(struct gw_request *r)
         break;
     case GW_ROUTE_FILE_GET:
         if (!outfile(r, 1))
-            gw_object_fetch(r, "gw:file:", r->m.id, meta_fields, on_meta);
+            gw_object_fetch(r, LLMQ_KEY_GW_FILE, r->m.id, meta_fields, on_meta);
         break;
     case GW_ROUTE_FILE_CONTENT:
         if (!outfile(r, 0))
-            gw_object_fetch(r, "gw:file:", r->m.id, content_fields, on_content);
+            gw_object_fetch(r, LLMQ_KEY_GW_FILE, r->m.id, content_fields, on_content);
         break;
     case GW_ROUTE_FILE_DELETE:
         if (!outfile(r, 0))
-            gw_object_fetch(r, "gw:file:", r->m.id, meta_fields, on_delete_meta);
+            gw_object_fetch(r, LLMQ_KEY_GW_FILE, r->m.id, meta_fields, on_delete_meta);
         break;
     default:
         gw_respond_errorf(r, 404, INVALID, NULL, NULL, "Unknown request URL");

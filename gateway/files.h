@@ -14,7 +14,4 @@ void gw_new_id(const char *prefix, char *buf, size_t n);
  * times of objects are the gateway's, as OpenAI's are its servers'). */
 long long gw_unix_s(void);
 
-/* Milliseconds since the epoch: the score of list indexes (creation order). */
-long long gw_unix_ms(void);
-
 #endif

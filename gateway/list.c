@@ -16,14 +16,16 @@ const char *gw_list_val(const redisReply *vals, size_t i)
     return vals->element[i]->str;
 }
 
-/* Sends HMGET <prefix><object><id> fields... */
-static int hmget(redisAsyncContext *ac, struct gw *gw, const char *object, const char *id,
+/* Sends HMGET <the object's key> fields...; REDIS_ERR (nothing sent) also
+ * when id is too long for a key. */
+static int hmget(redisAsyncContext *ac, struct gw *gw, enum llmq_key_kind object, const char *id,
                  const char *const *fields, redisCallbackFn *cb, void *pd)
 {
     const char *argv[FIELDS_MAX + 2];
-    char key[LLMQ_KEY_PREFIX_MAX + 64 + GW_ID_MAX];
+    char key[LLMQ_KEY_FIXED_MAX + GW_ID_MAX];
     int argc = 0;
-    snprintf(key, sizeof(key), "%s%s%s", gw->prefix, object, id);
+    if (llmq_key(key, sizeof(key), gw->prefix, object, id, NULL) != LLMQ_OK)
+        return REDIS_ERR;
     argv[argc++] = "HMGET";
     argv[argc++] = key;
     for (size_t i = 0; fields[i] != NULL && argc < FIELDS_MAX + 2; i++)
@@ -49,7 +51,7 @@ static void on_object(redisAsyncContext *ac, void *reply, void *privdata)
     free(f);
 }
 
-void gw_object_fetch(struct gw_request *r, const char *object, const char *id,
+void gw_object_fetch(struct gw_request *r, enum llmq_key_kind object, const char *id,
                      const char *const *fields, gw_object_cb *cb)
 {
     redisAsyncContext *ac = gw_redis(r->gw);
@@ -182,8 +184,11 @@ static void on_ids(redisAsyncContext *ac, void *reply, void *privdata)
 static void read_ids(struct page *p, long long start)
 {
     redisAsyncContext *ac = gw_redis(p->r->gw);
-    if (ac == NULL || redisAsyncCommand(ac, on_ids, p, "ZREVRANGE %s%s %lld %lld", p->r->gw->prefix,
-                                        p->spec->index, start, start + p->q.limit) != REDIS_OK) {
+    char key[LLMQ_KEY_FIXED_MAX];
+    if (ac == NULL ||
+        llmq_key(key, sizeof(key), p->r->gw->prefix, p->spec->index, NULL, NULL) != LLMQ_OK ||
+        redisAsyncCommand(ac, on_ids, p, "ZREVRANGE %s %lld %lld", key, start,
+                          start + p->q.limit) != REDIS_OK) {
         p->failed = 1;
         page_answer(p);
     }
@@ -228,8 +233,10 @@ void gw_list_respond(struct gw_request *r, const struct gw_list_spec *spec)
         return;
     }
     redisAsyncContext *ac = gw_redis(r->gw);
-    if (ac == NULL || redisAsyncCommand(ac, on_rank, p, "ZREVRANK %s%s %s", r->gw->prefix,
-                                        spec->index, p->q.after) != REDIS_OK) {
+    char key[LLMQ_KEY_FIXED_MAX];
+    if (ac == NULL ||
+        llmq_key(key, sizeof(key), r->gw->prefix, spec->index, NULL, NULL) != LLMQ_OK ||
+        redisAsyncCommand(ac, on_rank, p, "ZREVRANK %s %s", key, p->q.after) != REDIS_OK) {
         p->failed = 1;
         page_answer(p);
     }

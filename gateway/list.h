@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "http.h"
+#include "redis/keys.h"
 
 /* Makes the JSON of one object from the values of the fields (vals: the
  * HMGET reply, aligned with fields), or NULL to leave it out (not the
@@ -16,8 +17,8 @@
 typedef json_t *gw_list_item_fn(struct gw_request *r, const char *id, const redisReply *vals);
 
 struct gw_list_spec {
-    const char *index;         /* ZSET key after the prefix: "gw:files" */
-    const char *object;        /* hash key after the prefix, before the id: "gw:file:" */
+    enum llmq_key_kind index;  /* the ZSET: LLMQ_KEY_GW_FILES */
+    enum llmq_key_kind object; /* the hash of one, by id: LLMQ_KEY_GW_FILE */
     const char *const *fields; /* NULL-terminated */
     gw_list_item_fn *item;
     int limit_default, limit_max;
@@ -32,7 +33,7 @@ const char *gw_list_val(const redisReply *vals, size_t i);
 /* Fetches the fields of one object: cb gets the HMGET reply (NULL reply:
  * Redis failed; r answered by the caller). Holds r until cb ran. */
 typedef void gw_object_cb(struct gw_request *r, const redisReply *vals);
-void gw_object_fetch(struct gw_request *r, const char *object, const char *id,
+void gw_object_fetch(struct gw_request *r, enum llmq_key_kind object, const char *id,
                      const char *const *fields, gw_object_cb *cb);
 
 #endif

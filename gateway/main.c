@@ -11,6 +11,7 @@
 
 #include "gateway.h"
 #include "jobs/job.h"
+#include "llmq/priority.h"
 #include "llmq/tokens.h"
 #include "http.h"
 #include "offload.h"
@@ -45,12 +46,15 @@ static void on_redis_state(struct llmq_redis_async *ra, int ready, void *privdat
     redisAsyncContext *ac = llmq_redis_async_context(ra);
     if (!ready || ac == NULL)
         return;
-    redisAsyncCommand(ac, on_settings, gw, "HGET %ssettings max_body_bytes", gw->prefix);
+    /* the prefix fits LLMQ_KEY_PREFIX_MAX, so these fixed keys fit their buffer */
+    char key[LLMQ_KEY_FIXED_MAX];
+    if (llmq_key(key, sizeof(key), gw->prefix, LLMQ_KEY_SETTINGS, NULL, NULL) == LLMQ_OK)
+        redisAsyncCommand(ac, on_settings, gw, "HGET %s max_body_bytes", key);
     /* the queue streams and group, as llmq_job_store_prepare makes them */
-    static const char *const prios[] = {"high", "normal", "low"};
-    for (int i = 0; i < 3; i++)
-        redisAsyncCommand(ac, NULL, NULL, "XGROUP CREATE %sq:%s %s 0 MKSTREAM", gw->prefix,
-                          prios[i], LLMQ_GROUP);
+    for (int i = 0; i < LLMQ_PRIORITY_COUNT; i++)
+        if (llmq_key(key, sizeof(key), gw->prefix, LLMQ_KEY_QUEUE,
+                     llmq_priority_name(llmq_priority_by_rank(i)), NULL) == LLMQ_OK)
+            redisAsyncCommand(ac, NULL, NULL, "XGROUP CREATE %s %s 0 MKSTREAM", key, LLMQ_GROUP);
 }
 
 static void on_events_state(struct llmq_redis_async *ra, int ready, void *privdata)

@@ -144,12 +144,15 @@ static void read_next(struct gw_waiters *ws)
     redisAsyncContext *ac = llmq_redis_async_context(ws->gw->events);
     if (ac == NULL || ws->reading)
         return;
+    char key[LLMQ_KEY_FIXED_MAX];
+    if (llmq_key(key, sizeof(key), ws->gw->prefix, LLMQ_KEY_EVENTS, NULL, NULL) != LLMQ_OK)
+        return; /* cannot happen: the prefix fits LLMQ_KEY_PREFIX_MAX */
     int rc;
     if (ws->last_id[0] == '\0')
-        rc = redisAsyncCommand(ac, on_tail, ws, "XREVRANGE %sevents + - COUNT 1", ws->gw->prefix);
+        rc = redisAsyncCommand(ac, on_tail, ws, "XREVRANGE %s + - COUNT 1", key);
     else
-        rc = redisAsyncCommand(ac, on_events, ws, "XREAD COUNT %d BLOCK %d STREAMS %sevents %s",
-                               EVENTS_COUNT, BLOCK_MS, ws->gw->prefix, ws->last_id);
+        rc = redisAsyncCommand(ac, on_events, ws, "XREAD COUNT %d BLOCK %d STREAMS %s %s",
+                               EVENTS_COUNT, BLOCK_MS, key, ws->last_id);
     if (rc == REDIS_OK)
         ws->reading = 1;
 }

@@ -2,7 +2,6 @@
 #include "config.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
 #include <getopt.h>
 #include <openssl/sha.h>
 #include <stdio.h>
@@ -10,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/parse_int.h"
 #include "redis/redis.h"
 
 static void usage(FILE *out)
@@ -65,12 +65,13 @@ static int bad(const char *setting, const char *why, const char *value)
     return 2;
 }
 
-static int parse_ms(const char *setting, const char *s, int64_t min, int64_t max, int64_t *out)
+/* An integer option (a count, a port, a duration in ms) in min..max into
+ * *out; 0, or 2 after saying what is wrong. */
+static int parse_int_option(const char *setting, const char *s, int64_t min, int64_t max,
+                            int64_t *out)
 {
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < min || v > max) {
+    int64_t v = 0;
+    if (llmq_parse_int64(s, min, max, &v) != 0) {
         char why[96];
         snprintf(why, sizeof(why), "expected an integer in %lld..%lld", (long long)min,
                  (long long)max);
@@ -255,38 +256,38 @@ static int apply(struct llmq_worker_config *cfg, int opt, const char *arg, const
         snprintf(cfg->azure_api_version, sizeof(cfg->azure_api_version), "%s", arg);
         break;
     case O_CONC:
-        rc = parse_ms("--concurrency", arg, 1, 100000, &v);
+        rc = parse_int_option("--concurrency", arg, 1, 100000, &v);
         cfg->concurrency = (int)v;
         break;
     case O_TIMEOUT:
-        rc = parse_ms("--timeout-ms", arg, 100, 86400000, &cfg->request_timeout_ms);
+        rc = parse_int_option("--timeout-ms", arg, 100, 86400000, &cfg->request_timeout_ms);
         break;
     case O_CTIMEOUT:
-        rc = parse_ms("--connect-timeout-ms", arg, 10, 600000, &cfg->connect_timeout_ms);
+        rc = parse_int_option("--connect-timeout-ms", arg, 10, 600000, &cfg->connect_timeout_ms);
         break;
     case O_ATTEMPTS:
-        rc = parse_ms("--max-attempts", arg, 1, 1000, &v);
+        rc = parse_int_option("--max-attempts", arg, 1, 1000, &v);
         cfg->max_attempts = (int)v;
         break;
     case O_BBASE:
-        rc = parse_ms("--backoff-base-ms", arg, 1, 3600000, &cfg->backoff_base_ms);
+        rc = parse_int_option("--backoff-base-ms", arg, 1, 3600000, &cfg->backoff_base_ms);
         break;
     case O_BCAP:
-        rc = parse_ms("--backoff-cap-ms", arg, 1, 86400000, &cfg->backoff_cap_ms);
+        rc = parse_int_option("--backoff-cap-ms", arg, 1, 86400000, &cfg->backoff_cap_ms);
         break;
     case O_VIS:
-        rc = parse_ms("--visibility-ms", arg, 100, 86400000, &cfg->visibility_ms);
+        rc = parse_int_option("--visibility-ms", arg, 100, 86400000, &cfg->visibility_ms);
         break;
     case O_GRACE:
-        rc = parse_ms("--grace-ms", arg, 0, 3600000, &cfg->grace_ms);
+        rc = parse_int_option("--grace-ms", arg, 0, 3600000, &cfg->grace_ms);
         break;
     case O_IDLE:
-        rc = parse_ms("--exit-when-idle-ms", arg, 1, 86400000, &v);
+        rc = parse_int_option("--exit-when-idle-ms", arg, 1, 86400000, &v);
         cfg->exit_when_idle_ms = (int)v;
         break;
     case O_MAXRESP:
-        rc =
-            parse_ms("--max-response-bytes", arg, 1024, (int64_t)1 << 32, &cfg->max_response_bytes);
+        rc = parse_int_option("--max-response-bytes", arg, 1024, (int64_t)1 << 32,
+                              &cfg->max_response_bytes);
         break;
     case O_SPOOLDIR:
         if (arg[0] == '\0' || strlen(arg) >= sizeof(cfg->spool_dir) - 300)
@@ -294,11 +295,11 @@ static int apply(struct llmq_worker_config *cfg, int opt, const char *arg, const
         snprintf(cfg->spool_dir, sizeof(cfg->spool_dir), "%s", arg);
         break;
     case O_SPOOLMAX:
-        rc = parse_ms("--spool-max-jobs", arg, 1, 10000000, &v);
+        rc = parse_int_option("--spool-max-jobs", arg, 1, 10000000, &v);
         cfg->spool_max_jobs = (int)v;
         break;
     case O_MPORT:
-        rc = parse_ms("--metrics-port", arg, 0, 65535, &v);
+        rc = parse_int_option("--metrics-port", arg, 0, 65535, &v);
         cfg->metrics_port = (int)v;
         break;
     case O_MHOST:

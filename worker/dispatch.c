@@ -103,7 +103,7 @@ static void plan_next(struct worker_account *a, size_t granted, int asked, int64
     if (wait_ms > 0) {
         /* Exact wait plus up to 5% (at most 50 ms) of jitter. */
         int64_t spread = wait_ms / 20 < 50 ? wait_ms / 20 : 50;
-        sleep_ms = wait_ms + llmq_backoff_rng_uniform(&w->rng, spread);
+        sleep_ms = wait_ms + llmq_rng_uniform(&w->rng, spread);
     }
     if (a->next_due_ms > 0 && (sleep_ms < 0 || a->next_due_ms + 1 < sleep_ms))
         sleep_ms = a->next_due_ms + 1;

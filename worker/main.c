@@ -58,8 +58,11 @@ static void forget_heartbeats(const struct llmq_worker *w)
     if (c == NULL)
         return;
     for (int i = 0; i < w->n_accounts; i++) {
-        redisReply *r =
-            redisCommand(c, "HDEL %sworkers %s", w->accounts[i].prefix, w->cfg->consumer);
+        char key[LLMQ_KEY_FIXED_MAX];
+        if (llmq_key(key, sizeof(key), w->accounts[i].prefix, LLMQ_KEY_WORKERS, NULL, NULL) !=
+            LLMQ_OK)
+            continue;
+        redisReply *r = redisCommand(c, "HDEL %s %s", key, w->cfg->consumer);
         if (r != NULL)
             freeReplyObject(r);
     }
@@ -72,7 +75,7 @@ static int run(struct llmq_worker_config *cfg)
     struct llmq_error err = {0};
     w.loop = ev_default_loop(EVFLAG_AUTO);
     w.cfg = cfg;
-    llmq_backoff_rng_seed(&w.rng, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32));
+    llmq_rng_seed(&w.rng, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32));
     /* HTTP/2 over TLS multiplexes ~100 streams per connection; curl 7.88
      * opens a new connection per overflowing transfer unless capped, so cap
      * at what the concurrency needs. HTTP/1.1 needs a connection per call. */

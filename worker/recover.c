@@ -44,8 +44,9 @@ static void refresh_held(struct worker_account *a, redisAsyncContext *ac)
     const char *argv[6 + CHUNK];
     for (int p = 0; p < LLMQ_PRIORITY_COUNT; p++) {
         const char *prio = llmq_priority_name(llmq_priority_by_rank(p));
-        char key[LLMQ_KEY_PREFIX_MAX + 16];
-        snprintf(key, sizeof(key), "%sq:%s", a->prefix, prio);
+        char key[LLMQ_KEY_FIXED_MAX];
+        if (llmq_key(key, sizeof(key), a->prefix, LLMQ_KEY_QUEUE, prio, NULL) != LLMQ_OK)
+            continue; /* cannot happen: the prefix fits LLMQ_KEY_PREFIX_MAX */
         argv[0] = "XCLAIM";
         argv[1] = key;
         argv[2] = LLMQ_GROUP;

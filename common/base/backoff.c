@@ -5,36 +5,11 @@
  * any attempt number (the ceiling saturates at cap_ms). */
 #include "base/backoff.h"
 
+#include "base/rng.h"
+
 #define DEFAULT_BASE_MS 500
 #define DEFAULT_CAP_MS 60000
 #define MAX_MS 1000000000000LL /* 10^12 ms: bounds every input so sums cannot overflow */
-
-void llmq_backoff_rng_seed(uint64_t *state, uint64_t seed)
-{
-    *state = seed;
-}
-
-uint64_t llmq_backoff_rng_next(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
-int64_t llmq_backoff_rng_uniform(uint64_t *state, int64_t n)
-{
-    if (n <= 0)
-        return 0;
-    uint64_t range = (uint64_t)n + 1;
-    /* Reject the top partial block so every value is equally likely. */
-    uint64_t limit = UINT64_MAX - (UINT64_MAX % range);
-    uint64_t r;
-    do {
-        r = llmq_backoff_rng_next(state);
-    } while (r >= limit);
-    return (int64_t)(r % range);
-}
 
 static int64_t ceiling_ms(int64_t base, int64_t cap, int attempt)
 {
@@ -58,9 +33,9 @@ int64_t llmq_backoff_delay_ms(const struct llmq_backoff_policy *policy, int atte
         cap = base;
     if (attempt < 1)
         attempt = 1;
-    int64_t delay = llmq_backoff_rng_uniform(rng, ceiling_ms(base, cap, attempt));
+    int64_t delay = llmq_rng_uniform(rng, ceiling_ms(base, cap, attempt));
     if (hint_ms >= 0) {
-        int64_t floor = hint_ms + llmq_backoff_rng_uniform(rng, hj);
+        int64_t floor = hint_ms + llmq_rng_uniform(rng, hj);
         if (floor > delay)
             delay = floor;
     }
@@ -76,7 +51,7 @@ int64_t llmq_backoff_due_ms(const struct llmq_backoff_policy *policy, int attemp
 int64_t llmq_backoff_reconnect_ms(int64_t *step_ms, int64_t max_ms, uint64_t *rng)
 {
     int64_t step = *step_ms < 1 ? 1 : *step_ms < MAX_MS ? *step_ms : MAX_MS;
-    int64_t delay = step / 2 + llmq_backoff_rng_uniform(rng, step) / 2;
+    int64_t delay = step / 2 + llmq_rng_uniform(rng, step) / 2;
     max_ms = max_ms < step ? step : max_ms;
     *step_ms = step > max_ms / 2 ? max_ms : step * 2;
     return delay;

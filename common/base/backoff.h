@@ -16,20 +16,13 @@
 
 #include <stdint.h>
 
+#include "base/rng.h"
+
 struct llmq_backoff_policy {
     int64_t base_ms;        /* ceiling of the first retry; <= 0 means 500 */
     int64_t cap_ms;         /* largest ceiling; <= 0 means 60000; raised to base_ms if smaller */
     int64_t hint_jitter_ms; /* spread added above a server hint; < 0 means 0 */
 };
-
-/* Seeds *state (never leaves it in a bad state: any seed works). */
-void llmq_backoff_rng_seed(uint64_t *state, uint64_t seed);
-
-/* Next 64 random bits from *state (splitmix64; fast, not cryptographic). */
-uint64_t llmq_backoff_rng_next(uint64_t *state);
-
-/* Uniform integer in [0, n] (n >= 0; n < 0 gives 0), without modulo bias. */
-int64_t llmq_backoff_rng_uniform(uint64_t *state, int64_t n);
 
 /* The delay in ms before retry number attempt (attempt < 1 is taken as 1).
  * policy is borrowed (NULL: defaults); hint_ms < 0 means no hint; rng is the

@@ -3,6 +3,8 @@
  * from concurrent processes sharing a file do not interleave. */
 #include "base/log.h"
 
+#include "base/clock.h"
+
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -36,12 +38,12 @@ int llmq_log_level_parse(const char *s, enum llmq_log_level *out)
 
 static void format_timestamp(char *buf, size_t n)
 {
-    struct timespec ts;
+    int64_t ms = llmq_wall_ms();
+    time_t s = (time_t)(ms / 1000);
     struct tm tm;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
+    gmtime_r(&s, &tm);
     size_t len = strftime(buf, n, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf + len, n - len, ".%03ldZ", ts.tv_nsec / 1000000);
+    snprintf(buf + len, n - len, ".%03dZ", (int)(ms % 1000));
 }
 
 void llmq_log_write(enum llmq_log_level level, const char *account, const char *job_id,

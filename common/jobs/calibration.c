@@ -21,14 +21,13 @@ static const char calib_script[] =
     "end\n"
     "return #ARGV\n";
 
-/* "llmq:{ACCOUNT}:calib" into key (LLMQ_KEY_PREFIX_MAX + 8 bytes). */
+/* "llmq:{ACCOUNT}:calib" into key (LLMQ_KEY_FIXED_MAX bytes). */
 static enum llmq_rc calib_key(const char *account, char *key, struct llmq_error *err)
 {
     char prefix[LLMQ_KEY_PREFIX_MAX];
     if (llmq_account_prefix(account, prefix, sizeof(prefix), err) != LLMQ_OK)
         return LLMQ_EINVAL;
-    snprintf(key, LLMQ_KEY_PREFIX_MAX + 8, "%scalib", prefix);
-    return LLMQ_OK;
+    return llmq_key(key, LLMQ_KEY_FIXED_MAX, prefix, LLMQ_KEY_CALIB, NULL, err);
 }
 
 static const char *const suffixes[LLMQ_CALIB_FIELDS + 1] = {"n",     "est", "act", "abs",
@@ -198,7 +197,7 @@ static enum llmq_rc parse_hash(const redisReply *r, struct llmq_calib_stats **ou
 enum llmq_rc llmq_calib_read(redisContext *c, const char *account, struct llmq_calib_stats **out,
                              size_t *n, struct llmq_error *err)
 {
-    char key[LLMQ_KEY_PREFIX_MAX + 8];
+    char key[LLMQ_KEY_FIXED_MAX];
     if (calib_key(account, key, err) != LLMQ_OK)
         return LLMQ_EINVAL;
     redisReply *r = redisCommand(c, "HGETALL %s", key);
@@ -215,7 +214,7 @@ enum llmq_rc llmq_calib_read(redisContext *c, const char *account, struct llmq_c
 
 enum llmq_rc llmq_calib_reset(redisContext *c, const char *account, struct llmq_error *err)
 {
-    char key[LLMQ_KEY_PREFIX_MAX + 8];
+    char key[LLMQ_KEY_FIXED_MAX];
     if (calib_key(account, key, err) != LLMQ_OK)
         return LLMQ_EINVAL;
     redisReply *r = redisCommand(c, "DEL %s", key);

@@ -48,7 +48,7 @@ struct llmq_calib_cmd {
     int argc;
     const char *argv[LLMQ_CALIB_ARGC];
     size_t argvlen[LLMQ_CALIB_ARGC];
-    char key[LLMQ_KEY_PREFIX_MAX + 8];
+    char key[LLMQ_KEY_FIXED_MAX];
     char model[201];
     char num[LLMQ_CALIB_FIELDS + 1][24];
 };

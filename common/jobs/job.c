@@ -13,7 +13,8 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "base/backoff.h"
+#include "base/rng.h"
+#include "base/clock.h"
 #include "redis/redis.h"
 
 static const char *const known_urls[] = {
@@ -43,7 +44,7 @@ const char *llmq_job_url_known(const char *url)
     return NULL;
 }
 
-/* The one RNG (base/backoff.h) over a per-thread state seeded once from the
+/* The one RNG (base/rng.h) over a per-thread state seeded once from the
  * kernel: ids need to be unique, not secret, and a syscall per id would cost
  * more than the rest of the enqueue path. */
 static unsigned long long next_random(void)
@@ -54,18 +55,15 @@ static unsigned long long next_random(void)
         uint64_t seed;
         if (getrandom(&seed, sizeof(seed), 0) != (ssize_t)sizeof(seed))
             seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)&state;
-        llmq_backoff_rng_seed(&state, seed);
+        llmq_rng_seed(&state, seed);
         seeded = 1;
     }
-    return (unsigned long long)llmq_backoff_rng_next(&state);
+    return (unsigned long long)llmq_rng_next(&state);
 }
 
 void llmq_job_id_generate(char *buf, size_t n)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    long long ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-    snprintf(buf, n, "job-%llx-%016llx", ms, next_random());
+    snprintf(buf, n, "job-%llx-%016llx", (long long)llmq_wall_ms(), next_random());
 }
 
 void llmq_job_clear(struct llmq_job *j)

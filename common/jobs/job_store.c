@@ -14,6 +14,7 @@
 
 #include "redis/keys.h"
 #include "redis/redis.h"
+#include "redis/reply_read.h"
 #include "redis/script.h"
 #include "llmq/priority.h"
 
@@ -24,8 +25,11 @@
 enum llmq_rc llmq_job_store_prepare(redisContext *c, const char *prefix, struct llmq_error *err)
 {
     for (int i = 0; i < LLMQ_PRIORITY_COUNT; i++) {
-        char key[LLMQ_KEY_PREFIX_MAX + 16];
-        snprintf(key, sizeof(key), "%sq:%s", prefix, llmq_priority_name(llmq_priority_by_rank(i)));
+        char key[LLMQ_KEY_FIXED_MAX];
+        enum llmq_rc krc = llmq_key(key, sizeof(key), prefix, LLMQ_KEY_QUEUE,
+                                    llmq_priority_name(llmq_priority_by_rank(i)), err);
+        if (krc != LLMQ_OK)
+            return krc;
         redisReply *r = redisCommand(c, "XGROUP CREATE %s %s 0 MKSTREAM", key, LLMQ_GROUP);
         int ok =
             r != NULL && (r->type != REDIS_REPLY_ERROR || strncmp(r->str, "BUSYGROUP", 9) == 0);
@@ -245,9 +249,10 @@ enum llmq_rc llmq_job_store_push(redisContext *c, const char *prefix, const stru
 enum llmq_rc llmq_job_store_result(redisContext *c, const char *prefix, const char *id, char **line,
                                    int *dead, struct llmq_error *err)
 {
-    char rk[LLMQ_KEY_PREFIX_MAX + LLMQ_JOB_ID_MAX + 16], jk[sizeof(rk)];
-    snprintf(rk, sizeof(rk), "%sres:%s", prefix, id);
-    snprintf(jk, sizeof(jk), "%sjob:%s", prefix, id);
+    char rk[LLMQ_KEY_FIXED_MAX + LLMQ_JOB_ID_MAX], jk[sizeof(rk)];
+    if (llmq_key(rk, sizeof(rk), prefix, LLMQ_KEY_RESULT, id, err) != LLMQ_OK ||
+        llmq_key(jk, sizeof(jk), prefix, LLMQ_KEY_JOB, id, err) != LLMQ_OK)
+        return LLMQ_EINVAL;
     redisAppendCommand(c, "GET %s", rk);
     redisAppendCommand(c, "HGET %s state", jk);
     redisReply *res = NULL, *st = NULL;
@@ -272,20 +277,29 @@ enum llmq_rc llmq_job_store_result(redisContext *c, const char *prefix, const ch
     return rc;
 }
 
-long long llmq_job_store_setting(redisContext *c, const char *prefix, const char *field,
-                                 long long def)
+/* An integer field of the hash P <kind>, or def. */
+static long long hash_int(redisContext *c, const char *prefix, enum llmq_key_kind kind,
+                          const char *field, long long def)
 {
-    redisReply *r = redisCommand(c, "HGET %ssettings %s", prefix, field);
-    long long v = def;
-    if (r != NULL && r->type == REDIS_REPLY_STRING) {
-        char *end = NULL;
-        long long x = strtoll(r->str, &end, 10);
-        if (end != r->str && *end == '\0')
-            v = x;
-    }
+    char key[LLMQ_KEY_FIXED_MAX];
+    if (llmq_key(key, sizeof(key), prefix, kind, NULL, NULL) != LLMQ_OK)
+        return def;
+    redisReply *r = redisCommand(c, "HGET %s %s", key, field);
+    long long v = llmq_reply_int_or(r, def);
     if (r != NULL)
         freeReplyObject(r);
     return v;
+}
+
+long long llmq_job_store_setting(redisContext *c, const char *prefix, const char *field,
+                                 long long def)
+{
+    return hash_int(c, prefix, LLMQ_KEY_SETTINGS, field, def);
+}
+
+long long llmq_job_store_stat(redisContext *c, const char *prefix, const char *field)
+{
+    return hash_int(c, prefix, LLMQ_KEY_STATS, field, 0);
 }
 
 /* One asynchronous push: its calls are in flight until calls_left is 0. */

@@ -71,6 +71,10 @@ enum llmq_rc llmq_job_store_wait(redisContext *c, const char *prefix, const char
                                  size_t n, long long timeout_ms, const struct llmq_job_waiter *w,
                                  size_t *n_done, struct llmq_error *err);
 
+/* A counter of P stats (http_429, insufficient_quota, ...): 0 when unset,
+ * not an integer, or Redis fails. */
+long long llmq_job_store_stat(redisContext *c, const char *prefix, const char *field);
+
 /* An integer field of P settings, or def when unset or not an integer. */
 long long llmq_job_store_setting(redisContext *c, const char *prefix, const char *field,
                                  long long def);

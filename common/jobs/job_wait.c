@@ -24,6 +24,7 @@
 struct wait_state {
     redisContext *c;
     const char *prefix;
+    char events_key[LLMQ_KEY_FIXED_MAX]; /* P events */
     struct llmq_job_idset *pending;
     const struct llmq_job_waiter *w;
     size_t done;
@@ -40,15 +41,21 @@ static enum llmq_rc lookup(struct wait_state *s, const char *const *ids, size_t 
         size_t m = n - first < LOOKUP_CHUNK ? n - first : LOOKUP_CHUNK;
         const char *ask[LOOKUP_CHUNK];
         size_t k = 0;
-        for (size_t i = 0; i < m; i++) {
+        enum llmq_rc rc = LLMQ_OK;
+        for (size_t i = 0; i < m && rc == LLMQ_OK; i++) {
             const char *id = ids[first + i];
+            char rk[LLMQ_KEY_FIXED_MAX + LLMQ_JOB_ID_MAX], jk[sizeof(rk)];
             if (!llmq_job_idset_get(s->pending, id, NULL))
                 continue;
+            rc = llmq_key(rk, sizeof(rk), s->prefix, LLMQ_KEY_RESULT, id, err);
+            if (rc == LLMQ_OK)
+                rc = llmq_key(jk, sizeof(jk), s->prefix, LLMQ_KEY_JOB, id, err);
+            if (rc != LLMQ_OK)
+                break; /* the k pairs already sent are still read below */
             ask[k++] = id;
-            redisAppendCommand(s->c, "GET %sres:%s", s->prefix, id);
-            redisAppendCommand(s->c, "HGET %sjob:%s state", s->prefix, id);
+            redisAppendCommand(s->c, "GET %s", rk);
+            redisAppendCommand(s->c, "HGET %s state", jk);
         }
-        enum llmq_rc rc = LLMQ_OK;
         for (size_t i = 0; i < k; i++) {
             redisReply *res = NULL, *st = NULL;
             if (redisGetReply(s->c, (void **)&res) != REDIS_OK ||
@@ -77,7 +84,7 @@ static enum llmq_rc lookup(struct wait_state *s, const char *const *ids, size_t 
 /* Remembers the newest entry of P events ("0-0" when empty). */
 static enum llmq_rc events_tail(struct wait_state *s, struct llmq_error *err)
 {
-    redisReply *r = redisCommand(s->c, "XREVRANGE %sevents + - COUNT 1", s->prefix);
+    redisReply *r = redisCommand(s->c, "XREVRANGE %s + - COUNT 1", s->events_key);
     enum llmq_rc rc = LLMQ_OK;
     snprintf(s->last_event, sizeof(s->last_event), "0-0");
     if (r == NULL || r->type != REDIS_REPLY_ARRAY)
@@ -96,8 +103,8 @@ static enum llmq_rc read_events(struct wait_state *s, long long block_ms, redisR
                                 const char **ended, size_t *n_ended, struct llmq_error *err)
 {
     *n_ended = 0;
-    redisReply *r = redisCommand(s->c, "XREAD COUNT %d BLOCK %lld STREAMS %sevents %s",
-                                 EVENTS_COUNT, block_ms, s->prefix, s->last_event);
+    redisReply *r = redisCommand(s->c, "XREAD COUNT %d BLOCK %lld STREAMS %s %s", EVENTS_COUNT,
+                                 block_ms, s->events_key, s->last_event);
     *reply = r;
     if (r == NULL || r->type == REDIS_REPLY_ERROR)
         return llmq_redis_error(s->c, r, "XREAD events", err);
@@ -167,9 +174,10 @@ enum llmq_rc llmq_job_store_wait(redisContext *c, const char *prefix, const char
                                  size_t *n_done, struct llmq_error *err)
 {
     struct wait_state s = {.c = c, .prefix = prefix, .w = w};
-    enum llmq_rc rc = LLMQ_OK;
-    s.pending = llmq_job_idset_new(n);
-    if (s.pending == NULL)
+    enum llmq_rc rc =
+        llmq_key(s.events_key, sizeof(s.events_key), prefix, LLMQ_KEY_EVENTS, NULL, err);
+    s.pending = rc == LLMQ_OK ? llmq_job_idset_new(n) : NULL;
+    if (rc == LLMQ_OK && s.pending == NULL)
         rc = llmq_error_set(err, LLMQ_ENOMEM, "wait: out of memory");
     for (size_t i = 0; rc == LLMQ_OK && i < n; i++)
         if (llmq_job_idset_add(s.pending, ids[i], 0, NULL) < 0)

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "jobs/job.h"
 #include "jobs/job_store.h"
 #include "redis/keys.h"
@@ -108,11 +109,9 @@ void llmq_free(void *ptr)
 
 static void producer_defaults(const struct llmq_producer *p, struct llmq_job_defaults *d)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
     llmq_job_defaults_init(d);
     d->max_body_bytes = (size_t)p->max_body_bytes;
-    d->now_ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    d->now_ms = llmq_wall_ms();
 }
 
 /* Fills res from a validated job and its outcome. */

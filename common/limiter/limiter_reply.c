@@ -9,6 +9,7 @@
 
 #include "limiter/path.h"
 #include "redis/redis.h"
+#include "redis/reply_read.h"
 
 enum llmq_rc llmq_acquire_args_build(struct llmq_acquire_args *a, const struct llmq_path *path,
                                      const int64_t *costs, size_t n, enum llmq_priority prio,
@@ -36,43 +37,22 @@ enum llmq_rc llmq_acquire_args_build(struct llmq_acquire_args *a, const struct l
     return LLMQ_OK;
 }
 
-static int reply_int(const redisReply *r, size_t i, int64_t *out)
-{
-    if (i >= r->elements || r->element[i]->type != REDIS_REPLY_INTEGER)
-        return -1;
-    *out = r->element[i]->integer;
-    return 0;
-}
-
-static int reply_str(const redisReply *r, size_t i, char *buf, size_t n)
-{
-    if (i >= r->elements)
-        return -1;
-    const redisReply *e = r->element[i];
-    if (e->type == REDIS_REPLY_INTEGER) {
-        snprintf(buf, n, "%lld", e->integer);
-        return 0;
-    }
-    if (e->type != REDIS_REPLY_STRING || e->len >= n)
-        return -1;
-    memcpy(buf, e->str, e->len);
-    buf[e->len] = '\0';
-    return 0;
-}
-
 /* Teaches local the L limits at r[10..10+4L); returns 0, or -1 when the
  * list is malformed. */
 static int learn_limits(const redisReply *r, const char *account,
                         struct llmq_local_limiter *local)
 {
     int64_t count;
-    if (reply_int(r, 9, &count) != 0 || count < 0 || 10 + 4 * (size_t)count != r->elements)
+    if (llmq_reply_int(llmq_reply_at(r, 9), &count) != 0 || count < 0 ||
+        10 + 4 * (size_t)count != r->elements)
         return -1;
     for (size_t i = 10; i < r->elements; i += 4) {
         char name[LLMQ_BUCKET_NAME_MAX];
         int64_t req, tok, period;
-        if (reply_str(r, i, name, sizeof(name)) != 0 || reply_int(r, i + 1, &req) != 0 ||
-            reply_int(r, i + 2, &tok) != 0 || reply_int(r, i + 3, &period) != 0)
+        if (llmq_reply_copy(llmq_reply_at(r, i), name, sizeof(name)) != 0 ||
+            llmq_reply_int(llmq_reply_at(r, i + 1), &req) != 0 ||
+            llmq_reply_int(llmq_reply_at(r, i + 2), &tok) != 0 ||
+            llmq_reply_int(llmq_reply_at(r, i + 3), &period) != 0)
             return -1;
         if (local != NULL)
             llmq_local_limiter_learn(local, account, name, req, tok, period);
@@ -90,11 +70,15 @@ enum llmq_rc llmq_acquire_reply_parse(const redisReply *r, const char *account,
         return llmq_error_set(err, LLMQ_ESCRIPT, "acquire: %s", r->str);
     int64_t granted, at_ms, stop, fourth, first_id;
     char tags[LLMQ_RESERVATION_MAX];
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 10 || reply_int(r, 0, &granted) != 0 ||
-        reply_int(r, 1, &at_ms) != 0 || reply_int(r, 2, &stop) != 0 ||
-        reply_int(r, 3, &fourth) != 0 || reply_int(r, 7, &first_id) != 0 ||
-        reply_str(r, 8, tags, sizeof(tags)) != 0 || granted < 0 || (size_t)granted > n ||
-        (stop != 0 && (size_t)granted >= n) || learn_limits(r, account, local) != 0)
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 10 ||
+        llmq_reply_int(llmq_reply_at(r, 0), &granted) != 0 ||
+        llmq_reply_int(llmq_reply_at(r, 1), &at_ms) != 0 ||
+        llmq_reply_int(llmq_reply_at(r, 2), &stop) != 0 ||
+        llmq_reply_int(llmq_reply_at(r, 3), &fourth) != 0 ||
+        llmq_reply_int(llmq_reply_at(r, 7), &first_id) != 0 ||
+        llmq_reply_copy(llmq_reply_at(r, 8), tags, sizeof(tags)) != 0 || granted < 0 ||
+        (size_t)granted > n || (stop != 0 && (size_t)granted >= n) ||
+        learn_limits(r, account, local) != 0)
         return llmq_error_set(err, LLMQ_ESCRIPT, "acquire: unexpected reply shape");
     for (size_t i = 0; i < (size_t)granted; i++) {
         struct llmq_grant *g = &out[i];
@@ -116,15 +100,15 @@ enum llmq_rc llmq_acquire_reply_parse(const redisReply *r, const char *account,
     memset(g, 0, sizeof(*g));
     g->at_ms = at_ms;
     g->decision = stop == 1 ? LLMQ_DENIED : LLMQ_NEVER_FITS;
-    if (reply_str(r, 4, g->bucket, sizeof(g->bucket)) != 0 ||
-        reply_str(r, 5, g->reason, sizeof(g->reason)) != 0)
+    if (llmq_reply_copy(llmq_reply_at(r, 4), g->bucket, sizeof(g->bucket)) != 0 ||
+        llmq_reply_copy(llmq_reply_at(r, 5), g->reason, sizeof(g->reason)) != 0)
         return llmq_error_set(err, LLMQ_ESCRIPT, "acquire: bad denial in reply");
     if (stop == 1) {
         g->wait_ms = fourth;
-        reply_str(r, 6, g->level, sizeof(g->level));
+        llmq_reply_copy(llmq_reply_at(r, 6), g->level, sizeof(g->level));
     } else {
         g->cost = fourth;
-        if (reply_int(r, 6, &g->limit) != 0)
+        if (llmq_reply_int(llmq_reply_at(r, 6), &g->limit) != 0)
             return llmq_error_set(err, LLMQ_ESCRIPT, "acquire: bad limit in reply");
     }
     *decided = (size_t)granted + 1;

@@ -76,7 +76,7 @@ struct llmq_limiter *llmq_limiter_new(const struct llmq_limiter_config *cfg,
     lim->reconnect_min_ms = cfg->reconnect_min_ms > 0 ? cfg->reconnect_min_ms : 100;
     lim->reconnect_max_ms = cfg->reconnect_max_ms > 0 ? cfg->reconnect_max_ms : 5000;
     lim->backoff_ms = lim->reconnect_min_ms;
-    llmq_backoff_rng_seed(&lim->rng, (uint64_t)llmq_monotonic_ms() ^ (uint64_t)(uintptr_t)lim);
+    llmq_rng_seed(&lim->rng, (uint64_t)llmq_monotonic_ms() ^ (uint64_t)(uintptr_t)lim);
     llmq_local_limiter_init(&lim->local, cfg->local_share);
     if (!ensure_connected(lim, err) && lim->policy == LLMQ_FAIL_CLOSED) {
         llmq_limiter_free(lim);

@@ -144,11 +144,63 @@
 #ifndef LLMQ_KEYS_H
 #define LLMQ_KEYS_H
 
+#include <stddef.h>
+
+#include "llmq/error.h"
+
 #define LLMQ_KEY_PREFIX_MAX 256
+/* A buffer for any key without a name in it (P policy, P q:<prio>, ...). */
+#define LLMQ_KEY_FIXED_MAX (LLMQ_KEY_PREFIX_MAX + 32)
 #define LLMQ_GROUP "workers"
 /* A worker not heard from for this long is not live (P workers): an idle one
  * dispatches every 5 s, a busy one reclaims every third of its visibility
  * timeout (20 s by default). */
 #define LLMQ_WORKER_LIVE_MS 30000
+
+/* The kinds of key above that C code uses, each built only by llmq_key (the
+ * names are in the table of keys.c; the scheduler's keys and seq are built
+ * by the scripts alone). The kinds marked <name> take a name (a bucket,
+ * priority, job or object id, or a SCAN pattern such as "*"); the others
+ * take NULL. A new kind: one value here, one row in the table. */
+enum llmq_key_kind {
+    LLMQ_KEY_LIMIT,         /* P limit:<bucket> */
+    LLMQ_KEY_POLICY,        /* P policy */
+    LLMQ_KEY_WINDOW_LOG,    /* P bw:<bucket> */
+    LLMQ_KEY_JOB,           /* P job:<id> */
+    LLMQ_KEY_QUEUE,         /* P q:<prio> */
+    LLMQ_KEY_DELAYED,       /* P delayed */
+    LLMQ_KEY_WEIGHTS,       /* P weights */
+    LLMQ_KEY_BACKLOG,       /* P backlog:<prio> */
+    LLMQ_KEY_WAKE,          /* P wake */
+    LLMQ_KEY_RESULT,        /* P res:<id> */
+    LLMQ_KEY_EVENTS,        /* P events */
+    LLMQ_KEY_DEAD,          /* P dead */
+    LLMQ_KEY_RESULTS,       /* P results */
+    LLMQ_KEY_WORKERS,       /* P workers */
+    LLMQ_KEY_STATS,         /* P stats */
+    LLMQ_KEY_CALIB,         /* P calib */
+    LLMQ_KEY_SETTINGS,      /* P settings */
+    LLMQ_KEY_AUTH_PAUSE,    /* P auth_pause */
+    LLMQ_KEY_GW_KEY,        /* P gw:key:<sha256> */
+    LLMQ_KEY_GW_KEYS,       /* P gw:keys */
+    LLMQ_KEY_GW_FILE,       /* P gw:file:<id> */
+    LLMQ_KEY_GW_FILES,      /* P gw:files */
+    LLMQ_KEY_GW_BATCH,      /* P gw:batch:<id> */
+    LLMQ_KEY_GW_BATCH_JOBS, /* P gw:batch:<id>:jobs */
+    LLMQ_KEY_GW_BATCHES,    /* P gw:batches */
+    LLMQ_KEY_KIND_COUNT
+};
+
+/* Writes the key of that kind of the account with prefix P (from
+ * llmq_account_prefix) into buf (len bytes, caller-owned; borrows prefix and
+ * name). name is required for the kinds that take one and must be NULL for
+ * the others. Returns LLMQ_OK, or LLMQ_EINVAL (err says why, buf holds "")
+ * when kind is unknown, name is missing or extra, or the key does not fit. */
+enum llmq_rc llmq_key(char *buf, size_t len, const char *prefix, enum llmq_key_kind kind,
+                      const char *name, struct llmq_error *err);
+
+/* The part of a key of that kind after P and before its name ("limit:"), or
+ * NULL for an unknown kind: for reading a name back out of a key. Static. */
+const char *llmq_key_head(enum llmq_key_kind kind);
 
 #endif

@@ -1,6 +1,7 @@
 /* Synchronous Redis connections and key naming shared by every binary. */
 #include "redis/redis.h"
 
+#include "redis/reply_read.h"
 #include "redis/sentinel.h"
 
 #include <stdio.h>
@@ -127,4 +128,29 @@ const char *llmq_redis_field(const redisReply *flat, const char *name)
             strcmp(flat->element[i]->str, name) == 0)
             return flat->element[i + 1]->str;
     return NULL;
+}
+
+enum llmq_rc llmq_redis_scan(redisContext *c, const char *pattern, int count,
+                             llmq_redis_scan_fn *each, void *ud, struct llmq_error *err)
+{
+    char cursor[32] = "0";
+    int stop = 0;
+    do {
+        redisReply *r = redisCommand(c, "SCAN %s MATCH %s COUNT %d", cursor, pattern, count);
+        const redisReply *next = llmq_reply_at(r, 0), *keys = llmq_reply_at(r, 1);
+        if (next == NULL || llmq_reply_copy(next, cursor, sizeof(cursor)) != 0 || keys == NULL ||
+            keys->type != REDIS_REPLY_ARRAY) {
+            enum llmq_rc rc = r == NULL || r->type == REDIS_REPLY_ERROR
+                                  ? llmq_redis_error(c, r, "SCAN", err)
+                                  : llmq_error_set(err, LLMQ_EREDIS, "SCAN: unexpected reply");
+            if (r != NULL)
+                freeReplyObject(r);
+            return rc;
+        }
+        for (size_t i = 0; i < keys->elements && !stop; i++)
+            if (keys->element[i]->type == REDIS_REPLY_STRING)
+                stop = each(keys->element[i]->str, ud);
+        freeReplyObject(r);
+    } while (!stop && strcmp(cursor, "0") != 0);
+    return LLMQ_OK;
 }

@@ -40,4 +40,15 @@ enum llmq_rc llmq_account_prefix(const char *account, char *buf, size_t n, struc
  * those separate the parts of keys and reservation handles. Returns 1 if ok. */
 int llmq_name_valid(const char *s);
 
+/* Called by llmq_redis_scan for each key found (borrowed: valid during the
+ * call); returns 0 to go on, nonzero to stop the scan. */
+typedef int llmq_redis_scan_fn(const char *key, void *ud);
+
+/* Walks SCAN ... MATCH pattern COUNT count from cursor 0 to its end (or
+ * until each stops it), calling each for every string key of every batch.
+ * Returns LLMQ_OK, or LLMQ_EREDIS (err) when a SCAN fails or its reply is
+ * not [cursor, [keys...]]. */
+enum llmq_rc llmq_redis_scan(redisContext *c, const char *pattern, int count,
+                             llmq_redis_scan_fn *each, void *ud, struct llmq_error *err);
+
 #endif

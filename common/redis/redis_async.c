@@ -262,6 +262,14 @@ struct llmq_redis_async *llmq_redis_async_new(struct ev_loop *loop,
                                               llmq_redis_async_state_cb *cb, void *privdata,
                                               struct llmq_error *err)
 {
+    if (loop == NULL || url == NULL || cfg == NULL) {
+        llmq_error_set(err, LLMQ_EINVAL,
+                       "redis: no %s (a connection needs a loop, a url and a config)",
+                       loop == NULL  ? "loop"
+                       : url == NULL ? "url"
+                                     : "config");
+        return NULL;
+    }
     struct llmq_redis_async *ra = calloc(1, sizeof(*ra));
     if (ra == NULL) {
         llmq_error_set(err, LLMQ_ENOMEM, "redis: out of memory");
@@ -281,7 +289,7 @@ struct llmq_redis_async *llmq_redis_async_new(struct ev_loop *loop,
     ra->cb = cb;
     ra->privdata = privdata;
     ra->backoff_ms = ra->cfg.reconnect_min_ms;
-    llmq_backoff_rng_seed(&ra->rng, (uint64_t)(uintptr_t)ra ^ (uint64_t)(ev_now(loop) * 1000));
+    llmq_rng_seed(&ra->rng, (uint64_t)(uintptr_t)ra ^ (uint64_t)(ev_now(loop) * 1000));
     ev_timer_init(&ra->reconnect_timer, on_reconnect_timer, 0.0, 0.0);
     ev_timer_init(&ra->connect_timer, on_connect_timeout, 0.0, 0.0);
     start_connect(ra);

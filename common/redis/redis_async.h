@@ -32,9 +32,10 @@ struct llmq_redis_async_config {
     const char *name;     /* for log lines ("limiter", "worker"); static */
 };
 
-/* Starts connecting to url (copied) on loop (borrowed). cb (may be NULL) runs
- * on each change of readiness, never before this returns. Returns NULL with
- * err on allocation failure only. */
+/* Starts connecting to url (copied) on loop (borrowed) with cfg (copied; its
+ * zero fields take the defaults above). cb (may be NULL) runs on each change
+ * of readiness, never before this returns. Returns NULL with err: LLMQ_EINVAL
+ * when loop, url or cfg is NULL, LLMQ_ENOMEM on allocation failure. */
 struct llmq_redis_async *llmq_redis_async_new(struct ev_loop *loop,
                                               const struct llmq_redis_url *url,
                                               const struct llmq_redis_async_config *cfg,

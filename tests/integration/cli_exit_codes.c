@@ -3,6 +3,8 @@
  * result yet); 2 usage or invalid input (unknown option, missing argument, a
  * value out of range, an unknown id, subcommand or setting, a malformed Redis
  * URL, a bad account name); 3 dead-lettered (enqueue_cli.c, results_cli.c).
+ * Every command parses its options with the one parser (llmq_cli_getopt), so
+ * a bad option names the command's --help.
  * Each case also names what was wrong on stderr: the message must carry the
  * expected words, and help goes to stdout. */
 #include <setjmp.h>
@@ -154,6 +156,42 @@ static const struct exit_case cases[] = {
     {{"limits", "get", "--json"}, 0, NULL, "\"requests\": 100"},
     {{"limits", "get", "--redis", UNREACHABLE}, 1, "Connection refused", NULL},
     {{"limits", "get", "--redis", MALFORMED}, 2, "--redis: redis url", NULL},
+
+    /* keys (the gateway's keys) */
+    {{"keys", "--help"}, 0, NULL, "usage: llmq keys"},
+    {{"keys", "list", "--no-such-option"}, 2, "unrecognized option '--no-such-option'", NULL},
+    {{"keys", "list", "--no-such-option"}, 2, "(see llmq keys --help)", NULL},
+    {{"keys"}, 2, "expected create, list or revoke", NULL},
+    {{"keys", "frob"}, 2, "unknown action 'frob'", NULL},
+    {{"keys", "create", "--tenant"}, 2, "requires an argument", NULL},
+    {{"keys", "create", "--priority", "urgent"},
+     2,
+     "--priority: expected high, normal or low",
+     NULL},
+    {{"keys", "create", "--tenant", "a b"}, 2, "--tenant: 'a b' is not a valid name", NULL},
+    {{"keys", "create", "--models", "a,,b"}, 2, "--models: expected model names", NULL},
+    {{"keys", "list", "extra"}, 2, "list takes no arguments", NULL},
+    {{"keys", "revoke"}, 2, "revoke: name at least one key id", NULL},
+    {{"keys", "revoke", "xyz"}, 2, "'xyz' is not a key id", NULL},
+    {{"keys", "revoke", "0123456789abcdef"}, 2, "no key with id 0123456789abcdef", NULL},
+    {{"keys", "list"}, 0, NULL, "PRIORITY"},
+    {{"keys", "list", "--redis", UNREACHABLE}, 1, "Connection refused", NULL},
+    {{"keys", "list", "--redis", MALFORMED}, 2, "--redis: redis url", NULL},
+    {{"keys", "list", "--account", "a b"}, 2, "--account: account name", NULL},
+
+    /* account (the pause after the API refused the key) */
+    {{"account", "--help"}, 0, NULL, "usage: llmq account"},
+    {{"account", "status", "--no-such-option"}, 2, "unrecognized option '--no-such-option'", NULL},
+    {{"account", "status", "--no-such-option"}, 2, "(see llmq account --help)", NULL},
+    {{"account"}, 2, "expected status or resume", NULL},
+    {{"account", "frob"}, 2, "unknown subcommand 'frob'", NULL},
+    {{"account", "status", "extra"}, 2, "unexpected argument 'extra'", NULL},
+    {{"account", "status", "--redis"}, 2, "requires an argument", NULL},
+    {{"account", "resume", "--json"}, 2, "--json belongs to 'account status'", NULL},
+    {{"account", "status"}, 0, NULL, "active (not paused)"},
+    {{"account", "status", "--redis", UNREACHABLE}, 1, "Connection refused", NULL},
+    {{"account", "status", "--redis", MALFORMED}, 2, "--redis: redis url", NULL},
+    {{"account", "resume", "--account", "a b"}, 2, "--account: account name", NULL},
 };
 
 static char batch_file[64];

@@ -194,7 +194,7 @@ int sim_call_parse(struct sim_conn *c, struct sim_call *call, json_t **root_out)
 /* A uniform draw in [0, 100). */
 static double draw_pct(struct sim_server *srv)
 {
-    return (double)(sim_rand(&srv->rng) >> 11) * (100.0 / 9007199254740992.0);
+    return (double)(llmq_rng_next(&srv->rng) >> 11) * (100.0 / 9007199254740992.0);
 }
 
 int sim_fault_before(struct sim_conn *c, const struct sim_call *call)
@@ -338,7 +338,7 @@ int sim_window_admit(struct sim_conn *c, const struct sim_call *call, struct sim
     limits_for(cfg, c->ex.model, &rpm, &tpm);
     int spurious = cfg->spurious_429_pct > 0.0 && draw_pct(srv) < cfg->spurious_429_pct;
     struct sim_bucket *b = rpm > 0 || tpm > 0 ? bucket_get(srv, c->ex.key_sha, c->ex.model) : NULL;
-    int64_t now = sim_mono_ms();
+    int64_t now = llmq_monotonic_ms();
     if (b != NULL) {
         sim_window_expire(&b->win, now, cfg->period_ms);
         rl_fill(b, now, cfg->period_ms, rl);

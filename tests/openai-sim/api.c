@@ -15,20 +15,6 @@
 
 #include "api.h"
 
-int64_t sim_mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t sim_unix_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Resets ex for a new request on c and stamps its id and times. */
 static void exchange_begin(struct sim_conn *c)
 {
@@ -40,15 +26,15 @@ static void exchange_begin(struct sim_conn *c)
     ex->close_after = !c->req.keep_alive;
     ex->status = 0;
     ex->outcome = SIM_OUT_OK;
-    ex->t_unix_ms = sim_unix_ms();
-    ex->t_mono_ms = sim_mono_ms();
+    ex->t_unix_ms = llmq_wall_ms();
+    ex->t_mono_ms = llmq_monotonic_ms();
     ex->key8[0] = '-';
     ex->key8[1] = '\0';
     ex->model[0] = ex->path[0] = ex->client_id[0] = '\0';
     ex->prompt_tokens = ex->completion_tokens = ex->charged_tokens = 0;
     ex->bucket = NULL;
     uint64_t st = srv->id_salt ^ (++srv->req_counter * 0xd1b54a32d192ed03ULL);
-    uint64_t a = sim_rand(&st), b = sim_rand(&st);
+    uint64_t a = llmq_rng_next(&st), b = llmq_rng_next(&st);
     snprintf(ex->request_id, sizeof(ex->request_id), "req_%016llx%016llx", (unsigned long long)a,
              (unsigned long long)b);
     srv->stats.requests++;
@@ -172,9 +158,9 @@ static int64_t answer_delay(struct sim_server *srv)
     const struct sim_config *cfg = &srv->cfg;
     int64_t d = cfg->latency_ms;
     if (cfg->latency_jitter_ms > 0)
-        d += (int64_t)(sim_rand(&srv->rng) % (uint64_t)(cfg->latency_jitter_ms + 1));
+        d += (int64_t)(llmq_rng_next(&srv->rng) % (uint64_t)(cfg->latency_jitter_ms + 1));
     if (cfg->slow_pct > 0.0 &&
-        (double)(sim_rand(&srv->rng) >> 11) * (100.0 / 9007199254740992.0) < cfg->slow_pct)
+        (double)(llmq_rng_next(&srv->rng) >> 11) * (100.0 / 9007199254740992.0) < cfg->slow_pct)
         d += cfg->slow_ms;
     return d;
 }
@@ -223,7 +209,8 @@ static int64_t answer(struct sim_conn *c, struct sim_call *call, const struct si
     ex->charged_tokens = call->reserve_tokens;
     int64_t delay = answer_delay(srv);
     if (srv->cfg.reset_pct > 0.0 &&
-        (double)(sim_rand(&srv->rng) >> 11) * (100.0 / 9007199254740992.0) < srv->cfg.reset_pct) {
+        (double)(llmq_rng_next(&srv->rng) >> 11) * (100.0 / 9007199254740992.0) <
+            srv->cfg.reset_pct) {
         /* After the latency the first line of an answer, then an RST: a reset
          * before any byte would be resent silently by libcurl on a reused
          * connection and never reach the client under test. */

@@ -174,7 +174,7 @@ static void embedding_vector(struct sim_buf *b, const struct sim_call *call, siz
     sim_buf_adds(b, call->base64 ? "\"" : "[");
     for (int d = 0; d < call->dims; d++) {
         /* values in [-1, 1) with 1/32768 resolution: exact as float and short as text */
-        int32_t q = (int32_t)(sim_rand(&st) >> 48) - 32768;
+        int32_t q = (int32_t)(llmq_rng_next(&st) >> 48) - 32768;
         float f = (float)q / 32768.0f;
         if (!call->base64) {
             sim_buf_addf(b, "%s%.6g", d ? "," : "", (double)f);

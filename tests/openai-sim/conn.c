@@ -59,7 +59,7 @@ static void exchange_end(struct sim_conn *c)
     struct sim_server *srv = c->srv;
     struct sim_exchange *ex = &c->ex;
     sim_api_settle(srv, ex);
-    sim_alog_write(srv, ex, sim_mono_ms() - ex->t_mono_ms);
+    sim_alog_write(srv, ex, llmq_monotonic_ms() - ex->t_mono_ms);
     c->busy = 0;
     srv->stats.inflight_now--;
     ev_timer_stop(srv->loop, &c->timer);

@@ -112,7 +112,7 @@ int main(int argc, char **argv)
     srv.listen_fd = -1;
     srv.alog.fd = -1;
     srv.rng = srv.cfg.seed;
-    srv.id_salt = (uint64_t)sim_unix_ms() ^ ((uint64_t)getpid() << 40);
+    srv.id_salt = (uint64_t)llmq_wall_ms() ^ ((uint64_t)getpid() << 40);
     srv.loop = ev_default_loop(EVFLAG_AUTO);
     if (srv.loop == NULL) {
         fprintf(stderr, "openai-sim: cannot create the event loop\n");

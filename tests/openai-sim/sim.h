@@ -13,6 +13,8 @@
 #include <ev.h>
 #include <stdint.h>
 
+#include "base/clock.h"
+#include "base/rng.h"
 #include "buf.h"
 #include "http.h"
 #include "window.h"
@@ -219,11 +221,7 @@ void sim_alog_close(struct sim_server *srv);
 void sim_stats_print(const struct sim_server *srv);
 const char *sim_outcome_name(enum sim_outcome o);
 
-/* Monotonic and wall-clock milliseconds. */
-int64_t sim_mono_ms(void);
-int64_t sim_unix_ms(void);
-
-/* Next value of a splitmix64 stream. */
-uint64_t sim_rand(uint64_t *state);
+/* Clocks and the RNG are libllmq's (base/clock.h llmq_monotonic_ms and
+ * llmq_wall_ms, base/rng.h llmq_rng_next): one of each in the project. */
 
 #endif

@@ -201,14 +201,6 @@ uint64_t sim_hash_bytes(const void *p, size_t n)
     return h;
 }
 
-uint64_t sim_rand(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 void sim_completion_tokens(const struct sim_config *cfg, struct sim_call *call)
 {
     int64_t hi = cfg->completion_max, lo = cfg->completion_min;
@@ -219,7 +211,7 @@ void sim_completion_tokens(const struct sim_config *cfg, struct sim_call *call)
     call->completion_total = 0;
     for (int i = 0; i < call->n; i++) {
         uint64_t st = call->hash ^ (cfg->seed * 0x2545f4914f6cdd1dULL) ^ (uint64_t)i;
-        int64_t c = lo + (int64_t)(sim_rand(&st) % (uint64_t)(hi - lo + 1));
+        int64_t c = lo + (int64_t)(llmq_rng_next(&st) % (uint64_t)(hi - lo + 1));
         call->completion[i] = (int)c;
         call->completion_total += c;
     }

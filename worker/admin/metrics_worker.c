@@ -241,17 +241,17 @@ static void depth_send(struct llmq_worker_metrics *m, int i)
     if (ac == NULL || m->depth_pending[i] > 0)
         return;
     for (int k = 0; k < DEPTH_PROBES; k++) {
-        char key[LLMQ_KEY_PREFIX_MAX + 16];
+        char key[LLMQ_KEY_FIXED_MAX];
         struct depth_probe *p = &m->probes[i][k];
         *p = (struct depth_probe){.wm = m, .account = i, .kind = k};
         const char *cmd = k < 3 ? "LLEN" : k < 6 ? "XPENDING" : k == 6 ? "ZCARD" : "XLEN";
         const char *prio = llmq_priority_name(llmq_priority_by_rank(k % 3));
-        if (k < 3)
-            snprintf(key, sizeof(key), "%sbacklog:%s", a->prefix, prio);
-        else if (k < 6)
-            snprintf(key, sizeof(key), "%sq:%s", a->prefix, prio);
-        else
-            snprintf(key, sizeof(key), "%s%s", a->prefix, k == 6 ? "delayed" : "dead");
+        enum llmq_key_kind kind = k < 3    ? LLMQ_KEY_BACKLOG
+                                  : k < 6  ? LLMQ_KEY_QUEUE
+                                  : k == 6 ? LLMQ_KEY_DELAYED
+                                           : LLMQ_KEY_DEAD;
+        if (llmq_key(key, sizeof(key), a->prefix, kind, k < 6 ? prio : NULL, NULL) != LLMQ_OK)
+            continue; /* cannot happen: the prefix fits LLMQ_KEY_PREFIX_MAX */
         const char *argv[3] = {cmd, key, LLMQ_GROUP};
         if (redisAsyncCommandArgv(ac, on_depth, p, k >= 3 && k < 6 ? 3 : 2, argv, NULL) == REDIS_OK)
             m->depth_pending[i]++;

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "http/http_internal.h"
 
 #define DEFAULT_MAX_CONNECTIONS 256
@@ -156,7 +157,7 @@ static void collect_finished(struct llmq_http *http)
 static void deliver_one(struct llmq_http *http, struct llmq_http_xfer *x)
 {
     struct llmq_http_response resp;
-    llmq_http_xfer_response(x, &resp, llmq_http_now_ms());
+    llmq_http_xfer_response(x, &resp, llmq_monotonic_ms());
     char *own_body = x->body;
     http->inflight--;
     x->cb(&resp, x->privdata);

@@ -58,7 +58,4 @@ void llmq_http_xfer_response(struct llmq_http_xfer *x, struct llmq_http_response
  * its body. NULL is a no-op. x must not be in a multi. */
 void llmq_http_xfer_free(struct llmq_http_xfer *x);
 
-/* Monotonic milliseconds. */
-int64_t llmq_http_now_ms(void);
-
 #endif

@@ -13,23 +13,10 @@
 #include <strings.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "http/http_internal.h"
 
 #define MIN_BODY_CAP 1024
-
-int64_t llmq_http_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t wall_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int has_crlf(const char *s)
 {
@@ -159,7 +146,7 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *userdata)
 {
     struct llmq_http_xfer *x = userdata;
     size_t len = size * nmemb;
-    llmq_ratelimit_headers_feed_line(&x->rl, data, len, wall_now_ms());
+    llmq_ratelimit_headers_feed_line(&x->rl, data, len, llmq_wall_ms());
     return len;
 }
 
@@ -234,7 +221,7 @@ enum llmq_rc llmq_http_xfer_new(const struct llmq_http_settings *s,
         llmq_http_xfer_free(x);
         return llmq_error_set(err, LLMQ_EHTTP, "http: curl rejected an option (URL or body)");
     }
-    x->start_ms = llmq_http_now_ms();
+    x->start_ms = llmq_monotonic_ms();
     *out = x;
     return LLMQ_OK;
 }

@@ -1,6 +1,6 @@
 /* Unit tests for common/base/backoff.c: full-jitter bounds per attempt, the cap,
- * the server-hint floor, determinism for a seed, and a rough uniformity
- * check of the jitter. */
+ * the server-hint floor, determinism for a seed, reconnect steps (the RNG
+ * itself: test_rng.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,7 +15,7 @@ static void test_bounds_per_attempt(void **state)
     (void)state;
     struct llmq_backoff_policy p = {.base_ms = 100, .cap_ms = 5000};
     uint64_t rng;
-    llmq_backoff_rng_seed(&rng, 1);
+    llmq_rng_seed(&rng, 1);
     const int64_t ceil_of[] = {0, 100, 200, 400, 800, 1600, 3200, 5000, 5000};
     for (int attempt = 1; attempt <= 8; attempt++) {
         int64_t max_seen = 0;
@@ -43,7 +43,7 @@ static void test_hint_floor(void **state)
     (void)state;
     struct llmq_backoff_policy p = {.base_ms = 100, .cap_ms = 1000};
     uint64_t rng;
-    llmq_backoff_rng_seed(&rng, 7);
+    llmq_rng_seed(&rng, 7);
     for (int i = 0; i < 1000; i++) {
         /* A hint above the cap still wins. */
         assert_int_equal(llmq_backoff_delay_ms(&p, 3, 20000, &rng), 20000);
@@ -69,7 +69,7 @@ static void test_defaults_and_due(void **state)
 {
     (void)state;
     uint64_t rng;
-    llmq_backoff_rng_seed(&rng, 3);
+    llmq_rng_seed(&rng, 3);
     for (int i = 0; i < 1000; i++) {
         assert_true(llmq_backoff_delay_ms(NULL, 1, -1, &rng) <= 500);
         assert_true(llmq_backoff_delay_ms(NULL, 40, -1, &rng) <= 60000);
@@ -82,30 +82,11 @@ static void test_deterministic(void **state)
 {
     (void)state;
     uint64_t a, b;
-    llmq_backoff_rng_seed(&a, 99);
-    llmq_backoff_rng_seed(&b, 99);
+    llmq_rng_seed(&a, 99);
+    llmq_rng_seed(&b, 99);
     for (int i = 0; i < 100; i++)
         assert_int_equal(llmq_backoff_delay_ms(NULL, i % 10 + 1, -1, &a),
                          llmq_backoff_delay_ms(NULL, i % 10 + 1, -1, &b));
-}
-
-static void test_uniform(void **state)
-{
-    (void)state;
-    uint64_t rng;
-    llmq_backoff_rng_seed(&rng, 12345);
-    int bins[10] = {0};
-    const int n = 100000;
-    for (int i = 0; i < n; i++) {
-        int64_t v = llmq_backoff_rng_uniform(&rng, 9);
-        assert_true(v >= 0 && v <= 9);
-        bins[v]++;
-    }
-    for (int i = 0; i < 10; i++)
-        assert_true(bins[i] > n / 10 * 95 / 100 && bins[i] < n / 10 * 105 / 100);
-    assert_int_equal(llmq_backoff_rng_uniform(&rng, 0), 0);
-    assert_int_equal(llmq_backoff_rng_uniform(&rng, -5), 0);
-    assert_true(llmq_backoff_rng_uniform(&rng, INT64_MAX) >= 0);
 }
 
 /* Reconnect steps: each delay in [step/2, step], the step doubling to the
@@ -114,7 +95,7 @@ static void test_reconnect_steps(void **state)
 {
     (void)state;
     uint64_t rng;
-    llmq_backoff_rng_seed(&rng, 7);
+    llmq_rng_seed(&rng, 7);
     for (int run = 0; run < 200; run++) {
         int64_t step = 100, expect = 100;
         for (int i = 0; i < 10; i++) {
@@ -136,11 +117,8 @@ static void test_reconnect_steps(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bounds_per_attempt),
-        cmocka_unit_test(test_hint_floor),
-        cmocka_unit_test(test_defaults_and_due),
-        cmocka_unit_test(test_deterministic),
-        cmocka_unit_test(test_uniform),
+        cmocka_unit_test(test_bounds_per_attempt), cmocka_unit_test(test_hint_floor),
+        cmocka_unit_test(test_defaults_and_due),   cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_reconnect_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

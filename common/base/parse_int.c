@@ -1,0 +1,19 @@
+/* The strict integer parser of parse_int.h. */
+#include "base/parse_int.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+
+int llmq_parse_int64(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+    if (s == NULL || isspace((unsigned char)s[0]))
+        return -1; /* strtoll would skip it */
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}

@@ -1,0 +1,68 @@
+/* The key builder of keys.h: one table of the key names below an account
+ * prefix, so no other code spells a key out. */
+#include "redis/keys.h"
+
+#include <stdio.h>
+
+struct key_name {
+    const char *head; /* after the prefix, before the name */
+    const char *tail; /* after the name */
+    int named;        /* takes a name */
+};
+
+static const struct key_name key_names[LLMQ_KEY_KIND_COUNT] = {
+    [LLMQ_KEY_LIMIT] = {"limit:", "", 1},
+    [LLMQ_KEY_POLICY] = {"policy", "", 0},
+    [LLMQ_KEY_WINDOW_LOG] = {"bw:", "", 1},
+    [LLMQ_KEY_JOB] = {"job:", "", 1},
+    [LLMQ_KEY_QUEUE] = {"q:", "", 1},
+    [LLMQ_KEY_DELAYED] = {"delayed", "", 0},
+    [LLMQ_KEY_WEIGHTS] = {"weights", "", 0},
+    [LLMQ_KEY_BACKLOG] = {"backlog:", "", 1},
+    [LLMQ_KEY_WAKE] = {"wake", "", 0},
+    [LLMQ_KEY_RESULT] = {"res:", "", 1},
+    [LLMQ_KEY_EVENTS] = {"events", "", 0},
+    [LLMQ_KEY_DEAD] = {"dead", "", 0},
+    [LLMQ_KEY_RESULTS] = {"results", "", 0},
+    [LLMQ_KEY_WORKERS] = {"workers", "", 0},
+    [LLMQ_KEY_STATS] = {"stats", "", 0},
+    [LLMQ_KEY_CALIB] = {"calib", "", 0},
+    [LLMQ_KEY_SETTINGS] = {"settings", "", 0},
+    [LLMQ_KEY_AUTH_PAUSE] = {"auth_pause", "", 0},
+    [LLMQ_KEY_GW_KEY] = {"gw:key:", "", 1},
+    [LLMQ_KEY_GW_KEYS] = {"gw:keys", "", 0},
+    [LLMQ_KEY_GW_FILE] = {"gw:file:", "", 1},
+    [LLMQ_KEY_GW_FILES] = {"gw:files", "", 0},
+    [LLMQ_KEY_GW_BATCH] = {"gw:batch:", "", 1},
+    [LLMQ_KEY_GW_BATCH_JOBS] = {"gw:batch:", ":jobs", 1},
+    [LLMQ_KEY_GW_BATCHES] = {"gw:batches", "", 0},
+};
+
+const char *llmq_key_head(enum llmq_key_kind kind)
+{
+    if ((int)kind < 0 || kind >= LLMQ_KEY_KIND_COUNT)
+        return NULL;
+    return key_names[kind].head;
+}
+
+enum llmq_rc llmq_key(char *buf, size_t len, const char *prefix, enum llmq_key_kind kind,
+                      const char *name, struct llmq_error *err)
+{
+    if (buf != NULL && len > 0)
+        buf[0] = '\0';
+    if (buf == NULL || len == 0 || prefix == NULL)
+        return llmq_error_set(err, LLMQ_EINVAL, "key: no buffer or no prefix");
+    if ((int)kind < 0 || kind >= LLMQ_KEY_KIND_COUNT)
+        return llmq_error_set(err, LLMQ_EINVAL, "key: unknown kind %d", (int)kind);
+    const struct key_name *k = &key_names[kind];
+    if (k->named != (name != NULL))
+        return llmq_error_set(err, LLMQ_EINVAL, "key %s%s: %s", k->head, k->tail,
+                              k->named ? "needs a name" : "takes no name");
+    int n = snprintf(buf, len, "%s%s%s%s", prefix, k->head, name != NULL ? name : "", k->tail);
+    if (n < 0 || (size_t)n >= len) {
+        buf[0] = '\0';
+        return llmq_error_set(err, LLMQ_EINVAL, "key %s%s%s is longer than %zu bytes", k->head,
+                              name != NULL ? name : "", k->tail, len - 1);
+    }
+    return LLMQ_OK;
+}

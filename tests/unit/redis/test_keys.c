@@ -1,0 +1,106 @@
+/* The key builder (common/redis/keys.c): every kind writes the layout keys.h
+ * documents, names go where the kind takes one, and a key that does not fit,
+ * a missing or extra name or an unknown kind is an error with an empty buffer,
+ * never a truncated key. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "redis/keys.h"
+
+#define P "llmq:{acct}:"
+
+static void test_layout(void **state)
+{
+    (void)state;
+    static const struct {
+        enum llmq_key_kind kind;
+        const char *name, *want;
+    } cases[] = {
+        {LLMQ_KEY_LIMIT, "gpt-4o/t/acme", P "limit:gpt-4o/t/acme"},
+        {LLMQ_KEY_POLICY, NULL, P "policy"},
+        {LLMQ_KEY_WINDOW_LOG, "gpt-4o", P "bw:gpt-4o"},
+        {LLMQ_KEY_JOB, "j-1", P "job:j-1"},
+        {LLMQ_KEY_QUEUE, "high", P "q:high"},
+        {LLMQ_KEY_DELAYED, NULL, P "delayed"},
+        {LLMQ_KEY_WEIGHTS, NULL, P "weights"},
+        {LLMQ_KEY_BACKLOG, "low", P "backlog:low"},
+        {LLMQ_KEY_WAKE, NULL, P "wake"},
+        {LLMQ_KEY_RESULT, "j-1", P "res:j-1"},
+        {LLMQ_KEY_EVENTS, NULL, P "events"},
+        {LLMQ_KEY_DEAD, NULL, P "dead"},
+        {LLMQ_KEY_RESULTS, NULL, P "results"},
+        {LLMQ_KEY_WORKERS, NULL, P "workers"},
+        {LLMQ_KEY_STATS, NULL, P "stats"},
+        {LLMQ_KEY_CALIB, NULL, P "calib"},
+        {LLMQ_KEY_SETTINGS, NULL, P "settings"},
+        {LLMQ_KEY_AUTH_PAUSE, NULL, P "auth_pause"},
+        {LLMQ_KEY_GW_KEY, "ab12", P "gw:key:ab12"},
+        {LLMQ_KEY_GW_KEYS, NULL, P "gw:keys"},
+        {LLMQ_KEY_GW_FILE, "file-1", P "gw:file:file-1"},
+        {LLMQ_KEY_GW_FILES, NULL, P "gw:files"},
+        {LLMQ_KEY_GW_BATCH, "batch_1", P "gw:batch:batch_1"},
+        {LLMQ_KEY_GW_BATCH_JOBS, "batch_1", P "gw:batch:batch_1:jobs"},
+        {LLMQ_KEY_GW_BATCHES, NULL, P "gw:batches"},
+    };
+    assert_int_equal(sizeof(cases) / sizeof(cases[0]), LLMQ_KEY_KIND_COUNT);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[LLMQ_KEY_FIXED_MAX + 64];
+        struct llmq_error err = {0};
+        assert_int_equal(llmq_key(buf, sizeof(buf), P, cases[i].kind, cases[i].name, &err),
+                         LLMQ_OK);
+        assert_string_equal(buf, cases[i].want);
+        /* the head reads the name back out of the key */
+        const char *head = llmq_key_head(cases[i].kind);
+        assert_non_null(head);
+        assert_memory_equal(buf + strlen(P), head, strlen(head));
+    }
+}
+
+static void test_exact_fit_and_overflow(void **state)
+{
+    (void)state;
+    char buf[sizeof(P "res:abc")];
+    assert_int_equal(llmq_key(buf, sizeof(buf), P, LLMQ_KEY_RESULT, "abc", NULL), LLMQ_OK);
+    assert_string_equal(buf, P "res:abc");
+    struct llmq_error err = {0};
+    assert_int_equal(llmq_key(buf, sizeof(buf), P, LLMQ_KEY_RESULT, "abcd", &err), LLMQ_EINVAL);
+    assert_string_equal(buf, "");
+    assert_non_null(strstr(err.msg, "res:abcd"));
+    assert_non_null(strstr(err.msg, "longer than"));
+    /* the tail counts too */
+    char small[sizeof(P "gw:batch:b")];
+    assert_int_equal(llmq_key(small, sizeof(small), P, LLMQ_KEY_GW_BATCH_JOBS, "b", NULL),
+                     LLMQ_EINVAL);
+    assert_string_equal(small, "");
+}
+
+static void test_name_required_or_refused(void **state)
+{
+    (void)state;
+    char buf[LLMQ_KEY_FIXED_MAX];
+    struct llmq_error err = {0};
+    assert_int_equal(llmq_key(buf, sizeof(buf), P, LLMQ_KEY_JOB, NULL, &err), LLMQ_EINVAL);
+    assert_non_null(strstr(err.msg, "needs a name"));
+    assert_string_equal(buf, "");
+    assert_int_equal(llmq_key(buf, sizeof(buf), P, LLMQ_KEY_STATS, "x", &err), LLMQ_EINVAL);
+    assert_non_null(strstr(err.msg, "takes no name"));
+    assert_int_equal(llmq_key(buf, sizeof(buf), P, LLMQ_KEY_KIND_COUNT, NULL, &err), LLMQ_EINVAL);
+    assert_non_null(strstr(err.msg, "unknown kind"));
+    assert_null(llmq_key_head(LLMQ_KEY_KIND_COUNT));
+    assert_int_equal(llmq_key(buf, sizeof(buf), NULL, LLMQ_KEY_STATS, NULL, &err), LLMQ_EINVAL);
+    assert_int_equal(llmq_key(buf, 0, P, LLMQ_KEY_STATS, NULL, &err), LLMQ_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layout),
+        cmocka_unit_test(test_exact_fit_and_overflow),
+        cmocka_unit_test(test_name_required_or_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
