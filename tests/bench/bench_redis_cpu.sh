@@ -85,3 +85,12 @@ for cmd in fcall evalsha xreadgroup xread; do
     v=$(cmdstat "$cmd")
     [ -n "$v" ] && echo "  $cmd: $v"
 done
+echo
+echo "Commands per job (INFO commandstats: what the worker and the CLI send and what the"
+echo "scripts run inside; a script's own row includes its commands' time):"
+echo
+echo "| command | calls per job | µs per call | µs per job |"
+echo "|---|---|---|---|"
+rc INFO commandstats | tr -d '\r' | awk -F'[:,=]' -v n="$n" '/^cmdstat_/ && $3 / n >= 0.01 {
+    sub(/^cmdstat_/, "", $1); printf "%.1f| %s | %.2f | %.2f | %.1f |\n", $5 / n, $1, $3 / n, $7, $5 / n }' |
+    sort -t'|' -k1,1 -g -r | cut -d'|' -f2- | sed 's/^/|/'
