@@ -45,9 +45,9 @@ local jk = P .. 'job:' .. id
 
 if handle ~= '' then
     if mode == 'done' or (mode == 'dead' and actual >= 0) then
-        limiter_adjust(P, handle, math.max(actual, 0))
+        limiter_adjust(P, handle, math.max(actual, 0), true)
     elseif mode == 'handback' or mode == 'authpause' or ARGV[10] == '1' or mode == 'dead' then
-        limiter_adjust(P, handle, nil)
+        limiter_adjust(P, handle, nil, true)
         sched_refund_wake(P, ARGV[11])
     end
 end

@@ -532,22 +532,27 @@ end
 -- reserved cost, and replace it (up or down) in a usage-ledger bucket;
 -- actual = nil refunds it (its request and its tokens) in every bucket.
 -- Window entries that already aged out are left alone: they no longer count.
--- Returns buckets whose reservation was still counted.
-local function limiter_adjust(P, handle, actual)
-    local f = llmq_split(handle, '|')
-    local resid, cost = f[1], tonumber(f[2])
-    if resid == nil or cost == nil or #f < 4 then
+-- Returns buckets whose reservation was still counted; quiet: the caller
+-- does not need that count, so a bucket whose charge stays as it is is not
+-- looked up at all (the common settle: usage within the reservation).
+local function limiter_adjust(P, handle, actual, quiet)
+    -- handle: "<resid>|<cost>|<admitted ms>" then "|<mode><bucket>" per bucket
+    local resid, cost_s, tail = string.match(handle, '^([^|]+)|([^|]+)|[^|]*(|.+)$')
+    local cost = tonumber(cost_s)
+    if resid == nil or cost == nil then
         error('LLMQ_EINVAL bad reservation handle')
     end
     local adjusted = 0
-    for i = 4, #f do
-        local mode, name = string.sub(f[i], 1, 1), string.sub(f[i], 2)
+    for tag in string.gmatch(tail, '|([^|]*)') do
+        local mode, name = string.sub(tag, 1, 1), string.sub(tag, 2)
         local key = P .. 'limit:' .. name
         local to = actual
         if to ~= nil and (mode == 'w' or mode == 'g') and to < cost then
             to = cost -- the admission ledger never lowers a charge
         end
-        if mode == 'w' or mode == 'W' then
+        if quiet and to == cost then
+            -- nothing to change in this bucket
+        elseif mode == 'w' or mode == 'W' then
             local wkey = P .. 'bw:' .. name
             local member = resid .. ':' .. cost
             local score = redis.call('ZSCORE', wkey, member)
