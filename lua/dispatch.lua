@@ -310,7 +310,7 @@ for _, prio in ipairs(PRIOS) do
     if taken >= max_jobs or more then
         break
     end
-    local s = limiter_session(P, prio, now)
+    local s = nil -- the limiter session, opened when a job of prio is tried
     local smk = P .. 'sm:' .. prio
     local grants = {}
     while taken < max_jobs and budget > 0 do
@@ -338,6 +338,7 @@ for _, prio in ipairs(PRIOS) do
                     kind, a = 'dead', 'attempts_exhausted'
                     b = 'no attempts left (' .. attempts .. ' of ' .. max_attempts .. ')'
                 else
+                    s = s or limiter_session(P, prio, now)
                     local path = limiter_path(s, job[1], job[2] or '', job[3] or '')
                     local st, r1, r2, r3 = limiter_try(s, path, cost, job[4])
                     if st == 'granted' then
@@ -383,7 +384,9 @@ for _, prio in ipairs(PRIOS) do
         end
     end
     chain_end()
-    limiter_flush(s)
+    if s ~= nil then
+        limiter_flush(s)
+    end
     if #grants > 0 then
         local q = P .. 'q:' .. prio
         for _, g in ipairs(grants) do
