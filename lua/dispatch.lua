@@ -405,8 +405,13 @@ if budget <= 0 and taken < max_jobs then
     more = true
 end
 
+local svt = {} -- the virtual times this call moved, written in one HSET
 for field in pairs(vt_set) do
-    redis.call('HSET', P .. 'svt', field, vt[field])
+    svt[#svt + 1] = field
+    svt[#svt + 1] = vt[field]
+end
+if #svt > 0 then
+    redis.call('HSET', P .. 'svt', unpack(svt))
 end
 
 local wait = 0
