@@ -269,7 +269,7 @@ local function chain_start(prio, smk)
     end
     local mpath = prio .. '|' .. m.name
     if denied_model[m.name] ~= nil then
-        sched_block(P, mpath, denied_model[m.name])
+        sched_block(P, mpath, denied_model[m.name], m.name)
         return nil
     end
     local t = level_read(P .. 'st:' .. mpath)
@@ -292,18 +292,18 @@ local function chain_start(prio, smk)
     return true
 end
 
--- The node to block for a denial on path (the outermost bucket that binds)
--- and until when.
+-- The node to block for a denial on path (the outermost bucket that binds),
+-- until when, its level and the bucket's name.
 local function block_target(s, path, cost, mpath, tpath, kpath)
     for i = 1, #path do
         local b = path[i]
         if b.binds then
             local w = math.max(limiter_wait(b, cost, s.frac, now), 1)
             local node = b.level == 'model' and mpath or (b.level == 'tenant' and tpath or kpath)
-            return node, now + w, b.level
+            return node, now + w, b.level, b.name
         end
     end
-    return kpath, now + 1, 'user' -- unreachable: a denial names a binding bucket
+    return kpath, now + 1, 'user', path[#path].name -- unreachable: a denial names a binding bucket
 end
 
 for _, prio in ipairs(PRIOS) do
@@ -365,12 +365,12 @@ for _, prio in ipairs(PRIOS) do
                             ' of bucket ' .. r1
                     else
                         chain_end()
-                        local node, until_ms, level = block_target(s, path, cost, c.mpath, c.tpath,
-                            c.kpath)
+                        local node, until_ms, level, bucket =
+                            block_target(s, path, cost, c.mpath, c.tpath, c.kpath)
                         if level == 'model' then
                             denied_model[c.m.name] = until_ms
                         end
-                        sched_block(P, node, until_ms)
+                        sched_block(P, node, until_ms, bucket)
                     end
                 end
             end

@@ -13,8 +13,9 @@
 --             uncounted;
 --   authpause the API refused the key (401/403): as handback, and the
 --             account is paused (P auth_pause) until account_resume.
--- A refund, or a delayed job due sooner than all others, wakes idle workers
--- (lua/lib/45_sched.lua). Then the account+model bucket learns from OpenAI's
+-- Room given back to a bucket (a refund; a usage-ledger settle below the
+-- charge) unblocks the nodes waiting on it, and that, or a delayed job due
+-- sooner than all others, wakes idle workers (lua/lib/45_sched.lua). Then the account+model bucket learns from OpenAI's
 -- rate-limit headers.
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  mode   ARGV[2] prio   ARGV[3] stream entry id   ARGV[4] job id
@@ -44,11 +45,14 @@ local finished = 0
 local jk = P .. 'job:' .. id
 
 if handle ~= '' then
+    local _, freed = nil, nil
     if mode == 'done' or (mode == 'dead' and actual >= 0) then
-        limiter_adjust(P, handle, math.max(actual, 0), true)
+        _, freed = limiter_adjust(P, handle, math.max(actual, 0), true)
     elseif mode == 'handback' or mode == 'authpause' or ARGV[10] == '1' or mode == 'dead' then
-        limiter_adjust(P, handle, nil, true)
-        sched_refund_wake(P, ARGV[11])
+        _, freed = limiter_adjust(P, handle, nil, true)
+    end
+    if freed ~= nil and #freed > 0 then
+        sched_wake_buckets(P, freed)
     end
 end
 

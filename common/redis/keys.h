@@ -50,6 +50,9 @@
  *   P su:<prio>|<model>|<tenant> ZSET users with runnable work, the same way
  *   P sblk             ZSET  blocked nodes "<prio>|<model>[|<tenant>[|<user>]]", score =
  *                            the ms their bucket's exact wait ends
+ *   P sbb:<bucket>     ZSET  the nodes blocked on bucket (same members and scores as in
+ *                            sblk when blocked): room given back to the bucket (refund,
+ *                            usage settle) unblocks them; expires with its latest wait
  *   P svt              HASH  virtual time of each level, field = the parent's path
  *   P weights          HASH  fair-share weights: "<model>/t/<tenant>", "<model>/u/<user>"
  *                            ("*" for the default), `llmq limits set --weight`; 1 when none

@@ -538,9 +538,11 @@ end
 -- reserved cost, and replace it (up or down) in a usage-ledger bucket;
 -- actual = nil refunds it (its request and its tokens) in every bucket.
 -- Window entries that already aged out are left alone: they no longer count.
--- Returns buckets whose reservation was still counted; quiet: the caller
--- does not need that count, so a bucket whose charge stays as it is is not
--- looked up at all (the common settle: usage within the reservation).
+-- Returns the number of buckets whose reservation was still counted, and the
+-- names of those whose charge went down (room given back: the scheduler
+-- wakes what waits on them, sched_wake_buckets). quiet: the caller does not
+-- need that count, so a bucket whose charge stays as it is is not looked up
+-- at all (the common settle: usage within the reservation).
 local function limiter_adjust(P, handle, actual, quiet)
     -- handle: "<resid>|<cost>|<admitted ms>" then "|<mode><bucket>" per bucket
     local resid, cost_s, tail = string.match(handle, '^([^|]+)|([^|]+)|[^|]*(|.+)$')
@@ -548,7 +550,7 @@ local function limiter_adjust(P, handle, actual, quiet)
     if resid == nil or cost == nil then
         error('LLMQ_EINVAL bad reservation handle')
     end
-    local adjusted = 0
+    local adjusted, freed = 0, {}
     for tag in string.gmatch(tail, '|([^|]*)') do
         local mode, name = string.sub(tag, 1, 1), string.sub(tag, 2)
         local key = P .. 'limit:' .. name
@@ -573,6 +575,9 @@ local function limiter_adjust(P, handle, actual, quiet)
                     redis.call('HINCRBY', key, 'tok', to - cost)
                 end
                 adjusted = adjusted + 1
+                if to == nil or to < cost then
+                    freed[#freed + 1] = name
+                end
             end
         else
             local s = { P = P, now = 0, buckets = {} }
@@ -586,10 +591,13 @@ local function limiter_adjust(P, handle, actual, quiet)
                     redis.call('HINCRBYFLOAT', key, 'rtat', -b.cfg.period / b.cfg.requests)
                 end
                 adjusted = adjusted + 1
+                if to == nil or to < cost then
+                    freed[#freed + 1] = name
+                end
             end
         end
     end
-    return adjusted
+    return adjusted, freed
 end
 
 -- Teaches bucket b (loaded in session s) what OpenAI reported: when it says

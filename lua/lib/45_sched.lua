@@ -12,7 +12,9 @@
 -- time (P svt, field = the parent's path) to n's old score. A node that
 -- becomes active enters at its level's virtual time, so idling earns no
 -- credit. A node is in exactly one of: its parent's ZSET (runnable), P sblk
--- (blocked until the score, ms: its bucket denied), or neither (no work).
+-- (blocked until the score, ms: its bucket denied), or neither (no work). A
+-- blocked node is also noted in its bucket's index P sbb:<bucket>, so room
+-- given back to that bucket unblocks it at once (sched_wake_buckets).
 -- Dispatch therefore reads only the first member of three ZSETs and the head
 -- of one list per decision: O(log n) in keys and jobs.
 --
@@ -21,8 +23,9 @@
 -- P backlog:<prio> is a LIST with one element per job waiting in that
 -- priority's keys: its length is the backlog (KEDA reads it with LLEN).
 -- P wake is a short STREAM: an entry means "a wait may have become shorter"
--- (new runnable work, a delayed job due sooner, a refund); idle workers block
--- on it (XREAD) from the cursor their last dispatch returned.
+-- (new runnable work, a delayed job due sooner, room given back to a bucket);
+-- idle workers block on it (XREAD) from the cursor their last dispatch
+-- returned.
 
 local SCHED_WAKE_MAXLEN = 1000
 
@@ -101,10 +104,19 @@ local function sched_deactivate(P, path)
     end
 end
 
--- Blocks node path until until_ms: out of its parent's ZSET, into P sblk.
-local function sched_block(P, path, until_ms)
+-- Blocks node path until until_ms because bucket (its name, "<model>",
+-- "<model>/t/<tenant>" or "<model>/u/<user>") denied it: out of its parent's
+-- ZSET, into P sblk, and noted in the bucket's index P sbb:<bucket> (node ->
+-- until_ms) so that room given back to that bucket can unblock it
+-- (sched_wake_buckets). The index expires with its latest wait.
+local function sched_block(P, path, until_ms, bucket)
     sched_deactivate(P, path)
     redis.call('ZADD', P .. 'sblk', until_ms, path)
+    local ik = P .. 'sbb:' .. bucket
+    redis.call('ZADD', ik, until_ms, path)
+    if redis.call('PEXPIRETIME', ik) < until_ms then
+        redis.call('PEXPIREAT', ik, until_ms)
+    end
 end
 
 -- Unblocks the nodes whose time has come (at most 256 a call). Returns the
@@ -118,21 +130,32 @@ local function sched_unblock_due(P, now, cache)
     return #due
 end
 
--- A refund gave model's bucket room back: its blocked model nodes become due
--- now and idle workers are woken.
-local function sched_refund_wake(P, model)
-    local woke = false
-    for _, prio in ipairs(JOBS_PRIORITIES) do
-        local path = prio .. '|' .. model
-        local until_ms = redis.call('ZSCORE', P .. 'sblk', path)
-        if until_ms then
-            redis.call('ZADD', P .. 'sblk', 0, path)
-            woke = true
+-- Buckets (names) got room back (a refund: a 429, a hand-back; or a settle
+-- that lowered a usage-ledger charge): the nodes blocked on them, at every
+-- level and priority, become due now (the next dispatch unblocks them) and
+-- idle workers are woken. A node is unblocked only while its block is still
+-- the one its index entry recorded: one re-blocked since on another bucket
+-- keeps that wait. Returns the number of nodes made due.
+local function sched_wake_buckets(P, buckets)
+    local n = 0
+    for _, bucket in ipairs(buckets) do
+        local ik = P .. 'sbb:' .. bucket
+        local idx = redis.call('ZRANGE', ik, 0, -1, 'WITHSCORES')
+        for i = 1, #idx, 2 do
+            local path = idx[i]
+            if tonumber(redis.call('ZSCORE', P .. 'sblk', path)) == tonumber(idx[i + 1]) then
+                redis.call('ZADD', P .. 'sblk', 0, path)
+                n = n + 1
+            end
+        end
+        if #idx > 0 then
+            redis.call('DEL', ik)
         end
     end
-    if woke then
+    if n > 0 then
         sched_wake(P)
     end
+    return n
 end
 
 -- The key path of a job.

@@ -11,34 +11,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build-bench}
-if [ ! -x "$build/bin/llmq-worker" ] || [ ! -x "$build/bin/openai-sim" ]; then
-    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build "$build" -j2 --target llmq-cli llmq-worker openai-sim >/dev/null
-fi
-bin=$PWD/$build/bin
-tmp=$(mktemp -d /tmp/bench-sched.XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    tests/support/redis-fixture stop "$tmp/redis" >/dev/null 2>&1 || true
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-tests/support/redis-fixture start "$tmp/redis" >/dev/null
-export LLMQ_REDIS_URL=$(cat "$tmp/redis/url")
-export OPENAI_API_KEY=bench-not-a-real-key
-rport=${LLMQ_REDIS_URL##*:}; rport=${rport%%/*}
+source tests/bench/bench_env.sh
 rpm=200 period=2000 llmq_period=2100 highs=20
 
-start_sim() { # access-log
-    rm -f "$tmp/port"
-    "$bin/openai-sim" --port 0 --port-file "$tmp/port" --quiet --rpm $rpm --period-ms $period \
-        --latency-ms 10 --access-log "$1" 2>>"$tmp/sim.err" &
-    sim_pid=$!
-    pids+=("$sim_pid")
-    for _ in $(seq 200); do [ -s "$tmp/port" ] && break; sleep 0.05; done
-    port=$(cat "$tmp/port")
-}
 jobs() { # n prio tag file
     awk -v n="$1" -v p="$2" -v t="$3" 'BEGIN { for (i = 0; i < n; i++)
         printf "{\"custom_id\":\"%s-%d\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\",\"body\":{\"model\":\"gpt-4o-mini\",\"max_tokens\":16,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]},\"llmq\":{\"priority\":\"%s\"}}\n", t, i, p }' >"$4"
@@ -48,7 +23,7 @@ done_count() { local d; d=$(redis-cli -p "$rport" HGET "llmq:{$1}:stats" done | 
 # run ACCOUNT BACKLOG: prints "p50 p90" of the high jobs' latency (ms)
 run() {
     local acct=$1 backlog=$2 log="$tmp/access-$1.log"
-    start_sim "$log"
+    start_sim "$log" --rpm $rpm --period-ms $period --latency-ms 10
     LLMQ_ACCOUNT=$acct "$bin/llmq" limits set gpt-4o-mini --rpm $rpm --period-ms $llmq_period >/dev/null
     if [ "$backlog" -gt 0 ]; then
         jobs "$backlog" low low "$tmp/low.jsonl"
@@ -69,7 +44,7 @@ run() {
     done
     sleep $(( (llmq_period / 1000) + 1 ))
     kill -TERM "$w"; wait "$w" 2>/dev/null || true
-    kill -TERM "$sim_pid"; wait "$sim_pid" 2>/dev/null || true
+    stop_sim
     for i in $(seq 0 $((highs - 1))); do
         enq=$(redis-cli -p "$rport" HGET "llmq:{$acct}:job:high$i-0" enq_ms | tr -d '\r')
         at=$(grep -o "\"t_ms\":[0-9]*[^}]*\"client_request_id\":\"high$i-0\"" "$log" | head -1 |
