@@ -3,7 +3,7 @@
  * bucket use against limits right now, and the consumers with their idle time.
  *
  * Everything is gathered into one JSON object (lua/status.lua for the queues,
- * the limiter's lua/usage.lua for the buckets), then printed as text or, with
+ * the limiter's lua/bucket_usage.lua for the buckets), then printed as text or, with
  * --json, as is. */
 #include <jansson.h>
 #include <stdio.h>
@@ -147,11 +147,11 @@ static void add_workers(json_t *o, redisContext *c, const char *prefix)
     json_object_set_new(o, "workers", list);
 }
 
-/* The id of lua/usage.lua (the limiter's), or -1 when it is not built in. */
+/* The id of lua/bucket_usage.lua (the limiter's), or -1 when it is not built in. */
 static int usage_script(void)
 {
     for (int i = 0; i < LLMQ_SCRIPT_COUNT; i++)
-        if (strcmp(llmq_scripts[i].name, "usage") == 0)
+        if (strcmp(llmq_scripts[i].name, "bucket_usage") == 0)
             return i;
     return -1;
 }
@@ -229,7 +229,7 @@ static void sort_buckets(json_t *buckets)
     free(v);
 }
 
-/* Bucket use vs limits, from the limiter's usage script, into o["buckets"]. */
+/* Bucket use vs limits, from the limiter's bucket_usage script, into o["buckets"]. */
 static void add_buckets(json_t *o, redisContext *c, const char *prefix)
 {
     int script = usage_script();

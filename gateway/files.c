@@ -2,7 +2,8 @@
  *
  * POST /v1/files (multipart, read by MHD's post processor in http.c) takes
  * purpose=batch and a JSONL file, checked whole with the same validation as
- * `llmq enqueue` (llmq_batch_parse): a file with any bad line is refused
+ * `llmq enqueue` (llmq_batch_parse) on the offload thread (offload.h), so the
+ * loop serves other requests meanwhile: a file with any bad line is refused
  * with the line's number and reason, and nothing is stored. An accepted file
  * is one hash in Redis (common/redis/keys.h P gw:file:<id>), written in one
  * MULTI/EXEC with its index entry. A batch's output and error files are not
@@ -22,6 +23,7 @@
 #include "jobs/batch.h"
 #include "jobs/job.h"
 #include "list.h"
+#include "offload.h"
 #include "base/log.h"
 
 #define INVALID "invalid_request_error"
@@ -101,68 +103,45 @@ static void on_stored(redisAsyncContext *ac, void *reply, void *privdata)
     gw_request_release(r);
 }
 
-/* Checks the file as `llmq enqueue` would; answers r and returns -1 when bad. */
-static int check_file(struct gw_request *r, long long *lines)
+/* Checks an uploaded file as `llmq enqueue` would: 0, or -1 with e set.
+ * Pure (runs on the offload thread): borrows body; job_body_max and
+ * max_lines are the limits read on the loop. *lines: the file's requests. */
+static int check_file(const char *body, size_t len, size_t job_body_max, long long max_lines,
+                      long long *lines, struct gw_error *e)
 {
-    struct gw *gw = r->gw;
     struct llmq_job_defaults d;
     llmq_job_defaults_init(&d);
-    d.max_body_bytes = (size_t)gw->job_body_max;
+    d.max_body_bytes = job_body_max;
     struct llmq_batch b = {0};
     struct llmq_error err = {0};
-    if (llmq_batch_parse(r->body ? r->body : "", r->body_len, &d, &b, &err) != LLMQ_OK) {
-        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "%s", err.msg);
-        return -1;
-    }
-    struct gw_error e = {0};
+    if (llmq_batch_parse(body, len, &d, &b, &err) != LLMQ_OK)
+        return gw_error_set(e, 500, "server_error", NULL, NULL, "%s", err.msg);
     int rc = 0;
     size_t total = b.n_jobs + b.n_errors;
-    if ((long long)total > gw->cfg->max_file_lines)
-        rc = gw_error_set(&e, 400, INVALID, "file", "too_many_requests_in_file",
+    if ((long long)total > max_lines)
+        rc = gw_error_set(e, 400, INVALID, "file", "too_many_requests_in_file",
                           "The file has %zu requests; the limit is %lld per batch file.", total,
-                          gw->cfg->max_file_lines);
+                          max_lines);
     else if (b.n_errors > 0)
-        rc = gw_error_set(&e, 400, INVALID, "file", "invalid_file",
+        rc = gw_error_set(e, 400, INVALID, "file", "invalid_file",
                           "The file has %zu invalid line(s); line %ld: %s", b.n_errors,
                           b.errors[0].line, b.errors[0].msg);
     else if (b.n_jobs == 0)
-        rc = gw_error_set(&e, 400, INVALID, "file", "empty_file",
+        rc = gw_error_set(e, 400, INVALID, "file", "empty_file",
                           "The file has no requests (one JSON object a line).");
     for (size_t i = 0; rc == 0 && i < b.n_jobs; i++)
         if (strlen(b.jobs[i].id) > CUSTOM_ID_MAX)
-            rc = gw_error_set(&e, 400, INVALID, "file", "invalid_file",
+            rc = gw_error_set(e, 400, INVALID, "file", "invalid_file",
                               "line %ld: custom_id is longer than %d characters", b.job_lines[i],
                               CUSTOM_ID_MAX);
-    if (rc != 0)
-        gw_respond_error(r, &e);
     *lines = (long long)total;
     llmq_batch_clear(&b);
     return rc;
 }
 
-static void upload(struct gw_request *r)
+/* Stores a checked file: one MULTI/EXEC of its hash and index entry. */
+static void store(struct gw_request *r, long long lines)
 {
-    if (!r->upload.is_multipart) {
-        gw_respond_errorf(r, 400, INVALID, "file", "invalid_request",
-                          "Upload the file as multipart/form-data with the fields 'file' and "
-                          "'purpose'.");
-        return;
-    }
-    if (!r->upload.has_file) {
-        gw_respond_errorf(r, 400, INVALID, "file", "missing_required_parameter",
-                          "Missing required parameter: 'file'.");
-        return;
-    }
-    if (strcmp(r->upload.purpose, "batch") != 0) {
-        gw_respond_errorf(r, 400, INVALID, "purpose", "invalid_value",
-                          "'%s' is not a supported purpose: llmq-gateway stores files for "
-                          "'batch' only.",
-                          r->upload.purpose[0] ? r->upload.purpose : "(none)");
-        return;
-    }
-    long long lines = 0;
-    if (check_file(r, &lines) != 0)
-        return;
     redisAsyncContext *ac = gw_redis(r->gw);
     struct upload *u = calloc(1, sizeof(*u));
     if (ac == NULL || u == NULL) {
@@ -199,6 +178,80 @@ static void upload(struct gw_request *r)
         gw_request_release(r);
         gw_respond_no_redis(r);
     }
+}
+
+/* An uploaded file being checked on the offload thread (offload.h): the
+ * check takes time in proportion to the file, and on the loop it would hold
+ * every other request. The task holds r; the loop does not touch r->body
+ * meanwhile (the body is complete and is freed only with r). */
+struct check_task {
+    struct gw_offload_task task; /* first: the task is the check */
+    struct gw_request *r;
+    const char *body; /* r's, borrowed */
+    size_t len, job_body_max;
+    long long max_lines;
+    long long lines; /* out */
+    int rc;          /* out: 0, or -1 with e */
+    struct gw_error e;
+};
+
+static void check_work(struct gw_offload_task *t)
+{
+    struct check_task *c = (struct check_task *)t;
+    c->rc = check_file(c->body, c->len, c->job_body_max, c->max_lines, &c->lines, &c->e);
+}
+
+static void check_done(struct gw_offload_task *t)
+{
+    struct check_task *c = (struct check_task *)t;
+    struct gw_request *r = c->r;
+    r->gw->stats.uploads_validating--;
+    if (t->stopping)
+        gw_respond_errorf(r, 503, "server_error", NULL, "service_unavailable",
+                          "llmq-gateway is stopping; upload the file again");
+    else if (c->rc != 0)
+        gw_respond_error(r, &c->e);
+    else if (!r->gone)
+        store(r, c->lines);
+    gw_request_release(r);
+    free(c);
+}
+
+static void upload(struct gw_request *r)
+{
+    if (!r->upload.is_multipart) {
+        gw_respond_errorf(r, 400, INVALID, "file", "invalid_request",
+                          "Upload the file as multipart/form-data with the fields 'file' and "
+                          "'purpose'.");
+        return;
+    }
+    if (!r->upload.has_file) {
+        gw_respond_errorf(r, 400, INVALID, "file", "missing_required_parameter",
+                          "Missing required parameter: 'file'.");
+        return;
+    }
+    if (strcmp(r->upload.purpose, "batch") != 0) {
+        gw_respond_errorf(r, 400, INVALID, "purpose", "invalid_value",
+                          "'%s' is not a supported purpose: llmq-gateway stores files for "
+                          "'batch' only.",
+                          r->upload.purpose[0] ? r->upload.purpose : "(none)");
+        return;
+    }
+    struct check_task *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
+        return;
+    }
+    c->task.work = check_work;
+    c->task.done = check_done;
+    c->r = r;
+    c->body = r->body ? r->body : "";
+    c->len = r->body_len;
+    c->job_body_max = (size_t)r->gw->job_body_max;
+    c->max_lines = r->gw->cfg->max_file_lines;
+    gw_request_hold(r);
+    r->gw->stats.uploads_validating++;
+    gw_offload_submit(r->gw->offload, &c->task);
 }
 
 /* ---- one uploaded file ---- */

@@ -3,7 +3,8 @@
  * One libev loop runs everything: libmicrohttpd (external polling on its
  * epoll fd, http.c), two hiredis async connections (commands; blocking reads
  * of the events stream, waiters.c) and the timers of waiting requests.
- * Nothing blocks the loop except parsing an uploaded file or a batch's input,
+ * Checking an uploaded file runs on one offload thread (offload.h); nothing
+ * else blocks the loop except parsing a batch's input at POST /v1/batches,
  * which is bounded by --max-file-bytes. All state is in Redis (keys.h): a
  * gateway can be restarted or run beside others behind a load balancer. */
 #ifndef LLMQ_GW_GATEWAY_H
@@ -17,6 +18,7 @@
 struct ev_loop;
 struct gw_http;
 struct gw_waiters;
+struct gw_offload;
 
 /* Counters for /metrics (monotonic since start). */
 struct gw_stats {
@@ -24,6 +26,7 @@ struct gw_stats {
     unsigned long long calls_enqueued, calls_cancelled, calls_timed_out;
     unsigned long long files_created, batches_created, batches_cancelled;
     long long calls_waiting;
+    long long uploads_validating; /* files being checked now */
 };
 
 struct gw {
@@ -36,7 +39,8 @@ struct gw {
     struct gw_http *http;
     struct gw_http *metrics_http; /* NULL: none */
     struct gw_waiters *waiters;
-    long long job_body_max; /* P settings max_body_bytes, read when Redis is ready */
+    struct gw_offload *offload; /* checks uploaded files off the loop */
+    long long job_body_max;     /* P settings max_body_bytes, read when Redis is ready */
     struct gw_stats stats;
 };
 

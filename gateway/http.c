@@ -1,11 +1,7 @@
-/* libmicrohttpd on the gateway's libev loop (see http.h).
- *
- * As in worker/admin_http.c: MHD_USE_EPOLL without an internal thread puts
- * every MHD socket in one epoll fd, watched by one ev_io; after each MHD_run
- * one ev_timer is re-armed to MHD_get_timeout. MHD_ALLOW_SUSPEND_RESUME lets
- * a request wait for Redis without holding the loop; a resume wakes MHD
- * through its own event fd (in the epoll set), and we also run MHD on the
- * next tick so the answer goes out at once.
+/* The gateway's HTTP server: libmicrohttpd on the gateway's libev loop
+ * through common/httpd (httpd.h says how MHD is run there), and one
+ * request's life (see http.h). MHD_ALLOW_SUSPEND_RESUME lets a request wait
+ * for Redis without holding the loop; llmq_httpd_resume wakes it.
  *
  * A suspended connection is not polled by MHD, so a client hanging up would
  * go unnoticed until the answer: while suspended, its socket is watched for
@@ -14,11 +10,9 @@
  * request) stop the watch: MHD reads them after the answer. */
 #include "http.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <jansson.h>
 #include <microhttpd.h>
-#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,53 +23,17 @@
 #include "auth/gw_key.h"
 #include "jobs/job.h"
 #include "base/log.h"
+#include "httpd/httpd.h"
 
 #define POST_BUFFER_BYTES 65536
 #define IDLE_TIMEOUT_S 120
 
 struct gw_http {
     struct gw *gw;
-    struct MHD_Daemon *daemon;
+    struct llmq_httpd *httpd;
     int metrics_only;
-    ev_io io;
-    ev_timer timer;
-    ev_timer kick; /* 0 s: run MHD after a resume */
-    char *tls_cert, *tls_key;
+    char *tls_cert, *tls_key; /* PEM text MHD reads until the server stops */
 };
-
-static void http_run(struct gw_http *h)
-{
-    MHD_UNSIGNED_LONG_LONG ms = 0;
-    MHD_run(h->daemon);
-    ev_timer_stop(h->gw->loop, &h->timer);
-    if (MHD_get_timeout(h->daemon, &ms) == MHD_YES) {
-        ev_timer_set(&h->timer, ms / 1000.0, 0.0);
-        ev_timer_start(h->gw->loop, &h->timer);
-    }
-}
-
-static void on_io(struct ev_loop *loop, ev_io *io, int revents)
-{
-    (void)loop;
-    (void)revents;
-    http_run(io->data);
-}
-
-static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
-{
-    (void)loop;
-    (void)revents;
-    http_run(t->data);
-}
-
-static void on_mhd_log(void *cls, const char *fmt, va_list ap)
-{
-    (void)cls;
-    char msg[512];
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    msg[strcspn(msg, "\r\n")] = '\0';
-    LLMQ_LOG(LLMQ_LOG_WARN, "gateway http: %s", msg);
-}
 
 void gw_request_hold(struct gw_request *r)
 {
@@ -105,8 +63,7 @@ static void resume(struct gw_request *r)
     if (!r->suspended || r->conn == NULL)
         return;
     r->suspended = 0;
-    MHD_resume_connection(r->conn);
-    ev_timer_start(r->gw->loop, &r->http->kick);
+    llmq_httpd_resume(r->http->httpd, r->conn);
 }
 
 static void on_client_readable(struct ev_loop *loop, ev_io *w, int revents)
@@ -521,40 +478,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     gw_request_release(r);
 }
 
-static void on_kick(struct ev_loop *loop, ev_timer *t, int revents)
-{
-    (void)loop;
-    (void)revents;
-    http_run(t->data);
-}
-
-static socklen_t parse_addr(const char *host, int port, struct sockaddr_storage *ss)
-{
-    memset(ss, 0, sizeof(*ss));
-    struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
-    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
-    if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
-        v4->sin_family = AF_INET;
-        v4->sin_port = htons((uint16_t)port);
-        return sizeof(*v4);
-    }
-    if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
-        v6->sin6_family = AF_INET6;
-        v6->sin6_port = htons((uint16_t)port);
-        return sizeof(*v6);
-    }
-    return 0;
-}
-
 struct gw_http *gw_http_start(struct gw *gw, const char *host, int port, int metrics_only,
                               int *bound, struct llmq_error *err)
 {
-    struct sockaddr_storage ss;
-    if (parse_addr(host, port, &ss) == 0) {
-        llmq_error_set(err, LLMQ_EINVAL, "bad listen address %s (a numeric IPv4 or IPv6 address)",
-                       host);
-        return NULL;
-    }
     struct gw_http *h = calloc(1, sizeof(*h));
     if (h == NULL) {
         llmq_error_set(err, LLMQ_ENOMEM, "out of memory");
@@ -562,9 +488,6 @@ struct gw_http *gw_http_start(struct gw *gw, const char *host, int port, int met
     }
     h->gw = gw;
     h->metrics_only = metrics_only;
-    unsigned int flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
-    if (ss.ss_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
     const struct gw_config *cfg = gw->cfg;
     int tls = !metrics_only && cfg->tls_cert[0] != '\0';
     if (tls) {
@@ -574,39 +497,32 @@ struct gw_http *gw_http_start(struct gw *gw, const char *host, int port, int met
             gw_http_free(h);
             return NULL;
         }
-        flags |= MHD_USE_TLS;
     }
     struct MHD_OptionItem tls_opts[] = {
         {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, h->tls_cert},
         {MHD_OPTION_HTTPS_MEM_KEY, 0, h->tls_key},
         {MHD_OPTION_END, 0, NULL},
     };
-    h->daemon = MHD_start_daemon(
-        flags, (uint16_t)port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
-        NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned int)(metrics_only ? 64 : cfg->max_connections), MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned int)IDLE_TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-        MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
-    const union MHD_DaemonInfo *info =
-        h->daemon ? MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
-    if (info == NULL) {
-        llmq_error_set(err, LLMQ_EIO, "cannot listen on %s:%d (port in use%s?)", host, port,
-                       tls ? ", or a bad certificate or key" : "");
+    struct llmq_httpd_config hc = {
+        .host = host,
+        .port = port,
+        .allow_any_port = 1,
+        .suspend_resume = 1,
+        .tls = tls,
+        .max_connections = (unsigned int)(metrics_only ? 64 : cfg->max_connections),
+        .idle_timeout_s = IDLE_TIMEOUT_S,
+        .log_name = "gateway http",
+        .on_request = on_request,
+        .request_cls = h,
+        .on_completed = on_completed,
+        .completed_cls = h,
+        .options = tls_opts,
+    };
+    h->httpd = llmq_httpd_start(gw->loop, &hc, bound, err);
+    if (h->httpd == NULL) {
         gw_http_free(h);
         return NULL;
     }
-    if (bound != NULL) {
-        const union MHD_DaemonInfo *pi = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
-        *bound = pi ? (int)pi->port : port;
-    }
-    ev_io_init(&h->io, on_io, info->epoll_fd, EV_READ);
-    h->io.data = h;
-    ev_io_start(gw->loop, &h->io);
-    ev_timer_init(&h->timer, on_timer, 0.0, 0.0);
-    h->timer.data = h;
-    ev_timer_init(&h->kick, on_kick, 0.0, 0.0);
-    h->kick.data = h;
-    http_run(h);
     return h;
 }
 
@@ -614,12 +530,7 @@ void gw_http_free(struct gw_http *h)
 {
     if (h == NULL)
         return;
-    if (h->daemon != NULL) {
-        ev_io_stop(h->gw->loop, &h->io);
-        ev_timer_stop(h->gw->loop, &h->timer);
-        ev_timer_stop(h->gw->loop, &h->kick);
-        MHD_stop_daemon(h->daemon);
-    }
+    llmq_httpd_free(h->httpd);
     if (h->tls_key != NULL)
         explicit_bzero(h->tls_key, strlen(h->tls_key));
     free(h->tls_cert);

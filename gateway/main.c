@@ -13,6 +13,7 @@
 #include "jobs/job.h"
 #include "llmq/tokens.h"
 #include "http.h"
+#include "offload.h"
 #include "base/log.h"
 #include "redis/redis.h"
 #include "waiters.h"
@@ -113,13 +114,14 @@ int main(int argc, char **argv)
         }
     gw.loop = ev_default_loop(EVFLAG_AUTO);
     gw.waiters = gw_waiters_new(&gw);
+    gw.offload = gw_offload_new(gw.loop, &err);
     struct llmq_redis_async_config rc = {.name = "gateway"};
     struct llmq_redis_async_config ec = {.name = "gateway-events"};
     gw.redis = llmq_redis_async_new(gw.loop, &gw.url, &rc, on_redis_state, &gw, &err);
     gw.events =
         gw.redis ? llmq_redis_async_new(gw.loop, &gw.url, &ec, on_events_state, &gw, &err) : NULL;
     int port = 0;
-    if (gw.waiters == NULL || gw.events == NULL) {
+    if (gw.waiters == NULL || gw.offload == NULL || gw.events == NULL) {
         fprintf(stderr, "llmq-gateway: %s\n", err.msg[0] ? err.msg : "out of memory");
         return 1;
     }
@@ -148,6 +150,7 @@ int main(int argc, char **argv)
     ev_signal_start(gw.loop, &sigint);
     ev_run(gw.loop, 0);
     gw_waiters_each(gw.waiters, gw_calls_shutdown_one);
+    gw_offload_free(gw.offload); /* uploads still being checked get a 503 */
     drain(gw.loop);
     gw_http_free(gw.metrics_http);
     gw_http_free(gw.http);

@@ -36,6 +36,10 @@ char *gw_metrics_text(struct gw *gw, size_t *len)
             "# HELP llmq_gateway_calls_waiting Calls waiting for their job now.\n"
             "# TYPE llmq_gateway_calls_waiting gauge\n"
             "llmq_gateway_calls_waiting %lld\n"
+            "# HELP llmq_gateway_uploads_validating Uploaded files being checked line by line "
+            "now.\n"
+            "# TYPE llmq_gateway_uploads_validating gauge\n"
+            "llmq_gateway_uploads_validating %lld\n"
             "# HELP llmq_gateway_files_created_total Files uploaded.\n"
             "# TYPE llmq_gateway_files_created_total counter\n"
             "llmq_gateway_files_created_total %llu\n"
@@ -49,8 +53,8 @@ char *gw_metrics_text(struct gw *gw, size_t *len)
             "# TYPE llmq_gateway_redis_ready gauge\n"
             "llmq_gateway_redis_ready %d\n",
             s->requests, s->responses_2xx, s->responses_4xx, s->responses_5xx, s->calls_enqueued,
-            s->calls_cancelled, s->calls_timed_out, s->calls_waiting, s->files_created,
-            s->batches_created, s->batches_cancelled,
+            s->calls_cancelled, s->calls_timed_out, s->calls_waiting, s->uploads_validating,
+            s->files_created, s->batches_created, s->batches_cancelled,
             llmq_redis_async_ready(gw->redis) && llmq_redis_async_ready(gw->events));
     if (fclose(f) != 0) {
         free(buf);

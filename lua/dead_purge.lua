@@ -6,7 +6,6 @@
 -- Reply: one {id, outcome} per job looked at; outcome 'purged', 'not_dead'
 -- (the job is not dead: nothing done) or 'gone' (no such job: entry dropped).
 local P = KEYS[1]
-local out = {}
 
 local function purge(id, eid)
     local jk = P .. 'job:' .. id
@@ -26,19 +25,4 @@ local function purge(id, eid)
     return 'purged'
 end
 
-if #ARGV > 1 then
-    for i = 2, #ARGV do
-        out[#out + 1] = { ARGV[i], purge(ARGV[i], nil) }
-    end
-else
-    local limit = llmq_int_arg(ARGV[1], 'limit')
-    for _, e in ipairs(redis.call('XRANGE', P .. 'dead', '-', '+', 'COUNT', limit)) do
-        local id = llmq_hash_table(e[2])['id'] or ''
-        local r = purge(id, e[1])
-        if r == 'not_dead' then
-            redis.call('XDEL', P .. 'dead', e[1])
-        end
-        out[#out + 1] = { id, r }
-    end
-end
-return out
+return dead_each(P, ARGV, purge)

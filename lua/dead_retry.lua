@@ -8,7 +8,6 @@
 -- dead-letter entry is dropped) or 'gone' (no such job: entry dropped).
 local P = KEYS[1]
 local now = llmq_now_ms()
-local out = {}
 local vt = {} -- virtual times read in this call
 
 local function retry(id, eid)
@@ -44,20 +43,4 @@ local function retry(id, eid)
     return 'queued'
 end
 
-if #ARGV > 1 then
-    for i = 2, #ARGV do
-        out[#out + 1] = { ARGV[i], retry(ARGV[i], nil) }
-    end
-else
-    local limit = llmq_int_arg(ARGV[1], 'limit')
-    for _, e in ipairs(redis.call('XRANGE', P .. 'dead', '-', '+', 'COUNT', limit)) do
-        local f = llmq_hash_table(e[2])
-        local id = f['id'] or ''
-        local r = retry(id, e[1])
-        if r == 'not_dead' then
-            redis.call('XDEL', P .. 'dead', e[1])
-        end
-        out[#out + 1] = { id, r }
-    end
-end
-return out
+return dead_each(P, ARGV, retry)

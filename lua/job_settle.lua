@@ -18,17 +18,29 @@
 -- sooner than all others, wakes idle workers (lua/lib/45_sched.lua). Then the account+model bucket learns from OpenAI's
 -- rate-limit headers.
 -- KEYS[1]  P, the account prefix
--- ARGV[1]  mode   ARGV[2] prio   ARGV[3] stream entry id   ARGV[4] job id
--- ARGV[5]  reservation handle without the account ('' none)
--- ARGV[6]  actual tokens (done/dead; -1: refund instead)
--- ARGV[7]  Batch output line (done/dead)   ARGV[8] reason (dead, retry)
--- ARGV[9]  delay ms (retry: due this long after now)   ARGV[10] refund (retry: 0|1)
--- ARGV[11] model (the bucket to pause and to teach)   ARGV[12] pause ms (0: none)
--- ARGV[13..16] remaining requests, remaining tokens, reset requests ms, reset
---          tokens ms from the response headers (-1: not sent)
--- ARGV[17..18] limit requests, limit tokens from the headers (-1: not sent)
--- ARGV[19] authpause: the refused key's fingerprint (16 hex digits of its
---          SHA-256; never the key)
+-- ARGV, one per line as "ARGV[n] name: meaning" (the names of the worker's
+-- settle field table, worker/settle_request.c, which builds them in this
+-- order; tests/unit/worker/test_settle_request.c checks the two agree):
+-- ARGV[1]  mode: done | retry | dead | handback | authpause
+-- ARGV[2]  prio: the job's priority (its stream q:<prio>)
+-- ARGV[3]  eid: the stream entry id of this delivery
+-- ARGV[4]  id: the job id
+-- ARGV[5]  handle: reservation handle without the account ('' none)
+-- ARGV[6]  actual: actual tokens (done/dead; -1: refund instead)
+-- ARGV[7]  line: Batch output line (done/dead)
+-- ARGV[8]  reason: why (dead, retry)
+-- ARGV[9]  delay_ms: retry: due this long after now
+-- ARGV[10] refund: retry: 0|1, give the reservation back
+-- ARGV[11] model: the bucket to pause and to teach
+-- ARGV[12] pause_ms: pause the bucket this long (0: none)
+-- ARGV[13] rem_req: x-ratelimit-remaining-requests (-1: not sent)
+-- ARGV[14] rem_tok: x-ratelimit-remaining-tokens (-1: not sent)
+-- ARGV[15] reset_req_ms: x-ratelimit-reset-requests in ms (-1: not sent)
+-- ARGV[16] reset_tok_ms: x-ratelimit-reset-tokens in ms (-1: not sent)
+-- ARGV[17] lim_req: x-ratelimit-limit-requests (-1: not sent)
+-- ARGV[18] lim_tok: x-ratelimit-limit-tokens (-1: not sent)
+-- ARGV[19] key_id: authpause: the refused key's fingerprint (16 hex digits
+--          of its SHA-256; never the key)
 -- Reply: {owned, finished}: owned 0 when the entry was no longer pending for
 -- anyone (reclaimed and redelivered): the job's state is then left to the
 -- current owner, except that a result is still stored once (finished 1).

@@ -15,3 +15,9 @@ add_test(NAME gateway_error_shapes
     COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/errors.sh)
 set_tests_properties(gateway_error_shapes PROPERTIES LABELS integration TIMEOUT 300
     ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};GW_FLAGS=--max-body-bytes 65536 --max-file-bytes 4096 --max-file-lines 3 --max-wait-ms 1500;SIM_FLAGS=--models gpt-4o-mini,text-embedding-3-small,gpt-4o;LIMITS=gpt-4o --rpm 1 --period-ms 60000")
+#   gateway_upload_off_loop  a large upload is validated off the loop: other
+#                         requests are answered meanwhile (upload_off_loop.sh)
+add_test(NAME gateway_upload_off_loop
+    COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/upload_off_loop.sh)
+set_tests_properties(gateway_upload_off_loop PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=0;GW_FLAGS=--max-file-lines 100000")

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "redis/script.h"
 #include "worker.h"
@@ -31,7 +32,7 @@ static void log_paused(struct worker_account *a, const char *what)
                  "%s: %s. The account is paused and its jobs stay queued: fix the API key and "
                  "restart the worker, or run `llmq account resume --account %s`",
                  what, a->auth_why, a->cfg->name);
-    a->auth_logged_ms = llmq_worker_now_ms(a->w);
+    a->auth_logged_ms = llmq_monotonic_ms();
 }
 
 void llmq_worker_auth_refused(struct worker_account *a, long status, const char *detail)
@@ -46,7 +47,7 @@ void llmq_worker_auth_refused(struct worker_account *a, long status, const char 
 
 void llmq_worker_auth_paused_reply(struct worker_account *a, const char *why)
 {
-    int64_t now = llmq_worker_now_ms(a->w);
+    int64_t now = llmq_monotonic_ms();
     if (!a->auth_paused) {
         a->auth_paused = 1;
         snprintf(a->auth_why, sizeof(a->auth_why), "%s", why);

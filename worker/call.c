@@ -1,6 +1,6 @@
 /* One job's call to the API (docs/DESIGN.md §3.3-3.5): sends it, classifies the
  * outcome with the pure llmq_call_classify (classify.h, where the table of
- * statuses lives) and turns the verdict into the settle to send (settle.c),
+ * statuses lives) and turns the verdict into the settle to send (job_settle.c),
  * counters, metrics and log lines. Every response's x-ratelimit-* headers go
  * to the settle, where the model bucket learns from them. */
 #include <jansson.h>
@@ -65,17 +65,17 @@ static void copy_headers(struct worker_job *job, const struct llmq_ratelimit_hea
 {
     int64_t v;
     if (llmq_ratelimit_headers_get(h, LLMQ_RLH_REMAINING_REQUESTS, &v))
-        job->rem_req = v;
+        job->settle.rem_req = v;
     if (llmq_ratelimit_headers_get(h, LLMQ_RLH_REMAINING_TOKENS, &v))
-        job->rem_tok = v;
+        job->settle.rem_tok = v;
     if (llmq_ratelimit_headers_get(h, LLMQ_RLH_RESET_REQUESTS_MS, &v))
-        job->reset_req_ms = v;
+        job->settle.reset_req_ms = v;
     if (llmq_ratelimit_headers_get(h, LLMQ_RLH_RESET_TOKENS_MS, &v))
-        job->reset_tok_ms = v;
+        job->settle.reset_tok_ms = v;
     if (llmq_ratelimit_headers_get(h, LLMQ_RLH_LIMIT_REQUESTS, &v))
-        job->lim_req = v;
+        job->settle.lim_req = v;
     if (llmq_ratelimit_headers_get(h, LLMQ_RLH_LIMIT_TOKENS, &v))
-        job->lim_tok = v;
+        job->settle.lim_tok = v;
 }
 
 /* Sets job up to retry (or, out of attempts, to die) after reason. */
@@ -83,24 +83,24 @@ static void plan_retry(struct llmq_worker *w, struct worker_job *job, const char
                        int64_t hint_ms, int refund, char *line_if_dead)
 {
     if (job->attempts >= job->max_attempts) {
-        job->mode = "dead";
-        snprintf(job->reason, sizeof(job->reason), "attempts_exhausted: %s", reason);
-        job->line = line_if_dead ? line_if_dead : error_line(job, "attempts_exhausted", reason);
-        job->actual_tokens = refund ? -1 : job->cost;
+        job->settle.mode = WORKER_SETTLE_DEAD;
+        snprintf(job->settle.reason, sizeof(job->settle.reason), "attempts_exhausted: %s", reason);
+        job->settle.line =
+            line_if_dead ? line_if_dead : error_line(job, "attempts_exhausted", reason);
+        job->settle.actual_tokens = refund ? -1 : job->cost;
         return;
     }
     free(line_if_dead);
     struct llmq_backoff_policy policy = {.base_ms = w->cfg->backoff_base_ms,
                                          .cap_ms = w->cfg->backoff_cap_ms,
                                          .hint_jitter_ms = 100};
-    job->mode = "retry";
-    job->refund = refund;
-    job->delay_ms = llmq_backoff_delay_ms(&policy, job->attempts, hint_ms, &w->rng);
-    snprintf(job->reason, sizeof(job->reason), "%s", reason);
-    w->stats.retried++;
+    job->settle.mode = WORKER_SETTLE_RETRY;
+    job->settle.refund = refund;
+    job->settle.delay_ms = llmq_backoff_delay_ms(&policy, job->attempts, hint_ms, &w->rng);
+    snprintf(job->settle.reason, sizeof(job->settle.reason), "%s", reason);
     LLMQ_LOG_JOB(LLMQ_LOG_INFO, job->acct->cfg->name, job->id,
                  "retry (attempt %d of %d) in %lld ms: %s", job->attempts + 1, job->max_attempts,
-                 (long long)job->delay_ms, reason);
+                 (long long)job->settle.delay_ms, reason);
 }
 
 /* Records how far enqueue's prompt estimate was from the real prompt tokens
@@ -124,43 +124,41 @@ static void apply_class(struct llmq_worker *w, struct worker_job *job,
     const char *acct = job->acct->cfg->name;
     switch (c->verdict) {
     case LLMQ_CALL_DONE:
-        job->mode = "done";
-        job->actual_tokens = job->cost; /* no usage reported: keep the reservation */
+        job->settle.mode = WORKER_SETTLE_DONE;
+        job->settle.actual_tokens = job->cost; /* no usage reported: keep the reservation */
         if (c->has_usage && (c->usage.present & LLMQ_USAGE_TOTAL))
-            job->actual_tokens = c->usage.total_tokens;
+            job->settle.actual_tokens = c->usage.total_tokens;
         if (c->has_usage && (c->usage.present & LLMQ_USAGE_INPUT)) {
             record_calibration(job, c->usage.input_tokens);
             llmq_worker_metrics_prompt(w, job, c->usage.input_tokens);
         }
-        job->line = output_line(job, resp, &c->eb, NULL, NULL);
-        w->stats.succeeded++;
-        w->stats.tokens_used += job->actual_tokens;
+        job->settle.line = output_line(job, resp, &c->eb, NULL, NULL);
         LLMQ_LOG_JOB(LLMQ_LOG_DEBUG, acct, job->id,
                      "done: http %ld, %lld tokens used of %lld reserved, %lld ms", resp->status,
-                     (long long)job->actual_tokens, (long long)job->cost,
+                     (long long)job->settle.actual_tokens, (long long)job->cost,
                      (long long)resp->elapsed_ms);
         return;
     case LLMQ_CALL_HANDBACK:
-        job->mode = "handback";
-        w->stats.handed_back++;
+        job->settle.mode = WORKER_SETTLE_HANDBACK;
         return;
     case LLMQ_CALL_AUTH:
         llmq_worker_auth_refused(job->acct, resp->status,
                                  c->eb.code[0] ? c->eb.code : c->eb.message);
-        job->mode = "authpause";
-        snprintf(job->reason, sizeof(job->reason), "%s", c->reason);
-        job->refund = 1;
+        job->settle.mode = WORKER_SETTLE_AUTHPAUSE;
+        snprintf(job->settle.reason, sizeof(job->settle.reason), "%s", c->reason);
+        job->settle.refund = 1;
         w->stats.auth_refused++;
         return;
     case LLMQ_CALL_DEAD:
-        job->mode = "dead";
-        snprintf(job->reason, sizeof(job->reason), "%s", c->reason);
+        job->settle.mode = WORKER_SETTLE_DEAD;
+        snprintf(job->settle.reason, sizeof(job->settle.reason), "%s", c->reason);
         if (c->cause == LLMQ_CALL_CAUSE_TOO_BIG) {
-            job->line = error_line(job, "response_too_big", "the response exceeded the size limit");
-            job->actual_tokens = job->cost;
+            job->settle.line =
+                error_line(job, "response_too_big", "the response exceeded the size limit");
+            job->settle.actual_tokens = job->cost;
         } else {
-            job->line = output_line(job, resp, &c->eb, NULL, NULL);
-            job->actual_tokens = c->refund ? -1 : job->cost;
+            job->settle.line = output_line(job, resp, &c->eb, NULL, NULL);
+            job->settle.actual_tokens = c->refund ? -1 : job->cost;
         }
         return;
     case LLMQ_CALL_RETRY:
@@ -181,9 +179,9 @@ static void apply_class(struct llmq_worker *w, struct worker_job *job,
     }
     if (c->cause == LLMQ_CALL_CAUSE_RATE_LIMIT) {
         w->stats.rate_limited++;
-        job->pause_ms = c->hint_ms > 0 ? c->hint_ms : w->cfg->backoff_base_ms;
+        job->settle.pause_ms = c->hint_ms > 0 ? c->hint_ms : w->cfg->backoff_base_ms;
         LLMQ_LOG_JOB(LLMQ_LOG_WARN, acct, job->id, "429 from the API; pausing %s for %lld ms",
-                     job->model, (long long)job->pause_ms);
+                     job->model, (long long)job->settle.pause_ms);
     } else if (c->cause == LLMQ_CALL_CAUSE_SERVER || c->cause == LLMQ_CALL_CAUSE_QUOTA ||
                c->cause == LLMQ_CALL_CAUSE_CLIENT) {
         w->stats.server_errors++;
@@ -192,18 +190,17 @@ static void apply_class(struct llmq_worker *w, struct worker_job *job,
 }
 
 /* Every attempt ends here once its mode is decided, however it ended (a
- * response, a transport error, a request that could not be sent): a dead job
- * is counted once, in the summary and in the metrics alike, then settled.
- * resp is NULL when nothing was sent. */
+ * response, a transport error, a request that could not be sent): its
+ * outcome is counted once, in the summary and in the metrics alike
+ * (llmq_worker_count_outcome), then settled. resp is NULL when nothing was
+ * sent. */
 static void end_attempt(struct llmq_worker *w, struct worker_job *job,
                         const struct llmq_http_response *resp)
 {
-    if (strcmp(job->mode, "dead") == 0) {
-        w->stats.dead++;
+    if (job->settle.mode == WORKER_SETTLE_DEAD)
         LLMQ_LOG_JOB(LLMQ_LOG_WARN, job->acct->cfg->name, job->id, "dead-lettered: %s",
-                     job->reason);
-    }
-    llmq_worker_metrics_end(w, job, resp);
+                     job->settle.reason);
+    llmq_worker_count_outcome(w, job, resp);
     llmq_worker_settle(job);
 }
 
@@ -256,10 +253,10 @@ void llmq_worker_call(struct llmq_worker *w, struct worker_job *job)
         job->body = patched;
     }
     if (llmq_worker_request_url(w->cfg, job->url_path, url, sizeof(url)) != 0) {
-        job->mode = "dead";
-        snprintf(job->reason, sizeof(job->reason), "invalid_url");
-        job->line = error_line(job, "invalid_url", "the request URL is too long");
-        job->actual_tokens = -1;
+        job->settle.mode = WORKER_SETTLE_DEAD;
+        snprintf(job->settle.reason, sizeof(job->settle.reason), "invalid_url");
+        job->settle.line = error_line(job, "invalid_url", "the request URL is too long");
+        job->settle.actual_tokens = -1;
         end_attempt(w, job, NULL);
         return;
     }

@@ -25,7 +25,8 @@ struct llmq_worker_config {
     int n_accounts;
     char base_url[1024];        /* without a trailing "/v1" or "/" */
     char azure_api_version[64]; /* non-empty: Azure OpenAI (api-key auth, deployment URL) */
-    int concurrency;            /* requests in flight per process */
+    int concurrency;            /* jobs in hand per process (job_slot.h): calls in flight
+                                   and settles waiting for Redis */
     int64_t request_timeout_ms;
     int64_t connect_timeout_ms;
     int max_attempts; /* default for jobs that set none: enqueue stores one */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/backoff.h"
+#include "base/clock.h"
 #include "dispatch_reply.h"
 #include "base/log.h"
 #include "admin/metrics_worker.h"
@@ -31,12 +32,11 @@ static struct worker_job *job_from_reply(struct worker_account *a, const redisRe
     struct llmq_dispatch_job d;
     if (llmq_dispatch_job_decode(r, i, &d) != 0)
         return NULL;
-    struct worker_job *job = calloc(1, sizeof(*job));
+    struct worker_job *job = llmq_worker_job_new(a);
     if (job == NULL) {
         llmq_dispatch_job_clear(&d);
         return NULL;
     }
-    job->acct = a;
     memcpy(job->eid, d.eid, sizeof(job->eid));
     memcpy(job->prio, d.prio, sizeof(job->prio));
     /* The strings move into the job. */
@@ -49,8 +49,6 @@ static struct worker_job *job_from_reply(struct worker_account *a, const redisRe
     job->cost = d.cost;
     job->max_attempts = d.max_attempts > 0 ? d.max_attempts : a->w->cfg->max_attempts;
     job->est_prompt_tokens = d.est_prompt_tokens;
-    job->rem_req = job->rem_tok = job->reset_req_ms = job->reset_tok_ms = -1;
-    job->lim_req = job->lim_tok = -1;
     return job;
 }
 
@@ -93,7 +91,7 @@ static void plan_next(struct worker_account *a, size_t granted, int asked, int64
     if (w->draining)
         return;
     if (granted > 0 && (int)granted == asked) {
-        if (w->inflight < w->cfg->concurrency)
+        if (w->in_hand < w->cfg->concurrency)
             llmq_worker_dispatch_soon(a);
         return; /* else a finished job asks again */
     }
@@ -155,14 +153,13 @@ static void on_dispatch(redisAsyncContext *ac, redisReply *r, void *privdata)
             continue;
         }
         llmq_worker_job_hold(job);
-        w->inflight++;
         w->stats.dispatched++;
         w->stats.tokens_reserved += job->cost;
         llmq_worker_metrics_dispatched(w, job);
         LLMQ_LOG_JOB(LLMQ_LOG_DEBUG, a->cfg->name, job->id,
                      "dispatched: %s, priority %s, attempt %d of %d, %lld tokens reserved",
                      job->model, job->prio, job->attempts, job->max_attempts, (long long)job->cost);
-        w->last_busy_ms = llmq_worker_now_ms(w);
+        w->last_busy_ms = llmq_monotonic_ms();
         llmq_worker_call(w, job);
     }
     plan_next(a, granted, a->asked, wait_ms);
@@ -171,7 +168,7 @@ static void on_dispatch(redisAsyncContext *ac, redisReply *r, void *privdata)
 static void dispatch_now(struct worker_account *a)
 {
     struct llmq_worker *w = a->w;
-    int free_slots = w->cfg->concurrency - w->inflight;
+    int free_slots = w->cfg->concurrency - w->in_hand;
     redisAsyncContext *ac = llmq_redis_async_context(a->cmd);
     if (w->draining || a->dispatching || free_slots <= 0 || ac == NULL)
         return;

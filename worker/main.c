@@ -1,6 +1,7 @@
 /* llmq-worker: takes jobs from Redis when the shared limiter grants their
  * budget and calls the API with them. See worker.h for the parts. */
 #include <curl/curl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,11 +10,29 @@
 
 #include "http/http.h"
 #include "base/backoff.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "admin/metrics_worker.h"
 #include "redis/redis.h"
 #include "spool.h"
 #include "worker.h"
+
+/* SIGTERM and SIGINT are held (blocked) from the first line of main until
+ * the loop's handlers exist (llmq_worker_recover_start): one that arrives
+ * while the worker starts (reading its key files, connecting to Redis,
+ * loading its spool, binding its admin port) then stays pending and is
+ * delivered to those handlers, which drain as for any later signal, instead
+ * of killing the process with the default action (status 143). Threads
+ * started meanwhile inherit the mask, so the signal reaches the main
+ * thread. */
+static void hold_stop_signals(int how)
+{
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGTERM);
+    sigaddset(&s, SIGINT);
+    pthread_sigmask(how, &s, NULL);
+}
 
 static void print_summary(const struct llmq_worker *w)
 {
@@ -84,8 +103,9 @@ static int run(struct llmq_worker_config *cfg)
         LLMQ_LOG(LLMQ_LOG_INFO, "serving account %s (key %s…) as %s, concurrency %d", a->cfg->name,
                  a->cfg->key_id, cfg->consumer, cfg->concurrency);
     }
-    w.last_busy_ms = llmq_worker_now_ms(&w);
+    w.last_busy_ms = llmq_monotonic_ms();
     llmq_worker_recover_start(&w);
+    hold_stop_signals(SIG_UNBLOCK); /* a signal held since main runs its handler now */
     if (llmq_worker_metrics_start(&w) == 0)
         ev_run(w.loop, 0);
     else
@@ -116,6 +136,7 @@ static int run(struct llmq_worker_config *cfg)
 
 int main(int argc, char **argv)
 {
+    hold_stop_signals(SIG_BLOCK);
     struct llmq_worker_config cfg;
     int rc = llmq_worker_config_parse(&cfg, argc, argv);
     if (rc != 0) {

@@ -13,15 +13,11 @@
 #include <string.h>
 
 #include "http/http.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "redis/script.h"
 #include "worker.h"
 #include "llmq/priority.h"
-
-int64_t llmq_worker_now_ms(const struct llmq_worker *w)
-{
-    return (int64_t)(ev_now(w->loop) * 1000);
-}
 
 static void on_reclaimed(redisAsyncContext *ac, redisReply *r, void *privdata)
 {
@@ -97,13 +93,13 @@ static void on_idle_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)revents;
     struct llmq_worker *w = t->data;
-    int64_t quiet = llmq_worker_now_ms(w) - w->last_busy_ms;
+    int64_t quiet = llmq_monotonic_ms() - w->last_busy_ms;
     int waiting = 0;
     for (int i = 0; i < w->n_accounts; i++)
         waiting |= !w->accounts[i].auth_paused && /* polls for a resume, but has no work */
                    (w->accounts[i].next_due_ms >= 0 || w->accounts[i].dispatching ||
                     ev_is_active(&w->accounts[i].wait_timer));
-    if (w->inflight == 0 && !waiting && quiet >= w->cfg->exit_when_idle_ms) {
+    if (w->in_hand == 0 && !waiting && quiet >= w->cfg->exit_when_idle_ms) {
         /* Idle because Redis never answered is no clean batch run: the jobs
          * were never looked at. */
         for (int i = 0; i < w->n_accounts; i++) {
@@ -128,7 +124,7 @@ static void on_idle_timer(struct ev_loop *loop, ev_timer *t, int revents)
 
 void llmq_worker_check_done(struct llmq_worker *w)
 {
-    if (!w->draining || w->inflight > 0)
+    if (!w->draining || w->in_hand > 0)
         return;
     for (int i = 0; i < w->n_accounts; i++)
         if (w->accounts[i].settle_retry != NULL)
@@ -142,7 +138,8 @@ void llmq_worker_check_done(struct llmq_worker *w)
 static void stop_now(struct llmq_worker *w, const char *why)
 {
     ev_timer_stop(w->loop, &w->grace_timer);
-    LLMQ_LOG(LLMQ_LOG_WARN, "%s: handing back %d jobs in flight", why, w->inflight);
+    LLMQ_LOG(LLMQ_LOG_WARN, "%s: handing back the calls in flight (%d jobs in hand)", why,
+             w->in_hand);
     /* Cancelled calls are handed back (call.c) by their callbacks, now. */
     struct llmq_http *http = w->http;
     w->http = NULL;
@@ -171,7 +168,7 @@ void llmq_worker_begin_drain(struct llmq_worker *w)
     if (w->draining)
         return;
     w->draining = 1;
-    LLMQ_LOG(LLMQ_LOG_INFO, "draining: %d jobs in flight, grace %lld ms", w->inflight,
+    LLMQ_LOG(LLMQ_LOG_INFO, "draining: %d jobs in hand, grace %lld ms", w->in_hand,
              (long long)w->cfg->grace_ms);
     for (int i = 0; i < w->n_accounts; i++) {
         ev_timer_stop(w->loop, &w->accounts[i].wait_timer);

@@ -1,6 +1,6 @@
 /* The spool: settles that outlive a Redis outage and the worker; see spool.h.
  *
- * Ownership: the jobs stay on their account's settle_retry list (settle.c
+ * Ownership: the jobs stay on their account's settle_retry list (job_settle.c
  * owns them); the spool owns only the names of the files it claimed at start
  * (struct worker_spool, one per account, freed by llmq_worker_spool_free). */
 #include "spool.h"
@@ -50,71 +50,23 @@ static void file_prefix(const struct worker_account *a, char *buf, size_t n)
     snprintf(buf, n, "spool-{%s}-", a->cfg->name);
 }
 
-static const char *mode_const(const char *m)
-{
-    static const char *const modes[] = {"done", "retry", "dead", "handback"};
-    for (size_t i = 0; m != NULL && i < sizeof(modes) / sizeof(modes[0]); i++)
-        if (strcmp(m, modes[i]) == 0)
-            return modes[i];
-    return NULL;
-}
-
-static char *dup_member(const json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    return strdup(s != NULL ? s : "");
-}
-
-static int64_t int_member(const json_t *o, const char *k, int64_t dflt)
-{
-    const json_t *v = json_object_get(o, k);
-    return json_is_integer(v) ? (int64_t)json_integer_value(v) : dflt;
-}
-
-/* A job to settle from one spooled line; NULL when the line is unusable. */
+/* A job to settle from one spooled line; NULL when the line is unusable.
+ * The spool never holds an authpause (llmq_worker_spool_write writes it as
+ * a handback): one in a file is not ours. */
 static struct worker_job *job_from_line(struct worker_account *a, const char *text)
 {
     json_t *o = json_loads(text, 0, NULL);
-    const char *mode = mode_const(json_string_value(json_object_get(o, "mode")));
-    const char *prio = json_string_value(json_object_get(o, "prio"));
-    const char *eid = json_string_value(json_object_get(o, "eid"));
-    const char *id = json_string_value(json_object_get(o, "id"));
-    struct worker_job *job = NULL;
-    if (mode == NULL || prio == NULL || eid == NULL || id == NULL || strlen(prio) >= 8 ||
-        strlen(eid) >= 64 || !llmq_name_valid(id) || (job = calloc(1, sizeof(*job))) == NULL) {
+    struct worker_job *job = o != NULL ? llmq_worker_job_new(a) : NULL;
+    if (job == NULL) {
         json_decref(o);
         return NULL;
     }
-    job->acct = a;
-    job->mode = mode;
-    snprintf(job->prio, sizeof(job->prio), "%s", prio);
-    snprintf(job->eid, sizeof(job->eid), "%s", eid);
-    snprintf(job->reason, sizeof(job->reason), "%s",
-             json_string_value(json_object_get(o, "reason")) ?: "");
-    job->id = strdup(id);
-    job->handle = dup_member(o, "handle");
-    job->model = dup_member(o, "model");
-    job->url_path = strdup("");
-    job->body = strdup("");
-    if (json_is_string(json_object_get(o, "line")))
-        job->line = dup_member(o, "line");
-    job->cost = int_member(o, "cost", 0);
-    job->attempts = (int)int_member(o, "attempts", 0);
-    job->max_attempts = (int)int_member(o, "max_attempts", 0);
-    job->est_prompt_tokens = -1;
-    job->actual_tokens = int_member(o, "actual", -1);
-    job->delay_ms = int_member(o, "delay_ms", 0);
-    job->refund = (int)int_member(o, "refund", 0);
-    job->pause_ms = int_member(o, "pause_ms", 0);
-    job->rem_req = int_member(o, "rem_req", -1);
-    job->rem_tok = int_member(o, "rem_tok", -1);
-    job->reset_req_ms = int_member(o, "reset_req_ms", -1);
-    job->reset_tok_ms = int_member(o, "reset_tok_ms", -1);
-    job->lim_req = int_member(o, "lim_req", -1);
-    job->lim_tok = int_member(o, "lim_tok", -1);
     job->from_spool = 1;
+    int ok = llmq_worker_settle_from_json(job, o) == 0 && llmq_name_valid(job->id) &&
+             job->settle.mode != WORKER_SETTLE_AUTHPAUSE && (job->url_path = strdup("")) != NULL &&
+             (job->body = strdup("")) != NULL;
     json_decref(o);
-    if (!job->id || !job->handle || !job->model || !job->url_path || !job->body) {
+    if (!ok) {
         llmq_worker_job_free(job);
         return NULL;
     }
@@ -150,7 +102,7 @@ static int load_file(struct worker_account *a, const char *path)
         }
         job->next = a->settle_retry;
         a->settle_retry = job;
-        a->w->inflight++;
+        llmq_worker_job_take_spooled(job);
         loaded++;
     }
     free(text);
@@ -228,20 +180,9 @@ static char *job_line(const struct worker_job *job)
 {
     /* A pause belongs to the key of this run: the next run only hands the
      * job back (its own key may be right). */
-    const char *mode = strcmp(job->mode, "authpause") == 0 ? "handback" : job->mode;
-    json_t *o = json_pack(
-        "{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:I, s:i, s:I, s:I, s:I, "
-        "s:I, s:I, s:I, s:I, s:I, s:i, s:i}",
-        "v", 1, "mode", mode, "prio", job->prio, "eid", job->eid, "id", job->id, "handle",
-        job->handle, "model", job->model, "actual", (json_int_t)job->actual_tokens, "reason",
-        job->reason, "delay_ms", (json_int_t)job->delay_ms, "refund", job->refund, "pause_ms",
-        (json_int_t)job->pause_ms, "rem_req", (json_int_t)job->rem_req, "rem_tok",
-        (json_int_t)job->rem_tok, "reset_req_ms", (json_int_t)job->reset_req_ms, "reset_tok_ms",
-        (json_int_t)job->reset_tok_ms, "lim_req", (json_int_t)job->lim_req, "lim_tok",
-        (json_int_t)job->lim_tok, "cost", (json_int_t)job->cost, "attempts", job->attempts,
-        "max_attempts", job->max_attempts);
-    if (o != NULL && job->line != NULL)
-        json_object_set_new(o, "line", json_string(job->line));
+    enum worker_settle_mode mode =
+        job->settle.mode == WORKER_SETTLE_AUTHPAUSE ? WORKER_SETTLE_HANDBACK : job->settle.mode;
+    json_t *o = llmq_worker_settle_to_json(job, mode);
     char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return text;

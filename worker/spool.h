@@ -2,7 +2,7 @@
  *
  * A settle whose Redis call fails (connection down, reply lost) stays in
  * memory on its account's settle_retry list and is resent when Redis is back
- * (settle.c). When the worker stops while Redis is still away, those settles
+ * (job_settle.c). When the worker stops while Redis is still away, those settles
  * are written by llmq_worker_spool_write to one file per account and
  * process, <spool_dir>/spool-{<account>}-<consumer>.jsonl (mode 0600, written
  * to a temporary name, fsynced, renamed): one JSON object per line holding
@@ -28,7 +28,7 @@ struct worker_job;
 int llmq_worker_spool_pending(const struct worker_account *a);
 
 /* Claims and loads the spool files of a's account from the configured
- * directory into a->settle_retry (each counts as a job in flight until
+ * directory into a->settle_retry (each counts as a job in hand until
  * answered). Returns the number of settles loaded; problems are logged. */
 int llmq_worker_spool_load(struct worker_account *a);
 

@@ -1,10 +1,15 @@
 /* llmq-worker internals shared by its flows (docs/DESIGN.md §3.2-3.6):
- *   dispatch.c  asks the dispatch script for jobs the limiter admits, and
- *               decides when to ask again (exact waits, wake-up reads);
- *   call.c      sends each job to the API and classifies the response;
- *   settle.c    ends each delivery with the job_settle script;
- *   recover.c   keeps this worker's deliveries alive, reclaims silent
- *               workers' jobs, drains on SIGTERM.
+ *   dispatch.c       asks the dispatch script for jobs the limiter admits,
+ *                    and decides when to ask again (exact waits, wake-up
+ *                    reads);
+ *   call.c           sends each job to the API and decides its settle;
+ *   job_settle.c     ends each delivery with the job_settle script;
+ *   job_slot.c       owns struct worker_job and the slots (job_slot.h);
+ *   settle_request.c the settle request's fields, as script arguments and
+ *                    spool lines (settle_request.h);
+ *   spool.c          keeps settles Redis could not take across a restart;
+ *   recover.c        keeps this worker's deliveries alive, reclaims silent
+ *                    workers' jobs, drains on SIGTERM.
  * One libev loop drives everything: hiredis async (two connections per
  * account: commands, and a blocking wake-up read) and curl multi. */
 #ifndef LLMQ_WORKER_H
@@ -16,6 +21,7 @@
 #include "config.h"
 #include "redis/keys.h"
 #include "redis/redis_async.h"
+#include "job_slot.h"
 
 struct llmq_http;
 struct llmq_worker;
@@ -52,39 +58,17 @@ struct worker_account {
     int auth_checked;       /* account_resume ran for this process's key */
 };
 
-/* One job in hand, from dispatch until its settle script has answered. */
-struct worker_job {
-    struct worker_job *next;                  /* in settle_retry */
-    struct worker_job *held_prev, *held_next; /* in acct->held (llmq_worker_job_hold) */
-    struct worker_account *acct;
-    char eid[64];
-    char prio[8];
-    char *id, *handle, *model, *url_path, *body;
-    int attempts, max_attempts;
-    int64_t cost;
-    int64_t est_prompt_tokens; /* enqueue's estimate, for calibration; -1 none */
-    /* The settle to send. */
-    const char *mode;      /* done | retry | dead | handback | authpause */
-    int64_t actual_tokens; /* -1: refund */
-    char *line;            /* Batch output line (done/dead) */
-    char reason[256];
-    int64_t delay_ms, pause_ms;
-    int refund;
-    int from_spool; /* loaded from a previous run's spool file (spool.h) */
-    int64_t rem_req, rem_tok, reset_req_ms, reset_tok_ms, lim_req, lim_tok;
-};
-
 struct llmq_worker {
     struct ev_loop *loop;
     struct llmq_worker_config *cfg;
     struct worker_account accounts[LLMQ_WORKER_MAX_ACCOUNTS];
     int n_accounts;
     struct llmq_http *http;
-    int inflight; /* jobs in hand, for --concurrency */
+    int in_hand; /* jobs from dispatch until settled (job_slot.h), for --concurrency */
     int draining;
     int exit_code;
     uint64_t rng;
-    int64_t last_busy_ms;
+    int64_t last_busy_ms; /* llmq_monotonic_ms() when a job last came or went */
     ev_signal sigterm, sigint;
     ev_timer grace_timer, recover_timer, idle_timer;
     struct llmq_worker_stats stats;
@@ -99,13 +83,11 @@ void llmq_worker_account_stop(struct worker_account *a);
 /* call.c: sends job (owned by the worker from now on). */
 void llmq_worker_call(struct llmq_worker *w, struct worker_job *job);
 
-/* settle.c: runs job's settle (mode etc. filled); frees job when answered. */
+/* job_settle.c: sends job's settle (job->settle decided; takes job): kept
+ * for a resend while Redis is away, released (job_slot.h) once answered. */
 void llmq_worker_settle(struct worker_job *job);
 /* Resends settles that failed while Redis was away. */
 void llmq_worker_settle_flush(struct worker_account *a);
-void llmq_worker_job_free(struct worker_job *job);
-/* Adds job to its account's held list (until llmq_worker_job_free). */
-void llmq_worker_job_hold(struct worker_job *job);
 
 /* auth_pause.c: the account pause after a 401/403 (see the file comment). */
 /* A call got status (401/403) with detail (the error code or message, may be
@@ -125,8 +107,5 @@ void llmq_worker_begin_drain(struct llmq_worker *w);
 /* Called whenever a job leaves the worker: stops the loop when draining and
  * nothing is left. */
 void llmq_worker_check_done(struct llmq_worker *w);
-
-/* Monotonic ms of the loop. */
-int64_t llmq_worker_now_ms(const struct llmq_worker *w);
 
 #endif

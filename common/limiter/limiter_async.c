@@ -215,7 +215,8 @@ static enum llmq_rc adjust(struct llmq_alimiter *al, const char *reservation, in
         free(c);
         return LLMQ_EINVAL;
     }
-    return submit(al, c, actual >= 0 ? LLMQ_SCRIPT_SETTLE : LLMQ_SCRIPT_REFUND, a.argc, a.argv);
+    return submit(al, c, actual >= 0 ? LLMQ_SCRIPT_LIMITER_SETTLE : LLMQ_SCRIPT_REFUND, a.argc,
+                  a.argv);
 }
 
 enum llmq_rc llmq_alimiter_settle(struct llmq_alimiter *al, const char *reservation,

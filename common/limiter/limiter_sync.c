@@ -158,7 +158,7 @@ static enum llmq_rc adjust(struct llmq_limiter *lim, const char *reservation, in
     enum llmq_rc rc = llmq_adjust_args_build(&a, reservation, actual, err);
     if (rc != LLMQ_OK)
         return rc;
-    enum llmq_script_id id = actual >= 0 ? LLMQ_SCRIPT_SETTLE : LLMQ_SCRIPT_REFUND;
+    enum llmq_script_id id = actual >= 0 ? LLMQ_SCRIPT_LIMITER_SETTLE : LLMQ_SCRIPT_REFUND;
     redisReply *r = run(lim, id, a.argc, a.argv, err);
     if (r == NULL)
         return LLMQ_EREDIS;

@@ -9,24 +9,25 @@
 #      calls at a server latency of 50 ms (16 connections, below every limit);
 #   3. open requests: 2,000 callers waiting at once (server latency 2 s): all
 #      answered, and the gateway's resident memory per waiting call (RSS at
-#      the peak minus RSS before the load).
+#      the peak minus RSS before the load);
+#   4. upload stall: latency of small requests the loop answers by itself
+#      (4 connections) while large Batch files (UPLOAD_LINES lines, default
+#      20,000, ~11 MB) are uploaded one after another, against the same
+#      requests with no upload.
 # usage: tests/bench/bench_gateway.sh [BUILD_DIR]   (a Release build; built if
 # missing). Needs redis-server and curl. Everything binds 127.0.0.1.
+# BENCH_PARTS (default 1234): which of the measures above to run;
+# BENCH_WORKERS (default 2): workers for measure 2.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/lib.sh"
 build=${1:-build-bench}
-if [ ! -x "$build/bin/llmq-gateway" ] || [ ! -x "$build/tests/bench/loadgen" ]; then
-    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build "$build" -j"$(nproc)" --target llmq-cli llmq-worker llmq-gateway openai-sim \
-        loadgen >/dev/null
-fi
-bin=$PWD/$build/bin
+bench_build "$build" llmq-cli llmq-worker llmq-gateway openai-sim loadgen
 export LOADGEN=$PWD/$build/tests/bench/loadgen
-tmp=$(mktemp -d /tmp/bench-gateway.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+bench_init gateway
 ulimit -n 65536 2>/dev/null || true
 secs=${BENCH_SECONDS:-5}
 export secs
+parts=${BENCH_PARTS:-1234}
 
 # Runs inside tests/gateway/stack.sh: one line per measure,
 # "name rps p50_ms p99_ms status_2xx status_other".
@@ -68,14 +69,39 @@ measure_open() { # conns
 }
 export -f measure_open
 
-WORKERS=2 WORKER_FLAGS="--concurrency 256" SIM_FLAGS="" \
-    tests/gateway/stack.sh "$bin" bash -c 'measure 64' >"$tmp/zero"
-WORKERS=2 WORKER_FLAGS="--concurrency 256" SIM_FLAGS="--latency-ms 50" \
-    tests/gateway/stack.sh "$bin" bash -c 'measure 16' >"$tmp/lat"
-WORKERS=2 WORKER_FLAGS="--concurrency 1024 --http1" SIM_FLAGS="--latency-ms 2000" \
-    tests/gateway/stack.sh "$bin" bash -c 'measure_open 2000' >"$tmp/open"
+# A probe the loop answers by itself (no Redis): POST /healthz is a 405.
+measure_stall() { # lines
+    local lines=$1 file=$STACK_DIR/big.jsonl
+    tests/gateway/gen_batch_file.sh "$lines" "$file"
+    v() { sed -n "s/.*\b$1=\([0-9.]*\).*/\1/p" <<<"$out"; }
+    local out
+    out=$("$LOADGEN" --port "$GW_PORT" --conns 4 --duration-s "$secs" --path /healthz --body '{}')
+    echo "idle $(v rps) $(v p50_ms) $(v p99_ms) 0 $(v max_ms)"
+    : >"$STACK_DIR/uploads"
+    (while :; do
+        curl -s -o /dev/null -w '%{http_code}\n' -H "Authorization: Bearer $GW_KEY" \
+            -F purpose=batch -F "file=@$file" "$GW_URL/files" >>"$STACK_DIR/uploads"
+    done) &
+    local up=$!
+    sleep 1 # the first upload is being sent
+    out=$("$LOADGEN" --port "$GW_PORT" --conns 4 --duration-s "$secs" --path /healthz --body '{}')
+    kill $up 2>/dev/null
+    wait $up 2>/dev/null
+    echo "upload $(v rps) $(v p50_ms) $(v p99_ms) $(grep -c '^200$' "$STACK_DIR/uploads") $(v max_ms)"
+}
+export -f measure_stall
 
-awk -v secs="$secs" '
+[[ $parts == *1* ]] && WORKERS=2 WORKER_FLAGS="--concurrency 256" SIM_FLAGS="" \
+    tests/gateway/stack.sh "$bin" bash -c 'measure 64' >"$tmp/zero"
+[[ $parts == *2* ]] && WORKERS=${BENCH_WORKERS:-2} WORKER_FLAGS="--concurrency 256" SIM_FLAGS="--latency-ms 50" \
+    tests/gateway/stack.sh "$bin" bash -c 'measure 16' >"$tmp/lat"
+[[ $parts == *3* ]] && WORKERS=2 WORKER_FLAGS="--concurrency 1024 --http1" SIM_FLAGS="--latency-ms 2000" \
+    tests/gateway/stack.sh "$bin" bash -c 'measure_open 2000' >"$tmp/open"
+[[ $parts == *4* ]] && WORKERS=0 GW_FLAGS="--max-file-lines 1000000" \
+    tests/gateway/stack.sh "$bin" bash -c "measure_stall ${UPLOAD_LINES:-20000}" >"$tmp/stall"
+for f in zero lat open stall; do [ -e "$tmp/$f" ] || echo "skipped" >"$tmp/$f"; done
+
+[[ $parts == *1* ]] && awk -v secs="$secs" '
     $1 == "direct" { d = $2; dok = $5; dbad = $6 }
     $1 == "gateway" { g = $2; gok = $5; gbad = $6 }
     END {
@@ -84,7 +110,7 @@ awk -v secs="$secs" '
         printf "| baseline: direct to openai-sim (loadgen) | %.0f | %d | %d | 1.00 |\n", d, dok, dbad
         printf "| through llmq-gateway (2 workers, 1 gateway) | %.0f | %d | %d | %.3f |\n", g, gok, gbad, g / d
     }' "$tmp/zero"
-awk -v secs="$secs" '
+[[ $parts == *2* ]] && awk -v secs="$secs" '
     $1 == "direct" { d50 = $3; d99 = $4; dok = $5 }
     $1 == "gateway" { g50 = $3; g99 = $4; gok = $5; gbad = $6 }
     END {
@@ -95,7 +121,7 @@ awk -v secs="$secs" '
         printf "| added by the gateway | %.1f | %.1f | |\n", g50 - d50, g99 - d99
         printf "| ratio gateway / direct | %.2f | %.2f | |\n", g50 / d50, g99 / d99
     }' "$tmp/lat"
-awk -v secs="$secs" '
+[[ $parts == *3* ]] && awk -v secs="$secs" '
     $1 == "open" {
         printf "\n3. Open requests: 2,000 callers at once, server latency 2 s, %d s\n\n", secs
         printf "| measure | value |\n|---|---|\n"
@@ -105,3 +131,13 @@ awk -v secs="$secs" '
         printf "| gateway RSS before / at the peak | %.1f / %.1f MiB |\n", $6 / 1024, $7 / 1024
         printf "| RSS per waiting call | %.1f KiB |\n", ($2 > 0 ? ($7 - $6) / $2 : 0)
     }' "$tmp/open"
+[[ $parts != *4* ]] || awk -v secs="$secs" '
+    $1 == "idle" { i50 = $3; i99 = $4; irps = $2; imax = $6 }
+    $1 == "upload" { u50 = $3; u99 = $4; urps = $2; files = $5; umax = $6 }
+    END {
+        printf "\n4. Upload stall: small requests (4 connections, answered by the loop) during large uploads, %d s\n\n", secs
+        printf "| while | requests/s | p50 ms | p99 ms | max ms |\n|---|---|---|---|---|\n"
+        printf "| baseline: no upload | %.0f | %.2f | %.2f | %.1f |\n", irps, i50, i99, imax
+        printf "| uploads running (%d files accepted) | %.0f | %.2f | %.2f | %.1f |\n", files, urps, u50, u99, umax
+        printf "| ratio upload / baseline | %.2f | %.2f | %.2f | %.1f |\n", urps / irps, u50 / i50, u99 / i99, umax / imax
+    }' "$tmp/stall"

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "http/http.h"
+#include "testsupport.h"
 
 static const char *body = "{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\","
                           "\"content\":\"Say hello\"}],\"max_completion_tokens\":16}";
@@ -104,19 +105,9 @@ static int start_server(long latency_ms, pid_t *pid)
         execl(bin, bin, "--port", "0", "--port-file", port_file, "--latency-ms", lat, (char *)NULL);
         _exit(127);
     }
-    int port = 0;
-    for (int i = 0; i < 500 && port == 0; i++) {
-        FILE *f = fopen(port_file, "r");
-        if (f != NULL) {
-            if (fscanf(f, "%d", &port) != 1)
-                port = 0;
-            fclose(f);
-        }
-        if (port == 0)
-            usleep(10000);
-    }
+    int port = llmq_test_wait_port_file(port_file, *pid, 5000);
     unlink(port_file);
-    if (port == 0) {
+    if (port <= 0) {
         fprintf(stderr, "bench_http: cannot start %s\n", bin);
         exit(1);
     }
@@ -307,17 +298,7 @@ static void bench_h2(int inflight, long latency_ms)
                cert, key, lat, "100", (char *)NULL);
         _exit(127);
     }
-    int port = 0;
-    for (int i = 0; i < 500 && port == 0; i++) {
-        FILE *f = fopen(pf, "r");
-        if (f != NULL) {
-            if (fscanf(f, "%d", &port) != 1)
-                port = 0;
-            fclose(f);
-        }
-        if (port == 0)
-            usleep(10000);
-    }
+    int port = llmq_test_wait_port_file(pf, pid, 5000);
     char url[128];
     snprintf(url, sizeof(url), "https://127.0.0.1:%d/v1/chat/completions", port);
     printf("\n(c) memory over h2 + TLS, %d in flight, latency %ld ms, max_host_connections %d\n",

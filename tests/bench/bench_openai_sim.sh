@@ -6,41 +6,28 @@
 # connections with --latency-ms 5000.
 #
 # usage: tests/bench/bench_openai_sim.sh [BUILD_DIR] [SECONDS]
-#   BUILD_DIR  a non-sanitized build (default: build-sim-rel next to this tree),
+#   BUILD_DIR  a non-sanitized build, relative to the source tree (default:
+#              build-sim-rel),
 #              built with: cmake -S . -B build-sim-rel -DCMAKE_BUILD_TYPE=Release &&
 #                          cmake --build build-sim-rel --target openai-sim loadgen
 #   SECONDS    duration of each throughput run (default 3)
 # Everything binds 127.0.0.1; every run is bounded in time.
 set -euo pipefail
-
-here=$(cd "$(dirname "$0")" && pwd)
-build=${1:-$here/../../build-sim-rel}
+. "$(dirname "$0")/lib.sh"
+build=${1:-build-sim-rel}
 secs=${2:-3}
-sim=$build/bin/openai-sim
+bench_bin "$build"
 loadgen=$build/tests/bench/loadgen
 conns=${LOADGEN_CONNS:-64}
 repeat=${REPEAT:-3}
-for b in "$sim" "$loadgen"; do
+for b in "$bin/openai-sim" "$loadgen"; do
     [ -x "$b" ] || { echo "bench_openai_sim: $b not built (see the header of $0)" >&2; exit 1; }
 done
-tmp=$(mktemp -d /tmp/bench-openai-sim.XXXXXX)
-sim_pid=
-cleanup() {
-    if [ -n "$sim_pid" ]; then kill "$sim_pid" 2>/dev/null || true; wait "$sim_pid" 2>/dev/null || true; fi
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+bench_init openai-sim
 
-start_sim() { # args: openai-sim flags
-    rm -f "$tmp/port"
-    "$sim" --port 0 --port-file "$tmp/port" --quiet "$@" 2>"$tmp/sim.err" &
-    sim_pid=$!
-    for _ in $(seq 200); do [ -s "$tmp/port" ] && break; sleep 0.05; done
-    [ -s "$tmp/port" ] || { echo "bench_openai_sim: openai-sim did not start" >&2; cat "$tmp/sim.err" >&2; exit 1; }
-    port=$(cat "$tmp/port")
-}
-stop_sim() {
-    kill -TERM "$sim_pid"; wait "$sim_pid" || true; sim_pid=
+start_sim() { # args: openai-sim flags (a fresh sim.err each run)
+    rm -f "$tmp/sim.err"
+    bench_start_sim "$@"
 }
 field() { # key line
     sed -n "s/.*\b$1=\([0-9.]*\).*/\1/p" <<<"$2"
@@ -66,7 +53,7 @@ run() { # name path body -- sim flags
         t0=$(cpu_ticks "$sim_pid")
         out=$("$loadgen" --port "$port" --conns "$conns" --duration-s "$secs" --path "$path" --body "$body")
         t1=$(cpu_ticks "$sim_pid")
-        stop_sim
+        bench_stop_sim
         local rps reqs
         rps=$(field rps "$out"); reqs=$(field requests "$out")
         errs_sum=$((errs_sum + $(field errors "$out")))
@@ -108,7 +95,7 @@ held=${HOLD_CONNS:-6000}
 start_sim --latency-ms 5000 --stats
 "$loadgen" --port "$port" --conns "$held" --duration-s 4 >"$tmp/hold.out"
 kill -USR1 "$sim_pid"; sleep 0.3
-stop_sim
+bench_stop_sim
 peak=$(field peak_outstanding "$(cat "$tmp/hold.out")")
 inflight=$(grep -m1 -o 'inflight_max=[0-9]*' "$tmp/sim.err" | cut -d= -f2)
 printf '\nconcurrency at --latency-ms 5000: %s connections opened, %s requests in flight at once in the server (target >= 5000)\n' "$peak" "$inflight"

@@ -9,26 +9,12 @@
 # usage: tests/bench/bench_redis_cpu.sh [BUILD_DIR] [JOBS]   (a Release build;
 # built if missing). Needs redis-server and redis-benchmark. Loopback only.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/lib.sh"
 build=${1:-build-bench}
 n=${2:-20000}
-if [ ! -x "$build/bin/llmq-worker" ] || [ ! -x "$build/bin/openai-sim" ]; then
-    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build "$build" -j2 --target llmq-cli llmq-worker openai-sim >/dev/null
-fi
-bin=$PWD/$build/bin
-tmp=$(mktemp -d /tmp/bench-redis-cpu.XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    tests/support/redis-fixture stop "$tmp/redis" >/dev/null 2>&1 || true
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-tests/support/redis-fixture start "$tmp/redis" >/dev/null
-export LLMQ_REDIS_URL=$(cat "$tmp/redis/url")
-export OPENAI_API_KEY=bench-not-a-real-key
-rport=${LLMQ_REDIS_URL##*:}; rport=${rport%%/*}
+bench_build "$build" llmq-cli llmq-worker openai-sim
+bench_init redis-cpu
+bench_start_redis
 rc() { redis-cli -p "$rport" "$@"; }
 cpu_us() { # used_cpu_user + used_cpu_sys of the Redis server, in microseconds
     rc INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(user|sys):/ { s += $2 } END { printf "%.0f", s * 1e6 }'
@@ -37,13 +23,8 @@ cmdstat() { # usec_per_call of command $1 (lower case) in the llmq run, or nothi
     sed -n "s/^cmdstat_$1:.*usec_per_call=\([0-9.]*\).*/\1/p" "$tmp/cmdstats" | head -1
 }
 
-rm -f "$tmp/port"
-"$bin/openai-sim" --port 0 --port-file "$tmp/port" --quiet 2>>"$tmp/sim.err" &
-pids+=("$!")
-for _ in $(seq 200); do [ -s "$tmp/port" ] && break; sleep 0.05; done
-port=$(cat "$tmp/port")
-awk -v n="$n" 'BEGIN { for (i = 0; i < n; i++)
-    printf "{\"custom_id\":\"c-%d\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\",\"body\":{\"model\":\"gpt-4o-mini\",\"max_tokens\":32,\"messages\":[{\"role\":\"user\",\"content\":\"Say hello to the benchmark.\"}]}}\n", i }' >"$tmp/jobs.jsonl"
+bench_start_sim
+bench_jobs "$tmp/jobs.jsonl" "$n" c gpt-4o-mini 32
 
 # Baseline: 3 trivial script calls per job, on the same server; measured
 # before and after the llmq run and averaged, so drift of a shared machine

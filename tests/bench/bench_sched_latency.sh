@@ -9,24 +9,19 @@
 # and their ratio to the baseline. No thresholds: read the table.
 # usage: tests/bench/bench_sched_latency.sh [BUILD_DIR]   (Release; built if missing)
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-build=${1:-build-bench}
-source tests/bench/bench_env.sh
+. "$(dirname "$0")/lib.sh"
+bench_build "${1:-build-bench}" llmq-cli llmq-worker openai-sim
+bench_init sched
+bench_start_redis
 rpm=200 period=2000 llmq_period=2100 highs=20
-
-jobs() { # n prio tag file
-    awk -v n="$1" -v p="$2" -v t="$3" 'BEGIN { for (i = 0; i < n; i++)
-        printf "{\"custom_id\":\"%s-%d\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\",\"body\":{\"model\":\"gpt-4o-mini\",\"max_tokens\":16,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]},\"llmq\":{\"priority\":\"%s\"}}\n", t, i, p }' >"$4"
-}
-done_count() { local d; d=$(redis-cli -p "$rport" HGET "llmq:{$1}:stats" done | tr -d '\r'); echo "${d:-0}"; }
 
 # run ACCOUNT BACKLOG: prints "p50 p90" of the high jobs' latency (ms)
 run() {
     local acct=$1 backlog=$2 log="$tmp/access-$1.log"
-    start_sim "$log" --rpm $rpm --period-ms $period --latency-ms 10
+    bench_start_sim --rpm $rpm --period-ms $period --latency-ms 10 --access-log "$log"
     LLMQ_ACCOUNT=$acct "$bin/llmq" limits set gpt-4o-mini --rpm $rpm --period-ms $llmq_period >/dev/null
     if [ "$backlog" -gt 0 ]; then
-        jobs "$backlog" low low "$tmp/low.jsonl"
+        bench_jobs "$tmp/low.jsonl" "$backlog" low gpt-4o-mini 16 low
         LLMQ_ACCOUNT=$acct "$bin/llmq" enqueue "$tmp/low.jsonl" --quiet >/dev/null 2>&1
     fi
     LLMQ_ACCOUNT=$acct "$bin/llmq-worker" --base-url "http://127.0.0.1:$port/v1" --concurrency 64 \
@@ -34,17 +29,17 @@ run() {
     local w=$!
     pids+=("$w")
     if [ "$backlog" -gt 0 ]; then # until low has filled its share
-        for _ in $(seq 600); do [ "$(done_count "$acct")" -ge $((rpm * 80 / 100)) ] && break; sleep 0.05; done
+        for _ in $(seq 600); do [ "$(bench_done "$acct")" -ge $((rpm * 80 / 100)) ] && break; sleep 0.05; done
     fi
     sleep 0.3
     for i in $(seq 0 $((highs - 1))); do
-        jobs 1 high "high$i" "$tmp/h.jsonl"
+        bench_jobs "$tmp/h.jsonl" 1 "high$i" gpt-4o-mini 16 high
         LLMQ_ACCOUNT=$acct "$bin/llmq" enqueue "$tmp/h.jsonl" --quiet >/dev/null 2>&1
         sleep 0.1
     done
     sleep $(( (llmq_period / 1000) + 1 ))
     kill -TERM "$w"; wait "$w" 2>/dev/null || true
-    stop_sim
+    bench_stop_sim
     for i in $(seq 0 $((highs - 1))); do
         enq=$(redis-cli -p "$rport" HGET "llmq:{$acct}:job:high$i-0" enq_ms | tr -d '\r')
         at=$(grep -o "\"t_ms\":[0-9]*[^}]*\"client_request_id\":\"high$i-0\"" "$log" | head -1 |

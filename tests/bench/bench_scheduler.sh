@@ -29,9 +29,11 @@
 # usage: tests/bench/bench_scheduler.sh [BUILD_DIR]   (Release; built if missing)
 #        BENCH_PARTS=ad tests/bench/bench_scheduler.sh   (only some tables)
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-build=${1:-build-bench-sem}
-source tests/bench/bench_env.sh
+. "$(dirname "$0")/lib.sh"
+build=${1:-build-bench}
+bench_build "$build" llmq-cli llmq-worker openai-sim
+bench_init scheduler
+bench_start_redis
 trap 'cat "$tmp/cli.err" "$tmp/sim.err" >&2 2>/dev/null || true' ERR
 guard=1000 # the default arrival guard (policy window_guard_ms)
 parts=${BENCH_PARTS:-abcd}
@@ -100,7 +102,7 @@ a_period=3000 a_hold=$((3000 + guard)) a_slow=20 a_fast=80 a_nslow=80 a_nfast=32
 run_a() {
     acct=two-$1
     local log="$tmp/a-$1.log" ns=$2 nf=$3
-    start_sim "$log" --limit "gpt-4o=$a_slow:0" --limit "gpt-4o-mini=$a_fast:0" \
+    bench_start_sim --access-log "$log" --limit "gpt-4o=$a_slow:0" --limit "gpt-4o-mini=$a_fast:0" \
         --period-ms $a_period --latency-ms 20 --ratelimit-headers none
     llmq limits set gpt-4o --rpm $a_slow --period-ms $a_period >/dev/null
     llmq limits set gpt-4o-mini --rpm $a_fast --period-ms $a_period >/dev/null
@@ -113,7 +115,7 @@ run_a() {
     start_workers 2 --concurrency 64
     wait_ended $((ns + nf)) 120
     stop_workers
-    stop_sim
+    bench_stop_sim
     local wall
     wall=$(arrivals "$log" | awk '$2 == "ok" { if (!f) f = $1; l = $1 } END { print l - f }')
     admissions "$log" | awk -v hold=$a_hold -v rs=$a_slow -v rf=$a_fast -v wall="$wall" '
@@ -152,7 +154,7 @@ b_period=2000 b_hold=$((2000 + guard)) b_rpm=40 b_na=200 b_nb=30
 run_b() {
     acct=fair-$1
     local log="$tmp/b-$1.log" w=$2
-    start_sim "$log" --rpm $b_rpm --period-ms $b_period --latency-ms 20 --ratelimit-headers none
+    bench_start_sim --access-log "$log" --rpm $b_rpm --period-ms $b_period --latency-ms 20 --ratelimit-headers none
     llmq limits set gpt-4o-mini --rpm $b_rpm --period-ms $b_period >/dev/null
     [ "$w" = 1 ] || llmq limits set gpt-4o-mini --tenant tenant-b --weight "$w" >/dev/null
     chat_jobs $b_na a gpt-4o-mini 20 '{"tenant":"tenant-a"}' >"$tmp/ba.jsonl"
@@ -168,7 +170,7 @@ run_b() {
         sleep 0.1
     done
     stop_workers
-    stop_sim
+    bench_stop_sim
     local enq
     enq=$(rcli HGET "llmq:{$acct}:job:b-0" enq_ms)
     admissions "$log" >"$tmp/b-$1.adm"
@@ -212,25 +214,25 @@ mixed_jobs >"$tmp/d.jsonl"
 # against an unlimited sim), so the backlog keeps the limit binding for 2
 # full windows.
 acct=exact-probe
-start_sim "$tmp/d-probe.log"
+bench_start_sim --access-log "$tmp/d-probe.log"
 llmq enqueue "$tmp/d.jsonl" --quiet >/dev/null
 start_workers 1 --concurrency 256
 wait_ended $d_jobs 120
 stop_workers
-stop_sim
+bench_stop_sim
 d_tpm=$(arrivals "$tmp/d-probe.log" | awk '{ s += $4 } END { printf "%d", s * 10 / 22 }')
 # run_d TAG [limits-args]: prints "use limit429 ended"
 run_d() {
     acct=exact-$1
     shift
     local log="$tmp/d-$acct.log"
-    start_sim "$log" --tpm "$d_tpm" --period-ms $d_period --latency-ms 20
+    bench_start_sim --access-log "$log" --tpm "$d_tpm" --period-ms $d_period --latency-ms 20
     llmq limits set gpt-4o-mini --tpm "$d_tpm" --period-ms $d_period "$@" >/dev/null
     llmq enqueue "$tmp/d.jsonl" --quiet >/dev/null
     start_workers 4 --concurrency 64
     wait_ended $d_jobs 180
     stop_workers
-    stop_sim
+    bench_stop_sim
     arrivals "$log" | awk -v p=$d_period -v h=$((d_period + guard)) -v tpm="$d_tpm" -v ended="$(ended)" '
         $2 ~ /^limit_/ { lim++ }
         $2 == "ok" { t[++n] = $1; c[n] = $4 }

@@ -13,72 +13,42 @@
 # usage: tests/bench/bench_worker.sh [BUILD_DIR]   (a Release build; built if
 # missing). Needs redis-server. Everything binds 127.0.0.1 and is bounded.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/lib.sh"
 build=${1:-build-bench}
-if [ ! -x "$build/bin/llmq-worker" ] || [ ! -x "$build/tests/bench/loadgen" ]; then
-    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build "$build" -j"$(nproc)" --target llmq-cli llmq-worker openai-sim loadgen >/dev/null
-fi
-bin=$PWD/$build/bin
-tmp=$(mktemp -d /tmp/bench-worker.XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    tests/support/redis-fixture stop "$tmp/redis" >/dev/null 2>&1 || true
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-tests/support/redis-fixture start "$tmp/redis" >/dev/null
-export LLMQ_REDIS_URL=$(cat "$tmp/redis/url")
-export OPENAI_API_KEY=bench-not-a-real-key
-rport=${LLMQ_REDIS_URL##*:}; rport=${rport%%/*}
-
-start_sim() { # flags...
-    rm -f "$tmp/port"
-    "$bin/openai-sim" --port 0 --port-file "$tmp/port" --quiet "$@" 2>>"$tmp/sim.err" &
-    sim_pid=$!
-    pids+=("$sim_pid")
-    for _ in $(seq 200); do [ -s "$tmp/port" ] && break; sleep 0.05; done
-    port=$(cat "$tmp/port")
-}
-stop_sim() { kill -TERM "$sim_pid" 2>/dev/null || true; wait "$sim_pid" 2>/dev/null || true; }
-jobs() { # n model max_tokens file
-    awk -v n="$1" -v m="$2" -v mt="$3" 'BEGIN { for (i = 0; i < n; i++)
-        printf "{\"custom_id\":\"b-%d\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\",\"body\":{\"model\":\"%s\",\"max_tokens\":%d,\"messages\":[{\"role\":\"user\",\"content\":\"Say hello to the benchmark.\"}]}}\n", i, m, mt }' >"$4"
-}
-done_count() { redis-cli -p "$rport" HGET "llmq:{$1}:stats" done | tr -d '\r' ; }
-now_ms() { date +%s%3N; }
+bench_build "$build" llmq-cli llmq-worker openai-sim loadgen
+bench_init worker
+bench_start_redis
 rss_kb() { awk '/VmRSS/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
 
 # ---- 1. overhead ----
-start_sim
+bench_start_sim
 body='{"model":"gpt-4o-mini","max_tokens":32,"messages":[{"role":"user","content":"Say hello to the benchmark."}]}'
 lg=$("$build/tests/bench/loadgen" --port "$port" --conns 64 --duration-s 3 --path /v1/chat/completions --body "$body")
 base_rps=$(sed -n 's/.*\brps=\([0-9.]*\).*/\1/p' <<<"$lg")
 n=30000
-jobs $n gpt-4o-mini 32 "$tmp/jobs1.jsonl"
+bench_jobs "$tmp/jobs1.jsonl" $n b gpt-4o-mini 32
 LLMQ_ACCOUNT=ovh "$bin/llmq" enqueue "$tmp/jobs1.jsonl" --quiet >/dev/null 2>&1
-t0=$(now_ms)
+t0=$(bench_now_ms)
 LLMQ_ACCOUNT=ovh "$bin/llmq-worker" --base-url "http://127.0.0.1:$port/v1" --concurrency 256 \
     --log-level warn --exit-when-idle-ms 60000 2>"$tmp/w1.log" &
 w=$!
 pids+=("$w")
 # Bounded: the worker dying or a stuck run ends the benchmark with a message.
-deadline=$(($(now_ms) + 300000))
-until [ "$(done_count ovh)" = "$n" ]; do
+deadline=$(($(bench_now_ms) + 300000))
+until [ "$(bench_done ovh)" = "$n" ]; do
     if ! kill -0 "$w" 2>/dev/null; then
-        echo "bench_worker: the worker exited with $(done_count ovh) of $n jobs done; see $tmp/w1.log" >&2
+        echo "bench_worker: the worker exited with $(bench_done ovh) of $n jobs done; see $tmp/w1.log" >&2
         exit 1
     fi
-    if [ "$(now_ms)" -gt "$deadline" ]; then
-        echo "bench_worker: $(done_count ovh) of $n jobs done after 300 s: giving up" >&2
+    if [ "$(bench_now_ms)" -gt "$deadline" ]; then
+        echo "bench_worker: $(bench_done ovh) of $n jobs done after 300 s: giving up" >&2
         exit 1
     fi
     sleep 0.05
 done
-t1=$(now_ms)
+t1=$(bench_now_ms)
 kill -TERM "$w"; wait "$w" || true
-stop_sim
+bench_stop_sim
 awk -v n=$n -v ms=$((t1 - t0)) -v base="$base_rps" 'BEGIN {
     r = n / (ms / 1000.0)
     printf "\n1. Overhead: one worker, zero-latency server, no binding limit\n\n"
@@ -89,9 +59,9 @@ awk -v n=$n -v ms=$((t1 - t0)) -v base="$base_rps" 'BEGIN {
 
 # ---- 2. concurrency ----
 : >"$tmp/sim.err"
-start_sim --latency-ms 5000 --stats
+bench_start_sim --latency-ms 5000 --stats
 n=6000
-jobs $n gpt-4o-mini 16 "$tmp/jobs2.jsonl"
+bench_jobs "$tmp/jobs2.jsonl" $n b gpt-4o-mini 16
 ulimit -n 65536 2>/dev/null || true
 LLMQ_ACCOUNT=conc "$bin/llmq-worker" --base-url "http://127.0.0.1:$port/v1" --concurrency 5000 \
     --log-level warn --timeout-ms 60000 --http1 2>"$tmp/w2.log" &
@@ -109,7 +79,7 @@ for _ in $(seq 40); do
     [ "${f:-0}" -gt "$peak_inflight" ] && peak_inflight=$f
 done
 kill -TERM "$w"; wait "$w" 2>/dev/null || true
-stop_sim
+bench_stop_sim
 # The server's own count of requests it held at once: HTTP really in flight.
 at_server=$(sed -n 's/.*inflight_max=\([0-9]*\).*/\1/p' "$tmp/sim.err" | tail -1)
 awk -v base="$base_rss" -v peak="$peak_rss" -v f="$peak_inflight" -v srv="${at_server:-0}" 'BEGIN {
@@ -125,10 +95,10 @@ awk -v base="$base_rss" -v peak="$peak_rss" -v f="$peak_inflight" -v srv="${at_s
 
 # ---- 3. utilisation ----
 tpm=60000 period=2000 llmq_period=2060
-start_sim --tpm $tpm --period-ms $period --access-log "$tmp/sim3.log"
+bench_start_sim --tpm $tpm --period-ms $period --access-log "$tmp/sim3.log"
 LLMQ_ACCOUNT=util "$bin/llmq" limits set gpt-4o-mini --tpm $tpm --period-ms $llmq_period >/dev/null
 n=9000
-jobs $n gpt-4o-mini 30 "$tmp/jobs3.jsonl"
+bench_jobs "$tmp/jobs3.jsonl" $n b gpt-4o-mini 30
 LLMQ_ACCOUNT=util "$bin/llmq" enqueue "$tmp/jobs3.jsonl" --quiet >/dev/null 2>&1
 ws=()
 for i in 1 2 3 4; do
@@ -138,7 +108,7 @@ for i in 1 2 3 4; do
     pids+=($!)
 done
 for p in "${ws[@]}"; do wait "$p" || true; done
-stop_sim
+bench_stop_sim
 awk -v tpm=$tpm -v P=$llmq_period -F'[:,]' '
     { for (i = 1; i < NF; i++) { k = $i; gsub(/[{"]/, "", k); v = $(i + 1); gsub(/"/, "", v)
         if (k == "t_ms") t = v; if (k == "outcome") o = v;

@@ -7,7 +7,8 @@
  * to the server under test. Prints one line of key=value results:
  *   requests, seconds, rps, status_2xx, status_429, status_other, errors,
  *   peak_outstanding (requests sent and not yet answered at the same time),
- *   p50_ms, p99_ms (latency from a request's first byte sent to its answer).
+ *   p50_ms, p99_ms, max_ms (latency from a request's first byte sent to its
+ *   answer; max_ms shows a stall that a closed loop's percentiles hide).
  * Answers are framed by Content-Length or a chunked body's final 0-chunk.
  *
  * usage: loadgen --port N [--host A] [--conns N] [--duration-s S]
@@ -307,9 +308,11 @@ int main(int argc, char **argv)
     double secs = now_s() - t0;
     qsort(st.lat_ms, st.n_lat, sizeof(*st.lat_ms), cmp_float);
     printf("requests=%lld seconds=%.3f rps=%.0f status_2xx=%lld status_429=%lld "
-           "status_other=%lld errors=%lld peak_outstanding=%lld p50_ms=%.2f p99_ms=%.2f\n",
+           "status_other=%lld errors=%lld peak_outstanding=%lld p50_ms=%.2f p99_ms=%.2f "
+           "max_ms=%.2f\n",
            st.requests, secs, (double)st.requests / secs, st.s2xx, st.s429, st.sother, st.errors,
-           st.peak_outstanding, percentile(&st, 0.50), percentile(&st, 0.99));
+           st.peak_outstanding, percentile(&st, 0.50), percentile(&st, 0.99),
+           st.n_lat ? (double)st.lat_ms[st.n_lat - 1] : 0.0);
     free(st.lat_ms);
     for (long i = 0; i < a.conns; i++) {
         if (cs[i].fd >= 0)

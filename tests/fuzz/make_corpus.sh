@@ -215,4 +215,14 @@ printf 'x-should-retry: false\n\n' | cc server_500 000 001 364
 printf '' | cc timeout 210 000 000
 printf '\n\n{' | cc too_big 050 000 310
 
+
+# --- settle_request: one spool line (worker/settle_request.c) -------------
+printf '%s' '{"v":1,"mode":"retry","prio":"high","eid":"1700000000000-7","id":"job-42","handle":"h:gpt-4o:99","model":"gpt-4o","actual":1234,"reason":"http 503","delay_ms":2500,"refund":1,"pause_ms":700,"rem_req":11,"rem_tok":22,"reset_req_ms":33,"reset_tok_ms":44,"lim_req":55,"lim_tok":66,"cost":77,"attempts":2,"max_attempts":5,"line":"{\"custom_id\":\"job-42\"}"}' |
+    seed settle_request full
+printf '%s' '{"mode":"done","prio":"low","eid":"1-0","id":"j"}' | seed settle_request minimal
+printf '%s' '{"mode":"authpause","prio":"normal","eid":"1-0","id":"j"}' | seed settle_request authpause
+printf '%s' '{"mode":"done","prio":"lowest!!","eid":"1-0","id":"j"}' | seed settle_request prio_too_long
+printf '%s' '{"mode":"dead","prio":"low","eid":"1-0","id":"j","line":7,"actual":"x"}' |
+    seed settle_request wrong_types
+printf '%s' '{"v":1,"mode":"retry","prio":"hi' | seed settle_request torn
 echo "corpus: $(find "$out" -type f | wc -l) files, $(du -sh "$out" | cut -f1)"

@@ -14,19 +14,12 @@
 
 #include "jobs_cli_run.h"
 #include "jobs_fake_worker.h"
+#include "account.h"
 #include "llmq/llmq.h"
 #include "redis/redis.h"
 #include "testsupport.h"
 
 #define BODY "{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"
-
-static long long int_cmd(redisContext *c, const char *fmt, const char *prefix, const char *arg)
-{
-    redisReply *r = redisCommand(c, fmt, prefix, arg);
-    long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
-    freeReplyObject(r);
-    return v;
-}
 
 static char *hget(redisContext *c, const char *prefix, const char *id, const char *field)
 {
@@ -39,23 +32,19 @@ static char *hget(redisContext *c, const char *prefix, const char *id, const cha
 static void test_list_retry_purge(void **state)
 {
     (void)state;
-    char account[96], prefix[128];
-    llmq_test_unique_name(account, sizeof(account), "dead");
-    llmq_account_prefix(account, prefix, sizeof(prefix), NULL);
-    struct llmq_producer_options o = {.redis_url = llmq_test_redis_url(), .account = account};
-    struct llmq_producer *p = NULL;
-    assert_int_equal(llmq_producer_open(&o, &p, NULL), LLMQ_OK);
+    struct llmq_test_account a;
+    llmq_test_account_open(&a, "dead");
     const char *ids[] = {"a", "b", "c", "d"};
     for (int i = 0; i < 4; i++) {
         struct llmq_job_options jo = {.job_id = ids[i], .priority = LLMQ_PRIORITY_LOW};
-        assert_int_equal(llmq_producer_enqueue(p, "/v1/chat/completions", BODY, &jo, NULL, NULL),
-                         LLMQ_OK);
+        assert_int_equal(
+            llmq_producer_enqueue(a.producer, "/v1/chat/completions", BODY, &jo, NULL, NULL),
+            LLMQ_OK);
     }
-    redisContext *c = llmq_test_redis_connect();
-    assert_int_equal(fake_worker_run(c, prefix, 100, 100, 2), 4); /* b and d die */
+    assert_int_equal(fake_worker_run(a.c, a.prefix, 100, 100, 2), 4); /* b and d die */
 
     const char *list_json[] = {"llmq", "dead", "list", "--json", NULL};
-    struct cli_run r = cli_run(account, list_json);
+    struct cli_run r = cli_run(a.name, list_json);
     assert_int_equal(r.status, 0);
     assert_int_equal(cli_count_lines(r.out), 2);
     json_t *first = json_loadb(r.out, (size_t)(strchr(r.out, '\n') - r.out), 0, NULL);
@@ -67,58 +56,58 @@ static void test_list_retry_purge(void **state)
     cli_free(&r);
 
     const char *retry[] = {"llmq", "dead", "retry", "b", NULL};
-    r = cli_run(account, retry);
+    r = cli_run(a.name, retry);
     assert_int_equal(r.status, 0);
     assert_string_equal(r.out, "b\n");
     cli_free(&r);
-    char *st = hget(c, prefix, "b", "state"), *att = hget(c, prefix, "b", "attempts");
-    char *body = hget(c, prefix, "b", "body");
+    char *st = hget(a.c, a.prefix, "b", "state"), *att = hget(a.c, a.prefix, "b", "attempts");
+    char *body = hget(a.c, a.prefix, "b", "body");
     assert_string_equal(st, "queued");
     assert_string_equal(att, "0");
     assert_string_equal(body, BODY);
     free(st);
     free(att);
     free(body);
-    assert_int_equal(int_cmd(c, "EXISTS %sres:%s", prefix, "b"), 0);
-    assert_int_equal(int_cmd(c, "XLEN %sdead", prefix, ""), 1);
-    assert_int_equal(int_cmd(c, "LLEN %sbacklog:low", prefix, ""), 1); /* the retried job */
+    assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sres:%s", a.prefix, "b"), 0);
+    assert_int_equal(llmq_test_redis_int(a.c, "XLEN %sdead", a.prefix, ""), 1);
+    assert_int_equal(llmq_test_redis_int(a.c, "LLEN %sbacklog:low", a.prefix, ""),
+                     1); /* the retried job */
     /* the worker can run it again; this time it is done */
-    assert_int_equal(fake_worker_run(c, prefix, 100, 100, 0), 1);
+    assert_int_equal(fake_worker_run(a.c, a.prefix, 100, 100, 0), 1);
     char *line = NULL;
     int dead = 1;
-    assert_int_equal(llmq_producer_result(p, "b", &line, &dead, NULL), LLMQ_OK);
+    assert_int_equal(llmq_producer_result(a.producer, "b", &line, &dead, NULL), LLMQ_OK);
     assert_int_equal(dead, 0);
     llmq_free(line);
 
     const char *retry_done[] = {"llmq", "dead", "retry", "a", NULL};
-    r = cli_run(account, retry_done);
+    r = cli_run(a.name, retry_done);
     assert_int_equal(r.status, 2);
     assert_non_null(strstr(r.err, "a: is not dead"));
     cli_free(&r);
 
     const char *purge[] = {"llmq", "dead", "purge", "--all", NULL};
-    r = cli_run(account, purge);
+    r = cli_run(a.name, purge);
     assert_int_equal(r.status, 0);
     assert_string_equal(r.out, "d\n");
     cli_free(&r);
-    assert_int_equal(int_cmd(c, "XLEN %sdead", prefix, ""), 0);
-    assert_int_equal(int_cmd(c, "EXISTS %sjob:%s", prefix, "d"), 0);
-    assert_int_equal(int_cmd(c, "EXISTS %sres:%s", prefix, "d"), 0);
+    assert_int_equal(llmq_test_redis_int(a.c, "XLEN %sdead", a.prefix, ""), 0);
+    assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sjob:%s", a.prefix, "d"), 0);
+    assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sres:%s", a.prefix, "d"), 0);
     struct llmq_job_options jo = {.job_id = "d"};
-    assert_int_equal(llmq_producer_enqueue(p, "/v1/chat/completions", BODY, &jo, NULL, NULL),
-                     LLMQ_OK);
+    assert_int_equal(
+        llmq_producer_enqueue(a.producer, "/v1/chat/completions", BODY, &jo, NULL, NULL), LLMQ_OK);
 
     const char *list_text[] = {"llmq", "dead", "list", NULL};
-    r = cli_run(account, list_text);
+    r = cli_run(a.name, list_text);
     assert_int_equal(r.status, 0);
     assert_string_equal(r.out, "");
     cli_free(&r);
     const char *bad[] = {"llmq", "dead", "retry", NULL};
-    r = cli_run(account, bad);
+    r = cli_run(a.name, bad);
     assert_int_equal(r.status, 2);
     cli_free(&r);
-    redisFree(c);
-    llmq_producer_close(p);
+    llmq_test_account_close(&a);
 }
 
 int main(void)

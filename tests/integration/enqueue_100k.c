@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "account.h"
 #include "llmq/llmq.h"
 #include "redis/redis.h"
 #include "testsupport.h"
@@ -21,13 +22,9 @@
 static void test_100k(void **state)
 {
     (void)state;
-    char account[96], prefix[128];
-    llmq_test_unique_name(account, sizeof(account), "e100k");
-    llmq_account_prefix(account, prefix, sizeof(prefix), NULL);
-    struct llmq_producer_options o = {.redis_url = llmq_test_redis_url(), .account = account};
-    struct llmq_producer *p = NULL;
+    struct llmq_test_account a;
+    llmq_test_account_open(&a, "e100k");
     struct llmq_error err = {0};
-    assert_int_equal(llmq_producer_open(&o, &p, &err), LLMQ_OK);
 
     struct llmq_request *reqs = calloc(N, sizeof(*reqs));
     struct llmq_enqueue_result *res = calloc(N, sizeof(*res));
@@ -43,7 +40,7 @@ static void test_100k(void **state)
             .url = "/v1/chat/completions", .body = bodies[i], .options = {.job_id = ids[i]}};
     }
     long long t0 = llmq_test_now_ms();
-    assert_int_equal(llmq_producer_enqueue_many(p, reqs, N, res, &err), LLMQ_OK);
+    assert_int_equal(llmq_producer_enqueue_many(a.producer, reqs, N, res, &err), LLMQ_OK);
     long long t1 = llmq_test_now_ms();
     fprintf(stderr, "enqueued %d jobs in %lld ms\n", N, t1 - t0);
     size_t created = 0;
@@ -51,16 +48,15 @@ static void test_100k(void **state)
         created += res[i].rc == LLMQ_OK;
     assert_int_equal(created, N);
 
-    redisContext *c = llmq_test_redis_connect();
-    redisReply *r = redisCommand(c, "LLEN %sbacklog:normal", prefix);
+    redisReply *r = redisCommand(a.c, "LLEN %sbacklog:normal", a.prefix);
     assert_int_equal(r->integer, N);
     freeReplyObject(r);
     /* every hash is there: pipelined EXISTS */
     for (int i = 0; i < N; i++)
-        redisAppendCommand(c, "EXISTS %sjob:%s", prefix, ids[i]);
+        redisAppendCommand(a.c, "EXISTS %sjob:%s", a.prefix, ids[i]);
     long long found = 0;
     for (int i = 0; i < N; i++) {
-        assert_int_equal(redisGetReply(c, (void **)&r), REDIS_OK);
+        assert_int_equal(redisGetReply(a.c, (void **)&r), REDIS_OK);
         found += r->integer;
         freeReplyObject(r);
     }
@@ -68,24 +64,23 @@ static void test_100k(void **state)
     fprintf(stderr, "counted in %lld ms\n", llmq_test_now_ms() - t1);
 
     /* again (a tenth of them, to keep the test short): duplicates, nothing new */
-    assert_int_equal(llmq_producer_enqueue_many(p, reqs, N / 10, res, &err), LLMQ_OK);
+    assert_int_equal(llmq_producer_enqueue_many(a.producer, reqs, N / 10, res, &err), LLMQ_OK);
     for (int i = 0; i < N / 10; i++)
         assert_int_equal(res[i].rc, LLMQ_EDUPLICATE);
-    r = redisCommand(c, "LLEN %sbacklog:normal", prefix);
+    r = redisCommand(a.c, "LLEN %sbacklog:normal", a.prefix);
     assert_int_equal(r->integer, N);
     freeReplyObject(r);
 
-    /* clean up: this account is large */
-    r = redisCommand(c, "DEL %sbacklog:normal %skq:normal|gpt-4o-mini||", prefix, prefix);
+    /* clean up: this a.name is large */
+    r = redisCommand(a.c, "DEL %sbacklog:normal %skq:normal|gpt-4o-mini||", a.prefix, a.prefix);
     freeReplyObject(r);
     for (int i = 0; i < N; i++)
-        redisAppendCommand(c, "UNLINK %sjob:%s", prefix, ids[i]);
+        redisAppendCommand(a.c, "UNLINK %sjob:%s", a.prefix, ids[i]);
     for (int i = 0; i < N; i++) {
-        assert_int_equal(redisGetReply(c, (void **)&r), REDIS_OK);
+        assert_int_equal(redisGetReply(a.c, (void **)&r), REDIS_OK);
         freeReplyObject(r);
     }
-    redisFree(c);
-    llmq_producer_close(p);
+    llmq_test_account_close(&a);
     free(reqs);
     free(res);
     free(ids);

@@ -17,14 +17,8 @@
 #include "jobs_cli_run.h"
 #include "jobs_fake_worker.h"
 #include "redis/redis.h"
+#include "data_files.h"
 #include "testsupport.h"
-
-static const char *corpus(const char *sub, char *buf, size_t n)
-{
-    const char *src = getenv("LLMQ_SOURCE_DIR");
-    snprintf(buf, n, "%s/tests/data/batch/%s", src ? src : "..", sub);
-    return buf;
-}
 
 static long long keys_of(redisContext *c, const char *account)
 {
@@ -45,7 +39,7 @@ static long long xlen(redisContext *c, const char *prefix, const char *prio)
 
 static void check_invalid(redisContext *c, const char *dir, const char *name)
 {
-    char path[1024], expect_path[1024], expect[512] = "", args[256] = "", account[96];
+    char path[2048], expect_path[2048], expect[512] = "", args[256] = "", account[96];
     snprintf(path, sizeof(path), "%s/%s", dir, name);
     snprintf(expect_path, sizeof(expect_path), "%s/%.*s.expect", dir,
              (int)(strlen(name) - strlen(".jsonl")), name);
@@ -79,21 +73,13 @@ static void check_invalid(redisContext *c, const char *dir, const char *name)
 static void test_invalid_corpus_writes_nothing(void **state)
 {
     (void)state;
-    char dir[512];
     redisContext *c = llmq_test_redis_connect();
-    DIR *d = opendir(corpus("invalid", dir, sizeof(dir)));
-    assert_non_null(d);
-    struct dirent *e;
-    int n = 0;
-    while ((e = readdir(d)) != NULL) {
-        size_t len = strlen(e->d_name);
-        if (len > 6 && strcmp(e->d_name + len - 6, ".jsonl") == 0) {
-            check_invalid(c, dir, e->d_name);
-            n++;
-        }
-    }
-    closedir(d);
-    assert_true(n >= 20);
+    struct llmq_test_files f;
+    llmq_test_data_files(&f, "batch/invalid", ".jsonl");
+    for (size_t i = 0; i < f.n; i++)
+        check_invalid(c, f.dir, f.names[i]);
+    assert_true(f.n >= 20);
+    llmq_test_files_free(&f);
     redisFree(c);
 }
 
@@ -122,17 +108,12 @@ static long long jobs_of(redisContext *c, const char *account)
 static void test_valid_corpus(void **state)
 {
     (void)state;
-    char dir[512], path[1024], account[96];
+    char account[96];
     redisContext *c = llmq_test_redis_connect();
-    DIR *d = opendir(corpus("valid", dir, sizeof(dir)));
-    if (d == NULL)
-        fail_msg("cannot open the valid corpus %s", dir);
-    struct dirent *e;
-    int files = 0;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+    struct llmq_test_files f;
+    llmq_test_data_files(&f, "batch/valid", NULL);
+    for (size_t i = 0; i < f.n; i++) {
+        const char *path = f.paths[i];
         long long lines = content_lines(path);
         llmq_test_unique_name(account, sizeof(account), "evalid");
         const char *argv[] = {"llmq", "enqueue", "--quiet", path, NULL};
@@ -140,13 +121,12 @@ static void test_valid_corpus(void **state)
         /* Every line went in: the count printed and the jobs in Redis. */
         if (r.status != 0 || lines < 1 || strtoll(r.out, NULL, 10) != lines ||
             jobs_of(c, account) != lines)
-            fail_msg("%s: %lld lines; status %d, out '%s', %lld jobs in redis, err '%s'", e->d_name,
-                     lines, r.status, r.out, jobs_of(c, account), r.err);
+            fail_msg("%s: %lld lines; status %d, out '%s', %lld jobs in redis, err '%s'",
+                     f.names[i], lines, r.status, r.out, jobs_of(c, account), r.err);
         cli_free(&r);
-        files++;
     }
-    closedir(d);
-    assert_true(files >= 10);
+    assert_true(f.n >= 10);
+    llmq_test_files_free(&f);
     redisFree(c);
 }
 
@@ -228,7 +208,7 @@ static void test_generate_ids(void **state)
     char account[96], prefix[128], path[1024];
     llmq_test_unique_name(account, sizeof(account), "egen");
     llmq_account_prefix(account, prefix, sizeof(prefix), NULL);
-    corpus("invalid/no_custom_id.jsonl", path, sizeof(path));
+    llmq_test_source_path(path, sizeof(path), "tests/data/batch/invalid/no_custom_id.jsonl");
     const char *plain[] = {"llmq", "enqueue", path, NULL};
     struct cli_run r = cli_run(account, plain);
     assert_int_equal(r.status, 2);

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "llmq/priority.h"
 #include "worker_support.h"
 
 #define JOBS 1000  /* good jobs */
@@ -290,13 +291,9 @@ static void check_redis(struct fault_run *fr, long long *retries, int *done, int
     freeReplyObject(r);
 
     /* Nothing pending, nothing delayed. */
-    static const char *const prios[3] = {"high", "normal", "low"};
-    for (int p = 0; p < 3; p++) {
-        snprintf(key, sizeof(key), "%sq:%s", fr->prefix, prios[p]);
-        r = redisCommand(c, "XPENDING %s workers", key);
-        long long pend = r && r->type == REDIS_REPLY_ARRAY ? r->element[0]->integer : 0;
-        freeReplyObject(r);
-        assert_int_equal(pend, 0);
+    for (int rank = 0; rank < LLMQ_PRIORITY_COUNT; rank++) {
+        const char *prio = llmq_priority_name(llmq_priority_by_rank(rank));
+        assert_int_equal(worker_pending(c, fr->prefix, prio), 0);
     }
     snprintf(key, sizeof(key), "%sdelayed", fr->prefix);
     assert_int_equal(redis_int(c, "ZCARD %s", key, NULL), 0);
@@ -314,10 +311,9 @@ static void test_fault_suite(void **state)
     llmq_test_unique_name(fr.account, sizeof(fr.account), "fault");
     snprintf(fr.prefix, sizeof(fr.prefix), "llmq:{%s}:", fr.account);
 
-    char rpm[16], period[16], llmq_period[16];
+    char rpm[16], period[16];
     snprintf(rpm, sizeof(rpm), "%d", RPM);
     snprintf(period, sizeof(period), "%d", SIM_PERIOD_MS);
-    snprintf(llmq_period, sizeof(llmq_period), "%d", LLMQ_PERIOD_MS);
     const char *sim_args[] = {"--rpm",
                               rpm,
                               "--period-ms",
@@ -346,14 +342,10 @@ static void test_fault_suite(void **state)
                               "11",
                               NULL};
     assert_int_equal(sim_proc_start(&fr.sim, sim_args), 0);
-    const char *limits[] = {"llmq", "limits",      "set",       "gpt-4o-mini", "--rpm",
-                            rpm,    "--period-ms", llmq_period, NULL};
-    struct cli_run r = cli_run(fr.account, limits);
-    assert_int_equal(r.status, 0);
-    cli_free(&r);
+    worker_limits_set(fr.account, "gpt-4o-mini", "--rpm", RPM, LLMQ_PERIOD_MS);
     snprintf(fr.jobs_path, sizeof(fr.jobs_path), "/tmp/llmq-fault-%d.jsonl", (int)getpid());
     for (int i = 0; i < WORKERS; i++) {
-        snprintf(fr.logs[i], sizeof(fr.logs[i]), "/tmp/llmq-fault-%d-w%d.log", (int)getpid(), i);
+        worker_log_path(fr.logs[i], "fault", i);
         start_worker(&fr, i);
     }
     /* The jobs come once every worker's loop runs (startup lag on a loaded

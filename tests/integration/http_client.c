@@ -32,20 +32,11 @@ static pid_t helper_pid; /* a per-test server still running (killed at teardown)
 static int server_port;
 static char base_url[64];
 
-/* Waits up to 5 s for a server to write its port into path; returns it, or 0. */
-static int wait_port_file(const char *path)
+/* Waits up to 5 s for the server pid to write its port into path; returns
+ * it, or <= 0. */
+static int wait_port_file(const char *path, pid_t pid)
 {
-    int port = 0;
-    for (int i = 0; i < 500 && port == 0; i++) {
-        FILE *f = fopen(path, "r");
-        if (f != NULL) {
-            if (fscanf(f, "%d", &port) != 1)
-                port = 0;
-            fclose(f);
-        }
-        if (port == 0)
-            usleep(10000);
-    }
+    int port = llmq_test_wait_port_file(path, pid, 5000);
     unlink(path);
     return port;
 }
@@ -62,8 +53,8 @@ static int start_server(void **state)
         execl(bin, bin, "--port", "0", "--port-file", port_file, (char *)NULL);
         _exit(127);
     }
-    server_port = wait_port_file(port_file);
-    if (server_port == 0) {
+    server_port = wait_port_file(port_file, server_pid);
+    if (server_port <= 0) {
         fprintf(stderr, "http_client: %s did not start\n", bin);
         return -1;
     }
@@ -614,7 +605,7 @@ static void test_openai_sim(void **state)
               "--prompt-count", "bytes", "--quiet", (char *)NULL);
         _exit(127);
     }
-    int port = wait_port_file(port_file);
+    int port = wait_port_file(port_file, pid);
     assert_true(port > 0);
     char url[128];
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/chat/completions", port);
@@ -688,7 +679,7 @@ static void test_h2_multiplex(void **state)
         execlp("node", "node", script, port_file, cert, key, "0", "100", (char *)NULL);
         _exit(127);
     }
-    int port = wait_port_file(port_file);
+    int port = wait_port_file(port_file, pid);
     helper_pid = pid;
     assert_true(port > 0);
     /* max_host_connections bounds the connections curl 7.88 opens while the

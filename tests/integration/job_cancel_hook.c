@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "account.h"
 #include "llmq/llmq.h"
 #include "redis/redis.h"
 #include "redis/script.h"
@@ -22,37 +23,16 @@
 
 #define BODY "{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"
 
-struct env {
-    char account[96], prefix[128];
-    struct llmq_producer *p;
-    redisContext *c;
-};
-
-static void env_open(struct env *e, const char *name)
-{
-    llmq_test_unique_name(e->account, sizeof(e->account), name);
-    llmq_account_prefix(e->account, e->prefix, sizeof(e->prefix), NULL);
-    struct llmq_producer_options o = {.redis_url = llmq_test_redis_url(), .account = e->account};
-    assert_int_equal(llmq_producer_open(&o, &e->p, NULL), LLMQ_OK);
-    e->c = llmq_test_redis_connect();
-}
-
-static void env_close(struct env *e)
-{
-    llmq_producer_close(e->p);
-    redisFree(e->c);
-}
-
-static void enqueue(struct env *e, const char *id)
+static void enqueue(struct llmq_test_account *e, const char *id)
 {
     struct llmq_job_options jo = {.job_id = id};
-    assert_int_equal(llmq_producer_enqueue(e->p, "/v1/chat/completions", BODY, &jo, NULL, NULL),
+    assert_int_equal(llmq_producer_enqueue(e->producer, "/v1/chat/completions", BODY, &jo, NULL, NULL),
                      LLMQ_OK);
 }
 
 /* Runs dispatch for consumer c1; returns the number of jobs granted and
  * copies the first one's stream entry id into eid. */
-static size_t dispatch(struct env *e, char *eid, size_t n)
+static size_t dispatch(struct llmq_test_account *e, char *eid, size_t n)
 {
     const char *argv[] = {e->prefix, "c1", "8"};
     redisReply *r = llmq_script_run(e->c, LLMQ_SCRIPT_DISPATCH, 1, 3, argv, NULL, NULL);
@@ -68,7 +48,7 @@ static size_t dispatch(struct env *e, char *eid, size_t n)
 }
 
 /* Runs job_cancel; checks its {cancelled, running, ended} reply. */
-static void cancel(struct env *e, const char *batch, const char *id, long long want_cancelled,
+static void cancel(struct llmq_test_account *e, const char *batch, const char *id, long long want_cancelled,
                    long long want_running, long long want_ended)
 {
     const char *argv[] = {e->prefix, batch, id};
@@ -83,7 +63,7 @@ static void cancel(struct env *e, const char *batch, const char *id, long long w
     freeReplyObject(r);
 }
 
-static char *hget(struct env *e, const char *key, const char *field)
+static char *hget(struct llmq_test_account *e, const char *key, const char *field)
 {
     redisReply *r = redisCommand(e->c, "HGET %s%s %s", e->prefix, key, field);
     char *v = r->type == REDIS_REPLY_STRING ? strdup(r->str) : NULL;
@@ -91,7 +71,7 @@ static char *hget(struct env *e, const char *key, const char *field)
     return v;
 }
 
-static void assert_cancelled(struct env *e, const char *id)
+static void assert_cancelled(struct llmq_test_account *e, const char *id)
 {
     char key[256];
     snprintf(key, sizeof(key), "job:%s", id);
@@ -102,7 +82,7 @@ static void assert_cancelled(struct env *e, const char *id)
     free(err);
     char *line = NULL;
     int dead = 0;
-    assert_int_equal(llmq_producer_result(e->p, id, &line, &dead, NULL), LLMQ_OK);
+    assert_int_equal(llmq_producer_result(e->producer, id, &line, &dead, NULL), LLMQ_OK);
     assert_int_equal(dead, 1);
     assert_non_null(strstr(line, "\"code\":\"cancelled\""));
     llmq_free(line);
@@ -111,22 +91,22 @@ static void assert_cancelled(struct env *e, const char *id)
 static void test_queued_job_ends_at_once(void **state)
 {
     (void)state;
-    struct env e;
-    env_open(&e, "cancel-queued");
+    struct llmq_test_account e;
+    llmq_test_account_open(&e, "cancel-queued");
     enqueue(&e, "q1");
     cancel(&e, "", "q1", 1, 0, 0);
     assert_cancelled(&e, "q1");
     assert_int_equal(dispatch(&e, NULL, 0), 0);
     cancel(&e, "", "q1", 0, 0, 1); /* again: it has ended */
-    env_close(&e);
+    llmq_test_account_close(&e);
 }
 
 static void test_running_job_not_sent_again(void **state)
 {
     (void)state;
-    struct env e;
+    struct llmq_test_account e;
     char eid[64];
-    env_open(&e, "cancel-running");
+    llmq_test_account_open(&e, "cancel-running");
     enqueue(&e, "r1");
     assert_int_equal(dispatch(&e, eid, sizeof(eid)), 1);
     cancel(&e, "", "r1", 0, 1, 0);
@@ -143,14 +123,14 @@ static void test_running_job_not_sent_again(void **state)
     freeReplyObject(r);
     assert_int_equal(dispatch(&e, NULL, 0), 0); /* the hook: not delivered again */
     assert_cancelled(&e, "r1");
-    env_close(&e);
+    llmq_test_account_close(&e);
 }
 
 static void test_batch_ends_cancelled(void **state)
 {
     (void)state;
-    struct env e;
-    env_open(&e, "cancel-batch");
+    struct llmq_test_account e;
+    llmq_test_account_open(&e, "cancel-batch");
     const char *bid = "batch_00ff";
     redisReply *r = redisCommand(e.c,
                                  "HSET %sgw:batch:%s status in_progress total 2 completed 0 "
@@ -173,7 +153,7 @@ static void test_batch_ends_cancelled(void **state)
     free(st);
     free(failed);
     free(at);
-    env_close(&e);
+    llmq_test_account_close(&e);
 }
 
 int main(void)

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "data_files.h"
 #include "testsupport.h"
 
 struct cli_run {
@@ -22,17 +23,8 @@ struct cli_run {
 
 static inline char *cli_slurp(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return strdup("");
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    size_t got = fread(buf, 1, (size_t)n, f);
-    buf[got] = '\0';
-    fclose(f);
-    return buf;
+    char *s = llmq_test_read_file(path, NULL);
+    return s != NULL ? s : strdup("");
 }
 
 /* Starts `llmq ARGS...` (argv NULL-terminated, argv[0] ignored) for account;

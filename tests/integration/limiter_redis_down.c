@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "llmq/limiter.h"
+#include "limiter_result.h"
 #include "testsupport.h"
 
 static struct llmq_test_redis server;
@@ -110,23 +111,6 @@ static void test_sync_both_policies(void **state)
     llmq_limiter_free(open);
 }
 
-struct result {
-    int calls;
-    enum llmq_rc rc;
-    struct llmq_grant grant;
-};
-
-static void on_result(void *privdata, enum llmq_rc rc, const struct llmq_grant *g,
-                      const struct llmq_error *err)
-{
-    (void)err;
-    struct result *r = privdata;
-    r->calls++;
-    r->rc = rc;
-    if (g != NULL)
-        r->grant = *g;
-}
-
 static void run_until(struct ev_loop *loop, int (*done)(void *), void *arg, int ms)
 {
     long long deadline = llmq_test_now_ms() + ms;
@@ -146,7 +130,7 @@ static int is_not_ready(void *al)
 
 static int has_call(void *r)
 {
-    return ((struct result *)r)->calls > 0;
+    return ((struct llmq_test_grant *)r)->calls > 0;
 }
 
 static void test_async_reconnects(void **state)
@@ -163,16 +147,16 @@ static void test_async_reconnects(void **state)
     assert_true(llmq_alimiter_ready(al));
     struct llmq_path p;
     llmq_path_init(&p, "down", "m", NULL, NULL, &err);
-    struct result r = {0};
-    llmq_alimiter_acquire(al, &p, 1, LLMQ_PRIORITY_NORMAL, on_result, &r);
+    struct llmq_test_grant r = {0};
+    llmq_alimiter_acquire(al, &p, 1, LLMQ_PRIORITY_NORMAL, llmq_test_on_grant, &r);
     run_until(loop, has_call, &r, 5000);
     assert_int_equal(r.grant.local, 0);
 
     llmq_test_redis_stop(&server);
     run_until(loop, is_not_ready, al, 5000);
     assert_false(llmq_alimiter_ready(al));
-    struct result lr = {0};
-    assert_int_equal(llmq_alimiter_acquire(al, &p, 1, LLMQ_PRIORITY_NORMAL, on_result, &lr),
+    struct llmq_test_grant lr = {0};
+    assert_int_equal(llmq_alimiter_acquire(al, &p, 1, LLMQ_PRIORITY_NORMAL, llmq_test_on_grant, &lr),
                      LLMQ_OK);
     assert_int_equal(lr.calls, 0);
     run_until(loop, has_call, &lr, 5000);
@@ -183,8 +167,8 @@ static void test_async_reconnects(void **state)
     assert_int_equal(llmq_test_redis_start(&server, NULL), 0);
     run_until(loop, is_ready, al, 10000);
     assert_true(llmq_alimiter_ready(al));
-    struct result rr = {0};
-    llmq_alimiter_acquire(al, &p, 1, LLMQ_PRIORITY_NORMAL, on_result, &rr);
+    struct llmq_test_grant rr = {0};
+    llmq_alimiter_acquire(al, &p, 1, LLMQ_PRIORITY_NORMAL, llmq_test_on_grant, &rr);
     run_until(loop, has_call, &rr, 5000);
     assert_int_equal(rr.rc, LLMQ_OK);
     assert_int_equal(rr.grant.local, 0);

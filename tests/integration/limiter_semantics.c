@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "llmq/limiter.h"
+#include "limiter_result.h"
 #include "testsupport.h"
 
 struct fixture {
@@ -401,23 +402,6 @@ static void test_bad_arguments(void **state)
 
 /* ---- async client ---- */
 
-struct async_result {
-    int calls;
-    enum llmq_rc rc;
-    struct llmq_grant grant;
-};
-
-static void on_async(void *privdata, enum llmq_rc rc, const struct llmq_grant *g,
-                     const struct llmq_error *err)
-{
-    (void)err;
-    struct async_result *res = privdata;
-    res->calls++;
-    res->rc = rc;
-    if (g != NULL)
-        res->grant = *g;
-}
-
 static void run_until(struct ev_loop *loop, const int *counter, int target)
 {
     long long deadline = llmq_test_now_ms() + 5000;
@@ -440,10 +424,10 @@ static void test_async_client(void **state)
     hset(f, "limit:m", "tokens 100 period_ms 60000 settle usage");
     struct llmq_path p;
     llmq_path_init(&p, f->account, "m", NULL, NULL, &err);
-    struct async_result a = {0}, b = {0}, s = {0};
-    assert_int_equal(llmq_alimiter_acquire(al, &p, 60, LLMQ_PRIORITY_NORMAL, on_async, &a),
+    struct llmq_test_grant a = {0}, b = {0}, s = {0};
+    assert_int_equal(llmq_alimiter_acquire(al, &p, 60, LLMQ_PRIORITY_NORMAL, llmq_test_on_grant, &a),
                      LLMQ_OK);
-    assert_int_equal(llmq_alimiter_acquire(al, &p, 60, LLMQ_PRIORITY_NORMAL, on_async, &b),
+    assert_int_equal(llmq_alimiter_acquire(al, &p, 60, LLMQ_PRIORITY_NORMAL, llmq_test_on_grant, &b),
                      LLMQ_OK);
     assert_int_equal(a.calls + b.calls, 0); /* never before submit returns */
     int total = 0;
@@ -458,17 +442,17 @@ static void test_async_client(void **state)
     assert_int_equal(b.grant.decision, LLMQ_DENIED);
     /* The async runner, too, loads a flushed library and calls again. */
     freeReplyObject(redisCommand(f->c, "FUNCTION FLUSH"));
-    assert_int_equal(llmq_alimiter_settle(al, a.grant.reservation, 10, on_async, &s), LLMQ_OK);
+    assert_int_equal(llmq_alimiter_settle(al, a.grant.reservation, 10, llmq_test_on_grant, &s), LLMQ_OK);
     run_until(loop, &s.calls, 1);
     assert_int_equal(s.rc, LLMQ_OK);
-    struct async_result c = {0};
-    assert_int_equal(llmq_alimiter_acquire(al, &p, 90, LLMQ_PRIORITY_NORMAL, on_async, &c),
+    struct llmq_test_grant c = {0};
+    assert_int_equal(llmq_alimiter_acquire(al, &p, 90, LLMQ_PRIORITY_NORMAL, llmq_test_on_grant, &c),
                      LLMQ_OK);
     run_until(loop, &c.calls, 1);
     assert_int_equal(c.grant.decision, LLMQ_GRANTED);
     /* Freed with a call in flight: its callback runs once, with ECLOSED. */
-    struct async_result d = {0};
-    assert_int_equal(llmq_alimiter_acquire(al, &p, 1, LLMQ_PRIORITY_NORMAL, on_async, &d),
+    struct llmq_test_grant d = {0};
+    assert_int_equal(llmq_alimiter_acquire(al, &p, 1, LLMQ_PRIORITY_NORMAL, llmq_test_on_grant, &d),
                      LLMQ_OK);
     llmq_alimiter_free(al);
     assert_int_equal(d.calls, 1);

@@ -49,21 +49,10 @@ static inline int sim_proc_start(struct sim_proc *p, const char *const *args)
         execv(bin, (char *const *)argv);
         _exit(127);
     }
-    for (int i = 0; i < 1000; i++) { /* a startup timeout, not a timing check */
-        FILE *f = fopen(p->port_file, "r");
-        if (f != NULL) {
-            int ok = fscanf(f, "%d", &p->port) == 1;
-            fclose(f);
-            if (ok)
-                return 0;
-        }
-        if (waitpid(p->pid, NULL, WNOHANG) == p->pid) {
-            p->pid = 0;
-            return -1;
-        }
-        usleep(10000);
-    }
-    return -1;
+    p->port = llmq_test_wait_port_file(p->port_file, p->pid, 10000);
+    if (p->port == -1)
+        p->pid = 0;
+    return p->port > 0 ? 0 : -1;
 }
 
 /* Sends SIGTERM and waits; returns the exit status (0 expected), -1 on a signal. */

@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "account.h"
 #include "jobs_fake_worker.h"
 #include "llmq/llmq.h"
 #include "redis/redis.h"
@@ -18,55 +19,32 @@
 
 #define BODY "{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"
 
-struct fixture {
-    char account[96];
-    char prefix[128];
-    struct llmq_producer *p;
-    redisContext *c;
-};
-
 static int setup(void **state)
 {
-    struct fixture *f = calloc(1, sizeof(*f));
-    llmq_test_unique_name(f->account, sizeof(f->account), "producer");
-    llmq_account_prefix(f->account, f->prefix, sizeof(f->prefix), NULL);
-    struct llmq_producer_options o = {.redis_url = llmq_test_redis_url(), .account = f->account};
-    struct llmq_error err = {0};
-    if (llmq_producer_open(&o, &f->p, &err) != LLMQ_OK) {
-        fprintf(stderr, "open: %s\n", err.msg);
+    struct llmq_test_account *a = calloc(1, sizeof(*a));
+    if (a == NULL)
         return -1;
-    }
-    f->c = llmq_test_redis_connect();
-    *state = f;
+    llmq_test_account_open(a, "producer");
+    *state = a;
     return 0;
 }
 
 static int teardown(void **state)
 {
-    struct fixture *f = *state;
-    llmq_producer_close(f->p);
-    redisFree(f->c);
-    free(f);
+    llmq_test_account_close(*state);
+    free(*state);
     return 0;
-}
-
-static long long key_count(redisContext *c, const char *fmt, const char *prefix, const char *id)
-{
-    redisReply *r = redisCommand(c, fmt, prefix, id);
-    long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
-    freeReplyObject(r);
-    return v;
 }
 
 static void test_enqueue_one_and_duplicate(void **state)
 {
-    struct fixture *f = *state;
+    struct llmq_test_account *f = *state;
     struct llmq_enqueue_result res;
     struct llmq_error err = {0};
     struct llmq_job_options o = {
         .job_id = "one", .priority = LLMQ_PRIORITY_HIGH, .tenant = "acme", .max_attempts = 3};
-    assert_int_equal(llmq_producer_enqueue(f->p, "/v1/chat/completions", BODY, &o, &res, &err),
-                     LLMQ_OK);
+    assert_int_equal(
+        llmq_producer_enqueue(f->producer, "/v1/chat/completions", BODY, &o, &res, &err), LLMQ_OK);
     assert_string_equal(res.job_id, "one");
     assert_string_equal(res.state, "queued");
     assert_true(res.cost_tokens > 0);
@@ -79,23 +57,25 @@ static void test_enqueue_one_and_duplicate(void **state)
     assert_string_equal(r->element[4]->str, "queued");
     assert_int_equal(strtoll(r->element[5]->str, NULL, 10), res.cost_tokens);
     freeReplyObject(r);
-    assert_int_equal(llmq_producer_enqueue(f->p, "/v1/chat/completions", BODY, &o, &res, &err),
-                     LLMQ_EDUPLICATE);
+    assert_int_equal(
+        llmq_producer_enqueue(f->producer, "/v1/chat/completions", BODY, &o, &res, &err),
+        LLMQ_EDUPLICATE);
     assert_string_equal(res.state, "queued");
-    assert_int_equal(key_count(f->c, "LLEN %sbacklog:%s", f->prefix, "high"), 1);
+    assert_int_equal(llmq_test_redis_int(f->c, "LLEN %sbacklog:%s", f->prefix, "high"), 1);
     /* generated ids */
-    assert_int_equal(llmq_producer_enqueue(f->p, "/v1/embeddings",
+    assert_int_equal(llmq_producer_enqueue(f->producer, "/v1/embeddings",
                                            "{\"model\":\"text-embedding-3-small\",\"input\":\"x\"}",
                                            NULL, &res, &err),
                      LLMQ_OK);
     assert_int_equal(strncmp(res.job_id, "job-", 4), 0);
-    assert_int_equal(llmq_producer_enqueue(f->p, "/v1/nope", BODY, NULL, &res, &err), LLMQ_EINVAL);
+    assert_int_equal(llmq_producer_enqueue(f->producer, "/v1/nope", BODY, NULL, &res, &err),
+                     LLMQ_EINVAL);
     assert_non_null(strstr(err.msg, "unknown url"));
 }
 
 static void test_many_invalid_writes_nothing(void **state)
 {
-    struct fixture *f = *state;
+    struct llmq_test_account *f = *state;
     struct llmq_request reqs[3] = {
         {.url = "/v1/chat/completions", .body = BODY, .options = {.job_id = "m1"}},
         {.url = "/v1/chat/completions", .body = "{\"messages\":[]}", .options = {.job_id = "m2"}},
@@ -103,13 +83,13 @@ static void test_many_invalid_writes_nothing(void **state)
     };
     struct llmq_enqueue_result res[3];
     struct llmq_error err = {0};
-    assert_int_equal(llmq_producer_enqueue_many(f->p, reqs, 3, res, &err), LLMQ_EINVAL);
+    assert_int_equal(llmq_producer_enqueue_many(f->producer, reqs, 3, res, &err), LLMQ_EINVAL);
     assert_int_equal(res[0].rc, LLMQ_OK);
     assert_int_equal(res[1].rc, LLMQ_EINVAL);
     assert_non_null(strstr(res[1].message, "model"));
-    assert_int_equal(key_count(f->c, "EXISTS %sjob:%s", f->prefix, "m1"), 0);
+    assert_int_equal(llmq_test_redis_int(f->c, "EXISTS %sjob:%s", f->prefix, "m1"), 0);
     reqs[1].body = BODY;
-    assert_int_equal(llmq_producer_enqueue_many(f->p, reqs, 3, res, &err), LLMQ_OK);
+    assert_int_equal(llmq_producer_enqueue_many(f->producer, reqs, 3, res, &err), LLMQ_OK);
     for (int i = 0; i < 3; i++)
         assert_int_equal(res[i].rc, LLMQ_OK);
 }
@@ -131,7 +111,7 @@ static void collect(const struct llmq_result *r, void *ud)
 
 static void test_results_by_id_and_wait(void **state)
 {
-    struct fixture *f = *state;
+    struct llmq_test_account *f = *state;
     struct llmq_request reqs[4];
     const char *ids[4] = {"w1", "w2", "w3", "w4"};
     for (int i = 0; i < 4; i++)
@@ -139,13 +119,13 @@ static void test_results_by_id_and_wait(void **state)
             .url = "/v1/chat/completions", .body = BODY, .options = {.job_id = ids[i]}};
     struct llmq_enqueue_result res[4];
     struct llmq_error err = {0};
-    assert_int_equal(llmq_producer_enqueue_many(f->p, reqs, 4, res, &err), LLMQ_OK);
+    assert_int_equal(llmq_producer_enqueue_many(f->producer, reqs, 4, res, &err), LLMQ_OK);
     char *line = NULL;
-    assert_int_equal(llmq_producer_result(f->p, "w1", &line, NULL, &err), LLMQ_ENOTFOUND);
+    assert_int_equal(llmq_producer_result(f->producer, "w1", &line, NULL, &err), LLMQ_ENOTFOUND);
     /* nothing ended: the wait times out, reporting none */
     struct collected got = {0};
     size_t done = 99;
-    assert_int_equal(llmq_producer_wait(f->p, ids, 4, 200, collect, &got, &done, &err),
+    assert_int_equal(llmq_producer_wait(f->producer, ids, 4, 200, collect, &got, &done, &err),
                      LLMQ_ETIMEOUT);
     assert_int_equal(done, 0);
     /* w1 ends before the wait, the rest during it (the fake worker runs now,
@@ -154,11 +134,12 @@ static void test_results_by_id_and_wait(void **state)
     assert_int_equal(fake_worker_finish(f->c, f->prefix, "w1", 0), 0); /* once only */
     /* w1 ended already: dispatch drops it, the fake worker ends the other 3 */
     assert_int_equal(fake_worker_run(f->c, f->prefix, 100, 100, 3), 3);
-    assert_int_equal(llmq_producer_wait(f->p, ids, 4, 5000, collect, &got, &done, &err), LLMQ_OK);
+    assert_int_equal(llmq_producer_wait(f->producer, ids, 4, 5000, collect, &got, &done, &err),
+                     LLMQ_OK);
     assert_int_equal(done, 4);
     assert_int_equal(got.n, 4);
     int dead = 0;
-    assert_int_equal(llmq_producer_result(f->p, "w2", &line, &dead, &err), LLMQ_OK);
+    assert_int_equal(llmq_producer_result(f->producer, "w2", &line, &dead, &err), LLMQ_OK);
     assert_non_null(strstr(line, "\"custom_id\":\"w2\""));
     assert_non_null(strstr(line, "\"status_code\":200"));
     llmq_free(line);

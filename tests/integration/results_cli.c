@@ -12,6 +12,7 @@
 
 #include "jobs_cli_run.h"
 #include "jobs_fake_worker.h"
+#include "account.h"
 #include "llmq/llmq.h"
 #include "redis/redis.h"
 #include "testsupport.h"
@@ -21,50 +22,44 @@
 static void test_results(void **state)
 {
     (void)state;
-    char account[96], prefix[128];
-    llmq_test_unique_name(account, sizeof(account), "results");
-    llmq_account_prefix(account, prefix, sizeof(prefix), NULL);
-    struct llmq_producer_options o = {.redis_url = llmq_test_redis_url(), .account = account};
-    struct llmq_producer *p = NULL;
-    assert_int_equal(llmq_producer_open(&o, &p, NULL), LLMQ_OK);
+    struct llmq_test_account a;
+    llmq_test_account_open(&a, "results");
     const char *ids[] = {"r1", "r2", "r3"};
     for (int i = 0; i < 3; i++) {
         struct llmq_job_options jo = {.job_id = ids[i]};
-        assert_int_equal(llmq_producer_enqueue(p, "/v1/embeddings", BODY, &jo, NULL, NULL),
+        assert_int_equal(llmq_producer_enqueue(a.producer, "/v1/embeddings", BODY, &jo, NULL, NULL),
                          LLMQ_OK);
     }
-    redisContext *c = llmq_test_redis_connect();
     const char *one[] = {"llmq", "results", "r1", NULL};
-    struct cli_run r = cli_run(account, one);
+    struct cli_run r = cli_run(a.name, one);
     assert_int_equal(r.status, 1);
     assert_non_null(strstr(r.err, "1 of 1 job(s) have no result"));
     cli_free(&r);
     const char *waiting[] = {"llmq", "results", "--wait", "--timeout", "1", "r1", NULL};
-    r = cli_run(account, waiting);
+    r = cli_run(a.name, waiting);
     assert_int_equal(r.status, 1);
     assert_non_null(strstr(r.err, "still running"));
     cli_free(&r);
 
-    assert_int_equal(fake_worker_run(c, prefix, 10, 100, 3), 3); /* r3 dies */
+    assert_int_equal(fake_worker_run(a.c, a.prefix, 10, 100, 3), 3); /* r3 dies */
     const char *two[] = {"llmq", "results", "r2", "r1", NULL};
-    r = cli_run(account, two);
+    r = cli_run(a.name, two);
     assert_int_equal(r.status, 0);
     assert_int_equal(cli_count_lines(r.out), 2);
     assert_non_null(strstr(r.out, "\"custom_id\":\"r1\""));
     cli_free(&r);
     const char *dead[] = {"llmq", "results", "--wait", "r3", NULL};
-    r = cli_run(account, dead);
+    r = cli_run(a.name, dead);
     assert_int_equal(r.status, 3);
     assert_non_null(strstr(r.out, "\"code\":\"http_400\""));
     cli_free(&r);
     const char *all[] = {"llmq", "results", "--all", NULL};
-    r = cli_run(account, all);
+    r = cli_run(a.name, all);
     assert_int_equal(r.status, 0);
     assert_int_equal(cli_count_lines(r.out), 3);
     assert_non_null(strstr(strstr(r.out, "r2"), "r3")); /* done ones first, then dead */
     cli_free(&r);
-    redisFree(c);
-    llmq_producer_close(p);
+    llmq_test_account_close(&a);
 }
 
 static void test_settings(void **state)

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "account.h"
 #include "jobs_fake_worker.h"
 #include "llmq/llmq.h"
 #include "redis/redis.h"
@@ -19,107 +20,82 @@
 
 #define BODY "{\"model\":\"text-embedding-3-small\",\"input\":\"x\"}"
 
-struct acct {
-    char name[96];
-    char prefix[128];
-    struct llmq_producer *p;
-    redisContext *c;
-};
-
-static void acct_open(struct acct *a, const char *tag)
-{
-    llmq_test_unique_name(a->name, sizeof(a->name), tag);
-    llmq_account_prefix(a->name, a->prefix, sizeof(a->prefix), NULL);
-    struct llmq_producer_options o = {.redis_url = llmq_test_redis_url(), .account = a->name};
-    assert_int_equal(llmq_producer_open(&o, &a->p, NULL), LLMQ_OK);
-    a->c = llmq_test_redis_connect();
-}
-
-static void acct_close(struct acct *a)
-{
-    llmq_producer_close(a->p);
-    redisFree(a->c);
-}
-
 /* Enqueues n jobs "<tag><i>". */
-static void enqueue_n(struct acct *a, const char *tag, int n)
+static void enqueue_n(struct llmq_test_account *a, const char *tag, int n)
 {
     for (int i = 0; i < n; i++) {
         char id[64];
         snprintf(id, sizeof(id), "%s%d", tag, i);
         struct llmq_job_options o = {.job_id = id};
-        assert_int_equal(llmq_producer_enqueue(a->p, "/v1/embeddings", BODY, &o, NULL, NULL),
+        assert_int_equal(llmq_producer_enqueue(a->producer, "/v1/embeddings", BODY, &o, NULL, NULL),
                          LLMQ_OK);
     }
 }
 
-static long long int_cmd(redisContext *c, const char *fmt, const char *prefix, const char *arg)
+/* Enqueues n jobs "<tag><i>" and lets the fake worker end them all (every
+ * die_every-th dead, 0: none). */
+static void enqueue_and_end(struct llmq_test_account *a, const char *tag, int n, int die_every)
 {
-    redisReply *r = redisCommand(c, fmt, prefix, arg);
-    long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
-    freeReplyObject(r);
-    return v;
+    enqueue_n(a, tag, n);
+    long ended = 0;
+    while (ended < n)
+        ended += fake_worker_run(a->c, a->prefix, 100, 100, die_every);
 }
 
 static void test_count_and_age(void **state)
 {
     (void)state;
-    struct acct a;
-    acct_open(&a, "retcount");
+    struct llmq_test_account a;
+    llmq_test_account_open(&a, "retcount");
     freeReplyObject(redisCommand(a.c, "HSET %ssettings result_max 5", a.prefix));
-    enqueue_n(&a, "c", 20);
-    long ended = 0;
-    while (ended < 20)
-        ended += fake_worker_run(a.c, a.prefix, 100, 100, 0);
-    assert_int_equal(int_cmd(a.c, "ZCARD %sresults", a.prefix, ""), 5);
+    enqueue_and_end(&a, "c", 20, 0);
+    assert_int_equal(llmq_test_redis_int(a.c, "ZCARD %sresults", a.prefix, ""), 5);
     for (int i = 0; i < 20; i++) {
         char id[16];
         snprintf(id, sizeof(id), "c%d", i);
         long long want = i >= 15; /* the newest five */
-        assert_int_equal(int_cmd(a.c, "EXISTS %sres:%s", a.prefix, id), want);
-        assert_int_equal(int_cmd(a.c, "EXISTS %sjob:%s", a.prefix, id), want);
+        assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sres:%s", a.prefix, id), want);
+        assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sjob:%s", a.prefix, id), want);
     }
     /* a done job keeps no body; its id stays taken while the result lives */
-    assert_int_equal(int_cmd(a.c, "HEXISTS %sjob:c19 %s", a.prefix, "body"), 0);
+    assert_int_equal(llmq_test_redis_int(a.c, "HEXISTS %sjob:c19 %s", a.prefix, "body"), 0);
     struct llmq_job_options o = {.job_id = "c19"};
-    assert_int_equal(llmq_producer_enqueue(a.p, "/v1/embeddings", BODY, &o, NULL, NULL),
+    assert_int_equal(llmq_producer_enqueue(a.producer, "/v1/embeddings", BODY, &o, NULL, NULL),
                      LLMQ_EDUPLICATE);
     /* ... and is free again once retention dropped it */
     o.job_id = "c0";
-    assert_int_equal(llmq_producer_enqueue(a.p, "/v1/embeddings", BODY, &o, NULL, NULL), LLMQ_OK);
+    assert_int_equal(llmq_producer_enqueue(a.producer, "/v1/embeddings", BODY, &o, NULL, NULL),
+                     LLMQ_OK);
 
     /* age: results older than result_ttl_ms go at the next finish */
     freeReplyObject(
         redisCommand(a.c, "HSET %ssettings result_ttl_ms 300 result_max 1000", a.prefix));
     usleep(400 * 1000);
     assert_int_equal(fake_worker_run(a.c, a.prefix, 10, 100, 0), 1); /* c0 again */
-    assert_int_equal(int_cmd(a.c, "ZCARD %sresults", a.prefix, ""), 1);
-    assert_int_equal(int_cmd(a.c, "EXISTS %sres:%s", a.prefix, "c19"), 0);
-    assert_int_equal(int_cmd(a.c, "EXISTS %sres:%s", a.prefix, "c0"), 1);
-    acct_close(&a);
+    assert_int_equal(llmq_test_redis_int(a.c, "ZCARD %sresults", a.prefix, ""), 1);
+    assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sres:%s", a.prefix, "c19"), 0);
+    assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sres:%s", a.prefix, "c0"), 1);
+    llmq_test_account_close(&a);
 }
 
 static void test_dead_kept(void **state)
 {
     (void)state;
-    struct acct a;
-    acct_open(&a, "retdead");
+    struct llmq_test_account a;
+    llmq_test_account_open(&a, "retdead");
     freeReplyObject(redisCommand(a.c, "HSET %ssettings result_max 1", a.prefix));
-    enqueue_n(&a, "d", 6);
-    long ended = 0;
-    while (ended < 6)
-        ended += fake_worker_run(a.c, a.prefix, 100, 100, 2); /* every 2nd dies */
-    assert_int_equal(int_cmd(a.c, "XLEN %sdead", a.prefix, ""), 3);
-    assert_int_equal(int_cmd(a.c, "ZCARD %sresults", a.prefix, ""), 1);
+    enqueue_and_end(&a, "d", 6, 2); /* every 2nd dies */
+    assert_int_equal(llmq_test_redis_int(a.c, "XLEN %sdead", a.prefix, ""), 3);
+    assert_int_equal(llmq_test_redis_int(a.c, "ZCARD %sresults", a.prefix, ""), 1);
     redisReply *r = redisCommand(a.c, "XRANGE %sdead - +", a.prefix);
     for (size_t i = 0; i < r->elements; i++) {
         const char *id = r->element[i]->element[1]->element[1]->str;
-        assert_int_equal(int_cmd(a.c, "EXISTS %sres:%s", a.prefix, id), 1);
-        assert_int_equal(int_cmd(a.c, "HEXISTS %sjob:%s body", a.prefix, id), 1);
-        assert_int_equal(int_cmd(a.c, "TTL %sjob:%s", a.prefix, id), -1);
+        assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sres:%s", a.prefix, id), 1);
+        assert_int_equal(llmq_test_redis_int(a.c, "HEXISTS %sjob:%s body", a.prefix, id), 1);
+        assert_int_equal(llmq_test_redis_int(a.c, "TTL %sjob:%s", a.prefix, id), -1);
     }
     freeReplyObject(r);
-    acct_close(&a);
+    llmq_test_account_close(&a);
 }
 
 /* XREADGROUP of count entries of q:normal for consumer; returns the reply. */
@@ -132,8 +108,8 @@ static redisReply *read_group(redisContext *c, const char *prefix, const char *c
 static void test_trim_acknowledged_only(void **state)
 {
     (void)state;
-    struct acct a;
-    acct_open(&a, "rettrim");
+    struct llmq_test_account a;
+    llmq_test_account_open(&a, "rettrim");
     enqueue_n(&a, "t", 300);
     /* The stream as a worker's deliveries leave it: entries of those jobs */
     for (int i = 0; i < 300; i++)
@@ -153,7 +129,7 @@ static void test_trim_acknowledged_only(void **state)
         snprintf(id, sizeof(id), "t%d", i);
         assert_int_equal(fake_worker_finish(a.c, a.prefix, id, 0), 1);
     }
-    assert_int_equal(int_cmd(a.c, "XLEN %sq:normal", a.prefix, ""), 40);
+    assert_int_equal(llmq_test_redis_int(a.c, "XLEN %sq:normal", a.prefix, ""), 40);
     r = redisCommand(a.c, "XPENDING %sq:normal workers", a.prefix);
     assert_int_equal(r->element[0]->integer, 10);
     freeReplyObject(r);
@@ -162,7 +138,7 @@ static void test_trim_acknowledged_only(void **state)
     freeReplyObject(r);
     /* events are kept by age: with events_ttl_ms 1, the next trim (256
      * finishes on) leaves only the newest */
-    assert_true(int_cmd(a.c, "XLEN %sevents", a.prefix, "") >= 256);
+    assert_true(llmq_test_redis_int(a.c, "XLEN %sevents", a.prefix, "") >= 256);
     freeReplyObject(redisCommand(a.c, "HSET %ssettings events_ttl_ms 1", a.prefix));
     for (int i = 256; i < 300; i++) {
         char id[16];
@@ -173,8 +149,8 @@ static void test_trim_acknowledged_only(void **state)
     usleep(5 * 1000);
     enqueue_n(&a, "u", 1);
     assert_int_equal(fake_worker_finish(a.c, a.prefix, "u0", 0), 1); /* the 512th */
-    assert_true(int_cmd(a.c, "XLEN %sevents", a.prefix, "") <= 1);
-    acct_close(&a);
+    assert_true(llmq_test_redis_int(a.c, "XLEN %sevents", a.prefix, "") <= 1);
+    llmq_test_account_close(&a);
 }
 
 int main(void)

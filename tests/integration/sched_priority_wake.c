@@ -28,11 +28,7 @@ static void test_high_jobs_wake_a_sleeping_worker(void **state)
     struct sim_proc sim;
     const char *sim_args[] = {"--rpm", rpm, "--period-ms", period, "--latency-ms", "10", NULL};
     assert_int_equal(sim_proc_start(&sim, sim_args), 0);
-    const char *limits[] = {"llmq", "limits",      "set",  "gpt-4o-mini", "--rpm",
-                            rpm,    "--period-ms", period, NULL};
-    struct cli_run r = cli_run(account, limits);
-    assert_int_equal(r.status, 0);
-    cli_free(&r);
+    worker_limits_set(account, "gpt-4o-mini", "--rpm", RPM, PERIOD_MS);
     snprintf(jobs_low, sizeof(jobs_low), "/tmp/llmq-prio-%d-low.jsonl", (int)getpid());
     snprintf(jobs_high, sizeof(jobs_high), "/tmp/llmq-prio-%d-high.jsonl", (int)getpid());
     worker_write_jobs(jobs_low, "low", N_LOW, "gpt-4o-mini", 20, "{\"priority\":\"low\"}");

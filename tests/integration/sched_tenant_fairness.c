@@ -23,12 +23,6 @@
 #define ARRIVAL_GUARD_MS 1000
 #define LLMQ_PERIOD_MS (SIM_PERIOD_MS + ARRIVAL_GUARD_MS)
 
-static int cmp_entry(const void *a, const void *b)
-{
-    const struct sim_entry *x = a, *y = b;
-    return (x->t_ms > y->t_ms) - (x->t_ms < y->t_ms);
-}
-
 /* Runs the scenario with B's weight (NULL: default); returns how many of A's
  * jobs reached the API after B's batch was enqueued and before B's last
  * request (FIFO: all of A's remaining backlog). */
@@ -43,17 +37,11 @@ static int a_jobs_during_b(const char *tag, const char *b_weight)
         "--rpm", rpm, "--period-ms", period, "--latency-ms", "20", "--ratelimit-headers",
         "none",  NULL};
     assert_int_equal(sim_proc_start(&sim, sim_args), 0);
-    char llmq_period[16];
-    snprintf(llmq_period, sizeof(llmq_period), "%d", LLMQ_PERIOD_MS);
-    const char *limits[] = {"llmq", "limits",      "set",       "gpt-4o-mini", "--rpm",
-                            rpm,    "--period-ms", llmq_period, NULL};
-    struct cli_run r = cli_run(account, limits);
-    assert_int_equal(r.status, 0);
-    cli_free(&r);
+    worker_limits_set(account, "gpt-4o-mini", "--rpm", RPM, LLMQ_PERIOD_MS);
     if (b_weight != NULL) {
         const char *w[] = {"llmq",     "limits",   "set",    "gpt-4o-mini", "--tenant",
                            "tenant-b", "--weight", b_weight, NULL};
-        r = cli_run(account, w);
+        struct cli_run r = cli_run(account, w);
         assert_int_equal(r.status, 0);
         cli_free(&r);
     }
@@ -100,7 +88,7 @@ static int a_jobs_during_b(const char *tag, const char *b_weight)
 
     size_t n;
     struct sim_entry *e = sim_log_read(sim.log_file, &n);
-    qsort(e, n, sizeof(*e), cmp_entry);
+    sim_log_sort(e, n);
     long long b_last_ms = -1;
     int limited = 0;
     for (size_t i = 0; i < n; i++) {

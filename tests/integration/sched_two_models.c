@@ -30,44 +30,6 @@
 #define LLMQ_PERIOD_MS (SIM_PERIOD_MS + ARRIVAL_GUARD_MS)
 #define WORKERS 2
 
-static int cmp_entry(const void *a, const void *b)
-{
-    const struct sim_entry *x = a, *y = b;
-    return (x->t_ms > y->t_ms) - (x->t_ms < y->t_ms);
-}
-
-/* Checks that a model used its budget in every full period it had work:
- * at the end of each period from its first arrival, >= 95% of the budget of
- * the periods so far (counted up to each period's end, as worker_shared_limit
- * does: an arrival's lag shifts requests between neighbouring periods, never
- * out of the run). e: the access log sorted by time; tag: the model's job id
- * prefix. Returns its first and last arrival times. */
-static void check_utilisation(const struct sim_entry *e, size_t n, const char *tag, int rpm,
-                              long long *first, long long *last)
-{
-    size_t tl = strlen(tag);
-    long long t0 = -1, t1 = -1;
-    for (size_t i = 0; i < n; i++)
-        if (strncmp(e[i].job, tag, tl) == 0) {
-            if (t0 < 0)
-                t0 = e[i].t_ms;
-            t1 = e[i].t_ms;
-        }
-    *first = t0;
-    *last = t1;
-    long long periods = (t1 - t0) / LLMQ_PERIOD_MS, so_far = 0;
-    assert_true(periods >= 2);
-    size_t i = 0;
-    for (long long k = 0; k < periods; k++) {
-        for (; i < n && e[i].t_ms < t0 + (k + 1) * LLMQ_PERIOD_MS; i++)
-            so_far += strncmp(e[i].job, tag, tl) == 0;
-        double u = (double)so_far / (double)((k + 1) * rpm);
-        printf("# %s period %lld: %lld requests by its end, %.1f%% of its budget so far\n", tag, k,
-               so_far, u * 100);
-        assert_true(u >= 0.95);
-    }
-}
-
 static void test_two_models_interleaved(void **state)
 {
     (void)state;
@@ -85,20 +47,8 @@ static void test_two_models_interleaved(void **state)
                               "none",         NULL};
     assert_int_equal(sim_proc_start(&sim, sim_args), 0);
 
-    char llmq_period[16], rpm_slow[16], rpm_fast[16];
-    snprintf(llmq_period, sizeof(llmq_period), "%d", LLMQ_PERIOD_MS);
-    snprintf(rpm_slow, sizeof(rpm_slow), "%d", RPM_SLOW);
-    snprintf(rpm_fast, sizeof(rpm_fast), "%d", RPM_FAST);
-    const char *set_slow[] = {"llmq",   "limits",      "set",       "gpt-4o", "--rpm",
-                              rpm_slow, "--period-ms", llmq_period, NULL};
-    const char *set_fast[] = {"llmq",   "limits",      "set",       "gpt-4o-mini", "--rpm",
-                              rpm_fast, "--period-ms", llmq_period, NULL};
-    struct cli_run r = cli_run(account, set_slow);
-    assert_int_equal(r.status, 0);
-    cli_free(&r);
-    r = cli_run(account, set_fast);
-    assert_int_equal(r.status, 0);
-    cli_free(&r);
+    worker_limits_set(account, "gpt-4o", "--rpm", RPM_SLOW, LLMQ_PERIOD_MS);
+    worker_limits_set(account, "gpt-4o-mini", "--rpm", RPM_FAST, LLMQ_PERIOD_MS);
 
     /* One file, the models alternating until gpt-4o's jobs run out (its share
      * of the queue is not its share of the budget: a model that stops the
@@ -119,12 +69,8 @@ static void test_two_models_interleaved(void **state)
 
     pid_t pids[WORKERS];
     const char *args[] = {"--concurrency", "64", "--exit-when-idle-ms", "2000", NULL};
-    for (int i = 0; i < WORKERS; i++) {
-        snprintf(logs[i], sizeof(logs[i]), "/tmp/llmq-twomodels-%d-w%d.log", (int)getpid(), i);
-        pids[i] = worker_start(account, &sim, logs[i], args);
-    }
-    for (int i = 0; i < WORKERS; i++)
-        assert_int_equal(worker_wait(pids[i], 240000), 0);
+    worker_start_n(account, &sim, "twomodels", WORKERS, logs, pids, args);
+    worker_wait_n(pids, WORKERS, 240000);
     assert_int_equal(sim_proc_stop(&sim), 0);
 
     redisContext *c = llmq_test_redis_connect();
@@ -135,17 +81,14 @@ static void test_two_models_interleaved(void **state)
 
     size_t n;
     struct sim_entry *e = sim_log_read(sim.log_file, &n);
-    int ok = 0, limited = 0;
-    for (size_t i = 0; i < n; i++) {
-        ok += strcmp(e[i].outcome, "ok") == 0;
-        limited += strncmp(e[i].outcome, "limit_", 6) == 0;
-    }
+    int ok, limited;
+    sim_log_outcomes(e, n, &ok, &limited);
     assert_int_equal(limited, 0);
     assert_int_equal(ok, N_SLOW + N_FAST);
-    qsort(e, n, sizeof(*e), cmp_entry);
+    sim_log_sort(e, n);
     long long s0, s1, f0, f1;
-    check_utilisation(e, n, "slow-", RPM_SLOW, &s0, &s1);
-    check_utilisation(e, n, "fast-", RPM_FAST, &f0, &f1);
+    sim_log_check_budget_used(e, n, "slow-", RPM_SLOW, LLMQ_PERIOD_MS, &s0, &s1);
+    sim_log_check_budget_used(e, n, "fast-", RPM_FAST, LLMQ_PERIOD_MS, &f0, &f1);
     /* The slower model's floor: its jobs need ceil(N/RPM) windows, the last
      * one opening (ceil(N/RPM) - 1) periods after the first send. */
     long long floor_ms = (long long)((N_SLOW + RPM_SLOW - 1) / RPM_SLOW - 1) * LLMQ_PERIOD_MS;

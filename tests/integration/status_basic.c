@@ -1,6 +1,6 @@
 /* llmq status against a known state: per priority queued / in flight /
  * dead, totals, consumers with idle times, buckets with limits (through the
- * limiter's usage script), settings; text and --json; --all-accounts. */
+ * limiter's bucket_usage script), settings; text and --json; --all-accounts. */
 #include <jansson.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +14,7 @@
 
 #include "jobs_cli_run.h"
 #include "jobs_fake_worker.h"
+#include "account.h"
 #include "llmq/llmq.h"
 #include "redis/redis.h"
 #include "testsupport.h"
@@ -28,41 +29,38 @@ static long long jint(json_t *o, const char *a, const char *b)
 static void test_status(void **state)
 {
     (void)state;
-    char account[96], prefix[128];
-    llmq_test_unique_name(account, sizeof(account), "status");
-    llmq_account_prefix(account, prefix, sizeof(prefix), NULL);
-    struct llmq_producer_options o = {.redis_url = llmq_test_redis_url(), .account = account};
-    struct llmq_producer *p = NULL;
-    assert_int_equal(llmq_producer_open(&o, &p, NULL), LLMQ_OK);
+    struct llmq_test_account a;
+    llmq_test_account_open(&a, "status");
     /* low: 2 jobs ended by the fake worker (1 dead); then 5 normal, 3 high */
     for (int i = 0; i < 2; i++) {
         struct llmq_job_options jo = {.priority = LLMQ_PRIORITY_LOW};
-        assert_int_equal(llmq_producer_enqueue(p, "/v1/chat/completions", BODY, &jo, NULL, NULL),
-                         LLMQ_OK);
+        assert_int_equal(
+            llmq_producer_enqueue(a.producer, "/v1/chat/completions", BODY, &jo, NULL, NULL),
+            LLMQ_OK);
     }
-    redisContext *c = llmq_test_redis_connect();
-    assert_int_equal(fake_worker_run(c, prefix, 10, 100, 2), 2);
+    assert_int_equal(fake_worker_run(a.c, a.prefix, 10, 100, 2), 2);
     for (int i = 0; i < 8; i++) {
         struct llmq_job_options jo = {.priority =
                                           i < 5 ? LLMQ_PRIORITY_NORMAL : LLMQ_PRIORITY_HIGH};
-        assert_int_equal(llmq_producer_enqueue(p, "/v1/chat/completions", BODY, &jo, NULL, NULL),
-                         LLMQ_OK);
+        assert_int_equal(
+            llmq_producer_enqueue(a.producer, "/v1/chat/completions", BODY, &jo, NULL, NULL),
+            LLMQ_OK);
         if (i == 4) {
             /* a worker "w-busy" takes 2 normal jobs and holds them in flight */
-            const char *dargv[] = {prefix, "w-busy", "2"};
-            redisReply *d = llmq_script_run(c, LLMQ_SCRIPT_DISPATCH, 1, 3, dargv, NULL, NULL);
+            const char *dargv[] = {a.prefix, "w-busy", "2"};
+            redisReply *d = llmq_script_run(a.c, LLMQ_SCRIPT_DISPATCH, 1, 3, dargv, NULL, NULL);
             assert_true(d != NULL && d->type == REDIS_REPLY_ARRAY && d->elements == 6);
             freeReplyObject(d);
         }
     }
-    freeReplyObject(redisCommand(c,
+    freeReplyObject(redisCommand(a.c,
                                  "HSET %slimit:gpt-4o-mini requests 100 tokens 10000 "
                                  "period_ms 60000 mode window",
-                                 prefix));
-    freeReplyObject(redisCommand(c, "HSET %ssettings result_max 777", prefix));
+                                 a.prefix));
+    freeReplyObject(redisCommand(a.c, "HSET %ssettings result_max 777", a.prefix));
 
     const char *argv[] = {"llmq", "status", "--json", NULL};
-    struct cli_run r = cli_run(account, argv);
+    struct cli_run r = cli_run(a.name, argv);
     assert_int_equal(r.status, 0);
     json_t *s = json_loads(r.out, 0, NULL);
     assert_non_null(s);
@@ -96,7 +94,7 @@ static void test_status(void **state)
     cli_free(&r);
 
     const char *text[] = {"llmq", "status", NULL};
-    r = cli_run(account, text);
+    r = cli_run(a.name, text);
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "account "));
     assert_non_null(strstr(r.out, "w-busy"));
@@ -104,12 +102,11 @@ static void test_status(void **state)
     cli_free(&r);
 
     const char *all[] = {"llmq", "status", "--json", "--all-accounts", NULL};
-    r = cli_run(account, all);
+    r = cli_run(a.name, all);
     assert_int_equal(r.status, 0);
-    assert_non_null(strstr(r.out, account));
+    assert_non_null(strstr(r.out, a.name));
     cli_free(&r);
-    redisFree(c);
-    llmq_producer_close(p);
+    llmq_test_account_close(&a);
 }
 
 int main(void)

@@ -6,6 +6,8 @@
  *     fingerprint, never the key), /readyz is 503 saying why,
  *     llmq_account_auth_paused is 1, `llmq status` and `llmq account status`
  *     show it, and the error is logged once;
+ *   - every refused call counts as handed back, in the metrics and in the
+ *     exit summary alike;
  *   - a worker started with the right key lifts the pause and does every job;
  *   - or an operator lifts it (`llmq account resume`) after the key was
  *     re-enabled upstream, and the paused worker takes the jobs again. */
@@ -118,6 +120,48 @@ static void check_paused(const char *account, const char *prefix, int port, cons
     assert_int_equal(worker_log_count(log, WORKER_TEST_KEY), 0);
 }
 
+/* The number after "<what> " in the last summary line of log; -1 none. */
+static long long summary_count(const char *log, const char *what)
+{
+    char *text = cli_slurp(log);
+    long long n = -1;
+    const char *s = text, *last = NULL;
+    while (s != NULL && (s = strstr(s, "summary: ")) != NULL)
+        last = s++;
+    const char *at = last != NULL ? strstr(last, what) : NULL;
+    if (at != NULL)
+        n = strtoll(at + strlen(what), NULL, 10);
+    free(text);
+    return n;
+}
+
+/* Stops the paused worker w once every refused call is settled, and checks
+ * that its exit summary counts as many jobs handed back as its metrics. */
+static void stop_paused_worker(pid_t w, const char *account, int port, const char *log,
+                               const struct sim_proc *sim)
+{
+    size_t n = 0;
+    struct sim_entry *e = sim_log_read(sim->log_file, &n);
+    double refused = 0;
+    for (size_t i = 0; i < n; i++)
+        refused += e[i].status == 401;
+    free(e);
+    double handed_back = -1;
+    long long deadline = llmq_test_now_ms() + 20000;
+    do {
+        struct worker_page pg = worker_http_get(port, "/metrics");
+        handed_back = worker_metric_sum(pg.body, "llmq_jobs_handed_back_total", account);
+        free(pg.body);
+    } while (handed_back < refused && llmq_test_now_ms() < deadline && usleep(50000) == 0);
+    assert_true(handed_back == refused);
+    kill(w, SIGTERM);
+    assert_int_equal(worker_wait(w, 30000), 0);
+    print_message("refused %.0f, metrics handed back %.0f, summary handed back %lld\n", refused,
+                  handed_back, summary_count(log, "handed back "));
+    assert_int_equal(summary_count(log, "handed back "), (long long)handed_back);
+    assert_int_equal(summary_count(log, "keys refused "), (long long)refused);
+}
+
 static void setup_account(char *account, size_t n, char *prefix, const char *name)
 {
     char jobs[128];
@@ -141,8 +185,7 @@ static void test_restart_with_the_right_key_resumes(void **state)
     int port;
     pid_t w = start_refused_worker(account, &sim, log, &port);
     check_paused(account, prefix, port, log, &sim);
-    kill(w, SIGTERM);
-    assert_int_equal(worker_wait(w, 30000), 0);
+    stop_paused_worker(w, account, port, log, &sim);
 
     /* The key is fixed; the new worker lifts the pause and does everything. */
     snprintf(keyfile, sizeof(keyfile), "/tmp/llmq-authk-%d.key", (int)getpid());

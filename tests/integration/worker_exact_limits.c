@@ -110,11 +110,7 @@ static double one_run(int run, long long tpm)
     struct sim_proc sim;
     const char *sim_args[] = {"--tpm", tpm_s, "--period-ms", period_s, "--latency-ms", "20", NULL};
     assert_int_equal(sim_proc_start(&sim, sim_args), 0);
-    const char *limits[] = {"llmq", "limits",      "set",    MODEL, "--tpm",
-                            tpm_s,  "--period-ms", period_s, NULL};
-    struct cli_run r = cli_run(account, limits);
-    assert_int_equal(r.status, 0);
-    cli_free(&r);
+    worker_limits_set(account, MODEL, "--tpm", tpm, PERIOD_MS);
     snprintf(jobs, sizeof(jobs), "/tmp/llmq-exact-%d-%d.jsonl", (int)getpid(), run);
     write_mixed_jobs(jobs);
     worker_enqueue(account, jobs);
@@ -122,12 +118,10 @@ static double one_run(int run, long long tpm)
     /* Idle exit after longer than a window's hold: a worker waiting on the
      * limiter holds no job. */
     const char *args[] = {"--concurrency", "64", "--exit-when-idle-ms", "8000", NULL};
-    for (int i = 0; i < WORKERS; i++) {
-        snprintf(logs[i], sizeof(logs[i]), "/tmp/llmq-exact-%d-%d-w%d.log", (int)getpid(), run, i);
-        pids[i] = worker_start(account, &sim, logs[i], args);
-    }
-    for (int i = 0; i < WORKERS; i++)
-        assert_int_equal(worker_wait(pids[i], 240000), 0);
+    char tag[32];
+    snprintf(tag, sizeof(tag), "exact-%d", run);
+    worker_start_n(account, &sim, tag, WORKERS, logs, pids, args);
+    worker_wait_n(pids, WORKERS, 240000);
     assert_int_equal(sim_proc_stop(&sim), 0);
 
     char prefix[128], key[256];

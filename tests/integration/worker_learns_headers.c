@@ -32,11 +32,8 @@ static long long bucket_field(const char *account, const char *field)
 
 static void set_limit(const char *account, const char *tpm, const char *period)
 {
-    const char *limits[] = {"llmq", "limits", "set", "gpt-4o-mini", "--tpm", tpm,
-                            "--period-ms", period, NULL};
-    struct cli_run r = cli_run(account, limits);
-    assert_int_equal(r.status, 0);
-    cli_free(&r);
+    worker_limits_set(account, "gpt-4o-mini", "--tpm", strtoll(tpm, NULL, 10),
+                      strtoll(period, NULL, 10));
 }
 
 static void test_limit_configured_too_high(void **state)

@@ -13,16 +13,6 @@
 
 #define JOBS 6
 
-static long long pending_of(redisContext *c, const char *prefix)
-{
-    char key[256];
-    snprintf(key, sizeof(key), "%sq:normal", prefix);
-    redisReply *r = redisCommand(c, "XPENDING %s workers", key);
-    long long n = r && r->type == REDIS_REPLY_ARRAY ? r->element[0]->integer : -1;
-    freeReplyObject(r);
-    return n;
-}
-
 static void run_twice(int first, int second)
 {
     char account[64], jobs[128], log[128], prefix[128], key[256];
@@ -39,9 +29,9 @@ static void run_twice(int first, int second)
     pid_t w = worker_start(account, &sim, log, args);
     redisContext *c = llmq_test_redis_connect();
     long long deadline = llmq_test_now_ms() + 30000;
-    while (pending_of(c, prefix) < JOBS && llmq_test_now_ms() < deadline)
+    while (worker_pending(c, prefix, "normal") < JOBS && llmq_test_now_ms() < deadline)
         usleep(20000);
-    assert_int_equal(pending_of(c, prefix), JOBS);
+    assert_int_equal(worker_pending(c, prefix, "normal"), JOBS);
     kill(w, first);
     /* The first signal has been handled once the log says so. */
     deadline = llmq_test_now_ms() + 30000;
@@ -51,7 +41,7 @@ static void run_twice(int first, int second)
     kill(w, second);
     assert_int_equal(worker_wait(w, 30000), 0);
     assert_int_equal(worker_log_count(log, "again: stopping now"), 1);
-    assert_int_equal(pending_of(c, prefix), 0);
+    assert_int_equal(worker_pending(c, prefix, "normal"), 0);
     snprintf(key, sizeof(key), "%sstats", prefix);
     assert_true(redis_int(c, "HGET %s %s", key, "dead") <= 0);
     assert_true(redis_int(c, "HGET %s %s", key, "done") <= 0);

@@ -104,11 +104,7 @@ static void test_two_settles_of_one_job(void **state)
     assert_true(r != NULL && r->type == REDIS_REPLY_STRING);
     assert_string_equal(r->str, "done");
     freeReplyObject(r);
-    snprintf(key, sizeof(key), "%sq:normal", prefix);
-    r = redisCommand(c, "XPENDING %s workers", key);
-    assert_true(r != NULL && r->type == REDIS_REPLY_ARRAY);
-    assert_int_equal(r->element[0]->integer, 0);
-    freeReplyObject(r);
+    assert_int_equal(worker_pending(c, prefix, "normal"), 0);
     redisFree(c);
     unlink(jobs);
     unlink(log_a);

@@ -24,12 +24,6 @@
 #define ARRIVAL_GUARD_MS 600
 #define LLMQ_PERIOD_MS (SIM_PERIOD_MS + ARRIVAL_GUARD_MS)
 
-static int cmp_entry(const void *a, const void *b)
-{
-    const struct sim_entry *x = a, *y = b;
-    return (x->t_ms > y->t_ms) - (x->t_ms < y->t_ms);
-}
-
 static void test_four_workers_share_one_limit(void **state)
 {
     (void)state;
@@ -47,16 +41,10 @@ static void test_four_workers_share_one_limit(void **state)
         "none",  NULL};
     assert_int_equal(sim_proc_start(&sim, sim_args), 0);
 
-    char llmq_period[16];
-    snprintf(llmq_period, sizeof(llmq_period), "%d", LLMQ_PERIOD_MS);
-    const char *limits[] = {"llmq", "limits",      "set",       "gpt-4o-mini", "--rpm",
-                            rpm,    "--period-ms", llmq_period, NULL};
-    struct cli_run r = cli_run(account, limits);
-    assert_int_equal(r.status, 0);
-    cli_free(&r);
+    worker_limits_set(account, "gpt-4o-mini", "--rpm", RPM, LLMQ_PERIOD_MS);
     /* The longer period is this test's guard; no arrival guard on top. */
     const char *policy[] = {"llmq", "limits", "policy", "--window-guard-ms", "0", NULL};
-    r = cli_run(account, policy);
+    struct cli_run r = cli_run(account, policy);
     assert_int_equal(r.status, 0);
     cli_free(&r);
     snprintf(jobs, sizeof(jobs), "/tmp/llmq-shared-%d.jsonl", (int)getpid());
@@ -68,18 +56,14 @@ static void test_four_workers_share_one_limit(void **state)
      * after its admission than a job granted alone (arrival jitter that the
      * guard must cover). */
     const char *args[] = {"--concurrency", "16", "--exit-when-idle-ms", "8000", NULL};
-    for (int i = 0; i < WORKERS; i++) {
-        snprintf(logs[i], sizeof(logs[i]), "/tmp/llmq-shared-%d-w%d.log", (int)getpid(), i);
-        pids[i] = worker_start(account, &sim, logs[i], args);
-    }
+    worker_start_n(account, &sim, "shared", WORKERS, logs, pids, args);
     /* The jobs come once every worker's loop runs: a worker still starting
      * up (a loaded machine, sanitizers) would send its first grant late,
      * and that startup lag is not what the guard is for. */
     for (int i = 0; i < WORKERS; i++)
         assert_true(worker_wait_log(logs[i], "redis connected", 30000));
     worker_enqueue(account, jobs);
-    for (int i = 0; i < WORKERS; i++)
-        assert_int_equal(worker_wait(pids[i], 180000), 0);
+    worker_wait_n(pids, WORKERS, 180000);
     assert_int_equal(sim_proc_stop(&sim), 0);
 
     /* Exactly one result per job. */
@@ -101,12 +85,9 @@ static void test_four_workers_share_one_limit(void **state)
      * refused for the limit), and it refused none. */
     size_t n;
     struct sim_entry *e = sim_log_read(sim.log_file, &n);
-    int ok = 0, limited = 0;
-    for (size_t i = 0; i < n; i++) {
-        ok += strcmp(e[i].outcome, "ok") == 0;
-        limited += strncmp(e[i].outcome, "limit_", 6) == 0;
-    }
-    qsort(e, n, sizeof(*e), cmp_entry);
+    int ok, limited;
+    sim_log_outcomes(e, n, &ok, &limited);
+    sim_log_sort(e, n);
     size_t max_in_window = 0;
     long long tightest_ms = -1; /* shortest span of RPM + 1 arrivals */
     for (size_t i = 0, j = 0; i < n; i++) {
@@ -124,26 +105,9 @@ static void test_four_workers_share_one_limit(void **state)
     assert_int_equal(limited, 0);
     assert_int_equal(ok, JOBS);
     /* The budget llmq offers (RPM per llmq period) was used in every full
-     * period from the first arrival: at the end of each, at least 95% of the
-     * budget of the periods so far had been used. Counted up to each period's
-     * end rather than within it: how far the first arrival lags its
-     * admission (a worker's first connection) shifts requests between
-     * neighbouring periods, never out of the run; a period llmq wasted shows
-     * at its end all the same. */
-    long long t0 = e[0].t_ms, periods = (e[n - 1].t_ms - t0) / LLMQ_PERIOD_MS;
-    assert_true(periods >= 2);
-    long long so_far = 0;
-    size_t i = 0;
-    for (long long k = 0; k < periods; k++) {
-        long long in_period = 0;
-        for (; i < n && e[i].t_ms < t0 + (k + 1) * LLMQ_PERIOD_MS; i++)
-            in_period++;
-        so_far += in_period;
-        double util = (double)so_far / (double)((k + 1) * RPM);
-        printf("# period %lld: %lld requests; %lld by its end, %.1f%% of the budget so far\n", k,
-               in_period, so_far, util * 100);
-        assert_true(util >= 0.95);
-    }
+     * period from the first arrival. */
+    long long first, last;
+    sim_log_check_budget_used(e, n, "", RPM, LLMQ_PERIOD_MS, &first, &last);
     free(e);
     unlink(jobs);
     for (int i = 0; i < WORKERS; i++)

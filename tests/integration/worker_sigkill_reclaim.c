@@ -29,13 +29,9 @@ static void test_killed_worker_jobs_are_reclaimed(void **state)
     redisContext *c = llmq_test_redis_connect();
     char prefix[128], key[256];
     snprintf(prefix, sizeof(prefix), "llmq:{%s}:", account);
-    snprintf(key, sizeof(key), "%sq:normal", prefix);
     long long deadline = llmq_test_now_ms() + 20000;
     while (llmq_test_now_ms() < deadline) {
-        redisReply *r = redisCommand(c, "XPENDING %s workers", key);
-        long long pending = r && r->type == REDIS_REPLY_ARRAY ? r->element[0]->integer : 0;
-        freeReplyObject(r);
-        if (pending == JOBS)
+        if (worker_pending(c, prefix, "normal") == JOBS)
             break;
         usleep(20000);
     }
@@ -60,10 +56,7 @@ static void test_killed_worker_jobs_are_reclaimed(void **state)
     assert_int_equal(redelivered, JOBS);
     snprintf(key, sizeof(key), "%sevents", prefix);
     assert_int_equal(redis_int(c, "XLEN %s", key, NULL), JOBS); /* no duplicate results */
-    snprintf(key, sizeof(key), "%sq:normal", prefix);
-    redisReply *r = redisCommand(c, "XPENDING %s workers", key);
-    assert_int_equal(r->element[0]->integer, 0);
-    freeReplyObject(r);
+    assert_int_equal(worker_pending(c, prefix, "normal"), 0);
     redisFree(c);
     /* B sent every job once it had reclaimed them (A's calls, cut off by the
      * kill, may or may not have been answered: at-least-once delivery). */

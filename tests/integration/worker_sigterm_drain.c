@@ -11,16 +11,6 @@
 
 #define JOBS 60
 
-static long long pending_of(redisContext *c, const char *prefix)
-{
-    char key[256];
-    snprintf(key, sizeof(key), "%sq:normal", prefix);
-    redisReply *r = redisCommand(c, "XPENDING %s workers", key);
-    long long n = r && r->type == REDIS_REPLY_ARRAY ? r->element[0]->integer : -1;
-    freeReplyObject(r);
-    return n;
-}
-
 static void run_drain(const char *latency, const char *grace, int expect_finished)
 {
     char account[64], jobs[128], log[128];
@@ -38,11 +28,11 @@ static void run_drain(const char *latency, const char *grace, int expect_finishe
     char prefix[128], key[256];
     snprintf(prefix, sizeof(prefix), "llmq:{%s}:", account);
     long long deadline = llmq_test_now_ms() + 20000;
-    while (pending_of(c, prefix) < 20 && llmq_test_now_ms() < deadline)
+    while (worker_pending(c, prefix, "normal") < 20 && llmq_test_now_ms() < deadline)
         usleep(20000);
     kill(w, SIGTERM);
     assert_int_equal(worker_wait(w, 20000), 0);
-    assert_int_equal(pending_of(c, prefix), 0);
+    assert_int_equal(worker_pending(c, prefix, "normal"), 0);
     snprintf(key, sizeof(key), "%sstats", prefix);
     long long done = redis_int(c, "HGET %s %s", key, "done");
     printf("# latency %s ms, grace %s ms: %lld finished before exit\n", latency, grace, done);

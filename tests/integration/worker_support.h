@@ -65,6 +65,32 @@ static inline int worker_wait(pid_t pid, long long timeout_ms)
     return -1;
 }
 
+/* The log of worker i of a test tagged tag: /tmp/llmq-<tag>-<pid>-w<i>.log
+ * into buf (128 bytes). */
+static inline void worker_log_path(char buf[128], const char *tag, int i)
+{
+    snprintf(buf, 128, "/tmp/llmq-%s-%d-w%d.log", tag, (int)getpid(), i);
+}
+
+/* Starts n workers (worker_start with extra) logging to worker_log_path
+ * (tag, i), which is written into logs[i]; their pids into pids. */
+static inline void worker_start_n(const char *account, const struct sim_proc *sim, const char *tag,
+                                  int n, char (*logs)[128], pid_t *pids, const char *const *extra)
+{
+    for (int i = 0; i < n; i++) {
+        worker_log_path(logs[i], tag, i);
+        pids[i] = worker_start(account, sim, logs[i], extra);
+    }
+}
+
+/* Asserts that each of the n workers exits 0 within timeout_ms (a deadline
+ * against hanging, not a timing check). */
+static inline void worker_wait_n(const pid_t *pids, int n, long long timeout_ms)
+{
+    for (int i = 0; i < n; i++)
+        assert_int_equal(worker_wait(pids[i], timeout_ms), 0);
+}
+
 /* Waits up to timeout_ms until the log at path holds text; returns 1, or 0
  * on timeout. */
 static inline int worker_wait_log(const char *path, const char *text, long long timeout_ms)
@@ -145,17 +171,106 @@ static inline struct sim_entry *sim_log_read(const char *path, size_t *n)
     return v;
 }
 
-/* An integer from a Redis command (formatted like redisCommand). */
+/* Sorts the access log by arrival time (the order the requests reached the
+ * API). */
+static inline int sim_entry_by_time(const void *a, const void *b)
+{
+    const struct sim_entry *x = a, *y = b;
+    return (x->t_ms > y->t_ms) - (x->t_ms < y->t_ms);
+}
+
+static inline void sim_log_sort(struct sim_entry *e, size_t n)
+{
+    qsort(e, n, sizeof(*e), sim_entry_by_time);
+}
+
+/* How many requests of the access log were answered ("ok") and how many
+ * were refused for the API's limit ("limit_*"). */
+static inline void sim_log_outcomes(const struct sim_entry *e, size_t n, int *ok, int *limited)
+{
+    *ok = *limited = 0;
+    for (size_t i = 0; i < n; i++) {
+        *ok += strcmp(e[i].outcome, "ok") == 0;
+        *limited += strncmp(e[i].outcome, "limit_", 6) == 0;
+    }
+}
+
+/* Asserts that the jobs whose ids start with tag ("": every request) used
+ * their budget (budget requests per period_ms) in every full period from
+ * their first arrival: at the end of each, >= 95% of the budget of the
+ * periods so far. Counted up to each period's end rather than within it: how
+ * far an arrival lags its admission (a worker's first connection) shifts
+ * requests between neighbouring periods, never out of the run; a wasted
+ * period shows at its end all the same. e: the access log sorted by time
+ * (sim_log_sort); at least two full periods. Returns the first and last
+ * arrival times of those jobs. */
+static inline void sim_log_check_budget_used(const struct sim_entry *e, size_t n, const char *tag,
+                                             int budget, long long period_ms, long long *first,
+                                             long long *last)
+{
+    size_t tl = strlen(tag);
+    long long t0 = -1, t1 = -1;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(e[i].job, tag, tl) == 0) {
+            if (t0 < 0)
+                t0 = e[i].t_ms;
+            t1 = e[i].t_ms;
+        }
+    *first = t0;
+    *last = t1;
+    long long periods = (t1 - t0) / period_ms, so_far = 0;
+    assert_true(periods >= 2);
+    size_t i = 0;
+    for (long long k = 0; k < periods; k++) {
+        long long in_period = 0;
+        for (; i < n && e[i].t_ms < t0 + (k + 1) * period_ms; i++)
+            in_period += strncmp(e[i].job, tag, tl) == 0;
+        so_far += in_period;
+        double used = (double)so_far / (double)((k + 1) * budget);
+        printf("# %s period %lld: %lld requests; %lld by its end, %.1f%% of the budget so far\n",
+               tl ? tag : "all", k, in_period, so_far, used * 100);
+        assert_true(used >= 0.95);
+    }
+}
+
+/* Runs `llmq limits set model <kind> n [--period-ms period_ms]` for account
+ * (kind "--rpm" or "--tpm"; period_ms <= 0: the default period); asserts
+ * success. */
+static inline void worker_limits_set(const char *account, const char *model, const char *kind,
+                                     long long n, long long period_ms)
+{
+    char n_s[24], period_s[24];
+    snprintf(n_s, sizeof(n_s), "%lld", n);
+    snprintf(period_s, sizeof(period_s), "%lld", period_ms);
+    const char *argv[] = {"llmq",           "limits", "set", model, kind, n_s,
+                          period_ms > 0 ? "--period-ms" : NULL, period_s, NULL};
+    struct cli_run r = cli_run(account, argv);
+    if (r.status != 0)
+        fprintf(stderr, "limits set failed: %s\n", r.err);
+    assert_int_equal(r.status, 0);
+    cli_free(&r);
+}
+
+/* Jobs delivered to a worker and not yet acknowledged: XPENDING of the
+ * queue of priority prio ("normal"; prefix "llmq:{account}:"); -1 on an
+ * error. */
+static inline long long worker_pending(redisContext *c, const char *prefix, const char *prio)
+{
+    char key[256];
+    snprintf(key, sizeof(key), "%sq:%s", prefix, prio);
+    redisReply *r = redisCommand(c, "XPENDING %s workers", key);
+    long long n = r && r->type == REDIS_REPLY_ARRAY ? r->element[0]->integer : -1;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+/* An integer from a Redis command with up to two arguments (formatted like
+ * redisCommand; b may be NULL when fmt takes one): llmq_test_redis_int. */
 static inline long long redis_int(redisContext *c, const char *fmt, const char *a,
                                   const char *b)
 {
-    redisReply *r = redisCommand(c, fmt, a, b);
-    long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
-    if (r && r->type == REDIS_REPLY_STRING)
-        v = strtoll(r->str, NULL, 10);
-    if (r)
-        freeReplyObject(r);
-    return v;
+    return llmq_test_redis_int(c, fmt, a, b);
 }
 
 /* A page fetched from a worker's admin endpoint. */

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,22 @@ redisContext *llmq_test_redis_connect(void)
         exit(1);
     }
     return c;
+}
+
+long long llmq_test_redis_int(redisContext *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    long long v = -1;
+    if (r != NULL && r->type == REDIS_REPLY_INTEGER)
+        v = r->integer;
+    else if (r != NULL && r->type == REDIS_REPLY_STRING)
+        v = strtoll(r->str, NULL, 10);
+    if (r != NULL)
+        freeReplyObject(r);
+    return v;
 }
 
 int llmq_test_free_port(void)
@@ -183,4 +200,24 @@ const char *llmq_test_bin(const char *name, int in_tests)
     const char *dir = getenv(in_tests ? "LLMQ_TEST_BIN_DIR" : "LLMQ_BIN_DIR");
     snprintf(path, sizeof(path), "%s/%s", dir ? dir : ".", name);
     return path;
+}
+
+int llmq_test_wait_port_file(const char *path, pid_t pid, long long timeout_ms)
+{
+    long long deadline = llmq_test_now_ms() + timeout_ms;
+    for (;;) {
+        FILE *f = fopen(path, "r");
+        if (f != NULL) {
+            int port = 0;
+            int ok = fscanf(f, "%d", &port) == 1 && port > 0;
+            fclose(f);
+            if (ok)
+                return port;
+        }
+        if (pid > 0 && waitpid(pid, NULL, WNOHANG) == pid)
+            return -1;
+        if (llmq_test_now_ms() >= deadline)
+            return 0;
+        usleep(10000);
+    }
 }

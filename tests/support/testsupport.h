@@ -15,6 +15,11 @@ const char *llmq_test_redis_url(void);
 /* A connected synchronous context to llmq_test_redis_url(); aborts on failure. */
 redisContext *llmq_test_redis_connect(void);
 
+/* The integer a command answers (fmt and arguments as redisCommand's; a
+ * string reply, as HGET's, is read as a number), or -1 for no reply, an error
+ * or another type. */
+long long llmq_test_redis_int(redisContext *c, const char *fmt, ...);
+
 /* A loopback TCP port that was free a moment ago. */
 int llmq_test_free_port(void);
 
@@ -50,6 +55,12 @@ const char *llmq_test_bin(const char *name, int in_tests);
  * pipe open. Returns what fork() returns. Call it from the test's main
  * thread: the kernel ties the signal to the thread that forked. */
 pid_t llmq_test_fork(void);
+
+/* Waits up to timeout_ms (against hanging, not a timing check) for a server
+ * started with `--port 0 --port-file path` to write its port there. When pid
+ * is > 0 and that process ends first, it is reaped. Returns the port; 0 on
+ * timeout; -1 when the process ended. Leaves the file in place. */
+int llmq_test_wait_port_file(const char *path, pid_t pid, long long timeout_ms);
 
 /* Monotonic milliseconds. */
 long long llmq_test_now_ms(void);

@@ -1,9 +1,7 @@
 /* The worker's small admin HTTP endpoint: /metrics, /healthz, /readyz.
  *
- * libmicrohttpd parses HTTP; we run it in its external-select mode inside the
- * caller's libev loop, with no thread of its own: MHD_USE_EPOLL gives one
- * epoll fd that stands for all of MHD's sockets, watched by one ev_io, and
- * MHD's next timeout is one ev_timer. Both call MHD_run, which never blocks.
+ * libmicrohttpd parses HTTP, run on the caller's libev loop with no thread
+ * of its own by common/httpd (httpd.h).
  * Pages are produced synchronously by the caller's handlers from state in
  * memory, so a request never waits on Redis or the API.
  *

@@ -194,7 +194,7 @@ char *llmq_worker_metrics_render(struct llmq_worker *w, size_t *len)
         return NULL;
     char reason[256];
     llmq_metrics_set(m->in_flight, NULL, w->http ? (double)llmq_http_inflight(w->http) : 0);
-    llmq_metrics_set(m->in_hand, NULL, w->inflight);
+    llmq_metrics_set(m->in_hand, NULL, w->in_hand);
     llmq_metrics_set(m->ready, NULL, on_ready(w, reason, sizeof(reason)));
     llmq_metrics_set(m->draining, NULL, w->draining);
     for (int i = 0; i < w->n_accounts; i++) {
@@ -353,11 +353,39 @@ void llmq_worker_metrics_prompt(struct llmq_worker *w, const struct worker_job *
     llmq_metrics_add(m->prompt_act, l, (double)actual_prompt_tokens);
 }
 
-void llmq_worker_metrics_end(struct llmq_worker *w, const struct worker_job *job,
-                             const struct llmq_http_response *resp)
+void llmq_worker_count_outcome(struct llmq_worker *w, const struct worker_job *job,
+                               const struct llmq_http_response *resp)
 {
+    struct llmq_worker_stats *s = &w->stats;
     struct llmq_worker_metrics *m = w->metrics;
-    if (m == NULL || job->mode == NULL)
+    int64_t *stat;
+    struct llmq_metric *family;
+    int64_t used = 0;
+    switch (job->settle.mode) {
+    case WORKER_SETTLE_DONE:
+        stat = &s->succeeded;
+        family = m ? m->succeeded : NULL;
+        used = job->settle.actual_tokens > 0 ? job->settle.actual_tokens : 0;
+        break;
+    case WORKER_SETTLE_RETRY:
+        stat = &s->retried;
+        family = m ? m->retried : NULL;
+        break;
+    case WORKER_SETTLE_DEAD:
+        stat = &s->dead;
+        family = m ? m->dead : NULL;
+        break;
+    case WORKER_SETTLE_HANDBACK:
+    case WORKER_SETTLE_AUTHPAUSE: /* handed back too; the refusal is counted apart */
+        stat = &s->handed_back;
+        family = m ? m->handed_back : NULL;
+        break;
+    default:
+        return;
+    }
+    (*stat)++;
+    s->tokens_used += used;
+    if (m == NULL)
         return;
     char status[32] = "not_sent";
     if (resp != NULL && resp->outcome == LLMQ_HTTP_OK)
@@ -367,16 +395,9 @@ void llmq_worker_metrics_end(struct llmq_worker *w, const struct worker_job *job
     const char *l[] = {job->acct->cfg->name, job->model, status};
     if (resp != NULL && resp->outcome != LLMQ_HTTP_CANCELLED)
         llmq_metrics_observe(m->latency_s, l, resp->elapsed_ms / 1000.0);
-    if (strcmp(job->mode, "done") == 0) {
-        llmq_metrics_add(m->succeeded, l, 1);
-        llmq_metrics_add(m->tok_used, l, job->actual_tokens > 0 ? (double)job->actual_tokens : 0);
-    } else if (strcmp(job->mode, "retry") == 0) {
-        llmq_metrics_add(m->retried, l, 1);
-    } else if (strcmp(job->mode, "dead") == 0) {
-        llmq_metrics_add(m->dead, l, 1);
-    } else {
-        llmq_metrics_add(m->handed_back, l, 1);
-    }
+    llmq_metrics_add(family, l, 1);
+    if (job->settle.mode == WORKER_SETTLE_DONE)
+        llmq_metrics_add(m->tok_used, l, (double)used);
 }
 
 void llmq_worker_metrics_invalid_response(struct llmq_worker *w, const struct worker_job *job)

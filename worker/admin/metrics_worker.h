@@ -48,10 +48,13 @@ void llmq_worker_metrics_invalid_response(struct llmq_worker *w, const struct wo
 void llmq_worker_metrics_prompt(struct llmq_worker *w, const struct worker_job *job,
                                 int64_t actual_prompt_tokens);
 
-/* The job's attempt ended with job->mode decided (done, retry, dead,
- * handback); resp (borrowed; NULL when nothing was sent) gives the status
- * label and the call's duration. */
-void llmq_worker_metrics_end(struct llmq_worker *w, const struct worker_job *job,
-                             const struct llmq_http_response *resp);
+/* The job's attempt ended with job->settle.mode decided: counts its
+ * outcome (succeeded, retried, dead or handed back; an authpause is handed
+ * back) and the tokens used, once, in the summary (w->stats) and in the
+ * metrics alike — the one place either counts an outcome, so the two cannot
+ * disagree. resp (borrowed; NULL when nothing was sent) gives the status
+ * label and the call's duration. Counts w->stats also without metrics. */
+void llmq_worker_count_outcome(struct llmq_worker *w, const struct worker_job *job,
+                               const struct llmq_http_response *resp);
 
 #endif

@@ -14,9 +14,9 @@
 #include <string.h>
 
 #include <cmocka.h>
-#include <dirent.h>
 
 #include "cost/image_size.h"
+#include "data_files.h"
 #include "llmq/cost.h"
 
 static json_t *parse(const char *text)
@@ -194,13 +194,10 @@ static void test_image_headers(void **state)
 /* Reads a whole file into a new buffer. */
 static unsigned char *slurp(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        fail_msg("cannot open %s", path);
-    unsigned char *buf = malloc(1 << 16);
-    *len = fread(buf, 1, 1 << 16, f);
-    fclose(f);
-    return buf;
+    char *buf = llmq_test_read_file(path, len);
+    if (buf == NULL)
+        fail_msg("cannot read %s", path);
+    return (unsigned char *)buf;
 }
 
 /* tests/data/cost/images/valid/<name>_<W>x<H>.<ext> read as W×H (made by a
@@ -208,36 +205,29 @@ static unsigned char *slurp(const char *path, size_t *len)
 static void test_image_files(void **state)
 {
     (void)state;
-    const char *src = getenv("LLMQ_SOURCE_DIR");
-    const char *kinds[] = {"valid", "invalid"};
-    int seen[2] = {0, 0};
+    const char *kinds[] = {"cost/images/valid", "cost/images/invalid"};
+    size_t seen[2] = {0, 0};
     for (int k = 0; k < 2; k++) {
-        char dir[1024], path[2048];
-        snprintf(dir, sizeof(dir), "%s/tests/data/cost/images/%s", src ? src : ".", kinds[k]);
-        DIR *d = opendir(dir);
-        assert_non_null(d);
-        struct dirent *e;
-        while ((e = readdir(d)) != NULL) {
-            if (e->d_name[0] == '.')
-                continue;
-            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        struct llmq_test_files f;
+        llmq_test_data_files(&f, kinds[k], NULL);
+        for (size_t i = 0; i < f.n; i++) {
             size_t len;
-            unsigned char *data = slurp(path, &len);
+            unsigned char *data = slurp(f.paths[i], &len);
             unsigned w = 0, h = 0, want_w = 0, want_h = 0;
             enum llmq_rc rc = llmq_image_size_parse(data, len, &w, &h);
-            const char *us = strrchr(e->d_name, '_');
+            const char *us = strrchr(f.names[i], '_');
             if (k == 0) {
                 assert_non_null(us);
                 assert_int_equal(sscanf(us, "_%ux%u.", &want_w, &want_h), 2);
                 if (rc != LLMQ_OK || w != want_w || h != want_h)
-                    fail_msg("%s: rc %d, %ux%u", e->d_name, rc, w, h);
+                    fail_msg("%s: rc %d, %ux%u", f.names[i], rc, w, h);
             } else if (rc != LLMQ_EINVAL) {
-                fail_msg("%s: accepted as %ux%u", e->d_name, w, h);
+                fail_msg("%s: accepted as %ux%u", f.names[i], w, h);
             }
             free(data);
-            seen[k]++;
         }
-        closedir(d);
+        seen[k] = f.n;
+        llmq_test_files_free(&f);
     }
     assert_true(seen[0] >= 8);
     assert_true(seen[1] >= 5);

@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "data_files.h"
+
 #define MAX_DOCS 64
 #define MAX_FILES 32
 
@@ -436,13 +438,8 @@ static void test_compose(void **state)
 
 static char *slurp(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    char *buf = calloc(1, 1 << 20);
+    char *buf = llmq_test_read_file(path, NULL);
     assert_non_null(buf);
-    size_t n = fread(buf, 1, (1 << 20) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
     return buf;
 }
 

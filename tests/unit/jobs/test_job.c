@@ -1,6 +1,5 @@
 /* The job codec: the Batch corpus (tests/data/batch), options and defaults,
  * output lines, generated ids. */
-#include <dirent.h>
 #include <jansson.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,20 +13,9 @@
 
 #include "jobs/batch.h"
 #include "jobs/job.h"
+#include "data_files.h"
+#include "json_alloc.h"
 #include "redis/redis.h"
-
-static const char *data_dir(const char *sub, char *buf, size_t n)
-{
-    const char *src = getenv("LLMQ_SOURCE_DIR");
-    snprintf(buf, n, "%s/tests/data/batch/%s", src ? src : "..", sub);
-    return buf;
-}
-
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t a = strlen(s), b = strlen(suffix);
-    return a >= b && strcmp(s + a - b, suffix) == 0;
-}
 
 static size_t count_nonblank(const char *buf, size_t len)
 {
@@ -47,15 +35,11 @@ static size_t count_nonblank(const char *buf, size_t len)
 static void test_valid_corpus(void **state)
 {
     (void)state;
-    char dir[512], path[1024];
-    DIR *d = opendir(data_dir("valid", dir, sizeof(dir)));
-    assert_non_null(d);
-    struct dirent *e;
+    struct llmq_test_files f;
+    llmq_test_data_files(&f, "batch/valid", ".jsonl");
     int files = 0;
-    while ((e = readdir(d)) != NULL) {
-        if (!ends_with(e->d_name, ".jsonl"))
-            continue;
-        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+    for (size_t k = 0; k < f.n; k++) {
+        const char *path = f.paths[k];
         char *buf = NULL;
         size_t len = 0;
         assert_int_equal(llmq_batch_read_file(path, &buf, &len, NULL), LLMQ_OK);
@@ -65,7 +49,7 @@ static void test_valid_corpus(void **state)
         struct llmq_batch b = {0};
         assert_int_equal(llmq_batch_parse(buf, len, &def, &b, NULL), LLMQ_OK);
         if (b.n_errors > 0)
-            fail_msg("%s:%ld: %s", e->d_name, b.errors[0].line, b.errors[0].msg);
+            fail_msg("%s:%ld: %s", f.names[k], b.errors[0].line, b.errors[0].msg);
         assert_int_equal(b.n_jobs, count_nonblank(buf, len));
         for (size_t i = 0; i < b.n_jobs; i++) {
             assert_true(llmq_name_valid(b.jobs[i].id));
@@ -78,7 +62,7 @@ static void test_valid_corpus(void **state)
         free(buf);
         files++;
     }
-    closedir(d);
+    llmq_test_files_free(&f);
     assert_true(files >= 8);
 }
 
@@ -86,7 +70,7 @@ static void test_valid_corpus(void **state)
  * .expect sidecar names. */
 static void check_invalid_file(const char *dir, const char *name)
 {
-    char path[1024], expect_path[1024], expect[512] = "";
+    char path[2048], expect_path[2048], expect[512] = "";
     snprintf(path, sizeof(path), "%s/%s", dir, name);
     snprintf(expect_path, sizeof(expect_path), "%s/%.*s.expect", dir,
              (int)(strlen(name) - strlen(".jsonl")), name);
@@ -125,19 +109,12 @@ static void check_invalid_file(const char *dir, const char *name)
 static void test_invalid_corpus(void **state)
 {
     (void)state;
-    char dir[512];
-    DIR *d = opendir(data_dir("invalid", dir, sizeof(dir)));
-    assert_non_null(d);
-    struct dirent *e;
-    int files = 0;
-    while ((e = readdir(d)) != NULL) {
-        if (!ends_with(e->d_name, ".jsonl"))
-            continue;
-        check_invalid_file(dir, e->d_name);
-        files++;
-    }
-    closedir(d);
-    assert_true(files >= 20);
+    struct llmq_test_files f;
+    llmq_test_data_files(&f, "batch/invalid", ".jsonl");
+    for (size_t k = 0; k < f.n; k++)
+        check_invalid_file(f.dir, f.names[k]);
+    assert_true(f.n >= 20);
+    llmq_test_files_free(&f);
 }
 
 static void test_line_options_and_defaults(void **state)
@@ -277,17 +254,6 @@ static void test_custom_id_required_unless_generated(void **state)
     llmq_job_clear(&j);
 }
 
-/* jansson's allocations fail from the Nth on: every path must report an
- * error (or succeed when it needed fewer) and leak nothing (ASan checks). */
-static long alloc_budget;
-
-static void *failing_malloc(size_t n)
-{
-    if (alloc_budget-- <= 0)
-        return NULL;
-    return malloc(n);
-}
-
 static void test_allocation_failures(void **state)
 {
     (void)state;
@@ -298,15 +264,14 @@ static void test_allocation_failures(void **state)
     llmq_job_defaults_init(&d);
     int succeeded = 0;
     for (long n = 0; n < 200 && !succeeded; n++) {
-        alloc_budget = n;
-        json_set_alloc_funcs(failing_malloc, free);
+        llmq_test_json_alloc_fail_after(n);
         struct llmq_job j;
         struct llmq_error err = {0};
         enum llmq_rc rc = llmq_job_from_line(line, strlen(line), &d, &j, &err);
         struct llmq_job_output o = {
             .custom_id = "x", .status_code = 200, .body = "{}", .body_len = 2};
         char *out = llmq_job_output_encode(&o, NULL);
-        json_set_alloc_funcs(malloc, free);
+        llmq_test_json_alloc_reset();
         if (rc == LLMQ_OK) {
             llmq_job_clear(&j);
             succeeded = out != NULL;

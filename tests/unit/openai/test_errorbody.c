@@ -10,6 +10,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "json_alloc.h"
 #include "openai/errorbody.h"
 
 static void classify(int status, const char *body, struct llmq_errorbody *out)
@@ -142,35 +143,22 @@ static void test_hostile(void **state)
     free(deep);
 }
 
-static int alloc_budget = -1;
-
-static void *failing_malloc(size_t n)
-{
-    if (alloc_budget == 0)
-        return NULL;
-    if (alloc_budget > 0)
-        alloc_budget--;
-    return malloc(n);
-}
-
 /* Allocation failures inside jansson degrade to "kind by status alone". */
 static void test_alloc_failures(void **state)
 {
     (void)state;
     const char *body = "{\"error\":{\"message\":\"quota\",\"type\":\"insufficient_quota\","
                        "\"code\":\"insufficient_quota\"}}";
-    json_set_alloc_funcs(failing_malloc, free);
     int parsed = 0;
     for (int n = 0; n < 200 && !parsed; n++) {
         struct llmq_errorbody b;
-        alloc_budget = n;
+        llmq_test_json_alloc_fail_after(n);
         classify(429, body, &b);
         parsed = b.parsed;
         assert_int_equal(b.kind,
                          parsed ? LLMQ_ERRORBODY_INSUFFICIENT_QUOTA : LLMQ_ERRORBODY_RATE_LIMIT);
     }
-    alloc_budget = -1;
-    json_set_alloc_funcs(malloc, free);
+    llmq_test_json_alloc_reset();
     assert_true(parsed);
 }
 

@@ -2,7 +2,6 @@
  * cases, the data-driven header files in tests/data/ratelimit_headers/
  * (valid/ and invalid/: header lines, then "--- expect", then field=value
  * lines; every field not listed must be absent), and random garbage. */
-#include <dirent.h>
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "data_files.h"
 #include "openai/ratelimit_headers.h"
 
 #define NOW_MS 784111777000LL /* Sun, 06 Nov 1994 08:49:37 GMT */
@@ -118,35 +118,6 @@ static void test_request_id_truncated(void **state)
 
 /* ---- data-driven files ---- */
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap + 1);
-    size_t k;
-    while (buf && (k = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += k;
-        if (n == cap) {
-            cap *= 2;
-            char *nb = realloc(buf, cap + 1);
-            if (nb == NULL) {
-                free(buf);
-                buf = NULL;
-            } else {
-                buf = nb;
-            }
-        }
-    }
-    fclose(f);
-    if (buf) {
-        buf[n] = '\0';
-        *len = n;
-    }
-    return buf;
-}
-
 static int field_by_name(const char *name, size_t len)
 {
     for (int f = 0; f < LLMQ_RLH_FIELD_COUNT; f++) {
@@ -184,7 +155,7 @@ static void check_expect(const char *file, const struct llmq_ratelimit_headers *
 static void run_case(const char *path)
 {
     size_t len;
-    char *text = read_file(path, &len);
+    char *text = llmq_test_read_file(path, &len);
     if (text == NULL)
         fail_msg("cannot read %s", path);
     struct llmq_ratelimit_headers h;
@@ -218,38 +189,24 @@ static void run_case(const char *path)
 
 static void run_dir(const char *sub)
 {
-    const char *src = getenv("LLMQ_SOURCE_DIR");
-    if (src == NULL)
-        fail_msg("LLMQ_SOURCE_DIR is not set (run under ctest)");
-    char dir[1024];
-    snprintf(dir, sizeof(dir), "%s/tests/data/ratelimit_headers/%s", src, sub);
-    DIR *d = opendir(dir);
-    if (d == NULL)
-        fail_msg("cannot open %s", dir);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[2048];
-        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-        run_case(path);
-        n++;
-    }
-    closedir(d);
-    assert_true(n > 0);
+    struct llmq_test_files f;
+    llmq_test_data_files(&f, sub, NULL);
+    for (size_t i = 0; i < f.n; i++)
+        run_case(f.paths[i]);
+    assert_true(f.n > 0);
+    llmq_test_files_free(&f);
 }
 
 static void test_valid_files(void **state)
 {
     (void)state;
-    run_dir("valid");
+    run_dir("ratelimit_headers/valid");
 }
 
 static void test_invalid_files(void **state)
 {
     (void)state;
-    run_dir("invalid");
+    run_dir("ratelimit_headers/invalid");
 }
 
 /* Random bytes around known names: must never crash or read out of bounds

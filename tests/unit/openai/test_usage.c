@@ -2,7 +2,6 @@
  * (valid/<name>.{json,sse} with <name>.expect = "input=N output=N total=N
  * cached=N reasoning=N [derived]", every count not listed must be absent;
  * every invalid/ file must give no usage), plus API edge cases and random truncations. */
-#include <dirent.h>
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,28 +14,9 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "data_files.h"
+#include "json_alloc.h"
 #include "openai/usage.h"
-
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf != NULL && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf != NULL) {
-        buf[n] = '\0';
-        *len = (size_t)n;
-    }
-    return buf;
-}
 
 static const struct {
     const char *name;
@@ -89,8 +69,8 @@ static void run_valid(const char *dir, const char *name)
     size_t stem = strlen(name) - strlen(strrchr(name, '.'));
     snprintf(exp_path, sizeof(exp_path), "%s/%.*s.expect", dir, (int)stem, name);
     size_t len, elen;
-    char *body = read_file(path, &len);
-    char *exp = read_file(exp_path, &elen);
+    char *body = llmq_test_read_file(path, &len);
+    char *exp = llmq_test_read_file(exp_path, &elen);
     if (body == NULL || exp == NULL)
         fail_msg("cannot read %s or its .expect", path);
     struct llmq_usage u;
@@ -120,7 +100,7 @@ static void run_invalid(const char *dir, const char *name)
     char path[2048];
     snprintf(path, sizeof(path), "%s/%s", dir, name);
     size_t len;
-    char *body = read_file(path, &len);
+    char *body = llmq_test_read_file(path, &len);
     if (body == NULL)
         fail_msg("cannot read %s", path);
     struct llmq_usage u;
@@ -132,40 +112,33 @@ static void run_invalid(const char *dir, const char *name)
 
 static void run_dir(const char *sub, int valid)
 {
-    const char *src = getenv("LLMQ_SOURCE_DIR");
-    if (src == NULL)
-        fail_msg("LLMQ_SOURCE_DIR is not set (run under ctest)");
-    char dir[1024];
-    snprintf(dir, sizeof(dir), "%s/tests/data/usage/%s", src, sub);
-    DIR *d = opendir(dir);
-    if (d == NULL)
-        fail_msg("cannot open %s", dir);
+    struct llmq_test_files f;
+    llmq_test_data_files(&f, sub, NULL);
     int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        const char *dot = strrchr(e->d_name, '.');
-        if (e->d_name[0] == '.' || dot == NULL || strcmp(dot, ".expect") == 0)
+    for (size_t i = 0; i < f.n; i++) {
+        const char *dot = strrchr(f.names[i], '.');
+        if (dot == NULL || strcmp(dot, ".expect") == 0)
             continue;
         if (valid)
-            run_valid(dir, e->d_name);
+            run_valid(f.dir, f.names[i]);
         else
-            run_invalid(dir, e->d_name);
+            run_invalid(f.dir, f.names[i]);
         n++;
     }
-    closedir(d);
+    llmq_test_files_free(&f);
     assert_true(n > 0);
 }
 
 static void test_valid_files(void **state)
 {
     (void)state;
-    run_dir("valid", 1);
+    run_dir("usage/valid", 1);
 }
 
 static void test_invalid_files(void **state)
 {
     (void)state;
-    run_dir("invalid", 0);
+    run_dir("usage/invalid", 0);
 }
 
 static void test_return_codes(void **state)
@@ -190,18 +163,6 @@ static void test_return_codes(void **state)
     assert_int_equal(u.input_tokens, 4);
 }
 
-/* jansson allocations that fail from the Nth on. */
-static int alloc_budget = -1;
-
-static void *failing_malloc(size_t n)
-{
-    if (alloc_budget == 0)
-        return NULL;
-    if (alloc_budget > 0)
-        alloc_budget--;
-    return malloc(n);
-}
-
 static void test_alloc_failures(void **state)
 {
     (void)state;
@@ -209,21 +170,19 @@ static void test_alloc_failures(void **state)
                        "\"prompt_tokens_details\":{\"cached_tokens\":1}}}";
     const char *sse = "data: {\"usage\":null}\n\ndata: {\"choices\":[],\"usage\":"
                       "{\"input_tokens\":2,\"output_tokens\":1}}\n\ndata: [DONE]\n\n";
-    json_set_alloc_funcs(failing_malloc, free);
     int succeeded = 0;
     for (int n = 0; n < 200 && !succeeded; n++) {
         struct llmq_usage a, b;
-        alloc_budget = n;
+        llmq_test_json_alloc_fail_after(n);
         enum llmq_rc ra = llmq_usage_parse(json, strlen(json), &a);
-        alloc_budget = n;
+        llmq_test_json_alloc_fail_after(n);
         enum llmq_rc rb = llmq_usage_parse(sse, strlen(sse), &b);
         /* Failure means "no usage", never a crash, a leak or a wrong count. */
         assert_true(ra == LLMQ_OK ? a.total_tokens == 7 : a.present == 0);
         assert_true(rb == LLMQ_OK ? b.total_tokens == 3 : b.present == 0);
         succeeded = ra == LLMQ_OK && rb == LLMQ_OK;
     }
-    alloc_budget = -1;
-    json_set_alloc_funcs(malloc, free);
+    llmq_test_json_alloc_reset();
     assert_true(succeeded);
 }
 

@@ -3,11 +3,8 @@
  * worker's summary counters (w->stats, printed at exit) and its metrics
  * (llmq_jobs_dead_total) must both count it, once.
  *
- * The worker is set up by hand around real parts: a libev loop, the real
- * metrics registry, and a real async Redis connection that never becomes
- * ready (nothing listens on its port), so the settle is kept for a resend as
- * when Redis is away. There is no HTTP client (w.http == NULL), which makes
- * llmq_http_submit fail the way it does for a client that is closing. */
+ * The worker is worker_fixture.h's: real parts, Redis away, no HTTP client
+ * (which makes llmq_http_submit fail). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,11 +13,8 @@
 
 #include <cmocka.h>
 
-#include "admin/metrics_worker.h"
-#include "config.h"
-#include "redis/redis_async.h"
 #include "testsupport.h"
-#include "worker.h"
+#include "worker_fixture.h"
 
 static struct worker_job *new_job(struct worker_account *a, int attempts, int max_attempts)
 {
@@ -44,38 +38,17 @@ static struct worker_job *new_job(struct worker_account *a, int attempts, int ma
 static void test_submit_failure_on_last_attempt_counts_dead_once(void **state)
 {
     (void)state;
-    static struct llmq_worker_config cfg;
-    static struct llmq_worker w;
-    memset(&cfg, 0, sizeof(cfg));
-    memset(&w, 0, sizeof(w));
-    snprintf(cfg.base_url, sizeof(cfg.base_url), "http://127.0.0.1:9");
-    snprintf(cfg.accounts[0].name, sizeof(cfg.accounts[0].name), "acct");
-    cfg.n_accounts = 1;
-    cfg.backoff_base_ms = 100;
-    cfg.backoff_cap_ms = 1000;
-    w.loop = ev_loop_new(EVFLAG_AUTO);
-    w.cfg = &cfg;
-    w.n_accounts = 1;
-    struct worker_account *a = &w.accounts[0];
-    a->w = &w;
-    a->cfg = &cfg.accounts[0];
-    snprintf(a->prefix, sizeof(a->prefix), "llmq:{acct}:");
-    struct llmq_redis_url url;
-    struct llmq_error err = {0};
-    assert_int_equal(llmq_redis_url_parse("redis://127.0.0.1:1/0", &url, &err), LLMQ_OK);
-    struct llmq_redis_async_config rc = {.name = "worker"};
-    a->cmd = llmq_redis_async_new(w.loop, &url, &rc, NULL, NULL, &err);
-    assert_non_null(a->cmd);
-    assert_int_equal(llmq_worker_metrics_start(&w), 0);
+    struct llmq_worker *w = worker_fixture_start();
+    struct worker_account *a = &w->accounts[0];
 
     struct worker_job *job = new_job(a, 1, 1);
-    llmq_worker_call(&w, job);
+    llmq_worker_call(w, job);
 
-    assert_string_equal(job->mode, "dead");
-    assert_int_equal(w.stats.dead, 1);
-    assert_int_equal(w.stats.retried, 0);
+    assert_int_equal(job->settle.mode, WORKER_SETTLE_DEAD);
+    assert_int_equal(w->stats.dead, 1);
+    assert_int_equal(w->stats.retried, 0);
     size_t len = 0;
-    char *text = llmq_worker_metrics_render(&w, &len);
+    char *text = llmq_worker_metrics_render(w, &len);
     assert_non_null(text);
     assert_non_null(strstr(
         text,
@@ -85,9 +58,7 @@ static void test_submit_failure_on_last_attempt_counts_dead_once(void **state)
 
     a->settle_retry = NULL;
     llmq_worker_job_free(job);
-    llmq_redis_async_free(a->cmd);
-    llmq_worker_metrics_free(&w);
-    ev_loop_destroy(w.loop);
+    worker_fixture_stop(w);
 }
 
 int main(void)

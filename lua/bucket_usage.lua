@@ -1,5 +1,6 @@
--- usage: what each named bucket holds right now (for status; it also drops
--- window entries that aged out).
+-- bucket_usage: what each named bucket holds right now (for status; it also
+-- drops window entries that aged out). Not the API's token usage of a call
+-- (common/openai/usage.c).
 -- KEYS[1]  P, the account prefix
 -- ARGV...  bucket names
 -- Reply: per bucket {name, requests_used, tokens_used, requests_limit,

@@ -1,5 +1,6 @@
--- settle: replace a reservation's reserved tokens with the real usage, in
--- every bucket it was admitted to (up or down). Call once per reservation.
+-- limiter_settle: replace a reservation's reserved tokens with the real usage,
+-- in every bucket it was admitted to (up or down). Call once per reservation.
+-- (The job's settle, which also ends the job, is job_settle.lua.)
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  reservation handle (as acquire returned it, without the account)
 -- ARGV[2]  actual tokens (integer >= 0)
