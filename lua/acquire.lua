@@ -42,10 +42,7 @@ for i = 5, #ARGV do
     end
 end
 limiter_flush(s)
-local limits = limiter_limits_flat(path)
-local reply = { granted, now, stop[1], stop[2], stop[3], stop[4], stop[5], first_id, path.tags,
-    #limits / 4 }
-for i = 1, #limits do
-    reply[#reply + 1] = limits[i]
-end
+local reply = { granted, now, stop[1], stop[2], stop[3], stop[4], stop[5], first_id, path.tags, 0 }
+limiter_limits_flat(path, reply)
+reply[10] = (#reply - 10) / 4
 return reply

@@ -116,12 +116,16 @@ if sched_unblock_due(P, now, vt) == 256 then
 end
 
 local JOB_FIELDS = { 'model', 'tenant', 'user', 'cost', 'deadline_ms', 'attempts', 'max_attempts',
-    'state', 'est_prompt_tokens', 'url', 'cancel' }
+    'state', 'est_prompt_tokens', 'url', 'cancel', 'body' }
 
 -- What to do with job id (a stream entry's or a key head's): nil, job when
--- it can be tried; else kind ('bad': no usable job; 'drop': already ended;
--- 'dead': dead-letter the job), reason, message.
-local function examine(id)
+-- it can be tried (job: the values of JOB_FIELDS, read in one HMGET); else
+-- kind ('bad': no usable job; 'drop': already ended; 'dead': dead-letter the
+-- job), reason, message. from_key: id is a key head that dispatch or enqueue
+-- queued, with state 'queued': a result can exist only if the job ended, and
+-- llmq_job_finish sets the state of a job that ends, so its res: key need not
+-- be looked up (a foreign entry's job is looked up).
+local function examine(id, from_key)
     if not worker_name_ok(id) then
         return 'bad', id == nil and 'invalid_entry' or 'invalid_job_id',
             id == nil and 'stream entry has no job id' or 'job id is not a valid name'
@@ -130,7 +134,8 @@ local function examine(id)
     if not ok then
         return 'bad', 'invalid_job', 'job key is not a hash'
     end
-    if job[8] == 'done' or job[8] == 'dead' or redis.call('EXISTS', P .. 'res:' .. id) == 1 then
+    if job[8] == 'done' or job[8] == 'dead' or
+        ((not from_key or job[8] ~= 'queued') and redis.call('EXISTS', P .. 'res:' .. id) == 1) then
         return 'drop'
     end
     if not job[1] and redis.call('EXISTS', P .. 'job:' .. id) == 0 then
@@ -203,21 +208,88 @@ local granted, taken = {}, 0
 local denied_model = {} -- model -> until (ms) once its bucket denied in this call
 local budget = max_jobs + 64 -- nodes looked at per call: bounds the call's work
 
--- Pops the head job of key kpath (queue kq) of priority prio.
-local function pop(kq, kpath, prio)
-    redis.call('LPOP', kq)
-    redis.call('LPOP', P .. 'backlog:' .. prio)
-    if redis.call('LLEN', kq) == 0 then
-        sched_deactivate(P, kpath)
+-- The chain being served: per level (model, tenant, user) the first member
+-- of its ZSET and the runner-up, and the first job ids of the key. While
+-- every grant's charge leaves each node before its runner-up, the next
+-- decision is the same chain's next job, so it costs no ZRANGE and no LINDEX:
+-- charges (ZADD XX) and pops (LPOP with a count) are written once, when the
+-- chain ends (chain_end), before anything else reads or changes those ZSETs
+-- or the list. A tie with the runner-up ends the chain (Redis orders ties by
+-- name). Same decisions as re-reading every time, in fewer commands.
+local chain = nil
+
+-- A level of the tree: the first two members of ZSET zkey.
+local function level_read(zkey)
+    local r = redis.call('ZRANGE', zkey, 0, 1, 'WITHSCORES')
+    if #r == 0 then
+        return nil
+    end
+    return { zkey = zkey, name = r[1], score = tonumber(r[2]), next = tonumber(r[4]) }
+end
+
+-- Adds amount to level l's first member (in Lua until chain_end) and makes
+-- its old score the level's virtual time (field parent of P svt). True while
+-- it stays before the runner-up.
+local function level_charge(l, amount, parent)
+    vt[parent] = l.score
+    vt_set[parent] = true
+    l.score = l.score + amount
+    l.dirty = true
+    return l.next == nil or l.score < l.next
+end
+
+-- Writes the chain's charges and pops; a key left empty leaves the tree.
+local function chain_end()
+    local c = chain
+    if c == nil then
+        return
+    end
+    chain = nil
+    for _, l in ipairs({ c.u, c.t, c.m }) do
+        if l.dirty then
+            redis.call('ZADD', l.zkey, 'XX', l.score, l.name)
+        end
+    end
+    if c.pops > 0 then
+        redis.call('LPOP', c.kq, c.pops)
+        redis.call('LPOP', P .. 'backlog:' .. c.prio, c.pops)
+    end
+    if c.idx > #c.ids and c.exact then
+        sched_deactivate(P, c.kpath)
     end
 end
 
--- Advances member's score in zkey by amount (if it is still there) and
--- makes its old score the level's virtual time (field parent of P svt).
-local function charge(zkey, member, score, amount, parent)
-    redis.call('ZADD', zkey, 'XX', score + amount, member)
-    vt[parent] = score
-    vt_set[parent] = true
+-- Starts a chain at the first node of each level of priority prio: true,
+-- or false when the tree is empty; nil when this step only tidied the tree
+-- (a node without children left it, a denied model was blocked).
+local function chain_start(prio, smk)
+    local m = level_read(smk)
+    if m == nil then
+        return false
+    end
+    local mpath = prio .. '|' .. m.name
+    if denied_model[m.name] ~= nil then
+        sched_block(P, mpath, denied_model[m.name], m.name)
+        return nil
+    end
+    local t = level_read(P .. 'st:' .. mpath)
+    if t == nil then
+        sched_deactivate(P, mpath)
+        return nil
+    end
+    local tpath = mpath .. '|' .. t.name
+    local u = level_read(P .. 'su:' .. tpath)
+    if u == nil then
+        sched_deactivate(P, tpath)
+        return nil
+    end
+    local kpath = tpath .. '|' .. u.name
+    local kq = P .. 'kq:' .. kpath
+    local want = math.min(max_jobs - taken, 128) + 1
+    local ids = redis.call('LRANGE', kq, 0, want - 1)
+    chain = { prio = prio, m = m, t = t, u = u, mpath = mpath, tpath = tpath, kpath = kpath,
+        kq = kq, ids = ids, idx = 1, exact = #ids < want, pops = 0 }
+    return true
 end
 
 -- The node to block for a denial on path (the outermost bucket that binds),
@@ -238,44 +310,23 @@ for _, prio in ipairs(PRIOS) do
     if taken >= max_jobs or more then
         break
     end
-    local s = limiter_session(P, prio, now)
+    local s = nil -- the limiter session, opened when a job of prio is tried
     local smk = P .. 'sm:' .. prio
     local grants = {}
     while taken < max_jobs and budget > 0 do
         budget = budget - 1
-        local m = redis.call('ZRANGE', smk, 0, 0, 'WITHSCORES')
-        if #m == 0 then
+        local started = chain ~= nil or chain_start(prio, smk)
+        if started == false then
             break
         end
-        local model, ms = m[1], tonumber(m[2])
-        local mpath = prio .. '|' .. model
-        local stk = P .. 'st:' .. mpath
-        local t = denied_model[model] == nil and redis.call('ZRANGE', stk, 0, 0, 'WITHSCORES') or {}
-        local u = {}
-        if denied_model[model] ~= nil then
-            sched_block(P, mpath, denied_model[model], model)
-        elseif #t == 0 then
-            sched_deactivate(P, mpath)
-        else
-            u = redis.call('ZRANGE', P .. 'su:' .. mpath .. '|' .. t[1], 0, 0, 'WITHSCORES')
-            if #u == 0 then
-                sched_deactivate(P, mpath .. '|' .. t[1])
-            end
-        end
-        if #u > 0 then
-            local tenant, ts = t[1], tonumber(t[2])
-            local user, us = u[1], tonumber(u[2])
-            local tpath = mpath .. '|' .. tenant
-            local kpath = tpath .. '|' .. user
-            local kq = P .. 'kq:' .. kpath
-            local id = redis.call('LINDEX', kq, 0)
-            local kind, a, b = nil, nil, nil
-            if not id then
-                sched_deactivate(P, kpath)
-                kind = 'empty'
-            else
-                kind, a, b = examine(id)
-            end
+        local c = chain
+        if c ~= nil and c.idx > #c.ids then
+            -- the key's ids read so far are used up: it is empty (chain_end
+            -- takes it out of the tree) or the next call reads on
+            chain_end()
+        elseif c ~= nil then
+            local id = c.ids[c.idx]
+            local kind, a, b = examine(id, true)
             local job = a
             if kind == nil then
                 local deadline = tonumber(job[5]) or 0
@@ -287,45 +338,55 @@ for _, prio in ipairs(PRIOS) do
                     kind, a = 'dead', 'attempts_exhausted'
                     b = 'no attempts left (' .. attempts .. ' of ' .. max_attempts .. ')'
                 else
+                    s = s or limiter_session(P, prio, now)
                     local path = limiter_path(s, job[1], job[2] or '', job[3] or '')
                     local st, r1, r2, r3 = limiter_try(s, path, cost, job[4])
                     if st == 'granted' then
-                        pop(kq, kpath, prio)
+                        c.idx, c.pops = c.idx + 1, c.pops + 1
                         local handle = path.tags == '' and '' or limiter_handle(path, r1, job[4], now)
-                        local jk = P .. 'job:' .. id
-                        redis.call('HSET', jk, 'state', 'running', 'attempts', attempts + 1,
-                            'consumer', consumer, 'run_ms', now)
-                        local v = redis.call('HMGET', jk, 'url', 'body')
-                        grants[#grants + 1] = { '', prio, id, handle, v[1] or '', v[2] or '',
+                        redis.call('HSET', P .. 'job:' .. id, 'state', 'running', 'attempts',
+                            attempts + 1, 'consumer', consumer, 'run_ms', now)
+                        grants[#grants + 1] = { '', prio, id, handle, job[10] or '', job[12] or '',
                             job[1], attempts + 1, cost, max_attempts, tonumber(job[9]) or -1 }
                         taken = taken + 1
+                        local model, tenant, user = c.m.name, c.t.name, c.u.name
                         local wu = user == '' and 1 or sched_weight(P, model .. '/u/' .. user, weights)
                         local wt = tenant == '' and 1 or
                             sched_weight(P, model .. '/t/' .. tenant, weights)
-                        charge(P .. 'su:' .. tpath, user, us, cost / wu, tpath)
-                        charge(stk, tenant, ts, cost / wt, mpath)
-                        charge(smk, model, ms, cost, prio)
+                        local keep = level_charge(c.u, cost / wu, c.tpath)
+                        keep = level_charge(c.t, cost / wt, c.mpath) and keep
+                        keep = level_charge(c.m, cost, prio) and keep
+                        if not keep or (c.idx > #c.ids and c.exact) then
+                            chain_end()
+                        end
                     elseif st == 'never' then
                         kind, a = 'dead', 'never_fits'
                         b = 'cost ' .. cost .. ' tokens exceeds the ' .. r2 .. ' limit ' .. r3 ..
                             ' of bucket ' .. r1
                     else
+                        chain_end()
                         local node, until_ms, level, bucket =
-                            block_target(s, path, cost, mpath, tpath, kpath)
+                            block_target(s, path, cost, c.mpath, c.tpath, c.kpath)
                         if level == 'model' then
-                            denied_model[model] = until_ms
+                            denied_model[c.m.name] = until_ms
                         end
                         sched_block(P, node, until_ms, bucket)
                     end
                 end
             end
             if kind == 'bad' or kind == 'dead' or kind == 'drop' then
-                pop(kq, kpath, prio)
-                reject(kind, kq, '', id, a, b)
+                c.idx, c.pops = c.idx + 1, c.pops + 1
+                if c.idx > #c.ids and c.exact then
+                    chain_end()
+                end
+                reject(kind, c.kq, '', id, a, b)
             end
         end
     end
-    limiter_flush(s)
+    chain_end()
+    if s ~= nil then
+        limiter_flush(s)
+    end
     if #grants > 0 then
         local q = P .. 'q:' .. prio
         for _, g in ipairs(grants) do
@@ -344,8 +405,13 @@ if budget <= 0 and taken < max_jobs then
     more = true
 end
 
+local svt = {} -- the virtual times this call moved, written in one HSET
 for field in pairs(vt_set) do
-    redis.call('HSET', P .. 'svt', field, vt[field])
+    svt[#svt + 1] = field
+    svt[#svt + 1] = vt[field]
+end
+if #svt > 0 then
+    redis.call('HSET', P .. 'svt', unpack(svt))
 end
 
 local wait = 0

@@ -18,24 +18,31 @@ end
 local now = llmq_now_ms()
 local out = {}
 local vt = {} -- virtual times read in this call
+local backlog = {} -- jobs queued per priority (sched_backlog_add)
+-- An error reply after the jobs before it were queued: their backlog is
+-- written first (a script's writes stay when it returns an error).
+local function fail(msg)
+    sched_backlog_add(P, backlog)
+    return redis.error_reply(msg)
+end
 for base = 1, #ARGV, JOBS_FIELDS do
     local id, prio = ARGV[base], ARGV[base + 1]
     local jk = P .. 'job:' .. id
     if not JOBS_PRIORITY_VALID[prio] then
-        return redis.error_reply('LLMQ_EINVAL job ' .. id .. ': bad priority ' .. prio)
+        return fail('LLMQ_EINVAL job ' .. id .. ': bad priority ' .. prio)
     end
     -- model, tenant and user name a queue key: they must be names
     local tenant, user = ARGV[base + 6], ARGV[base + 7]
     if not worker_name_ok(ARGV[base + 2]) or (tenant ~= '' and not worker_name_ok(tenant)) or
         (user ~= '' and not worker_name_ok(user)) then
-        return redis.error_reply('LLMQ_EINVAL job ' .. id .. ': model, tenant or user is not a name')
+        return fail('LLMQ_EINVAL job ' .. id .. ': model, tenant or user is not a name')
     end
     if redis.call('EXISTS', jk, P .. 'res:' .. id) > 0 then
         out[#out + 1] = { 0, redis.call('HGET', jk, 'state') or 'done' }
     else
         local deadline, ttl = tonumber(ARGV[base + 8]), tonumber(ARGV[base + 9])
         if not deadline or not ttl then
-            return redis.error_reply('LLMQ_EINVAL job ' .. id .. ': bad deadline_ms or ttl_ms')
+            return fail('LLMQ_EINVAL job ' .. id .. ': bad deadline_ms or ttl_ms')
         end
         if ttl > 0 and (deadline == 0 or now + ttl < deadline) then
             deadline = now + ttl
@@ -46,8 +53,9 @@ for base = 1, #ARGV, JOBS_FIELDS do
             'tenant', ARGV[base + 6], 'user', ARGV[base + 7], 'deadline_ms', deadline,
             'max_attempts', ARGV[base + 10], 'attempts', 0, 'enq_ms', now, 'state', 'queued',
             'est_prompt_tokens', ARGV[base + 11])
-        sched_push(P, id, prio, ARGV[base + 2], ARGV[base + 6], ARGV[base + 7], false, vt)
+        sched_push(P, id, prio, ARGV[base + 2], ARGV[base + 6], ARGV[base + 7], false, vt, backlog)
         out[#out + 1] = { 1, 'queued' }
     end
 end
+sched_backlog_add(P, backlog)
 return out

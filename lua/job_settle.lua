@@ -59,9 +59,9 @@ local jk = P .. 'job:' .. id
 if handle ~= '' then
     local _, freed = nil, nil
     if mode == 'done' or (mode == 'dead' and actual >= 0) then
-        _, freed = limiter_adjust(P, handle, math.max(actual, 0))
+        _, freed = limiter_adjust(P, handle, math.max(actual, 0), true)
     elseif mode == 'handback' or mode == 'authpause' or ARGV[10] == '1' or mode == 'dead' then
-        _, freed = limiter_adjust(P, handle, nil)
+        _, freed = limiter_adjust(P, handle, nil, true)
     end
     if freed ~= nil and #freed > 0 then
         sched_wake_buckets(P, freed)

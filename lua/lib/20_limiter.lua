@@ -75,18 +75,18 @@ local function limiter_parse_config(v, guard_ms)
     if requests == nil and tokens == nil then
         return nil
     end
-    local c = {
+    local period, mode = tonumber(v[3]) or 60000, v[4] or 'window'
+    return {
         requests = requests,
         tokens = tokens,
-        period = tonumber(v[3]) or 60000,
-        mode = v[4] or 'window',
+        period = period,
+        mode = mode,
         burst_requests = tonumber(v[5]) or requests,
         burst_tokens = tonumber(v[6]) or tokens,
         soft = v[7] == '1',
         settle = v[8] == 'usage' and 'usage' or 'admission',
+        hold = mode == 'gcra' and period or period + (guard_ms or 0),
     }
-    c.hold = c.mode == 'gcra' and c.period or c.period + (guard_ms or 0)
-    return c
 end
 
 -- The default bucket of a tenant/user bucket: "<model>/t/*" for "<model>/t/x".
@@ -105,28 +105,32 @@ local function limiter_bucket(s, name, level)
     if b ~= nil then
         return b
     end
-    b = { name = name, level = level, key = s.P .. 'limit:' .. name, wkey = s.P .. 'bw:' .. name }
-    local v = redis.call('HMGET', b.key, unpack(BUCKET_FIELDS))
-    b.cfg = limiter_parse_config(v, s.guard)
-    b.owns_config = b.cfg ~= nil
-    if b.cfg == nil and level ~= 'model' then
+    local key = s.P .. 'limit:' .. name
+    local v = redis.call('HMGET', key, unpack(BUCKET_FIELDS))
+    local cfg = limiter_parse_config(v, s.guard)
+    local owns_config = cfg ~= nil
+    if cfg == nil and level ~= 'model' then
         local dname = limiter_default_name(name)
         if dname ~= nil then
-            b.cfg = limiter_parse_config(redis.call('HMGET', s.P .. 'limit:' .. dname,
+            cfg = limiter_parse_config(redis.call('HMGET', s.P .. 'limit:' .. dname,
                 unpack(BUCKET_FIELDS, 1, CONFIG_FIELDS)), s.guard)
         end
     end
     local now = s.now
-    b.tok, b.n, b.oldest = tonumber(v[9]) or 0, tonumber(v[10]) or 0, tonumber(v[11])
-    b.pause, b.exp = tonumber(v[12]) or 0, tonumber(v[15]) or 0
-    b.pause_loaded = b.pause
-    b.rtat = math.max(tonumber(v[13]) or 0, now)
-    b.ttat = math.max(tonumber(v[14]) or 0, now)
+    local pause = tonumber(v[12]) or 0
+    local rtat, ttat = tonumber(v[13]) or 0, tonumber(v[14]) or 0
+    -- one constructor: the table is sized once (adds: pending ZADD arguments)
+    b = { name = name, level = level, key = key, wkey = s.P .. 'bw:' .. name, cfg = cfg,
+        owns_config = owns_config, tok = tonumber(v[9]) or 0, n = tonumber(v[10]) or 0,
+        oldest = tonumber(v[11]), pause = pause, pause_loaded = pause,
+        exp = tonumber(v[15]) or 0, rtat = rtat > now and rtat or now,
+        ttat = ttat > now and ttat or now, adds = {}, live = cfg ~= nil or pause > now,
+        dirty = false, binds = false, soft = false }
     -- Limits the API reported lower than configured (limiter_learn) bind
     -- until they are re-learned or lapse.
-    if b.cfg ~= nil and (tonumber(v[18]) or 0) > now then
+    if cfg ~= nil and v[18] and (tonumber(v[18]) or 0) > now then
         local lr, lt = tonumber(v[16]), tonumber(v[17])
-        local c = b.cfg
+        local c = cfg
         if lr and c.requests and lr < c.requests then
             c.requests, c.burst_requests = lr, math.min(c.burst_requests, lr)
         end
@@ -134,8 +138,6 @@ local function limiter_bucket(s, name, level)
             c.tokens, c.burst_tokens = lt, math.min(c.burst_tokens, lt)
         end
     end
-    b.adds = {}
-    b.live = b.cfg ~= nil or b.pause > now
     s.buckets[name] = b
     return b
 end
@@ -158,21 +160,25 @@ local function limiter_path(s, model, tenant, user)
     if user ~= nil and user ~= '' then
         path[#path + 1] = limiter_bucket(s, model .. '/u/' .. user, 'user')
     end
-    local tags = {}
+    local tags = ''
     path.has_soft = false
     for i = 1, #path do
         local b = path[i]
-        if b.cfg ~= nil then
-            local m = b.cfg.mode == 'gcra' and 'g' or 'w'
-            if b.cfg.settle == 'usage' then
-                m = string.upper(m)
+        local c = b.cfg
+        if c ~= nil then
+            local usage = c.settle == 'usage'
+            local m
+            if c.mode == 'gcra' then
+                m = usage and 'G' or 'g'
+            else
+                m = usage and 'W' or 'w'
             end
-            tags[#tags + 1] = m .. b.name
-            b.soft = b.cfg.soft and b.level ~= 'model'
+            tags = tags .. '|' .. m .. b.name
+            b.soft = c.soft and b.level ~= 'model'
             path.has_soft = path.has_soft or b.soft
         end
     end
-    path.tags = #tags > 0 and ('|' .. table.concat(tags, '|')) or ''
+    path.tags = tags
     s.paths[pkey] = path
     return path
 end
@@ -534,22 +540,27 @@ end
 -- Window entries that already aged out are left alone: they no longer count.
 -- Returns the number of buckets whose reservation was still counted, and the
 -- names of those whose charge went down (room given back: the scheduler
--- wakes what waits on them, sched_wake_buckets).
-local function limiter_adjust(P, handle, actual)
-    local f = llmq_split(handle, '|')
-    local resid, cost = f[1], tonumber(f[2])
-    if resid == nil or cost == nil or #f < 4 then
+-- wakes what waits on them, sched_wake_buckets). quiet: the caller does not
+-- need that count, so a bucket whose charge stays as it is is not looked up
+-- at all (the common settle: usage within the reservation).
+local function limiter_adjust(P, handle, actual, quiet)
+    -- handle: "<resid>|<cost>|<admitted ms>" then "|<mode><bucket>" per bucket
+    local resid, cost_s, tail = string.match(handle, '^([^|]+)|([^|]+)|[^|]*(|.+)$')
+    local cost = tonumber(cost_s)
+    if resid == nil or cost == nil then
         error('LLMQ_EINVAL bad reservation handle')
     end
     local adjusted, freed = 0, {}
-    for i = 4, #f do
-        local mode, name = string.sub(f[i], 1, 1), string.sub(f[i], 2)
+    for tag in string.gmatch(tail, '|([^|]*)') do
+        local mode, name = string.sub(tag, 1, 1), string.sub(tag, 2)
         local key = P .. 'limit:' .. name
         local to = actual
         if to ~= nil and (mode == 'w' or mode == 'g') and to < cost then
             to = cost -- the admission ledger never lowers a charge
         end
-        if mode == 'w' or mode == 'W' then
+        if quiet and to == cost then
+            -- nothing to change in this bucket
+        elseif mode == 'w' or mode == 'W' then
             local wkey = P .. 'bw:' .. name
             local member = resid .. ':' .. cost
             local score = redis.call('ZSCORE', wkey, member)
@@ -656,9 +667,10 @@ local function limiter_learn(s, b, rem_req, rem_tok, reset_req_ms, reset_tok_ms,
 end
 
 -- Flat limits of path's buckets for the caller's local fail-open cache:
--- {name, requests, tokens, period_ms, ...} with -1 for "no limit".
-local function limiter_limits_flat(path)
-    local out = {}
+-- {name, requests, tokens, period_ms, ...} with -1 for "no limit", appended
+-- to out (a new table when nil).
+local function limiter_limits_flat(path, out)
+    out = out or {}
     for i = 1, #path do
         local c = path[i].cfg
         if c ~= nil then

@@ -158,12 +158,23 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms)
         error('LLMQ_EINVAL state must be done or dead, got ' .. tostring(state))
     end
     local jk, rk = P .. 'job:' .. id, P .. 'res:' .. id
-    if redis.call('EXISTS', rk) == 1 then
+    local s = llmq_jobs_settings(P)
+    -- One result per job id: the result is written only if there is none
+    -- (a done one with its retention TTL in the same command).
+    local ttl = state == 'done' and math.floor(s.result_ttl_ms) or 0
+    local stored
+    if ttl > 0 then
+        stored = redis.call('SET', rk, line, 'NX', 'PX', ttl)
+    else
+        stored = redis.call('SET', rk, line, 'NX')
+    end
+    if not stored then
         return 0
     end
-    local s = llmq_jobs_settings(P)
+    if state == 'done' and ttl <= 0 then
+        redis.call('PEXPIRE', rk, s.result_ttl_ms) -- a TTL of 0 or less: gone at once
+    end
     local has_job = redis.call('EXISTS', jk) == 1
-    redis.call('SET', rk, line)
     if has_job then
         redis.call('HSET', jk, 'state', state, 'fin_ms', now_ms)
     end
@@ -179,7 +190,6 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms)
             redis.call('HDEL', jk, 'body')
             redis.call('PEXPIRE', jk, s.result_ttl_ms)
         end
-        redis.call('PEXPIRE', rk, s.result_ttl_ms)
         redis.call('ZADD', P .. 'results', now_ms, id)
         jobs_sweep_results(P, s, now_ms)
     end

@@ -32,10 +32,10 @@ local SCHED_WAKE_MAXLEN = 1000
 -- The ZSET that holds node path's children, and the parent's ZSET + member
 -- name of node path (nil parent for a model node's parent: P sm:<prio>).
 local function sched_children_key(P, path)
-    local f = llmq_split(path, '|')
-    if #f == 1 then
+    local i = string.find(path, '|', 1, true)
+    if i == nil then
         return P .. 'sm:' .. path
-    elseif #f == 2 then
+    elseif string.find(path, '|', i + 1, true) == nil then
         return P .. 'st:' .. path
     end
     return P .. 'su:' .. path
@@ -166,13 +166,33 @@ end
 -- Puts job id in its key's queue: at the tail (a new job) or, front = true,
 -- at the head (a retried or reclaimed job, which was at the head before).
 -- The caller has checked the names (worker_name_ok) and prio. Wakes idle
--- workers when the job is the key's new head and may run now.
-local function sched_push(P, id, prio, model, tenant, user, front, cache)
+-- workers when the job is the key's new head and may run now. backlog, when
+-- given, counts the jobs per priority instead of pushing each to P backlog:
+-- the caller then writes them with sched_backlog_add (one call per priority).
+local function sched_push(P, id, prio, model, tenant, user, front, cache, backlog)
     local key = sched_key(prio, model, tenant, user)
     local n = redis.call(front and 'LPUSH' or 'RPUSH', P .. 'kq:' .. key, id)
-    redis.call('RPUSH', P .. 'backlog:' .. prio, '1')
+    if backlog ~= nil then
+        backlog[prio] = (backlog[prio] or 0) + 1
+    else
+        redis.call('RPUSH', P .. 'backlog:' .. prio, '1')
+    end
     if n == 1 and sched_activate(P, key, cache) then
         sched_wake(P)
+    end
+end
+
+-- Adds the jobs sched_push counted in backlog to P backlog:<prio>.
+local function sched_backlog_add(P, backlog)
+    for prio, n in pairs(backlog) do
+        local ones = {}
+        for i = 1, n do
+            ones[i] = '1'
+        end
+        -- in slices: a command's arguments are bounded (unpack, Lua's stack)
+        for i = 1, n, 1000 do
+            redis.call('RPUSH', P .. 'backlog:' .. prio, unpack(ones, i, math.min(i + 999, n)))
+        end
     end
 end
 
