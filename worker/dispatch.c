@@ -17,6 +17,7 @@
 #include "dispatch_reply.h"
 #include "base/log.h"
 #include "admin/metrics_worker.h"
+#include "redis/keys.h"
 #include "redis/script.h"
 #include "spool.h"
 #include "worker.h"
@@ -78,7 +79,8 @@ static void start_wake_read(struct worker_account *a, int64_t block_ms)
         return;
     char block[24], key[LLMQ_KEY_PREFIX_MAX + 8];
     snprintf(block, sizeof(block), "%lld", (long long)(block_ms > 0 ? block_ms : 1));
-    snprintf(key, sizeof(key), "%swake", a->prefix);
+    if (llmq_key(key, sizeof(key), a->prefix, LLMQ_KEY_WAKE, NULL, NULL) != LLMQ_OK)
+        return; /* cannot happen: the prefix was checked against LLMQ_KEY_PREFIX_MAX */
     const char *argv[6] = {"XREAD", "BLOCK", block, "STREAMS", key, a->wake_id};
     if (redisAsyncCommandArgv(ac, on_wake, a, 6, argv, NULL) == REDIS_OK)
         a->wake_reading = 1;
