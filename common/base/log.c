@@ -80,8 +80,8 @@ void llmq_log_write(enum llmq_log_level level, const char *account, const char *
         return;
     } else {
         len = snprintf(line, sizeof(line), "%s %s%s%s%s%s %s\n", ts, level_names[level],
-                       account ? " account=" : "", account ? account : "",
-                       job_id ? " job=" : "", job_id ? job_id : "", msg);
+                       account ? " account=" : "", account ? account : "", job_id ? " job=" : "",
+                       job_id ? job_id : "", msg);
     }
     if (len < 0)
         return;

@@ -42,10 +42,10 @@ struct walk {
     const struct llmq_cost_options *opt;
     const char *model;
     enum llmq_encoding enc;
-    int exact;        /* tokenize (else only count characters) */
-    long long tokens; /* exact prompt tokens, overheads included */
+    int exact;           /* tokenize (else only count characters) */
+    long long tokens;    /* exact prompt tokens, overheads included */
     long long estimated; /* of tokens, those estimated rather than counted */
-    long long chars;  /* characters of the prompt text */
+    long long chars;     /* characters of the prompt text */
     struct llmq_error *err;
     enum llmq_rc rc;
 };
@@ -123,7 +123,7 @@ static enum llmq_rc invalid(struct walk *w, const char *what)
 static void add_image(struct walk *w, const json_t *url, const json_t *detail)
 {
     unsigned width = w->opt->remote_image_width, height = w->opt->remote_image_height;
-    int sized = 0; /* read from the image itself */
+    int sized = 0;                   /* read from the image itself */
     if (width == 0 || height == 0) { /* options filled by hand, without the defaults */
         width = 1024;
         height = 1024;
@@ -376,8 +376,8 @@ static void add_input_item(struct walk *w, const json_t *item)
     const char *type = json_string_value(json_object_get(item, "type"));
     if (json_object_get(item, "role") != NULL) {
         add_message(w, item, 3, 1);
-    } else if (type != NULL && (strcmp(type, "function_call") == 0 ||
-                                strcmp(type, "function_call_output") == 0)) {
+    } else if (type != NULL &&
+               (strcmp(type, "function_call") == 0 || strcmp(type, "function_call_output") == 0)) {
         add_overhead(w, 3);
         add_string(w, json_object_get(item, "name"));
         add_string(w, json_object_get(item, "arguments"));
@@ -548,8 +548,8 @@ enum llmq_rc llmq_cost_estimate(const char *url_path, const json_t *body,
         long long with_margin = out->prompt_tokens + (out->prompt_tokens * margin_pct + 99) / 100;
         long long base = out->prompt_tokens > out->completion_tokens ? out->prompt_tokens
                                                                      : out->completion_tokens;
-        out->total_tokens = with_margin > out->completion_tokens ? with_margin
-                                                                  : out->completion_tokens;
+        out->total_tokens =
+            with_margin > out->completion_tokens ? with_margin : out->completion_tokens;
         out->margin_tokens = out->total_tokens - base;
     } else {
         out->prompt_tokens = w.tokens < 0 ? 0 : w.tokens;

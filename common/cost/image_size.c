@@ -65,8 +65,8 @@ static int parse_webp(const unsigned char *d, size_t len, unsigned *w, unsigned 
     if (memcmp(c, "VP8L", 4) == 0) {
         if (d[20] != 0x2F)
             return 0;
-        uint32_t bits = d[21] | ((uint32_t)d[22] << 8) | ((uint32_t)d[23] << 16) |
-                        ((uint32_t)d[24] << 24);
+        uint32_t bits =
+            d[21] | ((uint32_t)d[22] << 8) | ((uint32_t)d[23] << 16) | ((uint32_t)d[24] << 24);
         *w = (bits & 0x3FFF) + 1;
         *h = ((bits >> 14) & 0x3FFF) + 1;
         return 1;
@@ -134,7 +134,6 @@ enum llmq_rc llmq_image_size_parse(const unsigned char *data, size_t len, unsign
     *height = h;
     return LLMQ_OK;
 }
-
 
 enum llmq_rc llmq_image_size_from_data_url(const char *url, size_t len, unsigned *width,
                                            unsigned *height, struct llmq_error *err)

@@ -13,7 +13,7 @@ struct image_rule {
     int patch;          /* 1: 32-px patch rule, 0: 512-px tile rule */
     long long base;     /* tile rule: tokens for low detail and added to high */
     long long per_tile;
-    double multiplier;  /* patch rule */
+    double multiplier; /* patch rule */
 };
 
 static const struct image_rule rules[] = {

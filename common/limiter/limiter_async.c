@@ -48,8 +48,7 @@ struct llmq_alimiter {
 
 static void on_defer_timer(struct ev_loop *loop, ev_timer *w, int revents);
 
-struct llmq_alimiter *llmq_alimiter_new(struct ev_loop *loop,
-                                        const struct llmq_limiter_config *cfg,
+struct llmq_alimiter *llmq_alimiter_new(struct ev_loop *loop, const struct llmq_limiter_config *cfg,
                                         struct llmq_error *err)
 {
     struct llmq_alimiter *al = calloc(1, sizeof(*al));
@@ -113,8 +112,8 @@ static void on_reply(redisAsyncContext *ac, redisReply *r, void *privdata)
         rc = fallback(c, &grant, &err);
     } else if (c->kind == CALL_ACQUIRE) {
         size_t decided;
-        rc = llmq_acquire_reply_parse(r, c->path.account, &c->cost, &grant, 1, &decided, &c->al->local,
-                                      &err);
+        rc = llmq_acquire_reply_parse(r, c->path.account, &c->cost, &grant, 1, &decided,
+                                      &c->al->local, &err);
     } else {
         static const char *const what[] = {"acquire", "settle", "refund", "pause"};
         rc = llmq_integer_reply_parse(r, what[c->kind], &grant.at_ms, &err);
@@ -233,9 +232,8 @@ enum llmq_rc llmq_alimiter_refund(struct llmq_alimiter *al, const char *reservat
     return adjust(al, reservation, -1, cb, privdata);
 }
 
-enum llmq_rc llmq_alimiter_pause(struct llmq_alimiter *al, const char *account,
-                                 const char *bucket, int64_t ms, llmq_alimiter_cb *cb,
-                                 void *privdata)
+enum llmq_rc llmq_alimiter_pause(struct llmq_alimiter *al, const char *account, const char *bucket,
+                                 int64_t ms, llmq_alimiter_cb *cb, void *privdata)
 {
     struct llmq_pause_args a;
     if (llmq_pause_args_build(&a, account, bucket, ms, NULL) != LLMQ_OK)

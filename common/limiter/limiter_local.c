@@ -79,9 +79,8 @@ enum llmq_rc llmq_local_limiter_learn(struct llmq_local_limiter *l, const char *
     return LLMQ_OK;
 }
 
-enum llmq_rc llmq_local_limiter_acquire(struct llmq_local_limiter *l,
-                                        const struct llmq_path *path, int64_t cost,
-                                        int64_t now_ms, struct llmq_grant *out)
+enum llmq_rc llmq_local_limiter_acquire(struct llmq_local_limiter *l, const struct llmq_path *path,
+                                        int64_t cost, int64_t now_ms, struct llmq_grant *out)
 {
     char names[3][LLMQ_BUCKET_NAME_MAX];
     struct llmq_local_bucket *buckets[3];
@@ -112,8 +111,8 @@ enum llmq_rc llmq_local_limiter_acquire(struct llmq_local_limiter *l,
     if (out->decision == LLMQ_DENIED)
         return LLMQ_OK;
     uint64_t id = ++l->next_id;
-    int len = snprintf(out->reservation, sizeof(out->reservation), "%s|L%" PRIu64 "|%" PRId64
-                       "|%" PRId64, path->account, id, cost, now_ms);
+    int len = snprintf(out->reservation, sizeof(out->reservation),
+                       "%s|L%" PRIu64 "|%" PRId64 "|%" PRId64, path->account, id, cost, now_ms);
     for (int i = 0; i < n; i++) {
         if (buckets[i] != NULL && llmq_window_add(&buckets[i]->window, id, cost, now_ms) != 0)
             return LLMQ_ENOMEM;
@@ -125,8 +124,7 @@ enum llmq_rc llmq_local_limiter_acquire(struct llmq_local_limiter *l,
     return LLMQ_OK;
 }
 
-int llmq_local_limiter_adjust(struct llmq_local_limiter *l, const char *reservation,
-                              int64_t actual)
+int llmq_local_limiter_adjust(struct llmq_local_limiter *l, const char *reservation, int64_t actual)
 {
     const char *bar = strchr(reservation, '|');
     if (bar == NULL || bar[1] != 'L')

@@ -36,9 +36,8 @@ enum llmq_rc llmq_local_limiter_learn(struct llmq_local_limiter *l, const char *
 
 /* Decides locally at now_ms (monotonic); fills *out like a Redis decision,
  * with out->local = 1. Returns LLMQ_OK or LLMQ_ENOMEM. */
-enum llmq_rc llmq_local_limiter_acquire(struct llmq_local_limiter *l,
-                                        const struct llmq_path *path, int64_t cost,
-                                        int64_t now_ms, struct llmq_grant *out);
+enum llmq_rc llmq_local_limiter_acquire(struct llmq_local_limiter *l, const struct llmq_path *path,
+                                        int64_t cost, int64_t now_ms, struct llmq_grant *out);
 
 /* Settles (actual >= 0: the charge is raised to actual, never lowered, as
  * the Redis buckets' default admission ledger does) or refunds (actual < 0)

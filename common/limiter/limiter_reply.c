@@ -39,8 +39,7 @@ enum llmq_rc llmq_acquire_args_build(struct llmq_acquire_args *a, const struct l
 
 /* Teaches local the L limits at r[10..10+4L); returns 0, or -1 when the
  * list is malformed. */
-static int learn_limits(const redisReply *r, const char *account,
-                        struct llmq_local_limiter *local)
+static int learn_limits(const redisReply *r, const char *account, struct llmq_local_limiter *local)
 {
     int64_t count;
     if (llmq_reply_int(llmq_reply_at(r, 9), &count) != 0 || count < 0 ||

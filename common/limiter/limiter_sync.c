@@ -23,7 +23,7 @@ struct llmq_limiter {
     int reconnect_min_ms, reconnect_max_ms;
     redisContext *c;
     int64_t next_connect_ms; /* monotonic; no reconnect before this */
-    int64_t backoff_ms; /* the reconnect step (llmq_backoff_reconnect_ms) */
+    int64_t backoff_ms;      /* the reconnect step (llmq_backoff_reconnect_ms) */
     uint64_t rng;
     struct llmq_local_limiter local;
 };
@@ -34,9 +34,9 @@ static void drop_connection(struct llmq_limiter *lim)
         redisFree(lim->c);
     lim->c = NULL;
     /* Jittered, so many clients do not reconnect in step after a Redis restart. */
-    lim->next_connect_ms = llmq_monotonic_ms() +
-                           llmq_backoff_reconnect_ms(&lim->backoff_ms, lim->reconnect_max_ms,
-                                                     &lim->rng);
+    lim->next_connect_ms =
+        llmq_monotonic_ms() +
+        llmq_backoff_reconnect_ms(&lim->backoff_ms, lim->reconnect_max_ms, &lim->rng);
 }
 
 static int ensure_connected(struct llmq_limiter *lim, struct llmq_error *err)
@@ -56,8 +56,7 @@ static int ensure_connected(struct llmq_limiter *lim, struct llmq_error *err)
     return 1;
 }
 
-struct llmq_limiter *llmq_limiter_new(const struct llmq_limiter_config *cfg,
-                                      struct llmq_error *err)
+struct llmq_limiter *llmq_limiter_new(const struct llmq_limiter_config *cfg, struct llmq_error *err)
 {
     struct llmq_limiter *lim = calloc(1, sizeof(*lim));
     if (lim == NULL) {
@@ -127,7 +126,8 @@ enum llmq_rc llmq_limiter_acquire_many(struct llmq_limiter *lim, const struct ll
         if (lim->policy == LLMQ_FAIL_CLOSED)
             return LLMQ_EREDIS;
         for (size_t i = 0; i < n; i++) {
-            rc = llmq_local_limiter_acquire(&lim->local, path, costs[i], llmq_monotonic_ms(), &out[i]);
+            rc = llmq_local_limiter_acquire(&lim->local, path, costs[i], llmq_monotonic_ms(),
+                                            &out[i]);
             if (rc != LLMQ_OK)
                 return rc;
             *decided = i + 1;
@@ -181,9 +181,8 @@ enum llmq_rc llmq_limiter_refund(struct llmq_limiter *lim, const char *reservati
     return adjust(lim, reservation, -1, err);
 }
 
-enum llmq_rc llmq_limiter_pause(struct llmq_limiter *lim, const char *account,
-                                const char *bucket, int64_t ms, int64_t *until_ms,
-                                struct llmq_error *err)
+enum llmq_rc llmq_limiter_pause(struct llmq_limiter *lim, const char *account, const char *bucket,
+                                int64_t ms, int64_t *until_ms, struct llmq_error *err)
 {
     struct llmq_pause_args a;
     enum llmq_rc rc = llmq_pause_args_build(&a, account, bucket, ms, err);

@@ -17,8 +17,8 @@ enum llmq_rc llmq_redis_error(redisContext *c, const redisReply *reply, const ch
                               struct llmq_error *err)
 {
     if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
-        return llmq_error_set(err, strncmp(reply->str, "LLMQ_", 5) == 0 ? LLMQ_ESCRIPT
-                                                                        : LLMQ_EREDIS,
+        return llmq_error_set(err,
+                              strncmp(reply->str, "LLMQ_", 5) == 0 ? LLMQ_ESCRIPT : LLMQ_EREDIS,
                               "%s: %s", what, reply->str);
     if (c != NULL && c->err)
         return llmq_error_set(err, LLMQ_EREDIS, "%s: %s", what, c->errstr);

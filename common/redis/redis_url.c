@@ -84,8 +84,8 @@ static enum llmq_rc parse_sentinels(const char *p, struct llmq_redis_url *out,
         return llmq_error_set(err, LLMQ_EINVAL, "redis url: no sentinel given");
     const char *name = slash + 1, *db = strchr(name, '/');
     size_t name_len = db ? (size_t)(db - name) : strlen(name);
-    if (name_len == 0 || copy_decoded(out->master_name, sizeof(out->master_name), name,
-                                      name_len) != 0)
+    if (name_len == 0 ||
+        copy_decoded(out->master_name, sizeof(out->master_name), name, name_len) != 0)
         return llmq_error_set(err, LLMQ_EINVAL, "redis url: bad or missing master name");
     if (db != NULL && db[1] != '\0' && parse_int(db + 1, strlen(db + 1), 0, 1000000, &out->db))
         return llmq_error_set(err, LLMQ_EINVAL, "redis url: database must be a number");
@@ -112,15 +112,14 @@ enum llmq_rc llmq_redis_url_parse(const char *url, struct llmq_redis_url *out,
         const char *user_end = colon ? colon : auth_end;
         if (copy_decoded(out->user, sizeof(out->user), p, (size_t)(user_end - p)) != 0)
             return llmq_error_set(err, LLMQ_EINVAL, "redis url: bad or too long user name");
-        if (colon != NULL &&
-            copy_decoded(out->password, sizeof(out->password), colon + 1,
-                         (size_t)(auth_end - colon - 1)) != 0)
+        if (colon != NULL && copy_decoded(out->password, sizeof(out->password), colon + 1,
+                                          (size_t)(auth_end - colon - 1)) != 0)
             return llmq_error_set(err, LLMQ_EINVAL, "redis url: bad or too long password");
         if (colon == NULL) {
             /* "redis://secret@host" is the common password-only form. */
-            memcpy(out->password, out->user, sizeof(out->password) < sizeof(out->user)
-                                                 ? sizeof(out->password)
-                                                 : sizeof(out->user));
+            memcpy(out->password, out->user,
+                   sizeof(out->password) < sizeof(out->user) ? sizeof(out->password)
+                                                             : sizeof(out->user));
             out->user[0] = '\0';
         }
         p = auth_end + 1;

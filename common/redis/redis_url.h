@@ -29,8 +29,8 @@ struct llmq_redis_url {
     struct llmq_sentinel_addr sentinels[LLMQ_SENTINELS_MAX];
     int n_sentinels;       /* 0: a plain redis:// URL */
     char master_name[128]; /* Sentinel: the monitored master's name */
-    char user[128];     /* empty: no ACL user (AUTH with password only) */
-    char password[256]; /* empty: no AUTH */
+    char user[128];        /* empty: no ACL user (AUTH with password only) */
+    char password[256];    /* empty: no AUTH */
     int db;
 };
 

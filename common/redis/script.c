@@ -91,8 +91,7 @@ redisReply *llmq_script_run(redisContext *c, enum llmq_script_id id, int nkeys, 
         r = NULL;
         struct llmq_error load_err = {0};
         if (llmq_script_load_all(c, &load_err) != LLMQ_OK) {
-            llmq_error_set(err, LLMQ_EREDIS, "script %s: %s", llmq_scripts[id].name,
-                           load_err.msg);
+            llmq_error_set(err, LLMQ_EREDIS, "script %s: %s", llmq_scripts[id].name, load_err.msg);
             goto out;
         }
     }
@@ -142,8 +141,7 @@ static int async_run_send(redisAsyncContext *ac, struct async_run *run, int afte
         if (redisAsyncCommandArgv(ac, NULL, NULL, 4, (const char **)load_argv, lens) != REDIS_OK)
             return REDIS_ERR;
     }
-    build_command(run->id, nkeys_buf, run->nkeys, run->argc, run->argv, run->argvlen, cmd,
-                  cmdlen);
+    build_command(run->id, nkeys_buf, run->nkeys, run->argc, run->argv, run->argvlen, cmd, cmdlen);
     return redisAsyncCommandArgv(ac, async_run_reply, run, run->argc + 3, cmd, cmdlen);
 }
 
@@ -177,8 +175,8 @@ enum llmq_rc llmq_script_run_async(redisAsyncContext *ac, enum llmq_script_id id
     struct async_run *run = malloc(total);
     if (run == NULL)
         return LLMQ_ENOMEM;
-    *run = (struct async_run){.id = id, .nkeys = nkeys, .argc = argc, .cb = cb,
-                              .privdata = privdata};
+    *run =
+        (struct async_run){.id = id, .nkeys = nkeys, .argc = argc, .cb = cb, .privdata = privdata};
     run->argv = (const char **)(run + 1);
     run->argvlen = (size_t *)(run->argv + argc);
     char *data = (char *)(run->argvlen + argc);

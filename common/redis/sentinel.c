@@ -7,8 +7,8 @@
 #include <string.h>
 
 /* Asks one sentinel; returns 0 and fills host/port, or -1. */
-static int ask(const struct llmq_sentinel_addr *s, const char *master, int timeout_ms,
-               char *host, size_t host_len, int *port)
+static int ask(const struct llmq_sentinel_addr *s, const char *master, int timeout_ms, char *host,
+               size_t host_len, int *port)
 {
     struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
     redisContext *c = redisConnectWithTimeout(s->host, s->port, tv);
@@ -35,8 +35,7 @@ out:
     return rc;
 }
 
-enum llmq_rc llmq_sentinel_resolve(struct llmq_redis_url *u, int timeout_ms,
-                                   struct llmq_error *err)
+enum llmq_rc llmq_sentinel_resolve(struct llmq_redis_url *u, int timeout_ms, struct llmq_error *err)
 {
     if (u->n_sentinels == 0)
         return LLMQ_OK;

@@ -71,12 +71,12 @@ static enum llmq_rc emit(struct llmq_bpe_out *out, uint32_t rank)
 }
 
 /* The quadratic merge for len <= small_max (<= LLMQ_BPE_SMALL_MAX). */
-static enum llmq_rc merge_small(const struct llmq_bpe_vocab *v, const unsigned char *p,
-                                size_t len, struct llmq_bpe_out *out)
+static enum llmq_rc merge_small(const struct llmq_bpe_vocab *v, const unsigned char *p, size_t len,
+                                struct llmq_bpe_out *out)
 {
     uint32_t start[LLMQ_BPE_SMALL_MAX + 1];
     uint32_t pair[LLMQ_BPE_SMALL_MAX]; /* pair[i]: rank of parts i and i+1 merged */
-    size_t m = len;                     /* parts; start[m] == len */
+    size_t m = len;                    /* parts; start[m] == len */
     for (size_t i = 0; i <= len; i++)
         start[i] = (uint32_t)i;
     for (size_t i = 0; i + 1 < m; i++)
@@ -181,8 +181,8 @@ static void push_pair(const struct llmq_bpe_vocab *v, const unsigned char *p, st
         heap_push(h, (struct heap_entry){r, i, i, pt->ver[i]});
 }
 
-static enum llmq_rc merge_large(const struct llmq_bpe_vocab *v, const unsigned char *p,
-                                size_t len, struct llmq_bpe_out *out)
+static enum llmq_rc merge_large(const struct llmq_bpe_vocab *v, const unsigned char *p, size_t len,
+                                struct llmq_bpe_out *out)
 {
     struct parts pt = {.len = (uint32_t)len};
     struct heap h = {0};

@@ -7,11 +7,11 @@
 #include <stdint.h>
 
 struct llmq_bpe_vocab {
-    unsigned char *pool;  /* all token bytes, token r at pool[off[r] .. off[r + 1]) */
-    uint32_t *off;        /* n_tokens + 1 offsets */
+    unsigned char *pool; /* all token bytes, token r at pool[off[r] .. off[r + 1]) */
+    uint32_t *off;       /* n_tokens + 1 offsets */
     uint32_t n_tokens;
-    uint64_t *table;      /* open addressing: (hash high 32 bits << 32) | (rank + 1); 0 = empty */
-    uint64_t mask;        /* table size - 1 (a power of two, at least twice n_tokens) */
+    uint64_t *table; /* open addressing: (hash high 32 bits << 32) | (rank + 1); 0 = empty */
+    uint64_t mask;   /* table size - 1 (a power of two, at least twice n_tokens) */
     uint32_t byte_rank[256];
 };
 

@@ -65,12 +65,11 @@ static enum llmq_rc check_sha256(const unsigned char *buf, size_t len, const cha
     }
     hex[2 * md_len] = '\0';
     if (strcmp(hex, want_hex) != 0) {
-        return llmq_error_set(err, LLMQ_EINVAL, "tokenizer: %s has SHA-256 %s, expected %s",
-                              path, hex, want_hex);
+        return llmq_error_set(err, LLMQ_EINVAL, "tokenizer: %s has SHA-256 %s, expected %s", path,
+                              hex, want_hex);
     }
     return LLMQ_OK;
 }
-
 
 /* Parses the decimal rank in s[0..n); -1 when it is not one. */
 static long parse_rank(const unsigned char *s, size_t n)
@@ -130,7 +129,9 @@ static enum llmq_rc parse_lines(struct llmq_bpe_vocab *v, const unsigned char *b
             continue;
         }
         long rank = sp ? parse_rank(sp + 1, (size_t)(buf + end - (sp + 1))) : -1;
-        long nb = sp ? llmq_base64_decode((const char *)buf + pos, (size_t)(sp - (buf + pos)), v->pool + used) : -1;
+        long nb = sp ? llmq_base64_decode((const char *)buf + pos, (size_t)(sp - (buf + pos)),
+                                          v->pool + used)
+                     : -1;
         if (nb <= 0 || rank != (long)n)
             return llmq_error_set(err, LLMQ_EINVAL, "tokenizer: %s line %u is malformed", path,
                                   n + 1);
@@ -144,8 +145,7 @@ static enum llmq_rc parse_lines(struct llmq_bpe_vocab *v, const unsigned char *b
 }
 
 /* Builds the hash table and the single-byte ranks. */
-static enum llmq_rc build_index(struct llmq_bpe_vocab *v, const char *path,
-                                struct llmq_error *err)
+static enum llmq_rc build_index(struct llmq_bpe_vocab *v, const char *path, struct llmq_error *err)
 {
     uint64_t size = 1024;
     while (size < 2ull * v->n_tokens)

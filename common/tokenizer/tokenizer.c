@@ -70,10 +70,10 @@ enum llmq_encoding llmq_tokens_encoding_for_model(const char *model)
 {
     /* Checked in order: the o200k families first, since "gpt-4o" also starts
      * with "gpt-4". */
-    static const char *const o200k[] = {"gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3",
-                                        "o4", "chatgpt-4o", "gpt-oss", "codex-"};
-    static const char *const cl100k[] = {"gpt-4", "gpt-3.5", "gpt-35", "text-embedding-",
-                                         "davinci-002", "babbage-002"};
+    static const char *const o200k[] = {"gpt-4o", "gpt-4.1", "gpt-4.5",    "gpt-5",   "o1",
+                                        "o3",     "o4",      "chatgpt-4o", "gpt-oss", "codex-"};
+    static const char *const cl100k[] = {"gpt-4",           "gpt-3.5",     "gpt-35",
+                                         "text-embedding-", "davinci-002", "babbage-002"};
     if (model == NULL)
         return LLMQ_ENCODING_DEFAULT;
     if (starts_with(model, "ft:"))
@@ -95,9 +95,8 @@ static void load_encoding(enum llmq_encoding e)
     const char *dirs[3] = {getenv("LLMQ_DATA_DIR"), LLMQ_DATA_DIR, LLMQ_SOURCE_DATA_DIR};
     struct loaded *l = &loaded[e];
     char path[4096];
-    llmq_error_set(&l->err, LLMQ_ENOTFOUND,
-                   "tokenizer: %s not found in $LLMQ_DATA_DIR, %s or %s", defs[e].file,
-                   LLMQ_DATA_DIR, LLMQ_SOURCE_DATA_DIR);
+    llmq_error_set(&l->err, LLMQ_ENOTFOUND, "tokenizer: %s not found in $LLMQ_DATA_DIR, %s or %s",
+                   defs[e].file, LLMQ_DATA_DIR, LLMQ_SOURCE_DATA_DIR);
     for (int i = 0; i < 3; i++) {
         if (dirs[i] == NULL || dirs[i][0] == '\0')
             continue;

@@ -93,8 +93,7 @@ static double run_llmq(redisContext *c, const char *account, int batch)
 }
 
 /* The blog-post limiter for one key, one decision = 6 pipelined commands. */
-static void append_blog(redisContext *c, const char *key, long long client_ms, int cost,
-                        int id)
+static void append_blog(redisContext *c, const char *key, long long client_ms, int cost, int id)
 {
     redisAppendCommand(c, "ZREMRANGEBYSCORE %s:rpm -inf %lld", key, client_ms - 60000);
     redisAppendCommand(c, "ZCARD %s:rpm", key);
@@ -121,8 +120,9 @@ static void set_limits(redisContext *c, const char *account, long long tokens, i
 {
     const char *suffixes[] = {"gpt-4o", "gpt-4o/t/acme", "gpt-4o/u/bob"};
     for (int i = 0; i < 3; i++) {
-        redisReply *r = redisCommand(c, "HSET llmq:{%s}:limit:%s requests %lld tokens %lld "
-                                        "period_ms %d",
+        redisReply *r = redisCommand(c,
+                                     "HSET llmq:{%s}:limit:%s requests %lld tokens %lld "
+                                     "period_ms %d",
                                      account, suffixes[i], tokens, tokens * 100, period_ms);
         if (r == NULL)
             die("hset", c);
@@ -165,8 +165,7 @@ static void throughput_table(redisContext *c)
     printf("| limiter | buckets enforced | decisions/s | vs (a) | vs (b) |\n");
     printf("|---|---|---|---|---|\n");
     printf("| (a) EVALSHA `return 1`, one per decision | 0 | %.0f | 1.00 | %.2f |\n", a, a / b);
-    printf("| (b) blog ZSET+INCRBY, client clock | 1 (inexact) | %.0f | %.2f | 1.00 |\n", b,
-           b / a);
+    printf("| (b) blog ZSET+INCRBY, client clock | 1 (inexact) | %.0f | %.2f | 1.00 |\n", b, b / a);
     printf("| llmq acquire, 1 decision per call | 3 (exact) | %.0f | %.2f | %.2f |\n", l, l / a,
            l / b);
     printf("| llmq acquire, 32 decisions per call | 3 (exact) | %.0f | %.2f | %.2f |\n", l32,
@@ -181,8 +180,7 @@ struct admission {
 };
 
 /* Largest token sum / request count in any window [t, t+period). */
-static void busiest(const struct admission *a, int n, long long period, long long *tok,
-                    int *req)
+static void busiest(const struct admission *a, int n, long long period, long long *tok, int *req)
 {
     *tok = 0;
     *req = 0;
@@ -304,8 +302,8 @@ static void skew_scenario(redisContext *c, struct llmq_limiter *lim, long long s
     char key[64], account[64];
     snprintf(key, sizeof(key), "blogrpm:%d", (int)getpid());
     snprintf(account, sizeof(account), "skew-%d", (int)getpid());
-    redisReply *r = redisCommand(c, "HSET llmq:{%s}:limit:m requests %d period_ms %lld",
-                                 account, limit, period);
+    redisReply *r = redisCommand(c, "HSET llmq:{%s}:limit:m requests %d period_ms %lld", account,
+                                 limit, period);
     freeReplyObject(r);
     long long end = redis_ms(c) + 4000;
     for (int i = 0; redis_ms(c) < end && nb < 5000; i++) {

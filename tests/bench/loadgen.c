@@ -177,11 +177,11 @@ static void build_request(struct lg_state *st, const char *host, int port, const
     st->req = malloc(cap);
     if (st->req == NULL)
         exit(1);
-    int n =
-        snprintf(st->req, cap,
-                 "POST %s HTTP/1.1\r\nHost: %s:%d\r\nAuthorization: Bearer %s\r\n"
-                 "Content-Type: application/json\r\n%s%sContent-Length: %zu\r\n\r\n%s",
-                 path, host, port, key, header ? header : "", header ? "\r\n" : "", strlen(body), body);
+    int n = snprintf(st->req, cap,
+                     "POST %s HTTP/1.1\r\nHost: %s:%d\r\nAuthorization: Bearer %s\r\n"
+                     "Content-Type: application/json\r\n%s%sContent-Length: %zu\r\n\r\n%s",
+                     path, host, port, key, header ? header : "", header ? "\r\n" : "",
+                     strlen(body), body);
     st->req_len = (size_t)n;
 }
 

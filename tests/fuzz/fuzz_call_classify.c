@@ -12,10 +12,14 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const char *const paths[8] = {
-        "/v1/chat/completions", "/v1/embeddings",  "/v1/responses",
-        "/v1/completions",      "/v1/moderations", "/openai/deployments/d/chat/completions?x=1",
-        "",                     NULL};
+    static const char *const paths[8] = {"/v1/chat/completions",
+                                         "/v1/embeddings",
+                                         "/v1/responses",
+                                         "/v1/completions",
+                                         "/v1/moderations",
+                                         "/openai/deployments/d/chat/completions?x=1",
+                                         "",
+                                         NULL};
     int b0 = fuzz_take_byte(&data, &size);
     int status = fuzz_take_byte(&data, &size) << 8;
     status |= fuzz_take_byte(&data, &size);

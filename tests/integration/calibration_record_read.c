@@ -36,8 +36,7 @@ static void test_record_and_read(void **state)
     record(c, account, "gpt-4o", 100, 100);
     /* Pipelined, the way a worker appends it to its own stream. */
     struct llmq_calib_cmd cmd;
-    assert_int_equal(llmq_calib_record_cmd(&cmd, account, "gpt-3.5-turbo", 50, 100, NULL),
-                     LLMQ_OK);
+    assert_int_equal(llmq_calib_record_cmd(&cmd, account, "gpt-3.5-turbo", 50, 100, NULL), LLMQ_OK);
     assert_int_equal(redisAppendCommandArgv(c, cmd.argc, cmd.argv, cmd.argvlen), REDIS_OK);
     void *reply = NULL;
     assert_int_equal(redisGetReply(c, &reply), REDIS_OK);

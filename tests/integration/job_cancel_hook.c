@@ -26,8 +26,8 @@
 static void enqueue(struct llmq_test_account *e, const char *id)
 {
     struct llmq_job_options jo = {.job_id = id};
-    assert_int_equal(llmq_producer_enqueue(e->producer, "/v1/chat/completions", BODY, &jo, NULL, NULL),
-                     LLMQ_OK);
+    assert_int_equal(
+        llmq_producer_enqueue(e->producer, "/v1/chat/completions", BODY, &jo, NULL, NULL), LLMQ_OK);
 }
 
 /* Runs dispatch for consumer c1; returns the number of jobs granted and
@@ -48,8 +48,8 @@ static size_t dispatch(struct llmq_test_account *e, char *eid, size_t n)
 }
 
 /* Runs job_cancel; checks its {cancelled, running, ended} reply. */
-static void cancel(struct llmq_test_account *e, const char *batch, const char *id, long long want_cancelled,
-                   long long want_running, long long want_ended)
+static void cancel(struct llmq_test_account *e, const char *batch, const char *id,
+                   long long want_cancelled, long long want_running, long long want_ended)
 {
     const char *argv[] = {e->prefix, batch, id};
     redisReply *r = llmq_script_run(e->c, LLMQ_SCRIPT_JOB_CANCEL, 1, 3, argv, NULL, NULL);

@@ -46,8 +46,7 @@ static struct llmq_grant acquire_until_remote(struct llmq_limiter *lim, const st
     struct llmq_error err = {0};
     long long deadline = llmq_test_now_ms() + 10000;
     while (llmq_test_now_ms() < deadline) {
-        if (llmq_limiter_acquire(lim, p, 10, LLMQ_PRIORITY_NORMAL, &g, &err) == LLMQ_OK &&
-            !g.local)
+        if (llmq_limiter_acquire(lim, p, 10, LLMQ_PRIORITY_NORMAL, &g, &err) == LLMQ_OK && !g.local)
             return g;
         usleep(50000);
     }
@@ -60,8 +59,10 @@ static void test_sync_both_policies(void **state)
     (void)state;
     set_limit("limit:m", "requests 10 period_ms 60000");
     struct llmq_error err = {0};
-    struct llmq_limiter_config closed_cfg = {.redis_url = server.url, .timeout_ms = 500,
-                                             .reconnect_min_ms = 20, .reconnect_max_ms = 200};
+    struct llmq_limiter_config closed_cfg = {.redis_url = server.url,
+                                             .timeout_ms = 500,
+                                             .reconnect_min_ms = 20,
+                                             .reconnect_max_ms = 200};
     struct llmq_limiter_config open_cfg = closed_cfg;
     open_cfg.on_redis_down = LLMQ_FAIL_OPEN;
     open_cfg.local_share = 0.5;
@@ -138,9 +139,12 @@ static void test_async_reconnects(void **state)
     (void)state;
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
     struct llmq_error err = {0};
-    struct llmq_limiter_config cfg = {.redis_url = server.url, .timeout_ms = 500,
-                                      .on_redis_down = LLMQ_FAIL_OPEN, .local_share = 1.0,
-                                      .reconnect_min_ms = 20, .reconnect_max_ms = 200};
+    struct llmq_limiter_config cfg = {.redis_url = server.url,
+                                      .timeout_ms = 500,
+                                      .on_redis_down = LLMQ_FAIL_OPEN,
+                                      .local_share = 1.0,
+                                      .reconnect_min_ms = 20,
+                                      .reconnect_max_ms = 200};
     struct llmq_alimiter *al = llmq_alimiter_new(loop, &cfg, &err);
     assert_non_null(al);
     run_until(loop, is_ready, al, 5000);
@@ -156,8 +160,8 @@ static void test_async_reconnects(void **state)
     run_until(loop, is_not_ready, al, 5000);
     assert_false(llmq_alimiter_ready(al));
     struct llmq_test_grant lr = {0};
-    assert_int_equal(llmq_alimiter_acquire(al, &p, 1, LLMQ_PRIORITY_NORMAL, llmq_test_on_grant, &lr),
-                     LLMQ_OK);
+    assert_int_equal(
+        llmq_alimiter_acquire(al, &p, 1, LLMQ_PRIORITY_NORMAL, llmq_test_on_grant, &lr), LLMQ_OK);
     assert_int_equal(lr.calls, 0);
     run_until(loop, has_call, &lr, 5000);
     assert_int_equal(lr.calls, 1);

@@ -330,9 +330,9 @@ static void test_acquire_many(void **state)
     int64_t costs[5] = {300, 300, 300, 300, 1};
     struct llmq_grant g[5];
     size_t decided = 0;
-    assert_int_equal(llmq_limiter_acquire_many(f->lim, &p, costs, 5, LLMQ_PRIORITY_NORMAL, g,
-                                               &decided, &err),
-                     LLMQ_OK);
+    assert_int_equal(
+        llmq_limiter_acquire_many(f->lim, &p, costs, 5, LLMQ_PRIORITY_NORMAL, g, &decided, &err),
+        LLMQ_OK);
     /* Three fit, the fourth is denied and deciding stops there. */
     assert_int_equal(decided, 4);
     for (int i = 0; i < 3; i++) {
@@ -346,9 +346,9 @@ static void test_acquire_many(void **state)
     /* Each grant settles on its own: two settle to 0, freeing 600. */
     assert_int_equal(llmq_limiter_settle(f->lim, g[0].reservation, 0, &err), LLMQ_OK);
     assert_int_equal(llmq_limiter_refund(f->lim, g[1].reservation, &err), LLMQ_OK);
-    assert_int_equal(llmq_limiter_acquire_many(f->lim, &p, costs, 2, LLMQ_PRIORITY_NORMAL, g,
-                                               &decided, &err),
-                     LLMQ_OK);
+    assert_int_equal(
+        llmq_limiter_acquire_many(f->lim, &p, costs, 2, LLMQ_PRIORITY_NORMAL, g, &decided, &err),
+        LLMQ_OK);
     assert_int_equal(decided, 2);
     assert_int_equal(g[1].decision, LLMQ_GRANTED);
     /* The tenant's request limit counts every grant but the refunded one. */
@@ -361,9 +361,9 @@ static void test_acquire_many(void **state)
         granted += one.decision == LLMQ_GRANTED;
     }
     assert_int_equal(granted, 10 - 4);
-    assert_int_equal(llmq_limiter_acquire_many(f->lim, &p, costs, 0, LLMQ_PRIORITY_NORMAL, g,
-                                               &decided, &err),
-                     LLMQ_EINVAL);
+    assert_int_equal(
+        llmq_limiter_acquire_many(f->lim, &p, costs, 0, LLMQ_PRIORITY_NORMAL, g, &decided, &err),
+        LLMQ_EINVAL);
 }
 
 static void test_idle_entries_are_dropped(void **state)
@@ -425,10 +425,10 @@ static void test_async_client(void **state)
     struct llmq_path p;
     llmq_path_init(&p, f->account, "m", NULL, NULL, &err);
     struct llmq_test_grant a = {0}, b = {0}, s = {0};
-    assert_int_equal(llmq_alimiter_acquire(al, &p, 60, LLMQ_PRIORITY_NORMAL, llmq_test_on_grant, &a),
-                     LLMQ_OK);
-    assert_int_equal(llmq_alimiter_acquire(al, &p, 60, LLMQ_PRIORITY_NORMAL, llmq_test_on_grant, &b),
-                     LLMQ_OK);
+    assert_int_equal(
+        llmq_alimiter_acquire(al, &p, 60, LLMQ_PRIORITY_NORMAL, llmq_test_on_grant, &a), LLMQ_OK);
+    assert_int_equal(
+        llmq_alimiter_acquire(al, &p, 60, LLMQ_PRIORITY_NORMAL, llmq_test_on_grant, &b), LLMQ_OK);
     assert_int_equal(a.calls + b.calls, 0); /* never before submit returns */
     int total = 0;
     while (a.calls + b.calls < 2 && llmq_test_now_ms() < deadline) {
@@ -442,12 +442,13 @@ static void test_async_client(void **state)
     assert_int_equal(b.grant.decision, LLMQ_DENIED);
     /* The async runner, too, loads a flushed library and calls again. */
     freeReplyObject(redisCommand(f->c, "FUNCTION FLUSH"));
-    assert_int_equal(llmq_alimiter_settle(al, a.grant.reservation, 10, llmq_test_on_grant, &s), LLMQ_OK);
+    assert_int_equal(llmq_alimiter_settle(al, a.grant.reservation, 10, llmq_test_on_grant, &s),
+                     LLMQ_OK);
     run_until(loop, &s.calls, 1);
     assert_int_equal(s.rc, LLMQ_OK);
     struct llmq_test_grant c = {0};
-    assert_int_equal(llmq_alimiter_acquire(al, &p, 90, LLMQ_PRIORITY_NORMAL, llmq_test_on_grant, &c),
-                     LLMQ_OK);
+    assert_int_equal(
+        llmq_alimiter_acquire(al, &p, 90, LLMQ_PRIORITY_NORMAL, llmq_test_on_grant, &c), LLMQ_OK);
     run_until(loop, &c.calls, 1);
     assert_int_equal(c.grant.decision, LLMQ_GRANTED);
     /* Freed with a call in flight: its callback runs once, with ECLOSED. */

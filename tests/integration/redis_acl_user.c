@@ -101,8 +101,7 @@ static void test_async_limiter_as_acl_user(void **state)
     struct llmq_path p;
     llmq_path_init(&p, "acl", "m", NULL, NULL, &err);
     int got = 0;
-    assert_int_equal(llmq_alimiter_acquire(al, &p, 1, LLMQ_PRIORITY_HIGH, on_grant, &got),
-                     LLMQ_OK);
+    assert_int_equal(llmq_alimiter_acquire(al, &p, 1, LLMQ_PRIORITY_HIGH, on_grant, &got), LLMQ_OK);
     while (got == 0 && llmq_test_now_ms() < deadline)
         ev_run(loop, EVRUN_ONCE);
     assert_int_equal(got, 1);
@@ -114,8 +113,8 @@ static void test_cli_as_acl_user(void **state)
 {
     (void)state;
     /* cli_run sets LLMQ_REDIS_URL to the fixture; --redis overrides it. */
-    const char *set[] = {"llmq", "limits", "set", "gpt-4o", "--rpm", "10", "--redis", good_url,
-                         NULL};
+    const char *set[] = {"llmq", "limits",  "set",    "gpt-4o", "--rpm",
+                         "10",   "--redis", good_url, NULL};
     struct cli_run r = cli_run("acl", set);
     assert_int_equal(r.status, 0);
     cli_free(&r);

@@ -146,8 +146,8 @@ static void test_follows_failover(void **state)
     assert_non_null(r);
     freeReplyObject(r);
     struct llmq_error err = {0};
-    struct llmq_limiter_config cfg = {.redis_url = url, .timeout_ms = 1000,
-                                      .reconnect_min_ms = 50, .reconnect_max_ms = 300};
+    struct llmq_limiter_config cfg = {
+        .redis_url = url, .timeout_ms = 1000, .reconnect_min_ms = 50, .reconnect_max_ms = 300};
     struct llmq_limiter *lim = llmq_limiter_new(&cfg, &err);
     assert_non_null(lim);
     struct llmq_path p;

@@ -60,14 +60,14 @@ static void test_azure_deployment(void **state)
     char jobs[128], log[128], key[256];
     llmq_test_unique_name(account, sizeof(account), "azure");
     assert_int_equal(sim_proc_start(&sim, sim_args), 0);
-    snprintf(base, sizeof(base), "http://127.0.0.1:%d/openai/deployments/gpt-4o-mini",
-             sim.port);
+    snprintf(base, sizeof(base), "http://127.0.0.1:%d/openai/deployments/gpt-4o-mini", sim.port);
     snprintf(jobs, sizeof(jobs), "/tmp/llmq-azure-%d.jsonl", (int)getpid());
     worker_write_jobs(jobs, "az", JOBS, "gpt-4o-mini", 20, NULL);
     worker_enqueue(account, jobs);
     snprintf(log, sizeof(log), "/tmp/llmq-azure-%d.log", (int)getpid());
-    const char *args[] = {"--base-url", base, "--azure-api-version", "2024-10-21",
-                          "--exit-when-idle-ms", "1500", NULL};
+    const char *args[] = {
+        "--base-url", base, "--azure-api-version", "2024-10-21", "--exit-when-idle-ms",
+        "1500",       NULL};
     assert_int_equal(worker_wait(worker_start(account, &sim, log, args), 60000), 0);
     assert_int_equal(sim_proc_stop(&sim), 0);
     e = sim_log_read(sim.log_file, &n);
@@ -91,7 +91,7 @@ static void test_rate_limit_header_variants(void **state)
         char account[64];
         struct sim_entry *e;
         size_t n;
-        const char *sim_args[] = {"--rpm", "1000", "--tpm", "1000000", "--ratelimit-headers",
+        const char *sim_args[] = {"--rpm",     "1000", "--tpm", "1000000", "--ratelimit-headers",
                                   variants[v], NULL};
         long long done = run_batch(sim_args, NULL, NULL, account, sizeof(account), &e, &n);
         printf("# headers %s: %lld done, %zu calls\n", variants[v], done, n);
@@ -109,8 +109,8 @@ static void test_attempts_run_out(void **state)
     size_t n;
     const char *sim_args[] = {"--fail-503", "100", NULL};
     const char *worker_args[] = {"--backoff-base-ms", "20", "--backoff-cap-ms", "50", NULL};
-    long long done = run_batch(sim_args, worker_args, "{\"max_attempts\":3}", account,
-                               sizeof(account), &e, &n);
+    long long done =
+        run_batch(sim_args, worker_args, "{\"max_attempts\":3}", account, sizeof(account), &e, &n);
     assert_true(done <= 0);
     assert_int_equal(n, 3 * JOBS); /* exactly max_attempts calls per job */
     free(e);

@@ -17,16 +17,23 @@ static void test_all_jobs_complete_through_faults(void **state)
     char account[64], jobs[128], log[128];
     llmq_test_unique_name(account, sizeof(account), "faults");
     struct sim_proc sim;
-    const char *sim_args[] = {"--fail-500", "5", "--fail-503", "5", "--spurious-429", "5",
-                              "--reset", "2", "--spurious-retry-ms", "300", "--latency-ms", "5",
-                              "--seed", "7", NULL};
+    const char *sim_args[] = {
+        "--fail-500",          "5",   "--fail-503",   "5", "--spurious-429", "5", "--reset", "2",
+        "--spurious-retry-ms", "300", "--latency-ms", "5", "--seed",         "7", NULL};
     assert_int_equal(sim_proc_start(&sim, sim_args), 0);
     snprintf(jobs, sizeof(jobs), "/tmp/llmq-faults-%d.jsonl", (int)getpid());
     worker_write_jobs(jobs, "f", JOBS, "gpt-4o-mini", 20, "{\"max_attempts\":12}");
     worker_enqueue(account, jobs);
     snprintf(log, sizeof(log), "/tmp/llmq-faults-%d.log", (int)getpid());
-    const char *args[] = {"--concurrency", "32", "--backoff-base-ms", "50", "--backoff-cap-ms",
-                          "400", "--exit-when-idle-ms", "2000", NULL};
+    const char *args[] = {"--concurrency",
+                          "32",
+                          "--backoff-base-ms",
+                          "50",
+                          "--backoff-cap-ms",
+                          "400",
+                          "--exit-when-idle-ms",
+                          "2000",
+                          NULL};
     pid_t a = worker_start(account, &sim, log, args);
     pid_t b = worker_start(account, &sim, log, args);
     assert_int_equal(worker_wait(a, 120000), 0);

@@ -93,8 +93,7 @@ static void test_another_client_on_the_key(void **state)
     snprintf(period, sizeof(period), "%d", 20000);
     struct sim_proc sim;
     /* The other client's charge is sized in bytes (--prompt-count bytes). */
-    const char *sim_args[] = {"--tpm", tpm, "--period-ms", period, "--prompt-count", "bytes",
-                              NULL};
+    const char *sim_args[] = {"--tpm", tpm, "--period-ms", period, "--prompt-count", "bytes", NULL};
     assert_int_equal(sim_proc_start(&sim, sim_args), 0);
     set_limit(account, tpm, period); /* right limit, but not alone on the key */
     /* Another client spends about 2,000 of the 3,000 tokens (8,000 bytes of

@@ -38,8 +38,8 @@ static void test_killed_worker_jobs_are_reclaimed(void **state)
     kill(a, SIGKILL);
     assert_int_equal(worker_wait(a, 5000), 128 + SIGKILL);
 
-    const char *args_b[] = {"--concurrency", "100", "--visibility-ms", "1000",
-                            "--exit-when-idle-ms", "3000", NULL};
+    const char *args_b[] = {
+        "--concurrency", "100", "--visibility-ms", "1000", "--exit-when-idle-ms", "3000", NULL};
     pid_t b = worker_start(account, &sim, log_b, args_b);
     assert_int_equal(worker_wait(b, 60000), 0);
     assert_int_equal(sim_proc_stop(&sim), 0);

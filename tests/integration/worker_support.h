@@ -110,8 +110,8 @@ static inline int worker_wait_log(const char *path, const char *text, long long 
 
 /* Writes n chat jobs "<prefix>-<i>" for model to path, each with max_tokens
  * and an optional "llmq" options object text (may be NULL). */
-static inline void worker_write_jobs(const char *path, const char *prefix, int n,
-                                     const char *model, int max_tokens, const char *llmq_opts)
+static inline void worker_write_jobs(const char *path, const char *prefix, int n, const char *model,
+                                     int max_tokens, const char *llmq_opts)
 {
     FILE *f = fopen(path, "w");
     for (int i = 0; i < n; i++)
@@ -242,8 +242,9 @@ static inline void worker_limits_set(const char *account, const char *model, con
     char n_s[24], period_s[24];
     snprintf(n_s, sizeof(n_s), "%lld", n);
     snprintf(period_s, sizeof(period_s), "%lld", period_ms);
-    const char *argv[] = {"llmq",           "limits", "set", model, kind, n_s,
-                          period_ms > 0 ? "--period-ms" : NULL, period_s, NULL};
+    const char *argv[] = {
+        "llmq",   "limits", "set", model, kind, n_s, period_ms > 0 ? "--period-ms" : NULL,
+        period_s, NULL};
     struct cli_run r = cli_run(account, argv);
     if (r.status != 0)
         fprintf(stderr, "limits set failed: %s\n", r.err);
@@ -267,8 +268,7 @@ static inline long long worker_pending(redisContext *c, const char *prefix, cons
 
 /* An integer from a Redis command with up to two arguments (formatted like
  * redisCommand; b may be NULL when fmt takes one): llmq_test_redis_int. */
-static inline long long redis_int(redisContext *c, const char *fmt, const char *a,
-                                  const char *b)
+static inline long long redis_int(redisContext *c, const char *fmt, const char *a, const char *b)
 {
     return llmq_test_redis_int(c, fmt, a, b);
 }

@@ -146,8 +146,8 @@ int llmq_test_redis_start(struct llmq_test_redis *s, const char *extra_args)
     char extra[512] = "";
     if (extra_args != NULL)
         snprintf(extra, sizeof(extra), "%s", extra_args);
-    const char *argv[64] = {server, "--port", port_str, "--bind", "127.0.0.1", "--save", "",
-                            "--dir", s->dir, "--logfile", "redis.log"};
+    const char *argv[64] = {server, "--port", port_str, "--bind",    "127.0.0.1", "--save",
+                            "",     "--dir",  s->dir,   "--logfile", "redis.log"};
     int argc = 11;
     /* Split extra in place on spaces. */
     for (char *p = extra; *p != '\0' && argc < 62;) {

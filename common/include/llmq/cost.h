@@ -43,8 +43,8 @@ enum llmq_charge_model {
 
 struct llmq_cost_options {
     enum llmq_charge_model charge_model;
-    int margin_pct;                       /* default 10 */
-    long long default_completion_tokens;  /* when the body sets no max; default 1024 */
+    int margin_pct;                      /* default 10 */
+    long long default_completion_tokens; /* when the body sets no max; default 1024 */
     /* Size assumed for an image given by a remote URL (not fetched) or whose
      * data: URL cannot be read; default 1024 × 1024 (765 tokens on gpt-4o at
      * high detail). */
@@ -58,7 +58,7 @@ struct llmq_cost {
     long long estimated_tokens;  /* of prompt_tokens, those estimated rather than counted:
                                     the margin's base */
     long long margin_tokens;
-    long long total_tokens;      /* what the limiter is charged */
+    long long total_tokens; /* what the limiter is charged */
 };
 
 /* Fills *opt with the defaults above. */

@@ -13,18 +13,18 @@ extern "C" {
 
 enum llmq_rc {
     LLMQ_OK = 0,
-    LLMQ_EINVAL,      /* bad argument, config or input */
-    LLMQ_ENOMEM,      /* allocation failed */
-    LLMQ_EREDIS,      /* Redis unreachable, or a connection/protocol error */
-    LLMQ_ESCRIPT,     /* a script failed or replied in an unexpected shape */
-    LLMQ_ENOTFOUND,   /* the named thing does not exist */
-    LLMQ_ENEVERFITS,  /* a cost larger than a bucket's whole limit */
-    LLMQ_ETIMEOUT,    /* a wait ran out */
-    LLMQ_EIO,         /* file or socket I/O */
-    LLMQ_EDUPLICATE,  /* the job id already exists */
-    LLMQ_ETOOBIG,     /* over a size limit */
-    LLMQ_ECLOSED,     /* the handle is closing or closed */
-    LLMQ_EHTTP,       /* HTTP transport or protocol error */
+    LLMQ_EINVAL,     /* bad argument, config or input */
+    LLMQ_ENOMEM,     /* allocation failed */
+    LLMQ_EREDIS,     /* Redis unreachable, or a connection/protocol error */
+    LLMQ_ESCRIPT,    /* a script failed or replied in an unexpected shape */
+    LLMQ_ENOTFOUND,  /* the named thing does not exist */
+    LLMQ_ENEVERFITS, /* a cost larger than a bucket's whole limit */
+    LLMQ_ETIMEOUT,   /* a wait ran out */
+    LLMQ_EIO,        /* file or socket I/O */
+    LLMQ_EDUPLICATE, /* the job id already exists */
+    LLMQ_ETOOBIG,    /* over a size limit */
+    LLMQ_ECLOSED,    /* the handle is closing or closed */
+    LLMQ_EHTTP,      /* HTTP transport or protocol error */
     LLMQ_RC_COUNT
 };
 

@@ -85,12 +85,12 @@ struct llmq_grant {
 enum llmq_fail_policy { LLMQ_FAIL_CLOSED = 0, LLMQ_FAIL_OPEN };
 
 struct llmq_limiter_config {
-    const char *redis_url;         /* borrowed for the call; NULL: $LLMQ_REDIS_URL or default */
-    int timeout_ms;                /* connect and command timeout; 0: 2000 */
+    const char *redis_url; /* borrowed for the call; NULL: $LLMQ_REDIS_URL or default */
+    int timeout_ms;        /* connect and command timeout; 0: 2000 */
     enum llmq_fail_policy on_redis_down;
-    double local_share;            /* fail-open share of each limit (0,1]; 0: 1.0 */
-    int reconnect_min_ms;          /* backoff between reconnects; 0: 100 */
-    int reconnect_max_ms;          /* 0: 5000 */
+    double local_share;   /* fail-open share of each limit (0,1]; 0: 1.0 */
+    int reconnect_min_ms; /* backoff between reconnects; 0: 100 */
+    int reconnect_max_ms; /* 0: 5000 */
 };
 
 /* ---- synchronous client ---- */
@@ -141,9 +141,8 @@ enum llmq_rc llmq_limiter_refund(struct llmq_limiter *lim, const char *reservati
 /* Pauses bucket (e.g. "gpt-4o", "gpt-4o/t/acme") of account for ms: every
  * acquire through it is denied until then. *until_ms (may be NULL) receives
  * the pause's end in Redis time. */
-enum llmq_rc llmq_limiter_pause(struct llmq_limiter *lim, const char *account,
-                                const char *bucket, int64_t ms, int64_t *until_ms,
-                                struct llmq_error *err);
+enum llmq_rc llmq_limiter_pause(struct llmq_limiter *lim, const char *account, const char *bucket,
+                                int64_t ms, int64_t *until_ms, struct llmq_error *err);
 
 /* ---- asynchronous client (libev + hiredis async) ---- */
 
@@ -157,8 +156,7 @@ typedef void llmq_alimiter_cb(void *privdata, enum llmq_rc rc, const struct llmq
 
 /* Returns a new async limiter on loop (borrowed; must outlive it). It connects
  * in the background and reconnects with backoff and jitter after a failure. */
-struct llmq_alimiter *llmq_alimiter_new(struct ev_loop *loop,
-                                        const struct llmq_limiter_config *cfg,
+struct llmq_alimiter *llmq_alimiter_new(struct ev_loop *loop, const struct llmq_limiter_config *cfg,
                                         struct llmq_error *err);
 
 /* Disconnects; pending callbacks run with LLMQ_ECLOSED before it returns. */
@@ -177,9 +175,8 @@ enum llmq_rc llmq_alimiter_settle(struct llmq_alimiter *al, const char *reservat
                                   int64_t actual_tokens, llmq_alimiter_cb *cb, void *privdata);
 enum llmq_rc llmq_alimiter_refund(struct llmq_alimiter *al, const char *reservation,
                                   llmq_alimiter_cb *cb, void *privdata);
-enum llmq_rc llmq_alimiter_pause(struct llmq_alimiter *al, const char *account,
-                                 const char *bucket, int64_t ms, llmq_alimiter_cb *cb,
-                                 void *privdata);
+enum llmq_rc llmq_alimiter_pause(struct llmq_alimiter *al, const char *account, const char *bucket,
+                                 int64_t ms, llmq_alimiter_cb *cb, void *privdata);
 
 #ifdef __cplusplus
 }

@@ -19,11 +19,7 @@
 extern "C" {
 #endif
 
-enum llmq_encoding {
-    LLMQ_ENCODING_O200K_BASE = 0,
-    LLMQ_ENCODING_CL100K_BASE,
-    LLMQ_ENCODING_COUNT
-};
+enum llmq_encoding { LLMQ_ENCODING_O200K_BASE = 0, LLMQ_ENCODING_CL100K_BASE, LLMQ_ENCODING_COUNT };
 
 /* The encoding of a model we do not know: OpenAI's current models all use it. */
 #define LLMQ_ENCODING_DEFAULT LLMQ_ENCODING_O200K_BASE

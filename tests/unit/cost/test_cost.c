@@ -39,18 +39,18 @@ static long long prompt_of(const char *url, const char *body_text)
     return n;
 }
 
-#define JARGON_MESSAGES                                                                           \
-    "[{\"role\": \"system\", \"content\": \"You are a helpful, pattern-following assistant that " \
-    "translates corporate jargon into plain English.\"},"                                        \
-    "{\"role\": \"system\", \"name\": \"example_user\", \"content\": \"New synergies will help "  \
-    "drive top-line growth.\"},"                                                                 \
-    "{\"role\": \"system\", \"name\": \"example_assistant\", \"content\": \"Things working well " \
-    "together will increase revenue.\"},"                                                        \
+#define JARGON_MESSAGES                                                                            \
+    "[{\"role\": \"system\", \"content\": \"You are a helpful, pattern-following assistant that "  \
+    "translates corporate jargon into plain English.\"},"                                          \
+    "{\"role\": \"system\", \"name\": \"example_user\", \"content\": \"New synergies will help "   \
+    "drive top-line growth.\"},"                                                                   \
+    "{\"role\": \"system\", \"name\": \"example_assistant\", \"content\": \"Things working well "  \
+    "together will increase revenue.\"},"                                                          \
     "{\"role\": \"system\", \"name\": \"example_user\", \"content\": \"Let's circle back when we " \
-    "have more bandwidth to touch base on opportunities for increased leverage.\"},"            \
-    "{\"role\": \"system\", \"name\": \"example_assistant\", \"content\": \"Let's talk later "    \
-    "when we're less busy about how to do better.\"},"                                           \
-    "{\"role\": \"user\", \"content\": \"This late pivot means we don't have time to boil the "  \
+    "have more bandwidth to touch base on opportunities for increased leverage.\"},"               \
+    "{\"role\": \"system\", \"name\": \"example_assistant\", \"content\": \"Let's talk later "     \
+    "when we're less busy about how to do better.\"},"                                             \
+    "{\"role\": \"user\", \"content\": \"This late pivot means we don't have time to boil the "    \
     "ocean for the client deliverable.\"}]"
 
 static void test_chat_cookbook_example(void **state)
@@ -66,16 +66,16 @@ static void test_chat_cookbook_example(void **state)
     }
 }
 
-#define WEATHER_TOOLS                                                                             \
-    "[{\"type\": \"function\", \"function\": {\"name\": \"get_current_weather\", "               \
-    "\"description\": \"Get the current weather in a given location\", \"parameters\": "          \
-    "{\"type\": \"object\", \"properties\": {\"location\": {\"type\": \"string\", "              \
-    "\"description\": \"The city and state, e.g. San Francisco, CA\"}, \"unit\": {\"type\": "     \
-    "\"string\", \"description\": \"The unit of temperature to return\", \"enum\": "              \
+#define WEATHER_TOOLS                                                                              \
+    "[{\"type\": \"function\", \"function\": {\"name\": \"get_current_weather\", "                 \
+    "\"description\": \"Get the current weather in a given location\", \"parameters\": "           \
+    "{\"type\": \"object\", \"properties\": {\"location\": {\"type\": \"string\", "                \
+    "\"description\": \"The city and state, e.g. San Francisco, CA\"}, \"unit\": {\"type\": "      \
+    "\"string\", \"description\": \"The unit of temperature to return\", \"enum\": "               \
     "[\"celsius\", \"fahrenheit\"]}}, \"required\": [\"location\"]}}}]"
-#define WEATHER_MESSAGES                                                                          \
-    "[{\"role\": \"system\", \"content\": \"You are a helpful assistant that can answer to "      \
-    "questions about the weather.\"}, {\"role\": \"user\", \"content\": \"What's the weather "   \
+#define WEATHER_MESSAGES                                                                           \
+    "[{\"role\": \"system\", \"content\": \"You are a helpful assistant that can answer to "       \
+    "questions about the weather.\"}, {\"role\": \"user\", \"content\": \"What's the weather "     \
     "like in San Francisco?\"}]"
 
 static void test_tools_cookbook_example(void **state)
@@ -133,23 +133,23 @@ static char *b64(const unsigned char *d, size_t n)
     return o;
 }
 
-static const unsigned char png_hdr[] = {0x89, 'P',  'N', 'G', '\r', '\n', 0x1A, '\n', 0, 0, 0, 13,
-                                        'I',  'H',  'D', 'R', 0,    0,    0x08, 0,    0, 0, 0x04,
-                                        0,    8,    6,   0,   0,    0};
+static const unsigned char png_hdr[] = {0x89, 'P', 'N',  'G', '\r', '\n', 0x1A, '\n', 0,    0,
+                                        0,    13,  'I',  'H', 'D',  'R',  0,    0,    0x08, 0,
+                                        0,    0,   0x04, 0,   8,    6,    0,    0,    0};
 static const unsigned char gif_hdr[] = {'G', 'I', 'F', '8', '9', 'a', 0x20, 0x03, 0x58, 0x02, 0};
 static const unsigned char jpeg_hdr[] = {
-    0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 'J',  'F',  'I',  'F',  0,    1,    1,    0,    0,
-    1,    0,    1,    0,    0,    0xFF, 0xFF, 0xC2, 0x00, 0x11, 0x08, 0x02, 0xD0, 0x05, 0x00,
-    0x03, 0x01, 0x22, 0x00, 0x02, 0x11, 0x01, 0x03, 0x11, 0x01, 0xFF, 0xD9};
-static const unsigned char webp_vp8x[] = {'R', 'I', 'F', 'F', 0, 0, 0, 0, 'W', 'E', 'B', 'P',
-                                          'V', 'P', '8', 'X', 10, 0, 0, 0, 0, 0, 0, 0,
-                                          0xFF, 0x0F, 0, 0x7F, 0x07, 0};
-static const unsigned char webp_vp8l[] = {'R', 'I', 'F', 'F', 0, 0, 0, 0, 'W', 'E', 'B', 'P',
-                                          'V', 'P', '8', 'L', 5, 0, 0, 0, 0x2F, 0x63, 0xC0,
-                                          0x3F, 0x00, 0, 0, 0, 0, 0};
-static const unsigned char webp_vp8[] = {'R', 'I', 'F', 'F', 0, 0, 0, 0, 'W', 'E', 'B', 'P',
-                                         'V', 'P', '8', ' ', 10, 0, 0, 0, 0, 0, 0, 0x9D, 0x01,
-                                         0x2A, 0x80, 0x02, 0xE0, 0x01};
+    0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 'J',  'F',  'I',  'F',  0,    1,    1,    0,
+    0,    1,    0,    1,    0,    0,    0xFF, 0xFF, 0xC2, 0x00, 0x11, 0x08, 0x02, 0xD0,
+    0x05, 0x00, 0x03, 0x01, 0x22, 0x00, 0x02, 0x11, 0x01, 0x03, 0x11, 0x01, 0xFF, 0xD9};
+static const unsigned char webp_vp8x[] = {'R', 'I', 'F', 'F', 0,    0,    0,  0,    'W',  'E',
+                                          'B', 'P', 'V', 'P', '8',  'X',  10, 0,    0,    0,
+                                          0,   0,   0,   0,   0xFF, 0x0F, 0,  0x7F, 0x07, 0};
+static const unsigned char webp_vp8l[] = {'R',  'I',  'F',  'F',  0,    0,   0, 0, 'W', 'E',
+                                          'B',  'P',  'V',  'P',  '8',  'L', 5, 0, 0,   0,
+                                          0x2F, 0x63, 0xC0, 0x3F, 0x00, 0,   0, 0, 0,   0};
+static const unsigned char webp_vp8[] = {'R', 'I', 'F', 'F',  0,    0,    0,    0,    'W',  'E',
+                                         'B', 'P', 'V', 'P',  '8',  ' ',  10,   0,    0,    0,
+                                         0,   0,   0,   0x9D, 0x01, 0x2A, 0x80, 0x02, 0xE0, 0x01};
 
 static void test_image_headers(void **state)
 {
@@ -159,12 +159,9 @@ static void test_image_headers(void **state)
         size_t n;
         unsigned w, h;
     } cases[] = {
-        {png_hdr, sizeof(png_hdr), 2048, 1024},
-        {gif_hdr, sizeof(gif_hdr), 800, 600},
-        {jpeg_hdr, sizeof(jpeg_hdr), 1280, 720},
-        {webp_vp8x, sizeof(webp_vp8x), 4096, 1920},
-        {webp_vp8l, sizeof(webp_vp8l), 100, 256},
-        {webp_vp8, sizeof(webp_vp8), 640, 480},
+        {png_hdr, sizeof(png_hdr), 2048, 1024},   {gif_hdr, sizeof(gif_hdr), 800, 600},
+        {jpeg_hdr, sizeof(jpeg_hdr), 1280, 720},  {webp_vp8x, sizeof(webp_vp8x), 4096, 1920},
+        {webp_vp8l, sizeof(webp_vp8l), 100, 256}, {webp_vp8, sizeof(webp_vp8), 640, 480},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         unsigned w = 0, h = 0;
@@ -176,8 +173,7 @@ static void test_image_headers(void **state)
             (void)llmq_image_size_parse(cases[i].d, cut, &w, &h);
     }
     unsigned w, h;
-    assert_int_equal(llmq_image_size_parse((const unsigned char *)"hello", 5, &w, &h),
-                     LLMQ_EINVAL);
+    assert_int_equal(llmq_image_size_parse((const unsigned char *)"hello", 5, &w, &h), LLMQ_EINVAL);
     char *enc = b64(png_hdr, sizeof(png_hdr));
     char url[256];
     snprintf(url, sizeof(url), "data:image/png;base64,%s", enc);
@@ -363,8 +359,7 @@ static void test_bad_bodies(void **state)
     struct llmq_cost c;
     struct llmq_error err;
     const char *bad[] = {"{\"model\": \"gpt-4o\", \"messages\": \"hi\"}",
-                         "{\"model\": \"gpt-4o\", \"messages\": [1]}",
-                         "[]"};
+                         "{\"model\": \"gpt-4o\", \"messages\": [1]}", "[]"};
     for (size_t i = 0; i < 3; i++) {
         json_t *b = parse(bad[i]);
         assert_int_equal(llmq_cost_estimate("/v1/chat/completions", b, NULL, &c, &err),

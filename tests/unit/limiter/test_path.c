@@ -35,8 +35,8 @@ static void test_parse_rejects(void **state)
     (void)state;
     struct llmq_path p;
     struct llmq_error err = {0};
-    const char *bad[] = {"", "acct", "acct/", "/m", "a/m/t/u/extra", "a{x}/m", "a/m m",
-                         "a/m|x", "a/m/\t", NULL};
+    const char *bad[] = {"",       "acct",  "acct/", "/m",     "a/m/t/u/extra",
+                         "a{x}/m", "a/m m", "a/m|x", "a/m/\t", NULL};
     for (int i = 0; bad[i] != NULL; i++) {
         err.msg[0] = '\0';
         assert_int_equal(llmq_path_parse(bad[i], &p, &err), LLMQ_EINVAL);

@@ -40,9 +40,17 @@ static void test_invalid(void **state)
     (void)state;
     struct llmq_redis_url u;
     struct llmq_error err = {0};
-    const char *bad[] = {"", "http://h", "redis://", "redis://:1", "redis://h:0",
-                         "redis://h:65536", "redis://h:x", "redis://h/db", "redis://a:%zz@h",
-                         "redis://[::1", NULL};
+    const char *bad[] = {"",
+                         "http://h",
+                         "redis://",
+                         "redis://:1",
+                         "redis://h:0",
+                         "redis://h:65536",
+                         "redis://h:x",
+                         "redis://h/db",
+                         "redis://a:%zz@h",
+                         "redis://[::1",
+                         NULL};
     for (int i = 0; bad[i] != NULL; i++) {
         err.msg[0] = '\0';
         assert_int_equal(llmq_redis_url_parse(bad[i], &u, &err), LLMQ_EINVAL);
@@ -58,9 +66,9 @@ static void test_sentinel(void **state)
     (void)state;
     struct llmq_redis_url u;
     struct llmq_error err = {0};
-    assert_int_equal(llmq_redis_url_parse("redis-sentinel://:pw@s1:26379,s2:26380/mymaster/2",
-                                          &u, &err),
-                     LLMQ_OK);
+    assert_int_equal(
+        llmq_redis_url_parse("redis-sentinel://:pw@s1:26379,s2:26380/mymaster/2", &u, &err),
+        LLMQ_OK);
     assert_int_equal(u.n_sentinels, 2);
     assert_string_equal(u.sentinels[0].host, "s1");
     assert_int_equal(u.sentinels[1].port, 26380);
@@ -71,8 +79,8 @@ static void test_sentinel(void **state)
     llmq_redis_url_redacted(&u, red, sizeof(red));
     assert_null(strstr(red, "pw@"));
     const char *bad[] = {"redis-sentinel://s1:26379", "redis-sentinel://s1/m",
-                         "redis-sentinel:///m", "redis-sentinel://s1:0/m",
-                         "redis-sentinel://s1:1/", NULL};
+                         "redis-sentinel:///m",       "redis-sentinel://s1:0/m",
+                         "redis-sentinel://s1:1/",    NULL};
     for (int i = 0; bad[i] != NULL; i++)
         assert_int_equal(llmq_redis_url_parse(bad[i], &u, &err), LLMQ_EINVAL);
 }

@@ -45,8 +45,8 @@ static int hexval(char c)
 }
 
 /* Compares our ids for input (len bytes) with the space-separated list want. */
-static int same_ids(enum llmq_encoding e, const unsigned char *input, size_t len,
-                    const char *want, size_t want_len, int report)
+static int same_ids(enum llmq_encoding e, const unsigned char *input, size_t len, const char *want,
+                    size_t want_len, int report)
 {
     uint32_t *ids = NULL;
     size_t n = 0, k = 0;
@@ -143,22 +143,19 @@ static void test_known_ids(void **state)
     uint32_t *ids = NULL;
     size_t n = 0;
     /* tiktoken: cl100k_base "hello world" = [15339, 1917]; o200k_base = [24912, 2375]. */
-    assert_int_equal(llmq_tokens_encode(LLMQ_ENCODING_CL100K_BASE, "hello world", 11, &ids, &n,
-                                        NULL),
-                     LLMQ_OK);
+    assert_int_equal(
+        llmq_tokens_encode(LLMQ_ENCODING_CL100K_BASE, "hello world", 11, &ids, &n, NULL), LLMQ_OK);
     assert_int_equal(n, 2);
     assert_int_equal(ids[0], 15339);
     assert_int_equal(ids[1], 1917);
     free(ids);
-    assert_int_equal(llmq_tokens_encode(LLMQ_ENCODING_O200K_BASE, "hello world", 11, &ids, &n,
-                                        NULL),
-                     LLMQ_OK);
+    assert_int_equal(
+        llmq_tokens_encode(LLMQ_ENCODING_O200K_BASE, "hello world", 11, &ids, &n, NULL), LLMQ_OK);
     assert_int_equal(n, 2);
     assert_int_equal(ids[0], 24912);
     assert_int_equal(ids[1], 2375);
     free(ids);
-    assert_int_equal(llmq_tokens_encode(LLMQ_ENCODING_O200K_BASE, "", 0, &ids, &n, NULL),
-                     LLMQ_OK);
+    assert_int_equal(llmq_tokens_encode(LLMQ_ENCODING_O200K_BASE, "", 0, &ids, &n, NULL), LLMQ_OK);
     assert_int_equal(n, 0);
     free(ids);
     size_t len = 0;
@@ -212,11 +209,11 @@ static void test_utf8_sanitize(void **state)
     } cases[] = {
         {"ok", 2, "ok"},
         {"\x80", 1, "\xEF\xBF\xBD"},
-        {"\xE2\x82", 2, "\xEF\xBF\xBD"},               /* truncated: one U+FFFD */
+        {"\xE2\x82", 2, "\xEF\xBF\xBD"}, /* truncated: one U+FFFD */
         {"\xE2\x82x", 3, "\xEF\xBF\xBDx"},
         {"\xED\xA0\x80", 3, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"}, /* surrogate */
         {"\xF0\x9F\x98", 3, "\xEF\xBF\xBD"},
-        {"\xC0\x80", 2, "\xEF\xBF\xBD\xEF\xBF\xBD"},   /* overlong */
+        {"\xC0\x80", 2, "\xEF\xBF\xBD\xEF\xBF\xBD"}, /* overlong */
         {"\xF4\x90\x80\x80", 4, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

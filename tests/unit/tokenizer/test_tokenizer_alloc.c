@@ -84,8 +84,8 @@ static void test_encode_fails_cleanly(void **state)
         uint32_t *ids = NULL;
         size_t count = 0;
         arm(n);
-        enum llmq_rc rc = llmq_tokens_encode(LLMQ_ENCODING_O200K_BASE, text, len, &ids, &count,
-                                             NULL);
+        enum llmq_rc rc =
+            llmq_tokens_encode(LLMQ_ENCODING_O200K_BASE, text, len, &ids, &count, NULL);
         arm(-1);
         if (rc == LLMQ_OK) {
             assert_true(count > 100);

@@ -35,8 +35,7 @@ static void test_env_dir_first(void **state)
     /* The failure is remembered, and reported to every later call. */
     assert_int_equal(llmq_tokens_count(LLMQ_ENCODING_CL100K_BASE, "hi", 2, &n, &err), LLMQ_EINVAL);
     /* Not in $LLMQ_DATA_DIR: found further down the search path. */
-    assert_int_equal(llmq_tokens_count(LLMQ_ENCODING_O200K_BASE, "hi there", 8, &n, &err),
-                     LLMQ_OK);
+    assert_int_equal(llmq_tokens_count(LLMQ_ENCODING_O200K_BASE, "hi there", 8, &n, &err), LLMQ_OK);
     assert_int_equal(n, 2);
     unlink(path);
     rmdir(dir);
