@@ -160,11 +160,14 @@ static double settle(redisContext *c, const char *P, const struct granted *g, in
     double cpu0 = redis_cpu_s(c);
     int inflight = 0;
     for (int i = 0; i < n; i++) {
-        const char *argv[] = {
-            P,    "done", "normal", g[i].eid,      g[i].id, g[i].handle, "80", "{\"id\":\"x\"}",
-            "",   "0",    "0",      "bench-model", "0",     "-1",        "-1", "-1",
-            "-1", "-1",   "-1"};
-        if (llmq_script_append(c, LLMQ_SCRIPT_JOB_SETTLE, 1, 19, argv, NULL) != LLMQ_OK)
+        const char *argv[] = {P,       "done",      "normal", g[i].eid,
+                              g[i].id, g[i].handle, "80",     "{\"id\":\"x\"}",
+                              "",      "0",         "0",      "bench-model",
+                              "0",     "-1",        "-1",     "-1",
+                              "-1",    "-1",        "-1",     ""};
+        /* One delivery per call (lua/job_settle.lua's 19 values after P). */
+        if (llmq_script_append(c, LLMQ_SCRIPT_JOB_SETTLE, 1, (int)(sizeof(argv) / sizeof(argv[0])),
+                               argv, NULL) != LLMQ_OK)
             die("append settle", c);
         if (++inflight == DEPTH) {
             drain(c, inflight, "settle");
