@@ -73,6 +73,7 @@ for base = 0, #ARGV - 1, SETTLE_FIELDS do
 end
 local now = llmq_now_ms()
 local settings = nil -- retention settings, read by the first finish (llmq_job_finish)
+local tally = {} -- the call's finishes, for llmq_jobs_finish_flush
 local reply = {}
 
 -- Settles the delivery whose arguments start after ARGV[base].
@@ -99,7 +100,8 @@ local function settle(base)
 
     if mode == 'done' or mode == 'dead' then
         settings = settings or llmq_jobs_settings(P)
-        finished = llmq_job_finish(P, id, mode, ARGV[base + 7], ARGV[base + 8], now, settings)
+        finished = llmq_job_finish(P, id, mode, ARGV[base + 7], ARGV[base + 8], now, settings,
+            tally)
     elseif owned == 1 then -- retry, handback, authpause
         local due = mode == 'retry' and now + tonumber(ARGV[base + 9]) or now
         sched_delay(P, id, due)
@@ -145,5 +147,8 @@ end
 
 for base = 0, #ARGV - 1, SETTLE_FIELDS do
     settle(base)
+end
+if settings ~= nil then
+    llmq_jobs_finish_flush(P, tally, settings, now)
 end
 return reply

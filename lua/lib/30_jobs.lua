@@ -82,12 +82,12 @@ local function llmq_jobs_trim_acked(q)
 end
 
 -- Deletes done results past their age or beyond the count, oldest first, at
--- most JOBS_SWEEP_MAX of them.
-local function jobs_sweep_results(P, s, now_ms)
+-- most JOBS_SWEEP_MAX for each of the finishes (done jobs) it follows.
+local function jobs_sweep_results(P, s, now_ms, finishes)
     local idx = P .. 'results'
     local n_old = redis.call('ZCOUNT', idx, '-inf', llmq_int_text(now_ms - s.result_ttl_ms))
     local n_over = redis.call('ZCARD', idx) - s.result_max
-    local n = math.min(math.max(n_old, n_over), JOBS_SWEEP_MAX)
+    local n = math.min(math.max(n_old, n_over), JOBS_SWEEP_MAX * finishes)
     if n <= 0 then
         return
     end
@@ -153,14 +153,42 @@ local function jobs_batch_count(P, id, state, reason, now_ms)
     llmq_jobs_batch_settle(P, bid, now_ms)
 end
 
+-- The bookkeeping of finishes counted in tally ({done = n, dead = n}):
+-- the stats counters, the results sweep, and every JOBS_TRIM_EVERY done and
+-- every JOBS_TRIM_EVERY dead jobs the trim of the streams (settles only
+-- acknowledge their entries, worker_ack, so dead-letter-only traffic must
+-- trim too). Once per call for the finishes of a job_settle call.
+local function llmq_jobs_finish_flush(P, tally, s, now_ms)
+    local trim = false
+    for _, state in ipairs({ 'done', 'dead' }) do
+        local k = tally[state] or 0
+        if k > 0 then
+            local n = redis.call('HINCRBY', P .. 'stats', state, k)
+            trim = trim or math.floor(n / JOBS_TRIM_EVERY) > math.floor((n - k) / JOBS_TRIM_EVERY)
+        end
+    end
+    if (tally.done or 0) > 0 then
+        jobs_sweep_results(P, s, now_ms, tally.done)
+    end
+    if trim then
+        for _, prio in ipairs(JOBS_PRIORITIES) do
+            llmq_jobs_trim_acked(P .. 'q:' .. prio)
+        end
+        -- events by age too (by count at every XADD): waiters read them live
+        redis.call('XTRIM', P .. 'events', 'MINID', math.max(now_ms - s.events_ttl_ms, 0))
+    end
+end
+
 -- Ends job id of account P. state: 'done' or 'dead'; line: its Batch output
 -- line (JSON text; a dead one carries "error"); reason: why it died ('' for
 -- done); now_ms: Redis time. Stores the result, sets the state, tells waiters
 -- (P events), dead-letters (P dead) and applies retention. settings: the
 -- account's llmq_jobs_settings when the caller read them (one read for the
--- many finishes of one call), else nil. Returns 1, or 0 when the job had
+-- many finishes of one call), else nil. batch: when given, a tally the
+-- caller passes to llmq_jobs_finish_flush once after its finishes (stats,
+-- sweep, trims), else that is done now. Returns 1, or 0 when the job had
 -- already ended (nothing changes: one result per job id).
-local function llmq_job_finish(P, id, state, line, reason, now_ms, settings)
+local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, batch)
     if state ~= 'done' and state ~= 'dead' then
         error('LLMQ_EINVAL state must be done or dead, got ' .. tostring(state))
     end
@@ -200,19 +228,12 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms, settings)
             redis.call('PEXPIRE', jk, s.result_ttl_text)
         end
         redis.call('ZADD', P .. 'results', now_text, id)
-        jobs_sweep_results(P, s, now_ms)
     end
     jobs_batch_count(P, id, state, reason, now_ms)
-    local n = redis.call('HINCRBY', P .. 'stats', state, 1)
-    -- every JOBS_TRIM_EVERY done and every JOBS_TRIM_EVERY dead jobs: settles
-    -- only acknowledge their entries (worker_ack), so dead-letter-only
-    -- traffic must trim too
-    if n % JOBS_TRIM_EVERY == 0 then
-        for _, prio in ipairs(JOBS_PRIORITIES) do
-            llmq_jobs_trim_acked(P .. 'q:' .. prio)
-        end
-        -- events by age too (by count at every XADD): waiters read them live
-        redis.call('XTRIM', P .. 'events', 'MINID', math.max(now_ms - s.events_ttl_ms, 0))
+    local tally = batch or {}
+    tally[state] = (tally[state] or 0) + 1
+    if batch == nil then
+        llmq_jobs_finish_flush(P, tally, s, now_ms)
     end
     return 1
 end

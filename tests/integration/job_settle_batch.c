@@ -206,6 +206,34 @@ static void test_acked_entries_trimmed_not_queued(void **state)
     acct_close(&a);
 }
 
+/* The finishes of one call are counted and swept once, all of them:
+ * result_max holds after the call, the done counter counts each. */
+static void test_batch_counts_and_sweeps(void **state)
+{
+    (void)state;
+    struct acct a;
+    acct_init(&a, "sbatchsweep");
+    freeReplyObject(redisCommand(a.c, "HSET %ssettings result_max 2", a.P));
+    struct grant g[5];
+    const char *vals[5 * SETTLE_VALUES];
+    for (int i = 0; i < 5; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "s%d", i);
+        enqueue(&a, id);
+    }
+    assert_int_equal(dispatch(&a, g, 5), 5);
+    for (int i = 0; i < 5; i++)
+        delivery(&vals[i * SETTLE_VALUES], &g[i], "done", "{}");
+    freeReplyObject(settle(&a, vals, 5));
+    assert_int_equal(key_int(&a, "HGET %sstats %s", "done"), 5);
+    assert_int_equal(key_int(&a, "ZCARD %s%s", "results"), 2);
+    long long kept = 0;
+    for (int i = 0; i < 5; i++)
+        kept += key_int(&a, "EXISTS %sres:%s", g[i].id);
+    assert_int_equal(kept, 2);
+    acct_close(&a);
+}
+
 /* An entry whose job key is not a hash (hostile data, kept in the stream
  * until the trim) does not break `llmq status`. */
 static void test_status_survives_hostile_job_key(void **state)
@@ -228,6 +256,7 @@ int main(void)
         cmocka_unit_test(test_one_call_settles_each_delivery),
         cmocka_unit_test(test_bad_delivery_settles_none),
         cmocka_unit_test(test_acked_entries_trimmed_not_queued),
+        cmocka_unit_test(test_batch_counts_and_sweeps),
         cmocka_unit_test(test_status_survives_hostile_job_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
