@@ -1,14 +1,21 @@
 /* Scheduler scale benchmark: what one dispatch decision costs as the waiting
  * work grows, measured on a private redis-server (flushed between cases):
- *   waiting jobs 10,000 or 1,000,000, spread over 1 or 10,000 tenants, one
- *   model with a (never binding) limit so every decision runs the limiter.
+ *   waiting jobs 10,000 or 1,000,000, spread round-robin over 1 or 10,000
+ *   tenants (the tenants column says how many hold work: fewer than 10,000
+ *   when the case has fewer jobs), one model with a (never binding) limit so
+ *   every decision runs the limiter.
  * Per case: decisions/s of the dispatch script (one job per call, pipelined
  * 32 deep), and Redis CPU (INFO cpu, user + sys deltas) per enqueue, per
  * decision, per settle (job_settle done) and for the whole life of a job.
+ * Every case makes the same number of decisions: 5,000, or the smaller
+ * case's waiting jobs when there are fewer (each decision must grant a job,
+ * so a case cannot decide more jobs than it holds).
  * The first case is the baseline of the ratio columns. No thresholds.
  *
- * Usage: bench_sched [MAX_WAITING] (default 1000000; smaller for a quick run).
+ * Usage: bench_sched [MAX_WAITING] (default 1000000, at least 1000: the cases
+ * hold MAX_WAITING / 100 and MAX_WAITING jobs; smaller for a quick run).
  * Needs redis-server (REDIS_SERVER or PATH). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +25,8 @@
 #include "redis/script.h"
 #include "testsupport.h"
 
-#define DECISIONS 5000
+#define MAX_DECISIONS 5000
+#define MIN_WAITING 1000 /* the smaller case then holds 10 jobs */
 #define DEPTH 32
 #define PER_CALL 100
 #define FIELDS 12
@@ -110,14 +118,14 @@ struct granted {
     char eid[64], id[64], handle[160];
 };
 
-/* DECISIONS dispatch calls of one job each; fills g; returns wall s, *cpu. */
-static double decide(redisContext *c, const char *P, struct granted *g, double *cpu)
+/* `decisions` dispatch calls of one job each; fills g; returns wall s, *cpu. */
+static double decide(redisContext *c, const char *P, int decisions, struct granted *g, double *cpu)
 {
     const char *argv[] = {P, "bench", "1"};
     double cpu0 = redis_cpu_s(c), t0 = now_s();
     int got = 0;
-    for (int sent = 0; sent < DECISIONS;) {
-        int batch = DECISIONS - sent < DEPTH ? DECISIONS - sent : DEPTH;
+    for (int sent = 0; sent < decisions;) {
+        int batch = decisions - sent < DEPTH ? decisions - sent : DEPTH;
         for (int i = 0; i < batch; i++)
             if (llmq_script_append(c, LLMQ_SCRIPT_DISPATCH, 1, 3, argv, NULL) != LLMQ_OK)
                 die("append dispatch", c);
@@ -126,7 +134,7 @@ static double decide(redisContext *c, const char *P, struct granted *g, double *
             if (redisGetReply(c, (void **)&r) != REDIS_OK || r == NULL ||
                 r->type != REDIS_REPLY_ARRAY)
                 die("dispatch", c);
-            if (r->elements == 5 && got < DECISIONS) {
+            if (r->elements == 5 && got < decisions) {
                 redisReply *j = r->element[4];
                 snprintf(g[got].eid, sizeof(g[got].eid), "%s", j->element[0]->str);
                 snprintf(g[got].id, sizeof(g[got].id), "%s", j->element[2]->str);
@@ -139,24 +147,27 @@ static double decide(redisContext *c, const char *P, struct granted *g, double *
     }
     double wall = now_s() - t0;
     *cpu = redis_cpu_s(c) - cpu0;
-    if (got != DECISIONS) {
-        fprintf(stderr, "bench_sched: %d of %d decisions granted a job\n", got, DECISIONS);
+    if (got != decisions) {
+        fprintf(stderr, "bench_sched: %d of %d decisions granted a job\n", got, decisions);
         exit(1);
     }
     return wall;
 }
 
-/* Settles the granted jobs as done; returns Redis CPU s used. */
-static double settle(redisContext *c, const char *P, const struct granted *g)
+/* Settles the n granted jobs as done; returns Redis CPU s used. */
+static double settle(redisContext *c, const char *P, const struct granted *g, int n)
 {
     double cpu0 = redis_cpu_s(c);
     int inflight = 0;
-    for (int i = 0; i < DECISIONS; i++) {
-        const char *argv[] = {
-            P,    "done", "normal", g[i].eid,      g[i].id, g[i].handle, "80", "{\"id\":\"x\"}",
-            "",   "0",    "0",      "bench-model", "0",     "-1",        "-1", "-1",
-            "-1", "-1",   "-1"};
-        if (llmq_script_append(c, LLMQ_SCRIPT_JOB_SETTLE, 1, 19, argv, NULL) != LLMQ_OK)
+    for (int i = 0; i < n; i++) {
+        const char *argv[] = {P,       "done",      "normal", g[i].eid,
+                              g[i].id, g[i].handle, "80",     "{\"id\":\"x\"}",
+                              "",      "0",         "0",      "bench-model",
+                              "0",     "-1",        "-1",     "-1",
+                              "-1",    "-1",        "-1",     ""};
+        /* One delivery per call (lua/job_settle.lua's 19 values after P). */
+        if (llmq_script_append(c, LLMQ_SCRIPT_JOB_SETTLE, 1, (int)(sizeof(argv) / sizeof(argv[0])),
+                               argv, NULL) != LLMQ_OK)
             die("append settle", c);
         if (++inflight == DEPTH) {
             drain(c, inflight, "settle");
@@ -167,10 +178,54 @@ static double settle(redisContext *c, const char *P, const struct granted *g)
     return redis_cpu_s(c) - cpu0;
 }
 
+static void usage(FILE *to)
+{
+    fprintf(to,
+            "usage: bench_sched [MAX_WAITING]\n"
+            "  MAX_WAITING: jobs waiting in the larger cases (the smaller hold 1/100 of\n"
+            "  it); a whole number >= %d, default 1000000\n",
+            MIN_WAITING);
+}
+
+/* The MAX_WAITING argument, or -1 when it is not a whole number >= MIN_WAITING. */
+static long parse_max_waiting(const char *arg)
+{
+    char *end = NULL;
+    errno = 0;
+    long n = strtol(arg, &end, 10);
+    if (end == arg || *end != '\0' || errno == ERANGE || n < MIN_WAITING)
+        return -1;
+    return n;
+}
+
 int main(int argc, char **argv)
 {
-    long max_waiting = argc > 1 ? strtol(argv[1], NULL, 10) : 1000000;
-    struct llmq_test_redis srv;
+    long max_waiting = 1000000;
+    if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+        usage(stdout);
+        return 0;
+    }
+    if (argc > 2) {
+        fprintf(stderr, "bench_sched: one argument at most, got %d\n", argc - 1);
+        usage(stderr);
+        return 2;
+    }
+    if (argc == 2 && (max_waiting = parse_max_waiting(argv[1])) < 0) {
+        fprintf(stderr, "bench_sched: MAX_WAITING '%s' is not a whole number >= %d\n", argv[1],
+                MIN_WAITING);
+        usage(stderr);
+        return 2;
+    }
+    const long waiting[2] = {max_waiting / 100, max_waiting};
+    const long tenants[2] = {1, 10000};
+    /* The same work in every case, so the ratios compare like with like. */
+    const int decisions = waiting[0] < MAX_DECISIONS ? (int)waiting[0] : MAX_DECISIONS;
+    struct granted *g = calloc((size_t)decisions, sizeof(*g));
+    if (g == NULL) {
+        fprintf(stderr, "bench_sched: out of memory\n");
+        return 1;
+    }
+    struct llmq_test_redis srv = {0};
     if (llmq_test_redis_start(&srv, NULL) != 0) {
         fprintf(stderr, "bench_sched: cannot start redis-server\n");
         return 1;
@@ -180,11 +235,9 @@ int main(int argc, char **argv)
         die("connect", c);
     if (llmq_script_load_all(c, NULL) != LLMQ_OK)
         die("SCRIPT LOAD", c);
-    const long waiting[2] = {max_waiting / 100, max_waiting};
-    const long tenants[2] = {1, 10000};
-    struct granted *g = calloc(DECISIONS, sizeof(*g));
     const char *P = "llmq:{bench}:";
     double base_rate = 0, base_life = 0;
+    printf("%d decisions per case\n", decisions);
     printf("%-10s %-8s %12s %8s %10s %10s %10s %10s %8s\n", "waiting", "tenants", "decisions/s",
            "ratio", "enq_us", "disp_us", "settle_us", "life_us", "ratio");
     for (int t = 0; t < 2; t++) {
@@ -196,18 +249,19 @@ int main(int argc, char **argv)
                                          P));
             double enq_cpu = fill(c, P, "j", waiting[w], tenants[t]);
             double disp_cpu = 0;
-            double wall = decide(c, P, g, &disp_cpu);
-            double set_cpu = settle(c, P, g);
-            double rate = DECISIONS / wall;
+            double wall = decide(c, P, decisions, g, &disp_cpu);
+            double set_cpu = settle(c, P, g, decisions);
+            double rate = decisions / wall;
             double enq_us = enq_cpu * 1e6 / (double)waiting[w];
-            double disp_us = disp_cpu * 1e6 / DECISIONS, set_us = set_cpu * 1e6 / DECISIONS;
+            double disp_us = disp_cpu * 1e6 / decisions, set_us = set_cpu * 1e6 / decisions;
             double life = enq_us + disp_us + set_us;
             if (base_rate == 0) {
                 base_rate = rate;
                 base_life = life;
             }
+            long with_work = waiting[w] < tenants[t] ? waiting[w] : tenants[t];
             printf("%-10ld %-8ld %12.0f %8.2f %10.1f %10.1f %10.1f %10.1f %8.2f\n", waiting[w],
-                   tenants[t], rate, rate / base_rate, enq_us, disp_us, set_us, life,
+                   with_work, rate, rate / base_rate, enq_us, disp_us, set_us, life,
                    life / base_life);
             fflush(stdout);
         }

@@ -306,7 +306,10 @@ int main(int argc, char **argv)
     double t0 = now_s();
     run_loop(&st, a.conns, t0 + a.duration_s);
     double secs = now_s() - t0;
-    qsort(st.lat_ms, st.n_lat, sizeof(*st.lat_ms), cmp_float);
+    /* No answer at all (every connection refused or reset, or a server that
+     * never answered) leaves lat_ms NULL: qsort must not be given it. */
+    if (st.n_lat > 1)
+        qsort(st.lat_ms, st.n_lat, sizeof(*st.lat_ms), cmp_float);
     printf("requests=%lld seconds=%.3f rps=%.0f status_2xx=%lld status_429=%lld "
            "status_other=%lld errors=%lld peak_outstanding=%lld p50_ms=%.2f p99_ms=%.2f "
            "max_ms=%.2f\n",

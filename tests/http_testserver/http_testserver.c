@@ -39,7 +39,7 @@ struct conn {
     char *in;
     size_t in_len, in_cap;
     char *out;
-    size_t out_len, out_off;
+    size_t out_len, out_off, out_cap;
     int close_after;
     int busy; /* a request is being answered */
     struct conn *prev, *next;
@@ -67,12 +67,22 @@ static void conn_close(struct conn *c)
     free(c);
 }
 
+/* Grows the buffer by doubling: /big builds a 1 MB answer from 8 KB pieces,
+ * and growing it to the exact size each time copied it ~366 times (O(n^2):
+ * 0.75 s under ASan on a quiet machine, over 10 s on a saturated one, which
+ * held back every other answer of this one-loop server). */
 static void out_append(struct conn *c, const char *data, size_t n)
 {
-    char *nb = realloc(c->out, c->out_len + n + 1);
-    if (nb == NULL)
-        abort();
-    c->out = nb;
+    if (c->out_len + n + 1 > c->out_cap) {
+        size_t cap = c->out_cap ? c->out_cap : 4096;
+        while (cap < c->out_len + n + 1)
+            cap *= 2;
+        char *nb = realloc(c->out, cap);
+        if (nb == NULL)
+            abort();
+        c->out = nb;
+        c->out_cap = cap;
+    }
     memcpy(c->out + c->out_len, data, n);
     c->out_len += n;
 }
@@ -117,7 +127,7 @@ static void try_write(struct conn *c)
     ev_io_stop(loop, &c->wr);
     free(c->out);
     c->out = NULL;
-    c->out_len = c->out_off = 0;
+    c->out_len = c->out_off = c->out_cap = 0;
     c->busy = 0;
     if (c->close_after) {
         conn_close(c);

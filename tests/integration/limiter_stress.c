@@ -71,13 +71,21 @@ static void child(int idx, const char *file)
     if (write(ready_pipe[1], &b, 1) != 1 || read(go_pipe[0], &b, 1) != 1)
         _exit(15);
     unsigned int seed = (unsigned int)(idx * 7919 + 1);
-    long long stop = llmq_test_now_ms() + PERIODS * PERIOD_MS + PERIOD_MS / 2;
+    /* It acquires for PERIODS and a half from its own first answer, not from
+     * go: a first call that waits (the Functions library loading, no CPU for
+     * this process: 940 ms seen at load ~22) must not cut the last period
+     * that is measured from the first grant. */
+    long long go_at = llmq_test_now_ms(), stop = 0;
     long long acquires = 0;
-    while (llmq_test_now_ms() < stop) {
+    while (stop == 0 || llmq_test_now_ms() < stop) {
         struct llmq_grant g;
         long long cost = 1 + rand_r(&seed) % 50;
         if (llmq_limiter_acquire(lim, &p, cost, LLMQ_PRIORITY_NORMAL, &g, &err) != LLMQ_OK)
             _exit(13);
+        if (stop == 0) {
+            fprintf(out, "# first answer after %lld ms\n", llmq_test_now_ms() - go_at);
+            stop = llmq_test_now_ms() + PERIODS * PERIOD_MS + PERIOD_MS / 2;
+        }
         acquires++;
         if (g.decision == LLMQ_GRANTED)
             fprintf(out, "%lld %lld %d\n", (long long)g.at_ms, cost, idx % USERS);
@@ -186,16 +194,19 @@ static void run_stress(const struct stress_cfg *cfg)
         assert_true(WIFEXITED(status));
         assert_int_equal(WEXITSTATUS(status), 0);
     }
-    struct record *recs = malloc(sizeof(*recs) * MAX_RECORDS);
+    /* Static: a failed assertion leaves this function by longjmp. */
+    static struct record recs[MAX_RECORDS];
     size_t n = 0;
-    long long acquires = 0;
+    long long acquires = 0, slowest_start = 0;
     for (int i = 0; i < PROCS; i++) {
         FILE *f = fopen(files[i], "r");
         assert_non_null(f);
         char line[128];
         while (fgets(line, sizeof(line), f) != NULL && n < MAX_RECORDS) {
             long long a;
-            if (line[0] == '#' && sscanf(line, "# %lld", &a) == 1)
+            if (line[0] == '#' && sscanf(line, "# first answer after %lld", &a) == 1)
+                slowest_start = a > slowest_start ? a : slowest_start;
+            else if (line[0] == '#' && sscanf(line, "# %lld", &a) == 1)
                 acquires += a;
             else if (sscanf(line, "%lld %lld %d", &recs[n].at_ms, &recs[n].cost, &recs[n].user) ==
                      3)
@@ -207,8 +218,9 @@ static void run_stress(const struct stress_cfg *cfg)
     qsort(recs, n, sizeof(*recs), cmp_record);
     long long req, tok;
     max_window(recs, n, -1, &req, &tok);
-    printf("# %s: %zu grants of %lld acquires; busiest window: %lld requests, %lld tokens\n",
-           cfg->name, n, acquires, req, tok);
+    printf("# %s: %zu grants of %lld acquires (slowest first answer %lld ms after the start); "
+           "busiest window: %lld requests, %lld tokens\n",
+           cfg->name, n, acquires, slowest_start, req, tok);
     /* Demand exceeded the budget: some acquires were denied (else the
      * utilisation below would measure the clients, not the limiter). */
     assert_true(acquires > (long long)n);
@@ -225,20 +237,36 @@ static void run_stress(const struct stress_cfg *cfg)
     /* Utilisation of the binding bucket in each of the first PERIODS full
      * periods from the first grant. */
     long long budget = cfg->binds_requests ? cfg->model_requests : cfg->tenant_tokens;
-    long long t0 = recs[0].at_ms, used[PERIODS] = {0};
-    for (size_t i = 0; i < n && recs[i].at_ms < t0 + PERIODS * PERIOD_MS; i++)
-        used[(recs[i].at_ms - t0) / PERIOD_MS] += cfg->binds_requests ? 1 : recs[i].cost;
+    long long t0 = recs[0].at_ms, used[PERIODS] = {0}, full_at[PERIODS];
+    for (int k = 0; k < PERIODS; k++)
+        full_at[k] = -1;
+    for (size_t i = 0; i < n && recs[i].at_ms < t0 + PERIODS * PERIOD_MS; i++) {
+        int k = (int)((recs[i].at_ms - t0) / PERIOD_MS);
+        used[k] += cfg->binds_requests ? 1 : recs[i].cost;
+        if (full_at[k] < 0 && (double)used[k] >= 0.99 * (double)budget)
+            full_at[k] = recs[i].at_ms - t0 - k * PERIOD_MS;
+    }
     for (int k = 0; k < PERIODS; k++) {
         double util = (double)used[k] / (double)budget;
-        printf("# %s: period %d: %lld of %lld %s: %.2f%%\n", cfg->name, k, used[k], budget,
-               cfg->binds_requests ? "requests" : "tokens", util * 100);
+        /* When the period reached 99% tells a slow client (late) from a
+         * limiter that held budget back (never). */
+        printf("# %s: period %d: %lld of %lld %s: %.2f%% (99%% reached at +%lld ms)\n", cfg->name,
+               k, used[k], budget, cfg->binds_requests ? "requests" : "tokens", util * 100,
+               full_at[k]);
         assert_true(util >= 0.99);
         assert_true(util <= 1.0);
     }
-    free(recs);
 }
 
-/* The tenant's tokens bind (the users' tokens add up to more). */
+/* The tenant's tokens bind (the users' tokens add up to 1.2 times more).
+ * The budget is about 630 grants a period (costs average 25.5), as in the
+ * requests case, so that 8 clients exceed it even on a loaded machine: each
+ * period's grants follow the previous period's as its admissions leave the
+ * window (a denial, an exact sleep and a retry each), so every delay of the
+ * clients or of Redis moves that timeline later, period after period. At
+ * 40,000 tokens (~1,570 grants) and load ~22 on 2 cores, the 99% point of a
+ * period moved from +476 ms (period 0) to +1275 ms (period 2) and period 3
+ * ended at 94%; at 16,000 it stayed within +144..+999 ms in 16 runs under such load. */
 static void test_tokens_bind(void **state)
 {
     (void)state;
@@ -246,9 +274,9 @@ static void test_tokens_bind(void **state)
                                           .model_requests = 6000,
                                           .model_tokens = 1000000,
                                           .tenant_requests = NO_LIMIT,
-                                          .tenant_tokens = 40000,
+                                          .tenant_tokens = 16000,
                                           .user_requests = NO_LIMIT,
-                                          .user_tokens = 12000,
+                                          .user_tokens = 4800,
                                           .binds_requests = 0};
     run_stress(&cfg);
 }
