@@ -2,19 +2,20 @@
  * outcome with the pure llmq_call_classify (classify.h, where the table of
  * statuses lives) and turns the verdict into the settle to send (job_settle.c),
  * counters, metrics and log lines. Every response's x-ratelimit-* headers go
- * to the settle, where the model bucket learns from them. */
+ * to the settle, where the model bucket learns from them; its calibration
+ * sample is summed in memory and written in batches (calib_batch.h). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/backoff.h"
-#include "jobs/calibration.h"
 #include "openai/errorbody.h"
 #include "http/http.h"
 #include "base/log.h"
 #include "admin/metrics_worker.h"
 #include "openai/usage.h"
+#include "calib_batch.h"
 #include "classify.h"
 #include "worker.h"
 
@@ -104,16 +105,11 @@ static void plan_retry(struct llmq_worker *w, struct worker_job *job, const char
 }
 
 /* Records how far enqueue's prompt estimate was from the real prompt tokens
- * (shown by llmq status; calibration.h). Best effort: fire and forget. */
+ * (shown by llmq status; calib_batch.h sums and writes them). */
 static void record_calibration(const struct worker_job *job, int64_t actual_prompt_tokens)
 {
-    struct llmq_calib_cmd cmd;
-    redisAsyncContext *ac = llmq_redis_async_context(job->acct->cmd);
-    if (ac == NULL || job->est_prompt_tokens < 0 ||
-        llmq_calib_record_cmd(&cmd, job->acct->cfg->name, job->model, job->est_prompt_tokens,
-                              actual_prompt_tokens, NULL) != LLMQ_OK)
-        return;
-    redisAsyncCommandArgv(ac, NULL, NULL, cmd.argc, cmd.argv, cmd.argvlen);
+    if (job->est_prompt_tokens >= 0)
+        llmq_worker_calib_add(job->acct, job->model, job->est_prompt_tokens, actual_prompt_tokens);
 }
 
 /* Acts on a classified result (classify.h): the settle to send, counters,
