@@ -1,9 +1,10 @@
 /* One job's call to the API (docs/DESIGN.md §3.3-3.5): sends it, classifies the
  * outcome with the pure llmq_call_classify (classify.h, where the table of
  * statuses lives) and turns the verdict into the settle to send (job_settle.c),
- * counters, metrics and log lines. Every response's x-ratelimit-* headers go
- * to the settle, where the model bucket learns from them; its calibration
- * sample is summed in memory and written in batches (calib_batch.h). */
+ * counters, metrics and log lines. A response's x-ratelimit-* headers go to
+ * the settle, where the model bucket learns from them, when they can matter
+ * (learn_throttle.h); its calibration sample is summed in memory and written
+ * in batches (calib_batch.h). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +16,11 @@
 #include "base/log.h"
 #include "admin/metrics_worker.h"
 #include "openai/usage.h"
+#include "base/clock.h"
 #include "calib_batch.h"
 #include "classify.h"
+#include "learn_throttle.h"
+#include "model_state.h"
 #include "worker.h"
 
 /* The Batch output line of a response (status, body: JSON when it parses,
@@ -62,9 +66,16 @@ static char *error_line(const struct worker_job *job, const char *code, const ch
     return text;
 }
 
-static void copy_headers(struct worker_job *job, const struct llmq_ratelimit_headers *h)
+/* Puts the response's header values into job's settle when the throttle
+ * (learn_throttle.h) says they can matter; else they stay -1, not sent. An
+ * (account, model) the worker cannot track (model_state.h) always sends. */
+static void copy_headers(struct worker_job *job, long status,
+                         const struct llmq_ratelimit_headers *h)
 {
     int64_t v;
+    struct worker_model *m = llmq_worker_model(job->acct, job->model);
+    if (m != NULL && !llmq_worker_learn_send(&m->headers_sent_ms, status, h, llmq_monotonic_ms()))
+        return;
     if (llmq_ratelimit_headers_get(h, LLMQ_RLH_REMAINING_REQUESTS, &v))
         job->settle.rem_req = v;
     if (llmq_ratelimit_headers_get(h, LLMQ_RLH_REMAINING_TOKENS, &v))
@@ -204,7 +215,7 @@ static void on_response(struct llmq_http_response *resp, void *privdata)
 {
     struct worker_job *job = privdata;
     struct llmq_worker *w = job->acct->w;
-    copy_headers(job, &resp->headers);
+    copy_headers(job, resp->status, &resp->headers);
     struct llmq_call_response in = {
         .outcome = resp->outcome,
         .request_sent = resp->request_sent,

@@ -9,7 +9,8 @@
  *                    spool lines (settle_request.h);
  *   spool.c          keeps settles Redis could not take across a restart;
  *   model_state.c    what the worker keeps per (account, model):
- *                    calib_batch.c  calibration samples, written in batches;
+ *                    calib_batch.c  calibration samples, written in batches,
+ *                    learn_throttle.c  which responses' headers to send;
  *   recover.c        keeps this worker's deliveries alive, reclaims silent
  *                    workers' jobs, drains on SIGTERM.
  * One libev loop drives everything: hiredis async (two connections per
