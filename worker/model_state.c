@@ -19,6 +19,8 @@ static void on_calib_timer(struct ev_loop *loop, ev_timer *t, int revents)
 struct worker_model *llmq_worker_model(struct worker_account *a, const char *model)
 {
     int n = 0;
+    if (model == NULL)
+        return NULL;
     for (struct worker_model *m = a->models; m != NULL; m = m->next, n++)
         if (strcmp(m->name, model) == 0)
             return m;
