@@ -18,7 +18,10 @@
 -- sooner than all others, wakes idle workers (lua/lib/45_sched.lua). Then the account+model bucket learns from OpenAI's
 -- rate-limit headers.
 -- KEYS[1]  P, the account prefix
--- ARGV, one per line as "ARGV[n] name: meaning" (the names of the worker's
+-- ARGV: SETTLE_FIELDS values per delivery, repeated: one call may end
+-- several deliveries (the worker sends the settles of one loop turn
+-- together), each decided as if it came alone, in order. Per delivery, one
+-- per line as "ARGV[n] name: meaning" (the names of the worker's
 -- settle field table, worker/settle_request.c, which builds them in this
 -- order; tests/unit/worker/test_settle_request.c checks the two agree):
 -- ARGV[1]  mode: done | retry | dead | handback | authpause
@@ -41,71 +44,106 @@
 -- ARGV[18] lim_tok: x-ratelimit-limit-tokens (-1: not sent)
 -- ARGV[19] key_id: authpause: the refused key's fingerprint (16 hex digits
 --          of its SHA-256; never the key)
--- Reply: {owned, finished}: owned 0 when the entry was no longer pending for
--- anyone (reclaimed and redelivered): the job's state is then left to the
--- current owner, except that a result is still stored once (finished 1).
+-- Reply: {owned, finished} per delivery, flat and in order: owned 0 when
+-- the entry was no longer pending for anyone (reclaimed and redelivered):
+-- the job's state is then left to the current owner, except that a result is
+-- still stored once (finished 1). Every delivery's arguments are checked
+-- before anything is written (a script's writes stay when it fails), so an
+-- error reply means none of the call's deliveries was settled.
 local P = KEYS[1]
-local mode, prio, eid, id, handle = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local actual = llmq_int_arg(ARGV[6], 'actual tokens')
-local now = llmq_now_ms()
-if mode == 'authpause' and (not string.find(ARGV[19] or '', '^%x+$') or #ARGV[19] > 64) then
-    return redis.error_reply('LLMQ_EINVAL authpause needs a key fingerprint')
+local SETTLE_FIELDS = 19
+local MODES = { done = true, retry = true, dead = true, handback = true, authpause = true }
+if #ARGV == 0 or #ARGV % SETTLE_FIELDS ~= 0 then
+    return redis.error_reply('LLMQ_EINVAL job_settle takes ' .. SETTLE_FIELDS ..
+        ' values per delivery')
 end
-local q = P .. 'q:' .. prio
-local owned = worker_ack(q, eid)
-local finished = 0
-local jk = P .. 'job:' .. id
-
-if handle ~= '' then
-    local _, freed = nil, nil
-    if mode == 'done' or (mode == 'dead' and actual >= 0) then
-        _, freed = limiter_adjust(P, handle, math.max(actual, 0), true)
-    elseif mode == 'handback' or mode == 'authpause' or ARGV[10] == '1' or mode == 'dead' then
-        _, freed = limiter_adjust(P, handle, nil, true)
+for base = 0, #ARGV - 1, SETTLE_FIELDS do
+    local mode = ARGV[base + 1]
+    if not MODES[mode] then
+        return redis.error_reply('LLMQ_EINVAL unknown mode ' .. tostring(mode))
     end
-    if freed ~= nil and #freed > 0 then
-        sched_wake_buckets(P, freed)
-    end
-end
-
-if mode == 'done' or mode == 'dead' then
-    finished = llmq_job_finish(P, id, mode, ARGV[7], ARGV[8], now)
-elseif owned == 1 and (mode == 'retry' or mode == 'handback' or mode == 'authpause') then
-    local due = mode == 'retry' and now + llmq_int_arg(ARGV[9], 'delay ms') or now
-    sched_delay(P, id, due)
-    redis.call('HSET', jk, 'state', 'delayed')
+    llmq_int_arg(ARGV[base + 6], 'actual tokens')
     if mode == 'retry' then
-        redis.call('HSET', jk, 'last_error', ARGV[8])
-    else
-        redis.call('HINCRBY', jk, 'attempts', -1)
+        llmq_int_arg(ARGV[base + 9], 'delay ms')
     end
-elseif mode ~= 'retry' and mode ~= 'handback' and mode ~= 'authpause' then
-    return redis.error_reply('LLMQ_EINVAL unknown mode ' .. tostring(mode))
+    local key_id = ARGV[base + 19]
+    if mode == 'authpause' and (not string.find(key_id, '^%x+$') or #key_id > 64) then
+        return redis.error_reply('LLMQ_EINVAL authpause needs a key fingerprint')
+    end
 end
-if mode == 'authpause' then
-    redis.call('HSET', P .. 'auth_pause', 'key_id', ARGV[19], 'status', ARGV[8], 'job', id)
-    redis.call('HSETNX', P .. 'auth_pause', 'since_ms', now)
+local now = llmq_now_ms()
+local settings = nil -- retention settings, read by the first finish (llmq_job_finish)
+local reply = {}
+
+-- Settles the delivery whose arguments start after ARGV[base].
+local function settle(base)
+    local mode, prio, eid, id, handle = ARGV[base + 1], ARGV[base + 2], ARGV[base + 3],
+        ARGV[base + 4], ARGV[base + 5]
+    local actual = tonumber(ARGV[base + 6])
+    local owned = worker_ack(P .. 'q:' .. prio, eid)
+    local finished = 0
+    local jk = P .. 'job:' .. id
+
+    if handle ~= '' then
+        local _, freed = nil, nil
+        if mode == 'done' or (mode == 'dead' and actual >= 0) then
+            _, freed = limiter_adjust(P, handle, math.max(actual, 0), true)
+        elseif mode == 'handback' or mode == 'authpause' or ARGV[base + 10] == '1' or
+            mode == 'dead' then
+            _, freed = limiter_adjust(P, handle, nil, true)
+        end
+        if freed ~= nil and #freed > 0 then
+            sched_wake_buckets(P, freed)
+        end
+    end
+
+    if mode == 'done' or mode == 'dead' then
+        settings = settings or llmq_jobs_settings(P)
+        finished = llmq_job_finish(P, id, mode, ARGV[base + 7], ARGV[base + 8], now, settings)
+    elseif owned == 1 then -- retry, handback, authpause
+        local due = mode == 'retry' and now + tonumber(ARGV[base + 9]) or now
+        sched_delay(P, id, due)
+        if mode == 'retry' then
+            redis.call('HSET', jk, 'state', 'delayed', 'last_error', ARGV[base + 8])
+        else
+            redis.call('HSET', jk, 'state', 'delayed')
+            redis.call('HINCRBY', jk, 'attempts', -1)
+        end
+    end
+    if mode == 'authpause' then
+        redis.call('HSET', P .. 'auth_pause', 'key_id', ARGV[base + 19], 'status', ARGV[base + 8],
+            'job', id)
+        redis.call('HSETNX', P .. 'auth_pause', 'since_ms', now)
+    end
+
+    local model = ARGV[base + 11]
+    local pause_ms = tonumber(ARGV[base + 12]) or 0
+    -- Counters for status: a pause comes only with a rate-limit 429;
+    -- insufficient_quota is a 429 that is not a rate limit.
+    if pause_ms > 0 then
+        redis.call('HINCRBY', P .. 'stats', 'http_429', 1)
+    elseif mode == 'dead' and ARGV[base + 8] == 'insufficient_quota' then
+        redis.call('HINCRBY', P .. 'stats', 'http_429', 1)
+        redis.call('HINCRBY', P .. 'stats', 'insufficient_quota', 1)
+    end
+    local rem_req, rem_tok = tonumber(ARGV[base + 13]) or -1, tonumber(ARGV[base + 14]) or -1
+    local reset_req, reset_tok = tonumber(ARGV[base + 15]) or -1, tonumber(ARGV[base + 16]) or -1
+    local lim_req, lim_tok = tonumber(ARGV[base + 17]) or -1, tonumber(ARGV[base + 18]) or -1
+    if model ~= nil and model ~= '' and (pause_ms > 0 or rem_req >= 0 or rem_tok >= 0 or
+            lim_req > 0 or lim_tok > 0) then
+        -- a session of its own, flushed before the next delivery's refund
+        -- can change the same bucket
+        local s = limiter_session(P, 'normal', now)
+        local b = limiter_bucket(s, model, 'model')
+        limiter_bucket_pause(s, b, pause_ms)
+        limiter_learn(s, b, rem_req, rem_tok, reset_req, reset_tok, lim_req, lim_tok)
+        limiter_flush(s)
+    end
+    reply[#reply + 1] = owned
+    reply[#reply + 1] = finished
 end
 
-local model = ARGV[11]
-local pause_ms = tonumber(ARGV[12]) or 0
--- Counters for status: a pause comes only with a rate-limit 429;
--- insufficient_quota is a 429 that is not a rate limit.
-if pause_ms > 0 then
-    redis.call('HINCRBY', P .. 'stats', 'http_429', 1)
-elseif mode == 'dead' and ARGV[8] == 'insufficient_quota' then
-    redis.call('HINCRBY', P .. 'stats', 'http_429', 1)
-    redis.call('HINCRBY', P .. 'stats', 'insufficient_quota', 1)
+for base = 0, #ARGV - 1, SETTLE_FIELDS do
+    settle(base)
 end
-local rem_req, rem_tok = tonumber(ARGV[13]) or -1, tonumber(ARGV[14]) or -1
-local reset_req, reset_tok = tonumber(ARGV[15]) or -1, tonumber(ARGV[16]) or -1
-local lim_req, lim_tok = tonumber(ARGV[17]) or -1, tonumber(ARGV[18]) or -1
-if model ~= nil and model ~= '' and (pause_ms > 0 or rem_req >= 0 or rem_tok >= 0 or
-        lim_req > 0 or lim_tok > 0) then
-    local s = limiter_session(P, 'normal', now)
-    local b = limiter_bucket(s, model, 'model')
-    limiter_bucket_pause(s, b, pause_ms)
-    limiter_learn(s, b, rem_req, rem_tok, reset_req, reset_tok, lim_req, lim_tok)
-    limiter_flush(s)
-end
-return { owned, finished }
+return reply

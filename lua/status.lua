@@ -49,13 +49,32 @@ if n_dead <= cap then
     dead = by_prio(ids)
 end
 
+-- Entries of queue stream q not yet delivered to the workers' group (written
+-- by a producer of the old layout or by hand, not yet adopted by dispatch).
+-- Acknowledged entries stay in the stream until trimmed (worker_ack), so
+-- XLEN - pending would count them: the group's lag says it, and where Redis
+-- cannot give it (entries deleted after the group's last delivery) the
+-- entries after that id are counted.
+local function stream_undelivered(q)
+    for _, g in ipairs(redis.call('XINFO', 'GROUPS', q)) do
+        local info = llmq_hash_table(g)
+        if info['name'] == LLMQ_JOBS_GROUP then
+            if type(info['lag']) == 'number' then
+                return info['lag']
+            end
+            return #redis.call('XRANGE', q, '(' .. info['last-delivered-id'], '+')
+        end
+    end
+    return redis.call('XLEN', q)
+end
+
 local queues, consumers = {}, {}
 for _, prio in ipairs(JOBS_PRIORITIES) do
     local q = P .. 'q:' .. prio
-    local len = redis.call('XLEN', q)
-    local pending = 0
+    local pending, undelivered = 0, redis.call('XLEN', q)
     local ok, pend = pcall(redis.call, 'XPENDING', q, LLMQ_JOBS_GROUP)
     if ok then
+        undelivered = stream_undelivered(q)
         pending = tonumber(pend[1])
         local okc, cs = pcall(redis.call, 'XINFO', 'CONSUMERS', q, LLMQ_JOBS_GROUP)
         if okc then
@@ -66,7 +85,7 @@ for _, prio in ipairs(JOBS_PRIORITIES) do
         end
     end
     -- waiting in keys, plus entries written to the stream not yet adopted
-    local queued = redis.call('LLEN', P .. 'backlog:' .. prio) + math.max(len - pending, 0)
+    local queued = redis.call('LLEN', P .. 'backlog:' .. prio) + undelivered
     queues[#queues + 1] = { prio, queued, pending,
         delayed and delayed[prio] or -1, dead and dead[prio] or -1 }
 end

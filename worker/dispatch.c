@@ -245,6 +245,7 @@ void llmq_worker_account_start(struct worker_account *a)
     a->wait_timer.data = a;
     ev_timer_init(&a->soon_timer, on_soon, 0.0, 0.0);
     a->soon_timer.data = a;
+    llmq_worker_settle_start(a);
     struct llmq_redis_async_config rc = {.name = "worker"};
     a->cmd = llmq_redis_async_new(w->loop, &w->cfg->redis, &rc, on_cmd_state, a, &err);
     struct llmq_redis_async_config wc = {.name = "worker-wake"};
@@ -255,6 +256,7 @@ void llmq_worker_account_stop(struct worker_account *a)
 {
     ev_timer_stop(a->w->loop, &a->wait_timer);
     ev_timer_stop(a->w->loop, &a->soon_timer);
+    llmq_worker_settle_stop(a);
     llmq_redis_async_free(a->wake);
     a->wake = NULL;
     llmq_redis_async_free(a->cmd);

@@ -51,8 +51,11 @@ struct worker_account {
     ev_timer wait_timer;             /* the limiter's exact wait, or a delayed job's due */
     ev_timer soon_timer;             /* coalesces dispatch requests of one loop turn */
     struct worker_job *settle_retry; /* settles to resend once Redis is back */
-    struct worker_job *held;         /* every job in hand, dispatch until freed: the
-                                        stream entries recover.c keeps alive */
+    /* job_settle.c: settles of this loop turn, sent together by settle_timer */
+    struct worker_job *settle_queue, **settle_queue_tail;
+    ev_timer settle_timer;
+    struct worker_job *held; /* every job in hand, dispatch until freed: the
+                                stream entries recover.c keeps alive */
     int scripts_ok; /* a dispatch was answered since the command connection came up (readyz) */
     struct worker_spool *spool; /* spool.c: files claimed at start; NULL: none */
     /* auth_pause.c: the API refused this account's key (P auth_pause). */
@@ -88,11 +91,17 @@ void llmq_worker_account_stop(struct worker_account *a);
 /* call.c: sends job (owned by the worker from now on). */
 void llmq_worker_call(struct llmq_worker *w, struct worker_job *job);
 
-/* job_settle.c: sends job's settle (job->settle decided; takes job): kept
- * for a resend while Redis is away, released (job_slot.h) once answered. */
+/* job_settle.c: sends job's settle (job->settle decided; takes job) with
+ * the others of this loop turn: kept for a resend while Redis is away,
+ * released (job_slot.h) once answered. */
 void llmq_worker_settle(struct worker_job *job);
 /* Resends settles that failed while Redis was away. */
 void llmq_worker_settle_flush(struct worker_account *a);
+/* Sets up a's settle queue (before its first settle). */
+void llmq_worker_settle_start(struct worker_account *a);
+/* Stops a's settle timer; settles queued but not sent are kept in
+ * settle_retry (for the spool). */
+void llmq_worker_settle_stop(struct worker_account *a);
 
 /* auth_pause.c: the account pause after a 401/403 (see the file comment). */
 /* A call got status (401/403) with detail (the error code or message, may be

@@ -137,9 +137,10 @@
  *   error files ("file-out_<batch id>", "file-err_<batch id>") are read from
  *   the jobs' results (P res:<id>), so they live as long as those are kept.
  *
- *   Queue streams are trimmed (every 256 finishes) only below each group's
- *   oldest pending entry and last delivered id: never an unacknowledged entry
- *   (the worker XDELs what it acknowledges; this trim is the safety net).
+ *   Queue streams keep the entries settles acknowledged (no XDEL: it cost
+ *   more than the rest of a settle's stream work) until a trim, every 256
+ *   done and every 256 dead jobs, only below each group's oldest pending
+ *   entry and last delivered id: never an unacknowledged entry.
  */
 #ifndef LLMQ_KEYS_H
 #define LLMQ_KEYS_H

@@ -543,8 +543,17 @@ end
 -- wakes what waits on them, sched_wake_buckets). quiet: the caller does not
 -- need that count, so a bucket whose charge stays as it is is not looked up
 -- at all (the common settle: usage within the reservation).
+local LIMITER_NONE_FREED = {} -- limiter_adjust's freed list when nothing was (never written)
 local function limiter_adjust(P, handle, actual, quiet)
     -- handle: "<resid>|<cost>|<admitted ms>" then "|<mode><bucket>" per bucket
+    if quiet and actual ~= nil and not string.find(handle, '|[WG]') then
+        -- Only admission-ledger buckets: a usage within the charge changes
+        -- none of them (the common settle), so nothing is parsed or looked up.
+        local c = tonumber(string.match(handle, '^[^|]+|(%d+)|[^|]*|.'))
+        if c ~= nil and actual <= c then
+            return 0, LIMITER_NONE_FREED
+        end
+    end
     local resid, cost_s, tail = string.match(handle, '^([^|]+)|([^|]+)|[^|]*(|.+)$')
     local cost = tonumber(cost_s)
     if resid == nil or cost == nil then

@@ -7,8 +7,9 @@
 -- result_max, oldest first, a bounded number per finish so no call is slow; a
 -- PEXPIRE backs that up while nothing finishes. Dead jobs keep their whole hash
 -- and result until `llmq dead retry|purge`: nothing a human has not looked at
--- is dropped. Queue streams are trimmed only below every group's oldest
--- pending entry and last delivered id, so nothing unacknowledged goes. The
+-- is dropped. Queue streams keep acknowledged entries until a trim (every
+-- 256 done or dead jobs), which cuts only below every group's oldest pending
+-- entry and last delivered id, so nothing unacknowledged goes. The
 -- events stream (no consumer group: waiters read it live) is kept by count
 -- (events_max, at every XADD) and by age (events_ttl_ms, every 256 finishes).
 
@@ -136,7 +137,7 @@ end
 
 -- Counts the end of job id into its gateway batch, if it belongs to one.
 local function jobs_batch_count(P, id, state, reason, now_ms)
-    local bid = string.match(id, '^(batch_%x+)%.')
+    local bid = string.byte(id, 1) == 98 and string.match(id, '^(batch_%x+)%.') -- 'b'
     if not bid or redis.call('EXISTS', P .. 'gw:batch:' .. bid) == 0 then
         return
     end
@@ -151,14 +152,16 @@ end
 -- Ends job id of account P. state: 'done' or 'dead'; line: its Batch output
 -- line (JSON text; a dead one carries "error"); reason: why it died ('' for
 -- done); now_ms: Redis time. Stores the result, sets the state, tells waiters
--- (P events), dead-letters (P dead) and applies retention. Returns 1, or 0
--- when the job had already ended (nothing changes: one result per job id).
-local function llmq_job_finish(P, id, state, line, reason, now_ms)
+-- (P events), dead-letters (P dead) and applies retention. settings: the
+-- account's llmq_jobs_settings when the caller read them (one read for the
+-- many finishes of one call), else nil. Returns 1, or 0 when the job had
+-- already ended (nothing changes: one result per job id).
+local function llmq_job_finish(P, id, state, line, reason, now_ms, settings)
     if state ~= 'done' and state ~= 'dead' then
         error('LLMQ_EINVAL state must be done or dead, got ' .. tostring(state))
     end
     local jk, rk = P .. 'job:' .. id, P .. 'res:' .. id
-    local s = llmq_jobs_settings(P)
+    local s = settings or llmq_jobs_settings(P)
     -- One result per job id: the result is written only if there is none
     -- (a done one with its retention TTL in the same command).
     local ttl = state == 'done' and math.floor(s.result_ttl_ms) or 0
@@ -195,7 +198,10 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms)
     end
     jobs_batch_count(P, id, state, reason, now_ms)
     local n = redis.call('HINCRBY', P .. 'stats', state, 1)
-    if state == 'done' and n % JOBS_TRIM_EVERY == 0 then
+    -- every JOBS_TRIM_EVERY done and every JOBS_TRIM_EVERY dead jobs: settles
+    -- only acknowledge their entries (worker_ack), so dead-letter-only
+    -- traffic must trim too
+    if n % JOBS_TRIM_EVERY == 0 then
         for _, prio in ipairs(JOBS_PRIORITIES) do
             llmq_jobs_trim_acked(P .. 'q:' .. prio)
         end

@@ -9,12 +9,14 @@ local function worker_error_line(id, code, message)
         error = { code = code, message = message } })
 end
 
--- Acks and deletes entry eid of stream q (group workers). Returns 1 when the
--- entry was still pending (so this caller owned it).
+-- Acks entry eid of stream q (group workers). Returns 1 when the entry was
+-- still pending (so this caller owned it). The entry stays in the stream
+-- until llmq_jobs_trim_acked drops every acknowledged one (each
+-- JOBS_TRIM_EVERY finishes): an XDEL per settle cost more Redis CPU than the
+-- rest of the settle's stream work (tests/bench/bench_redis_cpu.sh; README,
+-- "Redis CPU per job"), one trim per 256 finishes frees whole nodes.
 local function worker_ack(q, eid)
-    local acked = redis.call('XACK', q, LLMQ_JOBS_GROUP, eid)
-    redis.call('XDEL', q, eid)
-    return acked
+    return redis.call('XACK', q, LLMQ_JOBS_GROUP, eid)
 end
 
 -- Hostile data (docs/DESIGN.md §4: a hostile stream entry gets a reason,
@@ -63,7 +65,15 @@ end
 -- llmq_name_valid): a string of 1..200 bytes of printable ASCII or UTF-8
 -- without whitespace, control characters, '/', '|', '{' or '}'.
 local function worker_name_ok(s)
-    if type(s) ~= 'string' or #s == 0 or #s > 200 or string.find(s, '[%s%c/|{}]') then
+    if type(s) ~= 'string' or #s == 0 or #s > 200 then
+        return false
+    end
+    -- The common name (ASCII letters, digits, - . _ : @) in one scan; only
+    -- others take the full test.
+    if not string.find(s, '[^%w%-%.:@_]') then
+        return true
+    end
+    if string.find(s, '[%s%c/|{}]') then
         return false
     end
     return not string.find(s, '[\128-\255]') or worker_utf8_ok(s)

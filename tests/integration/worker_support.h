@@ -266,6 +266,35 @@ static inline long long worker_pending(redisContext *c, const char *prefix, cons
     return n;
 }
 
+/* Entries of queue stream key not yet delivered to the workers' group (its
+ * lag in XINFO GROUPS); -1 when there is no such group or no lag. Settles
+ * acknowledge entries without deleting them (the stream is trimmed now and
+ * then), so XLEN is not what waits. */
+static inline long long worker_group_lag(redisContext *c, const char *key)
+{
+    long long lag = -1;
+    redisReply *r = redisCommand(c, "XINFO GROUPS %s", key);
+    for (size_t g = 0; r && r->type == REDIS_REPLY_ARRAY && g < r->elements; g++) {
+        const redisReply *info = r->element[g];
+        int ours = 0;
+        long long v = -1;
+        for (size_t i = 0; info->type == REDIS_REPLY_ARRAY && i + 1 < info->elements; i += 2) {
+            const redisReply *k = info->element[i], *val = info->element[i + 1];
+            if (k->type != REDIS_REPLY_STRING)
+                continue;
+            if (strcmp(k->str, "name") == 0 && val->type == REDIS_REPLY_STRING)
+                ours = strcmp(val->str, "workers") == 0;
+            else if (strcmp(k->str, "lag") == 0 && val->type == REDIS_REPLY_INTEGER)
+                v = val->integer;
+        }
+        if (ours)
+            lag = v;
+    }
+    if (r)
+        freeReplyObject(r);
+    return lag;
+}
+
 /* An integer from a Redis command with up to two arguments (formatted like
  * redisCommand; b may be NULL when fmt takes one): llmq_test_redis_int. */
 static inline long long redis_int(redisContext *c, const char *fmt, const char *a, const char *b)

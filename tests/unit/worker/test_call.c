@@ -54,6 +54,7 @@ static void test_submit_failure_on_last_attempt_counts_dead_once(void **state)
         text,
         "llmq_jobs_dead_total{account=\"acct\",model=\"gpt-4o-mini\",status=\"not_sent\"} 1\n"));
     free(text);
+    worker_fixture_run_settles(w);
     assert_ptr_equal(a->settle_retry, job); /* kept: Redis is not there */
 
     a->settle_retry = NULL;

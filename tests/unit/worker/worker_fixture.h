@@ -1,7 +1,8 @@
 /* A worker set up by hand around real parts, for unit tests of its flows: a
  * libev loop, the real metrics registry, one account "acct" whose async
  * Redis connection never becomes ready (nothing listens on port 1), so a
- * settle is kept for a resend as when Redis is away, and no HTTP client
+ * settle is kept for a resend as when Redis is away (once the loop ran:
+ * worker_fixture_run_settles), and no HTTP client
  * (w.http == NULL: llmq_http_submit fails as for a client that is closing).
  * One fixture at a time (static storage: the worker is large). */
 #ifndef LLMQ_TEST_WORKER_FIXTURE_H
@@ -43,12 +44,22 @@ static inline struct llmq_worker *worker_fixture_start(void)
     struct llmq_redis_async_config rc = {.name = "worker"};
     a->cmd = llmq_redis_async_new(w->loop, &url, &rc, NULL, NULL, &err);
     assert_non_null(a->cmd);
+    llmq_worker_settle_start(a);
     assert_int_equal(llmq_worker_metrics_start(w), 0);
     return w;
 }
 
+/* Runs w's loop until account 0 holds a settle for a resend (the settle
+ * queue is sent by a timer of the next loop turn); bounded. */
+static inline void worker_fixture_run_settles(struct llmq_worker *w)
+{
+    for (int i = 0; i < 100 && w->accounts[0].settle_retry == NULL; i++)
+        ev_run(w->loop, EVRUN_NOWAIT);
+}
+
 static inline void worker_fixture_stop(struct llmq_worker *w)
 {
+    llmq_worker_settle_stop(&w->accounts[0]);
     llmq_redis_async_free(w->accounts[0].cmd);
     llmq_worker_metrics_free(w);
     ev_loop_destroy(w->loop);

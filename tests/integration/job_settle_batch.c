@@ -1,0 +1,216 @@
+/* One job_settle call ends several deliveries (the worker sends the settles
+ * of one loop turn together: worker/job_settle.c), each as if it came
+ * alone; a call with one bad delivery settles none of them. Settles only
+ * acknowledge stream entries (no XDEL): the streams are trimmed every 256
+ * done or dead jobs, and `llmq status` does not count acknowledged entries
+ * as queued. The scripts are called directly on the test's Redis. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "redis/script.h"
+#include "worker_support.h"
+
+#define MODEL "gpt-4o-mini"
+#define SETTLE_VALUES 19 /* job_settle.lua's ARGV values per delivery */
+#define MAX_GRANTS 256
+
+struct acct {
+    char name[64];
+    char P[96];
+    redisContext *c;
+};
+
+static void acct_init(struct acct *a, const char *tag)
+{
+    llmq_test_unique_name(a->name, sizeof(a->name), tag);
+    snprintf(a->P, sizeof(a->P), "llmq:{%s}:", a->name);
+    a->c = llmq_test_redis_connect();
+    assert_non_null(a->c);
+    assert_int_equal(llmq_script_load_all(a->c, NULL), LLMQ_OK);
+}
+
+static void acct_close(struct acct *a)
+{
+    redisFree(a->c);
+}
+
+static void enqueue(const struct acct *a, const char *id)
+{
+    const char *argv[] = {a->P, id,  "normal", MODEL, "/v1/chat/completions", "{}", "10", "", "",
+                          "0",  "0", "0",      "1"};
+    redisReply *r = llmq_script_run(a->c, LLMQ_SCRIPT_ENQUEUE, 1, 13, argv, NULL, NULL);
+    assert_true(r != NULL && r->type == REDIS_REPLY_ARRAY);
+    freeReplyObject(r);
+}
+
+struct grant {
+    char eid[64], id[64], handle[256];
+};
+
+/* One dispatch call for up to max jobs into g; returns how many. */
+static int dispatch(const struct acct *a, struct grant *g, int max)
+{
+    char max_s[16];
+    snprintf(max_s, sizeof(max_s), "%d", max);
+    const char *argv[] = {a->P, "test-consumer", max_s};
+    redisReply *r = llmq_script_run(a->c, LLMQ_SCRIPT_DISPATCH, 1, 3, argv, NULL, NULL);
+    assert_true(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= 4);
+    int n = (int)r->elements - 4;
+    for (int i = 0; i < n; i++) {
+        const redisReply *j = r->element[4 + i];
+        snprintf(g[i].eid, sizeof(g[i].eid), "%s", j->element[0]->str);
+        snprintf(g[i].id, sizeof(g[i].id), "%s", j->element[2]->str);
+        snprintf(g[i].handle, sizeof(g[i].handle), "%s", j->element[3]->str);
+    }
+    freeReplyObject(r);
+    return n;
+}
+
+/* A delivery's 19 values: grant g ends in mode (done: a result; dead: a
+ * dead letter; retry: due in 60 s) with line as its output. */
+static void delivery(const char **v, const struct grant *g, const char *mode, const char *line)
+{
+    const char *vals[SETTLE_VALUES] = {mode,   "normal", g->eid, g->id, g->handle, "10", line,
+                                       "test", "60000",  "0",    MODEL, "0",       "-1", "-1",
+                                       "-1",   "-1",     "-1",   "-1",  ""};
+    memcpy(v, vals, sizeof(vals));
+}
+
+/* job_settle of the n deliveries in vals (n * 19 values) in one call. */
+static redisReply *settle(const struct acct *a, const char **vals, int n)
+{
+    const char *argv[1 + MAX_GRANTS * SETTLE_VALUES];
+    argv[0] = a->P;
+    memcpy(&argv[1], vals, (size_t)n * SETTLE_VALUES * sizeof(*argv));
+    redisReply *r =
+        llmq_script_run(a->c, LLMQ_SCRIPT_JOB_SETTLE, 1, 1 + n * SETTLE_VALUES, argv, NULL, NULL);
+    assert_non_null(r);
+    return r;
+}
+
+static long long key_int(const struct acct *a, const char *fmt, const char *name)
+{
+    return redis_int(a->c, fmt, a->P, name);
+}
+
+/* The "queued" count `llmq status` shows for priority normal (status.lua). */
+static long long status_queued_normal(const struct acct *a)
+{
+    const char *argv[] = {a->P, "1000"};
+    redisReply *r = llmq_script_run(a->c, LLMQ_SCRIPT_STATUS, 1, 2, argv, NULL, NULL);
+    assert_true(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= 1);
+    long long queued = -1;
+    const redisReply *queues = r->element[0];
+    for (size_t i = 0; i < queues->elements; i++) {
+        const redisReply *q = queues->element[i];
+        if (q->elements >= 2 && strcmp(q->element[0]->str, "normal") == 0)
+            queued = q->element[1]->integer;
+    }
+    freeReplyObject(r);
+    return queued;
+}
+
+static void test_one_call_settles_each_delivery(void **state)
+{
+    (void)state;
+    struct acct a;
+    acct_init(&a, "sbatch");
+    enqueue(&a, "j1");
+    enqueue(&a, "j2");
+    enqueue(&a, "j3");
+    struct grant g[3];
+    assert_int_equal(dispatch(&a, g, 3), 3);
+    const char *vals[3 * SETTLE_VALUES];
+    delivery(&vals[0], &g[0], "done", "{\"custom_id\":\"j1\"}");
+    delivery(&vals[SETTLE_VALUES], &g[1], "retry", "");
+    delivery(&vals[2 * SETTLE_VALUES], &g[2], "dead", "{\"custom_id\":\"j3\"}");
+    redisReply *r = settle(&a, vals, 3);
+    if (r->type == REDIS_REPLY_ERROR)
+        fail_msg("job_settle: %s", r->str);
+    /* {owned, finished} per delivery, in order */
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(r->elements, 6);
+    const long long want[6] = {1, 1, 1, 0, 1, 1};
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(r->element[i]->integer, want[i]);
+    freeReplyObject(r);
+    assert_int_equal(key_int(&a, "EXISTS %sres:%s", "j1"), 1);
+    assert_int_equal(key_int(&a, "EXISTS %sres:%s", "j2"), 0);
+    assert_int_equal(key_int(&a, "ZCARD %s%s", "delayed"), 1);
+    assert_int_equal(key_int(&a, "EXISTS %sres:%s", "j3"), 1);
+    assert_int_equal(key_int(&a, "XLEN %s%s", "dead"), 1);
+    assert_int_equal(worker_pending(a.c, a.P, "normal"), 0);
+    acct_close(&a);
+}
+
+static void test_bad_delivery_settles_none(void **state)
+{
+    (void)state;
+    struct acct a;
+    acct_init(&a, "sbatchbad");
+    enqueue(&a, "k1");
+    enqueue(&a, "k2");
+    struct grant g[2];
+    assert_int_equal(dispatch(&a, g, 2), 2);
+    const char *vals[2 * SETTLE_VALUES];
+    delivery(&vals[0], &g[0], "done", "{\"custom_id\":\"k1\"}");
+    delivery(&vals[SETTLE_VALUES], &g[1], "finished", "");
+    redisReply *r = settle(&a, vals, 2);
+    assert_int_equal(r->type, REDIS_REPLY_ERROR);
+    assert_non_null(strstr(r->str, "unknown mode finished"));
+    freeReplyObject(r);
+    /* the good first delivery was not settled either: still pending, no result */
+    assert_int_equal(worker_pending(a.c, a.P, "normal"), 2);
+    assert_int_equal(key_int(&a, "EXISTS %sres:%s", "k1"), 0);
+    /* and a call whose values are not whole deliveries is refused */
+    const char *argv[] = {a.P, "done", "normal"};
+    r = llmq_script_run(a.c, LLMQ_SCRIPT_JOB_SETTLE, 1, 3, argv, NULL, NULL);
+    assert_true(r != NULL && r->type == REDIS_REPLY_ERROR);
+    assert_non_null(strstr(r->str, "19 values per delivery"));
+    freeReplyObject(r);
+    acct_close(&a);
+}
+
+/* 256 dead letters and nothing done: the stream is trimmed all the same,
+ * and its acknowledged entries were never counted as queued. */
+static void test_acked_entries_trimmed_not_queued(void **state)
+{
+    (void)state;
+    struct acct a;
+    acct_init(&a, "sbatchtrim");
+    static struct grant g[MAX_GRANTS];
+    static const char *vals[MAX_GRANTS * SETTLE_VALUES];
+    for (int i = 0; i < MAX_GRANTS; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "t%d", i);
+        enqueue(&a, id);
+    }
+    assert_int_equal(dispatch(&a, g, MAX_GRANTS), MAX_GRANTS);
+    /* the first 100 end: their entries stay in the stream, acknowledged */
+    for (int i = 0; i < 100; i++)
+        delivery(&vals[i * SETTLE_VALUES], &g[i], "dead", "{}");
+    freeReplyObject(settle(&a, vals, 100));
+    assert_int_equal(key_int(&a, "XLEN %sq:%s", "normal"), MAX_GRANTS);
+    assert_int_equal(worker_pending(a.c, a.P, "normal"), MAX_GRANTS - 100);
+    assert_int_equal(status_queued_normal(&a), 0);
+    /* the 256th dead job trims what every group acknowledged */
+    for (int i = 100; i < MAX_GRANTS; i++)
+        delivery(&vals[(i - 100) * SETTLE_VALUES], &g[i], "dead", "{}");
+    freeReplyObject(settle(&a, vals, MAX_GRANTS - 100));
+    assert_int_equal(key_int(&a, "HGET %sstats %s", "dead"), MAX_GRANTS);
+    assert_true(key_int(&a, "XLEN %sq:%s", "normal") <= 1);
+    assert_int_equal(status_queued_normal(&a), 0);
+    acct_close(&a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_one_call_settles_each_delivery),
+        cmocka_unit_test(test_bad_delivery_settles_none),
+        cmocka_unit_test(test_acked_entries_trimmed_not_queued),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
