@@ -6,7 +6,8 @@
  *   gone.
  * - SIGTERM/SIGINT: stop asking for jobs, let calls in flight finish within
  *   the grace period, then cancel the rest, which are handed back untried;
- *   the loop ends once every settle has been answered. A second SIGTERM or
+ *   the loop ends once every settle has been answered and the calibration
+ *   samples are written (calib_batch.h). A second SIGTERM or
  *   SIGINT during the grace period cancels and hands back at once. */
 #include <signal.h>
 #include <stdio.h>
