@@ -343,9 +343,9 @@ for _, prio in ipairs(PRIOS) do
                     local st, r1, r2, r3 = limiter_try(s, path, cost, job[4])
                     if st == 'granted' then
                         c.idx, c.pops = c.idx + 1, c.pops + 1
-                        local handle = path.tags == '' and '' or limiter_handle(path, r1, job[4], now)
+                        local handle = path.tags == '' and '' or limiter_handle(path, r1, job[4], s.now_text)
                         redis.call('HSET', P .. 'job:' .. id, 'state', 'running', 'attempts',
-                            attempts + 1, 'consumer', consumer, 'run_ms', now)
+                            llmq_int_text(attempts + 1), 'consumer', consumer, 'run_ms', s.now_text)
                         grants[#grants + 1] = { '', prio, id, handle, job[10] or '', job[12] or '',
                             job[1], attempts + 1, cost, max_attempts, tonumber(job[9]) or -1 }
                         taken = taken + 1

@@ -54,27 +54,29 @@ end
 -- Acknowledged entries stay in the stream until trimmed (worker_ack), so
 -- XLEN - pending would count them: the group's lag says it, and where Redis
 -- cannot give it (entries deleted after the group's last delivery) the
--- entries after that id are counted.
+-- entries after that id are counted. Also returns that id (nil: no group).
 local function stream_undelivered(q)
     for _, g in ipairs(redis.call('XINFO', 'GROUPS', q)) do
         local info = llmq_hash_table(g)
         if info['name'] == LLMQ_JOBS_GROUP then
+            local last = info['last-delivered-id']
             if type(info['lag']) == 'number' then
-                return info['lag']
+                return info['lag'], last
             end
-            return #redis.call('XRANGE', q, '(' .. info['last-delivered-id'], '+')
+            return #redis.call('XRANGE', q, '(' .. last, '+'), last
         end
     end
-    return redis.call('XLEN', q)
+    return redis.call('XLEN', q), nil
 end
 
 local queues, consumers = {}, {}
+local last_delivered = {} -- prio -> the group's last delivered entry id
 for _, prio in ipairs(JOBS_PRIORITIES) do
     local q = P .. 'q:' .. prio
     local pending, undelivered = 0, redis.call('XLEN', q)
     local ok, pend = pcall(redis.call, 'XPENDING', q, LLMQ_JOBS_GROUP)
     if ok then
-        undelivered = stream_undelivered(q)
+        undelivered, last_delivered[prio] = stream_undelivered(q)
         pending = tonumber(pend[1])
         local okc, cs = pcall(redis.call, 'XINFO', 'CONSUMERS', q, LLMQ_JOBS_GROUP)
         if okc then
@@ -96,9 +98,9 @@ local totals = { n_delayed, n_dead, redis.call('ZCARD', P .. 'results'),
 
 local eff = llmq_jobs_settings(P)
 local settings = {}
-for k, v in pairs(eff) do
+for k in pairs(JOBS_DEFAULTS) do -- the settings (eff also holds their texts)
     settings[#settings + 1] = k
-    settings[#settings + 1] = v
+    settings[#settings + 1] = eff[k]
 end
 local raw = redis.call('HGETALL', P .. 'settings')
 for i = 1, #raw, 2 do
@@ -121,7 +123,9 @@ local function check_name(m)
     end
 end
 local function check_model(id)
-    check_name(redis.call('HGET', P .. 'job:' .. id, 'model'))
+    -- a job key of the wrong type (hostile data) names no model
+    local ok, m = pcall(redis.call, 'HGET', P .. 'job:' .. id, 'model')
+    check_name(ok and m or nil)
 end
 -- models with waiting work: runnable (P sm:<prio>) or blocked (P sblk)
 for _, prio in ipairs(JOBS_PRIORITIES) do
@@ -132,8 +136,18 @@ end
 for _, node in ipairs(redis.call('ZRANGE', P .. 'sblk', 0, SAMPLE - 1)) do
     check_name(llmq_split(node, '|')[2])
 end
+-- running (pending) and not yet adopted entries: from the oldest pending one
+-- (acknowledged entries before it wait for the stream's trim: ended jobs)
 for _, prio in ipairs(JOBS_PRIORITIES) do
-    local ok, es = pcall(redis.call, 'XRANGE', P .. 'q:' .. prio, '-', '+', 'COUNT', SAMPLE)
+    local q = P .. 'q:' .. prio
+    local okp, pend = pcall(redis.call, 'XPENDING', q, LLMQ_JOBS_GROUP)
+    local from = '-'
+    if okp and tonumber(pend[1]) > 0 then
+        from = pend[2]
+    elseif last_delivered[prio] then
+        from = '(' .. last_delivered[prio]
+    end
+    local ok, es = pcall(redis.call, 'XRANGE', q, from, '+', 'COUNT', SAMPLE)
     if ok then
         for _, e in ipairs(es) do
             local id = llmq_hash_table(e[2])['id']

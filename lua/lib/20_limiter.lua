@@ -55,6 +55,7 @@ local function limiter_session(P, prio, now)
     return {
         P = P,
         now = now,
+        now_text = llmq_int_text(now),
         frac = (tonumber(v[1]) or HEADROOM_DEFAULTS[prio]) / 100,
         soft_threshold = (tonumber(v[2]) or 80) / 100,
         guard = tonumber(v[3]) or LIMITER_GUARD_MS,
@@ -381,8 +382,9 @@ local function limiter_new_id(s)
 end
 
 -- Records an admission of cost (cost_str: its decimal text) with member text
--- "<id>:<cost>" in b (in memory; limiter_flush writes it).
-local function limiter_record(b, member, cost, now)
+-- "<id>:<cost>" in b at now (now_text: its decimal text, the log's score) (in
+-- memory; limiter_flush writes it).
+local function limiter_record(b, member, cost, now, now_text)
     local c = b.cfg
     if c == nil then
         return
@@ -393,7 +395,7 @@ local function limiter_record(b, member, cost, now)
         if c.tokens then b.ttat = b.ttat + cost * c.period / c.tokens end
         return
     end
-    b.adds[#b.adds + 1] = now
+    b.adds[#b.adds + 1] = now_text
     b.adds[#b.adds + 1] = member
     b.n = b.n + 1
     b.tok = b.tok + cost
@@ -453,16 +455,17 @@ local function limiter_try(s, path, cost, cost_str)
         return 'denied', worst.wait, worst.bucket, worst.reason, worst.level
     end
     local id = limiter_new_id(s)
-    local member = id .. ':' .. cost_str
+    local member = llmq_int_text(id) .. ':' .. cost_str
     for i = 1, #path do
-        limiter_record(path[i], member, cost, now)
+        limiter_record(path[i], member, cost, now, s.now_text)
     end
     return 'granted', id
 end
 
--- The reservation handle of grant id of cost on path at now.
-local function limiter_handle(path, id, cost_str, now)
-    return id .. '|' .. cost_str .. '|' .. now .. path.tags
+-- The reservation handle of grant id of cost on path at now (now_text: its
+-- decimal text).
+local function limiter_handle(path, id, cost_str, now_text)
+    return llmq_int_text(id) .. '|' .. cost_str .. '|' .. now_text .. path.tags
 end
 
 -- Pauses bucket name until now + ms (a later pause wins over an earlier one).

@@ -37,12 +37,16 @@ local LLMQ_JOBS_GROUP = 'workers' -- consumer group of the queue streams
 local function llmq_jobs_settings(P)
     local v = redis.call('HMGET', P .. 'settings', 'result_ttl_ms', 'result_max', 'events_max',
         'events_ttl_ms')
-    return {
+    local s = {
         result_ttl_ms = tonumber(v[1]) or JOBS_DEFAULTS.result_ttl_ms,
         result_max = tonumber(v[2]) or JOBS_DEFAULTS.result_max,
         events_max = tonumber(v[3]) or JOBS_DEFAULTS.events_max,
         events_ttl_ms = tonumber(v[4]) or JOBS_DEFAULTS.events_ttl_ms,
     }
+    -- as command arguments (llmq_int_text)
+    s.result_ttl_text = llmq_int_text(s.result_ttl_ms)
+    s.events_max_text = llmq_int_text(s.events_max)
+    return s
 end
 
 -- Stream ids "ms-seq" as two numbers; true when a < b.
@@ -81,7 +85,7 @@ end
 -- most JOBS_SWEEP_MAX of them.
 local function jobs_sweep_results(P, s, now_ms)
     local idx = P .. 'results'
-    local n_old = redis.call('ZCOUNT', idx, '-inf', now_ms - s.result_ttl_ms)
+    local n_old = redis.call('ZCOUNT', idx, '-inf', llmq_int_text(now_ms - s.result_ttl_ms))
     local n_over = redis.call('ZCARD', idx) - s.result_max
     local n = math.min(math.max(n_old, n_over), JOBS_SWEEP_MAX)
     if n <= 0 then
@@ -165,9 +169,10 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms, settings)
     -- One result per job id: the result is written only if there is none
     -- (a done one with its retention TTL in the same command).
     local ttl = state == 'done' and math.floor(s.result_ttl_ms) or 0
+    local now_text = llmq_int_text(now_ms)
     local stored
     if ttl > 0 then
-        stored = redis.call('SET', rk, line, 'NX', 'PX', ttl)
+        stored = redis.call('SET', rk, line, 'NX', 'PX', s.result_ttl_text)
     else
         stored = redis.call('SET', rk, line, 'NX')
     end
@@ -179,21 +184,22 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms, settings)
     end
     local has_job = redis.call('EXISTS', jk) == 1
     if has_job then
-        redis.call('HSET', jk, 'state', state, 'fin_ms', now_ms)
+        redis.call('HSET', jk, 'state', state, 'fin_ms', now_text)
     end
-    redis.call('XADD', P .. 'events', 'MAXLEN', '~', s.events_max, '*', 'id', id, 'state', state)
+    redis.call('XADD', P .. 'events', 'MAXLEN', '~', s.events_max_text, '*', 'id', id, 'state',
+        state)
     if state == 'dead' then
         local eid = redis.call('XADD', P .. 'dead', '*', 'id', id, 'reason', reason,
-            'error', jobs_error_text(line), 'ts', now_ms)
+            'error', jobs_error_text(line), 'ts', now_text)
         if has_job then
             redis.call('HSET', jk, 'last_error', reason, 'dead_entry', eid)
         end
     else
         if has_job then
             redis.call('HDEL', jk, 'body')
-            redis.call('PEXPIRE', jk, s.result_ttl_ms)
+            redis.call('PEXPIRE', jk, s.result_ttl_text)
         end
-        redis.call('ZADD', P .. 'results', now_ms, id)
+        redis.call('ZADD', P .. 'results', now_text, id)
         jobs_sweep_results(P, s, now_ms)
     end
     jobs_batch_count(P, id, state, reason, now_ms)

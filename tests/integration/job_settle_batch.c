@@ -3,7 +3,8 @@
  * alone; a call with one bad delivery settles none of them. Settles only
  * acknowledge stream entries (no XDEL): the streams are trimmed every 256
  * done or dead jobs, and `llmq status` does not count acknowledged entries
- * as queued. The scripts are called directly on the test's Redis. */
+ * as queued, nor does a retained entry with a hostile job key break it.
+ * The scripts are called directly on the test's Redis. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -205,12 +206,29 @@ static void test_acked_entries_trimmed_not_queued(void **state)
     acct_close(&a);
 }
 
+/* An entry whose job key is not a hash (hostile data, kept in the stream
+ * until the trim) does not break `llmq status`. */
+static void test_status_survives_hostile_job_key(void **state)
+{
+    (void)state;
+    struct acct a;
+    acct_init(&a, "sbatchhost");
+    enqueue(&a, "h1");
+    struct grant g[1];
+    assert_int_equal(dispatch(&a, g, 1), 1);
+    freeReplyObject(redisCommand(a.c, "XADD %sq:normal * id notahash", a.P));
+    freeReplyObject(redisCommand(a.c, "SET %sjob:notahash oops", a.P));
+    assert_int_equal(status_queued_normal(&a), 1); /* the foreign entry, not adopted yet */
+    acct_close(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_call_settles_each_delivery),
         cmocka_unit_test(test_bad_delivery_settles_none),
         cmocka_unit_test(test_acked_entries_trimmed_not_queued),
+        cmocka_unit_test(test_status_survives_hostile_job_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -103,6 +103,8 @@ static void test_status(void **state)
 
     const char *all[] = {"llmq", "status", "--json", "--all-accounts", NULL};
     r = cli_run(a.name, all);
+    if (r.status != 0)
+        fprintf(stderr, "llmq status --all-accounts: %s\n", r.err);
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, a.name));
     cli_free(&r);
