@@ -1,21 +1,26 @@
 /* One job's call to the API (docs/DESIGN.md §3.3-3.5): sends it, classifies the
  * outcome with the pure llmq_call_classify (classify.h, where the table of
  * statuses lives) and turns the verdict into the settle to send (job_settle.c),
- * counters, metrics and log lines. Every response's x-ratelimit-* headers go
- * to the settle, where the model bucket learns from them. */
+ * counters, metrics and log lines. A response's x-ratelimit-* headers go to
+ * the settle, where the model bucket learns from them, when they can matter
+ * (learn_throttle.h); its calibration sample is summed in memory and written
+ * in batches (calib_batch.h). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/backoff.h"
-#include "jobs/calibration.h"
 #include "openai/errorbody.h"
 #include "http/http.h"
 #include "base/log.h"
 #include "admin/metrics_worker.h"
 #include "openai/usage.h"
+#include "base/clock.h"
+#include "calib_batch.h"
 #include "classify.h"
+#include "learn_throttle.h"
+#include "model_state.h"
 #include "worker.h"
 
 /* The Batch output line of a response (status, body: JSON when it parses,
@@ -61,9 +66,16 @@ static char *error_line(const struct worker_job *job, const char *code, const ch
     return text;
 }
 
-static void copy_headers(struct worker_job *job, const struct llmq_ratelimit_headers *h)
+/* Puts the response's header values into job's settle when the throttle
+ * (learn_throttle.h) says they can matter; else they stay -1, not sent. An
+ * (account, model) the worker cannot track (model_state.h) always sends. */
+static void copy_headers(struct worker_job *job, long status,
+                         const struct llmq_ratelimit_headers *h)
 {
     int64_t v;
+    struct worker_model *m = llmq_worker_model(job->acct, job->model);
+    if (m != NULL && !llmq_worker_learn_send(&m->headers_sent_ms, status, h, llmq_monotonic_ms()))
+        return;
     if (llmq_ratelimit_headers_get(h, LLMQ_RLH_REMAINING_REQUESTS, &v))
         job->settle.rem_req = v;
     if (llmq_ratelimit_headers_get(h, LLMQ_RLH_REMAINING_TOKENS, &v))
@@ -104,16 +116,11 @@ static void plan_retry(struct llmq_worker *w, struct worker_job *job, const char
 }
 
 /* Records how far enqueue's prompt estimate was from the real prompt tokens
- * (shown by llmq status; calibration.h). Best effort: fire and forget. */
+ * (shown by llmq status; calib_batch.h sums and writes them). */
 static void record_calibration(const struct worker_job *job, int64_t actual_prompt_tokens)
 {
-    struct llmq_calib_cmd cmd;
-    redisAsyncContext *ac = llmq_redis_async_context(job->acct->cmd);
-    if (ac == NULL || job->est_prompt_tokens < 0 ||
-        llmq_calib_record_cmd(&cmd, job->acct->cfg->name, job->model, job->est_prompt_tokens,
-                              actual_prompt_tokens, NULL) != LLMQ_OK)
-        return;
-    redisAsyncCommandArgv(ac, NULL, NULL, cmd.argc, cmd.argv, cmd.argvlen);
+    if (job->est_prompt_tokens >= 0)
+        llmq_worker_calib_add(job->acct, job->model, job->est_prompt_tokens, actual_prompt_tokens);
 }
 
 /* Acts on a classified result (classify.h): the settle to send, counters,
@@ -208,7 +215,7 @@ static void on_response(struct llmq_http_response *resp, void *privdata)
 {
     struct worker_job *job = privdata;
     struct llmq_worker *w = job->acct->w;
-    copy_headers(job, &resp->headers);
+    copy_headers(job, resp->status, &resp->headers);
     struct llmq_call_response in = {
         .outcome = resp->outcome,
         .request_sent = resp->request_sent,

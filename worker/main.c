@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "admin/metrics_worker.h"
 #include "redis/redis.h"
+#include "model_state.h"
 #include "spool.h"
 #include "worker.h"
 
@@ -119,6 +120,7 @@ static int run(struct llmq_worker_config *cfg)
     for (int i = 0; i < w.n_accounts; i++) {
         struct worker_account *a = &w.accounts[i];
         llmq_worker_account_stop(a);
+        llmq_worker_models_free(a); /* after the connection: its callbacks use them */
         /* Results redis never took (it is away): kept for the next start. */
         if (llmq_worker_spool_write(a) < 0)
             w.exit_code = 1;

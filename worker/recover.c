@@ -6,7 +6,8 @@
  *   gone.
  * - SIGTERM/SIGINT: stop asking for jobs, let calls in flight finish within
  *   the grace period, then cancel the rest, which are handed back untried;
- *   the loop ends once every settle has been answered. A second SIGTERM or
+ *   the loop ends once every settle has been answered and the calibration
+ *   samples are written (calib_batch.h). A second SIGTERM or
  *   SIGINT during the grace period cancels and hands back at once. */
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "redis/script.h"
+#include "calib_batch.h"
 #include "worker.h"
 #include "llmq/priority.h"
 
@@ -130,6 +132,13 @@ void llmq_worker_check_done(struct llmq_worker *w)
     for (int i = 0; i < w->n_accounts; i++)
         if (w->accounts[i].settle_retry != NULL)
             return; /* results still to write: wait for Redis (until the grace ends) */
+    /* The exit flush of calibration samples (calib_batch.h): their replies
+     * call back here. */
+    int unanswered = 0;
+    for (int i = 0; i < w->n_accounts; i++)
+        unanswered += llmq_worker_calib_flush(&w->accounts[i]);
+    if (unanswered > 0)
+        return;
     ev_break(w->loop, EVBREAK_ALL);
 }
 

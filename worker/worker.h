@@ -8,6 +8,9 @@
  *   settle_request.c the settle request's fields, as script arguments and
  *                    spool lines (settle_request.h);
  *   spool.c          keeps settles Redis could not take across a restart;
+ *   model_state.c    what the worker keeps per (account, model):
+ *                    calib_batch.c  calibration samples, written in batches,
+ *                    learn_throttle.c  which responses' headers to send;
  *   recover.c        keeps this worker's deliveries alive, reclaims silent
  *                    workers' jobs, drains on SIGTERM.
  * One libev loop drives everything: hiredis async (two connections per
@@ -26,6 +29,7 @@
 struct llmq_http;
 struct llmq_worker;
 struct llmq_worker_metrics;
+struct worker_model;
 
 /* Counters printed at exit (and later exported as metrics). */
 struct llmq_worker_stats {
@@ -56,9 +60,10 @@ struct worker_account {
     struct worker_spool *spool; /* spool.c: files claimed at start; NULL: none */
     /* auth_pause.c: the API refused this account's key (P auth_pause). */
     int auth_paused;
-    char auth_why[256];     /* for logs and /readyz; never the key */
-    int64_t auth_logged_ms; /* the last error line about it, for the reminder */
-    int auth_checked;       /* account_resume ran for this process's key */
+    char auth_why[256];          /* for logs and /readyz; never the key */
+    int64_t auth_logged_ms;      /* the last error line about it, for the reminder */
+    int auth_checked;            /* account_resume ran for this process's key */
+    struct worker_model *models; /* model_state.h: per-model state, owned */
 };
 
 struct llmq_worker {

@@ -1,11 +1,10 @@
-/* Calibration samples: write as one EVAL of HINCRBYs, read with one HGETALL.
+/* Calibration samples: summed by the writer, added with one calib_add
+ * script call per model (lua/calib_add.lua), read with one HGETALL.
  *
- * The script is generic (field suffix, increment pairs) so all arithmetic
- * stays in C, where it is tested; it is embedded here rather than in lua/
- * because it is three lines and has no logic worth a file. Relative errors
- * are stored in basis points (1/100 of a percent), clamped to ±1,000,000 so
- * their squares cannot overflow a 64-bit sum in any realistic number of
- * samples. */
+ * The script only adds the sums it is given, so all arithmetic stays in C,
+ * where it is tested. Relative errors are stored in basis points (1/100 of
+ * a percent), clamped to ±1,000,000 so their squares cannot overflow a
+ * 64-bit sum in any realistic number of samples. */
 #include "jobs/calibration.h"
 
 #include <math.h>
@@ -15,12 +14,6 @@
 
 #include "redis/redis.h"
 
-static const char calib_script[] =
-    "for i = 2, #ARGV, 2 do\n"
-    "  redis.call('HINCRBY', KEYS[1], ARGV[1] .. '|' .. ARGV[i], ARGV[i + 1])\n"
-    "end\n"
-    "return #ARGV\n";
-
 /* "llmq:{ACCOUNT}:calib" into key (LLMQ_KEY_FIXED_MAX bytes). */
 static enum llmq_rc calib_key(const char *account, char *key, struct llmq_error *err)
 {
@@ -29,9 +22,6 @@ static enum llmq_rc calib_key(const char *account, char *key, struct llmq_error 
         return LLMQ_EINVAL;
     return llmq_key(key, LLMQ_KEY_FIXED_MAX, prefix, LLMQ_KEY_CALIB, NULL, err);
 }
-
-static const char *const suffixes[LLMQ_CALIB_FIELDS + 1] = {"n",     "est", "act", "abs",
-                                                            "under", "rel", "rel2"};
 
 void llmq_calib_increments(long long estimated_tokens, long long actual_tokens,
                            struct llmq_calib_increments *out)
@@ -55,36 +45,43 @@ void llmq_calib_increments(long long estimated_tokens, long long actual_tokens,
     out->rel2_bp = rel * rel;
 }
 
-enum llmq_rc llmq_calib_record_cmd(struct llmq_calib_cmd *cmd, const char *account,
-                                   const char *model, long long estimated_tokens,
-                                   long long actual_tokens, struct llmq_error *err)
+enum llmq_rc llmq_calib_sum_add(struct llmq_calib_increments *sum, long long estimated_tokens,
+                                long long actual_tokens)
 {
     struct llmq_calib_increments inc;
-    if (calib_key(account, cmd->key, err) != LLMQ_OK)
-        return LLMQ_EINVAL;
-    if (!llmq_name_valid(model))
-        return llmq_error_set(err, LLMQ_EINVAL, "calibration: invalid model name");
     if (estimated_tokens < 0 || actual_tokens < 0)
-        return llmq_error_set(err, LLMQ_EINVAL, "calibration: negative token count");
+        return LLMQ_EINVAL;
     llmq_calib_increments(estimated_tokens, actual_tokens, &inc);
-    const long long vals[LLMQ_CALIB_FIELDS + 1] = {inc.n,     inc.est,    inc.act,    inc.abs,
-                                                   inc.under, inc.rel_bp, inc.rel2_bp};
-    memset(cmd->argv, 0, sizeof(cmd->argv));
-    snprintf(cmd->model, sizeof(cmd->model), "%s", model);
-    int a = 0;
-    cmd->argv[a++] = "EVAL";
-    cmd->argv[a++] = calib_script;
-    cmd->argv[a++] = "1";
-    cmd->argv[a++] = cmd->key;
-    cmd->argv[a++] = cmd->model;
+    sum->n += inc.n;
+    sum->est += inc.est;
+    sum->act += inc.act;
+    sum->abs += inc.abs;
+    sum->under += inc.under;
+    sum->rel_bp += inc.rel_bp;
+    sum->rel2_bp += inc.rel2_bp;
+    return LLMQ_OK;
+}
+
+enum llmq_rc llmq_calib_add_argv(struct llmq_calib_add_argv *out, const char *account,
+                                 const char *model, const struct llmq_calib_increments *sum,
+                                 struct llmq_error *err)
+{
+    if (llmq_account_prefix(account, out->prefix, sizeof(out->prefix), err) != LLMQ_OK)
+        return LLMQ_EINVAL;
+    if (!llmq_name_valid(model) || strlen(model) >= sizeof(out->model))
+        return llmq_error_set(err, LLMQ_EINVAL, "calibration: invalid model name");
+    if (sum->n <= 0)
+        return llmq_error_set(err, LLMQ_EINVAL, "calibration: no samples to add");
+    /* In lua/calib_add.lua's ARGV order. */
+    const long long vals[LLMQ_CALIB_FIELDS + 1] = {sum->n,     sum->est,    sum->act,    sum->abs,
+                                                   sum->under, sum->rel_bp, sum->rel2_bp};
+    snprintf(out->model, sizeof(out->model), "%s", model);
+    out->argv[0] = out->prefix;
+    out->argv[1] = out->model;
     for (int i = 0; i <= LLMQ_CALIB_FIELDS; i++) {
-        snprintf(cmd->num[i], sizeof(cmd->num[i]), "%lld", vals[i]);
-        cmd->argv[a++] = suffixes[i];
-        cmd->argv[a++] = cmd->num[i];
+        snprintf(out->num[i], sizeof(out->num[i]), "%lld", vals[i]);
+        out->argv[2 + i] = out->num[i];
     }
-    cmd->argc = a;
-    for (int i = 0; i < a; i++)
-        cmd->argvlen[i] = strlen(cmd->argv[i]);
     return LLMQ_OK;
 }
 

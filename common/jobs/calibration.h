@@ -11,14 +11,13 @@
  *             M|rel    sum of (actual - estimated) / actual, in basis points
  *             M|rel2   sum of the squares of the same (basis points squared)
  * (Model names never contain '|', see llmq_name_valid.) Writers only
- * HINCRBY, so any number of workers may record at once; a Lua script (such
- * as the settle script) may HINCRBY the same fields itself with the values
- * llmq_calib_increments() computes.
+ * HINCRBY, so any number of workers may add at once.
  *
- * Writing: llmq_calib_record_cmd() fills the argv of ONE command (EVAL of a
- * three-line script doing the HINCRBYs) that a worker appends to its own
- * async or pipelined command stream. Reading: llmq_calib_read() (sync, for
- * `llmq status`). */
+ * Writing: a worker sums its samples in memory (llmq_calib_sum_add, the one
+ * place of the arithmetic) and adds the sums of one model with ONE call of
+ * the calib_add script (lua/calib_add.lua), whose arguments
+ * llmq_calib_add_argv() fills; worker/calib_batch.c decides when. Reading:
+ * llmq_calib_read() (sync, for `llmq status`). */
 #ifndef LLMQ_CALIBRATION_H
 #define LLMQ_CALIBRATION_H
 
@@ -28,10 +27,12 @@
 #include "redis/keys.h"
 #include "llmq/error.h"
 
-#define LLMQ_CALIB_FIELDS 6 /* n est act abs under rel rel2: n is always 1 */
-#define LLMQ_CALIB_ARGC (5 + 2 * (LLMQ_CALIB_FIELDS + 1))
+#define LLMQ_CALIB_FIELDS 6 /* est act abs under rel rel2, after n */
+/* KEYS[1] and ARGV of lua/calib_add.lua: prefix, model, the 7 sums. */
+#define LLMQ_CALIB_ADD_ARGC (2 + LLMQ_CALIB_FIELDS + 1)
 
-/* The values one sample adds to each field. */
+/* The values samples add to each field: one sample's (llmq_calib_increments,
+ * n = 1) or the sum of several (llmq_calib_sum_add). */
 struct llmq_calib_increments {
     long long n, est, act, abs, under, rel_bp, rel2_bp;
 };
@@ -40,26 +41,29 @@ struct llmq_calib_increments {
 void llmq_calib_increments(long long estimated_tokens, long long actual_tokens,
                            struct llmq_calib_increments *out);
 
-/* One ready-to-send command: pass argc, argv, argvlen to redisCommandArgv,
- * redisAppendCommandArgv or redisAsyncCommandArgv (hiredis copies them when
- * it formats the command, so the struct may live on the stack). Reply: an
- * integer, or an error reply. */
-struct llmq_calib_cmd {
-    int argc;
-    const char *argv[LLMQ_CALIB_ARGC];
-    size_t argvlen[LLMQ_CALIB_ARGC];
-    char key[LLMQ_KEY_FIXED_MAX];
+/* Adds one sample (llmq_calib_increments) to *sum (zero it to start).
+ * Returns LLMQ_OK, or LLMQ_EINVAL (sum untouched) for a negative count. */
+enum llmq_rc llmq_calib_sum_add(struct llmq_calib_increments *sum, long long estimated_tokens,
+                                long long actual_tokens);
+
+/* The arguments of one calib_add call: pass LLMQ_SCRIPT_CALIB_ADD, nkeys 1,
+ * LLMQ_CALIB_ADD_ARGC and argv to llmq_script_run, llmq_script_append or
+ * llmq_script_run_async (they copy the arguments when they format the
+ * command, so the struct may live on the stack). Reply: the model's sample
+ * count after the add, or an error reply. */
+struct llmq_calib_add_argv {
+    const char *argv[LLMQ_CALIB_ADD_ARGC];
+    char prefix[LLMQ_KEY_PREFIX_MAX];
     char model[201];
     char num[LLMQ_CALIB_FIELDS + 1][24];
 };
 
-/* Fills *cmd to record one sample for (account, model) (both borrowed, valid
- * names). estimated_tokens is what llmq_cost_prompt_tokens() returned for the
- * request, actual_tokens the response's usage.prompt_tokens. Returns LLMQ_OK,
- * or LLMQ_EINVAL for an invalid name or a negative count. */
-enum llmq_rc llmq_calib_record_cmd(struct llmq_calib_cmd *cmd, const char *account,
-                                   const char *model, long long estimated_tokens,
-                                   long long actual_tokens, struct llmq_error *err);
+/* Fills *out to add sum (borrowed; sum->n > 0 samples) to (account, model)
+ * (both borrowed, valid names). Returns LLMQ_OK, or LLMQ_EINVAL for an
+ * invalid name or an empty sum. */
+enum llmq_rc llmq_calib_add_argv(struct llmq_calib_add_argv *out, const char *account,
+                                 const char *model, const struct llmq_calib_increments *sum,
+                                 struct llmq_error *err);
 
 /* Error statistics of one model. Percentages are of actual tokens; positive
  * means the estimate was low (the reservation too small). */
