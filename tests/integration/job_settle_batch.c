@@ -17,27 +17,12 @@
 #define SETTLE_VALUES 19 /* job_settle.lua's ARGV values per delivery */
 #define MAX_GRANTS 256
 
-struct acct {
-    char name[64];
-    char P[96];
-    redisContext *c;
-};
-
-static void acct_init(struct acct *a, const char *tag)
-{
-    llmq_test_unique_name(a->name, sizeof(a->name), tag);
-    snprintf(a->P, sizeof(a->P), "llmq:{%s}:", a->name);
-    a->c = llmq_test_redis_connect();
-    assert_non_null(a->c);
-    assert_int_equal(llmq_script_load_all(a->c, NULL), LLMQ_OK);
-}
-
-static void acct_close(struct acct *a)
+static void acct_close(struct script_account *a)
 {
     redisFree(a->c);
 }
 
-static void enqueue(const struct acct *a, const char *id)
+static void enqueue(const struct script_account *a, const char *id)
 {
     const char *argv[] = {a->P, id,  "normal", MODEL, "/v1/chat/completions", "{}", "10", "", "",
                           "0",  "0", "0",      "1"};
@@ -51,7 +36,7 @@ struct grant {
 };
 
 /* One dispatch call for up to max jobs into g; returns how many. */
-static int dispatch(const struct acct *a, struct grant *g, int max)
+static int dispatch(const struct script_account *a, struct grant *g, int max)
 {
     char max_s[16];
     snprintf(max_s, sizeof(max_s), "%d", max);
@@ -80,7 +65,7 @@ static void delivery(const char **v, const struct grant *g, const char *mode, co
 }
 
 /* job_settle of the n deliveries in vals (n * 19 values) in one call. */
-static redisReply *settle(const struct acct *a, const char **vals, int n)
+static redisReply *settle(const struct script_account *a, const char **vals, int n)
 {
     const char *argv[1 + MAX_GRANTS * SETTLE_VALUES];
     argv[0] = a->P;
@@ -91,13 +76,13 @@ static redisReply *settle(const struct acct *a, const char **vals, int n)
     return r;
 }
 
-static long long key_int(const struct acct *a, const char *fmt, const char *name)
+static long long key_int(const struct script_account *a, const char *fmt, const char *name)
 {
     return redis_int(a->c, fmt, a->P, name);
 }
 
 /* The "queued" count `llmq status` shows for priority normal (status.lua). */
-static long long status_queued_normal(const struct acct *a)
+static long long status_queued_normal(const struct script_account *a)
 {
     const char *argv[] = {a->P, "1000"};
     redisReply *r = llmq_script_run(a->c, LLMQ_SCRIPT_STATUS, 1, 2, argv, NULL, NULL);
@@ -116,8 +101,8 @@ static long long status_queued_normal(const struct acct *a)
 static void test_one_call_settles_each_delivery(void **state)
 {
     (void)state;
-    struct acct a;
-    acct_init(&a, "sbatch");
+    struct script_account a;
+    script_account_open(&a, "sbatch");
     enqueue(&a, "j1");
     enqueue(&a, "j2");
     enqueue(&a, "j3");
@@ -149,8 +134,8 @@ static void test_one_call_settles_each_delivery(void **state)
 static void test_bad_delivery_settles_none(void **state)
 {
     (void)state;
-    struct acct a;
-    acct_init(&a, "sbatchbad");
+    struct script_account a;
+    script_account_open(&a, "sbatchbad");
     enqueue(&a, "k1");
     enqueue(&a, "k2");
     struct grant g[2];
@@ -179,8 +164,8 @@ static void test_bad_delivery_settles_none(void **state)
 static void test_acked_entries_trimmed_not_queued(void **state)
 {
     (void)state;
-    struct acct a;
-    acct_init(&a, "sbatchtrim");
+    struct script_account a;
+    script_account_open(&a, "sbatchtrim");
     static struct grant g[MAX_GRANTS];
     static const char *vals[MAX_GRANTS * SETTLE_VALUES];
     for (int i = 0; i < MAX_GRANTS; i++) {
@@ -211,8 +196,8 @@ static void test_acked_entries_trimmed_not_queued(void **state)
 static void test_batch_counts_and_sweeps(void **state)
 {
     (void)state;
-    struct acct a;
-    acct_init(&a, "sbatchsweep");
+    struct script_account a;
+    script_account_open(&a, "sbatchsweep");
     freeReplyObject(redisCommand(a.c, "HSET %ssettings result_max 2", a.P));
     struct grant g[5];
     const char *vals[5 * SETTLE_VALUES];
@@ -239,8 +224,8 @@ static void test_batch_counts_and_sweeps(void **state)
 static void test_status_survives_hostile_job_key(void **state)
 {
     (void)state;
-    struct acct a;
-    acct_init(&a, "sbatchhost");
+    struct script_account a;
+    script_account_open(&a, "sbatchhost");
     enqueue(&a, "h1");
     struct grant g[1];
     assert_int_equal(dispatch(&a, g, 1), 1);

@@ -21,23 +21,8 @@
 #define MODEL "gpt-4o-mini"
 #define PERIOD "600000" /* no wait ends during a test */
 
-struct acct {
-    char name[64];
-    char P[96];
-    redisContext *c;
-};
-
-static void acct_init(struct acct *a, const char *tag)
-{
-    llmq_test_unique_name(a->name, sizeof(a->name), tag);
-    snprintf(a->P, sizeof(a->P), "llmq:{%s}:", a->name);
-    a->c = llmq_test_redis_connect();
-    assert_non_null(a->c);
-    assert_int_equal(llmq_script_load_all(a->c, NULL), LLMQ_OK);
-}
-
 /* `llmq limits set MODEL` with args (NULL-ended, after the model). */
-static void limits_set(const struct acct *a, const char *const *args)
+static void limits_set(const struct script_account *a, const char *const *args)
 {
     const char *argv[16] = {"llmq", "limits", "set", MODEL};
     int n = 4;
@@ -51,7 +36,8 @@ static void limits_set(const struct acct *a, const char *const *args)
     cli_free(&r);
 }
 
-static redisReply *run(const struct acct *a, enum llmq_script_id id, int argc, const char **argv)
+static redisReply *run(const struct script_account *a, enum llmq_script_id id, int argc,
+                       const char **argv)
 {
     redisReply *r = llmq_script_run(a->c, id, 1, argc, argv, NULL, NULL);
     assert_non_null(r);
@@ -61,8 +47,8 @@ static redisReply *run(const struct acct *a, enum llmq_script_id id, int argc, c
 }
 
 /* Enqueues job id of cost tokens for tenant/user ('' none), priority normal. */
-static void enqueue(const struct acct *a, const char *id, const char *cost, const char *tenant,
-                    const char *user)
+static void enqueue(const struct script_account *a, const char *id, const char *cost,
+                    const char *tenant, const char *user)
 {
     const char *argv[] = {a->P, id,   "normal", MODEL, "/v1/chat/completions",
                           "{}", cost, tenant,   user,  "0",
@@ -76,7 +62,7 @@ struct grant {
 
 /* One dispatch call for up to 16 jobs: fills g, returns how many were
  * granted; *wake: the wake stream's newest id it reported. */
-static int dispatch(const struct acct *a, struct grant *g, char *wake, size_t wake_sz)
+static int dispatch(const struct script_account *a, struct grant *g, char *wake, size_t wake_sz)
 {
     const char *argv[] = {a->P, "test-consumer", "16"};
     redisReply *r = run(a, LLMQ_SCRIPT_DISPATCH, 3, argv);
@@ -96,7 +82,7 @@ static int dispatch(const struct acct *a, struct grant *g, char *wake, size_t wa
 
 /* job_settle of grant g in mode with actual tokens, retry delay ms and
  * refund flag. */
-static void settle(const struct acct *a, const struct grant *g, const char *mode,
+static void settle(const struct script_account *a, const struct grant *g, const char *mode,
                    const char *actual, const char *delay, const char *refund)
 {
     const char *argv[] = {a->P, mode,   "normal", g->eid, g->id, g->handle, actual,
@@ -106,7 +92,7 @@ static void settle(const struct acct *a, const struct grant *g, const char *mode
 }
 
 /* The wake stream's newest entry id ('0-0' when none). */
-static void wake_last(const struct acct *a, char *out, size_t n)
+static void wake_last(const struct script_account *a, char *out, size_t n)
 {
     redisReply *r = redisCommand(a->c, "XREVRANGE %swake + - COUNT 1", a->P);
     assert_non_null(r);
@@ -116,8 +102,8 @@ static void wake_last(const struct acct *a, char *out, size_t n)
 
 /* Blocks a key on a bucket that admits 2 requests a period: 3 jobs of
  * tenant/user, 2 granted (in g), the third denied. */
-static void block_third(const struct acct *a, const char *tag, const char *tenant, const char *user,
-                        const char *cost, struct grant *g)
+static void block_third(const struct script_account *a, const char *tag, const char *tenant,
+                        const char *user, const char *cost, struct grant *g)
 {
     char id[64];
     for (int i = 0; i < 3; i++) {
@@ -137,8 +123,8 @@ static void refund_runs_the_blocked_key(const char *tag, const char *const *limi
                                         const char *tenant, const char *user, int which,
                                         const char *mode, const char *expected)
 {
-    struct acct a;
-    acct_init(&a, tag);
+    struct script_account a;
+    script_account_open(&a, tag);
     limits_set(&a, limit);
     struct grant g[16];
     block_third(&a, tag, tenant, user, "10", g);
@@ -178,8 +164,8 @@ static void test_handback_unblocks_a_user(void **state)
 static void test_user_bucket_shared_across_tenants(void **state)
 {
     (void)state;
-    struct acct a;
-    acct_init(&a, "roomshared");
+    struct script_account a;
+    script_account_open(&a, "roomshared");
     /* A user bucket is per model and user, whichever tenant the job is of:
      * tenant t2's key waits on the bucket t1's job filled. */
     const char *lim[] = {"--user", "ue", "--rpm", "1", "--period-ms", PERIOD, NULL};
@@ -199,8 +185,8 @@ static void test_user_bucket_shared_across_tenants(void **state)
 static void test_producer_refund_unblocks_and_wakes(void **state)
 {
     (void)state;
-    struct acct a;
-    acct_init(&a, "roomrefund");
+    struct script_account a;
+    script_account_open(&a, "roomrefund");
     const char *lim[] = {"--tenant", "tc", "--rpm", "2", "--period-ms", PERIOD, NULL};
     limits_set(&a, lim);
     /* A producer's own calls (llmq.h acquire) take the tenant's 2 slots. */
@@ -232,8 +218,8 @@ static void test_producer_refund_unblocks_and_wakes(void **state)
  * grants; *woke: whether the settle added a wake entry. */
 static int settle_low_then_dispatch(const char *tag, const char *ledger, int *woke)
 {
-    struct acct a;
-    acct_init(&a, tag);
+    struct script_account a;
+    script_account_open(&a, tag);
     const char *lim[] = {
         "--tenant", "td", "--tpm", "100", "--period-ms", PERIOD, ledger ? "--settle" : NULL,
         ledger,     NULL};

@@ -17,6 +17,7 @@
 
 #include "jobs_cli_run.h"
 #include "openai_sim_support.h"
+#include "redis/script.h"
 #include "testsupport.h"
 
 #define WORKER_TEST_KEY "test-key-worker-e2e-not-real-0000"
@@ -264,6 +265,24 @@ static inline long long worker_pending(redisContext *c, const char *prefix, cons
     if (r)
         freeReplyObject(r);
     return n;
+}
+
+/* An account for tests that call the scripts directly: a unique name, its
+ * key prefix P ("llmq:{name}:") and a connection with the scripts loaded
+ * (asserting). Close with redisFree(a->c). */
+struct script_account {
+    char name[64];
+    char P[96];
+    redisContext *c;
+};
+
+static inline void script_account_open(struct script_account *a, const char *tag)
+{
+    llmq_test_unique_name(a->name, sizeof(a->name), tag);
+    snprintf(a->P, sizeof(a->P), "llmq:{%s}:", a->name);
+    a->c = llmq_test_redis_connect();
+    assert_non_null(a->c);
+    assert_int_equal(llmq_script_load_all(a->c, NULL), LLMQ_OK);
 }
 
 /* Entries of queue stream key not yet delivered to the workers' group (its
