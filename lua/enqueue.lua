@@ -16,6 +16,7 @@ if #ARGV % JOBS_FIELDS ~= 0 then
     return redis.error_reply('LLMQ_EINVAL enqueue takes ' .. JOBS_FIELDS .. ' values per job')
 end
 local now = llmq_now_ms()
+local now_text = llmq_int_text(now)
 local out = {}
 local vt = {} -- virtual times read in this call
 local backlog = {} -- jobs queued per priority (sched_backlog_add)
@@ -47,11 +48,15 @@ for base = 1, #ARGV, JOBS_FIELDS do
         if ttl > 0 and (deadline == 0 or now + ttl < deadline) then
             deadline = now + ttl
         end
+        -- an integer as %d text (llmq_int_text); anything else as before
+        if deadline == math.floor(deadline) and math.abs(deadline) < 2 ^ 53 then
+            deadline = llmq_int_text(deadline)
+        end
         -- one fixed-arity call: the hot path of enqueue (tenant/user '' = none)
         redis.call('HSET', jk, 'id', id, 'model', ARGV[base + 2], 'url', ARGV[base + 3],
             'body', ARGV[base + 4], 'cost', ARGV[base + 5], 'prio', prio,
             'tenant', ARGV[base + 6], 'user', ARGV[base + 7], 'deadline_ms', deadline,
-            'max_attempts', ARGV[base + 10], 'attempts', 0, 'enq_ms', now, 'state', 'queued',
+            'max_attempts', ARGV[base + 10], 'attempts', '0', 'enq_ms', now_text, 'state', 'queued',
             'est_prompt_tokens', ARGV[base + 11])
         sched_push(P, id, prio, ARGV[base + 2], ARGV[base + 6], ARGV[base + 7], false, vt, backlog)
         out[#out + 1] = { 1, 'queued' }
