@@ -70,14 +70,24 @@ local function stream_undelivered(q)
 end
 
 local queues, consumers = {}, {}
-local last_delivered = {} -- prio -> the group's last delivered entry id
+-- prio -> where the stream's running (pending) and not yet adopted entries
+-- start: its oldest pending entry, else after the group's last delivered one
+-- (acknowledged entries before it wait for the trim: ended jobs)
+local live_from = {}
 for _, prio in ipairs(JOBS_PRIORITIES) do
     local q = P .. 'q:' .. prio
     local pending, undelivered = 0, redis.call('XLEN', q)
+    live_from[prio] = '-'
     local ok, pend = pcall(redis.call, 'XPENDING', q, LLMQ_JOBS_GROUP)
     if ok then
-        undelivered, last_delivered[prio] = stream_undelivered(q)
+        local last
+        undelivered, last = stream_undelivered(q)
         pending = tonumber(pend[1])
+        if pending > 0 then
+            live_from[prio] = pend[2]
+        elseif last then
+            live_from[prio] = '(' .. last
+        end
         local okc, cs = pcall(redis.call, 'XINFO', 'CONSUMERS', q, LLMQ_JOBS_GROUP)
         if okc then
             for _, c in ipairs(cs) do
@@ -136,18 +146,10 @@ end
 for _, node in ipairs(redis.call('ZRANGE', P .. 'sblk', 0, SAMPLE - 1)) do
     check_name(llmq_split(node, '|')[2])
 end
--- running (pending) and not yet adopted entries: from the oldest pending one
--- (acknowledged entries before it wait for the stream's trim: ended jobs)
+-- running (pending) and not yet adopted entries (live_from)
 for _, prio in ipairs(JOBS_PRIORITIES) do
-    local q = P .. 'q:' .. prio
-    local okp, pend = pcall(redis.call, 'XPENDING', q, LLMQ_JOBS_GROUP)
-    local from = '-'
-    if okp and tonumber(pend[1]) > 0 then
-        from = pend[2]
-    elseif last_delivered[prio] then
-        from = '(' .. last_delivered[prio]
-    end
-    local ok, es = pcall(redis.call, 'XRANGE', q, from, '+', 'COUNT', SAMPLE)
+    local ok, es = pcall(redis.call, 'XRANGE', P .. 'q:' .. prio, live_from[prio], '+', 'COUNT',
+        SAMPLE)
     if ok then
         for _, e in ipairs(es) do
             local id = llmq_hash_table(e[2])['id']

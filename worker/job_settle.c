@@ -38,8 +38,20 @@ static void keep_for_retry(struct worker_job *job)
     job->acct->settle_retry = job;
 }
 
-/* The end of one delivery's settle: r is its {owned, finished} pair's
- * reply, an error reply for the whole call, or NULL (connection lost). */
+/* Moves every settle queued and not sent to settle_retry (resent when the
+ * next dispatch flushes it, or spooled at exit). */
+static void keep_queued_for_retry(struct worker_account *a)
+{
+    while (a->settle_queue != NULL) {
+        struct worker_job *job = a->settle_queue;
+        a->settle_queue = job->next;
+        keep_for_retry(job);
+    }
+    a->settle_queue_tail = &a->settle_queue;
+}
+
+/* The end of one delivery's settle: r is the reply of the call it went in
+ * (its {owned, finished} pairs), an error reply, or NULL (connection lost). */
 static void settled(struct worker_job *job, const redisReply *r)
 {
     if (r == NULL) {
@@ -105,13 +117,7 @@ static void settle_send_queued(struct worker_account *a)
     while (a->settle_queue != NULL) {
         struct settle_call *call = malloc(sizeof(*call));
         if (call == NULL) {
-            /* No memory for the call: resend later, as after a lost
-             * connection (the next dispatch flushes settle_retry). */
-            while (a->settle_queue != NULL) {
-                struct worker_job *job = a->settle_queue;
-                a->settle_queue = job->next;
-                keep_for_retry(job);
-            }
+            keep_queued_for_retry(a); /* no memory: resend later, as after a lost connection */
             return;
         }
         call->acct = a;
@@ -145,14 +151,7 @@ void llmq_worker_settle_start(struct worker_account *a)
 void llmq_worker_settle_stop(struct worker_account *a)
 {
     ev_timer_stop(a->w->loop, &a->settle_timer);
-    /* Not sent before the loop stopped: kept like a lost connection's, so
-     * the spool takes them. */
-    while (a->settle_queue != NULL) {
-        struct worker_job *job = a->settle_queue;
-        a->settle_queue = job->next;
-        keep_for_retry(job);
-    }
-    a->settle_queue_tail = &a->settle_queue;
+    keep_queued_for_retry(a); /* not sent before the loop stopped: the spool takes them */
 }
 
 void llmq_worker_settle(struct worker_job *job)

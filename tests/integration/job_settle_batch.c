@@ -54,6 +54,17 @@ static int dispatch(const struct script_account *a, struct grant *g, int max)
     return n;
 }
 
+/* Enqueues jobs "<tag>1".."<tag><n>" and dispatches all n into g. */
+static void take(const struct script_account *a, const char *tag, int n, struct grant *g)
+{
+    for (int i = 1; i <= n; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "%s%d", tag, i);
+        enqueue(a, id);
+    }
+    assert_int_equal(dispatch(a, g, n), n);
+}
+
 /* A delivery's 19 values: grant g ends in mode (done: a result; dead: a
  * dead letter; retry: due in 60 s) with line as its output. */
 static void delivery(const char **v, const struct grant *g, const char *mode, const char *line)
@@ -103,11 +114,8 @@ static void test_one_call_settles_each_delivery(void **state)
     (void)state;
     struct script_account a;
     script_account_open(&a, "sbatch");
-    enqueue(&a, "j1");
-    enqueue(&a, "j2");
-    enqueue(&a, "j3");
     struct grant g[3];
-    assert_int_equal(dispatch(&a, g, 3), 3);
+    take(&a, "j", 3, g);
     const char *vals[3 * SETTLE_VALUES];
     delivery(&vals[0], &g[0], "done", "{\"custom_id\":\"j1\"}");
     delivery(&vals[SETTLE_VALUES], &g[1], "retry", "");
@@ -136,10 +144,8 @@ static void test_bad_delivery_settles_none(void **state)
     (void)state;
     struct script_account a;
     script_account_open(&a, "sbatchbad");
-    enqueue(&a, "k1");
-    enqueue(&a, "k2");
     struct grant g[2];
-    assert_int_equal(dispatch(&a, g, 2), 2);
+    take(&a, "k", 2, g);
     const char *vals[2 * SETTLE_VALUES];
     delivery(&vals[0], &g[0], "done", "{\"custom_id\":\"k1\"}");
     delivery(&vals[SETTLE_VALUES], &g[1], "finished", "");
@@ -168,12 +174,7 @@ static void test_acked_entries_trimmed_not_queued(void **state)
     script_account_open(&a, "sbatchtrim");
     static struct grant g[MAX_GRANTS];
     static const char *vals[MAX_GRANTS * SETTLE_VALUES];
-    for (int i = 0; i < MAX_GRANTS; i++) {
-        char id[16];
-        snprintf(id, sizeof(id), "t%d", i);
-        enqueue(&a, id);
-    }
-    assert_int_equal(dispatch(&a, g, MAX_GRANTS), MAX_GRANTS);
+    take(&a, "t", MAX_GRANTS, g);
     /* the first 100 end: their entries stay in the stream, acknowledged */
     for (int i = 0; i < 100; i++)
         delivery(&vals[i * SETTLE_VALUES], &g[i], "dead", "{}");
@@ -201,12 +202,7 @@ static void test_batch_counts_and_sweeps(void **state)
     freeReplyObject(redisCommand(a.c, "HSET %ssettings result_max 2", a.P));
     struct grant g[5];
     const char *vals[5 * SETTLE_VALUES];
-    for (int i = 0; i < 5; i++) {
-        char id[16];
-        snprintf(id, sizeof(id), "s%d", i);
-        enqueue(&a, id);
-    }
-    assert_int_equal(dispatch(&a, g, 5), 5);
+    take(&a, "s", 5, g);
     for (int i = 0; i < 5; i++)
         delivery(&vals[i * SETTLE_VALUES], &g[i], "done", "{}");
     freeReplyObject(settle(&a, vals, 5));
@@ -226,9 +222,8 @@ static void test_status_survives_hostile_job_key(void **state)
     (void)state;
     struct script_account a;
     script_account_open(&a, "sbatchhost");
-    enqueue(&a, "h1");
     struct grant g[1];
-    assert_int_equal(dispatch(&a, g, 1), 1);
+    take(&a, "h", 1, g);
     freeReplyObject(redisCommand(a.c, "XADD %sq:normal * id notahash", a.P));
     freeReplyObject(redisCommand(a.c, "SET %sjob:notahash oops", a.P));
     assert_int_equal(status_queued_normal(&a), 1); /* the foreign entry, not adopted yet */
