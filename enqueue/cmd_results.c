@@ -1,5 +1,5 @@
 /* llmq results: Batch output lines of finished jobs, by id, or all that are
- * kept (done ones from the retention index P results, oldest first, then the
+ * kept (done ones from the retention index P done, oldest first, then the
  * dead ones from P dead). With --wait, named jobs are waited for. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,19 +57,59 @@ static int print_ids(const struct llmq_cli *cli, redisContext *c, const char *pr
     return ok;
 }
 
-/* Prints every done result (index order) then every dead one. */
+/* Where --all reads ids, in the order it prints them: the index of older
+ * versions (what is left of it: the oldest done results, README
+ * "Upgrading"), the done index P done (finish order), then P dead. */
+enum all_source { ALL_LEGACY, ALL_DONE, ALL_DEAD, ALL_SOURCES };
+
+static redisReply *all_chunk(redisContext *c, enum all_source src, const char *key, long long start,
+                             const char *from)
+{
+    if (src == ALL_LEGACY)
+        return redisCommand(c, "ZRANGE %s %lld %lld", key, start, start + CHUNK - 1);
+    if (src == ALL_DONE)
+        return redisCommand(c, "LRANGE %s %lld %lld", key, start, start + CHUNK - 1);
+    return redisCommand(c, "XRANGE %s %s + COUNT %d", key, from, CHUNK);
+}
+
+/* The job id of element e of a chunk of src, or NULL when it names none.
+ * Entries of P done are "<fin_ms>:<id>"; those of P dead are stream entries
+ * whose fields start {id, <id>} (from: where the next chunk starts). */
+static const char *all_id(enum all_source src, const redisReply *e, char *from, size_t from_len)
+{
+    if (src != ALL_DEAD && e->type != REDIS_REPLY_STRING)
+        return NULL;
+    if (src == ALL_LEGACY)
+        return e->str;
+    if (src == ALL_DONE) {
+        const char *colon = strchr(e->str, ':');
+        return colon != NULL && colon[1] != '\0' ? colon + 1 : NULL;
+    }
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+        e->element[1]->type != REDIS_REPLY_ARRAY || e->element[1]->elements < 2 ||
+        e->element[1]->element[1]->type != REDIS_REPLY_STRING)
+        return NULL;
+    snprintf(from, from_len, "(%s", e->element[0]->str);
+    return e->element[1]->element[1]->str;
+}
+
+/* Prints every done result (oldest first) then every dead one. */
 static int print_all(const struct llmq_cli *cli, redisContext *c, const char *prefix, FILE *out)
 {
-    for (int dead = 0; dead < 2; dead++) {
+    static const enum llmq_key_kind kinds[ALL_SOURCES] = {LLMQ_KEY_OLD_RESULTS, LLMQ_KEY_DONE,
+                                                          LLMQ_KEY_DEAD};
+    for (int src = 0; src < ALL_SOURCES; src++) {
         char from[64] = "-";
+        char key[LLMQ_KEY_FIXED_MAX];
+        if (llmq_cli_key(cli, key, sizeof(key), prefix, kinds[src], NULL) != 0)
+            return LLMQ_EXIT_USAGE;
         for (long long start = 0;; start += CHUNK) {
-            char key[LLMQ_KEY_FIXED_MAX];
-            if (llmq_cli_key(cli, key, sizeof(key), prefix, dead ? LLMQ_KEY_DEAD : LLMQ_KEY_RESULTS,
-                             NULL) != 0)
-                return LLMQ_EXIT_USAGE;
-            redisReply *r =
-                dead ? redisCommand(c, "XRANGE %s %s + COUNT %d", key, from, CHUNK)
-                     : redisCommand(c, "ZRANGE %s %lld %lld", key, start, start + CHUNK - 1);
+            redisReply *r = all_chunk(c, (enum all_source)src, key, start, from);
+            if (src == ALL_LEGACY && r != NULL && r->type == REDIS_REPLY_ERROR &&
+                strncmp(r->str, "WRONGTYPE", 9) == 0) {
+                freeReplyObject(r); /* not an index of ours: nothing to print from it */
+                break;
+            }
             if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
                 llmq_cli_error(cli, "reading results: %s",
                                r && r->type == REDIS_REPLY_ERROR ? r->str : "no reply");
@@ -80,15 +120,9 @@ static int print_all(const struct llmq_cli *cli, redisContext *c, const char *pr
             const char *ids[CHUNK];
             size_t n = 0;
             for (size_t i = 0; i < r->elements && n < CHUNK; i++) {
-                const redisReply *e = r->element[i];
-                if (!dead && e->type == REDIS_REPLY_STRING)
-                    ids[n++] = e->str;
-                else if (dead && e->type == REDIS_REPLY_ARRAY && e->elements == 2 &&
-                         e->element[1]->type == REDIS_REPLY_ARRAY && e->element[1]->elements >= 2 &&
-                         e->element[1]->element[1]->type == REDIS_REPLY_STRING) {
-                    ids[n++] = e->element[1]->element[1]->str; /* fields start {id, <id>} */
-                    snprintf(from, sizeof(from), "(%s", e->element[0]->str);
-                }
+                const char *id = all_id((enum all_source)src, r->element[i], from, sizeof(from));
+                if (id != NULL)
+                    ids[n++] = id;
             }
             size_t got = r->elements;
             int ok = print_ids(cli, c, prefix, ids, n, out);

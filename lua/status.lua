@@ -103,7 +103,10 @@ for _, prio in ipairs(JOBS_PRIORITIES) do
 end
 
 local st = redis.call('HMGET', P .. 'stats', 'done', 'dead', 'http_429')
-local totals = { n_delayed, n_dead, redis.call('ZCARD', P .. 'results'),
+-- results kept: the done index, and what is left of an older version's
+-- (a ZSET, moved into P done by the finishes: lib/30_jobs.lua)
+local ok, n_legacy = pcall(redis.call, 'ZCARD', P .. 'results')
+local totals = { n_delayed, n_dead, redis.call('LLEN', P .. 'done') + (ok and n_legacy or 0),
     tonumber(st[1]) or 0, tonumber(st[2]) or 0, tonumber(st[3]) or 0 }
 
 local eff = llmq_jobs_settings(P)

@@ -83,10 +83,16 @@
  *     and applies retention. A done job loses its body; a dead one keeps its
  *     whole hash and result until `llmq dead retry` (back to queued, attempts 0)
  *     or `llmq dead purge` (deleted).
- *   P results          ZSET  done job ids, score = fin_ms: the retention index.
+ *   P done             LIST  "<fin_ms>:<id>" of each done job, in finish order
+ *                            (one RPUSH per settle call): the retention index.
  *                            Beyond settings result_max or older than
  *                            result_ttl_ms, res:<id> and job:<id> are deleted
- *                            (oldest first, at most 64 per finish; PEXPIRE too).
+ *                            (oldest first, at most 64 per finish; PEXPIRE too),
+ *                            unless job:<id> is live again or its fin_ms is not
+ *                            the entry's (a later finish of the id: its own entry)
+ *   P results          ZSET  the index of older versions (ids scored by fin_ms):
+ *                            each settle call moves its newest 256 to the head
+ *                            of P done until it is gone (README "Upgrading")
  *   P workers          HASH  consumer name -> unix ms it last ran dispatch or
  *                            reclaim (its heartbeat; live = seen within
  *                            LLMQ_WORKER_LIVE_MS); removed by a worker that exits
@@ -176,7 +182,8 @@ enum llmq_key_kind {
     LLMQ_KEY_RESULT,        /* P res:<id> */
     LLMQ_KEY_EVENTS,        /* P events */
     LLMQ_KEY_DEAD,          /* P dead */
-    LLMQ_KEY_RESULTS,       /* P results */
+    LLMQ_KEY_DONE,          /* P done */
+    LLMQ_KEY_OLD_RESULTS,   /* P results (older versions' index) */
     LLMQ_KEY_WORKERS,       /* P workers */
     LLMQ_KEY_STATS,         /* P stats */
     LLMQ_KEY_CALIB,         /* P calib */

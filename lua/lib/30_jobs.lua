@@ -3,7 +3,7 @@
 -- by the worker's dispatch/settle scripts; the key layout is in common/redis/keys.h.
 --
 -- Retention: a done job's result (P res:<id>) and its hash (body removed) are
--- indexed in P results by finish time and deleted past result_ttl_ms or beyond
+-- indexed in P done in finish order and deleted past result_ttl_ms or beyond
 -- result_max, oldest first, a bounded number per finish so no call is slow; a
 -- PEXPIRE backs that up while nothing finishes. Dead jobs keep their whole hash
 -- and result until `llmq dead retry|purge`: nothing a human has not looked at
@@ -21,6 +21,7 @@ local JOBS_DEFAULTS = {
     events_ttl_ms = 24 * 3600 * 1000,
 }
 local JOBS_SWEEP_MAX = 64       -- results deleted per finish at most
+local JOBS_MIGRATE_MAX = 256    -- entries of an older version's index moved per call
 local JOBS_TRIM_EVERY = 256     -- streams trimmed every this many finishes
 -- The priorities in the order dispatch serves them: the one list in Lua (the
 -- one in C is common/base/priority.c; the names are in llmq/priority.h).
@@ -81,25 +82,77 @@ local function llmq_jobs_trim_acked(q)
     end
 end
 
--- Deletes done results past their age or beyond the count, oldest first, at
--- most JOBS_SWEEP_MAX for each of the finishes (done jobs) it follows.
-local function jobs_sweep_results(P, s, now_ms, finishes)
-    local idx = P .. 'results'
-    local n_old = redis.call('ZCOUNT', idx, '-inf', llmq_int_text(now_ms - s.result_ttl_ms))
-    local n_over = redis.call('ZCARD', idx) - s.result_max
-    local n = math.min(math.max(n_old, n_over), JOBS_SWEEP_MAX * finishes)
-    if n <= 0 then
+-- The done index P done is a LIST of "<fin_ms>:<id>" in finish order (one
+-- RPUSH per call: llmq_jobs_finish_flush), oldest at the head. fin_ms is the
+-- job's fin_ms as text: the age of an entry without a look-up, and the mark
+-- that tells an entry from a later finish of the same id (the id enqueued
+-- again once its result was gone) apart.
+local function jobs_done_entry(now_text, id)
+    return now_text .. ':' .. id
+end
+
+-- The fin_ms (number) and id of an entry of P done; nil, nil when it is none.
+local function jobs_done_parse(e)
+    local ms, id = string.match(e, '^(%d+):(.+)$')
+    return tonumber(ms), id
+end
+
+-- Moves the newest JOBS_MIGRATE_MAX entries of the done index of older
+-- versions (P results, a ZSET of ids scored by fin_ms) to the head of
+-- P done, newest first, so the list stays in finish order and the ZSET
+-- disappears after a bounded number of calls (README "Upgrading"). A key
+-- P results of another type is left alone.
+local function jobs_done_migrate(P, idx)
+    local old = P .. 'results'
+    if redis.call('TYPE', old)['ok'] ~= 'zset' then
         return
     end
-    local ids = redis.call('ZRANGE', idx, 0, n - 1)
-    for _, id in ipairs(ids) do
-        local jk = P .. 'job:' .. id
-        -- The id may have been enqueued again since: leave a live job alone.
-        if redis.call('HGET', jk, 'state') == 'done' then
-            redis.call('DEL', jk, P .. 'res:' .. id)
+    local kv = redis.call('ZRANGE', old, -JOBS_MIGRATE_MAX, -1, 'WITHSCORES')
+    local entries = {}
+    for i = #kv - 1, 1, -2 do -- newest first: LPUSH leaves the oldest at the head
+        entries[#entries + 1] = jobs_done_entry(llmq_int_text(tonumber(kv[i + 1])), kv[i])
+    end
+    if #entries > 0 then
+        redis.call('LPUSH', idx, unpack(entries))
+    end
+    redis.call('ZREMRANGEBYRANK', old, -JOBS_MIGRATE_MAX, -1)
+end
+
+-- Deletes done results past their age or beyond the count, oldest first, at
+-- most JOBS_SWEEP_MAX for each of the finishes (done jobs) it follows. len:
+-- the length of P done. The common case (nothing due) costs one LINDEX.
+local function jobs_sweep_results(P, s, now_ms, len, finishes)
+    local idx = P .. 'done'
+    local over = len - s.result_max
+    local cutoff = now_ms - s.result_ttl_ms
+    if over <= 0 then
+        local head = redis.call('LINDEX', idx, 0)
+        local ms = head and jobs_done_parse(head)
+        if not head or (ms and ms > cutoff) then
+            return
         end
     end
-    redis.call('ZREMRANGEBYRANK', idx, 0, n - 1)
+    local entries = redis.call('LRANGE', idx, 0, JOBS_SWEEP_MAX * finishes - 1)
+    local n = 0
+    for i, e in ipairs(entries) do
+        local ms, id = jobs_done_parse(e)
+        if i > over and ms and ms > cutoff then
+            break
+        end
+        n = i
+        if id then -- (an entry that is none is dropped)
+            local jk = P .. 'job:' .. id
+            local j = redis.call('HMGET', jk, 'state', 'fin_ms')
+            -- The id may have been enqueued again since (a live job) or have
+            -- finished again (a later entry is its own): leave those alone.
+            if j[1] == 'done' and tonumber(j[2]) == ms then
+                redis.call('DEL', jk, P .. 'res:' .. id)
+            end
+        end
+    end
+    if n > 0 then
+        redis.call('LTRIM', idx, n, -1)
+    end
 end
 
 -- The "error" member of an output line, as JSON text ('' when none).
@@ -153,8 +206,10 @@ local function jobs_batch_count(P, id, state, reason, now_ms)
     llmq_jobs_batch_settle(P, bid, now_ms)
 end
 
--- The bookkeeping of finishes counted in tally ({done = n, dead = n}):
--- the stats counters, the results sweep, and every JOBS_TRIM_EVERY done and
+-- The bookkeeping of finishes counted in tally ({done = n, dead = n,
+-- done_entries = the done jobs' entries of P done, in finish order}): the
+-- stats counters, the done index (one RPUSH) and its sweep, and every
+-- JOBS_TRIM_EVERY done and
 -- every JOBS_TRIM_EVERY dead jobs the trim of the streams (settles only
 -- acknowledge their entries, worker_ack, so dead-letter-only traffic must
 -- trim too). Once per call for the finishes of a job_settle call.
@@ -168,7 +223,10 @@ local function llmq_jobs_finish_flush(P, tally, s, now_ms)
         end
     end
     if (tally.done or 0) > 0 then
-        jobs_sweep_results(P, s, now_ms, tally.done)
+        local idx = P .. 'done'
+        jobs_done_migrate(P, idx)
+        local len = redis.call('RPUSH', idx, unpack(tally.done_entries))
+        jobs_sweep_results(P, s, now_ms, len, tally.done)
     end
     if trim then
         for _, prio in ipairs(JOBS_PRIORITIES) do
@@ -227,11 +285,15 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, bat
             redis.call('HDEL', jk, 'body')
             redis.call('PEXPIRE', jk, s.result_ttl_text)
         end
-        redis.call('ZADD', P .. 'results', now_text, id)
     end
     jobs_batch_count(P, id, state, reason, now_ms)
     local tally = batch or {}
     tally[state] = (tally[state] or 0) + 1
+    if state == 'done' then
+        local entries = tally.done_entries or {}
+        entries[#entries + 1] = jobs_done_entry(now_text, id)
+        tally.done_entries = entries
+    end
     if batch == nil then
         llmq_jobs_finish_flush(P, tally, s, now_ms)
     end

@@ -207,11 +207,42 @@ static void test_batch_counts_and_sweeps(void **state)
         delivery(&vals[i * SETTLE_VALUES], &g[i], "done", "{}");
     freeReplyObject(settle(&a, vals, 5));
     assert_int_equal(key_int(&a, "HGET %sstats %s", "done"), 5);
-    assert_int_equal(key_int(&a, "ZCARD %s%s", "results"), 2);
+    assert_int_equal(key_int(&a, "LLEN %s%s", "done"), 2);
     long long kept = 0;
     for (int i = 0; i < 5; i++)
         kept += key_int(&a, "EXISTS %sres:%s", g[i].id);
     assert_int_equal(kept, 2);
+    acct_close(&a);
+}
+
+/* Results finished in one call are kept in finish order: result_max drops
+ * the earliest of them, whatever their ids (ids here sort against the order
+ * they finish in). */
+static void test_batch_sweep_keeps_finish_order(void **state)
+{
+    (void)state;
+    struct script_account a;
+    script_account_open(&a, "sbatchorder");
+    freeReplyObject(redisCommand(a.c, "HSET %ssettings result_max 2", a.P));
+    static const char *const ids[] = {"e", "d", "c", "b", "a"}; /* enqueue = finish order */
+    struct grant g[5];
+    for (int i = 0; i < 5; i++)
+        enqueue(&a, ids[i]);
+    assert_int_equal(dispatch(&a, g, 5), 5);
+    const char *vals[5 * SETTLE_VALUES];
+    for (int i = 0; i < 5; i++) {
+        assert_string_equal(g[i].id, ids[i]);
+        delivery(&vals[i * SETTLE_VALUES], &g[i], "done", "{}");
+    }
+    freeReplyObject(settle(&a, vals, 5));
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(key_int(&a, "EXISTS %sjob:%s", ids[i]), i >= 3); /* b and a */
+    /* the index lists the kept ones in finish order */
+    redisReply *r = redisCommand(a.c, "LRANGE %sdone 0 -1", a.P);
+    assert_true(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    assert_non_null(strstr(r->element[0]->str, ":b"));
+    assert_non_null(strstr(r->element[1]->str, ":a"));
+    freeReplyObject(r);
     acct_close(&a);
 }
 
@@ -237,6 +268,7 @@ int main(void)
         cmocka_unit_test(test_bad_delivery_settles_none),
         cmocka_unit_test(test_acked_entries_trimmed_not_queued),
         cmocka_unit_test(test_batch_counts_and_sweeps),
+        cmocka_unit_test(test_batch_sweep_keeps_finish_order),
         cmocka_unit_test(test_status_survives_hostile_job_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -49,7 +49,7 @@ static void test_count_and_age(void **state)
     llmq_test_account_open(&a, "retcount");
     freeReplyObject(redisCommand(a.c, "HSET %ssettings result_max 5", a.prefix));
     enqueue_and_end(&a, "c", 20, 0);
-    assert_int_equal(llmq_test_redis_int(a.c, "ZCARD %sresults", a.prefix, ""), 5);
+    assert_int_equal(llmq_test_redis_int(a.c, "LLEN %sdone", a.prefix, ""), 5);
     for (int i = 0; i < 20; i++) {
         char id[16];
         snprintf(id, sizeof(id), "c%d", i);
@@ -72,7 +72,7 @@ static void test_count_and_age(void **state)
         redisCommand(a.c, "HSET %ssettings result_ttl_ms 300 result_max 1000", a.prefix));
     usleep(400 * 1000);
     assert_int_equal(fake_worker_run(a.c, a.prefix, 10, 100, 0), 1); /* c0 again */
-    assert_int_equal(llmq_test_redis_int(a.c, "ZCARD %sresults", a.prefix, ""), 1);
+    assert_int_equal(llmq_test_redis_int(a.c, "LLEN %sdone", a.prefix, ""), 1);
     assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sres:%s", a.prefix, "c19"), 0);
     assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sres:%s", a.prefix, "c0"), 1);
     llmq_test_account_close(&a);
@@ -86,7 +86,7 @@ static void test_dead_kept(void **state)
     freeReplyObject(redisCommand(a.c, "HSET %ssettings result_max 1", a.prefix));
     enqueue_and_end(&a, "d", 6, 2); /* every 2nd dies */
     assert_int_equal(llmq_test_redis_int(a.c, "XLEN %sdead", a.prefix, ""), 3);
-    assert_int_equal(llmq_test_redis_int(a.c, "ZCARD %sresults", a.prefix, ""), 1);
+    assert_int_equal(llmq_test_redis_int(a.c, "LLEN %sdone", a.prefix, ""), 1);
     redisReply *r = redisCommand(a.c, "XRANGE %sdead - +", a.prefix);
     for (size_t i = 0; i < r->elements; i++) {
         const char *id = r->element[i]->element[1]->element[1]->str;
@@ -95,6 +95,59 @@ static void test_dead_kept(void **state)
         assert_int_equal(llmq_test_redis_int(a.c, "TTL %sjob:%s", a.prefix, id), -1);
     }
     freeReplyObject(r);
+    llmq_test_account_close(&a);
+}
+
+/* The done index of older versions (a ZSET P results of ids scored by
+ * fin_ms, README "Upgrading"): each finish moves its newest 256 entries to
+ * the head of P done, so the list stays in finish order and the ZSET goes;
+ * the moved results are then swept as the list's own, oldest first. */
+static void test_old_index_moved(void **state)
+{
+    (void)state;
+    struct llmq_test_account a;
+    llmq_test_account_open(&a, "retold");
+    redisReply *t = redisCommand(a.c, "TIME");
+    long long now_ms = atoll(t->element[0]->str) * 1000;
+    freeReplyObject(t);
+    /* 300 results as an older version left them: res:<id>, the hash, the ZSET */
+    for (int i = 0; i < 300; i++) {
+        long long fin = now_ms - 1000 + i;
+        redisAppendCommand(a.c, "SET %sres:old%d {}", a.prefix, i);
+        redisAppendCommand(a.c, "HSET %sjob:old%d state done fin_ms %lld", a.prefix, i, fin);
+        redisAppendCommand(a.c, "ZADD %sresults %lld old%d", a.prefix, fin, i);
+    }
+    for (int i = 0; i < 900; i++) {
+        redisReply *r = NULL;
+        assert_int_equal(redisGetReply(a.c, (void **)&r), REDIS_OK);
+        freeReplyObject(r);
+    }
+    enqueue_and_end(&a, "n", 1, 0);
+    assert_int_equal(llmq_test_redis_int(a.c, "ZCARD %sresults", a.prefix, ""), 300 - 256);
+    assert_int_equal(llmq_test_redis_int(a.c, "LLEN %sdone", a.prefix, ""), 257);
+    enqueue_and_end(&a, "m", 1, 0);
+    assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sresults", a.prefix, ""), 0);
+    redisReply *r = redisCommand(a.c, "LRANGE %sdone 0 -1", a.prefix);
+    assert_int_equal(r->elements, 302);
+    for (int i = 0; i < 300; i++) {
+        char want[64];
+        snprintf(want, sizeof(want), "%lld:old%d", now_ms - 1000 + i, i);
+        assert_string_equal(r->element[i]->str, want);
+    }
+    assert_non_null(strstr(r->element[300]->str, ":n0"));
+    assert_non_null(strstr(r->element[301]->str, ":m0"));
+    freeReplyObject(r);
+    /* by count now: the oldest go first, at most 64 for one finish */
+    freeReplyObject(redisCommand(a.c, "HSET %ssettings result_max 100", a.prefix));
+    enqueue_and_end(&a, "k", 1, 0);
+    assert_int_equal(llmq_test_redis_int(a.c, "LLEN %sdone", a.prefix, ""), 303 - 64);
+    assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sres:old63", a.prefix, ""), 0);
+    assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sjob:old63", a.prefix, ""), 0);
+    assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sres:old64", a.prefix, ""), 1);
+    /* a key of that name that is no ZSET is not ours: left alone, no failure */
+    freeReplyObject(redisCommand(a.c, "SET %sresults x", a.prefix));
+    enqueue_and_end(&a, "s", 1, 0);
+    assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sresults", a.prefix, ""), 1);
     llmq_test_account_close(&a);
 }
 
@@ -158,6 +211,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_count_and_age),
         cmocka_unit_test(test_dead_kept),
+        cmocka_unit_test(test_old_index_moved),
         cmocka_unit_test(test_trim_acknowledged_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

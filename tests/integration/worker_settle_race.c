@@ -97,8 +97,8 @@ static void test_two_settles_of_one_job(void **state)
     assert_int_equal(redis_int(c, "XLEN %s", key, NULL), 1);
     snprintf(key, sizeof(key), "%sstats", prefix);
     assert_int_equal(redis_int(c, "HGET %s %s", key, "done"), 1);
-    snprintf(key, sizeof(key), "%sresults", prefix);
-    assert_int_equal(redis_int(c, "ZCARD %s", key, NULL), 1);
+    snprintf(key, sizeof(key), "%sdone", prefix);
+    assert_int_equal(redis_int(c, "LLEN %s", key, NULL), 1);
     snprintf(key, sizeof(key), "%sjob:r-0", prefix);
     redisReply *r = redisCommand(c, "HGET %s state", key);
     assert_true(r != NULL && r->type == REDIS_REPLY_STRING);
