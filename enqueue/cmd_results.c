@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "jobs/job_idset.h"
+#include "jobs/job_result.h"
 #include "jobs/job_store.h"
 #include "redis/keys.h"
 #include "redis/redis.h"
@@ -29,61 +30,63 @@ static void usage(FILE *out)
           out);
 }
 
-/* Prints res:<id> for each id of a reply listing ids (flat array of ids or
- * of stream entries whose "id" field names the job). An id too long to be a
- * job's is named and fails the command. */
+/* Prints the result of each of ids[0..n) that has one. fin_ms (NULL: none)
+ * holds for each id the fin_ms its index entry names, -1 when unknown: a
+ * result whose job ended at another time is a later finish of the id,
+ * printed at its own entry, so it is skipped here. */
 static int print_ids(const struct llmq_cli *cli, redisContext *c, const char *prefix,
-                     const char **ids, size_t n, FILE *out)
+                     const char **ids, const long long *fin_ms, size_t n, FILE *out)
 {
-    size_t sent = 0;
-    int ok = 1;
+    struct llmq_job_result res[CHUNK];
+    struct llmq_error err = {0};
+    if (n > 0 && llmq_job_result_read(c, prefix, ids, n, res, &err) != LLMQ_OK) {
+        llmq_cli_error(cli, "reading results: %s", err.msg);
+        return 0;
+    }
     for (size_t i = 0; i < n; i++) {
-        char key[LLMQ_KEY_FIXED_MAX + LLMQ_JOB_ID_MAX];
-        if (llmq_cli_key(cli, key, sizeof(key), prefix, LLMQ_KEY_RESULT, ids[i]) != 0)
-            ok = 0;
-        else if (redisAppendCommand(c, "GET %s", key) == REDIS_OK)
-            sent++;
+        int later =
+            fin_ms != NULL && fin_ms[i] >= 0 && res[i].fin_ms >= 0 && res[i].fin_ms != fin_ms[i];
+        if (res[i].line != NULL && !later)
+            fprintf(out, "%s\n", res[i].line);
+        llmq_job_result_clear(&res[i]);
     }
-    for (size_t i = 0; i < sent; i++) {
-        redisReply *r = NULL;
-        if (redisGetReply(c, (void **)&r) != REDIS_OK)
-            return 0;
-        if (r->type == REDIS_REPLY_STRING)
-            fprintf(out, "%s\n", r->str);
-        else if (r->type == REDIS_REPLY_ERROR)
-            ok = 0;
-        freeReplyObject(r);
-    }
-    return ok;
+    return 1;
 }
 
 /* Where --all reads ids, in the order it prints them: the index of older
  * versions (what is left of it: the oldest done results, README
  * "Upgrading"), the done index P done (finish order), then P dead. */
-enum all_source { ALL_LEGACY, ALL_DONE, ALL_DEAD, ALL_SOURCES };
+enum all_source { ALL_OLD, ALL_DONE, ALL_DEAD, ALL_SOURCES };
 
 static redisReply *all_chunk(redisContext *c, enum all_source src, const char *key, long long start,
                              const char *from)
 {
-    if (src == ALL_LEGACY)
+    if (src == ALL_OLD)
         return redisCommand(c, "ZRANGE %s %lld %lld", key, start, start + CHUNK - 1);
     if (src == ALL_DONE)
         return redisCommand(c, "LRANGE %s %lld %lld", key, start, start + CHUNK - 1);
     return redisCommand(c, "XRANGE %s %s + COUNT %d", key, from, CHUNK);
 }
 
-/* The job id of element e of a chunk of src, or NULL when it names none.
- * Entries of P done are "<fin_ms>:<id>"; those of P dead are stream entries
- * whose fields start {id, <id>} (from: where the next chunk starts). */
-static const char *all_id(enum all_source src, const redisReply *e, char *from, size_t from_len)
+/* The job id of element e of a chunk of src, or NULL when it names none;
+ * *fin_ms the time its entry names (-1: none). Entries of P done are
+ * "<fin_ms>:<id>"; those of P dead are stream entries whose fields start
+ * {id, <id>} (from: where the next chunk starts). */
+static const char *all_id(enum all_source src, const redisReply *e, long long *fin_ms, char *from,
+                          size_t from_len)
 {
+    *fin_ms = -1;
     if (src != ALL_DEAD && e->type != REDIS_REPLY_STRING)
         return NULL;
-    if (src == ALL_LEGACY)
+    if (src == ALL_OLD)
         return e->str;
     if (src == ALL_DONE) {
-        const char *colon = strchr(e->str, ':');
-        return colon != NULL && colon[1] != '\0' ? colon + 1 : NULL;
+        char *colon = NULL;
+        long long ms = strtoll(e->str, &colon, 10);
+        if (colon == e->str || *colon != ':' || colon[1] == '\0')
+            return NULL;
+        *fin_ms = ms;
+        return colon + 1;
     }
     if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
         e->element[1]->type != REDIS_REPLY_ARRAY || e->element[1]->elements < 2 ||
@@ -105,7 +108,7 @@ static int print_all(const struct llmq_cli *cli, redisContext *c, const char *pr
             return LLMQ_EXIT_USAGE;
         for (long long start = 0;; start += CHUNK) {
             redisReply *r = all_chunk(c, (enum all_source)src, key, start, from);
-            if (src == ALL_LEGACY && r != NULL && r->type == REDIS_REPLY_ERROR &&
+            if (src == ALL_OLD && r != NULL && r->type == REDIS_REPLY_ERROR &&
                 strncmp(r->str, "WRONGTYPE", 9) == 0) {
                 freeReplyObject(r); /* not an index of ours: nothing to print from it */
                 break;
@@ -118,14 +121,16 @@ static int print_all(const struct llmq_cli *cli, redisContext *c, const char *pr
                 return LLMQ_EXIT_FAIL;
             }
             const char *ids[CHUNK];
+            long long fin_ms[CHUNK];
             size_t n = 0;
             for (size_t i = 0; i < r->elements && n < CHUNK; i++) {
-                const char *id = all_id((enum all_source)src, r->element[i], from, sizeof(from));
+                const char *id =
+                    all_id((enum all_source)src, r->element[i], &fin_ms[n], from, sizeof(from));
                 if (id != NULL)
                     ids[n++] = id;
             }
             size_t got = r->elements;
-            int ok = print_ids(cli, c, prefix, ids, n, out);
+            int ok = print_ids(cli, c, prefix, ids, fin_ms, n, out);
             freeReplyObject(r);
             if (!ok)
                 return LLMQ_EXIT_FAIL;
@@ -147,10 +152,11 @@ static long unknown_ids(const struct llmq_cli *cli, redisContext *c, const char 
         if (llmq_cli_key(cli, jk, sizeof(jk), prefix, LLMQ_KEY_JOB, ids[i]) != 0)
             return -2;
     for (size_t i = 0; i < n; i++) {
+        /* the job hash (which holds the result), or an older version's
+         * result key: one slot, so one EXISTS of both */
         llmq_key(jk, sizeof(jk), prefix, LLMQ_KEY_JOB, ids[i], NULL);
-        llmq_key(rk, sizeof(rk), prefix, LLMQ_KEY_RESULT, ids[i], NULL);
-        redisAppendCommand(c, "EVAL %s 2 %s %s", "return redis.call('EXISTS', KEYS[1], KEYS[2])",
-                           jk, rk);
+        llmq_key(rk, sizeof(rk), prefix, LLMQ_KEY_OLD_RESULT, ids[i], NULL);
+        redisAppendCommand(c, "EXISTS %s %s", jk, rk);
     }
     long unknown = 0;
     int failed = 0;

@@ -22,6 +22,7 @@
 #include "base/clock.h"
 #include "http.h"
 #include "jobs/job.h"
+#include "jobs/job_result.h"
 #include "jobs/job_store.h"
 #include "base/log.h"
 #include "redis/script.h"
@@ -36,7 +37,7 @@ struct call {
     struct llmq_job job;
     struct llmq_job_outcome out;
     enum call_phase phase;
-    int looking;    /* a GET res:<id> is in flight */
+    int looking;    /* a result read (job_result.h) is in flight */
     int cancelling; /* a job_cancel is in flight */
 };
 
@@ -113,14 +114,15 @@ static void respond_result(struct call *c, const char *line, size_t len)
     call_finish(c);
 }
 
-static void on_result(redisAsyncContext *ac, void *reply, void *privdata)
+/* No result yet (line NULL) or Redis failed: the next event or the
+ * timer looks again. */
+static void on_result(enum llmq_rc rc, const char *line, size_t len, int dead, void *ud)
 {
-    (void)ac;
-    struct call *c = privdata;
-    redisReply *rep = reply;
+    (void)dead;
+    struct call *c = ud;
     c->looking = 0;
-    if (c->phase != CALL_DONE && rep != NULL && rep->type == REDIS_REPLY_STRING)
-        respond_result(c, rep->str, rep->len);
+    if (c->phase != CALL_DONE && rc == LLMQ_OK && line != NULL)
+        respond_result(c, line, len);
     gw_request_release(c->r);
 }
 
@@ -129,14 +131,11 @@ static void look_up(struct call *c)
     redisAsyncContext *ac = gw_redis(c->r->gw);
     if (c->phase == CALL_DONE || c->looking || ac == NULL)
         return;
-    char key[LLMQ_KEY_FIXED_MAX + LLMQ_JOB_ID_MAX];
-    if (llmq_key(key, sizeof(key), c->r->gw->prefix, LLMQ_KEY_RESULT, c->job.id, NULL) != LLMQ_OK)
-        return; /* cannot happen: the id was checked at enqueue */
     gw_request_hold(c->r);
-    if (redisAsyncCommand(ac, on_result, c, "GET %s", key) == REDIS_OK)
+    if (llmq_job_result_read_async(ac, c->r->gw->prefix, c->job.id, on_result, c, NULL) == LLMQ_OK)
         c->looking = 1;
     else
-        gw_request_release(c->r);
+        gw_request_release(c->r); /* (an id too long cannot happen: checked at enqueue) */
 }
 
 static void on_maybe_ended(struct gw_waiter *w)

@@ -23,6 +23,7 @@
 #include "base/clock.h"
 #include "jobs/batch.h"
 #include "jobs/job.h"
+#include "jobs/job_result.h"
 #include "list.h"
 #include "offload.h"
 #include "base/log.h"
@@ -430,16 +431,16 @@ struct line_fetch {
     size_t i;
 };
 
-static void on_line(redisAsyncContext *ac, void *reply, void *privdata)
+static void on_line(enum llmq_rc rc, const char *line, size_t len, int dead, void *ud)
 {
-    (void)ac;
-    struct line_fetch *f = privdata;
+    (void)len;
+    (void)dead;
+    struct line_fetch *f = ud;
     struct outfile *o = f->r->state;
-    redisReply *rep = reply;
-    if (rep == NULL || (rep->type != REDIS_REPLY_STRING && rep->type != REDIS_REPLY_NIL))
-        o->failed = 1;
-    else if (rep->type == REDIS_REPLY_STRING)
-        o->lines[f->i] = strdup(rep->str);
+    if (rc == LLMQ_OK && line != NULL)
+        o->lines[f->i] = strdup(line);
+    if (rc != LLMQ_OK || (line != NULL && o->lines[f->i] == NULL))
+        o->failed = 1; /* Redis failed, or out of memory */
     if (--o->pending == 0)
         outfile_answer(f->r);
     gw_request_release(f->r);
@@ -471,17 +472,12 @@ static void on_job_ids(redisAsyncContext *ac, void *reply, void *privdata)
             o->failed = 1;
             continue;
         }
-        char key[LLMQ_KEY_FIXED_MAX + LLMQ_JOB_ID_MAX];
-        if (llmq_key(key, sizeof(key), r->gw->prefix, LLMQ_KEY_RESULT, rep->element[i]->str,
-                     NULL) != LLMQ_OK) {
-            free(f);
-            o->failed = 1; /* not an id a job can have */
-            continue;
-        }
         *f = (struct line_fetch){r, i};
         gw_request_hold(r);
         o->pending++;
-        if (redisAsyncCommand(ac, on_line, f, "GET %s", key) != REDIS_OK) {
+        /* (fails for an id too long to be a job's, too) */
+        if (llmq_job_result_read_async(ac, r->gw->prefix, rep->element[i]->str, on_line, f, NULL) !=
+            LLMQ_OK) {
             o->pending--;
             o->failed = 1;
             gw_request_release(r);

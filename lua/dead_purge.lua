@@ -1,5 +1,6 @@
--- dead_purge: deletes dead jobs for good: their hash, result and dead-letter
--- entry. The id is free to be enqueued again afterwards.
+-- dead_purge: deletes dead jobs for good: their hash (with its result), the
+-- result an older version wrote as P res:<id>, and the dead-letter entry. The
+-- id is free to be enqueued again afterwards.
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  at most this many jobs (when no ids are named)
 -- ARGV[2..] job ids; none: the oldest ARGV[1] entries of P dead

@@ -1,5 +1,6 @@
 -- dead_retry: puts dead jobs back in their queue with fresh attempts, from the
--- body kept in their hash; removes their result and dead-letter entry.
+-- body kept in their hash; removes their result (the hash's field result, or
+-- P res:<id> written by an older version) and dead-letter entry.
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  at most this many jobs (when no ids are named)
 -- ARGV[2..] job ids; none: the oldest ARGV[1] entries of P dead
@@ -30,7 +31,7 @@ local function retry(id, eid)
     end
     redis.call('DEL', P .. 'res:' .. id)
     redis.call('HSET', jk, 'state', 'queued', 'attempts', 0, 'enq_ms', now)
-    redis.call('HDEL', jk, 'last_error', 'dead_entry', 'fin_ms')
+    redis.call('HDEL', jk, 'result', 'last_error', 'dead_entry', 'fin_ms')
     if JOBS_PRIORITY_VALID[j[3]] and worker_name_ok(j[5]) and (not j[6] or j[6] == '' or
             worker_name_ok(j[6])) and (not j[7] or j[7] == '' or worker_name_ok(j[7])) then
         sched_push(P, id, j[3], j[5], j[6] or '', j[7] or '', false, vt)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jobs/job_result.h"
 #include "redis/keys.h"
 #include "redis/redis.h"
 #include "redis/reply_read.h"
@@ -249,32 +250,16 @@ enum llmq_rc llmq_job_store_push(redisContext *c, const char *prefix, const stru
 enum llmq_rc llmq_job_store_result(redisContext *c, const char *prefix, const char *id, char **line,
                                    int *dead, struct llmq_error *err)
 {
-    char rk[LLMQ_KEY_FIXED_MAX + LLMQ_JOB_ID_MAX], jk[sizeof(rk)];
-    if (llmq_key(rk, sizeof(rk), prefix, LLMQ_KEY_RESULT, id, err) != LLMQ_OK ||
-        llmq_key(jk, sizeof(jk), prefix, LLMQ_KEY_JOB, id, err) != LLMQ_OK)
-        return LLMQ_EINVAL;
-    redisAppendCommand(c, "GET %s", rk);
-    redisAppendCommand(c, "HGET %s state", jk);
-    redisReply *res = NULL, *st = NULL;
-    enum llmq_rc rc = LLMQ_OK;
-    if (redisGetReply(c, (void **)&res) != REDIS_OK || redisGetReply(c, (void **)&st) != REDIS_OK)
-        rc = llmq_redis_error(c, NULL, "GET result", err);
-    else if (res->type == REDIS_REPLY_ERROR)
-        rc = llmq_redis_error(c, res, "GET result", err);
-    else if (res->type != REDIS_REPLY_STRING)
-        rc = llmq_error_set(err, LLMQ_ENOTFOUND, "job %s has no result", id);
-    if (rc == LLMQ_OK) {
-        *line = strdup(res->str);
-        if (*line == NULL)
-            rc = llmq_error_set(err, LLMQ_ENOMEM, "out of memory");
-        else if (dead != NULL)
-            *dead = st->type == REDIS_REPLY_STRING && strcmp(st->str, "dead") == 0;
-    }
-    if (res != NULL)
-        freeReplyObject(res);
-    if (st != NULL)
-        freeReplyObject(st);
-    return rc;
+    struct llmq_job_result r;
+    enum llmq_rc rc = llmq_job_result_read(c, prefix, &id, 1, &r, err);
+    if (rc != LLMQ_OK)
+        return rc;
+    if (r.line == NULL)
+        return llmq_error_set(err, LLMQ_ENOTFOUND, "job %s has no result", id);
+    *line = r.line;
+    if (dead != NULL)
+        *dead = r.dead;
+    return LLMQ_OK;
 }
 
 /* An integer field of the hash P <kind>, or def. */

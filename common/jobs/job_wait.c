@@ -1,4 +1,5 @@
-/* Waiting for jobs to end: P events tells when, P res:<id> says what.
+/* Waiting for jobs to end: P events tells when, the job's result
+ * (job_result.h) says what.
  *
  * Order matters for not missing a job: remember the last id of P events
  * first, then look up results already there, then read P events after the
@@ -13,6 +14,7 @@
 
 #include "base/clock.h"
 #include "jobs/job_idset.h"
+#include "jobs/job_result.h"
 #include "jobs/job_store.h"
 #include "redis/keys.h"
 #include "redis/redis.h"
@@ -33,50 +35,29 @@ struct wait_state {
 };
 
 /* Looks up the results of ids[0..n) that are still pending, in pipelined
- * chunks, and reports those found. */
+ * chunks (job_result.h), and reports those found. */
 static enum llmq_rc lookup(struct wait_state *s, const char *const *ids, size_t n,
                            struct llmq_error *err)
 {
     for (size_t first = 0; first < n; first += LOOKUP_CHUNK) {
         size_t m = n - first < LOOKUP_CHUNK ? n - first : LOOKUP_CHUNK;
         const char *ask[LOOKUP_CHUNK];
+        struct llmq_job_result res[LOOKUP_CHUNK];
         size_t k = 0;
-        enum llmq_rc rc = LLMQ_OK;
-        for (size_t i = 0; i < m && rc == LLMQ_OK; i++) {
-            const char *id = ids[first + i];
-            char rk[LLMQ_KEY_FIXED_MAX + LLMQ_JOB_ID_MAX], jk[sizeof(rk)];
-            if (!llmq_job_idset_get(s->pending, id, NULL))
-                continue;
-            rc = llmq_key(rk, sizeof(rk), s->prefix, LLMQ_KEY_RESULT, id, err);
-            if (rc == LLMQ_OK)
-                rc = llmq_key(jk, sizeof(jk), s->prefix, LLMQ_KEY_JOB, id, err);
-            if (rc != LLMQ_OK)
-                break; /* the k pairs already sent are still read below */
-            ask[k++] = id;
-            redisAppendCommand(s->c, "GET %s", rk);
-            redisAppendCommand(s->c, "HGET %s state", jk);
-        }
-        for (size_t i = 0; i < k; i++) {
-            redisReply *res = NULL, *st = NULL;
-            if (redisGetReply(s->c, (void **)&res) != REDIS_OK ||
-                redisGetReply(s->c, (void **)&st) != REDIS_OK) {
-                if (res != NULL)
-                    freeReplyObject(res);
-                return llmq_redis_error(s->c, NULL, "wait", err);
-            }
-            if (res->type == REDIS_REPLY_STRING && llmq_job_idset_remove(s->pending, ask[i])) {
-                int dead = st->type == REDIS_REPLY_STRING && strcmp(st->str, "dead") == 0;
-                s->done++;
-                if (s->w && s->w->on_result)
-                    s->w->on_result(ask[i], dead, res->str, s->w->ud);
-            } else if (res->type == REDIS_REPLY_ERROR && rc == LLMQ_OK) {
-                rc = llmq_redis_error(s->c, res, "wait", err);
-            }
-            freeReplyObject(res);
-            freeReplyObject(st);
-        }
+        for (size_t i = 0; i < m; i++)
+            if (llmq_job_idset_get(s->pending, ids[first + i], NULL))
+                ask[k++] = ids[first + i];
+        enum llmq_rc rc = k > 0 ? llmq_job_result_read(s->c, s->prefix, ask, k, res, err) : LLMQ_OK;
         if (rc != LLMQ_OK)
             return rc;
+        for (size_t i = 0; i < k; i++) {
+            if (res[i].line != NULL && llmq_job_idset_remove(s->pending, ask[i])) {
+                s->done++;
+                if (s->w && s->w->on_result)
+                    s->w->on_result(ask[i], res[i].dead, res[i].line, s->w->ud);
+            }
+            llmq_job_result_clear(&res[i]);
+        }
     }
     return LLMQ_OK;
 }

@@ -179,7 +179,7 @@ enum llmq_key_kind {
     LLMQ_KEY_WEIGHTS,       /* P weights */
     LLMQ_KEY_BACKLOG,       /* P backlog:<prio> */
     LLMQ_KEY_WAKE,          /* P wake */
-    LLMQ_KEY_RESULT,        /* P res:<id> */
+    LLMQ_KEY_OLD_RESULT,    /* P res:<id> (older versions' results) */
     LLMQ_KEY_EVENTS,        /* P events */
     LLMQ_KEY_DEAD,          /* P dead */
     LLMQ_KEY_DONE,          /* P done */

@@ -2,10 +2,11 @@
 -- retention that keeps results and streams bounded. Used by job_finish.lua and
 -- by the worker's dispatch/settle scripts; the key layout is in common/redis/keys.h.
 --
--- Retention: a done job's result (P res:<id>) and its hash (body removed) are
--- indexed in P done in finish order and deleted past result_ttl_ms or beyond
--- result_max, oldest first, a bounded number per finish so no call is slow; a
--- PEXPIRE backs that up while nothing finishes. Dead jobs keep their whole hash
+-- Retention: a done job's hash, holding its result (field result; body
+-- removed), is indexed in P done in finish order and deleted past
+-- result_ttl_ms or beyond result_max, oldest first, a bounded number per
+-- finish so no call is slow; a PEXPIRE backs that up while nothing finishes.
+-- (The sweep also deletes a result an older version wrote as P res:<id>.) Dead jobs keep their whole hash
 -- and result until `llmq dead retry|purge`: nothing a human has not looked at
 -- is dropped. Queue streams keep acknowledged entries until a trim (every
 -- 256 done or dead jobs), which cuts only below every group's oldest pending
@@ -146,7 +147,7 @@ local function jobs_sweep_results(P, s, now_ms, len, finishes)
             -- The id may have been enqueued again since (a live job) or have
             -- finished again (a later entry is its own): leave those alone.
             if j[1] == 'done' and tonumber(j[2]) == ms then
-                redis.call('DEL', jk, P .. 'res:' .. id)
+                redis.call('DEL', jk, P .. 'res:' .. id) -- (res: of older versions)
             end
         end
     end
@@ -250,41 +251,30 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, bat
     if state ~= 'done' and state ~= 'dead' then
         error('LLMQ_EINVAL state must be done or dead, got ' .. tostring(state))
     end
-    local jk, rk = P .. 'job:' .. id, P .. 'res:' .. id
-    local s = settings or llmq_jobs_settings(P)
-    -- One result per job id: the result is written only if there is none
-    -- (a done one with its retention TTL in the same command).
-    local ttl = state == 'done' and math.floor(s.result_ttl_ms) or 0
-    local now_text = llmq_int_text(now_ms)
-    local stored
-    if ttl > 0 then
-        stored = redis.call('SET', rk, line, 'NX', 'PX', s.result_ttl_text)
-    else
-        stored = redis.call('SET', rk, line, 'NX')
-    end
-    if not stored then
+    local jk = P .. 'job:' .. id
+    -- One result per job id: the result field is written only if there is
+    -- none. A hash gone while the job ran (purged, expired) is created by it,
+    -- so that job too gets its one result, state and fin_ms (and a done one
+    -- its TTL). Results of older versions (P res:<id>) are not looked at here
+    -- (README "Upgrading").
+    if redis.call('HSETNX', jk, 'result', line) == 0 then
         return 0
     end
-    if state == 'done' and ttl <= 0 then
-        redis.call('PEXPIRE', rk, s.result_ttl_ms) -- a TTL of 0 or less: gone at once
-    end
-    local has_job = redis.call('EXISTS', jk) == 1
-    if has_job then
-        redis.call('HSET', jk, 'state', state, 'fin_ms', now_text)
-    end
+    local s = settings or llmq_jobs_settings(P)
+    local now_text = llmq_int_text(now_ms)
     redis.call('XADD', P .. 'events', 'MAXLEN', '~', s.events_max_text, '*', 'id', id, 'state',
         state)
     if state == 'dead' then
         local eid = redis.call('XADD', P .. 'dead', '*', 'id', id, 'reason', reason,
             'error', jobs_error_text(line), 'ts', now_text)
-        if has_job then
-            redis.call('HSET', jk, 'last_error', reason, 'dead_entry', eid)
-        end
+        redis.call('HSET', jk, 'state', state, 'fin_ms', now_text, 'last_error', reason,
+            'dead_entry', eid)
     else
-        if has_job then
-            redis.call('HDEL', jk, 'body')
-            redis.call('PEXPIRE', jk, s.result_ttl_text)
-        end
+        -- the body is dropped; the hash (and so the result) lives
+        -- result_ttl_ms (0 or less: gone at once)
+        redis.call('HSET', jk, 'state', state, 'fin_ms', now_text)
+        redis.call('HDEL', jk, 'body')
+        redis.call('PEXPIRE', jk, s.result_ttl_text)
     end
     jobs_batch_count(P, id, state, reason, now_ms)
     local tally = batch or {}

@@ -164,11 +164,9 @@ run_b() {
     wait_ended $b_rpm 60
     sleep 0.5
     llmq enqueue "$tmp/bb.jsonl" --quiet >/dev/null
-    local limit=$(($(date +%s) + 60)) keys=()
-    for i in $(seq 0 $((b_nb - 1))); do keys+=("llmq:{$acct}:res:b-$i"); done
-    while [ "$(rcli EXISTS "${keys[@]}")" -lt $b_nb ] && [ "$(date +%s)" -lt "$limit" ]; do
-        sleep 0.1
-    done
+    local ids=()
+    for i in $(seq 0 $((b_nb - 1))); do ids+=("b-$i"); done
+    llmq results --wait --timeout 60 "${ids[@]}" >/dev/null || true # (3: some died)
     stop_workers
     bench_stop_sim
     local enq

@@ -68,7 +68,7 @@ static void test_list_retry_purge(void **state)
     free(st);
     free(att);
     free(body);
-    assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sres:%s", a.prefix, "b"), 0);
+    assert_int_equal(llmq_test_redis_int(a.c, "HEXISTS %sjob:%s result", a.prefix, "b"), 0);
     assert_int_equal(llmq_test_redis_int(a.c, "XLEN %sdead", a.prefix, ""), 1);
     assert_int_equal(llmq_test_redis_int(a.c, "LLEN %sbacklog:low", a.prefix, ""),
                      1); /* the retried job */
@@ -93,7 +93,6 @@ static void test_list_retry_purge(void **state)
     cli_free(&r);
     assert_int_equal(llmq_test_redis_int(a.c, "XLEN %sdead", a.prefix, ""), 0);
     assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sjob:%s", a.prefix, "d"), 0);
-    assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sres:%s", a.prefix, "d"), 0);
     struct llmq_job_options jo = {.job_id = "d"};
     assert_int_equal(
         llmq_producer_enqueue(a.producer, "/v1/chat/completions", BODY, &jo, NULL, NULL), LLMQ_OK);

@@ -10,7 +10,7 @@
  * calls are in flight. A few jobs name a model the API does not know, so
  * some jobs must die, with a reason.
  *
- * Then: every job ended exactly once (res:<id> exists, P events holds one
+ * Then: every job ended exactly once (it has a result, P events holds one
  * entry per job); every good job is done and exactly the bad jobs are dead,
  * each with the API's 404 as its reason; nothing is left pending or delayed;
  * and the API never saw a request over its limit, judged from its own access
@@ -187,8 +187,8 @@ static void check_redis(struct fault_run *fr, long long *retries, int *done, int
     *retries = 0;
     for (int i = 0; i < total; i++) {
         job_id(i, id, sizeof(id));
-        snprintf(key, sizeof(key), "%sres:%s", fr->prefix, id);
-        missing += redis_int(c, "EXISTS %s", key, NULL) != 1;
+        snprintf(key, sizeof(key), "%sjob:%s", fr->prefix, id);
+        missing += redis_int(c, "HEXISTS %s %s", key, "result") != 1;
         snprintf(key, sizeof(key), "%sjob:%s", fr->prefix, id);
         long long att = redis_int(c, "HGET %s %s", key, "attempts");
         if (att > 1)

@@ -130,10 +130,10 @@ static void test_one_call_settles_each_delivery(void **state)
     for (int i = 0; i < 6; i++)
         assert_int_equal(r->element[i]->integer, want[i]);
     freeReplyObject(r);
-    assert_int_equal(key_int(&a, "EXISTS %sres:%s", "j1"), 1);
-    assert_int_equal(key_int(&a, "EXISTS %sres:%s", "j2"), 0);
+    assert_int_equal(key_int(&a, "HEXISTS %sjob:%s result", "j1"), 1);
+    assert_int_equal(key_int(&a, "HEXISTS %sjob:%s result", "j2"), 0);
     assert_int_equal(key_int(&a, "ZCARD %s%s", "delayed"), 1);
-    assert_int_equal(key_int(&a, "EXISTS %sres:%s", "j3"), 1);
+    assert_int_equal(key_int(&a, "HEXISTS %sjob:%s result", "j3"), 1);
     assert_int_equal(key_int(&a, "XLEN %s%s", "dead"), 1);
     assert_int_equal(worker_pending(a.c, a.P, "normal"), 0);
     acct_close(&a);
@@ -155,7 +155,7 @@ static void test_bad_delivery_settles_none(void **state)
     freeReplyObject(r);
     /* the good first delivery was not settled either: still pending, no result */
     assert_int_equal(worker_pending(a.c, a.P, "normal"), 2);
-    assert_int_equal(key_int(&a, "EXISTS %sres:%s", "k1"), 0);
+    assert_int_equal(key_int(&a, "HEXISTS %sjob:%s result", "k1"), 0);
     /* and a call whose values are not whole deliveries is refused */
     const char *argv[] = {a.P, "done", "normal"};
     r = llmq_script_run(a.c, LLMQ_SCRIPT_JOB_SETTLE, 1, 3, argv, NULL, NULL);
@@ -210,7 +210,7 @@ static void test_batch_counts_and_sweeps(void **state)
     assert_int_equal(key_int(&a, "LLEN %s%s", "done"), 2);
     long long kept = 0;
     for (int i = 0; i < 5; i++)
-        kept += key_int(&a, "EXISTS %sres:%s", g[i].id);
+        kept += key_int(&a, "HEXISTS %sjob:%s result", g[i].id);
     assert_int_equal(kept, 2);
     acct_close(&a);
 }

@@ -29,7 +29,7 @@ static void test_layout(void **state)
         {LLMQ_KEY_WEIGHTS, NULL, P "weights"},
         {LLMQ_KEY_BACKLOG, "low", P "backlog:low"},
         {LLMQ_KEY_WAKE, NULL, P "wake"},
-        {LLMQ_KEY_RESULT, "j-1", P "res:j-1"},
+        {LLMQ_KEY_OLD_RESULT, "j-1", P "res:j-1"},
         {LLMQ_KEY_EVENTS, NULL, P "events"},
         {LLMQ_KEY_DEAD, NULL, P "dead"},
         {LLMQ_KEY_DONE, NULL, P "done"},
@@ -65,10 +65,10 @@ static void test_exact_fit_and_overflow(void **state)
 {
     (void)state;
     char buf[sizeof(P "res:abc")];
-    assert_int_equal(llmq_key(buf, sizeof(buf), P, LLMQ_KEY_RESULT, "abc", NULL), LLMQ_OK);
+    assert_int_equal(llmq_key(buf, sizeof(buf), P, LLMQ_KEY_OLD_RESULT, "abc", NULL), LLMQ_OK);
     assert_string_equal(buf, P "res:abc");
     struct llmq_error err = {0};
-    assert_int_equal(llmq_key(buf, sizeof(buf), P, LLMQ_KEY_RESULT, "abcd", &err), LLMQ_EINVAL);
+    assert_int_equal(llmq_key(buf, sizeof(buf), P, LLMQ_KEY_OLD_RESULT, "abcd", &err), LLMQ_EINVAL);
     assert_string_equal(buf, "");
     assert_non_null(strstr(err.msg, "res:abcd"));
     assert_non_null(strstr(err.msg, "longer than"));
