@@ -246,6 +246,45 @@ static void test_batch_sweep_keeps_finish_order(void **state)
     acct_close(&a);
 }
 
+/* A job whose hash went while it ran (purged, expired) still gets its one
+ * result: the settle creates the hash with the result, state and fin_ms (a
+ * done one with its TTL, a dead one kept), and a resent settle adds none. */
+static void test_missing_hash_gets_one_result(void **state)
+{
+    (void)state;
+    struct script_account a;
+    script_account_open(&a, "sbatchgone");
+    struct grant g[2];
+    take(&a, "m", 2, g);
+    freeReplyObject(redisCommand(a.c, "DEL %sjob:m1 %sjob:m2", a.P, a.P));
+    const char *vals[2 * SETTLE_VALUES];
+    delivery(&vals[0], &g[0], "done", "{\"custom_id\":\"m1\"}");
+    delivery(&vals[SETTLE_VALUES], &g[1], "dead", "{\"custom_id\":\"m2\"}");
+    for (int round = 0; round < 2; round++) {
+        redisReply *r = settle(&a, vals, 2);
+        assert_true(r->type == REDIS_REPLY_ARRAY && r->elements == 4);
+        assert_int_equal(r->element[1]->integer, round == 0); /* finished now */
+        assert_int_equal(r->element[3]->integer, round == 0);
+        freeReplyObject(r);
+    }
+    for (int i = 0; i < 2; i++) {
+        char key[128];
+        snprintf(key, sizeof(key), "%sjob:%s", a.P, g[i].id);
+        redisReply *r = redisCommand(a.c, "HMGET %s result state fin_ms", key);
+        assert_true(r->type == REDIS_REPLY_ARRAY && r->elements == 3);
+        assert_non_null(strstr(r->element[0]->str, g[i].id));
+        assert_string_equal(r->element[1]->str, i == 0 ? "done" : "dead");
+        assert_int_equal(r->element[2]->type, REDIS_REPLY_STRING);
+        freeReplyObject(r);
+        long long ttl = redis_int(a.c, "PTTL %s", key, NULL);
+        assert_true(i == 0 ? ttl > 0 : ttl == -1);
+    }
+    assert_int_equal(key_int(&a, "XLEN %s%s", "events"), 2);
+    assert_int_equal(key_int(&a, "LLEN %s%s", "done"), 1);
+    assert_int_equal(key_int(&a, "XLEN %s%s", "dead"), 1);
+    acct_close(&a);
+}
+
 /* An entry whose job key is not a hash (hostile data, kept in the stream
  * until the trim) does not break `llmq status`. */
 static void test_status_survives_hostile_job_key(void **state)
@@ -269,6 +308,7 @@ int main(void)
         cmocka_unit_test(test_acked_entries_trimmed_not_queued),
         cmocka_unit_test(test_batch_counts_and_sweeps),
         cmocka_unit_test(test_batch_sweep_keeps_finish_order),
+        cmocka_unit_test(test_missing_hash_gets_one_result),
         cmocka_unit_test(test_status_survives_hostile_job_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -62,6 +62,64 @@ static void test_results(void **state)
     llmq_test_account_close(&a);
 }
 
+/* Results written by an older version (P res:<id>, indexed in the ZSET
+ * P results; README "Upgrading") are found by every reader: llmq results by
+ * id, --wait and --all, llmq status, the producer API, and enqueue's
+ * idempotency. o1 still has its hash (state done, no result field), o2 only
+ * its result; n1 finished with this version. */
+static void test_old_results_found(void **state)
+{
+    (void)state;
+    struct llmq_test_account a;
+    llmq_test_account_open(&a, "oldres");
+    freeReplyObject(redisCommand(a.c, "SET %sres:o1 {\"custom_id\":\"o1\"}", a.prefix));
+    freeReplyObject(redisCommand(a.c, "HSET %sjob:o1 id o1 state done fin_ms 1000", a.prefix));
+    freeReplyObject(redisCommand(a.c, "SET %sres:o2 {\"custom_id\":\"o2\"}", a.prefix));
+    struct llmq_job_options jo = {.job_id = "n1"};
+    assert_int_equal(llmq_producer_enqueue(a.producer, "/v1/embeddings", BODY, &jo, NULL, NULL),
+                     LLMQ_OK);
+    assert_int_equal(fake_worker_run(a.c, a.prefix, 10, 100, 0), 1);
+    /* (written after n1's finish, which would have moved it to P done) */
+    freeReplyObject(redisCommand(a.c, "ZADD %sresults 1000 o1 1001 o2", a.prefix));
+
+    const char *named[] = {"llmq", "results", "o2", "o1", "n1", NULL};
+    struct cli_run r = cli_run(a.name, named);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(cli_count_lines(r.out), 3);
+    assert_non_null(strstr(r.out, "\"custom_id\":\"o1\""));
+    assert_non_null(strstr(r.out, "\"custom_id\":\"o2\""));
+    cli_free(&r);
+    const char *waiting[] = {"llmq", "results", "--wait", "--timeout", "5", "o2", NULL};
+    r = cli_run(a.name, waiting);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "{\"custom_id\":\"o2\"}\n");
+    cli_free(&r);
+    /* --all: what is left of the older index first (o1, o2), then P done */
+    const char *all[] = {"llmq", "results", "--all", NULL};
+    r = cli_run(a.name, all);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(cli_count_lines(r.out), 3);
+    const char *o1 = strstr(r.out, "\"o1\""), *o2 = strstr(r.out, "\"o2\"");
+    assert_true(o1 != NULL && o2 != NULL && o1 < o2 && strstr(o2, "n1") != NULL);
+    cli_free(&r);
+    const char *status[] = {"llmq", "status", "--json", NULL};
+    r = cli_run(a.name, status);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "\"results_kept\":3"));
+    cli_free(&r);
+
+    char *line = NULL;
+    int dead = -1;
+    assert_int_equal(llmq_producer_result(a.producer, "o2", &line, &dead, NULL), LLMQ_OK);
+    assert_string_equal(line, "{\"custom_id\":\"o2\"}");
+    assert_int_equal(dead, 0);
+    llmq_free(line);
+    jo.job_id = "o2";
+    assert_int_equal(llmq_producer_enqueue(a.producer, "/v1/embeddings", BODY, &jo, NULL, NULL),
+                     LLMQ_EDUPLICATE);
+    llmq_test_account_close(&a);
+}
+
 static void test_settings(void **state)
 {
     (void)state;
@@ -114,6 +172,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_results),
+        cmocka_unit_test(test_old_results_found),
         cmocka_unit_test(test_settings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
