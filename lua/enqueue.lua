@@ -54,7 +54,7 @@ for base = 1, #ARGV, JOBS_FIELDS do
             deadline = llmq_int_text(deadline)
         end
         -- one fixed-arity call: the hot path of enqueue (tenant/user '' = none)
-        redis.call('HSET', jk, 'id', id, 'model', ARGV[base + 2], 'url', ARGV[base + 3],
+        redis.call('HSET', jk, 'model', ARGV[base + 2], 'url', ARGV[base + 3],
             'body', ARGV[base + 4], 'cost', ARGV[base + 5], 'prio', prio,
             'tenant', ARGV[base + 6], 'user', ARGV[base + 7], 'deadline_ms', deadline,
             'max_attempts', ARGV[base + 10], 'attempts', '0', 'enq_ms', now_text, 'state', 'queued',

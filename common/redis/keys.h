@@ -29,7 +29,7 @@
  *   its own state.
  *
  * Jobs
- *   P job:<id>         HASH  id, model, url, body (JSON text), cost (tokens), prio
+ *   P job:<id>         HASH  model, url, body (JSON text), cost (tokens), prio
  *                            (high|normal|low), tenant, user, deadline_ms (unix ms,
  *                            0 = none), max_attempts, attempts, enq_ms, state
  *                            (queued|delayed|running|done|dead), last_error
@@ -65,7 +65,11 @@
  *   dispatch script, so the key stays what the job asks for; a spend budget is
  *   one more bucket on the path (and one more node level when it must block a
  *   whole tenant across models).
- *   P res:<id>         STRING the Batch output line (JSON) of a finished job
+ *   P res:<id>         STRING the result of a job finished by an older version
+ *                            (now the job hash's field result): read only when
+ *                            that field is absent (common/jobs/job_result.h,
+ *                            enqueue's idempotency, dispatch, reclaim), never by
+ *                            settle; deleted with its job (sweep, dead purge/retry)
  *   P events           STREAM {id, state: done|dead} as jobs finish, for waiters
  *   P dead             STREAM {id, reason, error, ts}: dead-lettered jobs
  *
@@ -73,20 +77,25 @@
  *   - id is the Batch custom_id (required unless enqueue --generate-ids), else generated
  *     ("job-<unix ms hex>-<16 hex random>"); it is also the output line's
  *     custom_id. tenant and user are '' when none.
- *   - extra job fields: est_prompt_tokens (the prompt part of cost), fin_ms
- *     (unix ms the job ended), dead_entry (its entry id in P dead, while dead).
+ *   - extra job fields: est_prompt_tokens (the prompt part of cost), consumer
+ *     and run_ms (who took it, when), result (the Batch output line, JSON, of
+ *     a finished job), fin_ms (unix ms the job ended), dead_entry (its entry id
+ *     in P dead, while dead). The id is the key's, not a field.
  *   - enqueue (lua/enqueue.lua) writes nothing when job:<id> or res:<id>
  *     exists: the id is the idempotency key while either lives.
  *   - a job ends only through llmq_job_finish(P, id, state, output_line, reason,
- *     now_ms) in lua/lib/30_jobs.lua (state done|dead): it sets res:<id>,
- *     state, fin_ms, XADDs events (and dead with dead_entry, last_error = reason),
- *     and applies retention. A done job loses its body; a dead one keeps its
- *     whole hash and result until `llmq dead retry` (back to queued, attempts 0)
- *     or `llmq dead purge` (deleted).
+ *     now_ms) in lua/lib/30_jobs.lua (state done|dead): HSETNX of the field
+ *     result is its once-only guard (it creates the hash of a job whose hash
+ *     went while it ran); it sets state, fin_ms, XADDs events (and dead with
+ *     dead_entry, last_error = reason), and applies retention. A done job
+ *     loses its body and its hash gets the result's TTL (result_ttl_ms); a
+ *     dead one keeps its whole hash, result included, without a TTL, until
+ *     `llmq dead retry` (back to queued, attempts 0, no result) or `llmq dead
+ *     purge` (deleted).
  *   P done             LIST  "<fin_ms>:<id>" of each done job, in finish order
  *                            (one RPUSH per settle call): the retention index.
  *                            Beyond settings result_max or older than
- *                            result_ttl_ms, res:<id> and job:<id> are deleted
+ *                            result_ttl_ms, job:<id> (and res:<id>) are deleted
  *                            (oldest first, at most 64 per finish; PEXPIRE too),
  *                            unless job:<id> is live again or its fin_ms is not
  *                            the entry's (a later finish of the id: its own entry)
@@ -141,7 +150,7 @@
  *   each end into the batch (completed, failed, expired) and ends the batch
  *   when all have (lua/lib/30_jobs.lua llmq_jobs_batch_settle). Its output and
  *   error files ("file-out_<batch id>", "file-err_<batch id>") are read from
- *   the jobs' results (P res:<id>), so they live as long as those are kept.
+ *   the jobs' results (job_result.h), so they live as long as those are kept.
  *
  *   Queue streams keep the entries settles acknowledged (no XDEL: it cost
  *   more than the rest of a settle's stream work) until a trim, every 256
