@@ -143,7 +143,7 @@ local function examine(id, from_key)
     if not job[1] and redis.call('EXISTS', P .. 'job:' .. id) == 0 then
         return 'dead', 'missing_job', 'the stream entry names no existing job'
     end
-    local invalid = worker_job_invalid(job)
+    local invalid = worker_job_invalid(job, from_key)
     if invalid ~= nil then
         return 'dead', 'invalid_job', invalid
     end
@@ -290,7 +290,8 @@ local function chain_start(prio, smk)
     local want = math.min(max_jobs - taken, 128) + 1
     local ids = redis.call('LRANGE', kq, 0, want - 1)
     chain = { prio = prio, m = m, t = t, u = u, mpath = mpath, tpath = tpath, kpath = kpath,
-        kq = kq, ids = ids, idx = 1, exact = #ids < want, pops = 0 }
+        kq = kq, ids = ids, idx = 1, exact = #ids < want, pops = 0, path = false, wu = false,
+        wt = false }
     return true
 end
 
@@ -341,7 +342,10 @@ for _, prio in ipairs(PRIOS) do
                     b = 'no attempts left (' .. attempts .. ' of ' .. max_attempts .. ')'
                 else
                     s = s or limiter_session(P, prio, now)
-                    local path = limiter_path(s, job[1], job[2] or '', job[3] or '')
+                    -- the key's names (the chain's), not the job's fields:
+                    -- the key is where it was queued, and those were checked
+                    c.path = c.path or limiter_path(s, c.m.name, c.t.name, c.u.name)
+                    local path = c.path
                     local st, r1, r2, r3 = limiter_try(s, path, cost, job[4])
                     if st == 'granted' then
                         c.idx, c.pops = c.idx + 1, c.pops + 1
@@ -349,14 +353,16 @@ for _, prio in ipairs(PRIOS) do
                         redis.call('HSET', P .. 'job:' .. id, 'state', 'running', 'attempts',
                             llmq_int_text(attempts + 1), 'consumer', consumer, 'run_ms', s.now_text)
                         grants[#grants + 1] = { '', prio, id, handle, job[10] or '', job[12] or '',
-                            job[1], attempts + 1, cost, max_attempts, tonumber(job[9]) or -1 }
+                            c.m.name, attempts + 1, cost, max_attempts, tonumber(job[9]) or -1 }
                         taken = taken + 1
-                        local model, tenant, user = c.m.name, c.t.name, c.u.name
-                        local wu = user == '' and 1 or sched_weight(P, model .. '/u/' .. user, weights)
-                        local wt = tenant == '' and 1 or
-                            sched_weight(P, model .. '/t/' .. tenant, weights)
-                        local keep = level_charge(c.u, cost / wu, c.tpath)
-                        keep = level_charge(c.t, cost / wt, c.mpath) and keep
+                        if not c.wu then -- the key's weights, once per chain
+                            local model, tenant, user = c.m.name, c.t.name, c.u.name
+                            c.wu = user == '' and 1 or sched_weight(P, model .. '/u/' .. user, weights)
+                            c.wt = tenant == '' and 1 or
+                                sched_weight(P, model .. '/t/' .. tenant, weights)
+                        end
+                        local keep = level_charge(c.u, cost / c.wu, c.tpath)
+                        keep = level_charge(c.t, cost / c.wt, c.mpath) and keep
                         keep = level_charge(c.m, cost, prio) and keep
                         if not keep or (c.idx > #c.ids and c.exact) then
                             chain_end()

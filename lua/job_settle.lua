@@ -75,15 +75,29 @@ local now = llmq_now_ms()
 local settings = nil -- retention settings, read by the first finish (llmq_job_finish)
 local tally = {} -- the call's finishes, for llmq_jobs_finish_flush
 local reply = {}
+local streams = {} -- prio -> its stream's key, built once per call
+
+-- True when the delivery whose arguments start after ARGV[base] brings no
+-- pause and no rate-limit header (the worker sends "0" and "-1" then): most
+-- settles, since the worker sends header values at most every 100 ms per
+-- model. Only a shortcut: other texts take the full parse below.
+local function nothing_to_learn(base)
+    return ARGV[base + 12] == '0' and ARGV[base + 13] == '-1' and ARGV[base + 14] == '-1' and
+        ARGV[base + 17] == '-1' and ARGV[base + 18] == '-1'
+end
 
 -- Settles the delivery whose arguments start after ARGV[base].
 local function settle(base)
     local mode, prio, eid, id, handle = ARGV[base + 1], ARGV[base + 2], ARGV[base + 3],
         ARGV[base + 4], ARGV[base + 5]
     local actual = tonumber(ARGV[base + 6])
-    local owned = worker_ack(P .. 'q:' .. prio, eid)
+    local q = streams[prio]
+    if q == nil then
+        q = P .. 'q:' .. prio
+        streams[prio] = q
+    end
+    local owned = worker_ack(q, eid)
     local finished = 0
-    local jk = P .. 'job:' .. id
 
     if handle ~= '' then
         local _, freed = nil, nil
@@ -104,6 +118,7 @@ local function settle(base)
             tally)
     elseif owned == 1 then -- retry, handback, authpause
         local due = mode == 'retry' and now + tonumber(ARGV[base + 9]) or now
+        local jk = P .. 'job:' .. id
         sched_delay(P, id, due)
         if mode == 'retry' then
             redis.call('HSET', jk, 'state', 'delayed', 'last_error', ARGV[base + 8])
@@ -127,6 +142,11 @@ local function settle(base)
     elseif mode == 'dead' and ARGV[base + 8] == 'insufficient_quota' then
         redis.call('HINCRBY', P .. 'stats', 'http_429', 1)
         redis.call('HINCRBY', P .. 'stats', 'insufficient_quota', 1)
+    end
+    if nothing_to_learn(base) then
+        reply[#reply + 1] = owned
+        reply[#reply + 1] = finished
+        return
     end
     local rem_req, rem_tok = tonumber(ARGV[base + 13]) or -1, tonumber(ARGV[base + 14]) or -1
     local reset_req, reset_tok = tonumber(ARGV[base + 15]) or -1, tonumber(ARGV[base + 16]) or -1

@@ -94,14 +94,17 @@ end
 
 -- Why job (HMGET of model, tenant, user, cost, deadline_ms, attempts,
 -- max_attempts, state, est_prompt_tokens, url) cannot be run, or nil.
-local function worker_job_invalid(job)
-    if not worker_name_ok(job[1]) then
+-- names_known: the job is the head of a key queue, whose model, tenant and
+-- user name it (checked when it was queued), so its own name fields are not
+-- used and need no check.
+local function worker_job_invalid(job, names_known)
+    if names_known then
+        -- the fields below only
+    elseif not worker_name_ok(job[1]) then
         return 'job has no valid model'
-    end
-    if job[2] and job[2] ~= '' and not worker_name_ok(job[2]) then
+    elseif job[2] and job[2] ~= '' and not worker_name_ok(job[2]) then
         return 'job has an invalid tenant'
-    end
-    if job[3] and job[3] ~= '' and not worker_name_ok(job[3]) then
+    elseif job[3] and job[3] ~= '' and not worker_name_ok(job[3]) then
         return 'job has an invalid user'
     end
     local cost = worker_int_field(job[4])

@@ -1,9 +1,11 @@
 /* Limiter benchmark: decisions/s of llmq's acquire on a 3-level path,
  * pipelined from C, against, in the same run and on the same connection:
- *   (a) EVALSHA of `return 1` (the floor cost of any script call), and
+ *   (a) EVALSHA of `return 1` (the floor cost of any script call),
  *   (b) the common blog-post limiter: a ZSET log for RPM (ZREMRANGEBYSCORE,
  *       ZCARD, ZADD, EXPIRE) plus a token counter (INCRBY + EXPIRE 60), with
- *       the client's clock, enforcing one bucket.
+ *       the client's clock, enforcing one bucket, and
+ *   (c) the four commands an exact 3-level limiter on the Redis clock needs at
+ *       the least, without any logic (run_floor).
  * Then what (b) gets wrong, measured with the same harness: boundary bursts,
  * a token counter that never resets under steady traffic, clock skew.
  *
@@ -63,6 +65,39 @@ static double run_return1(redisContext *c)
     for (int done = 0; done < DECISIONS; done += DEPTH) {
         for (int i = 0; i < DEPTH; i++)
             redisAppendCommand(c, "EVALSHA %s 0", sha);
+        drain(c, DEPTH);
+    }
+    return DECISIONS / ((now_us() - t0) / 1e6);
+}
+
+/* The floor of any exact 3-level limiter that decides in one script on the
+ * Redis clock: TIME, one HMGET of the three buckets' state, one ZADD of the
+ * admission to one shared log, one HSET of the state back, and no logic at
+ * all. It decides nothing; it shows what four commands cost in this harness,
+ * so a target ratio can be checked against what is possible. */
+static const char floor_script[] =
+    "local t = redis.call('TIME') "
+    "redis.call('HMGET', KEYS[1], 'm_n', 'm_tok', 't_n', 't_tok', 'u_n', 'u_tok') "
+    "redis.call('ZADD', KEYS[2], t[1], ARGV[1]) "
+    "redis.call('HSET', KEYS[1], 'm_n', 1, 'm_tok', 1, 't_n', 1, 't_tok', 1, 'u_n', 1, 'u_tok', 1) "
+    "return 1";
+
+static double run_floor(redisContext *c, const char *account)
+{
+    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", floor_script);
+    if (r == NULL || r->type != REDIS_REPLY_STRING)
+        die("script load", c);
+    char sha[64];
+    snprintf(sha, sizeof(sha), "%s", r->str);
+    freeReplyObject(r);
+    char state[256], log[256];
+    snprintf(state, sizeof(state), "floor:{%s}:state", account);
+    snprintf(log, sizeof(log), "floor:{%s}:log", account);
+    static int member;
+    long long t0 = now_us();
+    for (int done = 0; done < DECISIONS; done += DEPTH) {
+        for (int i = 0; i < DEPTH; i++)
+            redisAppendCommand(c, "EVALSHA %s 2 %s %s %d", sha, state, log, member++);
         drain(c, DEPTH);
     }
     return DECISIONS / ((now_us() - t0) / 1e6);
@@ -138,7 +173,7 @@ static int cmp_double(const void *a, const void *b)
 
 static void throughput_table(redisContext *c)
 {
-    double ret1[ROUNDS], llmq[ROUNDS], llmq32[ROUNDS], blog[ROUNDS];
+    double ret1[ROUNDS], llmq[ROUNDS], llmq32[ROUNDS], blog[ROUNDS], floor4[ROUNDS];
     char account[64];
     snprintf(account, sizeof(account), "bench-%d", (int)getpid());
     /* Limits high enough that acquires are granted: the full write path. */
@@ -153,19 +188,23 @@ static void throughput_table(redisContext *c)
         llmq[r] = run_llmq(c, account, 1);
         llmq32[r] = run_llmq(c, account, 32);
         blog[r] = run_blog(c, account);
+        floor4[r] = run_floor(c, account);
     }
     qsort(ret1, ROUNDS, sizeof(double), cmp_double);
     qsort(llmq, ROUNDS, sizeof(double), cmp_double);
     qsort(blog, ROUNDS, sizeof(double), cmp_double);
     qsort(llmq32, ROUNDS, sizeof(double), cmp_double);
+    qsort(floor4, ROUNDS, sizeof(double), cmp_double);
     double a = ret1[ROUNDS / 2], l = llmq[ROUNDS / 2], b = blog[ROUNDS / 2];
-    double l32 = llmq32[ROUNDS / 2];
+    double l32 = llmq32[ROUNDS / 2], f = floor4[ROUNDS / 2];
     printf("\nDecisions/s, pipelined (depth %d), median of %d rounds of %d, one connection\n\n",
            DEPTH, ROUNDS, DECISIONS);
     printf("| limiter | buckets enforced | decisions/s | vs (a) | vs (b) |\n");
     printf("|---|---|---|---|---|\n");
     printf("| (a) EVALSHA `return 1`, one per decision | 0 | %.0f | 1.00 | %.2f |\n", a, a / b);
     printf("| (b) blog ZSET+INCRBY, client clock | 1 (inexact) | %.0f | %.2f | 1.00 |\n", b, b / a);
+    printf("| (c) floor: TIME + HMGET + ZADD + HSET, no logic | - | %.0f | %.2f | %.2f |\n", f,
+           f / a, f / b);
     printf("| llmq acquire, 1 decision per call | 3 (exact) | %.0f | %.2f | %.2f |\n", l, l / a,
            l / b);
     printf("| llmq acquire, 32 decisions per call | 3 (exact) | %.0f | %.2f | %.2f |\n", l32,

@@ -90,6 +90,9 @@ static void test_dead_letter_reasons(void **state)
     run_worker(account2, &sim);
     assert_int_equal(sim_proc_stop(&sim), 0);
     assert_int_equal(dead_with(c, prefix2, "insufficient_quota"), 4);
+    /* counted for status as 429s that are not rate limits */
+    assert_int_equal(llmq_test_redis_int(c, "HGET %sstats %s", prefix2, "insufficient_quota"), 4);
+    assert_int_equal(llmq_test_redis_int(c, "HGET %sstats %s", prefix2, "http_429"), 4);
     e = sim_log_read(sim.log_file, &n);
     assert_int_equal(n, 4);
     free(e);
