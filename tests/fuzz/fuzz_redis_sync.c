@@ -4,10 +4,12 @@
  * a hiredis context (redisConnectFd). Every command llmq sends is answered
  * by the next reply in the bytes, then by end-of-file. So the code under test
  * parses its replies with the real reader, pipelining and error paths:
- *   selector % 5 == 0  llmq_job_store_wait   (XREVRANGE, GET/HGET, XREAD of
- *                                             the events stream: stream
- *                                             entries decoded in job_wait.c)
- *                   1  llmq_job_store_result (GET + HGET)
+ *   selector % 5 == 0  llmq_job_store_wait   (XREVRANGE, HMGET + GET of the
+ *                                             results, XREAD of the events
+ *                                             stream: stream entries decoded
+ *                                             in job_wait.c)
+ *                   1  llmq_job_store_result (HMGET, GET of the older key:
+ *                                             job_result.c)
  *                   2  llmq_calib_read       (HGETALL into statistics)
  *                   3  llmq_job_store_setting, llmq_job_store_prepare
  *                   4  llmq_job_store_push   (FCALL replies, a missing function and
