@@ -8,9 +8,10 @@
 -- finish so no call is slow; a PEXPIRE backs that up while nothing finishes.
 -- (The sweep also deletes a result an older version wrote as P res:<id>.)
 -- Dead jobs keep their whole hash, result included, until `llmq dead
--- retry|purge`: nothing a human has not looked at is dropped. Queue streams keep acknowledged entries until a trim (every
--- 256 done or dead jobs), which cuts only below every group's oldest pending
--- entry and last delivered id, so nothing unacknowledged goes. The
+-- retry|purge`: nothing a human has not looked at is dropped. Queue streams
+-- keep acknowledged entries until a trim (every 256 done or dead jobs), which
+-- cuts only below every group's oldest pending entry and last delivered id,
+-- so nothing unacknowledged goes. The
 -- events stream (no consumer group: waiters read it live) is kept by count
 -- (events_max, at every XADD) and by age (events_ttl_ms, every 256 finishes).
 
@@ -210,10 +211,10 @@ end
 -- The bookkeeping of finishes counted in tally ({done = n, dead = n,
 -- done_entries = the done jobs' entries of P done, in finish order}): the
 -- stats counters, the done index (one RPUSH) and its sweep, and every
--- JOBS_TRIM_EVERY done and
--- every JOBS_TRIM_EVERY dead jobs the trim of the streams (settles only
--- acknowledge their entries, worker_ack, so dead-letter-only traffic must
--- trim too). Once per call for the finishes of a job_settle call.
+-- JOBS_TRIM_EVERY done and every JOBS_TRIM_EVERY dead jobs the trim of the
+-- streams (settles only acknowledge their entries, worker_ack, so
+-- dead-letter-only traffic must trim too). Once per call for the finishes
+-- of a job_settle call.
 local function llmq_jobs_finish_flush(P, tally, s, now_ms)
     local trim = false
     for _, state in ipairs({ 'done', 'dead' }) do
