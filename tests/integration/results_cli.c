@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -120,6 +121,47 @@ static void test_old_results_found(void **state)
     llmq_test_account_close(&a);
 }
 
+/* An id finished, gone (its hash expired), enqueued and finished again has
+ * two entries in P done: the old one neither prints the new result a second
+ * time in --all nor takes it away when the sweep drops that entry. */
+static void test_id_finished_twice(void **state)
+{
+    (void)state;
+    struct llmq_test_account a;
+    llmq_test_account_open(&a, "twice");
+    for (int round = 0; round < 2; round++) {
+        struct llmq_job_options jo = {.job_id = "x0"};
+        assert_int_equal(llmq_producer_enqueue(a.producer, "/v1/embeddings", BODY, &jo, NULL, NULL),
+                         LLMQ_OK);
+        assert_int_equal(fake_worker_run(a.c, a.prefix, 10, 100, 0), 1);
+        if (round == 0) {
+            freeReplyObject(redisCommand(a.c, "DEL %sjob:x0", a.prefix)); /* as if expired */
+            usleep(5 * 1000);                                             /* a later fin_ms */
+        }
+    }
+    assert_int_equal(llmq_test_redis_int(a.c, "LLEN %sdone", a.prefix, ""), 2);
+    const char *all[] = {"llmq", "results", "--all", NULL};
+    struct cli_run r = cli_run(a.name, all);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(cli_count_lines(r.out), 1);
+    cli_free(&r);
+    /* result_max 2 with y0 done too: the sweep drops the oldest entry (x0's
+     * first), and x0's result stays */
+    freeReplyObject(redisCommand(a.c, "HSET %ssettings result_max 2", a.prefix));
+    struct llmq_job_options jo = {.job_id = "y0"};
+    assert_int_equal(llmq_producer_enqueue(a.producer, "/v1/embeddings", BODY, &jo, NULL, NULL),
+                     LLMQ_OK);
+    assert_int_equal(fake_worker_run(a.c, a.prefix, 10, 100, 0), 1);
+    assert_int_equal(llmq_test_redis_int(a.c, "LLEN %sdone", a.prefix, ""), 2);
+    assert_int_equal(llmq_test_redis_int(a.c, "HEXISTS %sjob:%s result", a.prefix, "x0"), 1);
+    r = cli_run(a.name, all);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(cli_count_lines(r.out), 2);
+    assert_non_null(strstr(strstr(r.out, "\"x0\""), "\"y0\"")); /* in finish order */
+    cli_free(&r);
+    llmq_test_account_close(&a);
+}
+
 static void test_settings(void **state)
 {
     (void)state;
@@ -173,6 +215,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_results),
         cmocka_unit_test(test_old_results_found),
+        cmocka_unit_test(test_id_finished_twice),
         cmocka_unit_test(test_settings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
