@@ -204,6 +204,29 @@ for _ in $(seq 400); do
     sleep 0.05
 done
 expect "hanging up cancelled it before it was sent" [ "$state" = "dead cancelled " ]
+# A waiting call whose job an older version ends (its result in res:<id>, not
+# in the job hash's field result): the caller gets that result.
+jobs_in >"$STACK_DIR/jobs.before"
+curl -s --max-time 20 -o "$STACK_DIR/old.body" -w '%{http_code}' \
+    "http://127.0.0.1:$(cat "$STACK_DIR/long.port")/v1/chat/completions" "${auth[@]}" \
+    -d "$slow" >"$STACK_DIR/old.code" &
+curl_pid=$!
+job=""
+for _ in $(seq 400); do
+    job=$(jobs_in | comm -13 "$STACK_DIR/jobs.before" - | head -1)
+    [ -n "$job" ] && [ "$(redis-cli -p "$REDIS_PORT" HGET "$job" state)" = queued ] && break
+    job=""
+    sleep 0.05
+done
+oid=${job#llmq:\{$LLMQ_ACCOUNT\}:job:}
+oline='{"id":"batch_req_old","custom_id":"'$oid'","response":{"status_code":200,"request_id":"req_old","body":{"id":"chatcmpl-old","object":"chat.completion","created":1,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"from an older worker"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}},"error":null}'
+redis-cli -p "$REDIS_PORT" SET "llmq:{$LLMQ_ACCOUNT}:res:$oid" "$oline" >/dev/null
+redis-cli -p "$REDIS_PORT" HSET "$job" state done >/dev/null
+redis-cli -p "$REDIS_PORT" XADD "llmq:{$LLMQ_ACCOUNT}:events" '*' id "$oid" state done >/dev/null
+wait "$curl_pid" 2>/dev/null
+expect "a call's result written by an older version is answered ($oid)" \
+    grep -q 'from an older worker' "$STACK_DIR/old.body"
+expect "  ... with 200" [ "$(cat "$STACK_DIR/old.code")" = 200 ]
 kill -TERM "$long_pid"
 wait "$long_pid" 2>/dev/null
 sleep 0.2
