@@ -107,10 +107,13 @@ static void on_events(redisAsyncContext *ac, void *reply, void *privdata)
                 e->element[0]->type != REDIS_REPLY_STRING)
                 continue;
             snprintf(ws->last_id, sizeof(ws->last_id), "%s", e->element[0]->str);
-            const char *id = llmq_redis_field(e->element[1], "id");
-            struct gw_waiter *w = id ? find(ws, id) : NULL;
-            if (w != NULL)
-                w->on_maybe_ended(w);
+            /* an entry names every job one call finished */
+            size_t pos = 0;
+            for (const char *id; (id = llmq_redis_field_next(e->element[1], "id", &pos)) != NULL;) {
+                struct gw_waiter *w = find(ws, id);
+                if (w != NULL)
+                    w->on_maybe_ended(w);
+            }
         }
     }
     read_next(ws);

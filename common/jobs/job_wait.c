@@ -20,7 +20,10 @@
 #include "redis/redis.h"
 
 #define LOOKUP_CHUNK 512
-#define EVENTS_COUNT 1000
+#define EVENTS_COUNT 64 /* entries of P events read at a time */
+/* ids collected from one read: an entry names up to 64 jobs (JOBS_EVENT_JOBS
+ * in lua/lib/30_jobs.lua), so EVENTS_COUNT entries of those fit */
+#define ENDED_MAX (EVENTS_COUNT * 64)
 #define RECHECK_MS 5000
 
 struct wait_state {
@@ -95,17 +98,27 @@ static enum llmq_rc read_events(struct wait_state *s, long long block_ms, redisR
         r->element[0]->type == REDIS_REPLY_ARRAY && r->element[0]->elements == 2
             ? r->element[0]->element[1]
             : NULL;
-    /* ended[] holds EVENTS_COUNT ids: a reply longer than COUNT asked (a
-     * broken server or proxy) is taken in parts, the rest read next time */
-    for (size_t i = 0; entries && i < entries->elements && *n_ended < EVENTS_COUNT; i++) {
+    /* ended[] holds ENDED_MAX ids. An entry that might not fit whole is left
+     * for the next read (last_event stays before it; what was reported has
+     * left the pending set by then); one that alone is larger (a broken
+     * server or another writer) is taken as far as it fits, and the
+     * periodic look-up finds the rest. */
+    for (size_t i = 0; entries && i < entries->elements; i++) {
         const redisReply *e = entries->element[i];
         if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
             e->element[0]->type != REDIS_REPLY_STRING)
             continue;
+        const redisReply *fields = e->element[1];
+        size_t room = fields->type == REDIS_REPLY_ARRAY ? fields->elements / 2 : 0;
+        if (*n_ended > 0 && *n_ended + room > ENDED_MAX)
+            break;
         snprintf(s->last_event, sizeof(s->last_event), "%s", e->element[0]->str);
-        const char *id = llmq_redis_field(e->element[1], "id");
-        if (id != NULL && llmq_job_idset_get(s->pending, id, NULL))
-            ended[(*n_ended)++] = id;
+        /* an entry names every job one call finished */
+        size_t pos = 0;
+        for (const char *id;
+             *n_ended < ENDED_MAX && (id = llmq_redis_field_next(fields, "id", &pos)) != NULL;)
+            if (llmq_job_idset_get(s->pending, id, NULL))
+                ended[(*n_ended)++] = id;
     }
     return LLMQ_OK;
 }
@@ -117,7 +130,7 @@ static enum llmq_rc wait_loop(struct wait_state *s, const char *const *ids, size
     int tick_ms = s->w && s->w->tick_ms > 0 ? s->w->tick_ms : 1000;
     /* a blocking read must end before the connection's socket timeout */
     long long max_block = s->w && s->w->max_block_ms > 0 ? s->w->max_block_ms : 2000;
-    const char **ended = malloc(sizeof(*ended) * EVENTS_COUNT);
+    const char **ended = malloc(sizeof(*ended) * ENDED_MAX);
     enum llmq_rc rc = ended ? LLMQ_OK : llmq_error_set(err, LLMQ_ENOMEM, "wait: out of memory");
     while (rc == LLMQ_OK && llmq_job_idset_count(s->pending) > 0) {
         long long now = llmq_monotonic_ms();

@@ -70,7 +70,8 @@
  *                            that field is absent (common/jobs/job_result.h,
  *                            enqueue's idempotency, dispatch, reclaim), never by
  *                            settle; deleted with its job (sweep, dead purge/retry)
- *   P events           STREAM {id, state: done|dead} as jobs finish, for waiters
+ *   P events           STREAM for waiters: an entry per call that finished jobs,
+ *                            {id, state: done|dead} for each (at most 64)
  *   P dead             STREAM {id, reason, error, ts}: dead-lettered jobs
  *
  *   More on jobs (producer side: common/jobs/, lua/enqueue.lua, lib/30_jobs.lua):
@@ -86,7 +87,8 @@
  *   - a job ends only through llmq_job_finish(P, id, state, output_line, reason,
  *     now_ms) in lua/lib/30_jobs.lua (state done|dead): HSETNX of the field
  *     result is its once-only guard (it creates the hash of a job whose hash
- *     went while it ran); it sets state, fin_ms, XADDs events (and dead with
+ *     went while it ran); it sets state, fin_ms, tells events (one entry for
+ *     the finishes of one call, llmq_jobs_finish_flush; and XADDs dead with
  *     dead_entry, last_error = reason), and applies retention. A done job
  *     loses its body and its hash gets the result's TTL (result_ttl_ms); a
  *     dead one keeps its whole hash, result included, without a TTL, until
@@ -114,7 +116,8 @@
  *                            "|rel", "|rel2" (common/jobs/calibration.h)
  *   P settings         HASH  retention and enqueue settings, `llmq settings`:
  *                            result_ttl_ms (default 7 days), result_max (1000000),
- *                            events_max (100000, approximate MAXLEN of events),
+ *                            events_max (100000, approximate MAXLEN of events,
+ *                            in entries),
  *                            events_ttl_ms (1 day; events older are trimmed),
  *                            max_body_bytes (1048576, checked by enqueue)
  *   P auth_pause       HASH  present while the account is paused because the API

@@ -118,16 +118,25 @@ enum llmq_rc llmq_account_prefix(const char *account, char *buf, size_t n, struc
     return LLMQ_OK;
 }
 
-const char *llmq_redis_field(const redisReply *flat, const char *name)
+const char *llmq_redis_field_next(const redisReply *flat, const char *name, size_t *pos)
 {
     if (flat == NULL || flat->type != REDIS_REPLY_ARRAY)
         return NULL;
-    for (size_t i = 0; i + 1 < flat->elements; i += 2)
+    for (size_t i = *pos; i + 1 < flat->elements; i += 2)
         if (flat->element[i]->type == REDIS_REPLY_STRING &&
             flat->element[i + 1]->type == REDIS_REPLY_STRING &&
-            strcmp(flat->element[i]->str, name) == 0)
+            strcmp(flat->element[i]->str, name) == 0) {
+            *pos = i + 2;
             return flat->element[i + 1]->str;
+        }
+    *pos = flat->elements;
     return NULL;
+}
+
+const char *llmq_redis_field(const redisReply *flat, const char *name)
+{
+    size_t pos = 0;
+    return llmq_redis_field_next(flat, name, &pos);
 }
 
 enum llmq_rc llmq_redis_scan(redisContext *c, const char *pattern, int count,

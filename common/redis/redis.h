@@ -31,6 +31,12 @@ enum llmq_rc llmq_redis_error(redisContext *c, const redisReply *reply, const ch
  * from the reply. */
 const char *llmq_redis_field(const redisReply *flat, const char *name);
 
+/* The value of the next field name at or after element *pos of flat (a
+ * field that repeats: an events entry names each job it tells of with an
+ * "id" field), or NULL when there is none; *pos moves past it. Start with
+ * *pos = 0. Borrowed from the reply. */
+const char *llmq_redis_field_next(const redisReply *flat, const char *name, size_t *pos);
+
 /* Key prefix of an account: "llmq:{ACCOUNT}:" into buf of size n. Returns
  * LLMQ_EINVAL when the account is not a valid name (see llmq_name_valid). */
 enum llmq_rc llmq_account_prefix(const char *account, char *buf, size_t n, struct llmq_error *err);

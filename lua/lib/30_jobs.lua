@@ -11,9 +11,11 @@
 -- retry|purge`: nothing a human has not looked at is dropped. Queue streams
 -- keep acknowledged entries until a trim (every 256 done or dead jobs), which
 -- cuts only below every group's oldest pending entry and last delivered id,
--- so nothing unacknowledged goes. The
--- events stream (no consumer group: waiters read it live) is kept by count
--- (events_max, at every XADD) and by age (events_ttl_ms, every 256 finishes).
+-- so nothing unacknowledged goes. The events stream (no consumer group:
+-- waiters read it live) gets one entry per call that finished jobs, naming
+-- them as {id, state} pairs (at most JOBS_EVENT_JOBS an entry); it is kept by
+-- count (events_max entries, at every XADD) and by age (events_ttl_ms, every
+-- 256 finishes).
 
 -- Defaults of the P settings fields the scripts read (see common/redis/keys.h).
 local JOBS_DEFAULTS = {
@@ -25,6 +27,7 @@ local JOBS_DEFAULTS = {
 local JOBS_SWEEP_MAX = 64       -- results deleted per finish at most
 local JOBS_MIGRATE_MAX = 256    -- entries of an older version's index moved per call
 local JOBS_TRIM_EVERY = 256     -- streams trimmed every this many finishes
+local JOBS_EVENT_JOBS = 64      -- jobs named by one entry of P events at most
 -- The priorities in the order dispatch serves them: the one list in Lua (the
 -- one in C is common/base/priority.c; the names are in llmq/priority.h).
 local JOBS_PRIORITIES = { 'high', 'normal', 'low' }
@@ -209,13 +212,23 @@ local function jobs_batch_count(P, id, state, reason, now_ms)
 end
 
 -- The bookkeeping of finishes counted in tally ({done = n, dead = n,
--- done_entries = the done jobs' entries of P done, in finish order}): the
+-- done_entries = the done jobs' entries of P done, in finish order, events =
+-- their {id, state} pairs}): the call's entry of P events, the
 -- stats counters, the done index (one RPUSH) and its sweep, and every
 -- JOBS_TRIM_EVERY done and every JOBS_TRIM_EVERY dead jobs the trim of the
 -- streams (settles only acknowledge their entries, worker_ack, so
 -- dead-letter-only traffic must trim too). Once per call for the finishes
 -- of a job_settle call.
 local function llmq_jobs_finish_flush(P, tally, s, now_ms)
+    if tally.events then
+        -- One entry for the call's finishes (an XADD per job cost more than
+        -- the rest of telling waiters), at most JOBS_EVENT_JOBS jobs each.
+        local ev, per = tally.events, 4 * JOBS_EVENT_JOBS
+        for i = 1, #ev, per do
+            redis.call('XADD', P .. 'events', 'MAXLEN', '~', s.events_max_text, '*',
+                unpack(ev, i, math.min(i + per - 1, #ev)))
+        end
+    end
     local trim = false
     for _, state in ipairs({ 'done', 'dead' }) do
         local k = tally[state] or 0
@@ -263,8 +276,6 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, bat
     end
     local s = settings or llmq_jobs_settings(P)
     local now_text = llmq_int_text(now_ms)
-    redis.call('XADD', P .. 'events', 'MAXLEN', '~', s.events_max_text, '*', 'id', id, 'state',
-        state)
     if state == 'dead' then
         local eid = redis.call('XADD', P .. 'dead', '*', 'id', id, 'reason', reason,
             'error', jobs_error_text(line), 'ts', now_text)
@@ -282,6 +293,13 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, bat
     jobs_batch_count(P, id, state, reason, now_ms)
     local tally = batch or {}
     tally[state] = (tally[state] or 0) + 1
+    -- waiters are told in the flush, after every result of the call is stored
+    local events = tally.events or {}
+    events[#events + 1] = 'id'
+    events[#events + 1] = id
+    events[#events + 1] = 'state'
+    events[#events + 1] = state
+    tally.events = events
     if state == 'done' then
         local entries = tally.done_entries or {}
         entries[#entries + 1] = jobs_done_entry(now_text, id)

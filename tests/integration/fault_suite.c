@@ -230,7 +230,8 @@ static void check_redis(struct fault_run *fr, long long *retries, int *done, int
     assert_int_equal(good_not_done, 0);
     assert_int_equal(bad_not_dead, 0);
 
-    /* P events: exactly one entry per job. */
+    /* P events: exactly one event per job. An entry names the jobs one
+     * settle call finished: {id, <job>, state, <state>} for each. */
     snprintf(key, sizeof(key), "%sevents", fr->prefix);
     redisReply *r = redisCommand(c, "XRANGE %s - +", key);
     assert_true(r != NULL && r->type == REDIS_REPLY_ARRAY);
@@ -238,21 +239,18 @@ static void check_redis(struct fault_run *fr, long long *retries, int *done, int
     *done = *dead = 0;
     for (size_t i = 0; i < r->elements; i++) {
         redisReply *f = r->element[i]->element[1];
-        const char *eid = NULL, *st = NULL;
-        for (size_t k = 0; k + 1 < f->elements; k += 2) {
-            if (strcmp(f->element[k]->str, "id") == 0)
-                eid = f->element[k + 1]->str;
-            else if (strcmp(f->element[k]->str, "state") == 0)
-                st = f->element[k + 1]->str;
+        assert_true(f->elements > 0 && f->elements % 4 == 0);
+        for (size_t k = 0; k + 3 < f->elements; k += 4) {
+            assert_string_equal(f->element[k]->str, "id");
+            assert_string_equal(f->element[k + 2]->str, "state");
+            const char *eid = f->element[k + 1]->str, *st = f->element[k + 3]->str;
+            if (json_object_get(seen, eid) != NULL)
+                fprintf(stderr, "# two events for %s\n", eid);
+            assert_null(json_object_get(seen, eid));
+            json_object_set_new(seen, eid, json_true());
+            *done += strcmp(st, "done") == 0;
+            *dead += strcmp(st, "dead") == 0;
         }
-        assert_non_null(eid);
-        assert_non_null(st);
-        if (json_object_get(seen, eid) != NULL)
-            fprintf(stderr, "# two events for %s\n", eid);
-        assert_null(json_object_get(seen, eid));
-        json_object_set_new(seen, eid, json_true());
-        *done += strcmp(st, "done") == 0;
-        *dead += strcmp(st, "dead") == 0;
     }
     assert_int_equal(json_object_size(seen), total);
     json_decref(seen);

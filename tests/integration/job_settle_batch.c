@@ -136,6 +136,17 @@ static void test_one_call_settles_each_delivery(void **state)
     assert_int_equal(key_int(&a, "HEXISTS %sjob:%s result", "j3"), 1);
     assert_int_equal(key_int(&a, "XLEN %s%s", "dead"), 1);
     assert_int_equal(worker_pending(a.c, a.P, "normal"), 0);
+    /* waiters are told once for the call: one events entry naming the
+     * finished jobs in order, each with its state */
+    r = redisCommand(a.c, "XRANGE %sevents - +", a.P);
+    assert_true(r != NULL && r->type == REDIS_REPLY_ARRAY);
+    assert_int_equal(r->elements, 1);
+    const redisReply *f = r->element[0]->element[1];
+    const char *want_fields[] = {"id", "j1", "state", "done", "id", "j3", "state", "dead"};
+    assert_int_equal(f->elements, 8);
+    for (int i = 0; i < 8; i++)
+        assert_string_equal(f->element[i]->str, want_fields[i]);
+    freeReplyObject(r);
     acct_close(&a);
 }
 
@@ -279,7 +290,7 @@ static void test_missing_hash_gets_one_result(void **state)
         long long ttl = redis_int(a.c, "PTTL %s", key, NULL);
         assert_true(i == 0 ? ttl > 0 : ttl == -1);
     }
-    assert_int_equal(key_int(&a, "XLEN %s%s", "events"), 2);
+    assert_int_equal(worker_event_jobs(a.c, a.P), 2); /* once: the second round tells none */
     assert_int_equal(key_int(&a, "LLEN %s%s", "done"), 1);
     assert_int_equal(key_int(&a, "XLEN %s%s", "dead"), 1);
     acct_close(&a);

@@ -127,8 +127,7 @@ static double one_run(int run, long long tpm)
     char prefix[128], key[256];
     snprintf(prefix, sizeof(prefix), "llmq:{%s}:", account);
     redisContext *c = llmq_test_redis_connect();
-    snprintf(key, sizeof(key), "%sevents", prefix);
-    assert_int_equal(redis_int(c, "XLEN %s", key, NULL), JOBS);
+    assert_int_equal(worker_event_jobs(c, prefix), JOBS);
     int missing = 0;
     for (int i = 0; i < JOBS; i++) {
         char id[32];

@@ -78,8 +78,7 @@ static void test_two_settles_of_one_job(void **state)
     snprintf(key, sizeof(key), "%sjob:r-0", prefix);
     assert_true(wait_int(c, "HEXISTS %s result", key, 1, 30000));
     assert_int_equal(worker_wait(b, 30000), 0);
-    snprintf(key, sizeof(key), "%sevents", prefix);
-    assert_int_equal(redis_int(c, "XLEN %s", key, NULL), 1);
+    assert_int_equal(worker_event_jobs(c, prefix), 1);
 
     /* A wakes up to its own answer and settles the job again. */
     kill(a, SIGCONT);
@@ -93,8 +92,7 @@ static void test_two_settles_of_one_job(void **state)
     free(text);
     assert_true(a_settled);
 
-    snprintf(key, sizeof(key), "%sevents", prefix);
-    assert_int_equal(redis_int(c, "XLEN %s", key, NULL), 1);
+    assert_int_equal(worker_event_jobs(c, prefix), 1);
     snprintf(key, sizeof(key), "%sstats", prefix);
     assert_int_equal(redis_int(c, "HGET %s %s", key, "done"), 1);
     snprintf(key, sizeof(key), "%sdone", prefix);

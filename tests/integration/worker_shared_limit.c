@@ -76,8 +76,7 @@ static void test_four_workers_share_one_limit(void **state)
         missing += redis_int(c, "HEXISTS %s %s", key, "result") != 1;
     }
     assert_int_equal(missing, 0);
-    snprintf(key, sizeof(key), "%sevents", prefix);
-    assert_int_equal(redis_int(c, "XLEN %s", key, NULL), JOBS);
+    assert_int_equal(worker_event_jobs(c, prefix), JOBS);
     redisFree(c);
 
     /* The API never saw a request over its limit: no sliding window of its

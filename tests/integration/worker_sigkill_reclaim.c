@@ -54,8 +54,7 @@ static void test_killed_worker_jobs_are_reclaimed(void **state)
     }
     assert_int_equal(missing, 0);
     assert_int_equal(redelivered, JOBS);
-    snprintf(key, sizeof(key), "%sevents", prefix);
-    assert_int_equal(redis_int(c, "XLEN %s", key, NULL), JOBS); /* no duplicate results */
+    assert_int_equal(worker_event_jobs(c, prefix), JOBS); /* no duplicate results */
     assert_int_equal(worker_pending(c, prefix, "normal"), 0);
     redisFree(c);
     /* B sent every job once it had reclaimed them (A's calls, cut off by the

@@ -66,8 +66,7 @@ static void run_drain(const char *latency, const char *grace, int expect_finishe
     pid_t w2 = worker_start(account, &sim, log, args2);
     assert_int_equal(worker_wait(w2, 60000), 0);
     assert_int_equal(redis_int(c, "HGET %s %s", key, "done"), JOBS);
-    snprintf(key, sizeof(key), "%sevents", prefix);
-    assert_int_equal(redis_int(c, "XLEN %s", key, NULL), JOBS);
+    assert_int_equal(worker_event_jobs(c, prefix), JOBS);
     /* Every job was called exactly once for its result: one attempt each. */
     for (int i = 0; i < JOBS; i++) {
         snprintf(key, sizeof(key), "%sjob:t-%d", prefix, i);

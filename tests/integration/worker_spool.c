@@ -101,8 +101,7 @@ static void test_results_survive_redis_and_worker(void **state)
         snprintf(key, sizeof(key), "%sjob:s-%d", prefix, i);
         assert_int_equal(redis_int(c, "HEXISTS %s %s", key, "result"), 1);
     }
-    snprintf(key, sizeof(key), "%sevents", prefix);
-    assert_int_equal(redis_int(c, "XLEN %s", key, NULL), JOBS);
+    assert_int_equal(worker_event_jobs(c, prefix), JOBS);
     snprintf(key, sizeof(key), "%sstats", prefix);
     assert_int_equal(redis_int(c, "HGET %s %s", key, "done"), JOBS);
     redisFree(c);

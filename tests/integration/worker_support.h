@@ -17,6 +17,7 @@
 
 #include "jobs_cli_run.h"
 #include "openai_sim_support.h"
+#include "redis/redis.h"
 #include "redis/script.h"
 #include "testsupport.h"
 
@@ -262,6 +263,25 @@ static inline long long worker_pending(redisContext *c, const char *prefix, cons
     snprintf(key, sizeof(key), "%sq:%s", prefix, prio);
     redisReply *r = redisCommand(c, "XPENDING %s workers", key);
     long long n = r && r->type == REDIS_REPLY_ARRAY ? r->element[0]->integer : -1;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+/* Jobs named by the entries of P events (prefix "llmq:{account}:"): an
+ * entry names every job one settle call finished, as {id, state} pairs; -1
+ * on an error. */
+static inline long long worker_event_jobs(redisContext *c, const char *prefix)
+{
+    redisReply *r = redisCommand(c, "XRANGE %sevents - +", prefix);
+    long long n = r && r->type == REDIS_REPLY_ARRAY ? 0 : -1;
+    for (size_t i = 0; n >= 0 && i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+        size_t pos = 0;
+        while (e->type == REDIS_REPLY_ARRAY && e->elements == 2 &&
+               llmq_redis_field_next(e->element[1], "id", &pos) != NULL)
+            n++;
+    }
     if (r)
         freeReplyObject(r);
     return n;
