@@ -116,8 +116,8 @@
  *                            "|rel", "|rel2" (common/jobs/calibration.h)
  *   P settings         HASH  retention and enqueue settings, `llmq settings`:
  *                            result_ttl_ms (default 7 days), result_max (1000000),
- *                            events_max (100000, approximate MAXLEN of events,
- *                            in entries),
+ *                            events_max (100000: about how many jobs the
+ *                            events entries name, an approximate MAXLEN),
  *                            events_ttl_ms (1 day; events older are trimmed),
  *                            max_body_bytes (1048576, checked by enqueue)
  *   P auth_pause       HASH  present while the account is paused because the API

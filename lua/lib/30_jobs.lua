@@ -14,8 +14,8 @@
 -- so nothing unacknowledged goes. The events stream (no consumer group:
 -- waiters read it live) gets one entry per call that finished jobs, naming
 -- them as {id, state} pairs (at most JOBS_EVENT_JOBS an entry); it is kept by
--- count (events_max entries, at every XADD) and by age (events_ttl_ms, every
--- 256 finishes).
+-- count (about events_max jobs, at every XADD) and by age (events_ttl_ms,
+-- every 256 finishes).
 
 -- Defaults of the P settings fields the scripts read (see common/redis/keys.h).
 local JOBS_DEFAULTS = {
@@ -51,7 +51,6 @@ local function llmq_jobs_settings(P)
     }
     -- as command arguments (llmq_int_text)
     s.result_ttl_text = llmq_int_text(s.result_ttl_ms)
-    s.events_max_text = llmq_int_text(s.events_max)
     return s
 end
 
@@ -223,10 +222,14 @@ local function llmq_jobs_finish_flush(P, tally, s, now_ms)
     if tally.events then
         -- One entry for the call's finishes (an XADD per job cost more than
         -- the rest of telling waiters), at most JOBS_EVENT_JOBS jobs each.
+        -- events_max counts jobs: an entry of k jobs keeps about
+        -- events_max / k entries.
         local ev, per = tally.events, 4 * JOBS_EVENT_JOBS
         for i = 1, #ev, per do
-            redis.call('XADD', P .. 'events', 'MAXLEN', '~', s.events_max_text, '*',
-                unpack(ev, i, math.min(i + per - 1, #ev)))
+            local last = math.min(i + per - 1, #ev)
+            local k = (last - i + 1) / 4
+            redis.call('XADD', P .. 'events', 'MAXLEN', '~',
+                llmq_int_text(math.max(math.ceil(s.events_max / k), 1)), '*', unpack(ev, i, last))
         end
     end
     local trim = false
