@@ -179,6 +179,17 @@ expect "  ... with retry-after" grep -qi '^retry-after: [0-9]' "$STACK_DIR/h"
 # long (so the cancel can only come from the hang-up), the job seen queued in
 # Redis before the caller leaves, then seen cancelled.
 jobs_in() { redis-cli -p "$REDIS_PORT" --scan --pattern "llmq:{$LLMQ_ACCOUNT}:job:*" | sort; }
+# new_queued_job: sets job to the key of a job that is not in jobs.before and
+# is queued (waits up to 20 s; '' when none)
+new_queued_job() {
+    job=""
+    for _ in $(seq 400); do
+        job=$(jobs_in | comm -13 "$STACK_DIR/jobs.before" - | head -1)
+        [ -n "$job" ] && [ "$(redis-cli -p "$REDIS_PORT" HGET "$job" state)" = queued ] && return
+        job=""
+        sleep 0.05
+    done
+}
 jobs_in >"$STACK_DIR/jobs.before"
 "$LLMQ_BIN_DIR/llmq-gateway" --listen 127.0.0.1:0 --port-file "$STACK_DIR/long.port" \
     --max-wait-ms 60000 --log-level warn 2>"$STACK_DIR/long-gw.err" &
@@ -187,13 +198,7 @@ for _ in $(seq 400); do [ -s "$STACK_DIR/long.port" ] && break; sleep 0.05; done
 curl -s -o /dev/null "http://127.0.0.1:$(cat "$STACK_DIR/long.port")/v1/chat/completions" \
     "${auth[@]}" -d "$slow" &
 curl_pid=$!
-job=""
-for _ in $(seq 400); do
-    job=$(jobs_in | comm -13 "$STACK_DIR/jobs.before" - | head -1)
-    [ -n "$job" ] && [ "$(redis-cli -p "$REDIS_PORT" HGET "$job" state)" = queued ] && break
-    job=""
-    sleep 0.05
-done
+new_queued_job
 expect "the waiting call's job is queued" [ -n "$job" ]
 kill "$curl_pid"
 wait "$curl_pid" 2>/dev/null
@@ -211,13 +216,7 @@ curl -s --max-time 20 -o "$STACK_DIR/old.body" -w '%{http_code}' \
     "http://127.0.0.1:$(cat "$STACK_DIR/long.port")/v1/chat/completions" "${auth[@]}" \
     -d "$slow" >"$STACK_DIR/old.code" &
 curl_pid=$!
-job=""
-for _ in $(seq 400); do
-    job=$(jobs_in | comm -13 "$STACK_DIR/jobs.before" - | head -1)
-    [ -n "$job" ] && [ "$(redis-cli -p "$REDIS_PORT" HGET "$job" state)" = queued ] && break
-    job=""
-    sleep 0.05
-done
+new_queued_job
 oid=${job#llmq:\{$LLMQ_ACCOUNT\}:job:}
 oline='{"id":"batch_req_old","custom_id":"'$oid'","response":{"status_code":200,"request_id":"req_old","body":{"id":"chatcmpl-old","object":"chat.completion","created":1,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"from an older worker"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}},"error":null}'
 redis-cli -p "$REDIS_PORT" SET "llmq:{$LLMQ_ACCOUNT}:res:$oid" "$oline" >/dev/null
