@@ -296,6 +296,33 @@ static void test_missing_hash_gets_one_result(void **state)
     acct_close(&a);
 }
 
+/* events_max counts jobs, not entries: an entry naming k jobs trims the
+ * stream to about events_max / k entries. With 8 jobs a call and events_max
+ * 800 that is 100 entries; MAXLEN ~ drops only whole stream nodes (100
+ * entries), so after 250 calls at most about 200 entries are left, where a
+ * count of entries (800) would keep all 250. */
+static void test_events_max_counts_jobs(void **state)
+{
+    (void)state;
+    struct script_account a;
+    script_account_open(&a, "sbatchev");
+    freeReplyObject(redisCommand(a.c, "HSET %ssettings events_max 800", a.P));
+    for (int call = 0; call < 250; call++) {
+        char tag[16];
+        snprintf(tag, sizeof(tag), "e%d-", call);
+        struct grant g[8];
+        take(&a, tag, 8, g);
+        const char *vals[8 * SETTLE_VALUES];
+        for (int i = 0; i < 8; i++)
+            delivery(&vals[i * SETTLE_VALUES], &g[i], "done", "{}");
+        freeReplyObject(settle(&a, vals, 8));
+    }
+    long long entries = key_int(&a, "XLEN %s%s", "events");
+    assert_true(entries >= 100 && entries <= 200);
+    assert_int_equal(worker_event_jobs(a.c, a.P), entries * 8);
+    acct_close(&a);
+}
+
 /* An entry whose job key is not a hash (hostile data, kept in the stream
  * until the trim) does not break `llmq status`. */
 static void test_status_survives_hostile_job_key(void **state)
@@ -321,6 +348,7 @@ int main(void)
         cmocka_unit_test(test_batch_sweep_keeps_finish_order),
         cmocka_unit_test(test_missing_hash_gets_one_result),
         cmocka_unit_test(test_status_survives_hostile_job_key),
+        cmocka_unit_test(test_events_max_counts_jobs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
