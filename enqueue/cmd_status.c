@@ -482,25 +482,39 @@ static void fmt_ago(char *buf, size_t n, long long ms)
         snprintf(buf, n, "%lldh%02lldm ago", s / 3600, s / 60 % 60);
 }
 
+/* The three kinds of workers print_workers lists, in its order. */
+enum worker_kind { WORKER_LIVE, WORKER_GONE, WORKER_STOPPED };
+
+static enum worker_kind worker_kind_of(const json_t *v)
+{
+    if (json_is_true(json_object_get(v, "live")))
+        return WORKER_LIVE;
+    /* silent with jobs pending: those are reclaimed; silent with none: it
+     * stopped (a clean exit takes its heartbeat away, its consumer stays) */
+    return jint(v, "pending") > 0 ? WORKER_GONE : WORKER_STOPPED;
+}
+
 static void print_workers(const json_t *o)
 {
-    size_t i, live = 0, gone = 0;
+    size_t i, count[3] = {0, 0, 0};
     json_t *v;
     json_t *ws = json_object_get(o, "workers");
     json_array_foreach(ws, i, v)
     {
-        live += json_is_true(json_object_get(v, "live"));
-        gone += !json_is_true(json_object_get(v, "live"));
+        count[worker_kind_of(v)]++;
     }
-    printf("  workers live (seen within %d s): %zu%s\n", LLMQ_WORKER_LIVE_MS / 1000, live,
-           live ? "" : " - nothing takes jobs from this account's queues");
-    for (int want_live = 1; want_live >= 0; want_live--) {
-        if (!want_live && gone > 0)
-            printf("  gone (silent; their jobs are reclaimed after the visibility timeout): %zu\n",
-                   gone);
+    printf("  workers live (seen within %d s): %zu%s\n", LLMQ_WORKER_LIVE_MS / 1000,
+           count[WORKER_LIVE],
+           count[WORKER_LIVE] ? "" : " - nothing takes jobs from this account's queues");
+    const char *headings[3] = {
+        NULL, "gone (silent; their jobs are reclaimed after the visibility timeout)",
+        "stopped (silent, nothing pending)"};
+    for (int kind = WORKER_LIVE; kind <= WORKER_STOPPED; kind++) {
+        if (headings[kind] != NULL && count[kind] > 0)
+            printf("  %s: %zu\n", headings[kind], count[kind]);
         json_array_foreach(ws, i, v)
         {
-            if (json_is_true(json_object_get(v, "live")) != want_live)
+            if ((int)worker_kind_of(v) != kind)
                 continue;
             char name[64], ago[32];
             fit(name, sizeof(name), json_string_value(json_object_get(v, "name")), 50);

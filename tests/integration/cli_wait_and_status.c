@@ -175,6 +175,9 @@ static void test_busy_status_is_readable(void **state)
                                  "a-worker-that-exited-long-ago-with-a-very-long-host-name-12345 "
                                  "COUNT 3 STREAMS %sq:normal >",
                                  prefix));
+    /* a worker that exited cleanly: its consumer stays, nothing pending */
+    freeReplyObject(
+        redisCommand(c, "XGROUP CREATECONSUMER %sq:normal workers a-clean-exit", prefix));
 
     const char *status[] = {"llmq", "status", NULL};
     r = cli_run(account, status);
@@ -211,8 +214,11 @@ static void test_busy_status_is_readable(void **state)
     assert_true(pos_of(r.out, "PAUSED") < pos_of(r.out, "    gpt-4o "));
     assert_non_null(strstr(r.out, "WARNING: model gpt-4o-mini has no limit"));
     assert_non_null(strstr(r.out, "workers live (seen within 30 s): 0"));
-    assert_non_null(strstr(r.out, "gone (silent"));
-    assert_non_null(strstr(r.out, "a-worker-that-exited"));
+    /* silent with jobs pending: gone (they are reclaimed); silent with
+     * none: stopped, listed after */
+    assert_non_null(strstr(r.out, "gone (silent; their jobs are reclaimed after the visibility "
+                                  "timeout): 1\n    a-worker-that-exited"));
+    assert_non_null(strstr(r.out, "stopped (silent, nothing pending): 1\n    a-clean-exit"));
     cli_free(&r);
 
     /* JSON for machines: numbers as numbers */
@@ -227,7 +233,14 @@ static void test_busy_status_is_readable(void **state)
     assert_string_equal(
         json_string_value(json_array_get(json_object_get(o, "unlimited_models"), 0)),
         "gpt-4o-mini");
-    json_t *w0 = json_array_get(json_object_get(o, "workers"), 0);
+    json_t *w0 = NULL, *w;
+    size_t wi;
+    json_array_foreach(json_object_get(o, "workers"), wi, w)
+    {
+        if (strncmp(json_string_value(json_object_get(w, "name")), "a-worker-that-exited", 20) == 0)
+            w0 = w;
+    }
+    assert_non_null(w0);
     assert_true(json_is_false(json_object_get(w0, "live")));
     assert_int_equal(json_integer_value(json_object_get(w0, "pending")), 3);
     json_decref(o);
