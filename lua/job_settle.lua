@@ -77,13 +77,31 @@ local tally = {} -- the call's finishes, for llmq_jobs_finish_flush
 local reply = {}
 local streams = {} -- prio -> its stream's key, built once per call
 
--- True when the delivery whose arguments start after ARGV[base] brings no
--- pause and no rate-limit header (the worker sends "0" and "-1" then): most
--- settles, since the worker sends header values at most every 100 ms per
--- model. Only a shortcut: other texts take the full parse below.
-local function nothing_to_learn(base)
-    return ARGV[base + 12] == '0' and ARGV[base + 13] == '-1' and ARGV[base + 14] == '-1' and
-        ARGV[base + 17] == '-1' and ARGV[base + 18] == '-1'
+-- Pauses and teaches the account+model bucket what the delivery whose
+-- arguments start after ARGV[base] brings: its pause (pause_ms, parsed) and
+-- OpenAI's rate-limit headers.
+local function learn(base, pause_ms)
+    -- Most settles bring neither (the worker sends "0" and "-1" then, and
+    -- header values at most every 100 ms per model): a shortcut before the
+    -- parse; other texts take the full parse.
+    if ARGV[base + 12] == '0' and ARGV[base + 13] == '-1' and ARGV[base + 14] == '-1' and
+        ARGV[base + 17] == '-1' and ARGV[base + 18] == '-1' then
+        return
+    end
+    local model = ARGV[base + 11]
+    local rem_req, rem_tok = tonumber(ARGV[base + 13]) or -1, tonumber(ARGV[base + 14]) or -1
+    local reset_req, reset_tok = tonumber(ARGV[base + 15]) or -1, tonumber(ARGV[base + 16]) or -1
+    local lim_req, lim_tok = tonumber(ARGV[base + 17]) or -1, tonumber(ARGV[base + 18]) or -1
+    if model ~= nil and model ~= '' and (pause_ms > 0 or rem_req >= 0 or rem_tok >= 0 or
+            lim_req > 0 or lim_tok > 0) then
+        -- a session of its own, flushed before the next delivery's refund
+        -- can change the same bucket
+        local s = limiter_session(P, 'normal', now)
+        local b = limiter_bucket(s, model, 'model')
+        limiter_bucket_pause(s, b, pause_ms)
+        limiter_learn(s, b, rem_req, rem_tok, reset_req, reset_tok, lim_req, lim_tok)
+        limiter_flush(s)
+    end
 end
 
 -- Settles the delivery whose arguments start after ARGV[base].
@@ -133,7 +151,6 @@ local function settle(base)
         redis.call('HSETNX', P .. 'auth_pause', 'since_ms', now)
     end
 
-    local model = ARGV[base + 11]
     local pause_ms = tonumber(ARGV[base + 12]) or 0
     -- Counters for status: a pause comes only with a rate-limit 429;
     -- insufficient_quota is a 429 that is not a rate limit.
@@ -143,24 +160,7 @@ local function settle(base)
         redis.call('HINCRBY', P .. 'stats', 'http_429', 1)
         redis.call('HINCRBY', P .. 'stats', 'insufficient_quota', 1)
     end
-    if nothing_to_learn(base) then
-        reply[#reply + 1] = owned
-        reply[#reply + 1] = finished
-        return
-    end
-    local rem_req, rem_tok = tonumber(ARGV[base + 13]) or -1, tonumber(ARGV[base + 14]) or -1
-    local reset_req, reset_tok = tonumber(ARGV[base + 15]) or -1, tonumber(ARGV[base + 16]) or -1
-    local lim_req, lim_tok = tonumber(ARGV[base + 17]) or -1, tonumber(ARGV[base + 18]) or -1
-    if model ~= nil and model ~= '' and (pause_ms > 0 or rem_req >= 0 or rem_tok >= 0 or
-            lim_req > 0 or lim_tok > 0) then
-        -- a session of its own, flushed before the next delivery's refund
-        -- can change the same bucket
-        local s = limiter_session(P, 'normal', now)
-        local b = limiter_bucket(s, model, 'model')
-        limiter_bucket_pause(s, b, pause_ms)
-        limiter_learn(s, b, rem_req, rem_tok, reset_req, reset_tok, lim_req, lim_tok)
-        limiter_flush(s)
-    end
+    learn(base, pause_ms)
     reply[#reply + 1] = owned
     reply[#reply + 1] = finished
 end

@@ -92,20 +92,28 @@ local function worker_int_field(v)
     return n
 end
 
+-- Why the model, tenant and user fields of job (HMGET as below) cannot name
+-- a queue key, or nil.
+local function worker_job_names_invalid(job)
+    if not worker_name_ok(job[1]) then
+        return 'job has no valid model'
+    elseif job[2] and job[2] ~= '' and not worker_name_ok(job[2]) then
+        return 'job has an invalid tenant'
+    elseif job[3] and job[3] ~= '' and not worker_name_ok(job[3]) then
+        return 'job has an invalid user'
+    end
+    return nil
+end
+
 -- Why job (HMGET of model, tenant, user, cost, deadline_ms, attempts,
 -- max_attempts, state, est_prompt_tokens, url) cannot be run, or nil.
 -- names_known: the job is the head of a key queue, whose model, tenant and
 -- user name it (checked when it was queued), so its own name fields are not
 -- used and need no check.
 local function worker_job_invalid(job, names_known)
-    if names_known then
-        -- the fields below only
-    elseif not worker_name_ok(job[1]) then
-        return 'job has no valid model'
-    elseif job[2] and job[2] ~= '' and not worker_name_ok(job[2]) then
-        return 'job has an invalid tenant'
-    elseif job[3] and job[3] ~= '' and not worker_name_ok(job[3]) then
-        return 'job has an invalid user'
+    local bad = not names_known and worker_job_names_invalid(job)
+    if bad then
+        return bad
     end
     local cost = worker_int_field(job[4])
     if not cost or cost < 0 then

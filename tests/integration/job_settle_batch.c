@@ -87,6 +87,16 @@ static redisReply *settle(const struct script_account *a, const char **vals, int
     return r;
 }
 
+/* Settles g[0..n) in one call, each with mode and an empty output line. */
+static void settle_all(const struct script_account *a, const struct grant *g, int n,
+                       const char *mode)
+{
+    static const char *vals[MAX_GRANTS * SETTLE_VALUES];
+    for (int i = 0; i < n; i++)
+        delivery(&vals[i * SETTLE_VALUES], &g[i], mode, "{}");
+    freeReplyObject(settle(a, vals, n));
+}
+
 static long long key_int(const struct script_account *a, const char *fmt, const char *name)
 {
     return redis_int(a->c, fmt, a->P, name);
@@ -184,19 +194,14 @@ static void test_acked_entries_trimmed_not_queued(void **state)
     struct script_account a;
     script_account_open(&a, "sbatchtrim");
     static struct grant g[MAX_GRANTS];
-    static const char *vals[MAX_GRANTS * SETTLE_VALUES];
     take(&a, "t", MAX_GRANTS, g);
     /* the first 100 end: their entries stay in the stream, acknowledged */
-    for (int i = 0; i < 100; i++)
-        delivery(&vals[i * SETTLE_VALUES], &g[i], "dead", "{}");
-    freeReplyObject(settle(&a, vals, 100));
+    settle_all(&a, g, 100, "dead");
     assert_int_equal(key_int(&a, "XLEN %sq:%s", "normal"), MAX_GRANTS);
     assert_int_equal(worker_pending(a.c, a.P, "normal"), MAX_GRANTS - 100);
     assert_int_equal(status_queued_normal(&a), 0);
     /* the 256th dead job trims what every group acknowledged */
-    for (int i = 100; i < MAX_GRANTS; i++)
-        delivery(&vals[(i - 100) * SETTLE_VALUES], &g[i], "dead", "{}");
-    freeReplyObject(settle(&a, vals, MAX_GRANTS - 100));
+    settle_all(&a, &g[100], MAX_GRANTS - 100, "dead");
     assert_int_equal(key_int(&a, "HGET %sstats %s", "dead"), MAX_GRANTS);
     assert_true(key_int(&a, "XLEN %sq:%s", "normal") <= 1);
     assert_int_equal(status_queued_normal(&a), 0);
@@ -212,11 +217,8 @@ static void test_batch_counts_and_sweeps(void **state)
     script_account_open(&a, "sbatchsweep");
     freeReplyObject(redisCommand(a.c, "HSET %ssettings result_max 2", a.P));
     struct grant g[5];
-    const char *vals[5 * SETTLE_VALUES];
     take(&a, "s", 5, g);
-    for (int i = 0; i < 5; i++)
-        delivery(&vals[i * SETTLE_VALUES], &g[i], "done", "{}");
-    freeReplyObject(settle(&a, vals, 5));
+    settle_all(&a, g, 5, "done");
     assert_int_equal(key_int(&a, "HGET %sstats %s", "done"), 5);
     assert_int_equal(key_int(&a, "LLEN %s%s", "done"), 2);
     long long kept = 0;
@@ -312,10 +314,7 @@ static void test_events_max_counts_jobs(void **state)
         snprintf(tag, sizeof(tag), "e%d-", call);
         struct grant g[8];
         take(&a, tag, 8, g);
-        const char *vals[8 * SETTLE_VALUES];
-        for (int i = 0; i < 8; i++)
-            delivery(&vals[i * SETTLE_VALUES], &g[i], "done", "{}");
-        freeReplyObject(settle(&a, vals, 8));
+        settle_all(&a, g, 8, "done");
     }
     long long entries = key_int(&a, "XLEN %s%s", "events");
     assert_true(entries >= 100 && entries <= 200);
