@@ -3,14 +3,15 @@
  *
  * Creating a batch reads its input file, checks it again (settings may have
  * changed since the upload) and that every line is for the batch's endpoint,
- * writes the batch (P gw:batch:<id>, its job list, its index entry) in one
- * MULTI/EXEC with status in_progress, then enqueues every line as a job
- * "<batch id>.<custom_id>" through llmq_job_store_push_async (lua/enqueue.lua)
- * with the completion window as the jobs' ttl. From then on the batch's
- * counts and its end are kept by the scripts that end jobs
- * (lua/lib/30_jobs.lua llmq_jobs_batch_settle): GET only reads. Should the
- * enqueue fail half-way, the jobs already queued are cancelled and the batch
- * is failed, so no batch is left half-written and running. */
+ * then makes it whole or nothing (see "staging" below): the batch is written
+ * hidden (status validating), every line is enqueued held as a job
+ * "<batch id>.<custom_id>" (llmq_job_store_push_async, lua/enqueue.lua
+ * {held}) with the completion window as the jobs' ttl, and
+ * lua/batch_stage.lua commits it: visible, in_progress, every job queued.
+ * From then on the batch's counts and its end are kept by the scripts that
+ * end jobs (lua/lib/30_jobs.lua llmq_jobs_batch_settle): GET only reads.
+ * A cancel always ends: the last of its job_cancel calls says every id was
+ * looked at, so ids of jobs that never existed end the batch too. */
 #include <hiredis/async.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -24,13 +25,14 @@
 #include "files.h"
 #include "jobs/job.h"
 #include "jobs/job_store.h"
+#include "lease.h"
 #include "list.h"
 #include "base/log.h"
 #include "redis/script.h"
 
 #define INVALID "invalid_request_error"
 #define IDS_PER_COMMAND 1000
-#define CANCEL_IDS_PER_CALL 500
+#define IDS_PER_CALL 500 /* job ids per script call: bounds each call's time */
 
 static const char *const batch_fields[] = {
     "status",       "endpoint",       "input_file_id", "completion_window",
@@ -72,6 +74,11 @@ static long long num(const redisReply *v, size_t i)
     return s ? atoll(s) : 0;
 }
 
+int gw_batch_visible(const char *status)
+{
+    return status != NULL && strcmp(status, "validating") != 0;
+}
+
 static int terminal(const char *status)
 {
     return strcmp(status, "completed") == 0 || strcmp(status, "cancelled") == 0 ||
@@ -79,12 +86,13 @@ static int terminal(const char *status)
 }
 
 /* OpenAI's Batch object from the HMGET of batch_fields; NULL when it is not
- * the caller's or does not exist. */
+ * the caller's, does not exist, or is still being created (hidden: whole or
+ * absent, see staging below). */
 static json_t *batch_object(struct gw_request *r, const char *id, const redisReply *v)
 {
     const char *status = gw_list_val(v, F_STATUS);
     const char *tenant = gw_list_val(v, F_TENANT);
-    if (status == NULL || strcmp(tenant ? tenant : "", r->key.tenant) != 0)
+    if (!gw_batch_visible(status) || strcmp(tenant ? tenant : "", r->key.tenant) != 0)
         return NULL;
     long long completed = num(v, F_COMPLETED), failed = num(v, F_FAILED);
     char out_id[GW_ID_MAX + 16], err_id[GW_ID_MAX + 16];
@@ -159,6 +167,211 @@ static const struct gw_list_spec batch_list = {
     .limit_max = 100,
 };
 
+/* ---- runs over a batch's job ids ---- */
+
+/* One script run over many job ids, in calls of IDS_PER_CALL. */
+struct chunked {
+    size_t left;     /* replies to come, + 1 while sending */
+    int failed;      /* a call got an error reply, or none */
+    char error[200]; /* the first error ("" none) */
+    void (*done)(const struct chunked *ch, void *ud);
+    void *ud;
+};
+
+static void chunked_release(struct chunked *ch)
+{
+    if (--ch->left > 0)
+        return;
+    ch->done(ch, ch->ud);
+    free(ch);
+}
+
+static void chunked_fail(struct chunked *ch, const char *why)
+{
+    if (!ch->failed)
+        snprintf(ch->error, sizeof(ch->error), "%s", why);
+    ch->failed = 1;
+}
+
+static void on_chunk(redisAsyncContext *ac, redisReply *reply, void *privdata)
+{
+    (void)ac;
+    struct chunked *ch = privdata;
+    if (reply == NULL || reply->type == REDIS_REPLY_ERROR)
+        chunked_fail(ch, reply ? reply->str : "Redis did not answer");
+    chunked_release(ch);
+}
+
+/* Runs script over ids[0..n) (borrowed for the call): each call's arguments
+ * are head[0..nh) (head[0] the prefix, KEYS[1]), then up to IDS_PER_CALL ids,
+ * then on the last call mark. Calls go in order on one connection, so the
+ * last one runs last. done runs once, from the loop, after every reply.
+ * Returns 0, or -1 when nothing could be sent (done will not run). */
+static int run_chunked(struct gw *gw, enum llmq_script_id script, const char *const *head, int nh,
+                       const char *const *ids, size_t n, const char *mark,
+                       void (*done)(const struct chunked *ch, void *ud), void *ud)
+{
+    redisAsyncContext *ac = gw_redis(gw);
+    struct chunked *ch = ac ? calloc(1, sizeof(*ch)) : NULL;
+    const char **argv = ch ? malloc(sizeof(*argv) * ((size_t)nh + IDS_PER_CALL + 1)) : NULL;
+    if (argv == NULL) {
+        free(ch);
+        return -1;
+    }
+    ch->done = done;
+    ch->ud = ud;
+    ch->left = 1;
+    size_t first = 0, sent = 0;
+    do {
+        size_t k = n - first < IDS_PER_CALL ? n - first : IDS_PER_CALL;
+        int argc = 0;
+        for (int i = 0; i < nh; i++)
+            argv[argc++] = head[i];
+        for (size_t i = 0; i < k; i++)
+            argv[argc++] = ids[first + i];
+        first += k;
+        if (first >= n)
+            argv[argc++] = mark;
+        ch->left++;
+        if (llmq_script_run_async(ac, script, 1, argc, argv, NULL, on_chunk, ch) != LLMQ_OK) {
+            ch->left--;
+            chunked_fail(ch, "cannot send to Redis");
+            break;
+        }
+        sent++;
+    } while (first < n);
+    free(argv);
+    if (sent == 0) {
+        free(ch);
+        return -1;
+    }
+    chunked_release(ch); /* the sending reference; the calls hold theirs */
+    return 0;
+}
+
+/* The string elements of an array reply, borrowed from it; NULL when out of
+ * memory or not an array. */
+static const char **reply_strings(const redisReply *rep)
+{
+    const char **ids = NULL;
+    if (rep != NULL && rep->type == REDIS_REPLY_ARRAY)
+        ids = malloc(sizeof(*ids) * (rep->elements + 1));
+    for (size_t i = 0; ids != NULL && i < rep->elements; i++)
+        ids[i] = rep->element[i]->type == REDIS_REPLY_STRING ? rep->element[i]->str : "";
+    return ids;
+}
+
+/* ---- staging: a batch is whole or absent ----
+ * A batch is written hidden (status validating, lease = this gateway's id,
+ * its id in P gw:staging), its jobs enqueued held (in no queue), then
+ * lua/batch_stage.lua commits it: visible, every job queued. Any failure
+ * before it was visible aborts it (nothing is left); a gateway killed
+ * part-way leaves it to whichever gateway gw_lease.lua hands it to
+ * (gw_batches_recover): committed if it was already visible, else aborted. */
+
+struct gw_stage {
+    struct gw *gw;
+    char id[40];
+    struct gw_stage *next;
+    int registered;
+};
+
+static void stage_register(struct gw *gw, struct gw_stage *s, const char *id)
+{
+    s->gw = gw;
+    snprintf(s->id, sizeof(s->id), "%s", id);
+    s->next = gw->stages;
+    gw->stages = s;
+    s->registered = 1;
+}
+
+static void stage_unregister(struct gw_stage *s)
+{
+    if (!s->registered)
+        return;
+    struct gw_stage **p = &s->gw->stages;
+    while (*p != NULL && *p != s)
+        p = &(*p)->next;
+    if (*p == s)
+        *p = s->next;
+    s->registered = 0;
+}
+
+static int stage_active(const struct gw *gw, const char *id)
+{
+    for (const struct gw_stage *s = gw->stages; s != NULL; s = s->next)
+        if (strcmp(s->id, id) == 0)
+            return 1;
+    return 0;
+}
+
+/* Runs batch_stage mode (commit|abort) over every id of batch bid. */
+static int stage_run(struct gw *gw, const char *bid, const char *mode, const char *const *ids,
+                     size_t n, void (*done)(const struct chunked *ch, void *ud), void *ud)
+{
+    const char *head[] = {gw->prefix, bid, gw->id, mode};
+    return run_chunked(gw, LLMQ_SCRIPT_BATCH_STAGE, head, 4, ids, n, "{last}", done, ud);
+}
+
+/* 1 when a batch_stage error says the batch is visible (an abort refused). */
+static int visible_error(const char *error)
+{
+    return strncmp(error, "LLMQ_ECONFLICT", 14) == 0;
+}
+
+/* A batch gw_lease.lua handed to this gateway. */
+struct recovery {
+    struct gw_stage stage;
+    int commit; /* 1: finish it; 0: roll it back */
+};
+
+static void recovery_end(struct recovery *rc)
+{
+    stage_unregister(&rc->stage);
+    free(rc);
+}
+
+static void on_recovered(const struct chunked *ch, void *ud)
+{
+    struct recovery *rc = ud;
+    if (ch->failed)
+        LLMQ_LOG(LLMQ_LOG_WARN, "gateway: batch %s: %s it failed (%s); tried again at the next "
+                 "lease renewal", rc->stage.id, rc->commit ? "finishing" : "rolling back",
+                 ch->error);
+    else
+        LLMQ_LOG(LLMQ_LOG_INFO, "gateway: batch %s: the gateway creating it is gone; %s",
+                 rc->stage.id,
+                 rc->commit ? "finished it (every job queued)" : "rolled it back (nothing kept)");
+    recovery_end(rc);
+}
+
+static void on_recover_ids(redisAsyncContext *ac, void *reply, void *privdata)
+{
+    (void)ac;
+    struct recovery *rc = privdata;
+    const char **ids = reply_strings(reply);
+    if (ids == NULL || stage_run(rc->stage.gw, rc->stage.id, rc->commit ? "commit" : "abort", ids,
+                                 ((redisReply *)reply)->elements, on_recovered, rc) != 0)
+        recovery_end(rc); /* tried again at the next renewal */
+    free(ids);
+}
+
+void gw_batches_recover(struct gw *gw, const char *id, const char *status)
+{
+    redisAsyncContext *ac = gw_redis(gw);
+    char key[LLMQ_KEY_FIXED_MAX + GW_ID_MAX];
+    if (stage_active(gw, id) || ac == NULL ||
+        llmq_key(key, sizeof(key), gw->prefix, LLMQ_KEY_GW_BATCH_JOBS, id, NULL) != LLMQ_OK)
+        return;
+    struct recovery *rc = calloc(1, sizeof(*rc));
+    if (rc == NULL)
+        return;
+    stage_register(gw, &rc->stage, id);
+    rc->commit = strcmp(status, "validating") != 0;
+    if (redisAsyncCommand(ac, on_recover_ids, rc, "LRANGE %s 0 -1", key) != REDIS_OK)
+        recovery_end(rc);
+}
+
 /* ---- create ---- */
 
 struct create {
@@ -166,58 +379,69 @@ struct create {
     struct llmq_batch batch;
     struct llmq_job_outcome *out;
     char id[40];
+    const char **ids; /* the jobs' ids, borrowed from batch */
+    char why[200];    /* why the batch was aborted */
+    struct gw_stage stage;
 };
 
 static void create_free(void *p)
 {
     struct create *c = p;
+    stage_unregister(&c->stage);
     free(c->req.metadata);
+    free(c->ids);
     llmq_batch_clear(&c->batch);
     free(c->out);
     free(c);
 }
 
-static void on_ignore(redisAsyncContext *ac, redisReply *reply, void *privdata)
+static void on_aborted(const struct chunked *ch, void *ud)
 {
-    (void)ac;
-    (void)reply;
-    (void)privdata;
+    struct gw_request *r = ud;
+    struct create *c = r->state;
+    if (!ch->failed) {
+        LLMQ_LOG(LLMQ_LOG_WARN, "gateway: batch %s: not created (%s); nothing of it was kept",
+                 c->id, c->why);
+        gw_respond_errorf(r, 503, "server_error", NULL, "service_unavailable",
+                          "The batch could not be created (%s); nothing of it was kept. Please "
+                          "create it again.",
+                          c->why);
+    } else if (visible_error(ch->error)) {
+        /* it was committed as far as being visible: it stands, and this
+         * gateway's next lease renewal queues the rest */
+        snprintf(r->m.id, sizeof(r->m.id), "%s", c->id);
+        respond_batch(r);
+    } else {
+        /* hidden still: rolled back once Redis answers (gw_lease.lua) */
+        gw_respond_no_redis(r);
+    }
+    gw_request_release(r);
 }
 
-/* Sends job_cancel for ids[0..n) of batch bid, in calls of CANCEL_IDS_PER_CALL;
- * the last call's reply goes to last_cb (with last_pd). Returns 0, or -1 when
- * nothing could be sent (last_cb will not run). */
-static int cancel_ids(struct gw *gw, const char *bid, const char *const *ids, size_t n,
-                      llmq_script_cb *last_cb, void *last_pd)
+/* Rolls the batch back, then answers. */
+static void abort_batch(struct gw_request *r, const char *why)
 {
-    redisAsyncContext *ac = gw_redis(gw);
-    const char *argv[2 + CANCEL_IDS_PER_CALL];
-    if (ac == NULL)
-        return -1;
-    size_t first = 0;
-    do {
-        size_t k = n - first < CANCEL_IDS_PER_CALL ? n - first : CANCEL_IDS_PER_CALL;
-        argv[0] = gw->prefix;
-        argv[1] = bid;
-        for (size_t i = 0; i < k; i++)
-            argv[2 + i] = ids[first + i];
-        int last = first + k >= n;
-        if (llmq_script_run_async(ac, LLMQ_SCRIPT_JOB_CANCEL, 1, (int)(2 + k), argv, NULL,
-                                  last ? last_cb : on_ignore, last ? last_pd : NULL) != LLMQ_OK)
-            return -1;
-        first += k;
-    } while (first < n);
-    return 0;
+    struct create *c = r->state;
+    snprintf(c->why, sizeof(c->why), "%s", why);
+    if (stage_run(r->gw, c->id, "abort", c->ids, c->batch.n_jobs, on_aborted, r) != 0) {
+        gw_respond_no_redis(r);
+        gw_request_release(r);
+    }
 }
 
-static void on_failed_marked(redisAsyncContext *ac, void *reply, void *privdata)
+static void on_committed(const struct chunked *ch, void *ud)
 {
-    (void)ac;
-    (void)reply;
-    struct gw_request *r = privdata;
-    gw_respond_errorf(r, 503, "server_error", NULL, "service_unavailable",
-                      "The batch could not be enqueued (Redis failed); it was cancelled and "
-                      "marked failed. Please create it again.");
+    struct gw_request *r = ud;
+    struct create *c = r->state;
+    if (ch->failed) {
+        LLMQ_LOG(LLMQ_LOG_WARN, "gateway: batch %s: commit failed: %s", c->id, ch->error);
+        abort_batch(r, ch->error); /* keeps the reference */
+        return;
+    }
+    r->gw->stats.batches_created++;
+    LLMQ_LOG(LLMQ_LOG_INFO, "gateway: batch %s: %zu jobs enqueued", c->id, c->batch.n_jobs);
+    snprintf(r->m.id, sizeof(r->m.id), "%s", c->id);
+    respond_batch(r);
     gw_request_release(r);
 }
 
@@ -225,28 +449,18 @@ static void on_pushed(enum llmq_rc rc, const struct llmq_error *err, void *ud)
 {
     struct gw_request *r = ud;
     struct create *c = r->state;
-    struct gw *gw = r->gw;
-    if (rc == LLMQ_OK) {
-        gw->stats.batches_created++;
-        LLMQ_LOG(LLMQ_LOG_INFO, "gateway: batch %s: %zu jobs enqueued", c->id, c->batch.n_jobs);
-        snprintf(r->m.id, sizeof(r->m.id), "%s", c->id);
-        respond_batch(r);
-        gw_request_release(r);
-        return;
-    }
-    LLMQ_LOG(LLMQ_LOG_WARN, "gateway: batch %s: enqueue failed: %s", c->id, err->msg);
-    const char **ids = malloc(sizeof(*ids) * c->batch.n_jobs);
-    for (size_t i = 0; ids != NULL && i < c->batch.n_jobs; i++)
-        ids[i] = c->batch.jobs[i].id;
-    redisAsyncContext *ac = gw_redis(gw);
-    if (ids != NULL)
-        cancel_ids(gw, c->id, ids, c->batch.n_jobs, on_ignore, NULL);
-    free(ids);
-    if (ac == NULL || redisAsyncCommand(ac, on_failed_marked, r,
-                                        "HSET %sgw:batch:%s status failed failed_at %lld",
-                                        gw->prefix, c->id, gw_unix_s()) != REDIS_OK) {
-        gw_respond_no_redis(r);
-        gw_request_release(r);
+    size_t taken = 0;
+    for (size_t i = 0; rc == LLMQ_OK && i < c->batch.n_jobs; i++)
+        taken += !c->out[i].created;
+    if (rc != LLMQ_OK) {
+        LLMQ_LOG(LLMQ_LOG_WARN, "gateway: batch %s: enqueue failed: %s", c->id, err->msg);
+        abort_batch(r, "Redis failed while its jobs were enqueued");
+    } else if (taken > 0) {
+        abort_batch(r, "job ids of it were taken");
+    } else if (r->gone) {
+        abort_batch(r, "the client hung up before it was created");
+    } else if (stage_run(r->gw, c->id, "commit", c->ids, c->batch.n_jobs, on_committed, r) != 0) {
+        abort_batch(r, "Redis failed before it was committed");
     }
 }
 
@@ -257,17 +471,20 @@ static void on_written(redisAsyncContext *ac, void *reply, void *privdata)
     redisReply *rep = reply;
     struct llmq_error err = {0};
     if (rep == NULL || rep->type != REDIS_REPLY_ARRAY) {
+        /* (nothing, or a hidden batch the lease renewal rolls back) */
         gw_respond_no_redis(r);
         gw_request_release(r);
         return;
     }
     /* the reference moves on to the push */
-    if (llmq_job_store_push_async(ac, r->gw->prefix, c->batch.jobs, c->batch.n_jobs, c->out,
+    const struct llmq_job_gate held = {.held = 1};
+    if (llmq_job_store_push_async(ac, r->gw->prefix, &held, c->batch.jobs, c->batch.n_jobs, c->out,
                                   on_pushed, r, &err) != LLMQ_OK)
         on_pushed(err.rc ? err.rc : LLMQ_EREDIS, &err, r);
 }
 
-/* Writes the batch hash, its job list and index entry in one MULTI/EXEC. */
+/* Writes the hidden batch (hash, job list, P gw:staging entry) in one
+ * MULTI/EXEC. */
 static void write_batch(struct gw_request *r)
 {
     struct create *c = r->state;
@@ -278,13 +495,20 @@ static void write_batch(struct gw_request *r)
         return;
     }
     long long now = gw_unix_s();
-    char key[LLMQ_KEY_FIXED_MAX + GW_ID_MAX], lkey[sizeof(key)], ikey[LLMQ_KEY_FIXED_MAX];
+    char key[LLMQ_KEY_FIXED_MAX + GW_ID_MAX], lkey[sizeof(key)], skey[LLMQ_KEY_FIXED_MAX];
     if (llmq_key(key, sizeof(key), gw->prefix, LLMQ_KEY_GW_BATCH, c->id, NULL) != LLMQ_OK ||
         llmq_key(lkey, sizeof(lkey), gw->prefix, LLMQ_KEY_GW_BATCH_JOBS, c->id, NULL) != LLMQ_OK ||
-        llmq_key(ikey, sizeof(ikey), gw->prefix, LLMQ_KEY_GW_BATCHES, NULL, NULL) != LLMQ_OK) {
+        llmq_key(skey, sizeof(skey), gw->prefix, LLMQ_KEY_GW_STAGING, NULL, NULL) != LLMQ_OK) {
         gw_respond_errorf(r, 500, "server_error", NULL, NULL, "batch key too long");
         return;
     }
+    c->ids = malloc(sizeof(*c->ids) * c->batch.n_jobs);
+    if (c->ids == NULL) {
+        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < c->batch.n_jobs; i++)
+        c->ids[i] = c->batch.jobs[i].id;
     char created[24], expires[24], total[24];
     snprintf(created, sizeof(created), "%lld", now);
     snprintf(expires, sizeof(expires), "%lld", now + c->req.window_ms / 1000);
@@ -292,7 +516,9 @@ static void write_batch(struct gw_request *r)
     const char *h[] = {"HSET",
                        key,
                        "status",
-                       "in_progress",
+                       "validating",
+                       "lease",
+                       gw->id,
                        "endpoint",
                        c->req.endpoint,
                        "input_file_id",
@@ -300,8 +526,6 @@ static void write_batch(struct gw_request *r)
                        "completion_window",
                        c->req.completion_window,
                        "created_at",
-                       created,
-                       "in_progress_at",
                        created,
                        "expires_at",
                        expires,
@@ -318,6 +542,9 @@ static void write_batch(struct gw_request *r)
                        c->req.metadata ? "metadata" : NULL,
                        c->req.metadata};
     int hn = c->req.metadata ? 28 : 26;
+    /* from here until the last batch_stage reply, gw_lease.lua's list of the
+     * batches this gateway holds names it: not to be recovered */
+    stage_register(gw, &c->stage, c->id);
     int ok = redisAsyncCommand(ac, NULL, NULL, "MULTI") == REDIS_OK &&
              redisAsyncCommandArgv(ac, NULL, NULL, hn, h, NULL) == REDIS_OK;
     const char *argv[2 + IDS_PER_COMMAND];
@@ -328,11 +555,10 @@ static void write_batch(struct gw_request *r)
         argv[0] = "RPUSH";
         argv[1] = lkey;
         for (size_t i = 0; i < k; i++)
-            argv[2 + i] = c->batch.jobs[first + i].id;
+            argv[2 + i] = c->ids[first + i];
         ok = redisAsyncCommandArgv(ac, NULL, NULL, (int)(2 + k), argv, NULL) == REDIS_OK;
     }
-    ok = ok && redisAsyncCommand(ac, NULL, NULL, "ZADD %s %lld %s", ikey, (long long)llmq_wall_ms(),
-                                 c->id) == REDIS_OK;
+    ok = ok && redisAsyncCommand(ac, NULL, NULL, "SADD %s %s", skey, c->id) == REDIS_OK;
     gw_request_hold(r);
     if (!ok || redisAsyncCommand(ac, on_written, r, "EXEC") != REDIS_OK) {
         gw_request_release(r);
@@ -476,11 +702,11 @@ static void create(struct gw_request *r)
 
 /* ---- cancel ---- */
 
-static void on_cancel_done(redisAsyncContext *ac, redisReply *reply, void *privdata)
+static void on_cancel_done(const struct chunked *ch, void *ud)
 {
-    (void)ac;
-    struct gw_request *r = privdata;
-    if (reply == NULL || reply->type == REDIS_REPLY_ERROR) {
+    struct gw_request *r = ud;
+    if (ch->failed) {
+        LLMQ_LOG(LLMQ_LOG_WARN, "gateway: batch %s: cancel failed: %s", r->m.id, ch->error);
         gw_respond_no_redis(r);
     } else {
         r->gw->stats.batches_cancelled++;
@@ -493,19 +719,13 @@ static void on_cancel_ids(redisAsyncContext *ac, void *reply, void *privdata)
 {
     (void)ac;
     struct gw_request *r = privdata;
-    redisReply *rep = reply;
-    const char **ids = NULL;
-    if (rep != NULL && rep->type == REDIS_REPLY_ARRAY)
-        ids = malloc(sizeof(*ids) * (rep->elements + 1));
-    if (ids == NULL) {
-        gw_respond_no_redis(r);
-        gw_request_release(r);
-        return;
-    }
-    for (size_t i = 0; i < rep->elements; i++)
-        ids[i] = rep->element[i]->type == REDIS_REPLY_STRING ? rep->element[i]->str : "";
-    /* the reference moves on to the last cancel call */
-    if (cancel_ids(r->gw, r->m.id, ids, rep->elements, on_cancel_done, r) != 0) {
+    const char **ids = reply_strings(reply);
+    const char *head[] = {r->gw->prefix, r->m.id};
+    /* the reference moves on to the cancel calls; their last, '{all}', lets
+     * job_cancel end the batch even where jobs were never enqueued */
+    if (ids == NULL || run_chunked(r->gw, LLMQ_SCRIPT_JOB_CANCEL, head, 2, ids,
+                                   ((redisReply *)reply)->elements, "{all}", on_cancel_done,
+                                   r) != 0) {
         gw_respond_no_redis(r);
         gw_request_release(r);
     }

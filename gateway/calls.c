@@ -5,8 +5,9 @@
  * A call's life: decode and check (model allowed by the key, the same
  * validation as `llmq enqueue`: llmq_job_from_request) -> register a waiter
  * (waiters.h) -> enqueue (llmq_job_store_push_async: lua/enqueue.lua) with
- * the key's priority, tenant and user and a deadline of --max-wait-ms, so a
- * job nobody waits for any more is never sent -> answer from its result.
+ * the key's priority, tenant and user, a deadline of --max-wait-ms and this
+ * gateway's lease (lease.h), so a job nobody waits for any more is never
+ * sent, not even after a kill -9 -> answer from its result.
  * At --max-wait-ms the job is cancelled if not sent (lua/job_cancel.lua) and
  * the caller gets a 429 with retry-after; a job already sent gets up to
  * --call-timeout-ms more, then a 504. A caller that hangs up cancels a job not
@@ -299,7 +300,10 @@ void gw_calls_handle(struct gw_request *r)
     ev_timer_start(gw->loop, &c->timer);
     r->on_gone = on_gone;
     gw_request_hold(r); /* the push's */
-    if (llmq_job_store_push_async(ac, gw->prefix, &c->job, 1, &c->out, on_pushed, c, &err) !=
+    /* the job lives only while this gateway's lease does (lease.h): killed,
+     * the gateway leaves no job that is sent for nobody */
+    const struct llmq_job_gate gate = {.lease = gw->id};
+    if (llmq_job_store_push_async(ac, gw->prefix, &gate, &c->job, 1, &c->out, on_pushed, c, &err) !=
         LLMQ_OK) {
         gw_request_release(r);
         gw_respond_no_redis(r);

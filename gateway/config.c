@@ -77,6 +77,9 @@ static void usage(FILE *out)
           "port)\n"
           "  --max-wait-ms MS          sync calls: longest wait in the queue (60000), then 429\n"
           "  --call-timeout-ms MS      sync calls: longest wait once sent (600000), then 504\n"
+          "  --lease-ms MS             this gateway's lease in Redis (15000): once it lapses\n"
+          "                            (a killed gateway) its unsent calls are cancelled and its\n"
+          "                            half-created batches finished or rolled back\n"
           "  --max-file-bytes N        upload size limit (209715200: OpenAI's 200 MB)\n"
           "  --max-file-lines N        requests per batch file (50000, as OpenAI)\n"
           "  --max-window-hours N      longest completion_window (168)\n"
@@ -98,6 +101,7 @@ static void defaults(struct gw_config *cfg)
     snprintf(cfg->account, sizeof(cfg->account), "%s", a && a[0] ? a : "default");
     cfg->max_wait_ms = 60000;
     cfg->call_timeout_ms = 600000;
+    cfg->lease_ms = 15000;
     cfg->max_file_bytes = 200LL * 1024 * 1024;
     cfg->max_file_lines = 50000;
     cfg->max_window_ms = 168LL * 3600 * 1000;
@@ -132,6 +136,7 @@ int gw_config_parse(struct gw_config *cfg, int argc, char **argv)
                                          {"metrics-listen", required_argument, NULL, 'M'},
                                          {"max-wait-ms", required_argument, NULL, 'w'},
                                          {"call-timeout-ms", required_argument, NULL, 'T'},
+                                         {"lease-ms", required_argument, NULL, 'E'},
                                          {"max-file-bytes", required_argument, NULL, 'b'},
                                          {"max-file-lines", required_argument, NULL, 'n'},
                                          {"max-window-hours", required_argument, NULL, 'W'},
@@ -179,6 +184,9 @@ int gw_config_parse(struct gw_config *cfg, int argc, char **argv)
             break;
         case 'T':
             rc = num("--call-timeout-ms", optarg, 1, 24LL * 3600 * 1000, &cfg->call_timeout_ms);
+            break;
+        case 'E':
+            rc = num("--lease-ms", optarg, 300, 3600LL * 1000, &cfg->lease_ms);
             break;
         case 'b':
             rc = num("--max-file-bytes", optarg, 1, 1LL << 34, &cfg->max_file_bytes);

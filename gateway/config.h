@@ -17,6 +17,7 @@ struct gw_config {
     char port_file[1024];      /* "" none: write the bound API port there (tests) */
     long long max_wait_ms;     /* sync calls: longest wait for the queue */
     long long call_timeout_ms; /* sync calls: after the job was sent, then 504 */
+    long long lease_ms;        /* the gateway's lease in Redis (lease.h) */
     long long max_file_bytes;
     long long max_file_lines;
     long long max_window_ms;  /* longest completion_window */

@@ -498,7 +498,7 @@ static void on_outfile_batch(struct gw_request *r, const redisReply *v)
         gw_respond_no_redis(r);
         return;
     }
-    if (gw_list_val(v, 0) == NULL || !owned(r, gw_list_val(v, 1))) {
+    if (!gw_batch_visible(gw_list_val(v, 0)) || !owned(r, gw_list_val(v, 1))) {
         respond_no_file(r, r->m.id);
         return;
     }

@@ -14,4 +14,9 @@ void gw_new_id(const char *prefix, char *buf, size_t n);
  * times of objects are the gateway's, as OpenAI's are its servers'). */
 long long gw_unix_s(void);
 
+/* 1 when a batch with this status (NULL: none) may be seen: a batch being
+ * created (validating) is hidden from every read until it is whole
+ * (batches.c). */
+int gw_batch_visible(const char *status);
+
 #endif

@@ -19,6 +19,8 @@ struct ev_loop;
 struct gw_http;
 struct gw_waiters;
 struct gw_offload;
+struct gw_lease;
+struct gw_stage;
 
 /* Counters for /metrics (monotonic since start). */
 struct gw_stats {
@@ -40,6 +42,9 @@ struct gw {
     struct gw_http *metrics_http; /* NULL: none */
     struct gw_waiters *waiters;
     struct gw_offload *offload; /* checks uploaded files off the loop */
+    char id[40];                /* this process's id, "gw-<24 hex>": its lease (lease.h) */
+    struct gw_lease *lease;
+    struct gw_stage *stages; /* batches this process is creating or recovering (batches.c) */
     long long job_body_max;     /* P settings max_body_bytes, read when Redis is ready */
     struct gw_stats stats;
 };

@@ -13,7 +13,9 @@
 #include "jobs/job.h"
 #include "llmq/priority.h"
 #include "llmq/tokens.h"
+#include "files.h"
 #include "http.h"
+#include "lease.h"
 #include "offload.h"
 #include "base/log.h"
 #include "redis/redis.h"
@@ -46,6 +48,7 @@ static void on_redis_state(struct llmq_redis_async *ra, int ready, void *privdat
     redisAsyncContext *ac = llmq_redis_async_context(ra);
     if (!ready || ac == NULL)
         return;
+    gw_lease_renew(gw->lease);
     /* the prefix fits LLMQ_KEY_PREFIX_MAX, so these fixed keys fit their buffer */
     char key[LLMQ_KEY_FIXED_MAX];
     if (llmq_key(key, sizeof(key), gw->prefix, LLMQ_KEY_SETTINGS, NULL, NULL) == LLMQ_OK)
@@ -117,6 +120,8 @@ int main(int argc, char **argv)
             return 1;
         }
     gw.loop = ev_default_loop(EVFLAG_AUTO);
+    gw_new_id("gw-", gw.id, sizeof(gw.id));
+    gw.lease = gw_lease_new(&gw);
     gw.waiters = gw_waiters_new(&gw);
     gw.offload = gw_offload_new(gw.loop, &err);
     struct llmq_redis_async_config rc = {.name = "gateway"};
@@ -125,7 +130,7 @@ int main(int argc, char **argv)
     gw.events =
         gw.redis ? llmq_redis_async_new(gw.loop, &gw.url, &ec, on_events_state, &gw, &err) : NULL;
     int port = 0;
-    if (gw.waiters == NULL || gw.offload == NULL || gw.events == NULL) {
+    if (gw.lease == NULL || gw.waiters == NULL || gw.offload == NULL || gw.events == NULL) {
         fprintf(stderr, "llmq-gateway: %s\n", err.msg[0] ? err.msg : "out of memory");
         return 1;
     }
@@ -145,8 +150,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "llmq-gateway: --port-file: cannot write %s\n", cfg.port_file);
         return 2;
     }
-    LLMQ_LOG(LLMQ_LOG_INFO, "gateway: listening on %s:%d%s, account %s", cfg.listen_host, port,
-             cfg.tls_cert[0] ? " (TLS)" : "", cfg.account);
+    LLMQ_LOG(LLMQ_LOG_INFO, "gateway: listening on %s:%d%s, account %s, lease %s", cfg.listen_host,
+             port, cfg.tls_cert[0] ? " (TLS)" : "", cfg.account, gw.id);
     ev_signal sigterm, sigint;
     ev_signal_init(&sigterm, on_signal, SIGTERM);
     ev_signal_init(&sigint, on_signal, SIGINT);
@@ -160,6 +165,7 @@ int main(int argc, char **argv)
     gw_http_free(gw.http);
     llmq_redis_async_free(gw.events);
     llmq_redis_async_free(gw.redis);
+    gw_lease_free(gw.lease); /* after the connection: its last reply names it */
     gw_waiters_free(gw.waiters);
     ev_loop_destroy(gw.loop);
     memset(&gw.url, 0, sizeof(gw.url));

@@ -17,7 +17,9 @@
 --      wait; a model denied once is skipped for the rest of the call at every
 --      priority. Nothing scans past a blocked job, nothing is re-queued.
 --      A job past its deadline, out of attempts, or whose cost never fits is
---      dead-lettered; a job that already finished is dropped.
+--      dead-lettered; a job that already finished is dropped; a job whose
+--      gateway lease is gone (job field lease: a sync call whose gateway was
+--      killed) ends cancelled, unsent.
 --   Nothing is granted while the account is auth-paused (P auth_pause): the
 --   reply is then the error LLMQ_AUTH_PAUSED <why>.
 --   Hostile data never stops dispatch: an entry without a usable job id, or
@@ -116,7 +118,21 @@ if sched_unblock_due(P, now, vt) == 256 then
 end
 
 local JOB_FIELDS = { 'model', 'tenant', 'user', 'cost', 'deadline_ms', 'attempts', 'max_attempts',
-    'state', 'est_prompt_tokens', 'url', 'cancel', 'body' }
+    'state', 'est_prompt_tokens', 'url', 'cancel', 'body', 'lease' }
+
+-- Gateway leases (P gw:lease:<name>, lua/gw_lease.lua) looked up in this
+-- call: name -> true while it lives. Only sync calls of llmq-gateway have a
+-- lease (job field lease), so the common job costs no look-up, and the jobs
+-- of one gateway cost one EXISTS a call.
+local leases = {}
+local function lease_lives(name)
+    local alive = leases[name]
+    if alive == nil then
+        alive = redis.call('EXISTS', P .. 'gw:lease:' .. name) == 1
+        leases[name] = alive
+    end
+    return alive
+end
 
 -- What to do with job id (a stream entry's or a key head's): nil, job when
 -- it can be tried (job: the values of JOB_FIELDS, read in one HMGET); else
@@ -152,6 +168,12 @@ local function examine(id, from_key)
         -- running and then handed back or reclaimed is never sent again.
         -- Queued and delayed ones were ended at cancel (dropped here).
         return 'dead', 'cancelled', 'cancelled before it was sent'
+    end
+    if job[13] and not lease_lives(job[13]) then
+        -- Its caller waited on a gateway that is gone (killed, not stopped:
+        -- a stopping gateway cancels its calls itself): nobody will read
+        -- the answer, so it is not sent.
+        return 'dead', 'cancelled', 'its caller is gone (gateway lease ' .. job[13] .. ' lapsed)'
     end
     return nil, job
 end

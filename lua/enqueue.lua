@@ -1,19 +1,42 @@
 -- enqueue: adds jobs unless their id is already known (the idempotency key).
 -- KEYS[1]  P, the account prefix
--- ARGV     JOBS_FIELDS values per job, repeated for each job of the call:
+-- ARGV     first the call's options, each one argument in braces (braces are
+--          never in a job id, so an option cannot be taken for one):
+--            {held}          the jobs are written with state held and queued
+--                            nowhere: lua/batch_stage.lua queues them (or
+--                            deletes them) once their gateway batch is whole
+--            {lease=<name>}  the jobs need gateway lease P gw:lease:<name>
+--                            (job field lease): dispatch ends a job whose
+--                            lease is gone as cancelled instead of sending it
+--          then JOBS_FIELDS values per job, repeated for each job of the call:
 --          id, prio (high|normal|low), model, url, body (JSON text), cost
 --          (tokens), tenant ('' none), user ('' none), deadline_ms (unix ms,
 --          0 none), ttl_ms (0 none; deadline = min(deadline, now + ttl)),
 --          max_attempts, est_prompt_tokens
--- Reply: one {created, state} per job, in order: {1, 'queued'} for a new
--- job; {0, state} when job:<id> (which holds the result once the job ended)
+-- Reply: one {created, state} per job, in order: {1, 'queued'} (or 'held')
+-- for a new job; {0, state} when job:<id> (which holds the result once the job ended)
 -- or res:<id> (a result of an older version) already exists (state of the
 -- existing job; 'done' when only an older result is left), nothing written.
 -- A job is a HASH P job:<id> plus its id in its key's queue (lua/lib/45_sched.lua:
 -- P kq:<prio>|<model>|<tenant>|<user>); workers are woken when it may run now.
 local P = KEYS[1]
 local JOBS_FIELDS = 12
-if #ARGV % JOBS_FIELDS ~= 0 then
+local held, lease = false, nil
+local first = 1
+while ARGV[first] ~= nil and string.byte(ARGV[first], 1) == 123 do -- '{'
+    local opt = ARGV[first]
+    if opt == '{held}' then
+        held = true
+    elseif string.sub(opt, 1, 7) == '{lease=' and string.sub(opt, -1) == '}' and
+        worker_name_ok(string.sub(opt, 8, -2)) then
+        lease = string.sub(opt, 8, -2)
+    else
+        return redis.error_reply('LLMQ_EINVAL enqueue: unknown option ' .. opt)
+    end
+    first = first + 1
+end
+local state = held and 'held' or 'queued'
+if (#ARGV - first + 1) % JOBS_FIELDS ~= 0 then
     return redis.error_reply('LLMQ_EINVAL enqueue takes ' .. JOBS_FIELDS .. ' values per job')
 end
 local now = llmq_now_ms()
@@ -27,7 +50,7 @@ local function fail(msg)
     sched_backlog_add(P, backlog)
     return redis.error_reply(msg)
 end
-for base = 1, #ARGV, JOBS_FIELDS do
+for base = first, #ARGV, JOBS_FIELDS do
     local id, prio = ARGV[base], ARGV[base + 1]
     local jk = P .. 'job:' .. id
     if not JOBS_PRIORITY_VALID[prio] then
@@ -57,10 +80,15 @@ for base = 1, #ARGV, JOBS_FIELDS do
         redis.call('HSET', jk, 'model', ARGV[base + 2], 'url', ARGV[base + 3],
             'body', ARGV[base + 4], 'cost', ARGV[base + 5], 'prio', prio,
             'tenant', ARGV[base + 6], 'user', ARGV[base + 7], 'deadline_ms', deadline,
-            'max_attempts', ARGV[base + 10], 'attempts', '0', 'enq_ms', now_text, 'state', 'queued',
+            'max_attempts', ARGV[base + 10], 'attempts', '0', 'enq_ms', now_text, 'state', state,
             'est_prompt_tokens', ARGV[base + 11])
-        sched_push(P, id, prio, ARGV[base + 2], ARGV[base + 6], ARGV[base + 7], false, vt, backlog)
-        out[#out + 1] = { 1, 'queued' }
+        if lease then
+            redis.call('HSET', jk, 'lease', lease)
+        end
+        if not held then
+            sched_push(P, id, prio, ARGV[base + 2], ARGV[base + 6], ARGV[base + 7], false, vt, backlog)
+        end
+        out[#out + 1] = { 1, state }
     end
 end
 sched_backlog_add(P, backlog)

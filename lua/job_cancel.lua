@@ -9,21 +9,30 @@
 --   done, dead, none   -> nothing.
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  batch id ('' none): an in_progress batch becomes cancelling
---          first; afterwards its status is settled (llmq_jobs_batch_settle:
---          cancelling -> cancelled once all its jobs ended)
--- ARGV[2..] job ids
+--          first; its running jobs are noted in P gw:batch:<id>:live (each
+--          leaves it when it ends); afterwards its status is settled
+--          (llmq_jobs_batch_settle: cancelling -> cancelled once all its jobs
+--          ended, or once a cancel has looked at every id and none is live:
+--          the ids of jobs that were never enqueued, a batch an older
+--          gateway left half-written, end it too)
+-- ARGV[2..] job ids; with a batch, a last element '{all}' (never a job id:
+--          ids have no braces) says this call ends a cancel that gave every
+--          id of the batch's job list
 -- Reply: {cancelled, running, ended}: how many jobs were in each case.
 local P = KEYS[1]
 local now = llmq_now_ms()
 local cancelled, running, ended = 0, 0, 0
-if ARGV[1] ~= '' then
-    local bk = P .. 'gw:batch:' .. ARGV[1]
+local bid = ARGV[1]
+local all = bid ~= '' and ARGV[#ARGV] == '{all}'
+local live = bid ~= '' and P .. 'gw:batch:' .. bid .. ':live'
+if bid ~= '' then
+    local bk = P .. 'gw:batch:' .. bid
     local st = redis.call('HGET', bk, 'status')
-    if st == 'in_progress' or st == 'validating' then
+    if st == 'in_progress' then
         redis.call('HSET', bk, 'status', 'cancelling', 'cancelling_at', math.floor(now / 1000))
     end
 end
-for i = 2, #ARGV do
+for i = 2, all and #ARGV - 1 or #ARGV do
     local id = ARGV[i]
     local jk = P .. 'job:' .. id
     local ok, state = pcall(redis.call, 'HGET', jk, 'state')
@@ -31,6 +40,9 @@ for i = 2, #ARGV do
         ended = ended + 1
     elseif state == 'running' then
         redis.call('HSET', jk, 'cancel', 1)
+        if live then
+            redis.call('SADD', live, id)
+        end
         running = running + 1
     else
         redis.call('HSET', jk, 'cancel', 1)
@@ -40,7 +52,10 @@ for i = 2, #ARGV do
         cancelled = cancelled + 1
     end
 end
-if ARGV[1] ~= '' then
-    llmq_jobs_batch_settle(P, ARGV[1], now)
+if bid ~= '' then
+    if all then
+        redis.call('HSET', P .. 'gw:batch:' .. bid, 'cancel_swept', 1)
+    end
+    llmq_jobs_batch_settle(P, bid, now)
 end
 return { cancelled, running, ended }

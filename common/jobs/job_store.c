@@ -45,12 +45,17 @@ enum llmq_rc llmq_job_store_prepare(redisContext *c, const char *prefix, struct 
     return llmq_script_load_all(c, err);
 }
 
-/* The arguments of one enqueue call: KEYS[1] then FIELDS_PER_JOB per job.
- * Numbers are formatted into nums; everything else is borrowed from jobs. */
+/* Options of an enqueue call at most (lua/enqueue.lua: {held}, {lease=..}). */
+#define OPTS_MAX 2
+
+/* The arguments of one enqueue call: KEYS[1], the options, then
+ * FIELDS_PER_JOB per job. Numbers and options are formatted here; everything
+ * else is borrowed from jobs. */
 struct call_args {
-    const char *argv[1 + LLMQ_JOB_STORE_JOBS_PER_CALL * FIELDS_PER_JOB];
-    size_t argvlen[1 + LLMQ_JOB_STORE_JOBS_PER_CALL * FIELDS_PER_JOB];
+    const char *argv[1 + OPTS_MAX + LLMQ_JOB_STORE_JOBS_PER_CALL * FIELDS_PER_JOB];
+    size_t argvlen[1 + OPTS_MAX + LLMQ_JOB_STORE_JOBS_PER_CALL * FIELDS_PER_JOB];
     char nums[LLMQ_JOB_STORE_JOBS_PER_CALL][NUMS_PER_JOB][NUM_LEN];
+    char lease_opt[LLMQ_JOB_ID_MAX + 16];
     int argc;
 };
 
@@ -67,11 +72,17 @@ static void num_arg(struct call_args *a, char *buf, long long v)
     arg(a, buf, (size_t)len);
 }
 
-static void build_call(struct call_args *a, const char *prefix, const struct llmq_job *jobs,
-                       size_t n)
+static void build_call(struct call_args *a, const char *prefix, const struct llmq_job_gate *gate,
+                       const struct llmq_job *jobs, size_t n)
 {
     a->argc = 0;
     arg(a, prefix, strlen(prefix));
+    if (gate != NULL && gate->held)
+        arg(a, "{held}", 6);
+    if (gate != NULL && gate->lease != NULL) {
+        int len = snprintf(a->lease_opt, sizeof(a->lease_opt), "{lease=%s}", gate->lease);
+        arg(a, a->lease_opt, (size_t)len);
+    }
     for (size_t i = 0; i < n; i++) {
         const struct llmq_job *j = &jobs[i];
         const char *prio = llmq_priority_name(j->priority);
@@ -174,7 +185,7 @@ static enum llmq_rc send_round(redisContext *c, const char *prefix, const struct
     size_t job = rd->first_job;
     for (size_t k = 0; k < rd->ncalls; k++) {
         size_t cj = call_jobs(job, n);
-        build_call(a, prefix, jobs + job, cj);
+        build_call(a, prefix, NULL, jobs + job, cj);
         if (llmq_script_append(c, LLMQ_SCRIPT_ENQUEUE, 1, a->argc, a->argv, a->argvlen) != LLMQ_OK)
             return llmq_error_set(err, LLMQ_ENOMEM, "enqueue: cannot buffer command");
         job += cj;
@@ -196,7 +207,7 @@ static enum llmq_rc redo_calls(redisContext *c, const char *prefix, const struct
         if (!redo[job / LLMQ_JOB_STORE_JOBS_PER_CALL])
             continue;
         size_t cj = call_jobs(job, n);
-        build_call(a, prefix, jobs + job, cj);
+        build_call(a, prefix, NULL, jobs + job, cj);
         redisReply *r =
             llmq_script_run(c, LLMQ_SCRIPT_ENQUEUE, 1, a->argc, a->argv, a->argvlen, err);
         if (r == NULL)
@@ -324,12 +335,15 @@ static void on_push_reply(redisAsyncContext *ac, redisReply *reply, void *privda
 }
 
 enum llmq_rc llmq_job_store_push_async(redisAsyncContext *ac, const char *prefix,
+                                       const struct llmq_job_gate *gate,
                                        const struct llmq_job *jobs, size_t n,
                                        struct llmq_job_outcome *out, llmq_job_store_push_cb *cb,
                                        void *ud, struct llmq_error *err)
 {
     if (ac == NULL || n == 0 || cb == NULL)
         return llmq_error_set(err, LLMQ_EINVAL, "enqueue: no connection, jobs or callback");
+    if (gate != NULL && gate->lease != NULL && strlen(gate->lease) > LLMQ_JOB_ID_MAX)
+        return llmq_error_set(err, LLMQ_EINVAL, "enqueue: lease name too long");
     struct push_async *pa = calloc(1, sizeof(*pa));
     struct call_args *a = malloc(sizeof(*a));
     if (pa == NULL || a == NULL) {
@@ -350,7 +364,7 @@ enum llmq_rc llmq_job_store_push_async(redisAsyncContext *ac, const char *prefix
             break;
         }
         *call = (struct push_async_call){pa, job, call_jobs(job, n)};
-        build_call(a, prefix, jobs + job, call->count);
+        build_call(a, prefix, gate, jobs + job, call->count);
         pa->calls_left++;
         if (llmq_script_run_async(ac, LLMQ_SCRIPT_ENQUEUE, 1, a->argc, a->argv, a->argvlen,
                                   on_push_reply, call) != LLMQ_OK) {

@@ -39,12 +39,22 @@ enum llmq_rc llmq_job_store_push(redisContext *c, const char *prefix, const stru
  * for the call; an unknown part may have been written: pushing again is safe). */
 typedef void llmq_job_store_push_cb(enum llmq_rc rc, const struct llmq_error *err, void *ud);
 
+/* How a push's jobs wait (llmq-gateway; lua/enqueue.lua's options). */
+struct llmq_job_gate {
+    int held;          /* 1: written with state held, queued nowhere, until
+                        * lua/batch_stage.lua commits (or aborts) their batch */
+    const char *lease; /* NULL, or a gateway lease name (borrowed): dispatch
+                        * cancels the jobs once P gw:lease:<name> is gone */
+};
+
 /* The same push as llmq_job_store_push (same script, same arguments) on an
- * asynchronous connection (borrowed): for event loops (llmq-gateway). jobs
+ * asynchronous connection (borrowed): for event loops (llmq-gateway). gate
+ * (NULL: none, borrowed for the call) applies to every job. jobs
  * are borrowed for the call only (arguments are copied); out (n entries) must
  * live until cb runs. Returns LLMQ_OK, after which cb runs exactly once, from
  * the loop, never before this returns; otherwise cb never runs. */
 enum llmq_rc llmq_job_store_push_async(redisAsyncContext *ac, const char *prefix,
+                                       const struct llmq_job_gate *gate,
                                        const struct llmq_job *jobs, size_t n,
                                        struct llmq_job_outcome *out, llmq_job_store_push_cb *cb,
                                        void *ud, struct llmq_error *err);

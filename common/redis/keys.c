@@ -37,6 +37,8 @@ static const struct key_name key_names[LLMQ_KEY_KIND_COUNT] = {
     [LLMQ_KEY_GW_BATCH] = {"gw:batch:", "", 1},
     [LLMQ_KEY_GW_BATCH_JOBS] = {"gw:batch:", ":jobs", 1},
     [LLMQ_KEY_GW_BATCHES] = {"gw:batches", "", 0},
+    [LLMQ_KEY_GW_STAGING] = {"gw:staging", "", 0},
+    [LLMQ_KEY_GW_LEASE] = {"gw:lease:", "", 1},
 };
 
 const char *llmq_key_head(enum llmq_key_kind kind)

@@ -32,7 +32,10 @@
  *   P job:<id>         HASH  model, url, body (JSON text), cost (tokens), prio
  *                            (high|normal|low), tenant, user, deadline_ms (unix ms,
  *                            0 = none), max_attempts, attempts, enq_ms, state
- *                            (queued|delayed|running|done|dead), last_error
+ *                            (held|queued|delayed|running|done|dead; held: a
+ *                            gateway batch's job waiting for the batch to be
+ *                            whole, in no queue: lua/batch_stage.lua), last_error,
+ *                            lease (a sync call's: the gateway lease it needs)
  *   P q:<prio>         STREAM delivery: dispatch XADDs {id: <job id>} for each job it
  *                            grants and delivers it at once to the worker's consumer of
  *                            group "workers" (PEL, XAUTOCLAIM, hand-back as before).
@@ -147,8 +150,25 @@
  *                            created_at, in_progress_at, cancelling_at,
  *                            finalizing_at, completed_at, cancelled_at,
  *                            expired_at, failed_at, expires_at (unix s), errors
+ *                            ; while it is being created (status validating,
+ *                            hidden from every read) and until its last job
+ *                            is queued: lease, the creating gateway's id
+ *                            (lua/batch_stage.lua); while cancelling:
+ *                            cancel_swept = 1 once one cancel has looked at
+ *                            every job id
  *   P gw:batch:<id>:jobs LIST its job ids, in input order
- *   P gw:batches       ZSET  batch ids, score = created ms
+ *   P gw:batch:<id>:live SET  while cancelling: its jobs a cancel found
+ *                            running (they end on their own; lua/job_cancel.lua)
+ *   P gw:batches       ZSET  batch ids, score = created ms (a batch enters
+ *                            when it is whole: lua/batch_stage.lua commit)
+ *   P gw:staging       SET   ids of batches being created or committed: a
+ *                            batch whose gateway's lease is gone is finished
+ *                            (committed) or rolled back (aborted) by another
+ *                            gateway (lua/gw_lease.lua)
+ *   P gw:lease:<id>    STRING a live gateway's lease (PX --lease-ms, renewed
+ *                            every third of it): the sync calls it enqueued
+ *                            (job field lease) and the batches it creates are
+ *                            its while it lives
  *   A Batch's jobs have ids "<batch id>.<custom_id>"; llmq_job_finish counts
  *   each end into the batch (completed, failed, expired) and ends the batch
  *   when all have (lua/lib/30_jobs.lua llmq_jobs_batch_settle). Its output and
@@ -208,6 +228,8 @@ enum llmq_key_kind {
     LLMQ_KEY_GW_BATCH,      /* P gw:batch:<id> */
     LLMQ_KEY_GW_BATCH_JOBS, /* P gw:batch:<id>:jobs */
     LLMQ_KEY_GW_BATCHES,    /* P gw:batches */
+    LLMQ_KEY_GW_STAGING,    /* P gw:staging */
+    LLMQ_KEY_GW_LEASE,      /* P gw:lease:<gateway id> */
     LLMQ_KEY_KIND_COUNT
 };
 

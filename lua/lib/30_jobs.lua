@@ -172,27 +172,38 @@ end
 -- Batch B have ids "B.<custom_id>" with B = "batch_<hex>". A batch whose
 -- jobs have all ended (completed + failed >= total) leaves in_progress for
 -- completed (expired when a job ran past the completion window) and
--- cancelling for cancelled, with the time it did so.
-local function llmq_jobs_batch_settle(P, bid, now_ms)
+-- cancelling for cancelled, with the time it did so. A cancelling batch
+-- also ends once a cancel has looked at every id (cancel_swept) and none of
+-- the jobs it found running is still live (P gw:batch:<id>:live empty): the
+-- ids left uncounted are of jobs that never existed (a batch an older
+-- gateway left half-written), and count as failed, so the counts add up.
+-- ended_id: the job whose end is being counted, if any (it leaves the live set).
+local function llmq_jobs_batch_settle(P, bid, now_ms, ended_id)
     local bk = P .. 'gw:batch:' .. bid
-    local v = redis.call('HMGET', bk, 'status', 'total', 'completed', 'failed', 'expired')
+    local v = redis.call('HMGET', bk, 'status', 'total', 'completed', 'failed', 'expired',
+        'cancel_swept')
     local status, total = v[1], tonumber(v[2])
     if not status or not total then
         return
     end
-    local ended = (tonumber(v[3]) or 0) + (tonumber(v[4]) or 0)
-    if ended < total then
-        return
+    local live = bk .. ':live'
+    if status == 'cancelling' and ended_id then
+        redis.call('SREM', live, ended_id)
     end
+    local completed = tonumber(v[3]) or 0
+    local ended = completed + (tonumber(v[4]) or 0)
     local at = math.floor(now_ms / 1000)
-    if status == 'in_progress' or status == 'finalizing' then
+    if ended >= total and (status == 'in_progress' or status == 'finalizing') then
         if (tonumber(v[5]) or 0) > 0 then
             redis.call('HSET', bk, 'status', 'expired', 'expired_at', at, 'finalizing_at', at)
         else
             redis.call('HSET', bk, 'status', 'completed', 'completed_at', at, 'finalizing_at', at)
         end
-    elseif status == 'cancelling' then
-        redis.call('HSET', bk, 'status', 'cancelled', 'cancelled_at', at)
+    elseif status == 'cancelling' and
+        (ended >= total or (v[6] == '1' and redis.call('SCARD', live) == 0)) then
+        redis.call('HSET', bk, 'status', 'cancelled', 'cancelled_at', at, 'failed',
+            math.max(total - completed, 0))
+        redis.call('DEL', live)
     end
 end
 
@@ -207,7 +218,7 @@ local function jobs_batch_count(P, id, state, reason, now_ms)
     if reason == 'expired' then
         redis.call('HINCRBY', bk, 'expired', 1)
     end
-    llmq_jobs_batch_settle(P, bid, now_ms)
+    llmq_jobs_batch_settle(P, bid, now_ms, id)
 end
 
 -- The bookkeeping of finishes counted in tally ({done = n, dead = n,

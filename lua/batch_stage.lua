@@ -1,0 +1,80 @@
+-- batch_stage: ends the creation of a gateway Batch (gateway/batches.c) one
+-- way or the other, over its job ids in calls of a bounded size.
+-- A batch is created hidden: its hash (status validating, lease = the
+-- creating gateway's id), its job list and its id in P gw:staging are
+-- written first, then its jobs are enqueued held (lua/enqueue.lua {held}: a
+-- job hash, in no queue). Then, over every id of its job list, in order:
+--   commit  the call that finds the batch validating makes it visible
+--           (status in_progress, in_progress_at, its entry in P gw:batches);
+--           only the gateway holding it (ARGV[2] = its lease) may do that.
+--           Every call queues the jobs still held (sched_push); a job no
+--           longer held (queued by an earlier commit, cancelled since) is
+--           left alone, so a commit can run again over the same ids.
+--   abort   only while the batch is validating (never seen): deletes its
+--           held jobs, and at the last call the batch itself (hash, job list).
+-- The last call (its last argument '{last}') takes the batch out of P gw:staging and
+-- drops its lease. A gateway that dies part-way leaves the batch in
+-- P gw:staging with its lease gone; lua/gw_lease.lua hands it to a live
+-- gateway, which commits it when it was already visible (finish) and aborts
+-- it when it never was (roll back): from outside, a batch is whole or absent.
+-- KEYS[1]  P, the account prefix
+-- ARGV[1]  batch id   ARGV[2] the caller's gateway id   ARGV[3] commit|abort
+-- ARGV[4..] job ids of the batch; on the last call then '{last}' (never a
+--          job id: ids have no braces)
+-- Reply: the batch's status after the call ('gone' after the last abort).
+-- Errors: LLMQ_ENOTFOUND no such batch; LLMQ_ECONFLICT a commit of a
+-- validating batch another gateway holds, or an abort of a visible one.
+local P = KEYS[1]
+local bid, gw, mode, last = ARGV[1], ARGV[2], ARGV[3], ARGV[#ARGV] == '{last}'
+local ids_end = last and #ARGV - 1 or #ARGV
+local bk = P .. 'gw:batch:' .. bid
+local v = redis.call('HMGET', bk, 'status', 'lease')
+local status = v[1]
+if not status then
+    redis.call('SREM', P .. 'gw:staging', bid)
+    return redis.error_reply('LLMQ_ENOTFOUND no batch ' .. bid)
+end
+local now = llmq_now_ms()
+if mode == 'abort' then
+    if status ~= 'validating' then
+        return redis.error_reply('LLMQ_ECONFLICT batch ' .. bid .. ' is ' .. status)
+    end
+    for i = 4, ids_end do
+        local jk = P .. 'job:' .. ARGV[i]
+        if redis.call('HGET', jk, 'state') == 'held' then
+            redis.call('DEL', jk)
+        end
+    end
+    if not last then
+        return status
+    end
+    redis.call('DEL', bk, P .. 'gw:batch:' .. bid .. ':jobs')
+    redis.call('SREM', P .. 'gw:staging', bid)
+    return 'gone'
+elseif mode ~= 'commit' then
+    return redis.error_reply('LLMQ_EINVAL batch_stage mode must be commit or abort')
+end
+if status == 'validating' then
+    if v[2] ~= gw then
+        return redis.error_reply('LLMQ_ECONFLICT batch ' .. bid .. ' is held by gateway ' ..
+            tostring(v[2]))
+    end
+    status = 'in_progress'
+    redis.call('HSET', bk, 'status', status, 'in_progress_at', math.floor(now / 1000))
+    redis.call('ZADD', P .. 'gw:batches', now, bid)
+end
+local vt, backlog = {}, {}
+for i = 4, ids_end do
+    local id = ARGV[i]
+    local j = redis.call('HMGET', P .. 'job:' .. id, 'state', 'prio', 'model', 'tenant', 'user')
+    if j[1] == 'held' then
+        redis.call('HSET', P .. 'job:' .. id, 'state', 'queued')
+        sched_push(P, id, j[2], j[3], j[4], j[5], false, vt, backlog)
+    end
+end
+sched_backlog_add(P, backlog)
+if last then
+    redis.call('HDEL', bk, 'lease')
+    redis.call('SREM', P .. 'gw:staging', bid)
+end
+return status
