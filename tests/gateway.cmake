@@ -21,3 +21,9 @@ add_test(NAME gateway_upload_off_loop
     COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/upload_off_loop.sh)
 set_tests_properties(gateway_upload_off_loop PROPERTIES LABELS integration TIMEOUT 300
     ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=0;GW_FLAGS=--max-file-lines 100000")
+#   gateway_orphans       kill -9 of a gateway: its queued sync call is never
+#                         sent (lease); a half-written batch's cancel ends
+add_test(NAME gateway_orphans
+    COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/orphans.sh)
+set_tests_properties(gateway_orphans PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};GW_FLAGS=--lease-ms 1500;SIM_FLAGS=--latency-ms 1500;LIMITS=gpt-4o --rpm 1 --period-ms 5000")
