@@ -76,18 +76,16 @@ settled() {
     [ "$before" = "$after" ] && quiet
 }
 
-# crash NAME TRIGGER...: creates a batch of the file, kills the gateway once
-# TRIGGER holds (polled), restarts one and checks what is left
-crash() {
-    local name=$1
-    shift
-    local base
-    base=$(R DBSIZE)
+create_batch() { # in the background: POST /v1/batches of the file into create.json
     : >"$STACK_DIR/create.json"
     curl -s --max-time 300 -o "$STACK_DIR/create.json" "$url/batches" "${auth[@]}" \
         -d "{\"input_file_id\":\"$fid\",\"endpoint\":\"/v1/chat/completions\",\"completion_window\":\"24h\"}" &
-    local cpid=$!
-    local killed=0
+    cpid=$!
+}
+# kill_when TRIGGER...: kills the gateway once TRIGGER holds (polled) while
+# the create call is unanswered; killed=1 when it did
+kill_when() {
+    killed=0
     while kill -0 "$cpid" 2>/dev/null; do
         if "$@"; then
             kill -KILL "$gw"
@@ -97,6 +95,21 @@ crash() {
     done
     wait "$cpid" 2>/dev/null
     wait "$gw" 2>/dev/null
+}
+cancel_and_check() { # NAME BATCH: a cancel ends cancelled with counts that add up
+    local code got
+    code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$url/batches/$2/cancel" "${auth[@]}")
+    expect "$1: cancel answered 200" [ "$code" = 200 ]
+    wait_for 300 terminal "$2"
+    got=$(curl -s "$url/batches/$2" "${auth[@]}" |
+        json '`${v.status} ${v.request_counts.total} ${v.request_counts.completed + v.request_counts.failed}`')
+    expect "$1: ... it ends cancelled with counts that add up (status total completed+failed: $got)" \
+        [ "$got" = "cancelled $lines $lines" ]
+}
+# after_crash NAME: restarts a gateway after a kill and checks what is left:
+# no batch and nothing of it, or one batch that runs to exactly total
+after_crash() {
+    local name=$1
     expect "$name: the gateway was killed before it answered" \
         bash -c "[ $killed = 1 ] && [ ! -s '$STACK_DIR/create.json' ]"
     start_gateway
@@ -127,25 +140,42 @@ crash() {
 }
 
 # a. while the jobs are being written
+base=$(R DBSIZE)
 grown() { [ "$(R DBSIZE)" -gt $((base + lines / 4)) ]; }
-crash "killed while writing jobs" grown
-# b. once it is visible, before the answer
-visible() { [ "$(R ZCARD "${P}gw:batches")" -gt "$visible_before" ]; }
+create_batch
+kill_when grown
+after_crash "killed while writing jobs"
+# b. once it is visible, before the answer, while jobs are still held: the
+# first commit call made it visible; writes are paused at once (CLIENT
+# PAUSE WRITE holds the rest of the commit), the gateway is killed (its
+# pending calls go with its connection), writes resume. When the commit had
+# already ended, that batch is whole: it is cancelled, and this is tried again.
 visible_before=$(R ZCARD "${P}gw:batches")
-crash "killed once visible" visible
+visible() { [ "$(R ZCARD "${P}gw:batches")" -gt "$visible_before" ]; }
+pause_if_visible() {
+    visible || return 1
+    R CLIENT PAUSE 20000 WRITE >/dev/null
+}
+for try in 1 2 3; do
+    create_batch
+    kill_when pause_if_visible
+    staged=$(R SCARD "${P}gw:staging")
+    R CLIENT UNPAUSE >/dev/null
+    [ "$staged" = 1 ] && break
+    echo "# try $try: the commit had ended when the gateway was killed"
+    start_gateway
+    visible_before=$(R ZCARD "${P}gw:batches")
+    cancel_and_check "whole before the kill" "$(batch_ids | cut -d' ' -f1)"
+done
+expect "killed once visible: the batch was half-committed at the kill (staged: $staged)" [ "$staged" = 1 ]
+after_crash "killed once visible"
 
 # A cancel mid-run ends cancelled with counts that add up.
 bid=$(curl -s --max-time 300 "$url/batches" "${auth[@]}" \
     -d "{\"input_file_id\":\"$fid\",\"endpoint\":\"/v1/chat/completions\",\"completion_window\":\"24h\"}" | json v.id)
 running() { [ "$(curl -s "$url/batches/$bid" "${auth[@]}" | json v.request_counts.completed)" -gt 0 ]; }
 wait_for 120 running
-code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$url/batches/$bid/cancel" "${auth[@]}")
-expect "cancel mid-run answered 200" [ "$code" = 200 ]
-wait_for 300 terminal "$bid"
-got=$(curl -s "$url/batches/$bid" "${auth[@]}" |
-    json '`${v.status} ${v.request_counts.total} ${v.request_counts.completed + v.request_counts.failed}`')
-expect "  ... it ends cancelled with counts that add up (status total completed+failed: $got)" \
-    [ "$got" = "cancelled $lines $lines" ]
+cancel_and_check "mid-run" "$bid"
 
 kill -TERM "$gw"
 wait "$gw"
