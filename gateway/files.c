@@ -26,6 +26,7 @@
 #include "jobs/job_result.h"
 #include "list.h"
 #include "offload.h"
+#include "tokenizer/unicode.h"
 #include "base/log.h"
 
 #define INVALID "invalid_request_error"
@@ -55,13 +56,40 @@ long long gw_unix_s(void)
     return (long long)(llmq_wall_ms() / 1000);
 }
 
+static int utf8_valid(const char *s)
+{
+    size_t n = strlen(s);
+    return llmq_utf8_valid_prefix((const unsigned char *)s, n) == n;
+}
+
+/* The File object; NULL when out of memory. A stored filename that is not
+ * UTF-8 (uploads refuse those now; older versions stored them) is shown with
+ * U+FFFD for its bad bytes, so the file can still be listed, read and
+ * deleted. */
 static json_t *file_object(const char *id, const char *filename, const char *purpose,
                            long long bytes, long long created_at)
 {
-    return json_pack("{s:s, s:s, s:I, s:I, s:s, s:s, s:s, s:n}", "id", id, "object", "file",
-                     "bytes", (json_int_t)bytes, "created_at", (json_int_t)created_at, "filename",
-                     filename ? filename : "", "purpose", purpose, "status", "processed",
-                     "status_details");
+    char *fixed = NULL;
+    if (filename != NULL && !utf8_valid(filename)) {
+        size_t n = 0;
+        unsigned char *u =
+            llmq_utf8_sanitize((const unsigned char *)filename, strlen(filename), &n);
+        fixed = u ? malloc(n + 1) : NULL;
+        if (fixed == NULL) {
+            free(u);
+            return NULL;
+        }
+        memcpy(fixed, u, n);
+        fixed[n] = '\0';
+        free(u);
+        filename = fixed;
+    }
+    json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:s, s:s, s:s, s:n}", "id", id, "object", "file",
+                          "bytes", (json_int_t)bytes, "created_at", (json_int_t)created_at,
+                          "filename", filename ? filename : "", "purpose", purpose, "status",
+                          "processed", "status_details");
+    free(fixed);
+    return o;
 }
 
 static void respond_no_file(struct gw_request *r, const char *id)
@@ -80,7 +108,15 @@ static int owned(const struct gw_request *r, const char *tenant)
 struct upload {
     char id[40];
     long long bytes, created_at;
+    json_t *answer; /* the File object, built before anything is stored */
 };
+
+static void upload_free(void *p)
+{
+    struct upload *u = p;
+    json_decref(u->answer);
+    free(u);
+}
 
 static void on_stored(redisAsyncContext *ac, void *reply, void *privdata)
 {
@@ -92,8 +128,8 @@ static void on_stored(redisAsyncContext *ac, void *reply, void *privdata)
         gw_respond_no_redis(r);
     } else {
         r->gw->stats.files_created++;
-        gw_respond_json(r, 200,
-                        file_object(u->id, r->upload.filename, "batch", u->bytes, u->created_at));
+        gw_respond_json(r, 200, u->answer);
+        u->answer = NULL;
     }
     gw_request_release(r);
 }
@@ -134,7 +170,8 @@ static int check_file(const char *body, size_t len, size_t job_body_max, long lo
     return rc;
 }
 
-/* Stores a checked file: one MULTI/EXEC of its hash and index entry. */
+/* Stores a checked file: one MULTI/EXEC of its hash and index entry, all or
+ * nothing; its answer is built first, so a stored file is always answered. */
 static void store(struct gw_request *r, long long lines)
 {
     redisAsyncContext *ac = gw_redis(r->gw);
@@ -145,10 +182,15 @@ static void store(struct gw_request *r, long long lines)
         return;
     }
     r->state = u;
-    r->state_free = free;
+    r->state_free = upload_free;
     gw_new_id("file-", u->id, sizeof(u->id));
     u->bytes = (long long)r->body_len;
     u->created_at = gw_unix_s();
+    u->answer = file_object(u->id, r->upload.filename, "batch", u->bytes, u->created_at);
+    if (u->answer == NULL) {
+        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
+        return;
+    }
     const char *p = r->gw->prefix;
     char bytes[24], created[24], nlines[24];
     snprintf(bytes, sizeof(bytes), "%lld", u->bytes);
@@ -234,6 +276,18 @@ static void upload(struct gw_request *r)
                           "'%s' is not a supported purpose: llmq-gateway stores files for "
                           "'batch' only.",
                           r->upload.purpose[0] ? r->upload.purpose : "(none)");
+        return;
+    }
+    /* checked before anything is read or stored */
+    if (r->upload.filename_too_long) {
+        gw_respond_errorf(r, 400, INVALID, "filename", "invalid_value",
+                          "The file's filename is longer than %zu bytes.",
+                          sizeof(r->upload.filename) - 1);
+        return;
+    }
+    if (!utf8_valid(r->upload.filename)) {
+        gw_respond_errorf(r, 400, INVALID, "filename", "invalid_value",
+                          "The file's filename is not valid UTF-8.");
         return;
     }
     struct check_task *c = calloc(1, sizeof(*c));

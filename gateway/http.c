@@ -203,8 +203,13 @@ static enum MHD_Result on_post_part(void *cls, enum MHD_ValueKind kind, const ch
         return MHD_YES;
     if (strcmp(key, "file") == 0) {
         r->upload.has_file = 1;
-        if (filename != NULL && r->upload.filename[0] == '\0')
-            snprintf(r->upload.filename, sizeof(r->upload.filename), "%s", filename);
+        if (filename != NULL && r->upload.filename[0] == '\0' && !r->upload.filename_too_long) {
+            /* never cut: a cut name could end inside a character */
+            if (strlen(filename) < sizeof(r->upload.filename))
+                memcpy(r->upload.filename, filename, strlen(filename) + 1);
+            else
+                r->upload.filename_too_long = 1;
+        }
         body_append(r, data, size);
     } else if (strcmp(key, "purpose") == 0) {
         size_t have = strlen(r->upload.purpose);

@@ -42,6 +42,7 @@ struct gw_upload {
     size_t tail_len;
     int has_file;
     char filename[256];
+    int filename_too_long; /* the part's filename did not fit filename */
     char purpose[64];
 };
 

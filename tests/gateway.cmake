@@ -33,3 +33,9 @@ add_test(NAME gateway_crash_create
     COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/crash_create.sh)
 set_tests_properties(gateway_crash_create PROPERTIES LABELS integration TIMEOUT 1500
     ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};CRASH_LINES=20000;GW_FLAGS=--lease-ms 1500")
+#   gateway_upload_names  upload filenames: not UTF-8 or too long -> 400,
+#                         nothing stored; UTF-8 kept; older stored names readable
+add_test(NAME gateway_upload_names
+    COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/upload_names.sh)
+set_tests_properties(gateway_upload_names PROPERTIES LABELS integration TIMEOUT 120
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=0")
