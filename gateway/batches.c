@@ -335,9 +335,10 @@ static void on_recovered(const struct chunked *ch, void *ud)
 {
     struct recovery *rc = ud;
     if (ch->failed)
-        LLMQ_LOG(LLMQ_LOG_WARN, "gateway: batch %s: %s it failed (%s); tried again at the next "
-                 "lease renewal", rc->stage.id, rc->commit ? "finishing" : "rolling back",
-                 ch->error);
+        LLMQ_LOG(LLMQ_LOG_WARN,
+                 "gateway: batch %s: %s it failed (%s); tried again at the next "
+                 "lease renewal",
+                 rc->stage.id, rc->commit ? "finishing" : "rolling back", ch->error);
     else
         LLMQ_LOG(LLMQ_LOG_INFO, "gateway: batch %s: the gateway creating it is gone; %s",
                  rc->stage.id,
@@ -723,9 +724,9 @@ static void on_cancel_ids(redisAsyncContext *ac, void *reply, void *privdata)
     const char *head[] = {r->gw->prefix, r->m.id};
     /* the reference moves on to the cancel calls; their last, '{all}', lets
      * job_cancel end the batch even where jobs were never enqueued */
-    if (ids == NULL || run_chunked(r->gw, LLMQ_SCRIPT_JOB_CANCEL, head, 2, ids,
-                                   ((redisReply *)reply)->elements, "{all}", on_cancel_done,
-                                   r) != 0) {
+    if (ids == NULL ||
+        run_chunked(r->gw, LLMQ_SCRIPT_JOB_CANCEL, head, 2, ids, ((redisReply *)reply)->elements,
+                    "{all}", on_cancel_done, r) != 0) {
         gw_respond_no_redis(r);
         gw_request_release(r);
     }

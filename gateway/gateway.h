@@ -45,7 +45,7 @@ struct gw {
     char id[40];                /* this process's id, "gw-<24 hex>": its lease (lease.h) */
     struct gw_lease *lease;
     struct gw_stage *stages; /* batches this process is creating or recovering (batches.c) */
-    long long job_body_max;     /* P settings max_body_bytes, read when Redis is ready */
+    long long job_body_max;  /* P settings max_body_bytes, read when Redis is ready */
     struct gw_stats stats;
 };
 

@@ -41,8 +41,7 @@ void gw_lease_renew(struct gw_lease *l)
     char ms[24];
     snprintf(ms, sizeof(ms), "%lld", l->gw->cfg->lease_ms);
     const char *argv[] = {l->gw->prefix, l->gw->id, ms};
-    if (llmq_script_run_async(ac, LLMQ_SCRIPT_GW_LEASE, 1, 3, argv, NULL, on_renewed, l) ==
-        LLMQ_OK)
+    if (llmq_script_run_async(ac, LLMQ_SCRIPT_GW_LEASE, 1, 3, argv, NULL, on_renewed, l) == LLMQ_OK)
         l->renewing = 1;
 }
 

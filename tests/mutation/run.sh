@@ -71,10 +71,15 @@ declare -A all_tests=()
 for s in "${specs[@]}"; do
     for t in $(field tests "$s"); do all_tests[$t]=1; done
 done
-programs=(llmq-cli llmq-worker openai-sim http_testserver)
+programs=(llmq-cli llmq-worker llmq-gateway openai-sim http_testserver)
+# Tests that are scripts (tests/gateway/*.sh) have no target of their own:
+# only the names that are targets are built, besides the programs.
+targets=$(cmake --build "$build" --target help | sed -n 's/^\.\.\. \([^ ]*\).*/\1/p')
 
 build_for() { # build_for TEST... -> 0 when it built
-    cmake --build "$build" -j"$jobs" --target "${programs[@]}" "$@" >"$work/build.log" 2>&1
+    local t own=()
+    for t in "$@"; do grep -qx "$t" <<<"$targets" && own+=("$t"); done
+    cmake --build "$build" -j"$jobs" --target "${programs[@]}" "${own[@]}" >"$work/build.log" 2>&1
 }
 
 # run_tests TEST...: runs them under ctest in a process group of their own,
