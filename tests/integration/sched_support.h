@@ -43,9 +43,8 @@ static inline void sched_enqueue(const struct script_account *a, const char *id,
                                  const char *model, const char *cost, const char *tenant,
                                  const char *user)
 {
-    const char *argv[] = {a->P, id,   prio, model, "/v1/chat/completions",
-                          "{}", cost, tenant, user,  "0",
-                          "0",  "0",  "1"};
+    const char *argv[] = {a->P, id,  prio, model, "/v1/chat/completions", "{}", cost, tenant, user,
+                          "0",  "0", "0",  "1"};
     freeReplyObject(sched_run(a, LLMQ_SCRIPT_ENQUEUE, 13, argv));
 }
 

@@ -97,20 +97,20 @@ static void test_which_limit_a_user_takes(void **state)
     script_account_open(&a, "tuwhich");
     const char *every[] = {"--user", "*", "--rpm", "4", "--period-ms", PERIOD, NULL};
     const char *vip[] = {"--user", "vip", "--rpm", "3", "--period-ms", PERIOD, NULL};
-    const char *a_users[] = {"--tenant", "tenant-a", "--user", "*",
-                             "--rpm",    "2",        "--period-ms", PERIOD, NULL};
-    const char *a_bob[] = {"--tenant", "tenant-a", "--user", "bob",
-                           "--rpm",    "1",        "--period-ms", PERIOD, NULL};
+    const char *a_users[] = {"--tenant", "tenant-a",    "--user", "*", "--rpm",
+                             "2",        "--period-ms", PERIOD,   NULL};
+    const char *a_bob[] = {"--tenant", "tenant-a",    "--user", "bob", "--rpm",
+                           "1",        "--period-ms", PERIOD,   NULL};
     sched_limits_set(&a, MODEL, every);
     sched_limits_set(&a, MODEL, vip);
     sched_limits_set(&a, MODEL, a_users);
     sched_limits_set(&a, MODEL, a_bob);
-    enqueue_n(&a, "abob", 0, 6, "tenant-a", "bob");   /* its own: 1 */
-    enqueue_n(&a, "acat", 0, 6, "tenant-a", "cat");   /* tenant-a's users: 2 */
-    enqueue_n(&a, "avip", 0, 6, "tenant-a", "vip");   /* tenant-a's users: 2 */
-    enqueue_n(&a, "bvip", 0, 6, "tenant-b", "vip");   /* vip in every tenant: 3 */
-    enqueue_n(&a, "bbob", 0, 6, "tenant-b", "bob");   /* every user: 4 */
-    enqueue_n(&a, "nvip", 0, 6, "", "vip");           /* vip without a tenant: 3 */
+    enqueue_n(&a, "abob", 0, 6, "tenant-a", "bob"); /* its own: 1 */
+    enqueue_n(&a, "acat", 0, 6, "tenant-a", "cat"); /* tenant-a's users: 2 */
+    enqueue_n(&a, "avip", 0, 6, "tenant-a", "vip"); /* tenant-a's users: 2 */
+    enqueue_n(&a, "bvip", 0, 6, "tenant-b", "vip"); /* vip in every tenant: 3 */
+    enqueue_n(&a, "bbob", 0, 6, "tenant-b", "bob"); /* every user: 4 */
+    enqueue_n(&a, "nvip", 0, 6, "", "vip");         /* vip without a tenant: 3 */
     struct sched_grant g[16];
     int n = sched_dispatch(&a, 16, g, NULL, 0);
     assert_int_equal(granted(g, n, "abob"), 1);
@@ -161,8 +161,9 @@ static void test_weight_is_the_tenants(void **state)
 static void hset(const struct script_account *a, const char *key, const char *f1, const char *v1,
                  const char *f2, const char *v2)
 {
-    redisReply *r = f2 != NULL ? redisCommand(a->c, "HSET %s%s %s %s %s %s", a->P, key, f1, v1, f2, v2)
-                               : redisCommand(a->c, "HSET %s%s %s %s", a->P, key, f1, v1);
+    redisReply *r = f2 != NULL
+                        ? redisCommand(a->c, "HSET %s%s %s %s %s %s", a->P, key, f1, v1, f2, v2)
+                        : redisCommand(a->c, "HSET %s%s %s %s", a->P, key, f1, v1);
     assert_true(r != NULL && r->type == REDIS_REPLY_INTEGER);
     freeReplyObject(r);
 }
