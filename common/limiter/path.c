@@ -103,8 +103,8 @@ enum llmq_rc llmq_bucket_name(char *buf, size_t n, const char *model, const char
         return llmq_error_set(err, LLMQ_EINVAL, "bad user name");
     if (has_tenant && has_user && strcmp(tenant, "*") == 0)
         return llmq_error_set(err, LLMQ_EINVAL,
-                              "tenant '*' with a user: the limit of a user in every tenant is "
-                              "given with the user alone");
+                              "tenant '*' with a user: a user's limit in every tenant is the "
+                              "user's without a tenant (--user U alone)");
     if (has_user)
         len = user_bucket(buf, n, model, has_tenant ? tenant : "", user);
     else if (has_tenant)
