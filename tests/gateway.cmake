@@ -36,3 +36,9 @@ add_test(NAME gateway_tenant_isolation
     COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/tenant_isolation.sh)
 set_tests_properties(gateway_tenant_isolation PROPERTIES LABELS integration TIMEOUT 300
     ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};SIM_FLAGS=--models gpt-4o-mini,gpt-slow;LIMITS=gpt-slow --rpm 1 --period-ms 60000")
+#   gateway_sdk_keys      the official openai npm package (keys.mjs): the same
+#                         key restrictions on every path and tenant isolation
+#                         of content as the two curl tests above
+add_test(NAME gateway_sdk_keys COMMAND ${LLMQ_GW_DIR}/run_sdk.sh ${PROJECT_BINARY_DIR}/bin keys.mjs)
+set_tests_properties(gateway_sdk_keys PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};SIM_FLAGS=--models gpt-4o-mini,gpt-4o,text-embedding-3-small,text-embedding-3-large,gpt-slow;LIMITS=gpt-slow --rpm 1 --period-ms 60000")
