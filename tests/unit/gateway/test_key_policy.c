@@ -59,7 +59,8 @@ static void test_models_exact(void **state)
     assert_int_equal(for_model(&mini, "gpt-4o"), GW_KEY_REFUSES);
     assert_int_equal(for_model(&mini, "gpt-4o-mini-2024-07-18"), GW_KEY_REFUSES);
 
-    struct gw_key list = key("acme", "", LLMQ_PRIORITY_HIGH, "gpt-4o-mini,text-embedding-3-small,o3");
+    struct gw_key list =
+        key("acme", "", LLMQ_PRIORITY_HIGH, "gpt-4o-mini,text-embedding-3-small,o3");
     assert_int_equal(for_model(&list, "gpt-4o-mini"), GW_KEY_ALLOWS);
     assert_int_equal(for_model(&list, "text-embedding-3-small"), GW_KEY_ALLOWS);
     assert_int_equal(for_model(&list, "o3"), GW_KEY_ALLOWS);
