@@ -9,11 +9,10 @@
 /* 1 when model is one of the comma-separated names of list, exactly. */
 static int model_listed(const char *list, const char *model)
 {
-    size_t n = strlen(model);
     for (const char *p = list;;) {
         const char *comma = strchr(p, ',');
         size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
-        if (len == n && strncmp(p, model, n) == 0)
+        if (len == strlen(model) && strncmp(p, model, len) == 0)
             return 1;
         if (comma == NULL)
             return 0;
