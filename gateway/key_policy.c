@@ -9,14 +9,13 @@
 /* 1 when model is one of the comma-separated names of list, exactly. */
 static int model_listed(const char *list, const char *model)
 {
-    for (const char *p = list;;) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
+    for (const char *p = list;; p++) {
+        size_t len = strcspn(p, ",");
         if (len == strlen(model) && strncmp(p, model, len) == 0)
             return 1;
-        if (comma == NULL)
+        p += len;
+        if (*p == '\0')
             return 0;
-        p = comma + 1;
     }
 }
 
