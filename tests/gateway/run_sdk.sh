@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
-# ctest gateway_openai_sdk (e2e.mjs) and gateway_tenant_users
-# (tenant_users.mjs): a script of tests/gateway/ (default e2e.mjs) with the
-# official openai npm package, through stack.sh.
+# ctest gateway_openai_sdk, gateway_sdk_keys, gateway_tenant_users: SCRIPT (e2e.mjs unless
+# given) with the official openai npm package, through stack.sh.
 #   tests/gateway/run_sdk.sh BIN_DIR [SCRIPT]
-# Without node or the package the test FAILS with a message (scripts/bootstrap
-# installs both): it never passes by skipping.
+# Without node or the package the test FAILS with a message
+# (scripts/bootstrap installs both): it never passes by skipping.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${1:?BIN_DIR}

@@ -1,9 +1,9 @@
 // Two tenants' gateway keys, one end-user name: a user is a user of its
 // tenant, so tenant B's "alice" using up her budget never makes tenant A's
 // "alice" wait. With the official `openai` npm package as the client
-// (maxRetries 0), through tests/gateway/stack.sh, the gateway started with
-// --max-wait-ms 1500 (tests/gateway.cmake) and llmq's limit for every user
-// 3 requests per minute (`llmq limits set M --user '*'`, set below):
+// (maxRetries 0; tests/gateway/sdk.mjs), through tests/gateway/stack.sh,
+// the gateway started with --max-wait-ms 1500 (tests/gateway.cmake) and
+// llmq's limit for every user 3 requests per minute (`llmq limits set M --user '*'`, set below):
 //   1. B's key as "alice": 3 calls answered, the 4th a 429 (waited past
 //      --max-wait-ms: the limiter denied it for most of the minute);
 //   2. then A's key as "alice": 3 calls answered (before the fix the first
@@ -13,27 +13,15 @@
 // Exit 0 when every check passed; a failed check prints what differed.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import path from 'node:path';
+import { clientFor, newKey, runSteps } from './sdk.mjs';
 
-let OpenAI;
-try {
-    ({ default: OpenAI } = await import('openai'));
-} catch (e) {
-    console.error('tenant_users: the openai npm package is missing (scripts/bootstrap ' +
-        'installs it into tests/gateway/node_modules): ' + e.message);
-    process.exit(1);
-}
-
-const baseURL = process.env.GW_URL, bin = process.env.LLMQ_BIN_DIR;
-assert.ok(baseURL && bin, 'run through tests/gateway/stack.sh (GW_URL, LLMQ_BIN_DIR)');
-const llmq = (...args) => execFileSync(path.join(bin, 'llmq'), args, { encoding: 'utf8' });
+const llmq = (...args) => execFileSync(`${process.env.LLMQ_BIN_DIR}/llmq`, args,
+    { encoding: 'utf8' });
 const MODEL = 'gpt-4o-mini';
 
 llmq('limits', 'set', MODEL, '--rpm', '1000');
 llmq('limits', 'set', MODEL, '--user', '*', '--rpm', '3', '--period-ms', '60000');
-const client = (tenant) => new OpenAI({ baseURL, maxRetries: 0, timeout: 60000,
-    apiKey: llmq('keys', 'create', '--tenant', tenant).trim() });
-const a = client('tenant-a'), b = client('tenant-b');
+const a = clientFor(newKey('--tenant', 'tenant-a')), b = clientFor(newKey('--tenant', 'tenant-b'));
 
 // The status of one call as "alice": 200, or the error's status.
 async function call(c, n) {
@@ -48,31 +36,20 @@ async function call(c, n) {
     }
 }
 
-async function four(c, who) {
+async function four(c) {
     const got = [];
     for (let i = 0; i < 4; i++) got.push(await call(c, i));
-    assert.deepEqual(got, [200, 200, 200, 429], `${who}'s alice: statuses ${got.join(' ')}`);
-    console.log(`ok - ${who}'s alice: 3 calls answered, the 4th 429`);
+    assert.deepEqual(got, [200, 200, 200, 429], `statuses ${got.join(' ')}`);
 }
 
-let failed = 0;
-for (const [c, who] of [[b, 'tenant-b'], [a, 'tenant-a']]) {
-    try {
-        await four(c, who);
-    } catch (e) {
-        console.log(`not ok - ${e.message}`);
-        failed++;
-    }
-}
-try {
-    const status = JSON.parse(llmq('status', '--json'));
-    const used = (name) => (status.buckets.find((x) => x.name === name) || {}).requests_used;
-    assert.equal(used(`${MODEL}/t/tenant-a/u/alice`), 3, 'tenant-a alice bucket');
-    assert.equal(used(`${MODEL}/t/tenant-b/u/alice`), 3, 'tenant-b alice bucket');
-    assert.equal(used(`${MODEL}/u/alice`), undefined, 'a bucket of every alice');
-    console.log('ok - status: one alice bucket per tenant, 3 requests each');
-} catch (e) {
-    console.log(`not ok - ${e.message}`);
-    failed++;
-}
-process.exit(failed ? 1 : 0);
+await runSteps([
+    ["tenant-b's alice: 3 calls answered, the 4th 429", () => four(b)],
+    ["then tenant-a's alice: 3 calls answered, the 4th 429", () => four(a)],
+    ['status: one alice bucket per tenant, 3 requests each', () => {
+        const status = JSON.parse(llmq('status', '--json'));
+        const used = (name) => (status.buckets.find((x) => x.name === name) || {}).requests_used;
+        assert.equal(used(`${MODEL}/t/tenant-a/u/alice`), 3, 'tenant-a alice bucket');
+        assert.equal(used(`${MODEL}/t/tenant-b/u/alice`), 3, 'tenant-b alice bucket');
+        assert.equal(used(`${MODEL}/u/alice`), undefined, 'a bucket of every alice');
+    }],
+]);
