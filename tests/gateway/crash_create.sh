@@ -12,12 +12,7 @@
 # answer when the gateway died.
 # Run through stack.sh (tests/gateway.cmake gives it GW_FLAGS).
 set -uo pipefail
-pass=0 fail=0
-expect() {
-    local name=$1
-    shift
-    if "$@"; then pass=$((pass + 1)); echo "ok - $name"; else fail=$((fail + 1)); echo "not ok - $name"; fi
-}
+. "$(dirname "$0")/lib.sh"
 R() { redis-cli -p "$REDIS_PORT" "$@"; }
 P="llmq:{$LLMQ_ACCOUNT}:"
 auth=(-H "Authorization: Bearer $GW_KEY")
@@ -181,5 +176,4 @@ kill -TERM "$gw"
 wait "$gw"
 expect "the last gateway exits 0" [ $? = 0 ]
 grep -h 'batch_' "$STACK_DIR"/gateway*.err | grep -v 'jobs enqueued' | head -5 | sed 's/^/# /'
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -14,12 +14,7 @@
 # after 1.5 s; --lease-ms 1500). The state an older gateway left is written
 # with redis-cli, as it was (keys.h).
 set -uo pipefail
-pass=0 fail=0
-expect() {
-    local name=$1
-    shift
-    if "$@"; then pass=$((pass + 1)); echo "ok - $name"; else fail=$((fail + 1)); echo "not ok - $name"; fi
-}
+. "$(dirname "$0")/lib.sh"
 R() { redis-cli -p "$REDIS_PORT" "$@"; }
 P="llmq:{$LLMQ_ACCOUNT}:"
 auth=(-H "Authorization: Bearer $GW_KEY")
@@ -117,5 +112,4 @@ expect "  ... the running job completed, the rest failed" [ "$completed:$failed"
 kill -TERM "$gw2"
 wait "$gw2"
 expect "the second gateway exits 0" [ $? = 0 ]
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

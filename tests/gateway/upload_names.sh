@@ -6,48 +6,41 @@
 # still be read, listed and deleted (its bad bytes shown as U+FFFD).
 # Run through stack.sh.
 set -uo pipefail
-pass=0 fail=0
-expect() {
-    local name=$1
-    shift
-    if "$@"; then pass=$((pass + 1)); echo "ok - $name"; else fail=$((fail + 1)); echo "not ok - $name"; fi
-}
+. "$(dirname "$0")/lib.sh"
 R() { redis-cli -p "$REDIS_PORT" "$@"; }
 P="llmq:{$LLMQ_ACCOUNT}:"
 auth=(-H "Authorization: Bearer $GW_KEY")
-out=$STACK_DIR/resp
 line='{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}}'
-# upload NAME_BYTES: POSTs a multipart body whose file part has that
-# filename (bytes as given, printf escapes); prints the status
-upload() {
+# body NAME_BYTES: writes a multipart body whose file part has that
+# filename (bytes as given, printf escapes)
+body() {
     {
         printf -- '--zz\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n'
         printf -- '--zz\r\nContent-Disposition: form-data; name="file"; filename="'
         printf -- "$1"
         printf -- '"\r\nContent-Type: application/jsonl\r\n\r\n%s\n\r\n--zz--\r\n' "$line"
     } >"$STACK_DIR/body"
-    curl -s -o "$out" -w '%{http_code}' "$GW_URL/files" "${auth[@]}" \
-        -H 'Content-Type: multipart/form-data; boundary=zz' --data-binary "@$STACK_DIR/body"
 }
-field() { node -e "const v = JSON.parse(require('fs').readFileSync('$out', 'utf8')); console.log($1)"; }
+post=("$GW_URL/files" "${auth[@]}" -H 'Content-Type: multipart/form-data; boundary=zz'
+    --data-binary "@$STACK_DIR/body")
+field() { json_field "$out" "$1"; }
 stored() { R --scan --pattern "${P}gw:file:*" | wc -l; }
 
-code=$(upload 'r\xe9sum\xe9.jsonl')
-expect "a Latin-1 filename: 400 ($(head -c 200 "$out"))" [ "$code" = 400 ]
-expect "  ... invalid_request_error naming filename" \
-    [ "$(field '`${v.error.type} ${v.error.param}`')" = "invalid_request_error filename" ]
+body 'r\xe9sum\xe9.jsonl'
+check "a Latin-1 filename: 400 naming filename" 400 invalid_request_error filename invalid_value -- "${post[@]}"
 expect "  ... and nothing is stored" [ "$(stored)" = 0 ]
 long=$(printf '\\xc3\\xa9%.0s' $(seq 150)) # 150 x "é": 300 bytes
-code=$(upload "$long.jsonl")
-expect "a filename too long to keep whole: 400 ($(head -c 120 "$out"))" [ "$code" = 400 ]
-expect "  ... naming filename" [ "$(field v.error.param)" = filename ]
+body "$long.jsonl"
+check "a filename too long to keep whole: 400 naming filename" 400 invalid_request_error filename \
+    invalid_value -- "${post[@]}"
 expect "  ... and nothing is stored" [ "$(stored)" = 0 ]
-code=$(upload 'r\xc3\xa9sum\xc3\xa9.jsonl')
+body 'r\xc3\xa9sum\xc3\xa9.jsonl'
+code=$(curl -s -o "$out" -w '%{http_code}' "${post[@]}")
 expect "a UTF-8 filename: 200" [ "$code" = 200 ]
-id=$(field v.id)
-expect "  ... kept as sent" [ "$(field v.filename)" = "résumé.jsonl" ]
+id=$(field b.id)
+expect "  ... kept as sent" [ "$(field b.filename)" = "résumé.jsonl" ]
 curl -s -o "$out" "$GW_URL/files/$id" "${auth[@]}"
-expect "  ... and read back by id" [ "$(field v.filename)" = "résumé.jsonl" ]
+expect "  ... and read back by id" [ "$(field b.filename)" = "résumé.jsonl" ]
 
 # What an older version stored for a Latin-1 name.
 legacy=file-0123456789abcdef01234567
@@ -56,10 +49,9 @@ R HSET "${P}gw:file:$legacy" filename "$(printf 'caf\xe9.jsonl')" purpose batch 
 R ZADD "${P}gw:files" "$(date +%s%3N)" "$legacy" >/dev/null
 code=$(curl -s -o "$out" -w '%{http_code}' "$GW_URL/files/$legacy" "${auth[@]}")
 expect "a stored non-UTF-8 name is readable by id: 200 ($(head -c 120 "$out"))" [ "$code" = 200 ]
-expect "  ... shown with U+FFFD" [ "$(field v.filename)" = "caf�.jsonl" ]
+expect "  ... shown with U+FFFD" [ "$(field b.filename)" = "caf�.jsonl" ]
 curl -s -o "$out" "$GW_URL/files" "${auth[@]}"
-expect "  ... and listed" [ "$(field 'v.data.map((f) => f.id).sort().join(" ")')" = "$(printf '%s\n' "$id" "$legacy" | sort | tr '\n' ' ' | sed 's/ $//')" ]
+expect "  ... and listed" [ "$(field 'b.data.map((f) => f.id).sort().join(" ")')" = "$(printf '%s\n' "$id" "$legacy" | sort | tr '\n' ' ' | sed 's/ $//')" ]
 code=$(curl -s -o /dev/null -w '%{http_code}' -X DELETE "$GW_URL/files/$legacy" "${auth[@]}")
 expect "  ... and deleted" bash -c "[ $code = 200 ] && [ \"\$(redis-cli -p $REDIS_PORT EXISTS '${P}gw:file:$legacy')\" = 0 ]"
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish
