@@ -10,8 +10,9 @@
 --           Every call queues the jobs still held (sched_push); a job no
 --           longer held (queued by an earlier commit, cancelled since) is
 --           left alone, so a commit can run again over the same ids.
---   abort   only while the batch is validating (never seen): deletes its
---           held jobs, and at the last call the batch itself (hash, job list).
+--   abort   only while the batch is validating (never seen) or gone: deletes
+--           its held jobs, and at the last call the batch itself (hash, job
+--           list).
 -- The last call (its last argument '{last}') takes the batch out of P gw:staging and
 -- drops its lease. A gateway that dies part-way leaves the batch in
 -- P gw:staging with its lease gone; lua/gw_lease.lua hands it to a live
@@ -22,7 +23,7 @@
 -- ARGV[4..] job ids of the batch; on the last call then '{last}' (never a
 --          job id: ids have no braces)
 -- Reply: the batch's status after the call ('gone' after the last abort).
--- Errors: LLMQ_ENOTFOUND no such batch; LLMQ_ECONFLICT a commit of a
+-- Errors: LLMQ_ENOTFOUND a commit of no such batch; LLMQ_ECONFLICT a commit of a
 -- validating batch another gateway holds, or an abort of a visible one.
 local P = KEYS[1]
 local bid, gw, mode, last = ARGV[1], ARGV[2], ARGV[3], ARGV[#ARGV] == '{last}'
@@ -30,13 +31,15 @@ local ids_end = last and #ARGV - 1 or #ARGV
 local bk = P .. 'gw:batch:' .. bid
 local v = redis.call('HMGET', bk, 'status', 'lease')
 local status = v[1]
-if not status then
+if not status and mode ~= 'abort' then
     redis.call('SREM', P .. 'gw:staging', bid)
     return redis.error_reply('LLMQ_ENOTFOUND no batch ' .. bid)
 end
 local now = llmq_now_ms()
 if mode == 'abort' then
-    if status ~= 'validating' then
+    -- (a batch already gone, aborted by another gateway that took it over:
+    -- the held jobs pushed since are deleted all the same)
+    if status and status ~= 'validating' then
         return redis.error_reply('LLMQ_ECONFLICT batch ' .. bid .. ' is ' .. status)
     end
     for i = 4, ids_end do
@@ -46,7 +49,7 @@ if mode == 'abort' then
         end
     end
     if not last then
-        return status
+        return status or 'gone'
     end
     redis.call('DEL', bk, P .. 'gw:batch:' .. bid .. ':jobs')
     redis.call('SREM', P .. 'gw:staging', bid)
