@@ -66,9 +66,17 @@ static void test_worker_recovers_from_a_hung_redis(void **state)
     int port = llmq_test_free_port();
     snprintf(port_s, sizeof(port_s), "%d", port);
     /* A few calls at a time, so calls and settles are in flight at the stop. */
-    const char *args[] = {"--metrics-port", port_s,    "--metrics-host",     "127.0.0.1",
-                          "--concurrency",  "4",       "--redis-timeout-ms", "1000",
-                          "--visibility-ms", "3000",   NULL};
+    const char *args[] = {"--metrics-port",
+                          port_s,
+                          "--metrics-host",
+                          "127.0.0.1",
+                          "--concurrency",
+                          "4",
+                          "--redis-timeout-ms",
+                          "1000",
+                          "--visibility-ms",
+                          "3000",
+                          NULL};
     pid_t w = worker_start(account, &sim, log, args);
     struct worker_page pg = readyz_wait_status(port, 200, 30000);
     assert_int_equal(pg.status, 200);
@@ -83,8 +91,8 @@ static void test_worker_recovers_from_a_hung_redis(void **state)
     int stopped_status = (int)pg.status;
     int says_why = strstr(pg.body, "no answer within") != NULL;
     free(pg.body);
-    snprintf(want, sizeof(want), "redis 127.0.0.1:%d: no answer within the command timeout of 1000 ms",
-             server.port);
+    snprintf(want, sizeof(want),
+             "redis 127.0.0.1:%d: no answer within the command timeout of 1000 ms", server.port);
     int logged = worker_wait_log(log, want, 10000);
     /* It reconnects meanwhile, and an attempt on the hung server fails too. */
     snprintf(want, sizeof(want), "redis 127.0.0.1:%d: no answer within the connect timeout",
