@@ -74,6 +74,7 @@ expect "the call waiting in the queue ends: 503 or 429 (got $(code waiting))" \
     grep -qx '503\|429' "$STACK_DIR/waiting.code"
 expect "  with retry-after and OpenAI's error shape" shaped waiting
 expect "/readyz says 503" wait_readyz 503
+expect "  and why" bash -c "curl -s --max-time 5 http://127.0.0.1:$GW_PORT/readyz | grep -q 'redis not connected: no answer within'"
 request later "$GW_URL/batches" "${auth[@]}"
 expect "a request sent once the hang is known: 503 (got $(code later))" [ "$(code later)" = 503 ]
 sdk=$(cd "$here" && timeout 60 node --input-type=module -e '
