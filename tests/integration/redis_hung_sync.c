@@ -70,8 +70,8 @@ static void test_cli_status_names_the_hung_server(void **state)
 static void test_producer_returns_eredis_with_the_bound(void **state)
 {
     (void)state;
-    struct llmq_producer_options o = {.redis_url = server.url, .account = "hung",
-                                      .timeout_ms = 1000};
+    struct llmq_producer_options o = {
+        .redis_url = server.url, .account = "hung", .timeout_ms = 1000};
     struct llmq_producer *p = NULL;
     struct llmq_error err = {0};
     assert_int_equal(llmq_producer_open(&o, &p, &err), LLMQ_OK);
