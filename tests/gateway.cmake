@@ -21,6 +21,27 @@ add_test(NAME gateway_upload_off_loop
     COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/upload_off_loop.sh)
 set_tests_properties(gateway_upload_off_loop PROPERTIES LABELS integration TIMEOUT 300
     ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=0;GW_FLAGS=--max-file-lines 100000")
+#   gateway_key_policy    curl: every restriction of a key (--models exact,
+#                         lists, --user) on every job-creating path: the four
+#                         sync calls, file upload + batch (key_policy.sh)
+add_test(NAME gateway_key_policy
+    COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/key_policy.sh)
+set_tests_properties(gateway_key_policy PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};SIM_FLAGS=--models gpt-4o-mini,gpt-4o,text-embedding-3-small,text-embedding-3-large")
+#   gateway_tenant_isolation  curl: another tenant's key (and one without a
+#                         tenant) gets 404 for a tenant's file content, its
+#                         deletion, batch output and error files, batches and
+#                         their cancel (tenant_isolation.sh)
+add_test(NAME gateway_tenant_isolation
+    COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/tenant_isolation.sh)
+set_tests_properties(gateway_tenant_isolation PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};SIM_FLAGS=--models gpt-4o-mini,gpt-slow;LIMITS=gpt-slow --rpm 1 --period-ms 60000")
+#   gateway_sdk_keys      the official openai npm package (keys.mjs): the same
+#                         key restrictions on every path and tenant isolation
+#                         of content as the two curl tests above
+add_test(NAME gateway_sdk_keys COMMAND ${LLMQ_GW_DIR}/run_sdk.sh ${PROJECT_BINARY_DIR}/bin keys.mjs)
+set_tests_properties(gateway_sdk_keys PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};SIM_FLAGS=--models gpt-4o-mini,gpt-4o,text-embedding-3-small,text-embedding-3-large,gpt-slow;LIMITS=gpt-slow --rpm 1 --period-ms 60000")
 #   gateway_redis_hung    redis-server stopped with SIGSTOP: 503s with retry-after,
 #                         /readyz 503, a log line, recovery after SIGCONT
 #                         (redis_hung.sh, curl and the official SDK)
