@@ -104,5 +104,7 @@ request after_list "$GW_URL/batches" "${auth[@]}"
 expect "GET /v1/batches works again (got $(code after_list))" [ "$(code after_list)" = 200 ]
 request after "$GW_URL/chat/completions" "${auth[@]}" -d "$chat"
 expect "a sync call is answered again (got $(code after))" [ "$(code after)" = 200 ]
+expect "no sanitizer report from the gateway or the worker" \
+    bash -c "! grep -q 'Sanitizer\|runtime error' '$STACK_DIR/gateway.err' '$STACK_DIR/worker1.err'"
 echo "# $pass passed, $fail failed"
 [ "$fail" = 0 ]
