@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ctest gateway_openai_sdk and gateway_sdk_keys: SCRIPT (e2e.mjs unless
+# ctest gateway_openai_sdk, gateway_sdk_keys, gateway_tenant_users: SCRIPT (e2e.mjs unless
 # given) with the official openai npm package, through stack.sh.
 #   tests/gateway/run_sdk.sh BIN_DIR [SCRIPT]
 # Without node or the package the test FAILS with a message

@@ -1,5 +1,5 @@
 // What the gateway's tests with the official `openai` npm package share
-// (e2e.mjs, keys.mjs): loading the package, Batch input lines, polling a
+// (e2e.mjs, keys.mjs, tenant_users.mjs): loading the package, Batch input lines, polling a
 // batch, new gateway keys, and running named steps.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
