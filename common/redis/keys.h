@@ -19,7 +19,12 @@
  *                            bind until then). A hash without limits of its own
  *                            (a tenant under a default) expires when idle.
  *   P policy           HASH  headroom_low, headroom_normal, headroom_high (percent),
- *                            soft_threshold (percent)
+ *                            soft_threshold (percent), window_guard_ms;
+ *                            users_by_tenant_ms: when a script with a bucket
+ *                            per tenant's user first ran (set once by
+ *                            limiter_session; within one hold of it a new
+ *                            tenant's user bucket starts with the admissions
+ *                            the older shared "<model>/u/<user>" made before)
  *   P bw:<bucket>      ZSET  sliding-window log: member "<resid>:<tokens>",
  *                            score = admission time (ms, Redis TIME)
  *   P seq              STRING reservation id counter
