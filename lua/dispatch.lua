@@ -39,9 +39,13 @@
 --   [4] now_ms
 --   [5..] one array per granted job:
 --       {entry_id, prio, id, handle, url, body, model, attempts, cost,
---        max_attempts (0: the worker's default), est_prompt_tokens (-1: none)}
+--        max_attempts (0: the worker's default), est_prompt_tokens (-1: none),
+--        lifetime_ms, guard_ms}
 --       handle: the reservation without the account ('' when no bucket
---       recorded it); attempts counts this one.
+--       recorded it); attempts counts this one. lifetime_ms: send it only
+--       within this many ms of asking for it, else hand it back untried (0:
+--       no bound; lua/lib/20_limiter.lua, the arrival guard); guard_ms: the
+--       model's arrival guard in force (-1: its bucket is no window).
 local P = KEYS[1]
 local consumer = ARGV[1]
 local max_jobs = llmq_int_arg(ARGV[2], 'max jobs')
@@ -352,8 +356,14 @@ for _, prio in ipairs(PRIOS) do
                         local handle = path.tags == '' and '' or limiter_handle(path, r1, job[4], s.now_text)
                         redis.call('HSET', P .. 'job:' .. id, 'state', 'running', 'attempts',
                             llmq_int_text(attempts + 1), 'consumer', consumer, 'run_ms', s.now_text)
+                        if c.lifetime == nil then -- the path's, once per chain
+                            local mc = path[1].cfg
+                            c.lifetime = limiter_grant_lifetime(path)
+                            c.guard = (mc ~= nil and mc.mode ~= 'gcra') and mc.guard or -1
+                        end
                         grants[#grants + 1] = { '', prio, id, handle, job[10] or '', job[12] or '',
-                            c.m.name, attempts + 1, cost, max_attempts, tonumber(job[9]) or -1 }
+                            c.m.name, attempts + 1, cost, max_attempts, tonumber(job[9]) or -1,
+                            c.lifetime, c.guard }
                         taken = taken + 1
                         if not c.wu then -- the key's weights, once per chain
                             local model, tenant, user = c.m.name, c.t.name, c.u.name

@@ -16,7 +16,8 @@
 -- Room given back to a bucket (a refund; a usage-ledger settle below the
 -- charge) unblocks the nodes waiting on it, and that, or a delayed job due
 -- sooner than all others, wakes idle workers (lua/lib/45_sched.lua). Then the account+model bucket learns from OpenAI's
--- rate-limit headers.
+-- rate-limit headers, and a limit 429 the ledger did not predict grows its
+-- arrival guard (limiter_guard_429).
 -- KEYS[1]  P, the account prefix
 -- ARGV: SETTLE_FIELDS values per delivery, repeated: one call may end
 -- several deliveries (the worker sends the settles of one loop turn
@@ -98,6 +99,13 @@ local function learn(base, pause_ms)
         -- can change the same bucket
         local s = limiter_session(P, 'normal', now)
         local b = limiter_bucket(s, model, 'model')
+        -- A rate-limit 429 (the only retry with a pause) of a grant, already
+        -- refunded: the arrival guard may have to grow, judged before the
+        -- headers teach the bucket anything.
+        local cost, admitted = string.match(ARGV[base + 5], '^[^|]+|(%d+)|(%d+)')
+        if pause_ms > 0 and ARGV[base + 1] == 'retry' and admitted ~= nil then
+            limiter_guard_429(s, b, tonumber(admitted), tonumber(cost), pause_ms, rem_req, rem_tok)
+        end
         limiter_bucket_pause(s, b, pause_ms)
         limiter_learn(s, b, rem_req, rem_tok, reset_req, reset_tok, lim_req, lim_tok)
         limiter_flush(s)

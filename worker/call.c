@@ -147,6 +147,11 @@ static void apply_class(struct llmq_worker *w, struct worker_job *job,
         return;
     case LLMQ_CALL_HANDBACK:
         job->settle.mode = WORKER_SETTLE_HANDBACK;
+        if (c->cause == LLMQ_CALL_CAUSE_STALE)
+            LLMQ_LOG_JOB(LLMQ_LOG_INFO, acct, job->id,
+                         "grant stale: the connection was ready %lld ms past its lifetime; "
+                         "handed back untried",
+                         (long long)(llmq_monotonic_ms() - job->send_by_ms));
         return;
     case LLMQ_CALL_AUTH:
         llmq_worker_auth_refused(job->acct, resp->status,
@@ -275,6 +280,7 @@ void llmq_worker_call(struct llmq_worker *w, struct worker_job *job)
         .auth = w->cfg->azure_api_version[0] ? LLMQ_HTTP_AUTH_API_KEY : LLMQ_HTTP_AUTH_BEARER,
         .api_key = job->acct->cfg->api_key,
         .client_request_id = job->id,
+        .send_by_ms = job->send_by_ms,
     };
     if (llmq_http_submit(w->http, &req, on_response, job, &err) != LLMQ_OK) {
         LLMQ_LOG_JOB(LLMQ_LOG_ERROR, job->acct->cfg->name, job->id, "cannot send: %s", err.msg);

@@ -6,10 +6,9 @@
 --   window: exact sliding window. Each admission is a member
 --           "<resid>:<tokens>" of the ZSET bw:<bucket>, scored by its admission
 --           time; it counts for its hold: one period plus the arrival guard
---           (while score > now - hold; cfg.hold = period + the policy's
---           window_guard_ms, default LIMITER_GUARD_MS): a request reaches the
---           API some ms after its admission, by a delay that varies, and the
---           API's window starts at arrival.
+--           (while score > now - hold; cfg.hold = period + cfg.guard, below):
+--           a request reaches the API some ms after its admission, by a delay
+--           that varies, and the API's window starts at arrival.
 --           The bucket hash caches n, tok (count and token sum of the members)
 --           and oldest (earliest score). Entries that aged out are dropped
 --           lazily: always before a decision they could change (the cached sums
@@ -36,12 +35,48 @@
 -- for those only), then live state.
 local BUCKET_FIELDS = { 'requests', 'tokens', 'period_ms', 'mode', 'burst_requests',
     'burst_tokens', 'soft', 'settle', 'tok', 'n', 'oldest', 'pause', 'rtat', 'ttat', 'exp',
-    'learned_requests', 'learned_tokens', 'learned_until' }
+    'learned_requests', 'learned_tokens', 'learned_until', 'guard_ms', 'guard_at' }
 local CONFIG_FIELDS = 8
--- Default arrival guard of window buckets (policy window_guard_ms): above the
--- admission->arrival delays tests/integration/worker_exact_limits.c measured
--- on a loaded machine (up to ~1.1 s; see the README's limiter section).
-local LIMITER_GUARD_MS = 1000
+
+-- The arrival guard (README "What a bucket is charged"). A request's delay
+-- from its admission (Redis TIME) to its arrival at the API has two parts:
+--   - admission -> the request going out (the dispatch reply's trip, the
+--     worker's loop, connecting): bounded. Each grant has a lifetime; the
+--     worker sends it only while its age, counted from before it sent the
+--     dispatch call, is within it, and hands it back untried otherwise
+--     (worker/http: curl's pre-request callback);
+--   - going out -> counted by the API (network, the API's own queue):
+--     learned. An allowance, grown when the API answers a limit 429 the
+--     ledger did not predict (limiter_guard_429), decaying while windows
+--     pass clean.
+-- guard = lifetime + allowance, per account+model (fields guard_ms, guard_at
+-- of the model's bucket: the guard grown to, and when), bounded by a floor
+-- (lifetime + the least allowance) and a ceiling, all fractions of the
+-- period, so one rule fits 2 s windows (tests) and 60 s ones (OpenAI). The
+-- tenant and user buckets of a model use its guard. The policy's
+-- window_guard_ms pins the guard of every bucket instead (no learning).
+local GUARD_DECAY = 0.75 -- the allowance above the floor kept per clean window
+
+-- Grant lifetime, least allowance, floor and ceiling of the guard (ms) for a
+-- window of period ms: 2 s -> 50, 25, 75, 500; 60 s -> 500, 250, 750, 5000.
+local function guard_bounds(period)
+    local lifetime = math.min(math.max(math.floor(period / 40), 50), 500)
+    local allowance = math.min(math.max(math.floor(period / 80), 25), 250)
+    local lo = lifetime + allowance
+    return lifetime, allowance, lo, math.max(lo, math.min(math.floor(period / 4), 5000))
+end
+
+-- The guard in force at now of a model bucket of period whose learned state
+-- is (grown to, at) (nil: never grown): what it grew to, less GUARD_DECAY of
+-- its excess over the floor per whole period since, within the bounds.
+local function guard_current(period, grown, at, now)
+    local _, _, lo, hi = guard_bounds(period)
+    local g = grown or lo
+    if at ~= nil and now > at then
+        g = lo + math.floor((g - lo) * GUARD_DECAY ^ math.floor((now - at) / period))
+    end
+    return math.min(math.max(g, lo), hi)
+end
 local HEADROOM_FIELDS = { high = 'headroom_high', normal = 'headroom_normal', low = 'headroom_low' }
 local HEADROOM_DEFAULTS = { high = 100, normal = 100, low = 80 }
 
@@ -58,7 +93,7 @@ local function limiter_session(P, prio, now)
         now_text = llmq_int_text(now),
         frac = (tonumber(v[1]) or HEADROOM_DEFAULTS[prio]) / 100,
         soft_threshold = (tonumber(v[2]) or 80) / 100,
-        guard = tonumber(v[3]) or LIMITER_GUARD_MS,
+        pinned_guard = tonumber(v[3]), -- nil: each model's guard is learned
         buckets = {},
         ids_next = 1,
         ids_last = 0,
@@ -66,8 +101,8 @@ local function limiter_session(P, prio, now)
 end
 
 -- Config of a bucket from HMGET values v (or nil when it sets no limit);
--- guard_ms: the session's arrival guard (window mode holds period + guard).
-local function limiter_parse_config(v, guard_ms)
+-- hold is the period until limiter_bucket adds a window's guard.
+local function limiter_parse_config(v)
     local requests, tokens = tonumber(v[1]), tonumber(v[2])
     -- 0 is no limit on that dimension (as openai-sim's --rpm 0; `llmq limits
     -- set` stores none), never a limit that nothing fits
@@ -86,7 +121,8 @@ local function limiter_parse_config(v, guard_ms)
         burst_tokens = tonumber(v[6]) or tokens,
         soft = v[7] == '1',
         settle = v[8] == 'usage' and 'usage' or 'admission',
-        hold = mode == 'gcra' and period or period + (guard_ms or 0),
+        guard = 0,
+        hold = period,
     }
 end
 
@@ -108,14 +144,28 @@ local function limiter_bucket(s, name, level)
     end
     local key = s.P .. 'limit:' .. name
     local v = redis.call('HMGET', key, unpack(BUCKET_FIELDS))
-    local cfg = limiter_parse_config(v, s.guard)
+    local cfg = limiter_parse_config(v)
     local owns_config = cfg ~= nil
     if cfg == nil and level ~= 'model' then
         local dname = limiter_default_name(name)
         if dname ~= nil then
             cfg = limiter_parse_config(redis.call('HMGET', s.P .. 'limit:' .. dname,
-                unpack(BUCKET_FIELDS, 1, CONFIG_FIELDS)), s.guard)
+                unpack(BUCKET_FIELDS, 1, CONFIG_FIELDS)))
         end
+    end
+    local guard_at = tonumber(v[20])
+    if cfg ~= nil and cfg.mode ~= 'gcra' then
+        local slash = string.find(name, '/', 1, true)
+        if s.pinned_guard ~= nil then
+            cfg.guard = s.pinned_guard
+        elseif slash == nil then
+            cfg.guard = guard_current(cfg.period, tonumber(v[19]), guard_at, s.now)
+        else
+            local m = limiter_bucket(s, string.sub(name, 1, slash - 1), 'model').cfg
+            cfg.guard = (m ~= nil and m.mode ~= 'gcra') and m.guard or
+                guard_current(cfg.period, nil, nil, s.now)
+        end
+        cfg.hold = cfg.period + cfg.guard
     end
     local now = s.now
     local pause = tonumber(v[12]) or 0
@@ -124,7 +174,7 @@ local function limiter_bucket(s, name, level)
     b = { name = name, level = level, key = key, wkey = s.P .. 'bw:' .. name, cfg = cfg,
         owns_config = owns_config, tok = tonumber(v[9]) or 0, n = tonumber(v[10]) or 0,
         oldest = tonumber(v[11]), pause = pause, pause_loaded = pause,
-        exp = tonumber(v[15]) or 0, rtat = rtat > now and rtat or now,
+        exp = tonumber(v[15]) or 0, guard_at = guard_at, rtat = rtat > now and rtat or now,
         ttat = ttat > now and ttat or now, adds = {}, live = cfg ~= nil or pause > now,
         dirty = false, binds = false, soft = false }
     -- Limits the API reported lower than configured (limiter_learn) bind
@@ -676,6 +726,65 @@ local function limiter_learn(s, b, rem_req, rem_tok, reset_req_ms, reset_tok_ms,
         end
         b.dirty = true
     end
+end
+
+-- Grows the arrival guard of model bucket b (session s, after the refund of
+-- the request) when the API answered a limit 429 the ledger did not predict
+-- to the grant of cost admitted at admitted_ms: hint_ms the API's wait until
+-- it fits, rem_req and rem_tok its remaining counts (-1: not sent). Not when:
+--   - the guard is pinned, or b is no window bucket;
+--   - the grant is older than the last growth (it was held by the smaller
+--     guard: one late arrival grows the guard once);
+--   - the API says the window has room for it (not a limit at its edge);
+--   - the ledger has no room for it now (it predicts the 429: header
+--     learning, a learned limit, or ledger entries the grant raced);
+--   - the API counts more than the ledger by more than the request itself
+--     and 5% of the limit: another client's usage on the key explains it (a
+--     late arrival leaves the ledger about one request off: what aged out of
+--     it was taken again at once).
+-- Then it grows by the API's wait (the least it fell short by), at least the
+-- least allowance and at most doubling, up to the ceiling. Returns the new
+-- guard, or nil.
+local function limiter_guard_429(s, b, admitted_ms, cost, hint_ms, rem_req, rem_tok)
+    local c, now = b.cfg, s.now
+    if s.pinned_guard ~= nil or c == nil or c.mode == 'gcra' or admitted_ms < (b.guard_at or 0) then
+        return nil
+    end
+    local room_req = c.requests == nil or rem_req < 0 or rem_req >= 1
+    local room_tok = c.tokens == nil or rem_tok < 0 or rem_tok >= cost
+    if room_req and room_tok and (rem_req >= 0 or rem_tok >= 0) then
+        return nil
+    end
+    if window_stale(b, now) then
+        window_evict(b, now)
+    end
+    if not limiter_fits(b, cost, 1, now) then
+        return nil
+    end
+    if (rem_req >= 0 and c.requests and c.requests - b.n - rem_req > 1 + c.requests / 20) or
+        (rem_tok >= 0 and c.tokens and c.tokens - b.tok - rem_tok > cost + c.tokens / 20) then
+        return nil
+    end
+    local _, allowance, _, hi = guard_bounds(c.period)
+    local g = math.min(c.guard + math.min(math.max(hint_ms, allowance), c.guard), hi)
+    redis.call('HSET', b.key, 'guard_ms', g, 'guard_at', now)
+    b.guard_at = now
+    c.guard, c.hold = g, c.period + g
+    return g
+end
+
+-- The lifetime (ms) of a grant on path (limiter_path): the worker sends it
+-- only this long after it asked; 0 when no window bucket is on the path
+-- (nothing to arrive late for). The model bucket's period decides it, or
+-- the first window bucket's when the model sets no window.
+local function limiter_grant_lifetime(path)
+    for i = 1, #path do
+        local c = path[i].cfg
+        if c ~= nil and c.mode ~= 'gcra' then
+            return (guard_bounds(c.period))
+        end
+    end
+    return 0
 end
 
 -- Flat limits of path's buckets for the caller's local fail-open cache:

@@ -65,6 +65,8 @@ struct sim_config {
     double bad_200_html_pct;  /* 200 with an HTML page (a captive portal, a proxy) */
     double bad_200_shape_pct; /* 200 with JSON lacking the endpoint's fields */
     int64_t slow_ms;
+    double late_pct;  /* --late: requests counted --late-ms after they arrive */
+    int64_t late_ms;
     int64_t spurious_retry_ms;
     int64_t idle_timeout_ms; /* close keep-alive connections idle this long; 0 = never */
     uint64_t seed;
@@ -152,6 +154,8 @@ struct sim_conn {
     int busy; /* ex is in progress */
     int peer_eof;
     int in_process; /* conn_process is on the stack: do not re-enter it */
+    int held;       /* --late: the buffered request waits on timer to be admitted */
+    int late_done;  /* its hold is over: admit it now */
     struct sim_http_req req;
     struct sim_exchange ex;
 };
@@ -189,6 +193,9 @@ struct sim_server {
     struct sim_buf scratch; /* response bodies are built here first */
     struct sim_buf static_resp;
 };
+
+/* admit.c: a uniform draw in [0, 100) from the fault stream. */
+double sim_draw_pct(struct sim_server *srv);
 
 /* options.c: parses argv into cfg (defaults first). Returns 0, 1 when --help
  * was printed (exit 0), or -1 after printing one line to stderr (exit 2). */
