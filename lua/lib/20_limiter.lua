@@ -773,6 +773,16 @@ local function limiter_guard_429(s, b, admitted_ms, cost, hint_ms, rem_req, rem_
     return g
 end
 
+-- The floor and ceiling of the guard of window config c in session s (the
+-- pinned value for both when the policy pins it).
+local function limiter_guard_range(s, c)
+    if s.pinned_guard ~= nil then
+        return s.pinned_guard, s.pinned_guard
+    end
+    local _, _, lo, hi = guard_bounds(c.period)
+    return lo, hi
+end
+
 -- The lifetime (ms) of a grant on path (limiter_path): the worker sends it
 -- only this long after it asked; 0 when no window bucket is on the path
 -- (nothing to arrive late for). The model bucket's period decides it, or

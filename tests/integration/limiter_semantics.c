@@ -129,7 +129,8 @@ static void test_admission_ledger(void **state)
     assert_int_equal(acquire(f, NULL, NULL, 50, LLMQ_PRIORITY_NORMAL).decision, LLMQ_GRANTED);
 }
 
-/* An admission holds its window one guard longer than the period. */
+/* An admission holds its window one guard longer than the period: the
+ * policy's pinned guard, else the model's learned one. */
 static void test_window_guard(void **state)
 {
     struct fixture *f = *state;
@@ -140,12 +141,31 @@ static void test_window_guard(void **state)
     struct llmq_grant d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
     assert_int_equal(d.decision, LLMQ_DENIED);
     assert_int_equal(d.wait_ms, g.at_ms + 5000 + 700 - d.at_ms);
-    /* Without a policy value the default guard (1000 ms) applies. */
+    /* Without a policy value the model's learned guard applies (README "What a
+     * bucket is charged"); never grown, its floor: for a 5 s window the grant
+     * lifetime 125 (period / 40) + the least allowance 62 (period / 80). */
     redisReply *r = redisCommand(f->c, "HDEL llmq:{%s}:policy window_guard_ms", f->account);
     freeReplyObject(r);
     d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
     assert_int_equal(d.decision, LLMQ_DENIED);
-    assert_int_equal(d.wait_ms, g.at_ms + 5000 + 1000 - d.at_ms);
+    assert_int_equal(d.wait_ms, g.at_ms + 5000 + 187 - d.at_ms);
+    /* Grown to 400 ms just now (what a settle records): 400. */
+    char fields[96];
+    snprintf(fields, sizeof(fields), "guard_ms 400 guard_at %lld", (long long)d.at_ms);
+    hset(f, "limit:m", fields);
+    d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
+    assert_int_equal(d.wait_ms, g.at_ms + 5000 + 400 - d.at_ms);
+    /* Grown two whole windows ago: 0.75^2 of its 213 ms over the floor is
+     * left, 187 + 119. */
+    snprintf(fields, sizeof(fields), "guard_ms 400 guard_at %lld", (long long)d.at_ms - 10000);
+    hset(f, "limit:m", fields);
+    d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
+    assert_int_equal(d.wait_ms, g.at_ms + 5000 + 306 - d.at_ms);
+    /* Above the ceiling (period / 4) it is held at the ceiling, 1250. */
+    snprintf(fields, sizeof(fields), "guard_ms 90000 guard_at %lld", (long long)d.at_ms);
+    hset(f, "limit:m", fields);
+    d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
+    assert_int_equal(d.wait_ms, g.at_ms + 5000 + 1250 - d.at_ms);
 }
 
 /* A bucket set to --settle usage replaces the charge with the usage. */
