@@ -323,9 +323,9 @@ static void add_guards(redisContext *c, const char *prefix, json_t *all)
         if (strchr(name, '/') == NULL)
             argv[1 + n++] = name;
     }
-    redisReply *r = n > 0 ? llmq_script_run(c, LLMQ_SCRIPT_BUCKET_USAGE, 1, (int)n + 1, argv,
-                                            NULL, NULL)
-                          : NULL;
+    redisReply *r =
+        n > 0 ? llmq_script_run(c, LLMQ_SCRIPT_BUCKET_USAGE, 1, (int)n + 1, argv, NULL, NULL)
+              : NULL;
     for (size_t i = 0; r != NULL && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
         const redisReply *b = r->element[i];
         if (b->type != REDIS_REPLY_ARRAY || b->elements < 11 ||
@@ -333,8 +333,7 @@ static void add_guards(redisContext *c, const char *prefix, json_t *all)
             continue; /* no window: no guard */
         h = json_object_get(all, llmq_reply_str_or(b->element[0], ""));
         json_object_set_new(h, "guard_ms", json_integer(llmq_reply_int_or(b->element[8], 0)));
-        json_object_set_new(h, "guard_floor_ms",
-                            json_integer(llmq_reply_int_or(b->element[9], 0)));
+        json_object_set_new(h, "guard_floor_ms", json_integer(llmq_reply_int_or(b->element[9], 0)));
         json_object_set_new(h, "guard_ceiling_ms",
                             json_integer(llmq_reply_int_or(b->element[10], 0)));
     }
@@ -391,19 +390,20 @@ static int cmd_get(struct llmq_cli *cli, redisContext *c, const char *prefix, in
             printf("arrival guard %s: %s ms (%s %s..%s ms)\n", name,
                    field(h, "guard_ms", "-", b[0], 24),
                    json_object_get(policy, "window_guard_ms") ? "pinned by the policy"
-                                                               : "learned within",
+                                                              : "learned within",
                    field(h, "guard_floor_ms", "-", b[1], 24),
                    field(h, "guard_ceiling_ms", "-", b[2], 24));
     }
+    char pinned[40] = "learned per model";
+    if (json_object_get(policy, "window_guard_ms") != NULL)
+        snprintf(pinned, sizeof(pinned), "%s ms",
+                 field(policy, "window_guard_ms", "", b[4], sizeof(b[4])));
     printf("policy: headroom high %s%% normal %s%% low %s%%, soft threshold %s%%, window guard "
            "%s\n",
            field(policy, "headroom_high", "100", b[0], 24),
            field(policy, "headroom_normal", "100", b[1], 24),
            field(policy, "headroom_low", "80", b[2], 24),
-           field(policy, "soft_threshold", "80", b[3], 24),
-           json_object_get(policy, "window_guard_ms")
-               ? strcat(strcpy(b[4], field(policy, "window_guard_ms", "", b[4], 18)), " ms")
-               : "learned per model");
+           field(policy, "soft_threshold", "80", b[3], 24), pinned);
     json_object_foreach_safe(weights, tmp, name, h)
     {
         printf("weight %s %s\n", name, field(weights, name, "1", b[0], 24));

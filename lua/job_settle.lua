@@ -102,9 +102,11 @@ local function learn(base, pause_ms)
         -- A rate-limit 429 (the only retry with a pause) of a grant, already
         -- refunded: the arrival guard may have to grow, judged before the
         -- headers teach the bucket anything.
-        local cost, admitted = string.match(ARGV[base + 5], '^[^|]+|(%d+)|(%d+)')
+        local resid, cost, admitted = string.match(ARGV[base + 5], '^(%d+)|(%d+)|(%d+)')
         if pause_ms > 0 and ARGV[base + 1] == 'retry' and admitted ~= nil then
-            limiter_guard_429(s, b, tonumber(admitted), tonumber(cost), pause_ms, rem_req, rem_tok)
+            limiter_guard_429(s, b, tonumber(resid), tonumber(admitted), tonumber(cost),
+                { hint_ms = pause_ms, rem_req = rem_req, rem_tok = rem_tok, lim_req = lim_req,
+                    lim_tok = lim_tok })
         end
         limiter_bucket_pause(s, b, pause_ms)
         limiter_learn(s, b, rem_req, rem_tok, reset_req, reset_tok, lim_req, lim_tok)

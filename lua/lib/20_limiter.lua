@@ -728,45 +728,70 @@ local function limiter_learn(s, b, rem_req, rem_tok, reset_req_ms, reset_tok_ms,
     end
 end
 
+-- The requests and tokens of b's window entries that still count at now and
+-- were admitted ahead of reservation resid admitted at at_ms (before it, or
+-- in the same ms with a smaller id: earlier in its dispatch call), phantoms
+-- of other clients included: what the ledger knows reached the API first.
+local function window_ahead(b, at_ms, resid, now)
+    limiter_write_log(b)
+    local e = redis.call('ZRANGEBYSCORE', b.wkey, '(' .. llmq_int_text(now - b.cfg.hold),
+        llmq_int_text(at_ms), 'WITHSCORES')
+    local n, tok = 0, 0
+    for i = 1, #e, 2 do
+        local id = tonumber(string.match(e[i], '^(%d+):'))
+        if tonumber(e[i + 1]) < at_ms or id == nil or id < resid then
+            n, tok = n + 1, tok + window_member_tokens(e[i])
+        end
+    end
+    return n, tok
+end
+
 -- Grows the arrival guard of model bucket b (session s, after the refund of
 -- the request) when the API answered a limit 429 the ledger did not predict
--- to the grant of cost admitted at admitted_ms: hint_ms the API's wait until
--- it fits, rem_req and rem_tok its remaining counts (-1: not sent). Not when:
---   - the guard is pinned, or b is no window bucket;
+-- to reservation resid of cost admitted at admitted_ms. h: the 429's
+-- hint_ms (the API's wait until it fits) and its x-ratelimit values rem_req,
+-- rem_tok, lim_req, lim_tok (-1: not sent). A late arrival is a request the
+-- ledger let go (its admission aged out) while the API still counted it; it
+-- leaves the API's window within the lateness. So the guard stays when:
+--   - it is pinned, or b is no window bucket;
 --   - the grant is older than the last growth (it was held by the smaller
 --     guard: one late arrival grows the guard once);
---   - the API says the window has room for it (not a limit at its edge);
+--   - the API says its window has room for the request (no limit at its edge);
 --   - the ledger has no room for it now (it predicts the 429: header
---     learning, a learned limit, or ledger entries the grant raced);
---   - the API counts more than the ledger by more than the request itself
---     and 5% of the limit: another client's usage on the key explains it (a
---     late arrival leaves the ledger about one request off: what aged out of
---     it was taken again at once).
--- Then it grows by the API's wait (the least it fell short by), at least the
+--     learning, a learned limit);
+--   - another client's usage explains it: the API's wait is longer than the
+--     ceiling (what blocks its window came after anything the ledger let
+--     go), or it counted more than half its limit beyond the request ahead
+--     of it (limit - remaining) than the ledger holds from before it (a late
+--     arrival's leftovers are the ledger's entries of a lateness, less).
+-- Else it grows by the API's wait (the least it fell short by), at least the
 -- least allowance and at most doubling, up to the ceiling. Returns the new
 -- guard, or nil.
-local function limiter_guard_429(s, b, admitted_ms, cost, hint_ms, rem_req, rem_tok)
+local function limiter_guard_429(s, b, resid, admitted_ms, cost, h)
     local c, now = b.cfg, s.now
     if s.pinned_guard ~= nil or c == nil or c.mode == 'gcra' or admitted_ms < (b.guard_at or 0) then
         return nil
     end
-    local room_req = c.requests == nil or rem_req < 0 or rem_req >= 1
-    local room_tok = c.tokens == nil or rem_tok < 0 or rem_tok >= cost
-    if room_req and room_tok and (rem_req >= 0 or rem_tok >= 0) then
+    local room_req = c.requests == nil or h.rem_req < 0 or h.rem_req >= 1
+    local room_tok = c.tokens == nil or h.rem_tok < 0 or h.rem_tok >= cost
+    if room_req and room_tok and (h.rem_req >= 0 or h.rem_tok >= 0) then
         return nil
     end
     if window_stale(b, now) then
         window_evict(b, now)
     end
-    if not limiter_fits(b, cost, 1, now) then
-        return nil
-    end
-    if (rem_req >= 0 and c.requests and c.requests - b.n - rem_req > 1 + c.requests / 20) or
-        (rem_tok >= 0 and c.tokens and c.tokens - b.tok - rem_tok > cost + c.tokens / 20) then
-        return nil
-    end
     local _, allowance, _, hi = guard_bounds(c.period)
-    local g = math.min(c.guard + math.min(math.max(hint_ms, allowance), c.guard), hi)
+    if not limiter_fits(b, cost, 1, now) or h.hint_ms > hi then
+        return nil
+    end
+    local n_ahead, tok_ahead = window_ahead(b, admitted_ms, resid, now)
+    local lim_req = h.lim_req > 0 and h.lim_req or c.requests
+    local lim_tok = h.lim_tok > 0 and h.lim_tok or c.tokens
+    if (h.rem_req >= 0 and lim_req and lim_req - h.rem_req - n_ahead > 1 + lim_req / 2) or
+        (h.rem_tok >= 0 and lim_tok and lim_tok - h.rem_tok - tok_ahead > cost + lim_tok / 2) then
+        return nil
+    end
+    local g = math.min(c.guard + math.min(math.max(h.hint_ms, allowance), c.guard), hi)
     redis.call('HSET', b.key, 'guard_ms', g, 'guard_at', now)
     b.guard_at = now
     c.guard, c.hold = g, c.period + g

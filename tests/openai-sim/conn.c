@@ -344,7 +344,8 @@ int sim_conn_listen(struct sim_server *srv)
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
-        bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 4096) != 0) {
+        bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+        listen(fd, srv->cfg.accept_paused ? 0 : 4096) != 0) {
         fprintf(stderr, "openai-sim: listen on %s:%d: %s\n", srv->cfg.host, srv->cfg.port,
                 strerror(errno));
         if (fd >= 0)
@@ -360,8 +361,17 @@ int sim_conn_listen(struct sim_server *srv)
     srv->listen_fd = fd;
     ev_io_init(&srv->accept_w, on_accept, fd, EV_READ);
     ev_timer_init(&srv->accept_pause, on_accept_pause, 0.1, 0.0);
-    ev_io_start(srv->loop, &srv->accept_w);
+    if (!srv->cfg.accept_paused)
+        ev_io_start(srv->loop, &srv->accept_w);
     return 0;
+}
+
+void sim_conn_accept_start(struct sim_server *srv)
+{
+    if (srv->listen_fd < 0 || ev_is_active(&srv->accept_w))
+        return;
+    (void)listen(srv->listen_fd, 4096); /* the full backlog from now on */
+    ev_io_start(srv->loop, &srv->accept_w);
 }
 
 void sim_conn_close_all(struct sim_server *srv)

@@ -23,6 +23,9 @@ static const char usage_text[] =
     "  --models A,B,...         known models; others get 404 (default: any model)\n"
     "  --max-body-bytes N       larger bodies get 413 (default 4194304)\n"
     "  --idle-timeout-ms N      close keep-alive connections idle N ms (default 0: never)\n"
+    "  --accept-paused          listen with a backlog of 0 and accept nothing until\n"
+    "                           SIGUSR2: one connection waits in the kernel's queue, the\n"
+    "                           SYNs of later ones are dropped (a slow connect)\n"
     "  --azure                  also serve /openai/deployments/<dep>/{chat/completions,\n"
     "                           embeddings,responses}?api-version=V with Azure 429 bodies\n"
     "limits (per API key and model; 0 = unlimited):\n"
@@ -186,6 +189,7 @@ static int take_switch(const char *name, struct sim_config *cfg)
         {"--should-retry", &cfg->should_retry},
         {"--no-retry-after", &cfg->no_retry_after},
         {"--quiet", &cfg->quiet},
+        {"--accept-paused", &cfg->accept_paused},
     };
     for (size_t i = 0; i < sizeof(sw) / sizeof(sw[0]); i++) {
         if (strcmp(name, sw[i].name) == 0) {

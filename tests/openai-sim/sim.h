@@ -65,7 +65,7 @@ struct sim_config {
     double bad_200_html_pct;  /* 200 with an HTML page (a captive portal, a proxy) */
     double bad_200_shape_pct; /* 200 with JSON lacking the endpoint's fields */
     int64_t slow_ms;
-    double late_pct;  /* --late: requests counted --late-ms after they arrive */
+    double late_pct; /* --late: requests counted --late-ms after they arrive */
     int64_t late_ms;
     int64_t spurious_retry_ms;
     int64_t idle_timeout_ms; /* close keep-alive connections idle this long; 0 = never */
@@ -82,6 +82,7 @@ struct sim_config {
     enum sim_charge charge;
     int embedding_dims;
     int quiet;
+    int accept_paused; /* --accept-paused: backlog 0, no accept until SIGUSR2 */
 };
 
 /* Outcome of one request, as the access log names it. */
@@ -181,7 +182,7 @@ struct sim_server {
     int listen_fd;
     ev_io accept_w;
     ev_timer accept_pause;
-    ev_signal sig_term, sig_int, sig_usr1;
+    ev_signal sig_term, sig_int, sig_usr1, sig_usr2;
     struct sim_conn *conns; /* every open connection */
     struct sim_bucket *buckets[SIM_BUCKET_SLOTS];
     struct sim_alog alog;
@@ -204,6 +205,8 @@ void sim_options_free(struct sim_config *cfg);
 
 /* conn.c */
 int sim_conn_listen(struct sim_server *srv);
+/* Starts accepting (after --accept-paused). */
+void sim_conn_accept_start(struct sim_server *srv);
 void sim_conn_close_all(struct sim_server *srv);
 /* Starts releasing c->ex: the first step after delay_ms (0 = now) and the
  * rest spread evenly over it. Returns 0, or -1 when c was closed and freed. */

@@ -102,9 +102,9 @@ static int register_jobs(struct llmq_worker_metrics *m)
         "2xx responses whose body the endpoint does not send (not JSON, wrong shape, cut "
         "stream): failed attempts, retried, dead-lettered as invalid_response.",
         c, am, NULL, 0);
-    return m->dispatched && m->succeeded && m->retried && m->dead && m->handed_back &&
-           m->stale && m->http_429 && m->tok_reserved && m->tok_used && m->prompt_est &&
-           m->prompt_act && m->invalid_resp;
+    return m->dispatched && m->succeeded && m->retried && m->dead && m->handed_back && m->stale &&
+           m->http_429 && m->tok_reserved && m->tok_used && m->prompt_est && m->prompt_act &&
+           m->invalid_resp;
 }
 
 static int register_gauges(struct llmq_worker_metrics *m)
