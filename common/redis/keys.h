@@ -16,10 +16,14 @@
  *                            rtat/ttat: GCRA; pause: until, ms; exp: when its
  *                            keys expire; learned_requests, learned_tokens,
  *                            learned_until: lower limits the API reported, which
- *                            bind until then). A hash without limits of its own
- *                            (a tenant under a default) expires when idle.
+ *                            bind until then; a model's guard_ms, guard_at: the
+ *                            arrival guard it last grew to, and when, ms; its
+ *                            decay is computed, never written). A hash without
+ *                            limits of its own (a tenant under a default) expires
+ *                            when idle.
  *   P policy           HASH  headroom_low, headroom_normal, headroom_high (percent),
- *                            soft_threshold (percent)
+ *                            soft_threshold (percent), window_guard_ms (pins the
+ *                            arrival guard; absent: learned per model)
  *   P bw:<bucket>      ZSET  sliding-window log: member "<resid>:<tokens>",
  *                            score = admission time (ms, Redis TIME)
  *   P seq              STRING reservation id counter
