@@ -98,7 +98,7 @@ local function learn(base, pause_ms)
         -- a session of its own, flushed before the next delivery's refund
         -- can change the same bucket
         local s = limiter_session(P, 'normal', now)
-        local b = limiter_bucket(s, model, 'model')
+        local b = limiter_bucket(s, model)
         -- A rate-limit 429 (the only retry with a pause) of a grant, already
         -- refunded: the arrival guard may have to grow, judged before the
         -- headers teach the bucket anything.

@@ -126,31 +126,76 @@ local function limiter_parse_config(v)
     }
 end
 
--- The default bucket of a tenant/user bucket: "<model>/t/*" for "<model>/t/x".
-local function limiter_default_name(name)
-    local i = string.find(name, '/', 1, true)
-    if i == nil then
-        return nil
+-- The bucket of user of tenant under model (common/redis/keys.h): a user is
+-- a user of its tenant, so two tenants' users of one name never share a
+-- bucket; a user without a tenant has "<model>/u/<user>", a name no
+-- tenant's user can have (tenant names are never empty and hold no '/').
+local function limiter_user_bucket(model, tenant, user)
+    if tenant == nil or tenant == '' then
+        return model .. '/u/' .. user
     end
-    return string.sub(name, 1, i + 2) .. '*'
+    return model .. '/t/' .. tenant .. '/u/' .. user
+end
+
+-- The level of bucket name: 'model' ("<model>"), 'user' (a name with
+-- "/u/"), else 'tenant'. Names hold no '/' of their own.
+local function limiter_level(name)
+    if not string.find(name, '/', 1, true) then
+        return 'model'
+    end
+    return string.find(name, '/u/', 1, true) and 'user' or 'tenant'
+end
+
+-- The buckets whose limit (and fair-share weight) a tenant or user bucket
+-- without one of its own takes, most specific first: "<model>/t/<tenant>"
+-- -> "<model>/t/*"; "<model>/u/<user>" (the limit of that user in every
+-- tenant, and of that user without a tenant) -> "<model>/u/*";
+-- "<model>/t/<tenant>/u/<user>" -> that tenant's default for its users
+-- "<model>/t/<tenant>/u/*", then "<model>/u/<user>", then "<model>/u/*".
+-- Empty for a model bucket.
+local function limiter_default_names(name)
+    local model, rest = string.match(name, '^([^/]+)/(.+)$')
+    if model == nil then
+        return {}
+    end
+    local tenant, user = string.match(rest, '^t/([^/]+)/u/(.+)$')
+    if tenant == nil then
+        return { model .. '/' .. string.sub(rest, 1, 2) .. '*' }
+    elseif user == '*' then
+        return { model .. '/u/*' }
+    end
+    return { model .. '/t/' .. tenant .. '/u/*', model .. '/u/' .. user, model .. '/u/*' }
+end
+
+-- The configuration fields of default bucket name, read once per session.
+local function limiter_default_values(s, name)
+    s.defaults = s.defaults or {}
+    local v = s.defaults[name]
+    if v == nil then
+        v = redis.call('HMGET', s.P .. 'limit:' .. name, unpack(BUCKET_FIELDS, 1, CONFIG_FIELDS))
+        s.defaults[name] = v
+    end
+    return v
 end
 
 -- Bucket name's live state in session s (cached per session). A bucket with
 -- neither a limit (own or default) nor a pause has b.live = false.
-local function limiter_bucket(s, name, level)
+local function limiter_bucket(s, name)
     local b = s.buckets[name]
     if b ~= nil then
         return b
     end
+    local level = limiter_level(name)
     local key = s.P .. 'limit:' .. name
     local v = redis.call('HMGET', key, unpack(BUCKET_FIELDS))
     local cfg = limiter_parse_config(v)
     local owns_config = cfg ~= nil
     if cfg == nil and level ~= 'model' then
-        local dname = limiter_default_name(name)
-        if dname ~= nil then
-            cfg = limiter_parse_config(redis.call('HMGET', s.P .. 'limit:' .. dname,
-                unpack(BUCKET_FIELDS, 1, CONFIG_FIELDS)))
+        for _, dname in ipairs(limiter_default_names(name)) do
+            cfg = limiter_parse_config(limiter_default_values(s, dname))
+            if cfg ~= nil then
+                break
+            end
         end
     end
     local guard_at = tonumber(v[20])
@@ -161,7 +206,7 @@ local function limiter_bucket(s, name, level)
         elseif slash == nil then
             cfg.guard = guard_current(cfg.period, tonumber(v[19]), guard_at, s.now)
         else
-            local m = limiter_bucket(s, string.sub(name, 1, slash - 1), 'model').cfg
+            local m = limiter_bucket(s, string.sub(name, 1, slash - 1)).cfg
             cfg.guard = (m ~= nil and m.mode ~= 'gcra') and m.guard or
                 guard_current(cfg.period, nil, nil, s.now)
         end
@@ -204,12 +249,12 @@ local function limiter_path(s, model, tenant, user)
     if path ~= nil then
         return path
     end
-    path = { limiter_bucket(s, model, 'model') }
+    path = { limiter_bucket(s, model) }
     if tenant ~= nil and tenant ~= '' then
-        path[#path + 1] = limiter_bucket(s, model .. '/t/' .. tenant, 'tenant')
+        path[#path + 1] = limiter_bucket(s, model .. '/t/' .. tenant)
     end
     if user ~= nil and user ~= '' then
-        path[#path + 1] = limiter_bucket(s, model .. '/u/' .. user, 'user')
+        path[#path + 1] = limiter_bucket(s, limiter_user_bucket(model, tenant, user))
     end
     local tags = ''
     path.has_soft = false
@@ -643,7 +688,7 @@ local function limiter_adjust(P, handle, actual, quiet)
             end
         else
             local s = { P = P, now = 0, buckets = {} }
-            local b = limiter_bucket(s, name, 'tenant')
+            local b = limiter_bucket(s, name)
             if b.cfg ~= nil and redis.call('EXISTS', key) == 1 then
                 if b.cfg.tokens and to ~= cost then
                     local delta = ((to or 0) - cost) * b.cfg.period / b.cfg.tokens

@@ -58,7 +58,9 @@ enum llmq_decision {
     LLMQ_NEVER_FITS, /* cost exceeds a hard bucket's whole limit */
 };
 
-#define LLMQ_RESERVATION_MAX 1200
+/* Fits a handle whose three buckets have the longest names (a user bucket is
+ * "<model>/t/<tenant>/u/<user>"): "<id>|<cost>|<ms>" and "|<mode><bucket>" each. */
+#define LLMQ_RESERVATION_MAX 1400
 
 struct llmq_grant {
     enum llmq_decision decision;
