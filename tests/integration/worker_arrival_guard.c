@@ -235,12 +235,48 @@ static void test_429_explained_by_another_client_keeps_guard(void **state)
     unlink(sim.log_file);
 }
 
+/* An operator pins the guard (no learning) and unpins it again. */
+static void test_guard_pinned_and_unpinned(void **state)
+{
+    (void)state;
+    char account[64];
+    llmq_test_unique_name(account, sizeof(account), "pin");
+    worker_limits_set(account, MODEL, "--tpm", 1000, 2000);
+    long long floor_ms = limits_get_field(account, "guard_floor_ms");
+    const char *pin[] = {"llmq", "limits", "policy", "--window-guard-ms", "300", NULL};
+    struct cli_run r = cli_run(account, pin);
+    assert_int_equal(r.status, 0);
+    cli_free(&r);
+    assert_int_equal(limits_get_field(account, "guard_ms"), 300);
+    assert_int_equal(limits_get_field(account, "guard_ceiling_ms"), 300);
+    const char *get[] = {"llmq", "limits", "get", NULL};
+    r = cli_run(account, get);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "arrival guard " MODEL ": 300 ms (pinned by the policy"));
+    assert_non_null(strstr(r.out, "window guard 300 ms"));
+    cli_free(&r);
+    const char *learn[] = {"llmq", "limits", "policy", "--window-guard-ms", "learn", NULL};
+    r = cli_run(account, learn);
+    assert_int_equal(r.status, 0);
+    cli_free(&r);
+    assert_int_equal(limits_get_field(account, "guard_ms"), floor_ms);
+    r = cli_run(account, get);
+    assert_non_null(strstr(r.out, "window guard learned per model"));
+    cli_free(&r);
+    const char *bad[] = {"llmq", "limits", "policy", "--window-guard-ms", "soon", NULL};
+    r = cli_run(account, bad);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "--window-guard-ms"));
+    cli_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stale_grant_handed_back_and_sent_later),
         cmocka_unit_test(test_guard_grows_on_late_arrivals_and_decays),
         cmocka_unit_test(test_429_explained_by_another_client_keeps_guard),
+        cmocka_unit_test(test_guard_pinned_and_unpinned),
     };
     return cmocka_run_group_tests_name("worker_arrival_guard", tests, NULL, NULL);
 }
