@@ -208,8 +208,8 @@ static void test_429_explained_by_another_client_keeps_guard(void **state)
     const char *hdr[] = {"Authorization: Bearer " WORKER_TEST_KEY, NULL};
     for (int i = 0; i < 12; i++) {
         struct sim_resp resp;
-        sim_http(&sim,
-                 "/v1/chat/completions", "{\"model\":\"" MODEL "\",\"max_tokens\":1,"
+        sim_http(&sim, "/v1/chat/completions",
+                 "{\"model\":\"" MODEL "\",\"max_tokens\":1,"
                  "\"messages\":[{\"role\":\"user\",\"content\":\"the other client\"}]}",
                  hdr, &resp);
         assert_int_equal(resp.status, 200);
