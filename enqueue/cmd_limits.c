@@ -309,8 +309,9 @@ static int take_limit(const char *key, void *ud)
     return 0;
 }
 
-/* Adds each window model bucket's arrival guard in force (guard_ms) and the
- * bounds it is learned within (guard_floor_ms, guard_ceiling_ms) to its
+/* Adds each window model bucket's arrival guard in force (guard_ms), the
+ * bounds it is learned within (guard_floor_ms, guard_ceiling_ms) and its
+ * grants' lifetime (grant_lifetime_ms) to its
  * object in all, from the limiter's bucket_usage script (which applies the
  * decay: the stored fields are only what the guard last grew to). */
 static void add_guards(redisContext *c, const char *prefix, json_t *all)
@@ -332,7 +333,7 @@ static void add_guards(redisContext *c, const char *prefix, json_t *all)
               : NULL;
     for (size_t i = 0; r != NULL && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
         const redisReply *b = r->element[i];
-        if (b->type != REDIS_REPLY_ARRAY || b->elements < 11 ||
+        if (b->type != REDIS_REPLY_ARRAY || b->elements < 12 ||
             llmq_reply_int_or(b->element[8], -1) < 0)
             continue; /* no window: no guard */
         h = json_object_get(all, llmq_reply_str_or(b->element[0], ""));
@@ -340,6 +341,8 @@ static void add_guards(redisContext *c, const char *prefix, json_t *all)
         json_object_set_new(h, "guard_floor_ms", json_integer(llmq_reply_int_or(b->element[9], 0)));
         json_object_set_new(h, "guard_ceiling_ms",
                             json_integer(llmq_reply_int_or(b->element[10], 0)));
+        json_object_set_new(h, "grant_lifetime_ms",
+                            json_integer(llmq_reply_int_or(b->element[11], 0)));
     }
     if (r != NULL)
         freeReplyObject(r);
@@ -391,12 +394,13 @@ static int cmd_get(struct llmq_cli *cli, redisContext *c, const char *prefix, in
     json_object_foreach_safe(all, tmp, name, h)
     {
         if (json_object_get(h, "guard_ms") != NULL)
-            printf("arrival guard %s: %s ms (%s %s..%s ms)\n", name,
+            printf("arrival guard %s: %s ms (%s %s..%s ms), grant lifetime %s ms\n", name,
                    field(h, "guard_ms", "-", b[0], 24),
                    json_object_get(policy, "window_guard_ms") ? "pinned by the policy"
                                                               : "learned within",
                    field(h, "guard_floor_ms", "-", b[1], 24),
-                   field(h, "guard_ceiling_ms", "-", b[2], 24));
+                   field(h, "guard_ceiling_ms", "-", b[2], 24),
+                   field(h, "grant_lifetime_ms", "-", b[3], 24));
     }
     char pinned[40] = "learned per model";
     if (json_object_get(policy, "window_guard_ms") != NULL)

@@ -147,11 +147,15 @@ static void apply_class(struct llmq_worker *w, struct worker_job *job,
         return;
     case LLMQ_CALL_HANDBACK:
         job->settle.mode = WORKER_SETTLE_HANDBACK;
-        if (c->cause == LLMQ_CALL_CAUSE_STALE)
+        if (c->cause == LLMQ_CALL_CAUSE_STALE) {
+            /* The reason tells the settle to lengthen the model's grant
+             * lifetime (lua/job_settle.lua). */
+            snprintf(job->settle.reason, sizeof(job->settle.reason), "%s", c->reason);
             LLMQ_LOG_JOB(LLMQ_LOG_INFO, acct, job->id,
                          "grant stale: the connection was ready %lld ms past its lifetime; "
                          "handed back untried",
                          (long long)(llmq_monotonic_ms() - job->send_by_ms));
+        }
         return;
     case LLMQ_CALL_AUTH:
         llmq_worker_auth_refused(job->acct, resp->status,
