@@ -16,9 +16,11 @@
  *                            rtat/ttat: GCRA; pause: until, ms; exp: when its
  *                            keys expire; learned_requests, learned_tokens,
  *                            learned_until: lower limits the API reported, which
- *                            bind until then; a model's guard_ms, guard_at: the
- *                            arrival guard it last grew to, and when, ms; its
- *                            decay is computed, never written). A hash without
+ *                            bind until then; a model's allowance_ms,
+ *                            allowance_at, lifetime_ms, lifetime_at: the two
+ *                            parts of its arrival guard as they last grew, and
+ *                            when, ms; their decay is computed, never written).
+ *                            A hash without
  *                            limits of its own (a tenant under a default) expires
  *                            when idle.
  *   P policy           HASH  headroom_low, headroom_normal, headroom_high (percent),
