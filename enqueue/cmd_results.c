@@ -155,7 +155,7 @@ static long unknown_ids(const struct llmq_cli *cli, redisContext *c, const char 
         /* the job hash (which holds the result), or an older version's
          * result key: one slot, so one EXISTS of both */
         llmq_key(jk, sizeof(jk), prefix, LLMQ_KEY_JOB, ids[i], NULL);
-        llmq_key(rk, sizeof(rk), prefix, LLMQ_KEY_OLD_RESULT, ids[i], NULL);
+        llmq_key(rk, sizeof(rk), prefix, LLMQ_KEY_RESULT, ids[i], NULL);
         redisAppendCommand(c, "EXISTS %s %s", jk, rk);
     }
     long unknown = 0;

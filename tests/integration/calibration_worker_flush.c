@@ -25,9 +25,9 @@ static void expected_sums(redisContext *c, const char *prefix, const char *tag, 
     memset(sum, 0, sizeof(*sum));
     for (int i = 0; i < n; i++) {
         char key[256];
-        snprintf(key, sizeof(key), "%sjob:%s-%d", prefix, tag, i);
+        snprintf(key, sizeof(key), "%sres:%s-%d", prefix, tag, i);
         long long est = redis_int(c, "HGET %s %s", key, "est_prompt_tokens");
-        redisReply *r = redisCommand(c, "HGET %s result", key);
+        redisReply *r = redisCommand(c, "GET %s", key);
         assert_true(r != NULL && r->type == REDIS_REPLY_STRING);
         json_t *line = json_loads(r->str, 0, NULL);
         freeReplyObject(r);
