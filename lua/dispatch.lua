@@ -125,10 +125,9 @@ local JOB_FIELDS = { 'model', 'tenant', 'user', 'cost', 'deadline_ms', 'attempts
 -- kind ('bad': no usable job; 'drop': already ended; 'dead': dead-letter the
 -- job), reason, message. from_key: id is a key head that dispatch or enqueue
 -- queued, with state 'queued': a result can exist only if the job ended, and
--- llmq_job_finish sets the state of a job that ends (with its result field,
--- in the same script), so its result need not be looked up; a foreign
--- entry's job may have a result of an older version (P res:<id>, README
--- "Upgrading"), which is looked up.
+-- llmq_job_finish sets the state of a job that ends (with its result, in the
+-- same script), so its result need not be looked up; a foreign entry's job
+-- may have a result (P res:<id>) without a hash to say so, which is looked up.
 local function examine(id, from_key)
     if not worker_name_ok(id) then
         return 'bad', id == nil and 'invalid_entry' or 'invalid_job_id',

@@ -6,9 +6,8 @@
 --          0 none), ttl_ms (0 none; deadline = min(deadline, now + ttl)),
 --          max_attempts, est_prompt_tokens
 -- Reply: one {created, state} per job, in order: {1, 'queued'} for a new
--- job; {0, state} when job:<id> (which holds the result once the job ended)
--- or res:<id> (a result of an older version) already exists (state of the
--- existing job; 'done' when only an older result is left), nothing written.
+-- job; {0, state} when job:<id> or its result res:<id> already exists (state
+-- of the existing job; 'done' when only a result is left), nothing written.
 -- A job is a HASH P job:<id> of small fields (a listpack: common/redis/keys.h),
 -- its body in the STRING P body:<id>, and its id in its key's queue
 -- (lua/lib/45_sched.lua: P kq:<prio>|<model>|<tenant>|<user>); workers are

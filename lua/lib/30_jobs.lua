@@ -211,9 +211,10 @@ local function jobs_batch_count(P, id, state, reason, now_ms)
 end
 
 -- The bookkeeping of finishes counted in tally ({done = n, dead = n,
--- done_entries = the done jobs' entries of P done, in finish order, events =
--- their {id, state} pairs}): the call's entry of P events, the
--- stats counters, the done index (one RPUSH) and its sweep, and every
+-- done_entries = the done jobs' entries of P done, in finish order,
+-- done_bodies = their P body:<id>, events = their {id, state} pairs}): the
+-- call's entry of P events, the stats counters, the done jobs' bodies (one
+-- DEL), the done index (one RPUSH) and its sweep, and every
 -- JOBS_TRIM_EVERY done and every JOBS_TRIM_EVERY dead jobs the trim of the
 -- streams (settles only acknowledge their entries, worker_ack, so
 -- dead-letter-only traffic must trim too). Once per call for the finishes
@@ -241,6 +242,7 @@ local function llmq_jobs_finish_flush(P, tally, s, now_ms)
         end
     end
     if (tally.done or 0) > 0 then
+        redis.call('DEL', unpack(tally.done_bodies))
         local idx = P .. 'done'
         jobs_done_migrate(P, idx)
         local len = redis.call('RPUSH', idx, unpack(tally.done_entries))
@@ -288,13 +290,12 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, bat
         redis.call('HSET', jk, 'state', state, 'last_error', reason, 'dead_entry', eid)
     else
         -- the result lives result_ttl_ms with the hash (0 or less: both gone
-        -- at once); the body goes now
+        -- at once); the body goes in the flush (one DEL for the call)
         if tonumber(s.result_ttl_text) > 0 then
             redis.call('SET', rk, line, 'PX', s.result_ttl_text)
         else
             redis.call('DEL', rk)
         end
-        redis.call('DEL', P .. 'body:' .. id)
         redis.call('HSET', jk, 'state', state)
         redis.call('PEXPIRE', jk, s.result_ttl_text)
     end
@@ -312,6 +313,9 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, bat
         local entries = tally.done_entries or {}
         entries[#entries + 1] = jobs_done_entry(now_text, id)
         tally.done_entries = entries
+        local bodies = tally.done_bodies or {}
+        bodies[#bodies + 1] = P .. 'body:' .. id
+        tally.done_bodies = bodies
     end
     if batch == nil then
         llmq_jobs_finish_flush(P, tally, s, now_ms)

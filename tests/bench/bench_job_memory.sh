@@ -12,22 +12,24 @@
 # stream, one entry per call here instead of per 64 jobs, are deleted first).
 # Each figure is divided by the line's own bytes. Deterministic: run fully.
 #
-# Speed (--cpu): `llmq enqueue` jobs/s of the small jobs, and
-# tests/bench/bench_redis_cpu.sh (Redis CPU per job, whole life) of each
-# build, in this run. A shared machine moves these: run once and say the load.
+# Speed (--cpu, or --cpu-only without the memory part): `llmq enqueue`
+# jobs/s of 100,000 small jobs, and tests/bench/bench_redis_cpu.sh (Redis CPU
+# per job, whole life, 20,000 jobs) of each build, before and after
+# alternately, five times each: the medians. A shared machine moves these:
+# say the load.
 #
-# usage: tests/bench/bench_job_memory.sh [--cpu] [BASE_REF] [SCALE]
+# usage: tests/bench/bench_job_memory.sh [--cpu|--cpu-only] [BASE_REF] [SCALE]
 #   BASE_REF  the "before" commit (default 6e3ac2e: main before this layout),
 #             unpacked with git archive and built (Release) in
 #             /tmp/llmq-bench-base-<ref> (kept for the next run)
 #   SCALE     divides every count (default 1: 10k and 1M small jobs, 10k and
 #             200k of 4 KiB, 1k and 10k of 100 KiB; about 3 GB of Redis at most)
 set -euo pipefail
-cpu=0
-if [ "${1:-}" = --cpu ]; then
-    cpu=1
-    shift
-fi
+cpu=0 mem=1
+case ${1:-} in
+--cpu) cpu=1 && shift ;;
+--cpu-only) cpu=1 mem=0 && shift ;;
+esac
 base_ref=${1:-6e3ac2e}
 scale=${2:-1}
 . "$(dirname "$0")/lib.sh"
@@ -112,6 +114,9 @@ measure() {
         "$(echo "$f / $line_bytes" | bc -l)" $((n * 1000 / (t1 - t0 > 0 ? t1 - t0 : 1)))
 }
 
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+if [ "$mem" = 1 ]; then
 echo "Redis memory per job ($(redis-server --version | cut -d' ' -f3), default config; INFO used_memory):"
 echo "before = $base_ref, after = $(git rev-parse --short HEAD)$(git diff --quiet || echo '+changes')"
 echo
@@ -127,21 +132,45 @@ done
 echo
 echo "(1M jobs of 4 KiB would need ~5.5 GB and of 100 KiB ~130 GB: those rows stop at 200k"
 echo "and 10k, which show the per-job figure flat with the count.)"
+fi
 
 if [ "$cpu" = 1 ]; then
     echo
-    echo "Load while measuring: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
+    echo "Load at the start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
+    # enqueue jobs/s: 100,000 small jobs into an empty Redis, alternately
+    jobs "$tmp/jobs.jsonl" 100000 s 0
+    for round in 1 2 3 4 5; do
+        for version in before after; do
+            b=$before_bin
+            [ "$version" = after ] && b=$after_bin
+            rc FUNCTION FLUSH >/dev/null
+            rc FLUSHALL >/dev/null
+            t0=$(bench_now_ms)
+            LLMQ_ACCOUNT=rate "$b/llmq" enqueue "$tmp/jobs.jsonl" --quiet >/dev/null 2>&1
+            t1=$(bench_now_ms)
+            echo $((100000 * 1000 / (t1 - t0))) >>"$tmp/rate-$version"
+        done
+    done
+    rate_before=$(median <"$tmp/rate-before")
+    rate_after=$(median <"$tmp/rate-after")
+    rc FLUSHALL >/dev/null
+    cpu_tmp=$(mktemp -d /tmp/bench-job-memory-cpu.XXXXXX)
+    for round in 1 2 3 4 5; do
+        "$base_dir/src/tests/bench/bench_redis_cpu.sh" "$base_dir/build" 20000 2>/dev/null |
+            sed -n 's/^| llmq, whole life of a job | \([0-9]*\) .*/\1/p' >>"$cpu_tmp/before"
+        tests/bench/bench_redis_cpu.sh build-bench 20000 2>/dev/null |
+            sed -n 's/^| llmq, whole life of a job | \([0-9]*\) .*/\1/p' >>"$cpu_tmp/after"
+    done
+    cpu_before=$(median <"$cpu_tmp/before")
+    cpu_after=$(median <"$cpu_tmp/after")
+    echo "Load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo
-    echo "Redis CPU per job (tests/bench/bench_redis_cpu.sh, 20000 jobs, each build's own script):"
-    bench_cleanup
-    trap - EXIT
-    b_before=$("$base_dir/src/tests/bench/bench_redis_cpu.sh" "$base_dir/build" 20000 |
-        sed -n 's/^| llmq, whole life of a job | \([0-9]*\) .*/\1/p')
-    b_after=$(tests/bench/bench_redis_cpu.sh build-bench 20000 |
-        sed -n 's/^| llmq, whole life of a job | \([0-9]*\) .*/\1/p')
+    echo "Medians of five alternate runs (runs: before $(tr '\n' ' ' <"$cpu_tmp/before")/ after $(tr '\n' ' ' <"$cpu_tmp/after")µs):"
     echo
-    echo "| version | µs of Redis CPU per job | ÷ before |"
-    echo "|---|---|---|"
-    printf '| before | %d | 1.00 |\n' "$b_before"
-    printf '| after | %d | %.2f |\n' "$b_after" "$(echo "$b_after / $b_before" | bc -l)"
+    echo "| version | llmq enqueue, jobs/s | ÷ before | µs of Redis CPU per job (bench_redis_cpu.sh) | ÷ before |"
+    echo "|---|---|---|---|---|"
+    printf '| before | %d | 1.00 | %d | 1.00 |\n' "$rate_before" "$cpu_before"
+    printf '| after | %d | %.2f | %d | %.2f |\n' "$rate_after" "$(echo "$rate_after / $rate_before" | bc -l)" \
+        "$cpu_after" "$(echo "$cpu_after / $cpu_before" | bc -l)"
+    rm -rf "$cpu_tmp"
 fi

@@ -18,16 +18,16 @@
 #define MODEL "gpt-4o-mini"
 
 /* The sums N separate samples give: each job's est_prompt_tokens (its
- * hash) against its result's usage.prompt_tokens (its field result). */
+ * hash) against its result's usage.prompt_tokens (P res:<id>). */
 static void expected_sums(redisContext *c, const char *prefix, const char *tag, int n,
                           struct llmq_calib_increments *sum)
 {
     memset(sum, 0, sizeof(*sum));
     for (int i = 0; i < n; i++) {
         char key[256];
-        snprintf(key, sizeof(key), "%sres:%s-%d", prefix, tag, i);
+        snprintf(key, sizeof(key), "%sjob:%s-%d", prefix, tag, i);
         long long est = redis_int(c, "HGET %s %s", key, "est_prompt_tokens");
-        redisReply *r = redisCommand(c, "GET %s", key);
+        redisReply *r = redisCommand(c, "GET %sres:%s-%d", prefix, tag, i);
         assert_true(r != NULL && r->type == REDIS_REPLY_STRING);
         json_t *line = json_loads(r->str, 0, NULL);
         freeReplyObject(r);
