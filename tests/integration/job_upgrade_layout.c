@@ -4,17 +4,58 @@
  * hash holds the same 13 fields with body among them, and there is no
  * P body:<id>; a real llmq-worker runs it against openai-sim and its result
  * is read. old-done ended under the previous layout: its result is the
- * hash's field result, no P res:<id>; both the C reader (job_result.h, the
- * producer API) and `llmq results` print it. A job of today's layout (up-1)
+ * hash's field result, no P res:<id>; the C readers (job_result.h, sync: the
+ * producer API, and async: the gateway) and `llmq results` print it. A job of today's layout (up-1)
  * runs beside them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <ev.h>
+#include <hiredis/adapters/libev.h>
+
 #include "jobs/job_result.h"
 #include "redis/keys.h"
+#include "redis/redis_url.h"
 #include "worker_support.h"
+
+/* What the asynchronous reader told (the gateway's path: Batch output files,
+ * synchronous calls). */
+struct async_told {
+    int calls;
+    enum llmq_rc rc;
+    int dead;
+    char line[512];
+    struct ev_loop *loop;
+};
+
+static void on_async_result(enum llmq_rc rc, const char *line, size_t len, int dead, void *ud)
+{
+    struct async_told *t = ud;
+    t->calls++;
+    t->rc = rc;
+    t->dead = dead;
+    snprintf(t->line, sizeof(t->line), "%.*s", (int)len, line != NULL ? line : "");
+    ev_break(t->loop, EVBREAK_ALL);
+}
+
+/* Reads id's result with llmq_job_result_read_async on a libev loop. */
+static struct async_told read_async(const char *prefix, const char *id)
+{
+    struct llmq_redis_url url;
+    assert_int_equal(llmq_redis_url_parse(llmq_test_redis_url(), &url, NULL), LLMQ_OK);
+    struct async_told t = {.loop = ev_loop_new(EVFLAG_AUTO)};
+    redisAsyncContext *ac = redisAsyncConnect(url.host, url.port);
+    assert_true(ac != NULL && ac->err == 0);
+    assert_int_equal(redisLibevAttach(t.loop, ac), REDIS_OK);
+    assert_int_equal(llmq_job_result_read_async(ac, prefix, id, on_async_result, &t, NULL),
+                     LLMQ_OK);
+    ev_run(t.loop, 0);
+    redisAsyncFree(ac);
+    ev_loop_destroy(t.loop);
+    return t;
+}
 
 static void key_of(char *buf, size_t n, const char *prefix, enum llmq_key_kind kind, const char *id)
 {
@@ -95,6 +136,13 @@ static void test_previous_layout_runs_and_reads(void **state)
         assert_int_equal(out[i].dead, 0);
         assert_true(out[i].fin_ms > 0);
         llmq_job_result_clear(&out[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+        struct async_told t = read_async(prefix, ids[i]);
+        assert_int_equal(t.calls, 1);
+        assert_int_equal(t.rc, LLMQ_OK);
+        assert_int_equal(t.dead, 0);
+        assert_non_null(strstr(t.line, ids[i]));
     }
     const char *argv[] = {"llmq", "results", "up-0", "old-done-0", NULL};
     struct cli_run cr = cli_run(account, argv);
