@@ -28,9 +28,11 @@ static void usage(FILE *out)
           "       llmq keys revoke ID...\n\n"
           "Gateway keys for llmq-gateway. create prints a new key once (stdout) and stores\n"
           "only its SHA-256; without --user the gateway takes the request's \"user\"\n"
-          "field; --priority (default high) is that of synchronous calls; --models limits\n"
-          "the models the key may use (default: all). ID is the first 8+ hex digits of the\n"
-          "key's hash as list shows them.\n\n"
+          "field; --priority (default high) is that of synchronous calls and the most a\n"
+          "batch line may ask; --models limits the models the key may use, by exact name\n"
+          "(default: all). Every restriction applies to synchronous calls and to every\n"
+          "line of a batch. ID is the first 8+ hex digits of the key's hash as list\n"
+          "shows them.\n\n"
           "Options: --redis URL, --account NAME, --help\n"
           "Exit: 0 ok; 1 Redis failure; 2 usage error or unknown ID.\n",
           out);

@@ -264,9 +264,10 @@ static void add_soft_marks(json_t *buckets, redisContext *c, const char *prefix)
     }
 }
 
-/* Order along the paths: a model's bucket, then its tenants', then its
- * users' ("<model>", "<model>/t/<tenant>", "<model>/u/<user>"), by name
- * within each. */
+/* Order along the paths: a model's bucket, then its tenants' each followed
+ * by its users' ("<model>", "<model>/t/<tenant>",
+ * "<model>/t/<tenant>/u/<user>"), then the users without a tenant (and the
+ * limits of a user in every tenant, "<model>/u/<user>"), by name within each. */
 static int bucket_cmp(const void *pa, const void *pb)
 {
     const char *a = json_string_value(json_object_get(*(json_t *const *)pa, "name"));
@@ -504,15 +505,20 @@ static void print_buckets(const json_t *o)
     {
         char name[64], rq[64], tk[64], pause[40] = "";
         const char *full = json_string_value(json_object_get(v, "name"));
-        int sub = strchr(full, '/') != NULL; /* tenant or user: indented under its model */
-        fit(name, sizeof(name), full, sub ? 26 : 28);
+        /* indented by level: a tenant (or a user of every tenant) under its
+         * model, a tenant's user under its tenant */
+        int indent = 0;
+        for (const char *p = full; *p != '\0'; p++)
+            indent += *p == '/';
+        indent = indent >= 4 ? 4 : indent >= 2 ? 2 : 0;
+        fit(name, sizeof(name), full, 28 - indent);
         fmt_limit(rq, sizeof(rq), jint(v, "requests_used"), jint(v, "requests_limit"));
         fmt_limit(tk, sizeof(tk), jint(v, "tokens_used"), jint(v, "tokens_limit"));
         if (jint(v, "paused_ms") > 0)
             snprintf(pause, sizeof(pause),
                      jint(v, "paused_ms") < 100000000 ? " PAUSED %.1fs" : " PAUSED >1d",
                      (double)jint(v, "paused_ms") / 1000);
-        printf("    %s%-*s %-4s req %-18s tok %-*s%s\n", sub ? "  " : "", sub ? 26 : 28, name,
+        printf("    %*s%-*s %-4s req %-18s tok %-*s%s\n", indent, "", 28 - indent, name,
                json_is_true(json_object_get(v, "soft")) ? "soft" : "", rq, pause[0] ? 18 : 0, tk,
                pause);
     }

@@ -382,7 +382,8 @@ for _, prio in ipairs(PRIOS) do
                         taken = taken + 1
                         if not c.wu then -- the key's weights, once per chain
                             local model, tenant, user = c.m.name, c.t.name, c.u.name
-                            c.wu = user == '' and 1 or sched_weight(P, model .. '/u/' .. user, weights)
+                            c.wu = user == '' and 1 or
+                                sched_weight(P, limiter_user_bucket(model, tenant, user), weights)
                             c.wt = tenant == '' and 1 or
                                 sched_weight(P, model .. '/t/' .. tenant, weights)
                         end

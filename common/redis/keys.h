@@ -19,14 +19,28 @@
  *                            bind until then). A hash without limits of its own
  *                            (a tenant under a default) expires when idle.
  *   P policy           HASH  headroom_low, headroom_normal, headroom_high (percent),
- *                            soft_threshold (percent)
+ *                            soft_threshold (percent), window_guard_ms;
+ *                            users_by_tenant_ms: when a script with a bucket
+ *                            per tenant's user first ran (set once by
+ *                            limiter_session; within one hold of it a new
+ *                            tenant's user bucket starts with the admissions
+ *                            the older shared "<model>/u/<user>" made before)
  *   P bw:<bucket>      ZSET  sliding-window log: member "<resid>:<tokens>",
  *                            score = admission time (ms, Redis TIME)
  *   P seq              STRING reservation id counter
- *   Buckets: "<model>" (account+model, hard), "<model>/t/<tenant>",
- *   "<model>/u/<user>"; a tenant or user without its own limit uses the limit
- *   of the tenant or user named "*" ("<model>/t/" + "*") when one is set, with
- *   its own state.
+ *   Buckets: "<model>" (account+model, hard), "<model>/t/<tenant>", and a
+ *   user's: "<model>/t/<tenant>/u/<user>" (a user is a user of its tenant:
+ *   two tenants' users of one name never share a bucket, and a tenant's key
+ *   reaches only buckets under "<model>/t/<tenant>"), "<model>/u/<user>" for
+ *   a user of a job without a tenant (no tenant's user bucket has that form:
+ *   tenant names are never empty). "*" names defaults: a tenant without a
+ *   limit of its own uses "<model>/t/" + "*"; a user the first set of
+ *   "<model>/t/<tenant>/u/" + "*" (its tenant's default for its users),
+ *   "<model>/u/<user>" (that user in every tenant: `llmq limits set --user U`
+ *   without --tenant), "<model>/u/" + "*" (every user of every tenant). A
+ *   bucket under a default keeps its own state. Older versions named
+ *   every tenant's user "<model>/u/<user>": their limits and weights keep
+ *   their meaning for every tenant's user (README "Upgrading").
  *
  * Jobs
  *   P job:<id>         HASH  model, url, cost (tokens), prio (high|normal|low),
@@ -62,8 +76,9 @@
  *                            sblk when blocked): room given back to the bucket (refund,
  *                            usage settle) unblocks them; expires with its latest wait
  *   P svt              HASH  virtual time of each level, field = the parent's path
- *   P weights          HASH  fair-share weights: "<model>/t/<tenant>", "<model>/u/<user>"
- *                            ("*" for the default), `llmq limits set --weight`; 1 when none
+ *   P weights          HASH  fair-share weights, field = the node's bucket name
+ *                            ("<model>/t/<tenant>", a user's as above; defaults
+ *                            as for limits), `llmq limits set --weight`; 1 when none
  *   P backlog:<prio>   LIST  one element per job waiting in the priority's keys: LLEN
  *                            is the backlog (status, metrics, KEDA)
  *   P wake             STREAM short (MAXLEN ~1000): an entry per event that may shorten
