@@ -83,7 +83,8 @@ static int create(const struct llmq_cli *cli, redisContext *c, const char *prefi
             r->type == REDIS_REPLY_ERROR || (i == 3 && r->type != REDIS_REPLY_ARRAY)) {
             if (rc == LLMQ_EXIT_OK)
                 llmq_cli_error(cli, "storing the key: %s",
-                               r && r->type == REDIS_REPLY_ERROR ? r->str : c->errstr);
+                               r && r->type == REDIS_REPLY_ERROR ? r->str
+                                                                 : llmq_redis_context_error(c));
             rc = LLMQ_EXIT_FAIL;
         }
         if (r != NULL)
@@ -114,7 +115,8 @@ static int list(const struct llmq_cli *cli, redisContext *c, const char *prefix,
         return LLMQ_EXIT_USAGE;
     redisReply *ids = redisCommand(c, "ZRANGE %s 0 -1", ik);
     if (ids == NULL || ids->type != REDIS_REPLY_ARRAY) {
-        llmq_cli_error(cli, "ZRANGE keys: %s", ids && ids->str ? ids->str : c->errstr);
+        llmq_cli_error(cli, "ZRANGE keys: %s",
+                       ids && ids->str ? ids->str : llmq_redis_context_error(c));
         if (ids != NULL)
             freeReplyObject(ids);
         return LLMQ_EXIT_FAIL;
@@ -130,7 +132,8 @@ static int list(const struct llmq_cli *cli, redisContext *c, const char *prefix,
         }
         redisReply *k = redisCommand(c, "HGETALL %s", hk);
         if (k == NULL || k->type != REDIS_REPLY_ARRAY) {
-            llmq_cli_error(cli, "HGETALL key: %s", k && k->str ? k->str : c->errstr);
+            llmq_cli_error(cli, "HGETALL key: %s",
+                           k && k->str ? k->str : llmq_redis_context_error(c));
             rc = LLMQ_EXIT_FAIL;
         } else if (json) {
             printf("{\"id\":\"%.*s\",\"tenant\":\"%s\",\"user\":\"%s\",\"priority\":\"%s\","
@@ -167,7 +170,7 @@ static int resolve(const struct llmq_cli *cli, redisContext *c, const char *pref
         return -2;
     redisReply *r = redisCommand(c, "ZRANGE %s 0 -1", ik);
     if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
-        llmq_cli_error(cli, "ZRANGE keys: %s", r && r->str ? r->str : c->errstr);
+        llmq_cli_error(cli, "ZRANGE keys: %s", r && r->str ? r->str : llmq_redis_context_error(c));
         if (r != NULL)
             freeReplyObject(r);
         return -2;
@@ -204,7 +207,8 @@ static int revoke(const struct llmq_cli *cli, redisContext *c, const char *prefi
         if (z != NULL)
             freeReplyObject(z);
         if (!ok) {
-            llmq_cli_error(cli, "revoking %s: %s", ids[i], c->err ? c->errstr : "bad reply");
+            llmq_cli_error(cli, "revoking %s: %s", ids[i],
+                           c->err ? llmq_redis_context_error(c) : "bad reply");
             return LLMQ_EXIT_FAIL;
         }
         printf("revoked %.*s\n", KEY_ID_LEN, hash);

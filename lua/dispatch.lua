@@ -123,14 +123,15 @@ local JOB_FIELDS = { 'model', 'tenant', 'user', 'cost', 'deadline_ms', 'attempts
     'state', 'est_prompt_tokens', 'url', 'cancel', 'body' }
 
 -- What to do with job id (a stream entry's or a key head's): nil, job when
--- it can be tried (job: the values of JOB_FIELDS, read in one HMGET); else
+-- it can be tried (job: the values of JOB_FIELDS, read in one HMGET; body is
+-- set only in a hash of the previous layout: granted jobs' bodies are read
+-- from P body:<id> in one MGET, grants_bodies); else
 -- kind ('bad': no usable job; 'drop': already ended; 'dead': dead-letter the
 -- job), reason, message. from_key: id is a key head that dispatch or enqueue
 -- queued, with state 'queued': a result can exist only if the job ended, and
--- llmq_job_finish sets the state of a job that ends (with its result field,
--- in the same script), so its result need not be looked up; a foreign
--- entry's job may have a result of an older version (P res:<id>, README
--- "Upgrading"), which is looked up.
+-- llmq_job_finish sets the state of a job that ends (with its result, in the
+-- same script), so its result need not be looked up; a foreign entry's job
+-- may have a result (P res:<id>) without a hash to say so, which is looked up.
 local function examine(id, from_key)
     if not worker_name_ok(id) then
         return 'bad', id == nil and 'invalid_entry' or 'invalid_job_id',
@@ -299,6 +300,30 @@ local function chain_start(prio, smk)
     return true
 end
 
+-- Fills in the bodies of grants (the jobs granted at one priority): one MGET
+-- of their P body:<id>. A job of the previous layout has its body in its hash
+-- (read by examine): it moves to P body:<id>, so its finish finds the layout
+-- of today (README "Upgrading"). A body that is gone is sent as ''.
+local function grants_bodies(grants)
+    local keys, at = {}, {}
+    for i, g in ipairs(grants) do
+        local bk = P .. 'body:' .. g[3]
+        if g[6] then
+            redis.call('SET', bk, g[6])
+            redis.call('HDEL', P .. 'job:' .. g[3], 'body')
+        else
+            keys[#keys + 1] = bk
+            at[#at + 1] = i
+        end
+    end
+    if #keys > 0 then
+        local bodies = redis.call('MGET', unpack(keys))
+        for k, i in ipairs(at) do
+            grants[i][6] = bodies[k] or ''
+        end
+    end
+end
+
 -- The node to block for a denial on path (the outermost bucket that binds),
 -- until when, its level and the bucket's name.
 local function block_target(s, path, cost, mpath, tpath, kpath)
@@ -361,7 +386,7 @@ for _, prio in ipairs(PRIOS) do
                             c.lifetime = limiter_grant_lifetime(path)
                             c.guard = (mc ~= nil and mc.mode ~= 'gcra') and mc.guard or -1
                         end
-                        grants[#grants + 1] = { '', prio, id, handle, job[10] or '', job[12] or '',
+                        grants[#grants + 1] = { '', prio, id, handle, job[10] or '', job[12],
                             c.m.name, attempts + 1, cost, max_attempts, tonumber(job[9]) or -1,
                             c.lifetime, c.guard }
                         taken = taken + 1
@@ -407,6 +432,7 @@ for _, prio in ipairs(PRIOS) do
         limiter_flush(s)
     end
     if #grants > 0 then
+        grants_bodies(grants)
         local q = P .. 'q:' .. prio
         for _, g in ipairs(grants) do
             redis.call('XADD', q, '*', 'id', g[3])

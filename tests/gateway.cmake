@@ -48,3 +48,10 @@ set_tests_properties(gateway_tenant_isolation PROPERTIES LABELS integration TIME
 add_test(NAME gateway_sdk_keys COMMAND ${LLMQ_GW_DIR}/run_sdk.sh ${PROJECT_BINARY_DIR}/bin keys.mjs)
 set_tests_properties(gateway_sdk_keys PROPERTIES LABELS integration TIMEOUT 300
     ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};SIM_FLAGS=--models gpt-4o-mini,gpt-4o,text-embedding-3-small,text-embedding-3-large,gpt-slow;LIMITS=gpt-slow --rpm 1 --period-ms 60000")
+#   gateway_redis_hung    redis-server stopped with SIGSTOP: 503s with retry-after,
+#                         /readyz 503, a log line, recovery after SIGCONT
+#                         (redis_hung.sh, curl and the official SDK)
+add_test(NAME gateway_redis_hung
+    COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/redis_hung.sh)
+set_tests_properties(gateway_redis_hung PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=1;GW_FLAGS=--redis-timeout-ms 1000 --max-wait-ms 4000;WORKER_FLAGS=--redis-timeout-ms 1000;SIM_FLAGS=--models gpt-4o-mini,gpt-4o;LIMITS=gpt-4o --rpm 1 --period-ms 60000")

@@ -97,7 +97,14 @@ local function limiter_session(P, prio, now)
         prio = 'normal'
     end
     local v = redis.call('HMGET', P .. 'policy', HEADROOM_FIELDS[prio], 'soft_threshold',
-        'window_guard_ms')
+        'window_guard_ms', 'users_by_tenant_ms')
+    local users_since = tonumber(v[4])
+    if users_since == nil then
+        -- the first call of a version with a bucket per tenant's user
+        -- (limiter_inherit_shared): once per account
+        users_since = now
+        redis.call('HSET', P .. 'policy', 'users_by_tenant_ms', llmq_int_text(now))
+    end
     return {
         P = P,
         now = now,
@@ -105,6 +112,7 @@ local function limiter_session(P, prio, now)
         frac = (tonumber(v[1]) or HEADROOM_DEFAULTS[prio]) / 100,
         soft_threshold = (tonumber(v[2]) or 80) / 100,
         pinned_guard = tonumber(v[3]), -- nil: each model's guard is learned
+        users_since = users_since,
         buckets = {},
         ids_next = 1,
         ids_last = 0,
@@ -189,6 +197,49 @@ local function limiter_default_values(s, name)
     return v
 end
 
+local function window_member_tokens(m)
+    local i = string.find(m, ':', 1, true)
+    return tonumber(string.sub(m, i + 1))
+end
+
+-- Older versions kept one bucket "<model>/u/<user>" for that user of every
+-- tenant (README "Upgrading"). A tenant's user bucket b that has no state
+-- yet, while admissions made before this version's first call (P policy
+-- users_by_tenant_ms, s.users_since) may still count, starts with those of
+-- the shared bucket: the user of each tenant is charged what the user of
+-- any tenant was admitted before the upgrade, so no one gets a budget twice
+-- across it. Costs a read only for new buckets within one hold of the
+-- upgrade; refunds of those old reservations reach the shared bucket only
+-- (the copies age out).
+local function limiter_inherit_shared(s, b)
+    local c = b.cfg
+    local model, user = string.match(b.name, '^([^/]+)/t/[^/]+/u/(.+)$')
+    if c == nil or model == nil or s.users_since == nil or s.now - c.hold > s.users_since then
+        return
+    end
+    local shared = model .. '/u/' .. user
+    if c.mode == 'gcra' then
+        local v = redis.call('HMGET', s.P .. 'limit:' .. shared, 'rtat', 'ttat')
+        b.rtat = math.max(b.rtat, tonumber(v[1]) or 0)
+        b.ttat = math.max(b.ttat, tonumber(v[2]) or 0)
+        b.dirty = true
+        return
+    end
+    local old = redis.call('ZRANGEBYSCORE', s.P .. 'bw:' .. shared, '(' .. (s.now - c.hold),
+        '(' .. s.users_since, 'WITHSCORES')
+    for i = 1, #old, 2 do
+        local at = tonumber(old[i + 1])
+        b.adds[#b.adds + 1] = old[i + 1]
+        b.adds[#b.adds + 1] = old[i]
+        b.n = b.n + 1
+        b.tok = b.tok + window_member_tokens(old[i])
+        if b.oldest == nil or at < b.oldest then
+            b.oldest = at
+        end
+        b.dirty = true
+    end
+end
+
 -- Bucket name's live state in session s (cached per session). A bucket with
 -- neither a limit (own or default) nor a pause has b.live = false.
 local function limiter_bucket(s, name)
@@ -249,6 +300,9 @@ local function limiter_bucket(s, name)
             c.tokens, c.burst_tokens = lt, math.min(c.burst_tokens, lt)
         end
     end
+    if level == 'user' and not (v[10] or v[13] or v[14]) then
+        limiter_inherit_shared(s, b) -- no state yet (never used, or expired)
+    end
     s.buckets[name] = b
     return b
 end
@@ -292,11 +346,6 @@ local function limiter_path(s, model, tenant, user)
     path.tags = tags
     s.paths[pkey] = path
     return path
-end
-
-local function window_member_tokens(m)
-    local i = string.find(m, ':', 1, true)
-    return tonumber(string.sub(m, i + 1))
 end
 
 -- Writes b's pending admissions to its ZSET (they must be there before a

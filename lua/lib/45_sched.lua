@@ -105,9 +105,10 @@ local function sched_deactivate(P, path)
 end
 
 -- Blocks node path until until_ms because bucket (its name, "<model>",
--- "<model>/t/<tenant>" or a user's, limiter_user_bucket) denied it: out of its parent's
--- ZSET, into P sblk, and noted in the bucket's index P sbb:<bucket> (node ->
--- until_ms) so that room given back to that bucket can unblock it
+-- "<model>/t/<tenant>" or a user's, limiter_user_bucket) denied it: out of
+-- its parent's ZSET, into P sblk, and noted in the bucket's index
+-- P sbb:<bucket> (node -> until_ms) so that room given back to that bucket
+-- can unblock it
 -- (sched_wake_buckets). The index expires with its latest wait.
 local function sched_block(P, path, until_ms, bucket)
     sched_deactivate(P, path)

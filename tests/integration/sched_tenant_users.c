@@ -5,10 +5,11 @@
  * --tenant T --user U is T's U alone; '*' the default (--tenant T --user '*':
  * T's users). A user without a tenant is a user of no tenant's: its bucket is
  * "<model>/u/<user>", apart from every tenant's. Last, the layout older
- * versions wrote (user limits and weights named "<model>/u/<user>" for the
- * users of every tenant, jobs queued in kq:<prio>|<model>|<tenant>|<user>)
- * keeps working: the limits hold per tenant, the weights still weigh, the
- * queued jobs are dispatched. The scripts are called directly (enqueue,
+ * versions wrote (user limits, weights and the one bucket's state named
+ * "<model>/u/<user>" for the users of every tenant, jobs queued in
+ * kq:<prio>|<model>|<tenant>|<user>) keeps working: the limits hold per
+ * tenant, admissions made before the upgrade still count, the weights still
+ * weigh, the queued jobs are dispatched. The scripts are called directly (enqueue,
  * dispatch): the assertions are the limiter's grants and denials, never a
  * time. */
 #include <setjmp.h>
@@ -169,11 +170,15 @@ static void hset(const struct script_account *a, const char *key, const char *f1
 }
 
 /* The layout of older versions, written as they wrote it: `llmq limits set
- * M --user '*' --rpm 3 --period-ms P` (limit:M/u/ + '*'), `--user alice --weight
- * 3` (weights M2/u/alice) and jobs queued before the upgrade (enqueue is
- * unchanged: kq:normal|M|<tenant>|<user>). The new dispatch holds the old
- * default per tenant, weighs alice 3 in each tenant, and sends the queued
- * jobs. */
+ * M --user '*' --rpm 3 --period-ms P` (limit:M/u/ + '*'), `--user alice
+ * --weight 3` (weights M2/u/alice), the state of the one bucket their
+ * dispatch kept for the alice of every tenant (limit:M/u/alice, bw:M/u/alice:
+ * two admissions a moment ago, as lua/lib/20_limiter.lua's limiter_flush
+ * wrote them), and jobs queued before the upgrade (enqueue is unchanged:
+ * kq:normal|M|<tenant>|<user>). The new dispatch holds the old default per
+ * tenant (bob: 3), counts the two admissions of the old shared bucket in
+ * each tenant's alice (1 left each, not 3), weighs alice 3 in each tenant,
+ * and sends the queued jobs. */
 static void test_old_layout_keeps_working(void **state)
 {
     (void)state;
@@ -182,8 +187,21 @@ static void test_old_layout_keeps_working(void **state)
     hset(&a, "limit:" MODEL "/u/*", "requests", "3", "period_ms", PERIOD);
     hset(&a, "limit:gpt-4o", "requests", "4", "period_ms", PERIOD);
     hset(&a, "weights", "gpt-4o/u/alice", "3", NULL, NULL);
+    redisReply *t = redisCommand(a.c, "TIME");
+    assert_true(t != NULL && t->type == REDIS_REPLY_ARRAY && t->elements == 2);
+    char at[32], exp[32];
+    long long at_ms = strtoll(t->element[0]->str, NULL, 10) * 1000 - 1000;
+    freeReplyObject(t);
+    snprintf(at, sizeof(at), "%lld", at_ms);
+    snprintf(exp, sizeof(exp), "%lld", at_ms + 2 * 601000);
+    hset(&a, "limit:" MODEL "/u/alice", "n", "2", "tok", "20");
+    hset(&a, "limit:" MODEL "/u/alice", "oldest", at, "exp", exp);
+    redisReply *r = redisCommand(a.c, "ZADD %sbw:%s/u/alice %s 41:10 %s 42:10", a.P, MODEL, at, at);
+    assert_true(r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 2);
+    freeReplyObject(r);
     enqueue_n(&a, "a", 0, 4, "tenant-a", "alice");
     enqueue_n(&a, "b", 0, 4, "tenant-b", "alice");
+    enqueue_n(&a, "c", 0, 4, "tenant-a", "bob");
     char id[64];
     for (int i = 0; i < 4; i++) {
         snprintf(id, sizeof(id), "walice-%d", i);
@@ -193,11 +211,12 @@ static void test_old_layout_keeps_working(void **state)
     }
     struct sched_grant g[16];
     int n = sched_dispatch(&a, 16, g, NULL, 0);
-    assert_int_equal(granted(g, n, "a"), 3);
-    assert_int_equal(granted(g, n, "b"), 3);
+    assert_int_equal(granted(g, n, "a"), 1);
+    assert_int_equal(granted(g, n, "b"), 1);
+    assert_int_equal(granted(g, n, "c"), 3);
     assert_int_equal(granted(g, n, "walice"), 3);
     assert_int_equal(granted(g, n, "wbob"), 1);
-    assert_int_equal(n, 10);
+    assert_int_equal(n, 9);
     assert_int_equal(sched_dispatch(&a, 16, NULL, NULL, 0), 0);
     redisFree(a.c);
 }
