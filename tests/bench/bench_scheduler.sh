@@ -253,9 +253,9 @@ d_pin= run_d learned-loaded 1 >"$tmp/r"; echo "learned oversubscribed $(cat "$tm
 d_pin=1000 run_d pinned-loaded 1 >"$tmp/r"; echo "pinned oversubscribed $(cat "$tmp/r")" >>"$tmp/d.rows"
 awk -v tpm="$d_tpm" -v n=$d_jobs -v p=$d_period -v cores="$(nproc)" 'BEGIN {
     printf "\n(d) Exact limits: llmq = the API (%d tokens / %d ms), %d mixed jobs, 4 workers\n\n", tpm, p, n
-    printf "| ledger | arrival guard | host (1-min load, %d cores) | binding budget used (per API window, as worker_exact_limits) | limit 429s | per 1000 jobs | jobs ended | guard at the end |\n|---|---|---|---|---|---|---|---|\n", cores }
+    printf "| ledger | arrival guard | host (runnable processes at its end, %d cores) | binding budget used (per API window, as worker_exact_limits) | limit 429s | per 1000 jobs | jobs ended | guard at the end |\n|---|---|---|---|---|---|---|---|\n", cores }
     { led = $1 == "usage" ? "--settle usage (old ledger, baseline)" : "admission (default)"
       gd = $1 == "pinned" ? "pinned 1000 ms" : "learned (default)"
-      host = $2 == "quiet" ? "quiet" : "oversubscribed (load " $7 ")"
+      host = $2 == "quiet" ? "quiet" : "oversubscribed (" $7 " runnable)"
       printf "| %s | %s | %s | %.3f | %d | %.1f | %d | %s ms |\n", led, gd, host, $3, $4, 1000 * $4 / n, $5, $6 }' "$tmp/d.rows"
 fi

@@ -148,9 +148,9 @@ run3() { # TAG loaded(0|1) [policy args]: prints "budget_used limit_429s request
 } >"$tmp/util.rows"
 awk -v tpm=$tpm -v P=$period -v cores="$(nproc)" '
     BEGIN { printf "\n3. Utilisation: 4 workers, llmq = the API: %d tokens per %d ms\n\n", tpm, P
-        printf "| guard | host (1-min load, %d cores) | budget used (API charge per full window) | limit 429s | per 1000 requests | guard at the end |\n|---|---|---|---|---|---|\n", cores }
+        printf "| guard | host (runnable processes at its end, %d cores) | budget used (API charge per full window) | limit 429s | per 1000 requests | guard at the end |\n|---|---|---|---|---|---|\n", cores }
     { guard = $1 == "learned" ? "learned (default)" : "pinned 1000 ms"
-      host = $2 == "quiet" ? "quiet" : "oversubscribed (load " $7 ")"
+      host = $2 == "quiet" ? "quiet" : "oversubscribed (" $7 " runnable)"
       printf "| %s | %s | %.3f | %d | %.1f | %s ms |\n", guard, host, $3, $4, ($5 > 0 ? 1000 * $4 / $5 : 0), $6
       if ($1 == "learned" && $2 == "quiet") { q = $3; ql = $4 }
       if ($1 == "learned" && $2 != "quiet") { o = $3; ol = $4; on = $5 } }

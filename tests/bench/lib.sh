@@ -132,5 +132,7 @@ bench_oversubscribe_stop() {
     for p in "${busy_pids[@]}"; do wait "$p" 2>/dev/null || true; done
     busy_pids=()
 }
-# bench_load: the 1-minute load average.
-bench_load() { cut -d' ' -f1 /proc/loadavg; }
+# bench_load: processes runnable right now (/proc/stat procs_running, this
+# one included): the host's load while a run lasts, which the 1-minute load
+# average shows only after a minute.
+bench_load() { awk '/^procs_running/ { print $2 }' /proc/stat; }
