@@ -55,7 +55,8 @@ static void usage(FILE *out)
           "  --generate-ids      give lines without custom_id a generated id (a re-run of\n"
           "                      the file then runs those lines again); default: rejected\n"
           "  --check             only check the file; write nothing (no Redis needed)\n"
-          "  --quiet             print counts instead of job ids\n"
+          "  --quiet             print counts instead of job ids (and name only the first\n"
+          "                      5 ids already present)\n"
           "  --wait              stay and print each result (Batch output lines) as it ends\n"
           "  --timeout S         give up waiting after S seconds (exit 1)\n"
           "  --output FILE       write results there instead of stdout\n"
@@ -233,8 +234,13 @@ static int load_batch(struct llmq_cli *cli, struct enqueue_opts *o, struct llmq_
     return -1;
 }
 
+/* Duplicates --quiet names one by one; the rest are counted (a re-run of a
+ * big file would otherwise print a line per job). */
+#define QUIET_DUPLICATES_SHOWN 5
+
 /* Prints what happened to each job: ids of new ones (stdout, unless quiet or
- * waiting), duplicates on stderr, then counts. */
+ * waiting), duplicates on stderr (with --quiet only the first few), then
+ * counts. */
 static void report_outcomes(const struct llmq_cli *cli, const struct enqueue_opts *o,
                             const struct llmq_batch *b, const struct llmq_job_outcome *out)
 {
@@ -244,12 +250,14 @@ static void report_outcomes(const struct llmq_cli *cli, const struct enqueue_opt
             created++;
             if (!o->quiet && !o->wait)
                 printf("%s\n", b->jobs[i].id);
-        } else {
-            dup++;
+        } else if (dup++ < QUIET_DUPLICATES_SHOWN || !o->quiet) {
             llmq_cli_error(cli, "%s:%ld: job %s already exists (%s): not enqueued again", o->file,
                            b->job_lines[i], b->jobs[i].id, out[i].state);
         }
     }
+    if (o->quiet && dup > QUIET_DUPLICATES_SHOWN)
+        llmq_cli_error(cli, "... and %zu more already present (not enqueued again)",
+                       dup - QUIET_DUPLICATES_SHOWN);
     if (o->quiet && !o->wait)
         printf("%zu\n", created);
     fprintf(stderr, "%s: %zu enqueued, %zu already present, %zu invalid\n", cli->prog, created, dup,
@@ -522,8 +530,10 @@ int llmq_cmd_enqueue(struct llmq_cli *cli, int argc, char **argv)
         }
     }
     out = calloc(b.n_jobs + 1, sizeof(*out));
-    if (out == NULL || llmq_job_store_prepare(c, prefix, &err) != LLMQ_OK ||
-        llmq_job_store_push(c, prefix, b.jobs, b.n_jobs, out, &err) != LLMQ_OK) {
+    /* no jobs: nothing is written (prepare would create the streams) */
+    if (out == NULL || (b.n_jobs > 0 && (llmq_job_store_prepare(c, prefix, &err) != LLMQ_OK ||
+                                         llmq_job_store_push(c, prefix, b.jobs, b.n_jobs, out,
+                                                             &err) != LLMQ_OK))) {
         llmq_cli_error(cli, "%s", out ? err.msg : "out of memory");
         code = LLMQ_EXIT_FAIL;
         goto out;

@@ -305,6 +305,65 @@ static void test_wait_streams_results(void **state)
     unlink(out_path);
 }
 
+/* A re-run with --quiet tells counts and the first few duplicates, not a
+ * line per job (a re-run of a big file drowned the terminal). */
+static void test_quiet_rerun_is_short(void **state)
+{
+    (void)state;
+    char account[96];
+    llmq_test_unique_name(account, sizeof(account), "equiet");
+    char *text = calloc(40, 256), *p = text;
+    for (int i = 0; i < 40; i++)
+        p += snprintf(p, 256,
+                      "{\"custom_id\":\"qd%d\",\"url\":\"/v1/embeddings\",\"body\":{\"model\":"
+                      "\"text-embedding-3-small\",\"input\":\"x\"}}\n",
+                      i);
+    char *path = write_temp(text);
+    const char *argv[] = {"llmq", "enqueue", "--quiet", path, NULL};
+    struct cli_run r = cli_run(account, argv);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "40\n");
+    cli_free(&r);
+    r = cli_run(account, argv);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "0\n");
+    size_t dup_lines = 0;
+    for (const char *s = r.err; (s = strstr(s, "already exists")) != NULL; s++)
+        dup_lines++;
+    if (dup_lines != 5 || !strstr(r.err, "qd0 already exists (queued)") ||
+        !strstr(r.err, "... and 35 more already present") ||
+        !strstr(r.err, "0 enqueued, 40 already present"))
+        fail_msg("%zu duplicate lines; stderr:\n%s", dup_lines, r.err);
+    cli_free(&r);
+    unlink(path);
+    free(path);
+    free(text);
+}
+
+/* An empty file (or one of blank lines) writes nothing at all: no streams,
+ * no keys. */
+static void test_empty_file_writes_nothing(void **state)
+{
+    (void)state;
+    char account[96];
+    llmq_test_unique_name(account, sizeof(account), "eempty");
+    char *path = write_temp("\n  \n");
+    const char *argv[] = {"llmq", "enqueue", path, NULL};
+    struct cli_run r = cli_run(account, argv);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.err, "0 enqueued, 0 already present, 0 invalid"));
+    cli_free(&r);
+    const char *wait[] = {"llmq", "enqueue", "--wait", path, NULL};
+    r = cli_run(account, wait);
+    assert_int_equal(r.status, 0);
+    cli_free(&r);
+    redisContext *c = llmq_test_redis_connect();
+    assert_int_equal(keys_of(c, account), 0);
+    redisFree(c);
+    unlink(path);
+    free(path);
+}
+
 static void test_help_everywhere(void **state)
 {
     (void)state;
@@ -338,6 +397,8 @@ int main(void)
         cmocka_unit_test(test_reenqueue_reports),
         cmocka_unit_test(test_generate_ids),
         cmocka_unit_test(test_wait_streams_results),
+        cmocka_unit_test(test_quiet_rerun_is_short),
+        cmocka_unit_test(test_empty_file_writes_nothing),
         cmocka_unit_test(test_help_everywhere),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
