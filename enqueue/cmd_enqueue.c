@@ -531,9 +531,9 @@ int llmq_cmd_enqueue(struct llmq_cli *cli, int argc, char **argv)
     }
     out = calloc(b.n_jobs + 1, sizeof(*out));
     /* no jobs: nothing is written (prepare would create the streams) */
-    if (out == NULL || (b.n_jobs > 0 && (llmq_job_store_prepare(c, prefix, &err) != LLMQ_OK ||
-                                         llmq_job_store_push(c, prefix, b.jobs, b.n_jobs, out,
-                                                             &err) != LLMQ_OK))) {
+    if (out == NULL || (b.n_jobs > 0 &&
+                        (llmq_job_store_prepare(c, prefix, &err) != LLMQ_OK ||
+                         llmq_job_store_push(c, prefix, b.jobs, b.n_jobs, out, &err) != LLMQ_OK))) {
         llmq_cli_error(cli, "%s", out ? err.msg : "out of memory");
         code = LLMQ_EXIT_FAIL;
         goto out;
