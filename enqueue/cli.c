@@ -4,8 +4,11 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/parse_int.h"
+#include "jobs/job_id.h"
+#include "llmq/llmq.h"
 #include "llmq/error.h"
 #include "redis/redis.h"
 #include "redis/redis_url.h"
@@ -99,14 +102,31 @@ int llmq_cli_on_account(const struct llmq_cli *cli, llmq_cli_account_fn *fn, voi
     return code;
 }
 
-int llmq_cli_ids_valid(const struct llmq_cli *cli, char *const *ids, size_t n)
+int llmq_cli_job_ids(const struct llmq_cli *cli, char **ids, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        if (!llmq_name_valid(ids[i])) {
-            llmq_cli_error(cli, "'%s' is not a job id", ids[i]);
-            return 0;
+    for (size_t i = 0; i < n; i++) {
+        char id[LLMQ_JOB_ID_MAX + 1];
+        struct llmq_error err = {0};
+        if (llmq_job_id_from_custom(ids[i], strlen(ids[i]), id, sizeof(id), &err) != LLMQ_OK) {
+            llmq_cli_error(cli, "'%s' is not a job id: %s", ids[i], err.msg);
+            llmq_cli_job_ids_free(ids, i);
+            return -1;
         }
-    return 1;
+        if ((ids[i] = strdup(id)) == NULL) {
+            llmq_cli_error(cli, "out of memory");
+            llmq_cli_job_ids_free(ids, i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void llmq_cli_job_ids_free(char **ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(ids[i]);
+        ids[i] = NULL;
+    }
 }
 
 static int negative_number(const char *s)

@@ -70,9 +70,15 @@ typedef int llmq_cli_account_fn(const struct llmq_cli *cli, redisContext *c, con
  * redisFree. Returns fn's exit code, or that of the failed preamble. */
 int llmq_cli_on_account(const struct llmq_cli *cli, llmq_cli_account_fn *fn, void *ud);
 
-/* 1 when every one of ids[0..n) is a valid job id; else prints the first
- * that is not and returns 0. */
-int llmq_cli_ids_valid(const struct llmq_cli *cli, char *const *ids, size_t n);
+/* Job ids are given as the custom_ids they came from (what the input
+ * lines and the output lines say): replaces each of ids[0..n) (borrowed)
+ * with its job id (new; jobs/job_id.h). Returns 0, or -1 after printing the
+ * first that is none (having freed what it replaced). Free with
+ * llmq_cli_job_ids_free. */
+int llmq_cli_job_ids(const struct llmq_cli *cli, char **ids, size_t n);
+
+/* Frees what llmq_cli_job_ids put in ids[0..n). */
+void llmq_cli_job_ids_free(char **ids, size_t n);
 
 /* Parses an integer value in min..max into *out, printing
  * "PROG: NAME: expected an integer in MIN..MAX, got 'ARG'" and returning -1

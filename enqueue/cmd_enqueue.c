@@ -13,6 +13,7 @@
 #include "base/clock.h"
 #include "cli.h"
 #include "jobs/batch.h"
+#include "jobs/job_id.h"
 #include "jobs/job_idset.h"
 #include "jobs/job_store.h"
 #include "limiter/path.h"
@@ -245,14 +246,16 @@ static void report_outcomes(const struct llmq_cli *cli, const struct enqueue_opt
                             const struct llmq_batch *b, const struct llmq_job_outcome *out)
 {
     size_t created = 0, dup = 0;
+    char id[LLMQ_JOB_ID_MAX + 1]; /* shown as the custom_id it came from */
     for (size_t i = 0; i < b->n_jobs; i++) {
+        llmq_job_id_to_custom(b->jobs[i].id, id, sizeof(id));
         if (out[i].created) {
             created++;
             if (!o->quiet && !o->wait)
-                printf("%s\n", b->jobs[i].id);
+                printf("%s\n", id);
         } else if (dup++ < QUIET_DUPLICATES_SHOWN || !o->quiet) {
             llmq_cli_error(cli, "%s:%ld: job %s already exists (%s): not enqueued again", o->file,
-                           b->job_lines[i], b->jobs[i].id, out[i].state);
+                           b->job_lines[i], id, out[i].state);
         }
     }
     if (o->quiet && dup > QUIET_DUPLICATES_SHOWN)

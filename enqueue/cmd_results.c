@@ -297,11 +297,13 @@ static int run(const struct llmq_cli *cli, struct results_opts *o, char **ids, s
         llmq_cli_error(cli, "--timeout only applies with --wait (see --help)");
         return LLMQ_EXIT_USAGE;
     }
-    if (!llmq_cli_ids_valid(cli, ids, n))
+    if (llmq_cli_job_ids(cli, ids, n) != 0)
         return LLMQ_EXIT_USAGE;
     o->ids = ids;
     o->n = n;
-    return llmq_cli_on_account(cli, print_to_output, o);
+    int code = llmq_cli_on_account(cli, print_to_output, o);
+    llmq_cli_job_ids_free(ids, n);
+    return code;
 }
 
 static int take_option(int opt, const char *arg, void *ud)

@@ -7,6 +7,10 @@
  *
  * Names (account, model, tenant, user, job id) never contain whitespace, '/',
  * '|', '{' or '}' (llmq_name_valid), so the separators below are unambiguous.
+ * A job id is its Batch custom_id (any string) with those bytes, and a '%'
+ * that starts "%XX", written as "%XX" (common/jobs/job_id.h): one-to-one, so
+ * no two custom_ids share a key, and a ':' in an id is harmless where an id
+ * follows a fixed head ("<fin_ms>:<id>" in P done splits at the first ':').
  *
  * Limiter
  *   P limit:<bucket>   HASH  the bucket: its limits (requests, tokens, period_ms,

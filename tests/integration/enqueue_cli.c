@@ -364,6 +364,92 @@ static void test_empty_file_writes_nothing(void **state)
     free(path);
 }
 
+#define EMB(id)                                                                                    \
+    "{\"custom_id\":\"" id "\",\"url\":\"/v1/embeddings\",\"body\":{\"model\":"                    \
+    "\"text-embedding-3-small\",\"input\":\"x\"}}\n"
+
+/* The custom_id of output line line (new), or NULL. */
+static char *line_custom_id(const char *line)
+{
+    json_t *o = json_loads(line, 0, NULL);
+    const char *s = json_string_value(json_object_get(o, "custom_id"));
+    char *id = s ? strdup(s) : NULL;
+    json_decref(o);
+    return id;
+}
+
+/* custom_ids OpenAI takes (spaces, '/', '|', braces, '%') go in, are printed
+ * as given, end (done through the C output line, expired through dispatch's
+ * Lua one) and are read back by `llmq results` and `llmq dead list` under
+ * the same custom_id; the keys hold the escaped id. */
+static void test_custom_ids_as_openai(void **state)
+{
+    (void)state;
+    char account[96], prefix[128];
+    llmq_test_unique_name(account, sizeof(account), "ecid");
+    llmq_account_prefix(account, prefix, sizeof(prefix), NULL);
+    char *path = write_temp(EMB("has space") EMB("a/b|c") EMB("100%") EMB("%41"));
+    const char *argv[] = {"llmq", "enqueue", path, NULL};
+    struct cli_run r = cli_run(account, argv);
+    if (r.status != 0)
+        fail_msg("status %d: %s", r.status, r.err);
+    assert_string_equal(r.out, "has space\na/b|c\n100%\n%41\n");
+    cli_free(&r);
+    redisContext *c = llmq_test_redis_connect();
+    assert_int_equal(llmq_test_redis_int(c, "EXISTS %sjob:has%%20space", prefix), 1);
+    assert_int_equal(llmq_test_redis_int(c, "EXISTS %sjob:a%%2Fb%%7Cc", prefix), 1);
+    assert_int_equal(llmq_test_redis_int(c, "EXISTS %sjob:%%2541", prefix), 1);
+    assert_int_equal(fake_worker_run(c, prefix, 10, 2000, 0), 4);
+    const char *res[] = {"llmq", "results", "has space", "a/b|c", "100%", "%41", NULL};
+    r = cli_run(account, res);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(cli_count_lines(r.out), 4);
+    const char *want[] = {"has space", "a/b|c", "100%", "%41"};
+    char *line = r.out;
+    for (int i = 0; i < 4; i++) {
+        char *nl = strchr(line, '\n');
+        *nl = '\0';
+        char *got = line_custom_id(line);
+        if (got == NULL || strcmp(got, want[i]) != 0)
+            fail_msg("line %d: custom_id '%s', want '%s': %s", i, got ? got : "(none)", want[i],
+                     line);
+        free(got);
+        line = nl + 1;
+    }
+    cli_free(&r);
+    r = cli_run(account, argv); /* the same ids again: duplicates, named as given */
+    assert_non_null(strstr(r.err, "job a/b|c already exists (done)"));
+    assert_non_null(strstr(r.err, "0 enqueued, 4 already present"));
+    cli_free(&r);
+    unlink(path);
+    free(path);
+    /* ended by dispatch (past its deadline): the Lua output line */
+    path = write_temp(EMB("late one/x"));
+    const char *late[] = {"llmq", "enqueue", "--ttl-ms", "1", path, NULL};
+    r = cli_run(account, late);
+    assert_int_equal(r.status, 0);
+    cli_free(&r);
+    usleep(20 * 1000);
+    assert_int_equal(fake_worker_run(c, prefix, 10, 0, 0), 0);
+    const char *res_late[] = {"llmq", "results", "late one/x", NULL};
+    r = cli_run(account, res_late);
+    assert_int_equal(r.status, 3); /* its one job is dead */
+    char *got = line_custom_id(r.out);
+    assert_non_null(got);
+    assert_string_equal(got, "late one/x");
+    free(got);
+    assert_non_null(strstr(r.out, "\"expired\""));
+    cli_free(&r);
+    const char *dead[] = {"llmq", "dead", "list", "--json", NULL};
+    r = cli_run(account, dead);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "\"id\":\"late one/x\""));
+    cli_free(&r);
+    redisFree(c);
+    unlink(path);
+    free(path);
+}
+
 static void test_help_everywhere(void **state)
 {
     (void)state;
@@ -399,6 +485,7 @@ int main(void)
         cmocka_unit_test(test_wait_streams_results),
         cmocka_unit_test(test_quiet_rerun_is_short),
         cmocka_unit_test(test_empty_file_writes_nothing),
+        cmocka_unit_test(test_custom_ids_as_openai),
         cmocka_unit_test(test_help_everywhere),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
