@@ -191,6 +191,7 @@ new_queued_job() {
     done
 }
 jobs_in >"$STACK_DIR/jobs.before"
+dead_before=$(redis-cli -p "$REDIS_PORT" XLEN "llmq:{$LLMQ_ACCOUNT}:dead")
 "$LLMQ_BIN_DIR/llmq-gateway" --listen 127.0.0.1:0 --port-file "$STACK_DIR/long.port" \
     --max-wait-ms 60000 --log-level warn 2>"$STACK_DIR/long-gw.err" &
 long_pid=$!
@@ -205,10 +206,12 @@ wait "$curl_pid" 2>/dev/null
 state=""
 for _ in $(seq 400); do
     state=$(redis-cli -p "$REDIS_PORT" HMGET "$job" state last_error | tr '\n' ' ')
-    [ "$state" = "dead cancelled " ] && break
+    [ "$state" = "cancelled cancelled " ] && break
     sleep 0.05
 done
-expect "hanging up cancelled it before it was sent" [ "$state" = "dead cancelled " ]
+expect "hanging up cancelled it before it was sent" [ "$state" = "cancelled cancelled " ]
+expect "a cancelled job is not dead-lettered" \
+    [ "$(redis-cli -p "$REDIS_PORT" XLEN "llmq:{$LLMQ_ACCOUNT}:dead")" = "$dead_before" ]
 # A waiting call whose job an older version ends (its result in res:<id>, not
 # in the job hash's field result): the caller gets that result.
 jobs_in >"$STACK_DIR/jobs.before"
