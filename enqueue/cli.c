@@ -5,8 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "base/backoff.h"
+#include "base/clock.h"
 #include "base/parse_int.h"
+#include "base/rng.h"
 #include "jobs/job_id.h"
 #include "llmq/llmq.h"
 #include "llmq/error.h"
@@ -78,6 +83,34 @@ redisContext *llmq_cli_connect(const struct llmq_cli *cli, int *code)
         llmq_cli_error(cli, "%s", err.msg);
         *code = LLMQ_EXIT_FAIL;
     }
+    return c;
+}
+
+redisContext *llmq_cli_reconnect(const struct llmq_cli *cli, long long until_ms, char *where,
+                                 size_t where_len, struct llmq_error *err)
+{
+    struct llmq_redis_url url;
+    if (llmq_redis_url_parse(cli->redis_url, &url, err) != LLMQ_OK)
+        return NULL;
+    snprintf(where, where_len, "%s:%d", url.host, url.port);
+    /* the workers' reconnect backoff (redis_async.c): from 100 ms, doubling
+     * to 2 s, jittered */
+    int64_t step = 100;
+    uint64_t rng;
+    llmq_rng_seed(&rng, (uint64_t)llmq_monotonic_ms() ^ (uint64_t)getpid());
+    redisContext *c = NULL;
+    for (;;) {
+        c = llmq_redis_connect_parsed(&url, 2000, err);
+        long long now = llmq_monotonic_ms();
+        if (c != NULL || now >= until_ms)
+            break;
+        int64_t delay = llmq_backoff_reconnect_ms(&step, 2000, &rng);
+        if (delay > until_ms - now)
+            delay = until_ms - now;
+        struct timespec ts = {(time_t)(delay / 1000), (long)(delay % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    memset(&url, 0, sizeof(url)); /* the password */
     return c;
 }
 

@@ -53,6 +53,14 @@ int llmq_cli_key(const struct llmq_cli *cli, char *buf, size_t len, const char *
  * cannot be reached or refuses) and returns NULL. */
 redisContext *llmq_cli_connect(const struct llmq_cli *cli, int *code);
 
+/* Connects again to the CLI's Redis after its connection failed, as the
+ * workers do (backoff from 100 ms doubling to 2 s, jittered), until it
+ * answers or monotonic time until_ms. Writes "HOST:PORT" (never the URL: it
+ * may hold a password) into where. Returns the new connection (the caller
+ * owns it), or NULL with err saying the last failure. Prints nothing. */
+redisContext *llmq_cli_reconnect(const struct llmq_cli *cli, long long until_ms, char *where,
+                                 size_t where_len, struct llmq_error *err);
+
 /* The preamble of a command on the CLI's account: writes the account's key
  * prefix into prefix (n bytes; prefix NULL: the command needs none), then
  * connects. On failure prints what is wrong, sets *code (LLMQ_EXIT_USAGE for

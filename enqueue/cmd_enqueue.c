@@ -4,7 +4,8 @@
  * whole file (exit 2) unless --skip-invalid. Valid jobs go out in pipelined
  * rounds; an id that exists already is reported, not enqueued twice. With
  * --wait the command stays to stream each job's Batch output line as it ends
- * and exits 3 when any job was dead-lettered. */
+ * (reconnecting, as the workers do, when Redis goes away for a while) and
+ * exits 3 when any job was dead-lettered. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,8 +59,9 @@ static void usage(FILE *out)
           "  --check             only check the file; write nothing (no Redis needed)\n"
           "  --quiet             print counts instead of job ids (and name only the first\n"
           "                      5 ids already present)\n"
-          "  --wait              stay and print each result (Batch output lines) as it ends\n"
-          "  --timeout S         give up waiting after S seconds (exit 1)\n"
+          "  --wait              stay and print each result (Batch output lines) as it ends;\n"
+          "                      a lost Redis is reconnected to for up to 60 s\n"
+          "  --timeout S         give up waiting after S seconds (exit 1; says how to resume)\n"
           "  --output FILE       write results there instead of stdout\n"
           "  --no-progress       no progress on stderr while waiting\n"
           "  --redis URL, --account NAME, --help\n\n"
@@ -315,8 +317,10 @@ struct waiting {
     struct llmq_progress progress;
     int show_progress;
     size_t total;
-    long long in_flight; /* delivered and not settled, account-wide */
-    int no_worker;       /* -1 not checked yet */
+    size_t done;                    /* jobs reported, over every connection */
+    struct llmq_job_idset *pending; /* ids not reported yet (keys: the batch's) */
+    long long in_flight;            /* delivered and not settled, account-wide */
+    int no_worker;                  /* -1 not checked yet */
     long long checked_ms;
     size_t checked_done; /* jobs done at the last check */
 };
@@ -401,7 +405,9 @@ static void counts_of(const struct waiting *w, size_t done, struct llmq_progress
 static void on_result(const char *id, int dead, const char *line, void *ud)
 {
     struct waiting *w = ud;
-    (void)id;
+    if (!llmq_job_idset_remove(w->pending, id))
+        return; /* reported before a reconnect (each wait reports an id once) */
+    w->done++;
     if (dead)
         w->dead++;
     if (w->show_progress && w->progress.tty && w->progress.drawn && w->out == stdout) {
@@ -412,10 +418,12 @@ static void on_result(const char *id, int dead, const char *line, void *ud)
         w->write_failed = 1;
 }
 
-static void on_tick(size_t done, size_t total, void *ud)
+static void on_tick(size_t done_now, size_t total, void *ud)
 {
     struct waiting *w = ud;
+    (void)done_now; /* this connection's wait's count: w->done counts them all */
     (void)total;
+    size_t done = w->done;
     fflush(w->out);
     long long now = llmq_monotonic_ms();
     int was_no_worker = w->no_worker;
@@ -434,40 +442,139 @@ static void on_tick(size_t done, size_t total, void *ud)
     }
 }
 
+/* How long --wait keeps trying to reach a Redis that went away before it
+ * gives up (the workers try for ever; a person waiting wants an answer). */
+#define WAIT_RECONNECT_MS 60000
+/* Ids a resume hint names one by one. */
+#define RESUME_IDS_SHOWN 10
+
+/* Prints s as one shell word (single-quoted). */
+static void put_shell_word(const char *s)
+{
+    fputc('\'', stderr);
+    for (; *s; s++) {
+        if (*s == '\'')
+            fputs("'\\''", stderr);
+        else
+            fputc(*s, stderr);
+    }
+    fputc('\'', stderr);
+}
+
+/* Says how to pick up the jobs not ended yet (they keep running). */
+static void print_resume_hint(const struct llmq_cli *cli, const struct enqueue_opts *o,
+                              const struct llmq_batch *b, const struct waiting *w)
+{
+    size_t left = w->total - w->done, shown = 0;
+    llmq_cli_error(cli,
+                   "%zu of %zu job(s) not ended yet; they stay queued. To wait for them:", left,
+                   w->total);
+    if (strcmp(o->file, "-") != 0) {
+        fprintf(stderr, "  llmq enqueue --wait --account %s ", cli->account);
+        put_shell_word(o->file);
+        fputs("   (ids already enqueued are not enqueued again)\n", stderr);
+    }
+    fprintf(stderr, "  llmq results --wait --account %s", cli->account);
+    char id[LLMQ_JOB_ID_MAX + 1];
+    for (size_t i = 0; i < b->n_jobs && shown < RESUME_IDS_SHOWN; i++)
+        if (llmq_job_idset_get(w->pending, b->jobs[i].id, NULL)) {
+            fputc(' ', stderr);
+            put_shell_word(llmq_job_id_to_custom(b->jobs[i].id, id, sizeof(id)));
+            shown++;
+        }
+    if (left > shown)
+        fprintf(stderr, " ...   (%zu more ids)", left - shown);
+    fputc('\n', stderr);
+}
+
+/* After the wait failed with err: 1 when the connection is what failed (or
+ * Redis answered that it is still loading its data after a restart), so a
+ * new connection may go on. */
+static int connection_lost(const redisContext *c, const struct llmq_error *err)
+{
+    return c->err != 0 || strstr(err->msg, "LOADING") != NULL;
+}
+
+/* Waits for the jobs of b not reported yet on w->c, and on a lost connection
+ * reconnects (WAIT_RECONNECT_MS at most, within --timeout) and waits again,
+ * so a Redis restart costs a pause, not the wait. Returns the rc of the last
+ * wait (err says why when Redis stayed away). */
+static enum llmq_rc wait_reconnecting(struct waiting *w, const struct enqueue_opts *o,
+                                      const struct llmq_batch *b, const char **ids,
+                                      struct llmq_job_waiter *waiter, struct llmq_error *err)
+{
+    long long start = llmq_monotonic_ms();
+    long long end = o->timeout_s < 0 ? -1 : start + o->timeout_s * 1000;
+    for (;;) {
+        size_t k = 0;
+        for (size_t i = 0; i < b->n_jobs; i++)
+            if (llmq_job_idset_get(w->pending, b->jobs[i].id, NULL))
+                ids[k++] = b->jobs[i].id;
+        long long now = llmq_monotonic_ms();
+        long long left = end < 0 ? -1 : (end > now ? end - now : 0);
+        enum llmq_rc rc = llmq_job_store_wait(w->c, w->prefix, ids, k, left, waiter, NULL, err);
+        if (rc == LLMQ_OK || rc == LLMQ_ETIMEOUT || !connection_lost(w->c, err))
+            return rc;
+        long long lost_at = llmq_monotonic_ms(), until = lost_at + WAIT_RECONNECT_MS;
+        if (end >= 0 && end < until)
+            until = end;
+        if (w->show_progress && w->progress.tty && w->progress.drawn) {
+            fputs("\r\033[K", stderr);
+            w->progress.drawn = 0;
+        }
+        llmq_cli_error(w->cli, "lost Redis (%s); reconnecting for up to %lld s", err->msg,
+                       (until - llmq_monotonic_ms() + 999) / 1000);
+        char where[300];
+        struct llmq_error cerr = {0};
+        redisContext *nc = llmq_cli_reconnect(w->cli, until, where, sizeof(where), &cerr);
+        if (nc == NULL)
+            return llmq_error_set(err, LLMQ_EREDIS,
+                                  "Redis at %s did not come back within %lld s (%s): gave up "
+                                  "waiting",
+                                  where, (llmq_monotonic_ms() - lost_at + 999) / 1000, cerr.msg);
+        llmq_cli_error(w->cli, "reconnected to Redis at %s", where);
+        redisFree(w->c);
+        w->c = nc;
+    }
+}
+
 /* Waits for every job of the batch (new and already present) and streams
- * their results. Returns the exit code. */
-static int enqueue_wait(struct llmq_cli *cli, redisContext *c, const char *prefix,
+ * their results. *cp is the connection (replaced by a new one should it be
+ * lost; the caller frees what it holds). Returns the exit code. */
+static int enqueue_wait(struct llmq_cli *cli, redisContext **cp, const char *prefix,
                         const struct enqueue_opts *o, const struct llmq_batch *b)
 {
     struct waiting w = {.cli = cli,
-                        .c = c,
+                        .c = *cp,
                         .prefix = prefix,
                         .out = o->out ? o->out : stdout,
                         .show_progress = !o->no_progress,
                         .total = b->n_jobs,
-                        .no_worker = -1};
+                        .no_worker = -1,
+                        .pending = llmq_job_idset_new(b->n_jobs)};
     const char **ids = malloc(sizeof(*ids) * (b->n_jobs + 1));
     struct llmq_error err = {0};
-    size_t done = 0;
-    if (ids == NULL) {
+    int full = ids == NULL || w.pending == NULL;
+    for (size_t i = 0; !full && i < b->n_jobs; i++)
+        full = llmq_job_idset_add(w.pending, b->jobs[i].id, (long)i, NULL) < 0;
+    if (full) {
+        free(ids);
+        llmq_job_idset_free(w.pending);
         llmq_cli_error(cli, "out of memory");
         return LLMQ_EXIT_FAIL;
     }
-    for (size_t i = 0; i < b->n_jobs; i++)
-        ids[i] = b->jobs[i].id;
-    w.base_429 = llmq_job_store_stat(c, prefix, "http_429");
+    w.base_429 = llmq_job_store_stat(w.c, prefix, "http_429");
     llmq_progress_init(&w.progress, stderr, cli->prog, b->n_jobs);
     w.checked_ms = llmq_monotonic_ms() - 1000; /* the first tick checks */
     struct llmq_job_waiter waiter = {.on_result = on_result,
                                      .on_tick = on_tick,
                                      .ud = &w,
                                      .tick_ms = w.progress.tty ? 200 : 1000};
-    enum llmq_rc rc =
-        llmq_job_store_wait(c, prefix, ids, b->n_jobs, o->timeout_s < 0 ? -1 : o->timeout_s * 1000,
-                            &waiter, &done, &err);
+    enum llmq_rc rc = wait_reconnecting(&w, o, b, ids, &waiter, &err);
+    *cp = w.c;
     if (w.show_progress) {
         struct llmq_progress_counts pc;
-        counts_of(&w, done, &pc);
+        counts_of(&w, w.done, &pc);
         llmq_progress_update(&w.progress, &pc, 1);
         llmq_progress_finish(&w.progress);
     }
@@ -476,13 +583,16 @@ static int enqueue_wait(struct llmq_cli *cli, redisContext *c, const char *prefi
     free(ids);
     if (rc != LLMQ_OK)
         llmq_cli_error(cli, "%s", err.msg);
+    if (rc != LLMQ_OK && w.done < w.total)
+        print_resume_hint(cli, o, b, &w);
+    llmq_job_idset_free(w.pending);
     if (w.write_failed)
         llmq_cli_error(cli, "writing results failed");
     if (rc != LLMQ_OK || w.write_failed)
         return LLMQ_EXIT_FAIL;
     if (w.dead > 0) {
         llmq_cli_error(cli, "%zu of %zu job(s) were dead-lettered (see llmq dead list)", w.dead,
-                       done);
+                       w.done);
         return LLMQ_EXIT_DEAD;
     }
     return LLMQ_EXIT_OK;
@@ -544,7 +654,7 @@ int llmq_cmd_enqueue(struct llmq_cli *cli, int argc, char **argv)
     warn_unlimited_models(cli, c, prefix, &b);
     report_outcomes(cli, &o, &b, out);
     if (o.wait)
-        code = enqueue_wait(cli, c, prefix, &o, &b);
+        code = enqueue_wait(cli, &c, prefix, &o, &b);
 out:
     if (o.out != NULL && fclose(o.out) != 0 && code == LLMQ_EXIT_OK) {
         llmq_cli_error(cli, "%s: write failed", o.output);
