@@ -56,8 +56,8 @@ static long long status_queued(const char *account, const char *url)
     long long n = 0;
     const char *prio;
     json_t *q;
-    json_object_foreach(json_object_get(o, "queues"), prio, q)
-    n += json_integer_value(json_object_get(q, "queued"));
+    json_object_foreach(json_object_get(o, "queues"), prio, q) n +=
+        json_integer_value(json_object_get(q, "queued"));
     json_decref(o);
     cli_free(&r);
     return n;
@@ -163,8 +163,8 @@ static void test_wait_rides_out_a_restart(void **state)
     llmq_test_unique_name(account, sizeof(account), "blip");
     llmq_account_prefix(account, prefix, sizeof(prefix), NULL);
     char *path = write_jobs("b", 20);
-    const char *argv[] = {"llmq",   "enqueue", "--wait", "--timeout", "120", "--output",
-                          out,      "--redis", rs.url,   path,        NULL};
+    const char *argv[] = {"llmq", "enqueue", "--wait", "--timeout", "120", "--output",
+                          out,    "--redis", rs.url,   path,        NULL};
     pid_t pid = cli_start(account, argv);
     assert_int_equal(end_jobs(rs.port, prefix, 10), 10);
     await_lines(out, 10);
@@ -209,8 +209,8 @@ static void test_wait_gives_up_with_a_resume_hint(void **state)
     llmq_test_unique_name(account, sizeof(account), "gone");
     llmq_account_prefix(account, prefix, sizeof(prefix), NULL);
     char *path = write_jobs("g", 3);
-    const char *argv[] = {"llmq",   "enqueue", "--wait", "--timeout", "5", "--output",
-                          out,      "--redis", rs.url,   path,        NULL};
+    const char *argv[] = {"llmq", "enqueue", "--wait", "--timeout", "5", "--output",
+                          out,    "--redis", rs.url,   path,        NULL};
     pid_t pid = cli_start(account, argv);
     assert_int_equal(end_jobs(rs.port, prefix, 1), 1);
     await_lines(out, 1);
