@@ -269,40 +269,114 @@ static void report_outcomes(const struct llmq_cli *cli, const struct enqueue_opt
             b->n_errors);
 }
 
+/* The account+model buckets of a batch's models, read once: for the
+ * warning about models without a limit and for the ETA of --wait. */
+struct batch_models {
+    size_t n;
+    const char **name;                        /* borrowed from the batch's jobs */
+    size_t *of_job;                           /* model index of each job */
+    long long *requests, *tokens, *period_ms; /* the limits; <= 0: none */
+    long long *left_jobs, *left_tokens;       /* of the jobs not ended (--wait) */
+};
+
+static void batch_models_free(struct batch_models *m)
+{
+    free(m->name);
+    free(m->of_job);
+    free(m->requests); /* the six arrays are one allocation from here */
+    memset(m, 0, sizeof(*m));
+}
+
+/* Collects the batch's models and reads their buckets' limits (one pipelined
+ * round). Returns 0, or -1 when out of memory (m empty) or Redis failed (the
+ * limits then read as none; the push that follows reports the connection). */
+static int batch_models_read(redisContext *c, const char *prefix, const struct llmq_batch *b,
+                             struct batch_models *m)
+{
+    memset(m, 0, sizeof(*m));
+    struct llmq_job_idset *seen = llmq_job_idset_new(16);
+    m->name = calloc(b->n_jobs + 1, sizeof(*m->name));
+    m->of_job = calloc(b->n_jobs + 1, sizeof(*m->of_job));
+    m->requests = calloc(6 * (b->n_jobs + 1), sizeof(long long));
+    int ok = seen != NULL && m->name != NULL && m->of_job != NULL && m->requests != NULL;
+    for (size_t i = 0; ok && i < b->n_jobs; i++) {
+        long idx = (long)m->n;
+        if (llmq_job_idset_add(seen, b->jobs[i].model, idx, &idx) == 1)
+            m->name[m->n++] = b->jobs[i].model;
+        m->of_job[i] = (size_t)idx;
+    }
+    llmq_job_idset_free(seen);
+    if (!ok) {
+        batch_models_free(m);
+        return -1;
+    }
+    size_t k = b->n_jobs + 1;
+    m->tokens = m->requests + k;
+    m->period_ms = m->tokens + k;
+    m->left_jobs = m->period_ms + k;
+    m->left_tokens = m->left_jobs + k;
+    for (size_t i = 0; i < b->n_jobs; i++) {
+        m->left_jobs[m->of_job[i]]++;
+        m->left_tokens[m->of_job[i]] += b->jobs[i].cost.total_tokens;
+    }
+    size_t sent = 0; /* models are valid names: their keys fit */
+    for (size_t i = 0; i < m->n; i++) {
+        char key[LLMQ_KEY_FIXED_MAX + LLMQ_BUCKET_NAME_MAX];
+        if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_LIMIT, m->name[i], NULL) != LLMQ_OK)
+            break;
+        redisAppendCommand(c, "HMGET %s requests tokens period_ms", key);
+        sent++;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < sent; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply(c, (void **)&r) != REDIS_OK) {
+            rc = -1;
+            break;
+        }
+        m->requests[i] = llmq_limit_value_set(llmq_reply_at(r, 0))
+                             ? llmq_reply_int_or(llmq_reply_at(r, 0), 0)
+                             : 0;
+        m->tokens[i] = llmq_limit_value_set(llmq_reply_at(r, 1))
+                           ? llmq_reply_int_or(llmq_reply_at(r, 1), 0)
+                           : 0;
+        m->period_ms[i] = llmq_reply_int_or(llmq_reply_at(r, 2), 60000); /* the limiter's default */
+        freeReplyObject(r);
+    }
+    return rc;
+}
+
 /* Warns once per model of the batch whose account+model bucket sets no
  * limit: its jobs would run unlimited, which is rarely what was meant (a
  * limit set for "gpt-4o" does not cover "gpt-4o-mini"). */
-static void warn_unlimited_models(const struct llmq_cli *cli, redisContext *c, const char *prefix,
-                                  const struct llmq_batch *b)
+static void warn_unlimited_models(const struct llmq_cli *cli, const struct batch_models *m)
 {
-    struct llmq_job_idset *seen = llmq_job_idset_new(16);
-    const char **models = calloc(b->n_jobs + 1, sizeof(*models));
-    size_t n = 0;
-    for (size_t i = 0; seen != NULL && models != NULL && i < b->n_jobs; i++)
-        if (llmq_job_idset_add(seen, b->jobs[i].model, 0, NULL) == 1)
-            models[n++] = b->jobs[i].model;
-    size_t sent = 0; /* models are valid names: their keys fit */
-    for (size_t i = 0; i < n; i++) {
-        char key[LLMQ_KEY_FIXED_MAX + LLMQ_BUCKET_NAME_MAX];
-        if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_LIMIT, models[i], NULL) != LLMQ_OK)
-            break;
-        redisAppendCommand(c, "HMGET %s requests tokens", key);
-        sent++;
-    }
-    for (size_t i = 0; i < sent; i++) {
-        redisReply *r = NULL;
-        if (redisGetReply(c, (void **)&r) != REDIS_OK)
-            break; /* the push that follows reports the connection */
-        if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-            !llmq_limit_value_set(r->element[0]) && !llmq_limit_value_set(r->element[1]))
+    for (size_t i = 0; i < m->n; i++)
+        if (m->requests[i] <= 0 && m->tokens[i] <= 0)
             llmq_cli_error(cli,
                            "warning: model %s has no limit in account %s: its jobs run "
                            "unlimited (llmq limits set %s --rpm N --tpm N)",
-                           models[i], cli->account, models[i]);
-        freeReplyObject(r);
+                           m->name[i], cli->account, m->name[i]);
+}
+
+/* The least time (ms) the models' limits allow for the jobs left: each model
+ * has its own bucket, so the slowest model's; -1 when no model has a limit.
+ * (A lower bound: other work shares the buckets, and tenant, user and
+ * headroom limits can only slow it.) */
+static long long limits_eta_ms(const struct batch_models *m)
+{
+    double eta = -1;
+    for (size_t i = 0; i < m->n; i++) {
+        double t = -1;
+        if (m->requests[i] > 0)
+            t = (double)m->left_jobs[i] * (double)m->period_ms[i] / (double)m->requests[i];
+        if (m->tokens[i] > 0) {
+            double tt = (double)m->left_tokens[i] * (double)m->period_ms[i] / (double)m->tokens[i];
+            t = tt > t ? tt : t;
+        }
+        eta = t > eta ? t : eta;
     }
-    free(models);
-    llmq_job_idset_free(seen);
+    return eta < 0 ? -1 : (long long)eta;
 }
 
 /* State of --wait: where results go, what was seen, the progress display. */
@@ -317,6 +391,8 @@ struct waiting {
     struct llmq_progress progress;
     int show_progress;
     size_t total;
+    const struct llmq_batch *b;
+    struct batch_models *models;    /* for the ETA: left_* count down as jobs end */
     size_t done;                    /* jobs reported, over every connection */
     struct llmq_job_idset *pending; /* ids not reported yet (keys: the batch's) */
     long long in_flight;            /* delivered and not settled, account-wide */
@@ -399,15 +475,21 @@ static void counts_of(const struct waiting *w, size_t done, struct llmq_progress
                                         .running = running,
                                         .n429 = llmq_job_store_stat(w->c, w->prefix, "http_429") -
                                                 w->base_429,
-                                        .no_worker = w->no_worker == 1};
+                                        .no_worker = w->no_worker == 1,
+                                        .limit_eta_ms = limits_eta_ms(w->models)};
 }
 
 static void on_result(const char *id, int dead, const char *line, void *ud)
 {
     struct waiting *w = ud;
-    if (!llmq_job_idset_remove(w->pending, id))
+    long idx = 0;
+    if (!llmq_job_idset_get(w->pending, id, &idx))
         return; /* reported before a reconnect (each wait reports an id once) */
+    llmq_job_idset_remove(w->pending, id);
     w->done++;
+    size_t m = w->models->of_job[idx];
+    w->models->left_jobs[m]--;
+    w->models->left_tokens[m] -= w->b->jobs[idx].cost.total_tokens;
     if (dead)
         w->dead++;
     if (w->show_progress && w->progress.tty && w->progress.drawn && w->out == stdout) {
@@ -542,9 +624,12 @@ static enum llmq_rc wait_reconnecting(struct waiting *w, const struct enqueue_op
  * their results. *cp is the connection (replaced by a new one should it be
  * lost; the caller frees what it holds). Returns the exit code. */
 static int enqueue_wait(struct llmq_cli *cli, redisContext **cp, const char *prefix,
-                        const struct enqueue_opts *o, const struct llmq_batch *b)
+                        const struct enqueue_opts *o, const struct llmq_batch *b,
+                        struct batch_models *models)
 {
     struct waiting w = {.cli = cli,
+                        .b = b,
+                        .models = models,
                         .c = *cp,
                         .prefix = prefix,
                         .out = o->out ? o->out : stdout,
@@ -575,8 +660,7 @@ static int enqueue_wait(struct llmq_cli *cli, redisContext **cp, const char *pre
     if (w.show_progress) {
         struct llmq_progress_counts pc;
         counts_of(&w, w.done, &pc);
-        llmq_progress_update(&w.progress, &pc, 1);
-        llmq_progress_finish(&w.progress);
+        llmq_progress_end(&w.progress, &pc);
     }
     if (fflush(w.out) != 0 || ferror(w.out))
         w.write_failed = 1;
@@ -606,6 +690,7 @@ int llmq_cmd_enqueue(struct llmq_cli *cli, int argc, char **argv)
     char prefix[LLMQ_KEY_PREFIX_MAX];
     redisContext *c = NULL;
     struct llmq_job_outcome *out = NULL;
+    struct batch_models models = {0};
     int code = LLMQ_EXIT_OK;
     if (parse_args(cli, argc, argv, &o, &code) != 0)
         return code;
@@ -651,11 +736,17 @@ int llmq_cmd_enqueue(struct llmq_cli *cli, int argc, char **argv)
         code = LLMQ_EXIT_FAIL;
         goto out;
     }
-    warn_unlimited_models(cli, c, prefix, &b);
+    if (b.n_jobs > 0 && batch_models_read(c, prefix, &b, &models) != 0 && models.name == NULL) {
+        llmq_cli_error(cli, "out of memory");
+        code = LLMQ_EXIT_FAIL;
+        goto out;
+    }
+    warn_unlimited_models(cli, &models);
     report_outcomes(cli, &o, &b, out);
     if (o.wait)
-        code = enqueue_wait(cli, &c, prefix, &o, &b);
+        code = enqueue_wait(cli, &c, prefix, &o, &b, &models);
 out:
+    batch_models_free(&models);
     if (o.out != NULL && fclose(o.out) != 0 && code == LLMQ_EXIT_OK) {
         llmq_cli_error(cli, "%s: write failed", o.output);
         code = LLMQ_EXIT_FAIL;

@@ -291,7 +291,11 @@ static void test_wait_streams_results(void **state)
     struct cli_run r = wait_run(account, prefix, 30, 0, out_path);
     if (r.status != 0)
         fail_msg("status %d: %s", r.status, r.err);
-    assert_non_null(strstr(r.err, "progress: 30/30 done (0 dead)"));
+    /* the final line once (it was printed twice) */
+    const char *fin = strstr(r.err, "progress: 30/30 done (0 dead)");
+    assert_non_null(fin);
+    if (strstr(fin + 1, "progress: 30/30 done") != NULL)
+        fail_msg("the final progress line is printed twice:\n%s", r.err);
     check_output(out_path, 30, 0);
     cli_free(&r);
 
@@ -363,6 +367,10 @@ static void test_empty_file_writes_nothing(void **state)
     unlink(path);
     free(path);
 }
+
+#define EMB_FMT                                                                                    \
+    "{\"custom_id\":\"t%d\",\"url\":\"/v1/embeddings\",\"body\":{\"model\":"                       \
+    "\"text-embedding-3-small\",\"input\":\"x\"}}\n"
 
 #define EMB(id)                                                                                    \
     "{\"custom_id\":\"" id "\",\"url\":\"/v1/embeddings\",\"body\":{\"model\":"                    \
@@ -450,6 +458,127 @@ static void test_custom_ids_as_openai(void **state)
     free(path);
 }
 
+/* Polls the stderr file of the CLI run pid until it holds what (30 s at
+ * most); returns 1 when it does. */
+static int await_stderr(pid_t pid, const char *what)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/tmp/llmq-cli-%d.err", (int)pid);
+    for (int i = 0; i < 3000; i++) {
+        char *s = cli_slurp(path);
+        int found = strstr(s, what) != NULL;
+        free(s);
+        if (found)
+            return 1;
+        usleep(10 * 1000);
+    }
+    return 0;
+}
+
+/* Says a worker consumes the account (its heartbeat), as the first dispatch
+ * of a worker would. */
+static void worker_seen(redisContext *c, const char *prefix)
+{
+    redisReply *t = redisCommand(c, "TIME");
+    long long now = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
+    freeReplyObject(t);
+    freeReplyObject(redisCommand(c, "HSET %sworkers fake-worker %lld", prefix, now));
+}
+
+/* The ETA of the wait comes from the limits before anything ended: 30 jobs
+ * under 600 requests a minute take at least 3 s (it said "ETA ?"). */
+static void test_wait_eta_from_limits(void **state)
+{
+    (void)state;
+    char account[96], prefix[128];
+    llmq_test_unique_name(account, sizeof(account), "eeta");
+    llmq_account_prefix(account, prefix, sizeof(prefix), NULL);
+    const char *limit[] = {"llmq", "limits", "set", "text-embedding-3-small", "--rpm", "600", NULL};
+    struct cli_run r = cli_run(account, limit);
+    assert_int_equal(r.status, 0);
+    cli_free(&r);
+    redisContext *c = llmq_test_redis_connect();
+    worker_seen(c, prefix);
+    char *text = calloc(30, 256), *p = text;
+    for (int i = 0; i < 30; i++)
+        p += snprintf(p, 256, EMB_FMT, i);
+    char *path = write_temp(text);
+    const char *argv[] = {"llmq",     "enqueue",   "--wait", "--timeout", "60",
+                          "--output", "/dev/null", path,     NULL};
+    pid_t pid = cli_start(account, argv);
+    int first = await_stderr(pid, "progress: 0/30 done");
+    long ended = 0;
+    for (int tries = 0; ended < 30 && tries < 300; tries++) {
+        worker_seen(c, prefix);
+        long got = fake_worker_run(c, prefix, 30, 100, 0);
+        assert_true(got >= 0);
+        ended += got;
+    }
+    r = cli_finish(pid);
+    assert_true(first);
+    assert_int_equal(r.status, 0);
+    if (!strstr(r.err, "progress: 0/30 done (0 dead), 30 queued, 0 running, 0.0 jobs/s, 0 429s, "
+                       "ETA 3s\n"))
+        fail_msg("no ETA from the limits:\n%s", r.err);
+    cli_free(&r);
+    redisFree(c);
+    unlink(path);
+    free(path);
+    free(text);
+}
+
+/* On a terminal (a pty from script(1)) the progress is a bar redrawn in
+ * place, ending in a full bar on its own line. */
+static void test_wait_bar_on_a_terminal(void **state)
+{
+    (void)state;
+    char account[96], prefix[128], cmd[1024], out[] = "/tmp/llmq-pty-XXXXXX";
+    close(mkstemp(out));
+    llmq_test_unique_name(account, sizeof(account), "etty");
+    llmq_account_prefix(account, prefix, sizeof(prefix), NULL);
+    char *text = calloc(5, 256), *p = text;
+    for (int i = 0; i < 5; i++)
+        p += snprintf(p, 256, EMB_FMT, i);
+    char *path = write_temp(text);
+    snprintf(cmd, sizeof(cmd), "%s enqueue --wait --timeout 60 %s", llmq_test_bin("llmq", 0), path);
+    redisContext *c = llmq_test_redis_connect();
+    worker_seen(c, prefix);
+    pid_t pid = llmq_test_fork();
+    if (pid == 0) {
+        int fo = open(out, O_WRONLY | O_TRUNC);
+        dup2(fo, 1);
+        dup2(fo, 2);
+        setenv("LLMQ_REDIS_URL", llmq_test_redis_url(), 1);
+        setenv("LLMQ_ACCOUNT", account, 1);
+        execlp("script", "script", "-q", "-e", "-c", cmd, "/dev/null", (char *)NULL);
+        _exit(127);
+    }
+    long ended = 0;
+    for (int tries = 0; ended < 5 && tries < 300; tries++) {
+        worker_seen(c, prefix);
+        long got = fake_worker_run(c, prefix, 1, 200, 0);
+        assert_true(got >= 0);
+        ended += got;
+        usleep(300 * 1000); /* one at a time: the bar is redrawn between */
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    char *tty = cli_slurp(out);
+    if (!strstr(tty, "\r\033[K[#########################] 5/5 done") &&
+        !strstr(tty, "\r\033[K[########################] 5/5 done"))
+        fail_msg("no full bar redrawn in place:\n%s", tty);
+    assert_non_null(strstr(tty, "\r\033[K[........................] 0/5 done"));
+    assert_null(strstr(tty, "progress: ")); /* no plain lines on a terminal */
+    free(tty);
+    redisFree(c);
+    unlink(out);
+    unlink(path);
+    free(path);
+    free(text);
+}
+
 static void test_help_everywhere(void **state)
 {
     (void)state;
@@ -486,6 +615,8 @@ int main(void)
         cmocka_unit_test(test_quiet_rerun_is_short),
         cmocka_unit_test(test_empty_file_writes_nothing),
         cmocka_unit_test(test_custom_ids_as_openai),
+        cmocka_unit_test(test_wait_eta_from_limits),
+        cmocka_unit_test(test_wait_bar_on_a_terminal),
         cmocka_unit_test(test_help_everywhere),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
