@@ -230,11 +230,16 @@ static void upload(struct gw_request *r)
                           "Missing required parameter: 'file'.");
         return;
     }
+    if (r->upload.purpose[0] == '\0') {
+        gw_respond_errorf(r, 400, INVALID, "purpose", "missing_required_parameter",
+                          "Missing required parameter: 'purpose'.");
+        return;
+    }
     if (strcmp(r->upload.purpose, "batch") != 0) {
         gw_respond_errorf(r, 400, INVALID, "purpose", "invalid_value",
                           "'%s' is not a supported purpose: llmq-gateway stores files for "
                           "'batch' only.",
-                          r->upload.purpose[0] ? r->upload.purpose : "(none)");
+                          r->upload.purpose);
         return;
     }
     struct check_task *c = calloc(1, sizeof(*c));

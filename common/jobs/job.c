@@ -179,8 +179,7 @@ static enum llmq_rc line_options(const json_t *llmq, struct job_opts *o, struct 
     return LLMQ_OK;
 }
 
-/* The prompt field each endpoint cannot do without (NULL: none checked). */
-static const char *required_prompt_field(const char *url)
+const char *llmq_job_prompt_field(const char *url)
 {
     if (strcmp(url, "/v1/chat/completions") == 0)
         return "messages";
@@ -207,7 +206,7 @@ static enum llmq_rc check_body(const char *url, const json_t *body,
         return llmq_error_set(err, LLMQ_EINVAL,
                               "body.model must be a model name (1..200 bytes, no whitespace, "
                               "'/', '|', '{' or '}')");
-    const char *need = required_prompt_field(url);
+    const char *need = llmq_job_prompt_field(url);
     if (need != NULL && json_object_get(body, need) == NULL)
         return llmq_error_set(err, LLMQ_EINVAL, "body has no \"%s\" (required by %s)", need, url);
     *text = json_dumps(body, JSON_COMPACT);

@@ -72,6 +72,10 @@ enum llmq_rc llmq_job_from_request(const char *url, const char *body,
 /* Frees j's members and zeroes it; NULL is a no-op. */
 void llmq_job_clear(struct llmq_job *j);
 
+/* The prompt field a body for url cannot do without ("messages", "input",
+ * "prompt"), or NULL when none is checked. Static. */
+const char *llmq_job_prompt_field(const char *url);
+
 /* The static spelling of a known Batch url, or NULL when url is not one. */
 const char *llmq_job_url_known(const char *url);
 

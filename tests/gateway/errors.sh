@@ -81,6 +81,10 @@ expect "keys are stored only as hashes" bash -c \
 check "malformed JSON" 400 $I null null -- "$U/chat/completions" "${auth[@]}" -d '{"model":'
 check "body not an object" 400 $I null null -- "$U/chat/completions" "${auth[@]}" -d '[1]'
 check "no model" 400 $I model null -- "$U/chat/completions" "${auth[@]}" -d '{"messages":[]}'
+check "no messages" 400 $I messages missing_required_parameter -- "$U/chat/completions" \
+    "${auth[@]}" -d '{"model":"gpt-4o-mini"}'
+check "no input" 400 $I input missing_required_parameter -- "$U/embeddings" \
+    "${auth[@]}" -d '{"model":"text-embedding-3-small"}'
 check "model not a string" 400 $I model invalid_value -- "$U/chat/completions" "${auth[@]}" \
     -d '{"model":7}'
 check "stream: true refused" 400 $I stream unsupported_value -- "$U/chat/completions" \
@@ -102,6 +106,8 @@ printf '%s\n' "$good" >"$STACK_DIR/good.jsonl"
 printf '%s\n%s\n' "$good" '{"custom_id":"b","method":"POST","url":"/v1/nope","body":{}}' >"$STACK_DIR/bad.jsonl"
 printf '%s\n' "$good" "${good/\"a\"/\"b\"}" "${good/\"a\"/\"c\"}" "${good/\"a\"/\"d\"}" >"$STACK_DIR/four.jsonl"
 head -c 5000 /dev/zero | tr '\0' ' ' >"$STACK_DIR/big.jsonl"
+check "no purpose" 400 $I purpose missing_required_parameter -- "$U/files" "${auth[@]}" \
+    -F "file=@$STACK_DIR/good.jsonl"
 check "bad purpose" 400 $I purpose invalid_value -- "$U/files" "${auth[@]}" \
     -F purpose=fine-tune -F "file=@$STACK_DIR/good.jsonl"
 check "no file part" 400 $I file missing_required_parameter -- "$U/files" "${auth[@]}" \
