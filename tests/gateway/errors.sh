@@ -51,6 +51,15 @@ expect() {
 }
 
 chat='{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}'
+
+# ---- the command line ----
+gw_bin=$LLMQ_BIN_DIR/llmq-gateway
+expect "llmq-gateway --version prints its version, exit 0" \
+    bash -c '"$0" --version | grep -Eq "^llmq-gateway [0-9]+\.[0-9]+"' "$gw_bin"
+expect "llmq-gateway --help lists the exit codes" \
+    bash -c '"$0" --help | grep -q "^Exit codes: 0 clean stop"' "$gw_bin"
+expect "llmq-gateway: an unknown option is exit 2" \
+    bash -c '"$0" --no-such-option 2>/dev/null; [ $? -eq 2 ]' "$gw_bin"
 I=invalid_request_error
 U=$GW_URL
 

@@ -80,7 +80,8 @@ static const struct exit_case cases[] = {
     {{"results"}, 2, "give job ids or --all", NULL},
     {{"results", "--all", "q1"}, 2, "give job ids or --all", NULL},
     {{"results", "--timeout", "-1", "--wait", "q1"}, 2, "--timeout: expected an integer", NULL},
-    {{"results", "not an id"}, 2, "'not an id' is not a job id", NULL},
+    {{"results", ""}, 2, "'' is not a job id: custom_id must not be empty", NULL},
+    {{"results", "not an id"}, 2, "not an id: no such job", NULL}, /* a custom_id: any string */
     {{"results", "--timeout", "5", "q1"}, 2, "--timeout only applies with --wait", NULL},
     {{"results", "nosuch-id"}, 2, "nosuch-id: no such job", NULL},
     {{"results", "q1", "nosuch-id"}, 2, "nosuch-id: no such job", NULL},
@@ -295,6 +296,23 @@ static void test_zero_means_no_limit(void **state)
     const char *zero[] = {"llmq", "limits", "set", "gpt-4o", "--tpm", "0", NULL};
     r = cli_run(account, zero);
     assert_int_equal(r.status, 0);
+    /* a set says what is now in force, read back (tokens gone, requests kept) */
+    if (!strstr(r.out, "now in force:") || !strstr(r.out, "BUCKET") ||
+        !strstr(r.out, "\ngpt-4o                                           50            -      "
+                       "60000 window  no    admission\n"))
+        fail_msg("limits set printed:\n%s", r.out);
+    cli_free(&r);
+    const char *weight[] = {"llmq",  "limits", "set",      "gpt-4o", "--tenant", "acme",
+                            "--rpm", "5",      "--weight", "3",      NULL};
+    r = cli_run(account, weight);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "\ngpt-4o/t/acme "));
+    assert_non_null(strstr(r.out, "\nweight gpt-4o/t/acme 3\n"));
+    cli_free(&r);
+    const char *policy[] = {"llmq", "limits", "policy", "--headroom-low", "70", NULL};
+    r = cli_run(account, policy);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "policy: headroom high 100% normal 100% low 70%"));
     cli_free(&r);
     redisContext *c = llmq_test_redis_connect();
     redisReply *h = redisCommand(c, "HMGET %slimit:gpt-4o requests tokens", prefix);
