@@ -133,7 +133,7 @@ static void test_low_headroom_said(void **state)
     assert_int_equal(d->elements - 4, 8);
     freeReplyObject(d);
     const char *argv[] = {"llmq", "status", NULL};
-    struct cli_run r = cli_run(a.account, argv);
+    struct cli_run r = cli_run(a.name, argv);
     assert_int_equal(r.status, 0);
     if (!strstr(r.out, "low jobs held: gpt-4o-mini is at or above 80% of its limit (low "
                        "headroom)") ||
