@@ -1,6 +1,6 @@
 -- dispatch: hand this worker the next jobs the limiter admits (docs/DESIGN.md
 -- §3.2), all in one atomic step. The queues are described in
--- lua/lib/45_sched.lua and common/keys.h.
+-- lua/lib/45_sched.lua and common/redis/keys.h.
 --   1. Delayed jobs that are due go back to the head of their key.
 --   2. Blocked nodes whose time has come become runnable again.
 --   3. Entries that something other than dispatch wrote to a priority stream

@@ -1,4 +1,4 @@
--- The scheduler's queues (DESIGN.md "Scheduling"; key layout in common/keys.h).
+-- The scheduler's queues (DESIGN.md "Scheduling"; key layout in common/redis/keys.h).
 --
 -- A waiting job sits in exactly one per-key queue, the LIST
 -- P kq:<prio>|<model>|<tenant>|<user> (FIFO; tenant/user '' when none). Above

@@ -335,11 +335,53 @@ static void test_zero_means_no_limit(void **state)
     redisFree(c);
 }
 
+/* Every option `llmq limits --help` offers is in the README's command table
+ * (it lacked --weight, --settle and --window-guard-ms). */
+static void test_readme_lists_limits_options(void **state)
+{
+    (void)state;
+    const char *help[] = {"llmq", "limits", "--help", NULL};
+    struct cli_run r = cli_run("default", help);
+    assert_int_equal(r.status, 0);
+    char path[1024];
+    llmq_test_source_path(path, sizeof(path), "README.md");
+    char *readme = llmq_test_read_file(path, NULL);
+    assert_non_null(readme);
+    /* the table's rows of llmq limits */
+    char rows[8192] = "";
+    for (char *line = strstr(readme, "\n| `llmq limits "); line != NULL;
+         line = strstr(line + 1, "\n| `llmq limits ")) {
+        char *nl = strchr(line + 1, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        strncat(rows, line, len < sizeof(rows) - strlen(rows) - 1 ? len : 0);
+    }
+    assert_true(rows[0] != '\0');
+    size_t checked = 0;
+    /* the usage lines: every [--option ...] up to the first blank line */
+    char *usage_end = strstr(r.out, "\n\n");
+    assert_non_null(usage_end);
+    for (char *p = strstr(r.out, "[--"); p != NULL && p < usage_end; p = strstr(p + 1, "[--")) {
+        char opt[64], want[72];
+        size_t k = 0;
+        for (p++; k + 1 < sizeof(opt) && (p[k] == '-' || (p[k] >= 'a' && p[k] <= 'z')); k++)
+            opt[k] = p[k];
+        opt[k] = '\0';
+        snprintf(want, sizeof(want), "`%s", opt);
+        if (strstr(rows, want) == NULL)
+            fail_msg("README's llmq limits rows do not list %s:\n%s", opt, rows);
+        checked++;
+    }
+    assert_true(checked >= 10);
+    free(readme);
+    cli_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exit_code_table),
         cmocka_unit_test(test_zero_means_no_limit),
+        cmocka_unit_test(test_readme_lists_limits_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

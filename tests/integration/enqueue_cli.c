@@ -28,7 +28,7 @@ static long long keys_of(redisContext *c, const char *account)
     return n;
 }
 
-/* Jobs waiting in priority prio's queues (P backlog:<prio>, common/keys.h). */
+/* Jobs waiting in priority prio's queues (P backlog:<prio>, common/redis/keys.h). */
 static long long xlen(redisContext *c, const char *prefix, const char *prio)
 {
     redisReply *r = redisCommand(c, "LLEN %sbacklog:%s", prefix, prio);
