@@ -77,7 +77,7 @@ static int status(const struct llmq_cli *cli, redisContext *c, const char *prefi
     int as_json = *(const int *)ud;
     json_t *p = llmq_cli_auth_pause(c, prefix);
     if (c->err) {
-        llmq_cli_error(cli, "redis: %s", c->errstr);
+        llmq_cli_error(cli, "redis: %s", llmq_redis_context_error(c));
         json_decref(p);
         return LLMQ_EXIT_FAIL;
     }

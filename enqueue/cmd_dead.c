@@ -93,7 +93,7 @@ static int list(const struct llmq_cli *cli, redisContext *c, const char *prefix,
         if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
             llmq_cli_error(cli, "XRANGE dead: %s",
                            r && r->type == REDIS_REPLY_ERROR ? r->str
-                           : c->err                          ? c->errstr
+                           : c->err                          ? llmq_redis_context_error(c)
                                                              : "bad reply");
             if (r != NULL)
                 freeReplyObject(r);

@@ -28,9 +28,11 @@ static void usage(FILE *out)
           "       llmq keys revoke ID...\n\n"
           "Gateway keys for llmq-gateway. create prints a new key once (stdout) and stores\n"
           "only its SHA-256; without --user the gateway takes the request's \"user\"\n"
-          "field; --priority (default high) is that of synchronous calls; --models limits\n"
-          "the models the key may use (default: all). ID is the first 8+ hex digits of the\n"
-          "key's hash as list shows them.\n\n"
+          "field; --priority (default high) is that of synchronous calls and the most a\n"
+          "batch line may ask; --models limits the models the key may use, by exact name\n"
+          "(default: all). Every restriction applies to synchronous calls and to every\n"
+          "line of a batch. ID is the first 8+ hex digits of the key's hash as list\n"
+          "shows them.\n\n"
           "Options: --redis URL, --account NAME, --help\n"
           "Exit: 0 ok; 1 Redis failure; 2 usage error or unknown ID.\n",
           out);
@@ -81,7 +83,8 @@ static int create(const struct llmq_cli *cli, redisContext *c, const char *prefi
             r->type == REDIS_REPLY_ERROR || (i == 3 && r->type != REDIS_REPLY_ARRAY)) {
             if (rc == LLMQ_EXIT_OK)
                 llmq_cli_error(cli, "storing the key: %s",
-                               r && r->type == REDIS_REPLY_ERROR ? r->str : c->errstr);
+                               r && r->type == REDIS_REPLY_ERROR ? r->str
+                                                                 : llmq_redis_context_error(c));
             rc = LLMQ_EXIT_FAIL;
         }
         if (r != NULL)
@@ -112,7 +115,8 @@ static int list(const struct llmq_cli *cli, redisContext *c, const char *prefix,
         return LLMQ_EXIT_USAGE;
     redisReply *ids = redisCommand(c, "ZRANGE %s 0 -1", ik);
     if (ids == NULL || ids->type != REDIS_REPLY_ARRAY) {
-        llmq_cli_error(cli, "ZRANGE keys: %s", ids && ids->str ? ids->str : c->errstr);
+        llmq_cli_error(cli, "ZRANGE keys: %s",
+                       ids && ids->str ? ids->str : llmq_redis_context_error(c));
         if (ids != NULL)
             freeReplyObject(ids);
         return LLMQ_EXIT_FAIL;
@@ -128,7 +132,8 @@ static int list(const struct llmq_cli *cli, redisContext *c, const char *prefix,
         }
         redisReply *k = redisCommand(c, "HGETALL %s", hk);
         if (k == NULL || k->type != REDIS_REPLY_ARRAY) {
-            llmq_cli_error(cli, "HGETALL key: %s", k && k->str ? k->str : c->errstr);
+            llmq_cli_error(cli, "HGETALL key: %s",
+                           k && k->str ? k->str : llmq_redis_context_error(c));
             rc = LLMQ_EXIT_FAIL;
         } else if (json) {
             printf("{\"id\":\"%.*s\",\"tenant\":\"%s\",\"user\":\"%s\",\"priority\":\"%s\","
@@ -165,7 +170,7 @@ static int resolve(const struct llmq_cli *cli, redisContext *c, const char *pref
         return -2;
     redisReply *r = redisCommand(c, "ZRANGE %s 0 -1", ik);
     if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
-        llmq_cli_error(cli, "ZRANGE keys: %s", r && r->str ? r->str : c->errstr);
+        llmq_cli_error(cli, "ZRANGE keys: %s", r && r->str ? r->str : llmq_redis_context_error(c));
         if (r != NULL)
             freeReplyObject(r);
         return -2;
@@ -202,7 +207,8 @@ static int revoke(const struct llmq_cli *cli, redisContext *c, const char *prefi
         if (z != NULL)
             freeReplyObject(z);
         if (!ok) {
-            llmq_cli_error(cli, "revoking %s: %s", ids[i], c->err ? c->errstr : "bad reply");
+            llmq_cli_error(cli, "revoking %s: %s", ids[i],
+                           c->err ? llmq_redis_context_error(c) : "bad reply");
             return LLMQ_EXIT_FAIL;
         }
         printf("revoked %.*s\n", KEY_ID_LEN, hash);

@@ -15,19 +15,23 @@
 static void usage(FILE *out)
 {
     fputs("usage: llmq limits set MODEL [--rpm N] [--tpm N] [--period-ms P]\n"
-          "                        [--tenant T | --user U] [--mode window|gcra]\n"
+          "                        [--tenant T] [--user U] [--mode window|gcra]\n"
           "                        [--burst-requests N] [--burst-tokens N] [--soft | --hard]\n"
           "                        [--weight W]\n"
           "                        [--settle admission|usage]\n"
-          "       llmq limits unset MODEL [--tenant T | --user U]\n"
+          "       llmq limits unset MODEL [--tenant T] [--user U]\n"
           "       llmq limits get [--json]\n"
           "       llmq limits policy [--headroom-low PCT] [--headroom-normal PCT]\n"
           "                          [--headroom-high PCT] [--soft-threshold PCT]\n"
           "                          [--window-guard-ms MS]\n\n"
           "--rpm/--tpm are requests and tokens per period (default 60000 ms, OpenAI's\n"
           "minute); 0 means no limit on that dimension (as in openai-sim), and a bucket\n"
-          "keeps at least one of the two. --tenant/--user '*' sets the default for every\n"
-          "tenant/user without a limit of its own. --soft lets a tenant/user bucket borrow\n"
+          "keeps at least one of the two. --tenant T: tenant T's bucket; --tenant T --user U:\n"
+          "user U of tenant T; --user U alone: user U of every tenant (and without one),\n"
+          "each tenant's U still a bucket of its own. '*' as T or U is the default for every\n"
+          "tenant or user without a limit of its own (--tenant T --user '*': T's users).\n"
+          "A user takes the first limit set of: its own, its tenant's '*', --user U alone,\n"
+          "--user '*' alone (weights alike). --soft lets a tenant/user bucket borrow\n"
           "idle capacity while the model bucket is below the soft threshold. A model with\n"
           "no limit runs unlimited (enqueue and status warn about it). --weight W (with\n"
           "--tenant or --user, 0.001..1000000, default 1) is the tenant's or user's fair\n"
@@ -552,10 +556,6 @@ static int check_sub(const struct llmq_cli *cli, const struct limits_opts *o, co
     }
     if (n_pos > ((is_set || is_unset) ? 2 : 1)) {
         llmq_cli_error(cli, "%s: too many arguments (see --help)", sub);
-        return LLMQ_EXIT_USAGE;
-    }
-    if (o->tenant != NULL && o->user != NULL) {
-        llmq_cli_error(cli, "give --tenant or --user, not both");
         return LLMQ_EXIT_USAGE;
     }
     if (!is_set && !is_unset && (o->tenant || o->user)) {

@@ -156,7 +156,7 @@ static long unknown_ids(const struct llmq_cli *cli, redisContext *c, const char 
         /* the job hash (which holds the result), or an older version's
          * result key: one slot, so one EXISTS of both */
         llmq_key(jk, sizeof(jk), prefix, LLMQ_KEY_JOB, ids[i], NULL);
-        llmq_key(rk, sizeof(rk), prefix, LLMQ_KEY_OLD_RESULT, ids[i], NULL);
+        llmq_key(rk, sizeof(rk), prefix, LLMQ_KEY_RESULT, ids[i], NULL);
         redisAppendCommand(c, "EXISTS %s %s", jk, rk);
     }
     long unknown = 0;
@@ -227,7 +227,8 @@ static int print_named(const struct llmq_cli *cli, redisContext *c, const char *
     long unknown = unknown_ids(cli, c, prefix, ids, n);
     if (unknown != 0) {
         if (unknown == -1)
-            llmq_cli_error(cli, "reading jobs: %s", c->err ? c->errstr : "unexpected reply");
+            llmq_cli_error(cli, "reading jobs: %s",
+                           c->err ? llmq_redis_context_error(c) : "unexpected reply");
         return unknown == -1 ? LLMQ_EXIT_FAIL : LLMQ_EXIT_USAGE;
     }
     struct printing p = {out, 0, llmq_job_idset_new(n), calloc(n + 1, 1)};

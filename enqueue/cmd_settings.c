@@ -68,7 +68,7 @@ static int show(const struct llmq_cli *cli, redisContext *c, const char *prefix,
             continue;
         redisReply *r = redisCommand(c, "HGET %s %s", key, settings[i].name);
         if (r == NULL || r->type == REDIS_REPLY_ERROR) {
-            llmq_cli_error(cli, "HGET settings: %s", r ? r->str : c->errstr);
+            llmq_cli_error(cli, "HGET settings: %s", r ? r->str : llmq_redis_context_error(c));
             if (r != NULL)
                 freeReplyObject(r);
             return LLMQ_EXIT_FAIL;
@@ -101,7 +101,7 @@ static int change(const struct llmq_cli *cli, redisContext *c, const char *prefi
     if (!ok)
         llmq_cli_error(cli, "settings: %s",
                        r && r->type == REDIS_REPLY_ERROR ? r->str
-                       : c->err                          ? c->errstr
+                       : c->err                          ? llmq_redis_context_error(c)
                                                          : "bad reply");
     if (r != NULL)
         freeReplyObject(r);

@@ -20,7 +20,6 @@
 
 #include "base/clock.h"
 #include "jobs/batch.h"
-#include "llmq/priority.h"
 #include "files.h"
 #include "jobs/job.h"
 #include "jobs/job_store.h"
@@ -340,37 +339,6 @@ static void write_batch(struct gw_request *r)
     }
 }
 
-/* Where dispatch serves p: 0 first (high). */
-static int serving_rank(enum llmq_priority p)
-{
-    for (int i = 0; i < LLMQ_PRIORITY_COUNT; i++)
-        if (llmq_priority_by_rank(i) == p)
-            return i;
-    return LLMQ_PRIORITY_COUNT;
-}
-
-/* The key decides: a line's own "llmq" options (tenant, user, priority) may
- * not take a job out of the key's tenant or user, or above its priority. A
- * key without a tenant (or user) leaves the lines' own. Returns -1 when out
- * of memory. */
-static int key_mapping(const struct gw_request *r, struct llmq_job *j)
-{
-    const struct gw_key *k = &r->key;
-    if (k->tenant[0] != '\0' && (j->tenant == NULL || strcmp(j->tenant, k->tenant) != 0)) {
-        free(j->tenant);
-        if ((j->tenant = strdup(k->tenant)) == NULL)
-            return -1;
-    }
-    if (k->user[0] != '\0' && (j->user == NULL || strcmp(j->user, k->user) != 0)) {
-        free(j->user);
-        if ((j->user = strdup(k->user)) == NULL)
-            return -1;
-    }
-    if (serving_rank(j->priority) < serving_rank(k->priority))
-        j->priority = k->priority;
-    return 0;
-}
-
 /* Checks the input lines and names their jobs; answers r and returns -1 when bad. */
 static int prepare_jobs(struct gw_request *r, const char *content, size_t len)
 {
@@ -378,10 +346,7 @@ static int prepare_jobs(struct gw_request *r, const char *content, size_t len)
     struct gw *gw = r->gw;
     struct llmq_job_defaults d;
     llmq_job_defaults_init(&d);
-    d.max_body_bytes = (size_t)gw->job_body_max;
-    d.priority = r->key.priority == LLMQ_PRIORITY_LOW ? LLMQ_PRIORITY_LOW : LLMQ_PRIORITY_NORMAL;
-    d.tenant = r->key.tenant[0] ? r->key.tenant : NULL;
-    d.user = r->key.user[0] ? r->key.user : NULL;
+    d.max_body_bytes = (size_t)gw->job_body_max; /* the key's terms: gw_key_policy_apply */
     d.ttl_ms = c->req.window_ms;
     struct llmq_error err = {0};
     if (llmq_batch_parse(content, len, &d, &c->batch, &err) != LLMQ_OK) {
@@ -402,8 +367,16 @@ static int prepare_jobs(struct gw_request *r, const char *content, size_t len)
     gw_new_id("batch_", c->id, sizeof(c->id));
     for (size_t i = 0; i < c->batch.n_jobs; i++) {
         struct llmq_job *j = &c->batch.jobs[i];
-        if (key_mapping(r, j) != 0) {
-            gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
+        struct gw_error e;
+        enum gw_key_verdict v = gw_key_policy_apply(&r->key, j, &e);
+        if (v == GW_KEY_REFUSES) {
+            gw_respond_errorf(r, 400, INVALID, "input_file_id", e.code,
+                              "line %ld (custom_id \"%s\"): %s Nothing of the batch was created.",
+                              c->batch.job_lines[i], j->id, e.msg);
+            return -1;
+        }
+        if (v != GW_KEY_ALLOWS) {
+            gw_respond_error(r, &e);
             return -1;
         }
         if (strcmp(j->url, c->req.endpoint) != 0) {

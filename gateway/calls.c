@@ -2,8 +2,9 @@
  * /v1/responses, /v1/completions become one job each, and the caller gets the
  * API's answer when the job has run.
  *
- * A call's life: decode and check (model allowed by the key, the same
- * validation as `llmq enqueue`: llmq_job_from_request) -> register a waiter
+ * A call's life: decode and check (the same validation as `llmq enqueue`:
+ * llmq_job_from_request; then the key's policy, key_policy.h: its models,
+ * tenant, user and priority) -> register a waiter
  * (waiters.h) -> enqueue (llmq_job_store_push_async: lua/enqueue.lua) with
  * the key's priority, tenant and user and a deadline of --max-wait-ms, so a
  * job nobody waits for any more is never sent -> answer from its result.
@@ -58,23 +59,6 @@ static void call_finish(struct call *c)
     ev_timer_stop(c->r->gw->loop, &c->timer);
     c->r->on_gone = NULL;
     gw_request_release(c->r);
-}
-
-static int model_allowed(const char *models, const char *model)
-{
-    if (models[0] == '\0')
-        return 1;
-    size_t n = strlen(model);
-    for (const char *p = models; *p;) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        if (len == n && strncmp(p, model, n) == 0)
-            return 1;
-        if (comma == NULL)
-            break;
-        p = comma + 1;
-    }
-    return 0;
 }
 
 static void respond_waited_too_long(struct gw_request *r)
@@ -248,12 +232,6 @@ void gw_calls_handle(struct gw_request *r)
         gw_respond_error(r, &e);
         return;
     }
-    if (!model_allowed(r->key.models, call.model)) {
-        gw_respond_errorf(r, 404, "invalid_request_error", "model", "model_not_found",
-                          "The model `%s` does not exist or you do not have access to it.",
-                          call.model);
-        return;
-    }
     struct call *c = calloc(1, sizeof(*c));
     if (c == NULL) {
         gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
@@ -262,12 +240,10 @@ void gw_calls_handle(struct gw_request *r)
     c->r = r;
     r->state = c;
     r->state_free = call_free;
+    /* the request's own terms; the key's policy decides on the job below */
     struct llmq_job_options o = {
         .priority = r->key.priority,
-        .tenant = r->key.tenant[0] ? r->key.tenant : NULL,
-        .user = r->key.user[0] ? r->key.user
-                : call.user[0] ? call.user
-                               : NULL,
+        .user = call.user[0] ? call.user : NULL,
         .ttl_ms = gw->cfg->max_wait_ms,
     };
     struct llmq_job_defaults d;
@@ -282,6 +258,11 @@ void gw_calls_handle(struct gw_request *r)
                               err.msg);
         else
             gw_respond_errorf(r, 400, "invalid_request_error", NULL, NULL, "%s", err.msg);
+        return;
+    }
+    if (gw_key_policy_apply(&r->key, &c->job, &e) != GW_KEY_ALLOWS) {
+        c->phase = CALL_DONE;
+        gw_respond_error(r, &e);
         return;
     }
     redisAsyncContext *ac = gw_redis(gw);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "redis/redis.h"
+#include "redis/redis_async.h"
 #include "redis/redis_url.h"
 
 static int bad(const char *flag, const char *why, const char *value)
@@ -71,6 +72,8 @@ static void usage(FILE *out)
           "calls, authenticated with gateway keys (llmq keys create).\n\n"
           "  --listen HOST:PORT        API address (default 0.0.0.0:8080; port 0: any)\n"
           "  --redis URL               (env LLMQ_REDIS_URL)\n"
+          "  --redis-timeout-ms MS     a Redis command unanswered this long drops the\n"
+          "                            connection: 503s until it is back (5000)\n"
           "  --account NAME            (env LLMQ_ACCOUNT, default 'default')\n"
           "  --tls-cert PATH --tls-key PATH   serve HTTPS\n"
           "  --metrics-listen HOST:PORT   /metrics, /healthz, /readyz there too (also on the API "
@@ -106,6 +109,7 @@ static void defaults(struct gw_config *cfg)
     snprintf(cfg->account, sizeof(cfg->account), "%s", a && a[0] ? a : "default");
     cfg->max_wait_ms = 60000;
     cfg->call_timeout_ms = 600000;
+    cfg->redis_timeout_ms = LLMQ_REDIS_COMMAND_TIMEOUT_MS_DEFAULT;
     cfg->max_file_bytes = 200LL * 1024 * 1024;
     cfg->max_file_lines = 50000;
     cfg->max_window_ms = 168LL * 3600 * 1000;
@@ -134,6 +138,7 @@ int gw_config_parse(struct gw_config *cfg, int argc, char **argv)
 {
     static const struct option opts[] = {{"listen", required_argument, NULL, 'l'},
                                          {"redis", required_argument, NULL, 'r'},
+                                         {"redis-timeout-ms", required_argument, NULL, 'R'},
                                          {"account", required_argument, NULL, 'a'},
                                          {"tls-cert", required_argument, NULL, 'C'},
                                          {"tls-key", required_argument, NULL, 'K'},
@@ -188,6 +193,10 @@ int gw_config_parse(struct gw_config *cfg, int argc, char **argv)
             break;
         case 'T':
             rc = num("--call-timeout-ms", optarg, 1, 24LL * 3600 * 1000, &cfg->call_timeout_ms);
+            break;
+        case 'R':
+            rc = num("--redis-timeout-ms", optarg, 100, 600000, &v);
+            cfg->redis_timeout_ms = (int)v;
             break;
         case 'b':
             rc = num("--max-file-bytes", optarg, 1, 1LL << 34, &cfg->max_file_bytes);

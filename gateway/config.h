@@ -9,6 +9,7 @@ struct gw_config {
     char listen_host[64];
     int listen_port;
     char redis_url[1024];
+    int redis_timeout_ms; /* command timeout of its Redis connections (redis_async.h) */
     char account[201];
     char tls_cert[1024]; /* "" plain HTTP */
     char tls_key[1024];

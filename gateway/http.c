@@ -354,10 +354,16 @@ static void start(struct gw_request *r)
         answer_plain(r, 200, "ok\n", "text/plain; charset=utf-8");
         return;
     case GW_ROUTE_READYZ:
-        if (redis_ready(gw))
+        if (redis_ready(gw)) {
             answer_plain(r, 200, "ready\n", "text/plain; charset=utf-8");
-        else
-            answer_plain(r, 503, "redis not connected\n", "text/plain; charset=utf-8");
+        } else {
+            const struct llmq_redis_async *down =
+                llmq_redis_async_ready(gw->redis) ? gw->events : gw->redis;
+            const char *why = llmq_redis_async_last_error(down);
+            char text[320];
+            snprintf(text, sizeof(text), "redis not connected%s%s\n", why[0] ? ": " : "", why);
+            answer_plain(r, 503, text, "text/plain; charset=utf-8");
+        }
         return;
     case GW_ROUTE_METRICS: {
         size_t len = 0;

@@ -23,15 +23,7 @@
 #include "decode.h"
 #include "errors.h"
 #include "gateway.h"
-
-/* What a gateway key allows (auth.c). Strings are "" when unset. */
-struct gw_key {
-    char hash[65];
-    char tenant[LLMQ_JOB_ID_MAX + 1];
-    char user[LLMQ_JOB_ID_MAX + 1];
-    enum llmq_priority priority;
-    char models[2048]; /* comma-separated, "" all */
-};
+#include "key_policy.h"
 
 /* An uploaded file part (POST /v1/files). */
 struct gw_upload {

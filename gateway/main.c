@@ -119,8 +119,11 @@ int main(int argc, char **argv)
     gw.loop = ev_default_loop(EVFLAG_AUTO);
     gw.waiters = gw_waiters_new(&gw);
     gw.offload = gw_offload_new(gw.loop, &err);
-    struct llmq_redis_async_config rc = {.name = "gateway"};
-    struct llmq_redis_async_config ec = {.name = "gateway-events"};
+    struct llmq_redis_async_config rc = {.name = "gateway",
+                                         .command_timeout_ms = cfg.redis_timeout_ms};
+    struct llmq_redis_async_config ec = {.name = "gateway-events",
+                                         .command_timeout_ms = cfg.redis_timeout_ms,
+                                         .block_ms = GW_EVENTS_BLOCK_MS};
     gw.redis = llmq_redis_async_new(gw.loop, &gw.url, &rc, on_redis_state, &gw, &err);
     gw.events =
         gw.redis ? llmq_redis_async_new(gw.loop, &gw.url, &ec, on_events_state, &gw, &err) : NULL;

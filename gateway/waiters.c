@@ -12,7 +12,6 @@
 #include "redis/redis.h"
 
 #define BUCKETS 4096
-#define BLOCK_MS 5000
 #define EVENTS_COUNT 1000
 #define RECHECK_S 30.0
 
@@ -155,7 +154,7 @@ static void read_next(struct gw_waiters *ws)
         rc = redisAsyncCommand(ac, on_tail, ws, "XREVRANGE %s + - COUNT 1", key);
     else
         rc = redisAsyncCommand(ac, on_events, ws, "XREAD COUNT %d BLOCK %d STREAMS %s %s",
-                               EVENTS_COUNT, BLOCK_MS, key, ws->last_id);
+                               EVENTS_COUNT, GW_EVENTS_BLOCK_MS, key, ws->last_id);
     if (rc == REDIS_OK)
         ws->reading = 1;
 }

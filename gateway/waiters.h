@@ -13,6 +13,10 @@
 #include "gateway.h"
 #include "llmq/llmq.h"
 
+/* The BLOCK of each events read: the events connection's bound is this plus
+ * the command timeout (redis_async.h). */
+#define GW_EVENTS_BLOCK_MS 5000
+
 struct gw_waiter {
     char job_id[LLMQ_JOB_ID_MAX + 1];
     /* the job may have ended: look its result up (it may still be missing

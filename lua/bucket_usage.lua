@@ -10,8 +10,7 @@ local now = llmq_now_ms()
 local s = limiter_session(P, 'normal', now)
 local out = {}
 for i = 1, #ARGV do
-    local level = string.find(ARGV[i], '/', 1, true) and 'tenant' or 'model'
-    local b = limiter_bucket(s, ARGV[i], level)
+    local b = limiter_bucket(s, ARGV[i])
     local c = b.cfg
     local paused = math.max(b.pause - now, 0)
     if c == nil then

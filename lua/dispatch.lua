@@ -119,14 +119,16 @@ local JOB_FIELDS = { 'model', 'tenant', 'user', 'cost', 'deadline_ms', 'attempts
     'state', 'est_prompt_tokens', 'url', 'cancel', 'body' }
 
 -- What to do with job id (a stream entry's or a key head's): nil, job when
--- it can be tried (job: the values of JOB_FIELDS, read in one HMGET); else
+-- it can be tried (job: the values of JOB_FIELDS, read in one HMGET; body is
+-- set only in a hash of the previous layout: granted jobs' bodies are read
+-- from P body:<id> in one MGET, grants_bodies); else
 -- kind ('bad': no usable job; 'drop': already ended; 'dead': dead-letter the
--- job; 'cancel': end it cancelled), reason, message. from_key: id is a key head that dispatch or enqueue
--- queued, with state 'queued': a result can exist only if the job ended, and
--- llmq_job_finish sets the state of a job that ends (with its result field,
--- in the same script), so its result need not be looked up; a foreign
--- entry's job may have a result of an older version (P res:<id>, README
--- "Upgrading"), which is looked up.
+-- job; 'cancel': end it cancelled), reason, message. from_key: id is a key
+-- head that dispatch or enqueue queued, with state 'queued': a result can
+-- exist only if the job ended, and
+-- llmq_job_finish sets the state of a job that ends (with its result, in the
+-- same script), so its result need not be looked up; a foreign entry's job
+-- may have a result (P res:<id>) without a hash to say so, which is looked up.
 local function examine(id, from_key)
     if not worker_name_ok(id) then
         return 'bad', id == nil and 'invalid_entry' or 'invalid_job_id',
@@ -296,6 +298,30 @@ local function chain_start(prio, smk)
     return true
 end
 
+-- Fills in the bodies of grants (the jobs granted at one priority): one MGET
+-- of their P body:<id>. A job of the previous layout has its body in its hash
+-- (read by examine): it moves to P body:<id>, so its finish finds the layout
+-- of today (README "Upgrading"). A body that is gone is sent as ''.
+local function grants_bodies(grants)
+    local keys, at = {}, {}
+    for i, g in ipairs(grants) do
+        local bk = P .. 'body:' .. g[3]
+        if g[6] then
+            redis.call('SET', bk, g[6])
+            redis.call('HDEL', P .. 'job:' .. g[3], 'body')
+        else
+            keys[#keys + 1] = bk
+            at[#at + 1] = i
+        end
+    end
+    if #keys > 0 then
+        local bodies = redis.call('MGET', unpack(keys))
+        for k, i in ipairs(at) do
+            grants[i][6] = bodies[k] or ''
+        end
+    end
+end
+
 -- The node to block for a denial on path (the outermost bucket that binds),
 -- until when, its level and the bucket's name.
 local function block_target(s, path, cost, mpath, tpath, kpath)
@@ -353,12 +379,13 @@ for _, prio in ipairs(PRIOS) do
                         local handle = path.tags == '' and '' or limiter_handle(path, r1, job[4], s.now_text)
                         redis.call('HSET', P .. 'job:' .. id, 'state', 'running', 'attempts',
                             llmq_int_text(attempts + 1), 'consumer', consumer, 'run_ms', s.now_text)
-                        grants[#grants + 1] = { '', prio, id, handle, job[10] or '', job[12] or '',
+                        grants[#grants + 1] = { '', prio, id, handle, job[10] or '', job[12],
                             c.m.name, attempts + 1, cost, max_attempts, tonumber(job[9]) or -1 }
                         taken = taken + 1
                         if not c.wu then -- the key's weights, once per chain
                             local model, tenant, user = c.m.name, c.t.name, c.u.name
-                            c.wu = user == '' and 1 or sched_weight(P, model .. '/u/' .. user, weights)
+                            c.wu = user == '' and 1 or
+                                sched_weight(P, limiter_user_bucket(model, tenant, user), weights)
                             c.wt = tenant == '' and 1 or
                                 sched_weight(P, model .. '/t/' .. tenant, weights)
                         end
@@ -397,6 +424,7 @@ for _, prio in ipairs(PRIOS) do
         limiter_flush(s)
     end
     if #grants > 0 then
+        grants_bodies(grants)
         local q = P .. 'q:' .. prio
         for _, g in ipairs(grants) do
             redis.call('XADD', q, '*', 'id', g[3])

@@ -97,7 +97,7 @@ local function learn(base, pause_ms)
         -- a session of its own, flushed before the next delivery's refund
         -- can change the same bucket
         local s = limiter_session(P, 'normal', now)
-        local b = limiter_bucket(s, model, 'model')
+        local b = limiter_bucket(s, model)
         limiter_bucket_pause(s, b, pause_ms)
         limiter_learn(s, b, rem_req, rem_tok, reset_req, reset_tok, lim_req, lim_tok)
         limiter_flush(s)

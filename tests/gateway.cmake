@@ -4,6 +4,8 @@
 #                         (e2e.mjs): batches, cancel, lists, 50 concurrent
 #                         sync clients under a binding limit
 #   gateway_error_shapes  curl: every error shape, max wait, hang-up cancels
+#   gateway_tenant_users  the openai package with two tenants' keys: one
+#                         tenant's "alice" never spends another's budget
 # The limits: the server and llmq both allow 40 requests per 2 s window for
 # the sync models (llmq's window a little longer, so it binds first); gpt-4o
 # is kept slow so a batch can be cancelled mid-run.
@@ -11,6 +13,10 @@ set(LLMQ_GW_DIR ${CMAKE_CURRENT_SOURCE_DIR}/gateway)
 add_test(NAME gateway_openai_sdk COMMAND ${LLMQ_GW_DIR}/run_sdk.sh ${PROJECT_BINARY_DIR}/bin)
 set_tests_properties(gateway_openai_sdk PROPERTIES LABELS integration TIMEOUT 400
     ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};SIM_FLAGS=--period-ms 2000 --limit gpt-4o-mini=40:0 --limit text-embedding-3-small=40:0 --limit gpt-4o=3:0 --models gpt-4o-mini,text-embedding-3-small,gpt-4o;LIMITS=gpt-4o-mini --rpm 40 --period-ms 2060|text-embedding-3-small --rpm 40 --period-ms 2060|gpt-4o --rpm 3 --period-ms 2060")
+add_test(NAME gateway_tenant_users
+    COMMAND ${LLMQ_GW_DIR}/run_sdk.sh ${PROJECT_BINARY_DIR}/bin tenant_users.mjs)
+set_tests_properties(gateway_tenant_users PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=1;GW_FLAGS=--max-wait-ms 1500;SIM_FLAGS=--models gpt-4o-mini")
 add_test(NAME gateway_error_shapes
     COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/errors.sh)
 set_tests_properties(gateway_error_shapes PROPERTIES LABELS integration TIMEOUT 300
@@ -21,3 +27,31 @@ add_test(NAME gateway_upload_off_loop
     COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/upload_off_loop.sh)
 set_tests_properties(gateway_upload_off_loop PROPERTIES LABELS integration TIMEOUT 300
     ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=0;GW_FLAGS=--max-file-lines 100000")
+#   gateway_key_policy    curl: every restriction of a key (--models exact,
+#                         lists, --user) on every job-creating path: the four
+#                         sync calls, file upload + batch (key_policy.sh)
+add_test(NAME gateway_key_policy
+    COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/key_policy.sh)
+set_tests_properties(gateway_key_policy PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};SIM_FLAGS=--models gpt-4o-mini,gpt-4o,text-embedding-3-small,text-embedding-3-large")
+#   gateway_tenant_isolation  curl: another tenant's key (and one without a
+#                         tenant) gets 404 for a tenant's file content, its
+#                         deletion, batch output and error files, batches and
+#                         their cancel (tenant_isolation.sh)
+add_test(NAME gateway_tenant_isolation
+    COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/tenant_isolation.sh)
+set_tests_properties(gateway_tenant_isolation PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};SIM_FLAGS=--models gpt-4o-mini,gpt-slow;LIMITS=gpt-slow --rpm 1 --period-ms 60000")
+#   gateway_sdk_keys      the official openai npm package (keys.mjs): the same
+#                         key restrictions on every path and tenant isolation
+#                         of content as the two curl tests above
+add_test(NAME gateway_sdk_keys COMMAND ${LLMQ_GW_DIR}/run_sdk.sh ${PROJECT_BINARY_DIR}/bin keys.mjs)
+set_tests_properties(gateway_sdk_keys PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};SIM_FLAGS=--models gpt-4o-mini,gpt-4o,text-embedding-3-small,text-embedding-3-large,gpt-slow;LIMITS=gpt-slow --rpm 1 --period-ms 60000")
+#   gateway_redis_hung    redis-server stopped with SIGSTOP: 503s with retry-after,
+#                         /readyz 503, a log line, recovery after SIGCONT
+#                         (redis_hung.sh, curl and the official SDK)
+add_test(NAME gateway_redis_hung
+    COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/redis_hung.sh)
+set_tests_properties(gateway_redis_hung PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=1;GW_FLAGS=--redis-timeout-ms 1000 --max-wait-ms 4000;WORKER_FLAGS=--redis-timeout-ms 1000;SIM_FLAGS=--models gpt-4o-mini,gpt-4o;LIMITS=gpt-4o --rpm 1 --period-ms 60000")

@@ -19,6 +19,8 @@ static void usage(FILE *out)
             "Takes jobs from Redis when the shared limiter grants their RPM/TPM budget and\n"
             "calls OpenAI (or any OpenAI-compatible API) with them.\n\n"
             "  --redis URL             redis://[user:password@]host:port/db (env LLMQ_REDIS_URL)\n"
+            "  --redis-timeout-ms MS   a Redis command unanswered this long (a blocking read:\n"
+            "                          its block plus this) drops the connection (default 5000)\n"
             "  --account NAME          account to serve; repeatable (env LLMQ_ACCOUNT; default\n"
             "                          'default')\n"
             "  --api-key-file PATH     key of the preceding --account (else OPENAI_API_KEY)\n"
@@ -175,11 +177,13 @@ enum {
     O_SPOOLDIR,
     O_SPOOLMAX,
     O_MPORT,
-    O_MHOST
+    O_MHOST,
+    O_RTIMEOUT
 };
 
 static const struct option options[] = {
     {"redis", required_argument, NULL, O_REDIS},
+    {"redis-timeout-ms", required_argument, NULL, O_RTIMEOUT},
     {"account", required_argument, NULL, O_ACCOUNT},
     {"api-key-file", required_argument, NULL, O_KEYFILE},
     {"base-url", required_argument, NULL, O_BASE},
@@ -214,6 +218,7 @@ static void set_defaults(struct llmq_worker_config *cfg)
     cfg->concurrency = 256;
     cfg->request_timeout_ms = 600000;
     cfg->connect_timeout_ms = 10000;
+    cfg->redis_timeout_ms = LLMQ_REDIS_COMMAND_TIMEOUT_MS_DEFAULT;
     cfg->max_attempts = 5;
     cfg->backoff_base_ms = 1000;
     cfg->backoff_cap_ms = 60000;
@@ -264,6 +269,10 @@ static int apply(struct llmq_worker_config *cfg, int opt, const char *arg, const
         break;
     case O_CTIMEOUT:
         rc = parse_int_option("--connect-timeout-ms", arg, 10, 600000, &cfg->connect_timeout_ms);
+        break;
+    case O_RTIMEOUT:
+        rc = parse_int_option("--redis-timeout-ms", arg, 100, 600000, &v);
+        cfg->redis_timeout_ms = (int)v;
         break;
     case O_ATTEMPTS:
         rc = parse_int_option("--max-attempts", arg, 1, 1000, &v);

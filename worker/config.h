@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "base/log.h"
+#include "redis/redis_async.h"
 #include "redis/redis_url.h"
 
 #define LLMQ_WORKER_MAX_ACCOUNTS 16
@@ -21,6 +22,7 @@ struct llmq_worker_account {
 
 struct llmq_worker_config {
     struct llmq_redis_url redis;
+    int redis_timeout_ms; /* command timeout of its Redis connections (redis_async.h) */
     struct llmq_worker_account accounts[LLMQ_WORKER_MAX_ACCOUNTS];
     int n_accounts;
     char base_url[1024];        /* without a trailing "/v1" or "/" */

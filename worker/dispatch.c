@@ -246,9 +246,12 @@ void llmq_worker_account_start(struct worker_account *a)
     ev_timer_init(&a->soon_timer, on_soon, 0.0, 0.0);
     a->soon_timer.data = a;
     llmq_worker_settle_start(a);
-    struct llmq_redis_async_config rc = {.name = "worker"};
+    struct llmq_redis_async_config rc = {.name = "worker",
+                                         .command_timeout_ms = w->cfg->redis_timeout_ms};
     a->cmd = llmq_redis_async_new(w->loop, &w->cfg->redis, &rc, on_cmd_state, a, &err);
-    struct llmq_redis_async_config wc = {.name = "worker-wake"};
+    struct llmq_redis_async_config wc = {.name = "worker-wake",
+                                         .command_timeout_ms = w->cfg->redis_timeout_ms,
+                                         .block_ms = WAKE_BLOCK_MAX_MS};
     a->wake = llmq_redis_async_new(w->loop, &w->cfg->redis, &wc, on_wake_state, a, &err);
 }
 

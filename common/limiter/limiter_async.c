@@ -68,7 +68,10 @@ struct llmq_alimiter *llmq_alimiter_new(struct ev_loop *loop, const struct llmq_
     al->policy = cfg->on_redis_down;
     llmq_local_limiter_init(&al->local, cfg->local_share);
     ev_timer_init(&al->defer_timer, on_defer_timer, 0.0, 0.0);
-    struct llmq_redis_async_config rc = {.timeout_ms = cfg->timeout_ms,
+    /* llmq/limiter.h: timeout_ms is the connect and the command timeout. */
+    int timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : LLMQ_LIMITER_TIMEOUT_MS_DEFAULT;
+    struct llmq_redis_async_config rc = {.timeout_ms = timeout_ms,
+                                         .command_timeout_ms = timeout_ms,
                                          .reconnect_min_ms = cfg->reconnect_min_ms,
                                          .reconnect_max_ms = cfg->reconnect_max_ms,
                                          .name = "limiter"};

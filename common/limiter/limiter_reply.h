@@ -9,6 +9,9 @@
 #include "limiter/limiter_local.h"
 #include "llmq/limiter.h"
 
+/* llmq_limiter_config.timeout_ms when it is 0 (llmq/limiter.h). */
+#define LLMQ_LIMITER_TIMEOUT_MS_DEFAULT 2000
+
 /* Arguments of one acquire call, with the buffers they point into. */
 struct llmq_acquire_args {
     char prefix[LLMQ_KEY_PREFIX_MAX];

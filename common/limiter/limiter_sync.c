@@ -70,7 +70,7 @@ struct llmq_limiter *llmq_limiter_new(const struct llmq_limiter_config *cfg, str
         free(lim);
         return NULL;
     }
-    lim->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 2000;
+    lim->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : LLMQ_LIMITER_TIMEOUT_MS_DEFAULT;
     lim->policy = cfg->on_redis_down;
     lim->reconnect_min_ms = cfg->reconnect_min_ms > 0 ? cfg->reconnect_min_ms : 100;
     lim->reconnect_max_ms = cfg->reconnect_max_ms > 0 ? cfg->reconnect_max_ms : 5000;

@@ -64,6 +64,14 @@ enum llmq_rc llmq_path_parse(const char *text, struct llmq_path *out, struct llm
     return llmq_path_init(out, parts[0], parts[1], parts[2], parts[3], err);
 }
 
+/* The user bucket name of user under model and tenant ("" none), as
+ * lua/lib/20_limiter.lua's limiter_user_bucket writes it. */
+static int user_bucket(char *buf, size_t n, const char *model, const char *tenant, const char *user)
+{
+    return tenant[0] != '\0' ? snprintf(buf, n, "%s/t/%s/u/%s", model, tenant, user)
+                             : snprintf(buf, n, "%s/u/%s", model, user);
+}
+
 int llmq_path_bucket_names(const struct llmq_path *path, char names[3][LLMQ_BUCKET_NAME_MAX])
 {
     int n = 0;
@@ -71,27 +79,38 @@ int llmq_path_bucket_names(const struct llmq_path *path, char names[3][LLMQ_BUCK
     if (path->tenant[0] != '\0')
         snprintf(names[n++], LLMQ_BUCKET_NAME_MAX, "%s/t/%s", path->model, path->tenant);
     if (path->user[0] != '\0')
-        snprintf(names[n++], LLMQ_BUCKET_NAME_MAX, "%s/u/%s", path->model, path->user);
+        user_bucket(names[n++], LLMQ_BUCKET_NAME_MAX, path->model, path->tenant, path->user);
     return n;
+}
+
+/* A tenant or user name of llmq limits: a valid name or "*" (the default). */
+static int name_or_default(const char *s)
+{
+    return strcmp(s, "*") == 0 || llmq_name_valid(s);
 }
 
 enum llmq_rc llmq_bucket_name(char *buf, size_t n, const char *model, const char *tenant,
                               const char *user, struct llmq_error *err)
 {
     int len;
+    int has_tenant = tenant != NULL && tenant[0] != '\0',
+        has_user = user != NULL && user[0] != '\0';
     if (!llmq_name_valid(model))
         return llmq_error_set(err, LLMQ_EINVAL, "bad model name");
-    if (tenant != NULL && tenant[0] != '\0') {
-        if (strcmp(tenant, "*") != 0 && !llmq_name_valid(tenant))
-            return llmq_error_set(err, LLMQ_EINVAL, "bad tenant name");
+    if (has_tenant && !name_or_default(tenant))
+        return llmq_error_set(err, LLMQ_EINVAL, "bad tenant name");
+    if (has_user && !name_or_default(user))
+        return llmq_error_set(err, LLMQ_EINVAL, "bad user name");
+    if (has_tenant && has_user && strcmp(tenant, "*") == 0)
+        return llmq_error_set(err, LLMQ_EINVAL,
+                              "tenant '*' with a user: a user's limit in every tenant is the "
+                              "user's without a tenant (--user U alone)");
+    if (has_user)
+        len = user_bucket(buf, n, model, has_tenant ? tenant : "", user);
+    else if (has_tenant)
         len = snprintf(buf, n, "%s/t/%s", model, tenant);
-    } else if (user != NULL && user[0] != '\0') {
-        if (strcmp(user, "*") != 0 && !llmq_name_valid(user))
-            return llmq_error_set(err, LLMQ_EINVAL, "bad user name");
-        len = snprintf(buf, n, "%s/u/%s", model, user);
-    } else {
+    else
         len = snprintf(buf, n, "%s", model);
-    }
     if (len < 0 || (size_t)len >= n)
         return llmq_error_set(err, LLMQ_EINVAL, "bucket name too long");
     return LLMQ_OK;

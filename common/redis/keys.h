@@ -23,20 +23,43 @@
  *                            bind until then). A hash without limits of its own
  *                            (a tenant under a default) expires when idle.
  *   P policy           HASH  headroom_low, headroom_normal, headroom_high (percent),
- *                            soft_threshold (percent)
+ *                            soft_threshold (percent), window_guard_ms;
+ *                            users_by_tenant_ms: when a script with a bucket
+ *                            per tenant's user first ran (set once by
+ *                            limiter_session; within one hold of it a new
+ *                            tenant's user bucket starts with the admissions
+ *                            the older shared "<model>/u/<user>" made before)
  *   P bw:<bucket>      ZSET  sliding-window log: member "<resid>:<tokens>",
  *                            score = admission time (ms, Redis TIME)
  *   P seq              STRING reservation id counter
- *   Buckets: "<model>" (account+model, hard), "<model>/t/<tenant>",
- *   "<model>/u/<user>"; a tenant or user without its own limit uses the limit
- *   of the tenant or user named "*" ("<model>/t/" + "*") when one is set, with
- *   its own state.
+ *   Buckets: "<model>" (account+model, hard), "<model>/t/<tenant>", and a
+ *   user's: "<model>/t/<tenant>/u/<user>" (a user is a user of its tenant:
+ *   two tenants' users of one name never share a bucket, and a tenant's key
+ *   reaches only buckets under "<model>/t/<tenant>"), "<model>/u/<user>" for
+ *   a user of a job without a tenant (no tenant's user bucket has that form:
+ *   tenant names are never empty). "*" names defaults: a tenant without a
+ *   limit of its own uses "<model>/t/" + "*"; a user the first set of
+ *   "<model>/t/<tenant>/u/" + "*" (its tenant's default for its users),
+ *   "<model>/u/<user>" (that user in every tenant: `llmq limits set --user U`
+ *   without --tenant), "<model>/u/" + "*" (every user of every tenant). A
+ *   bucket under a default keeps its own state. Older versions named
+ *   every tenant's user "<model>/u/<user>": their limits and weights keep
+ *   their meaning for every tenant's user (README "Upgrading").
  *
  * Jobs
- *   P job:<id>         HASH  model, url, body (JSON text), cost (tokens), prio
- *                            (high|normal|low), tenant, user, deadline_ms (unix ms,
- *                            0 = none), max_attempts, attempts, enq_ms, state
- *                            (queued|delayed|running|done|dead|cancelled), last_error
+ *   P job:<id>         HASH  model, url, cost (tokens), prio (high|normal|low),
+ *                            tenant, user, deadline_ms (unix ms, 0 = none),
+ *                            max_attempts, attempts, enq_ms, state
+ *                            (queued|delayed|running|done|dead|cancelled), last_error:
+ *                            small
+ *                            fields only, so Redis keeps it a listpack (every
+ *                            value within hash-max-listpack-value, 64 bytes by
+ *                            default; README "Sizing Redis"). A hash of the
+ *                            previous layout also holds body (and, once ended,
+ *                            result): read as such (README "Upgrading")
+ *   P body:<id>        STRING the job's request body (JSON text) while it may
+ *                            run again: from enqueue until it is done (deleted
+ *                            then), kept while it is dead (for `llmq dead retry`)
  *   P q:<prio>         STREAM delivery: dispatch XADDs {id: <job id>} for each job it
  *                            grants and delivers it at once to the worker's consumer of
  *                            group "workers" (PEL, XAUTOCLAIM, hand-back as before).
@@ -58,8 +81,9 @@
  *                            sblk when blocked): room given back to the bucket (refund,
  *                            usage settle) unblocks them; expires with its latest wait
  *   P svt              HASH  virtual time of each level, field = the parent's path
- *   P weights          HASH  fair-share weights: "<model>/t/<tenant>", "<model>/u/<user>"
- *                            ("*" for the default), `llmq limits set --weight`; 1 when none
+ *   P weights          HASH  fair-share weights, field = the node's bucket name
+ *                            ("<model>/t/<tenant>", a user's as above; defaults
+ *                            as for limits), `llmq limits set --weight`; 1 when none
  *   P backlog:<prio>   LIST  one element per job waiting in the priority's keys: LLEN
  *                            is the backlog (status, metrics, KEDA)
  *   P wake             STREAM short (MAXLEN ~1000): an entry per event that may shorten
@@ -69,11 +93,12 @@
  *   dispatch script, so the key stays what the job asks for; a spend budget is
  *   one more bucket on the path (and one more node level when it must block a
  *   whole tenant across models).
- *   P res:<id>         STRING the result of a job finished by an older version
- *                            (now the job hash's field result): read only when
- *                            that field is absent (common/jobs/job_result.h,
- *                            enqueue's idempotency, dispatch, reclaim), never by
- *                            settle; deleted with its job (sweep, dead purge/retry)
+ *   P res:<id>         STRING the result of an ended job (its Batch output line,
+ *                            JSON): written by llmq_job_finish, with the job hash's
+ *                            TTL when done, none when dead; the previous layout kept
+ *                            it in the job hash's field result, read when res:<id>
+ *                            is absent (common/jobs/job_result.h); deleted with its
+ *                            job (sweep, dead purge/retry)
  *   P events           STREAM for waiters: an entry per call that finished jobs,
  *                            {id, state: done|dead|cancelled} for each (at most 64)
  *   P dead             STREAM {id, reason, error, ts}: dead-lettered jobs
@@ -83,25 +108,26 @@
  *     ("job-<unix ms hex>-<16 hex random>"); it is also the output line's
  *     custom_id. tenant and user are '' when none.
  *   - extra job fields: est_prompt_tokens (the prompt part of cost), consumer
- *     and run_ms (who took it, when), result (the Batch output line, JSON, of
- *     a finished job), fin_ms (unix ms the job ended), dead_entry (its entry id
- *     in P dead, while dead). The id is the key's, not a field.
+ *     and run_ms (who took it, when), fin_ms (unix ms the job ended),
+ *     dead_entry (its entry id in P dead, while dead). The id is the key's,
+ *     not a field.
  *   - enqueue (lua/enqueue.lua) writes nothing when job:<id> or res:<id>
  *     exists: the id is the idempotency key while either lives.
  *   - a job ends only through llmq_job_finish(P, id, state, output_line, reason,
  *     now_ms) in lua/lib/30_jobs.lua (state done|dead|cancelled): HSETNX of the field
- *     result is its once-only guard (it creates the hash of a job whose hash
- *     went while it ran); it sets state, fin_ms, tells events (one entry for
- *     the finishes of one call, llmq_jobs_finish_flush; and XADDs dead with
- *     dead_entry, last_error = reason), and applies retention. A done job
- *     loses its body and its hash gets the result's TTL (result_ttl_ms); a
- *     dead one keeps its whole hash, result included, without a TTL, until
- *     `llmq dead retry` (back to queued, attempts 0, no result) or `llmq dead
- *     purge` (deleted).
- *   P done             LIST  "<fin_ms>:<id>" of each done or cancelled job, in finish order
+ *     fin_ms is its once-only guard (every layout's finish sets it; it creates
+ *     the hash of a job whose hash went while it ran); it writes res:<id>,
+ *     sets state, tells events (one entry for the finishes of one call,
+ *     llmq_jobs_finish_flush; and XADDs dead with dead_entry, last_error =
+ *     reason), and applies retention. A done job loses body:<id> and its hash
+ *     and result get the result's TTL (result_ttl_ms); a dead one keeps its
+ *     hash, body and result without a TTL, until `llmq dead retry` (back to
+ *     queued, attempts 0, no result) or `llmq dead purge` (all deleted).
+ *   P done             LIST  "<fin_ms>:<id>" of each done or cancelled job, in finish
+ *                            order
  *                            (one RPUSH per settle call): the retention index.
  *                            Beyond settings result_max or older than
- *                            result_ttl_ms, job:<id> (and res:<id>) are deleted
+ *                            result_ttl_ms, job:<id>, res:<id>, body:<id> are deleted
  *                            (oldest first, at most 64 per finish; PEXPIRE too),
  *                            unless job:<id> is live again or its fin_ms is not
  *                            the entry's (a later finish of the id: its own entry)
@@ -192,12 +218,13 @@ enum llmq_key_kind {
     LLMQ_KEY_POLICY,        /* P policy */
     LLMQ_KEY_WINDOW_LOG,    /* P bw:<bucket> */
     LLMQ_KEY_JOB,           /* P job:<id> */
+    LLMQ_KEY_JOB_BODY,      /* P body:<id> */
     LLMQ_KEY_QUEUE,         /* P q:<prio> */
     LLMQ_KEY_DELAYED,       /* P delayed */
     LLMQ_KEY_WEIGHTS,       /* P weights */
     LLMQ_KEY_BACKLOG,       /* P backlog:<prio> */
     LLMQ_KEY_WAKE,          /* P wake */
-    LLMQ_KEY_OLD_RESULT,    /* P res:<id> (older versions' results) */
+    LLMQ_KEY_RESULT,        /* P res:<id> */
     LLMQ_KEY_EVENTS,        /* P events */
     LLMQ_KEY_DEAD,          /* P dead */
     LLMQ_KEY_DONE,          /* P done */

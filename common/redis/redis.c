@@ -4,6 +4,7 @@
 #include "redis/reply_read.h"
 #include "redis/sentinel.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,6 +12,27 @@ static struct timeval ms_to_timeval(int ms)
 {
     struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
     return tv;
+}
+
+/* 1 when c's error is its timeout running out: hiredis says errno's text
+ * (SO_RCVTIMEO, SO_SNDTIMEO: EAGAIN; the connect's poll: ETIMEDOUT), or our
+ * message once llmq_redis_context_error rewrote it. */
+static int timed_out(const redisContext *c)
+{
+    return c->err == REDIS_ERR_IO &&
+           (strcmp(c->errstr, strerror(EAGAIN)) == 0 ||
+            strcmp(c->errstr, strerror(ETIMEDOUT)) == 0 || strncmp(c->errstr, "Redis at ", 9) == 0);
+}
+
+const char *llmq_redis_context_error(redisContext *c)
+{
+    if (c == NULL || !c->err)
+        return "no error";
+    if (timed_out(c) && c->tcp.host != NULL && c->timeout != NULL)
+        snprintf(c->errstr, sizeof(c->errstr), "Redis at %s:%d did not answer within %g s",
+                 c->tcp.host, c->tcp.port,
+                 (double)c->timeout->tv_sec + (double)c->timeout->tv_usec / 1e6);
+    return c->errstr;
 }
 
 enum llmq_rc llmq_redis_error(redisContext *c, const redisReply *reply, const char *what,
@@ -21,7 +43,7 @@ enum llmq_rc llmq_redis_error(redisContext *c, const redisReply *reply, const ch
                               strncmp(reply->str, "LLMQ_", 5) == 0 ? LLMQ_ESCRIPT : LLMQ_EREDIS,
                               "%s: %s", what, reply->str);
     if (c != NULL && c->err)
-        return llmq_error_set(err, LLMQ_EREDIS, "%s: %s", what, c->errstr);
+        return llmq_error_set(err, LLMQ_EREDIS, "%s: %s", what, llmq_redis_context_error(c));
     return llmq_error_set(err, LLMQ_EREDIS, "%s: no reply", what);
 }
 
@@ -70,7 +92,11 @@ redisContext *llmq_redis_connect_parsed(const struct llmq_redis_url *url, int ti
         return NULL;
     }
     if (c->err) {
-        llmq_error_set(err, LLMQ_EREDIS, "redis connect %s:%d: %s", u->host, u->port, c->errstr);
+        if (timed_out(c)) /* the message names the address */
+            llmq_error_set(err, LLMQ_EREDIS, "redis connect: %s", llmq_redis_context_error(c));
+        else
+            llmq_error_set(err, LLMQ_EREDIS, "redis connect %s:%d: %s", u->host, u->port,
+                           c->errstr);
         redisFree(c);
         return NULL;
     }

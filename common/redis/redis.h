@@ -21,6 +21,12 @@ redisContext *llmq_redis_connect_parsed(const struct llmq_redis_url *u, int time
 enum llmq_rc llmq_redis_handshake(redisContext *c, const struct llmq_redis_url *u,
                                   struct llmq_error *err);
 
+/* Why c failed, for a message (borrowed from c): its errstr, except that a
+ * command or connect that ran into the context's timeout becomes "Redis at
+ * HOST:PORT did not answer within N s" (written into c->errstr, so later
+ * readers see it too). "no error" when c (may be NULL) has none. */
+const char *llmq_redis_context_error(redisContext *c);
+
 /* Fills err from a context error or an error reply; returns LLMQ_EREDIS or
  * LLMQ_ESCRIPT (for a script's own error reply). reply may be NULL. */
 enum llmq_rc llmq_redis_error(redisContext *c, const redisReply *reply, const char *what,

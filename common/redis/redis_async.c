@@ -5,11 +5,22 @@
  * follows a refused SELECT can never make a connection on database 0 look
  * ready. Every failed attempt records its cause (last_error) and is logged at
  * warn: a new cause at once, the same cause again at most once per
- * RA_LOG_REPEAT_MS, with the number of attempts in between. */
+ * RA_LOG_REPEAT_MS, with the number of attempts in between.
+ *
+ * The command timeout. Redis answers one connection's commands in order, so
+ * "the oldest command has waited longer than the bound" is "nothing came from
+ * the server for the bound while a command was outstanding". heard_at is the
+ * last time something did (any readable event), or the moment a command was
+ * sent onto an idle connection; one lazy timer per connection compares it
+ * with the bound (command timeout plus the connection's longest block) when
+ * it fires and re-arms for the rest, so a reply costs one assignment and a
+ * command none. To see reads and sends, the connection is bound to the loop
+ * by our own hooks (ac->ev) rather than hiredis's adapters/libev.h. A
+ * connection quiet for the bound with nothing outstanding is sent a PING, so
+ * a hung server is noticed (and /readyz says so) without traffic too. */
 #include "redis/redis_async.h"
 
 #include <ev.h>
-#include <hiredis/adapters/libev.h>
 #include <stddef.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -22,6 +33,14 @@
 #include "redis/sentinel.h"
 
 enum ra_state { RA_DISCONNECTED = 0, RA_CONNECTING, RA_READY };
+
+/* One connection's watchers (ac->ev.data): hiredis frees it with the
+ * context (io_cleanup). ra outlives every context it made. */
+struct ra_io {
+    redisAsyncContext *ac;
+    struct llmq_redis_async *ra;
+    ev_io read_w, write_w;
+};
 
 struct llmq_redis_async {
     struct ev_loop *loop;
@@ -36,7 +55,9 @@ struct llmq_redis_async {
     uint64_t rng;
     ev_timer reconnect_timer;
     ev_timer connect_timer;
-    int handshake_failed; /* an AUTH or SELECT of this attempt was refused */
+    ev_timer command_timer; /* while READY: the command timeout (file comment) */
+    double heard_at;        /* ev_now of the server's last sign of life */
+    int handshake_failed;   /* an AUTH or SELECT of this attempt was refused */
     int ever_ready;
     char last_error[256];   /* cause of the last failed attempt; "" before any */
     char logged_error[256]; /* the cause last logged, for the rate limit */
@@ -50,6 +71,91 @@ struct llmq_redis_async {
     ((struct llmq_redis_async *)((char *)(w)-offsetof(struct llmq_redis_async, member)))
 
 static void start_connect(struct llmq_redis_async *ra);
+
+/* The longest a ready connection may go without a word from the server
+ * while a command is outstanding, in seconds. */
+static double bound_s(const struct llmq_redis_async *ra)
+{
+    return (ra->cfg.command_timeout_ms + ra->cfg.block_ms) / 1000.0;
+}
+
+static void on_readable(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)revents;
+    struct ra_io *io = w->data;
+    io->ra->heard_at = ev_now(loop);
+    redisAsyncHandleRead(io->ac); /* may free io */
+}
+
+static void on_writable(struct ev_loop *loop, ev_io *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct ra_io *io = w->data;
+    redisAsyncHandleWrite(io->ac); /* may free io */
+}
+
+static void io_add_read(void *privdata)
+{
+    struct ra_io *io = privdata;
+    if (!ev_is_active(&io->read_w))
+        ev_io_start(io->ra->loop, &io->read_w);
+}
+
+static void io_del_read(void *privdata)
+{
+    struct ra_io *io = privdata;
+    ev_io_stop(io->ra->loop, &io->read_w);
+}
+
+/* hiredis asks for a write after queueing each command. A command that is
+ * the only one outstanding went onto an idle connection: its clock starts
+ * now. (A write already under way means this is no new start.) */
+static void io_add_write(void *privdata)
+{
+    struct ra_io *io = privdata;
+    if (ev_is_active(&io->write_w))
+        return;
+    if (io->ac->replies.head == io->ac->replies.tail)
+        io->ra->heard_at = ev_now(io->ra->loop);
+    ev_io_start(io->ra->loop, &io->write_w);
+}
+
+static void io_del_write(void *privdata)
+{
+    struct ra_io *io = privdata;
+    ev_io_stop(io->ra->loop, &io->write_w);
+}
+
+static void io_cleanup(void *privdata)
+{
+    struct ra_io *io = privdata;
+    ev_io_stop(io->ra->loop, &io->read_w);
+    ev_io_stop(io->ra->loop, &io->write_w);
+    free(io);
+}
+
+/* Binds ac to ra's loop through the hooks above. Returns 0, or -1 when out
+ * of memory (nothing attached). */
+static int io_attach(struct llmq_redis_async *ra, redisAsyncContext *ac)
+{
+    struct ra_io *io = calloc(1, sizeof(*io));
+    if (io == NULL)
+        return -1;
+    io->ac = ac;
+    io->ra = ra;
+    ev_io_init(&io->read_w, on_readable, ac->c.fd, EV_READ);
+    ev_io_init(&io->write_w, on_writable, ac->c.fd, EV_WRITE);
+    io->read_w.data = io;
+    io->write_w.data = io;
+    ac->ev.addRead = io_add_read;
+    ac->ev.delRead = io_del_read;
+    ac->ev.addWrite = io_add_write;
+    ac->ev.delWrite = io_del_write;
+    ac->ev.cleanup = io_cleanup;
+    ac->ev.data = io;
+    return 0;
+}
 
 static void set_state(struct llmq_redis_async *ra, enum ra_state s)
 {
@@ -96,6 +202,7 @@ static void note_failure(struct llmq_redis_async *ra, const char *fmt, ...)
 static void schedule_reconnect(struct llmq_redis_async *ra)
 {
     ev_timer_stop(ra->loop, &ra->connect_timer);
+    ev_timer_stop(ra->loop, &ra->command_timer);
     set_state(ra, RA_DISCONNECTED);
     if (ra->closing || ev_is_active(&ra->reconnect_timer))
         return;
@@ -105,6 +212,57 @@ static void schedule_reconnect(struct llmq_redis_async *ra)
         1000.0;
     ev_timer_set(&ra->reconnect_timer, delay_s, 0.0);
     ev_timer_start(ra->loop, &ra->reconnect_timer);
+}
+
+/* Gives up on the current context now, whatever it still waits for: the
+ * state leaves READY first (so nothing sent from a callback lands on it),
+ * then every pending callback runs once with reply NULL (hiredis, in
+ * redisAsyncFree; deferred to the end of the running callback when called
+ * from one), and a reconnect follows the backoff. The cause was noted. */
+static void drop(struct llmq_redis_async *ra)
+{
+    redisAsyncContext *ac = ra->ac;
+    ra->ac = NULL;
+    schedule_reconnect(ra);
+    if (ac != NULL) {
+        ac->data = NULL; /* its callbacks now see a detached context */
+        redisAsyncFree(ac);
+    }
+}
+
+static void arm_command_timer(struct llmq_redis_async *ra, double after_s)
+{
+    ev_timer_stop(ra->loop, &ra->command_timer);
+    ev_timer_set(&ra->command_timer, after_s, 0.0);
+    ev_timer_start(ra->loop, &ra->command_timer);
+}
+
+/* See the file comment. */
+static void on_command_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)revents;
+    struct llmq_redis_async *ra = RA_OF(w, command_timer);
+    if (ra->state != RA_READY || ra->ac == NULL)
+        return;
+    double bound = bound_s(ra), quiet = ev_now(loop) - ra->heard_at;
+    if (quiet + 0.001 < bound) { /* heard from since the timer was set */
+        arm_command_timer(ra, bound - quiet);
+        return;
+    }
+    if (ra->ac->replies.head == NULL && redisAsyncCommand(ra->ac, NULL, NULL, "PING") == REDIS_OK) {
+        arm_command_timer(ra, bound); /* io_add_write started its clock */
+        return;
+    }
+    if (ra->cfg.block_ms > 0)
+        note_failure(ra,
+                     "no answer within %d ms (a %d ms blocking read plus the %d ms command "
+                     "timeout): dropping the connection",
+                     ra->cfg.command_timeout_ms + ra->cfg.block_ms, ra->cfg.block_ms,
+                     ra->cfg.command_timeout_ms);
+    else
+        note_failure(ra, "no answer within the command timeout of %d ms: dropping the connection",
+                     ra->cfg.command_timeout_ms);
+    drop(ra);
 }
 
 /* The reply to a handshake step (AUTH, SELECT; privdata names it): the
@@ -136,6 +294,8 @@ static void on_ping(redisAsyncContext *ac, void *reply, void *privdata)
         return;
     }
     ev_timer_stop(ra->loop, &ra->connect_timer);
+    ra->heard_at = ev_now(ra->loop);
+    arm_command_timer(ra, bound_s(ra));
     ra->backoff_ms = ra->cfg.reconnect_min_ms;
     ra->ever_ready = 1;
     ra->last_error[0] = '\0';
@@ -183,12 +343,8 @@ static void on_connect_timeout(struct ev_loop *loop, ev_timer *w, int revents)
     struct llmq_redis_async *ra = RA_OF(w, connect_timer);
     if (ra->state == RA_READY || ra->ac == NULL)
         return;
-    redisAsyncContext *ac = ra->ac;
-    ra->ac = NULL;
-    ac->data = NULL; /* its callbacks now see a detached context */
-    redisAsyncFree(ac);
     note_failure(ra, "no answer within the connect timeout of %d ms", ra->cfg.timeout_ms);
-    schedule_reconnect(ra);
+    drop(ra);
 }
 
 static void on_reconnect_timer(struct ev_loop *loop, ev_timer *w, int revents)
@@ -219,7 +375,7 @@ static void start_connect(struct llmq_redis_async *ra)
         return;
     }
     ac->data = ra;
-    if (redisLibevAttach(ra->loop, ac) != REDIS_OK) {
+    if (io_attach(ra, ac) != 0) {
         ac->data = NULL;
         redisAsyncFree(ac);
         note_failure(ra, "cannot attach the connection to the event loop");
@@ -280,6 +436,10 @@ struct llmq_redis_async *llmq_redis_async_new(struct ev_loop *loop,
     ra->cfg = *cfg;
     if (ra->cfg.timeout_ms <= 0)
         ra->cfg.timeout_ms = 2000;
+    if (ra->cfg.command_timeout_ms <= 0)
+        ra->cfg.command_timeout_ms = LLMQ_REDIS_COMMAND_TIMEOUT_MS_DEFAULT;
+    if (ra->cfg.block_ms < 0)
+        ra->cfg.block_ms = 0;
     if (ra->cfg.reconnect_min_ms <= 0)
         ra->cfg.reconnect_min_ms = 100;
     if (ra->cfg.reconnect_max_ms <= 0)
@@ -292,6 +452,7 @@ struct llmq_redis_async *llmq_redis_async_new(struct ev_loop *loop,
     llmq_rng_seed(&ra->rng, (uint64_t)(uintptr_t)ra ^ (uint64_t)(ev_now(loop) * 1000));
     ev_timer_init(&ra->reconnect_timer, on_reconnect_timer, 0.0, 0.0);
     ev_timer_init(&ra->connect_timer, on_connect_timeout, 0.0, 0.0);
+    ev_timer_init(&ra->command_timer, on_command_timer, 0.0, 0.0);
     start_connect(ra);
     return ra;
 }
@@ -318,8 +479,10 @@ const char *llmq_redis_async_last_error(const struct llmq_redis_async *ra)
 
 void llmq_redis_async_reset(struct llmq_redis_async *ra)
 {
-    if (ra->ac != NULL)
-        redisAsyncDisconnect(ra->ac); /* on_disconnect schedules the reconnect */
+    if (ra->ac == NULL)
+        return;
+    note_failure(ra, "dropped after a reply its user could not use; reconnecting");
+    drop(ra);
 }
 
 void llmq_redis_async_free(struct llmq_redis_async *ra)
@@ -329,6 +492,7 @@ void llmq_redis_async_free(struct llmq_redis_async *ra)
     ra->closing = 1;
     ev_timer_stop(ra->loop, &ra->reconnect_timer);
     ev_timer_stop(ra->loop, &ra->connect_timer);
+    ev_timer_stop(ra->loop, &ra->command_timer);
     if (ra->ac != NULL) {
         redisAsyncContext *ac = ra->ac;
         ra->ac = NULL;

@@ -10,7 +10,15 @@
  * most every 30 s. hiredis 0.14 has no async timeouts, hence our own connect
  * timer. Commands may be sent only while READY (llmq_redis_async_context
  * returns NULL otherwise); when the connection drops, hiredis runs every
- * pending command callback with reply == NULL. */
+ * pending command callback with reply == NULL.
+ *
+ * A ready connection whose oldest outstanding command has had no answer for
+ * command_timeout_ms (plus block_ms, for a connection that carries blocking
+ * reads) is failed the same way: one warn line naming the address and the
+ * bound, not ready (the state callback runs), every pending callback once
+ * with reply == NULL, then the usual backoff and reconnect. A connection
+ * idle that long is sent a PING, so a hung server is noticed without
+ * traffic too. The cost is one timer per connection, not one per command. */
 #ifndef LLMQ_REDIS_ASYNC_H
 #define LLMQ_REDIS_ASYNC_H
 
@@ -25,11 +33,15 @@ struct llmq_redis_async;
 /* Told about every change between ready (1) and not ready (0). */
 typedef void llmq_redis_async_state_cb(struct llmq_redis_async *ra, int ready, void *privdata);
 
+#define LLMQ_REDIS_COMMAND_TIMEOUT_MS_DEFAULT 5000
+
 struct llmq_redis_async_config {
-    int timeout_ms;       /* connect timeout; 0: 2000 */
-    int reconnect_min_ms; /* 0: 100 */
-    int reconnect_max_ms; /* 0: 5000 */
-    const char *name;     /* for log lines ("limiter", "worker"); static */
+    int timeout_ms;         /* connect timeout; 0: 2000 */
+    int command_timeout_ms; /* see the file comment; 0: LLMQ_REDIS_COMMAND_TIMEOUT_MS_DEFAULT */
+    int block_ms;           /* the longest BLOCK of a read sent on it; 0: none */
+    int reconnect_min_ms;   /* 0: 100 */
+    int reconnect_max_ms;   /* 0: 5000 */
+    const char *name;       /* for log lines ("limiter", "worker"); static */
 };
 
 /* Starts connecting to url (copied) on loop (borrowed) with cfg (copied; its
@@ -55,7 +67,8 @@ int llmq_redis_async_ever_ready(const struct llmq_redis_async *ra);
  * next loop iteration. */
 const char *llmq_redis_async_last_error(const struct llmq_redis_async *ra);
 
-/* Drops the connection now (pending callbacks run with NULL) and reconnects
+/* Drops the connection now (not ready; pending callbacks run with NULL, at
+ * the end of the running callback when called from one) and reconnects
  * after the backoff: for a caller that saw the connection misbehave. */
 void llmq_redis_async_reset(struct llmq_redis_async *ra);
 

@@ -13,6 +13,7 @@
  * same call again; the user callback then runs with that second reply. */
 #include "redis/script.h"
 
+#include "redis/redis.h"
 #include "redis/sentinel.h"
 
 #include <stdio.h>
@@ -55,7 +56,7 @@ enum llmq_rc llmq_script_load_all(redisContext *c, struct llmq_error *err)
     if (r == NULL || r->type != REDIS_REPLY_STRING)
         rc = llmq_error_set(err, LLMQ_EREDIS, "FUNCTION LOAD %s: %s", llmq_script_library_name,
                             r && r->type == REDIS_REPLY_ERROR ? r->str
-                            : c->err                          ? c->errstr
+                            : c->err                          ? llmq_redis_context_error(c)
                                                               : "bad reply");
     if (r != NULL)
         freeReplyObject(r);
@@ -97,7 +98,7 @@ redisReply *llmq_script_run(redisContext *c, enum llmq_script_id id, int nkeys, 
     }
     if (r == NULL && (err == NULL || err->rc == LLMQ_OK))
         llmq_error_set(err, LLMQ_EREDIS, "script %s: %s", llmq_scripts[id].name,
-                       c->err ? c->errstr : "no reply");
+                       c->err ? llmq_redis_context_error(c) : "no reply");
 out:
     free(cmd);
     free(cmdlen);

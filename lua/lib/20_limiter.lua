@@ -51,7 +51,14 @@ local function limiter_session(P, prio, now)
         prio = 'normal'
     end
     local v = redis.call('HMGET', P .. 'policy', HEADROOM_FIELDS[prio], 'soft_threshold',
-        'window_guard_ms')
+        'window_guard_ms', 'users_by_tenant_ms')
+    local users_since = tonumber(v[4])
+    if users_since == nil then
+        -- the first call of a version with a bucket per tenant's user
+        -- (limiter_inherit_shared): once per account
+        users_since = now
+        redis.call('HSET', P .. 'policy', 'users_by_tenant_ms', llmq_int_text(now))
+    end
     return {
         P = P,
         now = now,
@@ -59,6 +66,7 @@ local function limiter_session(P, prio, now)
         frac = (tonumber(v[1]) or HEADROOM_DEFAULTS[prio]) / 100,
         soft_threshold = (tonumber(v[2]) or 80) / 100,
         guard = tonumber(v[3]) or LIMITER_GUARD_MS,
+        users_since = users_since,
         buckets = {},
         ids_next = 1,
         ids_last = 0,
@@ -90,31 +98,119 @@ local function limiter_parse_config(v, guard_ms)
     }
 end
 
--- The default bucket of a tenant/user bucket: "<model>/t/*" for "<model>/t/x".
-local function limiter_default_name(name)
-    local i = string.find(name, '/', 1, true)
-    if i == nil then
-        return nil
+-- The bucket of user of tenant under model (common/redis/keys.h): a user is
+-- a user of its tenant, so two tenants' users of one name never share a
+-- bucket; a user without a tenant has "<model>/u/<user>", a name no
+-- tenant's user can have (tenant names are never empty and hold no '/').
+local function limiter_user_bucket(model, tenant, user)
+    if tenant == nil or tenant == '' then
+        return model .. '/u/' .. user
     end
-    return string.sub(name, 1, i + 2) .. '*'
+    return model .. '/t/' .. tenant .. '/u/' .. user
+end
+
+-- The level of bucket name: 'model' ("<model>"), 'user' (a name with
+-- "/u/"), else 'tenant'. Names hold no '/' of their own.
+local function limiter_level(name)
+    if not string.find(name, '/', 1, true) then
+        return 'model'
+    end
+    return string.find(name, '/u/', 1, true) and 'user' or 'tenant'
+end
+
+-- The buckets whose limit (and fair-share weight) a tenant or user bucket
+-- without one of its own takes, most specific first: "<model>/t/<tenant>"
+-- -> "<model>/t/*"; "<model>/u/<user>" (the limit of that user in every
+-- tenant, and of that user without a tenant) -> "<model>/u/*";
+-- "<model>/t/<tenant>/u/<user>" -> that tenant's default for its users
+-- "<model>/t/<tenant>/u/*", then "<model>/u/<user>", then "<model>/u/*".
+-- Empty for a model bucket.
+local function limiter_default_names(name)
+    local model, rest = string.match(name, '^([^/]+)/(.+)$')
+    if model == nil then
+        return {}
+    end
+    local tenant, user = string.match(rest, '^t/([^/]+)/u/(.+)$')
+    if tenant == nil then
+        return { model .. '/' .. string.sub(rest, 1, 2) .. '*' }
+    elseif user == '*' then
+        return { model .. '/u/*' }
+    end
+    return { model .. '/t/' .. tenant .. '/u/*', model .. '/u/' .. user, model .. '/u/*' }
+end
+
+-- The configuration fields of default bucket name, read once per session.
+local function limiter_default_values(s, name)
+    s.defaults = s.defaults or {}
+    local v = s.defaults[name]
+    if v == nil then
+        v = redis.call('HMGET', s.P .. 'limit:' .. name, unpack(BUCKET_FIELDS, 1, CONFIG_FIELDS))
+        s.defaults[name] = v
+    end
+    return v
+end
+
+local function window_member_tokens(m)
+    local i = string.find(m, ':', 1, true)
+    return tonumber(string.sub(m, i + 1))
+end
+
+-- Older versions kept one bucket "<model>/u/<user>" for that user of every
+-- tenant (README "Upgrading"). A tenant's user bucket b that has no state
+-- yet, while admissions made before this version's first call (P policy
+-- users_by_tenant_ms, s.users_since) may still count, starts with those of
+-- the shared bucket: the user of each tenant is charged what the user of
+-- any tenant was admitted before the upgrade, so no one gets a budget twice
+-- across it. Costs a read only for new buckets within one hold of the
+-- upgrade; refunds of those old reservations reach the shared bucket only
+-- (the copies age out).
+local function limiter_inherit_shared(s, b)
+    local c = b.cfg
+    local model, user = string.match(b.name, '^([^/]+)/t/[^/]+/u/(.+)$')
+    if c == nil or model == nil or s.users_since == nil or s.now - c.hold > s.users_since then
+        return
+    end
+    local shared = model .. '/u/' .. user
+    if c.mode == 'gcra' then
+        local v = redis.call('HMGET', s.P .. 'limit:' .. shared, 'rtat', 'ttat')
+        b.rtat = math.max(b.rtat, tonumber(v[1]) or 0)
+        b.ttat = math.max(b.ttat, tonumber(v[2]) or 0)
+        b.dirty = true
+        return
+    end
+    local old = redis.call('ZRANGEBYSCORE', s.P .. 'bw:' .. shared, '(' .. (s.now - c.hold),
+        '(' .. s.users_since, 'WITHSCORES')
+    for i = 1, #old, 2 do
+        local at = tonumber(old[i + 1])
+        b.adds[#b.adds + 1] = old[i + 1]
+        b.adds[#b.adds + 1] = old[i]
+        b.n = b.n + 1
+        b.tok = b.tok + window_member_tokens(old[i])
+        if b.oldest == nil or at < b.oldest then
+            b.oldest = at
+        end
+        b.dirty = true
+    end
 end
 
 -- Bucket name's live state in session s (cached per session). A bucket with
 -- neither a limit (own or default) nor a pause has b.live = false.
-local function limiter_bucket(s, name, level)
+local function limiter_bucket(s, name)
     local b = s.buckets[name]
     if b ~= nil then
         return b
     end
+    local level = limiter_level(name)
     local key = s.P .. 'limit:' .. name
     local v = redis.call('HMGET', key, unpack(BUCKET_FIELDS))
     local cfg = limiter_parse_config(v, s.guard)
     local owns_config = cfg ~= nil
     if cfg == nil and level ~= 'model' then
-        local dname = limiter_default_name(name)
-        if dname ~= nil then
-            cfg = limiter_parse_config(redis.call('HMGET', s.P .. 'limit:' .. dname,
-                unpack(BUCKET_FIELDS, 1, CONFIG_FIELDS)), s.guard)
+        for _, dname in ipairs(limiter_default_names(name)) do
+            cfg = limiter_parse_config(limiter_default_values(s, dname), s.guard)
+            if cfg ~= nil then
+                break
+            end
         end
     end
     local now = s.now
@@ -139,6 +235,9 @@ local function limiter_bucket(s, name, level)
             c.tokens, c.burst_tokens = lt, math.min(c.burst_tokens, lt)
         end
     end
+    if level == 'user' and not (v[10] or v[13] or v[14]) then
+        limiter_inherit_shared(s, b) -- no state yet (never used, or expired)
+    end
     s.buckets[name] = b
     return b
 end
@@ -154,12 +253,12 @@ local function limiter_path(s, model, tenant, user)
     if path ~= nil then
         return path
     end
-    path = { limiter_bucket(s, model, 'model') }
+    path = { limiter_bucket(s, model) }
     if tenant ~= nil and tenant ~= '' then
-        path[#path + 1] = limiter_bucket(s, model .. '/t/' .. tenant, 'tenant')
+        path[#path + 1] = limiter_bucket(s, model .. '/t/' .. tenant)
     end
     if user ~= nil and user ~= '' then
-        path[#path + 1] = limiter_bucket(s, model .. '/u/' .. user, 'user')
+        path[#path + 1] = limiter_bucket(s, limiter_user_bucket(model, tenant, user))
     end
     local tags = ''
     path.has_soft = false
@@ -182,11 +281,6 @@ local function limiter_path(s, model, tenant, user)
     path.tags = tags
     s.paths[pkey] = path
     return path
-end
-
-local function window_member_tokens(m)
-    local i = string.find(m, ':', 1, true)
-    return tonumber(string.sub(m, i + 1))
 end
 
 -- Writes b's pending admissions to its ZSET (they must be there before a
@@ -593,7 +687,7 @@ local function limiter_adjust(P, handle, actual, quiet)
             end
         else
             local s = { P = P, now = 0, buckets = {} }
-            local b = limiter_bucket(s, name, 'tenant')
+            local b = limiter_bucket(s, name)
             if b.cfg ~= nil and redis.call('EXISTS', key) == 1 then
                 if b.cfg.tokens and to ~= cost then
                     local delta = ((to or 0) - cost) * b.cfg.period / b.cfg.tokens

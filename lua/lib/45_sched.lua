@@ -105,9 +105,10 @@ local function sched_deactivate(P, path)
 end
 
 -- Blocks node path until until_ms because bucket (its name, "<model>",
--- "<model>/t/<tenant>" or "<model>/u/<user>") denied it: out of its parent's
--- ZSET, into P sblk, and noted in the bucket's index P sbb:<bucket> (node ->
--- until_ms) so that room given back to that bucket can unblock it
+-- "<model>/t/<tenant>" or a user's, limiter_user_bucket) denied it: out of
+-- its parent's ZSET, into P sblk, and noted in the bucket's index
+-- P sbb:<bucket> (node -> until_ms) so that room given back to that bucket
+-- can unblock it
 -- (sched_wake_buckets). The index expires with its latest wait.
 local function sched_block(P, path, until_ms, bucket)
     sched_deactivate(P, path)
@@ -246,14 +247,18 @@ local function sched_delay(P, id, due_ms)
     end
 end
 
--- The fair-share weight of node "<model>/t/<tenant>" or "<model>/u/<user>"
--- (P weights; the "*" entry of its level is the default; 1 when none).
+-- The fair-share weight of tenant or user bucket (the node's name on its
+-- path, "<model>/t/<tenant>" or limiter_user_bucket's) in P weights: its own,
+-- else that of the first of its default buckets (limiter_default_names)
+-- that has one; 1 when none. One HMGET.
 local function sched_weight(P, bucket, cache)
     local w = cache[bucket]
     if w == nil then
-        local v = redis.call('HMGET', P .. 'weights', bucket, limiter_default_name(bucket))
-        w = tonumber(v[1]) or tonumber(v[2]) or 1
-        if w <= 0 then
+        local v = redis.call('HMGET', P .. 'weights', bucket, unpack(limiter_default_names(bucket)))
+        for i = 1, #v do
+            w = w or tonumber(v[i])
+        end
+        if w == nil or w <= 0 then
             w = 1
         end
         cache[bucket] = w

@@ -13,38 +13,15 @@
 // Exit 0 when every check passed; a failed check prints what differed.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-let OpenAI, toFile;
-try {
-    ({ default: OpenAI, toFile } = await import('openai'));
-} catch (e) {
-    console.error('e2e: the openai npm package is missing (scripts/bootstrap installs it ' +
-        'into tests/gateway/node_modules): ' + e.message);
-    process.exit(1);
-}
+import { OpenAI, toFile, baseURL, apiKey, clientFor, chatLine, pollBatch as poll, runSteps }
+    from './sdk.mjs';
 
-const baseURL = process.env.GW_URL, apiKey = process.env.GW_KEY;
-assert.ok(baseURL && apiKey, 'run through tests/gateway/stack.sh (GW_URL, GW_KEY)');
-const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 120000 });
+const client = clientFor(apiKey);
 const simLog = () => fs.readFileSync(process.env.SIM_LOG, 'utf8').split('\n').filter(Boolean)
     .map((l) => JSON.parse(l));
-
-function chatLine(id, model, text) {
-    return JSON.stringify({ custom_id: id, method: 'POST', url: '/v1/chat/completions',
-        body: { model, max_tokens: 16, messages: [{ role: 'user', content: text }] } });
-}
-
-async function pollBatch(id, until, limitMs) {
-    const start = Date.now();
-    for (;;) {
-        const b = await client.batches.retrieve(id);
-        if (until.includes(b.status)) return b;
-        assert.ok(Date.now() - start < limitMs, `batch ${id} still ${b.status} after ${limitMs} ms`);
-        await sleep(200);
-    }
-}
+const pollBatch = (id, until, limitMs) => poll(client, id, until, limitMs);
 
 async function batchRoundTrip() {
     const lines = [];
@@ -215,28 +192,12 @@ async function listsAndFiles(fileIds, batchIds) {
         e.error?.code === 'invalid_api_key');
 }
 
-const steps = [['batch round trip', batchRoundTrip], ['50 concurrent clients', concurrentSyncCalls],
-    ['cancel mid-run', cancelMidRun]];
 const fileIds = [], batchIds = [];
-let failures = 0, passes = 0;
-for (const [name, f] of steps) {
-    try {
-        const r = await f();
-        if (r) { fileIds.push(r[0]); batchIds.push(r[1]); }
-        console.log(`ok - ${name}`);
-        passes++;
-    } catch (e) {
-        console.log(`not ok - ${name}: ${e.stack || e}`);
-        failures++;
-    }
-}
-try {
-    await listsAndFiles(fileIds, batchIds);
-    console.log('ok - lists, files, wrong key');
-    passes++;
-} catch (e) {
-    console.log(`not ok - lists, files, wrong key: ${e.stack || e}`);
-    failures++;
-}
-console.log(`${passes} passed, ${failures} failed`);
-process.exit(failures ? 1 : 0);
+const keeping = (f) => async () => {
+    const [fileId, batchId] = await f();
+    fileIds.push(fileId);
+    batchIds.push(batchId);
+};
+await runSteps([['batch round trip', keeping(batchRoundTrip)],
+    ['50 concurrent clients', concurrentSyncCalls], ['cancel mid-run', keeping(cancelMidRun)],
+    ['lists, files, wrong key', () => listsAndFiles(fileIds, batchIds)]]);

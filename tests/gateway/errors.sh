@@ -7,48 +7,9 @@
 # Run through stack.sh with the GW_FLAGS, SIM_FLAGS and LIMITS that
 # tests/gateway.cmake gives it.
 set -uo pipefail
-pass=0 fail=0
-out=$STACK_DIR/resp
+# shellcheck source=tests/gateway/lib.sh
+. "$(dirname "$0")/lib.sh"
 auth=(-H "Authorization: Bearer $GW_KEY")
-
-# check NAME STATUS TYPE PARAM CODE -- CURL_ARGS...   (PARAM/CODE "null" for null)
-check() {
-    local name=$1 status=$2 type=$3 param=$4 code=$5
-    shift 6
-    local got
-    got=$(curl -s --max-time 60 -o "$out" -w "%{http_code}" "$@")
-    local why
-    why=$(node -e '
-        const [file, type, param, code] = process.argv.slice(1);
-        const want = (v) => (v === "null" ? null : v);
-        let b;
-        try { b = JSON.parse(require("fs").readFileSync(file, "utf8")); }
-        catch (e) { console.log("body is not JSON"); process.exit(); }
-        const keys = Object.keys(b).join(",");
-        if (keys !== "error") { console.log("top-level members: " + keys); process.exit(); }
-        const e = b.error, ek = Object.keys(e).sort().join(",");
-        if (ek !== "code,message,param,type") { console.log("error members: " + ek); process.exit(); }
-        if (typeof e.message !== "string" || e.message.length === 0) console.log("no message");
-        else if (e.type !== type) console.log("type " + e.type);
-        else if (e.param !== want(param)) console.log("param " + e.param);
-        else if (e.code !== want(code)) console.log("code " + e.code);
-    ' "$out" "$type" "$param" "$code")
-    if [ "$got" = "$status" ] && [ -z "$why" ]; then
-        pass=$((pass + 1))
-        echo "ok - $name"
-    else
-        fail=$((fail + 1))
-        echo "not ok - $name: status $got (want $status) ${why}"
-        head -c 400 "$out"
-        echo
-    fi
-}
-# expect NAME CONDITION-COMMAND...: a plain assertion
-expect() {
-    local name=$1
-    shift
-    if "$@"; then pass=$((pass + 1)); echo "ok - $name"; else fail=$((fail + 1)); echo "not ok - $name"; fi
-}
 
 chat='{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}'
 
@@ -292,5 +253,4 @@ else
     echo "not ok - openssl could not make a test certificate"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -144,6 +144,8 @@ static void test_busy_status_is_readable(void **state)
         {"llmq", "limits", "set", "a-model-whose-name-is-much-longer-than-a-column", "--rpm",
          "123456789012", "--tpm", "987654321098", NULL},
         {"llmq", "limits", "set", "gpt-4o", "--tenant", "beta", "--rpm", "10", NULL},
+        {"llmq", "limits", "set", "gpt-4o", "--tenant", "acme", "--user", "bob", "--rpm", "7",
+         NULL},
         {"llmq", "limits", "set", "gpt-4o", "--rpm", "5000", "--tpm", "800000", NULL},
         {"llmq", "limits", "set", "gpt-4o", "--user", "*", "--rpm", "60", NULL},
         {"llmq", "limits", "set", "gpt-4o", "--tenant", "*", "--tpm", "100000", "--soft", NULL},
@@ -192,15 +194,12 @@ static void test_busy_status_is_readable(void **state)
             fail_msg("line %zu is %ld columns: %.*s", line_no, (long)(nl - line), (int)(nl - line),
                      line);
     }
-    /* order: each model, then its tenants, then its users */
-    const char *order[] = {"    a-model-whose-name-is",
-                           "    gpt-4.1 ",
-                           "    gpt-4o ",
-                           "      gpt-4o/t/*",
-                           "      gpt-4o/t/acme",
-                           "      gpt-4o/t/beta",
-                           "      gpt-4o/u/*",
-                           "      gpt-4o/u/u-with-a-rath"};
+    /* order: each model, then its tenants each with its users, then the
+     * users without a tenant (and of every tenant) */
+    const char *order[] = {
+        "    a-model-whose-name-is", "    gpt-4.1 ",        "    gpt-4o ",
+        "      gpt-4o/t/*",          "      gpt-4o/t/acme", "        gpt-4o/t/acme/u/bob",
+        "      gpt-4o/t/beta",       "      gpt-4o/u/*",    "      gpt-4o/u/u-with-a-rath"};
     for (size_t i = 0; i + 1 < sizeof(order) / sizeof(order[0]); i++) {
         long a = pos_of(r.out, order[i]), b = pos_of(r.out, order[i + 1]);
         if (a < 0 || b < 0 || a > b)

@@ -248,12 +248,15 @@ static void test_default_tenant_limit(void **state)
     assert_int_equal(acquire(f, "b", NULL, 100, LLMQ_PRIORITY_NORMAL).decision, LLMQ_GRANTED);
     struct llmq_grant d = acquire(f, "b", NULL, 1, LLMQ_PRIORITY_NORMAL);
     assert_string_equal(d.bucket, "m/t/b");
-    /* A user bucket on the same path binds too. */
+    /* A user bucket on the same path binds too: bob of every tenant, each
+     * tenant's bob a bucket of its own. */
     hset(f, "limit:m/u/bob", "requests 1 period_ms 60000");
     assert_int_equal(acquire(f, "c", "bob", 1, LLMQ_PRIORITY_NORMAL).decision, LLMQ_GRANTED);
     d = acquire(f, "c", "bob", 1, LLMQ_PRIORITY_NORMAL);
     assert_int_equal(d.decision, LLMQ_DENIED);
     assert_string_equal(d.level, "user");
+    assert_string_equal(d.bucket, "m/t/c/u/bob");
+    assert_int_equal(acquire(f, "e", "bob", 1, LLMQ_PRIORITY_NORMAL).decision, LLMQ_GRANTED);
 }
 
 static void test_limits_changed_live(void **state)

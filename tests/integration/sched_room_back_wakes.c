@@ -15,80 +15,39 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "redis/script.h"
-#include "worker_support.h"
+#include "sched_support.h"
 
 #define MODEL "gpt-4o-mini"
 #define PERIOD "600000" /* no wait ends during a test */
 
-/* `llmq limits set MODEL` with args (NULL-ended, after the model). */
 static void limits_set(const struct script_account *a, const char *const *args)
 {
-    const char *argv[16] = {"llmq", "limits", "set", MODEL};
-    int n = 4;
-    for (int i = 0; args[i] != NULL && n < 15; i++)
-        argv[n++] = args[i];
-    argv[n] = NULL;
-    struct cli_run r = cli_run(a->name, argv);
-    if (r.status != 0)
-        fprintf(stderr, "limits set: %s\n", r.err);
-    assert_int_equal(r.status, 0);
-    cli_free(&r);
-}
-
-static redisReply *run(const struct script_account *a, enum llmq_script_id id, int argc,
-                       const char **argv)
-{
-    redisReply *r = llmq_script_run(a->c, id, 1, argc, argv, NULL, NULL);
-    assert_non_null(r);
-    if (r->type == REDIS_REPLY_ERROR)
-        fail_msg("script error: %s", r->str);
-    return r;
+    sched_limits_set(a, MODEL, args);
 }
 
 /* Enqueues job id of cost tokens for tenant/user ('' none), priority normal. */
 static void enqueue(const struct script_account *a, const char *id, const char *cost,
                     const char *tenant, const char *user)
 {
-    const char *argv[] = {a->P, id,   "normal", MODEL, "/v1/chat/completions",
-                          "{}", cost, tenant,   user,  "0",
-                          "0",  "0",  "1"};
-    freeReplyObject(run(a, LLMQ_SCRIPT_ENQUEUE, 13, argv));
+    sched_enqueue(a, id, "normal", MODEL, cost, tenant, user);
 }
 
-struct grant {
-    char eid[64], id[64], handle[256];
-};
-
-/* One dispatch call for up to 16 jobs: fills g, returns how many were
- * granted; *wake: the wake stream's newest id it reported. */
-static int dispatch(const struct script_account *a, struct grant *g, char *wake, size_t wake_sz)
+/* One dispatch call for up to 16 jobs (sched_dispatch). */
+static int dispatch(const struct script_account *a, struct sched_grant *g, char *wake,
+                    size_t wake_sz)
 {
-    const char *argv[] = {a->P, "test-consumer", "16"};
-    redisReply *r = run(a, LLMQ_SCRIPT_DISPATCH, 3, argv);
-    assert_true(r->type == REDIS_REPLY_ARRAY && r->elements >= 4);
-    if (wake != NULL)
-        snprintf(wake, wake_sz, "%s", r->element[2]->str);
-    int n = (int)r->elements - 4;
-    for (int i = 0; i < n && g != NULL; i++) {
-        redisReply *j = r->element[4 + i];
-        snprintf(g[i].eid, sizeof(g[i].eid), "%s", j->element[0]->str);
-        snprintf(g[i].id, sizeof(g[i].id), "%s", j->element[2]->str);
-        snprintf(g[i].handle, sizeof(g[i].handle), "%s", j->element[3]->str);
-    }
-    freeReplyObject(r);
-    return n;
+    return sched_dispatch(a, 16, g, wake, wake_sz);
 }
 
 /* job_settle of grant g in mode with actual tokens, retry delay ms and
  * refund flag. */
-static void settle(const struct script_account *a, const struct grant *g, const char *mode,
+static void settle(const struct script_account *a, const struct sched_grant *g, const char *mode,
                    const char *actual, const char *delay, const char *refund)
 {
     const char *argv[] = {a->P, mode,   "normal", g->eid, g->id, g->handle, actual,
                           "{}", "test", delay,    refund, MODEL, "0",       "-1",
                           "-1", "-1",   "-1",     "-1",   "-1",  ""};
-    freeReplyObject(run(a, LLMQ_SCRIPT_JOB_SETTLE, 20, argv));
+    freeReplyObject(sched_run(a, LLMQ_SCRIPT_JOB_SETTLE, 20, argv));
 }
 
 /* The wake stream's newest entry id ('0-0' when none). */
@@ -103,7 +62,7 @@ static void wake_last(const struct script_account *a, char *out, size_t n)
 /* Blocks a key on a bucket that admits 2 requests a period: 3 jobs of
  * tenant/user, 2 granted (in g), the third denied. */
 static void block_third(const struct script_account *a, const char *tag, const char *tenant,
-                        const char *user, const char *cost, struct grant *g)
+                        const char *user, const char *cost, struct sched_grant *g)
 {
     char id[64];
     for (int i = 0; i < 3; i++) {
@@ -126,7 +85,7 @@ static void refund_runs_the_blocked_key(const char *tag, const char *const *limi
     struct script_account a;
     script_account_open(&a, tag);
     limits_set(&a, limit);
-    struct grant g[16];
+    struct sched_grant g[16];
     block_third(&a, tag, tenant, user, "10", g);
     char before[64], after[64];
     wake_last(&a, before, sizeof(before));
@@ -134,7 +93,7 @@ static void refund_runs_the_blocked_key(const char *tag, const char *const *limi
     settle(&a, &g[which], mode, "-1", retry ? "60000" : "0", retry ? "1" : "0");
     wake_last(&a, after, sizeof(after));
     assert_string_not_equal(before, after);
-    struct grant h[16];
+    struct sched_grant h[16];
     assert_int_equal(dispatch(&a, h, NULL, 0), 1);
     assert_string_equal(h[0].id, expected);
     redisFree(a.c);
@@ -161,27 +120,6 @@ static void test_handback_unblocks_a_user(void **state)
     refund_runs_the_blocked_key("roomuser", lim, "tb", "ua", 1, "handback", "roomuser-1");
 }
 
-static void test_user_bucket_shared_across_tenants(void **state)
-{
-    (void)state;
-    struct script_account a;
-    script_account_open(&a, "roomshared");
-    /* A user bucket is per model and user, whichever tenant the job is of:
-     * tenant t2's key waits on the bucket t1's job filled. */
-    const char *lim[] = {"--user", "ue", "--rpm", "1", "--period-ms", PERIOD, NULL};
-    limits_set(&a, lim);
-    enqueue(&a, "s-0", "10", "t1", "ue");
-    struct grant g[16];
-    assert_int_equal(dispatch(&a, g, NULL, 0), 1);
-    enqueue(&a, "s-1", "10", "t2", "ue");
-    assert_int_equal(dispatch(&a, NULL, NULL, 0), 0);
-    settle(&a, &g[0], "retry", "-1", "60000", "1");
-    struct grant h[16];
-    assert_int_equal(dispatch(&a, h, NULL, 0), 1);
-    assert_string_equal(h[0].id, "s-1");
-    redisFree(a.c);
-}
-
 static void test_producer_refund_unblocks_and_wakes(void **state)
 {
     (void)state;
@@ -191,7 +129,7 @@ static void test_producer_refund_unblocks_and_wakes(void **state)
     limits_set(&a, lim);
     /* A producer's own calls (llmq.h acquire) take the tenant's 2 slots. */
     const char *acq[] = {a.P, MODEL, "tc", "", "normal", "10", "10"};
-    redisReply *r = run(&a, LLMQ_SCRIPT_ACQUIRE, 7, acq);
+    redisReply *r = sched_run(&a, LLMQ_SCRIPT_ACQUIRE, 7, acq);
     assert_int_equal(r->element[0]->integer, 2);
     char handle[256];
     snprintf(handle, sizeof(handle), "%lld|10|%lld%s", r->element[7]->integer,
@@ -201,12 +139,12 @@ static void test_producer_refund_unblocks_and_wakes(void **state)
     char before[64], after[64];
     assert_int_equal(dispatch(&a, NULL, before, sizeof(before)), 0);
     const char *ref[] = {a.P, handle};
-    r = run(&a, LLMQ_SCRIPT_REFUND, 2, ref);
+    r = sched_run(&a, LLMQ_SCRIPT_REFUND, 2, ref);
     assert_int_equal(r->integer, 1);
     freeReplyObject(r);
     wake_last(&a, after, sizeof(after));
     assert_string_not_equal(before, after);
-    struct grant h[16];
+    struct sched_grant h[16];
     assert_int_equal(dispatch(&a, h, NULL, 0), 1);
     assert_string_equal(h[0].id, "p-0");
     redisFree(a.c);
@@ -224,14 +162,14 @@ static int settle_low_then_dispatch(const char *tag, const char *ledger, int *wo
         "--tenant", "td", "--tpm", "100", "--period-ms", PERIOD, ledger ? "--settle" : NULL,
         ledger,     NULL};
     limits_set(&a, lim);
-    struct grant g[16];
+    struct sched_grant g[16];
     block_third(&a, "k", "td", "", "40", g);
     char before[64], after[64];
     wake_last(&a, before, sizeof(before));
     settle(&a, &g[0], "done", "5", "0", "0");
     wake_last(&a, after, sizeof(after));
     *woke = strcmp(before, after) != 0;
-    struct grant h[16];
+    struct sched_grant h[16];
     int n = dispatch(&a, h, NULL, 0);
     if (n == 1)
         assert_string_equal(h[0].id, "k-2");
@@ -261,7 +199,6 @@ int main(void)
         cmocka_unit_test(test_retry_refund_unblocks_a_model),
         cmocka_unit_test(test_retry_refund_unblocks_a_tenant),
         cmocka_unit_test(test_handback_unblocks_a_user),
-        cmocka_unit_test(test_user_bucket_shared_across_tenants),
         cmocka_unit_test(test_producer_refund_unblocks_and_wakes),
         cmocka_unit_test(test_usage_settle_below_charge_unblocks),
         cmocka_unit_test(test_admission_settle_keeps_the_wait),

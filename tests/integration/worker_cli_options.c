@@ -59,6 +59,8 @@ static void test_usage_errors_exit_2(void **state)
         {"--redis", "http://127.0.0.1:6379", "--redis"},
         {"--redis", "redis://127.0.0.1:6379/notanumber", "--redis"},
         {"--concurrency", "0", "--concurrency"},
+        {"--redis-timeout-ms", "50", "--redis-timeout-ms"},
+        {"--redis-timeout-ms", "soon", "--redis-timeout-ms"},
         {"--no-such-option", NULL, "invalid option"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

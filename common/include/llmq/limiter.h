@@ -1,7 +1,8 @@
 /* The shared hierarchical RPM/TPM limiter.
  *
  * A request names a path of buckets — account+model (hard, mirrors OpenAI's
- * limit), then optionally tenant and user — and is admitted only when it fits
+ * limit), then optionally tenant and user (a user of its tenant: its bucket
+ * is the tenant's, common/limiter/path.h) — and is admitted only when it fits
  * every bucket on the path, decided by one atomic script on Redis with Redis's
  * clock. A grant carries a reservation handle: settle it with the real token
  * usage, or refund it when the request was not served.
@@ -58,7 +59,9 @@ enum llmq_decision {
     LLMQ_NEVER_FITS, /* cost exceeds a hard bucket's whole limit */
 };
 
-#define LLMQ_RESERVATION_MAX 1200
+/* Fits a handle whose three buckets have the longest names (a user bucket is
+ * "<model>/t/<tenant>/u/<user>"): "<id>|<cost>|<ms>" and "|<mode><bucket>" each. */
+#define LLMQ_RESERVATION_MAX 1400
 
 struct llmq_grant {
     enum llmq_decision decision;

@@ -23,8 +23,9 @@ static void test_parse_levels(void **state)
     assert_int_equal(llmq_path_bucket_names(&p, names), 3);
     assert_string_equal(names[0], "ft:gpt-4o-mini:org::id");
     assert_string_equal(names[1], "ft:gpt-4o-mini:org::id/t/acme");
-    assert_string_equal(names[2], "ft:gpt-4o-mini:org::id/u/bob@x.io");
-    /* A user without a tenant. */
+    /* a user is a user of its tenant */
+    assert_string_equal(names[2], "ft:gpt-4o-mini:org::id/t/acme/u/bob@x.io");
+    /* A user without a tenant: a name no tenant's user has. */
     assert_int_equal(llmq_path_parse("a/m//u1", &p, &err), LLMQ_OK);
     assert_int_equal(llmq_path_bucket_names(&p, names), 2);
     assert_string_equal(names[1], "m/u/u1");
@@ -58,6 +59,15 @@ static void test_bucket_name_and_priority(void **state)
     assert_string_equal(b, "m/t/*");
     assert_int_equal(llmq_bucket_name(b, sizeof(b), "m", NULL, "u", &err), LLMQ_OK);
     assert_string_equal(b, "m/u/u");
+    /* a tenant's users, its default for them; a user in every tenant */
+    assert_int_equal(llmq_bucket_name(b, sizeof(b), "m", "t", "u", &err), LLMQ_OK);
+    assert_string_equal(b, "m/t/t/u/u");
+    assert_int_equal(llmq_bucket_name(b, sizeof(b), "m", "t", "*", &err), LLMQ_OK);
+    assert_string_equal(b, "m/t/t/u/*");
+    assert_int_equal(llmq_bucket_name(b, sizeof(b), "m", "*", "u", &err), LLMQ_EINVAL);
+    assert_non_null(strstr(err.msg, "every tenant"));
+    assert_int_equal(llmq_bucket_name(b, sizeof(b), "m", "t/x", "u", &err), LLMQ_EINVAL);
+    assert_int_equal(llmq_bucket_name(b, sizeof(b), "m", "t", "u|x", &err), LLMQ_EINVAL);
     assert_int_equal(llmq_bucket_name(b, sizeof(b), "m/x", NULL, NULL, &err), LLMQ_EINVAL);
 }
 

@@ -1,0 +1,72 @@
+/* What a gateway key lets its caller run: the one decision every path that
+ * creates a job from a key makes before anything is enqueued. Today's paths:
+ * synchronous calls (calls.c) and every line of a batch (batches.c, before
+ * the batch is written); a new one (streaming, another endpoint) calls
+ * gw_key_policy_decide with what it is about to run, job or not.
+ *
+ * A key (P gw:key:<sha256>, `llmq keys create`, read by auth.c) restricts:
+ *   models    a comma list; the job's model must be one of them exactly
+ *             ("gpt-4o" allows neither "gpt-4o-mini" nor "gpt-4"); "" all.
+ *             The only restriction that refuses: a request for another model
+ *             is an error and nothing runs.
+ *   tenant    pinned: the job is the key's tenant whatever the request (a
+ *             batch line's own "llmq" tenant) says; "" leaves the request's.
+ *   user      pinned the same way: the key's user replaces the request's
+ *             "user" field (and a batch line's "llmq" user); "" leaves it.
+ *   priority  a ceiling: a job asking for more (a batch line's "llmq"
+ *             priority) runs at the key's.
+ * Tenant, user and priority are not refused but applied: they say whose
+ * budget a job spends and how urgent it may be, not whether it may exist,
+ * so a client that sends "user" for its own tracking keeps working and is
+ * charged to the key's user.
+ *
+ * Not a path: uploading a file (POST /v1/files, purpose=batch) runs nothing,
+ * and files are shared by every key of a tenant, so a key with one model may
+ * upload a file that another key of the tenant is allowed to run. The check
+ * is at batch creation, with the creating key.
+ *
+ * Pure: no I/O; nothing kept past a call. */
+#ifndef LLMQ_GW_KEY_POLICY_H
+#define LLMQ_GW_KEY_POLICY_H
+
+#include "errors.h"
+#include "jobs/job.h"
+#include "llmq/llmq.h"
+
+/* What a gateway key allows (auth.c fills it per request). Strings are ""
+ * when unset. */
+struct gw_key {
+    char hash[65];
+    char tenant[LLMQ_JOB_ID_MAX + 1];
+    char user[LLMQ_JOB_ID_MAX + 1];
+    enum llmq_priority priority;
+    char models[2048]; /* comma-separated, "" all */
+};
+
+/* What a request asks to run; on GW_KEY_ALLOWS, what it may run as.
+ * Strings borrowed (NULL: none); the decision points them into the key. */
+struct gw_job_terms {
+    const char *model;
+    const char *tenant;
+    const char *user;
+    enum llmq_priority priority;
+};
+
+enum gw_key_verdict {
+    GW_KEY_ALLOWS = 0,
+    GW_KEY_REFUSES,   /* *e: the caller's error (404 model_not_found, param "model") */
+    GW_KEY_NO_MEMORY, /* *e: a 500 */
+};
+
+/* Decides whether key k may run t: GW_KEY_ALLOWS with t's tenant, user and
+ * priority replaced by what k pins, or GW_KEY_REFUSES with *e. */
+enum gw_key_verdict gw_key_policy_decide(const struct gw_key *k, struct gw_job_terms *t,
+                                         struct gw_error *e);
+
+/* The same decision for a job already built from a request or a batch line:
+ * on GW_KEY_ALLOWS j's tenant, user and priority are what k pins (new
+ * copies); otherwise j is unchanged and *e says why. */
+enum gw_key_verdict gw_key_policy_apply(const struct gw_key *k, struct llmq_job *j,
+                                        struct gw_error *e);
+
+#endif
