@@ -132,16 +132,17 @@ obid=$(curl -s "$U/batches" -H "Authorization: Bearer $low" \
 got=$(redis-cli -p "$REDIS_PORT" HMGET "llmq:{$LLMQ_ACCOUNT}:job:$obid.own" tenant prio user | tr '\n' ' ')
 expect "a line's llmq options keep the key's tenant and priority (got: $got)" [ "$got" = "acme low u1 " ]
 # ... and once it is done, its output file is read from the result even when
-# an older version wrote it (res:<id> instead of the job hash's field result)
+# the previous version wrote it (the job hash's field result, not res:<id>)
 ojk="llmq:{$LLMQ_ACCOUNT}:job:$obid.own"
 for _ in $(seq 400); do
     [ "$(redis-cli -p "$REDIS_PORT" HGET "$ojk" state)" = done ] && break
     sleep 0.05
 done
-redis-cli -p "$REDIS_PORT" EVAL "redis.call('SET', KEYS[2], redis.call('HGET', KEYS[1], 'result'))
-    return redis.call('HDEL', KEYS[1], 'result')" 2 "$ojk" "llmq:{$LLMQ_ACCOUNT}:res:$obid.own" >/dev/null
+moved=$(redis-cli -p "$REDIS_PORT" EVAL "redis.call('HSET', KEYS[1], 'result', redis.call('GET', KEYS[2]))
+    return redis.call('DEL', KEYS[2])" 2 "$ojk" "llmq:{$LLMQ_ACCOUNT}:res:$obid.own")
+expect "the result moved into the job hash (got: $moved)" [ "$moved" = 1 ]
 ocontent=$(curl -s "$U/files/file-out_$obid/content" -H "Authorization: Bearer $low")
-expect "an older version's result is in the output file" grep -q '"custom_id":"own"' <<<"$ocontent"
+expect "the previous version's result is in the output file" grep -q '"custom_id":"own"' <<<"$ocontent"
 
 # ---- waiting longer than --max-wait-ms; a caller that hangs up ----
 # gpt-4o: llmq allows 1 request a minute (LIMITS), so the second call waits.
