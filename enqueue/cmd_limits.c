@@ -309,6 +309,61 @@ static int take_limit(const char *key, void *ud)
     return 0;
 }
 
+static void print_limits_header(void)
+{
+    printf("%-40s %10s %12s %10s %-7s %-5s %s\n", "BUCKET", "REQUESTS", "TOKENS", "PERIOD_MS",
+           "MODE", "SOFT", "SETTLE");
+}
+
+/* One bucket's row of the text table (h: its configuration fields). */
+static void print_limits_row(const char *name, json_t *h)
+{
+    char b[5][24];
+    printf("%-40s %10s %12s %10s %-7s %-5s %s\n", name, field(h, "requests", "-", b[0], 24),
+           field(h, "tokens", "-", b[1], 24), field(h, "period_ms", "60000", b[2], 24),
+           field(h, "mode", "window", b[3], 24), field(h, "soft", "no", b[4], 24),
+           field(h, "settle", "admission", b[3], 24));
+}
+
+static void print_policy(json_t *policy)
+{
+    char b[5][24], pinned[40] = "learned per model";
+    if (json_object_get(policy, "window_guard_ms") != NULL)
+        snprintf(pinned, sizeof(pinned), "%s ms",
+                 field(policy, "window_guard_ms", "", b[4], sizeof(b[4])));
+    printf("policy: headroom high %s%% normal %s%% low %s%%, soft threshold %s%%, window guard "
+           "%s\n",
+           field(policy, "headroom_high", "100", b[0], 24),
+           field(policy, "headroom_normal", "100", b[1], 24),
+           field(policy, "headroom_low", "80", b[2], 24),
+           field(policy, "soft_threshold", "80", b[3], 24), pinned);
+}
+
+/* After a set: what is now in force, read back from Redis (the bucket's row
+ * and its weight, or the policy), so a change is seen, not assumed. */
+static void print_in_force(redisContext *c, const char *key, const char *bucket, const char *prefix,
+                           int weight_set)
+{
+    json_t *h = read_hash(c, key, bucket != NULL);
+    if (bucket == NULL) {
+        print_policy(h);
+        json_decref(h);
+        return;
+    }
+    printf("now in force:\n");
+    print_limits_header();
+    print_limits_row(bucket, h);
+    json_decref(h);
+    char wkey[LLMQ_KEY_FIXED_MAX];
+    if (weight_set &&
+        llmq_key(wkey, sizeof(wkey), prefix, LLMQ_KEY_WEIGHTS, NULL, NULL) == LLMQ_OK) {
+        json_t *w = read_hash(c, wkey, 0);
+        char b[24];
+        printf("weight %s %s\n", bucket, field(w, bucket, "1", b, sizeof(b)));
+        json_decref(w);
+    }
+}
+
 /* Adds each window model bucket's arrival guard in force (guard_ms), the
  * bounds it is learned within (guard_floor_ms, guard_ceiling_ms) and its
  * grants' lifetime (grant_lifetime_ms) to its
@@ -378,18 +433,14 @@ static int cmd_get(struct llmq_cli *cli, redisContext *c, const char *prefix, in
         json_decref(doc);
         return LLMQ_EXIT_OK;
     }
-    printf("%-40s %10s %12s %10s %-7s %-5s %s\n", "BUCKET", "REQUESTS", "TOKENS", "PERIOD_MS",
-           "MODE", "SOFT", "SETTLE");
+    print_limits_header();
     const char *name;
     json_t *h;
     void *tmp;
     char b[5][24];
     json_object_foreach_safe(all, tmp, name, h)
     {
-        printf("%-40s %10s %12s %10s %-7s %-5s %s\n", name, field(h, "requests", "-", b[0], 24),
-               field(h, "tokens", "-", b[1], 24), field(h, "period_ms", "60000", b[2], 24),
-               field(h, "mode", "window", b[3], 24), field(h, "soft", "no", b[4], 24),
-               field(h, "settle", "admission", b[3], 24));
+        print_limits_row(name, h);
     }
     json_object_foreach_safe(all, tmp, name, h)
     {
@@ -402,16 +453,7 @@ static int cmd_get(struct llmq_cli *cli, redisContext *c, const char *prefix, in
                    field(h, "guard_ceiling_ms", "-", b[2], 24),
                    field(h, "grant_lifetime_ms", "-", b[3], 24));
     }
-    char pinned[40] = "learned per model";
-    if (json_object_get(policy, "window_guard_ms") != NULL)
-        snprintf(pinned, sizeof(pinned), "%s ms",
-                 field(policy, "window_guard_ms", "", b[4], sizeof(b[4])));
-    printf("policy: headroom high %s%% normal %s%% low %s%%, soft threshold %s%%, window guard "
-           "%s\n",
-           field(policy, "headroom_high", "100", b[0], 24),
-           field(policy, "headroom_normal", "100", b[1], 24),
-           field(policy, "headroom_low", "80", b[2], 24),
-           field(policy, "soft_threshold", "80", b[3], 24), pinned);
+    print_policy(policy);
     json_object_foreach_safe(weights, tmp, name, h)
     {
         printf("weight %s %s\n", name, field(weights, name, "1", b[0], 24));
@@ -658,12 +700,16 @@ int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv)
         rc = weight_only ? LLMQ_EXIT_OK : cmd_set(cli, c, key, bucket, &o.ch);
         if (rc == LLMQ_EXIT_OK && o.weight != NULL)
             rc = set_weight(cli, c, prefix, bucket, o.weight);
+        if (rc == LLMQ_EXIT_OK)
+            print_in_force(c, key, bucket, prefix, o.weight != NULL);
     } else if (is_unset) {
         if (o.tenant != NULL || o.user != NULL)
             set_weight(cli, c, prefix, bucket, NULL);
         rc = cmd_unset(cli, c, key, bucket);
     } else if (set_policy) {
         rc = cmd_set(cli, c, key, NULL, &o.ch);
+        if (rc == LLMQ_EXIT_OK)
+            print_in_force(c, key, NULL, prefix, 0);
     } else {
         rc = cmd_get(cli, c, prefix, o.as_json);
     }

@@ -357,6 +357,21 @@ static void add_quota_and_calibration(json_t *o, redisContext *c, const char *ac
     json_object_set_new(o, "calibration", cal);
 }
 
+/* The policy's headroom of low-priority jobs (percent of a bucket they may
+ * fill; lua/lib/20_limiter.lua, default 80) into o["headroom_low"]. */
+static void add_headroom(json_t *o, redisContext *c, const char *prefix)
+{
+    char key[LLMQ_KEY_FIXED_MAX];
+    long long pct = 80;
+    if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_POLICY, NULL, NULL) == LLMQ_OK) {
+        redisReply *r = redisCommand(c, "HGET %s headroom_low", key);
+        pct = llmq_reply_int_or(r, 80);
+        if (r != NULL)
+            freeReplyObject(r);
+    }
+    json_object_set_new(o, "headroom_low", json_integer(pct));
+}
+
 /* Gathers the status of one account; NULL (error printed) on failure. */
 static json_t *gather(const struct llmq_cli *cli, redisContext *c, const char *account)
 {
@@ -381,6 +396,7 @@ static json_t *gather(const struct llmq_cli *cli, redisContext *c, const char *a
         freeReplyObject(r);
     if (o != NULL) {
         add_buckets(o, c, prefix);
+        add_headroom(o, c, prefix);
         add_quota_and_calibration(o, c, account, prefix);
         add_workers(o, c, prefix);
         json_t *pause = llmq_cli_auth_pause(c, prefix); /* NULL: not paused */
@@ -495,6 +511,39 @@ static void print_queues(const json_t *o)
                jint(t, "insufficient_quota"));
 }
 
+/* 1 when used is at or above pct percent of limit (> 0). */
+static int at_headroom(long long used, long long limit, long long pct)
+{
+    return limit > 0 && used * 100 >= limit * pct;
+}
+
+/* Says what holds low-priority jobs back: a bucket at or above the policy's
+ * low headroom takes no low job (high and normal ones still run), which the
+ * counts alone do not show. */
+static void print_headroom(const json_t *o)
+{
+    long long pct = jint(o, "headroom_low");
+    json_t *low = json_object_get(json_object_get(o, "queues"), "low");
+    if (pct >= 100 || jint(low, "queued") <= 0)
+        return;
+    size_t i, held = 0;
+    json_t *v;
+    json_array_foreach(json_object_get(o, "buckets"), i, v)
+    {
+        if (!at_headroom(jint(v, "requests_used"), jint(v, "requests_limit"), pct) &&
+            !at_headroom(jint(v, "tokens_used"), jint(v, "tokens_limit"), pct))
+            continue;
+        char name[64];
+        fit(name, sizeof(name), json_string_value(json_object_get(v, "name")), 40);
+        printf("  low jobs held: %s is at or above %lld%% of its limit (low headroom)\n", name,
+               pct);
+        held++;
+    }
+    printf("  low-priority jobs run only while their buckets are below %lld%% (headroom_low;\n"
+           "  llmq limits policy --headroom-low PCT)%s\n",
+           pct, held ? "" : ": none is that full now");
+}
+
 static void print_buckets(const json_t *o)
 {
     size_t i;
@@ -522,6 +571,7 @@ static void print_buckets(const json_t *o)
                json_is_true(json_object_get(v, "soft")) ? "soft" : "", rq, pause[0] ? 18 : 0, tk,
                pause);
     }
+    print_headroom(o);
     json_t *unlimited = json_object_get(o, "unlimited_models");
     json_array_foreach(unlimited, i, v)
     {

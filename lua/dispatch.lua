@@ -1,6 +1,6 @@
 -- dispatch: hand this worker the next jobs the limiter admits (docs/DESIGN.md
 -- §3.2), all in one atomic step. The queues are described in
--- lua/lib/45_sched.lua and common/keys.h.
+-- lua/lib/45_sched.lua and common/redis/keys.h.
 --   1. Delayed jobs that are due go back to the head of their key.
 --   2. Blocked nodes whose time has come become runnable again.
 --   3. Entries that something other than dispatch wrote to a priority stream
@@ -97,7 +97,7 @@ for _, id in ipairs(due) do
     if not ok or ((j[1] or j[2]) and not worker_name_ok(id)) then
         worker_dead_entry(P, P .. 'delayed', '', id, 'invalid_job', 'delayed job id or key unusable',
             now)
-    elseif j[2] == 'done' or j[2] == 'dead' then
+    elseif JOBS_ENDED[j[2]] then
         -- Ended meanwhile (a reclaimed job whose first delivery then
         -- finished): requeueing it would overwrite its state.
     elseif j[1] or j[2] then
@@ -127,8 +127,9 @@ local JOB_FIELDS = { 'model', 'tenant', 'user', 'cost', 'deadline_ms', 'attempts
 -- set only in a hash of the previous layout: granted jobs' bodies are read
 -- from P body:<id> in one MGET, grants_bodies); else
 -- kind ('bad': no usable job; 'drop': already ended; 'dead': dead-letter the
--- job), reason, message. from_key: id is a key head that dispatch or enqueue
--- queued, with state 'queued': a result can exist only if the job ended, and
+-- job; 'cancel': end it cancelled), reason, message. from_key: id is a key
+-- head that dispatch or enqueue queued, with state 'queued': a result can
+-- exist only if the job ended, and
 -- llmq_job_finish sets the state of a job that ends (with its result, in the
 -- same script), so its result need not be looked up; a foreign entry's job
 -- may have a result (P res:<id>) without a hash to say so, which is looked up.
@@ -141,7 +142,7 @@ local function examine(id, from_key)
     if not ok then
         return 'bad', 'invalid_job', 'job key is not a hash'
     end
-    if job[8] == 'done' or job[8] == 'dead' or
+    if JOBS_ENDED[job[8]] or
         ((not from_key or job[8] ~= 'queued') and redis.call('EXISTS', P .. 'res:' .. id) == 1) then
         return 'drop'
     end
@@ -154,9 +155,9 @@ local function examine(id, from_key)
     end
     if job[11] == '1' then
         -- Cancel hook (lua/job_cancel.lua): a job cancelled while it was
-        -- running and then handed back or reclaimed is never sent again.
-        -- Queued and delayed ones were ended at cancel (dropped here).
-        return 'dead', 'cancelled', 'cancelled before it was sent'
+        -- running and then handed back or reclaimed is never sent again: it
+        -- ends cancelled. Queued and delayed ones were ended at cancel.
+        return 'cancel', 'cancelled', 'cancelled before it was sent'
     end
     return nil, job
 end
@@ -165,8 +166,9 @@ end
 local function reject(kind, where, eid, id, reason, message)
     if kind == 'bad' then
         worker_dead_entry(P, where, eid, id, reason, message, now)
-    elseif kind == 'dead' then
-        llmq_job_finish(P, id, 'dead', worker_error_line(id, reason, message), reason, now)
+    elseif kind == 'dead' or kind == 'cancel' then
+        llmq_job_finish(P, id, kind == 'dead' and 'dead' or 'cancelled',
+            worker_error_line(id, reason, message), reason, now)
     end
 end
 
@@ -418,7 +420,7 @@ for _, prio in ipairs(PRIOS) do
                     end
                 end
             end
-            if kind == 'bad' or kind == 'dead' or kind == 'drop' then
+            if kind ~= nil then
                 c.idx, c.pops = c.idx + 1, c.pops + 1
                 if c.idx > #c.ids and c.exact then
                     chain_end()

@@ -1,12 +1,14 @@
 -- job_cancel: cancels jobs that have not been sent (llmq-gateway: a Batch
 -- cancel, a caller that hung up or waited too long).
---   queued or delayed  -> flag cancel=1, dead-lettered with reason cancelled
---                         (llmq_job_finish: result line, events, P dead); the
---                         stream entry left behind is dropped by dispatch.
+--   queued or delayed  -> flag cancel=1, ended as cancelled at once
+--                         (llmq_job_finish state cancelled: result line with
+--                         error code cancelled, events; not dead-lettered),
+--                         and taken out of its key's queue and P backlog:<prio>
+--                         (sched_unqueue), so no count holds it any more.
 --   running            -> flag cancel=1 only: the call is under way and ends
 --                         as usual; should it be handed back or reclaimed,
---                         dispatch dead-letters it instead of sending it again.
---   done, dead, none   -> nothing.
+--                         dispatch ends it as cancelled instead of sending it.
+--   ended, none        -> nothing.
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  batch id ('' none): an in_progress batch becomes cancelling
 --          first; afterwards its status is settled (llmq_jobs_batch_settle:
@@ -23,11 +25,13 @@ if ARGV[1] ~= '' then
         redis.call('HSET', bk, 'status', 'cancelling', 'cancelling_at', math.floor(now / 1000))
     end
 end
+local unqueue = {} -- key path -> {prio, ids = set of job ids, n}
 for i = 2, #ARGV do
     local id = ARGV[i]
     local jk = P .. 'job:' .. id
-    local ok, state = pcall(redis.call, 'HGET', jk, 'state')
-    if not ok or not state or state == 'done' or state == 'dead' then
+    local ok, j = pcall(redis.call, 'HMGET', jk, 'state', 'prio', 'model', 'tenant', 'user')
+    local state = ok and j[1]
+    if not state or JOBS_ENDED[state] then
         ended = ended + 1
     elseif state == 'running' then
         redis.call('HSET', jk, 'cancel', 1)
@@ -35,10 +39,19 @@ for i = 2, #ARGV do
     else
         redis.call('HSET', jk, 'cancel', 1)
         redis.call('ZREM', P .. 'delayed', id)
-        llmq_job_finish(P, id, 'dead', worker_error_line(id, 'cancelled',
+        if state == 'queued' and JOBS_PRIORITY_VALID[j[2]] and j[3] then
+            local key = sched_key(j[2], j[3], j[4], j[5])
+            local u = unqueue[key] or { prio = j[2], ids = {}, n = 0 }
+            u.ids[id], u.n = true, u.n + 1
+            unqueue[key] = u
+        end
+        llmq_job_finish(P, id, 'cancelled', worker_error_line(id, 'cancelled',
             'cancelled before it was sent'), 'cancelled', now)
         cancelled = cancelled + 1
     end
+end
+for key, u in pairs(unqueue) do
+    sched_unqueue(P, key, u.prio, u.ids, u.n)
 end
 if ARGV[1] ~= '' then
     llmq_jobs_batch_settle(P, ARGV[1], now)

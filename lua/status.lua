@@ -7,7 +7,7 @@
 -- Reply: {queues, totals, consumers, settings, unlimited, memory}
 --   queues    one {prio, queued, in_flight, delayed, dead} per priority;
 --             queued = jobs waiting in the priority's keys (P backlog:<prio>)
---             and stream entries not yet read, in_flight = delivered and
+--             and stream entries after the group's last delivered id, in_flight = delivered and
 --             not acknowledged; delayed/dead -1 when too many to count
 --   totals    {delayed, dead, results_kept, done_ever, dead_ever, http_429}
 --   consumers one {prio, name, pending, idle_ms} per consumer of "workers"
@@ -59,20 +59,22 @@ if n_dead <= cap then
 end
 
 -- Entries of queue stream q not yet delivered to the workers' group (written
--- by a producer of the old layout or by hand, not yet adopted by dispatch).
--- Acknowledged entries stay in the stream until trimmed (worker_ack), so
--- XLEN - pending would count them: the group's lag says it, and where Redis
--- cannot give it (entries deleted after the group's last delivery) the
--- entries after that id are counted. Also returns that id (nil: no group).
+-- by a producer of the old layout or by hand, not yet adopted by dispatch):
+-- those after the group's last delivered id, counted (up to
+-- UNDELIVERED_MAX). The group's lag is not used: Redis keeps its read counter
+-- apart from the last delivered id, and a replay of the AOF (the XCLAIMs a
+-- script's XREADGROUP is written as move the id, not the counter) or a
+-- counter set behind it leaves a lag of entries that were delivered long ago
+-- (issue 24: 50 "queued" jobs that did not exist). Acknowledged entries stay
+-- in the stream until trimmed (worker_ack), so XLEN would count them too.
+-- Also returns that id (nil: no group).
+local UNDELIVERED_MAX = 100000
 local function stream_undelivered(q)
     for _, g in ipairs(redis.call('XINFO', 'GROUPS', q)) do
         local info = llmq_hash_table(g)
         if info['name'] == LLMQ_JOBS_GROUP then
             local last = info['last-delivered-id']
-            if type(info['lag']) == 'number' then
-                return info['lag'], last
-            end
-            return #redis.call('XRANGE', q, '(' .. last, '+'), last
+            return #redis.call('XRANGE', q, '(' .. last, '+', 'COUNT', UNDELIVERED_MAX), last
         end
     end
     return redis.call('XLEN', q), nil

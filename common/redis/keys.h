@@ -7,6 +7,10 @@
  *
  * Names (account, model, tenant, user, job id) never contain whitespace, '/',
  * '|', '{' or '}' (llmq_name_valid), so the separators below are unambiguous.
+ * A job id is its Batch custom_id (any string) with those bytes, and a '%'
+ * that starts "%XX", written as "%XX" (common/jobs/job_id.h): one-to-one, so
+ * no two custom_ids share a key, and a ':' in an id is harmless where an id
+ * follows a fixed head ("<fin_ms>:<id>" in P done splits at the first ':').
  *
  * Limiter
  *   P limit:<bucket>   HASH  the bucket: its limits (requests, tokens, period_ms,
@@ -52,7 +56,8 @@
  *   P job:<id>         HASH  model, url, cost (tokens), prio (high|normal|low),
  *                            tenant, user, deadline_ms (unix ms, 0 = none),
  *                            max_attempts, attempts, enq_ms, state
- *                            (queued|delayed|running|done|dead), last_error: small
+ *                            (queued|delayed|running|done|dead|cancelled), last_error:
+ *                            small
  *                            fields only, so Redis keeps it a listpack (every
  *                            value within hash-max-listpack-value, 64 bytes by
  *                            default; README "Sizing Redis"). A hash of the
@@ -101,7 +106,7 @@
  *                            is absent (common/jobs/job_result.h); deleted with its
  *                            job (sweep, dead purge/retry)
  *   P events           STREAM for waiters: an entry per call that finished jobs,
- *                            {id, state: done|dead} for each (at most 64)
+ *                            {id, state: done|dead|cancelled} for each (at most 64)
  *   P dead             STREAM {id, reason, error, ts}: dead-lettered jobs
  *
  *   More on jobs (producer side: common/jobs/, lua/enqueue.lua, lib/30_jobs.lua):
@@ -115,7 +120,7 @@
  *   - enqueue (lua/enqueue.lua) writes nothing when job:<id> or res:<id>
  *     exists: the id is the idempotency key while either lives.
  *   - a job ends only through llmq_job_finish(P, id, state, output_line, reason,
- *     now_ms) in lua/lib/30_jobs.lua (state done|dead): HSETNX of the field
+ *     now_ms) in lua/lib/30_jobs.lua (state done|dead|cancelled): HSETNX of the field
  *     fin_ms is its once-only guard (every layout's finish sets it; it creates
  *     the hash of a job whose hash went while it ran); it writes res:<id>,
  *     sets state, tells events (one entry for the finishes of one call,
@@ -124,7 +129,8 @@
  *     and result get the result's TTL (result_ttl_ms); a dead one keeps its
  *     hash, body and result without a TTL, until `llmq dead retry` (back to
  *     queued, attempts 0, no result) or `llmq dead purge` (all deleted).
- *   P done             LIST  "<fin_ms>:<id>" of each done job, in finish order
+ *   P done             LIST  "<fin_ms>:<id>" of each done or cancelled job, in finish
+ *                            order
  *                            (one RPUSH per settle call): the retention index.
  *                            Beyond settings result_max or older than
  *                            result_ttl_ms, job:<id>, res:<id>, body:<id> are deleted
@@ -138,7 +144,7 @@
  *                            reclaim (its heartbeat; live = seen within
  *                            LLMQ_WORKER_LIVE_MS); removed by a worker that exits
  *                            cleanly, dropped by reclaim after a day of silence
- *   P stats            HASH  counters: done, dead (jobs ended, ever), http_429
+ *   P stats            HASH  counters: done, dead, cancelled (jobs ended, ever), http_429
  *                            (429 replies seen; the worker HINCRBYs it),
  *                            insufficient_quota (those of them that were)
  *   P calib            HASH  prompt-token estimate calibration per model:
@@ -159,8 +165,10 @@
  *                            lua/account_resume.lua deletes it (`llmq account
  *                            resume`, or a worker starting with another key).
  *   job field cancel = 1: cancelled (lua/job_cancel.lua): a queued or delayed
- *   job ends dead with reason cancelled at once; a running one is never sent
- *   again should it come back to dispatch.
+ *   job ends at once with state cancelled (last_error cancelled; kept like a
+ *   done job: TTL, P done, stats cancelled; never in P dead) and leaves its
+ *   kq: list and P backlog:<prio> in the same call; a running one is never
+ *   sent again should it come back to dispatch (it ends cancelled then).
  *
  * Gateway (gateway/, `llmq keys`)
  *   P gw:key:<sha256>  HASH  a gateway key, known only by the SHA-256 (hex) of

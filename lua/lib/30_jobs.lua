@@ -37,6 +37,9 @@ for i = 1, #JOBS_PRIORITIES do
     JOBS_PRIORITY_VALID[JOBS_PRIORITIES[i]] = true
 end
 local LLMQ_JOBS_GROUP = 'workers' -- consumer group of the queue streams
+-- The states of a job that has ended (llmq_job_finish): done, dead
+-- (dead-lettered) and cancelled (job_cancel.lua: never sent, not dead).
+local JOBS_ENDED = { done = true, dead = true, cancelled = true }
 
 -- The effective retention settings of account P: P settings over defaults.
 local function llmq_jobs_settings(P)
@@ -148,7 +151,7 @@ local function jobs_sweep_results(P, s, now_ms, len, finishes)
             local j = redis.call('HMGET', jk, 'state', 'fin_ms')
             -- The id may have been enqueued again since (a live job) or have
             -- finished again (a later entry is its own): leave those alone.
-            if j[1] == 'done' and tonumber(j[2]) == ms then
+            if (j[1] == 'done' or j[1] == 'cancelled') and tonumber(j[2]) == ms then
                 -- (body: is gone with the finish, unless the layout was older)
                 redis.call('DEL', jk, P .. 'res:' .. id, P .. 'body:' .. id)
             end
@@ -234,19 +237,20 @@ local function llmq_jobs_finish_flush(P, tally, s, now_ms)
         end
     end
     local trim = false
-    for _, state in ipairs({ 'done', 'dead' }) do
+    for _, state in ipairs({ 'done', 'dead', 'cancelled' }) do
         local k = tally[state] or 0
         if k > 0 then
             local n = redis.call('HINCRBY', P .. 'stats', state, k)
             trim = trim or math.floor(n / JOBS_TRIM_EVERY) > math.floor((n - k) / JOBS_TRIM_EVERY)
         end
     end
-    if (tally.done or 0) > 0 then
+    local kept = tally.done_entries and #tally.done_entries or 0
+    if kept > 0 then
         redis.call('DEL', unpack(tally.done_bodies))
         local idx = P .. 'done'
         jobs_done_migrate(P, idx)
         local len = redis.call('RPUSH', idx, unpack(tally.done_entries))
-        jobs_sweep_results(P, s, now_ms, len, tally.done)
+        jobs_sweep_results(P, s, now_ms, len, kept)
     end
     if trim then
         for _, prio in ipairs(JOBS_PRIORITIES) do
@@ -257,9 +261,11 @@ local function llmq_jobs_finish_flush(P, tally, s, now_ms)
     end
 end
 
--- Ends job id of account P. state: 'done' or 'dead'; line: its Batch output
--- line (JSON text; a dead one carries "error"); reason: why it died ('' for
--- done); now_ms: Redis time. Stores the result, sets the state, tells waiters
+-- Ends job id of account P. state: 'done', 'dead' or 'cancelled' (kept like
+-- a done job: its result lives result_ttl_ms, indexed in P done; never in
+-- P dead); line: its Batch output line (JSON text; a dead or cancelled one
+-- carries "error"); reason: why it did not succeed ('' for done); now_ms:
+-- Redis time. Stores the result, sets the state, tells waiters
 -- (P events), dead-letters (P dead) and applies retention. settings: the
 -- account's llmq_jobs_settings when the caller read them (one read for the
 -- many finishes of one call), else nil. batch: when given, a tally the
@@ -267,8 +273,8 @@ end
 -- sweep, trims), else that is done now. Returns 1, or 0 when the job had
 -- already ended (nothing changes: one result per job id).
 local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, batch)
-    if state ~= 'done' and state ~= 'dead' then
-        error('LLMQ_EINVAL state must be done or dead, got ' .. tostring(state))
+    if not JOBS_ENDED[state] then
+        error('LLMQ_EINVAL state must be done, dead or cancelled, got ' .. tostring(state))
     end
     local jk, rk = P .. 'job:' .. id, P .. 'res:' .. id
     local now_text = llmq_int_text(now_ms)
@@ -296,7 +302,11 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, bat
         else
             redis.call('DEL', rk)
         end
-        redis.call('HSET', jk, 'state', state)
+        if state == 'cancelled' then
+            redis.call('HSET', jk, 'state', state, 'last_error', reason)
+        else
+            redis.call('HSET', jk, 'state', state)
+        end
         redis.call('PEXPIRE', jk, s.result_ttl_text)
     end
     jobs_batch_count(P, id, state, reason, now_ms)
@@ -309,7 +319,7 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, bat
     events[#events + 1] = 'state'
     events[#events + 1] = state
     tally.events = events
-    if state == 'done' then
+    if state ~= 'dead' then
         local entries = tally.done_entries or {}
         entries[#entries + 1] = jobs_done_entry(now_text, id)
         tally.done_entries = entries
