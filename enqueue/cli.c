@@ -4,8 +4,16 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "base/backoff.h"
+#include "base/clock.h"
 #include "base/parse_int.h"
+#include "base/rng.h"
+#include "jobs/job_id.h"
+#include "llmq/llmq.h"
 #include "llmq/error.h"
 #include "redis/redis.h"
 #include "redis/redis_url.h"
@@ -78,6 +86,34 @@ redisContext *llmq_cli_connect(const struct llmq_cli *cli, int *code)
     return c;
 }
 
+redisContext *llmq_cli_reconnect(const struct llmq_cli *cli, long long until_ms, char *where,
+                                 size_t where_len, struct llmq_error *err)
+{
+    struct llmq_redis_url url;
+    if (llmq_redis_url_parse(cli->redis_url, &url, err) != LLMQ_OK)
+        return NULL;
+    snprintf(where, where_len, "%s:%d", url.host, url.port);
+    /* the workers' reconnect backoff (redis_async.c): from 100 ms, doubling
+     * to 2 s, jittered */
+    int64_t step = 100;
+    uint64_t rng;
+    llmq_rng_seed(&rng, (uint64_t)llmq_monotonic_ms() ^ (uint64_t)getpid());
+    redisContext *c = NULL;
+    for (;;) {
+        c = llmq_redis_connect_parsed(&url, 2000, err);
+        long long now = llmq_monotonic_ms();
+        if (c != NULL || now >= until_ms)
+            break;
+        int64_t delay = llmq_backoff_reconnect_ms(&step, 2000, &rng);
+        if (delay > until_ms - now)
+            delay = until_ms - now;
+        struct timespec ts = {(time_t)(delay / 1000), (long)(delay % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    memset(&url, 0, sizeof(url)); /* the password */
+    return c;
+}
+
 redisContext *llmq_cli_open(const struct llmq_cli *cli, char *prefix, size_t n, int *code)
 {
     if (prefix != NULL && llmq_cli_prefix(cli, prefix, n) != 0) {
@@ -99,14 +135,31 @@ int llmq_cli_on_account(const struct llmq_cli *cli, llmq_cli_account_fn *fn, voi
     return code;
 }
 
-int llmq_cli_ids_valid(const struct llmq_cli *cli, char *const *ids, size_t n)
+int llmq_cli_job_ids(const struct llmq_cli *cli, char **ids, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        if (!llmq_name_valid(ids[i])) {
-            llmq_cli_error(cli, "'%s' is not a job id", ids[i]);
-            return 0;
+    for (size_t i = 0; i < n; i++) {
+        char id[LLMQ_JOB_ID_MAX + 1];
+        struct llmq_error err = {0};
+        if (llmq_job_id_from_custom(ids[i], strlen(ids[i]), id, sizeof(id), &err) != LLMQ_OK) {
+            llmq_cli_error(cli, "'%s' is not a job id: %s", ids[i], err.msg);
+            llmq_cli_job_ids_free(ids, i);
+            return -1;
         }
-    return 1;
+        if ((ids[i] = strdup(id)) == NULL) {
+            llmq_cli_error(cli, "out of memory");
+            llmq_cli_job_ids_free(ids, i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void llmq_cli_job_ids_free(char **ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(ids[i]);
+        ids[i] = NULL;
+    }
 }
 
 static int negative_number(const char *s)

@@ -53,6 +53,14 @@ int llmq_cli_key(const struct llmq_cli *cli, char *buf, size_t len, const char *
  * cannot be reached or refuses) and returns NULL. */
 redisContext *llmq_cli_connect(const struct llmq_cli *cli, int *code);
 
+/* Connects again to the CLI's Redis after its connection failed, as the
+ * workers do (backoff from 100 ms doubling to 2 s, jittered), until it
+ * answers or monotonic time until_ms. Writes "HOST:PORT" (never the URL: it
+ * may hold a password) into where. Returns the new connection (the caller
+ * owns it), or NULL with err saying the last failure. Prints nothing. */
+redisContext *llmq_cli_reconnect(const struct llmq_cli *cli, long long until_ms, char *where,
+                                 size_t where_len, struct llmq_error *err);
+
 /* The preamble of a command on the CLI's account: writes the account's key
  * prefix into prefix (n bytes; prefix NULL: the command needs none), then
  * connects. On failure prints what is wrong, sets *code (LLMQ_EXIT_USAGE for
@@ -70,9 +78,15 @@ typedef int llmq_cli_account_fn(const struct llmq_cli *cli, redisContext *c, con
  * redisFree. Returns fn's exit code, or that of the failed preamble. */
 int llmq_cli_on_account(const struct llmq_cli *cli, llmq_cli_account_fn *fn, void *ud);
 
-/* 1 when every one of ids[0..n) is a valid job id; else prints the first
- * that is not and returns 0. */
-int llmq_cli_ids_valid(const struct llmq_cli *cli, char *const *ids, size_t n);
+/* Job ids are given as the custom_ids they came from (what the input
+ * lines and the output lines say): replaces each of ids[0..n) (borrowed)
+ * with its job id (new; jobs/job_id.h). Returns 0, or -1 after printing the
+ * first that is none (having freed what it replaced). Free with
+ * llmq_cli_job_ids_free. */
+int llmq_cli_job_ids(const struct llmq_cli *cli, char **ids, size_t n);
+
+/* Frees what llmq_cli_job_ids put in ids[0..n). */
+void llmq_cli_job_ids_free(char **ids, size_t n);
 
 /* Parses an integer value in min..max into *out, printing
  * "PROG: NAME: expected an integer in MIN..MAX, got 'ARG'" and returning -1

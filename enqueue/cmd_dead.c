@@ -11,6 +11,8 @@
 #include <time.h>
 
 #include "cli.h"
+#include "jobs/job_id.h"
+#include "llmq/llmq.h"
 #include "redis/keys.h"
 #include "redis/redis.h"
 #include "redis/script.h"
@@ -59,16 +61,18 @@ static void format_ts(char *buf, size_t n, const char *ms_text)
 static void print_entry(const redisReply *e, int as_json)
 {
     const redisReply *f = e->element[1];
+    char id[LLMQ_JOB_ID_MAX + 1]; /* shown as the custom_id it came from */
+    llmq_job_id_to_custom(field(f, "id"), id, sizeof(id));
     if (!as_json) {
         char ts[64];
         format_ts(ts, sizeof(ts), field(f, "ts"));
-        printf("%s\t%s\t%s\t%s\n", field(f, "id"), ts, field(f, "reason"), field(f, "error"));
+        printf("%s\t%s\t%s\t%s\n", id, ts, field(f, "reason"), field(f, "error"));
         return;
     }
     json_t *err = json_loads(field(f, "error"), 0, NULL);
-    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:o}", "id", field(f, "id"), "entry",
-                          e->element[0]->str, "ts", (json_int_t)strtoll(field(f, "ts"), NULL, 10),
-                          "reason", field(f, "reason"), "error", err ? err : json_null());
+    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:o}", "id", id, "entry", e->element[0]->str, "ts",
+                          (json_int_t)strtoll(field(f, "ts"), NULL, 10), "reason",
+                          field(f, "reason"), "error", err ? err : json_null());
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     if (s != NULL)
         printf("%s\n", s);
@@ -236,13 +240,15 @@ static int run(const struct llmq_cli *cli, struct dead_opts *o, char **pos, int 
         llmq_cli_error(cli, "%s: give --all or job ids, not both (see --help)", verb);
         return LLMQ_EXIT_USAGE;
     }
-    if (!llmq_cli_ids_valid(cli, ids, (size_t)n_ids))
+    if (llmq_cli_job_ids(cli, ids, (size_t)n_ids) != 0)
         return LLMQ_EXIT_USAGE;
     o->is_list = is_list;
     o->is_retry = is_retry;
     o->ids = ids;
     o->n_ids = n_ids;
-    return llmq_cli_on_account(cli, act_on, o);
+    int code = llmq_cli_on_account(cli, act_on, o);
+    llmq_cli_job_ids_free(ids, (size_t)n_ids);
+    return code;
 }
 
 int llmq_cmd_dead(struct llmq_cli *cli, int argc, char **argv)

@@ -4,7 +4,8 @@
  * whole file (exit 2) unless --skip-invalid. Valid jobs go out in pipelined
  * rounds; an id that exists already is reported, not enqueued twice. With
  * --wait the command stays to stream each job's Batch output line as it ends
- * and exits 3 when any job was dead-lettered. */
+ * (reconnecting, as the workers do, when Redis goes away for a while) and
+ * exits 3 when any job was dead-lettered. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "base/clock.h"
 #include "cli.h"
 #include "jobs/batch.h"
+#include "jobs/job_id.h"
 #include "jobs/job_idset.h"
 #include "jobs/job_store.h"
 #include "limiter/path.h"
@@ -55,9 +57,11 @@ static void usage(FILE *out)
           "  --generate-ids      give lines without custom_id a generated id (a re-run of\n"
           "                      the file then runs those lines again); default: rejected\n"
           "  --check             only check the file; write nothing (no Redis needed)\n"
-          "  --quiet             print counts instead of job ids\n"
-          "  --wait              stay and print each result (Batch output lines) as it ends\n"
-          "  --timeout S         give up waiting after S seconds (exit 1)\n"
+          "  --quiet             print counts instead of job ids (and name only the first\n"
+          "                      5 ids already present)\n"
+          "  --wait              stay and print each result (Batch output lines) as it ends;\n"
+          "                      a lost Redis is reconnected to for up to 60 s\n"
+          "  --timeout S         give up waiting after S seconds (exit 1; says how to resume)\n"
           "  --output FILE       write results there instead of stdout\n"
           "  --no-progress       no progress on stderr while waiting\n"
           "  --redis URL, --account NAME, --help\n\n"
@@ -233,63 +237,146 @@ static int load_batch(struct llmq_cli *cli, struct enqueue_opts *o, struct llmq_
     return -1;
 }
 
+/* Duplicates --quiet names one by one; the rest are counted (a re-run of a
+ * big file would otherwise print a line per job). */
+#define QUIET_DUPLICATES_SHOWN 5
+
 /* Prints what happened to each job: ids of new ones (stdout, unless quiet or
- * waiting), duplicates on stderr, then counts. */
+ * waiting), duplicates on stderr (with --quiet only the first few), then
+ * counts. */
 static void report_outcomes(const struct llmq_cli *cli, const struct enqueue_opts *o,
                             const struct llmq_batch *b, const struct llmq_job_outcome *out)
 {
     size_t created = 0, dup = 0;
+    char id[LLMQ_JOB_ID_MAX + 1]; /* shown as the custom_id it came from */
     for (size_t i = 0; i < b->n_jobs; i++) {
+        llmq_job_id_to_custom(b->jobs[i].id, id, sizeof(id));
         if (out[i].created) {
             created++;
             if (!o->quiet && !o->wait)
-                printf("%s\n", b->jobs[i].id);
-        } else {
-            dup++;
+                printf("%s\n", id);
+        } else if (dup++ < QUIET_DUPLICATES_SHOWN || !o->quiet) {
             llmq_cli_error(cli, "%s:%ld: job %s already exists (%s): not enqueued again", o->file,
-                           b->job_lines[i], b->jobs[i].id, out[i].state);
+                           b->job_lines[i], id, out[i].state);
         }
     }
+    if (o->quiet && dup > QUIET_DUPLICATES_SHOWN)
+        llmq_cli_error(cli, "... and %zu more already present (not enqueued again)",
+                       dup - QUIET_DUPLICATES_SHOWN);
     if (o->quiet && !o->wait)
         printf("%zu\n", created);
     fprintf(stderr, "%s: %zu enqueued, %zu already present, %zu invalid\n", cli->prog, created, dup,
             b->n_errors);
 }
 
+/* The account+model buckets of a batch's models, read once: for the
+ * warning about models without a limit and for the ETA of --wait. */
+struct batch_models {
+    size_t n;
+    const char **name;                        /* borrowed from the batch's jobs */
+    size_t *of_job;                           /* model index of each job */
+    long long *requests, *tokens, *period_ms; /* the limits; <= 0: none */
+    long long *left_jobs, *left_tokens;       /* of the jobs not ended (--wait) */
+};
+
+static void batch_models_free(struct batch_models *m)
+{
+    free(m->name);
+    free(m->of_job);
+    free(m->requests); /* the six arrays are one allocation from here */
+    memset(m, 0, sizeof(*m));
+}
+
+/* Collects the batch's models and reads their buckets' limits (one pipelined
+ * round). Returns 0, or -1 when out of memory (m empty) or Redis failed (the
+ * limits then read as none; the push that follows reports the connection). */
+static int batch_models_read(redisContext *c, const char *prefix, const struct llmq_batch *b,
+                             struct batch_models *m)
+{
+    memset(m, 0, sizeof(*m));
+    struct llmq_job_idset *seen = llmq_job_idset_new(16);
+    m->name = calloc(b->n_jobs + 1, sizeof(*m->name));
+    m->of_job = calloc(b->n_jobs + 1, sizeof(*m->of_job));
+    m->requests = calloc(6 * (b->n_jobs + 1), sizeof(long long));
+    int ok = seen != NULL && m->name != NULL && m->of_job != NULL && m->requests != NULL;
+    for (size_t i = 0; ok && i < b->n_jobs; i++) {
+        long idx = (long)m->n;
+        if (llmq_job_idset_add(seen, b->jobs[i].model, idx, &idx) == 1)
+            m->name[m->n++] = b->jobs[i].model;
+        m->of_job[i] = (size_t)idx;
+    }
+    llmq_job_idset_free(seen);
+    if (!ok) {
+        batch_models_free(m);
+        return -1;
+    }
+    size_t k = b->n_jobs + 1;
+    m->tokens = m->requests + k;
+    m->period_ms = m->tokens + k;
+    m->left_jobs = m->period_ms + k;
+    m->left_tokens = m->left_jobs + k;
+    for (size_t i = 0; i < b->n_jobs; i++) {
+        m->left_jobs[m->of_job[i]]++;
+        m->left_tokens[m->of_job[i]] += b->jobs[i].cost.total_tokens;
+    }
+    size_t sent = 0; /* models are valid names: their keys fit */
+    for (size_t i = 0; i < m->n; i++) {
+        char key[LLMQ_KEY_FIXED_MAX + LLMQ_BUCKET_NAME_MAX];
+        if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_LIMIT, m->name[i], NULL) != LLMQ_OK)
+            break;
+        redisAppendCommand(c, "HMGET %s requests tokens period_ms", key);
+        sent++;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < sent; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply(c, (void **)&r) != REDIS_OK) {
+            rc = -1;
+            break;
+        }
+        m->requests[i] = llmq_limit_value_set(llmq_reply_at(r, 0))
+                             ? llmq_reply_int_or(llmq_reply_at(r, 0), 0)
+                             : 0;
+        m->tokens[i] = llmq_limit_value_set(llmq_reply_at(r, 1))
+                           ? llmq_reply_int_or(llmq_reply_at(r, 1), 0)
+                           : 0;
+        m->period_ms[i] = llmq_reply_int_or(llmq_reply_at(r, 2), 60000); /* the limiter's default */
+        freeReplyObject(r);
+    }
+    return rc;
+}
+
 /* Warns once per model of the batch whose account+model bucket sets no
  * limit: its jobs would run unlimited, which is rarely what was meant (a
  * limit set for "gpt-4o" does not cover "gpt-4o-mini"). */
-static void warn_unlimited_models(const struct llmq_cli *cli, redisContext *c, const char *prefix,
-                                  const struct llmq_batch *b)
+static void warn_unlimited_models(const struct llmq_cli *cli, const struct batch_models *m)
 {
-    struct llmq_job_idset *seen = llmq_job_idset_new(16);
-    const char **models = calloc(b->n_jobs + 1, sizeof(*models));
-    size_t n = 0;
-    for (size_t i = 0; seen != NULL && models != NULL && i < b->n_jobs; i++)
-        if (llmq_job_idset_add(seen, b->jobs[i].model, 0, NULL) == 1)
-            models[n++] = b->jobs[i].model;
-    size_t sent = 0; /* models are valid names: their keys fit */
-    for (size_t i = 0; i < n; i++) {
-        char key[LLMQ_KEY_FIXED_MAX + LLMQ_BUCKET_NAME_MAX];
-        if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_LIMIT, models[i], NULL) != LLMQ_OK)
-            break;
-        redisAppendCommand(c, "HMGET %s requests tokens", key);
-        sent++;
-    }
-    for (size_t i = 0; i < sent; i++) {
-        redisReply *r = NULL;
-        if (redisGetReply(c, (void **)&r) != REDIS_OK)
-            break; /* the push that follows reports the connection */
-        if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-            !llmq_limit_value_set(r->element[0]) && !llmq_limit_value_set(r->element[1]))
+    for (size_t i = 0; i < m->n; i++)
+        if (m->requests[i] <= 0 && m->tokens[i] <= 0)
             llmq_cli_error(cli,
                            "warning: model %s has no limit in account %s: its jobs run "
                            "unlimited (llmq limits set %s --rpm N --tpm N)",
-                           models[i], cli->account, models[i]);
-        freeReplyObject(r);
+                           m->name[i], cli->account, m->name[i]);
+}
+
+/* The least time (ms) the models' limits allow for the jobs left: each model
+ * has its own bucket, so the slowest model's; -1 when no model has a limit.
+ * (A lower bound: other work shares the buckets, and tenant, user and
+ * headroom limits can only slow it.) */
+static long long limits_eta_ms(const struct batch_models *m)
+{
+    double eta = -1;
+    for (size_t i = 0; i < m->n; i++) {
+        double t = -1;
+        if (m->requests[i] > 0)
+            t = (double)m->left_jobs[i] * (double)m->period_ms[i] / (double)m->requests[i];
+        if (m->tokens[i] > 0) {
+            double tt = (double)m->left_tokens[i] * (double)m->period_ms[i] / (double)m->tokens[i];
+            t = tt > t ? tt : t;
+        }
+        eta = t > eta ? t : eta;
     }
-    free(models);
-    llmq_job_idset_free(seen);
+    return eta < 0 ? -1 : (long long)eta;
 }
 
 /* State of --wait: where results go, what was seen, the progress display. */
@@ -304,8 +391,12 @@ struct waiting {
     struct llmq_progress progress;
     int show_progress;
     size_t total;
-    long long in_flight; /* delivered and not settled, account-wide */
-    int no_worker;       /* -1 not checked yet */
+    const struct llmq_batch *b;
+    struct batch_models *models;    /* for the ETA: left_* count down as jobs end */
+    size_t done;                    /* jobs reported, over every connection */
+    struct llmq_job_idset *pending; /* ids not reported yet (keys: the batch's) */
+    long long in_flight;            /* delivered and not settled, account-wide */
+    int no_worker;                  /* -1 not checked yet */
     long long checked_ms;
     size_t checked_done; /* jobs done at the last check */
 };
@@ -384,13 +475,21 @@ static void counts_of(const struct waiting *w, size_t done, struct llmq_progress
                                         .running = running,
                                         .n429 = llmq_job_store_stat(w->c, w->prefix, "http_429") -
                                                 w->base_429,
-                                        .no_worker = w->no_worker == 1};
+                                        .no_worker = w->no_worker == 1,
+                                        .limit_eta_ms = limits_eta_ms(w->models)};
 }
 
 static void on_result(const char *id, int dead, const char *line, void *ud)
 {
     struct waiting *w = ud;
-    (void)id;
+    long idx = 0;
+    if (!llmq_job_idset_get(w->pending, id, &idx))
+        return; /* reported before a reconnect (each wait reports an id once) */
+    llmq_job_idset_remove(w->pending, id);
+    w->done++;
+    size_t m = w->models->of_job[idx];
+    w->models->left_jobs[m]--;
+    w->models->left_tokens[m] -= w->b->jobs[idx].cost.total_tokens;
     if (dead)
         w->dead++;
     if (w->show_progress && w->progress.tty && w->progress.drawn && w->out == stdout) {
@@ -401,10 +500,12 @@ static void on_result(const char *id, int dead, const char *line, void *ud)
         w->write_failed = 1;
 }
 
-static void on_tick(size_t done, size_t total, void *ud)
+static void on_tick(size_t done_now, size_t total, void *ud)
 {
     struct waiting *w = ud;
+    (void)done_now; /* this connection's wait's count: w->done counts them all */
     (void)total;
+    size_t done = w->done;
     fflush(w->out);
     long long now = llmq_monotonic_ms();
     int was_no_worker = w->no_worker;
@@ -423,55 +524,159 @@ static void on_tick(size_t done, size_t total, void *ud)
     }
 }
 
+/* How long --wait keeps trying to reach a Redis that went away before it
+ * gives up (the workers try for ever; a person waiting wants an answer). */
+#define WAIT_RECONNECT_MS 60000
+/* Ids a resume hint names one by one. */
+#define RESUME_IDS_SHOWN 10
+
+/* Prints s as one shell word (single-quoted). */
+static void put_shell_word(const char *s)
+{
+    fputc('\'', stderr);
+    for (; *s; s++) {
+        if (*s == '\'')
+            fputs("'\\''", stderr);
+        else
+            fputc(*s, stderr);
+    }
+    fputc('\'', stderr);
+}
+
+/* Says how to pick up the jobs not ended yet (they keep running). */
+static void print_resume_hint(const struct llmq_cli *cli, const struct enqueue_opts *o,
+                              const struct llmq_batch *b, const struct waiting *w)
+{
+    size_t left = w->total - w->done, shown = 0;
+    llmq_cli_error(cli,
+                   "%zu of %zu job(s) not ended yet; they stay queued. To wait for them:", left,
+                   w->total);
+    if (strcmp(o->file, "-") != 0) {
+        fprintf(stderr, "  llmq enqueue --wait --account %s ", cli->account);
+        put_shell_word(o->file);
+        fputs("   (ids already enqueued are not enqueued again)\n", stderr);
+    }
+    fprintf(stderr, "  llmq results --wait --account %s", cli->account);
+    char id[LLMQ_JOB_ID_MAX + 1];
+    for (size_t i = 0; i < b->n_jobs && shown < RESUME_IDS_SHOWN; i++)
+        if (llmq_job_idset_get(w->pending, b->jobs[i].id, NULL)) {
+            fputc(' ', stderr);
+            put_shell_word(llmq_job_id_to_custom(b->jobs[i].id, id, sizeof(id)));
+            shown++;
+        }
+    if (left > shown)
+        fprintf(stderr, " ...   (%zu more ids)", left - shown);
+    fputc('\n', stderr);
+}
+
+/* After the wait failed with err: 1 when the connection is what failed (or
+ * Redis answered that it is still loading its data after a restart), so a
+ * new connection may go on. */
+static int connection_lost(const redisContext *c, const struct llmq_error *err)
+{
+    return c->err != 0 || strstr(err->msg, "LOADING") != NULL;
+}
+
+/* Waits for the jobs of b not reported yet on w->c, and on a lost connection
+ * reconnects (WAIT_RECONNECT_MS at most, within --timeout) and waits again,
+ * so a Redis restart costs a pause, not the wait. Returns the rc of the last
+ * wait (err says why when Redis stayed away). */
+static enum llmq_rc wait_reconnecting(struct waiting *w, const struct enqueue_opts *o,
+                                      const struct llmq_batch *b, const char **ids,
+                                      struct llmq_job_waiter *waiter, struct llmq_error *err)
+{
+    long long start = llmq_monotonic_ms();
+    long long end = o->timeout_s < 0 ? -1 : start + o->timeout_s * 1000;
+    for (;;) {
+        size_t k = 0;
+        for (size_t i = 0; i < b->n_jobs; i++)
+            if (llmq_job_idset_get(w->pending, b->jobs[i].id, NULL))
+                ids[k++] = b->jobs[i].id;
+        long long now = llmq_monotonic_ms();
+        long long left = end < 0 ? -1 : (end > now ? end - now : 0);
+        enum llmq_rc rc = llmq_job_store_wait(w->c, w->prefix, ids, k, left, waiter, NULL, err);
+        if (rc == LLMQ_OK || rc == LLMQ_ETIMEOUT || !connection_lost(w->c, err))
+            return rc;
+        long long lost_at = llmq_monotonic_ms(), until = lost_at + WAIT_RECONNECT_MS;
+        if (end >= 0 && end < until)
+            until = end;
+        if (w->show_progress && w->progress.tty && w->progress.drawn) {
+            fputs("\r\033[K", stderr);
+            w->progress.drawn = 0;
+        }
+        llmq_cli_error(w->cli, "lost Redis (%s); reconnecting for up to %lld s", err->msg,
+                       (until - llmq_monotonic_ms() + 999) / 1000);
+        char where[300];
+        struct llmq_error cerr = {0};
+        redisContext *nc = llmq_cli_reconnect(w->cli, until, where, sizeof(where), &cerr);
+        if (nc == NULL)
+            return llmq_error_set(err, LLMQ_EREDIS,
+                                  "Redis at %s did not come back within %lld s (%s): gave up "
+                                  "waiting",
+                                  where, (llmq_monotonic_ms() - lost_at + 999) / 1000, cerr.msg);
+        llmq_cli_error(w->cli, "reconnected to Redis at %s", where);
+        redisFree(w->c);
+        w->c = nc;
+    }
+}
+
 /* Waits for every job of the batch (new and already present) and streams
- * their results. Returns the exit code. */
-static int enqueue_wait(struct llmq_cli *cli, redisContext *c, const char *prefix,
-                        const struct enqueue_opts *o, const struct llmq_batch *b)
+ * their results. *cp is the connection (replaced by a new one should it be
+ * lost; the caller frees what it holds). Returns the exit code. */
+static int enqueue_wait(struct llmq_cli *cli, redisContext **cp, const char *prefix,
+                        const struct enqueue_opts *o, const struct llmq_batch *b,
+                        struct batch_models *models)
 {
     struct waiting w = {.cli = cli,
-                        .c = c,
+                        .b = b,
+                        .models = models,
+                        .c = *cp,
                         .prefix = prefix,
                         .out = o->out ? o->out : stdout,
                         .show_progress = !o->no_progress,
                         .total = b->n_jobs,
-                        .no_worker = -1};
+                        .no_worker = -1,
+                        .pending = llmq_job_idset_new(b->n_jobs)};
     const char **ids = malloc(sizeof(*ids) * (b->n_jobs + 1));
     struct llmq_error err = {0};
-    size_t done = 0;
-    if (ids == NULL) {
+    int full = ids == NULL || w.pending == NULL;
+    for (size_t i = 0; !full && i < b->n_jobs; i++)
+        full = llmq_job_idset_add(w.pending, b->jobs[i].id, (long)i, NULL) < 0;
+    if (full) {
+        free(ids);
+        llmq_job_idset_free(w.pending);
         llmq_cli_error(cli, "out of memory");
         return LLMQ_EXIT_FAIL;
     }
-    for (size_t i = 0; i < b->n_jobs; i++)
-        ids[i] = b->jobs[i].id;
-    w.base_429 = llmq_job_store_stat(c, prefix, "http_429");
+    w.base_429 = llmq_job_store_stat(w.c, prefix, "http_429");
     llmq_progress_init(&w.progress, stderr, cli->prog, b->n_jobs);
     w.checked_ms = llmq_monotonic_ms() - 1000; /* the first tick checks */
     struct llmq_job_waiter waiter = {.on_result = on_result,
                                      .on_tick = on_tick,
                                      .ud = &w,
                                      .tick_ms = w.progress.tty ? 200 : 1000};
-    enum llmq_rc rc =
-        llmq_job_store_wait(c, prefix, ids, b->n_jobs, o->timeout_s < 0 ? -1 : o->timeout_s * 1000,
-                            &waiter, &done, &err);
+    enum llmq_rc rc = wait_reconnecting(&w, o, b, ids, &waiter, &err);
+    *cp = w.c;
     if (w.show_progress) {
         struct llmq_progress_counts pc;
-        counts_of(&w, done, &pc);
-        llmq_progress_update(&w.progress, &pc, 1);
-        llmq_progress_finish(&w.progress);
+        counts_of(&w, w.done, &pc);
+        llmq_progress_end(&w.progress, &pc);
     }
     if (fflush(w.out) != 0 || ferror(w.out))
         w.write_failed = 1;
     free(ids);
     if (rc != LLMQ_OK)
         llmq_cli_error(cli, "%s", err.msg);
+    if (rc != LLMQ_OK && w.done < w.total)
+        print_resume_hint(cli, o, b, &w);
+    llmq_job_idset_free(w.pending);
     if (w.write_failed)
         llmq_cli_error(cli, "writing results failed");
     if (rc != LLMQ_OK || w.write_failed)
         return LLMQ_EXIT_FAIL;
     if (w.dead > 0) {
         llmq_cli_error(cli, "%zu of %zu job(s) were dead-lettered (see llmq dead list)", w.dead,
-                       done);
+                       w.done);
         return LLMQ_EXIT_DEAD;
     }
     return LLMQ_EXIT_OK;
@@ -485,6 +690,7 @@ int llmq_cmd_enqueue(struct llmq_cli *cli, int argc, char **argv)
     char prefix[LLMQ_KEY_PREFIX_MAX];
     redisContext *c = NULL;
     struct llmq_job_outcome *out = NULL;
+    struct batch_models models = {0};
     int code = LLMQ_EXIT_OK;
     if (parse_args(cli, argc, argv, &o, &code) != 0)
         return code;
@@ -522,17 +728,25 @@ int llmq_cmd_enqueue(struct llmq_cli *cli, int argc, char **argv)
         }
     }
     out = calloc(b.n_jobs + 1, sizeof(*out));
-    if (out == NULL || llmq_job_store_prepare(c, prefix, &err) != LLMQ_OK ||
-        llmq_job_store_push(c, prefix, b.jobs, b.n_jobs, out, &err) != LLMQ_OK) {
+    /* no jobs: nothing is written (prepare would create the streams) */
+    if (out == NULL || (b.n_jobs > 0 &&
+                        (llmq_job_store_prepare(c, prefix, &err) != LLMQ_OK ||
+                         llmq_job_store_push(c, prefix, b.jobs, b.n_jobs, out, &err) != LLMQ_OK))) {
         llmq_cli_error(cli, "%s", out ? err.msg : "out of memory");
         code = LLMQ_EXIT_FAIL;
         goto out;
     }
-    warn_unlimited_models(cli, c, prefix, &b);
+    if (b.n_jobs > 0 && batch_models_read(c, prefix, &b, &models) != 0 && models.name == NULL) {
+        llmq_cli_error(cli, "out of memory");
+        code = LLMQ_EXIT_FAIL;
+        goto out;
+    }
+    warn_unlimited_models(cli, &models);
     report_outcomes(cli, &o, &b, out);
     if (o.wait)
-        code = enqueue_wait(cli, c, prefix, &o, &b);
+        code = enqueue_wait(cli, &c, prefix, &o, &b, &models);
 out:
+    batch_models_free(&models);
     if (o.out != NULL && fclose(o.out) != 0 && code == LLMQ_EXIT_OK) {
         llmq_cli_error(cli, "%s: write failed", o.output);
         code = LLMQ_EXIT_FAIL;

@@ -11,6 +11,8 @@
 #include "redis/keys.h"
 #include "limiter/path.h"
 #include "redis/redis.h"
+#include "redis/reply_read.h"
+#include "redis/script.h"
 
 static void usage(FILE *out)
 {
@@ -23,7 +25,7 @@ static void usage(FILE *out)
           "       llmq limits get [--json]\n"
           "       llmq limits policy [--headroom-low PCT] [--headroom-normal PCT]\n"
           "                          [--headroom-high PCT] [--soft-threshold PCT]\n"
-          "                          [--window-guard-ms MS]\n\n"
+          "                          [--window-guard-ms MS|learn]\n\n"
           "--rpm/--tpm are requests and tokens per period (default 60000 ms, OpenAI's\n"
           "minute); 0 means no limit on that dimension (as in openai-sim), and a bucket\n"
           "keeps at least one of the two. --tenant T: tenant T's bucket; --tenant T --user U:\n"
@@ -39,13 +41,17 @@ static void usage(FILE *out)
           "--settle usage gives a request's unused reservation back when it is settled\n"
           "(default admission: the charge at admission stays for the window, as OpenAI\n"
           "counts it).\n"
-          "--window-guard-ms holds each admission that much longer than the period\n"
-          "(default 1000), for requests that reach the API late.\n\n"
+          "--window-guard-ms pins the arrival guard: each window admission counts that\n"
+          "much longer than its period, for requests that reach the API late (default:\n"
+          "learned per model from the API's 429s, shown by get; 'learn' unpins it).\n\n"
           "Options: --json (get: numbers as numbers), --redis URL, --account NAME, --help\n"
           "Exit: 0 ok; 1 Redis failure; 2 usage error, a value out of range, or unset of a\n"
           "bucket that has no limit.\n",
           out);
 }
+
+/* --window-guard-ms learn: no pinned guard (each model's is learned). */
+#define GUARD_LEARN "learn"
 
 /* The fields one `set` or `policy` writes. */
 struct limit_change {
@@ -118,7 +124,8 @@ static int cmd_set(struct llmq_cli *cli, redisContext *c, const char *key, const
         int zero_limit =
             strcmp(ch->values[i], "0") == 0 &&
             (strcmp(ch->fields[i], "requests") == 0 || strcmp(ch->fields[i], "tokens") == 0);
-        if (zero_limit) {
+        int unpin = strcmp(ch->values[i], GUARD_LEARN) == 0; /* the guard is learned again */
+        if (zero_limit || unpin) {
             hdel[n_del++] = ch->fields[i];
         } else {
             hset[n_set++] = ch->fields[i];
@@ -302,6 +309,101 @@ static int take_limit(const char *key, void *ud)
     return 0;
 }
 
+static void print_limits_header(void)
+{
+    printf("%-40s %10s %12s %10s %-7s %-5s %s\n", "BUCKET", "REQUESTS", "TOKENS", "PERIOD_MS",
+           "MODE", "SOFT", "SETTLE");
+}
+
+/* One bucket's row of the text table (h: its configuration fields). */
+static void print_limits_row(const char *name, json_t *h)
+{
+    char b[5][24];
+    printf("%-40s %10s %12s %10s %-7s %-5s %s\n", name, field(h, "requests", "-", b[0], 24),
+           field(h, "tokens", "-", b[1], 24), field(h, "period_ms", "60000", b[2], 24),
+           field(h, "mode", "window", b[3], 24), field(h, "soft", "no", b[4], 24),
+           field(h, "settle", "admission", b[3], 24));
+}
+
+static void print_policy(json_t *policy)
+{
+    char b[5][24], pinned[40] = "learned per model";
+    if (json_object_get(policy, "window_guard_ms") != NULL)
+        snprintf(pinned, sizeof(pinned), "%s ms",
+                 field(policy, "window_guard_ms", "", b[4], sizeof(b[4])));
+    printf("policy: headroom high %s%% normal %s%% low %s%%, soft threshold %s%%, window guard "
+           "%s\n",
+           field(policy, "headroom_high", "100", b[0], 24),
+           field(policy, "headroom_normal", "100", b[1], 24),
+           field(policy, "headroom_low", "80", b[2], 24),
+           field(policy, "soft_threshold", "80", b[3], 24), pinned);
+}
+
+/* After a set: what is now in force, read back from Redis (the bucket's row
+ * and its weight, or the policy), so a change is seen, not assumed. */
+static void print_in_force(redisContext *c, const char *key, const char *bucket, const char *prefix,
+                           int weight_set)
+{
+    json_t *h = read_hash(c, key, bucket != NULL);
+    if (bucket == NULL) {
+        print_policy(h);
+        json_decref(h);
+        return;
+    }
+    printf("now in force:\n");
+    print_limits_header();
+    print_limits_row(bucket, h);
+    json_decref(h);
+    char wkey[LLMQ_KEY_FIXED_MAX];
+    if (weight_set &&
+        llmq_key(wkey, sizeof(wkey), prefix, LLMQ_KEY_WEIGHTS, NULL, NULL) == LLMQ_OK) {
+        json_t *w = read_hash(c, wkey, 0);
+        char b[24];
+        printf("weight %s %s\n", bucket, field(w, bucket, "1", b, sizeof(b)));
+        json_decref(w);
+    }
+}
+
+/* Adds each window model bucket's arrival guard in force (guard_ms), the
+ * bounds it is learned within (guard_floor_ms, guard_ceiling_ms) and its
+ * grants' lifetime (grant_lifetime_ms) to its
+ * object in all, from the limiter's bucket_usage script (which applies the
+ * decay: the stored fields are only what the guard last grew to). */
+static void add_guards(redisContext *c, const char *prefix, json_t *all)
+{
+    size_t n = 0, max = json_object_size(all);
+    const char **argv = calloc(max + 1, sizeof(*argv));
+    const char *name;
+    json_t *h;
+    if (argv == NULL)
+        return;
+    argv[0] = prefix;
+    json_object_foreach(all, name, h)
+    {
+        if (strchr(name, '/') == NULL)
+            argv[1 + n++] = name;
+    }
+    redisReply *r =
+        n > 0 ? llmq_script_run(c, LLMQ_SCRIPT_BUCKET_USAGE, 1, (int)n + 1, argv, NULL, NULL)
+              : NULL;
+    for (size_t i = 0; r != NULL && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
+        const redisReply *b = r->element[i];
+        if (b->type != REDIS_REPLY_ARRAY || b->elements < 12 ||
+            llmq_reply_int_or(b->element[8], -1) < 0)
+            continue; /* no window: no guard */
+        h = json_object_get(all, llmq_reply_str_or(b->element[0], ""));
+        json_object_set_new(h, "guard_ms", json_integer(llmq_reply_int_or(b->element[8], 0)));
+        json_object_set_new(h, "guard_floor_ms", json_integer(llmq_reply_int_or(b->element[9], 0)));
+        json_object_set_new(h, "guard_ceiling_ms",
+                            json_integer(llmq_reply_int_or(b->element[10], 0)));
+        json_object_set_new(h, "grant_lifetime_ms",
+                            json_integer(llmq_reply_int_or(b->element[11], 0)));
+    }
+    if (r != NULL)
+        freeReplyObject(r);
+    free(argv);
+}
+
 static int cmd_get(struct llmq_cli *cli, redisContext *c, const char *prefix, int as_json)
 {
     json_t *all = json_object();
@@ -322,6 +424,7 @@ static int cmd_get(struct llmq_cli *cli, redisContext *c, const char *prefix, in
     }
     json_t *policy = read_hash(c, policy_key, 0);
     json_t *weights = read_hash(c, weights_key, 0);
+    add_guards(c, prefix, all);
     if (as_json) {
         json_t *doc = json_pack("{s:s, s:o, s:o, s:o}", "account", cli->account, "limits", all,
                                 "policy", policy, "weights", weights);
@@ -330,26 +433,27 @@ static int cmd_get(struct llmq_cli *cli, redisContext *c, const char *prefix, in
         json_decref(doc);
         return LLMQ_EXIT_OK;
     }
-    printf("%-40s %10s %12s %10s %-7s %-5s %s\n", "BUCKET", "REQUESTS", "TOKENS", "PERIOD_MS",
-           "MODE", "SOFT", "SETTLE");
+    print_limits_header();
     const char *name;
     json_t *h;
     void *tmp;
     char b[5][24];
     json_object_foreach_safe(all, tmp, name, h)
     {
-        printf("%-40s %10s %12s %10s %-7s %-5s %s\n", name, field(h, "requests", "-", b[0], 24),
-               field(h, "tokens", "-", b[1], 24), field(h, "period_ms", "60000", b[2], 24),
-               field(h, "mode", "window", b[3], 24), field(h, "soft", "no", b[4], 24),
-               field(h, "settle", "admission", b[3], 24));
+        print_limits_row(name, h);
     }
-    printf("policy: headroom high %s%% normal %s%% low %s%%, soft threshold %s%%, window guard "
-           "%s ms\n",
-           field(policy, "headroom_high", "100", b[0], 24),
-           field(policy, "headroom_normal", "100", b[1], 24),
-           field(policy, "headroom_low", "80", b[2], 24),
-           field(policy, "soft_threshold", "80", b[3], 24),
-           field(policy, "window_guard_ms", "1000", b[4], 24));
+    json_object_foreach_safe(all, tmp, name, h)
+    {
+        if (json_object_get(h, "guard_ms") != NULL)
+            printf("arrival guard %s: %s ms (%s %s..%s ms), grant lifetime %s ms\n", name,
+                   field(h, "guard_ms", "-", b[0], 24),
+                   json_object_get(policy, "window_guard_ms") ? "pinned by the policy"
+                                                              : "learned within",
+                   field(h, "guard_floor_ms", "-", b[1], 24),
+                   field(h, "guard_ceiling_ms", "-", b[2], 24),
+                   field(h, "grant_lifetime_ms", "-", b[3], 24));
+    }
+    print_policy(policy);
     json_object_foreach_safe(weights, tmp, name, h)
     {
         printf("weight %s %s\n", name, field(weights, name, "1", b[0], 24));
@@ -438,16 +542,20 @@ static int take_option(int opt, const char *arg, void *ud)
     struct limits_opts *o = ud;
     for (size_t i = 0; i < sizeof(numeric_options) / sizeof(numeric_options[0]); i++) {
         const struct numeric_option *no = &numeric_options[i];
-        long long v;
+        long long v = 0;
         if (no->opt != opt)
             continue;
-        if (llmq_cli_parse_int64(o->cli, no->name, arg, no->min, no->max, &v) != 0)
+        int unpin = opt == OPT_GUARD && strcmp(arg, GUARD_LEARN) == 0;
+        if (!unpin && llmq_cli_parse_int64(o->cli, no->name, arg, no->min, no->max, &v) != 0)
             return LLMQ_EXIT_USAGE;
         int k = 0; /* a repeated option: the last one wins */
         while (k < o->ch.n && strcmp(o->ch.fields[k], no->field) != 0)
             k++;
         o->ch.fields[k] = no->field;
-        snprintf(o->ch.values[k], sizeof(o->ch.values[0]), "%lld", v);
+        if (unpin)
+            snprintf(o->ch.values[k], sizeof(o->ch.values[0]), "%s", GUARD_LEARN);
+        else
+            snprintf(o->ch.values[k], sizeof(o->ch.values[0]), "%lld", v);
         o->ch.n += k == o->ch.n;
         return 0;
     }
@@ -592,12 +700,16 @@ int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv)
         rc = weight_only ? LLMQ_EXIT_OK : cmd_set(cli, c, key, bucket, &o.ch);
         if (rc == LLMQ_EXIT_OK && o.weight != NULL)
             rc = set_weight(cli, c, prefix, bucket, o.weight);
+        if (rc == LLMQ_EXIT_OK)
+            print_in_force(c, key, bucket, prefix, o.weight != NULL);
     } else if (is_unset) {
         if (o.tenant != NULL || o.user != NULL)
             set_weight(cli, c, prefix, bucket, NULL);
         rc = cmd_unset(cli, c, key, bucket);
     } else if (set_policy) {
         rc = cmd_set(cli, c, key, NULL, &o.ch);
+        if (rc == LLMQ_EXIT_OK)
+            print_in_force(c, key, NULL, prefix, 0);
     } else {
         rc = cmd_get(cli, c, prefix, o.as_json);
     }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "jobs/job_id.h"
 #include "jobs/job_idset.h"
 #include "jobs/job_result.h"
 #include "jobs/job_store.h"
@@ -155,7 +156,7 @@ static long unknown_ids(const struct llmq_cli *cli, redisContext *c, const char 
         /* the job hash (which holds the result), or an older version's
          * result key: one slot, so one EXISTS of both */
         llmq_key(jk, sizeof(jk), prefix, LLMQ_KEY_JOB, ids[i], NULL);
-        llmq_key(rk, sizeof(rk), prefix, LLMQ_KEY_OLD_RESULT, ids[i], NULL);
+        llmq_key(rk, sizeof(rk), prefix, LLMQ_KEY_RESULT, ids[i], NULL);
         redisAppendCommand(c, "EXISTS %s %s", jk, rk);
     }
     long unknown = 0;
@@ -167,10 +168,11 @@ static long unknown_ids(const struct llmq_cli *cli, redisContext *c, const char 
         if (r->type != REDIS_REPLY_INTEGER)
             failed = 1;
         else if (r->integer == 0) {
+            char cid[LLMQ_JOB_ID_MAX + 1];
             llmq_cli_error(cli,
                            "%s: no such job (never enqueued in account %s, or its result "
                            "is past retention)",
-                           ids[i], cli->account);
+                           llmq_job_id_to_custom(ids[i], cid, sizeof(cid)), cli->account);
             unknown++;
         }
         freeReplyObject(r);
@@ -208,7 +210,9 @@ static void report_unfinished(const struct llmq_cli *cli, redisContext *c, const
         redisReply *r = llmq_key(key, sizeof(key), prefix, LLMQ_KEY_JOB, ids[i], NULL) == LLMQ_OK
                             ? redisCommand(c, "HGET %s state", key)
                             : NULL;
-        llmq_cli_error(cli, "%s: no result yet (job %s)", ids[i],
+        char cid[LLMQ_JOB_ID_MAX + 1];
+        llmq_cli_error(cli, "%s: no result yet (job %s)",
+                       llmq_job_id_to_custom(ids[i], cid, sizeof(cid)),
                        r && r->type == REDIS_REPLY_STRING ? r->str : "state unknown");
         if (r != NULL)
             freeReplyObject(r);
@@ -298,11 +302,13 @@ static int run(const struct llmq_cli *cli, struct results_opts *o, char **ids, s
         llmq_cli_error(cli, "--timeout only applies with --wait (see --help)");
         return LLMQ_EXIT_USAGE;
     }
-    if (!llmq_cli_ids_valid(cli, ids, n))
+    if (llmq_cli_job_ids(cli, ids, n) != 0)
         return LLMQ_EXIT_USAGE;
     o->ids = ids;
     o->n = n;
-    return llmq_cli_on_account(cli, print_to_output, o);
+    int code = llmq_cli_on_account(cli, print_to_output, o);
+    llmq_cli_job_ids_free(ids, n);
+    return code;
 }
 
 static int take_option(int opt, const char *arg, void *ud)

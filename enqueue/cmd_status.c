@@ -22,6 +22,8 @@
 
 /* Delayed and dead jobs are counted per priority up to this many. */
 #define PER_PRIO_CAP "10000"
+/* Queued jobs and done results whose keys status measures (MEMORY USAGE). */
+#define MEMORY_SAMPLE "32"
 #define MAX_BUCKETS 1000
 
 static void usage(FILE *out)
@@ -29,7 +31,9 @@ static void usage(FILE *out)
     fputs("usage: llmq status [--json] [--all-accounts]\n\n"
           "Per priority: queued (not yet delivered), in flight (delivered, not\n"
           "acknowledged), delayed (waiting for backoff or a tenant bucket), dead;\n"
-          "results kept; each bucket's use against its limits right now; each consumer\n"
+          "results kept; the Redis memory of the backlog and of the results kept\n"
+          "(MEMORY USAGE of a sample of their keys, times the counts); each bucket's\n"
+          "use against its limits right now; each consumer\n"
           "of the queues with its pending jobs and idle time; the settings.\n"
           "Delayed and dead are '-' per priority when there are over " PER_PRIO_CAP " of them.\n\n"
           "Options: --json (one JSON object per account), --all-accounts, --redis URL,\n"
@@ -41,6 +45,47 @@ static void usage(FILE *out)
 static int shape_ok(const redisReply *r, size_t min_elements)
 {
     return r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= min_elements;
+}
+
+/* Bytes of Redis memory per job of n sampled (sum bytes), 0 without a sample. */
+static long long per_job(long long bytes, long long n)
+{
+    return n > 0 ? (bytes + n / 2) / n : 0;
+}
+
+/* Sums the queued jobs of o["queues"]. */
+static long long queued_total(const json_t *o)
+{
+    long long n = 0;
+    const char *prio;
+    json_t *q;
+    json_object_foreach(json_object_get(o, "queues"), prio, q)
+    {
+        n += json_integer_value(json_object_get(q, "queued"));
+    }
+    return n;
+}
+
+/* The backlog's and the kept results' memory into o["memory"], from the
+ * sample of lua/status.lua (m: {queued_sampled, queued_bytes, done_sampled,
+ * done_bytes}; NULL from an older script) scaled by the counts: what an
+ * operator sizes Redis by (README "Sizing Redis"). */
+static void add_memory(json_t *o, const redisReply *m)
+{
+    if (!shape_ok(m, 4))
+        return;
+    long long qn = llmq_reply_int_or(m->element[0], 0), qb = llmq_reply_int_or(m->element[1], 0);
+    long long dn = llmq_reply_int_or(m->element[2], 0), db = llmq_reply_int_or(m->element[3], 0);
+    long long q_each = per_job(qb, qn), d_each = per_job(db, dn);
+    long long kept =
+        json_integer_value(json_object_get(json_object_get(o, "totals"), "results_kept"));
+    json_object_set_new(o, "memory",
+                        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "queued_sampled",
+                                  (json_int_t)qn, "bytes_per_queued_job", (json_int_t)q_each,
+                                  "queued_bytes", (json_int_t)(q_each * queued_total(o)),
+                                  "results_sampled", (json_int_t)dn, "bytes_per_result",
+                                  (json_int_t)d_each, "results_bytes",
+                                  (json_int_t)(d_each * kept)));
 }
 
 /* Queues, totals, consumers and settings from lua/status.lua into o. */
@@ -91,6 +136,7 @@ static int add_queues(json_t *o, const redisReply *r)
         json_array_append_new(unlimited,
                               json_string(llmq_reply_str_or(r->element[4]->element[i], "")));
     json_object_set_new(o, "unlimited_models", unlimited);
+    add_memory(o, r->elements > 5 ? r->element[5] : NULL);
     return 0;
 }
 
@@ -311,6 +357,21 @@ static void add_quota_and_calibration(json_t *o, redisContext *c, const char *ac
     json_object_set_new(o, "calibration", cal);
 }
 
+/* The policy's headroom of low-priority jobs (percent of a bucket they may
+ * fill; lua/lib/20_limiter.lua, default 80) into o["headroom_low"]. */
+static void add_headroom(json_t *o, redisContext *c, const char *prefix)
+{
+    char key[LLMQ_KEY_FIXED_MAX];
+    long long pct = 80;
+    if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_POLICY, NULL, NULL) == LLMQ_OK) {
+        redisReply *r = redisCommand(c, "HGET %s headroom_low", key);
+        pct = llmq_reply_int_or(r, 80);
+        if (r != NULL)
+            freeReplyObject(r);
+    }
+    json_object_set_new(o, "headroom_low", json_integer(pct));
+}
+
 /* Gathers the status of one account; NULL (error printed) on failure. */
 static json_t *gather(const struct llmq_cli *cli, redisContext *c, const char *account)
 {
@@ -320,8 +381,8 @@ static json_t *gather(const struct llmq_cli *cli, redisContext *c, const char *a
         llmq_cli_error(cli, "%s", err.msg);
         return NULL;
     }
-    const char *argv[] = {prefix, PER_PRIO_CAP};
-    redisReply *r = llmq_script_run(c, LLMQ_SCRIPT_STATUS, 1, 2, argv, NULL, &err);
+    const char *argv[] = {prefix, PER_PRIO_CAP, MEMORY_SAMPLE};
+    redisReply *r = llmq_script_run(c, LLMQ_SCRIPT_STATUS, 1, 3, argv, NULL, &err);
     json_t *o = json_pack("{s:s}", "account", account);
     if (r == NULL || add_queues(o, r) != 0) {
         llmq_cli_error(cli, "status: %s",
@@ -335,6 +396,7 @@ static json_t *gather(const struct llmq_cli *cli, redisContext *c, const char *a
         freeReplyObject(r);
     if (o != NULL) {
         add_buckets(o, c, prefix);
+        add_headroom(o, c, prefix);
         add_quota_and_calibration(o, c, account, prefix);
         add_workers(o, c, prefix);
         json_t *pause = llmq_cli_auth_pause(c, prefix); /* NULL: not paused */
@@ -391,6 +453,33 @@ static long long jint(const json_t *o, const char *k)
     return (long long)json_integer_value(json_object_get(o, k));
 }
 
+/* bytes in B, KiB, MiB, GiB (one decimal above B). */
+static void fmt_bytes(char *buf, size_t n, long long bytes)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double x = (double)bytes;
+    int u = 0;
+    while (x >= 1024.0 && u < 4) {
+        x /= 1024.0;
+        u++;
+    }
+    snprintf(buf, n, u == 0 ? "%.0f %s" : "%.1f %s", x, units[u]);
+}
+
+/* The memory line: the backlog's and the results' estimated Redis memory. */
+static void print_memory(const json_t *m)
+{
+    if (m == NULL)
+        return;
+    char q[32], d[32];
+    fmt_bytes(q, sizeof(q), jint(m, "queued_bytes"));
+    fmt_bytes(d, sizeof(d), jint(m, "results_bytes"));
+    printf("  memory: backlog ~%s (%lld B per queued job, %lld sampled), results ~%s (%lld B "
+           "each, %lld sampled)\n",
+           q, jint(m, "bytes_per_queued_job"), jint(m, "queued_sampled"), d,
+           jint(m, "bytes_per_result"), jint(m, "results_sampled"));
+}
+
 static void print_queues(const json_t *o)
 {
     json_t *t = json_object_get(o, "totals");
@@ -415,10 +504,44 @@ static void print_queues(const json_t *o)
            jint(t, "results_kept"));
     printf("  ended ever: %lld done, %lld dead; 429s seen %lld\n", jint(t, "done_ever"),
            jint(t, "dead_ever"), jint(t, "http_429"));
+    print_memory(json_object_get(o, "memory"));
     if (jint(t, "insufficient_quota") > 0)
         printf("  %lld of those 429s were insufficient_quota: the account is out of credit;\n"
                "  those jobs were dead-lettered\n",
                jint(t, "insufficient_quota"));
+}
+
+/* 1 when used is at or above pct percent of limit (> 0). */
+static int at_headroom(long long used, long long limit, long long pct)
+{
+    return limit > 0 && used * 100 >= limit * pct;
+}
+
+/* Says what holds low-priority jobs back: a bucket at or above the policy's
+ * low headroom takes no low job (high and normal ones still run), which the
+ * counts alone do not show. */
+static void print_headroom(const json_t *o)
+{
+    long long pct = jint(o, "headroom_low");
+    json_t *low = json_object_get(json_object_get(o, "queues"), "low");
+    if (pct >= 100 || jint(low, "queued") <= 0)
+        return;
+    size_t i, held = 0;
+    json_t *v;
+    json_array_foreach(json_object_get(o, "buckets"), i, v)
+    {
+        if (!at_headroom(jint(v, "requests_used"), jint(v, "requests_limit"), pct) &&
+            !at_headroom(jint(v, "tokens_used"), jint(v, "tokens_limit"), pct))
+            continue;
+        char name[64];
+        fit(name, sizeof(name), json_string_value(json_object_get(v, "name")), 40);
+        printf("  low jobs held: %s is at or above %lld%% of its limit (low headroom)\n", name,
+               pct);
+        held++;
+    }
+    printf("  low-priority jobs run only while their buckets are below %lld%% (headroom_low;\n"
+           "  llmq limits policy --headroom-low PCT)%s\n",
+           pct, held ? "" : ": none is that full now");
 }
 
 static void print_buckets(const json_t *o)
@@ -448,6 +571,7 @@ static void print_buckets(const json_t *o)
                json_is_true(json_object_get(v, "soft")) ? "soft" : "", rq, pause[0] ? 18 : 0, tk,
                pause);
     }
+    print_headroom(o);
     json_t *unlimited = json_object_get(o, "unlimited_models");
     json_array_foreach(unlimited, i, v)
     {

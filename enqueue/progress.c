@@ -1,7 +1,9 @@
 /* Progress reporting for `llmq enqueue --wait`.
  *
- * The rate is measured from the start of the wait; the ETA is the remaining
- * count at that rate (unknown until something finished). Plain lines go out
+ * The rate is measured from the start of the wait; the ETA is the longer of
+ * the remaining count at that rate and the least time the limits allow for
+ * it (the caller's limit_eta_ms: a wait the limiter makes is not in a rate
+ * measured over a burst), unknown when neither is known. Plain lines go out
  * when another tenth of the jobs ended or PLAIN_EVERY_MS passed, so logs of
  * long waits stay short. */
 #include "base/clock.h"
@@ -25,17 +27,20 @@ void llmq_progress_init(struct llmq_progress *p, FILE *out, const char *prog, si
     p->start_ms = p->last_ms = llmq_monotonic_ms();
 }
 
-static void format_eta(char *buf, size_t n, double rate, size_t left)
+static void format_eta(char *buf, size_t n, double rate, size_t left, long long limit_eta_ms)
 {
     if (left == 0) {
         snprintf(buf, n, "0s");
         return;
     }
-    if (rate <= 0) {
+    double at_rate = rate > 0 ? (double)left / rate : -1;
+    double at_limits = limit_eta_ms >= 0 ? (double)limit_eta_ms / 1000.0 : -1;
+    double eta = at_rate > at_limits ? at_rate : at_limits;
+    if (eta < 0) {
         snprintf(buf, n, "?");
         return;
     }
-    long long s = (long long)((double)left / rate + 0.5);
+    long long s = (long long)(eta + 0.5);
     if (s >= 3600)
         snprintf(buf, n, "%lldh%02lldm", s / 3600, s / 60 % 60);
     else if (s >= 60)
@@ -50,7 +55,7 @@ void llmq_progress_format(char *buf, size_t n, const struct llmq_progress_counts
     size_t done = c->done;
     double rate = elapsed_ms > 0 ? (double)done * 1000.0 / (double)elapsed_ms : 0;
     char eta[32], bars[BAR_WIDTH + 3] = "";
-    format_eta(eta, sizeof(eta), rate, total > done ? total - done : 0);
+    format_eta(eta, sizeof(eta), rate, total > done ? total - done : 0, c->limit_eta_ms);
     if (bar) {
         size_t fill = total ? done * BAR_WIDTH / total : BAR_WIDTH;
         bars[0] = '[';
@@ -80,14 +85,19 @@ void llmq_progress_update(struct llmq_progress *p, const struct llmq_progress_co
         p->drawn = 1;
     } else {
         fprintf(p->out, "%s: progress: %s\n", p->prog, line);
+        p->printed = 1;
+        p->printed_done = c->done;
+        p->printed_dead = c->dead;
     }
     fflush(p->out);
     p->last_ms = now;
     p->last_tenth = tenth;
 }
 
-void llmq_progress_finish(struct llmq_progress *p)
+void llmq_progress_end(struct llmq_progress *p, const struct llmq_progress_counts *c)
 {
+    if (p->tty || !p->printed || p->printed_done != c->done || p->printed_dead != c->dead)
+        llmq_progress_update(p, c, 1);
     if (p->drawn) {
         fputc('\n', p->out);
         fflush(p->out);

@@ -229,7 +229,7 @@ void gw_calls_handle(struct gw_request *r)
     struct gw *gw = r->gw;
     struct gw_error e;
     struct gw_call call;
-    if (gw_call_decode(r->body ? r->body : "", r->body_len, &call, &e) != 0) {
+    if (gw_call_decode(r->m.call_url, r->body ? r->body : "", r->body_len, &call, &e) != 0) {
         gw_respond_error(r, &e);
         return;
     }

@@ -89,7 +89,15 @@ static void usage(FILE *out)
           "  --max-body-bytes N        JSON request body limit (4194304)\n"
           "  --max-connections N       open connections (10000)\n"
           "  --port-file PATH          write the bound API port there\n"
-          "  --log-level L, --log-format text|json\n",
+          "  --log-level L, --log-format text|json\n"
+          "  --version                 print the version and exit\n"
+          "  --help                    this text\n"
+          "SIGTERM or SIGINT: stop taking requests, cancel the jobs of waiting calls not yet\n"
+          "sent, stop.\n"
+          "Exit codes: 0 clean stop (or --help, --version); 1 runtime failure (the\n"
+          "vocabularies cannot be loaded, out of memory); 2 invalid configuration (bad\n"
+          "option, malformed Redis URL, an address that cannot be bound, --port-file not\n"
+          "writable).\n",
           out);
 }
 
@@ -151,6 +159,7 @@ int gw_config_parse(struct gw_config *cfg, int argc, char **argv)
                                          {"log-level", required_argument, NULL, 'L'},
                                          {"log-format", required_argument, NULL, 'F'},
                                          {"help", no_argument, NULL, 'h'},
+                                         {"version", no_argument, NULL, 'V'},
                                          {NULL, 0, NULL, 0}};
     defaults(cfg);
     const char *lvl = getenv("LLMQ_LOG_LEVEL"), *fmt = getenv("LLMQ_LOG_FORMAT");
@@ -222,6 +231,9 @@ int gw_config_parse(struct gw_config *cfg, int argc, char **argv)
             break;
         case 'h':
             usage(stdout);
+            return 1;
+        case 'V':
+            printf("llmq-gateway %s\n", LLMQ_VERSION);
             return 1;
         default:
             return bad(argv[optind - 1] ? argv[optind - 1] : "option",

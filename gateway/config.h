@@ -28,8 +28,8 @@ struct gw_config {
     enum llmq_log_format log_format;
 };
 
-/* Fills cfg from argv and the environment. Returns 0; 1 when --help was
- * printed; -1 after printing one line about what is wrong. */
+/* Fills cfg from argv and the environment. Returns 0; 1 when --help or
+ * --version was printed; -1 after printing one line about what is wrong. */
 int gw_config_parse(struct gw_config *cfg, int argc, char **argv);
 
 #endif

@@ -178,8 +178,10 @@ static int json_invalid(json_error_t *je, struct gw_error *e)
                         je->text, je->position);
 }
 
-int gw_call_decode(const char *body, size_t len, struct gw_call *out, struct gw_error *e)
+int gw_call_decode(const char *url, const char *body, size_t len, struct gw_call *out,
+                   struct gw_error *e)
 {
+    const char *need = url != NULL ? llmq_job_prompt_field(url) : NULL;
     memset(out, 0, sizeof(*out));
     json_error_t je;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
@@ -200,6 +202,9 @@ int gw_call_decode(const char *body, size_t len, struct gw_call *out, struct gw_
                           "'model' must be a model name (a non-empty string of at most %d "
                           "characters without spaces, '/', '|', '{' or '}')",
                           LLMQ_JOB_ID_MAX);
+    else if (need != NULL && json_object_get(root, need) == NULL)
+        rc = gw_error_set(e, 400, INVALID, need, "missing_required_parameter",
+                          "Missing required parameter: '%s'.", need);
     else if (stream != NULL && !json_is_boolean(stream) && !json_is_null(stream))
         rc = gw_error_set(e, 400, INVALID, "stream", "invalid_type", "'stream' must be a boolean");
     else if (json_is_true(stream))

@@ -65,10 +65,13 @@ struct gw_call {
     char user[LLMQ_JOB_ID_MAX + 1]; /* "" none; else a valid llmq user name (see .c) */
 };
 
-/* Decodes body[0..len) of a call to url (borrowed): a JSON object with a
- * string "model", no "stream": true (refused: README "Gateway"), an optional
- * string "user". Returns 0, or -1 with *e filled (400s). */
-int gw_call_decode(const char *body, size_t len, struct gw_call *out, struct gw_error *e);
+/* Decodes body[0..len) of a call to url (borrowed; NULL: no endpoint's
+ * field checked): a JSON object with a string "model", the endpoint's prompt
+ * field (llmq_job_prompt_field: "messages" for chat), no "stream": true
+ * (refused: README "Gateway"), an optional string "user". Returns 0, or -1
+ * with *e filled (400s, naming the param). */
+int gw_call_decode(const char *url, const char *body, size_t len, struct gw_call *out,
+                   struct gw_error *e);
 
 /* What POST /v1/batches takes. */
 struct gw_batch_request {

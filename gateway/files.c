@@ -163,8 +163,9 @@ static int check_file(const char *body, size_t len, size_t job_body_max, long lo
     for (size_t i = 0; rc == 0 && i < b.n_jobs; i++)
         if (strlen(b.jobs[i].id) > CUSTOM_ID_MAX)
             rc = gw_error_set(e, 400, INVALID, "file", "invalid_file",
-                              "line %ld: custom_id is longer than %d characters", b.job_lines[i],
-                              CUSTOM_ID_MAX);
+                              "line %ld: custom_id is too long: its job id may have %d bytes "
+                              "(whitespace, control characters, '/', '|', '{' and '}' take 3)",
+                              b.job_lines[i], CUSTOM_ID_MAX);
     *lines = (long long)total;
     llmq_batch_clear(&b);
     return rc;
@@ -271,11 +272,16 @@ static void upload(struct gw_request *r)
                           "Missing required parameter: 'file'.");
         return;
     }
+    if (r->upload.purpose[0] == '\0') {
+        gw_respond_errorf(r, 400, INVALID, "purpose", "missing_required_parameter",
+                          "Missing required parameter: 'purpose'.");
+        return;
+    }
     if (strcmp(r->upload.purpose, "batch") != 0) {
         gw_respond_errorf(r, 400, INVALID, "purpose", "invalid_value",
                           "'%s' is not a supported purpose: llmq-gateway stores files for "
                           "'batch' only.",
-                          r->upload.purpose[0] ? r->upload.purpose : "(none)");
+                          r->upload.purpose);
         return;
     }
     /* checked before anything is read or stored */

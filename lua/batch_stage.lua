@@ -3,7 +3,7 @@
 -- A batch is created hidden: its hash (status validating, lease = the
 -- creating gateway's id), its job list and its id in P gw:staging are
 -- written first, then its jobs are enqueued held (lua/enqueue.lua {held}: a
--- job hash, in no queue). Then, over every id of its job list, in order:
+-- job hash and its body, in no queue). Then, over every id of its job list, in order:
 --   commit  the call that finds the batch validating makes it visible
 --           (status in_progress, in_progress_at, its entry in P gw:batches);
 --           only the gateway holding it (ARGV[2] = its lease) may do that.
@@ -11,7 +11,7 @@
 --           longer held (queued by an earlier commit, cancelled since) is
 --           left alone, so a commit can run again over the same ids.
 --   abort   only while the batch is validating (never seen) or gone: deletes
---           its held jobs, and at the last call the batch itself (hash, job
+--           its held jobs (hash and body), and at the last call the batch itself (hash, job
 --           list).
 -- The last call (its last argument '{last}') takes the batch out of P gw:staging and
 -- drops its lease. A gateway that dies part-way leaves the batch in
@@ -45,7 +45,7 @@ if mode == 'abort' then
     for i = 4, ids_end do
         local jk = P .. 'job:' .. ARGV[i]
         if redis.call('HGET', jk, 'state') == 'held' then
-            redis.call('DEL', jk)
+            redis.call('DEL', jk, P .. 'body:' .. ARGV[i])
         end
     end
     if not last then

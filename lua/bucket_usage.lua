@@ -4,7 +4,11 @@
 -- KEYS[1]  P, the account prefix
 -- ARGV...  bucket names
 -- Reply: per bucket {name, requests_used, tokens_used, requests_limit,
--- tokens_limit, period_ms, paused_ms, mode}; limits -1 when unset.
+-- tokens_limit, period_ms, paused_ms, mode, guard_ms, guard_floor_ms,
+-- guard_ceiling_ms, lifetime_ms}; limits -1 when unset; guard_*: its
+-- arrival guard in force and the bounds it is learned within (all three the
+-- pinned value when the policy pins it), lifetime_ms: its grants' lifetime
+-- (-1 for no window).
 local P = KEYS[1]
 local now = llmq_now_ms()
 local s = limiter_session(P, 'normal', now)
@@ -14,7 +18,7 @@ for i = 1, #ARGV do
     local c = b.cfg
     local paused = math.max(b.pause - now, 0)
     if c == nil then
-        out[#out + 1] = { b.name, 0, 0, -1, -1, 0, paused, '' }
+        out[#out + 1] = { b.name, 0, 0, -1, -1, 0, paused, '', -1, -1, -1, -1 }
     else
         local req_used, tok_used
         if c.mode == 'gcra' then
@@ -27,8 +31,13 @@ for i = 1, #ARGV do
             end
             req_used, tok_used = b.n, b.tok
         end
+        local guard, lo, hi, lifetime = -1, -1, -1, -1
+        if c.mode ~= 'gcra' then
+            guard, lifetime = c.guard, c.lifetime
+            lo, hi = limiter_guard_range(s, c)
+        end
         out[#out + 1] = { b.name, req_used, tok_used, c.requests or -1, c.tokens or -1, c.period,
-            paused, c.mode }
+            paused, c.mode, guard, lo, hi, lifetime }
     end
 end
 limiter_flush(s)

@@ -1,6 +1,6 @@
--- dead_purge: deletes dead jobs for good: their hash (with its result), the
--- result an older version wrote as P res:<id>, and the dead-letter entry. The
--- id is free to be enqueued again afterwards.
+-- dead_purge: deletes dead jobs for good: their hash, result (P res:<id>),
+-- body (P body:<id>) and dead-letter entry. The id is free to be enqueued
+-- again afterwards.
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  at most this many jobs (when no ids are named)
 -- ARGV[2..] job ids; none: the oldest ARGV[1] entries of P dead
@@ -19,10 +19,10 @@ local function purge(id, eid)
         redis.call('XDEL', P .. 'dead', eid)
     end
     if j[1] == false then
-        redis.call('DEL', P .. 'res:' .. id)
+        redis.call('DEL', P .. 'res:' .. id, P .. 'body:' .. id)
         return 'gone'
     end
-    redis.call('DEL', jk, P .. 'res:' .. id)
+    redis.call('DEL', jk, P .. 'res:' .. id, P .. 'body:' .. id)
     return 'purged'
 end
 

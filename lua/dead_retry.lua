@@ -1,6 +1,7 @@
 -- dead_retry: puts dead jobs back in their queue with fresh attempts, from the
--- body kept in their hash; removes their result (the hash's field result, or
--- P res:<id> written by an older version) and dead-letter entry.
+-- body they kept (P body:<id>, or the hash's field body of the previous
+-- layout); removes their result (P res:<id>, or the previous layout's hash
+-- field result) and dead-letter entry.
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  at most this many jobs (when no ids are named)
 -- ARGV[2..] job ids; none: the oldest ARGV[1] entries of P dead
@@ -26,7 +27,7 @@ local function retry(id, eid)
     if eid then
         redis.call('XDEL', P .. 'dead', eid)
     end
-    if not j[2] or not j[3] then
+    if not (j[2] or redis.call('EXISTS', P .. 'body:' .. id) == 1) or not j[3] then
         return 'no_body'
     end
     redis.call('DEL', P .. 'res:' .. id)

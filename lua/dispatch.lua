@@ -1,6 +1,6 @@
 -- dispatch: hand this worker the next jobs the limiter admits (docs/DESIGN.md
 -- §3.2), all in one atomic step. The queues are described in
--- lua/lib/45_sched.lua and common/keys.h.
+-- lua/lib/45_sched.lua and common/redis/keys.h.
 --   1. Delayed jobs that are due go back to the head of their key.
 --   2. Blocked nodes whose time has come become runnable again.
 --   3. Entries that something other than dispatch wrote to a priority stream
@@ -41,9 +41,13 @@
 --   [4] now_ms
 --   [5..] one array per granted job:
 --       {entry_id, prio, id, handle, url, body, model, attempts, cost,
---        max_attempts (0: the worker's default), est_prompt_tokens (-1: none)}
+--        max_attempts (0: the worker's default), est_prompt_tokens (-1: none),
+--        lifetime_ms, guard_ms}
 --       handle: the reservation without the account ('' when no bucket
---       recorded it); attempts counts this one.
+--       recorded it); attempts counts this one. lifetime_ms: send it only
+--       within this many ms of asking for it, else hand it back untried (0:
+--       no bound; lua/lib/20_limiter.lua, the arrival guard); guard_ms: the
+--       model's arrival guard in force (-1: its bucket is no window).
 local P = KEYS[1]
 local consumer = ARGV[1]
 local max_jobs = llmq_int_arg(ARGV[2], 'max jobs')
@@ -95,7 +99,7 @@ for _, id in ipairs(due) do
     if not ok or ((j[1] or j[2]) and not worker_name_ok(id)) then
         worker_dead_entry(P, P .. 'delayed', '', id, 'invalid_job', 'delayed job id or key unusable',
             now)
-    elseif j[2] == 'done' or j[2] == 'dead' then
+    elseif JOBS_ENDED[j[2]] then
         -- Ended meanwhile (a reclaimed job whose first delivery then
         -- finished): requeueing it would overwrite its state.
     elseif j[1] or j[2] then
@@ -135,14 +139,16 @@ local function lease_lives(name)
 end
 
 -- What to do with job id (a stream entry's or a key head's): nil, job when
--- it can be tried (job: the values of JOB_FIELDS, read in one HMGET); else
+-- it can be tried (job: the values of JOB_FIELDS, read in one HMGET; body is
+-- set only in a hash of the previous layout: granted jobs' bodies are read
+-- from P body:<id> in one MGET, grants_bodies); else
 -- kind ('bad': no usable job; 'drop': already ended; 'dead': dead-letter the
--- job), reason, message. from_key: id is a key head that dispatch or enqueue
--- queued, with state 'queued': a result can exist only if the job ended, and
--- llmq_job_finish sets the state of a job that ends (with its result field,
--- in the same script), so its result need not be looked up; a foreign
--- entry's job may have a result of an older version (P res:<id>, README
--- "Upgrading"), which is looked up.
+-- job; 'cancel': end it cancelled), reason, message. from_key: id is a key
+-- head that dispatch or enqueue queued, with state 'queued': a result can
+-- exist only if the job ended, and
+-- llmq_job_finish sets the state of a job that ends (with its result, in the
+-- same script), so its result need not be looked up; a foreign entry's job
+-- may have a result (P res:<id>) without a hash to say so, which is looked up.
 local function examine(id, from_key)
     if not worker_name_ok(id) then
         return 'bad', id == nil and 'invalid_entry' or 'invalid_job_id',
@@ -152,7 +158,7 @@ local function examine(id, from_key)
     if not ok then
         return 'bad', 'invalid_job', 'job key is not a hash'
     end
-    if job[8] == 'done' or job[8] == 'dead' or
+    if JOBS_ENDED[job[8]] or
         ((not from_key or job[8] ~= 'queued') and redis.call('EXISTS', P .. 'res:' .. id) == 1) then
         return 'drop'
     end
@@ -165,15 +171,15 @@ local function examine(id, from_key)
     end
     if job[11] == '1' then
         -- Cancel hook (lua/job_cancel.lua): a job cancelled while it was
-        -- running and then handed back or reclaimed is never sent again.
-        -- Queued and delayed ones were ended at cancel (dropped here).
-        return 'dead', 'cancelled', 'cancelled before it was sent'
+        -- running and then handed back or reclaimed is never sent again: it
+        -- ends cancelled. Queued and delayed ones were ended at cancel.
+        return 'cancel', 'cancelled', 'cancelled before it was sent'
     end
     if job[13] and not lease_lives(job[13]) then
         -- Its caller waited on a gateway that is gone (killed, not stopped:
         -- a stopping gateway cancels its calls itself): nobody will read
         -- the answer, so it is not sent.
-        return 'dead', 'cancelled', 'its caller is gone (gateway lease ' .. job[13] .. ' lapsed)'
+        return 'cancel', 'cancelled', 'its caller is gone (gateway lease ' .. job[13] .. ' lapsed)'
     end
     return nil, job
 end
@@ -182,8 +188,9 @@ end
 local function reject(kind, where, eid, id, reason, message)
     if kind == 'bad' then
         worker_dead_entry(P, where, eid, id, reason, message, now)
-    elseif kind == 'dead' then
-        llmq_job_finish(P, id, 'dead', worker_error_line(id, reason, message), reason, now)
+    elseif kind == 'dead' or kind == 'cancel' then
+        llmq_job_finish(P, id, kind == 'dead' and 'dead' or 'cancelled',
+            worker_error_line(id, reason, message), reason, now)
     end
 end
 
@@ -317,6 +324,30 @@ local function chain_start(prio, smk)
     return true
 end
 
+-- Fills in the bodies of grants (the jobs granted at one priority): one MGET
+-- of their P body:<id>. A job of the previous layout has its body in its hash
+-- (read by examine): it moves to P body:<id>, so its finish finds the layout
+-- of today (README "Upgrading"). A body that is gone is sent as ''.
+local function grants_bodies(grants)
+    local keys, at = {}, {}
+    for i, g in ipairs(grants) do
+        local bk = P .. 'body:' .. g[3]
+        if g[6] then
+            redis.call('SET', bk, g[6])
+            redis.call('HDEL', P .. 'job:' .. g[3], 'body')
+        else
+            keys[#keys + 1] = bk
+            at[#at + 1] = i
+        end
+    end
+    if #keys > 0 then
+        local bodies = redis.call('MGET', unpack(keys))
+        for k, i in ipairs(at) do
+            grants[i][6] = bodies[k] or ''
+        end
+    end
+end
+
 -- The node to block for a denial on path (the outermost bucket that binds),
 -- until when, its level and the bucket's name.
 local function block_target(s, path, cost, mpath, tpath, kpath)
@@ -374,8 +405,14 @@ for _, prio in ipairs(PRIOS) do
                         local handle = path.tags == '' and '' or limiter_handle(path, r1, job[4], s.now_text)
                         redis.call('HSET', P .. 'job:' .. id, 'state', 'running', 'attempts',
                             llmq_int_text(attempts + 1), 'consumer', consumer, 'run_ms', s.now_text)
-                        grants[#grants + 1] = { '', prio, id, handle, job[10] or '', job[12] or '',
-                            c.m.name, attempts + 1, cost, max_attempts, tonumber(job[9]) or -1 }
+                        if c.lifetime == nil then -- the path's, once per chain
+                            local mc = path[1].cfg
+                            c.lifetime = limiter_grant_lifetime(path)
+                            c.guard = (mc ~= nil and mc.mode ~= 'gcra') and mc.guard or -1
+                        end
+                        grants[#grants + 1] = { '', prio, id, handle, job[10] or '', job[12],
+                            c.m.name, attempts + 1, cost, max_attempts, tonumber(job[9]) or -1,
+                            c.lifetime, c.guard }
                         taken = taken + 1
                         if not c.wu then -- the key's weights, once per chain
                             local model, tenant, user = c.m.name, c.t.name, c.u.name
@@ -405,7 +442,7 @@ for _, prio in ipairs(PRIOS) do
                     end
                 end
             end
-            if kind == 'bad' or kind == 'dead' or kind == 'drop' then
+            if kind ~= nil then
                 c.idx, c.pops = c.idx + 1, c.pops + 1
                 if c.idx > #c.ids and c.exact then
                     chain_end()
@@ -419,6 +456,7 @@ for _, prio in ipairs(PRIOS) do
         limiter_flush(s)
     end
     if #grants > 0 then
+        grants_bodies(grants)
         local q = P .. 'q:' .. prio
         for _, g in ipairs(grants) do
             redis.call('XADD', q, '*', 'id', g[3])

@@ -14,11 +14,12 @@
 --          0 none), ttl_ms (0 none; deadline = min(deadline, now + ttl)),
 --          max_attempts, est_prompt_tokens
 -- Reply: one {created, state} per job, in order: {1, 'queued'} (or 'held')
--- for a new job; {0, state} when job:<id> (which holds the result once the job ended)
--- or res:<id> (a result of an older version) already exists (state of the
--- existing job; 'done' when only an older result is left), nothing written.
--- A job is a HASH P job:<id> plus its id in its key's queue (lua/lib/45_sched.lua:
--- P kq:<prio>|<model>|<tenant>|<user>); workers are woken when it may run now.
+-- for a new job; {0, state} when job:<id> or its result res:<id> already exists (state
+-- of the existing job; 'done' when only a result is left), nothing written.
+-- A job is a HASH P job:<id> of small fields (a listpack: common/redis/keys.h),
+-- its body in the STRING P body:<id>, and its id in its key's queue
+-- (lua/lib/45_sched.lua: P kq:<prio>|<model>|<tenant>|<user>); workers are
+-- woken when it may run now.
 local P = KEYS[1]
 local JOBS_FIELDS = 12
 local held, lease = false, nil
@@ -78,13 +79,14 @@ for base = first, #ARGV, JOBS_FIELDS do
         end
         -- one fixed-arity call: the hot path of enqueue (tenant/user '' = none)
         redis.call('HSET', jk, 'model', ARGV[base + 2], 'url', ARGV[base + 3],
-            'body', ARGV[base + 4], 'cost', ARGV[base + 5], 'prio', prio,
+            'cost', ARGV[base + 5], 'prio', prio,
             'tenant', ARGV[base + 6], 'user', ARGV[base + 7], 'deadline_ms', deadline,
             'max_attempts', ARGV[base + 10], 'attempts', '0', 'enq_ms', now_text, 'state', state,
             'est_prompt_tokens', ARGV[base + 11])
         if lease then
             redis.call('HSET', jk, 'lease', lease)
         end
+        redis.call('SET', P .. 'body:' .. id, ARGV[base + 4])
         if not held then
             sched_push(P, id, prio, ARGV[base + 2], ARGV[base + 6], ARGV[base + 7], false, vt, backlog)
         end

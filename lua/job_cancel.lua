@@ -1,12 +1,16 @@
 -- job_cancel: cancels jobs that have not been sent (llmq-gateway: a Batch
 -- cancel, a caller that hung up or waited too long).
---   queued or delayed  -> flag cancel=1, dead-lettered with reason cancelled
---                         (llmq_job_finish: result line, events, P dead); the
---                         stream entry left behind is dropped by dispatch.
+--   queued or delayed  -> flag cancel=1, ended as cancelled at once
+--                         (llmq_job_finish state cancelled: result line with
+--                         error code cancelled, events; not dead-lettered),
+--                         and taken out of its key's queue and P backlog:<prio>
+--                         (sched_unqueue), so no count holds it any more.
 --   running            -> flag cancel=1 only: the call is under way and ends
 --                         as usual; should it be handed back or reclaimed,
---                         dispatch dead-letters it instead of sending it again.
---   done, dead, none   -> nothing.
+--                         dispatch ends it as cancelled instead of sending it.
+--   held               -> the same (a batch's job not yet committed,
+--                         lua/batch_stage.lua: in no queue).
+--   ended, none        -> nothing.
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  batch id ('' none): an in_progress batch becomes cancelling
 --          first; its running jobs are noted in P gw:batch:<id>:live (each
@@ -32,11 +36,13 @@ if bid ~= '' then
         redis.call('HSET', bk, 'status', 'cancelling', 'cancelling_at', math.floor(now / 1000))
     end
 end
+local unqueue = {} -- key path -> {prio, ids = set of job ids, n}
 for i = 2, all and #ARGV - 1 or #ARGV do
     local id = ARGV[i]
     local jk = P .. 'job:' .. id
-    local ok, state = pcall(redis.call, 'HGET', jk, 'state')
-    if not ok or not state or state == 'done' or state == 'dead' then
+    local ok, j = pcall(redis.call, 'HMGET', jk, 'state', 'prio', 'model', 'tenant', 'user')
+    local state = ok and j[1]
+    if not state or JOBS_ENDED[state] then
         ended = ended + 1
     elseif state == 'running' then
         redis.call('HSET', jk, 'cancel', 1)
@@ -47,10 +53,19 @@ for i = 2, all and #ARGV - 1 or #ARGV do
     else
         redis.call('HSET', jk, 'cancel', 1)
         redis.call('ZREM', P .. 'delayed', id)
-        llmq_job_finish(P, id, 'dead', worker_error_line(id, 'cancelled',
+        if state == 'queued' and JOBS_PRIORITY_VALID[j[2]] and j[3] then
+            local key = sched_key(j[2], j[3], j[4], j[5])
+            local u = unqueue[key] or { prio = j[2], ids = {}, n = 0 }
+            u.ids[id], u.n = true, u.n + 1
+            unqueue[key] = u
+        end
+        llmq_job_finish(P, id, 'cancelled', worker_error_line(id, 'cancelled',
             'cancelled before it was sent'), 'cancelled', now)
         cancelled = cancelled + 1
     end
+end
+for key, u in pairs(unqueue) do
+    sched_unqueue(P, key, u.prio, u.ids, u.n)
 end
 if bid ~= '' then
     if all then

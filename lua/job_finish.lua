@@ -3,7 +3,7 @@
 -- the worker.
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  job id
--- ARGV[2]  state: done | dead
+-- ARGV[2]  state: done | dead | cancelled
 -- ARGV[3]  the Batch output line (JSON text)
 -- ARGV[4]  reason ('' for done; e.g. 'http_400', 'max_attempts', 'deadline')
 -- Reply: 1 when the job ended now, 0 when it had already ended (no change).

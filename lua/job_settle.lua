@@ -9,14 +9,17 @@
 --             the account+model bucket for the server's hint;
 --   dead      dead-letters it with its output line and reason, settling the
 --             reservation to the usage reported (or refunding it);
---   handback  gives it back untried (shutdown): refund, due now, the attempt
---             uncounted;
+--   handback  gives it back untried (shutdown, or its grant went stale
+--             before it could be sent: reason stale_grant, which grows the
+--             model's grant lifetime, limiter_lifetime_stale): refund, due
+--             now, the attempt uncounted;
 --   authpause the API refused the key (401/403): as handback, and the
 --             account is paused (P auth_pause) until account_resume.
 -- Room given back to a bucket (a refund; a usage-ledger settle below the
 -- charge) unblocks the nodes waiting on it, and that, or a delayed job due
 -- sooner than all others, wakes idle workers (lua/lib/45_sched.lua). Then the account+model bucket learns from OpenAI's
--- rate-limit headers.
+-- rate-limit headers, and a limit 429 the ledger did not predict grows its
+-- arrival guard (limiter_guard_429).
 -- KEYS[1]  P, the account prefix
 -- ARGV: SETTLE_FIELDS values per delivery, repeated: one call may end
 -- several deliveries (the worker sends the settles of one loop turn
@@ -31,7 +34,7 @@
 -- ARGV[5]  handle: reservation handle without the account ('' none)
 -- ARGV[6]  actual: actual tokens (done/dead; -1: refund instead)
 -- ARGV[7]  line: Batch output line (done/dead)
--- ARGV[8]  reason: why (dead, retry)
+-- ARGV[8]  reason: why (dead, retry; a handback of a stale grant: stale_grant)
 -- ARGV[9]  delay_ms: retry: due this long after now
 -- ARGV[10] refund: retry: 0|1, give the reservation back
 -- ARGV[11] model: the bucket to pause and to teach
@@ -98,6 +101,14 @@ local function learn(base, pause_ms)
         -- can change the same bucket
         local s = limiter_session(P, 'normal', now)
         local b = limiter_bucket(s, model)
+        -- A rate-limit 429 (the only retry with a pause) of a grant, already
+        -- refunded: the arrival guard may have to grow, judged before the
+        -- headers teach the bucket anything.
+        local cost, admitted = string.match(ARGV[base + 5], '^%d+|(%d+)|(%d+)')
+        if pause_ms > 0 and ARGV[base + 1] == 'retry' and admitted ~= nil then
+            limiter_guard_429(s, b, tonumber(admitted), tonumber(cost), { hint_ms = pause_ms,
+                rem_req = rem_req, rem_tok = rem_tok, lim_req = lim_req, lim_tok = lim_tok })
+        end
         limiter_bucket_pause(s, b, pause_ms)
         limiter_learn(s, b, rem_req, rem_tok, reset_req, reset_tok, lim_req, lim_tok)
         limiter_flush(s)
@@ -127,6 +138,14 @@ local function settle(base)
         end
         if freed ~= nil and #freed > 0 then
             sched_wake_buckets(P, freed)
+        end
+    end
+
+    if mode == 'handback' and string.find(ARGV[base + 8], '^stale_grant') then
+        local admitted = tonumber(string.match(handle, '^%d+|%d+|(%d+)'))
+        if admitted ~= nil and ARGV[base + 11] ~= '' then
+            local s = limiter_session(P, 'normal', now)
+            limiter_lifetime_stale(s, limiter_bucket(s, ARGV[base + 11]), admitted)
         end
     end
 

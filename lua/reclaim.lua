@@ -26,8 +26,8 @@ for _, prio in ipairs(JOBS_PRIORITIES) do
                 worker_ack(q, eid)
                 local id = fields.id
                 local jk = id and (P .. 'job:' .. id)
-                -- A result comes with its state (llmq_job_finish); the
-                -- res: key is a result of an older version (README "Upgrading").
+                -- A result comes with its state (llmq_job_finish); a
+                -- result without a hash to say so is looked up too.
                 if jk and redis.call('HGET', jk, 'state') == 'running' and
                     redis.call('EXISTS', P .. 'res:' .. id) == 0 then
                     sched_delay(P, id, now)

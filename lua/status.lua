@@ -2,10 +2,12 @@
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  count delayed and dead jobs per priority only when there are at
 --          most this many of each (each needs a lookup of the job's hash)
--- Reply: {queues, totals, consumers, settings, unlimited}
+-- ARGV[2]  sample at most this many queued jobs and as many done results
+--          for the memory estimate (0: none)
+-- Reply: {queues, totals, consumers, settings, unlimited, memory}
 --   queues    one {prio, queued, in_flight, delayed, dead} per priority;
 --             queued = jobs waiting in the priority's keys (P backlog:<prio>)
---             and stream entries not yet read, in_flight = delivered and
+--             and stream entries after the group's last delivered id, in_flight = delivered and
 --             not acknowledged; delayed/dead -1 when too many to count
 --   totals    {delayed, dead, results_kept, done_ever, dead_ever, http_429}
 --   consumers one {prio, name, pending, idle_ms} per consumer of "workers"
@@ -14,8 +16,15 @@
 --             work in the scheduler's tree and blocked set, entries of each
 --             stream and of delayed) whose account+model bucket sets no
 --             limit (requests and tokens absent or 0): they run unlimited
+--   memory    {queued_sampled, queued_bytes, done_sampled, done_bytes}: MEMORY
+--             USAGE summed over a sample of waiting jobs (from the heads of
+--             the first keys of each priority, runnable or blocked: job hash,
+--             body, and their share of their key queue and backlog list) and
+--             of the newest done results (job hash and result), for `llmq
+--             status` to scale by the counts
 local P = KEYS[1]
 local cap = llmq_int_arg(ARGV[1], 'cap')
+local sample_max = llmq_int_arg(ARGV[2] or '0', 'sample')
 
 -- Per-priority counts of job ids, or nil when there are more than cap.
 local function by_prio(ids)
@@ -50,20 +59,22 @@ if n_dead <= cap then
 end
 
 -- Entries of queue stream q not yet delivered to the workers' group (written
--- by a producer of the old layout or by hand, not yet adopted by dispatch).
--- Acknowledged entries stay in the stream until trimmed (worker_ack), so
--- XLEN - pending would count them: the group's lag says it, and where Redis
--- cannot give it (entries deleted after the group's last delivery) the
--- entries after that id are counted. Also returns that id (nil: no group).
+-- by a producer of the old layout or by hand, not yet adopted by dispatch):
+-- those after the group's last delivered id, counted (up to
+-- UNDELIVERED_MAX). The group's lag is not used: Redis keeps its read counter
+-- apart from the last delivered id, and a replay of the AOF (the XCLAIMs a
+-- script's XREADGROUP is written as move the id, not the counter) or a
+-- counter set behind it leaves a lag of entries that were delivered long ago
+-- (issue 24: 50 "queued" jobs that did not exist). Acknowledged entries stay
+-- in the stream until trimmed (worker_ack), so XLEN would count them too.
+-- Also returns that id (nil: no group).
+local UNDELIVERED_MAX = 100000
 local function stream_undelivered(q)
     for _, g in ipairs(redis.call('XINFO', 'GROUPS', q)) do
         local info = llmq_hash_table(g)
         if info['name'] == LLMQ_JOBS_GROUP then
             local last = info['last-delivered-id']
-            if type(info['lag']) == 'number' then
-                return info['lag'], last
-            end
-            return #redis.call('XRANGE', q, '(' .. last, '+'), last
+            return #redis.call('XRANGE', q, '(' .. last, '+', 'COUNT', UNDELIVERED_MAX), last
         end
     end
     return redis.call('XLEN', q), nil
@@ -164,4 +175,62 @@ for _, id in ipairs(redis.call('ZRANGE', P .. 'delayed', 0, SAMPLE - 1)) do
     check_model(id)
 end
 table.sort(unlimited)
-return { queues, totals, consumers, settings, unlimited }
+
+-- Memory of the sampled jobs' keys (0 for a key that is absent).
+local function usage(key)
+    return tonumber(redis.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')) or 0
+end
+-- Bytes per element of list key (its share of the list's memory), 0 if empty.
+local function per_element(key)
+    local n = redis.call('LLEN', key)
+    return n > 0 and (tonumber(redis.call('MEMORY', 'USAGE', key)) or 0) / n or 0
+end
+local q_n, q_bytes, seen_keys = 0, 0, {}
+-- Samples the jobs at the head of the key queue below node path (a model,
+-- tenant or user node: down the first child of each level).
+local function sample_node(prio, path)
+    while q_n < sample_max do
+        local depth = #llmq_split(path, '|')
+        if depth >= 4 then
+            break
+        end
+        local child = redis.call('ZRANGE', sched_children_key(P, path), 0, 0)[1]
+        if child == nil then
+            return
+        end
+        path = path .. '|' .. child
+    end
+    local kq = P .. 'kq:' .. path
+    if q_n >= sample_max or seen_keys[kq] then
+        return
+    end
+    seen_keys[kq] = true
+    local share = per_element(kq) + per_element(P .. 'backlog:' .. prio)
+    for _, id in ipairs(redis.call('LRANGE', kq, 0, sample_max - q_n - 1)) do
+        q_n = q_n + 1
+        q_bytes = q_bytes + usage(P .. 'job:' .. id) + usage(P .. 'body:' .. id) + share
+    end
+end
+if sample_max > 0 then
+    for _, prio in ipairs(JOBS_PRIORITIES) do
+        for _, m in ipairs(redis.call('ZRANGE', P .. 'sm:' .. prio, 0, 3)) do
+            sample_node(prio, prio .. '|' .. m)
+        end
+    end
+    for _, node in ipairs(redis.call('ZRANGE', P .. 'sblk', 0, 15)) do
+        sample_node(llmq_split(node, '|')[1], node)
+    end
+end
+local d_n, d_bytes = 0, 0
+if sample_max > 0 then
+    for _, e in ipairs(redis.call('LRANGE', P .. 'done', -sample_max, -1)) do
+        local _, id = jobs_done_parse(e)
+        if id then
+            d_n = d_n + 1
+            d_bytes = d_bytes + usage(P .. 'job:' .. id) + usage(P .. 'res:' .. id) +
+                usage(P .. 'body:' .. id)
+        end
+    end
+end
+local memory = { q_n, math.floor(q_bytes), d_n, d_bytes }
+return { queues, totals, consumers, settings, unlimited, memory }

@@ -16,6 +16,8 @@
 #include "base/log.h"
 #include "admin/metrics_worker.h"
 #include "openai/usage.h"
+#include "jobs/job.h"
+#include "jobs/job_id.h"
 #include "base/clock.h"
 #include "calib_batch.h"
 #include "classify.h"
@@ -44,9 +46,10 @@ static char *output_line(const struct worker_job *job, const struct llmq_http_re
                           : eb->type[0] ? eb->type
                                         : "http_error",
                           "message", eb->message[0] ? eb->message : "request failed");
-    char id[200];
-    snprintf(id, sizeof(id), "batch_req_%s", rid[0] ? rid : job->id);
-    json_t *line = json_pack("{s:s, s:s, s:{s:i, s:s, s:o}, s:o}", "id", id, "custom_id", job->id,
+    char id[LLMQ_JOB_OUTPUT_ID_MAX], custom_id[LLMQ_JOB_ID_MAX + 1];
+    llmq_job_output_id(rid, job->id, id, sizeof(id));
+    llmq_job_id_to_custom(job->id, custom_id, sizeof(custom_id));
+    json_t *line = json_pack("{s:s, s:s, s:{s:i, s:s, s:o}, s:o}", "id", id, "custom_id", custom_id,
                              "response", "status_code", (int)resp->status, "request_id", rid,
                              "body", body ? body : json_null(), "error", error);
     char *text = line ? json_dumps(line, JSON_COMPACT) : NULL;
@@ -57,9 +60,10 @@ static char *output_line(const struct worker_job *job, const struct llmq_http_re
 /* A line for a job that ended without a usable response. Returns new. */
 static char *error_line(const struct worker_job *job, const char *code, const char *message)
 {
-    char id[200];
-    snprintf(id, sizeof(id), "batch_req_%s", job->id);
-    json_t *line = json_pack("{s:s, s:s, s:n, s:{s:s, s:s}}", "id", id, "custom_id", job->id,
+    char id[LLMQ_JOB_OUTPUT_ID_MAX], custom_id[LLMQ_JOB_ID_MAX + 1];
+    llmq_job_output_id(NULL, job->id, id, sizeof(id));
+    llmq_job_id_to_custom(job->id, custom_id, sizeof(custom_id));
+    json_t *line = json_pack("{s:s, s:s, s:n, s:{s:s, s:s}}", "id", id, "custom_id", custom_id,
                              "response", "error", "code", code, "message", message);
     char *text = line ? json_dumps(line, JSON_COMPACT) : NULL;
     json_decref(line);
@@ -147,6 +151,15 @@ static void apply_class(struct llmq_worker *w, struct worker_job *job,
         return;
     case LLMQ_CALL_HANDBACK:
         job->settle.mode = WORKER_SETTLE_HANDBACK;
+        if (c->cause == LLMQ_CALL_CAUSE_STALE) {
+            /* The reason tells the settle to lengthen the model's grant
+             * lifetime (lua/job_settle.lua). */
+            snprintf(job->settle.reason, sizeof(job->settle.reason), "%s", c->reason);
+            LLMQ_LOG_JOB(LLMQ_LOG_INFO, acct, job->id,
+                         "grant stale: the connection was ready %lld ms past its lifetime; "
+                         "handed back untried",
+                         (long long)(llmq_monotonic_ms() - job->send_by_ms));
+        }
         return;
     case LLMQ_CALL_AUTH:
         llmq_worker_auth_refused(job->acct, resp->status,
@@ -275,6 +288,7 @@ void llmq_worker_call(struct llmq_worker *w, struct worker_job *job)
         .auth = w->cfg->azure_api_version[0] ? LLMQ_HTTP_AUTH_API_KEY : LLMQ_HTTP_AUTH_BEARER,
         .api_key = job->acct->cfg->api_key,
         .client_request_id = job->id,
+        .send_by_ms = job->send_by_ms,
     };
     if (llmq_http_submit(w->http, &req, on_response, job, &err) != LLMQ_OK) {
         LLMQ_LOG_JOB(LLMQ_LOG_ERROR, job->acct->cfg->name, job->id, "cannot send: %s", err.msg);

@@ -17,6 +17,7 @@ static const char *const cause_names[] = {
     [LLMQ_CALL_CAUSE_TRANSPORT] = "transport",
     [LLMQ_CALL_CAUSE_TOO_BIG] = "response_too_big",
     [LLMQ_CALL_CAUSE_CANCELLED] = "cancelled",
+    [LLMQ_CALL_CAUSE_STALE] = "stale_grant",
 };
 
 const char *llmq_call_cause_name(enum llmq_call_cause cause)
@@ -146,6 +147,16 @@ static void classify_transport(const struct llmq_call_response *resp, struct llm
         out->cause = LLMQ_CALL_CAUSE_CANCELLED;
         out->refund = 1;
         snprintf(out->reason, sizeof(out->reason), "cancelled");
+        return;
+    }
+    if (resp->outcome == LLMQ_HTTP_STALE) {
+        /* Its grant outlived its lifetime before the request could go out:
+         * sent now it might reach the API after the ledger let its window
+         * go (lua/lib/20_limiter.lua, the arrival guard). */
+        out->verdict = LLMQ_CALL_HANDBACK;
+        out->cause = LLMQ_CALL_CAUSE_STALE;
+        out->refund = 1;
+        snprintf(out->reason, sizeof(out->reason), "stale_grant: not sent within its lifetime");
         return;
     }
     if (resp->outcome == LLMQ_HTTP_TOO_BIG) {

@@ -23,6 +23,7 @@
  *                                           surely never left
  *   body over the size limit                DEAD response_too_big
  *   cancelled at shutdown                   HANDBACK
+ *   not sent: its grant went stale          HANDBACK
  *
  * The body of a 2xx must be, by endpoint (the url path's tail):
  *   /chat/completions, /completions   a JSON object with a "choices" array
@@ -48,7 +49,8 @@ enum llmq_call_verdict {
     LLMQ_CALL_RETRY,    /* requeue with backoff (dead once attempts are used up) */
     LLMQ_CALL_DEAD,     /* dead-letter now */
     LLMQ_CALL_AUTH,     /* the key was refused: pause the account, hand the job back */
-    LLMQ_CALL_HANDBACK, /* cancelled before an answer: give it back untried */
+    LLMQ_CALL_HANDBACK, /* cancelled, or its grant stale, before an answer: give it back
+                           untried */
 };
 
 /* Why, for counters and logs. */
@@ -63,6 +65,7 @@ enum llmq_call_cause {
     LLMQ_CALL_CAUSE_TRANSPORT,        /* no complete response */
     LLMQ_CALL_CAUSE_TOO_BIG,          /* response over the size limit */
     LLMQ_CALL_CAUSE_CANCELLED,
+    LLMQ_CALL_CAUSE_STALE, /* the grant's lifetime passed before the request could go out */
 };
 
 /* What the classifier looks at. Everything borrowed. */

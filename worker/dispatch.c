@@ -50,6 +50,9 @@ static struct worker_job *job_from_reply(struct worker_account *a, const redisRe
     job->cost = d.cost;
     job->max_attempts = d.max_attempts > 0 ? d.max_attempts : a->w->cfg->max_attempts;
     job->est_prompt_tokens = d.est_prompt_tokens;
+    job->send_by_ms = d.lifetime_ms > 0 ? a->asked_ms + d.lifetime_ms : 0;
+    if (d.guard_ms >= 0)
+        llmq_worker_metrics_guard(a, job->model, d.guard_ms);
     return job;
 }
 
@@ -183,6 +186,7 @@ static void dispatch_now(struct worker_account *a)
     char max_s[16];
     snprintf(max_s, sizeof(max_s), "%d", max);
     const char *argv[3] = {a->prefix, w->cfg->consumer, max_s};
+    a->asked_ms = llmq_monotonic_ms();
     if (llmq_script_run_async(ac, LLMQ_SCRIPT_DISPATCH, 1, 3, argv, NULL, on_dispatch, a) ==
         LLMQ_OK) {
         a->dispatching = 1;

@@ -36,14 +36,17 @@ int llmq_dispatch_job_decode(const redisReply *r, size_t i, struct llmq_dispatch
         return -1;
     const redisReply *e = r->element[4 + i];
     int64_t attempts, max_attempts;
-    if (e->type != REDIS_REPLY_ARRAY || e->elements < 11 ||
+    if (e->type != REDIS_REPLY_ARRAY || e->elements < 13 ||
         llmq_reply_copy(e->element[0], out->eid, sizeof(out->eid)) != 0 ||
         llmq_reply_copy(e->element[1], out->prio, sizeof(out->prio)) != 0 ||
         llmq_reply_int(e->element[7], &attempts) != 0 ||
         llmq_reply_int(e->element[8], &out->cost) != 0 ||
         llmq_reply_int(e->element[9], &max_attempts) != 0 ||
-        llmq_reply_int(e->element[10], &out->est_prompt_tokens) != 0 || attempts < 0 ||
-        attempts > 1000000 || max_attempts < 0 || max_attempts > 1000000 || out->cost < 0)
+        llmq_reply_int(e->element[10], &out->est_prompt_tokens) != 0 ||
+        llmq_reply_int(e->element[11], &out->lifetime_ms) != 0 ||
+        llmq_reply_int(e->element[12], &out->guard_ms) != 0 || attempts < 0 || attempts > 1000000 ||
+        max_attempts < 0 || max_attempts > 1000000 || out->cost < 0 || out->lifetime_ms < 0 ||
+        out->lifetime_ms > 3600000 || out->guard_ms < -1 || out->guard_ms > 3600000)
         return -1;
     out->attempts = (int)attempts;
     out->max_attempts = (int)max_attempts;

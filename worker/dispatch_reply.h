@@ -25,6 +25,8 @@ struct llmq_dispatch_job {
     char *id, *handle, *url_path, *body, *model;
     int attempts, max_attempts; /* max_attempts 0: the worker's default */
     int64_t cost, est_prompt_tokens;
+    int64_t lifetime_ms; /* send it only this long after asking (0: no bound) */
+    int64_t guard_ms;    /* the model's arrival guard in force; -1: no window bucket */
 };
 
 /* Decodes r's head into *out. Returns 0, or -1 when r is not a dispatch

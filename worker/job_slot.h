@@ -35,6 +35,8 @@ struct worker_job {
     int attempts, max_attempts;
     int64_t cost;
     int64_t est_prompt_tokens;   /* enqueue's estimate, for calibration; -1 none */
+    int64_t send_by_ms;          /* llmq_monotonic_ms() past which its grant is stale and
+                                    it is handed back unsent (call.c); 0: no bound */
     struct worker_settle settle; /* the outcome to send (settle_request.h) */
     int from_spool;              /* loaded from a previous run's spool file (spool.h) */
 };

@@ -46,6 +46,9 @@ struct worker_account {
     int dispatching;                 /* a dispatch call is in flight */
     int wake_reading;                /* a wake-up read is in flight */
     int asked;                       /* jobs asked for by the dispatch in flight */
+    int64_t asked_ms;                /* llmq_monotonic_ms() before that dispatch was sent:
+                                        its grants' age counts from here (no grant is
+                                        older), so no clock is compared with Redis's */
     char wake_id[64];                /* wake stream id the last dispatch saw, for the read */
     int64_t next_due_ms;             /* ms until the earliest delayed job (-1: none) */
     ev_timer wait_timer;             /* the limiter's exact wait, or a delayed job's due */

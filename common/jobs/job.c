@@ -4,6 +4,7 @@
  * can be checked whole and rejected whole. Every message names the field at
  * fault; the caller adds the line number. A job owns its strings (see job.h). */
 #include "jobs/job.h"
+#include "jobs/job_id.h"
 
 #include <jansson.h>
 #include <stdint.h>
@@ -88,7 +89,7 @@ static enum llmq_rc dup_str(const char *s, char **out, struct llmq_error *err)
     return *out ? LLMQ_OK : llmq_error_set(err, LLMQ_ENOMEM, "out of memory");
 }
 
-/* Checks a name option (tenant, user, custom_id) taken from JSON. */
+/* Checks a name option (tenant, user) taken from JSON. */
 static enum llmq_rc name_field(const json_t *v, const char *what, const char **out,
                                struct llmq_error *err)
 {
@@ -117,7 +118,8 @@ static enum llmq_rc int_field(const json_t *v, const char *what, long long min, 
 
 /* Options a job resolves from the defaults, then the API or the line. */
 struct job_opts {
-    const char *id; /* NULL: generate */
+    const char *id;                   /* NULL: generate */
+    char id_buf[LLMQ_JOB_ID_MAX + 1]; /* the job id of a line's custom_id (job_id.h) */
     enum llmq_priority priority;
     const char *tenant;
     const char *user;
@@ -177,8 +179,7 @@ static enum llmq_rc line_options(const json_t *llmq, struct job_opts *o, struct 
     return LLMQ_OK;
 }
 
-/* The prompt field each endpoint cannot do without (NULL: none checked). */
-static const char *required_prompt_field(const char *url)
+const char *llmq_job_prompt_field(const char *url)
 {
     if (strcmp(url, "/v1/chat/completions") == 0)
         return "messages";
@@ -205,7 +206,7 @@ static enum llmq_rc check_body(const char *url, const json_t *body,
         return llmq_error_set(err, LLMQ_EINVAL,
                               "body.model must be a model name (1..200 bytes, no whitespace, "
                               "'/', '|', '{' or '}')");
-    const char *need = required_prompt_field(url);
+    const char *need = llmq_job_prompt_field(url);
     if (need != NULL && json_object_get(body, need) == NULL)
         return llmq_error_set(err, LLMQ_EINVAL, "body has no \"%s\" (required by %s)", need, url);
     *text = json_dumps(body, JSON_COMPACT);
@@ -260,6 +261,18 @@ static enum llmq_rc job_build(const char *url, const json_t *body, const struct 
     return LLMQ_OK;
 }
 
+/* Takes a line's custom_id (any string OpenAI takes) as its job id, escaped
+ * where a name cannot hold it (job_id.h). */
+static enum llmq_rc custom_id_field(const json_t *v, struct job_opts *o, struct llmq_error *err)
+{
+    if (!json_is_string(v))
+        return llmq_error_set(err, LLMQ_EINVAL, "custom_id must be a string");
+    enum llmq_rc rc = llmq_job_id_from_custom(json_string_value(v), json_string_length(v),
+                                              o->id_buf, sizeof(o->id_buf), err);
+    o->id = rc == LLMQ_OK ? o->id_buf : NULL;
+    return rc;
+}
+
 /* Reads the Batch envelope of a parsed line: custom_id, method, url, body,
  * llmq. Sets *url and *body (borrowed from root). */
 static enum llmq_rc line_envelope(const json_t *root, const struct llmq_job_defaults *d,
@@ -274,7 +287,7 @@ static enum llmq_rc line_envelope(const json_t *root, const struct llmq_job_defa
     json_object_foreach((json_t *)root, key, v)
     {
         if (strcmp(key, "custom_id") == 0)
-            rc = name_field(v, "custom_id", &o->id, err);
+            rc = custom_id_field(v, o, err);
         else if (strcmp(key, "method") == 0) {
             if (!json_is_string(v) || strcmp(json_string_value(v), "POST") != 0)
                 rc = llmq_error_set(err, LLMQ_EINVAL, "method must be \"POST\"");
@@ -397,6 +410,14 @@ enum llmq_rc llmq_job_from_request(const char *url, const char *body,
     return rc;
 }
 
+void llmq_job_output_id(const char *request_id, const char *job_id, char *out, size_t n)
+{
+    const char *rid = request_id != NULL && request_id[0] ? request_id : NULL;
+    if (rid != NULL && strncmp(rid, "req_", 4) == 0 && rid[4] != '\0')
+        rid += 4; /* "batch_req_" + "req_..." said req twice */
+    snprintf(out, n, "batch_req_%s", rid != NULL ? rid : job_id);
+}
+
 /* The response object of an output line, or json_null() when there was none. */
 static json_t *output_response(const struct llmq_job_output *o)
 {
@@ -418,14 +439,15 @@ char *llmq_job_output_encode(const struct llmq_job_output *o, struct llmq_error 
         llmq_error_set(err, LLMQ_EINVAL, "output line: no custom_id");
         return NULL;
     }
-    char id[LLMQ_JOB_ID_MAX + 16];
-    snprintf(id, sizeof(id), "batch_req_%s", o->custom_id);
+    char id[LLMQ_JOB_OUTPUT_ID_MAX], custom_id[LLMQ_JOB_ID_MAX + 1];
+    llmq_job_output_id(o->request_id, o->custom_id, id, sizeof(id));
+    llmq_job_id_to_custom(o->custom_id, custom_id, sizeof(custom_id));
     json_t *error = o->error_code == NULL
                         ? json_null()
                         : json_pack("{s:s, s:s}", "code", o->error_code, "message",
                                     o->error_message ? o->error_message : "");
-    json_t *root = json_pack("{s:s, s:s, s:o, s:o}", "id", id, "custom_id", o->custom_id,
-                             "response", output_response(o), "error", error);
+    json_t *root = json_pack("{s:s, s:s, s:o, s:o}", "id", id, "custom_id", custom_id, "response",
+                             output_response(o), "error", error);
     char *line = root ? json_dumps(root, JSON_COMPACT) : NULL;
     json_decref(root);
     if (line == NULL)

@@ -72,6 +72,10 @@ enum llmq_rc llmq_job_from_request(const char *url, const char *body,
 /* Frees j's members and zeroes it; NULL is a no-op. */
 void llmq_job_clear(struct llmq_job *j);
 
+/* The prompt field a body for url cannot do without ("messages", "input",
+ * "prompt"), or NULL when none is checked. Static. */
+const char *llmq_job_prompt_field(const char *url);
+
 /* The static spelling of a known Batch url, or NULL when url is not one. */
 const char *llmq_job_url_known(const char *url);
 
@@ -81,7 +85,7 @@ void llmq_job_id_generate(char *buf, size_t n);
 
 /* What a Batch output line says. */
 struct llmq_job_output {
-    const char *custom_id;  /* the job id */
+    const char *custom_id;  /* the job id (the line shows its custom_id) */
     int status_code;        /* HTTP status; 0: no response (then "response": null) */
     const char *request_id; /* x-request-id of the response; NULL: "" */
     const char *body;       /* response body text (JSON, else kept as a string); NULL */
@@ -90,7 +94,17 @@ struct llmq_job_output {
     const char *error_message; /* NULL: "" */
 };
 
-/* Encodes o as one compact Batch output line. Returns a new string (free with
+/* Room for an output line's "id" (llmq_job_output_id), with its NUL. */
+#define LLMQ_JOB_OUTPUT_ID_MAX (LLMQ_JOB_ID_MAX + 16)
+
+/* Writes an output line's "id" into out (n bytes): "batch_req_" and the
+ * response's request id without its own "req_" (OpenAI's are
+ * "batch_req_<hex>"), or the job id when there was no request id (NULL or
+ * ""). */
+void llmq_job_output_id(const char *request_id, const char *job_id, char *out, size_t n);
+
+/* Encodes o as one compact Batch output line ("custom_id": the job id's
+ * custom_id, jobs/job_id.h). Returns a new string (free with
  * free) or NULL with err filled (LLMQ_ENOMEM, LLMQ_EINVAL). */
 char *llmq_job_output_encode(const struct llmq_job_output *o, struct llmq_error *err);
 

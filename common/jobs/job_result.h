@@ -1,10 +1,10 @@
 /* The result of a job, as C code reads it: the one place that knows where it
  * is kept (common/redis/keys.h). A finished job's Batch output line is the
- * field "result" of its hash P job:<id>, written once by llmq_job_finish
- * (lua/lib/30_jobs.lua) with the state and fin_ms. Results written by older
- * versions are the string P res:<id>: read only when the hash has no result
- * field, so that costs a second round trip in that case alone (README
- * "Upgrading").
+ * string P res:<id>, written once by llmq_job_finish (lua/lib/30_jobs.lua)
+ * with the hash's state and fin_ms. The previous layout kept it in the field
+ * "result" of the hash P job:<id>: that field is read in the same round (one
+ * HMGET of result, state and fin_ms and one GET per job, pipelined), and
+ * used when P res:<id> is absent (README "Upgrading").
  *
  * Synchronous reads are for the CLI, the producer API and tests (never the
  * worker's loop); the asynchronous one is for event loops (llmq-gateway). */
@@ -17,8 +17,8 @@
 
 #include "llmq/error.h"
 
-/* The field of P job:<id> that holds the result (also spelled in the Lua
- * scripts: lib/30_jobs.lua, dead_retry.lua). */
+/* The field of P job:<id> that held the result in the previous layout (also
+ * spelled in the Lua script dead_retry.lua). */
 #define LLMQ_JOB_RESULT_FIELD "result"
 
 /* One job's result. line: new (llmq_job_result_clear frees it), NULL when
@@ -34,8 +34,8 @@ struct llmq_job_result {
 /* Frees r->line and resets r; r may be NULL. */
 void llmq_job_result_clear(struct llmq_job_result *r);
 
-/* Reads the results of ids[0..n) (borrowed) on c in one pipelined round,
- * plus one for those found only under the older key; out[i] (n entries,
+/* Reads the results of ids[0..n) (borrowed) on c in one pipelined round;
+ * out[i] (n entries,
  * caller-owned) gets each. Returns LLMQ_OK; LLMQ_EINVAL when an id cannot
  * name a key (err names it; nothing was sent); LLMQ_EREDIS when Redis fails
  * or answers an error (e.g. a job key that is no hash; every reply is still

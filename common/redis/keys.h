@@ -7,6 +7,10 @@
  *
  * Names (account, model, tenant, user, job id) never contain whitespace, '/',
  * '|', '{' or '}' (llmq_name_valid), so the separators below are unambiguous.
+ * A job id is its Batch custom_id (any string) with those bytes, and a '%'
+ * that starts "%XX", written as "%XX" (common/jobs/job_id.h): one-to-one, so
+ * no two custom_ids share a key, and a ':' in an id is harmless where an id
+ * follows a fixed head ("<fin_ms>:<id>" in P done splits at the first ':').
  *
  * Limiter
  *   P limit:<bucket>   HASH  the bucket: its limits (requests, tokens, period_ms,
@@ -16,10 +20,16 @@
  *                            rtat/ttat: GCRA; pause: until, ms; exp: when its
  *                            keys expire; learned_requests, learned_tokens,
  *                            learned_until: lower limits the API reported, which
- *                            bind until then). A hash without limits of its own
- *                            (a tenant under a default) expires when idle.
+ *                            bind until then; a model's allowance_ms,
+ *                            allowance_at, lifetime_ms, lifetime_at: the two
+ *                            parts of its arrival guard as they last grew, and
+ *                            when, ms; their decay is computed, never written).
+ *                            A hash without
+ *                            limits of its own (a tenant under a default) expires
+ *                            when idle.
  *   P policy           HASH  headroom_low, headroom_normal, headroom_high (percent),
- *                            soft_threshold (percent), window_guard_ms;
+ *                            soft_threshold (percent), window_guard_ms (pins the
+ *                            arrival guard; absent: learned per model);
  *                            users_by_tenant_ms: when a script with a bucket
  *                            per tenant's user first ran (set once by
  *                            limiter_session; within one hold of it a new
@@ -43,13 +53,22 @@
  *   their meaning for every tenant's user (README "Upgrading").
  *
  * Jobs
- *   P job:<id>         HASH  model, url, body (JSON text), cost (tokens), prio
- *                            (high|normal|low), tenant, user, deadline_ms (unix ms,
- *                            0 = none), max_attempts, attempts, enq_ms, state
- *                            (held|queued|delayed|running|done|dead; held: a
- *                            gateway batch's job waiting for the batch to be
- *                            whole, in no queue: lua/batch_stage.lua), last_error,
- *                            lease (a sync call's: the gateway lease it needs)
+ *   P job:<id>         HASH  model, url, cost (tokens), prio (high|normal|low),
+ *                            tenant, user, deadline_ms (unix ms, 0 = none),
+ *                            max_attempts, attempts, enq_ms, state
+ *                            (held|queued|delayed|running|done|dead|cancelled;
+ *                            held: a gateway batch's job waiting for the batch
+ *                            to be whole, in no queue: lua/batch_stage.lua),
+ *                            last_error, lease (a sync call's: the gateway
+ *                            lease it needs): small
+ *                            fields only, so Redis keeps it a listpack (every
+ *                            value within hash-max-listpack-value, 64 bytes by
+ *                            default; README "Sizing Redis"). A hash of the
+ *                            previous layout also holds body (and, once ended,
+ *                            result): read as such (README "Upgrading")
+ *   P body:<id>        STRING the job's request body (JSON text) while it may
+ *                            run again: from enqueue until it is done (deleted
+ *                            then), kept while it is dead (for `llmq dead retry`)
  *   P q:<prio>         STREAM delivery: dispatch XADDs {id: <job id>} for each job it
  *                            grants and delivers it at once to the worker's consumer of
  *                            group "workers" (PEL, XAUTOCLAIM, hand-back as before).
@@ -83,13 +102,14 @@
  *   dispatch script, so the key stays what the job asks for; a spend budget is
  *   one more bucket on the path (and one more node level when it must block a
  *   whole tenant across models).
- *   P res:<id>         STRING the result of a job finished by an older version
- *                            (now the job hash's field result): read only when
- *                            that field is absent (common/jobs/job_result.h,
- *                            enqueue's idempotency, dispatch, reclaim), never by
- *                            settle; deleted with its job (sweep, dead purge/retry)
+ *   P res:<id>         STRING the result of an ended job (its Batch output line,
+ *                            JSON): written by llmq_job_finish, with the job hash's
+ *                            TTL when done, none when dead; the previous layout kept
+ *                            it in the job hash's field result, read when res:<id>
+ *                            is absent (common/jobs/job_result.h); deleted with its
+ *                            job (sweep, dead purge/retry)
  *   P events           STREAM for waiters: an entry per call that finished jobs,
- *                            {id, state: done|dead} for each (at most 64)
+ *                            {id, state: done|dead|cancelled} for each (at most 64)
  *   P dead             STREAM {id, reason, error, ts}: dead-lettered jobs
  *
  *   More on jobs (producer side: common/jobs/, lua/enqueue.lua, lib/30_jobs.lua):
@@ -97,25 +117,26 @@
  *     ("job-<unix ms hex>-<16 hex random>"); it is also the output line's
  *     custom_id. tenant and user are '' when none.
  *   - extra job fields: est_prompt_tokens (the prompt part of cost), consumer
- *     and run_ms (who took it, when), result (the Batch output line, JSON, of
- *     a finished job), fin_ms (unix ms the job ended), dead_entry (its entry id
- *     in P dead, while dead). The id is the key's, not a field.
+ *     and run_ms (who took it, when), fin_ms (unix ms the job ended),
+ *     dead_entry (its entry id in P dead, while dead). The id is the key's,
+ *     not a field.
  *   - enqueue (lua/enqueue.lua) writes nothing when job:<id> or res:<id>
  *     exists: the id is the idempotency key while either lives.
  *   - a job ends only through llmq_job_finish(P, id, state, output_line, reason,
- *     now_ms) in lua/lib/30_jobs.lua (state done|dead): HSETNX of the field
- *     result is its once-only guard (it creates the hash of a job whose hash
- *     went while it ran); it sets state, fin_ms, tells events (one entry for
- *     the finishes of one call, llmq_jobs_finish_flush; and XADDs dead with
- *     dead_entry, last_error = reason), and applies retention. A done job
- *     loses its body and its hash gets the result's TTL (result_ttl_ms); a
- *     dead one keeps its whole hash, result included, without a TTL, until
- *     `llmq dead retry` (back to queued, attempts 0, no result) or `llmq dead
- *     purge` (deleted).
- *   P done             LIST  "<fin_ms>:<id>" of each done job, in finish order
+ *     now_ms) in lua/lib/30_jobs.lua (state done|dead|cancelled): HSETNX of the field
+ *     fin_ms is its once-only guard (every layout's finish sets it; it creates
+ *     the hash of a job whose hash went while it ran); it writes res:<id>,
+ *     sets state, tells events (one entry for the finishes of one call,
+ *     llmq_jobs_finish_flush; and XADDs dead with dead_entry, last_error =
+ *     reason), and applies retention. A done job loses body:<id> and its hash
+ *     and result get the result's TTL (result_ttl_ms); a dead one keeps its
+ *     hash, body and result without a TTL, until `llmq dead retry` (back to
+ *     queued, attempts 0, no result) or `llmq dead purge` (all deleted).
+ *   P done             LIST  "<fin_ms>:<id>" of each done or cancelled job, in finish
+ *                            order
  *                            (one RPUSH per settle call): the retention index.
  *                            Beyond settings result_max or older than
- *                            result_ttl_ms, job:<id> (and res:<id>) are deleted
+ *                            result_ttl_ms, job:<id>, res:<id>, body:<id> are deleted
  *                            (oldest first, at most 64 per finish; PEXPIRE too),
  *                            unless job:<id> is live again or its fin_ms is not
  *                            the entry's (a later finish of the id: its own entry)
@@ -126,7 +147,7 @@
  *                            reclaim (its heartbeat; live = seen within
  *                            LLMQ_WORKER_LIVE_MS); removed by a worker that exits
  *                            cleanly, dropped by reclaim after a day of silence
- *   P stats            HASH  counters: done, dead (jobs ended, ever), http_429
+ *   P stats            HASH  counters: done, dead, cancelled (jobs ended, ever), http_429
  *                            (429 replies seen; the worker HINCRBYs it),
  *                            insufficient_quota (those of them that were)
  *   P calib            HASH  prompt-token estimate calibration per model:
@@ -147,8 +168,10 @@
  *                            lua/account_resume.lua deletes it (`llmq account
  *                            resume`, or a worker starting with another key).
  *   job field cancel = 1: cancelled (lua/job_cancel.lua): a queued or delayed
- *   job ends dead with reason cancelled at once; a running one is never sent
- *   again should it come back to dispatch.
+ *   job ends at once with state cancelled (last_error cancelled; kept like a
+ *   done job: TTL, P done, stats cancelled; never in P dead) and leaves its
+ *   kq: list and P backlog:<prio> in the same call; a running one is never
+ *   sent again should it come back to dispatch (it ends cancelled then).
  *
  * Gateway (gateway/, `llmq keys`)
  *   P gw:key:<sha256>  HASH  a gateway key, known only by the SHA-256 (hex) of
@@ -221,12 +244,13 @@ enum llmq_key_kind {
     LLMQ_KEY_POLICY,        /* P policy */
     LLMQ_KEY_WINDOW_LOG,    /* P bw:<bucket> */
     LLMQ_KEY_JOB,           /* P job:<id> */
+    LLMQ_KEY_JOB_BODY,      /* P body:<id> */
     LLMQ_KEY_QUEUE,         /* P q:<prio> */
     LLMQ_KEY_DELAYED,       /* P delayed */
     LLMQ_KEY_WEIGHTS,       /* P weights */
     LLMQ_KEY_BACKLOG,       /* P backlog:<prio> */
     LLMQ_KEY_WAKE,          /* P wake */
-    LLMQ_KEY_OLD_RESULT,    /* P res:<id> (older versions' results) */
+    LLMQ_KEY_RESULT,        /* P res:<id> */
     LLMQ_KEY_EVENTS,        /* P events */
     LLMQ_KEY_DEAD,          /* P dead */
     LLMQ_KEY_DONE,          /* P done */

@@ -6,10 +6,9 @@
 --   window: exact sliding window. Each admission is a member
 --           "<resid>:<tokens>" of the ZSET bw:<bucket>, scored by its admission
 --           time; it counts for its hold: one period plus the arrival guard
---           (while score > now - hold; cfg.hold = period + the policy's
---           window_guard_ms, default LIMITER_GUARD_MS): a request reaches the
---           API some ms after its admission, by a delay that varies, and the
---           API's window starts at arrival.
+--           (while score > now - hold; cfg.hold = period + cfg.guard, below):
+--           a request reaches the API some ms after its admission, by a delay
+--           that varies, and the API's window starts at arrival.
 --           The bucket hash caches n, tok (count and token sum of the members)
 --           and oldest (earliest score). Entries that aged out are dropped
 --           lazily: always before a decision they could change (the cached sums
@@ -36,12 +35,59 @@
 -- for those only), then live state.
 local BUCKET_FIELDS = { 'requests', 'tokens', 'period_ms', 'mode', 'burst_requests',
     'burst_tokens', 'soft', 'settle', 'tok', 'n', 'oldest', 'pause', 'rtat', 'ttat', 'exp',
-    'learned_requests', 'learned_tokens', 'learned_until' }
+    'learned_requests', 'learned_tokens', 'learned_until', 'allowance_ms', 'allowance_at',
+    'lifetime_ms', 'lifetime_at' }
 local CONFIG_FIELDS = 8
--- Default arrival guard of window buckets (policy window_guard_ms): above the
--- admission->arrival delays tests/integration/worker_exact_limits.c measured
--- on a loaded machine (up to ~1.1 s; see the README's limiter section).
-local LIMITER_GUARD_MS = 1000
+
+-- The arrival guard (README "What a bucket is charged"). A request's delay
+-- from its admission (Redis TIME) to its arrival at the API has two parts:
+--   - admission -> the request going out (the dispatch reply's trip, the
+--     worker's loop, connecting): bounded. Each grant has a lifetime; the
+--     worker sends it only while its age, counted from before it sent the
+--     dispatch call, is within it, and hands it back untried otherwise
+--     (worker/http: curl's pre-request callback);
+--   - going out -> counted by the API (network, the API's own queue): an
+--     allowance.
+-- guard = lifetime + allowance, per account+model. Both are learned, each
+-- within its bounds (fractions of the period, so one rule fits 2 s windows
+-- and OpenAI's 60 s ones), and lose GUARD_DECAY of their excess over their
+-- floor per period that passes without a reason to grow:
+--   lifetime  grows when a grant went stale (limiter_lifetime_stale: this
+--             host does not send within it; a lifetime it can never meet
+--             would hand every grant back);
+--   allowance grows when the API answers a limit 429 the ledger did not
+--             predict (limiter_guard_429).
+-- Each is stored in the model's bucket as what it grew to and when
+-- (lifetime_ms/lifetime_at, allowance_ms/allowance_at); never grown, its
+-- floor. The tenant and user buckets of a model use its guard. The policy's
+-- window_guard_ms pins the guard of every bucket instead (the lifetime is
+-- still learned: it bounds what the worker sends).
+local GUARD_DECAY = 0.75
+
+-- Floor and ceiling (ms) of part 'lifetime' or 'allowance' of the guard of
+-- a window of period ms: 2 s -> 50..250 and 50..500; 60 s -> 500..2500 and
+-- 500..5000.
+local function guard_part_bounds(part, period)
+    local lo = math.min(math.max(math.floor(period / 40), 50), 500)
+    if part == 'lifetime' then
+        return lo, math.max(lo, math.min(math.floor(period / 8), 2500))
+    end
+    return lo, math.max(lo, math.min(math.floor(period / 4), 5000))
+end
+
+-- Part of the guard in force at now for a window of period whose learned
+-- state is (grown to, at) (nil: never grown): what it grew to, less
+-- GUARD_DECAY of its excess over the floor per whole period since, within
+-- its bounds.
+local function guard_part(part, period, grown, at, now)
+    local lo, hi = guard_part_bounds(part, period)
+    local g = grown or lo
+    if at ~= nil and now > at then
+        g = lo + math.floor((g - lo) * GUARD_DECAY ^ math.floor((now - at) / period))
+    end
+    return math.min(math.max(g, lo), hi)
+end
+
 local HEADROOM_FIELDS = { high = 'headroom_high', normal = 'headroom_normal', low = 'headroom_low' }
 local HEADROOM_DEFAULTS = { high = 100, normal = 100, low = 80 }
 
@@ -65,7 +111,7 @@ local function limiter_session(P, prio, now)
         now_text = llmq_int_text(now),
         frac = (tonumber(v[1]) or HEADROOM_DEFAULTS[prio]) / 100,
         soft_threshold = (tonumber(v[2]) or 80) / 100,
-        guard = tonumber(v[3]) or LIMITER_GUARD_MS,
+        pinned_guard = tonumber(v[3]), -- nil: each model's guard is learned
         users_since = users_since,
         buckets = {},
         ids_next = 1,
@@ -74,8 +120,8 @@ local function limiter_session(P, prio, now)
 end
 
 -- Config of a bucket from HMGET values v (or nil when it sets no limit);
--- guard_ms: the session's arrival guard (window mode holds period + guard).
-local function limiter_parse_config(v, guard_ms)
+-- hold is the period until limiter_bucket adds a window's guard.
+local function limiter_parse_config(v)
     local requests, tokens = tonumber(v[1]), tonumber(v[2])
     -- 0 is no limit on that dimension (as openai-sim's --rpm 0; `llmq limits
     -- set` stores none), never a limit that nothing fits
@@ -94,7 +140,8 @@ local function limiter_parse_config(v, guard_ms)
         burst_tokens = tonumber(v[6]) or tokens,
         soft = v[7] == '1',
         settle = v[8] == 'usage' and 'usage' or 'admission',
-        hold = mode == 'gcra' and period or period + (guard_ms or 0),
+        guard = 0,
+        hold = period,
     }
 end
 
@@ -203,15 +250,32 @@ local function limiter_bucket(s, name)
     local level = limiter_level(name)
     local key = s.P .. 'limit:' .. name
     local v = redis.call('HMGET', key, unpack(BUCKET_FIELDS))
-    local cfg = limiter_parse_config(v, s.guard)
+    local cfg = limiter_parse_config(v)
     local owns_config = cfg ~= nil
     if cfg == nil and level ~= 'model' then
         for _, dname in ipairs(limiter_default_names(name)) do
-            cfg = limiter_parse_config(limiter_default_values(s, dname), s.guard)
+            cfg = limiter_parse_config(limiter_default_values(s, dname))
             if cfg ~= nil then
                 break
             end
         end
+    end
+    local allowance_at, lifetime_at = tonumber(v[20]), tonumber(v[22])
+    if cfg ~= nil and cfg.mode ~= 'gcra' then
+        local slash = string.find(name, '/', 1, true)
+        local m = slash ~= nil and limiter_bucket(s, string.sub(name, 1, slash - 1)).cfg
+        if m and m.mode ~= 'gcra' then -- a tenant's or user's: its model's
+            cfg.lifetime, cfg.allowance = m.lifetime, m.allowance
+        elseif slash == nil then
+            cfg.lifetime = guard_part('lifetime', cfg.period, tonumber(v[21]), lifetime_at, s.now)
+            cfg.allowance = guard_part('allowance', cfg.period, tonumber(v[19]), allowance_at,
+                s.now)
+        else
+            cfg.lifetime = guard_part('lifetime', cfg.period, nil, nil, s.now)
+            cfg.allowance = guard_part('allowance', cfg.period, nil, nil, s.now)
+        end
+        cfg.guard = s.pinned_guard or cfg.lifetime + cfg.allowance
+        cfg.hold = cfg.period + cfg.guard
     end
     local now = s.now
     local pause = tonumber(v[12]) or 0
@@ -220,7 +284,8 @@ local function limiter_bucket(s, name)
     b = { name = name, level = level, key = key, wkey = s.P .. 'bw:' .. name, cfg = cfg,
         owns_config = owns_config, tok = tonumber(v[9]) or 0, n = tonumber(v[10]) or 0,
         oldest = tonumber(v[11]), pause = pause, pause_loaded = pause,
-        exp = tonumber(v[15]) or 0, rtat = rtat > now and rtat or now,
+        exp = tonumber(v[15]) or 0, allowance_at = allowance_at, lifetime_at = lifetime_at,
+        rtat = rtat > now and rtat or now,
         ttat = ttat > now and ttat or now, adds = {}, live = cfg ~= nil or pause > now,
         dirty = false, binds = false, soft = false }
     -- Limits the API reported lower than configured (limiter_learn) bind
@@ -770,6 +835,121 @@ local function limiter_learn(s, b, rem_req, rem_tok, reset_req_ms, reset_tok_ms,
         end
         b.dirty = true
     end
+end
+
+-- The requests and tokens of b's window entries admitted at or before at_ms
+-- that still count at now, phantoms of other clients included: what the
+-- ledger knows may have reached the API ahead of a grant admitted at at_ms
+-- (the grants of one dispatch call share its ms and reach the API in any
+-- order).
+local function window_ahead(b, at_ms, now)
+    limiter_write_log(b)
+    local e = redis.call('ZRANGEBYSCORE', b.wkey, '(' .. llmq_int_text(now - b.cfg.hold),
+        llmq_int_text(at_ms))
+    local tok = 0
+    for i = 1, #e do
+        tok = tok + window_member_tokens(e[i])
+    end
+    return #e, tok
+end
+
+-- Grows the allowance of model bucket b's arrival guard (session s, after
+-- the refund of the request) when the API answered a limit 429 the ledger
+-- did not predict to a grant of cost admitted at admitted_ms. h: the 429's
+-- hint_ms (the API's wait until it fits) and its x-ratelimit values rem_req,
+-- rem_tok, lim_req, lim_tok (-1: not sent). A late arrival is a request the
+-- ledger let go (its admission aged out) while the API still counted it; it
+-- leaves the API's window within the lateness. So the guard stays when:
+--   - it is pinned, or b is no window bucket;
+--   - the grant is older than the allowance's last growth (it was held by
+--     the smaller guard: one late arrival grows it once);
+--   - the API says its window has room for the request (no limit at its edge);
+--   - the ledger has no room for it now (it predicts the 429: header
+--     learning, a learned limit);
+--   - another client's usage explains it: the API's wait is longer than the
+--     allowance's ceiling (what blocks its window came after anything the
+--     ledger let go), or it counted ahead of the request (limit - remaining)
+--     more than half its limit beyond what the ledger holds from then or
+--     before (a late arrival's leftovers are the entries of one lateness).
+-- Else the allowance grows by the API's wait (the least it fell short by),
+-- at least its floor and at most doubling, up to its ceiling. Returns the
+-- new guard, or nil.
+local function limiter_guard_429(s, b, admitted_ms, cost, h)
+    local c, now = b.cfg, s.now
+    if s.pinned_guard ~= nil or c == nil or c.mode == 'gcra' or
+        admitted_ms < (b.allowance_at or 0) then
+        return nil
+    end
+    local room_req = c.requests == nil or h.rem_req < 0 or h.rem_req >= 1
+    local room_tok = c.tokens == nil or h.rem_tok < 0 or h.rem_tok >= cost
+    if room_req and room_tok and (h.rem_req >= 0 or h.rem_tok >= 0) then
+        return nil
+    end
+    if window_stale(b, now) then
+        window_evict(b, now)
+    end
+    local lo, hi = guard_part_bounds('allowance', c.period)
+    if not limiter_fits(b, cost, 1, now) or h.hint_ms > hi then
+        return nil
+    end
+    local n_ahead, tok_ahead = window_ahead(b, admitted_ms, now)
+    local lim_req = h.lim_req > 0 and h.lim_req or c.requests
+    local lim_tok = h.lim_tok > 0 and h.lim_tok or c.tokens
+    if (h.rem_req >= 0 and lim_req and lim_req - h.rem_req - n_ahead > 1 + lim_req / 2) or
+        (h.rem_tok >= 0 and lim_tok and lim_tok - h.rem_tok - tok_ahead > cost + lim_tok / 2) then
+        return nil
+    end
+    local a = math.min(c.allowance + math.min(math.max(h.hint_ms, lo), c.allowance), hi)
+    redis.call('HSET', b.key, 'allowance_ms', a, 'allowance_at', now)
+    b.allowance_at = now
+    c.allowance, c.guard = a, c.lifetime + a
+    c.hold = c.period + c.guard
+    return c.guard
+end
+
+-- Grows the grant lifetime of model bucket b (session s) by half when a
+-- worker handed back a grant admitted at admitted_ms unsent because it went
+-- stale before its connection was ready: the host cannot send within it.
+-- Once per lifetime (a stale grant older than the last growth was made for
+-- the shorter one), up to the ceiling. Returns the new lifetime, or nil.
+local function limiter_lifetime_stale(s, b, admitted_ms)
+    local c = b.cfg
+    if c == nil or c.mode == 'gcra' or admitted_ms < (b.lifetime_at or 0) then
+        return nil
+    end
+    local _, hi = guard_part_bounds('lifetime', c.period)
+    local l = math.min(c.lifetime + math.max(math.floor(c.lifetime / 2), 1), hi)
+    redis.call('HSET', b.key, 'lifetime_ms', l, 'lifetime_at', s.now)
+    b.lifetime_at = s.now
+    c.lifetime = l
+    c.guard = s.pinned_guard or l + c.allowance
+    c.hold = c.period + c.guard
+    return l
+end
+
+-- The floor and ceiling of the guard of window config c in session s (the
+-- pinned value for both when the policy pins it).
+local function limiter_guard_range(s, c)
+    if s.pinned_guard ~= nil then
+        return s.pinned_guard, s.pinned_guard
+    end
+    local llo, lhi = guard_part_bounds('lifetime', c.period)
+    local alo, ahi = guard_part_bounds('allowance', c.period)
+    return llo + alo, lhi + ahi
+end
+
+-- The lifetime (ms) of a grant on path (limiter_path): the worker sends it
+-- only this long after it asked; 0 when no window bucket is on the path
+-- (nothing to arrive late for). The model bucket's, or the first window
+-- bucket's when the model sets no window.
+local function limiter_grant_lifetime(path)
+    for i = 1, #path do
+        local c = path[i].cfg
+        if c ~= nil and c.mode ~= 'gcra' then
+            return c.lifetime
+        end
+    end
+    return 0
 end
 
 -- Flat limits of path's buckets for the caller's local fail-open cache:

@@ -2,13 +2,12 @@
 -- retention that keeps results and streams bounded. Used by job_finish.lua and
 -- by the worker's dispatch/settle scripts; the key layout is in common/redis/keys.h.
 --
--- Retention: a done job's hash, holding its result (field result; body
--- removed), is indexed in P done in finish order and deleted past
+-- Retention: a done job's hash and result (P res:<id>; its body P body:<id>
+-- deleted) are indexed in P done in finish order and deleted past
 -- result_ttl_ms or beyond result_max, oldest first, a bounded number per
 -- finish so no call is slow; a PEXPIRE backs that up while nothing finishes.
--- (The sweep also deletes a result an older version wrote as P res:<id>.)
--- Dead jobs keep their whole hash, result included, until `llmq dead
--- retry|purge`: nothing a human has not looked at is dropped. Queue streams
+-- Dead jobs keep hash, body and result until `llmq dead retry|purge`:
+-- nothing a human has not looked at is dropped. Queue streams
 -- keep acknowledged entries until a trim (every 256 done or dead jobs), which
 -- cuts only below every group's oldest pending entry and last delivered id,
 -- so nothing unacknowledged goes. The events stream (no consumer group:
@@ -38,6 +37,9 @@ for i = 1, #JOBS_PRIORITIES do
     JOBS_PRIORITY_VALID[JOBS_PRIORITIES[i]] = true
 end
 local LLMQ_JOBS_GROUP = 'workers' -- consumer group of the queue streams
+-- The states of a job that has ended (llmq_job_finish): done, dead
+-- (dead-lettered) and cancelled (job_cancel.lua: never sent, not dead).
+local JOBS_ENDED = { done = true, dead = true, cancelled = true }
 
 -- The effective retention settings of account P: P settings over defaults.
 local function llmq_jobs_settings(P)
@@ -149,8 +151,9 @@ local function jobs_sweep_results(P, s, now_ms, len, finishes)
             local j = redis.call('HMGET', jk, 'state', 'fin_ms')
             -- The id may have been enqueued again since (a live job) or have
             -- finished again (a later entry is its own): leave those alone.
-            if j[1] == 'done' and tonumber(j[2]) == ms then
-                redis.call('DEL', jk, P .. 'res:' .. id) -- (res: of older versions)
+            if (j[1] == 'done' or j[1] == 'cancelled') and tonumber(j[2]) == ms then
+                -- (body: is gone with the finish, unless the layout was older)
+                redis.call('DEL', jk, P .. 'res:' .. id, P .. 'body:' .. id)
             end
         end
     end
@@ -222,9 +225,10 @@ local function jobs_batch_count(P, id, state, reason, now_ms)
 end
 
 -- The bookkeeping of finishes counted in tally ({done = n, dead = n,
--- done_entries = the done jobs' entries of P done, in finish order, events =
--- their {id, state} pairs}): the call's entry of P events, the
--- stats counters, the done index (one RPUSH) and its sweep, and every
+-- done_entries = the done jobs' entries of P done, in finish order,
+-- done_bodies = their P body:<id>, events = their {id, state} pairs}): the
+-- call's entry of P events, the stats counters, the done jobs' bodies (one
+-- DEL), the done index (one RPUSH) and its sweep, and every
 -- JOBS_TRIM_EVERY done and every JOBS_TRIM_EVERY dead jobs the trim of the
 -- streams (settles only acknowledge their entries, worker_ack, so
 -- dead-letter-only traffic must trim too). Once per call for the finishes
@@ -244,18 +248,20 @@ local function llmq_jobs_finish_flush(P, tally, s, now_ms)
         end
     end
     local trim = false
-    for _, state in ipairs({ 'done', 'dead' }) do
+    for _, state in ipairs({ 'done', 'dead', 'cancelled' }) do
         local k = tally[state] or 0
         if k > 0 then
             local n = redis.call('HINCRBY', P .. 'stats', state, k)
             trim = trim or math.floor(n / JOBS_TRIM_EVERY) > math.floor((n - k) / JOBS_TRIM_EVERY)
         end
     end
-    if (tally.done or 0) > 0 then
+    local kept = tally.done_entries and #tally.done_entries or 0
+    if kept > 0 then
+        redis.call('DEL', unpack(tally.done_bodies))
         local idx = P .. 'done'
         jobs_done_migrate(P, idx)
         local len = redis.call('RPUSH', idx, unpack(tally.done_entries))
-        jobs_sweep_results(P, s, now_ms, len, tally.done)
+        jobs_sweep_results(P, s, now_ms, len, kept)
     end
     if trim then
         for _, prio in ipairs(JOBS_PRIORITIES) do
@@ -266,9 +272,11 @@ local function llmq_jobs_finish_flush(P, tally, s, now_ms)
     end
 end
 
--- Ends job id of account P. state: 'done' or 'dead'; line: its Batch output
--- line (JSON text; a dead one carries "error"); reason: why it died ('' for
--- done); now_ms: Redis time. Stores the result, sets the state, tells waiters
+-- Ends job id of account P. state: 'done', 'dead' or 'cancelled' (kept like
+-- a done job: its result lives result_ttl_ms, indexed in P done; never in
+-- P dead); line: its Batch output line (JSON text; a dead or cancelled one
+-- carries "error"); reason: why it did not succeed ('' for done); now_ms:
+-- Redis time. Stores the result, sets the state, tells waiters
 -- (P events), dead-letters (P dead) and applies retention. settings: the
 -- account's llmq_jobs_settings when the caller read them (one read for the
 -- many finishes of one call), else nil. batch: when given, a tally the
@@ -276,32 +284,40 @@ end
 -- sweep, trims), else that is done now. Returns 1, or 0 when the job had
 -- already ended (nothing changes: one result per job id).
 local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, batch)
-    if state ~= 'done' and state ~= 'dead' then
-        error('LLMQ_EINVAL state must be done or dead, got ' .. tostring(state))
+    if not JOBS_ENDED[state] then
+        error('LLMQ_EINVAL state must be done, dead or cancelled, got ' .. tostring(state))
     end
-    local jk = P .. 'job:' .. id
-    -- One result per job id: the result field is written only if there is
-    -- none. A hash gone while the job ran (purged, expired) is created by it,
-    -- so that job too gets its one result, state and fin_ms (and a done one
-    -- its TTL). Results of older versions (P res:<id>) are not looked at here
+    local jk, rk = P .. 'job:' .. id, P .. 'res:' .. id
+    local now_text = llmq_int_text(now_ms)
+    -- One result per job id: fin_ms is written only if there is none, and
+    -- every finish (of this layout and of the previous one, whose result is
+    -- the hash's field result) writes it. A hash gone while the job ran
+    -- (purged, expired) is created by it, so that job too gets its one
+    -- result, state and fin_ms (and a done one its TTL). Results of the
+    -- layout before that (P res:<id> without fin_ms) are not looked at here
     -- (README "Upgrading").
-    if redis.call('HSETNX', jk, 'result', line) == 0 then
+    if redis.call('HSETNX', jk, 'fin_ms', now_text) == 0 then
         return 0
     end
     local s = settings or llmq_jobs_settings(P)
-    local now_text = llmq_int_text(now_ms)
     if state == 'dead' then
+        redis.call('SET', rk, line)
         local eid = redis.call('XADD', P .. 'dead', '*', 'id', id, 'reason', reason,
             'error', jobs_error_text(line), 'ts', now_text)
-        redis.call('HSET', jk, 'state', state, 'fin_ms', now_text, 'last_error', reason,
-            'dead_entry', eid)
+        redis.call('HSET', jk, 'state', state, 'last_error', reason, 'dead_entry', eid)
     else
-        -- the body is dropped (before fin_ms is added: a job hash of 16
-        -- fields stays in its 16-slot table instead of growing it, which
-        -- bench_redis_cpu.sh showed in HSETNX's and HSET's cost); the hash,
-        -- and so the result, lives result_ttl_ms (0 or less: gone at once)
-        redis.call('HDEL', jk, 'body')
-        redis.call('HSET', jk, 'state', state, 'fin_ms', now_text)
+        -- the result lives result_ttl_ms with the hash (0 or less: both gone
+        -- at once); the body goes in the flush (one DEL for the call)
+        if tonumber(s.result_ttl_text) > 0 then
+            redis.call('SET', rk, line, 'PX', s.result_ttl_text)
+        else
+            redis.call('DEL', rk)
+        end
+        if state == 'cancelled' then
+            redis.call('HSET', jk, 'state', state, 'last_error', reason)
+        else
+            redis.call('HSET', jk, 'state', state)
+        end
         redis.call('PEXPIRE', jk, s.result_ttl_text)
     end
     jobs_batch_count(P, id, state, reason, now_ms)
@@ -314,10 +330,13 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, bat
     events[#events + 1] = 'state'
     events[#events + 1] = state
     tally.events = events
-    if state == 'done' then
+    if state ~= 'dead' then
         local entries = tally.done_entries or {}
         entries[#entries + 1] = jobs_done_entry(now_text, id)
         tally.done_entries = entries
+        local bodies = tally.done_bodies or {}
+        bodies[#bodies + 1] = P .. 'body:' .. id
+        tally.done_bodies = bodies
     end
     if batch == nil then
         llmq_jobs_finish_flush(P, tally, s, now_ms)

@@ -2,11 +2,19 @@
 -- acknowledgements, and the checks of hostile data. (Learning from OpenAI's
 -- rate-limit headers is the limiter's: limiter_learn in 20_limiter.lua.)
 
+-- The custom_id of job id id: every "%XX" decoded (common/jobs/job_id.h,
+-- llmq_job_id_to_custom, writes the same).
+local function worker_custom_id(id)
+    return (string.gsub(id, '%%(%x%x)', function(h)
+        return string.char(tonumber(h, 16))
+    end))
+end
+
 -- A Batch output line for a job that failed without a response body worth
 -- keeping: {"id", "custom_id", "response": null, "error": {code, message}}.
 local function worker_error_line(id, code, message)
-    return cjson.encode({ id = 'batch_req_' .. id, custom_id = id, response = cjson.null,
-        error = { code = code, message = message } })
+    return cjson.encode({ id = 'batch_req_' .. id, custom_id = worker_custom_id(id),
+        response = cjson.null, error = { code = code, message = message } })
 end
 
 -- Acks entry eid of stream q (group workers). Returns 1 when the entry was

@@ -1,4 +1,4 @@
--- The scheduler's queues (DESIGN.md "Scheduling"; key layout in common/keys.h).
+-- The scheduler's queues (DESIGN.md "Scheduling"; key layout in common/redis/keys.h).
 --
 -- A waiting job sits in exactly one per-key queue, the LIST
 -- P kq:<prio>|<model>|<tenant>|<user> (FIFO; tenant/user '' when none). Above
@@ -181,6 +181,45 @@ local function sched_push(P, id, prio, model, tenant, user, front, cache, backlo
     if n == 1 and sched_activate(P, key, cache) then
         sched_wake(P)
     end
+end
+
+-- Takes the jobs of set ids (id -> true, n of them) out of key path key's
+-- queue and out of P backlog:<prio> at once (a cancel: they leave every
+-- count now, not when dispatch would reach them). A few go by LREM (from the
+-- head, where a batch's jobs usually are); many by one rewrite of the list,
+-- so a call costs O(the list's length), not that per job. A key left empty
+-- leaves the tree. Returns the number of entries taken out.
+local function sched_unqueue(P, key, prio, ids, n)
+    local kq = P .. 'kq:' .. key
+    local removed = 0
+    if n <= 8 then
+        for id in pairs(ids) do
+            removed = removed + redis.call('LREM', kq, 1, id)
+        end
+    else
+        local keep = {}
+        for _, id in ipairs(redis.call('LRANGE', kq, 0, -1)) do
+            if ids[id] then
+                removed = removed + 1
+            else
+                keep[#keep + 1] = id
+            end
+        end
+        if removed > 0 then
+            redis.call('DEL', kq)
+            -- in slices: a command's arguments are bounded (unpack, Lua's stack)
+            for i = 1, #keep, 1000 do
+                redis.call('RPUSH', kq, unpack(keep, i, math.min(i + 999, #keep)))
+            end
+        end
+    end
+    if removed > 0 then
+        redis.call('LPOP', P .. 'backlog:' .. prio, removed)
+        if redis.call('EXISTS', kq) == 0 then
+            sched_deactivate(P, key)
+        end
+    end
+    return removed
 end
 
 -- Adds the jobs sched_push counted in backlog to P backlog:<prio>.

@@ -17,14 +17,14 @@
 #       weight 1 and 3.
 #   (c) priority: tests/bench/bench_sched_latency.sh (high jobs behind a
 #       saturating low backlog vs with no backlog).
-#   (d) exact limits: llmq set to the API's TPM and period (default arrival
-#       guard), 3 runs of 2,000 mixed jobs through 4 workers: share of the
-#       binding budget used and limit 429s per run; baseline: one run with
-#       the old ledger (--settle usage: the charge replaced by the usage).
-#       Budget used per API window opening (the measure of
-#       worker_exact_limits: tokens in the first k API periods / k budgets)
-#       and per unit of time (in llmq's windows of period + guard), which
-#       shows what the guard costs at this short period.
+#   (d) exact limits: llmq set to the API's TPM and period, 2,000 mixed jobs
+#       through 4 workers per run: share of the binding budget used and limit
+#       429s, for the learned arrival guard (default) and one pinned to
+#       1000 ms (the old default), on a quiet host and on one oversubscribed
+#       by busy processes (4 per core); baseline: one run with the old ledger
+#       (--settle usage: the charge replaced by the usage). Budget used per
+#       API window opening (the measure of worker_exact_limits: tokens in the
+#       first k API periods / k budgets).
 # Takes about 4 minutes on a quiet 2-core machine.
 # usage: tests/bench/bench_scheduler.sh [BUILD_DIR]   (Release; built if missing)
 #        BENCH_PARTS=ad tests/bench/bench_scheduler.sh   (only some tables)
@@ -35,7 +35,7 @@ bench_build "$build" llmq-cli llmq-worker openai-sim
 bench_init scheduler
 bench_start_redis
 trap 'cat "$tmp/cli.err" "$tmp/sim.err" >&2 2>/dev/null || true' ERR
-guard=1000 # the default arrival guard (policy window_guard_ms)
+guard=1000 # the arrival guard of (a) and (b)'s windows (policy window_guard_ms, pinned)
 parts=${BENCH_PARTS:-abcd}
 
 rcli() { redis-cli -p "$rport" "$@" | tr -d '\r'; }
@@ -106,6 +106,7 @@ run_a() {
         --period-ms $a_period --latency-ms 20 --ratelimit-headers none
     llmq limits set gpt-4o --rpm $a_slow --period-ms $a_period >/dev/null
     llmq limits set gpt-4o-mini --rpm $a_fast --period-ms $a_period >/dev/null
+    llmq limits policy --window-guard-ms $guard >/dev/null # the floors below assume it
     # interleaved while both have jobs, as sched_two_models
     { chat_jobs "$ns" slow gpt-4o 20; chat_jobs "$nf" fast gpt-4o-mini 20; } |
         awk '{ if ($0 ~ /"slow-/) s[ns++] = $0; else f[nf++] = $0 }
@@ -156,6 +157,7 @@ run_b() {
     local log="$tmp/b-$1.log" w=$2
     bench_start_sim --access-log "$log" --rpm $b_rpm --period-ms $b_period --latency-ms 20 --ratelimit-headers none
     llmq limits set gpt-4o-mini --rpm $b_rpm --period-ms $b_period >/dev/null
+    llmq limits policy --window-guard-ms $guard >/dev/null # the floors below assume it
     [ "$w" = 1 ] || llmq limits set gpt-4o-mini --tenant tenant-b --weight "$w" >/dev/null
     chat_jobs $b_na a gpt-4o-mini 20 '{"tenant":"tenant-a"}' >"$tmp/ba.jsonl"
     chat_jobs $b_nb b gpt-4o-mini 20 '{"tenant":"tenant-b"}' >"$tmp/bb.jsonl"
@@ -219,33 +221,41 @@ wait_ended $d_jobs 120
 stop_workers
 bench_stop_sim
 d_tpm=$(arrivals "$tmp/d-probe.log" | awk '{ s += $4 } END { printf "%d", s * 10 / 22 }')
-# run_d TAG [limits-args]: prints "use limit429 ended"
+# run_d TAG loaded(0|1) [limits-args]: prints "use limit429 ended guard_ms load"
 run_d() {
     acct=exact-$1
-    shift
+    local loaded=$2 load=-
+    shift 2
     local log="$tmp/d-$acct.log"
     bench_start_sim --access-log "$log" --tpm "$d_tpm" --period-ms $d_period --latency-ms 20
     llmq limits set gpt-4o-mini --tpm "$d_tpm" --period-ms $d_period "$@" >/dev/null
+    [ -n "${d_pin:-}" ] && llmq limits policy --window-guard-ms "$d_pin" >/dev/null
     llmq enqueue "$tmp/d.jsonl" --quiet >/dev/null
+    [ "$loaded" = 1 ] && bench_oversubscribe_start
     start_workers 4 --concurrency 64
-    wait_ended $d_jobs 180
+    wait_ended $d_jobs 240
     stop_workers
+    [ "$loaded" = 1 ] && { load=$(bench_load); bench_oversubscribe_stop; }
     bench_stop_sim
-    arrivals "$log" | awk -v p=$d_period -v h=$((d_period + guard)) -v tpm="$d_tpm" -v ended="$(ended)" '
+    local g
+    g=$(llmq limits get --json | sed -n 's/.*"guard_ms": \([0-9]*\).*/\1/p' | head -1)
+    arrivals "$log" | awk -v p=$d_period -v tpm="$d_tpm" -v ended="$(ended)" -v g="${g:--}" -v load="$load" '
         $2 ~ /^limit_/ { lim++ }
         $2 == "ok" { t[++n] = $1; c[n] = $4 }
         END { k = int((t[n] - t[1]) / p); s = 0
             for (i = 1; i <= n; i++) if (t[i] < t[1] + k * p) s += c[i]
-            kh = int((t[n] - t[1]) / h); sh = 0
-            for (i = 1; i <= n; i++) if (t[i] < t[1] + kh * h) sh += c[i]
-            printf "%.4f %.4f %d %d\n", (k > 0 ? s / (k * tpm) : 0),
-                (kh > 0 ? sh / (kh * h / p * tpm) : 0), lim, ended }'
+            printf "%.4f %d %d %s %s\n", (k > 0 ? s / (k * tpm) : 0), lim, ended, g, load }'
 }
-run_d usage --settle usage >"$tmp/r"; echo "usage $(cat "$tmp/r")" >"$tmp/d.rows"
-for r in 1 2 3; do run_d run$r >"$tmp/r"; echo "run$r $(cat "$tmp/r")" >>"$tmp/d.rows"; done
-awk -v tpm="$d_tpm" -v n=$d_jobs -v p=$d_period -v g=$guard 'BEGIN {
-    printf "\n(d) Exact limits: llmq = the API (%d tokens / 6 s, default 1 s guard), %d mixed jobs, 4 workers\n\n", tpm, n
-    printf "| run | ledger | binding budget used (per API window, as worker_exact_limits) | per unit of time (the guard'"'"'s cost: %.1f%% at this period) | limit 429s | jobs ended |\n|---|---|---|---|---|---|\n", 100 * g / (p + g) }
+d_pin= run_d usage 0 --settle usage >"$tmp/r"; echo "usage quiet $(cat "$tmp/r")" >"$tmp/d.rows"
+d_pin= run_d learned-quiet 0 >"$tmp/r"; echo "learned quiet $(cat "$tmp/r")" >>"$tmp/d.rows"
+d_pin=1000 run_d pinned-quiet 0 >"$tmp/r"; echo "pinned quiet $(cat "$tmp/r")" >>"$tmp/d.rows"
+d_pin= run_d learned-loaded 1 >"$tmp/r"; echo "learned oversubscribed $(cat "$tmp/r")" >>"$tmp/d.rows"
+d_pin=1000 run_d pinned-loaded 1 >"$tmp/r"; echo "pinned oversubscribed $(cat "$tmp/r")" >>"$tmp/d.rows"
+awk -v tpm="$d_tpm" -v n=$d_jobs -v p=$d_period -v cores="$(nproc)" 'BEGIN {
+    printf "\n(d) Exact limits: llmq = the API (%d tokens / %d ms), %d mixed jobs, 4 workers\n\n", tpm, p, n
+    printf "| ledger | arrival guard | host (runnable processes at its end, %d cores) | binding budget used (per API window, as worker_exact_limits) | limit 429s | per 1000 jobs | jobs ended | guard at the end |\n|---|---|---|---|---|---|---|---|\n", cores }
     { led = $1 == "usage" ? "--settle usage (old ledger, baseline)" : "admission (default)"
-      printf "| %s | %s | %.3f | %.3f | %d | %d |\n", $1, led, $2, $3, $4, $5 }' "$tmp/d.rows"
+      gd = $1 == "pinned" ? "pinned 1000 ms" : "learned (default)"
+      host = $2 == "quiet" ? "quiet" : "oversubscribed (" $7 " runnable)"
+      printf "| %s | %s | %s | %.3f | %d | %.1f | %d | %s ms |\n", led, gd, host, $3, $4, 1000 * $4 / n, $5, $6 }' "$tmp/d.rows"
 fi

@@ -112,3 +112,27 @@ bench_done() {
 
 # bench_now_ms: wall-clock milliseconds.
 bench_now_ms() { date +%s%3N; }
+
+# bench_oversubscribe_start: 4 busy processes per core (killed on exit, or by
+# bench_oversubscribe_stop), so what runs next shares the host at a load of
+# at least 4 x cores; sets busy_pids.
+bench_oversubscribe_start() {
+    local i
+    busy_pids=()
+    for i in $(seq $((4 * $(nproc)))); do
+        sh -c 'while :; do :; done' &
+        busy_pids+=("$!")
+        pids+=("$!")
+    done
+}
+# bench_oversubscribe_stop: ends the busy processes.
+bench_oversubscribe_stop() {
+    local p
+    for p in "${busy_pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${busy_pids[@]}"; do wait "$p" 2>/dev/null || true; done
+    busy_pids=()
+}
+# bench_load: processes runnable right now (/proc/stat procs_running, this
+# one included): the host's load while a run lasts, which the 1-minute load
+# average shows only after a minute.
+bench_load() { awk '/^procs_running/ { print $2 }' /proc/stat; }

@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct gw_call c;
     struct gw_error e;
-    if (gw_call_decode((const char *)data, size, &c, &e) == 0) {
+    if (gw_call_decode("/v1/chat/completions", (const char *)data, size, &c, &e) == 0) {
         if (!llmq_name_valid(c.model) || (c.user[0] && !llmq_name_valid(c.user)))
             __builtin_trap();
         return 0;

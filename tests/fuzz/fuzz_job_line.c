@@ -14,6 +14,7 @@
 
 #include "fuzz_util.h"
 #include "jobs/job.h"
+#include "jobs/job_id.h"
 
 static void check_output_round_trip(const struct llmq_job *job, uint8_t sel)
 {
@@ -32,8 +33,11 @@ static void check_output_round_trip(const struct llmq_job *job, uint8_t sel)
         return; /* out of memory */
     json_error_t jerr;
     json_t *root = json_loads(line, 0, &jerr);
-    const char *id = json_string_value(json_object_get(root, "custom_id"));
-    if (id == NULL || strcmp(id, job->id) != 0)
+    /* the line names the custom_id, which maps back to exactly this job id */
+    const char *cid = json_string_value(json_object_get(root, "custom_id"));
+    char id[LLMQ_JOB_ID_MAX + 1];
+    if (cid == NULL || llmq_job_id_from_custom(cid, strlen(cid), id, sizeof(id), NULL) != LLMQ_OK ||
+        strcmp(id, job->id) != 0)
         __builtin_trap();
     json_decref(root);
     free(line);
@@ -52,7 +56,9 @@ static void check_line_round_trip(const struct llmq_job *job, const struct llmq_
         __builtin_trap(); /* the compact body is JSON */
     json_t *opts = json_pack("{s:s, s:I}", "priority", llmq_priority_name(job->priority),
                              "max_attempts", (json_int_t)job->max_attempts);
-    json_t *line = json_pack("{s:s, s:s, s:s, s:o, s:o}", "custom_id", job->id, "method", "POST",
+    char custom_id[LLMQ_JOB_ID_MAX + 1]; /* the line's, which gives the same id again */
+    llmq_job_id_to_custom(job->id, custom_id, sizeof(custom_id));
+    json_t *line = json_pack("{s:s, s:s, s:s, s:o, s:o}", "custom_id", custom_id, "method", "POST",
                              "url", job->url, "body", body, "llmq", opts);
     if (line == NULL)
         return; /* out of memory */

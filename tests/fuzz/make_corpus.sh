@@ -74,17 +74,17 @@ bulk() { printf '$%d\r\n%s\r\n' "${#1}" "$1"; }
 arr() { printf '*%d\r\n' "$1"; }
 nil() { printf '$-1\r\n'; }
 event() { arr 2; bulk "$1"; arr 2; bulk id; bulk "$2"; }
-# a job's result (job_result.c): HMGET job:<id> result state fin_ms, then GET
-# res:<id> (an older version's) for those without the field
+# a job's result (job_result.c): per job HMGET job:<id> result state fin_ms
+# (result: the previous layout's field) and GET res:<id>, pipelined
 res() { arr 3; if [ -n "$1" ]; then bulk "$1"; else nil; fi; bulk "$2"; bulk "$3"; }
-# wait on a, b, c, a: XREVRANGE, 4 x HMGET, 4 x GET, XREAD with two events,
-# their results (b's from the older key)
-{ arr 0; for i in 1 2 3 4; do res '' queued 0; done; for i in 1 2 3 4; do nil; done
+# wait on a, b, c, a: XREVRANGE, 4 x (HMGET, GET), XREAD with two events,
+# their results (a's from the previous layout's field, b's from res:<id>)
+{ arr 0; for i in 1 2 3 4; do res '' queued 0; nil; done
   arr 1; arr 2; bulk "llmq:{acct}:events"; arr 2; event 1-0 a; event 2-0 b
-  res '{"id":"batch_req_a"}' done 1000; res '' dead 1001; bulk '{"id":"batch_req_b"}'; } | seed redis_sync wait 000
+  res '{"id":"batch_req_a"}' done 1000; nil; res '' dead 1001; bulk '{"id":"batch_req_b"}'; } | seed redis_sync wait 000
 { arr 1; arr 2; bulk 5-1; arr 4; bulk id; bulk c; bulk state; bulk done
   printf -- '-ERR no such key\r\n'; bulk x; arr 2; nil; nil; nil; } | seed redis_sync wait_tail_then_error 000
-res '{"id":"batch_req_a","custom_id":"a"}' dead 99 | seed redis_sync result 001
+{ res '{"id":"batch_req_a","custom_id":"a"}' dead 99; nil; } | seed redis_sync result 001
 { res '' done -5; bulk '{"id":"batch_req_a","custom_id":"a"}'; } | seed redis_sync result_older 001
 { printf -- '-ERR boom\r\n:1\r\n'; } | seed redis_sync result_error 001
 { arr 12; bulk 'gpt-4o|n'; bulk 10; bulk 'gpt-4o|est'; bulk 1000; bulk 'gpt-4o|act'; bulk 1100

@@ -28,7 +28,9 @@ async function batchRoundTrip() {
     for (let i = 0; i < 40; i++) {
         // three lines name a model the server does not know: 404s, the error file
         const model = i % 13 === 5 ? 'gpt-unknown' : 'gpt-4o-mini';
-        lines.push(chatLine(`req-${i}`, model, `hello number ${i}`));
+        // custom_ids as OpenAI takes them: some with spaces, '/', '|', '%'
+        const id = i % 4 === 1 ? `req-${i} of batch/a|b %41` : `req-${i}`;
+        lines.push(chatLine(id, model, `hello number ${i}`));
     }
     const file = await client.files.create({
         file: await toFile(Buffer.from(lines.join('\n') + '\n'), 'input.jsonl'),
@@ -56,6 +58,9 @@ async function batchRoundTrip() {
     const want = new Set(lines.map((l) => JSON.parse(l).custom_id));
     for (const o of out) {
         assert.ok(want.delete(o.custom_id), `unexpected or repeated custom_id ${o.custom_id}`);
+        // OpenAI's ids are batch_req_<hex>: the request id's own req_ is not repeated
+        assert.match(o.id, /^batch_req_/);
+        assert.ok(!o.id.startsWith('batch_req_req_'), `output id ${o.id}`);
         assert.equal(o.error, null);
         assert.equal(o.response.status_code, 200);
         assert.equal(o.response.body.object, 'chat.completion');
@@ -64,7 +69,7 @@ async function batchRoundTrip() {
     }
     for (const e of err) {
         assert.ok(want.delete(e.custom_id), `unexpected or repeated custom_id ${e.custom_id}`);
-        const i = Number(e.custom_id.slice(4));
+        const i = parseInt(e.custom_id.slice(4), 10);
         assert.equal(i % 13, 5, `${e.custom_id} should have succeeded`);
         assert.equal(e.response.status_code, 404);
         assert.equal(e.response.body.error.code, 'model_not_found');

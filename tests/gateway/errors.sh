@@ -12,6 +12,15 @@ set -uo pipefail
 auth=(-H "Authorization: Bearer $GW_KEY")
 
 chat='{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}'
+
+# ---- the command line ----
+gw_bin=$LLMQ_BIN_DIR/llmq-gateway
+expect "llmq-gateway --version prints its version, exit 0" \
+    bash -c '"$0" --version | grep -Eq "^llmq-gateway [0-9]+\.[0-9]+"' "$gw_bin"
+expect "llmq-gateway --help lists the exit codes" \
+    bash -c '"$0" --help | grep -q "^Exit codes: 0 clean stop"' "$gw_bin"
+expect "llmq-gateway: an unknown option is exit 2" \
+    bash -c '"$0" --no-such-option 2>/dev/null; [ $? -eq 2 ]' "$gw_bin"
 I=invalid_request_error
 U=$GW_URL
 
@@ -42,6 +51,10 @@ expect "keys are stored only as hashes" bash -c \
 check "malformed JSON" 400 $I null null -- "$U/chat/completions" "${auth[@]}" -d '{"model":'
 check "body not an object" 400 $I null null -- "$U/chat/completions" "${auth[@]}" -d '[1]'
 check "no model" 400 $I model null -- "$U/chat/completions" "${auth[@]}" -d '{"messages":[]}'
+check "no messages" 400 $I messages missing_required_parameter -- "$U/chat/completions" \
+    "${auth[@]}" -d '{"model":"gpt-4o-mini"}'
+check "no input" 400 $I input missing_required_parameter -- "$U/embeddings" \
+    "${auth[@]}" -d '{"model":"text-embedding-3-small"}'
 check "model not a string" 400 $I model invalid_value -- "$U/chat/completions" "${auth[@]}" \
     -d '{"model":7}'
 check "stream: true refused" 400 $I stream unsupported_value -- "$U/chat/completions" \
@@ -63,6 +76,8 @@ printf '%s\n' "$good" >"$STACK_DIR/good.jsonl"
 printf '%s\n%s\n' "$good" '{"custom_id":"b","method":"POST","url":"/v1/nope","body":{}}' >"$STACK_DIR/bad.jsonl"
 printf '%s\n' "$good" "${good/\"a\"/\"b\"}" "${good/\"a\"/\"c\"}" "${good/\"a\"/\"d\"}" >"$STACK_DIR/four.jsonl"
 head -c 5000 /dev/zero | tr '\0' ' ' >"$STACK_DIR/big.jsonl"
+check "no purpose" 400 $I purpose missing_required_parameter -- "$U/files" "${auth[@]}" \
+    -F "file=@$STACK_DIR/good.jsonl"
 check "bad purpose" 400 $I purpose invalid_value -- "$U/files" "${auth[@]}" \
     -F purpose=fine-tune -F "file=@$STACK_DIR/good.jsonl"
 check "no file part" 400 $I file missing_required_parameter -- "$U/files" "${auth[@]}" \
@@ -117,16 +132,17 @@ obid=$(curl -s "$U/batches" -H "Authorization: Bearer $low" \
 got=$(redis-cli -p "$REDIS_PORT" HMGET "llmq:{$LLMQ_ACCOUNT}:job:$obid.own" tenant prio user | tr '\n' ' ')
 expect "a line's llmq options keep the key's tenant and priority (got: $got)" [ "$got" = "acme low u1 " ]
 # ... and once it is done, its output file is read from the result even when
-# an older version wrote it (res:<id> instead of the job hash's field result)
+# the previous version wrote it (the job hash's field result, not res:<id>)
 ojk="llmq:{$LLMQ_ACCOUNT}:job:$obid.own"
 for _ in $(seq 400); do
     [ "$(redis-cli -p "$REDIS_PORT" HGET "$ojk" state)" = done ] && break
     sleep 0.05
 done
-redis-cli -p "$REDIS_PORT" EVAL "redis.call('SET', KEYS[2], redis.call('HGET', KEYS[1], 'result'))
-    return redis.call('HDEL', KEYS[1], 'result')" 2 "$ojk" "llmq:{$LLMQ_ACCOUNT}:res:$obid.own" >/dev/null
+moved=$(redis-cli -p "$REDIS_PORT" EVAL "redis.call('HSET', KEYS[1], 'result', redis.call('GET', KEYS[2]))
+    return redis.call('DEL', KEYS[2])" 2 "$ojk" "llmq:{$LLMQ_ACCOUNT}:res:$obid.own")
+expect "the result moved into the job hash (got: $moved)" [ "$moved" = 1 ]
 ocontent=$(curl -s "$U/files/file-out_$obid/content" -H "Authorization: Bearer $low")
-expect "an older version's result is in the output file" grep -q '"custom_id":"own"' <<<"$ocontent"
+expect "the previous version's result is in the output file" grep -q '"custom_id":"own"' <<<"$ocontent"
 
 # ---- waiting longer than --max-wait-ms; a caller that hangs up ----
 # gpt-4o: llmq allows 1 request a minute (LIMITS), so the second call waits.
@@ -152,6 +168,7 @@ new_queued_job() {
     done
 }
 jobs_in >"$STACK_DIR/jobs.before"
+dead_before=$(redis-cli -p "$REDIS_PORT" XLEN "llmq:{$LLMQ_ACCOUNT}:dead")
 "$LLMQ_BIN_DIR/llmq-gateway" --listen 127.0.0.1:0 --port-file "$STACK_DIR/long.port" \
     --max-wait-ms 60000 --log-level warn 2>"$STACK_DIR/long-gw.err" &
 long_pid=$!
@@ -166,10 +183,12 @@ wait "$curl_pid" 2>/dev/null
 state=""
 for _ in $(seq 400); do
     state=$(redis-cli -p "$REDIS_PORT" HMGET "$job" state last_error | tr '\n' ' ')
-    [ "$state" = "dead cancelled " ] && break
+    [ "$state" = "cancelled cancelled " ] && break
     sleep 0.05
 done
-expect "hanging up cancelled it before it was sent" [ "$state" = "dead cancelled " ]
+expect "hanging up cancelled it before it was sent" [ "$state" = "cancelled cancelled " ]
+expect "a cancelled job is not dead-lettered" \
+    [ "$(redis-cli -p "$REDIS_PORT" XLEN "llmq:{$LLMQ_ACCOUNT}:dead")" = "$dead_before" ]
 # A waiting call whose job an older version ends (its result in res:<id>, not
 # in the job hash's field result): the caller gets that result.
 jobs_in >"$STACK_DIR/jobs.before"

@@ -18,7 +18,7 @@
 #define MODEL "gpt-4o-mini"
 
 /* The sums N separate samples give: each job's est_prompt_tokens (its
- * hash) against its result's usage.prompt_tokens (its field result). */
+ * hash) against its result's usage.prompt_tokens (P res:<id>). */
 static void expected_sums(redisContext *c, const char *prefix, const char *tag, int n,
                           struct llmq_calib_increments *sum)
 {
@@ -27,7 +27,7 @@ static void expected_sums(redisContext *c, const char *prefix, const char *tag, 
         char key[256];
         snprintf(key, sizeof(key), "%sjob:%s-%d", prefix, tag, i);
         long long est = redis_int(c, "HGET %s %s", key, "est_prompt_tokens");
-        redisReply *r = redisCommand(c, "HGET %s result", key);
+        redisReply *r = redisCommand(c, "GET %sres:%s-%d", prefix, tag, i);
         assert_true(r != NULL && r->type == REDIS_REPLY_STRING);
         json_t *line = json_loads(r->str, 0, NULL);
         freeReplyObject(r);

@@ -80,7 +80,8 @@ static const struct exit_case cases[] = {
     {{"results"}, 2, "give job ids or --all", NULL},
     {{"results", "--all", "q1"}, 2, "give job ids or --all", NULL},
     {{"results", "--timeout", "-1", "--wait", "q1"}, 2, "--timeout: expected an integer", NULL},
-    {{"results", "not an id"}, 2, "'not an id' is not a job id", NULL},
+    {{"results", ""}, 2, "'' is not a job id: custom_id must not be empty", NULL},
+    {{"results", "not an id"}, 2, "not an id: no such job", NULL}, /* a custom_id: any string */
     {{"results", "--timeout", "5", "q1"}, 2, "--timeout only applies with --wait", NULL},
     {{"results", "nosuch-id"}, 2, "nosuch-id: no such job", NULL},
     {{"results", "q1", "nosuch-id"}, 2, "nosuch-id: no such job", NULL},
@@ -295,6 +296,23 @@ static void test_zero_means_no_limit(void **state)
     const char *zero[] = {"llmq", "limits", "set", "gpt-4o", "--tpm", "0", NULL};
     r = cli_run(account, zero);
     assert_int_equal(r.status, 0);
+    /* a set says what is now in force, read back (tokens gone, requests kept) */
+    if (!strstr(r.out, "now in force:") || !strstr(r.out, "BUCKET") ||
+        !strstr(r.out, "\ngpt-4o                                           50            -      "
+                       "60000 window  no    admission\n"))
+        fail_msg("limits set printed:\n%s", r.out);
+    cli_free(&r);
+    const char *weight[] = {"llmq",  "limits", "set",      "gpt-4o", "--tenant", "acme",
+                            "--rpm", "5",      "--weight", "3",      NULL};
+    r = cli_run(account, weight);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "\ngpt-4o/t/acme "));
+    assert_non_null(strstr(r.out, "\nweight gpt-4o/t/acme 3\n"));
+    cli_free(&r);
+    const char *policy[] = {"llmq", "limits", "policy", "--headroom-low", "70", NULL};
+    r = cli_run(account, policy);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "policy: headroom high 100% normal 100% low 70%"));
     cli_free(&r);
     redisContext *c = llmq_test_redis_connect();
     redisReply *h = redisCommand(c, "HMGET %slimit:gpt-4o requests tokens", prefix);
@@ -317,11 +335,53 @@ static void test_zero_means_no_limit(void **state)
     redisFree(c);
 }
 
+/* Every option `llmq limits --help` offers is in the README's command table
+ * (it lacked --weight, --settle and --window-guard-ms). */
+static void test_readme_lists_limits_options(void **state)
+{
+    (void)state;
+    const char *help[] = {"llmq", "limits", "--help", NULL};
+    struct cli_run r = cli_run("default", help);
+    assert_int_equal(r.status, 0);
+    char path[1024];
+    llmq_test_source_path(path, sizeof(path), "README.md");
+    char *readme = llmq_test_read_file(path, NULL);
+    assert_non_null(readme);
+    /* the table's rows of llmq limits */
+    char rows[8192] = "";
+    for (char *line = strstr(readme, "\n| `llmq limits "); line != NULL;
+         line = strstr(line + 1, "\n| `llmq limits ")) {
+        char *nl = strchr(line + 1, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        strncat(rows, line, len < sizeof(rows) - strlen(rows) - 1 ? len : 0);
+    }
+    assert_true(rows[0] != '\0');
+    size_t checked = 0;
+    /* the usage lines: every [--option ...] up to the first blank line */
+    char *usage_end = strstr(r.out, "\n\n");
+    assert_non_null(usage_end);
+    for (char *p = strstr(r.out, "[--"); p != NULL && p < usage_end; p = strstr(p + 1, "[--")) {
+        char opt[64], want[72];
+        size_t k = 0;
+        for (p++; k + 1 < sizeof(opt) && (p[k] == '-' || (p[k] >= 'a' && p[k] <= 'z')); k++)
+            opt[k] = p[k];
+        opt[k] = '\0';
+        snprintf(want, sizeof(want), "`%s", opt);
+        if (strstr(rows, want) == NULL)
+            fail_msg("README's llmq limits rows do not list %s:\n%s", opt, rows);
+        checked++;
+    }
+    assert_true(checked >= 10);
+    free(readme);
+    cli_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exit_code_table),
         cmocka_unit_test(test_zero_means_no_limit),
+        cmocka_unit_test(test_readme_lists_limits_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -61,14 +61,16 @@ static void test_list_retry_purge(void **state)
     assert_string_equal(r.out, "b\n");
     cli_free(&r);
     char *st = hget(a.c, a.prefix, "b", "state"), *att = hget(a.c, a.prefix, "b", "attempts");
-    char *body = hget(a.c, a.prefix, "b", "body");
+    redisReply *br = redisCommand(a.c, "GET %sbody:b", a.prefix);
+    char *body = br->type == REDIS_REPLY_STRING ? strdup(br->str) : NULL;
+    freeReplyObject(br);
     assert_string_equal(st, "queued");
     assert_string_equal(att, "0");
     assert_string_equal(body, BODY);
     free(st);
     free(att);
     free(body);
-    assert_int_equal(llmq_test_redis_int(a.c, "HEXISTS %sjob:%s result", a.prefix, "b"), 0);
+    assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sres:%s", a.prefix, "b"), 0);
     assert_int_equal(llmq_test_redis_int(a.c, "XLEN %sdead", a.prefix, ""), 1);
     assert_int_equal(llmq_test_redis_int(a.c, "LLEN %sbacklog:low", a.prefix, ""),
                      1); /* the retried job */

@@ -28,7 +28,7 @@ static long long keys_of(redisContext *c, const char *account)
     return n;
 }
 
-/* Jobs waiting in priority prio's queues (P backlog:<prio>, common/keys.h). */
+/* Jobs waiting in priority prio's queues (P backlog:<prio>, common/redis/keys.h). */
 static long long xlen(redisContext *c, const char *prefix, const char *prio)
 {
     redisReply *r = redisCommand(c, "LLEN %sbacklog:%s", prefix, prio);
@@ -291,7 +291,11 @@ static void test_wait_streams_results(void **state)
     struct cli_run r = wait_run(account, prefix, 30, 0, out_path);
     if (r.status != 0)
         fail_msg("status %d: %s", r.status, r.err);
-    assert_non_null(strstr(r.err, "progress: 30/30 done (0 dead)"));
+    /* the final line once (it was printed twice) */
+    const char *fin = strstr(r.err, "progress: 30/30 done (0 dead)");
+    assert_non_null(fin);
+    if (strstr(fin + 1, "progress: 30/30 done") != NULL)
+        fail_msg("the final progress line is printed twice:\n%s", r.err);
     check_output(out_path, 30, 0);
     cli_free(&r);
 
@@ -303,6 +307,276 @@ static void test_wait_streams_results(void **state)
     check_output(out_path, 20, 4);
     cli_free(&r);
     unlink(out_path);
+}
+
+/* A re-run with --quiet tells counts and the first few duplicates, not a
+ * line per job (a re-run of a big file drowned the terminal). */
+static void test_quiet_rerun_is_short(void **state)
+{
+    (void)state;
+    char account[96];
+    llmq_test_unique_name(account, sizeof(account), "equiet");
+    char *text = calloc(40, 256), *p = text;
+    for (int i = 0; i < 40; i++)
+        p += snprintf(p, 256,
+                      "{\"custom_id\":\"qd%d\",\"url\":\"/v1/embeddings\",\"body\":{\"model\":"
+                      "\"text-embedding-3-small\",\"input\":\"x\"}}\n",
+                      i);
+    char *path = write_temp(text);
+    const char *argv[] = {"llmq", "enqueue", "--quiet", path, NULL};
+    struct cli_run r = cli_run(account, argv);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "40\n");
+    cli_free(&r);
+    r = cli_run(account, argv);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "0\n");
+    size_t dup_lines = 0;
+    for (const char *s = r.err; (s = strstr(s, "already exists")) != NULL; s++)
+        dup_lines++;
+    if (dup_lines != 5 || !strstr(r.err, "qd0 already exists (queued)") ||
+        !strstr(r.err, "... and 35 more already present") ||
+        !strstr(r.err, "0 enqueued, 40 already present"))
+        fail_msg("%zu duplicate lines; stderr:\n%s", dup_lines, r.err);
+    cli_free(&r);
+    unlink(path);
+    free(path);
+    free(text);
+}
+
+/* An empty file (or one of blank lines) writes nothing at all: no streams,
+ * no keys. */
+static void test_empty_file_writes_nothing(void **state)
+{
+    (void)state;
+    char account[96];
+    llmq_test_unique_name(account, sizeof(account), "eempty");
+    char *path = write_temp("\n  \n");
+    const char *argv[] = {"llmq", "enqueue", path, NULL};
+    struct cli_run r = cli_run(account, argv);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.err, "0 enqueued, 0 already present, 0 invalid"));
+    cli_free(&r);
+    const char *wait[] = {"llmq", "enqueue", "--wait", path, NULL};
+    r = cli_run(account, wait);
+    assert_int_equal(r.status, 0);
+    cli_free(&r);
+    redisContext *c = llmq_test_redis_connect();
+    assert_int_equal(keys_of(c, account), 0);
+    redisFree(c);
+    unlink(path);
+    free(path);
+}
+
+#define EMB_FMT                                                                                    \
+    "{\"custom_id\":\"t%d\",\"url\":\"/v1/embeddings\",\"body\":{\"model\":"                       \
+    "\"text-embedding-3-small\",\"input\":\"x\"}}\n"
+
+#define EMB(id)                                                                                    \
+    "{\"custom_id\":\"" id "\",\"url\":\"/v1/embeddings\",\"body\":{\"model\":"                    \
+    "\"text-embedding-3-small\",\"input\":\"x\"}}\n"
+
+/* The custom_id of output line line (new), or NULL. */
+static char *line_custom_id(const char *line)
+{
+    json_t *o = json_loads(line, 0, NULL);
+    const char *s = json_string_value(json_object_get(o, "custom_id"));
+    char *id = s ? strdup(s) : NULL;
+    json_decref(o);
+    return id;
+}
+
+/* custom_ids OpenAI takes (spaces, '/', '|', braces, '%') go in, are printed
+ * as given, end (done through the C output line, expired through dispatch's
+ * Lua one) and are read back by `llmq results` and `llmq dead list` under
+ * the same custom_id; the keys hold the escaped id. */
+static void test_custom_ids_as_openai(void **state)
+{
+    (void)state;
+    char account[96], prefix[128];
+    llmq_test_unique_name(account, sizeof(account), "ecid");
+    llmq_account_prefix(account, prefix, sizeof(prefix), NULL);
+    char *path = write_temp(EMB("has space") EMB("a/b|c") EMB("100%") EMB("%41"));
+    const char *argv[] = {"llmq", "enqueue", path, NULL};
+    struct cli_run r = cli_run(account, argv);
+    if (r.status != 0)
+        fail_msg("status %d: %s", r.status, r.err);
+    assert_string_equal(r.out, "has space\na/b|c\n100%\n%41\n");
+    cli_free(&r);
+    redisContext *c = llmq_test_redis_connect();
+    assert_int_equal(llmq_test_redis_int(c, "EXISTS %sjob:has%%20space", prefix), 1);
+    assert_int_equal(llmq_test_redis_int(c, "EXISTS %sjob:a%%2Fb%%7Cc", prefix), 1);
+    assert_int_equal(llmq_test_redis_int(c, "EXISTS %sjob:%%2541", prefix), 1);
+    assert_int_equal(fake_worker_run(c, prefix, 10, 2000, 0), 4);
+    const char *res[] = {"llmq", "results", "has space", "a/b|c", "100%", "%41", NULL};
+    r = cli_run(account, res);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(cli_count_lines(r.out), 4);
+    const char *want[] = {"has space", "a/b|c", "100%", "%41"};
+    char *line = r.out;
+    for (int i = 0; i < 4; i++) {
+        char *nl = strchr(line, '\n');
+        *nl = '\0';
+        char *got = line_custom_id(line);
+        if (got == NULL || strcmp(got, want[i]) != 0)
+            fail_msg("line %d: custom_id '%s', want '%s': %s", i, got ? got : "(none)", want[i],
+                     line);
+        free(got);
+        line = nl + 1;
+    }
+    cli_free(&r);
+    r = cli_run(account, argv); /* the same ids again: duplicates, named as given */
+    assert_non_null(strstr(r.err, "job a/b|c already exists (done)"));
+    assert_non_null(strstr(r.err, "0 enqueued, 4 already present"));
+    cli_free(&r);
+    unlink(path);
+    free(path);
+    /* ended by dispatch (past its deadline): the Lua output line */
+    path = write_temp(EMB("late one/x"));
+    const char *late[] = {"llmq", "enqueue", "--ttl-ms", "1", path, NULL};
+    r = cli_run(account, late);
+    assert_int_equal(r.status, 0);
+    cli_free(&r);
+    usleep(20 * 1000);
+    assert_int_equal(fake_worker_run(c, prefix, 10, 0, 0), 0);
+    const char *res_late[] = {"llmq", "results", "late one/x", NULL};
+    r = cli_run(account, res_late);
+    assert_int_equal(r.status, 3); /* its one job is dead */
+    char *got = line_custom_id(r.out);
+    assert_non_null(got);
+    assert_string_equal(got, "late one/x");
+    free(got);
+    assert_non_null(strstr(r.out, "\"expired\""));
+    cli_free(&r);
+    const char *dead[] = {"llmq", "dead", "list", "--json", NULL};
+    r = cli_run(account, dead);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "\"id\":\"late one/x\""));
+    cli_free(&r);
+    redisFree(c);
+    unlink(path);
+    free(path);
+}
+
+/* Polls the stderr file of the CLI run pid until it holds what (30 s at
+ * most); returns 1 when it does. */
+static int await_stderr(pid_t pid, const char *what)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/tmp/llmq-cli-%d.err", (int)pid);
+    for (int i = 0; i < 3000; i++) {
+        char *s = cli_slurp(path);
+        int found = strstr(s, what) != NULL;
+        free(s);
+        if (found)
+            return 1;
+        usleep(10 * 1000);
+    }
+    return 0;
+}
+
+/* Says a worker consumes the account (its heartbeat), as the first dispatch
+ * of a worker would. */
+static void worker_seen(redisContext *c, const char *prefix)
+{
+    redisReply *t = redisCommand(c, "TIME");
+    long long now = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
+    freeReplyObject(t);
+    freeReplyObject(redisCommand(c, "HSET %sworkers fake-worker %lld", prefix, now));
+}
+
+/* The ETA of the wait comes from the limits before anything ended: 30 jobs
+ * under 600 requests a minute take at least 3 s (it said "ETA ?"). */
+static void test_wait_eta_from_limits(void **state)
+{
+    (void)state;
+    char account[96], prefix[128];
+    llmq_test_unique_name(account, sizeof(account), "eeta");
+    llmq_account_prefix(account, prefix, sizeof(prefix), NULL);
+    const char *limit[] = {"llmq", "limits", "set", "text-embedding-3-small", "--rpm", "600", NULL};
+    struct cli_run r = cli_run(account, limit);
+    assert_int_equal(r.status, 0);
+    cli_free(&r);
+    redisContext *c = llmq_test_redis_connect();
+    worker_seen(c, prefix);
+    char *text = calloc(30, 256), *p = text;
+    for (int i = 0; i < 30; i++)
+        p += snprintf(p, 256, EMB_FMT, i);
+    char *path = write_temp(text);
+    const char *argv[] = {"llmq",     "enqueue",   "--wait", "--timeout", "60",
+                          "--output", "/dev/null", path,     NULL};
+    pid_t pid = cli_start(account, argv);
+    int first = await_stderr(pid, "progress: 0/30 done");
+    long ended = 0;
+    for (int tries = 0; ended < 30 && tries < 300; tries++) {
+        worker_seen(c, prefix);
+        long got = fake_worker_run(c, prefix, 30, 100, 0);
+        assert_true(got >= 0);
+        ended += got;
+    }
+    r = cli_finish(pid);
+    assert_true(first);
+    assert_int_equal(r.status, 0);
+    if (!strstr(r.err, "progress: 0/30 done (0 dead), 30 queued, 0 running, 0.0 jobs/s, 0 429s, "
+                       "ETA 3s\n"))
+        fail_msg("no ETA from the limits:\n%s", r.err);
+    cli_free(&r);
+    redisFree(c);
+    unlink(path);
+    free(path);
+    free(text);
+}
+
+/* On a terminal (a pty from script(1)) the progress is a bar redrawn in
+ * place, ending in a full bar on its own line. */
+static void test_wait_bar_on_a_terminal(void **state)
+{
+    (void)state;
+    char account[96], prefix[128], cmd[1024], out[] = "/tmp/llmq-pty-XXXXXX";
+    close(mkstemp(out));
+    llmq_test_unique_name(account, sizeof(account), "etty");
+    llmq_account_prefix(account, prefix, sizeof(prefix), NULL);
+    char *text = calloc(5, 256), *p = text;
+    for (int i = 0; i < 5; i++)
+        p += snprintf(p, 256, EMB_FMT, i);
+    char *path = write_temp(text);
+    snprintf(cmd, sizeof(cmd), "%s enqueue --wait --timeout 60 %s", llmq_test_bin("llmq", 0), path);
+    redisContext *c = llmq_test_redis_connect();
+    worker_seen(c, prefix);
+    pid_t pid = llmq_test_fork();
+    if (pid == 0) {
+        int fo = open(out, O_WRONLY | O_TRUNC);
+        dup2(fo, 1);
+        dup2(fo, 2);
+        setenv("LLMQ_REDIS_URL", llmq_test_redis_url(), 1);
+        setenv("LLMQ_ACCOUNT", account, 1);
+        execlp("script", "script", "-q", "-e", "-c", cmd, "/dev/null", (char *)NULL);
+        _exit(127);
+    }
+    long ended = 0;
+    for (int tries = 0; ended < 5 && tries < 300; tries++) {
+        worker_seen(c, prefix);
+        long got = fake_worker_run(c, prefix, 1, 200, 0);
+        assert_true(got >= 0);
+        ended += got;
+        usleep(300 * 1000); /* one at a time: the bar is redrawn between */
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    char *tty = cli_slurp(out);
+    if (!strstr(tty, "\r\033[K[#########################] 5/5 done") &&
+        !strstr(tty, "\r\033[K[########################] 5/5 done"))
+        fail_msg("no full bar redrawn in place:\n%s", tty);
+    assert_non_null(strstr(tty, "\r\033[K[........................] 0/5 done"));
+    assert_null(strstr(tty, "progress: ")); /* no plain lines on a terminal */
+    free(tty);
+    redisFree(c);
+    unlink(out);
+    unlink(path);
+    free(path);
+    free(text);
 }
 
 static void test_help_everywhere(void **state)
@@ -338,6 +612,11 @@ int main(void)
         cmocka_unit_test(test_reenqueue_reports),
         cmocka_unit_test(test_generate_ids),
         cmocka_unit_test(test_wait_streams_results),
+        cmocka_unit_test(test_quiet_rerun_is_short),
+        cmocka_unit_test(test_empty_file_writes_nothing),
+        cmocka_unit_test(test_custom_ids_as_openai),
+        cmocka_unit_test(test_wait_eta_from_limits),
+        cmocka_unit_test(test_wait_bar_on_a_terminal),
         cmocka_unit_test(test_help_everywhere),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -187,8 +187,8 @@ static void check_redis(struct fault_run *fr, long long *retries, int *done, int
     *retries = 0;
     for (int i = 0; i < total; i++) {
         job_id(i, id, sizeof(id));
-        snprintf(key, sizeof(key), "%sjob:%s", fr->prefix, id);
-        missing += redis_int(c, "HEXISTS %s %s", key, "result") != 1;
+        snprintf(key, sizeof(key), "%sres:%s", fr->prefix, id);
+        missing += redis_int(c, "EXISTS %s%s", key, "") != 1;
         snprintf(key, sizeof(key), "%sjob:%s", fr->prefix, id);
         long long att = redis_int(c, "HGET %s %s", key, "attempts");
         if (att > 1)

@@ -140,10 +140,10 @@ static void test_one_call_settles_each_delivery(void **state)
     for (int i = 0; i < 6; i++)
         assert_int_equal(r->element[i]->integer, want[i]);
     freeReplyObject(r);
-    assert_int_equal(key_int(&a, "HEXISTS %sjob:%s result", "j1"), 1);
-    assert_int_equal(key_int(&a, "HEXISTS %sjob:%s result", "j2"), 0);
+    assert_int_equal(key_int(&a, "EXISTS %sres:%s", "j1"), 1);
+    assert_int_equal(key_int(&a, "EXISTS %sres:%s", "j2"), 0);
     assert_int_equal(key_int(&a, "ZCARD %s%s", "delayed"), 1);
-    assert_int_equal(key_int(&a, "HEXISTS %sjob:%s result", "j3"), 1);
+    assert_int_equal(key_int(&a, "EXISTS %sres:%s", "j3"), 1);
     assert_int_equal(key_int(&a, "XLEN %s%s", "dead"), 1);
     assert_int_equal(worker_pending(a.c, a.P, "normal"), 0);
     /* waiters are told once for the call: one events entry naming the
@@ -176,7 +176,7 @@ static void test_bad_delivery_settles_none(void **state)
     freeReplyObject(r);
     /* the good first delivery was not settled either: still pending, no result */
     assert_int_equal(worker_pending(a.c, a.P, "normal"), 2);
-    assert_int_equal(key_int(&a, "HEXISTS %sjob:%s result", "k1"), 0);
+    assert_int_equal(key_int(&a, "EXISTS %sres:%s", "k1"), 0);
     /* and a call whose values are not whole deliveries is refused */
     const char *argv[] = {a.P, "done", "normal"};
     r = llmq_script_run(a.c, LLMQ_SCRIPT_JOB_SETTLE, 1, 3, argv, NULL, NULL);
@@ -223,7 +223,7 @@ static void test_batch_counts_and_sweeps(void **state)
     assert_int_equal(key_int(&a, "LLEN %s%s", "done"), 2);
     long long kept = 0;
     for (int i = 0; i < 5; i++)
-        kept += key_int(&a, "HEXISTS %sjob:%s result", g[i].id);
+        kept += key_int(&a, "EXISTS %sres:%s", g[i].id);
     assert_int_equal(kept, 2);
     acct_close(&a);
 }
@@ -283,13 +283,17 @@ static void test_missing_hash_gets_one_result(void **state)
     for (int i = 0; i < 2; i++) {
         char key[128];
         snprintf(key, sizeof(key), "%sjob:%s", a.P, g[i].id);
-        redisReply *r = redisCommand(a.c, "HMGET %s result state fin_ms", key);
-        assert_true(r->type == REDIS_REPLY_ARRAY && r->elements == 3);
-        assert_non_null(strstr(r->element[0]->str, g[i].id));
-        assert_string_equal(r->element[1]->str, i == 0 ? "done" : "dead");
-        assert_int_equal(r->element[2]->type, REDIS_REPLY_STRING);
+        redisReply *r = redisCommand(a.c, "HMGET %s state fin_ms", key);
+        assert_true(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+        assert_string_equal(r->element[0]->str, i == 0 ? "done" : "dead");
+        assert_int_equal(r->element[1]->type, REDIS_REPLY_STRING);
+        freeReplyObject(r);
+        r = redisCommand(a.c, "GET %sres:%s", a.P, g[i].id);
+        assert_true(r->type == REDIS_REPLY_STRING && strstr(r->str, g[i].id) != NULL);
         freeReplyObject(r);
         long long ttl = redis_int(a.c, "PTTL %s", key, NULL);
+        assert_true(i == 0 ? ttl > 0 : ttl == -1);
+        ttl = redis_int(a.c, "PTTL %sres:%s", a.P, g[i].id);
         assert_true(i == 0 ? ttl > 0 : ttl == -1);
     }
     assert_int_equal(worker_event_jobs(a.c, a.P), 2); /* once: the second round tells none */

@@ -1,7 +1,8 @@
 /* A stand-in for the worker in the producer-side tests: takes jobs the way
  * the worker does (lua/dispatch.lua, which delivers them through the
  * priority streams' group "workers"), and ends them through
- * lua/job_finish.lua, then XACK + XDEL.
+ * lua/job_finish.lua, then XACK (the entry stays until a trim, as the
+ * worker leaves it).
  * Header-only so each test stays one executable. */
 #ifndef LLMQ_TEST_JOBS_FAKE_WORKER_H
 #define LLMQ_TEST_JOBS_FAKE_WORKER_H
@@ -86,8 +87,9 @@ static inline long fake_worker_run(redisContext *c, const char *prefix, long max
             freeReplyObject(r);
             return -1;
         }
+        /* acknowledged, not deleted: the worker's settle leaves the entry
+         * to the periodic trim (lua/lib/40_worker.lua worker_ack) */
         freeReplyObject(redisCommand(c, "XACK %sq:%s workers %s", prefix, prio, eid));
-        freeReplyObject(redisCommand(c, "XDEL %sq:%s %s", prefix, prio, eid));
         ended++;
     }
     freeReplyObject(r);

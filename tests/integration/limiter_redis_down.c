@@ -1,12 +1,16 @@
 /* Redis stopped mid-test: a fail-closed limiter answers LLMQ_EREDIS, a
  * fail-open one decides locally against its share of the limits it last saw,
- * and both go back to Redis (reloading scripts) once it is back. Uses a
- * private redis-server, since it stops it. */
+ * and both go back to Redis (reloading scripts) once it is back. Redis hung
+ * (SIGSTOP: nothing answers, the sockets stay open): both clients answer
+ * LLMQ_EREDIS within their timeout_ms (the sync one saying "did not answer
+ * within"), never hang, and are back on Redis after SIGCONT. Uses a private
+ * redis-server, since it stops it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 #include <ev.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -180,6 +184,56 @@ static void test_async_reconnects(void **state)
     ev_loop_destroy(loop);
 }
 
+static void test_hung_redis_fails_closed_within_the_timeout(void **state)
+{
+    (void)state;
+    set_limit("limit:m", "requests 1000 period_ms 60000");
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    struct llmq_error err = {0};
+    struct llmq_limiter_config cfg = {.redis_url = server.url,
+                                      .timeout_ms = 500,
+                                      .reconnect_min_ms = 20,
+                                      .reconnect_max_ms = 200};
+    struct llmq_alimiter *al = llmq_alimiter_new(loop, &cfg, &err);
+    struct llmq_limiter *sl = llmq_limiter_new(&cfg, &err);
+    assert_non_null(al);
+    assert_non_null(sl);
+    run_until(loop, is_ready, al, 5000);
+    struct llmq_path p;
+    llmq_path_init(&p, "down", "m", NULL, NULL, &err);
+    assert_int_equal(acquire_ok(sl, &p).decision, LLMQ_GRANTED);
+
+    assert_int_equal(kill(server.pid, SIGSTOP), 0);
+    struct llmq_test_grant hr = {0};
+    llmq_alimiter_acquire(al, &p, 1, LLMQ_PRIORITY_NORMAL, llmq_test_on_grant, &hr);
+    run_until(loop, has_call, &hr, 10000); /* the bound is 0.5 s: generous */
+    int async_ready = llmq_alimiter_ready(al);
+    struct llmq_grant g;
+    enum llmq_rc sync_rc = llmq_limiter_acquire(sl, &p, 1, LLMQ_PRIORITY_NORMAL, &g, &err);
+    kill(server.pid, SIGCONT);
+    assert_int_equal(hr.calls, 1);
+    assert_int_equal(hr.rc, LLMQ_EREDIS);
+    assert_false(async_ready);
+    assert_int_equal(sync_rc, LLMQ_EREDIS);
+    char want[96];
+    snprintf(want, sizeof(want), "Redis at 127.0.0.1:%d did not answer within 0.5 s", server.port);
+    if (strstr(err.msg, want) == NULL)
+        fprintf(stderr, "sync acquire said: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, want));
+
+    run_until(loop, is_ready, al, 10000);
+    assert_true(llmq_alimiter_ready(al));
+    struct llmq_test_grant rr = {0};
+    llmq_alimiter_acquire(al, &p, 1, LLMQ_PRIORITY_NORMAL, llmq_test_on_grant, &rr);
+    run_until(loop, has_call, &rr, 5000);
+    assert_int_equal(rr.rc, LLMQ_OK);
+    assert_int_equal(rr.grant.local, 0);
+    assert_int_equal(acquire_until_remote(sl, &p).decision, LLMQ_GRANTED);
+    llmq_limiter_free(sl);
+    llmq_alimiter_free(al);
+    ev_loop_destroy(loop);
+}
+
 static int start_server(void **state)
 {
     (void)state;
@@ -189,6 +243,7 @@ static int start_server(void **state)
 static int stop_server(void **state)
 {
     (void)state;
+    kill(server.pid, SIGCONT); /* in case an assertion left it stopped */
     llmq_test_redis_stop(&server);
     return 0;
 }
@@ -198,6 +253,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sync_both_policies),
         cmocka_unit_test(test_async_reconnects),
+        cmocka_unit_test(test_hung_redis_fails_closed_within_the_timeout),
     };
     return cmocka_run_group_tests_name("limiter_redis_down", tests, start_server, stop_server);
 }

@@ -129,7 +129,8 @@ static void test_admission_ledger(void **state)
     assert_int_equal(acquire(f, NULL, NULL, 50, LLMQ_PRIORITY_NORMAL).decision, LLMQ_GRANTED);
 }
 
-/* An admission holds its window one guard longer than the period. */
+/* An admission holds its window one guard longer than the period: the
+ * policy's pinned guard, else the model's learned one. */
 static void test_window_guard(void **state)
 {
     struct fixture *f = *state;
@@ -140,12 +141,35 @@ static void test_window_guard(void **state)
     struct llmq_grant d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
     assert_int_equal(d.decision, LLMQ_DENIED);
     assert_int_equal(d.wait_ms, g.at_ms + 5000 + 700 - d.at_ms);
-    /* Without a policy value the default guard (1000 ms) applies. */
+    /* Without a policy value the model's learned guard applies (README "What a
+     * bucket is charged"): grant lifetime + allowance, never grown their
+     * floors, for a 5 s window 125 + 125 (period / 40 each). */
     redisReply *r = redisCommand(f->c, "HDEL llmq:{%s}:policy window_guard_ms", f->account);
     freeReplyObject(r);
     d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
     assert_int_equal(d.decision, LLMQ_DENIED);
-    assert_int_equal(d.wait_ms, g.at_ms + 5000 + 1000 - d.at_ms);
+    assert_int_equal(d.wait_ms, g.at_ms + 5000 + 250 - d.at_ms);
+    /* The allowance grown to 275 ms just now (what a settle records): 400. */
+    char fields[128];
+    snprintf(fields, sizeof(fields), "allowance_ms 275 allowance_at %lld", (long long)d.at_ms);
+    hset(f, "limit:m", fields);
+    d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
+    assert_int_equal(d.wait_ms, g.at_ms + 5000 + 400 - d.at_ms);
+    /* Grown two whole windows ago: 0.75^2 of its 150 ms over the floor is
+     * left, 125 + 84; and a lifetime grown to 200 just now: 200 + 209. */
+    snprintf(fields, sizeof(fields),
+             "allowance_ms 275 allowance_at %lld lifetime_ms 200 lifetime_at %lld",
+             (long long)d.at_ms - 10000, (long long)d.at_ms);
+    hset(f, "limit:m", fields);
+    d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
+    assert_int_equal(d.wait_ms, g.at_ms + 5000 + 409 - d.at_ms);
+    /* Above their ceilings (period / 8 and period / 4) they are held there:
+     * 625 + 1250. */
+    snprintf(fields, sizeof(fields), "allowance_ms 90000 allowance_at %lld lifetime_ms 90000",
+             (long long)d.at_ms);
+    hset(f, "limit:m", fields);
+    d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
+    assert_int_equal(d.wait_ms, g.at_ms + 5000 + 1875 - d.at_ms);
 }
 
 /* A bucket set to --settle usage replaces the charge with the usage. */

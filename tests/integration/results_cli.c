@@ -135,8 +135,9 @@ static void test_id_finished_twice(void **state)
                          LLMQ_OK);
         assert_int_equal(fake_worker_run(a.c, a.prefix, 10, 100, 0), 1);
         if (round == 0) {
-            freeReplyObject(redisCommand(a.c, "DEL %sjob:x0", a.prefix)); /* as if expired */
-            usleep(5 * 1000);                                             /* a later fin_ms */
+            freeReplyObject(
+                redisCommand(a.c, "DEL %sjob:x0 %sres:x0", a.prefix, a.prefix)); /* expired */
+            usleep(5 * 1000); /* a later fin_ms */
         }
     }
     assert_int_equal(llmq_test_redis_int(a.c, "LLEN %sdone", a.prefix, ""), 2);
@@ -153,7 +154,7 @@ static void test_id_finished_twice(void **state)
                      LLMQ_OK);
     assert_int_equal(fake_worker_run(a.c, a.prefix, 10, 100, 0), 1);
     assert_int_equal(llmq_test_redis_int(a.c, "LLEN %sdone", a.prefix, ""), 2);
-    assert_int_equal(llmq_test_redis_int(a.c, "HEXISTS %sjob:%s result", a.prefix, "x0"), 1);
+    assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sres:%s", a.prefix, "x0"), 1);
     r = cli_run(a.name, all);
     assert_int_equal(r.status, 0);
     assert_int_equal(cli_count_lines(r.out), 2);

@@ -54,11 +54,11 @@ static void test_count_and_age(void **state)
         char id[16];
         snprintf(id, sizeof(id), "c%d", i);
         long long want = i >= 15; /* the newest five */
-        assert_int_equal(llmq_test_redis_int(a.c, "HEXISTS %sjob:%s result", a.prefix, id), want);
+        assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sres:%s", a.prefix, id), want);
         assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sjob:%s", a.prefix, id), want);
     }
     /* a done job keeps no body; its id stays taken while the result lives */
-    assert_int_equal(llmq_test_redis_int(a.c, "HEXISTS %sjob:c19 %s", a.prefix, "body"), 0);
+    assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sbody:c19%s", a.prefix, ""), 0);
     struct llmq_job_options o = {.job_id = "c19"};
     assert_int_equal(llmq_producer_enqueue(a.producer, "/v1/embeddings", BODY, &o, NULL, NULL),
                      LLMQ_EDUPLICATE);
@@ -74,7 +74,7 @@ static void test_count_and_age(void **state)
     assert_int_equal(fake_worker_run(a.c, a.prefix, 10, 100, 0), 1); /* c0 again */
     assert_int_equal(llmq_test_redis_int(a.c, "LLEN %sdone", a.prefix, ""), 1);
     assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sjob:%s", a.prefix, "c19"), 0);
-    assert_int_equal(llmq_test_redis_int(a.c, "HEXISTS %sjob:%s result", a.prefix, "c0"), 1);
+    assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sres:%s", a.prefix, "c0"), 1);
     llmq_test_account_close(&a);
 }
 
@@ -90,8 +90,8 @@ static void test_dead_kept(void **state)
     redisReply *r = redisCommand(a.c, "XRANGE %sdead - +", a.prefix);
     for (size_t i = 0; i < r->elements; i++) {
         const char *id = r->element[i]->element[1]->element[1]->str;
-        assert_int_equal(llmq_test_redis_int(a.c, "HEXISTS %sjob:%s result", a.prefix, id), 1);
-        assert_int_equal(llmq_test_redis_int(a.c, "HEXISTS %sjob:%s body", a.prefix, id), 1);
+        assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sres:%s", a.prefix, id), 1);
+        assert_int_equal(llmq_test_redis_int(a.c, "EXISTS %sbody:%s", a.prefix, id), 1);
         assert_int_equal(llmq_test_redis_int(a.c, "TTL %sjob:%s", a.prefix, id), -1);
     }
     freeReplyObject(r);

@@ -59,8 +59,8 @@ static void test_high_jobs_wake_a_sleeping_worker(void **state)
         int have = 0;
         for (int i = 0; i < N_HIGH; i++) {
             char key[256];
-            snprintf(key, sizeof(key), "llmq:{%s}:job:high-%d", account, i);
-            have += redis_int(c, "HEXISTS %s %s", key, "result") == 1;
+            snprintf(key, sizeof(key), "llmq:{%s}:res:high-%d", account, i);
+            have += redis_int(c, "EXISTS %s%s", key, "") == 1;
         }
         if (have == N_HIGH)
             break;

@@ -77,8 +77,8 @@ static int a_jobs_during_b(const char *tag, const char *b_weight)
     /* Until B's batch is done (under FIFO: after A's whole backlog); then the
      * rest of A's backlog is handed back. */
     for (int i = 0; i < N_B; i++) {
-        snprintf(key, sizeof(key), "llmq:{%s}:job:b-%d", account, i);
-        while (redis_int(c, "HEXISTS %s %s", key, "result") != 1)
+        snprintf(key, sizeof(key), "llmq:{%s}:res:b-%d", account, i);
+        while (redis_int(c, "EXISTS %s%s", key, "") != 1)
             usleep(10000);
     }
     kill(w, SIGTERM);

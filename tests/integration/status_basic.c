@@ -111,8 +111,41 @@ static void test_status(void **state)
     llmq_test_account_close(&a);
 }
 
+/* Low jobs held back by the low-priority headroom: status says that this is
+ * what holds them (the counts alone showed only "queued"). */
+static void test_low_headroom_said(void **state)
+{
+    (void)state;
+    struct llmq_test_account a;
+    llmq_test_account_open(&a, "headroom");
+    freeReplyObject(redisCommand(
+        a.c, "HSET %slimit:gpt-4o-mini requests 10 period_ms 600000 mode window", a.prefix));
+    for (int i = 0; i < 10; i++) {
+        struct llmq_job_options jo = {.priority = LLMQ_PRIORITY_LOW};
+        assert_int_equal(
+            llmq_producer_enqueue(a.producer, "/v1/chat/completions", BODY, &jo, NULL, NULL),
+            LLMQ_OK);
+    }
+    /* 8 of 10 requests (80%, the default headroom_low): the other 2 stay */
+    const char *dargv[] = {a.prefix, "w-low", "10"};
+    redisReply *d = llmq_script_run(a.c, LLMQ_SCRIPT_DISPATCH, 1, 3, dargv, NULL, NULL);
+    assert_true(d != NULL && d->type == REDIS_REPLY_ARRAY);
+    assert_int_equal(d->elements - 4, 8);
+    freeReplyObject(d);
+    const char *argv[] = {"llmq", "status", NULL};
+    struct cli_run r = cli_run(a.name, argv);
+    assert_int_equal(r.status, 0);
+    if (!strstr(r.out, "low jobs held: gpt-4o-mini is at or above 80% of its limit (low "
+                       "headroom)") ||
+        !strstr(r.out, "low-priority jobs run only while their buckets are below 80%"))
+        fail_msg("status does not say what holds the low jobs:\n%s", r.out);
+    cli_free(&r);
+    llmq_test_account_close(&a);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_status)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_status),
+                                       cmocka_unit_test(test_low_headroom_said)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

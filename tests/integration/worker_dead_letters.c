@@ -68,7 +68,7 @@ static void test_dead_letter_reasons(void **state)
     assert_int_equal(dead_with(c, prefix, "expired"), 3);
     assert_int_equal(dead_with(c, prefix, "never_fits"), 2);
     /* The 404's result carries the API's response. */
-    redisReply *res = redisCommand(c, "HGET %sjob:nf-0 result", prefix);
+    redisReply *res = redisCommand(c, "GET %sres:nf-0", prefix);
     assert_non_null(strstr(res->str, "\"status_code\":404"));
     freeReplyObject(res);
     /* Expired and hopeless jobs never reached the API. */

@@ -132,8 +132,8 @@ static double one_run(int run, long long tpm)
     for (int i = 0; i < JOBS; i++) {
         char id[32];
         snprintf(id, sizeof(id), "x-%d", i);
-        snprintf(key, sizeof(key), "%sjob:%s", prefix, id);
-        missing += redis_int(c, "HEXISTS %s %s", key, "result") != 1;
+        snprintf(key, sizeof(key), "%sres:%s", prefix, id);
+        missing += redis_int(c, "EXISTS %s%s", key, "") != 1;
     }
     redisFree(c);
     assert_int_equal(missing, 0);

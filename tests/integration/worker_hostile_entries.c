@@ -170,8 +170,8 @@ static void test_hostile_entries_are_dead_lettered(void **state)
         if (want[i].id == NULL) {
             k_anon++;
         } else {
-            snprintf(key, sizeof(key), "%sjob:%s", P, want[i].id);
-            assert_int_equal(redis_int(c, "HEXISTS %s %s", key, "result"), want[i].has_result);
+            snprintf(key, sizeof(key), "%sres:%s", P, want[i].id);
+            assert_int_equal(redis_int(c, "EXISTS %s%s", key, ""), want[i].has_result);
         }
     }
     freeReplyObject(r);
@@ -223,8 +223,8 @@ static void test_lost_dispatch_reply_is_reclaimed(void **state)
     pid_t w = worker_start(account, &sim, log, args);
     assert_int_equal(worker_wait(w, 30000), 0);
     assert_int_equal(sim_proc_stop(&sim), 0);
-    snprintf(key, sizeof(key), "%sjob:l-0", P);
-    assert_int_equal(redis_int(c, "HEXISTS %s %s", key, "result"), 1);
+    snprintf(key, sizeof(key), "%sres:l-0", P);
+    assert_int_equal(redis_int(c, "EXISTS %s%s", key, ""), 1);
     redisFree(c);
     unlink(jobs);
     unlink(log);

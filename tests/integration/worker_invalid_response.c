@@ -78,7 +78,7 @@ static void run_fault(const char *fault, const char *why)
     for (int i = 0; i < JOBS; i++) {
         char jk[256];
         snprintf(jk, sizeof(jk), "%sjob:iv-%d", prefix, i);
-        r = redisCommand(c, "HGET %s result", jk);
+        r = redisCommand(c, "GET %sres:iv-%d", prefix, i);
         assert_true(r != NULL && r->type == REDIS_REPLY_STRING);
         json_t *line = json_loads(r->str, 0, NULL);
         assert_non_null(line);

@@ -35,8 +35,8 @@ static int results_count(redisContext *c, const char *prefix)
     char key[256];
     int n = 0;
     for (int i = 0; i < JOBS; i++) {
-        snprintf(key, sizeof(key), "%sjob:h-%d", prefix, i);
-        n += redis_int(c, "HEXISTS %s %s", key, "result") == 1;
+        snprintf(key, sizeof(key), "%sres:h-%d", prefix, i);
+        n += redis_int(c, "EXISTS %s%s", key, "") == 1;
     }
     return n;
 }

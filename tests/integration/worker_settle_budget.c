@@ -91,8 +91,8 @@ static void run_case(const char *const *sim_args, const char *settle, const char
     freeReplyObject(z);
 
     *usage_total = -1;
-    snprintf(key, sizeof(key), "%sjob:g-0", prefix);
-    redisReply *res = redisCommand(c, "HGET %s result", key);
+    snprintf(key, sizeof(key), "%sres:g-0", prefix);
+    redisReply *res = redisCommand(c, "GET %s", key);
     if (res != NULL && res->type == REDIS_REPLY_STRING) {
         json_t *line = json_loads(res->str, 0, NULL);
         json_t *usage =

@@ -75,8 +75,8 @@ static void test_two_settles_of_one_job(void **state)
         "--visibility-ms", VISIBILITY_MS, "--exit-when-idle-ms", "4000", "--log-level",
         "debug",           NULL};
     pid_t b = worker_start(account, &sim, log_b, args_b);
-    snprintf(key, sizeof(key), "%sjob:r-0", prefix);
-    assert_true(wait_int(c, "HEXISTS %s result", key, 1, 30000));
+    snprintf(key, sizeof(key), "%sres:r-0", prefix);
+    assert_true(wait_int(c, "EXISTS %s", key, 1, 30000));
     assert_int_equal(worker_wait(b, 30000), 0);
     assert_int_equal(worker_event_jobs(c, prefix), 1);
 

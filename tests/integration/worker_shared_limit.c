@@ -72,8 +72,8 @@ static void test_four_workers_share_one_limit(void **state)
     snprintf(prefix, sizeof(prefix), "llmq:{%s}:", account);
     int missing = 0;
     for (int i = 0; i < JOBS; i++) {
-        snprintf(key, sizeof(key), "%sjob:j-%d", prefix, i);
-        missing += redis_int(c, "HEXISTS %s %s", key, "result") != 1;
+        snprintf(key, sizeof(key), "%sres:j-%d", prefix, i);
+        missing += redis_int(c, "EXISTS %s%s", key, "") != 1;
     }
     assert_int_equal(missing, 0);
     assert_int_equal(worker_event_jobs(c, prefix), JOBS);

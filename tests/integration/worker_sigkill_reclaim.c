@@ -46,8 +46,8 @@ static void test_killed_worker_jobs_are_reclaimed(void **state)
 
     int missing = 0, redelivered = 0;
     for (int i = 0; i < JOBS; i++) {
-        snprintf(key, sizeof(key), "%sjob:k-%d", prefix, i);
-        missing += redis_int(c, "HEXISTS %s %s", key, "result") != 1;
+        snprintf(key, sizeof(key), "%sres:k-%d", prefix, i);
+        missing += redis_int(c, "EXISTS %s%s", key, "") != 1;
         /* Delivered to A, then reclaimed and delivered to B. */
         snprintf(key, sizeof(key), "%sjob:k-%d", prefix, i);
         redelivered += redis_int(c, "HGET %s %s", key, "attempts") == 2;

@@ -98,8 +98,8 @@ static void test_results_survive_redis_and_worker(void **state)
     redisContext *c = llmq_test_redis_connect();
     char key[256];
     for (int i = 0; i < JOBS; i++) {
-        snprintf(key, sizeof(key), "%sjob:s-%d", prefix, i);
-        assert_int_equal(redis_int(c, "HEXISTS %s %s", key, "result"), 1);
+        snprintf(key, sizeof(key), "%sres:s-%d", prefix, i);
+        assert_int_equal(redis_int(c, "EXISTS %s%s", key, ""), 1);
     }
     assert_int_equal(worker_event_jobs(c, prefix), JOBS);
     snprintf(key, sizeof(key), "%sstats", prefix);

@@ -191,8 +191,7 @@ int sim_call_parse(struct sim_conn *c, struct sim_call *call, json_t **root_out)
     return 0;
 }
 
-/* A uniform draw in [0, 100). */
-static double draw_pct(struct sim_server *srv)
+double sim_draw_pct(struct sim_server *srv)
 {
     return (double)(llmq_rng_next(&srv->rng) >> 11) * (100.0 / 9007199254740992.0);
 }
@@ -205,7 +204,7 @@ int sim_fault_before(struct sim_conn *c, const struct sim_call *call)
                  cfg->bad_200_html_pct + cfg->bad_200_shape_pct;
     if (sum <= 0.0)
         return 0;
-    double u = draw_pct(srv);
+    double u = sim_draw_pct(srv);
     if (u < cfg->insufficient_quota_pct) {
         c->ex.outcome = SIM_OUT_INSUFFICIENT_QUOTA;
         c->ex.status = 429;
@@ -336,7 +335,7 @@ int sim_window_admit(struct sim_conn *c, const struct sim_call *call, struct sim
     int64_t rpm, tpm, wait_ms = 0;
     memset(rl, 0, sizeof(*rl));
     limits_for(cfg, c->ex.model, &rpm, &tpm);
-    int spurious = cfg->spurious_429_pct > 0.0 && draw_pct(srv) < cfg->spurious_429_pct;
+    int spurious = cfg->spurious_429_pct > 0.0 && sim_draw_pct(srv) < cfg->spurious_429_pct;
     struct sim_bucket *b = rpm > 0 || tpm > 0 ? bucket_get(srv, c->ex.key_sha, c->ex.model) : NULL;
     int64_t now = llmq_monotonic_ms();
     if (b != NULL) {

@@ -46,7 +46,7 @@ static void conn_update_events(struct sim_conn *c)
 static void conn_arm_idle(struct sim_conn *c)
 {
     int64_t idle_ms = c->srv->cfg.idle_timeout_ms;
-    if (idle_ms <= 0 || c->busy)
+    if (idle_ms <= 0 || c->busy || c->held)
         return;
     ev_timer_stop(c->srv->loop, &c->timer);
     ev_timer_set(&c->timer, (double)idle_ms / 1000.0, 0.0);
@@ -138,6 +138,12 @@ static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
     (void)loop;
     (void)revents;
     struct sim_conn *c = (struct sim_conn *)((char *)w - offsetof(struct sim_conn, timer));
+    if (c->held) {
+        c->held = 0; /* --late: the request arrives now */
+        c->late_done = 1;
+        (void)conn_process(c);
+        return;
+    }
     if (!c->busy) {
         conn_free(c, 0); /* idle past --idle-timeout-ms */
         return;
@@ -208,7 +214,7 @@ static int conn_process(struct sim_conn *c)
 {
     struct sim_server *srv = c->srv;
     c->in_process = 1;
-    while (!c->busy) {
+    while (!c->busy && !c->held) {
         if (!c->head_done) {
             int status = 0;
             const char *why = NULL;
@@ -236,6 +242,15 @@ static int conn_process(struct sim_conn *c)
             }
             break;
         }
+        if (!c->late_done && srv->cfg.late_pct > 0.0 && sim_draw_pct(srv) < srv->cfg.late_pct) {
+            /* --late: held on c->timer, then admitted as if it came now. */
+            c->held = 1;
+            ev_timer_stop(srv->loop, &c->timer); /* it may be the idle timer */
+            ev_timer_set(&c->timer, (double)srv->cfg.late_ms / 1000.0, 0.0);
+            ev_timer_start(srv->loop, &c->timer);
+            break;
+        }
+        c->late_done = 0;
         c->head_done = 0;
         int64_t delay_ms = sim_api_handle(c);
         sim_buf_consume(&c->in, total);
@@ -329,7 +344,8 @@ int sim_conn_listen(struct sim_server *srv)
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
-        bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 4096) != 0) {
+        bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+        listen(fd, srv->cfg.accept_paused ? 0 : 4096) != 0) {
         fprintf(stderr, "openai-sim: listen on %s:%d: %s\n", srv->cfg.host, srv->cfg.port,
                 strerror(errno));
         if (fd >= 0)
@@ -345,8 +361,17 @@ int sim_conn_listen(struct sim_server *srv)
     srv->listen_fd = fd;
     ev_io_init(&srv->accept_w, on_accept, fd, EV_READ);
     ev_timer_init(&srv->accept_pause, on_accept_pause, 0.1, 0.0);
-    ev_io_start(srv->loop, &srv->accept_w);
+    if (!srv->cfg.accept_paused)
+        ev_io_start(srv->loop, &srv->accept_w);
     return 0;
+}
+
+void sim_conn_accept_start(struct sim_server *srv)
+{
+    if (srv->listen_fd < 0 || ev_is_active(&srv->accept_w))
+        return;
+    (void)listen(srv->listen_fd, 4096); /* the full backlog from now on */
+    ev_io_start(srv->loop, &srv->accept_w);
 }
 
 void sim_conn_close_all(struct sim_server *srv)

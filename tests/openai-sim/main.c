@@ -3,7 +3,8 @@
  * main parses flags, raises RLIMIT_NOFILE to its hard maximum (thousands of
  * concurrent connections), listens, writes the port file once listening
  * (atomically, by rename, so a reader never sees half a number) and runs the
- * loop until SIGTERM/SIGINT, which flush the access log and exit 0. SIGUSR1
+ * loop until SIGTERM/SIGINT, which flush the access log and exit 0. SIGUSR2
+ * ends --accept-paused. SIGUSR1
  * prints the totals to stderr. */
 #include <signal.h>
 #include <stdio.h>
@@ -69,6 +70,13 @@ static void build_static(struct sim_server *srv)
                  sizeof(body) - 1, body);
 }
 
+static void on_usr2(struct ev_loop *loop, ev_signal *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    sim_conn_accept_start(w->data); /* the end of --accept-paused */
+}
+
 static void start_signals(struct sim_server *srv)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -79,6 +87,9 @@ static void start_signals(struct sim_server *srv)
     ev_signal_start(srv->loop, &srv->sig_term);
     ev_signal_start(srv->loop, &srv->sig_int);
     ev_signal_start(srv->loop, &srv->sig_usr1);
+    ev_signal_init(&srv->sig_usr2, on_usr2, SIGUSR2);
+    srv->sig_usr2.data = srv;
+    ev_signal_start(srv->loop, &srv->sig_usr2);
 }
 
 static void free_buckets(struct sim_server *srv)

@@ -23,6 +23,9 @@ static const char usage_text[] =
     "  --models A,B,...         known models; others get 404 (default: any model)\n"
     "  --max-body-bytes N       larger bodies get 413 (default 4194304)\n"
     "  --idle-timeout-ms N      close keep-alive connections idle N ms (default 0: never)\n"
+    "  --accept-paused          listen with a backlog of 0 and accept nothing until\n"
+    "                           SIGUSR2: one connection waits in the kernel's queue, the\n"
+    "                           SYNs of later ones are dropped (a slow connect)\n"
     "  --azure                  also serve /openai/deployments/<dep>/{chat/completions,\n"
     "                           embeddings,responses}?api-version=V with Azure 429 bodies\n"
     "limits (per API key and model; 0 = unlimited):\n"
@@ -42,6 +45,8 @@ static const char usage_text[] =
     "  --bad-200-shape P        200 with JSON that lacks the endpoint's fields\n"
     "  --reset P                send an answer's first line, then reset the connection\n"
     "  --slow P                 add --slow-ms N (default 2000) to the latency\n"
+    "  --late P                 count the arrival --late-ms N (default 300) late: the\n"
+    "                           request waits that long before the window sees it\n"
     "  --spurious-retry-ms N    retry hint of a spurious 429 (default 1000)\n"
     "  --seed N                 fault and completion seed (default 1)\n"
     "tokens:\n"
@@ -162,6 +167,7 @@ static void set_defaults(struct sim_config *cfg)
     snprintf(cfg->host, sizeof(cfg->host), "127.0.0.1");
     cfg->period_ms = 60000;
     cfg->slow_ms = 2000;
+    cfg->late_ms = 300;
     cfg->spurious_retry_ms = 1000;
     cfg->seed = 1;
     cfg->max_body_bytes = 4 << 20;
@@ -183,6 +189,7 @@ static int take_switch(const char *name, struct sim_config *cfg)
         {"--should-retry", &cfg->should_retry},
         {"--no-retry-after", &cfg->no_retry_after},
         {"--quiet", &cfg->quiet},
+        {"--accept-paused", &cfg->accept_paused},
     };
     for (size_t i = 0; i < sizeof(sw) / sizeof(sw[0]); i++) {
         if (strcmp(name, sw[i].name) == 0) {
@@ -212,6 +219,7 @@ static int take_number(const char *f, const char *v, struct sim_config *cfg, int
         {"--latency-ms", 0, day_ms, &cfg->latency_ms},
         {"--latency-jitter-ms", 0, day_ms, &cfg->latency_jitter_ms},
         {"--slow-ms", 0, day_ms, &cfg->slow_ms},
+        {"--late-ms", 0, day_ms, &cfg->late_ms},
         {"--spurious-retry-ms", 0, day_ms, &cfg->spurious_retry_ms},
         {"--max-body-bytes", 1, 1 << 30, &cfg->max_body_bytes},
         {"--idle-timeout-ms", 0, day_ms, &cfg->idle_timeout_ms},
@@ -232,6 +240,7 @@ static int take_number(const char *f, const char *v, struct sim_config *cfg, int
         {"--fail-503", &cfg->fail_503_pct},
         {"--reset", &cfg->reset_pct},
         {"--slow", &cfg->slow_pct},
+        {"--late", &cfg->late_pct},
         {"--spurious-429", &cfg->spurious_429_pct},
         {"--insufficient-quota", &cfg->insufficient_quota_pct},
         {"--bad-200-html", &cfg->bad_200_html_pct},

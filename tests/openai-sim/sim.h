@@ -65,6 +65,8 @@ struct sim_config {
     double bad_200_html_pct;  /* 200 with an HTML page (a captive portal, a proxy) */
     double bad_200_shape_pct; /* 200 with JSON lacking the endpoint's fields */
     int64_t slow_ms;
+    double late_pct; /* --late: requests counted --late-ms after they arrive */
+    int64_t late_ms;
     int64_t spurious_retry_ms;
     int64_t idle_timeout_ms; /* close keep-alive connections idle this long; 0 = never */
     uint64_t seed;
@@ -80,6 +82,7 @@ struct sim_config {
     enum sim_charge charge;
     int embedding_dims;
     int quiet;
+    int accept_paused; /* --accept-paused: backlog 0, no accept until SIGUSR2 */
 };
 
 /* Outcome of one request, as the access log names it. */
@@ -152,6 +155,8 @@ struct sim_conn {
     int busy; /* ex is in progress */
     int peer_eof;
     int in_process; /* conn_process is on the stack: do not re-enter it */
+    int held;       /* --late: the buffered request waits on timer to be admitted */
+    int late_done;  /* its hold is over: admit it now */
     struct sim_http_req req;
     struct sim_exchange ex;
 };
@@ -177,7 +182,7 @@ struct sim_server {
     int listen_fd;
     ev_io accept_w;
     ev_timer accept_pause;
-    ev_signal sig_term, sig_int, sig_usr1;
+    ev_signal sig_term, sig_int, sig_usr1, sig_usr2;
     struct sim_conn *conns; /* every open connection */
     struct sim_bucket *buckets[SIM_BUCKET_SLOTS];
     struct sim_alog alog;
@@ -190,6 +195,9 @@ struct sim_server {
     struct sim_buf static_resp;
 };
 
+/* admit.c: a uniform draw in [0, 100) from the fault stream. */
+double sim_draw_pct(struct sim_server *srv);
+
 /* options.c: parses argv into cfg (defaults first). Returns 0, 1 when --help
  * was printed (exit 0), or -1 after printing one line to stderr (exit 2). */
 int sim_options_parse(int argc, char **argv, struct sim_config *cfg);
@@ -197,6 +205,8 @@ void sim_options_free(struct sim_config *cfg);
 
 /* conn.c */
 int sim_conn_listen(struct sim_server *srv);
+/* Starts accepting (after --accept-paused). */
+void sim_conn_accept_start(struct sim_server *srv);
 void sim_conn_close_all(struct sim_server *srv);
 /* Starts releasing c->ex: the first step after delay_ms (0 = now) and the
  * rest spread evenly over it. Returns 0, or -1 when c was closed and freed. */

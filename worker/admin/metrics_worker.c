@@ -38,6 +38,7 @@ struct llmq_worker_metrics {
     struct llmq_metric *in_flight, *in_hand, *queue, *pending, *delayed, *dead_jobs;
     struct llmq_metric *wait_s, *latency_s, *tok_reserved, *tok_used, *prompt_est, *prompt_act;
     struct llmq_metric *redis_up, *ready, *draining, *auth_paused, *invalid_resp;
+    struct llmq_metric *stale, *guard;
     struct llmq_admin_http *admin;
     ev_timer depth_timer;
     struct depth_probe probes[LLMQ_WORKER_MAX_ACCOUNTS][DEPTH_PROBES];
@@ -71,7 +72,14 @@ static int register_jobs(struct llmq_worker_metrics *m)
         "dispatch script's own, e.g. expired or never fitting, show in llmq_dead_jobs).",
         c, ams, NULL, 0);
     m->handed_back = llmq_metrics_register(r, "llmq_jobs_handed_back_total",
-                                           "Jobs handed back untried at shutdown.", c, am, NULL, 0);
+                                           "Jobs handed back untried (at shutdown, or their "
+                                           "grant went stale before it was sent).",
+                                           c, am, NULL, 0);
+    m->stale = llmq_metrics_register(
+        r, "llmq_grants_stale_total",
+        "Grants handed back unsent: their lifetime passed before the connection was ready "
+        "(the arrival guard's bound; refunded, granted again, no attempt counted).",
+        c, am, NULL, 0);
     m->http_429 = llmq_metrics_register(
         r, "llmq_http_429_total",
         "429 responses from the API, by cause (rate_limit or insufficient_quota).", c, amc, NULL,
@@ -94,7 +102,7 @@ static int register_jobs(struct llmq_worker_metrics *m)
         "2xx responses whose body the endpoint does not send (not JSON, wrong shape, cut "
         "stream): failed attempts, retried, dead-lettered as invalid_response.",
         c, am, NULL, 0);
-    return m->dispatched && m->succeeded && m->retried && m->dead && m->handed_back &&
+    return m->dispatched && m->succeeded && m->retried && m->dead && m->handed_back && m->stale &&
            m->http_429 && m->tok_reserved && m->tok_used && m->prompt_est && m->prompt_act &&
            m->invalid_resp;
 }
@@ -140,8 +148,14 @@ static int register_gauges(struct llmq_worker_metrics *m)
     m->auth_paused = llmq_metrics_register(
         r, "llmq_account_auth_paused",
         "1 while the account is paused because the API refused its key (401/403).", g, a, NULL, 0);
+    m->guard = llmq_metrics_register(
+        r, "llmq_arrival_guard_ms",
+        "The model's arrival guard at its last grant: how much longer than its period a "
+        "window admission counts (learned, or pinned by the policy).",
+        g, am, NULL, 0);
     return m->in_flight && m->in_hand && m->queue && m->pending && m->delayed && m->dead_jobs &&
-           m->redis_up && m->ready && m->draining && m->wait_s && m->latency_s && m->auth_paused;
+           m->redis_up && m->ready && m->draining && m->wait_s && m->latency_s && m->auth_paused &&
+           m->guard;
 }
 
 /* ---- readiness and scrape-time gauges ---- */
@@ -332,6 +346,15 @@ void llmq_worker_metrics_wait(struct worker_account *a, int64_t wait_ms)
     llmq_metrics_observe(m->wait_s, l, wait_ms / 1000.0);
 }
 
+void llmq_worker_metrics_guard(struct worker_account *a, const char *model, int64_t guard_ms)
+{
+    struct llmq_worker_metrics *m = a->w->metrics;
+    if (m == NULL)
+        return;
+    const char *l[] = {a->cfg->name, model};
+    llmq_metrics_set(m->guard, l, (double)guard_ms);
+}
+
 void llmq_worker_metrics_429(struct llmq_worker *w, const struct worker_job *job, int quota)
 {
     struct llmq_worker_metrics *m = w->metrics;
@@ -396,6 +419,8 @@ void llmq_worker_count_outcome(struct llmq_worker *w, const struct worker_job *j
     if (resp != NULL && resp->outcome != LLMQ_HTTP_CANCELLED)
         llmq_metrics_observe(m->latency_s, l, resp->elapsed_ms / 1000.0);
     llmq_metrics_add(family, l, 1);
+    if (resp != NULL && resp->outcome == LLMQ_HTTP_STALE)
+        llmq_metrics_add(m->stale, l, 1);
     if (job->settle.mode == WORKER_SETTLE_DONE)
         llmq_metrics_add(m->tok_used, l, (double)used);
 }

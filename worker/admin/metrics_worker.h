@@ -37,6 +37,9 @@ void llmq_worker_metrics_dispatched(struct llmq_worker *w, const struct worker_j
 /* The limiter told account a to wait wait_ms before asking again. */
 void llmq_worker_metrics_wait(struct worker_account *a, int64_t wait_ms);
 
+/* Dispatch granted a job of model under arrival guard guard_ms (the gauge). */
+void llmq_worker_metrics_guard(struct worker_account *a, const char *model, int64_t guard_ms);
+
 /* The API answered job with 429: quota 1 for insufficient_quota, else a rate
  * limit. */
 void llmq_worker_metrics_429(struct llmq_worker *w, const struct worker_job *job, int quota);

@@ -73,6 +73,7 @@ static const char *const outcome_names[] = {
     [LLMQ_HTTP_TOO_BIG] = "too_big",
     [LLMQ_HTTP_PROTOCOL_ERROR] = "protocol_error",
     [LLMQ_HTTP_CANCELLED] = "cancelled",
+    [LLMQ_HTTP_STALE] = "stale",
     [LLMQ_HTTP_OTHER] = "other",
 };
 

@@ -79,6 +79,10 @@ struct llmq_http_request {
     const char *const *extra_headers; /* NULL-terminated "Name: value" lines (copied); may
                                          be NULL */
     long timeout_ms;                  /* whole transfer; 0: the config's timeout_ms */
+    int64_t send_by_ms; /* llmq_monotonic_ms() after which the request must not go out:
+                           checked when the connection is ready, just before the
+                           request is sent (curl's pre-request callback); past it the
+                           transfer ends LLMQ_HTTP_STALE with nothing sent. 0: none */
 };
 
 enum llmq_http_outcome {
@@ -90,6 +94,7 @@ enum llmq_http_outcome {
     LLMQ_HTTP_TOO_BIG,        /* response body over max_body_bytes; body is cut */
     LLMQ_HTTP_PROTOCOL_ERROR, /* malformed HTTP from the server */
     LLMQ_HTTP_CANCELLED,      /* llmq_http_free ran before the transfer ended */
+    LLMQ_HTTP_STALE,          /* not sent: the connection was ready after send_by_ms */
     LLMQ_HTTP_OTHER,          /* anything else (see curl_code and error) */
 };
 

@@ -23,6 +23,8 @@ struct llmq_http_xfer {
     size_t max_body;
     int too_big;
     int cancelled;
+    int stale;          /* the pre-request callback found send_by_ms passed */
+    int64_t send_by_ms; /* the request's; 0: none */
     CURLcode result;
     int64_t start_ms;
     struct llmq_ratelimit_headers rl;

@@ -150,6 +150,23 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *userdata)
     return len;
 }
 
+/* CURLOPT_PREREQFUNCTION: the connection is ready and the request is about
+ * to be sent; past its send-by time it is not (curl ends the transfer with
+ * CURLE_ABORTED_BY_CALLBACK before writing a byte). */
+static int on_prereq(void *userdata, char *conn_primary_ip, char *conn_local_ip,
+                     int conn_primary_port, int conn_local_port)
+{
+    (void)conn_primary_ip;
+    (void)conn_local_ip;
+    (void)conn_primary_port;
+    (void)conn_local_port;
+    struct llmq_http_xfer *x = userdata;
+    if (llmq_monotonic_ms() <= x->send_by_ms)
+        return CURL_PREREQFUNC_OK;
+    x->stale = 1;
+    return CURL_PREREQFUNC_ABORT;
+}
+
 #define SETOPT(opt, val)                                                                           \
     do {                                                                                           \
         if (curl_easy_setopt(e, (opt), (val)) != CURLE_OK)                                         \
@@ -176,6 +193,11 @@ static int set_options(struct llmq_http_xfer *x, const struct llmq_http_settings
     SETOPT(CURLOPT_WRITEDATA, x);
     SETOPT(CURLOPT_HEADERFUNCTION, on_header);
     SETOPT(CURLOPT_HEADERDATA, x);
+    if (req->send_by_ms > 0) {
+        x->send_by_ms = req->send_by_ms;
+        SETOPT(CURLOPT_PREREQFUNCTION, on_prereq);
+        SETOPT(CURLOPT_PREREQDATA, x);
+    }
     SETOPT(CURLOPT_TIMEOUT_MS, req->timeout_ms > 0 ? req->timeout_ms : s->timeout_ms);
     SETOPT(CURLOPT_CONNECTTIMEOUT_MS, s->connect_timeout_ms);
     SETOPT(CURLOPT_HTTP_VERSION, s->version == LLMQ_HTTP_1_1 ? (long)CURL_HTTP_VERSION_1_1
@@ -275,12 +297,16 @@ void llmq_http_xfer_response(struct llmq_http_xfer *x, struct llmq_http_response
         resp->outcome = LLMQ_HTTP_CANCELLED;
     else if (x->too_big)
         resp->outcome = LLMQ_HTTP_TOO_BIG;
+    else if (x->stale)
+        resp->outcome = LLMQ_HTTP_STALE;
     else
         resp->outcome = outcome_of(x->result);
     if (resp->outcome == LLMQ_HTTP_CANCELLED)
         resp->error = "cancelled: the HTTP client was freed";
     else if (resp->outcome == LLMQ_HTTP_TOO_BIG)
         resp->error = "response body over the size limit";
+    else if (resp->outcome == LLMQ_HTTP_STALE)
+        resp->error = "not sent: its send-by time passed before the connection was ready";
     else if (x->result == CURLE_OK)
         resp->error = "";
     else

@@ -329,6 +329,34 @@ static void test_secret_has_placeholder_only(void **state)
     }
 }
 
+/* The README's Deploying section says what the ScaledObject above measures:
+ * the backlog lists (redis triggers) and the pending entries (redis-streams),
+ * and not the group's lag, which no trigger reads. */
+static void check_readme_describes_triggers(void)
+{
+    char path[600];
+    snprintf(path, sizeof(path), "%s/README.md", getenv("LLMQ_SOURCE_DIR"));
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    static char text[1 << 20];
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    char *start = strstr(text, "- **`examples/k8s/`**");
+    assert_non_null(start);
+    char *end = strstr(start + 1, "\n- **");
+    if (end != NULL)
+        *end = '\0';
+    const char *want[] = {"`redis` list trigger", "llmq:{default}:backlog:high|normal|low",
+                          "`redis-streams` trigger", "pending entries",
+                          "llmq:{default}:q:high|normal|low"};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        if (strstr(start, want[i]) == NULL)
+            fail_msg("README's examples/k8s/ item does not say %s:\n%s", want[i], start);
+    if (strstr(start, "lag") != NULL)
+        fail_msg("README's examples/k8s/ item names a lag no trigger reads:\n%s", start);
+}
+
 static void test_scaled_object(void **state)
 {
     (void)state;
@@ -345,7 +373,7 @@ static void test_scaled_object(void **state)
     assert_true(min == NULL || strtol(min, NULL, 10) <= strtol(max, NULL, 10));
     yaml_node_t *trig = at(d, NULL, "spec.triggers");
     assert_true(seq_len(trig) >= 1);
-    /* Per priority: the backlog (LLEN of P backlog:<prio>, common/keys.h) and
+    /* Per priority: the backlog (LLEN of P backlog:<prio>, common/redis/keys.h) and
      * the jobs in flight (pending entries of the delivery stream). */
     int backlog[3] = {0}, pending = 0;
     static const char *const lists[3] = {"llmq:{default}:backlog:high",
@@ -393,6 +421,7 @@ static void test_scaled_object(void **state)
     }
     assert_true(backlog[0] >= 1 && backlog[1] >= 1 && backlog[2] >= 1); /* every priority */
     assert_true(pending >= 1);
+    check_readme_describes_triggers();
 }
 
 static void test_redis_statefulset(void **state)

@@ -91,11 +91,11 @@ static void test_call(void **state)
     struct gw_call c;
     struct gw_error e;
     const char *ok = "{\"model\":\"gpt-4o-mini\",\"user\":\"alice\",\"messages\":[]}";
-    assert_int_equal(gw_call_decode(ok, strlen(ok), &c, &e), 0);
+    assert_int_equal(gw_call_decode(NULL, ok, strlen(ok), &c, &e), 0);
     assert_string_equal(c.model, "gpt-4o-mini");
     assert_string_equal(c.user, "alice");
     const char *spaced = "{\"model\":\"m\",\"user\":\"Alice Smith\"}";
-    assert_int_equal(gw_call_decode(spaced, strlen(spaced), &c, &e), 0);
+    assert_int_equal(gw_call_decode(NULL, spaced, strlen(spaced), &c, &e), 0);
     assert_int_equal(strlen(c.user), 34); /* "u-" + 32 hex of its SHA-256 */
     assert_memory_equal(c.user, "u-", 2);
     struct {
@@ -111,7 +111,7 @@ static void test_call(void **state)
         {"{\"model\":\"m\",\"model\":\"n\"}", NULL, NULL},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        assert_int_equal(gw_call_decode(bad[i].body, strlen(bad[i].body), &c, &e), -1);
+        assert_int_equal(gw_call_decode(NULL, bad[i].body, strlen(bad[i].body), &c, &e), -1);
         assert_int_equal(e.status, 400);
         assert_string_equal(e.type, "invalid_request_error");
         if (bad[i].param)
@@ -123,8 +123,18 @@ static void test_call(void **state)
         else
             assert_null(e.code);
     }
+    /* the endpoint's prompt field is a required parameter, named */
+    const char *no_messages = "{\"model\":\"m\"}";
+    assert_int_equal(
+        gw_call_decode("/v1/chat/completions", no_messages, strlen(no_messages), &c, &e), -1);
+    assert_string_equal(e.param, "messages");
+    assert_string_equal(e.code, "missing_required_parameter");
+    assert_int_equal(gw_call_decode("/v1/embeddings", no_messages, strlen(no_messages), &c, &e),
+                     -1);
+    assert_string_equal(e.param, "input");
+    assert_int_equal(gw_call_decode("/v1/chat/completions", ok, strlen(ok), &c, &e), 0);
     const char *stream_false = "{\"model\":\"m\",\"stream\":false}";
-    assert_int_equal(gw_call_decode(stream_false, strlen(stream_false), &c, &e), 0);
+    assert_int_equal(gw_call_decode(NULL, stream_false, strlen(stream_false), &c, &e), 0);
 }
 
 static void test_batch_request(void **state)

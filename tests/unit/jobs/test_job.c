@@ -195,7 +195,7 @@ static void test_output_line(void **state)
     char *line = llmq_job_output_encode(&o, NULL);
     assert_non_null(line);
     assert_string_equal(line,
-                        "{\"id\":\"batch_req_r1\",\"custom_id\":\"r1\",\"response\":{"
+                        "{\"id\":\"batch_req_9\",\"custom_id\":\"r1\",\"response\":{"
                         "\"status_code\":200,\"request_id\":\"req_9\",\"body\":{\"ok\":true}},"
                         "\"error\":null}");
     free(line);
@@ -213,6 +213,15 @@ static void test_output_line(void **state)
     assert_non_null(strstr(line, "\"body\":\"Bad <b>gw</b>\""));
     free(line);
     assert_null(llmq_job_output_encode(NULL, NULL));
+    /* the line names the custom_id the job id came from (jobs/job_id.h) */
+    struct llmq_job_output escaped = {.custom_id = "a%20b%2Fc",
+                                      .status_code = 200,
+                                      .request_id = "req_abc",
+                                      .body = "{}",
+                                      .body_len = 2};
+    line = llmq_job_output_encode(&escaped, NULL);
+    assert_non_null(strstr(line, "\"id\":\"batch_req_abc\",\"custom_id\":\"a b/c\""));
+    free(line);
 }
 
 static void test_ids_and_names(void **state)

@@ -24,12 +24,13 @@ static void test_layout(void **state)
         {LLMQ_KEY_POLICY, NULL, P "policy"},
         {LLMQ_KEY_WINDOW_LOG, "gpt-4o", P "bw:gpt-4o"},
         {LLMQ_KEY_JOB, "j-1", P "job:j-1"},
+        {LLMQ_KEY_JOB_BODY, "j-1", P "body:j-1"},
         {LLMQ_KEY_QUEUE, "high", P "q:high"},
         {LLMQ_KEY_DELAYED, NULL, P "delayed"},
         {LLMQ_KEY_WEIGHTS, NULL, P "weights"},
         {LLMQ_KEY_BACKLOG, "low", P "backlog:low"},
         {LLMQ_KEY_WAKE, NULL, P "wake"},
-        {LLMQ_KEY_OLD_RESULT, "j-1", P "res:j-1"},
+        {LLMQ_KEY_RESULT, "j-1", P "res:j-1"},
         {LLMQ_KEY_EVENTS, NULL, P "events"},
         {LLMQ_KEY_DEAD, NULL, P "dead"},
         {LLMQ_KEY_DONE, NULL, P "done"},
@@ -67,10 +68,10 @@ static void test_exact_fit_and_overflow(void **state)
 {
     (void)state;
     char buf[sizeof(P "res:abc")];
-    assert_int_equal(llmq_key(buf, sizeof(buf), P, LLMQ_KEY_OLD_RESULT, "abc", NULL), LLMQ_OK);
+    assert_int_equal(llmq_key(buf, sizeof(buf), P, LLMQ_KEY_RESULT, "abc", NULL), LLMQ_OK);
     assert_string_equal(buf, P "res:abc");
     struct llmq_error err = {0};
-    assert_int_equal(llmq_key(buf, sizeof(buf), P, LLMQ_KEY_OLD_RESULT, "abcd", &err), LLMQ_EINVAL);
+    assert_int_equal(llmq_key(buf, sizeof(buf), P, LLMQ_KEY_RESULT, "abcd", &err), LLMQ_EINVAL);
     assert_string_equal(buf, "");
     assert_non_null(strstr(err.msg, "res:abcd"));
     assert_non_null(strstr(err.msg, "longer than"));

@@ -1,0 +1,235 @@
+/* Redis memory of one job (common/redis/keys.h, README "Sizing Redis"), read
+ * with MEMORY USAGE ... SAMPLES 0 (every element counted), under the fixture
+ * redis-server's default configuration. For request bodies of 100 B, 4 KiB
+ * and 1 MiB:
+ *   - a queued job's hash stays a listpack (no value over 64 bytes) of at
+ *     most JOB_HASH_MAX bytes whatever the body, and its body costs what the
+ *     same bytes cost as a plain string (so the job is its line plus a fixed
+ *     overhead, not a hashtable of it);
+ *   - a finished job likewise: the hash of small fields, the result line a
+ *     string of its own, the body gone;
+ *   - `llmq status --json` reports the backlog's memory per job as MEMORY
+ *     USAGE of the jobs' keys says.
+ * The sizes are printed against the line's bytes for the README. A size
+ * bound on a deterministic quantity (jemalloc size classes, Redis 7's
+ * encodings), not a timing. */
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "account.h"
+#include "jobs_cli_run.h"
+#include "llmq/llmq.h"
+#include "redis/keys.h"
+#include "redis/redis.h"
+#include "redis/script.h"
+#include "testsupport.h"
+
+/* The listpack of a job hash's small fields, queued or finished, at most
+ * (about 190 B of fields and values, in jemalloc's 192 or 224 B class). */
+#define JOB_LISTPACK_MAX 256
+
+/* What a hash of key (name length) costs at most with such a listpack: the
+ * listpack, the key's sds (header 3 B, NUL; in a class of 16 B), the object
+ * (16 B) and its entry in the keyspace (24 B). */
+static long long job_hash_max(const char *key)
+{
+    return JOB_LISTPACK_MAX + (long long)((strlen(key) + 4 + 15) / 16 * 16) + 16 + 24;
+}
+
+static const size_t body_sizes[] = {100, 4096, 1048576};
+
+/* A chat body of exactly n bytes (n >= 80): words of a fixed pseudo-random
+ * sequence as the prompt. New string. */
+static char *body_of(size_t n)
+{
+    const char *head = "{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":\"";
+    const char *tail = "\"}]}";
+    size_t h = strlen(head), t = strlen(tail);
+    assert_true(n > h + t);
+    char *b = malloc(n + 1);
+    assert_non_null(b);
+    memcpy(b, head, h);
+    unsigned x = 12345;
+    for (size_t i = h; i < n - t; i++) {
+        x = x * 1103515245u + 12345u;
+        b[i] = (x >> 16) % 7 == 0 ? ' ' : (char)('a' + (x >> 8) % 26);
+    }
+    memcpy(b + n - t, tail, t + 1);
+    return b;
+}
+
+/* MEMORY USAGE of key (every element), 0 when it does not exist. */
+static long long usage(redisContext *c, const char *key)
+{
+    redisReply *r = redisCommand(c, "MEMORY USAGE %s SAMPLES 0", key);
+    assert_non_null(r);
+    long long v = r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+    freeReplyObject(r);
+    return v;
+}
+
+/* What len bytes cost as a plain string under a key as long as key: the
+ * floor any layout that keeps those bytes pays (jemalloc rounds each
+ * allocation up to its size class). */
+static long long plain_usage(redisContext *c, const char *key, size_t len)
+{
+    char scratch[512];
+    size_t kl = strlen(key);
+    assert_true(kl < sizeof(scratch));
+    memset(scratch, 'z', kl);
+    scratch[kl] = '\0';
+    char *v = malloc(len + 1);
+    assert_non_null(v);
+    memset(v, 'v', len);
+    freeReplyObject(redisCommand(c, "SET %s %b", scratch, v, len));
+    long long u = usage(c, scratch);
+    freeReplyObject(redisCommand(c, "DEL %s", scratch));
+    free(v);
+    return u;
+}
+
+static char *encoding(redisContext *c, const char *key)
+{
+    redisReply *r = redisCommand(c, "OBJECT ENCODING %s", key);
+    char *v = r != NULL && r->type == REDIS_REPLY_STRING ? strdup(r->str) : strdup("(none)");
+    freeReplyObject(r);
+    return v;
+}
+
+static void key_of(char *buf, size_t n, const char *prefix, enum llmq_key_kind kind, const char *id)
+{
+    assert_int_equal(llmq_key(buf, n, prefix, kind, id, NULL), LLMQ_OK);
+}
+
+/* Ends job id as done with an output line of line_len bytes through
+ * lua/job_finish.lua (llmq_job_finish, as a settle does). */
+static void finish_with_line(const struct llmq_test_account *a, const char *id, size_t line_len)
+{
+    char *line = malloc(line_len + 1);
+    assert_non_null(line);
+    int head = snprintf(line, line_len + 1, "{\"custom_id\":\"%s\",\"response\":{\"body\":\"", id);
+    memset(line + head, 'r', line_len - (size_t)head - 3);
+    memcpy(line + line_len - 3, "\"}}", 4);
+    const char *argv[] = {a->prefix, id, "done", line, ""};
+    redisReply *r = llmq_script_run(a->c, LLMQ_SCRIPT_JOB_FINISH, 1, 5, argv, NULL, NULL);
+    assert_true(r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+    freeReplyObject(r);
+    free(line);
+}
+
+static void test_job_memory(void **state)
+{
+    (void)state;
+    struct llmq_test_account a;
+    llmq_test_account_open(&a, "mem");
+    for (size_t i = 0; i < sizeof(body_sizes) / sizeof(body_sizes[0]); i++) {
+        size_t n = body_sizes[i];
+        char id[32], jk[256], bk[256], rk[256];
+        snprintf(id, sizeof(id), "mem-%zu", n);
+        char *body = body_of(n);
+        struct llmq_job_options jo = {.job_id = id};
+        assert_int_equal(
+            llmq_producer_enqueue(a.producer, "/v1/chat/completions", body, &jo, NULL, NULL),
+            LLMQ_OK);
+        /* the Batch line the job came from */
+        size_t line_len = strlen("{\"custom_id\":\"\",\"method\":\"POST\",\"url\":"
+                                 "\"/v1/chat/completions\",\"body\":}") +
+                          strlen(id) + n;
+        key_of(jk, sizeof(jk), a.prefix, LLMQ_KEY_JOB, id);
+        key_of(bk, sizeof(bk), a.prefix, LLMQ_KEY_JOB_BODY, id);
+        key_of(rk, sizeof(rk), a.prefix, LLMQ_KEY_RESULT, id);
+
+        char *enc = encoding(a.c, jk);
+        long long hash = usage(a.c, jk), body_bytes = usage(a.c, bk);
+        long long floor = plain_usage(a.c, bk, n);
+        print_message("queued   body %7zu B, line %7zu B: job hash %lld B (%s), body %lld B "
+                      "(plain string %lld B); total %lld B = line + %lld\n",
+                      n, line_len, hash, enc, body_bytes, floor, hash + body_bytes,
+                      hash + body_bytes - (long long)line_len);
+        assert_string_equal(enc, "listpack");
+        assert_true(hash <= job_hash_max(jk));
+        assert_true(body_bytes > 0 && body_bytes <= floor);
+        free(enc);
+
+        size_t result_len = n + 200; /* a response about the request's size */
+        finish_with_line(&a, id, result_len);
+        enc = encoding(a.c, jk);
+        hash = usage(a.c, jk);
+        long long res = usage(a.c, rk);
+        floor = plain_usage(a.c, rk, result_len);
+        print_message("finished result line %7zu B: job hash %lld B (%s), result %lld B "
+                      "(plain string %lld B); total %lld B = line + %lld\n",
+                      result_len, hash, enc, res, floor, hash + res,
+                      hash + res - (long long)result_len);
+        assert_string_equal(enc, "listpack");
+        assert_true(hash <= job_hash_max(jk));
+        assert_true(res > 0 && res <= floor);
+        assert_int_equal(usage(a.c, bk), 0); /* the body went with the finish */
+        free(enc);
+        free(body);
+    }
+    llmq_test_account_close(&a);
+}
+
+/* llmq status: the backlog's memory from a sample of its jobs, as MEMORY
+ * USAGE of their keys (plus their share of the key queue) says. */
+static void test_status_memory(void **state)
+{
+    (void)state;
+    struct llmq_test_account a;
+    llmq_test_account_open(&a, "memst");
+    char *body = body_of(4096);
+    long long keys_bytes = 0;
+    for (int i = 0; i < 10; i++) {
+        char id[32], jk[256], bk[256];
+        snprintf(id, sizeof(id), "st-%d", i);
+        struct llmq_job_options jo = {.job_id = id};
+        assert_int_equal(
+            llmq_producer_enqueue(a.producer, "/v1/chat/completions", body, &jo, NULL, NULL),
+            LLMQ_OK);
+        key_of(jk, sizeof(jk), a.prefix, LLMQ_KEY_JOB, id);
+        key_of(bk, sizeof(bk), a.prefix, LLMQ_KEY_JOB_BODY, id);
+        keys_bytes += usage(a.c, jk) + usage(a.c, bk);
+    }
+    const char *argv[] = {"llmq", "status", "--json", NULL};
+    struct cli_run r = cli_run(a.name, argv);
+    assert_int_equal(r.status, 0);
+    json_t *s = json_loads(r.out, 0, NULL);
+    assert_non_null(s);
+    json_t *m = json_object_get(s, "memory");
+    assert_non_null(m);
+    long long each = json_integer_value(json_object_get(m, "bytes_per_queued_job"));
+    long long total = json_integer_value(json_object_get(m, "queued_bytes"));
+    print_message("status: %lld B per queued job, backlog %lld B; keys %lld B per job\n", each,
+                  total, keys_bytes / 10);
+    assert_int_equal(json_integer_value(json_object_get(m, "queued_sampled")), 10);
+    /* the keys' bytes, plus a share of the two lists of at most 64 B a job */
+    assert_true(each >= keys_bytes / 10 && each <= keys_bytes / 10 + 64);
+    assert_int_equal(total, each * 10);
+    json_decref(s);
+    cli_free(&r);
+    const char *text[] = {"llmq", "status", NULL};
+    r = cli_run(a.name, text);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "memory: backlog ~"));
+    cli_free(&r);
+    free(body);
+    llmq_test_account_close(&a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_job_memory),
+        cmocka_unit_test(test_status_memory),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
