@@ -1,4 +1,4 @@
-/* The strict integer parser of parse_int.h. */
+/* The strict integer parser and the hex digit of parse_int.h. */
 #include "base/parse_int.h"
 
 #include <ctype.h>
@@ -16,4 +16,15 @@ int llmq_parse_int64(const char *s, int64_t min, int64_t max, int64_t *out)
         return -1;
     *out = v;
     return 0;
+}
+
+int llmq_hex_digit_value(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
 }

@@ -1,6 +1,7 @@
-/* Parsing an integer from text (an option, a setting): the one strict
- * decimal parser of the project's command lines. Pure; callers print their
- * own message naming the option. */
+/* Parsing numbers from text: the one strict decimal parser of the project's
+ * command lines (an option, a setting), and the value of one hex digit (the
+ * %XX escapes of URLs and job ids). Pure; callers print their own message
+ * naming the option. */
 #ifndef LLMQ_PARSE_INT_H
 #define LLMQ_PARSE_INT_H
 
@@ -10,5 +11,8 @@
  * Leading spaces, trailing bytes, an empty string, overflow or a value out
  * of range give -1 (*out unchanged); else 0. */
 int llmq_parse_int64(const char *s, int64_t min, int64_t max, int64_t *out);
+
+/* The value 0..15 of the hex digit c (either case), or -1 when c is not one. */
+int llmq_hex_digit_value(unsigned char c);
 
 #endif

@@ -5,23 +5,13 @@
 #include <string.h>
 
 #include "llmq/llmq.h"
-
-static int hex_value(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
+#include "base/parse_int.h"
 
 /* True when s[i] starts "%XX" within len bytes. */
 static int escape_at(const char *s, size_t len, size_t i)
 {
-    return s[i] == '%' && i + 2 < len && hex_value((unsigned char)s[i + 1]) >= 0 &&
-           hex_value((unsigned char)s[i + 2]) >= 0;
+    return s[i] == '%' && i + 2 < len && llmq_hex_digit_value((unsigned char)s[i + 1]) >= 0 &&
+           llmq_hex_digit_value((unsigned char)s[i + 2]) >= 0;
 }
 
 /* The bytes llmq_name_valid refuses, and '%' where it would read as "%XX". */
@@ -72,8 +62,8 @@ char *llmq_job_id_to_custom(const char *id, char *out, size_t n)
     size_t len = strlen(id), w = 0;
     for (size_t i = 0; i < len && w + 1 < n; i++) {
         if (escape_at(id, len, i)) {
-            out[w++] = (char)(hex_value((unsigned char)id[i + 1]) * 16 +
-                              hex_value((unsigned char)id[i + 2]));
+            out[w++] = (char)(llmq_hex_digit_value((unsigned char)id[i + 1]) * 16 +
+                              llmq_hex_digit_value((unsigned char)id[i + 2]));
             i += 2;
         } else {
             out[w++] = id[i];

@@ -6,16 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
+#include "base/parse_int.h"
 
 /* Copies src[0..len) into dst (size n), decoding %XX. Returns 0, or -1 when the
  * result does not fit or an escape is malformed. */
@@ -27,8 +18,8 @@ static int copy_decoded(char *dst, size_t n, const char *src, size_t len)
         if (c == '%') {
             if (i + 2 >= len)
                 return -1;
-            int hi = hex_value(src[i + 1]);
-            int lo = hex_value(src[i + 2]);
+            int hi = llmq_hex_digit_value((unsigned char)src[i + 1]);
+            int lo = llmq_hex_digit_value((unsigned char)src[i + 2]);
             if (hi < 0 || lo < 0)
                 return -1;
             c = (char)(hi * 16 + lo);
