@@ -3,7 +3,7 @@
  * (low 3 bits) and the transport outcome (the rest); bytes 1-2 the status
  * (mostly 0..999); then a header block up to the first empty line ("\n\n"),
  * and the rest is the body. The verdict, cause and reason must be valid and
- * the reason NUL-terminated. */
+ * the reason NUL-terminated (LLMQ_CALL_CAUSE_STALE is the last cause). */
 #include <stdint.h>
 #include <string.h>
 
@@ -48,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     };
     struct llmq_call_class c;
     llmq_call_classify(&in, &c);
-    if ((unsigned)c.verdict > LLMQ_CALL_HANDBACK || (unsigned)c.cause > LLMQ_CALL_CAUSE_CANCELLED ||
+    if ((unsigned)c.verdict > LLMQ_CALL_HANDBACK || (unsigned)c.cause > LLMQ_CALL_CAUSE_STALE ||
         strnlen(c.reason, sizeof(c.reason)) == sizeof(c.reason) || c.reason[0] == '\0')
         __builtin_trap();
     if (strcmp(llmq_call_cause_name(c.cause), "unknown") == 0)
