@@ -13,7 +13,9 @@
 #      for the learned arrival guard (default) and one pinned to 1000 ms (the
 #      old default), on a quiet host and an oversubscribed one (4 busy
 #      processes per core, started and stopped here). BENCH_PARTS=3 runs
-#      only this part.
+#      only this part;
+#   4. the same at OpenAI's 60 s window, learned guard, quiet host (about 4
+#      minutes; not in the default run: BENCH_PARTS=1234 or 4).
 # usage: tests/bench/bench_worker.sh [BUILD_DIR]   (a Release build; built if
 # missing). Needs redis-server. Everything binds 127.0.0.1 and is bounded.
 set -euo pipefail
@@ -102,14 +104,13 @@ awk -v base="$base_rss" -v peak="$peak_rss" -v f="$peak_inflight" -v srv="${at_s
     printf "\ntarget >= 5,000 in flight at <= 32 KiB each: %s\n", (srv >= 5000 && per <= 32 ? "met" : "NOT met") }'
 fi
 
-[[ $parts == *3* ]] || exit 0
-# ---- 3. utilisation ----
+[[ $parts == *[34]* ]] || exit 0
+# ---- 3. and 4. utilisation ----
 # llmq set to exactly the API's limit and period; the arrival guard learned
 # (default) or pinned to 1000 ms (the old default), on a quiet host and on one
-# oversubscribed by busy processes (4 per core), each its own account.
-tpm=60000 period=2000 n=9000
-bench_jobs "$tmp/jobs3.jsonl" $n b gpt-4o-mini 30
-run3() { # TAG loaded(0|1) [policy args]: prints "budget_used limit_429s requests guard_ms load"
+# oversubscribed by busy processes (4 per core), each its own account. The
+# limit (tpm tokens per period ms) and the job file jobs3 are set by the part.
+run3() { # TAG loaded(0|1) [policy args]: prints "budget_used limit_429s requests guard_ms load over_run"
     local acct=util-$1 loaded=$2 i load=
     shift 2
     bench_start_sim --tpm $tpm --period-ms $period --access-log "$tmp/sim3-$acct.log"
@@ -129,8 +130,15 @@ run3() { # TAG loaded(0|1) [policy args]: prints "budget_used limit_429s request
     bench_stop_sim
     local guard
     guard=$(LLMQ_ACCOUNT=$acct "$bin/llmq" limits get --json | sed -n 's/.*"guard_ms": \([0-9]*\).*/\1/p' | head -1)
-    # Budget: the tokens the API charged at admission in each full window
-    # from the first arrival (its own count), over the windows' budget.
+    # Budget, two ways, both the tokens the API charged at admission over k
+    # full windows' budget. First, the k windows from the first arrival (the
+    # API's own count). It cannot see a small guard: arrivals come in a burst
+    # every period + guard, and burst n still lands in window n until n x
+    # guard > period. Second, the mean over 50 alignments of k - 1 windows
+    # starting within the first window (all inside the run, so its partial
+    # last burst is out): averaged over the phase, a span holds span / (period
+    # + guard) bursts, so this is the sustained share, period / (period +
+    # guard) when the guard is all that is lost.
     awk -v tpm=$tpm -v P=$period -v g="${guard:--}" -v load="${load:--}" -F'[:,]' '
         { for (i = 1; i < NF; i++) { k = $i; gsub(/[{"]/, "", k); v = $(i + 1); gsub(/"/, "", v)
             if (k == "t_ms") t = v; if (k == "outcome") o = v; if (k == "charged_tokens") ch = v } }
@@ -138,8 +146,15 @@ run3() { # TAG loaded(0|1) [policy args]: prints "budget_used limit_429s request
           if (n == 1 || t < t0) t0 = t; if (t > tmax) tmax = t }
         END { k = int((tmax - t0) / P); used = 0
           for (i = 1; i <= n; i++) if (T[i] < t0 + k * P) used += C[i]
-          printf "%.3f %d %d %s %s\n", (k > 0 ? used / (k * tpm) : 0), lim, n, g, load }' "$tmp/sim3-$acct.log"
+          m = k - 1; mean = 0
+          for (j = 0; m > 0 && j < 50; j++) { a = t0 + j * P / 50; s = 0
+            for (i = 1; i <= n; i++) if (T[i] >= a && T[i] < a + m * P) s += C[i]
+            mean += s / (m * tpm) / 50 }
+          printf "%.3f %d %d %s %s %.3f\n", (k > 0 ? used / (k * tpm) : 0), lim, n, g, load, mean }' "$tmp/sim3-$acct.log"
 }
+if [[ $parts == *3* ]]; then
+tpm=60000 period=2000 n=9000
+bench_jobs "$tmp/jobs3.jsonl" $n b gpt-4o-mini 30
 {
     echo "learned quiet $(run3 learned-quiet 0)"
     echo "pinned quiet $(run3 pinned-quiet 0 --window-guard-ms 1000)"
@@ -148,11 +163,26 @@ run3() { # TAG loaded(0|1) [policy args]: prints "budget_used limit_429s request
 } >"$tmp/util.rows"
 awk -v tpm=$tpm -v P=$period -v cores="$(nproc)" '
     BEGIN { printf "\n3. Utilisation: 4 workers, llmq = the API: %d tokens per %d ms\n\n", tpm, P
-        printf "| guard | host (runnable processes at its end, %d cores) | budget used (API charge per full window) | limit 429s | per 1000 requests | guard at the end |\n|---|---|---|---|---|---|\n", cores }
+        printf "| guard | host (runnable processes at its end, %d cores) | budget used (API charge per full window) | budget used, mean over window alignments | limit 429s | per 1000 requests | guard at the end |\n|---|---|---|---|---|---|---|\n", cores }
     { guard = $1 == "learned" ? "learned (default)" : "pinned 1000 ms"
       host = $2 == "quiet" ? "quiet" : "oversubscribed (" $7 " runnable)"
-      printf "| %s | %s | %.3f | %d | %.1f | %s ms |\n", guard, host, $3, $4, ($5 > 0 ? 1000 * $4 / $5 : 0), $6
-      if ($1 == "learned" && $2 == "quiet") { q = $3; ql = $4 }
-      if ($1 == "learned" && $2 != "quiet") { o = $3; ol = $4; on = $5 } }
+      printf "| %s | %s | %.3f | %.3f | %d | %.1f | %s ms |\n", guard, host, $3, $8, $4, ($5 > 0 ? 1000 * $4 / $5 : 0), $6
+      low = $3 < $8 ? $3 : $8 # a target holds on both measures
+      if ($1 == "learned" && $2 == "quiet") { q = low; ql = $4 }
+      if ($1 == "learned" && $2 != "quiet") { o = low; ol = $4; on = $5 } }
     END { printf "\ntargets, default guard: quiet >= 0.93 with 0 limit 429s: %s; oversubscribed >= 0.85 with <= 3 limit 429s per 1000: %s\n",
         (q >= 0.93 && ql == 0 ? "met" : "NOT met"), (o >= 0.85 && (on > 0 ? 1000 * ol / on : 0) <= 3 ? "met" : "NOT met") }' "$tmp/util.rows"
+fi
+
+[[ $parts == *4* ]] || exit 0
+# ---- 4. utilisation at OpenAI's window ----
+# The same defaults at a 60 s window (OpenAI's): the learned guard on a quiet
+# host, about 3.5 windows of jobs (about 4 minutes). BENCH_PARTS=4 runs only
+# this part.
+tpm=60000 period=60000 n=4700
+bench_jobs "$tmp/jobs3.jsonl" $n c gpt-4o-mini 30
+read -r used lim reqs guard _ over <<<"$(run3 learned-60s 0)"
+printf "\n4. Utilisation at a 60 s window: 4 workers, llmq = the API: %d tokens per %d ms\n\n" $tpm $period
+printf "| guard | budget used (API charge per full window) | budget used, mean over window alignments | limit 429s | requests | guard at the end |\n|---|---|---|---|---|---|\n"
+printf "| learned (default) | %s | %s | %s | %s | %s ms |\n" "$used" "$over" "$lim" "$reqs" "$guard"
+awk -v u="$used" -v o="$over" -v l="$lim" 'BEGIN { printf "\ntarget, 60 s window: >= 0.97 (both measures) with 0 limit 429s: %s\n", (u >= 0.97 && o >= 0.97 && l == 0 ? "met" : "NOT met") }'
