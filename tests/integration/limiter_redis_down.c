@@ -243,7 +243,6 @@ static int start_server(void **state)
 static int stop_server(void **state)
 {
     (void)state;
-    kill(server.pid, SIGCONT); /* in case an assertion left it stopped */
     llmq_test_redis_stop(&server);
     return 0;
 }

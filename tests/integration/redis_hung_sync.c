@@ -105,7 +105,6 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    kill(server.pid, SIGCONT);
     llmq_test_redis_stop(&server);
     return 0;
 }

@@ -133,7 +133,6 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    kill(server.pid, SIGCONT); /* in case an assertion left it stopped */
     llmq_test_redis_stop(&server);
     return 0;
 }

@@ -181,6 +181,9 @@ void llmq_test_redis_stop(struct llmq_test_redis *s)
 {
     if (s->pid <= 0)
         return;
+    /* A server a test stopped (SIGSTOP, a hung Redis) would take SIGTERM
+     * only when continued: continue it, so stopping never waits 5 s. */
+    kill(s->pid, SIGCONT);
     kill(s->pid, SIGTERM);
     for (int i = 0; i < 500; i++) {
         if (waitpid(s->pid, NULL, WNOHANG) == s->pid) {

@@ -41,7 +41,8 @@ struct llmq_test_redis {
  * PING, -1 otherwise. */
 int llmq_test_redis_start(struct llmq_test_redis *s, const char *extra_args);
 
-/* Stops it (SIGTERM, then SIGKILL after 5 s) and waits for it. */
+/* Stops it (SIGCONT in case a test stopped it, SIGTERM, then SIGKILL after
+ * 5 s) and waits for it. */
 void llmq_test_redis_stop(struct llmq_test_redis *s);
 
 /* Path of a built binary: $LLMQ_BIN_DIR/name (or $LLMQ_TEST_BIN_DIR/name when
