@@ -140,6 +140,12 @@ static void apply_class(struct llmq_worker *w, struct worker_job *job,
         if (c->has_usage && (c->usage.present & LLMQ_USAGE_TOTAL))
             job->settle.actual_tokens = c->usage.total_tokens;
         if (c->has_usage && (c->usage.present & LLMQ_USAGE_INPUT)) {
+            /* what spend budgets and counters price (lua/lib/25_budget.lua) */
+            job->settle.in_tokens = c->usage.input_tokens;
+            job->settle.cached_tokens =
+                (c->usage.present & LLMQ_USAGE_CACHED) ? c->usage.cached_tokens : 0;
+            job->settle.out_tokens =
+                (c->usage.present & LLMQ_USAGE_OUTPUT) ? c->usage.output_tokens : 0;
             record_calibration(job, c->usage.input_tokens);
             llmq_worker_metrics_prompt(w, job, c->usage.input_tokens);
         }
