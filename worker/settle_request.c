@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "openai/usage.h"
 #include "worker.h"
 
 static const char *const mode_names[WORKER_SETTLE_MODE_COUNT] = {
@@ -35,6 +36,15 @@ void llmq_worker_settle_init(struct worker_settle *s)
     s->rem_req = s->rem_tok = s->reset_req_ms = s->reset_tok_ms = -1;
     s->lim_req = s->lim_tok = -1;
     s->in_tokens = s->cached_tokens = s->out_tokens = -1;
+}
+
+void llmq_worker_settle_usage(struct worker_settle *s, const struct llmq_usage *u)
+{
+    if (u == NULL || !(u->present & LLMQ_USAGE_INPUT))
+        return;
+    s->in_tokens = u->input_tokens;
+    s->cached_tokens = (u->present & LLMQ_USAGE_CACHED) ? u->cached_tokens : 0;
+    s->out_tokens = (u->present & LLMQ_USAGE_OUTPUT) ? u->output_tokens : 0;
 }
 
 enum field_type {

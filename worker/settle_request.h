@@ -60,6 +60,13 @@ struct worker_settle {
 /* Sets s up for a job just dispatched: nothing decided, no header seen. */
 void llmq_worker_settle_init(struct worker_settle *s);
 
+struct llmq_usage;
+/* Records the prompt, cached and output tokens of usage u (borrowed) in s,
+ * for spend budgets and counters, when u reports prompt tokens; else leaves
+ * them -1 (the settle then keeps the dollar charge). Every path that settles
+ * a call on its usage (a response, a stream) calls it. */
+void llmq_worker_settle_usage(struct worker_settle *s, const struct llmq_usage *u);
+
 /* KEYS[1] (the account prefix) and ARGV[1..22] of job_settle.lua. */
 #define LLMQ_WORKER_SETTLE_ARGC 23
 

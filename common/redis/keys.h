@@ -228,6 +228,13 @@
  *                            every third of it): the sync calls it enqueued
  *                            (job field lease) and the batches it creates are
  *                            its while it lives
+ *   P sse:<id>         CHANNEL (pub/sub; no key is stored) a streamed call's
+ *                            relay: the gateway holding the client subscribes
+ *                            before it enqueues the job, the worker calling
+ *                            it publishes the answer's events there as they
+ *                            come (worker/stream_call.h has the messages); a
+ *                            publish that reaches no subscriber tells the
+ *                            worker the client is gone
  *   A Batch's jobs have ids "<batch id>.<custom_id>"; llmq_job_finish counts
  *   each end into the batch (completed, failed, expired) and ends the batch
  *   when all have (lua/lib/30_jobs.lua llmq_jobs_batch_settle). Its output and
@@ -294,6 +301,7 @@ enum llmq_key_kind {
     LLMQ_KEY_BUDGET,        /* P budget:<id> */
     LLMQ_KEY_PRICES,        /* P prices */
     LLMQ_KEY_SPEND,         /* P spend:<YYYY-MM-DD> */
+    LLMQ_KEY_SSE,           /* P sse:<job id> (a pub/sub channel) */
     LLMQ_KEY_KIND_COUNT
 };
 
