@@ -9,6 +9,7 @@
 
 #include <getopt.h>
 #include <hiredis/hiredis.h>
+#include <jansson.h>
 #include <stdio.h>
 
 #include "redis/keys.h"
@@ -128,6 +129,17 @@ int llmq_cmd_prices(struct llmq_cli *cli, int argc, char **argv);
 int llmq_cmd_spend(struct llmq_cli *cli, int argc, char **argv);
 int llmq_cmd_estimate(struct llmq_cli *cli, int argc, char **argv);
 int llmq_cmd_top(struct llmq_cli *cli, int argc, char **argv);
+
+/* cmd_budgets.c: the account's budgets (lua/budget_list.lua) as a new JSON
+ * array of {id, scope, unit, period, on_exhaust, limit, spent,
+ * period_start_ms, period_end_ms, parked_nodes, waiting_jobs} (limit and
+ * spent in tokens or nano-USD), or NULL with err filled. */
+json_t *llmq_cli_budgets_json(redisContext *c, const char *prefix, struct llmq_error *err);
+/* cmd_prices.c: the prices (lua/price_list.lua) of model (NULL: all) as a
+ * new JSON object {taken, from, unit, prices: [{model, input, cached_input,
+ * output (nano-USD per token), source}]}, or NULL with err filled. */
+json_t *llmq_cli_prices_json(redisContext *c, const char *prefix, const char *model,
+                             struct llmq_error *err);
 
 /* cmd_keys.c: finds the one gateway key whose hash (64 hex digits) starts
  * with id (8+ hex digits, as `llmq keys list` shows); returns 0 and fills

@@ -242,7 +242,6 @@ static long long elem_int(const redisReply *e)
     return e->type == REDIS_REPLY_STRING ? strtoll(e->str, NULL, 10) : 0;
 }
 
-json_t *llmq_cli_budgets_json(redisContext *c, const char *prefix, struct llmq_error *err);
 json_t *llmq_cli_budgets_json(redisContext *c, const char *prefix, struct llmq_error *err)
 {
     const char *argv[] = {prefix};

@@ -1,9 +1,489 @@
-/* llmq estimate (being built). */
+/* llmq estimate FILE: what a Batch file would cost and how long it would take,
+ * before anything is written: its jobs checked and costed exactly as enqueue
+ * does (the tokenizer's prompt count, the completion reservation, the margin),
+ * priced by `llmq prices`, held against the account's limits (`llmq limits`)
+ * and spend budgets (`llmq budgets`). Reads Redis, writes nothing. */
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/clock.h"
 #include "cli.h"
+#include "cost/money.h"
+#include "jobs/batch.h"
+#include "jobs/job.h"
+#include "redis/redis.h"
+
+static void usage(FILE *out)
+{
+    fputs("usage: llmq estimate FILE [--tenant T] [--user U] [--json]\n\n"
+          "Checks and costs a Batch file as `llmq enqueue` would, and writes nothing:\n"
+          "its jobs, prompt tokens (counted as OpenAI counts them), reserved completion\n"
+          "tokens, the cost range in USD (prompt only .. the full reservation: what the\n"
+          "file costs lies between), and the time it takes to finish at the account's\n"
+          "current limits, waiting for budget roll-overs when its worst case exceeds\n"
+          "what a budget has left. --tenant/--user: as for enqueue (lines may say).\n\n"
+          "Options: --redis URL, --account NAME, --help\n"
+          "Exit: 0 ok; 1 Redis failure; 2 usage error or invalid lines.\n",
+          out);
+}
+
+struct estimate_opts {
+    const char *file, *tenant, *user;
+    int json;
+};
+
+static int take_option(int opt, const char *arg, void *ud)
+{
+    struct estimate_opts *o = ud;
+    switch (opt) {
+    case 't':
+        o->tenant = arg;
+        return 0;
+    case 'u':
+        o->user = arg;
+        return 0;
+    case 'j':
+        o->json = 1;
+        return 0;
+    default:
+        return LLMQ_EXIT_USAGE;
+    }
+}
+
+/* One model of the file: its sums, price and limits. */
+struct model_sum {
+    const char *model; /* borrowed from the batch */
+    long long jobs, prompt, completion, charged;
+    int priced;
+    long long in, cached, out;     /* nano-USD per token */
+    long long low_nusd, high_nusd; /* prompt only; full reservation */
+    long long rpm, tpm, period_ms; /* 0: no limit */
+    double finish_ms;              /* at the limits' pace; -1 unlimited */
+};
+
+/* What a job's budget charge is (lua/lib/25_budget.lua budget_worst_nusd). */
+static long long worst_nusd(const struct model_sum *m, const struct llmq_job *j)
+{
+    long long prompt = j->cost.prompt_tokens;
+    if (prompt < 0 || prompt > j->cost.total_tokens)
+        prompt = 0;
+    long long hi = m->in > m->out ? m->in : m->out;
+    return prompt * m->in + (j->cost.total_tokens - prompt) * hi;
+}
+
+/* Whether budget scope applies to job j (a file has no gateway key). */
+static int scope_applies(const char *scope, const struct llmq_job *j)
+{
+    char buf[300];
+    if (strcmp(scope, "account") == 0)
+        return 1;
+    if (j->tenant != NULL) {
+        snprintf(buf, sizeof(buf), "t/%s", j->tenant);
+        if (strcmp(scope, buf) == 0)
+            return 1;
+        if (j->user != NULL) {
+            snprintf(buf, sizeof(buf), "t/%s/u/%s", j->tenant, j->user);
+            return strcmp(scope, buf) == 0;
+        }
+        return 0;
+    }
+    if (j->user != NULL) {
+        snprintf(buf, sizeof(buf), "u/%s", j->user);
+        return strcmp(scope, buf) == 0;
+    }
+    return 0;
+}
+
+static long long reply_ll(const redisReply *r)
+{
+    return r != NULL && r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
+}
+
+/* Reads model m's price and account+model limits. Returns 0, or -1 on a
+ * Redis failure (printed). */
+static int model_read(const struct llmq_cli *cli, redisContext *c, const char *prefix,
+                      struct model_sum *m)
+{
+    struct llmq_error err = {0};
+    json_t *p = llmq_cli_prices_json(c, prefix, m->model, &err);
+    if (p == NULL) {
+        llmq_cli_error(cli, "prices: %s", err.msg[0] ? err.msg : llmq_redis_context_error(c));
+        return -1;
+    }
+    json_t *row = json_array_get(json_object_get(p, "prices"), 0);
+    m->priced = row != NULL;
+    if (row != NULL) {
+        m->in = json_integer_value(json_object_get(row, "input"));
+        m->cached = json_integer_value(json_object_get(row, "cached_input"));
+        m->out = json_integer_value(json_object_get(row, "output"));
+    }
+    json_decref(p);
+    char key[LLMQ_KEY_PREFIX_MAX + 300];
+    if (llmq_cli_key(cli, key, sizeof(key), prefix, LLMQ_KEY_LIMIT, m->model) != 0)
+        return -1;
+    redisReply *r = redisCommand(c, "HMGET %s requests tokens period_ms", key);
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 3) {
+        llmq_cli_error(cli, "limits: %s", r && r->str ? r->str : llmq_redis_context_error(c));
+        if (r != NULL)
+            freeReplyObject(r);
+        return -1;
+    }
+    m->rpm = reply_ll(r->element[0]);
+    m->tpm = reply_ll(r->element[1]);
+    m->period_ms = r->element[2]->type == REDIS_REPLY_STRING ? reply_ll(r->element[2]) : 60000;
+    freeReplyObject(r);
+    return 0;
+}
+
+/* Time (ms) the sliding window takes to admit jobs requests and charged
+ * tokens: the first window's worth at once, then a window per limit's worth;
+ * -1 when the model has no limit. */
+static double pace_ms(const struct model_sum *m)
+{
+    if (m->rpm <= 0 && m->tpm <= 0)
+        return -1;
+    double windows = 0;
+    if (m->rpm > 0)
+        windows = (double)m->jobs / (double)m->rpm;
+    if (m->tpm > 0 && (double)m->charged / (double)m->tpm > windows)
+        windows = (double)m->charged / (double)m->tpm;
+    return windows <= 1 ? 0 : (windows - 1) * (double)m->period_ms;
+}
+
+static void duration_text(double ms, char *buf, size_t n)
+{
+    long long s = (long long)ceil(ms / 1000);
+    if (s < 60)
+        snprintf(buf, n, "%llds", s);
+    else if (s < 3600)
+        snprintf(buf, n, "%lldm %02llds", s / 60, s % 60);
+    else if (s < 86400 * 2)
+        snprintf(buf, n, "%lldh %02lldm", s / 3600, (s % 3600) / 60);
+    else
+        snprintf(buf, n, "%lldd %02lldh", s / 86400, (s % 86400) / 3600);
+}
+
+static void usd_text(long long nusd, char *buf, size_t n)
+{
+    buf[0] = '$';
+    llmq_usd_format(nusd, buf + 1, n - 1);
+}
+
+struct estimate {
+    struct model_sum *models;
+    size_t n_models;
+    long long jobs, prompt, completion, charged, low, high;
+    int unpriced;
+    double finish_ms; /* the slowest model; then budgets */
+    json_t *budgets;  /* per budget that applies: {id, need, left, limit, ...} */
+};
+
+static struct model_sum *model_of(struct estimate *e, const char *model)
+{
+    for (size_t i = 0; i < e->n_models; i++)
+        if (strcmp(e->models[i].model, model) == 0)
+            return &e->models[i];
+    return NULL;
+}
+
+/* Holds the file's worst case against each budget; sets e->budgets and
+ * lengthens e->finish_ms by the roll-overs a budget must wait for. */
+static void hold_budgets(struct estimate *e, const struct llmq_batch *b, json_t *budgets,
+                         long long now_ms)
+{
+    e->budgets = json_array();
+    size_t i;
+    json_t *bj;
+    json_array_foreach(budgets, i, bj)
+    {
+        const char *scope = json_string_value(json_object_get(bj, "scope"));
+        int usd = strcmp(json_string_value(json_object_get(bj, "unit")), "usd") == 0;
+        long long need = 0, jobs = 0, max_one = 0;
+        int unpriced = 0;
+        for (size_t k = 0; k < b->n_jobs; k++) {
+            const struct llmq_job *j = &b->jobs[k];
+            if (!scope_applies(scope, j))
+                continue;
+            jobs++;
+            const struct model_sum *m = model_of(e, j->model);
+            if (usd && !m->priced)
+                unpriced = 1;
+            long long one = usd ? (m->priced ? worst_nusd(m, j) : 0) : j->cost.total_tokens;
+            need += one;
+            if (one > max_one)
+                max_one = one;
+        }
+        if (jobs == 0)
+            continue;
+        long long limit = json_integer_value(json_object_get(bj, "limit"));
+        long long spent = json_integer_value(json_object_get(bj, "spent"));
+        long long start = json_integer_value(json_object_get(bj, "period_start_ms"));
+        long long end = json_integer_value(json_object_get(bj, "period_end_ms"));
+        long long left = limit > spent ? limit - spent : 0;
+        long long rollovers = 0;
+        if (need > left) /* -1: a job needs more than the whole budget, it never fits */
+            rollovers = max_one <= limit && limit > 0 ? (need - left + limit - 1) / limit : -1;
+        json_t *o = json_pack(
+            "{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:b}", "id", json_string_value(json_object_get(bj, "id")),
+            "unit", usd ? "usd" : "tokens", "jobs", (json_int_t)jobs, "need_worst",
+            (json_int_t)need, "left", (json_int_t)left, "limit", (json_int_t)limit, "rollovers",
+            (json_int_t)rollovers, "unpriced", unpriced);
+        if (rollovers > 0) {
+            /* the last of the file waits for the rollovers-th period */
+            double wait = (double)(end - now_ms) + (double)(rollovers - 1) * (double)(end - start);
+            json_object_set_new(o, "waits_until_ms",
+                                json_integer((json_int_t)(now_ms + (long long)wait)));
+            if (wait > e->finish_ms)
+                e->finish_ms = wait;
+        } else if (rollovers < 0) {
+            e->finish_ms = INFINITY;
+        }
+        json_array_append_new(e->budgets, o);
+    }
+}
+
+static void print_text(const struct estimate_opts *o, const struct estimate *e)
+{
+    char lo[48], hi[48], t[48];
+    usd_text(e->low, lo, sizeof(lo));
+    usd_text(e->high, hi, sizeof(hi));
+    printf("estimate of %s (nothing written)\n", o->file);
+    printf("  jobs                  %lld\n", e->jobs);
+    printf("  prompt tokens         %lld\n", e->prompt);
+    printf("  reserved completion   %lld tokens\n", e->completion);
+    printf("  charged at admission  %lld tokens (prompt + reservation + margin)\n", e->charged);
+    printf("  cost                  %s .. %s (prompt only .. full reservation)%s\n", lo, hi,
+           e->unpriced ? "; some models have no price (llmq prices)" : "");
+    printf("\n%-24s %7s %10s %11s %12s %12s %8s %10s %10s\n", "MODEL", "JOBS", "PROMPT",
+           "COMPLETION", "COST FROM", "COST TO", "RPM", "TPM", "TIME");
+    for (size_t i = 0; i < e->n_models; i++) {
+        const struct model_sum *m = &e->models[i];
+        char a[48], z[48], r[24], k[24];
+        if (m->priced) {
+            usd_text(m->low_nusd, a, sizeof(a));
+            usd_text(m->high_nusd, z, sizeof(z));
+        } else {
+            snprintf(a, sizeof(a), "no price");
+            snprintf(z, sizeof(z), "-");
+        }
+        snprintf(r, sizeof(r), m->rpm > 0 ? "%lld" : "-", m->rpm);
+        snprintf(k, sizeof(k), m->tpm > 0 ? "%lld" : "-", m->tpm);
+        if (m->finish_ms < 0)
+            snprintf(t, sizeof(t), "no limit");
+        else
+            duration_text(m->finish_ms, t, sizeof(t));
+        printf("%-24s %7lld %10lld %11lld %12s %12s %8s %10s %10s\n", m->model, m->jobs, m->prompt,
+               m->completion, a, z, r, k, t);
+    }
+    size_t i;
+    json_t *bj;
+    if (json_array_size(e->budgets) > 0)
+        printf("\nbudgets on the file's path (its worst case against what is left):\n");
+    json_array_foreach(e->budgets, i, bj)
+    {
+        int usd = strcmp(json_string_value(json_object_get(bj, "unit")), "usd") == 0;
+        char need[48], left[48];
+        long long nv = json_integer_value(json_object_get(bj, "need_worst"));
+        long long lv = json_integer_value(json_object_get(bj, "left"));
+        if (usd) {
+            usd_text(nv, need, sizeof(need));
+            usd_text(lv, left, sizeof(left));
+        } else {
+            snprintf(need, sizeof(need), "%lld tokens", nv);
+            snprintf(left, sizeof(left), "%lld tokens", lv);
+        }
+        long long ro = json_integer_value(json_object_get(bj, "rollovers"));
+        printf("  %-32s needs up to %s, %s left", json_string_value(json_object_get(bj, "id")),
+               need, left);
+        if (ro > 0) {
+            time_t w = (time_t)(json_integer_value(json_object_get(bj, "waits_until_ms")) / 1000);
+            struct tm tm;
+            char when[32];
+            gmtime_r(&w, &tm);
+            strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+            printf(": parks, waits %lld roll-over(s), until about %s UTC\n", ro, when);
+        } else if (ro < 0) {
+            printf(": a job needs more than the whole budget: parks until it is raised\n");
+        } else {
+            printf(": fits\n");
+        }
+    }
+    if (isinf(e->finish_ms))
+        snprintf(t, sizeof(t), "never, until a budget is raised");
+    else if (e->finish_ms < 0)
+        snprintf(t, sizeof(t), "as fast as the API answers (no limit)");
+    else
+        duration_text(e->finish_ms, t, sizeof(t));
+    printf("\ntime to finish: %s at the current limits and budgets (plus the API's own "
+           "latency and any queue ahead)\n",
+           t);
+}
+
+static json_t *as_json(const struct estimate *e)
+{
+    json_t *models = json_array();
+    for (size_t i = 0; i < e->n_models; i++) {
+        const struct model_sum *m = &e->models[i];
+        json_t *o = json_pack("{s:s,s:I,s:I,s:I,s:I,s:b,s:I,s:I}", "model", m->model, "jobs",
+                              (json_int_t)m->jobs, "prompt_tokens", (json_int_t)m->prompt,
+                              "completion_tokens", (json_int_t)m->completion, "charged_tokens",
+                              (json_int_t)m->charged, "priced", m->priced, "rpm",
+                              (json_int_t)m->rpm, "tpm", (json_int_t)m->tpm);
+        if (m->priced) {
+            json_object_set_new(o, "cost_low_nano_usd", json_integer(m->low_nusd));
+            json_object_set_new(o, "cost_high_nano_usd", json_integer(m->high_nusd));
+        }
+        json_object_set_new(o, "finish_ms",
+                            m->finish_ms < 0 ? json_null()
+                                             : json_integer((json_int_t)m->finish_ms));
+        json_array_append_new(models, o);
+    }
+    return json_pack(
+        "{s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:b,s:o,s:O,s:o}", "jobs", (json_int_t)e->jobs,
+        "prompt_tokens", (json_int_t)e->prompt, "completion_tokens", (json_int_t)e->completion,
+        "charged_tokens", (json_int_t)e->charged, "cost_low_nano_usd", (json_int_t)e->low,
+        "cost_high_nano_usd", (json_int_t)e->high, "cost_low_usd",
+        (double)e->low / LLMQ_NANO_PER_USD, "cost_high_usd", (double)e->high / LLMQ_NANO_PER_USD,
+        "unpriced", e->unpriced, "models", models, "budgets", e->budgets, "finish_ms",
+        isinf(e->finish_ms) || e->finish_ms < 0 ? json_null()
+                                                : json_integer((json_int_t)e->finish_ms));
+}
+
+/* Sums b per model and reads each model's price and limits. */
+static int sum_models(const struct llmq_cli *cli, redisContext *c, const char *prefix,
+                      const struct llmq_batch *b, struct estimate *e)
+{
+    e->models = calloc(b->n_jobs + 1, sizeof(*e->models));
+    if (e->models == NULL)
+        return -1;
+    for (size_t i = 0; i < b->n_jobs; i++) {
+        const struct llmq_job *j = &b->jobs[i];
+        struct model_sum *m = model_of(e, j->model);
+        if (m == NULL) {
+            m = &e->models[e->n_models++];
+            m->model = j->model;
+            if (model_read(cli, c, prefix, m) != 0)
+                return -1;
+        }
+        m->jobs++;
+        m->prompt += j->cost.prompt_tokens;
+        m->completion += j->cost.completion_tokens;
+        m->charged += j->cost.total_tokens;
+        if (m->priced) {
+            m->low_nusd += j->cost.prompt_tokens * m->in;
+            m->high_nusd += j->cost.prompt_tokens * m->in + j->cost.completion_tokens * m->out;
+        }
+    }
+    e->finish_ms = -1;
+    for (size_t i = 0; i < e->n_models; i++) {
+        struct model_sum *m = &e->models[i];
+        m->finish_ms = pace_ms(m);
+        if (m->finish_ms > e->finish_ms)
+            e->finish_ms = m->finish_ms;
+        e->jobs += m->jobs;
+        e->prompt += m->prompt;
+        e->completion += m->completion;
+        e->charged += m->charged;
+        e->low += m->low_nusd;
+        e->high += m->high_nusd;
+        e->unpriced |= !m->priced;
+    }
+    return 0;
+}
+
+struct estimate_run {
+    const struct estimate_opts *o;
+    const struct llmq_batch *b;
+};
+
+static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix, void *ud)
+{
+    const struct estimate_run *run = ud;
+    struct estimate e = {0};
+    struct llmq_error err = {0};
+    int code = LLMQ_EXIT_FAIL;
+    if (sum_models(cli, c, prefix, run->b, &e) != 0)
+        goto out;
+    json_t *budgets = llmq_cli_budgets_json(c, prefix, &err);
+    if (budgets == NULL) {
+        llmq_cli_error(cli, "budgets: %s", err.msg[0] ? err.msg : llmq_redis_context_error(c));
+        goto out;
+    }
+    hold_budgets(&e, run->b, budgets, llmq_wall_ms());
+    json_decref(budgets);
+    if (run->o->json) {
+        json_t *doc = as_json(&e);
+        char *s = json_dumps(doc, JSON_COMPACT);
+        if (s != NULL)
+            printf("%s\n", s);
+        free(s);
+        json_decref(doc);
+    } else {
+        print_text(run->o, &e);
+    }
+    code = LLMQ_EXIT_OK;
+out:
+    json_decref(e.budgets);
+    free(e.models);
+    return code;
+}
 
 int llmq_cmd_estimate(struct llmq_cli *cli, int argc, char **argv)
 {
-    (void)argc, (void)argv;
-    llmq_cli_error(cli, "not built yet");
-    return LLMQ_EXIT_USAGE;
+    static const struct option opts[] = {{"tenant", required_argument, NULL, 't'},
+                                         {"user", required_argument, NULL, 'u'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         LLMQ_CLI_COMMON_OPTIONS,
+                                         {NULL, 0, NULL, 0}};
+    struct estimate_opts o = {0};
+    char *pos[2];
+    int n = 0;
+    int rc = llmq_cli_getopt(cli, argc, argv, opts, take_option, &o, usage, pos, 2, &n);
+    if (rc >= 0)
+        return rc;
+    if (n != 1) {
+        llmq_cli_error(cli, "expected one FILE (see --help)");
+        return LLMQ_EXIT_USAGE;
+    }
+    o.file = pos[0];
+    if ((o.tenant && !llmq_name_valid(o.tenant)) || (o.user && !llmq_name_valid(o.user))) {
+        llmq_cli_error(cli, "--%s: '%s' is not a valid name", o.tenant ? "tenant" : "user",
+                       o.tenant ? o.tenant : o.user);
+        return LLMQ_EXIT_USAGE;
+    }
+    struct llmq_job_defaults d;
+    llmq_job_defaults_init(&d);
+    d.tenant = o.tenant;
+    d.user = o.user;
+    char *buf = NULL;
+    size_t len = 0;
+    struct llmq_error err = {0};
+    if (llmq_batch_read_file(o.file, &buf, &len, &err) != LLMQ_OK) {
+        llmq_cli_error(cli, "%s", err.msg);
+        return LLMQ_EXIT_USAGE;
+    }
+    struct llmq_batch b = {0};
+    rc = llmq_batch_parse(buf, len, &d, &b, &err);
+    free(buf);
+    if (rc != LLMQ_OK) {
+        llmq_cli_error(cli, "%s", err.msg);
+        return LLMQ_EXIT_FAIL;
+    }
+    for (size_t i = 0; i < b.n_errors && i < 1000; i++)
+        llmq_cli_error(cli, "%s:%ld: %s", o.file, b.errors[i].line, b.errors[i].msg);
+    if (b.n_errors > 0) {
+        llmq_cli_error(cli, "%zu invalid line(s): fix them first (llmq enqueue --check)",
+                       b.n_errors);
+        llmq_batch_clear(&b);
+        return LLMQ_EXIT_USAGE;
+    }
+    struct estimate_run run = {&o, &b};
+    rc = llmq_cli_on_account(cli, act, &run);
+    llmq_batch_clear(&b);
+    return rc;
 }

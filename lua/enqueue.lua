@@ -8,6 +8,9 @@
 --            {lease=<name>}  the jobs need gateway lease P gw:lease:<name>
 --                            (job field lease): dispatch ends a job whose
 --                            lease is gone as cancelled instead of sending it
+--            {check}         write nothing: only refuse (the error below) what
+--                            would be refused; reply {} (a producer checks a
+--                            file that takes several calls before the first)
 --            {key=<id>}      the jobs come through gateway key <id> (16 hex
 --                            digits of its SHA-256; job field key): its
 --                            spend budgets apply (lua/lib/25_budget.lua)
@@ -28,12 +31,14 @@
 -- woken when it may run now.
 local P = KEYS[1]
 local JOBS_FIELDS = 12
-local held, lease, key = false, nil, nil
+local held, lease, key, check = false, nil, nil, false
 local first = 1
 while ARGV[first] ~= nil and string.byte(ARGV[first], 1) == 123 do -- '{'
     local opt = ARGV[first]
     if opt == '{held}' then
         held = true
+    elseif opt == '{check}' then
+        check = true
     elseif string.sub(opt, 1, 7) == '{lease=' and string.sub(opt, -1) == '}' and
         worker_name_ok(string.sub(opt, 8, -2)) then
         lease = string.sub(opt, 8, -2)
@@ -64,6 +69,9 @@ if bs.any then
             end
         end
     end
+end
+if check then
+    return {}
 end
 local out = {}
 local vt = {} -- virtual times read in this call

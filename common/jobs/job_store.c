@@ -229,6 +229,52 @@ static enum llmq_rc redo_calls(redisContext *c, const char *prefix, const struct
     return LLMQ_OK;
 }
 
+static int same_names(const char *a, const char *b)
+{
+    return strcmp(a ? a : "", b ? b : "") == 0;
+}
+
+/* Before a push of several calls: one enqueue {check} call with a job of
+ * each distinct (model, tenant, user) of jobs[0..n) (at most one call's
+ * worth; beyond that each call still checks its own), so that a job the
+ * script would refuse (a USD budget and no price) refuses the whole push
+ * before anything of it is written. */
+static enum llmq_rc push_precheck(redisContext *c, const char *prefix, const struct llmq_job *jobs,
+                                  size_t n, struct call_args *a, struct llmq_error *err)
+{
+    struct llmq_job picks[LLMQ_JOB_STORE_JOBS_PER_CALL];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = 0;
+        while (j < k && !(strcmp(picks[j].model, jobs[i].model) == 0 &&
+                          same_names(picks[j].tenant, jobs[i].tenant) &&
+                          same_names(picks[j].user, jobs[i].user)))
+            j++;
+        if (j < k)
+            continue;
+        if (k == LLMQ_JOB_STORE_JOBS_PER_CALL)
+            return LLMQ_OK;
+        picks[k] = jobs[i];
+        picks[k].body_len = 0; /* sent as "": only the names are checked */
+        k++;
+    }
+    build_call(a, prefix, NULL, picks, k);
+    /* the option goes first, after KEYS[1] */
+    memmove(&a->argv[2], &a->argv[1], (size_t)(a->argc - 1) * sizeof(a->argv[0]));
+    memmove(&a->argvlen[2], &a->argvlen[1], (size_t)(a->argc - 1) * sizeof(a->argvlen[0]));
+    a->argv[1] = "{check}";
+    a->argvlen[1] = 7;
+    a->argc++;
+    redisReply *r = llmq_script_run(c, LLMQ_SCRIPT_ENQUEUE, 1, a->argc, a->argv, a->argvlen, err);
+    if (r == NULL)
+        return err ? err->rc : LLMQ_EREDIS;
+    enum llmq_rc rc = LLMQ_OK;
+    if (r->type == REDIS_REPLY_ERROR)
+        rc = llmq_redis_error(c, r, "enqueue", err);
+    freeReplyObject(r);
+    return rc;
+}
+
 enum llmq_rc llmq_job_store_push(redisContext *c, const char *prefix, const struct llmq_job *jobs,
                                  size_t n, struct llmq_job_outcome *out, struct llmq_error *err)
 {
@@ -239,6 +285,8 @@ enum llmq_rc llmq_job_store_push(redisContext *c, const char *prefix, const stru
     struct round prev = {0, 0};
     if (a == NULL || redo == NULL)
         rc = llmq_error_set(err, LLMQ_ENOMEM, "enqueue: out of memory");
+    if (rc == LLMQ_OK && n > LLMQ_JOB_STORE_JOBS_PER_CALL)
+        rc = push_precheck(c, prefix, jobs, n, a, err);
     for (size_t first = 0; rc == LLMQ_OK && first < n; first += per_round) {
         size_t here = n - first < per_round ? n - first : per_round;
         struct round cur = {first, (here + LLMQ_JOB_STORE_JOBS_PER_CALL - 1) /
