@@ -166,6 +166,11 @@ static void add_field(struct spend_table *t, const struct spend_opts *o, const c
         r->nusd += v;
 }
 
+static int row_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct spend_row *)a)->name, ((const struct spend_row *)b)->name);
+}
+
 static json_t *row_json(const struct spend_row *r)
 {
     return json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "group", r->name, "jobs",
@@ -206,6 +211,8 @@ static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix, 
             add_field(&t, o, dt, r->element[i]->str, strtoll(r->element[i + 1]->str, NULL, 10));
         freeReplyObject(r);
     }
+    if (t.n > 0)
+        qsort(t.rows, t.n, sizeof(*t.rows), row_cmp);
     for (size_t i = 0; i < t.n; i++) {
         total.n += t.rows[i].n;
         total.in += t.rows[i].in;

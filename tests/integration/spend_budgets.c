@@ -4,7 +4,8 @@
  * (the results' usage; beta's at data/prices.json's gpt-4o-mini price) is
  * at most its budget and at least 85% of it when the rest parks; the parked
  * jobs stay queued with no attempt counted and show as waiting for budget;
- * the budget's own count is the real spend. Raising both budgets runs the
+ * the budget's own count is the real spend, half of the prompt tokens
+ * reported cached and priced at the cached price. Raising both budgets runs the
  * rest: every job done once (one attempt, one request to the API). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,7 +26,8 @@ static void test_budgets_hold_then_raise(void **state)
     struct spend_account a;
     spend_account_open(&a, "spend");
     struct sim_proc sim;
-    assert_int_equal(sim_proc_start(&sim, NULL), 0);
+    const char *sim_args[] = {"--cached-pct", "50", NULL}; /* cached prompt tokens priced too */
+    assert_int_equal(sim_proc_start(&sim, sim_args), 0);
     char jobs[128];
     snprintf(jobs, sizeof(jobs), "/tmp/llmq-spend-%d.jsonl", (int)getpid());
 
@@ -73,6 +75,7 @@ static void test_budgets_hold_then_raise(void **state)
     /* the budgets' own counts are the real spend, and list shows the waiting jobs */
     assert_int_equal(spend_budget_field(&a, "t/acme#tokens/month", "spent"), acme.total);
     assert_int_equal(spend_budget_field(&a, "t/beta#usd/month", "spent"), beta.nusd);
+    assert_true(beta.cached > 0 && beta.cached * 2 <= beta.prompt);
     assert_int_equal(spend_budget_field(&a, "t/acme#tokens/month", "waiting_jobs"), acme.queued);
     assert_int_equal(spend_budget_field(&a, "t/beta#usd/month", "waiting_jobs"), beta.queued);
     const char *list[] = {"llmq", "budgets", "list", NULL};

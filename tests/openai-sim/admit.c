@@ -213,6 +213,7 @@ int sim_call_parse(struct sim_conn *c, struct sim_call *call, json_t **root_out)
                         "openai-sim could not load the tokenizer vocabulary", NULL, call->azure);
         return -1;
     }
+    call->cached_tokens = call->prompt_tokens * cfg->cached_pct / 100;
     sim_completion_tokens(cfg, call);
     int64_t per = call->max_tokens > 0 ? call->max_tokens : cfg->completion_max;
     call->reserve_tokens = call->prompt_tokens + per * call->n;

@@ -30,6 +30,7 @@ struct sim_call {
     int stream, include_usage;
     int stream_error; /* --stream-error drew this stream: it breaks off half-way */
     int64_t prompt_tokens;
+    int64_t cached_tokens;           /* of prompt_tokens, reported cached (--cached-pct) */
     int64_t reserve_tokens;          /* charged at admission */
     int completion[SIM_MAX_CHOICES]; /* completion tokens per choice */
     int64_t completion_total;

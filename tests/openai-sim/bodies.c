@@ -56,10 +56,11 @@ static void chat_usage(struct sim_buf *b, const struct sim_call *call)
 {
     sim_buf_addf(b,
                  "{\"prompt_tokens\":%lld,\"completion_tokens\":%lld,\"total_tokens\":%lld,"
-                 "\"prompt_tokens_details\":{\"cached_tokens\":0},"
+                 "\"prompt_tokens_details\":{\"cached_tokens\":%lld},"
                  "\"completion_tokens_details\":{\"reasoning_tokens\":0}}",
                  (long long)call->prompt_tokens, (long long)call->completion_total,
-                 (long long)(call->prompt_tokens + call->completion_total));
+                 (long long)(call->prompt_tokens + call->completion_total),
+                 (long long)call->cached_tokens);
 }
 
 void sim_body_chat(struct sim_server *srv, struct sim_exchange *ex, const struct sim_call *call,
@@ -175,9 +176,10 @@ void sim_body_responses(struct sim_server *srv, struct sim_exchange *ex,
     add_text(b, call->completion[0]);
     sim_buf_addf(b,
                  ",\"annotations\":[]}]}],\"usage\":{\"input_tokens\":%lld,"
-                 "\"input_tokens_details\":{\"cached_tokens\":0},\"output_tokens\":%lld,"
+                 "\"input_tokens_details\":{\"cached_tokens\":%lld},\"output_tokens\":%lld,"
                  "\"output_tokens_details\":{\"reasoning_tokens\":0},\"total_tokens\":%lld}}\n",
-                 (long long)call->prompt_tokens, (long long)call->completion_total,
+                 (long long)call->prompt_tokens, (long long)call->cached_tokens,
+                 (long long)call->completion_total,
                  (long long)(call->prompt_tokens + call->completion_total));
     sim_reply_json(srv, ex, 200, rl, call->azure, NULL);
 }

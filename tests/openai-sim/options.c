@@ -42,6 +42,9 @@ static const char usage_text[] =
     "  --latency-jitter-ms N    plus a uniform 0..N ms\n"
     "  --stream-gap-ms N        streams: one token per chunk, N ms apart after the\n"
     "                           latency (default 0: 8 pieces spread over the latency)\n"
+    "usage:\n"
+    "  --cached-pct P           report P percent of chat and responses prompt tokens cached\n"
+    "                           (prompt_tokens_details.cached_tokens; default 0)\n"
     "faults (percent of requests, drawn from --seed):\n"
     "  --fail-500 P  --fail-503 P  --spurious-429 P  --insufficient-quota P\n"
     "  --bad-200-html P         200 with an HTML page instead of the answer\n"
@@ -228,6 +231,7 @@ static int take_number(const char *f, const char *v, struct sim_config *cfg, int
         {"--max-body-bytes", 1, 1 << 30, &cfg->max_body_bytes},
         {"--idle-timeout-ms", 0, day_ms, &cfg->idle_timeout_ms},
         {"--stream-gap-ms", 0, day_ms, &cfg->stream_gap_ms},
+        {"--cached-pct", 0, 100, &cfg->cached_pct},
     };
     for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
         if (strcmp(f, ints[i].name) == 0) {

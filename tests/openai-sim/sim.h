@@ -60,6 +60,7 @@ struct sim_config {
     struct sim_model_limit limits[SIM_MAX_MODELS];
     int n_limits;
     int64_t latency_ms, latency_jitter_ms;
+    int64_t cached_pct;      /* --cached-pct: share of prompt tokens reported cached */
     int64_t stream_gap_ms;   /* --stream-gap-ms: between the chunks of a stream; 0: spread
                                 over the latency */
     double stream_error_pct; /* --stream-error: streams that break off with an error event */

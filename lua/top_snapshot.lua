@@ -1,0 +1,128 @@
+-- top_snapshot: what `llmq top` shows of an account, read in one step (the
+-- buckets' cached counters are refreshed as bucket_usage does).
+-- KEYS[1]  P, the account prefix
+-- ARGV     more models whose buckets to report (those with nothing queued)
+-- Reply:
+--   [1] now_ms (Redis TIME)
+--   [2] {done, dead, cancelled, http_429, insufficient_quota}: P stats
+--   [3] jobs in flight (delivered, not settled: the groups' pending entries)
+--   [4] waiting jobs per (model, tenant), flat: model, tenant ('' none),
+--       queued jobs, blocked (1 when one of its nodes waits: a limit or a
+--       budget), ... for at most 2000 key queues
+--   [5] the model and tenant buckets of those, flat: name, requests used,
+--       tokens used, requests limit, tokens limit (-1: none), period_ms, ...
+local P = KEYS[1]
+local now = llmq_now_ms()
+local MAX_KEYS = 2000
+local v = redis.call('HMGET', P .. 'stats', 'done', 'dead', 'cancelled', 'http_429',
+    'insufficient_quota')
+local stats = {}
+for i = 1, 5 do
+    stats[i] = tonumber(v[i]) or 0
+end
+local inflight = 0
+for _, prio in ipairs(JOBS_PRIORITIES) do
+    local ok, p = pcall(redis.call, 'XPENDING', P .. 'q:' .. prio, LLMQ_JOBS_GROUP)
+    if ok and type(p) == 'table' then
+        inflight = inflight + (tonumber(p[1]) or 0)
+    end
+end
+
+-- Children of node path (runnable: its level's ZSET; blocked: in P sblk).
+local blocked = {}
+for _, node in ipairs(redis.call('ZRANGE', P .. 'sblk', 0, MAX_KEYS - 1)) do
+    blocked[node] = true
+end
+local function children(path, zkey)
+    local seen, out = {}, {}
+    for _, name in ipairs(redis.call('ZRANGE', zkey, 0, MAX_KEYS - 1)) do
+        seen[name] = true
+        out[#out + 1] = name
+    end
+    local head = path .. '|'
+    for node in pairs(blocked) do
+        if string.sub(node, 1, #head) == head then
+            local rest = string.sub(node, #head + 1)
+            local name = string.match(rest, '^([^|]*)')
+            if name ~= nil and not seen[name] then
+                seen[name] = true
+                out[#out + 1] = name
+            end
+        end
+    end
+    return out
+end
+
+local depth, waits, order = {}, {}, {}
+local keys = 0
+for _, prio in ipairs(JOBS_PRIORITIES) do
+    for _, model in ipairs(children(prio, P .. 'sm:' .. prio)) do
+        local mpath = prio .. '|' .. model
+        for _, tenant in ipairs(children(mpath, P .. 'st:' .. mpath)) do
+            local tpath = mpath .. '|' .. tenant
+            for _, user in ipairs(children(tpath, P .. 'su:' .. tpath)) do
+                if keys < MAX_KEYS then
+                    keys = keys + 1
+                    local kpath = tpath .. '|' .. user
+                    local g = model .. '|' .. tenant
+                    if depth[g] == nil then
+                        depth[g], waits[g] = 0, 0
+                        order[#order + 1] = g
+                    end
+                    depth[g] = depth[g] + redis.call('LLEN', P .. 'kq:' .. kpath)
+                    if blocked[mpath] or blocked[tpath] or blocked[kpath] then
+                        waits[g] = 1
+                    end
+                end
+            end
+        end
+    end
+end
+table.sort(order)
+local queues, names, named = {}, {}, {}
+for _, g in ipairs(order) do
+    local model, tenant = string.match(g, '^([^|]*)|(.*)$')
+    queues[#queues + 1] = model
+    queues[#queues + 1] = tenant
+    queues[#queues + 1] = depth[g]
+    queues[#queues + 1] = waits[g]
+    for _, name in ipairs({ model, tenant ~= '' and (model .. '/t/' .. tenant) or nil }) do
+        if not named[name] then
+            named[name] = true
+            names[#names + 1] = name
+        end
+    end
+end
+-- models the caller knows of (its spend counters) with nothing queued
+for i = 1, #ARGV do
+    if worker_name_ok(ARGV[i]) and not named[ARGV[i]] then
+        named[ARGV[i]] = true
+        names[#names + 1] = ARGV[i]
+    end
+end
+local s = limiter_session(P, 'normal', now)
+local buckets = {}
+for _, name in ipairs(names) do
+    local b = limiter_bucket(s, name)
+    local c = b.cfg
+    local req, tok = 0, 0
+    if c ~= nil then
+        if c.mode == 'gcra' then
+            req = c.requests and math.ceil((b.rtat - now) * c.requests / c.period) or 0
+            tok = c.tokens and math.ceil((b.ttat - now) * c.tokens / c.period) or 0
+        else
+            if window_stale(b, now) then
+                window_evict(b, now)
+            end
+            req, tok = b.n, b.tok
+        end
+    end
+    buckets[#buckets + 1] = name
+    buckets[#buckets + 1] = req
+    buckets[#buckets + 1] = tok
+    buckets[#buckets + 1] = c and c.requests or -1
+    buckets[#buckets + 1] = c and c.tokens or -1
+    buckets[#buckets + 1] = c and c.period or 0
+end
+limiter_flush(s)
+return { now, stats, inflight, queues, buckets }
