@@ -235,6 +235,17 @@ static int rates(const struct group *g, double *rpm, double *tpm)
     return 1;
 }
 
+/* Whether g's done count grew over the last 5 s of samples. */
+static int progressed(const struct group *g)
+{
+    if (g->s_len < 2)
+        return 1;
+    int last = g->s_len - 1, from = last;
+    while (from > 0 && g->s_ms[last] - g->s_ms[from - 1] <= 5000)
+        from--;
+    return from == last || g->s_n[last] > g->s_n[from];
+}
+
 static void use_text(long long used, long long lim, char *buf, size_t n)
 {
     if (lim <= 0)
@@ -274,7 +285,9 @@ static void print_group(const struct group *g, int have_rates)
     }
     use_text(g->req, g->req_lim, ru, sizeof(ru));
     use_text(g->tokb, g->tok_lim, tu, sizeof(tu));
-    eta_text(g->queued, ok ? rpm : 0, g->blocked, eta, sizeof(eta));
+    /* a blocked group that made no progress of late waits (a budget, a pause) */
+    eta_text(g->queued, ok && (progressed(g) || !g->blocked) ? rpm : 0, g->blocked, eta,
+             sizeof(eta));
     usd[0] = '$';
     llmq_usd_format(g->nusd, usd + 1, sizeof(usd) - 1);
     const char *name = g->name;
