@@ -73,3 +73,11 @@ add_test(NAME gateway_upload_names
     COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/upload_names.sh)
 set_tests_properties(gateway_upload_names PROPERTIES LABELS integration TIMEOUT 120
     ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=0")
+#   gateway_spend_budget  curl: a synchronous call over a spend budget (a
+#                         tenant's tokens, a key's USD) is a 429
+#                         insufficient_quota at once naming the budget; an
+#                         unpriced model under a USD budget is a 400 (spend.sh)
+add_test(NAME gateway_spend_budget
+    COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/spend.sh)
+set_tests_properties(gateway_spend_budget PROPERTIES LABELS integration TIMEOUT 120
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};GW_FLAGS=--max-wait-ms 5000;SIM_FLAGS=--models gpt-4o-mini")

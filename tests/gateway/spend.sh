@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Spend budgets at the gateway (README "Spend budgets"), with curl: once a
+# budget on a synchronous call's path is spent, the call is answered at once
+# with OpenAI's 429 insufficient_quota, its message naming the budget (the
+# job is dead-lettered budget_exhausted, never sent, never parked: a parked
+# call would wait --max-wait-ms and get rate_limit_exceeded instead). A
+# tenant's token budget and a gateway key's USD budget; spend stays within
+# each. A model without a price under a USD budget is refused (400).
+# Run through stack.sh with the GW_FLAGS and SIM_FLAGS of tests/gateway.cmake.
+set -uo pipefail
+# shellcheck source=tests/gateway/lib.sh
+. "$(dirname "$0")/lib.sh"
+llmq=$LLMQ_BIN_DIR/llmq
+U=$GW_URL
+chat='{"model":"gpt-4o-mini","max_tokens":30,"messages":[{"role":"user","content":"hello there"}]}'
+
+# Calls chat with key $1 until an answer is not 200 (at most $2 calls); sets
+# ok (the 200s) and leaves the last answer in $out, its status in $status.
+spend_until_refused() {
+    ok=0
+    status=200
+    for _ in $(seq "$2"); do
+        status=$(curl -s --max-time 30 -o "$out" -w '%{http_code}' "$U/chat/completions" \
+            -H "Authorization: Bearer $1" -d "$chat")
+        [ "$status" = 200 ] || return 0
+        ok=$((ok + 1))
+    done
+}
+
+# ---- a tenant's token budget (the stack's key is tenant acme's) ----
+"$llmq" budgets set --tenant acme --tokens 400 --period month >/dev/null
+spend_until_refused "$GW_KEY" 40
+expect "tenant acme: calls ran until its budget was spent ($ok ran)" [ "$ok" -gt 3 ]
+check "the call over budget: 429 insufficient_quota" 429 insufficient_quota null \
+    insufficient_quota -- "$U/chat/completions" -H "Authorization: Bearer $GW_KEY" -d "$chat"
+expect "its message names the budget" grep -q 't/acme#tokens/month' "$out"
+expect "no retry-after: waiting would not help" bash -c \
+    "! curl -s -D - -o /dev/null '$U/chat/completions' -H 'Authorization: Bearer $GW_KEY' \
+       -d '$chat' | grep -qi '^retry-after'"
+spent=$("$llmq" budgets list --json | node -e '
+    const b = JSON.parse(require("fs").readFileSync(0, "utf8"));
+    console.log(b.find((x) => x.id === "t/acme#tokens/month").spent)')
+expect "tenant acme spent $spent of 400 tokens" [ "$spent" -le 400 ] && [ "$spent" -gt 300 ]
+reasons=$(redis-cli -p "$REDIS_PORT" XRANGE "llmq:{$LLMQ_ACCOUNT}:dead" - + | grep -c budget_exhausted)
+expect "the refused calls were dead-lettered budget_exhausted ($reasons)" [ "$reasons" -ge 3 ]
+sent=$(grep -c '"outcome":"ok"' "$SIM_LOG" 2>/dev/null || echo 0)
+expect "only the calls that ran reached the API ($sent)" [ "$sent" -eq "$ok" ]
+
+# ---- a gateway key's USD budget ----
+key2=$("$llmq" keys create --tenant beta 2>/dev/null)
+id=$("$llmq" keys list --json | node -e '
+    const ls = require("fs").readFileSync(0, "utf8").trim().split("\n").map(JSON.parse);
+    console.log(ls.filter((k) => k.tenant === "beta")[0].id)')
+"$llmq" budgets set --key "$id" --usd 0.0002 --period day >/dev/null
+spend_until_refused "$key2" 60
+expect "key $id: calls ran until its budget was spent ($ok ran)" [ "$ok" -gt 3 ]
+check "the key's call over budget: 429 insufficient_quota" 429 insufficient_quota null \
+    insufficient_quota -- "$U/chat/completions" -H "Authorization: Bearer $key2" -d "$chat"
+expect "its message names the key's budget" grep -q "k/${id:0:16}#usd/day" "$out"
+nusd=$("$llmq" budgets list --json | node -e '
+    const b = JSON.parse(require("fs").readFileSync(0, "utf8"));
+    console.log(b.find((x) => x.scope.startsWith("k/")).spent)')
+expect "key $id spent $nusd of 200000 nano-USD" [ "$nusd" -le 200000 ] && [ "$nusd" -gt 150000 ]
+check "a model without a price under a USD budget: 400" 400 invalid_request_error model \
+    model_not_priced -- "$U/chat/completions" -H "Authorization: Bearer $key2" \
+    -d '{"model":"ft-unpriced","messages":[{"role":"user","content":"hi"}]}'
+expect "... naming the model" grep -q 'ft-unpriced has no price' "$out"
+# raised: the key's calls run again
+"$llmq" budgets set --key "$id" --usd 1 --period day >/dev/null
+code=$(curl -s -o /dev/null -w '%{http_code}' "$U/chat/completions" \
+    -H "Authorization: Bearer $key2" -d "$chat")
+expect "after a raise the key's call runs (got $code)" [ "$code" = 200 ]
+finish
