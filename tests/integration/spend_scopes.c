@@ -4,7 +4,8 @@
  * to acme's 3000, and bob's count inside acme's too. Tenant beta has 900
  * and its user carol 100000: carol stops at beta's 900. A budget set to
  * dead-letter (--on-exhaust dead) ends what does not fit with reason
- * budget_exhausted instead of parking it. */
+ * budget_exhausted instead of parking it. A worker's /metrics shows each
+ * budget's spend and what is left. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -61,10 +62,35 @@ static void test_tighter_budget_binds(void **state)
     enqueue(&a, "carol", N, "beta", "carol");
     char logs[3][128];
     pid_t pids[3];
-    worker_start_n(a.name, &sim, "spendscope", 3, logs, pids, NULL);
+    worker_start_n(a.name, &sim, "spendscope", 2, logs, pids, NULL);
+    int port = llmq_test_free_port();
+    char port_s[16];
+    snprintf(port_s, sizeof(port_s), "%d", port);
+    const char *margs[] = {"--metrics-port", port_s, NULL};
+    worker_log_path(logs[2], "spendscope", 2);
+    pids[2] = worker_start(a.name, &sim, logs[2], margs);
     const char *groups[] = {"bob", "alice", "carol"};
     const int counts[] = {N, 2 * N, N};
     assert_true(spend_wait_settled(&a, groups, counts, 3, 30000));
+    /* /metrics: each budget's spend and what is left, today's spend */
+    long long bob_spent = spend_budget_field(&a, "t/acme/u/bob#tokens/day", "spent");
+    char want[256];
+    snprintf(want, sizeof(want),
+             "llmq_budget_spent{account=\"%s\",budget=\"t/acme/u/bob#tokens/day\","
+             "unit=\"tokens\"} %lld\n",
+             a.name, bob_spent);
+    struct worker_page pg = worker_http_wait_for(port, "/metrics", want, 12000);
+    if (strstr(pg.body, want) == NULL)
+        fprintf(stderr, "want %s in:\n%s\n", want, pg.body);
+    assert_non_null(strstr(pg.body, want));
+    snprintf(want, sizeof(want),
+             "llmq_budget_remaining{account=\"%s\",budget=\"t/acme/u/bob#tokens/day\","
+             "unit=\"tokens\"} %lld\n",
+             a.name, 800 - bob_spent);
+    assert_non_null(strstr(pg.body, want));
+    assert_non_null(strstr(pg.body, "llmq_budget_waiting_jobs{"));
+    assert_true(worker_metric_sum(pg.body, "llmq_spend_today_tokens", a.name) > 0);
+    free(pg.body);
     spend_workers_stop(pids, 3);
     assert_int_equal(sim_proc_stop(&sim), 0);
     struct spend_real bob = spend_real_read(&a, "bob", N);
@@ -81,6 +107,7 @@ static void test_tighter_budget_binds(void **state)
     /* carol: beta's binds, not her own */
     assert_true(carol.total <= 900 && carol.total * 100 >= 900 * 85);
     assert_true(carol.queued > 0);
+    assert_int_equal(bob_spent, bob.total);
     assert_int_equal(bob.dead + alice.dead + carol.dead, 0);
     assert_int_equal(spend_budget_field(&a, "t/acme#tokens/day", "spent"), bob.total + alice.total);
     assert_int_equal(spend_budget_field(&a, "t/acme/u/bob#tokens/day", "spent"), bob.total);

@@ -18,6 +18,7 @@
 #include "http/http.h"
 #include "base/log.h"
 #include "admin/metrics.h"
+#include "admin/metrics_spend.h"
 #include "worker.h"
 #include "llmq/priority.h"
 
@@ -40,6 +41,7 @@ struct llmq_worker_metrics {
     struct llmq_metric *redis_up, *ready, *draining, *auth_paused, *invalid_resp;
     struct llmq_metric *stale, *guard;
     struct llmq_admin_http *admin;
+    struct worker_spend_metrics *spend; /* budgets and today's spend, polled with the depths */
     ev_timer depth_timer;
     struct depth_probe probes[LLMQ_WORKER_MAX_ACCOUNTS][DEPTH_PROBES];
     int depth_pending[LLMQ_WORKER_MAX_ACCOUNTS]; /* probes unanswered */
@@ -277,8 +279,12 @@ static void on_depth_timer(struct ev_loop *loop, ev_timer *t, int revents)
     (void)loop;
     (void)revents;
     struct llmq_worker_metrics *m = t->data;
-    for (int i = 0; i < m->w->n_accounts; i++)
+    for (int i = 0; i < m->w->n_accounts; i++) {
         depth_send(m, i);
+        struct worker_account *a = &m->w->accounts[i];
+        llmq_worker_spend_metrics_poll(m->spend, i, llmq_redis_async_context(a->cmd), a->prefix,
+                                       a->cfg->name);
+    }
 }
 
 /* ---- setup ---- */
@@ -287,7 +293,7 @@ int llmq_worker_metrics_start(struct llmq_worker *w)
 {
     struct llmq_worker_metrics *m = calloc(1, sizeof(*m));
     if (m == NULL || (m->reg = llmq_metrics_new()) == NULL || !register_jobs(m) ||
-        !register_gauges(m)) {
+        !register_gauges(m) || (m->spend = llmq_worker_spend_metrics_new(m->reg)) == NULL) {
         LLMQ_LOG(LLMQ_LOG_ERROR, "metrics: out of memory; running without metrics");
         if (m != NULL)
             llmq_metrics_free(m->reg);
@@ -320,6 +326,7 @@ void llmq_worker_metrics_free(struct llmq_worker *w)
         return;
     ev_timer_stop(w->loop, &m->depth_timer);
     llmq_admin_http_free(m->admin);
+    llmq_worker_spend_metrics_free(m->spend);
     llmq_metrics_free(m->reg);
     free(m);
     w->metrics = NULL;
