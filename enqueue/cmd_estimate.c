@@ -236,6 +236,14 @@ static void hold_budgets(struct estimate *e, const struct llmq_batch *b, json_t 
         if (rollovers > 0) {
             /* the last of the file waits for the rollovers-th period */
             double wait = (double)(end - now_ms) + (double)(rollovers - 1) * (double)(end - start);
+            const char *period = json_string_value(json_object_get(bj, "period"));
+            if (period != NULL && strcmp(period, "month") == 0) { /* months differ in length */
+                time_t t = (time_t)(end / 1000);
+                struct tm tm;
+                gmtime_r(&t, &tm);
+                tm.tm_mon += (int)(rollovers - 1);
+                wait = (double)timegm(&tm) * 1000.0 - (double)now_ms;
+            }
             json_object_set_new(o, "waits_until_ms",
                                 json_integer((json_int_t)(now_ms + (long long)wait)));
             if (wait > e->finish_ms)
