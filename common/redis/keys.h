@@ -100,8 +100,8 @@
  *   Room for what comes next: endpoints of one model get their own buckets
  *   ("<endpoint>/<model>") under the same model node, chosen per grant by the
  *   dispatch script, so the key stays what the job asks for; a spend budget is
- *   one more bucket on the path (and one more node level when it must block a
- *   whole tenant across models).
+ *   one more bucket on the path (lua/lib/25_budget.lua; see Spend below), blocking the
+ *   node of its scope).
  *   P res:<id>         STRING the result of an ended job (its Batch output line,
  *                            JSON): written by llmq_job_finish, with the job hash's
  *                            TTL when done, none when dead; the previous layout kept
