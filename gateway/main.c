@@ -19,6 +19,7 @@
 #include "offload.h"
 #include "base/log.h"
 #include "redis/redis.h"
+#include "stream.h"
 #include "waiters.h"
 
 void gw_calls_shutdown_one(struct gw_waiter *w);
@@ -132,8 +133,10 @@ int main(int argc, char **argv)
     gw.redis = llmq_redis_async_new(gw.loop, &gw.url, &rc, on_redis_state, &gw, &err);
     gw.events =
         gw.redis ? llmq_redis_async_new(gw.loop, &gw.url, &ec, on_events_state, &gw, &err) : NULL;
+    gw.streams = gw.events ? gw_streams_new(&gw, &err) : NULL;
     int port = 0;
-    if (gw.lease == NULL || gw.waiters == NULL || gw.offload == NULL || gw.events == NULL) {
+    if (gw.lease == NULL || gw.waiters == NULL || gw.offload == NULL || gw.events == NULL ||
+        gw.streams == NULL) {
         fprintf(stderr, "llmq-gateway: %s\n", err.msg[0] ? err.msg : "out of memory");
         return 1;
     }
@@ -161,11 +164,13 @@ int main(int argc, char **argv)
     ev_signal_start(gw.loop, &sigterm);
     ev_signal_start(gw.loop, &sigint);
     ev_run(gw.loop, 0);
+    gw_streams_shutdown(gw.streams); /* an error event ends each stream */
     gw_waiters_each(gw.waiters, gw_calls_shutdown_one);
     gw_offload_free(gw.offload); /* uploads still being checked get a 503 */
     drain(gw.loop);
     gw_http_free(gw.metrics_http);
     gw_http_free(gw.http);
+    gw_streams_free(gw.streams);
     llmq_redis_async_free(gw.events);
     llmq_redis_async_free(gw.redis);
     gw_lease_free(gw.lease); /* after the connection: its last reply names it */

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "http.h"
+#include "stream.h"
 #include "waiters.h"
 
 char *gw_metrics_text(struct gw *gw, size_t *len)
@@ -56,6 +57,7 @@ char *gw_metrics_text(struct gw *gw, size_t *len)
             s->calls_cancelled, s->calls_timed_out, s->calls_waiting, s->uploads_validating,
             s->files_created, s->batches_created, s->batches_cancelled,
             llmq_redis_async_ready(gw->redis) && llmq_redis_async_ready(gw->events));
+    gw_streams_metrics(gw->streams, f);
     if (fclose(f) != 0) {
         free(buf);
         return NULL;
