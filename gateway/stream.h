@@ -13,7 +13,7 @@
  * it aborts the upstream call.
  *
  * What the client gets:
- *   - before any event: what a synchronous call gets (an API error with its
+ *   - before any event: the answer of a synchronous call (an API error with its
  *     status, a 429 after --max-wait-ms in the queue, a 503 without Redis);
  *     a 429 from the API is retried by the worker meanwhile;
  *   - then 200 text/event-stream and the events as they come, each written

@@ -73,3 +73,11 @@ add_test(NAME gateway_upload_names
     COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/upload_names.sh)
 set_tests_properties(gateway_upload_names PROPERTIES LABELS integration TIMEOUT 120
     ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=0")
+#   gateway_stream        streamed calls with the official openai npm package
+#                         (stream.mjs): chat, responses, completions relayed as
+#                         the paced server sends them, usage asked upstream and
+#                         settled, the usage chunk only when asked, a client
+#                         abort aborting upstream, a 429 before the stream
+add_test(NAME gateway_stream COMMAND ${LLMQ_GW_DIR}/run_sdk.sh ${PROJECT_BINARY_DIR}/bin stream.mjs)
+set_tests_properties(gateway_stream PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};SIM_FLAGS=--stream-gap-ms 20 --completion-tokens 30:30 --period-ms 1500 --limit m429=1:0 --models gpt-4o-mini,m429;LIMITS=gpt-4o-mini --rpm 100000 --tpm 100000000 --settle usage")
