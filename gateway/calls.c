@@ -14,6 +14,8 @@
  * --call-timeout-ms more, then a 504. A caller that hangs up cancels a job not
  * yet sent. The state lives in the request (r->state) and holds one reference
  * to it while registered. */
+#include "calls.h"
+
 #include <ev.h>
 #include <hiredis/async.h>
 #include <stdio.h>
@@ -292,8 +294,6 @@ void gw_calls_handle(struct gw_request *r)
     }
 }
 
-/* Shutdown: a waiting caller gets a 503 and its job, if not sent, is cancelled. */
-void gw_calls_shutdown_one(struct gw_waiter *w);
 void gw_calls_shutdown_one(struct gw_waiter *w)
 {
     struct call *c = (struct call *)((char *)w - offsetof(struct call, w));
