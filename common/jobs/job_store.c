@@ -42,7 +42,7 @@ enum llmq_rc llmq_job_store_prepare(redisContext *c, const char *prefix, struct 
         }
         freeReplyObject(r);
     }
-    return llmq_script_load_all(c, err);
+    return llmq_script_ensure_loaded(c, err);
 }
 
 /* Options of an enqueue call at most (lua/enqueue.lua: {held}, {lease=..}). */
