@@ -42,10 +42,12 @@ typedef void llmq_job_store_push_cb(enum llmq_rc rc, const struct llmq_error *er
 
 /* How a push's jobs wait (llmq-gateway; lua/enqueue.lua's options). */
 struct llmq_job_gate {
-    int held;          /* 1: written with state held, queued nowhere, until
-                        * lua/batch_stage.lua commits (or aborts) their batch */
-    const char *lease; /* NULL, or a gateway lease name (borrowed): dispatch
-                        * cancels the jobs once P gw:lease:<name> is gone */
+    int held;           /* 1: written with state held, queued nowhere, until
+                         * lua/batch_stage.lua commits (or aborts) their batch */
+    const char *lease;  /* NULL, or a gateway lease name (borrowed): dispatch
+                         * cancels the jobs once P gw:lease:<name> is gone */
+    const char *key_id; /* NULL, or the gateway key's id (16 hex digits of its
+                         * SHA-256, borrowed): its spend budgets apply */
 };
 
 /* The same push as llmq_job_store_push (same script, same arguments) on an
