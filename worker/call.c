@@ -141,6 +141,7 @@ static void apply_class(struct llmq_worker *w, struct worker_job *job,
         if (c->has_usage && (c->usage.present & LLMQ_USAGE_TOTAL))
             job->settle.actual_tokens = c->usage.total_tokens;
         if (c->has_usage && (c->usage.present & LLMQ_USAGE_INPUT)) {
+            llmq_worker_settle_usage(&job->settle, &c->usage); /* spend budgets price it */
             record_calibration(job, c->usage.input_tokens);
             llmq_worker_metrics_prompt(w, job, c->usage.input_tokens);
         }

@@ -365,6 +365,8 @@ int llmq_worker_stream_decide(struct llmq_worker *w, struct worker_job *job,
     struct worker_settle *st = &job->settle;
     free(st->line);
     st->line = NULL;
+    if (has)
+        llmq_worker_settle_usage(st, &u); /* spend budgets price it */
     if (s->aborting) {
         int64_t est = job->est_prompt_tokens > 0 ? job->est_prompt_tokens : 0;
         st->mode = WORKER_SETTLE_DONE;
