@@ -97,3 +97,14 @@ target_link_libraries(gateway_library_alone PRIVATE
 add_test(NAME gateway_library_alone COMMAND gateway_library_alone)
 set_tests_properties(gateway_library_alone PROPERTIES LABELS integration TIMEOUT 120
     ENVIRONMENT "${LLMQ_TEST_ENV}")
+#   gateway_stream_errors the API's error mid-stream reaches the client as an
+#                         error event and the result line records it
+#   gateway_stream_restart a worker killed (kill -9) or the gateway stopped
+#                         mid-stream: an error event, never a silent cut; the
+#                         job settled (stream_faults.mjs)
+add_test(NAME gateway_stream_errors COMMAND ${LLMQ_GW_DIR}/run_sdk.sh ${PROJECT_BINARY_DIR}/bin stream_faults.mjs)
+set_tests_properties(gateway_stream_errors PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};STREAM_CASE=errors;WORKERS=1;SIM_FLAGS=--stream-gap-ms 5 --completion-tokens 20:20 --stream-error 100")
+add_test(NAME gateway_stream_restart COMMAND ${LLMQ_GW_DIR}/run_sdk.sh ${PROJECT_BINARY_DIR}/bin stream_faults.mjs)
+set_tests_properties(gateway_stream_restart PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};STREAM_CASE=restart;WORKERS=1;WORKER_FLAGS=--visibility-ms 3000;SIM_FLAGS=--stream-gap-ms 50 --completion-tokens 40:40")

@@ -1,7 +1,7 @@
 // What the streaming tests (stream.mjs, stream_faults.mjs, stream_load.mjs)
 // share: a client of openai-sim itself (the direct baseline), the sim's
 // access log, the bucket usage llmq reports, and reading a job's result.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -53,9 +53,14 @@ export function inFlight() {
     return n;
 }
 
-// The result line of job id (waits for it at most s seconds).
+// The result line of job id (waits for it at most s seconds). `llmq results`
+// exits 3 for a dead-lettered job: its line is printed all the same.
 export function result(id, s = 20) {
-    return JSON.parse(llmq('results', id, '--wait', '--timeout', String(s)).trim().split('\n')[0]);
+    const p = spawnSync(`${process.env.LLMQ_BIN_DIR}/llmq`,
+        ['results', id, '--wait', '--timeout', String(s)], { encoding: 'utf8' });
+    if (p.status !== 0 && p.status !== 3)
+        throw new Error(`llmq results ${id}: exit ${p.status}: ${p.stderr}`);
+    return JSON.parse(p.stdout.trim().split('\n')[0]);
 }
 
 // Reads a stream of the openai package: its chunks and when the first came.
