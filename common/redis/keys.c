@@ -40,6 +40,7 @@ static const struct key_name key_names[LLMQ_KEY_KIND_COUNT] = {
     [LLMQ_KEY_GW_BATCHES] = {"gw:batches", "", 0},
     [LLMQ_KEY_GW_STAGING] = {"gw:staging", "", 0},
     [LLMQ_KEY_GW_LEASE] = {"gw:lease:", "", 1},
+    [LLMQ_KEY_SLOT_GUARD] = {"slot_guard", "", 0},
 };
 
 const char *llmq_key_head(enum llmq_key_kind kind)

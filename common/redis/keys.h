@@ -213,6 +213,11 @@
  *   error files ("file-out_<batch id>", "file-err_<batch id>") are read from
  *   the jobs' results (job_result.h), so they live as long as those are kept.
  *
+ *   P slot_guard       (none) never written: every FCALL declares it after
+ *                            its own keys (script.c), so while the account's
+ *                            slot migrates between cluster nodes every call
+ *                            is refused before it runs (redis/cluster.h)
+ *
  *   Queue streams keep the entries settles acknowledged (no XDEL: it cost
  *   more than the rest of a settle's stream work) until a trim, every 256
  *   done and every 256 dead jobs, only below each group's oldest pending
@@ -269,6 +274,7 @@ enum llmq_key_kind {
     LLMQ_KEY_GW_BATCHES,    /* P gw:batches */
     LLMQ_KEY_GW_STAGING,    /* P gw:staging */
     LLMQ_KEY_GW_LEASE,      /* P gw:lease:<gateway id> */
+    LLMQ_KEY_SLOT_GUARD,    /* P slot_guard */
     LLMQ_KEY_KIND_COUNT
 };
 

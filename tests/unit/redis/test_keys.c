@@ -49,6 +49,7 @@ static void test_layout(void **state)
         {LLMQ_KEY_GW_BATCHES, NULL, P "gw:batches"},
         {LLMQ_KEY_GW_STAGING, NULL, P "gw:staging"},
         {LLMQ_KEY_GW_LEASE, "gw-1f", P "gw:lease:gw-1f"},
+        {LLMQ_KEY_SLOT_GUARD, NULL, P "slot_guard"},
     };
     assert_int_equal(sizeof(cases) / sizeof(cases[0]), LLMQ_KEY_KIND_COUNT);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
