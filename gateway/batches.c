@@ -21,10 +21,11 @@
 
 #include "base/clock.h"
 #include "jobs/batch.h"
-#include "files.h"
+#include "batches.h"
+#include "http.h"
+#include "ids.h"
 #include "jobs/job.h"
 #include "jobs/job_store.h"
-#include "lease.h"
 #include "list.h"
 #include "base/log.h"
 #include "redis/script.h"
@@ -477,7 +478,9 @@ static void on_written(redisAsyncContext *ac, void *reply, void *privdata)
         return;
     }
     /* the reference moves on to the push */
-    const struct llmq_job_gate held = {.held = 1};
+    char key_id[17]; /* its key's spend budgets apply (lua/lib/25_budget.lua) */
+    snprintf(key_id, sizeof(key_id), "%.16s", r->key.hash);
+    const struct llmq_job_gate held = {.held = 1, .key_id = key_id[0] ? key_id : NULL};
     if (llmq_job_store_push_async(ac, r->gw->prefix, &held, c->batch.jobs, c->batch.n_jobs, c->out,
                                   on_pushed, r, &err) != LLMQ_OK)
         on_pushed(err.rc ? err.rc : LLMQ_EREDIS, &err, r);

@@ -1,4 +1,6 @@
-/* llmq-gateway: the process-wide state every module borrows.
+/* llmq-gateway: the process-wide state every module borrows, owned by
+ * gateway.c (its identity and settings) and service.h (what runs: the
+ * connections, the servers, the lease, the waiters, the offload thread).
  *
  * One libev loop runs everything: libmicrohttpd (external polling on its
  * epoll fd, http.c), two hiredis async connections (commands; blocking reads
@@ -48,6 +50,16 @@ struct gw {
     long long job_body_max;  /* P settings max_body_bytes, read when Redis is ready */
     struct gw_stats stats;
 };
+
+/* Fills the identity and settings of a gateway for cfg (borrowed until the
+ * gateway is done) on loop: the account prefix, the Redis URL, a new id, the
+ * job body limit's default; everything else NULL/0 until
+ * gw_service_start. Returns LLMQ_OK, or a configuration error in err. */
+enum llmq_rc gw_init(struct gw *gw, const struct gw_config *cfg, struct ev_loop *loop,
+                     struct llmq_error *err);
+
+/* Forgets what gw_init filled (the URL may hold a password). */
+void gw_clear(struct gw *gw);
 
 /* The command connection, or NULL while Redis is not ready. */
 redisAsyncContext *gw_redis(struct gw *gw);

@@ -1,9 +1,10 @@
 /* /metrics of llmq-gateway: Prometheus text format 0.0.4 from gw->stats. */
+#include "metrics.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "http.h"
-#include "waiters.h"
+#include "gateway.h"
 
 char *gw_metrics_text(struct gw *gw, size_t *len)
 {

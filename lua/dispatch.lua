@@ -122,7 +122,7 @@ if sched_unblock_due(P, now, vt) == 256 then
 end
 
 local JOB_FIELDS = { 'model', 'tenant', 'user', 'cost', 'deadline_ms', 'attempts', 'max_attempts',
-    'state', 'est_prompt_tokens', 'url', 'cancel', 'body', 'lease' }
+    'state', 'est_prompt_tokens', 'url', 'cancel', 'body', 'lease', 'key' }
 
 -- Gateway leases (P gw:lease:<name>, lua/gw_lease.lua) looked up in this
 -- call: name -> true while it lives. Only sync calls of llmq-gateway have a
@@ -236,6 +236,7 @@ end
 
 -- 4. Decide, key heads only.
 local granted, taken = {}, 0
+local bs = budget_session(P, now) -- the spend budgets (lua/lib/25_budget.lua)
 local denied_model = {} -- model -> until (ms) once its bucket denied in this call
 local budget = max_jobs + 64 -- nodes looked at per call: bounds the call's work
 
@@ -362,6 +363,27 @@ local function block_target(s, path, cost, mpath, tpath, kpath)
     return kpath, now + 1, 'user', path[#path].name -- unreachable: a denial names a binding bucket
 end
 
+-- A job budget_decide refused (verdict v): what to do with it, as examine's
+-- kind, reason, message; or nil once it is parked: the node of the
+-- budget's scope is blocked until the period rolls over, noted under the
+-- budget's index name '$<id>' (a settle that gives spend back, a raise or a
+-- removal unblocks it). It stays queued and no attempt is counted. A
+-- budget set to dead-letter, and a gateway's synchronous call (its caller
+-- waits: job field lease), end it budget_exhausted.
+local function budget_deny(c, v, job)
+    if v.kind == 'unpriced' then
+        return 'dead', 'unpriced', v.message
+    end
+    if v.budget.dead or job[13] then
+        return 'dead', 'budget_exhausted', v.message
+    end
+    chain_end()
+    local level = budget_scope_level(v.budget.scope)
+    local node = level == 'model' and c.mpath or (level == 'tenant' and c.tpath or c.kpath)
+    sched_block(P, node, v.budget.stop, '$' .. v.budget.id)
+    return nil
+end
+
 for _, prio in ipairs(PRIOS) do
     if taken >= max_jobs or more then
         break
@@ -399,10 +421,20 @@ for _, prio in ipairs(PRIOS) do
                     -- the key is where it was queued, and those were checked
                     c.path = c.path or limiter_path(s, c.m.name, c.t.name, c.u.name)
                     local path = c.path
-                    local st, r1, r2, r3 = limiter_try(s, path, cost, job[4])
+                    local bp = budget_path(bs, c.t.name, c.u.name, job[14])
+                    local bv, nusd = nil, 0
+                    if #bp > 0 then
+                        bv, nusd = budget_decide(bs, bp, c.m.name, cost, tonumber(job[9]) or -1)
+                    end
+                    local st, r1, r2, r3 = 'budget', nil, nil, nil
+                    if bv == nil then
+                        st, r1, r2, r3 = limiter_try(s, path, cost, job[4])
+                    end
                     if st == 'granted' then
                         c.idx, c.pops = c.idx + 1, c.pops + 1
-                        local handle = path.tags == '' and '' or limiter_handle(path, r1, job[4], s.now_text)
+                        local handle = (path.tags == '' and '' or
+                            limiter_handle(path, r1, job[4], s.now_text)) ..
+                            budget_charge(bp, cost, nusd, c.t.name, c.u.name)
                         redis.call('HSET', P .. 'job:' .. id, 'state', 'running', 'attempts',
                             llmq_int_text(attempts + 1), 'consumer', consumer, 'run_ms', s.now_text)
                         if c.lifetime == nil then -- the path's, once per chain
@@ -427,6 +459,8 @@ for _, prio in ipairs(PRIOS) do
                         if not keep or (c.idx > #c.ids and c.exact) then
                             chain_end()
                         end
+                    elseif st == 'budget' then
+                        kind, a, b = budget_deny(c, bv, job)
                     elseif st == 'never' then
                         kind, a = 'dead', 'never_fits'
                         b = 'cost ' .. cost .. ' tokens exceeds the ' .. r2 .. ' limit ' .. r3 ..
@@ -470,6 +504,7 @@ for _, prio in ipairs(PRIOS) do
         end
     end
 end
+budget_flush(bs)
 if budget <= 0 and taken < max_jobs then
     more = true
 end

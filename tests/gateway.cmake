@@ -73,3 +73,19 @@ add_test(NAME gateway_upload_names
     COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/upload_names.sh)
 set_tests_properties(gateway_upload_names PROPERTIES LABELS integration TIMEOUT 120
     ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=0")
+#   gateway_upload_auth_first  an upload's key is checked before its body is
+#                         read: refused keys get a 401 with most of the body
+#                         never sent (raw HTTP, curl's 100-continue)
+add_test(NAME gateway_upload_auth_first
+    COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/upload_auth_first.sh)
+set_tests_properties(gateway_upload_auth_first PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=0;GW_FLAGS=--max-file-bytes 16000000")
+#   gateway_library_alone  the gateway core library runs a gateway without
+#                         gateway/main.c, linked whole (library_alone.c)
+add_executable(gateway_library_alone ${LLMQ_GW_DIR}/library_alone.c)
+target_link_libraries(gateway_library_alone PRIVATE
+    "$<LINK_LIBRARY:WHOLE_ARCHIVE,llmq_gateway_core>" llmq_internal llmq_testsupport
+    PkgConfig::CMOCKA)
+add_test(NAME gateway_library_alone COMMAND gateway_library_alone)
+set_tests_properties(gateway_library_alone PROPERTIES LABELS integration TIMEOUT 120
+    ENVIRONMENT "${LLMQ_TEST_ENV}")

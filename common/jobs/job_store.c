@@ -42,11 +42,12 @@ enum llmq_rc llmq_job_store_prepare(redisContext *c, const char *prefix, struct 
         }
         freeReplyObject(r);
     }
-    return llmq_script_load_all(c, err);
+    return llmq_script_ensure_loaded(c, err);
 }
 
-/* Options of an enqueue call at most (lua/enqueue.lua: {held}, {lease=..}). */
-#define OPTS_MAX 2
+/* Options of an enqueue call at most (lua/enqueue.lua: {held}, {lease=..},
+ * {key=..}). */
+#define OPTS_MAX 3
 
 /* The arguments of one enqueue call: KEYS[1], the options, then
  * FIELDS_PER_JOB per job. Numbers and options are formatted here; everything
@@ -56,6 +57,7 @@ struct call_args {
     size_t argvlen[1 + OPTS_MAX + LLMQ_JOB_STORE_JOBS_PER_CALL * FIELDS_PER_JOB];
     char nums[LLMQ_JOB_STORE_JOBS_PER_CALL][NUMS_PER_JOB][NUM_LEN];
     char lease_opt[LLMQ_JOB_ID_MAX + 16];
+    char key_opt[80];
     int argc;
 };
 
@@ -82,6 +84,10 @@ static void build_call(struct call_args *a, const char *prefix, const struct llm
     if (gate != NULL && gate->lease != NULL) {
         int len = snprintf(a->lease_opt, sizeof(a->lease_opt), "{lease=%s}", gate->lease);
         arg(a, a->lease_opt, (size_t)len);
+    }
+    if (gate != NULL && gate->key_id != NULL) {
+        int len = snprintf(a->key_opt, sizeof(a->key_opt), "{key=%s}", gate->key_id);
+        arg(a, a->key_opt, (size_t)len);
     }
     for (size_t i = 0; i < n; i++) {
         const struct llmq_job *j = &jobs[i];
@@ -345,6 +351,8 @@ enum llmq_rc llmq_job_store_push_async(redisAsyncContext *ac, const char *prefix
         return llmq_error_set(err, LLMQ_EINVAL, "enqueue: no connection, jobs or callback");
     if (gate != NULL && gate->lease != NULL && strlen(gate->lease) > LLMQ_JOB_ID_MAX)
         return llmq_error_set(err, LLMQ_EINVAL, "enqueue: lease name too long");
+    if (gate != NULL && gate->key_id != NULL && strlen(gate->key_id) > 64)
+        return llmq_error_set(err, LLMQ_EINVAL, "enqueue: key id too long");
     struct push_async *pa = calloc(1, sizeof(*pa));
     struct call_args *a = malloc(sizeof(*a));
     if (pa == NULL || a == NULL) {

@@ -125,7 +125,7 @@ static void load_library_on_new_primaries(struct llmq_cluster *cl,
             continue;
         struct llmq_error e = {0};
         redisContext *c = llmq_cluster_connect_node(cl, n->host, n->port, timeout_ms, &e);
-        int loaded = c != NULL && llmq_script_ensure_library(c, &e) == LLMQ_OK;
+        int loaded = c != NULL && llmq_script_ensure_loaded(c, &e) == LLMQ_OK;
         if (c != NULL)
             redisFree(c);
         if (!loaded)

@@ -40,6 +40,11 @@ static const struct key_name key_names[LLMQ_KEY_KIND_COUNT] = {
     [LLMQ_KEY_GW_BATCHES] = {"gw:batches", "", 0},
     [LLMQ_KEY_GW_STAGING] = {"gw:staging", "", 0},
     [LLMQ_KEY_GW_LEASE] = {"gw:lease:", "", 1},
+    [LLMQ_KEY_BUDGETS] = {"budgets", "", 0},
+    [LLMQ_KEY_BUDGET] = {"budget:", "", 1},
+    [LLMQ_KEY_PRICES] = {"prices", "", 0},
+    [LLMQ_KEY_SPEND] = {"spend:", "", 1},
+    [LLMQ_KEY_SSE] = {"sse:", "", 1},
     [LLMQ_KEY_SLOT_GUARD] = {"slot_guard", "", 0},
 };
 

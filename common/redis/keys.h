@@ -173,6 +173,27 @@
  *   kq: list and P backlog:<prio> in the same call; a running one is never
  *   sent again should it come back to dispatch (it ends cancelled then).
  *
+ * Spend (lua/lib/25_budget.lua; `llmq budgets`, `llmq prices`, `llmq spend`)
+ *   P budgets          HASH  scope -> the ids of its budgets, space-separated. Scopes:
+ *                            "account", "t/<tenant>", "t/<tenant>/u/<user>", "u/<user>"
+ *                            (a user of jobs without a tenant), "k/<key id>" (a gateway
+ *                            key: 16 hex digits of its SHA-256, job field key)
+ *   P budget:<id>      HASH  one budget, id "<scope>#<tokens|usd>/<day|month|<S>s>":
+ *                            scope, unit, limit (tokens, or nano-USD: 1e-9 USD), period
+ *                            (day | month: UTC calendar; or seconds, aligned on the
+ *                            epoch), on_exhaust (park|dead); p (unix ms start of the
+ *                            period spent counts) and spent (charged: reservations at
+ *                            their worst case, settled to real usage). Jobs parked on it
+ *                            are nodes in P sblk noted in P sbb:$<id>
+ *   P prices           HASH  model -> "<input>,<cached input>,<output>" nano-USD per token
+ *                            (USD per 1M tokens x 1000): the account's prices over the
+ *                            table of data/prices.json
+ *   P spend:<day>      HASH  usage of the jobs done on UTC day "YYYY-MM-DD", field
+ *                            "<model>|<tenant>|<user>|<n|in|cached|out|tok|nusd>" (jobs,
+ *                            prompt, cached prompt, output, total tokens, nano-USD; nusd
+ *                            only for priced models); expires 400 days after its last write
+ *   job field key: the gateway key a job came through (its budgets apply)
+ *
  * Gateway (gateway/, `llmq keys`)
  *   P gw:key:<sha256>  HASH  a gateway key, known only by the SHA-256 (hex) of
  *                            its text: tenant ('' none), user ('' none: the
@@ -207,6 +228,13 @@
  *                            every third of it): the sync calls it enqueued
  *                            (job field lease) and the batches it creates are
  *                            its while it lives
+ *   P sse:<id>         CHANNEL (pub/sub; no key is stored) a streamed call's
+ *                            relay: the gateway holding the client subscribes
+ *                            before it enqueues the job, the worker calling
+ *                            it publishes the answer's events there as they
+ *                            come (worker/stream_call.h has the messages); a
+ *                            publish that reaches no subscriber tells the
+ *                            worker the client is gone
  *   A Batch's jobs have ids "<batch id>.<custom_id>"; llmq_job_finish counts
  *   each end into the batch (completed, failed, expired) and ends the batch
  *   when all have (lua/lib/30_jobs.lua llmq_jobs_batch_settle). Its output and
@@ -274,6 +302,11 @@ enum llmq_key_kind {
     LLMQ_KEY_GW_BATCHES,    /* P gw:batches */
     LLMQ_KEY_GW_STAGING,    /* P gw:staging */
     LLMQ_KEY_GW_LEASE,      /* P gw:lease:<gateway id> */
+    LLMQ_KEY_BUDGETS,       /* P budgets */
+    LLMQ_KEY_BUDGET,        /* P budget:<id> */
+    LLMQ_KEY_PRICES,        /* P prices */
+    LLMQ_KEY_SPEND,         /* P spend:<YYYY-MM-DD> */
+    LLMQ_KEY_SSE,           /* P sse:<job id> (a pub/sub channel) */
     LLMQ_KEY_SLOT_GUARD,    /* P slot_guard */
     LLMQ_KEY_KIND_COUNT
 };

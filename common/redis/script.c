@@ -6,7 +6,10 @@
  * operation's function: no script text travels and nothing of the library is
  * re-initialised per call. "Function not found" (a new Redis, FUNCTION FLUSH,
  * a failover to a replica that never saw the library) makes the runner load
- * the library and call again, once; the caller never sees it.
+ * the library and call again, once; the caller never sees it. A client
+ * that connects asks first (llmq_script_ensure_loaded: FUNCTION LIST of the
+ * library's name, a few hundred bytes) and sends the ~140 KB library only
+ * when Redis does not have it.
  *
  * Async runs keep a private copy of their arguments until the reply comes, so
  * a missing function can be answered by loading the library and sending the
@@ -83,22 +86,6 @@ static int build_command(enum llmq_script_id id, char *nkeys_buf, char *guard_bu
 
 static const char *const load_argv[] = {"FUNCTION", "LOAD", "REPLACE", llmq_script_library};
 
-enum llmq_rc llmq_script_ensure_library(redisContext *c, struct llmq_error *err)
-{
-    redisReply *r = redisCommand(c, "FUNCTION LIST LIBRARYNAME %s", llmq_script_library_name);
-    int present = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0;
-    int failed = r == NULL || r->type == REDIS_REPLY_ERROR;
-    enum llmq_rc rc = LLMQ_OK;
-    if (failed)
-        rc = llmq_error_set(err, LLMQ_EREDIS, "FUNCTION LIST: %s",
-                            r != NULL ? r->str : llmq_redis_context_error(c));
-    if (r != NULL)
-        freeReplyObject(r);
-    if (rc == LLMQ_OK && !present)
-        rc = llmq_script_load_all(c, err);
-    return rc;
-}
-
 int llmq_script_must_resend(redisContext *c, const redisReply *r)
 {
     struct llmq_cluster_redirect rd;
@@ -167,6 +154,39 @@ static redisReply *run_asking(struct llmq_cluster *cl, const char *host, int por
     }
     redisFree(t);
     return r;
+}
+
+/* 1 when Redis lists this build's library by its name (the name carries the
+ * digest of the Lua text, so a listed library is this very code), 0 when
+ * not or when Redis cannot say (FUNCTION LIST refused by a proxy: loading
+ * then is the safe side). */
+static int library_listed(redisContext *c)
+{
+    redisReply *r = redisCommand(c, "FUNCTION LIST LIBRARYNAME %s", llmq_script_library_name);
+    int listed = 0;
+    for (size_t i = 0; r != NULL && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
+        const redisReply *lib = r->element[i];
+        /* RESP2: [library_name, NAME, engine, LUA, functions, [...], ...] */
+        for (size_t k = 0; lib->type == REDIS_REPLY_ARRAY && k + 1 < lib->elements; k += 2)
+            if (lib->element[k]->type == REDIS_REPLY_STRING &&
+                strcmp(lib->element[k]->str, "library_name") == 0 &&
+                lib->element[k + 1]->type == REDIS_REPLY_STRING &&
+                strcmp(lib->element[k + 1]->str, llmq_script_library_name) == 0)
+                listed = 1;
+    }
+    if (r != NULL)
+        freeReplyObject(r);
+    return listed;
+}
+
+enum llmq_rc llmq_script_ensure_loaded(redisContext *c, struct llmq_error *err)
+{
+    if (library_listed(c))
+        return LLMQ_OK;
+    if (c->err)
+        return llmq_error_set(err, LLMQ_EREDIS, "FUNCTION LIST %s: %s", llmq_script_library_name,
+                              llmq_redis_context_error(c));
+    return llmq_script_load_all(c, err);
 }
 
 redisReply *llmq_script_run(redisContext *c, enum llmq_script_id id, int nkeys, int argc,

@@ -48,12 +48,15 @@ enum llmq_rc llmq_script_append(redisContext *c, enum llmq_script_id id, int nke
  * connection, c borrowed) the reply is a redirection, which never ran. */
 int llmq_script_must_resend(redisContext *c, const redisReply *r);
 
-/* FUNCTION LOAD of the library unless FUNCTION LIST says c's node has it
- * (a node new to a cluster client: cluster.h). */
-enum llmq_rc llmq_script_ensure_library(redisContext *c, struct llmq_error *err);
-
 /* FUNCTION LOAD REPLACE of the library (harmless when it is loaded). */
 enum llmq_rc llmq_script_load_all(redisContext *c, struct llmq_error *err);
+
+/* Loads the library (llmq_script_load_all) only when Redis does not list it
+ * by this build's name (FUNCTION LIST LIBRARYNAME llmq_<tag>): a library of
+ * another build, older or newer, has another name, so it does not count.
+ * For a client that connects: most find the library there and send only
+ * the question. Returns LLMQ_OK, or LLMQ_EREDIS with err. */
+enum llmq_rc llmq_script_ensure_loaded(redisContext *c, struct llmq_error *err);
 
 /* Callback of an async run: runs exactly once, with reply NULL when the
  * connection failed or closed before the reply came. The reply lives only for
