@@ -49,7 +49,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "llmq-gateway: %s\n", err.msg);
         return 2;
     }
-    llmq_redis_url_route(&gw.url, cfg.account); /* a cluster: the account's node */
     /* Cost estimates need the vocabularies; loading one takes about a second,
      * which would stall every request on the loop: load them before listening. */
     for (int e = 0; e < LLMQ_ENCODING_COUNT; e++)
