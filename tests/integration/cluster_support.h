@@ -99,7 +99,7 @@ static inline int cluster_event_counts(redisContext *c, const char *prefix, int 
                (id = llmq_redis_field_next(e->element[1], "id", &pos)) != NULL) {
             int j = -1;
             if (strncmp(id, tag, strlen(tag)) == 0)
-                j = atoi(id + strlen(tag));
+                j = (int)strtol(id + strlen(tag), NULL, 10);
             if (j >= 0 && j < jobs_each)
                 counts[j]++;
             else
