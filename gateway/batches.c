@@ -21,10 +21,11 @@
 
 #include "base/clock.h"
 #include "jobs/batch.h"
-#include "files.h"
+#include "batches.h"
+#include "http.h"
+#include "ids.h"
 #include "jobs/job.h"
 #include "jobs/job_store.h"
-#include "lease.h"
 #include "list.h"
 #include "base/log.h"
 #include "redis/script.h"

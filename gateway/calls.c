@@ -14,6 +14,8 @@
  * --call-timeout-ms more, then a 504. A caller that hangs up cancels a job not
  * yet sent. The state lives in the request (r->state) and holds one reference
  * to it while registered. */
+#include "calls.h"
+
 #include <ev.h>
 #include <hiredis/async.h>
 #include <stdio.h>
@@ -28,6 +30,7 @@
 #include "jobs/job_store.h"
 #include "base/log.h"
 #include "redis/script.h"
+#include "stream.h"
 #include "waiters.h"
 
 enum call_phase { CALL_QUEUED, CALL_SENT, CALL_DONE };
@@ -243,6 +246,10 @@ void gw_calls_handle(struct gw_request *r)
         gw_respond_error(r, &e);
         return;
     }
+    if (call.stream) {
+        gw_stream_handle(r); /* relayed as it comes (stream.h) */
+        return;
+    }
     struct call *c = calloc(1, sizeof(*c));
     if (c == NULL) {
         gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
@@ -305,8 +312,6 @@ void gw_calls_handle(struct gw_request *r)
     }
 }
 
-/* Shutdown: a waiting caller gets a 503 and its job, if not sent, is cancelled. */
-void gw_calls_shutdown_one(struct gw_waiter *w);
 void gw_calls_shutdown_one(struct gw_waiter *w)
 {
     struct call *c = (struct call *)((char *)w - offsetof(struct call, w));

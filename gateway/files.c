@@ -14,13 +14,14 @@
 
 #include <hiredis/async.h>
 #include <jansson.h>
-#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/clock.h"
+#include "batches.h"
+#include "http.h"
+#include "ids.h"
 #include "jobs/batch.h"
 #include "jobs/job.h"
 #include "jobs/job_result.h"
@@ -35,26 +36,6 @@
 
 static const char *const meta_fields[] = {"filename",   "purpose", "bytes",
                                           "created_at", "tenant",  NULL};
-
-void gw_new_id(const char *prefix, char *buf, size_t n)
-{
-    unsigned char raw[12];
-    if (RAND_bytes(raw, sizeof(raw)) != 1) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        unsigned long long x =
-            (unsigned long long)ts.tv_nsec ^ ((unsigned long long)ts.tv_sec << 20);
-        memcpy(raw, &x, sizeof(x));
-    }
-    int k = snprintf(buf, n, "%s", prefix);
-    for (size_t i = 0; i < sizeof(raw) && k + 2 < (int)n; i++)
-        k += snprintf(buf + k, n - (size_t)k, "%02x", raw[i]);
-}
-
-long long gw_unix_s(void)
-{
-    return (long long)(llmq_wall_ms() / 1000);
-}
 
 static int utf8_valid(const char *s)
 {

@@ -1,9 +1,11 @@
 /* /metrics of llmq-gateway: Prometheus text format 0.0.4 from gw->stats. */
+#include "metrics.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "http.h"
-#include "waiters.h"
+#include "gateway.h"
+#include "stream.h"
 
 char *gw_metrics_text(struct gw *gw, size_t *len)
 {
@@ -56,6 +58,7 @@ char *gw_metrics_text(struct gw *gw, size_t *len)
             s->calls_cancelled, s->calls_timed_out, s->calls_waiting, s->uploads_validating,
             s->files_created, s->batches_created, s->batches_cancelled,
             llmq_redis_async_ready(gw->redis) && llmq_redis_async_ready(gw->events));
+    gw_streams_metrics(gw->streams, f);
     if (fclose(f) != 0) {
         free(buf);
         return NULL;

@@ -25,7 +25,8 @@ struct llmq_job_outcome {
 
 /* Makes c ready to push to the account of prefix (borrowed): creates the
  * consumer group "workers" on the three queue streams when missing (from id
- * 0, MKSTREAM) and loads enqueue.lua. Once per connection. */
+ * 0, MKSTREAM) and loads the scripts' library when Redis does not have it
+ * (llmq_script_ensure_loaded). Once per connection. */
 enum llmq_rc llmq_job_store_prepare(redisContext *c, const char *prefix, struct llmq_error *err);
 
 /* Pushes jobs[0..n) (borrowed) in pipelined rounds; out[i] (n entries) gets
