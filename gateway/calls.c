@@ -223,7 +223,7 @@ static void on_pushed(enum llmq_rc rc, const struct llmq_error *err, void *ud)
         if (rc != LLMQ_OK && strstr(err->msg, "has no price") != NULL) {
             /* a USD budget applies and the model has no price (never run unpriced) */
             gw_respond_errorf(c->r, 400, "invalid_request_error", "model", "model_not_priced", "%s",
-                              strstr(err->msg, "model "));
+                              strstr(err->msg, "model ") ? strstr(err->msg, "model ") : err->msg);
             call_finish(c);
         } else if (rc != LLMQ_OK || !c->out.created) {
             LLMQ_LOG(LLMQ_LOG_WARN, "gateway: enqueue failed: %s",

@@ -338,6 +338,11 @@ static void respond_result(struct stream *st, const char *line, size_t len)
         res.body = NULL;
     } else if (strcmp(res.error_code, "expired") == 0 || strcmp(res.error_code, "cancelled") == 0) {
         respond_waited_too_long(r);
+    } else if (strcmp(res.error_code, "budget_exhausted") == 0) {
+        /* as a synchronous call (calls.c): OpenAI's answer when the quota is spent */
+        gw_respond_errorf(r, 429, "insufficient_quota", NULL, "insufficient_quota",
+                          "You exceeded your current quota: %s",
+                          res.error_message ? res.error_message : "a spend budget is exhausted");
     } else if (strcmp(res.error_code, "never_fits") == 0) {
         gw_respond_errorf(r, 400, "invalid_request_error", NULL, "never_fits", "%s",
                           res.error_message ? res.error_message : "the request never fits");
@@ -457,7 +462,13 @@ static void on_pushed(enum llmq_rc rc, const struct llmq_error *err, void *ud)
 {
     struct stream *st = ud;
     if (st->phase != ST_DONE) {
-        if (rc != LLMQ_OK || !st->out.created) {
+        if (rc != LLMQ_OK && strstr(err->msg, "has no price") != NULL) {
+            /* a USD budget applies and the model has no price (never run unpriced) */
+            gw_respond_errorf(st->r, 400, "invalid_request_error", "model", "model_not_priced",
+                              "%s",
+                              strstr(err->msg, "model ") ? strstr(err->msg, "model ") : err->msg);
+            stream_finish(st);
+        } else if (rc != LLMQ_OK || !st->out.created) {
             LLMQ_LOG(LLMQ_LOG_WARN, "gateway: enqueue failed: %s",
                      rc != LLMQ_OK ? err->msg : "job id taken");
             gw_respond_no_redis(st->r);
@@ -475,7 +486,9 @@ static void push_job(struct stream *st)
     struct gw *gw = st->r->gw;
     struct llmq_error err = {0};
     redisAsyncContext *ac = gw_redis(gw);
-    const struct llmq_job_gate gate = {.lease = gw->id};
+    char key_id[17]; /* its key's spend budgets apply (lua/lib/25_budget.lua) */
+    snprintf(key_id, sizeof(key_id), "%.16s", st->r->key.hash);
+    const struct llmq_job_gate gate = {.lease = gw->id, .key_id = key_id[0] ? key_id : NULL};
     gw_request_hold(st->r);
     if (ac == NULL || llmq_job_store_push_async(ac, gw->prefix, &gate, &st->job, 1, &st->out,
                                                 on_pushed, st, &err) != LLMQ_OK) {

@@ -3,7 +3,8 @@
 # budget on a synchronous call's path is spent, the call is answered at once
 # with OpenAI's 429 insufficient_quota, its message naming the budget (the
 # job is dead-lettered budget_exhausted, never sent, never parked: a parked
-# call would wait --max-wait-ms and get rate_limit_exceeded instead). A
+# call would wait --max-wait-ms and get rate_limit_exceeded instead), streamed
+# or not. A
 # tenant's token budget and a gateway key's USD budget; spend stays within
 # each. A model without a price under a USD budget is refused (400).
 # Run through stack.sh with the GW_FLAGS and SIM_FLAGS of tests/gateway.cmake.
@@ -34,6 +35,9 @@ expect "tenant acme: calls ran until its budget was spent ($ok ran)" [ "$ok" -gt
 check "the call over budget: 429 insufficient_quota" 429 insufficient_quota null \
     insufficient_quota -- "$U/chat/completions" -H "Authorization: Bearer $GW_KEY" -d "$chat"
 expect "its message names the budget" grep -q 't/acme#tokens/month' "$out"
+check "a streamed call over budget: 429 insufficient_quota" 429 insufficient_quota null \
+    insufficient_quota -- "$U/chat/completions" -H "Authorization: Bearer $GW_KEY" \
+    -d '{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"hi"}]}'
 expect "no retry-after: waiting would not help" bash -c \
     "! curl -s -D - -o /dev/null '$U/chat/completions' -H 'Authorization: Bearer $GW_KEY' \
        -d '$chat' | grep -qi '^retry-after'"
