@@ -106,7 +106,7 @@ static double decide(redisContext *c, const char *P, int n, struct granted *g, c
     const char *argv[] = {P, "bench", per_call};
     double cpu0 = redis_cpu_s(c);
     int got = 0;
-    int per = atoi(per_call);
+    int per = (int)strtol(per_call, NULL, 10);
     for (int sent = 0; sent < n;) {
         int batch = (n - sent + per - 1) / per < DEPTH ? (n - sent + per - 1) / per : DEPTH;
         for (int i = 0; i < batch; i++)
