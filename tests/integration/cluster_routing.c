@@ -20,7 +20,8 @@ static void test_nine_accounts_three_shards_two_workers(void **state)
 {
     (void)state;
     struct cluster_run r;
-    cluster_run_setup(&r, 3, 0, ACCOUNTS, JOBS_EACH, RPM, PERIOD_MS);
+    cluster_run_setup(&r, 3, 0, ACCOUNTS, JOBS_EACH, RPM, PERIOD_MS, 20);
+    cluster_write_batch(&r, 0, JOBS_EACH);
     char logs[2][128];
     pid_t pids[2];
     const char *args[] = {"--concurrency", "16", "--exit-when-idle-ms", "5000", NULL};
