@@ -47,6 +47,16 @@
 -- ARGV[18] lim_tok: x-ratelimit-limit-tokens (-1: not sent)
 -- ARGV[19] key_id: authpause: the refused key's fingerprint (16 hex digits
 --          of its SHA-256; never the key)
+-- ARGV[20] endpoint: the endpoint that ran it ('' the implicit one); its
+--          bucket "<model>@<endpoint>" is the one paused and taught
+-- ARGV[21] outcome: what the call says about the endpoint (ok | fail |
+--          limit | auth | quota | '' nothing), for its shared health
+--          (lua/lib/47_endpoints.lua ep_health_settle). A retry or a dead
+--          letter for a fail or limit of a named endpoint goes back to the
+--          queue at once, its attempt uncounted, when another endpoint of its
+--          model can serve it and has not failed it yet (job field epx
+--          lists those that did)
+-- ARGV[22] latency_ms: the call's latency (-1: not measured)
 -- Reply: {owned, finished} per delivery, flat and in order: owned 0 when
 -- the entry was no longer pending for anyone (reclaimed and redelivered):
 -- the job's state is then left to the current owner, except that a result is
@@ -54,7 +64,7 @@
 -- before anything is written (a script's writes stay when it fails), so an
 -- error reply means none of the call's deliveries was settled.
 local P = KEYS[1]
-local SETTLE_FIELDS = 19
+local SETTLE_FIELDS = 22
 local MODES = { done = true, retry = true, dead = true, handback = true, authpause = true }
 if #ARGV == 0 or #ARGV % SETTLE_FIELDS ~= 0 then
     return redis.error_reply('LLMQ_EINVAL job_settle takes ' .. SETTLE_FIELDS ..
@@ -83,7 +93,7 @@ local streams = {} -- prio -> its stream's key, built once per call
 -- Pauses and teaches the account+model bucket what the delivery whose
 -- arguments start after ARGV[base] brings: its pause (pause_ms, parsed) and
 -- OpenAI's rate-limit headers.
-local function learn(base, pause_ms)
+local function learn(base, pause_ms, bucket)
     -- Most settles bring neither (the worker sends "0" and "-1" then, and
     -- header values at most every 100 ms per model): a shortcut before the
     -- parse; other texts take the full parse.
@@ -91,7 +101,7 @@ local function learn(base, pause_ms)
         ARGV[base + 17] == '-1' and ARGV[base + 18] == '-1' then
         return
     end
-    local model = ARGV[base + 11]
+    local model = bucket
     local rem_req, rem_tok = tonumber(ARGV[base + 13]) or -1, tonumber(ARGV[base + 14]) or -1
     local reset_req, reset_tok = tonumber(ARGV[base + 15]) or -1, tonumber(ARGV[base + 16]) or -1
     local lim_req, lim_tok = tonumber(ARGV[base + 17]) or -1, tonumber(ARGV[base + 18]) or -1
@@ -127,6 +137,16 @@ local function settle(base)
     end
     local owned = worker_ack(q, eid)
     local finished = 0
+    local endpoint, outcome = ARGV[base + 20], ARGV[base + 21]
+    local bucket = ep_bucket(ARGV[base + 11], endpoint)
+    local moved = false
+    if endpoint ~= '' and outcome ~= '' then
+        ep_health_settle(P, endpoint, outcome, ARGV[base + 8], tonumber(ARGV[base + 22]), now)
+        if (outcome == 'fail' or outcome == 'limit') and (mode == 'retry' or mode == 'dead') and
+            owned == 1 and ep_job_elsewhere(P, id, ARGV[base + 11], endpoint, now) then
+            moved = true -- requeued below, at once, the attempt uncounted
+        end
+    end
 
     if handle ~= '' then
         local _, freed = nil, nil
@@ -145,22 +165,29 @@ local function settle(base)
         local admitted = tonumber(string.match(handle, '^%d+|%d+|(%d+)'))
         if admitted ~= nil and ARGV[base + 11] ~= '' then
             local s = limiter_session(P, 'normal', now)
-            limiter_lifetime_stale(s, limiter_bucket(s, ARGV[base + 11]), admitted)
+            limiter_lifetime_stale(s, limiter_bucket(s, bucket), admitted)
         end
     end
 
+    if moved then
+        mode = 'moved'
+    end
     if mode == 'done' or mode == 'dead' then
         settings = settings or llmq_jobs_settings(P)
         finished = llmq_job_finish(P, id, mode, ARGV[base + 7], ARGV[base + 8], now, settings,
             tally)
-    elseif owned == 1 then -- retry, handback, authpause
+    elseif owned == 1 then -- retry, handback, authpause, moved
         local due = mode == 'retry' and now + tonumber(ARGV[base + 9]) or now
         local jk = P .. 'job:' .. id
         sched_delay(P, id, due)
-        if mode == 'retry' then
+        if mode == 'retry' or mode == 'moved' then
             redis.call('HSET', jk, 'state', 'delayed', 'last_error', ARGV[base + 8])
-        else
+        end
+        if mode == 'retry' then
+        elseif mode ~= 'moved' then
             redis.call('HSET', jk, 'state', 'delayed')
+            redis.call('HINCRBY', jk, 'attempts', -1)
+        else
             redis.call('HINCRBY', jk, 'attempts', -1)
         end
     end
@@ -179,7 +206,7 @@ local function settle(base)
         redis.call('HINCRBY', P .. 'stats', 'http_429', 1)
         redis.call('HINCRBY', P .. 'stats', 'insufficient_quota', 1)
     end
-    learn(base, pause_ms)
+    learn(base, pause_ms, bucket)
     reply[#reply + 1] = owned
     reply[#reply + 1] = finished
 end

@@ -39,6 +39,10 @@ struct worker_job {
                                     it is handed back unsent (call.c); 0: no bound */
     struct worker_settle settle; /* the outcome to send (settle_request.h) */
     int from_spool;              /* loaded from a previous run's spool file (spool.h) */
+    /* The endpoint that runs it (dispatch_reply.h; "" the implicit one),
+     * owned: name, base URL, Azure api-version, deployment, and the model
+     * the job asked for when a fallback model serves it ("" none). */
+    char *endpoint, *base_url, *api_version, *deployment, *asked_model;
 };
 
 /* Returns a new, empty job of account a (no slot taken yet: fill it, then

@@ -34,6 +34,7 @@ void llmq_worker_settle_init(struct worker_settle *s)
     memset(s, 0, sizeof(*s));
     s->rem_req = s->rem_tok = s->reset_req_ms = s->reset_tok_ms = -1;
     s->lim_req = s->lim_tok = -1;
+    s->latency_ms = -1;
 }
 
 enum field_type {
@@ -82,6 +83,9 @@ static const struct settle_field fields[] = {
     {"lim_req", FIELD_INT64, AT(settle.lim_req), 0, 17, 1, 0, -1},
     {"lim_tok", FIELD_INT64, AT(settle.lim_tok), 0, 18, 1, 0, -1},
     {"key_id", FIELD_KEY_ID, 0, 0, 19, 0, 0, 0},
+    {"endpoint", FIELD_TEXT, AT(endpoint), 0, 20, 1, 0, 0},
+    {"outcome", FIELD_CHARS, CHARS(settle.outcome), 21, 1, 0, 0},
+    {"latency_ms", FIELD_INT64, AT(settle.latency_ms), 0, 22, 1, 0, -1},
     /* Kept so the job's counters survive a restart (the script does not
      * need them). */
     {"cost", FIELD_INT64, AT(cost), 0, 0, 1, 0, 0},

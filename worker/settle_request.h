@@ -52,13 +52,17 @@ struct worker_settle {
     /* x-ratelimit-* headers of the response (-1: not sent), for the
      * bucket to learn from. */
     int64_t rem_req, rem_tok, reset_req_ms, reset_tok_ms, lim_req, lim_tok;
+    /* What the call says about its endpoint, for the shared health
+     * (lua/lib/47_endpoints.lua): ok | fail | limit | auth | quota | "" */
+    char outcome[8];
+    int64_t latency_ms; /* the call's, -1 when none was measured */
 };
 
 /* Sets s up for a job just dispatched: nothing decided, no header seen. */
 void llmq_worker_settle_init(struct worker_settle *s);
 
-/* KEYS[1] (the account prefix) and ARGV[1..19] of job_settle.lua. */
-#define LLMQ_WORKER_SETTLE_ARGC 20
+/* KEYS[1] (the account prefix) and ARGV[1..22] of job_settle.lua. */
+#define LLMQ_WORKER_SETTLE_ARGC 23
 
 struct worker_settle_argv {
     const char *argv[LLMQ_WORKER_SETTLE_ARGC];
