@@ -66,6 +66,37 @@ static inline void ep_sim_start(struct ep_sim *e, const char *const *args)
     e->running = 1;
 }
 
+/* Starts e's sim again on the port it had (or on port, when e never ran:
+ * port > 0), key key (NULL: e's own) and args (NULL-ended); stops the
+ * running one first. Its access log is a new file (e->sim.log_file). */
+static inline void ep_sim_restart(struct ep_sim *e, int port, const char *key,
+                                  const char *const *args)
+{
+    if (e->running)
+        assert_int_equal(sim_proc_stop(&e->sim), 0);
+    e->running = 0;
+    if (port <= 0)
+        port = e->sim.port;
+    char port_s[16];
+    snprintf(port_s, sizeof(port_s), "%d", port);
+    const char *argv[40] = {"--api-key", key ? key : e->key, "--port", port_s};
+    int n = 4;
+    for (int i = 0; args != NULL && args[i] != NULL && n < 39; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    assert_int_equal(sim_proc_start(&e->sim, argv), 0);
+    assert_int_equal(e->sim.port, port);
+    e->running = 1;
+}
+
+/* Stops e's sim: its port refuses connections from now on. */
+static inline void ep_sim_stop(struct ep_sim *e)
+{
+    if (e->running)
+        assert_int_equal(sim_proc_stop(&e->sim), 0);
+    e->running = 0;
+}
+
 /* `llmq endpoints add` of e pointing at its sim (base_url_path: "/v1", or
  * "" for an Azure resource URL), with extra words (NULL-ended, up to 8). */
 static inline void ep_add(const char *account, const struct ep_sim *e, const char *base_url_path,
