@@ -8,6 +8,9 @@
 --            {lease=<name>}  the jobs need gateway lease P gw:lease:<name>
 --                            (job field lease): dispatch ends a job whose
 --                            lease is gone as cancelled instead of sending it
+--            {pins}          each job has a 13th value: the endpoints it may
+--                            run on, comma-separated ('' any; job field pin,
+--                            lua/lib/47_endpoints.lua)
 --          then JOBS_FIELDS values per job, repeated for each job of the call:
 --          id, prio (high|normal|low), model, url, body (JSON text), cost
 --          (tokens), tenant ('' none), user ('' none), deadline_ms (unix ms,
@@ -22,12 +25,15 @@
 -- woken when it may run now.
 local P = KEYS[1]
 local JOBS_FIELDS = 12
-local held, lease = false, nil
+local held, lease, pins = false, nil, false
 local first = 1
 while ARGV[first] ~= nil and string.byte(ARGV[first], 1) == 123 do -- '{'
     local opt = ARGV[first]
     if opt == '{held}' then
         held = true
+    elseif opt == '{pins}' then
+        pins = true
+        JOBS_FIELDS = 13
     elseif string.sub(opt, 1, 7) == '{lease=' and string.sub(opt, -1) == '}' and
         worker_name_ok(string.sub(opt, 8, -2)) then
         lease = string.sub(opt, 8, -2)
@@ -85,6 +91,9 @@ for base = first, #ARGV, JOBS_FIELDS do
             'est_prompt_tokens', ARGV[base + 11])
         if lease then
             redis.call('HSET', jk, 'lease', lease)
+        end
+        if pins and ARGV[base + 12] ~= '' then
+            redis.call('HSET', jk, 'pin', ARGV[base + 12])
         end
         redis.call('SET', P .. 'body:' .. id, ARGV[base + 4])
         if not held then

@@ -66,9 +66,14 @@
 local P = KEYS[1]
 local SETTLE_FIELDS = 22
 local MODES = { done = true, retry = true, dead = true, handback = true, authpause = true }
+-- A caller of the previous form sends 19 values per delivery (no endpoint:
+-- the implicit one). Where a count fits both, the 2nd delivery's prio (a
+-- priority) and this form's ARGV[21] (an outcome) tell them apart.
+if #ARGV % SETTLE_FIELDS ~= 0 or (#ARGV % 19 == 0 and JOBS_PRIORITY_VALID[ARGV[21]]) then
+    SETTLE_FIELDS = 19
+end
 if #ARGV == 0 or #ARGV % SETTLE_FIELDS ~= 0 then
-    return redis.error_reply('LLMQ_EINVAL job_settle takes ' .. SETTLE_FIELDS ..
-        ' values per delivery')
+    return redis.error_reply('LLMQ_EINVAL job_settle takes 22 (with endpoints) or 19 values per delivery')
 end
 for base = 0, #ARGV - 1, SETTLE_FIELDS do
     local mode = ARGV[base + 1]
@@ -137,7 +142,10 @@ local function settle(base)
     end
     local owned = worker_ack(q, eid)
     local finished = 0
-    local endpoint, outcome = ARGV[base + 20], ARGV[base + 21]
+    local endpoint, outcome = '', ''
+    if SETTLE_FIELDS == 22 then
+        endpoint, outcome = ARGV[base + 20], ARGV[base + 21]
+    end
     local bucket = ep_bucket(ARGV[base + 11], endpoint)
     local moved = false
     if endpoint ~= '' and outcome ~= '' then
