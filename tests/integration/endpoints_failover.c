@@ -112,10 +112,20 @@ static void test_endpoints_fail_over_and_back(void **state)
     snprintf(jobs, sizeof(jobs), "/tmp/llmq-epfail-%d.jsonl", (int)getpid());
     worker_write_jobs(jobs, "j", JOBS, "gpt-4o-mini", 20, NULL);
     pid_t pids[WORKERS];
-    const char *args[6 + 2 * N_EP + 1] = {"--concurrency",       "16",  "--max-attempts", "1",
+    const char *args[8 + 2 * N_EP + 1] = {"--concurrency",       "16",  "--max-attempts", "1",
                                           "--exit-when-idle-ms", "2000"};
     ep_key_args(eps, N_EP, args, 6, store);
-    worker_start_n(account, &eps[0].sim, "epfail", WORKERS, logs, pids, args);
+    worker_start_n(account, &eps[0].sim, "epfail", WORKERS - 1, logs, pids, args);
+    /* the last one also serves /metrics */
+    int mport = llmq_test_free_port();
+    char mport_s[16];
+    snprintf(mport_s, sizeof(mport_s), "%d", mport);
+    int at = ep_key_args(eps, N_EP, args, 6, store);
+    args[at++] = "--metrics-port";
+    args[at++] = mport_s;
+    args[at] = NULL;
+    worker_log_path(logs[WORKERS - 1], "epfail", WORKERS - 1);
+    pids[WORKERS - 1] = worker_start(account, &eps[0].sim, logs[WORKERS - 1], args);
     for (int i = 0; i < WORKERS; i++)
         assert_true(worker_wait_log(logs[i], "redis connected", 30000));
     worker_enqueue(account, jobs);
@@ -131,6 +141,20 @@ static void test_endpoints_fail_over_and_back(void **state)
     printf("# at 2.5 s: ep3 %s (%s)\n", st, why);
     assert_string_equal(st, "disabled");
     assert_non_null(strstr(why, "401"));
+    /* /metrics per endpoint: the shared state (polled every 5 s) and this
+     * worker's calls */
+    char want[256];
+    snprintf(want, sizeof(want),
+             "llmq_endpoint_state{account=\"%s\",endpoint=\"ep3\",state=\"disabled\"} 1", account);
+    struct worker_page pg = worker_http_wait_for(mport, "/metrics", want, 8000);
+    assert_non_null(strstr(pg.body, want));
+    snprintf(want, sizeof(want),
+             "llmq_endpoint_requests_total{account=\"%s\",endpoint=\"ep0\",model=\"gpt-4o-mini\","
+             "outcome=\"ok\"}",
+             account);
+    assert_non_null(strstr(pg.body, want));
+    assert_non_null(strstr(pg.body, "llmq_endpoint_bucket_limit{"));
+    free(pg.body);
 
     /* ep2: 500s from 3 s, refused from 6 s, answering again from 8 s */
     while (llmq_test_now_ms() < t0 + 3000)
