@@ -188,15 +188,15 @@ local function settle(base)
         local due = mode == 'retry' and now + tonumber(ARGV[base + 9]) or now
         local jk = P .. 'job:' .. id
         sched_delay(P, id, due)
-        if mode == 'retry' or mode == 'moved' then
-            redis.call('HSET', jk, 'state', 'delayed', 'last_error', ARGV[base + 8])
-        end
         if mode == 'retry' then
-        elseif mode ~= 'moved' then
+            redis.call('HSET', jk, 'state', 'delayed', 'last_error', ARGV[base + 8])
+        else
             redis.call('HSET', jk, 'state', 'delayed')
             redis.call('HINCRBY', jk, 'attempts', -1)
-        else
-            redis.call('HINCRBY', jk, 'attempts', -1)
+        end
+        if mode == 'moved' then
+            -- what its endpoint did; the attempt was given back above
+            redis.call('HSET', jk, 'last_error', ARGV[base + 8])
         end
     end
     if mode == 'authpause' then
