@@ -20,6 +20,7 @@ enum llmq_rc gw_init(struct gw *gw, const struct gw_config *cfg, struct ev_loop 
         rc = llmq_account_prefix(cfg->account, gw->prefix, sizeof(gw->prefix), err);
     if (rc != LLMQ_OK)
         return rc;
+    llmq_redis_url_route(&gw->url, cfg->account); /* a cluster: the account's node */
     gw_new_id("gw-", gw->id, sizeof(gw->id));
     return LLMQ_OK;
 }

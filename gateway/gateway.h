@@ -23,6 +23,7 @@ struct gw_waiters;
 struct gw_offload;
 struct gw_lease;
 struct gw_stage;
+struct gw_streams;
 
 /* Counters for /metrics (monotonic since start). */
 struct gw_stats {
@@ -46,6 +47,7 @@ struct gw {
     struct gw_http *http;
     struct gw_http *metrics_http; /* NULL: none */
     struct gw_waiters *waiters;
+    struct gw_streams *streams; /* streamed calls and their relay connection (stream.h) */
     struct gw_offload *offload; /* checks uploaded files off the loop */
     char id[40];                /* this process's id, "gw-<24 hex>": its lease (lease.h) */
     struct gw_lease *lease;

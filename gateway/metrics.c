@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "gateway.h"
+#include "stream.h"
 
 char *gw_metrics_text(struct gw *gw, size_t *len)
 {
@@ -62,6 +63,7 @@ char *gw_metrics_text(struct gw *gw, size_t *len)
             s->files_created, s->batches_created, s->batches_cancelled,
             s->batch_inputs_checked_again,
             llmq_redis_async_ready(gw->redis) && llmq_redis_async_ready(gw->events));
+    gw_streams_metrics(gw->streams, f);
     if (fclose(f) != 0) {
         free(buf);
         return NULL;

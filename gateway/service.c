@@ -15,6 +15,7 @@
 #include "offload.h"
 #include "redis/keys.h"
 #include "router.h"
+#include "stream.h"
 #include "waiters.h"
 
 static const struct gw_http_hooks router_hooks = {
@@ -72,6 +73,7 @@ static void name_failure(struct llmq_error *err, const char *what)
 /* Stops what was started, in the order the parts need (see service.h). */
 static void stop_parts(struct gw *gw)
 {
+    gw_streams_shutdown(gw->streams); /* an error event ends each stream */
     if (gw->waiters != NULL)
         gw_waiters_each(gw->waiters, gw_calls_shutdown_one);
     gw_offload_free(gw->offload); /* uploads still being checked get a 503 */
@@ -82,6 +84,8 @@ static void stop_parts(struct gw *gw)
     gw_http_free(gw->metrics_http);
     gw_http_free(gw->http);
     gw->metrics_http = gw->http = NULL;
+    gw_streams_free(gw->streams);
+    gw->streams = NULL;
     llmq_redis_async_free(gw->events);
     llmq_redis_async_free(gw->redis);
     gw->events = gw->redis = NULL;
@@ -128,7 +132,8 @@ int gw_service_start(struct gw *gw, int *port, struct llmq_error *err)
     gw->redis = llmq_redis_async_new(gw->loop, &gw->url, &rc, on_redis_state, gw, err);
     gw->events =
         gw->redis ? llmq_redis_async_new(gw->loop, &gw->url, &ec, on_events_state, gw, err) : NULL;
-    if (gw->events == NULL) {
+    gw->streams = gw->events ? gw_streams_new(gw, err) : NULL;
+    if (gw->events == NULL || gw->streams == NULL) {
         if (err->msg[0] == '\0')
             llmq_error_set(err, LLMQ_ENOMEM, "out of memory");
         stop_parts(gw);

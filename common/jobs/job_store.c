@@ -135,11 +135,12 @@ static int parse_outcomes(redisContext *c, const redisReply *r, size_t n,
 }
 
 /* Reads the reply of one call covering n jobs into out[0..n). Returns 1 for
- * a missing function (to run again), 0 when done, -1 on error (err filled). */
+ * a missing function or a cluster's redirection (to run again: neither
+ * ran), 0 when done, -1 on error (err filled). */
 static int take_reply(redisContext *c, redisReply *r, size_t n, struct llmq_job_outcome *out,
                       struct llmq_error *err)
 {
-    if (llmq_script_is_missing(r))
+    if (llmq_script_must_resend(c, r))
         return 1;
     return parse_outcomes(c, r, n, out, err);
 }

@@ -252,6 +252,11 @@
  *   error files ("file-out_<batch id>", "file-err_<batch id>") are read from
  *   the jobs' results (job_result.h), so they live as long as those are kept.
  *
+ *   P slot_guard       (none) never written: every FCALL declares it after
+ *                            its own keys (script.c), so while the account's
+ *                            slot migrates between cluster nodes every call
+ *                            is refused before it runs (redis/cluster.h)
+ *
  *   Queue streams keep the entries settles acknowledged (no XDEL: it cost
  *   more than the rest of a settle's stream work) until a trim, every 256
  *   done and every 256 dead jobs, only below each group's oldest pending
@@ -315,6 +320,7 @@ enum llmq_key_kind {
     LLMQ_KEY_PRICES,        /* P prices */
     LLMQ_KEY_SPEND,         /* P spend:<YYYY-MM-DD> */
     LLMQ_KEY_SSE,           /* P sse:<job id> (a pub/sub channel) */
+    LLMQ_KEY_SLOT_GUARD,    /* P slot_guard */
     LLMQ_KEY_KIND_COUNT
 };
 

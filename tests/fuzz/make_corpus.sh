@@ -49,6 +49,18 @@ done
 printf '\n\n\r\n' | seed batch only_blank_lines
 printf '' | seed batch empty
 
+# --- cluster_reply: a cluster node's replies (redirections, CLUSTER SLOTS) --
+printf -- '-MOVED 3999 127.0.0.1:6381\r\n' | seed cluster_reply moved
+printf -- '-ASK 16383 ::1:7002\r\n' | seed cluster_reply ask_ipv6
+printf -- '-MOVED 12 :7003\r\n' | seed cluster_reply moved_unknown_host
+printf -- '-TRYAGAIN Multiple keys request during rehashing of slot\r\n' | seed cluster_reply tryagain
+printf -- '-CLUSTERDOWN The cluster is down\r\n' | seed cluster_reply clusterdown
+printf -- '-MOVED 16384 h:1\r\n' | seed cluster_reply moved_bad_slot
+printf 'MOVED 1 h:65535' | seed cluster_reply moved_text
+printf -- '*2\r\n*4\r\n:0\r\n:8191\r\n*3\r\n$9\r\n127.0.0.1\r\n:7000\r\n$2\r\nid\r\n*2\r\n$9\r\n127.0.0.1\r\n:7002\r\n*3\r\n:8192\r\n:16383\r\n*2\r\n$0\r\n\r\n:7001\r\n' |
+    seed cluster_reply slots_two_primaries
+printf -- '*1\r\n*3\r\n:5\r\n:4\r\n*2\r\n$1\r\na\r\n:1\r\n' | seed cluster_reply slots_reversed
+
 # --- limiter_reply: RESP replies to acquire (selector byte: n - 1) ---------
 # [granted, now_ms, stop, wait|cost, bucket, reason, level|limit, first_id,
 #  tags, L, L x (bucket, requests, tokens, period_ms)]
