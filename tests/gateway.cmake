@@ -97,6 +97,13 @@ target_link_libraries(gateway_library_alone PRIVATE
 add_test(NAME gateway_library_alone COMMAND gateway_library_alone)
 set_tests_properties(gateway_library_alone PROPERTIES LABELS integration TIMEOUT 120
     ENVIRONMENT "${LLMQ_TEST_ENV}")
+#   gateway_upload_layout  an upload is parsed once: its records are what a
+#                         batch reads (not the bytes); earlier versions'
+#                         files still make batches (upload_layout.sh)
+add_test(NAME gateway_upload_layout
+    COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/upload_layout.sh)
+set_tests_properties(gateway_upload_layout PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=0")
 #   gateway_stream_errors the API's error mid-stream reaches the client as an
 #                         error event and the result line records it
 #   gateway_stream_restart a worker killed (kill -9) or the gateway stopped

@@ -201,7 +201,18 @@
  *                            models (comma-separated; '' all), created_ms
  *   P gw:keys          ZSET  the SHA-256 of every key, score = created_ms
  *   P gw:file:<id>     HASH  an uploaded file ("file-<24 hex>"): filename,
- *                            purpose, bytes, lines, created_at (unix s), content
+ *                            purpose, bytes, lines, created_at (unix s), tenant,
+ *                            layout ("jobs1": its requests are in
+ *                            P gw:file:<id>:jobs, its bytes in P gw:file:<id>:data).
+ *                            A file stored before that layout has no layout
+ *                            field and its bytes in the field content, checked
+ *                            again (off the loop) when a batch is made of it
+ *   P gw:file:<id>:jobs LIST the file's requests, checked once at upload, one
+ *                            record per request in file order
+ *                            (gateway/file_jobs.h): what creating a batch needs,
+ *                            without reading the JSON again
+ *   P gw:file:<id>:data STRING the file's bytes as uploaded (for GET
+ *                            /v1/files/<id>/content only)
  *   P gw:files         ZSET  file ids, score = created ms
  *   P gw:batch:<id>    HASH  a Batch ("batch_<24 hex>"): endpoint,
  *                            input_file_id, completion_window, metadata (JSON),
@@ -297,6 +308,8 @@ enum llmq_key_kind {
     LLMQ_KEY_GW_KEYS,       /* P gw:keys */
     LLMQ_KEY_GW_FILE,       /* P gw:file:<id> */
     LLMQ_KEY_GW_FILES,      /* P gw:files */
+    LLMQ_KEY_GW_FILE_JOBS,  /* P gw:file:<id>:jobs */
+    LLMQ_KEY_GW_FILE_DATA,  /* P gw:file:<id>:data */
     LLMQ_KEY_GW_BATCH,      /* P gw:batch:<id> */
     LLMQ_KEY_GW_BATCH_JOBS, /* P gw:batch:<id>:jobs */
     LLMQ_KEY_GW_BATCHES,    /* P gw:batches */
