@@ -14,7 +14,9 @@
 #      is the stream's 2.5 s) so Redis's idle work weighs on both alike.
 # usage: [COALESCE_MS=MS] tests/bench/bench_stream.sh [BUILD_DIR] [N] [C] [CPU_CALLS]
 #   (defaults build-bench 200 10 40; a Release build, built if missing;
-#   COALESCE_MS: the workers' --stream-coalesce-ms, default theirs).
+#   COALESCE_MS: the workers' --stream-coalesce-ms, default theirs; CPU_C:
+#   the concurrency of part 3, default 20 — at low concurrency Redis's idle
+#   work per call dominates both sides).
 # Needs node (fetch), redis-server. Loopback only; bounded (each wait).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -86,7 +88,7 @@ bench_stop_sim
 cpu_run() { # MODE: Redis CPU microseconds per call
     local c0 c1
     c0=$(cpu_us)
-    client "$tmp/cpu.json" "$gw_url" "$key" "$cpu_calls" 20 "$1"
+    client "$tmp/cpu.json" "$gw_url" "$key" "$cpu_calls" "${CPU_C:-20}" "$1"
     c1=$(cpu_us)
     if [ -n "${CMDSTATS:-}" ]; then
         rc INFO commandstats | tr -d '\r' | grep cmdstat | sort -t= -k3 -n -r | head -12 >&2
