@@ -115,3 +115,9 @@ set_tests_properties(gateway_stream_errors PROPERTIES LABELS integration TIMEOUT
 add_test(NAME gateway_stream_restart COMMAND ${LLMQ_GW_DIR}/run_sdk.sh ${PROJECT_BINARY_DIR}/bin stream_faults.mjs)
 set_tests_properties(gateway_stream_restart PROPERTIES LABELS integration TIMEOUT 300
     ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};STREAM_CASE=restart;WORKERS=1;WORKER_FLAGS=--visibility-ms 3000;SIM_FLAGS=--stream-gap-ms 50 --completion-tokens 40:40")
+#   gateway_stream_load   1,000 concurrent streams through one gateway and two
+#                         workers all complete; prints the gateway's memory per
+#                         stream in progress (stream_load.mjs)
+add_test(NAME gateway_stream_load COMMAND ${LLMQ_GW_DIR}/run_sdk.sh ${PROJECT_BINARY_DIR}/bin stream_load.mjs)
+set_tests_properties(gateway_stream_load PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKER_FLAGS=--concurrency 600;SIM_FLAGS=--stream-gap-ms 20 --completion-tokens 40:40 --latency-ms 500")
