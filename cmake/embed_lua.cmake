@@ -16,7 +16,10 @@ file(GLOB lib_files "${LUA_DIR}/lib/*.lua")
 list(SORT lib_files)
 file(GLOB op_files "${LUA_DIR}/*.lua")
 list(SORT op_files)
-set(lib_text "")
+# The default price table (data/prices.json) leads the library as a Lua
+# string: lua/lib/25_budget.lua decodes it at its first use.
+file(READ "${LUA_DIR}/../data/prices.json" price_table)
+set(lib_text "local LLMQ_PRICE_TABLE_JSON = [==[${price_table}]==]\n")
 foreach(f ${lib_files})
     file(READ "${f}" t)
     string(APPEND lib_text "${t}\n")

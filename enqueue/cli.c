@@ -78,6 +78,7 @@ redisContext *llmq_cli_connect(const struct llmq_cli *cli, int *code)
         *code = LLMQ_EXIT_USAGE;
         return NULL;
     }
+    llmq_redis_url_route(&url, cli->account); /* a cluster: the account's node */
     redisContext *c = llmq_redis_connect_parsed(&url, 5000, &err);
     if (c == NULL) {
         llmq_cli_error(cli, "%s", err.msg);
@@ -92,6 +93,7 @@ redisContext *llmq_cli_reconnect(const struct llmq_cli *cli, long long until_ms,
     struct llmq_redis_url url;
     if (llmq_redis_url_parse(cli->redis_url, &url, err) != LLMQ_OK)
         return NULL;
+    llmq_redis_url_route(&url, cli->account);
     snprintf(where, where_len, "%s:%d", url.host, url.port);
     /* the workers' reconnect backoff (redis_async.c): from 100 ms, doubling
      * to 2 s, jittered */

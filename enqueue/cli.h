@@ -124,6 +124,18 @@ int llmq_cmd_settings(struct llmq_cli *cli, int argc, char **argv);
 int llmq_cmd_keys(struct llmq_cli *cli, int argc, char **argv);
 int llmq_cmd_account(struct llmq_cli *cli, int argc, char **argv);
 int llmq_cmd_endpoints(struct llmq_cli *cli, int argc, char **argv);
+int llmq_cmd_budgets(struct llmq_cli *cli, int argc, char **argv);
+int llmq_cmd_prices(struct llmq_cli *cli, int argc, char **argv);
+int llmq_cmd_spend(struct llmq_cli *cli, int argc, char **argv);
+int llmq_cmd_estimate(struct llmq_cli *cli, int argc, char **argv);
+int llmq_cmd_top(struct llmq_cli *cli, int argc, char **argv);
+
+/* cmd_keys.c: finds the one gateway key whose hash (64 hex digits) starts
+ * with id (8+ hex digits, as `llmq keys list` shows); returns 0 and fills
+ * out, -1 when none or several match or id is no key id (printed), -2 on a
+ * Redis failure (printed). */
+int llmq_cli_gw_key_resolve(const struct llmq_cli *cli, redisContext *c, const char *prefix,
+                            const char *id, char out[65]);
 
 /* cmd_account.c: the account's auth pause (keys.h P auth_pause) as a new
  * JSON object {key_id, status, since_ms, job}, or NULL when not paused (or

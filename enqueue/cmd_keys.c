@@ -160,10 +160,8 @@ static int list(const struct llmq_cli *cli, redisContext *c, const char *prefix,
     return rc;
 }
 
-/* Finds the one key hash starting with id; returns 0 and fills out, -1 when
- * none or several match (printed), -2 on a Redis failure. */
-static int resolve(const struct llmq_cli *cli, redisContext *c, const char *prefix, const char *id,
-                   char out[LLMQ_GW_KEY_HASH_LEN + 1])
+int llmq_cli_gw_key_resolve(const struct llmq_cli *cli, redisContext *c, const char *prefix,
+                            const char *id, char out[65])
 {
     size_t len = strlen(id);
     if (len < KEY_ID_MIN || len > LLMQ_GW_KEY_HASH_LEN || strspn(id, "0123456789abcdef") != len) {
@@ -198,7 +196,7 @@ static int revoke(const struct llmq_cli *cli, redisContext *c, const char *prefi
 {
     for (int i = 0; i < n; i++) {
         char hash[LLMQ_GW_KEY_HASH_LEN + 1];
-        int f = resolve(cli, c, prefix, ids[i], hash);
+        int f = llmq_cli_gw_key_resolve(cli, c, prefix, ids[i], hash);
         if (f != 0)
             return f == -1 ? LLMQ_EXIT_USAGE : LLMQ_EXIT_FAIL;
         char hk[LLMQ_KEY_FIXED_MAX + LLMQ_GW_KEY_HASH_LEN], ik[LLMQ_KEY_FIXED_MAX];

@@ -14,6 +14,7 @@
 #include "jobs/job_store.h"
 #include "cli.h"
 #include "limiter/path.h"
+#include "redis/cluster.h"
 #include "redis/keys.h"
 #include "redis/redis.h"
 #include "redis/reply_read.h"
@@ -421,6 +422,11 @@ static json_t *gather(const struct llmq_cli *cli, redisContext *c, const char *a
     }
     if (r != NULL)
         freeReplyObject(r);
+    if (o != NULL && llmq_cluster_of_context(c) != NULL && c->tcp.host != NULL)
+        /* the node that answered (after any MOVED the script followed) */
+        json_object_set_new(o, "redis_node",
+                            json_pack("{s:s,s:i,s:i}", "host", c->tcp.host, "port", c->tcp.port,
+                                      "slot", llmq_cluster_account_slot(account)));
     if (o != NULL) {
         add_buckets(o, c, prefix);
         add_headroom(o, c, prefix);
@@ -514,6 +520,11 @@ static void print_queues(const json_t *o)
     char acct[96];
     fit(acct, sizeof(acct), json_string_value(json_object_get(o, "account")), 90);
     printf("account %s\n", acct);
+    json_t *node = json_object_get(o, "redis_node");
+    if (json_is_object(node))
+        printf("  redis node: %s:%lld (slot %lld)\n",
+               json_string_value(json_object_get(node, "host")), jint(node, "port"),
+               jint(node, "slot"));
     if (json_is_object(json_object_get(o, "auth_pause"))) {
         printf("  ");
         llmq_cli_auth_pause_line(stdout, json_object_get(o, "auth_pause"));
@@ -707,6 +718,36 @@ static size_t scan_accounts(redisContext *c, char **names, size_t max)
     return s.n;
 }
 
+static int show(const struct llmq_cli *cli, redisContext *c, const char *account, int as_json);
+
+/* --all-accounts on a cluster: the accounts of every primary, each shown
+ * on a connection to its own node. */
+static int show_all_cluster(const struct llmq_cli *cli, redisContext *c, int as_json)
+{
+    struct llmq_cluster_node nodes[LLMQ_CLUSTER_NODES_MAX];
+    int n_nodes = llmq_cluster_primaries(llmq_cluster_of_context(c), nodes, LLMQ_CLUSTER_NODES_MAX);
+    int code = LLMQ_EXIT_OK;
+    for (int i = 0; i < n_nodes; i++) {
+        struct llmq_error err = {0};
+        redisContext *nc = llmq_cluster_connect_node(llmq_cluster_of_context(c), nodes[i].host,
+                                                     nodes[i].port, 5000, &err);
+        if (nc == NULL) {
+            llmq_cli_error(cli, "%s", err.msg);
+            code = LLMQ_EXIT_FAIL;
+            continue;
+        }
+        char *names[MAX_BUCKETS];
+        size_t n = scan_accounts(nc, names, MAX_BUCKETS);
+        for (size_t k = 0; k < n; k++) {
+            if (show(cli, nc, names[k], as_json) != LLMQ_EXIT_OK)
+                code = LLMQ_EXIT_FAIL;
+            free(names[k]);
+        }
+        redisFree(nc);
+    }
+    return code;
+}
+
 static int show(const struct llmq_cli *cli, redisContext *c, const char *account, int as_json)
 {
     json_t *o = gather(cli, c, account);
@@ -754,6 +795,8 @@ int llmq_cmd_status(struct llmq_cli *cli, int argc, char **argv)
         return code;
     if (!o.all) {
         code = show(cli, c, cli->account, o.as_json);
+    } else if (llmq_cluster_of_context(c) != NULL) {
+        code = show_all_cluster(cli, c, o.as_json);
     } else {
         char *names[MAX_BUCKETS];
         size_t n = scan_accounts(c, names, MAX_BUCKETS);

@@ -23,6 +23,11 @@ static const struct command commands[] = {
     {"keys", llmq_cmd_keys, "create, list or revoke llmq-gateway API keys"},
     {"account", llmq_cmd_account, "show or lift the pause after the API refused the key"},
     {"endpoints", llmq_cmd_endpoints, "the endpoints (keys, orgs, Azure deployments) of a model"},
+    {"budgets", llmq_cmd_budgets, "set, list or remove spend budgets (tokens or USD)"},
+    {"prices", llmq_cmd_prices, "show or override model prices (USD per 1M tokens)"},
+    {"spend", llmq_cmd_spend, "what jobs spent, by model, tenant, user or day"},
+    {"estimate", llmq_cmd_estimate, "tokens, cost range and time a file would take"},
+    {"top", llmq_cmd_top, "live view: rates, bucket use, queues, spend, ETA"},
 };
 
 static void usage(FILE *out)

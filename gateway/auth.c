@@ -1,9 +1,6 @@
-/* Gateway keys at request time: the presented key's SHA-256 (computed when
- * the request arrived; the key text itself is never kept, logged or sent to
- * Redis) names P gw:key:<sha256>; its fields say tenant, user, priority and
- * models (common/redis/keys.h). A missing, malformed, unknown or revoked key is a
- * 401 in OpenAI's shape. Every request looks its key up again, so a revoke
- * applies to the next request. */
+/* Gateway keys at request time (see auth.h). */
+#include "auth.h"
+
 #include <hiredis/async.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,6 +8,7 @@
 #include "http.h"
 #include "jobs/job.h"
 #include "base/log.h"
+#include "redis/keys.h"
 #include "redis/redis.h"
 
 /* A field of the key's hash, "" when absent. */
@@ -18,25 +16,6 @@ static const char *field(const redisReply *h, const char *name)
 {
     const char *v = llmq_redis_field(h, name);
     return v != NULL ? v : "";
-}
-
-static void route(struct gw_request *r)
-{
-    switch (r->m.route) {
-    case GW_ROUTE_CALL:
-        gw_calls_handle(r);
-        break;
-    case GW_ROUTE_FILE_CREATE:
-    case GW_ROUTE_FILE_LIST:
-    case GW_ROUTE_FILE_GET:
-    case GW_ROUTE_FILE_CONTENT:
-    case GW_ROUTE_FILE_DELETE:
-        gw_files_handle(r);
-        break;
-    default:
-        gw_batches_handle(r);
-        break;
-    }
 }
 
 static void on_key(redisAsyncContext *ac, void *reply, void *privdata)
@@ -65,13 +44,15 @@ static void on_key(redisAsyncContext *ac, void *reply, void *privdata)
             gw_respond_errorf(r, 401, "invalid_request_error", NULL, "invalid_api_key",
                               "This API key is misconfigured; ask for a new one.");
         } else if (!r->gone) {
-            route(r);
+            void (*then)(struct gw_request *) = r->key_then;
+            r->key_then = NULL;
+            then(r);
         }
     }
     gw_request_release(r);
 }
 
-void gw_auth_then_handle(struct gw_request *r)
+void gw_auth_check(struct gw_request *r, void (*then)(struct gw_request *r))
 {
     if (r->auth_hash[0] == '\0') {
         gw_respond_errorf(
@@ -82,5 +63,11 @@ void gw_auth_then_handle(struct gw_request *r)
                                 "Authorization: Bearer YOUR_KEY).");
         return;
     }
-    gw_request_command(r, on_key, "HGETALL %sgw:key:%s", r->gw->prefix, r->auth_hash);
+    char key[LLMQ_KEY_FIXED_MAX + sizeof(r->auth_hash)];
+    if (llmq_key(key, sizeof(key), r->gw->prefix, LLMQ_KEY_GW_KEY, r->auth_hash, NULL) != LLMQ_OK) {
+        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "key name too long");
+        return;
+    }
+    r->key_then = then;
+    gw_request_command(r, on_key, "HGETALL %s", key);
 }

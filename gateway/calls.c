@@ -14,6 +14,8 @@
  * --call-timeout-ms more, then a 504. A caller that hangs up cancels a job not
  * yet sent. The state lives in the request (r->state) and holds one reference
  * to it while registered. */
+#include "calls.h"
+
 #include <ev.h>
 #include <hiredis/async.h>
 #include <stdio.h>
@@ -28,6 +30,7 @@
 #include "jobs/job_store.h"
 #include "base/log.h"
 #include "redis/script.h"
+#include "stream.h"
 #include "waiters.h"
 
 enum call_phase { CALL_QUEUED, CALL_SENT, CALL_DONE };
@@ -88,6 +91,11 @@ static void respond_result(struct call *c, const char *line, size_t len)
         res.body = NULL;
     } else if (strcmp(res.error_code, "expired") == 0 || strcmp(res.error_code, "cancelled") == 0) {
         respond_waited_too_long(r);
+    } else if (strcmp(res.error_code, "budget_exhausted") == 0) {
+        /* OpenAI's answer when the account's quota is spent, naming llmq's budget */
+        gw_respond_errorf(r, 429, "insufficient_quota", NULL, "insufficient_quota",
+                          "You exceeded your current quota: %s",
+                          res.error_message ? res.error_message : "a spend budget is exhausted");
     } else if (strcmp(res.error_code, "never_fits") == 0) {
         gw_respond_errorf(r, 400, "invalid_request_error", NULL, "never_fits", "%s",
                           res.error_message ? res.error_message : "the request never fits");
@@ -212,7 +220,12 @@ static void on_pushed(enum llmq_rc rc, const struct llmq_error *err, void *ud)
 {
     struct call *c = ud;
     if (c->phase != CALL_DONE) {
-        if (rc != LLMQ_OK || !c->out.created) {
+        if (rc != LLMQ_OK && strstr(err->msg, "has no price") != NULL) {
+            /* a USD budget applies and the model has no price (never run unpriced) */
+            gw_respond_errorf(c->r, 400, "invalid_request_error", "model", "model_not_priced", "%s",
+                              strstr(err->msg, "model "));
+            call_finish(c);
+        } else if (rc != LLMQ_OK || !c->out.created) {
             LLMQ_LOG(LLMQ_LOG_WARN, "gateway: enqueue failed: %s",
                      rc != LLMQ_OK ? err->msg : "job id taken");
             gw_respond_no_redis(c->r);
@@ -231,6 +244,10 @@ void gw_calls_handle(struct gw_request *r)
     struct gw_call call;
     if (gw_call_decode(r->m.call_url, r->body ? r->body : "", r->body_len, &call, &e) != 0) {
         gw_respond_error(r, &e);
+        return;
+    }
+    if (call.stream) {
+        gw_stream_handle(r); /* relayed as it comes (stream.h) */
         return;
     }
     struct call *c = calloc(1, sizeof(*c));
@@ -283,7 +300,10 @@ void gw_calls_handle(struct gw_request *r)
     gw_request_hold(r); /* the push's */
     /* the job lives only while this gateway's lease does (lease.h): killed,
      * the gateway leaves no job that is sent for nobody */
-    const struct llmq_job_gate gate = {.lease = gw->id};
+    /* and its key's spend budgets apply (lua/lib/25_budget.lua) */
+    char key_id[17];
+    snprintf(key_id, sizeof(key_id), "%.16s", r->key.hash);
+    const struct llmq_job_gate gate = {.lease = gw->id, .key_id = key_id[0] ? key_id : NULL};
     if (llmq_job_store_push_async(ac, gw->prefix, &gate, &c->job, 1, &c->out, on_pushed, c, &err) !=
         LLMQ_OK) {
         gw_request_release(r);
@@ -292,8 +312,6 @@ void gw_calls_handle(struct gw_request *r)
     }
 }
 
-/* Shutdown: a waiting caller gets a 503 and its job, if not sent, is cancelled. */
-void gw_calls_shutdown_one(struct gw_waiter *w);
 void gw_calls_shutdown_one(struct gw_waiter *w)
 {
     struct call *c = (struct call *)((char *)w - offsetof(struct call, w));

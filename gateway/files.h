@@ -1,22 +1,13 @@
-/* Files API pieces batches.c shares. */
+/* The Files API (files.c): POST /v1/files, GET /v1/files, GET and DELETE
+ * /v1/files/{id}, GET /v1/files/{id}/content, and a batch's output and error
+ * files (ids.h GW_FILE_OUT_PREFIX, GW_FILE_ERR_PREFIX). Runs on the
+ * gateway's loop; an upload is checked on the offload thread (offload.h). */
 #ifndef LLMQ_GW_FILES_H
 #define LLMQ_GW_FILES_H
 
-#include "http.h"
+struct gw_request;
 
-#define GW_FILE_OUT_PREFIX "file-out_" /* + batch id: a batch's output file */
-#define GW_FILE_ERR_PREFIX "file-err_" /* + batch id: its error file */
-
-/* Writes a new random id "<prefix><24 hex>" into buf (n >= strlen(prefix) + 25). */
-void gw_new_id(const char *prefix, char *buf, size_t n);
-
-/* Seconds since the epoch (Redis keeps the gateway's clock here: ids and
- * times of objects are the gateway's, as OpenAI's are its servers'). */
-long long gw_unix_s(void);
-
-/* 1 when a batch with this status (NULL: none) may be seen: a batch being
- * created (validating) is hidden from every read until it is whole
- * (batches.c). */
-int gw_batch_visible(const char *status);
+/* The route handler (router.h): r's key is checked and its body whole. */
+void gw_files_handle(struct gw_request *r);
 
 #endif

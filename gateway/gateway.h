@@ -1,11 +1,13 @@
-/* llmq-gateway: the process-wide state every module borrows.
+/* llmq-gateway: the process-wide state every module borrows, owned by
+ * gateway.c (its identity and settings) and service.h (what runs: the
+ * connections, the servers, the lease, the waiters, the offload thread).
  *
  * One libev loop runs everything: libmicrohttpd (external polling on its
  * epoll fd, http.c), two hiredis async connections (commands; blocking reads
  * of the events stream, waiters.c) and the timers of waiting requests.
- * Checking an uploaded file runs on one offload thread (offload.h); nothing
- * else blocks the loop except parsing a batch's input at POST /v1/batches,
- * which is bounded by --max-file-bytes. All state is in Redis (keys.h): a
+ * Checking an uploaded file runs on one offload thread (offload.h), and the
+ * check's result is what a batch made of the file reads back (file_jobs.h):
+ * nothing parses a file's JSON on the loop. All state is in Redis (keys.h): a
  * gateway can be restarted or run beside others behind a load balancer. */
 #ifndef LLMQ_GW_GATEWAY_H
 #define LLMQ_GW_GATEWAY_H
@@ -21,6 +23,7 @@ struct gw_waiters;
 struct gw_offload;
 struct gw_lease;
 struct gw_stage;
+struct gw_streams;
 
 /* Counters for /metrics (monotonic since start). */
 struct gw_stats {
@@ -29,6 +32,9 @@ struct gw_stats {
     unsigned long long files_created, batches_created, batches_cancelled;
     long long calls_waiting;
     long long uploads_validating; /* files being checked now */
+    /* batches made of a file stored before layout jobs1, whose requests were
+     * checked again (off the loop, batch_input.h) */
+    unsigned long long batch_inputs_checked_again;
 };
 
 struct gw {
@@ -41,6 +47,7 @@ struct gw {
     struct gw_http *http;
     struct gw_http *metrics_http; /* NULL: none */
     struct gw_waiters *waiters;
+    struct gw_streams *streams; /* streamed calls and their relay connection (stream.h) */
     struct gw_offload *offload; /* checks uploaded files off the loop */
     char id[40];                /* this process's id, "gw-<24 hex>": its lease (lease.h) */
     struct gw_lease *lease;
@@ -48,6 +55,16 @@ struct gw {
     long long job_body_max;  /* P settings max_body_bytes, read when Redis is ready */
     struct gw_stats stats;
 };
+
+/* Fills the identity and settings of a gateway for cfg (borrowed until the
+ * gateway is done) on loop: the account prefix, the Redis URL, a new id, the
+ * job body limit's default; everything else NULL/0 until
+ * gw_service_start. Returns LLMQ_OK, or a configuration error in err. */
+enum llmq_rc gw_init(struct gw *gw, const struct gw_config *cfg, struct ev_loop *loop,
+                     struct llmq_error *err);
+
+/* Forgets what gw_init filled (the URL may hold a password). */
+void gw_clear(struct gw *gw);
 
 /* The command connection, or NULL while Redis is not ready. */
 redisAsyncContext *gw_redis(struct gw *gw);

@@ -31,6 +31,7 @@
 struct gw_http {
     struct gw *gw;
     struct llmq_httpd *httpd;
+    const struct gw_http_hooks *hooks;
     int metrics_only;
     char *tls_cert, *tls_key; /* PEM text MHD reads until the server stops */
 };
@@ -64,6 +65,19 @@ static void resume(struct gw_request *r)
         return;
     r->suspended = 0;
     llmq_httpd_resume(r->http->httpd, r->conn);
+}
+
+void gw_request_admit(struct gw_request *r)
+{
+    if (r->admitted || r->answered)
+        return;
+    r->admitted = 1;
+    if (!r->admitting && r->suspended) {
+        /* MHD calls again as it did when the headers were read (no body
+         * yet), then reads the body */
+        r->admit_repeat = 1;
+        resume(r);
+    }
 }
 
 static void on_client_readable(struct ev_loop *loop, ev_io *w, int revents)
@@ -315,8 +329,12 @@ static struct gw_request *request_new(struct gw_http *h, struct MHD_Connection *
 static enum MHD_Result queue_answer(struct gw_request *r)
 {
     struct MHD_Response *resp =
-        MHD_create_response_from_buffer(r->resp_len, r->resp ? r->resp : (char *)"",
-                                        r->resp ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+        r->stream_read != NULL
+            ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, r->stream_read,
+                                                r->stream_cls, NULL)
+            : MHD_create_response_from_buffer(r->resp_len, r->resp ? r->resp : (char *)"",
+                                              r->resp ? MHD_RESPMEM_MUST_FREE
+                                                      : MHD_RESPMEM_PERSISTENT);
     if (resp == NULL)
         return MHD_NO;
     r->resp = NULL; /* the response owns it now */
@@ -337,74 +355,54 @@ static enum MHD_Result queue_answer(struct gw_request *r)
     return rc;
 }
 
-static void answer_plain(struct gw_request *r, unsigned int status, const char *text,
-                         const char *type)
-{
-    r->content_type = type;
-    char *body = strdup(text);
-    gw_respond(r, status, body, body ? strlen(body) : 0);
-}
+static void watch_client(struct gw_request *r);
 
-static int redis_ready(struct gw *gw)
-{
-    return llmq_redis_async_ready(gw->redis) && llmq_redis_async_ready(gw->events);
-}
-
-/* Chooses what runs for a request whose body is complete. */
+/* Runs the request whose body is complete: a body that is cut off or too
+ * big is refused here, for the routes that read one (those with a key). */
 static void start(struct gw_request *r)
 {
-    struct gw *gw = r->gw;
-    switch (r->m.route) {
-    case GW_ROUTE_HEALTHZ:
-        answer_plain(r, 200, "ok\n", "text/plain; charset=utf-8");
-        return;
-    case GW_ROUTE_READYZ:
-        if (redis_ready(gw)) {
-            answer_plain(r, 200, "ready\n", "text/plain; charset=utf-8");
-        } else {
-            const struct llmq_redis_async *down =
-                llmq_redis_async_ready(gw->redis) ? gw->events : gw->redis;
-            const char *why = llmq_redis_async_last_error(down);
-            char text[320];
-            snprintf(text, sizeof(text), "redis not connected%s%s\n", why[0] ? ": " : "", why);
-            answer_plain(r, 503, text, "text/plain; charset=utf-8");
+    if (gw_route_needs_key(r->m.route)) {
+        if (r->upload.is_multipart && !multipart_complete(&r->upload)) {
+            gw_respond_errorf(r, 400, "invalid_request_error", "file", "invalid_multipart",
+                              "The multipart/form-data body is malformed.");
+            return;
         }
-        return;
-    case GW_ROUTE_METRICS: {
-        size_t len = 0;
-        char *text = gw_metrics_text(gw, &len);
-        r->content_type = "text/plain; version=0.0.4; charset=utf-8";
-        gw_respond(r, text ? 200 : 500, text, len);
-        return;
+        if (r->body_too_big) {
+            int file = r->m.route == GW_ROUTE_FILE_CREATE;
+            gw_respond_errorf(r, 413, "invalid_request_error", file ? "file" : NULL,
+                              "request_too_large",
+                              file ? "The file is larger than the limit of %zu bytes."
+                                   : "The request body is larger than the limit of %zu bytes.",
+                              r->body_max);
+            return;
+        }
     }
-    case GW_ROUTE_NOT_FOUND:
-        gw_respond_errorf(r, 404, "invalid_request_error", NULL, "unknown_url",
-                          "Unknown request URL: %s %s. Please check the URL for typos.", r->method,
-                          r->path);
+    r->http->hooks->handle(r);
+}
+
+/* Waits for a callback (Redis, a waiter, the key check): MHD stops polling
+ * the connection until resume(). */
+static void suspend(struct gw_request *r)
+{
+    MHD_suspend_connection(r->conn);
+    r->suspended = 1;
+    watch_client(r);
+}
+
+static void watch_client(struct gw_request *r);
+
+void gw_request_pause(struct gw_request *r)
+{
+    if (r->suspended || r->conn == NULL)
         return;
-    case GW_ROUTE_METHOD_NOT_ALLOWED:
-        gw_respond_errorf(r, 405, "invalid_request_error", NULL, "method_not_allowed",
-                          "Method %s is not allowed for this URL.", r->method);
-        return;
-    default:
-        break;
-    }
-    if (r->upload.is_multipart && !multipart_complete(&r->upload)) {
-        gw_respond_errorf(r, 400, "invalid_request_error", "file", "invalid_multipart",
-                          "The multipart/form-data body is malformed.");
-        return;
-    }
-    if (r->body_too_big) {
-        int file = r->m.route == GW_ROUTE_FILE_CREATE;
-        gw_respond_errorf(r, 413, "invalid_request_error", file ? "file" : NULL,
-                          "request_too_large",
-                          r->m.route == GW_ROUTE_FILE_CREATE
-                              ? "The file is larger than the limit of %zu bytes."
-                              : "The request body is larger than the limit of %zu bytes.",
-                          r->body_max);
-        return;
-    }
-    gw_auth_then_handle(r);
+    MHD_suspend_connection(r->conn);
+    r->suspended = 1;
+    watch_client(r);
+}
+
+void gw_request_wake(struct gw_request *r)
+{
+    resume(r);
 }
 
 static void watch_client(struct gw_request *r)
@@ -430,8 +428,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (r == NULL)
             return MHD_NO;
         *con_cls = r;
+        /* before the body: a refused request's body is never read */
+        r->admitting = 1;
+        h->hooks->admit(r);
+        r->admitting = 0;
+        if (r->answered)
+            return queue_answer(r);
+        if (!r->admitted && !r->gone)
+            suspend(r); /* until the key is checked */
+        return r->gone ? MHD_NO : MHD_YES;
+    }
+    if (r->answered)
+        return queue_answer(r);
+    if (r->gone)
+        return MHD_NO;
+    if (r->admit_repeat && *upload_data_size == 0) {
+        r->admit_repeat = 0; /* the headers' call again, after admission: the body comes next */
         return MHD_YES;
     }
+    r->admit_repeat = 0;
     if (*upload_data_size > 0) {
         if (r->pp != NULL) {
             upload_tail(&r->upload, upload_data, *upload_data_size);
@@ -444,10 +459,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0;
         return MHD_YES;
     }
-    if (r->answered)
-        return queue_answer(r);
-    if (r->gone)
-        return MHD_NO;
     if (!r->started) {
         r->started = 1;
         start(r);
@@ -457,9 +468,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (r->gone)
         return MHD_NO;
     /* wait for Redis: suspended until gw_respond resumes it */
-    MHD_suspend_connection(conn);
-    r->suspended = 1;
-    watch_client(r);
+    suspend(r);
     return MHD_YES;
 }
 
@@ -468,7 +477,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
     (void)cls;
     (void)conn;
-    (void)toe;
     struct gw_request *r = *con_cls;
     if (r == NULL)
         return;
@@ -477,7 +485,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (r->pp != NULL)
         MHD_destroy_post_processor(r->pp);
     r->pp = NULL;
-    if (!r->answered && !r->gone) {
+    /* a streamed answer cut before its end counts as the client leaving */
+    if (!r->gone && (!r->answered || toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)) {
         r->gone = 1;
         if (r->on_gone != NULL) {
             void (*cb)(struct gw_request *) = r->on_gone;
@@ -490,7 +499,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 }
 
 struct gw_http *gw_http_start(struct gw *gw, const char *host, int port, int metrics_only,
-                              int *bound, struct llmq_error *err)
+                              const struct gw_http_hooks *hooks, int *bound, struct llmq_error *err)
 {
     struct gw_http *h = calloc(1, sizeof(*h));
     if (h == NULL) {
@@ -498,6 +507,7 @@ struct gw_http *gw_http_start(struct gw *gw, const char *host, int port, int met
         return NULL;
     }
     h->gw = gw;
+    h->hooks = hooks;
     h->metrics_only = metrics_only;
     const struct gw_config *cfg = gw->cfg;
     int tls = !metrics_only && cfg->tls_cert[0] != '\0';

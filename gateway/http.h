@@ -1,12 +1,17 @@
 /* The HTTP server of llmq-gateway on libmicrohttpd, driven by the gateway's
- * libev loop (no MHD thread), and one request's life.
+ * libev loop (no MHD thread), and one request's life. The transport only:
+ * what runs for a request is the caller's (struct gw_http_hooks; the
+ * gateway passes the router's, router.h).
  *
- * A request is read whole (JSON bodies up to --max-body-bytes; multipart
- * uploads through MHD's post processor up to --max-file-bytes), then its key
- * is checked (auth.c), then its route's handler runs. A handler answers at
- * once or later: the connection is suspended meanwhile
- * (MHD_suspend_connection) and resumed by gw_respond*. While suspended, the
- * client socket is watched so a caller that hangs up is noticed (on_gone).
+ * A request's headers arrive -> hooks->admit decides, before a byte of the
+ * body is read, whether the body is wanted (the router checks the key
+ * there): it answers (a refusal: the body is never read) or calls
+ * gw_request_admit, at once or later -> the body is read whole (JSON bodies
+ * up to --max-body-bytes; multipart uploads through MHD's post processor up
+ * to --max-file-bytes) -> hooks->handle runs. Either hook may answer later:
+ * the connection is suspended meanwhile (MHD_suspend_connection) and resumed
+ * by gw_request_admit or gw_respond*. While suspended, the client socket is
+ * watched so a caller that hangs up is noticed (on_gone).
  *
  * Lifetime: a struct gw_request is reference-counted. The HTTP side holds one
  * reference until MHD reports the request complete; every asynchronous
@@ -19,6 +24,8 @@
 #include <ev.h>
 #include <hiredis/async.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 #include "decode.h"
 #include "errors.h"
@@ -54,10 +61,12 @@ struct gw_request {
     struct gw_upload upload;
     char auth_hash[65]; /* SHA-256 of the presented key; "" when none was given */
     int auth_malformed;
-    struct gw_key key;
+    struct gw_key key;                      /* filled by auth.c */
+    void (*key_then)(struct gw_request *r); /* auth.c: what runs once the key is valid */
     int refs;
-    int started, suspended, answered, gone;
-    ev_io watch; /* the client socket, while suspended */
+    int admitting, admitted, started, suspended, answered, gone;
+    int admit_repeat; /* admitted while suspended: MHD repeats the headers' call */
+    ev_io watch;      /* the client socket, while suspended */
     /* the answer, once chosen */
     unsigned int status;
     char *resp;
@@ -67,21 +76,43 @@ struct gw_request {
     char retry_after[24];
     /* set by a handler: runs once when the client hangs up while waiting */
     void (*on_gone)(struct gw_request *r);
+    /* a streamed answer (stream.h): when set before gw_respond, the body
+     * comes from this MHD content reader instead of resp */
+    ssize_t (*stream_read)(void *cls, uint64_t pos, char *buf, size_t max);
+    void *stream_cls;
     void *state; /* the handler's, freed by state_free at the last release */
     void (*state_free)(void *state);
 };
 
-/* Starts serving the routes on host:port (port 0: any; the bound port is
- * written to *bound when not NULL). metrics_only: only /metrics, /healthz and
- * /readyz. Returns NULL with err on failure. */
+/* What runs for a request (borrowed by the server until it stops). */
+struct gw_http_hooks {
+    /* headers read, no body yet: answer r, or call gw_request_admit(r) */
+    void (*admit)(struct gw_request *r);
+    /* admitted and the body whole and well-formed: answer r */
+    void (*handle)(struct gw_request *r);
+};
+
+/* Starts serving on host:port (port 0: any; the bound port is written to
+ * *bound when not NULL). metrics_only: only /metrics, /healthz and /readyz
+ * (other routes are not found). Returns NULL with err on failure. */
 struct gw_http *gw_http_start(struct gw *gw, const char *host, int port, int metrics_only,
-                              int *bound, struct llmq_error *err);
+                              const struct gw_http_hooks *hooks, int *bound,
+                              struct llmq_error *err);
 
 /* Stops the server (suspended requests must have been answered). */
 void gw_http_free(struct gw_http *h);
 
 void gw_request_hold(struct gw_request *r);
 void gw_request_release(struct gw_request *r);
+
+/* A streamed answer has nothing to send now: suspends r's connection (call
+ * from its content reader only) and watches the client socket meanwhile, so
+ * a client that leaves is noticed (on_gone). */
+void gw_request_pause(struct gw_request *r);
+/* Resumes a paused request: MHD calls its content reader again. */
+void gw_request_wake(struct gw_request *r);
+/* r's body may be read (from hooks->admit, or later from a callback). */
+void gw_request_admit(struct gw_request *r);
 
 /* Answers r with status and body (taken: freed by the server). Later answers
  * and answers after the client left are dropped (body freed). */
@@ -107,16 +138,5 @@ void gw_respond_no_redis(struct gw_request *r);
  * command cannot be sent, answers 503 and cb never runs. Returns 0 or -1. */
 int gw_request_command(struct gw_request *r, void (*cb)(redisAsyncContext *, void *, void *),
                        const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-/* Route handlers (calls.c, files.c, batches.c): run once the key is checked. */
-void gw_calls_handle(struct gw_request *r);
-void gw_files_handle(struct gw_request *r);
-void gw_batches_handle(struct gw_request *r);
-
-/* Checks r's key against Redis, then runs the route's handler (auth.c). */
-void gw_auth_then_handle(struct gw_request *r);
-
-/* The Prometheus text of /metrics: a new string (free with free). */
-char *gw_metrics_text(struct gw *gw, size_t *len);
 
 #endif

@@ -11,6 +11,7 @@
 
 struct gw_lease {
     struct gw *gw;
+    gw_lease_orphan_fn *on_orphan;
     ev_timer timer;
     int renewing; /* a gw_lease call is in flight */
 };
@@ -30,7 +31,7 @@ static void on_renewed(redisAsyncContext *ac, redisReply *reply, void *privdata)
     for (size_t i = 0; i + 1 < reply->elements; i += 2)
         if (reply->element[i]->type == REDIS_REPLY_STRING &&
             reply->element[i + 1]->type == REDIS_REPLY_STRING)
-            gw_batches_recover(l->gw, reply->element[i]->str, reply->element[i + 1]->str);
+            l->on_orphan(l->gw, reply->element[i]->str, reply->element[i + 1]->str);
 }
 
 void gw_lease_renew(struct gw_lease *l)
@@ -52,12 +53,13 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
     gw_lease_renew(t->data);
 }
 
-struct gw_lease *gw_lease_new(struct gw *gw)
+struct gw_lease *gw_lease_new(struct gw *gw, gw_lease_orphan_fn *on_orphan)
 {
     struct gw_lease *l = calloc(1, sizeof(*l));
     if (l == NULL)
         return NULL;
     l->gw = gw;
+    l->on_orphan = on_orphan;
     double period = (double)gw->cfg->lease_ms / 3000.0;
     ev_timer_init(&l->timer, on_timer, period, period);
     l->timer.data = l;

@@ -1,71 +1,16 @@
-/* llmq-gateway: configuration, the loop, Redis connections, signals.
+/* llmq-gateway: configuration, the vocabularies, the loop and signals; the
+ * gateway itself is the library (service.h).
  * SIGTERM/SIGINT: waiting callers get a 503 (their jobs, if unsent, are
  * cancelled), the server stops, exit 0. */
 #include <ev.h>
-#include <hiredis/async.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include <sys/resource.h>
 
-#include "gateway.h"
-#include "jobs/job.h"
-#include "llmq/priority.h"
-#include "llmq/tokens.h"
-#include "files.h"
-#include "http.h"
-#include "lease.h"
-#include "offload.h"
 #include "base/log.h"
-#include "redis/redis.h"
-#include "waiters.h"
-
-void gw_calls_shutdown_one(struct gw_waiter *w);
-
-redisAsyncContext *gw_redis(struct gw *gw)
-{
-    return llmq_redis_async_context(gw->redis);
-}
-
-static void on_settings(redisAsyncContext *ac, void *reply, void *privdata)
-{
-    (void)ac;
-    struct gw *gw = privdata;
-    redisReply *r = reply;
-    if (r != NULL && r->type == REDIS_REPLY_STRING) {
-        long long v = atoll(r->str);
-        if (v > 0 && v < (1LL << 40))
-            gw->job_body_max = v;
-    }
-}
-
-static void on_redis_state(struct llmq_redis_async *ra, int ready, void *privdata)
-{
-    struct gw *gw = privdata;
-    LLMQ_LOG(ready ? LLMQ_LOG_INFO : LLMQ_LOG_WARN, "gateway: redis %s",
-             ready ? "connected" : "disconnected");
-    redisAsyncContext *ac = llmq_redis_async_context(ra);
-    if (!ready || ac == NULL)
-        return;
-    gw_lease_renew(gw->lease);
-    /* the prefix fits LLMQ_KEY_PREFIX_MAX, so these fixed keys fit their buffer */
-    char key[LLMQ_KEY_FIXED_MAX];
-    if (llmq_key(key, sizeof(key), gw->prefix, LLMQ_KEY_SETTINGS, NULL, NULL) == LLMQ_OK)
-        redisAsyncCommand(ac, on_settings, gw, "HGET %s max_body_bytes", key);
-    /* the queue streams and group, as llmq_job_store_prepare makes them */
-    for (int i = 0; i < LLMQ_PRIORITY_COUNT; i++)
-        if (llmq_key(key, sizeof(key), gw->prefix, LLMQ_KEY_QUEUE,
-                     llmq_priority_name(llmq_priority_by_rank(i)), NULL) == LLMQ_OK)
-            redisAsyncCommand(ac, NULL, NULL, "XGROUP CREATE %s %s 0 MKSTREAM", key, LLMQ_GROUP);
-}
-
-static void on_events_state(struct llmq_redis_async *ra, int ready, void *privdata)
-{
-    (void)ra;
-    struct gw *gw = privdata;
-    gw_waiters_events_state(gw->waiters, ready);
-}
+#include "gateway.h"
+#include "llmq/tokens.h"
+#include "service.h"
 
 static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 {
@@ -84,13 +29,6 @@ static int write_port(const char *path, int port)
     return 0;
 }
 
-static void drain(struct ev_loop *loop)
-{
-    /* let answers already queued reach their sockets */
-    for (int i = 0; i < 50; i++)
-        ev_run(loop, EVRUN_NOWAIT);
-}
-
 int main(int argc, char **argv)
 {
     struct gw_config cfg;
@@ -105,10 +43,9 @@ int main(int argc, char **argv)
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
-    struct gw gw = {.cfg = &cfg, .job_body_max = LLMQ_JOB_MAX_BODY_BYTES_DEFAULT};
+    struct gw gw;
     struct llmq_error err = {0};
-    if (llmq_redis_url_parse(cfg.redis_url, &gw.url, &err) != LLMQ_OK ||
-        llmq_account_prefix(cfg.account, gw.prefix, sizeof(gw.prefix), &err) != LLMQ_OK) {
+    if (gw_init(&gw, &cfg, NULL, &err) != LLMQ_OK) {
         fprintf(stderr, "llmq-gateway: %s\n", err.msg);
         return 2;
     }
@@ -120,34 +57,11 @@ int main(int argc, char **argv)
             return 1;
         }
     gw.loop = ev_default_loop(EVFLAG_AUTO);
-    gw_new_id("gw-", gw.id, sizeof(gw.id));
-    gw.lease = gw_lease_new(&gw);
-    gw.waiters = gw_waiters_new(&gw);
-    gw.offload = gw_offload_new(gw.loop, &err);
-    struct llmq_redis_async_config rc = {.name = "gateway",
-                                         .command_timeout_ms = cfg.redis_timeout_ms};
-    struct llmq_redis_async_config ec = {.name = "gateway-events",
-                                         .command_timeout_ms = cfg.redis_timeout_ms,
-                                         .block_ms = GW_EVENTS_BLOCK_MS};
-    gw.redis = llmq_redis_async_new(gw.loop, &gw.url, &rc, on_redis_state, &gw, &err);
-    gw.events =
-        gw.redis ? llmq_redis_async_new(gw.loop, &gw.url, &ec, on_events_state, &gw, &err) : NULL;
     int port = 0;
-    if (gw.lease == NULL || gw.waiters == NULL || gw.offload == NULL || gw.events == NULL) {
-        fprintf(stderr, "llmq-gateway: %s\n", err.msg[0] ? err.msg : "out of memory");
-        return 1;
-    }
-    gw.http = gw_http_start(&gw, cfg.listen_host, cfg.listen_port, 0, &port, &err);
-    if (gw.http == NULL) {
-        fprintf(stderr, "llmq-gateway: --listen: %s\n", err.msg);
-        return 2;
-    }
-    if (cfg.metrics_host[0] != '\0') {
-        gw.metrics_http = gw_http_start(&gw, cfg.metrics_host, cfg.metrics_port, 1, NULL, &err);
-        if (gw.metrics_http == NULL) {
-            fprintf(stderr, "llmq-gateway: --metrics-listen: %s\n", err.msg);
-            return 2;
-        }
+    int src = gw_service_start(&gw, &port, &err);
+    if (src != 0) {
+        fprintf(stderr, "llmq-gateway: %s\n", err.msg);
+        return src;
     }
     if (cfg.port_file[0] != '\0' && write_port(cfg.port_file, port) != 0) {
         fprintf(stderr, "llmq-gateway: --port-file: cannot write %s\n", cfg.port_file);
@@ -161,16 +75,8 @@ int main(int argc, char **argv)
     ev_signal_start(gw.loop, &sigterm);
     ev_signal_start(gw.loop, &sigint);
     ev_run(gw.loop, 0);
-    gw_waiters_each(gw.waiters, gw_calls_shutdown_one);
-    gw_offload_free(gw.offload); /* uploads still being checked get a 503 */
-    drain(gw.loop);
-    gw_http_free(gw.metrics_http);
-    gw_http_free(gw.http);
-    llmq_redis_async_free(gw.events);
-    llmq_redis_async_free(gw.redis);
-    gw_lease_free(gw.lease); /* after the connection: its last reply names it */
-    gw_waiters_free(gw.waiters);
+    gw_service_stop(&gw);
     ev_loop_destroy(gw.loop);
-    memset(&gw.url, 0, sizeof(gw.url));
+    gw_clear(&gw);
     return 0;
 }

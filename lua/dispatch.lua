@@ -132,7 +132,7 @@ if sched_unblock_due(P, now, vt) == 256 then
 end
 
 local JOB_FIELDS = { 'model', 'tenant', 'user', 'cost', 'deadline_ms', 'attempts', 'max_attempts',
-    'state', 'est_prompt_tokens', 'url', 'cancel', 'body', 'lease', 'pin', 'epx' }
+    'state', 'est_prompt_tokens', 'url', 'cancel', 'body', 'lease', 'key', 'pin', 'epx' }
 
 -- Gateway leases (P gw:lease:<name>, lua/gw_lease.lua) looked up in this
 -- call: name -> true while it lives. Only sync calls of llmq-gateway have a
@@ -246,6 +246,7 @@ end
 
 -- 4. Decide, key heads only.
 local granted, taken = {}, 0
+local bs = budget_session(P, now) -- the spend budgets (lua/lib/25_budget.lua)
 local denied_model = {} -- model -> until (ms) once its bucket denied in this call
 local budget = max_jobs + 64 -- nodes looked at per call: bounds the call's work
 
@@ -373,6 +374,27 @@ local function block_target(s, path, cost, mpath, tpath, kpath)
     return kpath, now + 1, 'user', path[#path].name -- unreachable: a denial names a binding bucket
 end
 
+-- A job budget_decide refused (verdict v): what to do with it, as examine's
+-- kind, reason, message; or nil once it is parked: the node of the
+-- budget's scope is blocked until the period rolls over, noted under the
+-- budget's index name '$<id>' (a settle that gives spend back, a raise or a
+-- removal unblocks it). It stays queued and no attempt is counted. A
+-- budget set to dead-letter, and a gateway's synchronous call (its caller
+-- waits: job field lease), end it budget_exhausted.
+local function budget_deny(c, v, job)
+    if v.kind == 'unpriced' then
+        return 'dead', 'unpriced', v.message
+    end
+    if v.budget.dead or job[13] then
+        return 'dead', 'budget_exhausted', v.message
+    end
+    chain_end()
+    local level = budget_scope_level(v.budget.scope)
+    local node = level == 'model' and c.mpath or (level == 'tenant' and c.tpath or c.kpath)
+    sched_block(P, node, v.budget.stop, '$' .. v.budget.id)
+    return nil
+end
+
 for _, prio in ipairs(PRIOS) do
     if taken >= max_jobs or more then
         break
@@ -407,28 +429,37 @@ for _, prio in ipairs(PRIOS) do
                     b = 'no attempts left (' .. attempts .. ' of ' .. max_attempts .. ')'
                 else
                     s = s or limiter_session(P, prio, now)
+                    local bp = budget_path(bs, c.t.name, c.u.name, job[14])
+                    local bv, nusd = nil, 0
+                    if #bp > 0 then
+                        bv, nusd = budget_decide(bs, bp, c.m.name, cost, tonumber(job[9]) or -1)
+                    end
                     local route = ep_model(P, routes, c.m.name)
                     local path, st, r1, r2, r3, r4, ep, served
-                    if route == nil and not job[14] and routes.serves[''] then
+                    if bv ~= nil then
+                        st = 'budget'
+                    elseif route == nil and not job[15] and routes.serves[''] then
                         -- the implicit endpoint: the key's names (the
                         -- chain's), not the job's fields: the key is where
                         -- it was queued, and those were checked
                         c.path = c.path or limiter_path(s, c.m.name, c.t.name, c.u.name)
                         path, served = c.path, c.m.name
                         st, r1, r2, r3 = limiter_try(s, path, cost, job[4])
-                    elseif job[14] and not ep_pins_any(route, job[14]) then
+                    elseif job[15] and not ep_pins_any(route, job[15]) then
                         st = 'no_endpoint'
                     else
                         st, r1, r2, r3, r4 = ep_route(s, routes, route, c.m.name, c.t.name,
-                            c.u.name, cost, job[4], { pin = ep_name_set(job[14]),
-                            failed = ep_name_set(job[15]), deadline = deadline })
+                            c.u.name, cost, job[4], { pin = ep_name_set(job[15]),
+                            failed = ep_name_set(job[16]), deadline = deadline })
                         if st == 'granted' then
                             path, ep, served = r2, r3, r4
                         end
                     end
                     if st == 'granted' then
                         c.idx, c.pops = c.idx + 1, c.pops + 1
-                        local handle = path.tags == '' and '' or limiter_handle(path, r1, job[4], s.now_text)
+                        local handle = (path.tags == '' and '' or
+                            limiter_handle(path, r1, job[4], s.now_text)) ..
+                            budget_charge(bp, cost, nusd, c.t.name, c.u.name)
                         redis.call('HSET', P .. 'job:' .. id, 'state', 'running', 'attempts',
                             llmq_int_text(attempts + 1), 'consumer', consumer, 'run_ms', s.now_text)
                         local lifetime, guard = c.lifetime, c.guard
@@ -459,9 +490,11 @@ for _, prio in ipairs(PRIOS) do
                         if not keep or (c.idx > #c.ids and c.exact) then
                             chain_end()
                         end
+                    elseif st == 'budget' then
+                        kind, a, b = budget_deny(c, bv, job)
                     elseif st == 'no_endpoint' then
                         kind, a = 'dead', 'no_endpoint'
-                        b = 'no endpoint it may use (' .. job[14] .. ') serves model ' .. c.m.name
+                        b = 'no endpoint it may use (' .. job[15] .. ') serves model ' .. c.m.name
                     elseif st == 'skip' then
                         -- only endpoints this worker holds no key for have
                         -- room: other workers take it; this one looks past
@@ -479,7 +512,7 @@ for _, prio in ipairs(PRIOS) do
                         -- blocks its key only), or its tenant or user binds
                         chain_end()
                         local node = r4 == 'tenant' and c.tpath or c.kpath
-                        if r4 == 'model' and not job[14] then
+                        if r4 == 'model' and not job[15] then
                             node = c.mpath
                             denied_model[c.m.name] = now + r1
                         end
@@ -523,6 +556,7 @@ for _, prio in ipairs(PRIOS) do
         end
     end
 end
+budget_flush(bs)
 if budget <= 0 and taken < max_jobs then
     more = true
 end

@@ -11,11 +11,17 @@
 --            {pins}          each job has a 13th value: the endpoints it may
 --                            run on, comma-separated ('' any; job field pin,
 --                            lua/lib/47_endpoints.lua)
+--            {key=<id>}      the jobs come through gateway key <id> (16 hex
+--                            digits of its SHA-256; job field key): its
+--                            spend budgets apply (lua/lib/25_budget.lua)
 --          then JOBS_FIELDS values per job, repeated for each job of the call:
 --          id, prio (high|normal|low), model, url, body (JSON text), cost
 --          (tokens), tenant ('' none), user ('' none), deadline_ms (unix ms,
 --          0 none), ttl_ms (0 none; deadline = min(deadline, now + ttl)),
 --          max_attempts, est_prompt_tokens
+-- A job a USD budget applies to whose model has no price is refused (an
+-- error naming it) before anything of the call is written: never run
+-- unpriced.
 -- Reply: one {created, state} per job, in order: {1, 'queued'} (or 'held')
 -- for a new job; {0, state} when job:<id> or its result res:<id> already exists (state
 -- of the existing job; 'done' when only a result is left), nothing written.
@@ -25,7 +31,7 @@
 -- woken when it may run now.
 local P = KEYS[1]
 local JOBS_FIELDS = 12
-local held, lease, pins = false, nil, false
+local held, lease, key, pins = false, nil, nil, false
 local first = 1
 while ARGV[first] ~= nil and string.byte(ARGV[first], 1) == 123 do -- '{'
     local opt = ARGV[first]
@@ -37,6 +43,8 @@ while ARGV[first] ~= nil and string.byte(ARGV[first], 1) == 123 do -- '{'
     elseif string.sub(opt, 1, 7) == '{lease=' and string.sub(opt, -1) == '}' and
         worker_name_ok(string.sub(opt, 8, -2)) then
         lease = string.sub(opt, 8, -2)
+    elseif string.sub(opt, 1, 5) == '{key=' and string.find(opt, '^{key=%x+}$') and #opt <= 70 then
+        key = string.sub(opt, 6, -2)
     else
         return redis.error_reply('LLMQ_EINVAL enqueue: unknown option ' .. opt)
     end
@@ -48,6 +56,21 @@ if (#ARGV - first + 1) % JOBS_FIELDS ~= 0 then
 end
 local now = llmq_now_ms()
 local now_text = llmq_int_text(now)
+local bs = budget_session(P, now)
+if bs.any then
+    for base = first, #ARGV, JOBS_FIELDS do
+        local bp = budget_path(bs, ARGV[base + 6], ARGV[base + 7], key)
+        if bp.has_usd and budget_price(P, ARGV[base + 2], bs.prices) == nil then
+            for _, b in ipairs(bp) do
+                if b.usd then
+                    return redis.error_reply('LLMQ_EINVAL job ' .. ARGV[base] .. ': model ' ..
+                        ARGV[base + 2] .. ' has no price and USD budget ' .. b.id ..
+                        ' applies (llmq prices set ' .. ARGV[base + 2] .. ' ...)')
+                end
+            end
+        end
+    end
+end
 local out = {}
 local vt = {} -- virtual times read in this call
 local backlog = {} -- jobs queued per priority (sched_backlog_add)
@@ -91,6 +114,9 @@ for base = first, #ARGV, JOBS_FIELDS do
             'est_prompt_tokens', ARGV[base + 11])
         if lease then
             redis.call('HSET', jk, 'lease', lease)
+        end
+        if key then
+            redis.call('HSET', jk, 'key', key)
         end
         if pins and ARGV[base + 12] ~= '' then
             redis.call('HSET', jk, 'pin', ARGV[base + 12])

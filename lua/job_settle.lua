@@ -47,16 +47,24 @@
 -- ARGV[18] lim_tok: x-ratelimit-limit-tokens (-1: not sent)
 -- ARGV[19] key_id: authpause: the refused key's fingerprint (16 hex digits
 --          of its SHA-256; never the key)
--- ARGV[20] endpoint: the endpoint that ran it ('' the implicit one); its
+-- ARGV[20] in_tokens: done/dead: usage's prompt (input) tokens (-1: not reported)
+-- ARGV[21] cached_tokens: of those, cached ones (-1: not reported)
+-- ARGV[22] out_tokens: usage's completion (output) tokens (-1: not reported)
+-- ARGV[23] endpoint: the endpoint that ran it ('' the implicit one); its
 --          bucket "<model>@<endpoint>" is the one paused and taught
--- ARGV[21] outcome: what the call says about the endpoint (ok | fail |
+-- ARGV[24] outcome: what the call says about the endpoint (ok | fail |
 --          limit | auth | quota | '' nothing), for its shared health
 --          (lua/lib/47_endpoints.lua ep_health_settle). A retry or a dead
 --          letter for a fail or limit of a named endpoint goes back to the
 --          queue at once, its attempt uncounted, when another endpoint of its
 --          model can serve it and has not failed it yet (job field epx
 --          lists those that did)
--- ARGV[22] latency_ms: the call's latency (-1: not measured)
+-- ARGV[25] latency_ms: the call's latency (-1: not measured)
+-- The reservation's budget part (lua/lib/25_budget.lua) is settled with the
+-- limiter's: to actual tokens and, at the model's price, to the usage's
+-- dollars (its prompt, cached prompt and output tokens; a usage without
+-- them keeps the dollar charge); a refund gives both back. A done job's
+-- usage is added to the spend counters (P spend:<day>).
 -- Reply: {owned, finished} per delivery, flat and in order: owned 0 when
 -- the entry was no longer pending for anyone (reclaimed and redelivered):
 -- the job's state is then left to the current owner, except that a result is
@@ -64,16 +72,16 @@
 -- before anything is written (a script's writes stay when it fails), so an
 -- error reply means none of the call's deliveries was settled.
 local P = KEYS[1]
-local SETTLE_FIELDS = 22
+local SETTLE_FIELDS = 25
 local MODES = { done = true, retry = true, dead = true, handback = true, authpause = true }
--- A caller of the previous form sends 19 values per delivery (no endpoint:
+-- A caller of the previous form sends 22 values per delivery (no endpoint:
 -- the implicit one). Where a count fits both, the 2nd delivery's prio (a
--- priority) and this form's ARGV[21] (an outcome) tell them apart.
-if #ARGV % SETTLE_FIELDS ~= 0 or (#ARGV % 19 == 0 and JOBS_PRIORITY_VALID[ARGV[21]]) then
-    SETTLE_FIELDS = 19
+-- priority) and this form's ARGV[24] (an outcome) tell them apart.
+if #ARGV % SETTLE_FIELDS ~= 0 or (#ARGV % 22 == 0 and JOBS_PRIORITY_VALID[ARGV[24]]) then
+    SETTLE_FIELDS = 22
 end
 if #ARGV == 0 or #ARGV % SETTLE_FIELDS ~= 0 then
-    return redis.error_reply('LLMQ_EINVAL job_settle takes 22 (with endpoints) or 19 values per delivery')
+    return redis.error_reply('LLMQ_EINVAL job_settle takes 25 (with endpoints) or 22 values per delivery')
 end
 for base = 0, #ARGV - 1, SETTLE_FIELDS do
     local mode = ARGV[base + 1]
@@ -94,6 +102,10 @@ local settings = nil -- retention settings, read by the first finish (llmq_job_f
 local tally = {} -- the call's finishes, for llmq_jobs_finish_flush
 local reply = {}
 local streams = {} -- prio -> its stream's key, built once per call
+local spend = {} -- the call's usage per day, budget_spend_flush
+local prices = {} -- model -> price, read once per call (budget_price)
+local freed_budgets = {} -- budgets whose spend went down, woken once per call
+local today = budget_day_text(now) -- the spend counters' day (UTC)
 
 -- Pauses and teaches the account+model bucket what the delivery whose
 -- arguments start after ARGV[base] brings: its pause (pause_ms, parsed) and
@@ -130,6 +142,29 @@ local function learn(base, pause_ms, bucket)
     end
 end
 
+-- Settles budget part bud of the delivery whose arguments start after
+-- ARGV[base] to tokens (nil: a refund), and counts a done job's usage.
+local function settle_budgets(base, bud, tokens, mode)
+    local model = ARGV[base + 11]
+    local prompt, cached = tonumber(ARGV[base + 20]) or -1, tonumber(ARGV[base + 21]) or -1
+    local output = tonumber(ARGV[base + 22]) or -1
+    local nusd = nil
+    if tokens ~= nil and prompt >= 0 then
+        local p = budget_price(P, model, prices)
+        if p ~= nil then
+            nusd = budget_usage_nusd(p, prompt, math.max(cached, 0), math.max(output, 0))
+        end
+    end
+    budget_settle(P, bud, tokens, nusd, freed_budgets)
+    if mode == 'done' and tokens ~= nil then
+        local tenant, user = budget_part_names(bud)
+        if tenant ~= nil then
+            budget_spend_add(spend, today, model, tenant, user,
+                math.max(prompt, 0), math.max(cached, 0), math.max(output, 0), tokens, nusd)
+        end
+    end
+end
+
 -- Settles the delivery whose arguments start after ARGV[base].
 local function settle(base)
     local mode, prio, eid, id, handle = ARGV[base + 1], ARGV[base + 2], ARGV[base + 3],
@@ -143,13 +178,13 @@ local function settle(base)
     local owned = worker_ack(q, eid)
     local finished = 0
     local endpoint, outcome = '', ''
-    if SETTLE_FIELDS == 22 then
-        endpoint, outcome = ARGV[base + 20], ARGV[base + 21]
+    if SETTLE_FIELDS == 25 then
+        endpoint, outcome = ARGV[base + 23], ARGV[base + 24]
     end
     local bucket = ep_bucket(ARGV[base + 11], endpoint)
     local moved = false
     if endpoint ~= '' and outcome ~= '' then
-        ep_health_settle(P, endpoint, outcome, ARGV[base + 8], tonumber(ARGV[base + 22]), now)
+        ep_health_settle(P, endpoint, outcome, ARGV[base + 8], tonumber(ARGV[base + 25]), now)
         if (outcome == 'fail' or outcome == 'limit') and (mode == 'retry' or mode == 'dead') and
             owned == 1 and ep_job_elsewhere(P, id, ARGV[base + 11], endpoint, now) then
             moved = true -- requeued below, at once, the attempt uncounted
@@ -157,15 +192,21 @@ local function settle(base)
     end
 
     if handle ~= '' then
+        local lim, bud = budget_handle_split(handle)
         local _, freed = nil, nil
-        if mode == 'done' or (mode == 'dead' and actual >= 0) then
-            _, freed = limiter_adjust(P, handle, math.max(actual, 0), true)
-        elseif mode == 'handback' or mode == 'authpause' or ARGV[base + 10] == '1' or
-            mode == 'dead' then
-            _, freed = limiter_adjust(P, handle, nil, true)
+        local settled = mode == 'done' or (mode == 'dead' and actual >= 0)
+        local refund = not settled and (mode == 'handback' or mode == 'authpause' or
+            ARGV[base + 10] == '1' or mode == 'dead')
+        if lim ~= '' and settled then
+            _, freed = limiter_adjust(P, lim, math.max(actual, 0), true)
+        elseif lim ~= '' and refund then
+            _, freed = limiter_adjust(P, lim, nil, true)
         end
         if freed ~= nil and #freed > 0 then
             sched_wake_buckets(P, freed)
+        end
+        if bud ~= '' and (settled or refund) then
+            settle_budgets(base, bud, settled and math.max(actual, 0) or nil, mode)
         end
     end
 
@@ -224,5 +265,9 @@ for base = 0, #ARGV - 1, SETTLE_FIELDS do
 end
 if settings ~= nil then
     llmq_jobs_finish_flush(P, tally, settings, now)
+end
+budget_spend_flush(P, spend)
+if #freed_budgets > 0 then
+    sched_wake_buckets(P, freed_budgets)
 end
 return reply

@@ -23,6 +23,7 @@
 #include "classify.h"
 #include "learn_throttle.h"
 #include "model_state.h"
+#include "stream_call.h"
 #include "worker.h"
 
 /* A job a named endpoint or a fallback model served says so in its line:
@@ -207,6 +208,7 @@ static void apply_class(struct llmq_worker *w, struct worker_job *job,
         if (c->has_usage && (c->usage.present & LLMQ_USAGE_TOTAL))
             job->settle.actual_tokens = c->usage.total_tokens;
         if (c->has_usage && (c->usage.present & LLMQ_USAGE_INPUT)) {
+            llmq_worker_settle_usage(&job->settle, &c->usage); /* spend budgets price it */
             record_calibration(job, c->usage.input_tokens);
             llmq_worker_metrics_prompt(w, job, c->usage.input_tokens);
         }
@@ -310,24 +312,10 @@ static void on_response(struct llmq_http_response *resp, void *privdata)
     llmq_call_classify(&in, &c);
     if (resp->outcome == LLMQ_HTTP_OK && c.cause != LLMQ_CALL_CAUSE_OK && resp->status == 429)
         llmq_worker_metrics_429(w, job, c.cause == LLMQ_CALL_CAUSE_QUOTA);
-    apply_class(w, job, resp, &c);
+    if (!llmq_worker_stream_decide(w, job, resp, &c))
+        apply_class(w, job, resp, &c);
+    llmq_worker_stream_end(job, resp);
     end_attempt(w, job, resp);
-}
-
-/* A streamed chat request must report usage to be settled: ask for it. */
-static char *with_stream_usage(const char *body)
-{
-    if (strstr(body, "\"stream\"") == NULL)
-        return NULL;
-    json_t *b = json_loads(body, 0, NULL);
-    char *out = NULL;
-    if (json_is_object(b) && json_is_true(json_object_get(b, "stream")) &&
-        json_object_get(b, "stream_options") == NULL) {
-        json_object_set_new(b, "stream_options", json_pack("{s:b}", "include_usage", 1));
-        out = json_dumps(b, JSON_COMPACT);
-    }
-    json_decref(b);
-    return out;
 }
 
 /* The body with its "model" set to model (a fallback model serves the
@@ -368,11 +356,7 @@ void llmq_worker_call(struct llmq_worker *w, struct worker_job *job)
 {
     char url[2048];
     struct llmq_error err = {0};
-    char *patched = with_stream_usage(job->body);
-    if (patched != NULL) {
-        free(job->body);
-        job->body = patched;
-    }
+    char *patched = NULL;
     if (job->asked_model != NULL && job->asked_model[0] != '\0' &&
         (patched = with_model(job->body, job->model)) != NULL) {
         free(job->body);
@@ -406,9 +390,14 @@ void llmq_worker_call(struct llmq_worker *w, struct worker_job *job)
         .client_request_id = job->id,
         .send_by_ms = job->send_by_ms,
     };
+    /* stream: true relays the answer as it comes (stream_call.h) */
+    (void)llmq_worker_stream_begin(w, job, &req);
     if (llmq_http_submit(w->http, &req, on_response, job, &err) != LLMQ_OK) {
         LLMQ_LOG_JOB(LLMQ_LOG_ERROR, job->acct->cfg->name, job->id, "cannot send: %s", err.msg);
         plan_retry(w, job, err.msg, -1, 1, NULL);
+        llmq_worker_stream_end(job, NULL);
         end_attempt(w, job, NULL);
+        return;
     }
+    llmq_worker_stream_sent(job);
 }

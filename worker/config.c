@@ -51,6 +51,8 @@ static void usage(FILE *out)
             "  --exit-when-idle-ms MS  exit 0 after MS with no job to do (batch runs, tests);\n"
             "                          exit 1 if Redis was never reached\n"
             "  --max-response-bytes N  longest response body accepted (default 16777216)\n"
+            "  --stream-coalesce-ms MS a streamed answer's events are relayed together at most\n"
+            "                          this often (default 10; 0: each event at once)\n"
             "  --spool-dir DIR         results Redis could not take are kept here at exit and\n"
             "                          replayed at the next start (env LLMQ_SPOOL_DIR; default\n"
             "                          /var/tmp/llmq-spool)\n"
@@ -247,7 +249,8 @@ enum {
     O_RTIMEOUT,
     O_EPKEY,
     O_EPKEYFILE,
-    O_CONFIG
+    O_CONFIG,
+    O_COALESCE
 };
 
 static const struct option options[] = {
@@ -272,6 +275,7 @@ static const struct option options[] = {
     {"log-format", required_argument, NULL, O_LFORMAT},
     {"exit-when-idle-ms", required_argument, NULL, O_IDLE},
     {"max-response-bytes", required_argument, NULL, O_MAXRESP},
+    {"stream-coalesce-ms", required_argument, NULL, O_COALESCE},
     {"spool-dir", required_argument, NULL, O_SPOOLDIR},
     {"spool-max-jobs", required_argument, NULL, O_SPOOLMAX},
     {"metrics-port", required_argument, NULL, O_MPORT},
@@ -295,6 +299,7 @@ static void set_defaults(struct llmq_worker_config *cfg)
     cfg->backoff_base_ms = 1000;
     cfg->backoff_cap_ms = 60000;
     cfg->visibility_ms = 60000;
+    cfg->stream_coalesce_ms = LLMQ_WORKER_STREAM_COALESCE_MS_DEFAULT;
     cfg->max_response_bytes = 16 << 20;
     snprintf(cfg->spool_dir, sizeof(cfg->spool_dir), "%s", "/var/tmp/llmq-spool");
     cfg->spool_max_jobs = 10000;
@@ -372,6 +377,9 @@ static int apply(struct llmq_worker_config *cfg, int opt, const char *arg, const
     case O_MAXRESP:
         rc = parse_int_option("--max-response-bytes", arg, 1024, (int64_t)1 << 32,
                               &cfg->max_response_bytes);
+        break;
+    case O_COALESCE:
+        rc = parse_int_option("--stream-coalesce-ms", arg, 0, 1000, &cfg->stream_coalesce_ms);
         break;
     case O_SPOOLDIR:
         if (arg[0] == '\0' || strlen(arg) >= sizeof(cfg->spool_dir) - 300)

@@ -15,6 +15,7 @@
 #define LLMQ_WORKER_MAX_ACCOUNTS 16
 #define LLMQ_WORKER_MAX_ENDPOINTS 64
 #define LLMQ_WORKER_ENDPOINT_NAME_MAX 64
+#define LLMQ_WORKER_STREAM_COALESCE_MS_DEFAULT 10
 
 struct llmq_worker_account {
     char name[201];
@@ -53,6 +54,8 @@ struct llmq_worker_config {
     enum llmq_log_format log_format;
     int exit_when_idle_ms;      /* > 0: exit 0 after this long with nothing to do (tests, demo) */
     int64_t max_response_bytes; /* a longer response body is cut: the job dies, response_too_big */
+    int64_t stream_coalesce_ms; /* a streamed answer's events wait at most this long to be
+                                   relayed together (stream_call.h); 0: each at once */
     char spool_dir[1024];  /* settles Redis could not take are written here at exit (spool.h) */
     int spool_max_jobs;    /* settles kept in memory at most; at it, no new jobs are taken */
     int metrics_port;      /* > 0: serve /metrics, /healthz, /readyz on it; 0: off */

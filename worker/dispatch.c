@@ -258,11 +258,16 @@ void llmq_worker_account_start(struct worker_account *a)
     llmq_worker_settle_start(a);
     struct llmq_redis_async_config rc = {.name = "worker",
                                          .command_timeout_ms = w->cfg->redis_timeout_ms};
-    a->cmd = llmq_redis_async_new(w->loop, &w->cfg->redis, &rc, on_cmd_state, a, &err);
+    /* On a cluster, both connections go to the node of this account's slot
+     * (a node down stops only the accounts it serves). */
+    struct llmq_redis_url url = w->cfg->redis;
+    llmq_redis_url_route(&url, a->cfg->name);
+    a->cmd = llmq_redis_async_new(w->loop, &url, &rc, on_cmd_state, a, &err);
     struct llmq_redis_async_config wc = {.name = "worker-wake",
                                          .command_timeout_ms = w->cfg->redis_timeout_ms,
                                          .block_ms = WAKE_BLOCK_MAX_MS};
-    a->wake = llmq_redis_async_new(w->loop, &w->cfg->redis, &wc, on_wake_state, a, &err);
+    a->wake = llmq_redis_async_new(w->loop, &url, &wc, on_wake_state, a, &err);
+    memset(&url, 0, sizeof(url)); /* the password */
 }
 
 void llmq_worker_account_stop(struct worker_account *a)

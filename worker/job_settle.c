@@ -22,7 +22,7 @@
 #include "spool.h"
 #include "worker.h"
 
-/* Deliveries per script call at most (19 arguments each). */
+/* Deliveries per script call at most (22 arguments each). */
 #define SETTLE_BATCH_MAX 64
 
 /* One script call's deliveries, kept until its reply. */

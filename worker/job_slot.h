@@ -23,6 +23,7 @@
 #include "settle_request.h"
 
 struct worker_account;
+struct worker_stream;
 
 /* One job in hand, from dispatch until its settle script has answered. */
 struct worker_job {
@@ -34,11 +35,13 @@ struct worker_job {
     char *id, *handle, *model, *url_path, *body;
     int attempts, max_attempts;
     int64_t cost;
-    int64_t est_prompt_tokens;   /* enqueue's estimate, for calibration; -1 none */
-    int64_t send_by_ms;          /* llmq_monotonic_ms() past which its grant is stale and
-                                    it is handed back unsent (call.c); 0: no bound */
-    struct worker_settle settle; /* the outcome to send (settle_request.h) */
-    int from_spool;              /* loaded from a previous run's spool file (spool.h) */
+    int64_t est_prompt_tokens;    /* enqueue's estimate, for calibration; -1 none */
+    int64_t send_by_ms;           /* llmq_monotonic_ms() past which its grant is stale and
+                                     it is handed back unsent (call.c); 0: no bound */
+    struct worker_settle settle;  /* the outcome to send (settle_request.h) */
+    int from_spool;               /* loaded from a previous run's spool file (spool.h) */
+    struct worker_stream *stream; /* a stream: true call's relay while it runs
+                                     (stream_call.h); NULL otherwise */
     /* The endpoint that runs it (dispatch_reply.h; "" the implicit one),
      * owned: name, base URL, Azure api-version, deployment, and the model
      * the job asked for when a fallback model serves it ("" none). */

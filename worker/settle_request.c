@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "openai/usage.h"
 #include "worker.h"
 
 static const char *const mode_names[WORKER_SETTLE_MODE_COUNT] = {
@@ -35,6 +36,16 @@ void llmq_worker_settle_init(struct worker_settle *s)
     s->rem_req = s->rem_tok = s->reset_req_ms = s->reset_tok_ms = -1;
     s->lim_req = s->lim_tok = -1;
     s->latency_ms = -1;
+    s->in_tokens = s->cached_tokens = s->out_tokens = -1;
+}
+
+void llmq_worker_settle_usage(struct worker_settle *s, const struct llmq_usage *u)
+{
+    if (u == NULL || !(u->present & LLMQ_USAGE_INPUT))
+        return;
+    s->in_tokens = u->input_tokens;
+    s->cached_tokens = (u->present & LLMQ_USAGE_CACHED) ? u->cached_tokens : 0;
+    s->out_tokens = (u->present & LLMQ_USAGE_OUTPUT) ? u->output_tokens : 0;
 }
 
 enum field_type {
@@ -83,9 +94,12 @@ static const struct settle_field fields[] = {
     {"lim_req", FIELD_INT64, AT(settle.lim_req), 0, 17, 1, 0, -1},
     {"lim_tok", FIELD_INT64, AT(settle.lim_tok), 0, 18, 1, 0, -1},
     {"key_id", FIELD_KEY_ID, 0, 0, 19, 0, 0, 0},
-    {"endpoint", FIELD_TEXT, AT(endpoint), 0, 20, 1, 0, 0},
-    {"outcome", FIELD_CHARS, CHARS(settle.outcome), 21, 1, 0, 0},
-    {"latency_ms", FIELD_INT64, AT(settle.latency_ms), 0, 22, 1, 0, -1},
+    {"in_tokens", FIELD_INT64, AT(settle.in_tokens), 0, 20, 1, 0, -1},
+    {"cached_tokens", FIELD_INT64, AT(settle.cached_tokens), 0, 21, 1, 0, -1},
+    {"out_tokens", FIELD_INT64, AT(settle.out_tokens), 0, 22, 1, 0, -1},
+    {"endpoint", FIELD_TEXT, AT(endpoint), 0, 23, 1, 0, 0},
+    {"outcome", FIELD_CHARS, CHARS(settle.outcome), 24, 1, 0, 0},
+    {"latency_ms", FIELD_INT64, AT(settle.latency_ms), 0, 25, 1, 0, -1},
     /* Kept so the job's counters survive a restart (the script does not
      * need them). */
     {"cost", FIELD_INT64, AT(cost), 0, 0, 1, 0, 0},

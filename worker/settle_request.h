@@ -52,6 +52,9 @@ struct worker_settle {
     /* x-ratelimit-* headers of the response (-1: not sent), for the
      * bucket to learn from. */
     int64_t rem_req, rem_tok, reset_req_ms, reset_tok_ms, lim_req, lim_tok;
+    /* done: the usage's prompt tokens, those of them cached, and output
+     * tokens (-1: not reported), which spend budgets price */
+    int64_t in_tokens, cached_tokens, out_tokens;
     /* What the call says about its endpoint, for the shared health
      * (lua/lib/47_endpoints.lua): ok | fail | limit | auth | quota | "" */
     char outcome[8];
@@ -61,8 +64,15 @@ struct worker_settle {
 /* Sets s up for a job just dispatched: nothing decided, no header seen. */
 void llmq_worker_settle_init(struct worker_settle *s);
 
-/* KEYS[1] (the account prefix) and ARGV[1..22] of job_settle.lua. */
-#define LLMQ_WORKER_SETTLE_ARGC 23
+struct llmq_usage;
+/* Records the prompt, cached and output tokens of usage u (borrowed) in s,
+ * for spend budgets and counters, when u reports prompt tokens; else leaves
+ * them -1 (the settle then keeps the dollar charge). Every path that settles
+ * a call on its usage (a response, a stream) calls it. */
+void llmq_worker_settle_usage(struct worker_settle *s, const struct llmq_usage *u);
+
+/* KEYS[1] (the account prefix) and ARGV[1..25] of job_settle.lua. */
+#define LLMQ_WORKER_SETTLE_ARGC 26
 
 struct worker_settle_argv {
     const char *argv[LLMQ_WORKER_SETTLE_ARGC];

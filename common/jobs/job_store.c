@@ -42,12 +42,12 @@ enum llmq_rc llmq_job_store_prepare(redisContext *c, const char *prefix, struct 
         }
         freeReplyObject(r);
     }
-    return llmq_script_load_all(c, err);
+    return llmq_script_ensure_loaded(c, err);
 }
 
 /* Options of an enqueue call at most (lua/enqueue.lua: {held}, {lease=..},
- * {pins}). */
-#define OPTS_MAX 3
+ * {key=..}, {pins}). */
+#define OPTS_MAX 4
 
 /* The arguments of one enqueue call: KEYS[1], the options, then
  * FIELDS_PER_JOB per job. Numbers and options are formatted here; everything
@@ -57,6 +57,7 @@ struct call_args {
     size_t argvlen[1 + OPTS_MAX + LLMQ_JOB_STORE_JOBS_PER_CALL * FIELDS_PER_JOB];
     char nums[LLMQ_JOB_STORE_JOBS_PER_CALL][NUMS_PER_JOB][NUM_LEN];
     char lease_opt[LLMQ_JOB_ID_MAX + 16];
+    char key_opt[80];
     int argc;
 };
 
@@ -83,6 +84,10 @@ static void build_call(struct call_args *a, const char *prefix, const struct llm
     if (gate != NULL && gate->lease != NULL) {
         int len = snprintf(a->lease_opt, sizeof(a->lease_opt), "{lease=%s}", gate->lease);
         arg(a, a->lease_opt, (size_t)len);
+    }
+    if (gate != NULL && gate->key_id != NULL) {
+        int len = snprintf(a->key_opt, sizeof(a->key_opt), "{key=%s}", gate->key_id);
+        arg(a, a->key_opt, (size_t)len);
     }
     /* A 13th field per job, the endpoint pin, only in calls that have one:
      * every other call is as before. */
@@ -139,11 +144,12 @@ static int parse_outcomes(redisContext *c, const redisReply *r, size_t n,
 }
 
 /* Reads the reply of one call covering n jobs into out[0..n). Returns 1 for
- * a missing function (to run again), 0 when done, -1 on error (err filled). */
+ * a missing function or a cluster's redirection (to run again: neither
+ * ran), 0 when done, -1 on error (err filled). */
 static int take_reply(redisContext *c, redisReply *r, size_t n, struct llmq_job_outcome *out,
                       struct llmq_error *err)
 {
-    if (llmq_script_is_missing(r))
+    if (llmq_script_must_resend(c, r))
         return 1;
     return parse_outcomes(c, r, n, out, err);
 }
@@ -354,6 +360,8 @@ enum llmq_rc llmq_job_store_push_async(redisAsyncContext *ac, const char *prefix
         return llmq_error_set(err, LLMQ_EINVAL, "enqueue: no connection, jobs or callback");
     if (gate != NULL && gate->lease != NULL && strlen(gate->lease) > LLMQ_JOB_ID_MAX)
         return llmq_error_set(err, LLMQ_EINVAL, "enqueue: lease name too long");
+    if (gate != NULL && gate->key_id != NULL && strlen(gate->key_id) > 64)
+        return llmq_error_set(err, LLMQ_EINVAL, "enqueue: key id too long");
     struct push_async *pa = calloc(1, sizeof(*pa));
     struct call_args *a = malloc(sizeof(*a));
     if (pa == NULL || a == NULL) {

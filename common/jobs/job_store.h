@@ -25,7 +25,8 @@ struct llmq_job_outcome {
 
 /* Makes c ready to push to the account of prefix (borrowed): creates the
  * consumer group "workers" on the three queue streams when missing (from id
- * 0, MKSTREAM) and loads enqueue.lua. Once per connection. */
+ * 0, MKSTREAM) and loads the scripts' library when Redis does not have it
+ * (llmq_script_ensure_loaded). Once per connection. */
 enum llmq_rc llmq_job_store_prepare(redisContext *c, const char *prefix, struct llmq_error *err);
 
 /* Pushes jobs[0..n) (borrowed) in pipelined rounds; out[i] (n entries) gets
@@ -41,10 +42,12 @@ typedef void llmq_job_store_push_cb(enum llmq_rc rc, const struct llmq_error *er
 
 /* How a push's jobs wait (llmq-gateway; lua/enqueue.lua's options). */
 struct llmq_job_gate {
-    int held;          /* 1: written with state held, queued nowhere, until
-                        * lua/batch_stage.lua commits (or aborts) their batch */
-    const char *lease; /* NULL, or a gateway lease name (borrowed): dispatch
-                        * cancels the jobs once P gw:lease:<name> is gone */
+    int held;           /* 1: written with state held, queued nowhere, until
+                         * lua/batch_stage.lua commits (or aborts) their batch */
+    const char *lease;  /* NULL, or a gateway lease name (borrowed): dispatch
+                         * cancels the jobs once P gw:lease:<name> is gone */
+    const char *key_id; /* NULL, or the gateway key's id (16 hex digits of its
+                         * SHA-256, borrowed): its spend budgets apply */
 };
 
 /* The same push as llmq_job_store_push (same script, same arguments) on an

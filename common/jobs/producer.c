@@ -76,6 +76,7 @@ enum llmq_rc llmq_producer_open(const struct llmq_producer_options *opt, struct 
     enum llmq_rc rc = llmq_redis_url_parse(url, &p->url, err);
     if (rc == LLMQ_OK)
         rc = llmq_account_prefix(account, p->prefix, sizeof(p->prefix), err);
+    llmq_redis_url_route(&p->url, account); /* a cluster: the account's node */
     if (rc == LLMQ_OK)
         rc = ensure_connected(p, err);
     if (rc != LLMQ_OK) {

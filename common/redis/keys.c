@@ -35,11 +35,19 @@ static const struct key_name key_names[LLMQ_KEY_KIND_COUNT] = {
     [LLMQ_KEY_GW_KEYS] = {"gw:keys", "", 0},
     [LLMQ_KEY_GW_FILE] = {"gw:file:", "", 1},
     [LLMQ_KEY_GW_FILES] = {"gw:files", "", 0},
+    [LLMQ_KEY_GW_FILE_JOBS] = {"gw:file:", ":jobs", 1},
+    [LLMQ_KEY_GW_FILE_DATA] = {"gw:file:", ":data", 1},
     [LLMQ_KEY_GW_BATCH] = {"gw:batch:", "", 1},
     [LLMQ_KEY_GW_BATCH_JOBS] = {"gw:batch:", ":jobs", 1},
     [LLMQ_KEY_GW_BATCHES] = {"gw:batches", "", 0},
     [LLMQ_KEY_GW_STAGING] = {"gw:staging", "", 0},
     [LLMQ_KEY_GW_LEASE] = {"gw:lease:", "", 1},
+    [LLMQ_KEY_BUDGETS] = {"budgets", "", 0},
+    [LLMQ_KEY_BUDGET] = {"budget:", "", 1},
+    [LLMQ_KEY_PRICES] = {"prices", "", 0},
+    [LLMQ_KEY_SPEND] = {"spend:", "", 1},
+    [LLMQ_KEY_SSE] = {"sse:", "", 1},
+    [LLMQ_KEY_SLOT_GUARD] = {"slot_guard", "", 0},
 };
 
 const char *llmq_key_head(enum llmq_key_kind kind)

@@ -191,6 +191,27 @@
  *   kq: list and P backlog:<prio> in the same call; a running one is never
  *   sent again should it come back to dispatch (it ends cancelled then).
  *
+ * Spend (lua/lib/25_budget.lua; `llmq budgets`, `llmq prices`, `llmq spend`)
+ *   P budgets          HASH  scope -> the ids of its budgets, space-separated. Scopes:
+ *                            "account", "t/<tenant>", "t/<tenant>/u/<user>", "u/<user>"
+ *                            (a user of jobs without a tenant), "k/<key id>" (a gateway
+ *                            key: 16 hex digits of its SHA-256, job field key)
+ *   P budget:<id>      HASH  one budget, id "<scope>#<tokens|usd>/<day|month|<S>s>":
+ *                            scope, unit, limit (tokens, or nano-USD: 1e-9 USD), period
+ *                            (day | month: UTC calendar; or seconds, aligned on the
+ *                            epoch), on_exhaust (park|dead); p (unix ms start of the
+ *                            period spent counts) and spent (charged: reservations at
+ *                            their worst case, settled to real usage). Jobs parked on it
+ *                            are nodes in P sblk noted in P sbb:$<id>
+ *   P prices           HASH  model -> "<input>,<cached input>,<output>" nano-USD per token
+ *                            (USD per 1M tokens x 1000): the account's prices over the
+ *                            table of data/prices.json
+ *   P spend:<day>      HASH  usage of the jobs done on UTC day "YYYY-MM-DD", field
+ *                            "<model>|<tenant>|<user>|<n|in|cached|out|tok|nusd>" (jobs,
+ *                            prompt, cached prompt, output, total tokens, nano-USD; nusd
+ *                            only for priced models); expires 400 days after its last write
+ *   job field key: the gateway key a job came through (its budgets apply)
+ *
  * Gateway (gateway/, `llmq keys`)
  *   P gw:key:<sha256>  HASH  a gateway key, known only by the SHA-256 (hex) of
  *                            its text: tenant ('' none), user ('' none: the
@@ -198,7 +219,18 @@
  *                            models (comma-separated; '' all), created_ms
  *   P gw:keys          ZSET  the SHA-256 of every key, score = created_ms
  *   P gw:file:<id>     HASH  an uploaded file ("file-<24 hex>"): filename,
- *                            purpose, bytes, lines, created_at (unix s), content
+ *                            purpose, bytes, lines, created_at (unix s), tenant,
+ *                            layout ("jobs1": its requests are in
+ *                            P gw:file:<id>:jobs, its bytes in P gw:file:<id>:data).
+ *                            A file stored before that layout has no layout
+ *                            field and its bytes in the field content, checked
+ *                            again (off the loop) when a batch is made of it
+ *   P gw:file:<id>:jobs LIST the file's requests, checked once at upload, one
+ *                            record per request in file order
+ *                            (gateway/file_jobs.h): what creating a batch needs,
+ *                            without reading the JSON again
+ *   P gw:file:<id>:data STRING the file's bytes as uploaded (for GET
+ *                            /v1/files/<id>/content only)
  *   P gw:files         ZSET  file ids, score = created ms
  *   P gw:batch:<id>    HASH  a Batch ("batch_<24 hex>"): endpoint,
  *                            input_file_id, completion_window, metadata (JSON),
@@ -225,11 +257,23 @@
  *                            every third of it): the sync calls it enqueued
  *                            (job field lease) and the batches it creates are
  *                            its while it lives
+ *   P sse:<id>         CHANNEL (pub/sub; no key is stored) a streamed call's
+ *                            relay: the gateway holding the client subscribes
+ *                            before it enqueues the job, the worker calling
+ *                            it publishes the answer's events there as they
+ *                            come (worker/stream_call.h has the messages); a
+ *                            publish that reaches no subscriber tells the
+ *                            worker the client is gone
  *   A Batch's jobs have ids "<batch id>.<custom_id>"; llmq_job_finish counts
  *   each end into the batch (completed, failed, expired) and ends the batch
  *   when all have (lua/lib/30_jobs.lua llmq_jobs_batch_settle). Its output and
  *   error files ("file-out_<batch id>", "file-err_<batch id>") are read from
  *   the jobs' results (job_result.h), so they live as long as those are kept.
+ *
+ *   P slot_guard       (none) never written: every FCALL declares it after
+ *                            its own keys (script.c), so while the account's
+ *                            slot migrates between cluster nodes every call
+ *                            is refused before it runs (redis/cluster.h)
  *
  *   Queue streams keep the entries settles acknowledged (no XDEL: it cost
  *   more than the rest of a settle's stream work) until a trim, every 256
@@ -282,11 +326,19 @@ enum llmq_key_kind {
     LLMQ_KEY_GW_KEYS,       /* P gw:keys */
     LLMQ_KEY_GW_FILE,       /* P gw:file:<id> */
     LLMQ_KEY_GW_FILES,      /* P gw:files */
+    LLMQ_KEY_GW_FILE_JOBS,  /* P gw:file:<id>:jobs */
+    LLMQ_KEY_GW_FILE_DATA,  /* P gw:file:<id>:data */
     LLMQ_KEY_GW_BATCH,      /* P gw:batch:<id> */
     LLMQ_KEY_GW_BATCH_JOBS, /* P gw:batch:<id>:jobs */
     LLMQ_KEY_GW_BATCHES,    /* P gw:batches */
     LLMQ_KEY_GW_STAGING,    /* P gw:staging */
     LLMQ_KEY_GW_LEASE,      /* P gw:lease:<gateway id> */
+    LLMQ_KEY_BUDGETS,       /* P budgets */
+    LLMQ_KEY_BUDGET,        /* P budget:<id> */
+    LLMQ_KEY_PRICES,        /* P prices */
+    LLMQ_KEY_SPEND,         /* P spend:<YYYY-MM-DD> */
+    LLMQ_KEY_SSE,           /* P sse:<job id> (a pub/sub channel) */
+    LLMQ_KEY_SLOT_GUARD,    /* P slot_guard */
     LLMQ_KEY_KIND_COUNT
 };
 

@@ -1,6 +1,7 @@
 /* Synchronous Redis connections and key naming shared by every binary. */
 #include "redis/redis.h"
 
+#include "redis/cluster.h"
 #include "redis/reply_read.h"
 #include "redis/sentinel.h"
 
@@ -78,13 +79,10 @@ enum llmq_rc llmq_redis_handshake(redisContext *c, const struct llmq_redis_url *
     return LLMQ_OK;
 }
 
-redisContext *llmq_redis_connect_parsed(const struct llmq_redis_url *url, int timeout_ms,
-                                        struct llmq_error *err)
+/* Connects to u->host:u->port (resolved) and runs the handshake. */
+static redisContext *connect_resolved(const struct llmq_redis_url *u, int timeout_ms,
+                                      struct llmq_error *err)
 {
-    struct llmq_redis_url resolved = *url;
-    const struct llmq_redis_url *u = &resolved;
-    if (llmq_sentinel_resolve(&resolved, timeout_ms, err) != LLMQ_OK)
-        return NULL;
     struct timeval tv = ms_to_timeval(timeout_ms);
     redisContext *c = redisConnectWithTimeout(u->host, u->port, tv);
     if (c == NULL) {
@@ -107,6 +105,49 @@ redisContext *llmq_redis_connect_parsed(const struct llmq_redis_url *url, int ti
         return NULL;
     }
     return c;
+}
+
+redisContext *llmq_redis_connect_parsed(const struct llmq_redis_url *url, int timeout_ms,
+                                        struct llmq_error *err)
+{
+    struct llmq_redis_url resolved = *url;
+    const struct llmq_redis_url *u = &resolved;
+    if (llmq_sentinel_resolve(&resolved, timeout_ms, err) != LLMQ_OK ||
+        llmq_cluster_resolve(&resolved, 0, timeout_ms, err) != LLMQ_OK)
+        return NULL;
+    redisContext *c = connect_resolved(u, timeout_ms, err);
+    if (c == NULL && llmq_redis_url_is_cluster(u)) {
+        /* The node the map names may be gone (a failover): ask again. */
+        struct llmq_error again = {0};
+        if (llmq_cluster_resolve(&resolved, 1, timeout_ms, &again) != LLMQ_OK) {
+            llmq_error_set(err, again.rc, "%s", again.msg);
+            return NULL;
+        }
+        c = connect_resolved(u, timeout_ms, err);
+    }
+    if (c != NULL && llmq_redis_url_is_cluster(u))
+        llmq_cluster_attach(c, llmq_cluster_of(u));
+    memset(&resolved, 0, sizeof(resolved)); /* the password */
+    return c;
+}
+
+enum llmq_rc llmq_redis_follow(redisContext *c, const char *host, int port, int timeout_ms,
+                               struct llmq_error *err)
+{
+    struct llmq_cluster *cl = llmq_cluster_of_context(c);
+    if (cl == NULL)
+        return llmq_error_set(err, LLMQ_EINVAL, "redis: not a cluster connection");
+    redisContext *n = llmq_cluster_connect_node(cl, host, port, timeout_ms, err);
+    if (n == NULL)
+        return err ? err->rc : LLMQ_EREDIS;
+    /* hiredis 0.14's redisContext holds no pointer to itself: its contents
+     * can change places, and the caller's pointer now reads the new
+     * connection while the old one is freed. */
+    redisContext old = *c;
+    *c = *n;
+    *n = old;
+    redisFree(n);
+    return LLMQ_OK;
 }
 
 redisContext *llmq_redis_connect(const char *url, int timeout_ms, struct llmq_error *err)

@@ -9,13 +9,23 @@
 #include "redis/redis_url.h"
 
 /* Connects to url (borrowed), with connect and command timeouts of timeout_ms,
- * authenticates and selects the database. Returns a new context (free with
+ * authenticates and selects the database. A cluster URL connects to the
+ * node serving its route (llmq_redis_url_route; cluster.h), asking the
+ * cluster again once when that node does not answer. Returns a new context (free with
  * redisFree) or NULL with err filled. */
 redisContext *llmq_redis_connect(const char *url, int timeout_ms, struct llmq_error *err);
 
 /* Same, from a parsed URL. */
 redisContext *llmq_redis_connect_parsed(const struct llmq_redis_url *u, int timeout_ms,
                                         struct llmq_error *err);
+
+/* Moves the cluster connection c (made by llmq_redis_connect*, borrowed) to
+ * the node host:port in place: c then reads and writes that node; what was
+ * pending on the old one is dropped. For a MOVED (cluster.h). Returns
+ * LLMQ_OK, or an error (c unchanged) when the node cannot be reached or c is
+ * not a cluster connection. */
+enum llmq_rc llmq_redis_follow(redisContext *c, const char *host, int port, int timeout_ms,
+                               struct llmq_error *err);
 
 /* Runs AUTH and SELECT as u asks on a fresh synchronous context. */
 enum llmq_rc llmq_redis_handshake(redisContext *c, const struct llmq_redis_url *u,

@@ -30,6 +30,7 @@
 
 #include "base/backoff.h"
 #include "base/log.h"
+#include "redis/cluster.h"
 #include "redis/sentinel.h"
 
 enum ra_state { RA_DISCONNECTED = 0, RA_CONNECTING, RA_READY };
@@ -40,6 +41,14 @@ struct ra_io {
     redisAsyncContext *ac;
     struct llmq_redis_async *ra;
     ev_io read_w, write_w;
+};
+
+/* A call waiting for the connection (llmq_redis_async_defer). */
+struct ra_deferred {
+    struct ra_deferred *next;
+    double due; /* ev_now at which it may run */
+    llmq_redis_async_deferred_fn *fn;
+    void *ud;
 };
 
 struct llmq_redis_async {
@@ -63,6 +72,18 @@ struct llmq_redis_async {
     char logged_error[256]; /* the cause last logged, for the rate limit */
     double logged_at;       /* ev_now of that log line */
     int unlogged_failures;  /* failures since then, not logged */
+    /* Cluster (cluster.h); all unused on other URLs. */
+    struct llmq_cluster *cluster;
+    int fixed_addr;               /* an ASK connection: its address is never re-resolved */
+    int refresh_map;              /* the next resolve asks the cluster again */
+    int keep_addr_once;           /* the next connect goes to url.host:port as set (a MOVED) */
+    redisAsyncContext *old_ac;    /* the node left on a MOVED, answering what it was sent */
+    ev_timer drain_timer;         /* frees old_ac if it does not finish in time */
+    struct ra_deferred *deferred; /* calls waiting for the connection, oldest first */
+    ev_timer defer_timer;
+    struct llmq_redis_async *ask; /* connection to the target of the last ASK */
+    char moved_host[256];         /* a MOVED the reader saw on this connection... */
+    int moved_port;               /* ...0: none (followed after the read) */
 };
 
 #define RA_LOG_REPEAT_MS 30000
@@ -71,6 +92,14 @@ struct llmq_redis_async {
     ((struct llmq_redis_async *)((char *)(w)-offsetof(struct llmq_redis_async, member)))
 
 static void start_connect(struct llmq_redis_async *ra);
+static struct llmq_redis_async *new_fixed_addr(struct ev_loop *loop,
+                                               const struct llmq_redis_url *url,
+                                               const struct llmq_redis_async_config *cfg,
+                                               struct llmq_error *err);
+static void on_drain_timer(struct ev_loop *loop, ev_timer *w, int revents);
+static void on_defer_timer(struct ev_loop *loop, ev_timer *w, int revents);
+static void follow_seen_move(struct llmq_redis_async *ra);
+static void fail_deferred(struct llmq_redis_async *ra);
 
 /* The longest a ready connection may go without a word from the server
  * while a command is outstanding, in seconds. */
@@ -83,8 +112,74 @@ static void on_readable(struct ev_loop *loop, ev_io *w, int revents)
 {
     (void)revents;
     struct ra_io *io = w->data;
-    io->ra->heard_at = ev_now(loop);
+    struct llmq_redis_async *ra = io->ra;
+    if (io->ac == ra->ac)
+        ra->heard_at = ev_now(loop);
     redisAsyncHandleRead(io->ac); /* may free io */
+    if (ra->moved_port != 0)
+        follow_seen_move(ra);
+}
+
+/* The reply functions hiredis uses, wrapped so a cluster connection sees
+ * every top-level MOVED whatever command it answers (a blocked XREAD whose
+ * slot moved away, a plain HGET): the connection then follows it after the
+ * read (follow_seen_move), and the command's own callback gets its reply as
+ * usual. The reader's privdata (free for its user in hiredis 0.14, handed to
+ * each read task) is the connection. */
+static redisReplyObjectFunctions *default_reply_fn;
+
+static void *hooked_create_string(const redisReadTask *task, char *str, size_t len)
+{
+    struct llmq_redis_async *ra = task->privdata;
+    if (ra != NULL && task->type == REDIS_REPLY_ERROR && task->parent == NULL) {
+        struct llmq_cluster_redirect rd;
+        if (llmq_cluster_redirect_parse(str, len, &rd) == LLMQ_REDIRECT_MOVED) {
+            snprintf(ra->moved_host, sizeof(ra->moved_host), "%s", rd.host);
+            ra->moved_port = rd.port;
+            if (ra->cluster != NULL) {
+                char host[256];
+                int port;
+                llmq_cluster_note_moved(ra->cluster, &rd, ra->url.host, host, sizeof(host), &port);
+            }
+        }
+    }
+    return default_reply_fn->createString(task, str, len);
+}
+
+static void *hooked_create_array(const redisReadTask *task, int n)
+{
+    return default_reply_fn->createArray(task, n);
+}
+
+static void *hooked_create_integer(const redisReadTask *task, long long v)
+{
+    return default_reply_fn->createInteger(task, v);
+}
+
+static void *hooked_create_nil(const redisReadTask *task)
+{
+    return default_reply_fn->createNil(task);
+}
+
+static void hooked_free_object(void *obj)
+{
+    default_reply_fn->freeObject(obj);
+}
+
+static redisReplyObjectFunctions hooked_reply_fn = {hooked_create_string, hooked_create_array,
+                                                    hooked_create_integer, hooked_create_nil,
+                                                    hooked_free_object};
+
+static void hook_reader(struct llmq_redis_async *ra, redisAsyncContext *ac)
+{
+    if (ra->cluster == NULL || ac->c.reader == NULL)
+        return;
+    if (ac->c.reader->fn != &hooked_reply_fn) {
+        if (default_reply_fn == NULL)
+            default_reply_fn = ac->c.reader->fn;
+        ac->c.reader->fn = &hooked_reply_fn;
+    }
+    ac->c.reader->privdata = ra;
 }
 
 static void on_writable(struct ev_loop *loop, ev_io *w, int revents)
@@ -154,6 +249,7 @@ static int io_attach(struct llmq_redis_async *ra, redisAsyncContext *ac)
     ac->ev.delWrite = io_del_write;
     ac->ev.cleanup = io_cleanup;
     ac->ev.data = io;
+    hook_reader(ra, ac);
     return 0;
 }
 
@@ -203,7 +299,13 @@ static void schedule_reconnect(struct llmq_redis_async *ra)
 {
     ev_timer_stop(ra->loop, &ra->connect_timer);
     ev_timer_stop(ra->loop, &ra->command_timer);
+    ev_timer_stop(ra->loop, &ra->defer_timer);
+    /* A failure: on a cluster the node may be gone (a failover), so the
+     * next attempt asks the cluster where the slot is now. */
+    ra->refresh_map = 1;
+    ra->keep_addr_once = 0;
     set_state(ra, RA_DISCONNECTED);
+    fail_deferred(ra);
     if (ra->closing || ev_is_active(&ra->reconnect_timer))
         return;
     /* Jittered: spread many clients after a Redis restart. */
@@ -302,12 +404,17 @@ static void on_ping(redisAsyncContext *ac, void *reply, void *privdata)
     ra->logged_error[0] = '\0'; /* the next failure is news */
     ra->unlogged_failures = 0;
     set_state(ra, RA_READY);
+    if (ra->deferred != NULL && ra->state == RA_READY) {
+        ev_timer_stop(ra->loop, &ra->defer_timer);
+        ev_timer_set(&ra->defer_timer, 0.0, 0.0);
+        ev_timer_start(ra->loop, &ra->defer_timer);
+    }
 }
 
 static void on_connect(const redisAsyncContext *ac, int status)
 {
     struct llmq_redis_async *ra = ac->data;
-    if (ra == NULL || status == REDIS_OK)
+    if (ra == NULL || status == REDIS_OK || ac != ra->ac)
         return;
     ra->ac = NULL; /* hiredis frees ac after this callback */
     note_failure(ra, "cannot connect: %s", ac->errstr[0] ? ac->errstr : "unknown error");
@@ -318,6 +425,13 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
 {
     struct llmq_redis_async *ra = ac->data;
     if (ra == NULL)
+        return;
+    if (ac == ra->old_ac) { /* the node left on a MOVED is done */
+        ra->old_ac = NULL;
+        ev_timer_stop(ra->loop, &ra->drain_timer);
+        return;
+    }
+    if (ac != ra->ac)
         return;
     ra->ac = NULL;
     /* A refused handshake step has logged its own cause. */
@@ -364,6 +478,17 @@ static void start_connect(struct llmq_redis_async *ra)
         schedule_reconnect(ra);
         return;
     }
+    /* On a cluster, the node serving the account's slot (cluster.h): asked
+     * of the cluster again after a failure, not after a MOVED (which named
+     * the node), never for an ASK connection (whose node is the target). */
+    if (ra->cluster != NULL && !ra->fixed_addr && !ra->keep_addr_once &&
+        llmq_cluster_resolve(&ra->url, ra->refresh_map, ra->cfg.timeout_ms, &err) != LLMQ_OK) {
+        note_failure(ra, "%s", err.msg[0] ? err.msg : "no cluster node answered");
+        schedule_reconnect(ra);
+        return;
+    }
+    ra->refresh_map = 0;
+    ra->keep_addr_once = 0;
     /* hiredis 0.14 resolves the name here, blocking (see STYLE.md); a name
      * that does not resolve is reported in ac->errstr. */
     redisAsyncContext *ac = redisAsyncConnect(ra->url.host, ra->url.port);
@@ -412,11 +537,199 @@ static void start_connect(struct llmq_redis_async *ra)
     ev_timer_start(ra->loop, &ra->connect_timer);
 }
 
+/* The node left on a MOVED did not finish what it was sent in time: its
+ * pending callbacks run now with reply NULL. */
+static void on_drain_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct llmq_redis_async *ra = RA_OF(w, drain_timer);
+    redisAsyncContext *old = ra->old_ac;
+    ra->old_ac = NULL;
+    if (old != NULL) {
+        old->data = NULL;
+        redisAsyncFree(old);
+    }
+}
+
+/* Runs every deferred call that is due while the connection is ready, and
+ * re-arms for the next. */
+static void on_defer_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)revents;
+    struct llmq_redis_async *ra = RA_OF(w, defer_timer);
+    double now = ev_now(loop), next = -1;
+    struct ra_deferred **pp = &ra->deferred;
+    while (*pp != NULL) {
+        struct ra_deferred *d = *pp;
+        if (ra->state != RA_READY || ra->ac == NULL)
+            return; /* a call below dropped it: the rest wait or fail with it */
+        if (d->due > now + 0.0005) {
+            if (next < 0 || d->due < next)
+                next = d->due;
+            pp = &d->next;
+            continue;
+        }
+        *pp = d->next;
+        d->fn(ra->ac, d->ud); /* may defer again: appended at the end */
+        free(d);
+    }
+    if (next >= 0 && ra->state == RA_READY) {
+        ev_timer_set(&ra->defer_timer, next - now, 0.0);
+        ev_timer_start(loop, &ra->defer_timer);
+    }
+}
+
+static void fail_deferred(struct llmq_redis_async *ra)
+{
+    while (ra->deferred != NULL) {
+        struct ra_deferred *d = ra->deferred;
+        ra->deferred = d->next;
+        d->fn(NULL, d->ud);
+        free(d);
+    }
+}
+
+/* Follows the MOVED the reader saw on this connection. */
+static void follow_seen_move(struct llmq_redis_async *ra)
+{
+    char host[256];
+    snprintf(host, sizeof(host), "%s", ra->moved_host[0] ? ra->moved_host : ra->url.host);
+    int port = ra->moved_port;
+    ra->moved_port = 0;
+    llmq_redis_async_follow(ra, host, port);
+}
+
+void llmq_redis_async_follow(struct llmq_redis_async *ra, const char *host, int port)
+{
+    if (ra->closing || ra->cluster == NULL || ra->fixed_addr)
+        return;
+    if (ra->url.port == port && strcmp(ra->url.host, host) == 0)
+        return; /* there already, or on the way */
+    LLMQ_LOG(LLMQ_LOG_INFO, "%s: redis slot moved from %s:%d to %s:%d: following", ra->cfg.name,
+             ra->url.host, ra->url.port, host, port);
+    llmq_cluster_count_moved();
+    snprintf(ra->url.host, sizeof(ra->url.host), "%s", host);
+    ra->url.port = port;
+    ev_timer_stop(ra->loop, &ra->reconnect_timer);
+    ev_timer_stop(ra->loop, &ra->connect_timer);
+    ev_timer_stop(ra->loop, &ra->command_timer);
+    ev_timer_stop(ra->loop, &ra->defer_timer);
+    redisAsyncContext *ac = ra->ac;
+    ra->ac = NULL;
+    set_state(ra, RA_CONNECTING); /* not ready until the new node answers */
+    if (ac != NULL) {
+        if (ra->old_ac != NULL) { /* an older move still draining: cut it */
+            redisAsyncContext *older = ra->old_ac;
+            ra->old_ac = NULL;
+            older->data = NULL;
+            redisAsyncFree(older);
+        }
+        /* What was sent there still gets its answer (a MOVED, for the
+         * calls on the account's slot: sent again by their runners);
+         * hiredis refuses new commands on it and closes it after. */
+        ra->old_ac = ac;
+        ev_timer_stop(ra->loop, &ra->drain_timer);
+        ev_timer_set(&ra->drain_timer, bound_s(ra), 0.0);
+        ev_timer_start(ra->loop, &ra->drain_timer);
+        redisAsyncDisconnect(ac); /* may close it at once (on_disconnect) */
+    }
+    ra->keep_addr_once = 1;
+    start_connect(ra);
+}
+
+int llmq_redis_async_defer(struct llmq_redis_async *ra, int delay_ms,
+                           llmq_redis_async_deferred_fn *fn, void *ud)
+{
+    struct ra_deferred *d = calloc(1, sizeof(*d));
+    if (d == NULL)
+        return -1;
+    d->due = ev_now(ra->loop) + (delay_ms > 0 ? delay_ms / 1000.0 : 0.0);
+    d->fn = fn;
+    d->ud = ud;
+    struct ra_deferred **pp = &ra->deferred;
+    while (*pp != NULL)
+        pp = &(*pp)->next;
+    *pp = d;
+    if (ra->state == RA_READY) {
+        /* the earliest due among the waiting calls */
+        double first = d->due;
+        for (struct ra_deferred *e = ra->deferred; e != NULL; e = e->next)
+            if (e->due < first)
+                first = e->due;
+        double after = first - ev_now(ra->loop);
+        ev_timer_stop(ra->loop, &ra->defer_timer);
+        ev_timer_set(&ra->defer_timer, after > 0 ? after : 0.0, 0.0);
+        ev_timer_start(ra->loop, &ra->defer_timer);
+    }
+    return 0;
+}
+
+struct llmq_redis_async *llmq_redis_async_owner(const redisAsyncContext *ac)
+{
+    if (ac == NULL || ac->ev.cleanup != io_cleanup || ac->ev.data == NULL)
+        return NULL;
+    return ((struct ra_io *)ac->ev.data)->ra;
+}
+
+struct llmq_cluster *llmq_redis_async_cluster(const struct llmq_redis_async *ra)
+{
+    return ra != NULL ? ra->cluster : NULL;
+}
+
+struct llmq_redis_async *llmq_redis_async_asking(struct llmq_redis_async *ra, const char *host,
+                                                 int port)
+{
+    if (ra->closing || ra->cluster == NULL)
+        return NULL;
+    if (ra->ask != NULL && ra->ask->url.port == port && strcmp(ra->ask->url.host, host) == 0)
+        return ra->ask;
+    struct llmq_redis_url u = ra->url;
+    snprintf(u.host, sizeof(u.host), "%s", host);
+    u.port = port;
+    struct llmq_redis_async_config cfg = ra->cfg;
+    cfg.name = "redis-ask";
+    struct llmq_error err = {0};
+    struct llmq_redis_async *ask = new_fixed_addr(ra->loop, &u, &cfg, &err);
+    memset(&u, 0, sizeof(u)); /* the password */
+    if (ask == NULL)
+        return NULL;
+    llmq_redis_async_free(ra->ask); /* a migration to another node before: done */
+    ra->ask = ask;
+    return ask;
+}
+
+struct ev_loop *llmq_redis_async_loop(const struct llmq_redis_async *ra)
+{
+    return ra->loop;
+}
+
+static struct llmq_redis_async *async_new(struct ev_loop *loop, const struct llmq_redis_url *url,
+                                          const struct llmq_redis_async_config *cfg,
+                                          llmq_redis_async_state_cb *cb, void *privdata,
+                                          int fixed_addr, struct llmq_error *err);
+
 struct llmq_redis_async *llmq_redis_async_new(struct ev_loop *loop,
                                               const struct llmq_redis_url *url,
                                               const struct llmq_redis_async_config *cfg,
                                               llmq_redis_async_state_cb *cb, void *privdata,
                                               struct llmq_error *err)
+{
+    return async_new(loop, url, cfg, cb, privdata, 0, err);
+}
+
+static struct llmq_redis_async *new_fixed_addr(struct ev_loop *loop,
+                                               const struct llmq_redis_url *url,
+                                               const struct llmq_redis_async_config *cfg,
+                                               struct llmq_error *err)
+{
+    return async_new(loop, url, cfg, NULL, NULL, 1, err);
+}
+
+static struct llmq_redis_async *async_new(struct ev_loop *loop, const struct llmq_redis_url *url,
+                                          const struct llmq_redis_async_config *cfg,
+                                          llmq_redis_async_state_cb *cb, void *privdata,
+                                          int fixed_addr, struct llmq_error *err)
 {
     if (loop == NULL || url == NULL || cfg == NULL) {
         llmq_error_set(err, LLMQ_EINVAL,
@@ -448,11 +761,21 @@ struct llmq_redis_async *llmq_redis_async_new(struct ev_loop *loop,
         ra->cfg.name = "redis";
     ra->cb = cb;
     ra->privdata = privdata;
+    ra->cluster = llmq_cluster_of(url);
+    ra->fixed_addr = fixed_addr;
+    if (llmq_redis_url_is_cluster(url) && ra->cluster == NULL) {
+        llmq_error_set(err, LLMQ_EINVAL, "redis: more than %d clusters in one process",
+                       LLMQ_CLUSTERS_MAX);
+        free(ra);
+        return NULL;
+    }
     ra->backoff_ms = ra->cfg.reconnect_min_ms;
     llmq_rng_seed(&ra->rng, (uint64_t)(uintptr_t)ra ^ (uint64_t)(ev_now(loop) * 1000));
     ev_timer_init(&ra->reconnect_timer, on_reconnect_timer, 0.0, 0.0);
     ev_timer_init(&ra->connect_timer, on_connect_timeout, 0.0, 0.0);
     ev_timer_init(&ra->command_timer, on_command_timer, 0.0, 0.0);
+    ev_timer_init(&ra->drain_timer, on_drain_timer, 0.0, 0.0);
+    ev_timer_init(&ra->defer_timer, on_defer_timer, 0.0, 0.0);
     start_connect(ra);
     return ra;
 }
@@ -493,6 +816,17 @@ void llmq_redis_async_free(struct llmq_redis_async *ra)
     ev_timer_stop(ra->loop, &ra->reconnect_timer);
     ev_timer_stop(ra->loop, &ra->connect_timer);
     ev_timer_stop(ra->loop, &ra->command_timer);
+    ev_timer_stop(ra->loop, &ra->drain_timer);
+    ev_timer_stop(ra->loop, &ra->defer_timer);
+    fail_deferred(ra);
+    llmq_redis_async_free(ra->ask);
+    ra->ask = NULL;
+    if (ra->old_ac != NULL) {
+        redisAsyncContext *old = ra->old_ac;
+        ra->old_ac = NULL;
+        old->data = NULL;
+        redisAsyncFree(old);
+    }
     if (ra->ac != NULL) {
         redisAsyncContext *ac = ra->ac;
         ra->ac = NULL;

@@ -28,6 +28,7 @@
 #include "redis/redis_url.h"
 
 struct ev_loop;
+struct llmq_cluster;
 struct llmq_redis_async;
 
 /* Told about every change between ready (1) and not ready (0). */
@@ -72,8 +73,47 @@ const char *llmq_redis_async_last_error(const struct llmq_redis_async *ra);
  * after the backoff: for a caller that saw the connection misbehave. */
 void llmq_redis_async_reset(struct llmq_redis_async *ra);
 
-/* Closes and frees; pending command callbacks run with reply NULL before it
- * returns; the state callback does not run. NULL is a no-op. */
+/* Redis Cluster (cluster.h). A connection made for a cluster URL goes to
+ * the primary serving its route's slot (llmq_redis_url_route), asking the
+ * cluster again at each reconnect after a failure, and follows every MOVED
+ * it is answered (whatever the command): it leaves the old node (which
+ * still answers what it was sent, within the command timeout), is not ready
+ * until the new node has answered its handshake, then ready again (the
+ * state callback runs both times). Calls that must survive a redirection
+ * are sent again by their runner (script.c) through the functions below. */
+
+/* Moves the connection to host:port (a MOVED's target, borrowed) unless it
+ * is there already. No effect on a connection that is not a cluster's. */
+void llmq_redis_async_follow(struct llmq_redis_async *ra, const char *host, int port);
+
+/* A call waiting for the connection: runs once with the ready context, or
+ * with ac NULL when an attempt to connect fails (or the connection is lost)
+ * before, or when the connection is freed (from llmq_redis_async_free). */
+typedef void llmq_redis_async_deferred_fn(redisAsyncContext *ac, void *ud);
+
+/* Runs fn(ac, ud) once, delay_ms from now or later, when ra is ready (see
+ * the type); never before this returns. Returns 0, or -1 when out of
+ * memory (fn never runs). */
+int llmq_redis_async_defer(struct llmq_redis_async *ra, int delay_ms,
+                           llmq_redis_async_deferred_fn *fn, void *ud);
+
+/* The connection that made ac, or NULL for a context made otherwise. */
+struct llmq_redis_async *llmq_redis_async_owner(const redisAsyncContext *ac);
+
+/* ra's cluster, or NULL (ra NULL or not a cluster connection). */
+struct llmq_cluster *llmq_redis_async_cluster(const struct llmq_redis_async *ra);
+
+/* A connection to host:port, the target of an ASK, owned by ra (kept for
+ * the next ASK to the same node, freed with ra or at an ASK to another
+ * node). NULL when out of memory or ra is not a cluster connection. */
+struct llmq_redis_async *llmq_redis_async_asking(struct llmq_redis_async *ra, const char *host,
+                                                 int port);
+
+struct ev_loop *llmq_redis_async_loop(const struct llmq_redis_async *ra);
+
+/* Closes and frees; pending command callbacks and deferred calls run with
+ * reply (ac) NULL before it returns; the state callback does not run. NULL is
+ * a no-op. */
 void llmq_redis_async_free(struct llmq_redis_async *ra);
 
 #endif

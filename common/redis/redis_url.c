@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/parse_int.h"
+#include "redis/crc16.h"
 
 /* Copies src[0..len) into dst (size n), decoding %XX. Returns 0, or -1 when the
  * result does not fit or an escape is malformed. */
@@ -49,6 +50,50 @@ static int parse_int(const char *s, size_t len, int min, int max, int *out)
     return 0;
 }
 
+/* Parses "host:port[,host:port...]" from p to end into addrs (at most max,
+ * counted in *n); what names the list in messages. */
+static enum llmq_rc parse_addrs(const char *p, const char *end, struct llmq_sentinel_addr *addrs,
+                                int max, int *n, const char *what, struct llmq_error *err)
+{
+    while (p < end) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *stop = comma ? comma : end;
+        const char *colon = memchr(p, ':', (size_t)(stop - p));
+        if (*n == max)
+            return llmq_error_set(err, LLMQ_EINVAL, "redis url: more than %d %ss", max, what);
+        struct llmq_sentinel_addr *a = &addrs[(*n)++];
+        if (colon == NULL || colon == p ||
+            copy_decoded(a->host, sizeof(a->host), p, (size_t)(colon - p)) != 0 ||
+            parse_int(colon + 1, (size_t)(stop - colon - 1), 1, 65535, &a->port) != 0)
+            return llmq_error_set(err, LLMQ_EINVAL,
+                                  "redis url: each %s must be host:port (1..65535)", what);
+        if (comma != NULL && comma + 1 == end)
+            return llmq_error_set(err, LLMQ_EINVAL, "redis url: empty %s after ','", what);
+        p = comma ? comma + 1 : stop;
+    }
+    if (*n == 0)
+        return llmq_error_set(err, LLMQ_EINVAL, "redis url: no %s given", what);
+    return LLMQ_OK;
+}
+
+/* Parses "host:port[,host:port...][/0]" of a cluster URL. */
+static enum llmq_rc parse_seeds(const char *p, struct llmq_redis_url *out, struct llmq_error *err)
+{
+    const char *slash = strchr(p, '/');
+    const char *end = slash ? slash : p + strlen(p);
+    enum llmq_rc rc =
+        parse_addrs(p, end, out->seeds, LLMQ_CLUSTER_SEEDS_MAX, &out->n_seeds, "seed node", err);
+    if (rc != LLMQ_OK)
+        return rc;
+    if (slash != NULL && slash[1] != '\0' && strcmp(slash + 1, "0") != 0)
+        return llmq_error_set(err, LLMQ_EINVAL,
+                              "redis url: a cluster has database 0 only (got /%s)", slash + 1);
+    /* Until routed, connections go to the first seed. */
+    memcpy(out->host, out->seeds[0].host, sizeof(out->host));
+    out->port = out->seeds[0].port;
+    return LLMQ_OK;
+}
+
 /* Parses "host:port[,host:port...]/master[/db]" of a Sentinel URL. */
 static enum llmq_rc parse_sentinels(const char *p, struct llmq_redis_url *out,
                                     struct llmq_error *err)
@@ -56,23 +101,10 @@ static enum llmq_rc parse_sentinels(const char *p, struct llmq_redis_url *out,
     const char *slash = strchr(p, '/');
     if (slash == NULL)
         return llmq_error_set(err, LLMQ_EINVAL, "redis url: sentinel URL needs /master-name");
-    while (p < slash) {
-        const char *comma = memchr(p, ',', (size_t)(slash - p));
-        const char *end = comma ? comma : slash;
-        const char *colon = memchr(p, ':', (size_t)(end - p));
-        if (out->n_sentinels == LLMQ_SENTINELS_MAX)
-            return llmq_error_set(err, LLMQ_EINVAL, "redis url: more than %d sentinels",
-                                  LLMQ_SENTINELS_MAX);
-        struct llmq_sentinel_addr *a = &out->sentinels[out->n_sentinels++];
-        if (colon == NULL || colon == p ||
-            copy_decoded(a->host, sizeof(a->host), p, (size_t)(colon - p)) != 0 ||
-            parse_int(colon + 1, (size_t)(end - colon - 1), 1, 65535, &a->port) != 0)
-            return llmq_error_set(err, LLMQ_EINVAL,
-                                  "redis url: each sentinel must be host:port (1..65535)");
-        p = comma ? comma + 1 : end;
-    }
-    if (out->n_sentinels == 0)
-        return llmq_error_set(err, LLMQ_EINVAL, "redis url: no sentinel given");
+    enum llmq_rc rc = parse_addrs(p, slash, out->sentinels, LLMQ_SENTINELS_MAX, &out->n_sentinels,
+                                  "sentinel", err);
+    if (rc != LLMQ_OK)
+        return rc;
     const char *name = slash + 1, *db = strchr(name, '/');
     size_t name_len = db ? (size_t)(db - name) : strlen(name);
     if (name_len == 0 ||
@@ -88,13 +120,27 @@ enum llmq_rc llmq_redis_url_parse(const char *url, struct llmq_redis_url *out,
 {
     static const char scheme[] = "redis://";
     static const char sentinel_scheme[] = "redis-sentinel://";
+    static const char cluster_scheme[] = "redis+cluster://";
+    static const char tls_cluster_scheme[] = "rediss+cluster://";
     memset(out, 0, sizeof(*out));
     out->port = 6379;
-    int sentinel = url != NULL && strncmp(url, sentinel_scheme, sizeof(sentinel_scheme) - 1) == 0;
-    if (url == NULL || (!sentinel && strncmp(url, scheme, sizeof(scheme) - 1) != 0))
+    out->route_slot = -1;
+    if (url != NULL && (strncmp(url, tls_cluster_scheme, sizeof(tls_cluster_scheme) - 1) == 0 ||
+                        strncmp(url, "rediss://", 9) == 0))
         return llmq_error_set(err, LLMQ_EINVAL,
-                              "redis url: must start with redis:// or redis-sentinel://");
-    const char *p = url + (sentinel ? sizeof(sentinel_scheme) : sizeof(scheme)) - 1;
+                              "redis url: TLS (rediss://, rediss+cluster://) is not supported: "
+                              "this build's hiredis 0.14 has no TLS");
+    int sentinel = url != NULL && strncmp(url, sentinel_scheme, sizeof(sentinel_scheme) - 1) == 0;
+    int cluster = url != NULL && strncmp(url, cluster_scheme, sizeof(cluster_scheme) - 1) == 0;
+    if (url == NULL || (!sentinel && !cluster && strncmp(url, scheme, sizeof(scheme) - 1) != 0))
+        return llmq_error_set(
+            err, LLMQ_EINVAL,
+            "redis url: must start with redis://, redis-sentinel:// or redis+cluster://");
+    const char *p = url +
+                    (sentinel  ? sizeof(sentinel_scheme)
+                     : cluster ? sizeof(cluster_scheme)
+                               : sizeof(scheme)) -
+                    1;
     const char *end = p + strlen(p);
     const char *slash = strchr(p, '/');
     const char *auth_end = memchr(p, '@', (size_t)((slash ? slash : end) - p));
@@ -117,6 +163,8 @@ enum llmq_rc llmq_redis_url_parse(const char *url, struct llmq_redis_url *out,
     }
     if (sentinel)
         return parse_sentinels(p, out, err);
+    if (cluster)
+        return parse_seeds(p, out, err);
     const char *host_end = slash ? slash : end;
     const char *host_start = p;
     const char *port_colon = NULL;
@@ -148,8 +196,25 @@ enum llmq_rc llmq_redis_url_parse(const char *url, struct llmq_redis_url *out,
     return LLMQ_OK;
 }
 
+int llmq_redis_url_is_cluster(const struct llmq_redis_url *u)
+{
+    return u->n_seeds > 0;
+}
+
+void llmq_redis_url_route(struct llmq_redis_url *u, const char *account)
+{
+    if (u->n_seeds > 0 && account != NULL && account[0] != '\0')
+        u->route_slot = llmq_cluster_account_slot(account);
+}
+
 void llmq_redis_url_redacted(const struct llmq_redis_url *u, char *buf, size_t n)
 {
+    if (u->n_seeds > 0) {
+        snprintf(buf, n, "redis+cluster://%s%s%s%s:%d%s/0", u->user, u->password[0] ? ":***" : "",
+                 (u->user[0] || u->password[0]) ? "@" : "", u->seeds[0].host, u->seeds[0].port,
+                 u->n_seeds > 1 ? ",..." : "");
+        return;
+    }
     if (u->n_sentinels > 0) {
         snprintf(buf, n, "redis-sentinel://%s%s%s%s:%d/%s/%d", u->user,
                  u->password[0] ? ":***" : "", (u->user[0] || u->password[0]) ? "@" : "",

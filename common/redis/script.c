@@ -6,19 +6,37 @@
  * operation's function: no script text travels and nothing of the library is
  * re-initialised per call. "Function not found" (a new Redis, FUNCTION FLUSH,
  * a failover to a replica that never saw the library) makes the runner load
- * the library and call again, once; the caller never sees it.
+ * the library and call again, once; the caller never sees it. A client
+ * that connects asks first (llmq_script_ensure_loaded: FUNCTION LIST of the
+ * library's name, a few hundred bytes) and sends the ~140 KB library only
+ * when Redis does not have it.
  *
  * Async runs keep a private copy of their arguments until the reply comes, so
  * a missing function can be answered by loading the library and sending the
- * same call again; the user callback then runs with that second reply. */
+ * same call again; the user callback then runs with that second reply.
+ *
+ * On a Redis Cluster (cluster.h) a call is sent again, as often as the
+ * cluster asks within LLMQ_CLUSTER_REDIRECTS_MAX and LLMQ_CLUSTER_RETRIES_MAX,
+ * when its reply is a redirection, and only then: a node decides MOVED, ASK,
+ * TRYAGAIN and CLUSTERDOWN before it runs a command (cluster_reply.h), so
+ * such a call never ran, and any other reply (a result, a script's error)
+ * is the call's one run, handed to the caller. A connection lost with calls
+ * in flight is never resent (they may have run): the caller gets NULL, as
+ * without a cluster. Every call declares, after its own keys, the account's
+ * slot guard key (keys.h), so that while the slot migrates every call
+ * is refused before it runs (cluster.h). */
 #include "redis/script.h"
 
+#include "redis/cluster.h"
+#include "redis/keys.h"
 #include "redis/redis.h"
+#include "redis/redis_async.h"
 #include "redis/sentinel.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 int llmq_script_is_missing(const redisReply *r)
 {
@@ -28,25 +46,52 @@ int llmq_script_is_missing(const redisReply *r)
            (strstr(r->str, "Function not found") != NULL || strncmp(r->str, "NOSCRIPT", 8) == 0);
 }
 
-/* Builds the argv of "FCALL function nkeys args..." into caller-provided
- * arrays of size argc + 3. */
-static void build_command(enum llmq_script_id id, char *nkeys_buf, int nkeys, int argc,
-                          const char **argv, const size_t *argvlen, const char **out,
-                          size_t *outlen)
+/* The extra arguments build_command adds: FCALL, the function, nkeys, and
+ * the slot guard key. */
+#define CALL_EXTRA_ARGS 4
+
+/* Builds the argv of "FCALL function nkeys+1 keys... guard args..." into
+ * caller-provided arrays of size argc + CALL_EXTRA_ARGS; guard_buf (size
+ * LLMQ_KEY_FIXED_MAX) receives the guard key of the account whose prefix
+ * is the first key (a call without keys gets none). Returns the number of
+ * arguments. */
+static int build_command(enum llmq_script_id id, char *nkeys_buf, char *guard_buf, int nkeys,
+                         int argc, const char **argv, const size_t *argvlen, const char **out,
+                         size_t *outlen)
 {
-    snprintf(nkeys_buf, 16, "%d", nkeys);
+    int guard = nkeys > 0 && argc > 0 &&
+                llmq_key(guard_buf, LLMQ_KEY_FIXED_MAX, argv[0], LLMQ_KEY_SLOT_GUARD, NULL, NULL) ==
+                    LLMQ_OK;
+    snprintf(nkeys_buf, 16, "%d", nkeys + guard);
     out[0] = "FCALL";
     out[1] = llmq_scripts[id].function;
     out[2] = nkeys_buf;
     for (int i = 0; i < 3; i++)
         outlen[i] = strlen(out[i]);
+    int o = 3;
     for (int i = 0; i < argc; i++) {
-        out[3 + i] = argv[i];
-        outlen[3 + i] = argvlen ? argvlen[i] : strlen(argv[i]);
+        if (guard && i == nkeys) {
+            out[o] = guard_buf;
+            outlen[o++] = strlen(guard_buf);
+        }
+        out[o] = argv[i];
+        outlen[o++] = argvlen ? argvlen[i] : strlen(argv[i]);
     }
+    if (guard && argc == nkeys) {
+        out[o] = guard_buf;
+        outlen[o++] = strlen(guard_buf);
+    }
+    return o;
 }
 
 static const char *const load_argv[] = {"FUNCTION", "LOAD", "REPLACE", llmq_script_library};
+
+int llmq_script_must_resend(redisContext *c, const redisReply *r)
+{
+    struct llmq_cluster_redirect rd;
+    return llmq_script_is_missing(r) || (llmq_cluster_of_context(c) != NULL &&
+                                         llmq_cluster_redirect_of(r, &rd) != LLMQ_REDIRECT_NONE);
+}
 
 enum llmq_rc llmq_script_load_all(redisContext *c, struct llmq_error *err)
 {
@@ -63,20 +108,112 @@ enum llmq_rc llmq_script_load_all(redisContext *c, struct llmq_error *err)
     return rc;
 }
 
+static int context_timeout_ms(const redisContext *c)
+{
+    if (c->timeout == NULL)
+        return 5000;
+    return (int)(c->timeout->tv_sec * 1000 + c->timeout->tv_usec / 1000);
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Runs the call once at the target of an ASK: ASKING then the call on a
+ * connection of its own to host:port (loading the library there first when
+ * it has not got it). Returns the call's reply, or NULL with err. */
+static redisReply *run_asking(struct llmq_cluster *cl, const char *host, int port, int timeout_ms,
+                              int n, const char **cmd, const size_t *cmdlen, struct llmq_error *err)
+{
+    redisContext *t = llmq_cluster_connect_node(cl, host, port, timeout_ms, err);
+    if (t == NULL)
+        return NULL;
+    redisReply *r = NULL;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        redisReply *ok = NULL;
+        if (redisAppendCommand(t, "ASKING") != REDIS_OK ||
+            redisAppendCommandArgv(t, n, cmd, cmdlen) != REDIS_OK ||
+            redisGetReply(t, (void **)&ok) != REDIS_OK ||
+            redisGetReply(t, (void **)&r) != REDIS_OK) {
+            llmq_error_set(err, LLMQ_EREDIS, "redis %s:%d (ASK): %s", host, port,
+                           llmq_redis_context_error(t));
+            if (ok != NULL)
+                freeReplyObject(ok);
+            r = NULL;
+            break;
+        }
+        freeReplyObject(ok);
+        if (!llmq_script_is_missing(r) || attempt == 1)
+            break;
+        freeReplyObject(r);
+        r = NULL;
+        if (llmq_script_load_all(t, err) != LLMQ_OK)
+            break;
+    }
+    redisFree(t);
+    return r;
+}
+
+/* 1 when Redis lists this build's library by its name (the name carries the
+ * digest of the Lua text, so a listed library is this very code), 0 when
+ * not or when Redis cannot say (FUNCTION LIST refused by a proxy: loading
+ * then is the safe side). */
+static int library_listed(redisContext *c)
+{
+    redisReply *r = redisCommand(c, "FUNCTION LIST LIBRARYNAME %s", llmq_script_library_name);
+    int listed = 0;
+    for (size_t i = 0; r != NULL && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
+        const redisReply *lib = r->element[i];
+        /* RESP2: [library_name, NAME, engine, LUA, functions, [...], ...] */
+        for (size_t k = 0; lib->type == REDIS_REPLY_ARRAY && k + 1 < lib->elements; k += 2)
+            if (lib->element[k]->type == REDIS_REPLY_STRING &&
+                strcmp(lib->element[k]->str, "library_name") == 0 &&
+                lib->element[k + 1]->type == REDIS_REPLY_STRING &&
+                strcmp(lib->element[k + 1]->str, llmq_script_library_name) == 0)
+                listed = 1;
+    }
+    if (r != NULL)
+        freeReplyObject(r);
+    return listed;
+}
+
+enum llmq_rc llmq_script_ensure_loaded(redisContext *c, struct llmq_error *err)
+{
+    if (library_listed(c))
+        return LLMQ_OK;
+    if (c->err)
+        return llmq_error_set(err, LLMQ_EREDIS, "FUNCTION LIST %s: %s", llmq_script_library_name,
+                              llmq_redis_context_error(c));
+    return llmq_script_load_all(c, err);
+}
+
 redisReply *llmq_script_run(redisContext *c, enum llmq_script_id id, int nkeys, int argc,
                             const char **argv, const size_t *argvlen, struct llmq_error *err)
 {
-    const char **cmd = malloc(sizeof(*cmd) * (size_t)(argc + 3));
-    size_t *cmdlen = malloc(sizeof(*cmdlen) * (size_t)(argc + 3));
-    char nkeys_buf[16];
+    const char **cmd = malloc(sizeof(*cmd) * (size_t)(argc + CALL_EXTRA_ARGS));
+    size_t *cmdlen = malloc(sizeof(*cmdlen) * (size_t)(argc + CALL_EXTRA_ARGS));
+    char nkeys_buf[16], guard_buf[LLMQ_KEY_FIXED_MAX];
     redisReply *r = NULL;
     if (cmd == NULL || cmdlen == NULL) {
         llmq_error_set(err, LLMQ_ENOMEM, "script %s: out of memory", llmq_scripts[id].name);
         goto out;
     }
-    build_command(id, nkeys_buf, nkeys, argc, argv, argvlen, cmd, cmdlen);
-    for (int attempt = 0; attempt < 2; attempt++) {
-        r = redisCommandArgv(c, argc + 3, cmd, cmdlen);
+    int n = build_command(id, nkeys_buf, guard_buf, nkeys, argc, argv, argvlen, cmd, cmdlen);
+    struct llmq_cluster *cl = llmq_cluster_of_context(c);
+    int loaded = 0, redirects = 0, tries = 0;
+    int ask_port = 0;
+    char ask_host[256] = "";
+    for (;;) {
+        if (ask_port != 0) {
+            r = run_asking(cl, ask_host, ask_port, context_timeout_ms(c), n, cmd, cmdlen, err);
+            ask_port = 0;
+            if (r == NULL)
+                goto out;
+        } else {
+            r = redisCommandArgv(c, n, cmd, cmdlen);
+        }
         if (r != NULL && r->type == REDIS_REPLY_ERROR && llmq_sentinel_is_stale_error(r->str)) {
             /* A replica now (failover): report a connection error so the
              * caller reconnects, which asks Sentinel for the new master. */
@@ -86,10 +223,41 @@ redisReply *llmq_script_run(redisContext *c, enum llmq_script_id id, int nkeys, 
             snprintf(c->errstr, sizeof(c->errstr), "server is a replica now (READONLY)");
             break;
         }
-        if (!llmq_script_is_missing(r) || attempt == 1)
+        struct llmq_cluster_redirect rd;
+        enum llmq_cluster_redirect_kind kind =
+            cl != NULL ? llmq_cluster_redirect_of(r, &rd) : LLMQ_REDIRECT_NONE;
+        if (kind == LLMQ_REDIRECT_RETRY && ++tries <= LLMQ_CLUSTER_RETRIES_MAX) {
+            /* the slot migrates, or the cluster fails over: same call later */
+            freeReplyObject(r);
+            r = NULL;
+            llmq_cluster_count_retry();
+            sleep_ms(llmq_cluster_retry_delay_ms(tries));
+            continue;
+        }
+        if ((kind == LLMQ_REDIRECT_MOVED || kind == LLMQ_REDIRECT_ASK) &&
+            ++redirects <= LLMQ_CLUSTER_REDIRECTS_MAX) {
+            const char *from = c->tcp.host != NULL ? c->tcp.host : "";
+            freeReplyObject(r);
+            r = NULL;
+            if (kind == LLMQ_REDIRECT_ASK) {
+                llmq_cluster_count_ask();
+                snprintf(ask_host, sizeof(ask_host), "%s", rd.host[0] ? rd.host : from);
+                ask_port = rd.port;
+                continue;
+            }
+            char host[256];
+            int port;
+            llmq_cluster_note_moved(cl, &rd, from, host, sizeof(host), &port);
+            llmq_cluster_count_moved();
+            if (llmq_redis_follow(c, host, port, context_timeout_ms(c), err) != LLMQ_OK)
+                goto out;
+            continue;
+        }
+        if (!llmq_script_is_missing(r) || loaded)
             break;
         freeReplyObject(r);
         r = NULL;
+        loaded = 1;
         struct llmq_error load_err = {0};
         if (llmq_script_load_all(c, &load_err) != LLMQ_OK) {
             llmq_error_set(err, LLMQ_EREDIS, "script %s: %s", llmq_scripts[id].name, load_err.msg);
@@ -108,11 +276,11 @@ out:
 enum llmq_rc llmq_script_append(redisContext *c, enum llmq_script_id id, int nkeys, int argc,
                                 const char **argv, const size_t *argvlen)
 {
-    const char *cmd[argc + 3];
-    size_t cmdlen[argc + 3];
-    char nkeys_buf[16];
-    build_command(id, nkeys_buf, nkeys, argc, argv, argvlen, cmd, cmdlen);
-    return redisAppendCommandArgv(c, argc + 3, cmd, cmdlen) == REDIS_OK ? LLMQ_OK : LLMQ_EREDIS;
+    const char *cmd[argc + CALL_EXTRA_ARGS];
+    size_t cmdlen[argc + CALL_EXTRA_ARGS];
+    char nkeys_buf[16], guard_buf[LLMQ_KEY_FIXED_MAX];
+    int n = build_command(id, nkeys_buf, guard_buf, nkeys, argc, argv, argvlen, cmd, cmdlen);
+    return redisAppendCommandArgv(c, n, cmd, cmdlen) == REDIS_OK ? LLMQ_OK : LLMQ_EREDIS;
 }
 
 /* One async run: the arguments copied into one allocation, kept until the
@@ -121,7 +289,14 @@ struct async_run {
     enum llmq_script_id id;
     int nkeys;
     int argc;
-    int retried;
+    int retried;   /* the library was loaded for it */
+    int redirects; /* MOVED and ASK followed */
+    int tries;     /* TRYAGAIN/CLUSTERDOWN/LOADING answers */
+    int asking;    /* its next send goes to an ASK target: ASKING first */
+    /* The cluster connection it was first sent on (NULL: not a cluster's):
+     * alive whenever a reply to it comes (freeing a connection answers its
+     * calls, deferred ones included, with NULL). */
+    struct llmq_redis_async *home;
     llmq_script_cb *cb;
     void *privdata;
     const char **argv;
@@ -134,22 +309,79 @@ static void async_run_reply(redisAsyncContext *ac, void *reply, void *privdata);
  * is not needed: the FCALL's reply says whether it worked). */
 static int async_run_send(redisAsyncContext *ac, struct async_run *run, int after_load)
 {
-    const char *cmd[run->argc + 3];
-    size_t cmdlen[run->argc + 3];
-    char nkeys_buf[16];
+    const char *cmd[run->argc + CALL_EXTRA_ARGS];
+    size_t cmdlen[run->argc + CALL_EXTRA_ARGS];
+    char nkeys_buf[16], guard_buf[LLMQ_KEY_FIXED_MAX];
     if (after_load) {
         size_t lens[4] = {8, 4, 7, strlen(llmq_script_library)};
         if (redisAsyncCommandArgv(ac, NULL, NULL, 4, (const char **)load_argv, lens) != REDIS_OK)
             return REDIS_ERR;
     }
-    build_command(run->id, nkeys_buf, run->nkeys, run->argc, run->argv, run->argvlen, cmd, cmdlen);
-    return redisAsyncCommandArgv(ac, async_run_reply, run, run->argc + 3, cmd, cmdlen);
+    /* ASKING holds for the one command after it: nothing may come between. */
+    if (run->asking && redisAsyncCommand(ac, NULL, NULL, "ASKING") != REDIS_OK)
+        return REDIS_ERR;
+    int n = build_command(run->id, nkeys_buf, guard_buf, run->nkeys, run->argc, run->argv,
+                          run->argvlen, cmd, cmdlen);
+    return redisAsyncCommandArgv(ac, async_run_reply, run, n, cmd, cmdlen);
+}
+
+/* A run sent again once its connection is ready (llmq_redis_async_defer). */
+static void async_run_resend(redisAsyncContext *ac, void *ud)
+{
+    struct async_run *run = ud;
+    if (ac != NULL && async_run_send(ac, run, 0) == REDIS_OK)
+        return;
+    /* the connection failed first: as for a lost connection */
+    run->cb(ac, NULL, run->privdata);
+    free(run);
+}
+
+/* Sends run again as the redirection rd (a reply to it on ac) asks.
+ * Returns 0 when it will be sent again (its callback runs later), -1 when it
+ * has followed enough: the caller gets the error reply. */
+static int async_run_redirect(redisAsyncContext *ac, struct async_run *run,
+                              const struct llmq_cluster_redirect *rd)
+{
+    struct llmq_redis_async *home = run->home;
+    struct llmq_cluster *cl = llmq_redis_async_cluster(home);
+    if (cl == NULL)
+        return -1;
+    if (rd->kind == LLMQ_REDIRECT_RETRY) {
+        if (++run->tries > LLMQ_CLUSTER_RETRIES_MAX)
+            return -1;
+        llmq_cluster_count_retry();
+        run->asking = 0; /* from the owner again: the migration may be over */
+        return llmq_redis_async_defer(home, llmq_cluster_retry_delay_ms(run->tries),
+                                      async_run_resend, run);
+    }
+    if (++run->redirects > LLMQ_CLUSTER_REDIRECTS_MAX)
+        return -1;
+    const char *from = ac->c.tcp.host != NULL ? ac->c.tcp.host : "";
+    char host[256];
+    int port;
+    if (rd->kind == LLMQ_REDIRECT_MOVED) {
+        llmq_cluster_note_moved(cl, rd, from, host, sizeof(host), &port);
+        llmq_redis_async_follow(home, host, port);
+        run->asking = 0;
+        return llmq_redis_async_defer(home, 0, async_run_resend, run);
+    }
+    snprintf(host, sizeof(host), "%s", rd->host[0] ? rd->host : from);
+    struct llmq_redis_async *target = llmq_redis_async_asking(home, host, rd->port);
+    if (target == NULL)
+        return -1;
+    llmq_cluster_count_ask();
+    run->asking = 1;
+    return llmq_redis_async_defer(target, 0, async_run_resend, run);
 }
 
 static void async_run_reply(redisAsyncContext *ac, void *reply, void *privdata)
 {
     struct async_run *run = privdata;
     redisReply *r = reply;
+    struct llmq_cluster_redirect rd;
+    if (run->home != NULL && llmq_cluster_redirect_of(r, &rd) != LLMQ_REDIRECT_NONE &&
+        async_run_redirect(ac, run, &rd) == 0)
+        return;
     if (r != NULL && r->type == REDIS_REPLY_ERROR && llmq_sentinel_is_stale_error(r->str)) {
         /* A replica now (failover): drop the connection so it is made
          * again to the new master, and answer as for a lost connection. */
@@ -189,6 +421,8 @@ enum llmq_rc llmq_script_run_async(redisAsyncContext *ac, enum llmq_script_id id
         run->argvlen[i] = len;
         data += len + 1;
     }
+    struct llmq_redis_async *owner = llmq_redis_async_owner(ac);
+    run->home = llmq_redis_async_cluster(owner) != NULL ? owner : NULL;
     if (async_run_send(ac, run, 0) != REDIS_OK) {
         free(run);
         return LLMQ_EREDIS;

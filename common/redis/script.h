@@ -5,7 +5,8 @@
  * operation's function. When Redis does not have the library ("Function not
  * found": a restart without persistence, FUNCTION FLUSH, a failover to a
  * replica that never saw it) the runner loads it and calls again, once, and
- * hands that reply to the caller. The caller never sees the miss. */
+ * hands that reply to the caller. The caller never sees the miss. On a Redis
+ * Cluster the runner also follows the cluster's redirections (script.c). */
 #ifndef LLMQ_SCRIPT_H
 #define LLMQ_SCRIPT_H
 
@@ -42,8 +43,20 @@ redisReply *llmq_script_run(redisContext *c, enum llmq_script_id id, int nkeys, 
 enum llmq_rc llmq_script_append(redisContext *c, enum llmq_script_id id, int nkeys, int argc,
                                 const char **argv, const size_t *argvlen);
 
+/* 1 when a reply to a call appended with llmq_script_append must be run
+ * again with llmq_script_run: the function was missing, or (on a cluster
+ * connection, c borrowed) the reply is a redirection, which never ran. */
+int llmq_script_must_resend(redisContext *c, const redisReply *r);
+
 /* FUNCTION LOAD REPLACE of the library (harmless when it is loaded). */
 enum llmq_rc llmq_script_load_all(redisContext *c, struct llmq_error *err);
+
+/* Loads the library (llmq_script_load_all) only when Redis does not list it
+ * by this build's name (FUNCTION LIST LIBRARYNAME llmq_<tag>): a library of
+ * another build, older or newer, has another name, so it does not count.
+ * For a client that connects: most find the library there and send only
+ * the question. Returns LLMQ_OK, or LLMQ_EREDIS with err. */
+enum llmq_rc llmq_script_ensure_loaded(redisContext *c, struct llmq_error *err);
 
 /* Callback of an async run: runs exactly once, with reply NULL when the
  * connection failed or closed before the reply came. The reply lives only for

@@ -49,6 +49,18 @@ done
 printf '\n\n\r\n' | seed batch only_blank_lines
 printf '' | seed batch empty
 
+# --- cluster_reply: a cluster node's replies (redirections, CLUSTER SLOTS) --
+printf -- '-MOVED 3999 127.0.0.1:6381\r\n' | seed cluster_reply moved
+printf -- '-ASK 16383 ::1:7002\r\n' | seed cluster_reply ask_ipv6
+printf -- '-MOVED 12 :7003\r\n' | seed cluster_reply moved_unknown_host
+printf -- '-TRYAGAIN Multiple keys request during rehashing of slot\r\n' | seed cluster_reply tryagain
+printf -- '-CLUSTERDOWN The cluster is down\r\n' | seed cluster_reply clusterdown
+printf -- '-MOVED 16384 h:1\r\n' | seed cluster_reply moved_bad_slot
+printf 'MOVED 1 h:65535' | seed cluster_reply moved_text
+printf -- '*2\r\n*4\r\n:0\r\n:8191\r\n*3\r\n$9\r\n127.0.0.1\r\n:7000\r\n$2\r\nid\r\n*2\r\n$9\r\n127.0.0.1\r\n:7002\r\n*3\r\n:8192\r\n:16383\r\n*2\r\n$0\r\n\r\n:7001\r\n' |
+    seed cluster_reply slots_two_primaries
+printf -- '*1\r\n*3\r\n:5\r\n:4\r\n*2\r\n$1\r\na\r\n:1\r\n' | seed cluster_reply slots_reversed
+
 # --- limiter_reply: RESP replies to acquire (selector byte: n - 1) ---------
 # [granted, now_ms, stop, wait|cost, bucket, reason, level|limit, first_id,
 #  tags, L, L x (bucket, requests, tokens, period_ms)]
@@ -230,4 +242,11 @@ printf '%s' '{"mode":"done","prio":"lowest!!","eid":"1-0","id":"j"}' | seed sett
 printf '%s' '{"mode":"dead","prio":"low","eid":"1-0","id":"j","line":7,"actual":"x"}' |
     seed settle_request wrong_types
 printf '%s' '{"v":1,"mode":"retry","prio":"hi' | seed settle_request torn
+# --- gw_file_job: a stored request record (gateway/file_jobs.h) -----------
+printf 'J1 normal 1 0 0 5 1 0 0 0 1 5 11 20 4 -1 2\nreq-1\0gpt-4o-mini\0/v1/chat/completions\0acme\0\0{}\0' |
+    seed gw_file_job valid
+printf 'J1 high 7 1796000000000 3600000 3 9 0 2 1 4109 1 1 15 0 3 5\nx\0m\0/v1/embeddings\0\0bob\0{"a"}\0' |
+    seed gw_file_job tenant_empty_user_set
+printf 'J1 low 1 0 0 5 1 0 0 0 1 5 11 20 4 -1 99\nreq-1\0gpt-4o-mini\0' | seed gw_file_job cut_short
+
 echo "corpus: $(find "$out" -type f | wc -l) files, $(du -sh "$out" | cut -f1)"

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "openai_sim_support.h"
+#include "data_files.h"
 
 static const char *const auth[] = {"Authorization: Bearer sk-test-key",
                                    "X-Client-Request-Id: job-1", NULL};
@@ -174,6 +175,90 @@ static void test_stream_include_usage(void **state)
     check_stream(&r, 0);
     sim_resp_free(&r);
     stop(&p);
+}
+
+/* Counts the events of an SSE body: data events, named events of type
+ * name (NULL: any name), and whether it ended with data: [DONE]. */
+static int count_events(const char *body, const char *name, int *done)
+{
+    int n = 0;
+    *done = strstr(body, "data: [DONE]\n\n") != NULL;
+    for (const char *s = body; (s = strstr(s, name ? name : "data: ")) != NULL; s++)
+        n++;
+    return n;
+}
+
+/* --stream-gap-ms: one token per content chunk; /v1/responses sends the
+ * named events with the usage in response.completed; /v1/completions
+ * streams with its usage chunk; --stream-error breaks a stream off with an
+ * error event and no [DONE], logged as stream_error. */
+static void test_stream_paced_responses_completions_error(void **state)
+{
+    (void)state;
+    struct sim_proc p;
+    struct sim_resp r;
+    int done;
+    const char *const args[] = {"--stream-gap-ms", "5", "--completion-tokens", "6:6", NULL};
+    start_openai_rules(&p, args);
+    sim_http(&p, "/v1/chat/completions",
+             "{\"model\":\"m\",\"stream\":true,\"messages\":[{\"role\":\"user\","
+             "\"content\":\"hi\"}]}",
+             auth, &r);
+    assert_int_equal(r.status, 200);
+    /* role, 6 one-token chunks, finish, [DONE] */
+    assert_int_equal(count_events(r.body, NULL, &done), 9);
+    assert_int_equal(count_events(r.body, "{\"content\":\"sim \"}", &done), 6);
+    assert_true(done);
+    sim_resp_free(&r);
+    sim_http(&p, "/v1/responses", "{\"model\":\"m\",\"stream\":true,\"input\":\"hi\"}", auth, &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(count_events(r.body, "event: response.output_text.delta\n", &done), 6);
+    assert_false(done); /* the Responses API sends no [DONE] */
+    const char *completed = strstr(r.body, "event: response.completed\ndata: ");
+    assert_non_null(completed);
+    assert_true(strstr(r.body, "event: response.created\n") < completed);
+    json_t *j = json_loads(completed + 32, JSON_DISABLE_EOF_CHECK, NULL);
+    assert_non_null(j);
+    json_t *u = json_object_get(json_object_get(j, "response"), "usage");
+    assert_int_equal(sim_jint(u, "output_tokens"), 6);
+    assert_int_equal(sim_jint(u, "total_tokens"), sim_jint(u, "input_tokens") + 6);
+    json_decref(j);
+    sim_resp_free(&r);
+    sim_http(&p, "/v1/completions",
+             "{\"model\":\"m\",\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+             "\"prompt\":\"hi\"}",
+             auth, &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(count_events(r.body, "\"text\":\"sim \"", &done), 6);
+    assert_true(done);
+    assert_non_null(strstr(r.body, "\"choices\":[],\"usage\":{\"prompt_tokens\":1,"
+                                   "\"completion_tokens\":6,\"total_tokens\":7}"));
+    sim_resp_free(&r);
+    stop(&p);
+
+    const char *const err_args[] = {
+        "--stream-gap-ms", "1", "--completion-tokens", "6:6", "--stream-error", "100", NULL};
+    start_openai_rules(&p, err_args);
+    sim_http(&p, "/v1/chat/completions",
+             "{\"model\":\"m\",\"stream\":true,\"messages\":[{\"role\":\"user\","
+             "\"content\":\"hi\"}]}",
+             auth, &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(count_events(r.body, "{\"content\":\"sim \"}", &done), 3);
+    assert_false(done);
+    assert_non_null(strstr(r.body, "data: {\"error\":{\"message\":"));
+    sim_resp_free(&r);
+    sim_http(&p, "/v1/responses", "{\"model\":\"m\",\"stream\":true,\"input\":\"hi\"}", auth, &r);
+    assert_non_null(strstr(r.body, "event: error\ndata: {\"type\":\"error\""));
+    assert_null(strstr(r.body, "response.completed"));
+    sim_resp_free(&r);
+    assert_int_equal(sim_proc_stop(&p), 0);
+    char *log = llmq_test_read_file(p.log_file, NULL);
+    assert_non_null(log);
+    assert_int_equal(count_events(log, "\"outcome\":\"stream_error\"", &done), 2);
+    assert_int_equal(count_events(log, "\"completion_tokens\":3,", &done), 2);
+    free(log);
+    unlink(p.log_file);
 }
 
 static const char chat_small[] = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":"
@@ -490,6 +575,7 @@ int main(void)
         cmocka_unit_test(test_chat_shape),
         cmocka_unit_test(test_embeddings_and_responses_shape),
         cmocka_unit_test(test_stream_include_usage),
+        cmocka_unit_test(test_stream_paced_responses_completions_error),
         cmocka_unit_test(test_limit_requests_and_window),
         cmocka_unit_test(test_limit_tokens_and_settlement),
         cmocka_unit_test(test_prompt_tokens_as_openai),

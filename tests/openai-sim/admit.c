@@ -124,10 +124,36 @@ static const char *responses_fields(const json_t *root, struct sim_call *call, c
     *param = "input";
     if (!json_is_string(in) && !json_is_array(in))
         return "'input' must be a string or an array";
+    const json_t *st = json_object_get(root, "stream");
     *param = "stream";
-    if (json_is_true(json_object_get(root, "stream")))
-        return "openai-sim does not stream /v1/responses";
+    if (st != NULL && !json_is_boolean(st) && !json_is_null(st))
+        return "'stream' must be a boolean";
+    call->stream = json_is_true(st);
+    call->include_usage = call->stream; /* response.completed always carries it */
     call->max_tokens = opt_positive(root, "max_output_tokens");
+    return NULL;
+}
+
+/* The (legacy) completions fields. Returns NULL, or the 400 message (and *param). */
+static const char *completions_fields(const json_t *root, struct sim_call *call, const char **param)
+{
+    const json_t *p = json_object_get(root, "prompt");
+    *param = "prompt";
+    if (!json_is_string(p) && !(json_is_array(p) && json_array_size(p) > 0))
+        return "'prompt' must be a string or a non-empty array";
+    int64_t n = opt_positive(root, "n");
+    *param = "n";
+    if (n == -2 || n > SIM_MAX_CHOICES)
+        return "'n' must be an integer from 1 to 128";
+    call->n = n > 0 ? (int)n : 1;
+    call->max_tokens = opt_positive(root, "max_tokens");
+    const json_t *st = json_object_get(root, "stream");
+    *param = "stream";
+    if (st != NULL && !json_is_boolean(st) && !json_is_null(st))
+        return "'stream' must be a boolean";
+    call->stream = json_is_true(st);
+    const json_t *so = json_object_get(root, "stream_options");
+    call->include_usage = call->stream && json_is_true(json_object_get(so, "include_usage"));
     return NULL;
 }
 
@@ -141,6 +167,8 @@ static int check_fields(struct sim_conn *c, struct sim_call *call, const json_t 
         msg = chat_fields(root, call, &param);
     else if (call->ep == SIM_EP_EMBEDDINGS)
         msg = embeddings_fields(root, &c->srv->cfg, call, &param);
+    else if (call->ep == SIM_EP_COMPLETIONS)
+        msg = completions_fields(root, call, &param);
     else
         msg = responses_fields(root, call, &param);
     /* The cap keeps the reserve (max tokens x n) far from int64 overflow. */

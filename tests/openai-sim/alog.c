@@ -6,7 +6,9 @@
  *    or "-","model":"...","path":"...","status":<HTTP status, 0 for a reset>,
  *    "outcome":"ok|limit_requests|...","prompt_tokens":N,"completion_tokens":N,
  *    "charged_tokens":N,"client_request_id":"<X-Client-Request-Id or empty>",
- *    "request_id":"<x-request-id>","latency_ms":N}
+ *    "request_id":"<x-request-id>"[,"stream":true,"include_usage":B],"latency_ms":N}
+ * (stream and include_usage only for stream: true requests, as asked). A
+ * stream the client left counts the completion tokens sent before it left.
  * Lines are buffered and written at most 5 ms after they are made, when
  * 256 KiB are pending, and at exit (SIGTERM/SIGINT), so a reader after exit sees every line. The
  * API key itself is never written. */
@@ -24,7 +26,7 @@ static const char *const outcome_names[SIM_OUT_COUNT] = {
     "fail_500",     "fail_503",       "reset",
     "bad_request",  "unauthorized",   "not_found",
     "too_big",      "client_closed",  "shutdown",
-    "bad_200_html", "bad_200_shape",
+    "bad_200_html", "bad_200_shape",  "stream_error",
 };
 
 const char *sim_outcome_name(enum sim_outcome o)
@@ -100,6 +102,9 @@ void sim_alog_write(struct sim_server *srv, const struct sim_exchange *ex, int64
                  (long long)ex->completion_tokens, (long long)ex->charged_tokens);
     add_str(b, "client_request_id", ex->client_id);
     add_str(b, "request_id", ex->request_id);
+    if (ex->stream)
+        sim_buf_addf(b, ",\"stream\":true,\"include_usage\":%s",
+                     ex->include_usage ? "true" : "false");
     sim_buf_addf(b, ",\"latency_ms\":%lld}\n", (long long)latency_ms);
     if (b->len >= 256 * 1024)
         sim_alog_flush(srv);

@@ -22,6 +22,9 @@ static void exchange_begin(struct sim_conn *c)
     struct sim_exchange *ex = &c->ex;
     sim_buf_reset(&ex->out);
     ex->n_marks = ex->released = ex->sent = 0;
+    ex->stream_tokens = 0;
+    ex->stream = ex->include_usage = 0;
+    ex->first_s = 0.0;
     ex->reset = 0;
     ex->close_after = !c->req.keep_alive;
     ex->status = 0;
@@ -70,11 +73,13 @@ static enum sim_endpoint route(struct sim_conn *c, int *azure)
         {"/chat/completions", SIM_EP_CHAT},
         {"/embeddings", SIM_EP_EMBEDDINGS},
         {"/responses", SIM_EP_RESPONSES},
+        {"/completions", SIM_EP_COMPLETIONS},
     };
+    size_t n_eps = sizeof(eps) / sizeof(eps[0]);
     *azure = 0;
     if (n == 7 && memcmp(p, "/health", 7) == 0)
         return SIM_EP_HEALTH;
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < n_eps; i++) {
         size_t sl = strlen(eps[i].suffix);
         if (n == sl + 3 && memcmp(p, "/v1", 3) == 0 && memcmp(p + 3, eps[i].suffix, sl) == 0)
             return eps[i].ep;
@@ -88,7 +93,7 @@ static enum sim_endpoint route(struct sim_conn *c, int *azure)
     if (slash == NULL || slash == name || (size_t)(slash - name) >= sizeof(c->ex.model))
         return SIM_EP_NONE;
     size_t rest = n - (size_t)(slash - p);
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < n_eps; i++) {
         if (rest == strlen(eps[i].suffix) && memcmp(slash, eps[i].suffix, rest) == 0) {
             memcpy(c->ex.model, name, (size_t)(slash - name));
             c->ex.model[slash - name] = '\0';
@@ -223,8 +228,25 @@ static int64_t answer(struct sim_conn *c, struct sim_call *call, const struct si
         sim_mark(ex);
         return delay;
     }
+    ex->stream = call->stream;
+    ex->include_usage = call->include_usage;
+    if (call->stream) {
+        call->stream_error =
+            srv->cfg.stream_error_pct > 0.0 && sim_draw_pct(srv) < srv->cfg.stream_error_pct;
+        if (srv->cfg.stream_gap_ms > 0) {
+            /* paced: the first event after the latency, then one per gap */
+            ex->first_s = (double)delay / 1000.0;
+            delay = delay > 0 ? delay : 1;
+        }
+    }
     if (call->ep == SIM_EP_CHAT && call->stream)
-        sim_body_chat_stream(srv, ex, call, rl);
+        sim_stream_chat(srv, ex, call, rl);
+    else if (call->ep == SIM_EP_COMPLETIONS && call->stream)
+        sim_stream_completions(srv, ex, call, rl);
+    else if (call->ep == SIM_EP_RESPONSES && call->stream)
+        sim_stream_responses(srv, ex, call, rl);
+    else if (call->ep == SIM_EP_COMPLETIONS)
+        sim_body_completions(srv, ex, call, rl);
     else if (call->ep == SIM_EP_CHAT)
         sim_body_chat(srv, ex, call, rl);
     else if (call->ep == SIM_EP_EMBEDDINGS)

@@ -14,6 +14,7 @@ enum sim_endpoint {
     SIM_EP_CHAT,
     SIM_EP_EMBEDDINGS,
     SIM_EP_RESPONSES,
+    SIM_EP_COMPLETIONS,
     SIM_EP_HEALTH
 };
 
@@ -27,6 +28,7 @@ struct sim_call {
     int n;              /* choices */
     int64_t max_tokens; /* per choice; -1 when the request sets none */
     int stream, include_usage;
+    int stream_error; /* --stream-error drew this stream: it breaks off half-way */
     int64_t prompt_tokens;
     int64_t reserve_tokens;          /* charged at admission */
     int completion[SIM_MAX_CHOICES]; /* completion tokens per choice */
@@ -92,6 +94,19 @@ void sim_body_embeddings(struct sim_server *srv, struct sim_exchange *ex,
                          const struct sim_call *call, const struct sim_rl_info *rl);
 void sim_body_responses(struct sim_server *srv, struct sim_exchange *ex,
                         const struct sim_call *call, const struct sim_rl_info *rl);
+void sim_body_completions(struct sim_server *srv, struct sim_exchange *ex,
+                          const struct sim_call *call, const struct sim_rl_info *rl);
+
+/* stream.c: the event streams of stream: true (chat and completions: data
+ * chunks ending with data: [DONE]; responses: the named events). With
+ * --stream-gap-ms each content chunk carries one token, as the API's do; the
+ * release steps count the tokens sent so far (ex->mark_tokens). */
+void sim_stream_chat(struct sim_server *srv, struct sim_exchange *ex, const struct sim_call *call,
+                     const struct sim_rl_info *rl);
+void sim_stream_completions(struct sim_server *srv, struct sim_exchange *ex,
+                            const struct sim_call *call, const struct sim_rl_info *rl);
+void sim_stream_responses(struct sim_server *srv, struct sim_exchange *ex,
+                          const struct sim_call *call, const struct sim_rl_info *rl);
 
 /* admit.c */
 /* Parses and validates the body of c's request into call (root: returns a

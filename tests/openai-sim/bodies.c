@@ -1,5 +1,5 @@
-/* Success answers of openai-sim: chat completions (whole or streamed),
- * embeddings and responses. Every body carries `usage`. Completion text is
+/* Success answers of openai-sim: chat completions, completions, embeddings
+ * and responses, whole (streams: stream.c). Every body carries `usage`. Completion text is
  * "sim " once per completion token (4 bytes, so the prompt rule would count
  * it as exactly that many tokens). Bodies are built in srv->scratch and then
  * copied behind the head, because the head needs their length. */
@@ -20,8 +20,15 @@ void sim_mark(struct sim_exchange *ex)
             return;
         }
         ex->marks = m;
+        int64_t *t = realloc(ex->mark_tokens, cap * sizeof(*t));
+        if (t == NULL) {
+            ex->out.oom = 1;
+            return;
+        }
+        ex->mark_tokens = t;
         ex->cap_marks = cap;
     }
+    ex->mark_tokens[ex->n_marks] = ex->stream_tokens;
     ex->marks[ex->n_marks++] = ex->out.len;
 }
 
@@ -77,79 +84,6 @@ void sim_body_chat(struct sim_server *srv, struct sim_exchange *ex, const struct
     chat_usage(b, call);
     sim_buf_adds(b, ",\"system_fingerprint\":\"fp_sim\"}\n");
     sim_reply_json(srv, ex, 200, rl, call->azure, NULL);
-}
-
-/* Appends one SSE event "data: <payload>\n\n" as one HTTP chunk. */
-static void sse_event(struct sim_exchange *ex, const struct sim_buf *payload)
-{
-    sim_buf_addf(&ex->out, "%zx\r\ndata: ", payload->len + 8);
-    sim_buf_add(&ex->out, payload->data, payload->len);
-    sim_buf_adds(&ex->out, "\n\n\r\n");
-    sim_mark(ex);
-}
-
-static void chunk_open(struct sim_buf *b, const struct sim_exchange *ex)
-{
-    sim_buf_reset(b);
-    sim_buf_addf(b,
-                 "{\"id\":\"chatcmpl-%s\",\"object\":\"chat.completion.chunk\",\"created\":%lld,"
-                 "\"model\":",
-                 ex->request_id + 4, (long long)(ex->t_unix_ms / 1000));
-    add_quoted(b, ex->model);
-    sim_buf_adds(b, ",\"system_fingerprint\":\"fp_sim\",\"choices\":");
-}
-
-static void chunk_close(struct sim_buf *b, const struct sim_call *call)
-{
-    sim_buf_adds(b, call->include_usage ? ",\"usage\":null}" : "}");
-}
-
-/* The chunks of one choice: role, up to 8 content pieces, finish. */
-static void stream_choice(struct sim_server *srv, struct sim_exchange *ex,
-                          const struct sim_call *call, int i)
-{
-    struct sim_buf *b = &srv->scratch;
-    chunk_open(b, ex);
-    sim_buf_addf(b,
-                 "[{\"index\":%d,\"delta\":{\"role\":\"assistant\",\"content\":\"\","
-                 "\"refusal\":null},\"logprobs\":null,\"finish_reason\":null}]",
-                 i);
-    chunk_close(b, call);
-    sse_event(ex, b);
-    int64_t left = call->completion[i], per = (left + 7) / 8;
-    while (left > 0) {
-        int64_t k = left < per ? left : per;
-        chunk_open(b, ex);
-        sim_buf_addf(b, "[{\"index\":%d,\"delta\":{\"content\":", i);
-        add_text(b, k);
-        sim_buf_adds(b, "},\"logprobs\":null,\"finish_reason\":null}]");
-        chunk_close(b, call);
-        sse_event(ex, b);
-        left -= k;
-    }
-    chunk_open(b, ex);
-    sim_buf_addf(b, "[{\"index\":%d,\"delta\":{},\"logprobs\":null,\"finish_reason\":\"%s\"}]", i,
-                 finish_reason(call, i));
-    chunk_close(b, call);
-    sse_event(ex, b);
-}
-
-void sim_body_chat_stream(struct sim_server *srv, struct sim_exchange *ex,
-                          const struct sim_call *call, const struct sim_rl_info *rl)
-{
-    sim_reply_head(srv, ex, 200, -1, rl, call->azure, NULL);
-    for (int i = 0; i < call->n; i++)
-        stream_choice(srv, ex, call, i);
-    if (call->include_usage) {
-        struct sim_buf *b = &srv->scratch;
-        chunk_open(b, ex);
-        sim_buf_adds(b, "[],\"usage\":");
-        chat_usage(b, call);
-        sim_buf_adds(b, "}");
-        sse_event(ex, b);
-    }
-    sim_buf_adds(&ex->out, "e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n");
-    sim_mark(ex);
 }
 
 /* Number of inputs of an embeddings request: one string or token array, or
@@ -243,6 +177,31 @@ void sim_body_responses(struct sim_server *srv, struct sim_exchange *ex,
                  ",\"annotations\":[]}]}],\"usage\":{\"input_tokens\":%lld,"
                  "\"input_tokens_details\":{\"cached_tokens\":0},\"output_tokens\":%lld,"
                  "\"output_tokens_details\":{\"reasoning_tokens\":0},\"total_tokens\":%lld}}\n",
+                 (long long)call->prompt_tokens, (long long)call->completion_total,
+                 (long long)(call->prompt_tokens + call->completion_total));
+    sim_reply_json(srv, ex, 200, rl, call->azure, NULL);
+}
+
+void sim_body_completions(struct sim_server *srv, struct sim_exchange *ex,
+                          const struct sim_call *call, const struct sim_rl_info *rl)
+{
+    struct sim_buf *b = &srv->scratch;
+    sim_buf_reset(b);
+    sim_buf_addf(b,
+                 "{\"id\":\"cmpl-%s\",\"object\":\"text_completion\",\"created\":%lld,"
+                 "\"model\":",
+                 ex->request_id + 4, (long long)(ex->t_unix_ms / 1000));
+    add_quoted(b, ex->model);
+    sim_buf_adds(b, ",\"choices\":[");
+    for (int i = 0; i < call->n; i++) {
+        sim_buf_addf(b, "%s{\"text\":", i ? "," : "");
+        add_text(b, call->completion[i]);
+        sim_buf_addf(b, ",\"index\":%d,\"logprobs\":null,\"finish_reason\":\"%s\"}", i,
+                     finish_reason(call, i));
+    }
+    sim_buf_addf(b,
+                 "],\"usage\":{\"prompt_tokens\":%lld,\"completion_tokens\":%lld,"
+                 "\"total_tokens\":%lld}}\n",
                  (long long)call->prompt_tokens, (long long)call->completion_total,
                  (long long)(call->prompt_tokens + call->completion_total));
     sim_reply_json(srv, ex, 200, rl, call->azure, NULL);

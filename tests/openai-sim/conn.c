@@ -74,6 +74,9 @@ static void conn_free(struct sim_conn *c, int reset)
         if (!c->ex.reset) {
             c->ex.outcome = srv->stopping ? SIM_OUT_SHUTDOWN : SIM_OUT_CLIENT_CLOSED;
             c->ex.status = srv->stopping ? 0 : 499;
+            if (c->ex.stream) /* counted what it was sent, as the API bills a stream cut */
+                c->ex.completion_tokens =
+                    c->ex.released > 0 ? c->ex.mark_tokens[c->ex.released - 1] : 0;
         }
         exchange_end(c);
     }
@@ -94,6 +97,7 @@ static void conn_free(struct sim_conn *c, int reset)
     sim_buf_free(&c->in);
     sim_buf_free(&c->ex.out);
     free(c->ex.marks);
+    free(c->ex.mark_tokens);
     free(c);
 }
 
@@ -170,6 +174,14 @@ int sim_conn_start_exchange(struct sim_conn *c, int64_t delay_ms)
     if (delay_ms <= 0 && !ex->reset) {
         ex->released = ex->n_marks;
         return conn_flush(c);
+    }
+    if (ex->first_s > 0.0 || (c->srv->cfg.stream_gap_ms > 0 && ex->stream)) {
+        /* paced stream: the first event after the latency, then one per gap */
+        ex->step_s = (double)c->srv->cfg.stream_gap_ms / 1000.0;
+        ev_timer_set(&c->timer, ex->first_s, 0.0);
+        ev_timer_start(srv->loop, &c->timer);
+        conn_update_events(c);
+        return 0;
     }
     ex->step_s = (double)delay_ms / 1000.0 / (double)ex->n_marks;
     ev_timer_set(&c->timer, ex->reset ? (double)delay_ms / 1000.0 : ex->step_s, 0.0);

@@ -11,8 +11,9 @@
 
 static const char usage_text[] =
     "usage: openai-sim [flags]\n"
-    "OpenAI-compatible test server: /v1/chat/completions (incl. stream), /v1/embeddings,\n"
-    "/v1/responses; per-(key, model) RPM/TPM over an exact sliding window; faults.\n"
+    "OpenAI-compatible test server: /v1/chat/completions, /v1/completions,\n"
+    "/v1/embeddings, /v1/responses (streamed with stream: true); per-(key, model)\n"
+    "RPM/TPM over an exact sliding window; faults.\n"
     "\n"
     "listening:\n"
     "  --host ADDR              IPv4 address to bind (default 127.0.0.1)\n"
@@ -39,12 +40,15 @@ static const char usage_text[] =
     "latency:\n"
     "  --latency-ms N           delay before the response (streams spread over it)\n"
     "  --latency-jitter-ms N    plus a uniform 0..N ms\n"
+    "  --stream-gap-ms N        streams: one token per chunk, N ms apart after the\n"
+    "                           latency (default 0: 8 pieces spread over the latency)\n"
     "faults (percent of requests, drawn from --seed):\n"
     "  --fail-500 P  --fail-503 P  --spurious-429 P  --insufficient-quota P\n"
     "  --bad-200-html P         200 with an HTML page instead of the answer\n"
     "  --bad-200-shape P        200 with JSON that lacks the endpoint's fields\n"
     "  --reset P                send an answer's first line, then reset the connection\n"
     "  --slow P                 add --slow-ms N (default 2000) to the latency\n"
+    "  --stream-error P         a stream breaks off half-way with an error event\n"
     "  --late P                 count the arrival --late-ms N (default 300) late: the\n"
     "                           request waits that long before the window sees it\n"
     "  --spurious-retry-ms N    retry hint of a spurious 429 (default 1000)\n"
@@ -223,6 +227,7 @@ static int take_number(const char *f, const char *v, struct sim_config *cfg, int
         {"--spurious-retry-ms", 0, day_ms, &cfg->spurious_retry_ms},
         {"--max-body-bytes", 1, 1 << 30, &cfg->max_body_bytes},
         {"--idle-timeout-ms", 0, day_ms, &cfg->idle_timeout_ms},
+        {"--stream-gap-ms", 0, day_ms, &cfg->stream_gap_ms},
     };
     for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
         if (strcmp(f, ints[i].name) == 0) {
@@ -245,6 +250,7 @@ static int take_number(const char *f, const char *v, struct sim_config *cfg, int
         {"--insufficient-quota", &cfg->insufficient_quota_pct},
         {"--bad-200-html", &cfg->bad_200_html_pct},
         {"--bad-200-shape", &cfg->bad_200_shape_pct},
+        {"--stream-error", &cfg->stream_error_pct},
     };
     for (size_t i = 0; i < sizeof(pct) / sizeof(pct[0]); i++) {
         if (strcmp(f, pct[i].name) == 0) {

@@ -60,6 +60,9 @@ struct sim_config {
     struct sim_model_limit limits[SIM_MAX_MODELS];
     int n_limits;
     int64_t latency_ms, latency_jitter_ms;
+    int64_t stream_gap_ms;   /* --stream-gap-ms: between the chunks of a stream; 0: spread
+                                over the latency */
+    double stream_error_pct; /* --stream-error: streams that break off with an error event */
     double fail_500_pct, fail_503_pct, reset_pct, slow_pct, spurious_429_pct;
     double insufficient_quota_pct;
     double bad_200_html_pct;  /* 200 with an HTML page (a captive portal, a proxy) */
@@ -104,6 +107,7 @@ enum sim_outcome {
     SIM_OUT_SHUTDOWN, /* still in progress when the server stopped */
     SIM_OUT_BAD_200_HTML,
     SIM_OUT_BAD_200_SHAPE,
+    SIM_OUT_STREAM_ERROR, /* a stream that broke off half-way with an error event */
     SIM_OUT_COUNT
 };
 
@@ -120,12 +124,16 @@ struct sim_bucket {
 
 /* The response being produced for the connection's current request. */
 struct sim_exchange {
-    struct sim_buf out; /* every byte of the response, built at admission */
-    size_t *marks;      /* end offset in out of each release step */
+    struct sim_buf out;        /* every byte of the response, built at admission */
+    size_t *marks;             /* end offset in out of each release step */
+    int64_t *mark_tokens;      /* completion tokens sent once that step is out (streams) */
+    int64_t stream_tokens;     /* completion tokens appended to out so far (streams) */
+    int stream, include_usage; /* the request's, for the access log */
     size_t n_marks, cap_marks;
     size_t released; /* steps released so far */
     size_t sent;     /* bytes of out written */
     double step_s;   /* time between release steps */
+    double first_s;  /* time before the first step (--stream-gap-ms: the latency) */
     int close_after; /* close once written (Connection: close or an HTTP error) */
     int reset;       /* reset the connection instead of answering */
     /* what the access log and the settlement need */

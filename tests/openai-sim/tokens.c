@@ -15,6 +15,7 @@
  *   responses:  `instructions` and a string `input` are a message each, input
  *               items are messages; + 3 priming; tools as in chat.
  *   embeddings: the tokens of each input string; a token array its length.
+ *   completions: the same for `prompt`, without framing.
  * With --prompt-count bytes: ceil(B / 4), where B is the total byte length of
  * every JSON string value (not object keys) found anywhere under the request
  * fields "messages", "input", "prompt", "instructions" and "tools"; an integer
@@ -158,6 +159,10 @@ static void tiktoken_rule(struct tcount *t, enum sim_endpoint ep, const json_t *
     json_t *x;
     if (ep == SIM_EP_EMBEDDINGS) {
         count_inputs(t, json_object_get(root, "input"));
+        return;
+    }
+    if (ep == SIM_EP_COMPLETIONS) {
+        count_inputs(t, json_object_get(root, "prompt")); /* no framing */
         return;
     }
     if (ep == SIM_EP_CHAT) {

@@ -58,6 +58,7 @@ struct llmq_http {
     struct llmq_http_xfer *active;                /* in the multi */
     struct llmq_http_xfer *done_head, *done_tail; /* out of the multi, to deliver */
     struct llmq_http_sock *socks;
+    ev_timer deliver_soon; /* delivers aborted transfers from the loop */
     size_t inflight;
     int delivering;   /* inside deliver(): a free is deferred */
     int free_pending; /* llmq_http_free was called from a callback */
@@ -208,6 +209,14 @@ static void io_cb(struct ev_loop *loop, ev_io *w, int revents)
     curl_multi_socket_action(http->multi, fd, action, &running);
     /* s may be freed now (CURL_POLL_REMOVE): use only http. */
     after_action(http);
+}
+
+static void deliver_soon_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct llmq_http *http = CONTAINER_OF(w, struct llmq_http, deliver_soon);
+    deliver(http);
 }
 
 static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -366,6 +375,7 @@ struct llmq_http *llmq_http_new(struct ev_loop *loop, const struct llmq_http_con
     }
     http->loop = loop;
     ev_init(&http->timer, timer_cb);
+    ev_timer_init(&http->deliver_soon, deliver_soon_cb, 0., 0.);
     http->multi = curl_multi_init();
     if (http->multi == NULL || set_multi_options(http) != 0) {
         llmq_error_set(err, LLMQ_EHTTP, "http: cannot set up a curl multi handle");
@@ -389,6 +399,8 @@ enum llmq_rc llmq_http_submit(struct llmq_http *http, const struct llmq_http_req
     x->http = http;
     x->cb = cb;
     x->privdata = privdata;
+    if (req->xfer_out != NULL)
+        *req->xfer_out = x;
     CURLMcode mc = curl_multi_add_handle(http->multi, x->easy);
     if (mc != CURLM_OK) {
         llmq_http_xfer_free(x);
@@ -398,6 +410,20 @@ enum llmq_rc llmq_http_submit(struct llmq_http *http, const struct llmq_http_req
     active_link(http, x);
     http->inflight++;
     return LLMQ_OK;
+}
+
+void llmq_http_abort(struct llmq_http *http, struct llmq_http_xfer *x)
+{
+    if (http == NULL || x == NULL || http->closing)
+        return;
+    for (struct llmq_http_xfer *d = http->done_head; d != NULL; d = d->next)
+        if (d == x)
+            return; /* finished already: its callback is on its way */
+    active_unlink(http, x);
+    curl_multi_remove_handle(http->multi, x->easy);
+    x->aborted = 1;
+    done_push(http, x);
+    ev_timer_start(http->loop, &http->deliver_soon);
 }
 
 size_t llmq_http_inflight(const struct llmq_http *http)
@@ -426,6 +452,7 @@ static void do_free(struct llmq_http *http)
     while (http->socks != NULL)
         sock_release(http, http->socks);
     ev_timer_stop(http->loop, &http->timer);
+    ev_timer_stop(http->loop, &http->deliver_soon);
     free(http->s.ca_file);
     free(http->s.user_agent);
     free(http);

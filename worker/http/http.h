@@ -30,6 +30,15 @@
 #include "openai/ratelimit_headers.h"
 
 struct llmq_http;
+struct llmq_http_xfer;
+
+/* A response's body as it arrives (a streamed call, stream_call.h): runs from
+ * inside curl's write callback with each piece data[0..len) (borrowed for the
+ * call) and the response's status; the piece is also kept in the body as
+ * usual. It must not call any llmq_http function. Returns 0 to go on, or
+ * nonzero to end the transfer now (the done callback then runs with
+ * LLMQ_HTTP_CANCELLED). */
+typedef int llmq_http_data_cb(const char *data, size_t len, long status, void *privdata);
 
 enum llmq_http_version {
     LLMQ_HTTP_PREFER_H2 = 0, /* h2 over TLS (multiplexed), HTTP/1.1 keep-alive over cleartext */
@@ -79,10 +88,15 @@ struct llmq_http_request {
     const char *const *extra_headers; /* NULL-terminated "Name: value" lines (copied); may
                                          be NULL */
     long timeout_ms;                  /* whole transfer; 0: the config's timeout_ms */
-    int64_t send_by_ms; /* llmq_monotonic_ms() after which the request must not go out:
-                           checked when the connection is ready, just before the
-                           request is sent (curl's pre-request callback); past it the
-                           transfer ends LLMQ_HTTP_STALE with nothing sent. 0: none */
+    int64_t send_by_ms;         /* llmq_monotonic_ms() after which the request must not go out:
+                                   checked when the connection is ready, just before the
+                                   request is sent (curl's pre-request callback); past it the
+                                   transfer ends LLMQ_HTTP_STALE with nothing sent. 0: none */
+    llmq_http_data_cb *on_data; /* NULL: none; see llmq_http_data_cb */
+    void *data_privdata;
+    struct llmq_http_xfer **xfer_out; /* not NULL: receives the transfer for
+                                         llmq_http_abort; valid until its done
+                                         callback starts */
 };
 
 enum llmq_http_outcome {
@@ -93,7 +107,8 @@ enum llmq_http_outcome {
     LLMQ_HTTP_RESET,          /* connection reset or closed before the response ended */
     LLMQ_HTTP_TOO_BIG,        /* response body over max_body_bytes; body is cut */
     LLMQ_HTTP_PROTOCOL_ERROR, /* malformed HTTP from the server */
-    LLMQ_HTTP_CANCELLED,      /* llmq_http_free ran before the transfer ended */
+    LLMQ_HTTP_CANCELLED,      /* llmq_http_free ran before the transfer ended, or it was
+                                 aborted (llmq_http_abort, a data callback) */
     LLMQ_HTTP_STALE,          /* not sent: the connection was ready after send_by_ms */
     LLMQ_HTTP_OTHER,          /* anything else (see curl_code and error) */
 };
@@ -108,6 +123,7 @@ struct llmq_http_response {
     long http_version; /* CURL_HTTP_VERSION_* used (CURLINFO_HTTP_VERSION), 0 unknown */
     int request_sent;  /* 1 when some request bytes went out (the call may have been
                           billed); 0 means it surely never reached the server */
+    int aborted;       /* ended by llmq_http_abort or a data callback */
     char *body;        /* response body, NUL-terminated (never NULL: "" when empty) */
     size_t body_len;
     struct llmq_ratelimit_headers headers; /* rate-limit headers of the final response */
@@ -132,6 +148,12 @@ struct llmq_http *llmq_http_new(struct ev_loop *loop, const struct llmq_http_con
  * is being freed. On error cb never runs. */
 enum llmq_rc llmq_http_submit(struct llmq_http *http, const struct llmq_http_request *req,
                               llmq_http_done_cb *cb, void *privdata, struct llmq_error *err);
+
+/* Ends transfer x (from req.xfer_out) now, from outside curl's callbacks:
+ * curl lets go of it (its connection is closed: the server sees the client
+ * leave) and its done callback runs from the loop soon after, never inside
+ * this call, with outcome LLMQ_HTTP_CANCELLED and error "aborted". */
+void llmq_http_abort(struct llmq_http *http, struct llmq_http_xfer *x);
 
 /* Number of submitted transfers whose callback has not started yet. */
 size_t llmq_http_inflight(const struct llmq_http *http);

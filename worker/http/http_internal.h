@@ -23,6 +23,9 @@ struct llmq_http_xfer {
     size_t max_body;
     int too_big;
     int cancelled;
+    int aborted;                /* llmq_http_abort or on_data ended it */
+    llmq_http_data_cb *on_data; /* the request's; NULL: none */
+    void *data_privdata;
     int stale;          /* the pre-request callback found send_by_ms passed */
     int64_t send_by_ms; /* the request's; 0: none */
     CURLcode result;

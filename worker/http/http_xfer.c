@@ -138,6 +138,14 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata)
     memcpy(x->body + x->body_len, data, len);
     x->body_len += len;
     x->body[x->body_len] = '\0';
+    if (x->on_data != NULL) {
+        long status = 0;
+        (void)curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+        if (x->on_data(data, len, status, x->data_privdata) != 0) {
+            x->aborted = 1;
+            return 0; /* CURLE_WRITE_ERROR: the transfer ends */
+        }
+    }
     return len;
 }
 
@@ -243,6 +251,8 @@ enum llmq_rc llmq_http_xfer_new(const struct llmq_http_settings *s,
         llmq_http_xfer_free(x);
         return llmq_error_set(err, LLMQ_EHTTP, "http: curl rejected an option (URL or body)");
     }
+    x->on_data = req->on_data;
+    x->data_privdata = req->data_privdata;
     x->start_ms = llmq_monotonic_ms();
     *out = x;
     return LLMQ_OK;
@@ -293,7 +303,8 @@ void llmq_http_xfer_response(struct llmq_http_xfer *x, struct llmq_http_response
     static char empty[1];
     memset(resp, 0, sizeof(*resp));
     resp->curl_code = (int)x->result;
-    if (x->cancelled)
+    resp->aborted = x->aborted;
+    if (x->cancelled || x->aborted)
         resp->outcome = LLMQ_HTTP_CANCELLED;
     else if (x->too_big)
         resp->outcome = LLMQ_HTTP_TOO_BIG;
@@ -301,7 +312,9 @@ void llmq_http_xfer_response(struct llmq_http_xfer *x, struct llmq_http_response
         resp->outcome = LLMQ_HTTP_STALE;
     else
         resp->outcome = outcome_of(x->result);
-    if (resp->outcome == LLMQ_HTTP_CANCELLED)
+    if (x->aborted)
+        resp->error = "aborted";
+    else if (resp->outcome == LLMQ_HTTP_CANCELLED)
         resp->error = "cancelled: the HTTP client was freed";
     else if (resp->outcome == LLMQ_HTTP_TOO_BIG)
         resp->error = "response body over the size limit";

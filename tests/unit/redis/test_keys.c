@@ -44,11 +44,19 @@ static void test_layout(void **state)
         {LLMQ_KEY_GW_KEYS, NULL, P "gw:keys"},
         {LLMQ_KEY_GW_FILE, "file-1", P "gw:file:file-1"},
         {LLMQ_KEY_GW_FILES, NULL, P "gw:files"},
+        {LLMQ_KEY_GW_FILE_JOBS, "file-1", P "gw:file:file-1:jobs"},
+        {LLMQ_KEY_GW_FILE_DATA, "file-1", P "gw:file:file-1:data"},
         {LLMQ_KEY_GW_BATCH, "batch_1", P "gw:batch:batch_1"},
         {LLMQ_KEY_GW_BATCH_JOBS, "batch_1", P "gw:batch:batch_1:jobs"},
         {LLMQ_KEY_GW_BATCHES, NULL, P "gw:batches"},
         {LLMQ_KEY_GW_STAGING, NULL, P "gw:staging"},
         {LLMQ_KEY_GW_LEASE, "gw-1f", P "gw:lease:gw-1f"},
+        {LLMQ_KEY_BUDGETS, NULL, P "budgets"},
+        {LLMQ_KEY_BUDGET, "t/acme#usd/month", P "budget:t/acme#usd/month"},
+        {LLMQ_KEY_PRICES, NULL, P "prices"},
+        {LLMQ_KEY_SPEND, "2026-12-02", P "spend:2026-12-02"},
+        {LLMQ_KEY_SSE, "job-7", P "sse:job-7"},
+        {LLMQ_KEY_SLOT_GUARD, NULL, P "slot_guard"},
     };
     assert_int_equal(sizeof(cases) / sizeof(cases[0]), LLMQ_KEY_KIND_COUNT);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -85,12 +85,61 @@ static void test_sentinel(void **state)
         assert_int_equal(llmq_redis_url_parse(bad[i], &u, &err), LLMQ_EINVAL);
 }
 
+static void test_cluster(void **state)
+{
+    (void)state;
+    struct llmq_redis_url u;
+    struct llmq_error err = {0};
+    assert_int_equal(llmq_redis_url_parse(
+                         "redis+cluster://app:p%40ss@10.0.0.1:7000,n2:7001,[::1]:7002", &u, &err),
+                     LLMQ_EINVAL); /* bracketed IPv6 seeds are not taken: named in the error */
+    assert_int_equal(
+        llmq_redis_url_parse("redis+cluster://app:p%40ss@10.0.0.1:7000,n2:7001/0", &u, &err),
+        LLMQ_OK);
+    assert_true(llmq_redis_url_is_cluster(&u));
+    assert_int_equal(u.n_seeds, 2);
+    assert_string_equal(u.seeds[0].host, "10.0.0.1");
+    assert_int_equal(u.seeds[1].port, 7001);
+    assert_string_equal(u.user, "app");
+    assert_string_equal(u.password, "p@ss");
+    assert_int_equal(u.db, 0);
+    assert_int_equal(u.route_slot, -1);
+    /* until routed, the first seed */
+    assert_string_equal(u.host, "10.0.0.1");
+    assert_int_equal(u.port, 7000);
+    llmq_redis_url_route(&u, "user1000"); /* CLUSTER KEYSLOT {user1000}x is 3443 */
+    assert_int_equal(u.route_slot, 3443);
+    char red[256];
+    llmq_redis_url_redacted(&u, red, sizeof(red));
+    assert_null(strstr(red, "p@ss"));
+    assert_non_null(strstr(red, "redis+cluster://app:***@10.0.0.1:7000"));
+    /* a plain URL is not routed */
+    assert_int_equal(llmq_redis_url_parse("redis://h:1", &u, &err), LLMQ_OK);
+    llmq_redis_url_route(&u, "user1000");
+    assert_int_equal(u.route_slot, -1);
+    assert_false(llmq_redis_url_is_cluster(&u));
+    const char *bad[] = {
+        "redis+cluster://",       "redis+cluster://h",     "redis+cluster://h:0",
+        "redis+cluster://h:1,/0", "redis+cluster://h:1/3", "redis+cluster://h:1,:2",
+        "rediss+cluster://h:1",   "rediss://h:1",          NULL};
+    for (int i = 0; bad[i] != NULL; i++) {
+        err.msg[0] = '\0';
+        assert_int_equal(llmq_redis_url_parse(bad[i], &u, &err), LLMQ_EINVAL);
+        assert_true(strncmp(err.msg, "redis url:", 10) == 0);
+    }
+    assert_int_equal(llmq_redis_url_parse("redis+cluster://h:1/3", &u, &err), LLMQ_EINVAL);
+    assert_non_null(strstr(err.msg, "database 0"));
+    assert_int_equal(llmq_redis_url_parse("rediss+cluster://h:1", &u, &err), LLMQ_EINVAL);
+    assert_non_null(strstr(err.msg, "TLS"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid),
         cmocka_unit_test(test_invalid),
         cmocka_unit_test(test_sentinel),
+        cmocka_unit_test(test_cluster),
     };
     return cmocka_run_group_tests_name("redis_url", tests, NULL, NULL);
 }

@@ -1,0 +1,9 @@
+/* llmq spend (being built). */
+#include "cli.h"
+
+int llmq_cmd_spend(struct llmq_cli *cli, int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    llmq_cli_error(cli, "not built yet");
+    return LLMQ_EXIT_USAGE;
+}

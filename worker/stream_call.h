@@ -1,0 +1,85 @@
+/* A streamed call (a job whose body says stream: true): the answer's events
+ * are relayed to the gateway holding the client while they come, the call
+ * is settled on the usage the API reported, and a client that leaves ends
+ * the upstream call.
+ *
+ * Relay: Redis pub/sub on the job's channel `P sse:<job id>` (keys.h). The
+ * gateway subscribes before it enqueues the job; the worker publishes. A
+ * PUBLISH answers how many subscribers got the message, so the same command
+ * that carries the chunks says whether anyone still listens: 0 after the
+ * start means the client (or its gateway) is gone and the upstream transfer
+ * is aborted (llmq_http_abort), and 0 at the start means nobody relays this
+ * job (a Batch line with stream: true, `llmq enqueue`): it runs as a
+ * collected call and only leaves its assembled result. Nothing is stored in
+ * Redis per chunk (no stream key to trim or expire) and the work is one
+ * PUBLISH per flush. Why not a stream key with XADD/XREAD BLOCK: the gateway
+ * would need a blocking read per call or one shared stream per gateway that
+ * every worker writes and that must be trimmed, and the worker would need a
+ * second read to learn that the client left; a lost pub/sub message can only
+ * follow a lost connection, which ends the stream anyway (below).
+ *
+ * Messages (one PUBLISH each): a kind byte, the message's sequence number
+ * (decimal, from 0 per attempt), '\n', then the payload:
+ *   s  the request was sent (empty payload): a worker holds the job
+ *   h  heartbeat, every LLMQ_STREAM_HEARTBEAT_MS without another message
+ *   d  events of the answer, exactly as the client must see them (SSE
+ *      framing kept; the usage chunk and "usage":null removed when the
+ *      client did not ask for usage)
+ *   e  the answer ended well; the payload is its last events (may be empty;
+ *      with no d before it, the call ended without a stream — an API error,
+ *      a dead letter — and the client's answer is the job's result)
+ *   x  the stream ended with an error after it started; the payload is the
+ *      error event to send (empty when the API's own error event was the
+ *      last d)
+ *   r  the attempt ended before any event (a 429, a 5xx, a stale grant):
+ *      the job is back in the queue and the client waits on
+ * Coalescing: the first events go out at once (time to first token); later
+ * ones wait for the next tick of --stream-coalesce-ms (default 10) on the
+ * loop clock, shared by every stream of the worker, so a stream costs Redis
+ * at most one PUBLISH per tick however many tokens it carries, and the
+ * publishes of one tick leave in one write.
+ *
+ * Usage: the upstream request of a chat or completions stream always asks
+ * for it (stream_options.include_usage: true); the Responses API's
+ * response.completed carries it. The job is settled on that usage; a client
+ * that left is settled on the usage if it came, else on the prompt estimate
+ * plus one token per content event relayed.
+ *
+ * Ownership: struct worker_stream belongs to its job (job->stream) from
+ * llmq_worker_stream_begin to llmq_worker_stream_end, and lives on while a
+ * PUBLISH reply is outstanding (reference counted). Everything runs on the
+ * worker's loop thread. */
+#ifndef LLMQ_WORKER_STREAM_CALL_H
+#define LLMQ_WORKER_STREAM_CALL_H
+
+#include "classify.h"
+#include "http/http.h"
+#include "worker.h"
+
+#define LLMQ_STREAM_HEARTBEAT_MS 1000
+
+struct worker_stream;
+
+/* For a job whose body asks for a stream (else does nothing and returns 0):
+ * makes job->stream, rewrites job->body so the upstream request asks for
+ * usage, and sets req's data callback and transfer handle. Returns 0, or -1
+ * without memory (job->stream stays NULL: the call runs collected). */
+int llmq_worker_stream_begin(struct llmq_worker *w, struct worker_job *job,
+                             struct llmq_http_request *req);
+
+/* The request was submitted: announces it to the relay channel. */
+void llmq_worker_stream_sent(struct worker_job *job);
+
+/* The call ended (resp borrowed, c its classification). When the stream
+ * reached the client (or the client left), decides job->settle itself and
+ * returns 1; else returns 0 and the caller decides as for any call. */
+int llmq_worker_stream_decide(struct llmq_worker *w, struct worker_job *job,
+                              const struct llmq_http_response *resp,
+                              const struct llmq_call_class *c);
+
+/* After the settle is decided: publishes the last message, puts the
+ * assembled answer in a done job's result line, and frees job->stream
+ * (NULL-safe: a job without a stream is left alone). */
+void llmq_worker_stream_end(struct worker_job *job, const struct llmq_http_response *resp);
+
+#endif
