@@ -30,6 +30,7 @@
 #include "jobs/job_store.h"
 #include "base/log.h"
 #include "redis/script.h"
+#include "stream.h"
 #include "waiters.h"
 
 enum call_phase { CALL_QUEUED, CALL_SENT, CALL_DONE };
@@ -243,6 +244,10 @@ void gw_calls_handle(struct gw_request *r)
     struct gw_call call;
     if (gw_call_decode(r->m.call_url, r->body ? r->body : "", r->body_len, &call, &e) != 0) {
         gw_respond_error(r, &e);
+        return;
+    }
+    if (call.stream) {
+        gw_stream_handle(r); /* relayed as it comes (stream.h) */
         return;
     }
     struct call *c = calloc(1, sizeof(*c));

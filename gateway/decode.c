@@ -207,13 +207,14 @@ int gw_call_decode(const char *url, const char *body, size_t len, struct gw_call
                           "Missing required parameter: '%s'.", need);
     else if (stream != NULL && !json_is_boolean(stream) && !json_is_null(stream))
         rc = gw_error_set(e, 400, INVALID, "stream", "invalid_type", "'stream' must be a boolean");
-    else if (json_is_true(stream))
+    else if (json_is_true(stream) && url != NULL && strcmp(url, "/v1/chat/completions") != 0 &&
+             strcmp(url, "/v1/completions") != 0 && strcmp(url, "/v1/responses") != 0)
         rc = gw_error_set(e, 400, INVALID, "stream", "unsupported_value",
-                          "llmq-gateway does not stream: send the request without "
-                          "\"stream\": true and it is answered whole when it has run");
+                          "%s does not stream: send the request without \"stream\": true", url);
     else if (user != NULL && !json_is_string(user) && !json_is_null(user))
         rc = gw_error_set(e, 400, INVALID, "user", "invalid_type", "'user' must be a string");
     if (rc == 0) {
+        out->stream = json_is_true(stream);
         snprintf(out->model, sizeof(out->model), "%s", json_string_value(model));
         if (json_is_string(user) && json_string_length(user) > 0)
             user_name(json_string_value(user), json_string_length(user), out->user);

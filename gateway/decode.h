@@ -63,12 +63,14 @@ int gw_list_query_decode(const char *after, const char *limit, int def, int max,
 struct gw_call {
     char model[LLMQ_JOB_ID_MAX + 1];
     char user[LLMQ_JOB_ID_MAX + 1]; /* "" none; else a valid llmq user name (see .c) */
+    int stream;                     /* "stream": true (chat, completions, responses) */
 };
 
 /* Decodes body[0..len) of a call to url (borrowed; NULL: no endpoint's
  * field checked): a JSON object with a string "model", the endpoint's prompt
- * field (llmq_job_prompt_field: "messages" for chat), no "stream": true
- * (refused: README "Gateway"), an optional string "user". Returns 0, or -1
+ * field (llmq_job_prompt_field: "messages" for chat), "stream" a boolean (true
+ * only where the API streams: chat, completions, responses), an optional
+ * string "user". Returns 0, or -1
  * with *e filled (400s, naming the param). */
 int gw_call_decode(const char *url, const char *body, size_t len, struct gw_call *out,
                    struct gw_error *e);

@@ -329,8 +329,12 @@ static struct gw_request *request_new(struct gw_http *h, struct MHD_Connection *
 static enum MHD_Result queue_answer(struct gw_request *r)
 {
     struct MHD_Response *resp =
-        MHD_create_response_from_buffer(r->resp_len, r->resp ? r->resp : (char *)"",
-                                        r->resp ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+        r->stream_read != NULL
+            ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, r->stream_read,
+                                                r->stream_cls, NULL)
+            : MHD_create_response_from_buffer(r->resp_len, r->resp ? r->resp : (char *)"",
+                                              r->resp ? MHD_RESPMEM_MUST_FREE
+                                                      : MHD_RESPMEM_PERSISTENT);
     if (resp == NULL)
         return MHD_NO;
     r->resp = NULL; /* the response owns it now */
@@ -383,6 +387,22 @@ static void suspend(struct gw_request *r)
     MHD_suspend_connection(r->conn);
     r->suspended = 1;
     watch_client(r);
+}
+
+static void watch_client(struct gw_request *r);
+
+void gw_request_pause(struct gw_request *r)
+{
+    if (r->suspended || r->conn == NULL)
+        return;
+    MHD_suspend_connection(r->conn);
+    r->suspended = 1;
+    watch_client(r);
+}
+
+void gw_request_wake(struct gw_request *r)
+{
+    resume(r);
 }
 
 static void watch_client(struct gw_request *r)
@@ -457,7 +477,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
     (void)cls;
     (void)conn;
-    (void)toe;
     struct gw_request *r = *con_cls;
     if (r == NULL)
         return;
@@ -466,7 +485,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (r->pp != NULL)
         MHD_destroy_post_processor(r->pp);
     r->pp = NULL;
-    if (!r->answered && !r->gone) {
+    /* a streamed answer cut before its end counts as the client leaving */
+    if (!r->gone && (!r->answered || toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)) {
         r->gone = 1;
         if (r->on_gone != NULL) {
             void (*cb)(struct gw_request *) = r->on_gone;

@@ -24,6 +24,8 @@
 #include <ev.h>
 #include <hiredis/async.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 #include "decode.h"
 #include "errors.h"
@@ -74,6 +76,10 @@ struct gw_request {
     char retry_after[24];
     /* set by a handler: runs once when the client hangs up while waiting */
     void (*on_gone)(struct gw_request *r);
+    /* a streamed answer (stream.h): when set before gw_respond, the body
+     * comes from this MHD content reader instead of resp */
+    ssize_t (*stream_read)(void *cls, uint64_t pos, char *buf, size_t max);
+    void *stream_cls;
     void *state; /* the handler's, freed by state_free at the last release */
     void (*state_free)(void *state);
 };
@@ -99,6 +105,12 @@ void gw_http_free(struct gw_http *h);
 void gw_request_hold(struct gw_request *r);
 void gw_request_release(struct gw_request *r);
 
+/* A streamed answer has nothing to send now: suspends r's connection (call
+ * from its content reader only) and watches the client socket meanwhile, so
+ * a client that leaves is noticed (on_gone). */
+void gw_request_pause(struct gw_request *r);
+/* Resumes a paused request: MHD calls its content reader again. */
+void gw_request_wake(struct gw_request *r);
 /* r's body may be read (from hooks->admit, or later from a callback). */
 void gw_request_admit(struct gw_request *r);
 

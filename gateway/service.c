@@ -15,6 +15,7 @@
 #include "offload.h"
 #include "redis/keys.h"
 #include "router.h"
+#include "stream.h"
 #include "waiters.h"
 
 static const struct gw_http_hooks router_hooks = {
@@ -72,6 +73,7 @@ static void name_failure(struct llmq_error *err, const char *what)
 /* Stops what was started, in the order the parts need (see service.h). */
 static void stop_parts(struct gw *gw)
 {
+    gw_streams_shutdown(gw->streams); /* an error event ends each stream */
     if (gw->waiters != NULL)
         gw_waiters_each(gw->waiters, gw_calls_shutdown_one);
     gw_offload_free(gw->offload); /* uploads still being checked get a 503 */
@@ -82,6 +84,8 @@ static void stop_parts(struct gw *gw)
     gw_http_free(gw->metrics_http);
     gw_http_free(gw->http);
     gw->metrics_http = gw->http = NULL;
+    gw_streams_free(gw->streams);
+    gw->streams = NULL;
     llmq_redis_async_free(gw->events);
     llmq_redis_async_free(gw->redis);
     gw->events = gw->redis = NULL;
@@ -97,20 +101,14 @@ int gw_service_start(struct gw *gw, int *port, struct llmq_error *err)
     gw->lease = gw_lease_new(gw, gw_batches_recover);
     gw->waiters = gw_waiters_new(gw);
     gw->offload = gw_offload_new(gw->loop, err);
-    struct llmq_redis_async_config rc = {.name = "gateway",
-                                         .command_timeout_ms = cfg->redis_timeout_ms};
-    struct llmq_redis_async_config ec = {.name = "gateway-events",
-                                         .command_timeout_ms = cfg->redis_timeout_ms,
-                                         .block_ms = GW_EVENTS_BLOCK_MS};
-    gw->redis = llmq_redis_async_new(gw->loop, &gw->url, &rc, on_redis_state, gw, err);
-    gw->events =
-        gw->redis ? llmq_redis_async_new(gw->loop, &gw->url, &ec, on_events_state, gw, err) : NULL;
-    if (gw->lease == NULL || gw->waiters == NULL || gw->offload == NULL || gw->events == NULL) {
+    if (gw->lease == NULL || gw->waiters == NULL || gw->offload == NULL) {
         if (err->msg[0] == '\0')
             llmq_error_set(err, LLMQ_ENOMEM, "out of memory");
         stop_parts(gw);
         return 1;
     }
+    /* the addresses first: a configuration that cannot be served fails
+     * before anything connects (nothing runs until the loop does) */
     gw->http = gw_http_start(gw, cfg->listen_host, cfg->listen_port, 0, &router_hooks, port, err);
     if (gw->http == NULL) {
         name_failure(err, "--listen");
@@ -125,6 +123,21 @@ int gw_service_start(struct gw *gw, int *port, struct llmq_error *err)
             stop_parts(gw);
             return 2;
         }
+    }
+    struct llmq_redis_async_config rc = {.name = "gateway",
+                                         .command_timeout_ms = cfg->redis_timeout_ms};
+    struct llmq_redis_async_config ec = {.name = "gateway-events",
+                                         .command_timeout_ms = cfg->redis_timeout_ms,
+                                         .block_ms = GW_EVENTS_BLOCK_MS};
+    gw->redis = llmq_redis_async_new(gw->loop, &gw->url, &rc, on_redis_state, gw, err);
+    gw->events =
+        gw->redis ? llmq_redis_async_new(gw->loop, &gw->url, &ec, on_events_state, gw, err) : NULL;
+    gw->streams = gw->events ? gw_streams_new(gw, err) : NULL;
+    if (gw->events == NULL || gw->streams == NULL) {
+        if (err->msg[0] == '\0')
+            llmq_error_set(err, LLMQ_ENOMEM, "out of memory");
+        stop_parts(gw);
+        return 1;
     }
     return 0;
 }

@@ -57,8 +57,10 @@ check "no input" 400 $I input missing_required_parameter -- "$U/embeddings" \
     "${auth[@]}" -d '{"model":"text-embedding-3-small"}'
 check "model not a string" 400 $I model invalid_value -- "$U/chat/completions" "${auth[@]}" \
     -d '{"model":7}'
-check "stream: true refused" 400 $I stream unsupported_value -- "$U/chat/completions" \
-    "${auth[@]}" -d '{"model":"gpt-4o-mini","stream":true,"messages":[]}'
+check "stream: true refused where the API does not stream" 400 $I stream unsupported_value \
+    -- "$U/embeddings" "${auth[@]}" -d '{"model":"text-embedding-3-small","stream":true,"input":"x"}'
+check "stream not a boolean" 400 $I stream invalid_type -- "$U/chat/completions" \
+    "${auth[@]}" -d '{"model":"gpt-4o-mini","stream":"yes","messages":[]}'
 check "user not a string" 400 $I user invalid_type -- "$U/chat/completions" "${auth[@]}" \
     -d '{"model":"gpt-4o-mini","user":5,"messages":[]}'
 big=$(head -c 70000 /dev/zero | tr '\0' a)

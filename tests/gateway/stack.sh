@@ -7,7 +7,8 @@
 #   GW_FLAGS (extra gateway flags), LIMITS (`llmq limits set` argument lists
 #   separated by '|', applied before the workers start), WORKER_FLAGS.
 # Environment out (for COMMAND): GW_URL (http://127.0.0.1:PORT/v1), GW_KEY,
-#   GW_PORT, SIM_URL, SIM_LOG (the server's access log), LLMQ_REDIS_URL,
+#   GW_PORT, GW_PID, WORKER_PIDS (space-separated), SIM_URL, SIM_LOG (the
+#   server's access log), LLMQ_REDIS_URL,
 #   REDIS_PORT, LLMQ_BIN_DIR, STACK_DIR (scratch; removed at exit).
 # Exit: COMMAND's status; 1 when a part does not start.
 set -euo pipefail
@@ -51,7 +52,9 @@ for i in $(seq "${WORKERS:-2}"); do
     OPENAI_API_KEY=gw-test-not-a-real-key "$bin/llmq-worker" --base-url "$SIM_URL" \
         --log-level warn --consumer "w$i" ${WORKER_FLAGS:-} 2>"$STACK_DIR/worker$i.err" &
     pids+=($!)
+    WORKER_PIDS="${WORKER_PIDS:-} $!"
 done
+export WORKER_PIDS
 # shellcheck disable=SC2086
 "$bin/llmq-gateway" --listen 127.0.0.1:0 --port-file "$STACK_DIR/gw.port" --log-level warn \
     ${GW_FLAGS:-} 2>"$STACK_DIR/gateway.err" &

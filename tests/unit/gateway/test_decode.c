@@ -105,7 +105,6 @@ static void test_call(void **state)
         {"[]", NULL, NULL},
         {"{}", "model", NULL},
         {"{\"model\":\"a b\"}", "model", "invalid_value"},
-        {"{\"model\":\"m\",\"stream\":true}", "stream", "unsupported_value"},
         {"{\"model\":\"m\",\"stream\":1}", "stream", "invalid_type"},
         {"{\"model\":\"m\",\"user\":[]}", "user", "invalid_type"},
         {"{\"model\":\"m\",\"model\":\"n\"}", NULL, NULL},
@@ -135,6 +134,19 @@ static void test_call(void **state)
     assert_int_equal(gw_call_decode("/v1/chat/completions", ok, strlen(ok), &c, &e), 0);
     const char *stream_false = "{\"model\":\"m\",\"stream\":false}";
     assert_int_equal(gw_call_decode(NULL, stream_false, strlen(stream_false), &c, &e), 0);
+    assert_int_equal(c.stream, 0);
+    /* stream: true where the API streams; refused where it does not */
+    const char *chat_stream = "{\"model\":\"m\",\"stream\":true,\"messages\":[]}";
+    assert_int_equal(
+        gw_call_decode("/v1/chat/completions", chat_stream, strlen(chat_stream), &c, &e), 0);
+    assert_int_equal(c.stream, 1);
+    const char *resp_stream = "{\"model\":\"m\",\"stream\":true,\"input\":\"x\"}";
+    assert_int_equal(gw_call_decode("/v1/responses", resp_stream, strlen(resp_stream), &c, &e), 0);
+    assert_int_equal(c.stream, 1);
+    assert_int_equal(gw_call_decode("/v1/embeddings", resp_stream, strlen(resp_stream), &c, &e),
+                     -1);
+    assert_string_equal(e.param, "stream");
+    assert_string_equal(e.code, "unsupported_value");
 }
 
 static void test_batch_request(void **state)

@@ -1,0 +1,721 @@
+/* Streamed calls (see stream.h): subscribe, enqueue, wait, relay, end.
+ *
+ * A stream's life (struct stream, r->state):
+ *   WAITING   subscribed and enqueued; answers as a synchronous call would
+ *             (a result without events, a 429 after --max-wait-ms);
+ *   RUNNING   a worker announced it sends the request (message s or h): a
+ *             watchdog of GW_STREAM_WATCHDOG_MS replaces the wait; r: back
+ *             to WAITING (a 429 or 5xx before any event: retried);
+ *   STREAMING the first events came: 200 text/event-stream is answered with
+ *             a content reader (MHD_create_response_from_callback) that
+ *             hands MHD what came and pauses the connection when nothing
+ *             waits; e / x end it (x, a gap or the watchdog with an error
+ *             event);
+ *   DONE      nothing more is expected; the channel is left.
+ * References on the request: the HTTP side's; the wait's (dropped at DONE);
+ * the subscription's (dropped at hiredis's last call for the channel: the
+ * unsubscribe confirmation, or NULL when the connection drops); one per
+ * Redis command in flight. */
+#include "stream.h"
+
+#include <ev.h>
+#include <hiredis/async.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "http.h"
+#include "jobs/job.h"
+#include "jobs/job_result.h"
+#include "jobs/job_store.h"
+#include "redis/script.h"
+#include "waiters.h"
+
+enum stream_phase { ST_WAITING, ST_RUNNING, ST_STREAMING, ST_DONE };
+enum sub_state { SUB_NONE, SUB_PENDING, SUB_ON, SUB_OFF };
+
+/* Histogram bounds, seconds. */
+static const double ttft_bounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                     1,     2.5,  5,     10,   30,  60};
+static const double duration_bounds[] = {0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
+#define TTFT_N (sizeof(ttft_bounds) / sizeof(ttft_bounds[0]))
+#define DURATION_N (sizeof(duration_bounds) / sizeof(duration_bounds[0]))
+
+struct histogram {
+    unsigned long long counts[16]; /* per bound, then +Inf */
+    double sum;
+    unsigned long long n;
+};
+
+struct stream;
+
+struct gw_streams {
+    struct gw *gw;
+    struct llmq_redis_async *relay; /* subscribe mode only */
+    char keep_channel[LLMQ_KEY_PREFIX_MAX + 64];
+    struct stream *active; /* every stream not yet DONE */
+    long long in_progress;
+    unsigned long long started, completed, aborted, failed, messages, bytes;
+    struct histogram ttft, duration;
+};
+
+struct stream {
+    struct gw_request *r;
+    struct gw_streams *ss;
+    struct stream *prev, *next; /* in ss->active while not DONE */
+    struct gw_waiter w;
+    ev_timer timer; /* max wait (WAITING) or watchdog (RUNNING, STREAMING) */
+    struct llmq_job job;
+    struct llmq_job_outcome out;
+    enum stream_phase phase;
+    enum sub_state sub;
+    int responses; /* the Responses API's error event shape */
+    long long next_seq;
+    char *buf; /* bytes for the client not yet handed to MHD */
+    size_t len, off, cap;
+    int ended;  /* no more bytes after buf */
+    int paused; /* the connection waits in the content reader */
+    int looking, cancelling;
+    double t0_s, t_first_s;
+    char channel[LLMQ_KEY_PREFIX_MAX + LLMQ_JOB_ID_MAX + 8];
+};
+
+static void observe(struct histogram *h, const double *bounds, size_t n, double v)
+{
+    size_t i = 0;
+    while (i < n && v > bounds[i])
+        i++;
+    h->counts[i]++;
+    h->sum += v;
+    h->n++;
+}
+
+static void stream_free(void *p)
+{
+    struct stream *st = p;
+    llmq_job_clear(&st->job);
+    free(st->buf);
+    free(st);
+}
+
+/* ---- the relay connection ---- */
+
+static void on_keep(redisAsyncContext *ac, void *reply, void *privdata)
+{
+    (void)ac;
+    (void)reply;
+    (void)privdata; /* the channel that keeps the connection subscribed */
+}
+
+static void on_relay_state(struct llmq_redis_async *ra, int ready, void *privdata)
+{
+    struct gw_streams *ss = privdata;
+    redisAsyncContext *ac = llmq_redis_async_context(ra);
+    if (!ready || ac == NULL)
+        return;
+    /* One channel stays subscribed for the connection's life: hiredis 0.14
+     * leaves subscribe mode when the count of channels reaches 0, and a
+     * SUBSCRIBE already sent then trips its assertion. */
+    if (redisAsyncCommand(ac, on_keep, ss, "SUBSCRIBE %s", ss->keep_channel) != REDIS_OK)
+        llmq_redis_async_reset(ra);
+}
+
+struct gw_streams *gw_streams_new(struct gw *gw, struct llmq_error *err)
+{
+    struct gw_streams *ss = calloc(1, sizeof(*ss));
+    if (ss == NULL) {
+        llmq_error_set(err, LLMQ_ENOMEM, "out of memory");
+        return NULL;
+    }
+    ss->gw = gw;
+    if (llmq_key(ss->keep_channel, sizeof(ss->keep_channel), gw->prefix, LLMQ_KEY_SSE, gw->id,
+                 err) != LLMQ_OK) {
+        free(ss);
+        return NULL;
+    }
+    struct llmq_redis_async_config rc = {.name = "gateway-relay",
+                                         .command_timeout_ms = gw->cfg->redis_timeout_ms};
+    ss->relay = llmq_redis_async_new(gw->loop, &gw->url, &rc, on_relay_state, ss, err);
+    if (ss->relay == NULL) {
+        free(ss);
+        return NULL;
+    }
+    return ss;
+}
+
+int gw_streams_ready(const struct gw_streams *ss)
+{
+    return ss != NULL && llmq_redis_async_ready(ss->relay);
+}
+
+/* ---- bytes to the client ---- */
+
+static int buf_add(struct stream *st, const char *d, size_t n)
+{
+    if (st->off > 0 && st->off == st->len)
+        st->off = st->len = 0;
+    if (st->len + n > st->cap) {
+        size_t cap = st->cap ? st->cap : 4096;
+        while (cap < st->len + n)
+            cap *= 2;
+        char *b = realloc(st->buf, cap);
+        if (b == NULL)
+            return -1;
+        st->buf = b;
+        st->cap = cap;
+    }
+    memcpy(st->buf + st->len, d, n);
+    st->len += n;
+    return 0;
+}
+
+/* MHD's content reader of a streamed answer. */
+static ssize_t read_stream(void *cls, uint64_t pos, char *out, size_t max)
+{
+    (void)pos;
+    struct stream *st = cls;
+    if (st->off < st->len) {
+        size_t n = st->len - st->off < max ? st->len - st->off : max;
+        memcpy(out, st->buf + st->off, n);
+        st->off += n;
+        return (ssize_t)n;
+    }
+    if (st->ended)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    if (st->r->gone)
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    st->paused = 1;
+    gw_request_pause(st->r);
+    return 0;
+}
+
+static void wake(struct stream *st)
+{
+    if (st->paused) {
+        st->paused = 0;
+        gw_request_wake(st->r);
+    }
+}
+
+/* Starts the 200 event stream (first bytes came). */
+static void start_streaming(struct stream *st)
+{
+    struct gw_request *r = st->r;
+    st->phase = ST_STREAMING;
+    st->t_first_s = ev_now(r->gw->loop);
+    observe(&st->ss->ttft, ttft_bounds, TTFT_N, st->t_first_s - st->t0_s);
+    st->ss->started++;
+    r->content_type = "text/event-stream; charset=utf-8";
+    r->stream_read = read_stream;
+    r->stream_cls = st;
+    void (*gone)(struct gw_request *) = r->on_gone;
+    gw_respond(r, 200, NULL, 0);
+    r->on_gone = gone; /* a client leaving mid-stream still aborts the call */
+}
+
+/* ---- the end ---- */
+
+static void unsubscribe(struct stream *st)
+{
+    redisAsyncContext *ac = llmq_redis_async_context(st->ss->relay);
+    if (st->sub != SUB_PENDING && st->sub != SUB_ON)
+        return;
+    st->sub = SUB_OFF;
+    /* without a connection, hiredis has run (or will run) the channel's
+     * callback with NULL, which drops its reference */
+    if (ac != NULL)
+        (void)redisAsyncCommand(ac, NULL, NULL, "UNSUBSCRIBE %s", st->channel);
+}
+
+/* Nothing more is expected: leaves the channel, the waiters, the timer. */
+static void stream_finish(struct stream *st)
+{
+    if (st->phase == ST_DONE)
+        return;
+    struct gw_streams *ss = st->ss;
+    if (st->phase == ST_STREAMING) {
+        ss->in_progress--;
+        observe(&ss->duration, duration_bounds, DURATION_N,
+                ev_now(st->r->gw->loop) - st->t_first_s);
+    }
+    st->phase = ST_DONE;
+    if (st->prev != NULL)
+        st->prev->next = st->next;
+    else
+        ss->active = st->next;
+    if (st->next != NULL)
+        st->next->prev = st->prev;
+    st->prev = st->next = NULL;
+    gw_waiters_remove(st->r->gw->waiters, &st->w);
+    ev_timer_stop(st->r->gw->loop, &st->timer);
+    unsubscribe(st);
+    gw_request_release(st->r);
+}
+
+/* Ends a started stream with bytes (may be empty) and an error event
+ * saying why when why is not NULL; failed: it ended with an error (ours, or
+ * the API's among bytes). */
+static void end_streaming(struct stream *st, const char *bytes, size_t n, const char *why,
+                          int failed_end)
+{
+    int failed = n > 0 && buf_add(st, bytes, n) != 0;
+    if (why != NULL) {
+        json_t *e = st->responses
+                        ? json_pack("{s:s, s:s, s:s, s:n}", "type", "error", "code",
+                                    "stream_interrupted", "message", why, "param")
+                        : json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message", why, "type",
+                                    "server_error", "param", "code", "stream_interrupted");
+        char *t = e ? json_dumps(e, JSON_COMPACT) : NULL;
+        json_decref(e);
+        char ev[1024];
+        int k = snprintf(ev, sizeof(ev), "%sdata: %s\n\n", st->responses ? "event: error\n" : "",
+                         t ? t : "{}");
+        free(t);
+        failed |= buf_add(st, ev, (size_t)k < sizeof(ev) ? (size_t)k : sizeof(ev) - 1) != 0;
+        LLMQ_LOG_JOB(LLMQ_LOG_WARN, st->r->gw->cfg->account, st->job.id, "stream ended: %s", why);
+    }
+    if (failed_end || why != NULL)
+        st->ss->failed++;
+    else
+        st->ss->completed++;
+    (void)failed; /* out of memory: the client gets what fitted, then the end */
+    st->ended = 1;
+    wake(st);
+    stream_finish(st);
+}
+
+/* Something broke: an error event when streaming, else a 502. */
+static void fail(struct stream *st, const char *why)
+{
+    if (st->phase == ST_STREAMING) {
+        end_streaming(st, NULL, 0, why, 1);
+        return;
+    }
+    gw_respond_errorf(st->r, 502, "server_error", NULL, "stream_interrupted", "%s; the job is %s",
+                      why, st->job.id);
+    stream_finish(st);
+}
+
+/* ---- the job: enqueue, results, cancel ---- */
+
+static void on_ignore(redisAsyncContext *ac, redisReply *reply, void *privdata)
+{
+    (void)ac;
+    (void)reply;
+    (void)privdata;
+}
+
+static void cancel_job(struct stream *st, llmq_script_cb *cb);
+
+static void respond_waited_too_long(struct gw_request *r)
+{
+    long long s = r->gw->cfg->max_wait_ms / 1000;
+    snprintf(r->retry_after, sizeof(r->retry_after), "%lld", s > 0 ? s : 1);
+    r->gw->stats.calls_timed_out++;
+    gw_respond_errorf(r, 429, "requests", NULL, "rate_limit_exceeded",
+                      "The request waited %lld ms in llmq's queue for the shared rate limit "
+                      "and was not sent (nothing was charged). Please try again later.",
+                      r->gw->cfg->max_wait_ms);
+}
+
+/* The job ended without events: answer from its result as a synchronous
+ * call does (the API's error, expired, never fits...). */
+static void respond_result(struct stream *st, const char *line, size_t len)
+{
+    struct gw_request *r = st->r;
+    struct gw_result res;
+    if (gw_result_decode(line, len, &res) != 0) {
+        gw_respond_errorf(r, 502, "server_error", NULL, NULL,
+                          "llmq-gateway could not read the result of job %s", st->job.id);
+    } else if (res.status != 0 && res.body != NULL) {
+        if (res.request_id[0] != '\0')
+            snprintf(r->request_id, sizeof(r->request_id), "%s", res.request_id);
+        gw_respond(r, (unsigned int)res.status, res.body, strlen(res.body));
+        res.body = NULL;
+    } else if (strcmp(res.error_code, "expired") == 0 || strcmp(res.error_code, "cancelled") == 0) {
+        respond_waited_too_long(r);
+    } else if (strcmp(res.error_code, "never_fits") == 0) {
+        gw_respond_errorf(r, 400, "invalid_request_error", NULL, "never_fits", "%s",
+                          res.error_message ? res.error_message : "the request never fits");
+    } else {
+        gw_respond_errorf(r, 502, "server_error", NULL, res.error_code, "The request failed: %s",
+                          res.error_message ? res.error_message : res.error_code);
+    }
+    gw_result_clear(&res);
+    stream_finish(st);
+}
+
+static void on_result(enum llmq_rc rc, const char *line, size_t len, int dead, void *ud)
+{
+    (void)dead;
+    struct stream *st = ud;
+    st->looking = 0;
+    /* once events flow, the stream's own end message ends it */
+    if ((st->phase == ST_WAITING || st->phase == ST_RUNNING) && rc == LLMQ_OK && line != NULL)
+        respond_result(st, line, len);
+    gw_request_release(st->r);
+}
+
+static void look_up(struct stream *st)
+{
+    redisAsyncContext *ac = gw_redis(st->r->gw);
+    if ((st->phase != ST_WAITING && st->phase != ST_RUNNING) || st->looking || ac == NULL)
+        return;
+    gw_request_hold(st->r);
+    if (llmq_job_result_read_async(ac, st->r->gw->prefix, st->job.id, on_result, st, NULL) ==
+        LLMQ_OK)
+        st->looking = 1;
+    else
+        gw_request_release(st->r);
+}
+
+static void on_maybe_ended(struct gw_waiter *w)
+{
+    look_up((struct stream *)((char *)w - offsetof(struct stream, w)));
+}
+
+static void arm(struct stream *st, double s)
+{
+    ev_timer_stop(st->r->gw->loop, &st->timer);
+    ev_timer_set(&st->timer, s, 0.0);
+    ev_timer_start(st->r->gw->loop, &st->timer);
+}
+
+static void on_cancelled(redisAsyncContext *ac, redisReply *rep, void *privdata)
+{
+    (void)ac;
+    struct stream *st = privdata;
+    st->cancelling = 0;
+    if (st->phase == ST_WAITING) {
+        int ok = rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 3;
+        if (ok && rep->element[0]->integer == 1) {
+            st->r->gw->stats.calls_cancelled++;
+            respond_waited_too_long(st->r);
+            stream_finish(st);
+        } else if (ok && rep->element[1]->integer == 1) {
+            st->phase = ST_RUNNING; /* sent: its messages decide now */
+            arm(st, GW_STREAM_WATCHDOG_MS / 1000.0);
+        } else if (ok) {
+            look_up(st);
+        } else {
+            gw_respond_no_redis(st->r);
+            stream_finish(st);
+        }
+    }
+    gw_request_release(st->r);
+}
+
+/* Runs job_cancel for the stream's job; cb NULL: fire and forget. */
+static void cancel_job(struct stream *st, llmq_script_cb *cb)
+{
+    redisAsyncContext *ac = gw_redis(st->r->gw);
+    const char *argv[] = {st->r->gw->prefix, "", st->job.id};
+    if (ac == NULL || llmq_script_run_async(ac, LLMQ_SCRIPT_JOB_CANCEL, 1, 3, argv, NULL,
+                                            cb ? cb : on_ignore, st) != LLMQ_OK) {
+        if (cb != NULL) {
+            gw_respond_no_redis(st->r);
+            stream_finish(st);
+        }
+        return;
+    }
+    if (cb != NULL) {
+        st->cancelling = 1;
+        gw_request_hold(st->r);
+    }
+}
+
+static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct stream *st = t->data;
+    if (st->phase == ST_WAITING && !st->cancelling) {
+        cancel_job(st, on_cancelled);
+    } else if (st->phase == ST_RUNNING || st->phase == ST_STREAMING) {
+        cancel_job(st, NULL); /* should its worker be gone, it is never sent again */
+        fail(st, "the worker relaying this stream stopped answering");
+    }
+}
+
+static void on_gone(struct gw_request *r)
+{
+    struct stream *st = r->state;
+    if (st->phase == ST_DONE)
+        return;
+    if (st->phase == ST_STREAMING)
+        st->ss->aborted++;
+    r->gw->stats.calls_cancelled++;
+    cancel_job(st, NULL); /* unsent: never sent; running: the unsubscribe aborts it */
+    stream_finish(st);
+}
+
+static void on_pushed(enum llmq_rc rc, const struct llmq_error *err, void *ud)
+{
+    struct stream *st = ud;
+    if (st->phase != ST_DONE) {
+        if (rc != LLMQ_OK || !st->out.created) {
+            LLMQ_LOG(LLMQ_LOG_WARN, "gateway: enqueue failed: %s",
+                     rc != LLMQ_OK ? err->msg : "job id taken");
+            gw_respond_no_redis(st->r);
+            stream_finish(st);
+        } else {
+            st->r->gw->stats.calls_enqueued++;
+        }
+    }
+    gw_request_release(st->r);
+}
+
+/* Subscribed: enqueue the job (the worker's messages can only come now). */
+static void push_job(struct stream *st)
+{
+    struct gw *gw = st->r->gw;
+    struct llmq_error err = {0};
+    redisAsyncContext *ac = gw_redis(gw);
+    const struct llmq_job_gate gate = {.lease = gw->id};
+    gw_request_hold(st->r);
+    if (ac == NULL || llmq_job_store_push_async(ac, gw->prefix, &gate, &st->job, 1, &st->out,
+                                                on_pushed, st, &err) != LLMQ_OK) {
+        gw_request_release(st->r);
+        gw_respond_no_redis(st->r);
+        stream_finish(st);
+    }
+}
+
+/* ---- the worker's messages ---- */
+
+/* One message: kind, sequence number, '\n', payload (worker/stream_call.h). */
+static void on_relay_message(struct stream *st, const char *m, size_t n)
+{
+    const char *nl = memchr(m, '\n', n);
+    char *end = NULL;
+    long long seq = nl != NULL && nl > m + 1 ? strtoll(m + 1, &end, 10) : -1;
+    if (nl == NULL || end != nl || seq < 0) {
+        fail(st, "the relay sent a malformed message");
+        return;
+    }
+    char kind = m[0];
+    const char *payload = nl + 1;
+    size_t plen = n - (size_t)(payload - m);
+    st->ss->messages++;
+    if (kind == 's') {
+        if (st->phase == ST_STREAMING) {
+            fail(st, "the call was started again after its stream had begun");
+            return;
+        }
+        st->next_seq = 0; /* a new attempt */
+    }
+    if (seq != st->next_seq) {
+        fail(st, "a relayed part of the stream is missing");
+        return;
+    }
+    st->next_seq++;
+    if (kind == 'r') { /* back in the queue: wait as before */
+        st->phase = ST_WAITING;
+        arm(st, st->r->gw->cfg->max_wait_ms / 1000.0);
+        return;
+    }
+    if (st->phase == ST_WAITING)
+        st->phase = ST_RUNNING;
+    arm(st, GW_STREAM_WATCHDOG_MS / 1000.0);
+    if ((kind == 'd' || kind == 'e' || kind == 'x') && plen > 0 && st->phase == ST_RUNNING) {
+        st->ss->in_progress++;
+        start_streaming(st);
+    }
+    st->ss->bytes += plen;
+    if (kind == 'd') {
+        if (buf_add(st, payload, plen) != 0)
+            fail(st, "out of memory");
+        else
+            wake(st);
+    } else if (kind == 'e' && st->phase == ST_STREAMING) {
+        end_streaming(st, payload, plen, NULL, 0);
+    } else if (kind == 'e') {
+        look_up(st); /* ended without events: its result answers */
+    } else if (kind == 'x' && st->phase == ST_STREAMING) {
+        LLMQ_LOG_JOB(LLMQ_LOG_INFO, st->r->gw->cfg->account, st->job.id,
+                     "stream ended with an error event");
+        end_streaming(st, payload, plen, NULL, 1);
+    } else if (kind == 'x') {
+        fail(st, "the stream failed before it began");
+    }
+}
+
+static void on_channel(redisAsyncContext *ac, void *reply, void *privdata)
+{
+    (void)ac;
+    struct stream *st = privdata;
+    const redisReply *r = reply;
+    if (r == NULL) { /* the relay connection dropped: hiredis's last call */
+        st->sub = SUB_OFF;
+        if (st->phase != ST_DONE)
+            fail(st, "llmq-gateway lost its relay connection to Redis");
+        gw_request_release(st->r);
+        return;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
+        r->element[0]->type != REDIS_REPLY_STRING)
+        return;
+    const char *what = r->element[0]->str;
+    if (strcmp(what, "subscribe") == 0) {
+        if (st->sub == SUB_PENDING && st->phase == ST_WAITING) {
+            st->sub = SUB_ON;
+            push_job(st);
+        }
+    } else if (strcmp(what, "unsubscribe") == 0) {
+        gw_request_release(st->r); /* hiredis calls no more for this channel */
+    } else if (strcmp(what, "message") == 0 && st->sub == SUB_ON && st->phase != ST_DONE &&
+               r->element[2]->type == REDIS_REPLY_STRING) {
+        on_relay_message(st, r->element[2]->str, r->element[2]->len);
+    }
+}
+
+/* ---- the handler ---- */
+
+void gw_stream_handle(struct gw_request *r)
+{
+    struct gw *gw = r->gw;
+    struct gw_error e;
+    struct gw_call call;
+    if (gw_call_decode(r->m.call_url, r->body ? r->body : "", r->body_len, &call, &e) != 0) {
+        gw_respond_error(r, &e);
+        return;
+    }
+    struct stream *st = calloc(1, sizeof(*st));
+    if (st == NULL) {
+        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
+        return;
+    }
+    st->r = r;
+    st->ss = gw->streams;
+    st->responses = strcmp(r->m.call_url, "/v1/responses") == 0;
+    st->t0_s = ev_now(gw->loop);
+    st->phase = ST_DONE; /* until it waits */
+    r->state = st;
+    r->state_free = stream_free;
+    struct llmq_job_options o = {
+        .priority = r->key.priority,
+        .user = call.user[0] ? call.user : NULL,
+        .ttl_ms = gw->cfg->max_wait_ms,
+    };
+    struct llmq_job_defaults d;
+    llmq_job_defaults_init(&d);
+    d.max_body_bytes = (size_t)gw->job_body_max;
+    d.now_ms = llmq_wall_ms();
+    struct llmq_error err = {0};
+    if (llmq_job_from_request(r->m.call_url, r->body, &o, &d, &st->job, &err) != LLMQ_OK) {
+        if (err.rc == LLMQ_ETOOBIG)
+            gw_respond_errorf(r, 413, "invalid_request_error", NULL, "request_too_large", "%s",
+                              err.msg);
+        else
+            gw_respond_errorf(r, 400, "invalid_request_error", NULL, NULL, "%s", err.msg);
+        return;
+    }
+    if (gw_key_policy_apply(&r->key, &st->job, &e) != GW_KEY_ALLOWS) {
+        gw_respond_error(r, &e);
+        return;
+    }
+    redisAsyncContext *sub = llmq_redis_async_context(st->ss->relay);
+    if (gw_redis(gw) == NULL || sub == NULL ||
+        llmq_key(st->channel, sizeof(st->channel), gw->prefix, LLMQ_KEY_SSE, st->job.id, NULL) !=
+            LLMQ_OK) {
+        gw_respond_no_redis(r);
+        return;
+    }
+    if (redisAsyncCommand(sub, on_channel, st, "SUBSCRIBE %s", st->channel) != REDIS_OK) {
+        gw_respond_no_redis(r);
+        return;
+    }
+    gw_request_hold(r); /* the subscription's */
+    st->sub = SUB_PENDING;
+    st->phase = ST_WAITING;
+    st->next = st->ss->active;
+    if (st->next != NULL)
+        st->next->prev = st;
+    st->ss->active = st;
+    snprintf(st->w.job_id, sizeof(st->w.job_id), "%s", st->job.id);
+    st->w.on_maybe_ended = on_maybe_ended;
+    gw_request_hold(r); /* the wait's, dropped by stream_finish */
+    gw_waiters_add(gw->waiters, &st->w);
+    ev_timer_init(&st->timer, on_timer, gw->cfg->max_wait_ms / 1000.0, 0.0);
+    st->timer.data = st;
+    ev_timer_start(gw->loop, &st->timer);
+    r->on_gone = on_gone;
+}
+
+/* ---- shutdown, metrics ---- */
+
+void gw_streams_shutdown(struct gw_streams *ss)
+{
+    if (ss == NULL)
+        return;
+    while (ss->active != NULL) {
+        struct stream *st = ss->active;
+        if (st->phase == ST_STREAMING) {
+            end_streaming(st, NULL, 0, "llmq-gateway is shutting down", 1);
+            continue;
+        }
+        cancel_job(st, NULL);
+        snprintf(st->r->retry_after, sizeof(st->r->retry_after), "1");
+        gw_respond_errorf(st->r, 503, "server_error", NULL, "service_unavailable",
+                          "llmq-gateway is shutting down; retry on another instance");
+        stream_finish(st);
+    }
+}
+
+void gw_streams_free(struct gw_streams *ss)
+{
+    if (ss == NULL)
+        return;
+    llmq_redis_async_free(ss->relay);
+    free(ss);
+}
+
+static void print_histogram(FILE *f, const char *name, const char *help, const struct histogram *h,
+                            const double *bounds, size_t n)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    unsigned long long cum = 0;
+    for (size_t i = 0; i < n; i++) {
+        cum += h->counts[i];
+        fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name, bounds[i], cum);
+    }
+    fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name, h->n, name,
+            h->sum, name, h->n);
+}
+
+void gw_streams_metrics(const struct gw_streams *ss, FILE *f)
+{
+    if (ss == NULL)
+        return;
+    fprintf(f,
+            "# HELP llmq_gateway_streams_in_progress Streamed answers being relayed now.\n"
+            "# TYPE llmq_gateway_streams_in_progress gauge\n"
+            "llmq_gateway_streams_in_progress %lld\n"
+            "# HELP llmq_gateway_streams_total Streamed answers by how they ended (started: "
+            "the first event reached the client).\n"
+            "# TYPE llmq_gateway_streams_total counter\n"
+            "llmq_gateway_streams_total{end=\"started\"} %llu\n"
+            "llmq_gateway_streams_total{end=\"completed\"} %llu\n"
+            "llmq_gateway_streams_total{end=\"error\"} %llu\n"
+            "llmq_gateway_streams_total{end=\"aborted\"} %llu\n"
+            "# HELP llmq_gateway_stream_messages_total Relay messages received (each carries "
+            "the events of a few milliseconds).\n"
+            "# TYPE llmq_gateway_stream_messages_total counter\n"
+            "llmq_gateway_stream_messages_total %llu\n"
+            "# HELP llmq_gateway_stream_bytes_total Event bytes relayed to clients.\n"
+            "# TYPE llmq_gateway_stream_bytes_total counter\n"
+            "llmq_gateway_stream_bytes_total %llu\n",
+            ss->in_progress, ss->started, ss->completed, ss->failed, ss->aborted, ss->messages,
+            ss->bytes);
+    print_histogram(f, "llmq_gateway_stream_ttft_seconds",
+                    "Time from a streamed call's arrival to its first event sent to the client "
+                    "(queue wait included).",
+                    &ss->ttft, ttft_bounds, TTFT_N);
+    print_histogram(f, "llmq_gateway_stream_duration_seconds",
+                    "Time from a stream's first event to its end.", &ss->duration, duration_bounds,
+                    DURATION_N);
+}
