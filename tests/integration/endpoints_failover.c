@@ -2,7 +2,7 @@
  * 3 s each: ep0 healthy; ep1's server is down from the start (connection
  * refused); ep2 answers, then only 500s, then refuses connections, then
  * answers again; ep3 refuses the workers' key (401). Workers allow each job
- * ONE attempt (--max-attempts 1), so any attempt counted for an endpoint's
+ * ONE attempt (llmq.max_attempts 1), so any attempt counted for an endpoint's
  * fault would dead-letter a job. Checks: every job has its result and
  * nothing is dead; ep1 is cooling within seconds, ep3 disabled (and shown so
  * by `llmq endpoints list` and `llmq status`) after the few requests that
@@ -110,7 +110,8 @@ static void test_endpoints_fail_over_and_back(void **state)
     cli_free(&r);
 
     snprintf(jobs, sizeof(jobs), "/tmp/llmq-epfail-%d.jsonl", (int)getpid());
-    worker_write_jobs(jobs, "j", JOBS, "gpt-4o-mini", 20, NULL);
+    /* one attempt each (the line says so: enqueue stores every job's own) */
+    worker_write_jobs(jobs, "j", JOBS, "gpt-4o-mini", 20, "{\"max_attempts\":1}");
     pid_t pids[WORKERS];
     const char *args[8 + 2 * N_EP + 1] = {"--concurrency",       "16",  "--max-attempts", "1",
                                           "--exit-when-idle-ms", "2000"};
