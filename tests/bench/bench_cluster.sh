@@ -33,21 +33,29 @@ free_port() { # a loopback port nothing listens on now (and its cluster bus port
     echo "$bench_name: no free port" >&2
     exit 1
 }
+rc() { local p=$1; shift; redis-cli -p "$p" "$@"; }
 ports=()
+buses=()
 for i in 0 1 2; do
-    p=$(free_port)
-    b=$(free_port)
     mkdir -p "$tmp/n$i"
-    redis-server --port "$p" --bind 127.0.0.1 --cluster-enabled yes --cluster-port "$b" \
-        --cluster-config-file nodes.conf --cluster-node-timeout 2000 --dir "$tmp/n$i" \
-        --save '' --appendonly no --logfile redis.log &
-    pids+=("$!")
+    started=0
+    for _ in 1 2 3 4 5; do # a port taken meanwhile: another pair
+        p=$(free_port)
+        b=$(free_port)
+        [ "$p" != "$b" ] || continue
+        redis-server --port "$p" --bind 127.0.0.1 --cluster-enabled yes --cluster-port "$b" \
+            --cluster-config-file nodes.conf --cluster-node-timeout 2000 --dir "$tmp/n$i" \
+            --save '' --appendonly no --logfile redis.log &
+        pid=$!
+        for _ in $(seq 100); do rc "$p" PING >/dev/null 2>&1 && { started=1; break; }; sleep 0.05; done
+        if [ "$started" = 1 ]; then break; fi
+        kill "$pid" 2>/dev/null || true
+        rm -f "$tmp/n$i/nodes.conf"
+    done
+    [ "$started" = 1 ] || { echo "$bench_name: node $i did not start" >&2; exit 1; }
+    pids+=("$pid")
     ports+=("$p")
     buses+=("$b")
-done
-rc() { local p=$1; shift; redis-cli -p "$p" "$@"; }
-for p in "${ports[@]}"; do
-    for _ in $(seq 200); do rc "$p" PING >/dev/null 2>&1 && break; sleep 0.05; done
 done
 rc "${ports[0]}" CLUSTER ADDSLOTSRANGE 0 5460 >/dev/null
 rc "${ports[1]}" CLUSTER ADDSLOTSRANGE 5461 10922 >/dev/null
