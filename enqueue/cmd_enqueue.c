@@ -349,6 +349,9 @@ static int batch_models_read(redisContext *c, const char *prefix, const struct l
             rc = -1;
             break;
         }
+        char key[LLMQ_KEY_FIXED_MAX + LLMQ_BUCKET_NAME_MAX];
+        if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_LIMIT, m->name[i], NULL) == LLMQ_OK)
+            r = llmq_redis_redo(c, r, "HMGET %s requests tokens period_ms", key); /* a cluster */
         m->requests[i] = llmq_limit_value_set(llmq_reply_at(r, 0))
                              ? llmq_reply_int_or(llmq_reply_at(r, 0), 0)
                              : 0;
@@ -442,6 +445,14 @@ static void check_consumers(struct waiting *w, size_t left)
             r[i] = NULL;
             break;
         }
+    for (int i = 0; ok && i < LLMQ_PRIORITY_COUNT; i++) { /* a cluster's redirection */
+        llmq_key(key, sizeof(key), w->prefix, LLMQ_KEY_QUEUE,
+                 llmq_priority_name(llmq_priority_by_rank(i)), NULL);
+        r[i] = llmq_redis_redo(c, r[i], "XPENDING %s %s", key, LLMQ_GROUP);
+    }
+    llmq_key(key, sizeof(key), w->prefix, LLMQ_KEY_WORKERS, NULL, NULL);
+    if (ok)
+        r[HB] = llmq_redis_redo(c, r[HB], "HGETALL %s", key);
     long long pending = 0, now = 0;
     int live = 0;
     for (int i = 0; ok && i < LLMQ_PRIORITY_COUNT; i++)

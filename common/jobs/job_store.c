@@ -31,7 +31,7 @@ enum llmq_rc llmq_job_store_prepare(redisContext *c, const char *prefix, struct 
                                     llmq_priority_name(llmq_priority_by_rank(i)), err);
         if (krc != LLMQ_OK)
             return krc;
-        redisReply *r = redisCommand(c, "XGROUP CREATE %s %s 0 MKSTREAM", key, LLMQ_GROUP);
+        redisReply *r = llmq_redis_command(c, "XGROUP CREATE %s %s 0 MKSTREAM", key, LLMQ_GROUP);
         int ok =
             r != NULL && (r->type != REDIS_REPLY_ERROR || strncmp(r->str, "BUSYGROUP", 9) == 0);
         if (!ok) {
@@ -296,7 +296,7 @@ static long long hash_int(redisContext *c, const char *prefix, enum llmq_key_kin
     char key[LLMQ_KEY_FIXED_MAX];
     if (llmq_key(key, sizeof(key), prefix, kind, NULL, NULL) != LLMQ_OK)
         return def;
-    redisReply *r = redisCommand(c, "HGET %s %s", key, field);
+    redisReply *r = llmq_redis_command(c, "HGET %s %s", key, field);
     long long v = llmq_reply_int_or(r, def);
     if (r != NULL)
         freeReplyObject(r);
