@@ -124,6 +124,7 @@ int llmq_cmd_dead(struct llmq_cli *cli, int argc, char **argv);
 int llmq_cmd_settings(struct llmq_cli *cli, int argc, char **argv);
 int llmq_cmd_keys(struct llmq_cli *cli, int argc, char **argv);
 int llmq_cmd_account(struct llmq_cli *cli, int argc, char **argv);
+int llmq_cmd_endpoints(struct llmq_cli *cli, int argc, char **argv);
 int llmq_cmd_budgets(struct llmq_cli *cli, int argc, char **argv);
 int llmq_cmd_prices(struct llmq_cli *cli, int argc, char **argv);
 int llmq_cmd_spend(struct llmq_cli *cli, int argc, char **argv);
@@ -157,5 +158,12 @@ json_t *llmq_cli_auth_pause(redisContext *c, const char *prefix);
 /* Prints the one line that says the account is paused, and why (p from
  * llmq_cli_auth_pause, borrowed). */
 void llmq_cli_auth_pause_line(FILE *out, const json_t *p);
+
+/* cmd_endpoints.c: the account's endpoints as lua/endpoint_list.lua
+ * reports them (returns new; NULL with err filled on failure), printed as
+ * indented rows (o borrowed), and one endpoint's state as text into buf. */
+json_t *llmq_cli_endpoints(redisContext *c, const char *prefix, struct llmq_error *err);
+void llmq_cli_endpoints_print(FILE *out, const json_t *o);
+void llmq_cli_endpoint_state(const json_t *e, long long now_ms, char *buf, size_t n);
 
 #endif

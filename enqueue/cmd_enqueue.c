@@ -43,13 +43,16 @@ static void usage(FILE *out)
     fputs("usage: llmq enqueue FILE|- [options]\n\n"
           "Reads OpenAI Batch input lines ({\"custom_id\", \"method\": \"POST\", \"url\", "
           "\"body\"},\nplus optional \"llmq\": {\"priority\", \"tenant\", \"user\", "
-          "\"deadline_ms\", \"ttl_ms\",\n\"max_attempts\"}), checks every line, then enqueues "
+          "\"deadline_ms\", \"ttl_ms\",\n\"max_attempts\", \"endpoints\"}), checks every line, "
+          "then enqueues "
           "them. custom_id is required and\nis the job id (the idempotency key): an id already "
           "queued, running or done is\nreported, not enqueued again. Job ids go to stdout (with "
           "--wait: the results do).\n\n"
           "  --priority P        high|normal|low for lines that set none (default normal)\n"
           "  --tenant T          tenant for lines that set none\n"
           "  --user U            user for lines that set none\n"
+          "  --endpoints A,B     endpoints the lines that set none may run on (default any\n"
+          "                      endpoint of their model; see llmq endpoints)\n"
           "  --max-attempts N    attempts for lines that set none (default 5)\n"
           "  --ttl-ms MS         deadline relative to enqueue for lines that set none\n"
           "  --max-body-bytes N  body size limit (default: settings max_body_bytes, 1 MiB)\n"
@@ -85,6 +88,7 @@ enum {
     OPT_OUTPUT,
     OPT_NO_PROGRESS,
     OPT_GENERATE_IDS,
+    OPT_ENDPOINTS,
 };
 
 static const struct option long_opts[] = {
@@ -102,6 +106,7 @@ static const struct option long_opts[] = {
     {"output", required_argument, NULL, OPT_OUTPUT},
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
     {"generate-ids", no_argument, NULL, OPT_GENERATE_IDS},
+    {"endpoints", required_argument, NULL, OPT_ENDPOINTS},
     LLMQ_CLI_COMMON_OPTIONS,
     {NULL, 0, NULL, 0},
 };
@@ -125,6 +130,16 @@ static int take_option(struct llmq_cli *cli, struct enqueue_opts *o, int opt, co
         }
         *(opt == OPT_TENANT ? &o->d.tenant : &o->d.user) = arg;
         return 0;
+    case OPT_ENDPOINTS: {
+        char buf[LLMQ_JOB_ENDPOINTS_MAX + 1];
+        struct llmq_error err = {0};
+        if (llmq_job_endpoints_check(arg, buf, sizeof(buf), &err) != LLMQ_OK) {
+            llmq_cli_error(cli, "--endpoints: %s", err.msg);
+            return -1;
+        }
+        o->d.endpoints = arg;
+        return 0;
+    }
     case OPT_MAX_ATTEMPTS:
         if (llmq_cli_parse_int64(cli, "--max-attempts", arg, 1, LLMQ_JOB_MAX_ATTEMPTS_LIMIT, &v))
             return -1;
@@ -334,6 +349,9 @@ static int batch_models_read(redisContext *c, const char *prefix, const struct l
             rc = -1;
             break;
         }
+        char key[LLMQ_KEY_FIXED_MAX + LLMQ_BUCKET_NAME_MAX];
+        if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_LIMIT, m->name[i], NULL) == LLMQ_OK)
+            r = llmq_redis_redo(c, r, "HMGET %s requests tokens period_ms", key); /* a cluster */
         m->requests[i] = llmq_limit_value_set(llmq_reply_at(r, 0))
                              ? llmq_reply_int_or(llmq_reply_at(r, 0), 0)
                              : 0;
@@ -427,6 +445,14 @@ static void check_consumers(struct waiting *w, size_t left)
             r[i] = NULL;
             break;
         }
+    for (int i = 0; ok && i < LLMQ_PRIORITY_COUNT; i++) { /* a cluster's redirection */
+        llmq_key(key, sizeof(key), w->prefix, LLMQ_KEY_QUEUE,
+                 llmq_priority_name(llmq_priority_by_rank(i)), NULL);
+        r[i] = llmq_redis_redo(c, r[i], "XPENDING %s %s", key, LLMQ_GROUP);
+    }
+    llmq_key(key, sizeof(key), w->prefix, LLMQ_KEY_WORKERS, NULL, NULL);
+    if (ok)
+        r[HB] = llmq_redis_redo(c, r[HB], "HGETALL %s", key);
     long long pending = 0, now = 0;
     int live = 0;
     for (int i = 0; ok && i < LLMQ_PRIORITY_COUNT; i++)

@@ -23,14 +23,16 @@
 static void usage(FILE *out)
 {
     fputs("usage: llmq keys create [--tenant T] [--user U] [--priority high|normal|low]\n"
-          "                        [--models M1,M2,...]\n"
+          "                        [--models M1,M2,...] [--endpoints A,B,...]\n"
           "       llmq keys list [--json]\n"
           "       llmq keys revoke ID...\n\n"
           "Gateway keys for llmq-gateway. create prints a new key once (stdout) and stores\n"
           "only its SHA-256; without --user the gateway takes the request's \"user\"\n"
           "field; --priority (default high) is that of synchronous calls and the most a\n"
           "batch line may ask; --models limits the models the key may use, by exact name\n"
-          "(default: all). Every restriction applies to synchronous calls and to every\n"
+          "(default: all); --endpoints pins its jobs to those endpoints of their model\n"
+          "(`llmq endpoints`; default: any). Every restriction applies to synchronous\n"
+          "calls and to every\n"
           "line of a batch. ID is the first 8+ hex digits of the key's hash as list\n"
           "shows them.\n\n"
           "Options: --redis URL, --account NAME, --help\n"
@@ -55,7 +57,8 @@ static int models_valid(const char *list)
 }
 
 static int create(const struct llmq_cli *cli, redisContext *c, const char *prefix,
-                  const char *tenant, const char *user, const char *prio, const char *models)
+                  const char *tenant, const char *user, const char *prio, const char *models,
+                  const char *endpoints)
 {
     char key[LLMQ_GW_KEY_LEN + 1], hash[LLMQ_GW_KEY_HASH_LEN + 1];
     struct llmq_error err = {0};
@@ -72,8 +75,10 @@ static int create(const struct llmq_cli *cli, redisContext *c, const char *prefi
     }
     long long now_ms = llmq_wall_ms();
     redisAppendCommand(c, "MULTI");
-    redisAppendCommand(c, "HSET %s tenant %s user %s priority %s models %s created_ms %lld", hk,
-                       tenant, user, prio, models, now_ms);
+    redisAppendCommand(c,
+                       "HSET %s tenant %s user %s priority %s models %s endpoints %s created_ms "
+                       "%lld",
+                       hk, tenant, user, prio, models, endpoints, now_ms);
     redisAppendCommand(c, "ZADD %s %lld %s", ik, now_ms, hash);
     redisAppendCommand(c, "EXEC");
     int rc = LLMQ_EXIT_OK;
@@ -137,9 +142,10 @@ static int list(const struct llmq_cli *cli, redisContext *c, const char *prefix,
             rc = LLMQ_EXIT_FAIL;
         } else if (json) {
             printf("{\"id\":\"%.*s\",\"tenant\":\"%s\",\"user\":\"%s\",\"priority\":\"%s\","
-                   "\"models\":\"%s\",\"created_ms\":%s}\n",
+                   "\"models\":\"%s\",\"endpoints\":\"%s\",\"created_ms\":%s}\n",
                    KEY_ID_LEN, h, field(k, "tenant"), field(k, "user"), field(k, "priority"),
-                   field(k, "models"), field(k, "created_ms")[0] ? field(k, "created_ms") : "0");
+                   field(k, "models"), field(k, "endpoints"),
+                   field(k, "created_ms")[0] ? field(k, "created_ms") : "0");
         } else {
             const char *u = field(k, "user");
             const char *m = field(k, "models");
@@ -215,7 +221,7 @@ static int revoke(const struct llmq_cli *cli, redisContext *c, const char *prefi
 }
 
 struct keys_opts {
-    const char *tenant, *user, *prio, *models;
+    const char *tenant, *user, *prio, *models, *endpoints;
     int json;
     /* the command, once checked */
     const char *verb;
@@ -239,6 +245,9 @@ static int take_option(int opt, const char *arg, void *ud)
         return 0;
     case 'm':
         o->models = arg;
+        return 0;
+    case 'e':
+        o->endpoints = arg;
         return 0;
     case 'j':
         o->json = 1;
@@ -269,6 +278,12 @@ static int check_create_options(const struct llmq_cli *cli, const struct keys_op
                        o->models);
         return LLMQ_EXIT_USAGE;
     }
+    char buf[LLMQ_JOB_ENDPOINTS_MAX + 1];
+    struct llmq_error err = {0};
+    if (o->endpoints[0] && llmq_job_endpoints_check(o->endpoints, buf, sizeof(buf), &err)) {
+        llmq_cli_error(cli, "--endpoints: %s", err.msg);
+        return LLMQ_EXIT_USAGE;
+    }
     return 0;
 }
 
@@ -277,7 +292,8 @@ static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix, 
 {
     const struct keys_opts *o = ud;
     if (strcmp(o->verb, "create") == 0)
-        return create(cli, c, prefix, o->tenant, o->user, llmq_priority_name(o->p), o->models);
+        return create(cli, c, prefix, o->tenant, o->user, llmq_priority_name(o->p), o->models,
+                      o->endpoints);
     if (strcmp(o->verb, "list") == 0)
         return list(cli, c, prefix, o->json);
     return revoke(cli, c, prefix, o->n_ids, o->ids);
@@ -320,11 +336,16 @@ int llmq_cmd_keys(struct llmq_cli *cli, int argc, char **argv)
                                          {"user", required_argument, NULL, 'u'},
                                          {"priority", required_argument, NULL, 'p'},
                                          {"models", required_argument, NULL, 'm'},
+                                         {"endpoints", required_argument, NULL, 'e'},
                                          {"json", no_argument, NULL, 'j'},
                                          LLMQ_CLI_COMMON_OPTIONS,
                                          {NULL, 0, NULL, 0}};
-    struct keys_opts o = {
-        .tenant = "", .user = "", .prio = "high", .models = "", .p = LLMQ_PRIORITY_HIGH};
+    struct keys_opts o = {.tenant = "",
+                          .user = "",
+                          .prio = "high",
+                          .models = "",
+                          .endpoints = "",
+                          .p = LLMQ_PRIORITY_HIGH};
     char **pos = calloc((size_t)argc + 1, sizeof(*pos));
     int n_pos = 0;
     if (pos == NULL)

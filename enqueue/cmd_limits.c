@@ -17,11 +17,12 @@
 static void usage(FILE *out)
 {
     fputs("usage: llmq limits set MODEL [--rpm N] [--tpm N] [--period-ms P]\n"
+          "                        [--endpoint NAME [--deployment DEP]]\n"
           "                        [--tenant T] [--user U] [--mode window|gcra]\n"
           "                        [--burst-requests N] [--burst-tokens N] [--soft | --hard]\n"
           "                        [--weight W]\n"
           "                        [--settle admission|usage]\n"
-          "       llmq limits unset MODEL [--tenant T] [--user U]\n"
+          "       llmq limits unset MODEL [--endpoint NAME | --tenant T] [--user U]\n"
           "       llmq limits get [--json]\n"
           "       llmq limits policy [--headroom-low PCT] [--headroom-normal PCT]\n"
           "                          [--headroom-high PCT] [--soft-threshold PCT]\n"
@@ -38,6 +39,9 @@ static void usage(FILE *out)
           "no limit runs unlimited (enqueue and status warn about it). --weight W (with\n"
           "--tenant or --user, 0.001..1000000, default 1) is the tenant's or user's fair\n"
           "share of the model among those with work waiting; unset drops it too.\n"
+          "--endpoint NAME: the model's bucket on endpoint NAME (`llmq endpoints`), which\n"
+          "then serves the model (bucket \"MODEL@NAME\"); --deployment DEP: its Azure\n"
+          "deployment of the model (default the model's name). Unset stops it serving.\n"
           "--settle usage gives a request's unused reservation back when it is settled\n"
           "(default admission: the charge at admission stays for the window, as OpenAI\n"
           "counts it).\n"
@@ -483,6 +487,8 @@ enum {
     OPT_WEIGHT,
     OPT_SETTLE,
     OPT_GUARD,
+    OPT_ENDPOINT,
+    OPT_DEPLOYMENT,
 };
 
 static const struct option long_options[] = {
@@ -504,6 +510,8 @@ static const struct option long_options[] = {
     {"weight", required_argument, NULL, OPT_WEIGHT},
     {"settle", required_argument, NULL, OPT_SETTLE},
     {"window-guard-ms", required_argument, NULL, OPT_GUARD},
+    {"endpoint", required_argument, NULL, OPT_ENDPOINT},
+    {"deployment", required_argument, NULL, OPT_DEPLOYMENT},
     LLMQ_CLI_COMMON_OPTIONS,
     {NULL, 0, NULL, 0},
 };
@@ -533,7 +541,8 @@ struct limits_opts {
     const struct llmq_cli *cli;
     struct limit_change ch;
     const char *tenant, *user;
-    const char *weight; /* --weight: the fair-share weight text, NULL unchanged */
+    const char *endpoint, *deployment; /* --endpoint, --deployment; NULL: none */
+    const char *weight;                /* --weight: the fair-share weight text, NULL unchanged */
     int as_json;
 };
 
@@ -563,6 +572,18 @@ static int take_option(int opt, const char *arg, void *ud)
     case OPT_TENANT:
     case OPT_USER:
         *(opt == OPT_TENANT ? &o->tenant : &o->user) = arg;
+        return 0;
+    case OPT_ENDPOINT:
+    case OPT_DEPLOYMENT:
+        if (arg[0] == '\0' || strlen(arg) > 64 ||
+            strspn(arg, "abcdefghijklmnopqrstuvwxyz"
+                        "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                        "0123456789._-") != strlen(arg)) {
+            llmq_cli_error(o->cli, "%s: 1..64 letters, digits, '.', '_' or '-', got '%s'",
+                           opt == OPT_ENDPOINT ? "--endpoint" : "--deployment", arg);
+            return LLMQ_EXIT_USAGE;
+        }
+        *(opt == OPT_ENDPOINT ? &o->endpoint : &o->deployment) = arg;
         return 0;
     case OPT_SOFT:
     case OPT_HARD:
@@ -599,6 +620,28 @@ static int take_option(int opt, const char *arg, void *ud)
     }
 }
 
+/* Makes endpoint serve model (serve: 1) with deployment dep (NULL: the
+ * model's name), or stop serving it (0): lua/endpoint_admin.lua. Returns an
+ * exit code after a message. */
+static int endpoint_serve(const struct llmq_cli *cli, redisContext *c, const char *prefix,
+                          const char *endpoint, const char *model, const char *dep, int serve)
+{
+    struct llmq_error err = {0};
+    const char *argv[5] = {prefix, serve ? "serve" : "unserve", endpoint, model, dep ? dep : ""};
+    redisReply *r = llmq_script_run(c, LLMQ_SCRIPT_ENDPOINT_ADMIN, 1, 5, argv, NULL, &err);
+    int code = LLMQ_EXIT_OK;
+    if (r == NULL || r->type == REDIS_REPLY_ERROR) {
+        const char *m = r ? strstr(r->str, "LLMQ_") : NULL;
+        const char *text = m ? strchr(m, ' ') : NULL;
+        llmq_cli_error(cli, "--endpoint %s: %s", endpoint,
+                       text ? text + 1 : (r ? r->str : err.msg));
+        code = m ? LLMQ_EXIT_USAGE : LLMQ_EXIT_FAIL;
+    }
+    if (r != NULL)
+        freeReplyObject(r);
+    return code;
+}
+
 static int is_policy_field(const char *f)
 {
     return strncmp(f, "headroom", 8) == 0 || strcmp(f, "soft_threshold") == 0 ||
@@ -621,6 +664,12 @@ static int check_sub(const struct llmq_cli *cli, const struct limits_opts *o, co
     }
     if (n_pos > ((is_set || is_unset) ? 2 : 1)) {
         llmq_cli_error(cli, "%s: too many arguments (see --help)", sub);
+        return LLMQ_EXIT_USAGE;
+    }
+    if ((o->endpoint || o->deployment) && (!(is_set || is_unset) || o->tenant || o->user ||
+                                           o->weight || (o->deployment && !o->endpoint))) {
+        llmq_cli_error(cli, "--endpoint belongs to 'limits set|unset MODEL' without --tenant, "
+                            "--user or --weight; --deployment needs --endpoint");
         return LLMQ_EXIT_USAGE;
     }
     if (!is_set && !is_unset && (o->tenant || o->user)) {
@@ -685,6 +734,14 @@ int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv)
         llmq_cli_error(cli, "%s", err.msg);
         return LLMQ_EXIT_USAGE;
     }
+    if (o.endpoint != NULL) { /* the endpoint's bucket of the model (lua/lib/47_endpoints.lua) */
+        size_t len = strlen(bucket);
+        if (len + 1 + strlen(o.endpoint) >= sizeof(bucket)) {
+            llmq_cli_error(cli, "bucket %s@%s is too long", bucket, o.endpoint);
+            return LLMQ_EXIT_USAGE;
+        }
+        snprintf(bucket + len, sizeof(bucket) - len, "@%s", o.endpoint);
+    }
     int set_policy = strcmp(sub, "policy") == 0 && o.ch.n > 0;
     char key[LLMQ_KEY_FIXED_MAX + LLMQ_BUCKET_NAME_MAX] = ""; /* what set/unset/policy change */
     if ((is_set || is_unset || set_policy) &&
@@ -695,6 +752,14 @@ int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv)
     redisContext *c = llmq_cli_connect(cli, &rc);
     if (c == NULL)
         return rc;
+    if ((is_set || is_unset) && o.endpoint != NULL) {
+        /* first: an unknown endpoint changes nothing */
+        rc = endpoint_serve(cli, c, prefix, o.endpoint, model, o.deployment, is_set);
+        if (rc != LLMQ_EXIT_OK) {
+            redisFree(c);
+            return rc;
+        }
+    }
     if (is_set) {
         int weight_only = o.weight != NULL && o.ch.n == 0 && o.ch.mode == NULL && o.ch.soft < 0;
         rc = weight_only ? LLMQ_EXIT_OK : cmd_set(cli, c, key, bucket, &o.ch);

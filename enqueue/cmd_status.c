@@ -193,6 +193,33 @@ static void add_workers(json_t *o, redisContext *c, const char *prefix)
     json_object_set_new(o, "workers", list);
 }
 
+/* The account's endpoints (lua/endpoint_list.lua: state, bucket use,
+ * latency, 429s per endpoint) into o["endpoints"]; an empty list when it
+ * has none (or Redis failed: the rest of status still shows). */
+static void add_endpoints(json_t *o, redisContext *c, const char *prefix)
+{
+    struct llmq_error err = {0};
+    json_t *e = llmq_cli_endpoints(c, prefix, &err);
+    json_t *list = e ? json_object_get(e, "endpoints") : NULL;
+    json_object_set_new(o, "endpoints", json_is_array(list) ? json_incref(list) : json_array());
+    if (e != NULL)
+        json_object_set_new(o, "endpoints_now_ms", json_incref(json_object_get(e, "now_ms")));
+    json_decref(e);
+}
+
+/* The endpoint rows of status, when the account has endpoints. */
+static void print_endpoints(const json_t *o)
+{
+    const json_t *list = json_object_get(o, "endpoints");
+    if (json_array_size(list) == 0)
+        return;
+    json_t *e = json_pack("{s:O, s:O?}", "endpoints", list, "now_ms",
+                          json_object_get(o, "endpoints_now_ms"));
+    printf("  endpoints (state; bucket use now per model):\n");
+    llmq_cli_endpoints_print(stdout, e);
+    json_decref(e);
+}
+
 /* The id of lua/bucket_usage.lua (the limiter's), or -1 when it is not built in. */
 static int usage_script(void)
 {
@@ -407,6 +434,7 @@ static json_t *gather(const struct llmq_cli *cli, redisContext *c, const char *a
         add_workers(o, c, prefix);
         json_t *pause = llmq_cli_auth_pause(c, prefix); /* NULL: not paused */
         json_object_set_new(o, "auth_pause", pause ? pause : json_null());
+        add_endpoints(o, c, prefix);
     }
     return o;
 }
@@ -669,6 +697,7 @@ static void print_text(const json_t *o)
 {
     print_queues(o);
     print_buckets(o);
+    print_endpoints(o);
     print_calibration(o);
     print_workers(o);
 }

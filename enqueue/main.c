@@ -22,6 +22,7 @@ static const struct command commands[] = {
     {"limits", llmq_cmd_limits, "show or change rate limits and limiter policy"},
     {"keys", llmq_cmd_keys, "create, list or revoke llmq-gateway API keys"},
     {"account", llmq_cmd_account, "show or lift the pause after the API refused the key"},
+    {"endpoints", llmq_cmd_endpoints, "the endpoints (keys, orgs, Azure deployments) of a model"},
     {"budgets", llmq_cmd_budgets, "set, list or remove spend budgets (tokens or USD)"},
     {"prices", llmq_cmd_prices, "show or override model prices (USD per 1M tokens)"},
     {"spend", llmq_cmd_spend, "what jobs spent, by model, tenant, user or day"},

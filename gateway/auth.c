@@ -35,6 +35,7 @@ static void on_key(redisAsyncContext *ac, void *reply, void *privdata)
         snprintf(key->tenant, sizeof(key->tenant), "%s", field(k, "tenant"));
         snprintf(key->user, sizeof(key->user), "%s", field(k, "user"));
         snprintf(key->models, sizeof(key->models), "%s", field(k, "models"));
+        snprintf(key->endpoints, sizeof(key->endpoints), "%s", field(k, "endpoints"));
         if (llmq_priority_parse(field(k, "priority"), &key->priority) != 0)
             key->priority = LLMQ_PRIORITY_HIGH;
         if ((key->tenant[0] && !llmq_name_valid(key->tenant)) ||

@@ -1,9 +1,10 @@
 /* The Batch API: POST /v1/batches, GET /v1/batches[/{id}],
  * POST /v1/batches/{id}/cancel.
  *
- * Creating a batch reads its input file, checks it again (settings may have
- * changed since the upload) and that every line is for the batch's endpoint,
- * then makes it whole or nothing (see "staging" below): the batch is written
+ * Creating a batch reads its input file's requests, checked at upload
+ * (batch_input.h: no parse on the loop), checks what may have changed since
+ * (the body limit) and what the key and the batch ask (the key's policy, the
+ * endpoint), then makes it whole or nothing (see "staging" below): the batch is written
  * hidden (status validating), every line is enqueued held as a job
  * "<batch id>.<custom_id>" (llmq_job_store_push_async, lua/enqueue.lua
  * {held}) with the completion window as the jobs' ttl, and
@@ -20,8 +21,8 @@
 #include <time.h>
 
 #include "base/clock.h"
-#include "jobs/batch.h"
 #include "batches.h"
+#include "batch_input.h"
 #include "http.h"
 #include "ids.h"
 #include "jobs/job.h"
@@ -377,10 +378,11 @@ void gw_batches_recover(struct gw *gw, const char *id, const char *status)
 
 struct create {
     struct gw_batch_request req;
-    struct llmq_batch batch;
+    struct gw_batch_input in; /* the input file's requests (batch_input.h) */
+    char *job_ids;            /* "<batch id>.<custom_id>" of each, back to back */
     struct llmq_job_outcome *out;
     char id[40];
-    const char **ids; /* the jobs' ids, borrowed from batch */
+    const char **ids; /* the jobs' ids, in job_ids */
     char why[200];    /* why the batch was aborted */
     struct gw_stage stage;
 };
@@ -391,7 +393,8 @@ static void create_free(void *p)
     stage_unregister(&c->stage);
     free(c->req.metadata);
     free(c->ids);
-    llmq_batch_clear(&c->batch);
+    free(c->job_ids);
+    gw_batch_input_clear(&c->in);
     free(c->out);
     free(c);
 }
@@ -424,7 +427,7 @@ static void abort_batch(struct gw_request *r, const char *why)
 {
     struct create *c = r->state;
     snprintf(c->why, sizeof(c->why), "%s", why);
-    if (stage_run(r->gw, c->id, "abort", c->ids, c->batch.n_jobs, on_aborted, r) != 0) {
+    if (stage_run(r->gw, c->id, "abort", c->ids, c->in.n, on_aborted, r) != 0) {
         gw_respond_no_redis(r);
         gw_request_release(r);
     }
@@ -440,7 +443,7 @@ static void on_committed(const struct chunked *ch, void *ud)
         return;
     }
     r->gw->stats.batches_created++;
-    LLMQ_LOG(LLMQ_LOG_INFO, "gateway: batch %s: %zu jobs enqueued", c->id, c->batch.n_jobs);
+    LLMQ_LOG(LLMQ_LOG_INFO, "gateway: batch %s: %zu jobs enqueued", c->id, c->in.n);
     snprintf(r->m.id, sizeof(r->m.id), "%s", c->id);
     respond_batch(r);
     gw_request_release(r);
@@ -451,7 +454,7 @@ static void on_pushed(enum llmq_rc rc, const struct llmq_error *err, void *ud)
     struct gw_request *r = ud;
     struct create *c = r->state;
     size_t taken = 0;
-    for (size_t i = 0; rc == LLMQ_OK && i < c->batch.n_jobs; i++)
+    for (size_t i = 0; rc == LLMQ_OK && i < c->in.n; i++)
         taken += !c->out[i].created;
     if (rc != LLMQ_OK) {
         LLMQ_LOG(LLMQ_LOG_WARN, "gateway: batch %s: enqueue failed: %s", c->id, err->msg);
@@ -460,7 +463,7 @@ static void on_pushed(enum llmq_rc rc, const struct llmq_error *err, void *ud)
         abort_batch(r, "job ids of it were taken");
     } else if (r->gone) {
         abort_batch(r, "the client hung up before it was created");
-    } else if (stage_run(r->gw, c->id, "commit", c->ids, c->batch.n_jobs, on_committed, r) != 0) {
+    } else if (stage_run(r->gw, c->id, "commit", c->ids, c->in.n, on_committed, r) != 0) {
         abort_batch(r, "Redis failed before it was committed");
     }
 }
@@ -481,8 +484,8 @@ static void on_written(redisAsyncContext *ac, void *reply, void *privdata)
     char key_id[17]; /* its key's spend budgets apply (lua/lib/25_budget.lua) */
     snprintf(key_id, sizeof(key_id), "%.16s", r->key.hash);
     const struct llmq_job_gate held = {.held = 1, .key_id = key_id[0] ? key_id : NULL};
-    if (llmq_job_store_push_async(ac, r->gw->prefix, &held, c->batch.jobs, c->batch.n_jobs, c->out,
-                                  on_pushed, r, &err) != LLMQ_OK)
+    if (llmq_job_store_push_async(ac, r->gw->prefix, &held, c->in.jobs, c->in.n, c->out, on_pushed,
+                                  r, &err) != LLMQ_OK)
         on_pushed(err.rc ? err.rc : LLMQ_EREDIS, &err, r);
 }
 
@@ -505,17 +508,10 @@ static void write_batch(struct gw_request *r)
         gw_respond_errorf(r, 500, "server_error", NULL, NULL, "batch key too long");
         return;
     }
-    c->ids = malloc(sizeof(*c->ids) * c->batch.n_jobs);
-    if (c->ids == NULL) {
-        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
-        return;
-    }
-    for (size_t i = 0; i < c->batch.n_jobs; i++)
-        c->ids[i] = c->batch.jobs[i].id;
     char created[24], expires[24], total[24];
     snprintf(created, sizeof(created), "%lld", now);
     snprintf(expires, sizeof(expires), "%lld", now + c->req.window_ms / 1000);
-    snprintf(total, sizeof(total), "%zu", c->batch.n_jobs);
+    snprintf(total, sizeof(total), "%zu", c->in.n);
     const char *h[] = {"HSET",
                        key,
                        "status",
@@ -551,8 +547,8 @@ static void write_batch(struct gw_request *r)
     int ok = redisAsyncCommand(ac, NULL, NULL, "MULTI") == REDIS_OK &&
              redisAsyncCommandArgv(ac, NULL, NULL, hn, h, NULL) == REDIS_OK;
     const char *argv[2 + IDS_PER_COMMAND];
-    for (size_t first = 0; ok && first < c->batch.n_jobs; first += IDS_PER_COMMAND) {
-        size_t k = c->batch.n_jobs - first;
+    for (size_t first = 0; ok && first < c->in.n; first += IDS_PER_COMMAND) {
+        size_t k = c->in.n - first;
         if (k > IDS_PER_COMMAND)
             k = IDS_PER_COMMAND;
         argv[0] = "RPUSH";
@@ -569,93 +565,125 @@ static void write_batch(struct gw_request *r)
     }
 }
 
-/* Checks the input lines and names their jobs; answers r and returns -1 when bad. */
-static int prepare_jobs(struct gw_request *r, const char *content, size_t len)
+/* Checks the input's jobs against the key and the batch, and names them
+ * "<batch id>.<custom_id>"; answers r and returns -1 when one is refused.
+ * No parse: the jobs were checked when the file was uploaded (batch_input.h);
+ * what may have changed since is checked here: the body limit (P settings),
+ * and what the key and the batch ask. */
+static int prepare_jobs(struct gw_request *r)
 {
     struct create *c = r->state;
-    struct gw *gw = r->gw;
-    struct llmq_job_defaults d;
-    llmq_job_defaults_init(&d);
-    d.max_body_bytes = (size_t)gw->job_body_max; /* the key's terms: gw_key_policy_apply */
-    d.ttl_ms = c->req.window_ms;
-    struct llmq_error err = {0};
-    if (llmq_batch_parse(content, len, &d, &c->batch, &err) != LLMQ_OK) {
-        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "%s", err.msg);
-        return -1;
-    }
-    if (c->batch.n_errors > 0) {
+    struct gw_batch_input *in = &c->in;
+    size_t job_body_max = (size_t)r->gw->job_body_max;
+    /* the body limit now: a file checked again counted its own (batch_input.h) */
+    size_t too_big = 0;
+    long first_line = 0;
+    size_t first_len = 0;
+    for (size_t i = 0; i < in->n; i++)
+        if (in->jobs[i].body_len > job_body_max && too_big++ == 0) {
+            first_line = in->lines[i];
+            first_len = in->jobs[i].body_len;
+        }
+    if (in->n_invalid > 0 || too_big > 0) {
+        char msg[LLMQ_ERROR_MSG_MAX];
+        long line = in->invalid_line;
+        if (too_big > 0 && (in->n_invalid == 0 || first_line < line)) {
+            snprintf(msg, sizeof(msg), "body is over the size limit (%zu > %zu bytes)", first_len,
+                     job_body_max);
+            line = first_line;
+        } else {
+            snprintf(msg, sizeof(msg), "%s", in->invalid_msg);
+        }
         gw_respond_errorf(r, 400, INVALID, "input_file_id", "invalid_file",
-                          "The input file has %zu invalid line(s); line %ld: %s", c->batch.n_errors,
-                          c->batch.errors[0].line, c->batch.errors[0].msg);
+                          "The input file has %zu invalid line(s); line %ld: %s",
+                          in->n_invalid + too_big, line, msg);
         return -1;
     }
-    if (c->batch.n_jobs == 0) {
+    if (in->n == 0) {
         gw_respond_errorf(r, 400, INVALID, "input_file_id", "empty_file",
                           "The input file has no requests.");
         return -1;
     }
     gw_new_id("batch_", c->id, sizeof(c->id));
-    for (size_t i = 0; i < c->batch.n_jobs; i++) {
-        struct llmq_job *j = &c->batch.jobs[i];
+    size_t bl = strlen(c->id), room = 0;
+    for (size_t i = 0; i < in->n; i++)
+        room += bl + 1 + strlen(in->jobs[i].id) + 1;
+    c->job_ids = malloc(room);
+    c->ids = malloc(sizeof(*c->ids) * in->n);
+    c->out = calloc(in->n, sizeof(*c->out));
+    if (c->job_ids == NULL || c->ids == NULL || c->out == NULL) {
+        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
+        return -1;
+    }
+    char *next = c->job_ids;
+    for (size_t i = 0; i < in->n; i++) {
+        struct llmq_job *j = &in->jobs[i];
         struct gw_error e;
-        enum gw_key_verdict v = gw_key_policy_apply(&r->key, j, &e);
+        /* the key's terms replace the line's (strings borrowed from r->key) */
+        struct gw_job_terms terms = {j->model, j->tenant, j->user, j->priority};
+        enum gw_key_verdict v = gw_key_policy_decide(&r->key, &terms, &e);
         if (v == GW_KEY_REFUSES) {
             gw_respond_errorf(r, 400, INVALID, "input_file_id", e.code,
                               "line %ld (custom_id \"%s\"): %s Nothing of the batch was created.",
-                              c->batch.job_lines[i], j->id, e.msg);
+                              in->lines[i], j->id, e.msg);
             return -1;
         }
         if (v != GW_KEY_ALLOWS) {
             gw_respond_error(r, &e);
             return -1;
         }
+        j->tenant = (char *)terms.tenant;
+        j->user = (char *)terms.user;
+        j->priority = terms.priority;
         if (strcmp(j->url, c->req.endpoint) != 0) {
             gw_respond_errorf(r, 400, INVALID, "endpoint", "mismatched_endpoint",
-                              "line %ld: url %s is not the batch's endpoint %s",
-                              c->batch.job_lines[i], j->url, c->req.endpoint);
+                              "line %ld: url %s is not the batch's endpoint %s", in->lines[i],
+                              j->url, c->req.endpoint);
             return -1;
         }
-        size_t n = strlen(c->id) + 1 + strlen(j->id) + 1;
-        char *id = n <= LLMQ_JOB_ID_MAX + 1 ? malloc(n) : NULL;
-        if (id == NULL) {
+        size_t n = bl + 1 + strlen(j->id) + 1;
+        if (n > LLMQ_JOB_ID_MAX + 1) {
             gw_respond_errorf(r, 400, INVALID, "input_file_id", "invalid_file",
-                              "line %ld: custom_id is too long", c->batch.job_lines[i]);
+                              "line %ld: custom_id is too long", in->lines[i]);
             return -1;
         }
-        size_t bl = strlen(c->id);
-        memcpy(id, c->id, bl);
-        id[bl] = '.';
-        memcpy(id + bl + 1, j->id, n - bl - 1); /* with its NUL */
-        free(j->id);
-        j->id = id;
-    }
-    c->out = calloc(c->batch.n_jobs, sizeof(*c->out));
-    if (c->out == NULL) {
-        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
-        return -1;
+        snprintf(next, n, "%s.%s", c->id, j->id);
+        j->id = next;
+        c->ids[i] = next;
+        next += n;
+        if (j->ttl_ms == 0) /* the line set none: the completion window */
+            j->ttl_ms = c->req.window_ms;
     }
     return 0;
 }
 
-static void on_input(redisAsyncContext *ac, void *reply, void *privdata)
+static void on_input(struct gw_request *r, enum gw_batch_input_status st, struct gw_batch_input *in)
 {
-    (void)ac;
-    struct gw_request *r = privdata;
     struct create *c = r->state;
-    redisReply *rep = reply;
-    if (rep == NULL || rep->type != REDIS_REPLY_ARRAY || rep->elements != 3) {
-        gw_respond_no_redis(r);
-    } else if (rep->element[2]->type != REDIS_REPLY_STRING ||
-               strcmp(gw_list_val(rep, 1) ? gw_list_val(rep, 1) : "", r->key.tenant) != 0) {
+    (void)in;
+    switch (st) {
+    case GW_BATCH_INPUT_OK:
+        if (!r->gone && prepare_jobs(r) == 0)
+            write_batch(r);
+        break;
+    case GW_BATCH_INPUT_NO_FILE:
         gw_respond_errorf(r, 404, INVALID, "input_file_id", NULL, "No such File object: %s",
                           c->req.input_file_id);
-    } else if (strcmp(gw_list_val(rep, 0) ? gw_list_val(rep, 0) : "", "batch") != 0) {
+        break;
+    case GW_BATCH_INPUT_NOT_BATCH:
         gw_respond_errorf(r, 400, INVALID, "input_file_id", "invalid_value",
                           "File %s was not uploaded with purpose 'batch'.", c->req.input_file_id);
-    } else if (!r->gone && prepare_jobs(r, rep->element[2]->str, rep->element[2]->len) == 0) {
-        write_batch(r);
+        break;
+    case GW_BATCH_INPUT_NO_REDIS:
+        gw_respond_no_redis(r);
+        break;
+    default:
+        gw_respond_errorf(r, 500, "server_error", NULL, NULL,
+                          "The input file %s could not be read; nothing of the batch was "
+                          "created.",
+                          c->req.input_file_id);
+        break;
     }
-    gw_request_release(r);
 }
 
 static void create(struct gw_request *r)
@@ -673,8 +701,7 @@ static void create(struct gw_request *r)
         gw_respond_error(r, &e);
         return;
     }
-    gw_request_command(r, on_input, "HMGET %sgw:file:%s purpose tenant content", r->gw->prefix,
-                       c->req.input_file_id);
+    gw_batch_input_read(r, c->req.input_file_id, (size_t)r->gw->job_body_max, &c->in, on_input);
 }
 
 /* ---- cancel ---- */

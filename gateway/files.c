@@ -5,8 +5,13 @@
  * `llmq enqueue` (llmq_batch_parse) on the offload thread (offload.h), so the
  * loop serves other requests meanwhile: a file with any bad line is refused
  * with the line's number and reason, and nothing is stored. An accepted file
- * is one hash in Redis (common/redis/keys.h P gw:file:<id>), written in one
- * MULTI/EXEC with its index entry. A batch's output and error files are not
+ * is written in one MULTI/EXEC (common/redis/keys.h): its hash P gw:file:<id>
+ * (layout jobs1), its bytes P gw:file:<id>:data, the checked requests as
+ * records P gw:file:<id>:jobs (file_jobs.h, made on the offload thread with
+ * the check, so a batch made of the file reads them instead of checking the
+ * JSON again) and its index entry. Files stored before that layout keep
+ * their bytes in the hash's field content: read, listed, served and deleted
+ * the same. A batch's output and error files are not
  * stored: they are built from its jobs' results when read
  * ("file-out_<batch id>", "file-err_<batch id>"). Files belong to the tenant
  * of the key that uploaded them: other tenants get 404. */
@@ -29,6 +34,7 @@
 #include "offload.h"
 #include "tokenizer/unicode.h"
 #include "base/log.h"
+#include "file_jobs.h"
 
 #define INVALID "invalid_request_error"
 /* custom_id room: batch job ids are "<batch id>.<custom_id>" (keys.h) */
@@ -86,16 +92,34 @@ static int owned(const struct gw_request *r, const char *tenant)
 
 /* ---- upload ---- */
 
+/* The records of a checked file (file_jobs.h), made on the offload thread. */
+struct records {
+    char **rec;
+    size_t *len;
+    size_t n;
+};
+
+static void records_free(struct records *rs)
+{
+    for (size_t i = 0; rs->rec != NULL && i < rs->n; i++)
+        free(rs->rec[i]);
+    free(rs->rec);
+    free(rs->len);
+    memset(rs, 0, sizeof(*rs));
+}
+
 struct upload {
     char id[40];
     long long bytes, created_at;
     json_t *answer; /* the File object, built before anything is stored */
+    struct records records;
 };
 
 static void upload_free(void *p)
 {
     struct upload *u = p;
     json_decref(u->answer);
+    records_free(&u->records);
     free(u);
 }
 
@@ -115,11 +139,12 @@ static void on_stored(redisAsyncContext *ac, void *reply, void *privdata)
     gw_request_release(r);
 }
 
-/* Checks an uploaded file as `llmq enqueue` would: 0, or -1 with e set.
- * Pure (runs on the offload thread): borrows body; job_body_max and
- * max_lines are the limits read on the loop. *lines: the file's requests. */
+/* Checks an uploaded file as `llmq enqueue` would and makes its records:
+ * 0, or -1 with e set. Pure (runs on the offload thread): borrows body;
+ * job_body_max and max_lines are the limits read on the loop. *lines: the
+ * file's requests; *out: their records, in file order. */
 static int check_file(const char *body, size_t len, size_t job_body_max, long long max_lines,
-                      long long *lines, struct gw_error *e)
+                      long long *lines, struct records *out, struct gw_error *e)
 {
     struct llmq_job_defaults d;
     llmq_job_defaults_init(&d);
@@ -147,24 +172,43 @@ static int check_file(const char *body, size_t len, size_t job_body_max, long lo
                               "line %ld: custom_id is too long: its job id may have %d bytes "
                               "(whitespace, control characters, '/', '|', '{' and '}' take 3)",
                               b.job_lines[i], CUSTOM_ID_MAX);
+    if (rc == 0) {
+        out->rec = calloc(b.n_jobs, sizeof(*out->rec));
+        out->len = calloc(b.n_jobs, sizeof(*out->len));
+        for (size_t i = 0; out->rec != NULL && out->len != NULL && i < b.n_jobs; i++, out->n++)
+            if (gw_file_job_encode(&b.jobs[i], b.job_lines[i], &out->rec[i], &out->len[i]) != 0)
+                break;
+        if (out->n != b.n_jobs) {
+            records_free(out);
+            rc = gw_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        }
+    }
     *lines = (long long)total;
     llmq_batch_clear(&b);
     return rc;
 }
 
-/* Stores a checked file: one MULTI/EXEC of its hash and index entry, all or
- * nothing; its answer is built first, so a stored file is always answered. */
-static void store(struct gw_request *r, long long lines)
+/* Records per RPUSH: bounds one command's argument vector. */
+#define RECORDS_PER_COMMAND 1000
+
+/* Stores a checked file in one MULTI/EXEC, all or nothing: its hash (what
+ * it is, layout jobs1), its bytes (P gw:file:<id>:data), its records
+ * (P gw:file:<id>:jobs) and its index entry; its answer is built first, so
+ * a stored file is always answered. Takes rs. */
+static void store(struct gw_request *r, long long lines, struct records *rs)
 {
     redisAsyncContext *ac = gw_redis(r->gw);
     struct upload *u = calloc(1, sizeof(*u));
     if (ac == NULL || u == NULL) {
         free(u);
+        records_free(rs);
         gw_respond_no_redis(r);
         return;
     }
     r->state = u;
     r->state_free = upload_free;
+    u->records = *rs;
+    memset(rs, 0, sizeof(*rs));
     gw_new_id("file-", u->id, sizeof(u->id));
     u->bytes = (long long)r->body_len;
     u->created_at = gw_unix_s();
@@ -179,7 +223,10 @@ static void store(struct gw_request *r, long long lines)
     snprintf(created, sizeof(created), "%lld", u->created_at);
     snprintf(nlines, sizeof(nlines), "%lld", lines);
     char key[LLMQ_KEY_FIXED_MAX + GW_ID_MAX], ikey[LLMQ_KEY_FIXED_MAX];
+    char jkey[sizeof(key)], dkey[sizeof(key)];
     if (llmq_key(key, sizeof(key), p, LLMQ_KEY_GW_FILE, u->id, NULL) != LLMQ_OK ||
+        llmq_key(jkey, sizeof(jkey), p, LLMQ_KEY_GW_FILE_JOBS, u->id, NULL) != LLMQ_OK ||
+        llmq_key(dkey, sizeof(dkey), p, LLMQ_KEY_GW_FILE_DATA, u->id, NULL) != LLMQ_OK ||
         llmq_key(ikey, sizeof(ikey), p, LLMQ_KEY_GW_FILES, NULL, NULL) != LLMQ_OK) {
         gw_respond_errorf(r, 500, "server_error", NULL, NULL, "file key too long");
         return;
@@ -187,14 +234,30 @@ static void store(struct gw_request *r, long long lines)
     const char *argv[] = {"HSET",    key,           "filename",   r->upload.filename,
                           "purpose", "batch",       "bytes",      bytes,
                           "lines",   nlines,        "created_at", created,
-                          "tenant",  r->key.tenant, "content",    r->body ? r->body : ""};
-    size_t lens[16];
-    for (int i = 0; i < 16; i++)
-        lens[i] = strlen(argv[i]);
-    lens[15] = r->body_len;
+                          "tenant",  r->key.tenant, "layout",     GW_FILE_LAYOUT_JOBS};
+    const char *data[] = {"SET", dkey, r->body ? r->body : ""};
+    size_t data_lens[] = {3, strlen(dkey), r->body_len};
+    const char *push[2 + RECORDS_PER_COMMAND];
+    size_t push_lens[2 + RECORDS_PER_COMMAND];
+    push[0] = "RPUSH";
+    push[1] = jkey;
+    push_lens[0] = 5;
+    push_lens[1] = strlen(jkey);
+    int ok = redisAsyncCommand(ac, NULL, NULL, "MULTI") == REDIS_OK &&
+             redisAsyncCommandArgv(ac, NULL, NULL, 16, argv, NULL) == REDIS_OK &&
+             redisAsyncCommandArgv(ac, NULL, NULL, 3, data, data_lens) == REDIS_OK;
+    const struct records *rec = &u->records;
+    for (size_t first = 0; ok && first < rec->n; first += RECORDS_PER_COMMAND) {
+        size_t k = rec->n - first < RECORDS_PER_COMMAND ? rec->n - first : RECORDS_PER_COMMAND;
+        for (size_t i = 0; i < k; i++) {
+            push[2 + i] = rec->rec[first + i];
+            push_lens[2 + i] = rec->len[first + i];
+        }
+        ok = redisAsyncCommandArgv(ac, NULL, NULL, (int)(2 + k), push, push_lens) == REDIS_OK;
+    }
+    records_free(&u->records); /* copied into the connection's output */
     gw_request_hold(r);
-    if (redisAsyncCommand(ac, NULL, NULL, "MULTI") != REDIS_OK ||
-        redisAsyncCommandArgv(ac, NULL, NULL, 16, argv, lens) != REDIS_OK ||
+    if (!ok ||
         redisAsyncCommand(ac, NULL, NULL, "ZADD %s %lld %s", ikey, (long long)llmq_wall_ms(),
                           u->id) != REDIS_OK ||
         redisAsyncCommand(ac, on_stored, r, "EXEC") != REDIS_OK) {
@@ -213,15 +276,17 @@ struct check_task {
     const char *body; /* r's, borrowed */
     size_t len, job_body_max;
     long long max_lines;
-    long long lines; /* out */
-    int rc;          /* out: 0, or -1 with e */
+    long long lines;        /* out */
+    struct records records; /* out */
+    int rc;                 /* out: 0, or -1 with e */
     struct gw_error e;
 };
 
 static void check_work(struct gw_offload_task *t)
 {
     struct check_task *c = (struct check_task *)t;
-    c->rc = check_file(c->body, c->len, c->job_body_max, c->max_lines, &c->lines, &c->e);
+    c->rc =
+        check_file(c->body, c->len, c->job_body_max, c->max_lines, &c->lines, &c->records, &c->e);
 }
 
 static void check_done(struct gw_offload_task *t)
@@ -235,7 +300,8 @@ static void check_done(struct gw_offload_task *t)
     else if (c->rc != 0)
         gw_respond_error(r, &c->e);
     else if (!r->gone)
-        store(r, c->lines);
+        store(r, c->lines, &c->records);
+    records_free(&c->records);
     gw_request_release(r);
     free(c);
 }
@@ -313,7 +379,35 @@ static void on_meta(struct gw_request *r, const redisReply *v)
                                 atoll(gw_list_val(v, 3) ? gw_list_val(v, 3) : "0")));
 }
 
-static const char *const content_fields[] = {"tenant", "content", NULL};
+/* layout: files stored before layout jobs1 keep their bytes in content */
+static const char *const content_fields[] = {"tenant", "layout", "content", NULL};
+
+/* Answers with a file's bytes (a copy of them). */
+static void respond_content(struct gw_request *r, const char *bytes, size_t len)
+{
+    char *body = malloc(len + 1);
+    if (body == NULL) {
+        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
+        return;
+    }
+    memcpy(body, bytes, len);
+    r->content_type = "application/octet-stream";
+    gw_respond(r, 200, body, len);
+}
+
+static void on_data(redisAsyncContext *ac, void *reply, void *privdata)
+{
+    (void)ac;
+    struct gw_request *r = privdata;
+    redisReply *rep = reply;
+    if (rep == NULL || (rep->type != REDIS_REPLY_STRING && rep->type != REDIS_REPLY_NIL))
+        gw_respond_no_redis(r);
+    else if (rep->type == REDIS_REPLY_NIL)
+        respond_no_file(r, r->m.id); /* deleted meanwhile */
+    else
+        respond_content(r, rep->str, rep->len);
+    gw_request_release(r);
+}
 
 static void on_content(struct gw_request *r, const redisReply *v)
 {
@@ -321,19 +415,26 @@ static void on_content(struct gw_request *r, const redisReply *v)
         gw_respond_no_redis(r);
         return;
     }
-    const redisReply *c = v->elements == 2 ? v->element[1] : NULL;
-    if (c == NULL || c->type != REDIS_REPLY_STRING || !owned(r, gw_list_val(v, 0))) {
+    if (v->elements != 3 || !owned(r, gw_list_val(v, 0))) {
         respond_no_file(r, r->m.id);
         return;
     }
-    char *body = malloc(c->len + 1);
-    if (body == NULL) {
-        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
+    const char *layout = gw_list_val(v, 1);
+    const redisReply *c = v->element[2];
+    if (layout == NULL) { /* stored before layout jobs1: the bytes are in the hash */
+        if (c->type != REDIS_REPLY_STRING)
+            respond_no_file(r, r->m.id);
+        else
+            respond_content(r, c->str, c->len);
         return;
     }
-    memcpy(body, c->str, c->len);
-    r->content_type = "application/octet-stream";
-    gw_respond(r, 200, body, c->len);
+    char key[LLMQ_KEY_FIXED_MAX + GW_ID_MAX];
+    if (llmq_key(key, sizeof(key), r->gw->prefix, LLMQ_KEY_GW_FILE_DATA, r->m.id, NULL) !=
+        LLMQ_OK) {
+        respond_no_file(r, r->m.id);
+        return;
+    }
+    gw_request_command(r, on_data, "GET %s", key);
 }
 
 static void on_deleted(redisAsyncContext *ac, void *reply, void *privdata)
@@ -361,14 +462,18 @@ static void on_delete_meta(struct gw_request *r, const redisReply *v)
         return;
     }
     char key[LLMQ_KEY_FIXED_MAX + GW_ID_MAX], ikey[LLMQ_KEY_FIXED_MAX];
-    if (llmq_key(key, sizeof(key), r->gw->prefix, LLMQ_KEY_GW_FILE, r->m.id, NULL) != LLMQ_OK ||
-        llmq_key(ikey, sizeof(ikey), r->gw->prefix, LLMQ_KEY_GW_FILES, NULL, NULL) != LLMQ_OK) {
+    char jkey[sizeof(key)], dkey[sizeof(key)];
+    const char *p = r->gw->prefix, *id = r->m.id;
+    if (llmq_key(key, sizeof(key), p, LLMQ_KEY_GW_FILE, id, NULL) != LLMQ_OK ||
+        llmq_key(jkey, sizeof(jkey), p, LLMQ_KEY_GW_FILE_JOBS, id, NULL) != LLMQ_OK ||
+        llmq_key(dkey, sizeof(dkey), p, LLMQ_KEY_GW_FILE_DATA, id, NULL) != LLMQ_OK ||
+        llmq_key(ikey, sizeof(ikey), p, LLMQ_KEY_GW_FILES, NULL, NULL) != LLMQ_OK) {
         respond_no_file(r, r->m.id);
         return;
     }
     gw_request_hold(r);
     if (redisAsyncCommand(ac, NULL, NULL, "MULTI") != REDIS_OK ||
-        redisAsyncCommand(ac, NULL, NULL, "DEL %s", key) != REDIS_OK ||
+        redisAsyncCommand(ac, NULL, NULL, "DEL %s %s %s", key, jkey, dkey) != REDIS_OK ||
         redisAsyncCommand(ac, NULL, NULL, "ZREM %s %s", ikey, r->m.id) != REDIS_OK ||
         redisAsyncCommand(ac, on_deleted, r, "EXEC") != REDIS_OK) {
         gw_request_release(r);

@@ -5,9 +5,9 @@
  * One libev loop runs everything: libmicrohttpd (external polling on its
  * epoll fd, http.c), two hiredis async connections (commands; blocking reads
  * of the events stream, waiters.c) and the timers of waiting requests.
- * Checking an uploaded file runs on one offload thread (offload.h); nothing
- * else blocks the loop except parsing a batch's input at POST /v1/batches,
- * which is bounded by --max-file-bytes. All state is in Redis (keys.h): a
+ * Checking an uploaded file runs on one offload thread (offload.h), and the
+ * check's result is what a batch made of the file reads back (file_jobs.h):
+ * nothing parses a file's JSON on the loop. All state is in Redis (keys.h): a
  * gateway can be restarted or run beside others behind a load balancer. */
 #ifndef LLMQ_GW_GATEWAY_H
 #define LLMQ_GW_GATEWAY_H
@@ -32,6 +32,9 @@ struct gw_stats {
     unsigned long long files_created, batches_created, batches_cancelled;
     long long calls_waiting;
     long long uploads_validating; /* files being checked now */
+    /* batches made of a file stored before layout jobs1, whose requests were
+     * checked again (off the loop, batch_input.h) */
+    unsigned long long batch_inputs_checked_again;
 };
 
 struct gw {

@@ -330,7 +330,7 @@ static enum MHD_Result queue_answer(struct gw_request *r)
 {
     struct MHD_Response *resp =
         r->stream_read != NULL
-            ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, r->stream_read,
+            ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, r->stream_read,
                                                 r->stream_cls, NULL)
             : MHD_create_response_from_buffer(r->resp_len, r->resp ? r->resp : (char *)"",
                                               r->resp ? MHD_RESPMEM_MUST_FREE

@@ -63,9 +63,12 @@ enum gw_key_verdict gw_key_policy_apply(const struct gw_key *k, struct llmq_job 
     int new_tenant = changed(j->tenant, t.tenant), new_user = changed(j->user, t.user);
     char *tenant = new_tenant ? strdup(t.tenant) : NULL;
     char *user = new_user ? strdup(t.user) : NULL;
-    if ((new_tenant && tenant == NULL) || (new_user && user == NULL)) {
+    char *pin = k->endpoints[0] ? strdup(k->endpoints) : NULL;
+    if ((new_tenant && tenant == NULL) || (new_user && user == NULL) ||
+        (k->endpoints[0] && pin == NULL)) {
         free(tenant);
         free(user);
+        free(pin);
         gw_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
         return GW_KEY_NO_MEMORY;
     }
@@ -76,6 +79,10 @@ enum gw_key_verdict gw_key_policy_apply(const struct gw_key *k, struct llmq_job 
     if (new_user) {
         free(j->user);
         j->user = user;
+    }
+    if (pin != NULL) {
+        free(j->endpoints);
+        j->endpoints = pin;
     }
     j->priority = t.priority;
     return GW_KEY_ALLOWS;

@@ -15,6 +15,8 @@
  *             "user" field (and a batch line's "llmq" user); "" leaves it.
  *   priority  a ceiling: a job asking for more (a batch line's "llmq"
  *             priority) runs at the key's.
+ *   endpoints pinned: the job runs only on those endpoints of its model
+ *             (`llmq endpoints`), whatever a batch line's own pin says.
  * Tenant, user and priority are not refused but applied: they say whose
  * budget a job spends and how urgent it may be, not whether it may exist,
  * so a client that sends "user" for its own tracking keeps working and is
@@ -40,7 +42,8 @@ struct gw_key {
     char tenant[LLMQ_JOB_ID_MAX + 1];
     char user[LLMQ_JOB_ID_MAX + 1];
     enum llmq_priority priority;
-    char models[2048]; /* comma-separated, "" all */
+    char models[2048];                          /* comma-separated, "" all */
+    char endpoints[LLMQ_JOB_ENDPOINTS_MAX + 1]; /* the pin of its jobs, comma-separated, "" any */
 };
 
 /* What a request asks to run; on GW_KEY_ALLOWS, what it may run as.

@@ -51,12 +51,17 @@ char *gw_metrics_text(struct gw *gw, size_t *len)
             "# HELP llmq_gateway_batches_cancelled_total Batches cancelled.\n"
             "# TYPE llmq_gateway_batches_cancelled_total counter\n"
             "llmq_gateway_batches_cancelled_total %llu\n"
+            "# HELP llmq_gateway_batch_inputs_checked_again_total Batches made of a file stored "
+            "before the records layout, whose lines were checked again.\n"
+            "# TYPE llmq_gateway_batch_inputs_checked_again_total counter\n"
+            "llmq_gateway_batch_inputs_checked_again_total %llu\n"
             "# HELP llmq_gateway_redis_ready 1 while both Redis connections are up.\n"
             "# TYPE llmq_gateway_redis_ready gauge\n"
             "llmq_gateway_redis_ready %d\n",
             s->requests, s->responses_2xx, s->responses_4xx, s->responses_5xx, s->calls_enqueued,
             s->calls_cancelled, s->calls_timed_out, s->calls_waiting, s->uploads_validating,
             s->files_created, s->batches_created, s->batches_cancelled,
+            s->batch_inputs_checked_again,
             llmq_redis_async_ready(gw->redis) && llmq_redis_async_ready(gw->events));
     gw_streams_metrics(gw->streams, f);
     if (fclose(f) != 0) {

@@ -101,22 +101,14 @@ int gw_service_start(struct gw *gw, int *port, struct llmq_error *err)
     gw->lease = gw_lease_new(gw, gw_batches_recover);
     gw->waiters = gw_waiters_new(gw);
     gw->offload = gw_offload_new(gw->loop, err);
-    struct llmq_redis_async_config rc = {.name = "gateway",
-                                         .command_timeout_ms = cfg->redis_timeout_ms};
-    struct llmq_redis_async_config ec = {.name = "gateway-events",
-                                         .command_timeout_ms = cfg->redis_timeout_ms,
-                                         .block_ms = GW_EVENTS_BLOCK_MS};
-    gw->redis = llmq_redis_async_new(gw->loop, &gw->url, &rc, on_redis_state, gw, err);
-    gw->events =
-        gw->redis ? llmq_redis_async_new(gw->loop, &gw->url, &ec, on_events_state, gw, err) : NULL;
-    gw->streams = gw->events ? gw_streams_new(gw, err) : NULL;
-    if (gw->lease == NULL || gw->waiters == NULL || gw->offload == NULL || gw->events == NULL ||
-        gw->streams == NULL) {
+    if (gw->lease == NULL || gw->waiters == NULL || gw->offload == NULL) {
         if (err->msg[0] == '\0')
             llmq_error_set(err, LLMQ_ENOMEM, "out of memory");
         stop_parts(gw);
         return 1;
     }
+    /* the addresses first: a configuration that cannot be served fails
+     * before anything connects (nothing runs until the loop does) */
     gw->http = gw_http_start(gw, cfg->listen_host, cfg->listen_port, 0, &router_hooks, port, err);
     if (gw->http == NULL) {
         name_failure(err, "--listen");
@@ -131,6 +123,21 @@ int gw_service_start(struct gw *gw, int *port, struct llmq_error *err)
             stop_parts(gw);
             return 2;
         }
+    }
+    struct llmq_redis_async_config rc = {.name = "gateway",
+                                         .command_timeout_ms = cfg->redis_timeout_ms};
+    struct llmq_redis_async_config ec = {.name = "gateway-events",
+                                         .command_timeout_ms = cfg->redis_timeout_ms,
+                                         .block_ms = GW_EVENTS_BLOCK_MS};
+    gw->redis = llmq_redis_async_new(gw->loop, &gw->url, &rc, on_redis_state, gw, err);
+    gw->events =
+        gw->redis ? llmq_redis_async_new(gw->loop, &gw->url, &ec, on_events_state, gw, err) : NULL;
+    gw->streams = gw->events ? gw_streams_new(gw, err) : NULL;
+    if (gw->events == NULL || gw->streams == NULL) {
+        if (err->msg[0] == '\0')
+            llmq_error_set(err, LLMQ_ENOMEM, "out of memory");
+        stop_parts(gw);
+        return 1;
     }
     return 0;
 }

@@ -29,8 +29,14 @@
 --   user, cost, deadline_ms, attempts, max_attempts, url, prio) is
 --   dead-lettered with llmq_job_finish.
 -- Every call records this worker's heartbeat (P workers, lib/40_worker.lua).
+-- Which endpoint runs a granted job is decided here too (lua/lib/47_endpoints.lua,
+-- docs/DESIGN.md §3.7): among the endpoints of its model this worker holds
+-- keys for, by the model's strategy, on that endpoint's buckets; a job
+-- waits only when no endpoint of its model has room.
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  consumer name     ARGV[2] max jobs to grant (free slots, 1..256)
+-- ARGV[3]  the endpoints this worker holds keys for, comma-separated; an
+--          empty name is the implicit endpoint (absent: the implicit only)
 -- Reply:
 --   [1] wait_ms: > 0 when fewer than max jobs were granted and some key is
 --       blocked: the exact ms until the first blocked node may run
@@ -42,7 +48,10 @@
 --   [5..] one array per granted job:
 --       {entry_id, prio, id, handle, url, body, model, attempts, cost,
 --        max_attempts (0: the worker's default), est_prompt_tokens (-1: none),
---        lifetime_ms, guard_ms}
+--        lifetime_ms, guard_ms, endpoint ('' implicit), base_url, api_version,
+--        deployment, asked_model ('' unless a fallback model serves it)}
+--       model is the model that serves it (a fallback's: the body's model
+--       is to be rewritten).
 --       handle: the reservation without the account ('' when no bucket
 --       recorded it); attempts counts this one. lifetime_ms: send it only
 --       within this many ms of asking for it, else hand it back untried (0:
@@ -61,6 +70,7 @@ local vt = {}       -- virtual times read or set in this call (P svt)
 local vt_set = {}   -- the fields of vt to write back
 local weights = {}  -- fair-share weights read in this call
 local more = false  -- work was left that this call had no room to look at
+local routes = ep_cache_new(ARGV[3]) -- endpoints read in this call (47_endpoints.lua)
 
 -- Why names (model, tenant, user) cannot name a key, or nil.
 local function names_invalid(model, tenant, user)
@@ -122,7 +132,7 @@ if sched_unblock_due(P, now, vt) == 256 then
 end
 
 local JOB_FIELDS = { 'model', 'tenant', 'user', 'cost', 'deadline_ms', 'attempts', 'max_attempts',
-    'state', 'est_prompt_tokens', 'url', 'cancel', 'body', 'lease', 'key' }
+    'state', 'est_prompt_tokens', 'url', 'cancel', 'body', 'lease', 'key', 'pin', 'epx' }
 
 -- Gateway leases (P gw:lease:<name>, lua/gw_lease.lua) looked up in this
 -- call: name -> true while it lives. Only sync calls of llmq-gateway have a
@@ -251,8 +261,9 @@ local budget = max_jobs + 64 -- nodes looked at per call: bounds the call's work
 local chain = nil
 
 -- A level of the tree: the first two members of ZSET zkey.
-local function level_read(zkey)
-    local r = redis.call('ZRANGE', zkey, 0, 1, 'WITHSCORES')
+local function level_read(zkey, from)
+    from = from or 0
+    local r = redis.call('ZRANGE', zkey, from, from + 1, 'WITHSCORES')
     if #r == 0 then
         return nil
     end
@@ -294,8 +305,8 @@ end
 -- Starts a chain at the first node of each level of priority prio: true,
 -- or false when the tree is empty; nil when this step only tidied the tree
 -- (a node without children left it, a denied model was blocked).
-local function chain_start(prio, smk)
-    local m = level_read(smk)
+local function chain_start(prio, smk, skipped)
+    local m = level_read(smk, skipped)
     if m == nil then
         return false
     end
@@ -391,9 +402,10 @@ for _, prio in ipairs(PRIOS) do
     local s = nil -- the limiter session, opened when a job of prio is tried
     local smk = P .. 'sm:' .. prio
     local grants = {}
+    local skipped = 0 -- models at the head of smk this worker has no endpoint for now
     while taken < max_jobs and budget > 0 do
         budget = budget - 1
-        local started = chain ~= nil or chain_start(prio, smk)
+        local started = chain ~= nil or chain_start(prio, smk, skipped)
         if started == false then
             break
         end
@@ -417,18 +429,31 @@ for _, prio in ipairs(PRIOS) do
                     b = 'no attempts left (' .. attempts .. ' of ' .. max_attempts .. ')'
                 else
                     s = s or limiter_session(P, prio, now)
-                    -- the key's names (the chain's), not the job's fields:
-                    -- the key is where it was queued, and those were checked
-                    c.path = c.path or limiter_path(s, c.m.name, c.t.name, c.u.name)
-                    local path = c.path
                     local bp = budget_path(bs, c.t.name, c.u.name, job[14])
                     local bv, nusd = nil, 0
                     if #bp > 0 then
                         bv, nusd = budget_decide(bs, bp, c.m.name, cost, tonumber(job[9]) or -1)
                     end
-                    local st, r1, r2, r3 = 'budget', nil, nil, nil
-                    if bv == nil then
+                    local route = ep_model(P, routes, c.m.name)
+                    local path, st, r1, r2, r3, r4, ep, served
+                    if bv ~= nil then
+                        st = 'budget'
+                    elseif route == nil and not job[15] and routes.serves[''] then
+                        -- the implicit endpoint: the key's names (the
+                        -- chain's), not the job's fields: the key is where
+                        -- it was queued, and those were checked
+                        c.path = c.path or limiter_path(s, c.m.name, c.t.name, c.u.name)
+                        path, served = c.path, c.m.name
                         st, r1, r2, r3 = limiter_try(s, path, cost, job[4])
+                    elseif job[15] and not ep_pins_any(route, job[15]) then
+                        st = 'no_endpoint'
+                    else
+                        st, r1, r2, r3, r4 = ep_route(s, routes, route, c.m.name, c.t.name,
+                            c.u.name, cost, job[4], { pin = ep_name_set(job[15]),
+                            failed = ep_name_set(job[16]), deadline = deadline })
+                        if st == 'granted' then
+                            path, ep, served = r2, r3, r4
+                        end
                     end
                     if st == 'granted' then
                         c.idx, c.pops = c.idx + 1, c.pops + 1
@@ -437,14 +462,20 @@ for _, prio in ipairs(PRIOS) do
                             budget_charge(bp, cost, nusd, c.t.name, c.u.name)
                         redis.call('HSET', P .. 'job:' .. id, 'state', 'running', 'attempts',
                             llmq_int_text(attempts + 1), 'consumer', consumer, 'run_ms', s.now_text)
-                        if c.lifetime == nil then -- the path's, once per chain
+                        local lifetime, guard = c.lifetime, c.guard
+                        if lifetime == nil or ep ~= nil then -- the path's, once per chain
                             local mc = path[1].cfg
-                            c.lifetime = limiter_grant_lifetime(path)
-                            c.guard = (mc ~= nil and mc.mode ~= 'gcra') and mc.guard or -1
+                            lifetime = limiter_grant_lifetime(path)
+                            guard = (mc ~= nil and mc.mode ~= 'gcra') and mc.guard or -1
+                            if ep == nil then
+                                c.lifetime, c.guard = lifetime, guard
+                            end
                         end
                         grants[#grants + 1] = { '', prio, id, handle, job[10] or '', job[12],
-                            c.m.name, attempts + 1, cost, max_attempts, tonumber(job[9]) or -1,
-                            c.lifetime, c.guard }
+                            served, attempts + 1, cost, max_attempts, tonumber(job[9]) or -1,
+                            lifetime, guard, ep and ep.name or '', ep and ep.base_url or '',
+                            ep and ep.api_version or '', ep and ep.deps[served] or '',
+                            served ~= c.m.name and c.m.name or '' }
                         taken = taken + 1
                         if not c.wu then -- the key's weights, once per chain
                             local model, tenant, user = c.m.name, c.t.name, c.u.name
@@ -461,10 +492,31 @@ for _, prio in ipairs(PRIOS) do
                         end
                     elseif st == 'budget' then
                         kind, a, b = budget_deny(c, bv, job)
+                    elseif st == 'no_endpoint' then
+                        kind, a = 'dead', 'no_endpoint'
+                        b = 'no endpoint it may use (' .. job[15] .. ') serves model ' .. c.m.name
+                    elseif st == 'skip' then
+                        -- only endpoints this worker holds no key for have
+                        -- room: other workers take it; this one looks past
+                        -- the model (and again within r1 ms)
+                        chain_end()
+                        skipped = skipped + 1
+                        routes.own_wait = math.min(routes.own_wait or r1, r1)
                     elseif st == 'never' then
                         kind, a = 'dead', 'never_fits'
                         b = 'cost ' .. cost .. ' tokens exceeds the ' .. r2 .. ' limit ' .. r3 ..
                             ' of bucket ' .. r1
+                    elseif path == nil then
+                        -- denied on endpoints (47_endpoints.lua): no endpoint
+                        -- of the model has room (level model; a pinned job
+                        -- blocks its key only), or its tenant or user binds
+                        chain_end()
+                        local node = r4 == 'tenant' and c.tpath or c.kpath
+                        if r4 == 'model' and not job[15] then
+                            node = c.mpath
+                            denied_model[c.m.name] = now + r1
+                        end
+                        sched_block(P, node, now + r1, r2)
                     else
                         chain_end()
                         local node, until_ms, level, bucket =
@@ -523,6 +575,9 @@ if taken < max_jobs then
     local first = redis.call('ZRANGE', P .. 'sblk', 0, 0, 'WITHSCORES')
     if #first > 0 then
         wait = math.max(tonumber(first[2]) - now, 1)
+    end
+    if routes.own_wait ~= nil and (wait == 0 or routes.own_wait < wait) then
+        wait = math.max(routes.own_wait, 1) -- the endpoints only this worker can serve
     end
 end
 local next_due = -1

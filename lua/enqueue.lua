@@ -11,6 +11,9 @@
 --            {check}         write nothing: only refuse (the error below) what
 --                            would be refused; reply {} (a producer checks a
 --                            file that takes several calls before the first)
+--            {pins}          each job has a 13th value: the endpoints it may
+--                            run on, comma-separated ('' any; job field pin,
+--                            lua/lib/47_endpoints.lua)
 --            {key=<id>}      the jobs come through gateway key <id> (16 hex
 --                            digits of its SHA-256; job field key): its
 --                            spend budgets apply (lua/lib/25_budget.lua)
@@ -31,7 +34,7 @@
 -- woken when it may run now.
 local P = KEYS[1]
 local JOBS_FIELDS = 12
-local held, lease, key, check = false, nil, nil, false
+local held, lease, key, check, pins = false, nil, nil, false, false
 local first = 1
 while ARGV[first] ~= nil and string.byte(ARGV[first], 1) == 123 do -- '{'
     local opt = ARGV[first]
@@ -39,6 +42,9 @@ while ARGV[first] ~= nil and string.byte(ARGV[first], 1) == 123 do -- '{'
         held = true
     elseif opt == '{check}' then
         check = true
+    elseif opt == '{pins}' then
+        pins = true
+        JOBS_FIELDS = 13
     elseif string.sub(opt, 1, 7) == '{lease=' and string.sub(opt, -1) == '}' and
         worker_name_ok(string.sub(opt, 8, -2)) then
         lease = string.sub(opt, 8, -2)
@@ -119,6 +125,9 @@ for base = first, #ARGV, JOBS_FIELDS do
         end
         if key then
             redis.call('HSET', jk, 'key', key)
+        end
+        if pins and ARGV[base + 12] ~= '' then
+            redis.call('HSET', jk, 'pin', ARGV[base + 12])
         end
         redis.call('SET', P .. 'body:' .. id, ARGV[base + 4])
         if not held then

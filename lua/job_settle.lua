@@ -50,6 +50,16 @@
 -- ARGV[20] in_tokens: done/dead: usage's prompt (input) tokens (-1: not reported)
 -- ARGV[21] cached_tokens: of those, cached ones (-1: not reported)
 -- ARGV[22] out_tokens: usage's completion (output) tokens (-1: not reported)
+-- ARGV[23] endpoint: the endpoint that ran it ('' the implicit one); its
+--          bucket "<model>@<endpoint>" is the one paused and taught
+-- ARGV[24] outcome: what the call says about the endpoint (ok | fail |
+--          limit | auth | quota | '' nothing), for its shared health
+--          (lua/lib/47_endpoints.lua ep_health_settle). A retry or a dead
+--          letter for a fail or limit of a named endpoint goes back to the
+--          queue at once, its attempt uncounted, when another endpoint of its
+--          model can serve it and has not failed it yet (job field epx
+--          lists those that did)
+-- ARGV[25] latency_ms: the call's latency (-1: not measured)
 -- The reservation's budget part (lua/lib/25_budget.lua) is settled with the
 -- limiter's: to actual tokens and, at the model's price, to the usage's
 -- dollars (its prompt, cached prompt and output tokens; a usage without
@@ -62,11 +72,16 @@
 -- before anything is written (a script's writes stay when it fails), so an
 -- error reply means none of the call's deliveries was settled.
 local P = KEYS[1]
-local SETTLE_FIELDS = 22
+local SETTLE_FIELDS = 25
 local MODES = { done = true, retry = true, dead = true, handback = true, authpause = true }
+-- A caller of the previous form sends 22 values per delivery (no endpoint:
+-- the implicit one). Where a count fits both, the 2nd delivery's prio (a
+-- priority) and this form's ARGV[24] (an outcome) tell them apart.
+if #ARGV % SETTLE_FIELDS ~= 0 or (#ARGV % 22 == 0 and JOBS_PRIORITY_VALID[ARGV[24]]) then
+    SETTLE_FIELDS = 22
+end
 if #ARGV == 0 or #ARGV % SETTLE_FIELDS ~= 0 then
-    return redis.error_reply('LLMQ_EINVAL job_settle takes ' .. SETTLE_FIELDS ..
-        ' values per delivery')
+    return redis.error_reply('LLMQ_EINVAL job_settle takes 25 (with endpoints) or 22 values per delivery')
 end
 for base = 0, #ARGV - 1, SETTLE_FIELDS do
     local mode = ARGV[base + 1]
@@ -95,7 +110,7 @@ local today = budget_day_text(now) -- the spend counters' day (UTC)
 -- Pauses and teaches the account+model bucket what the delivery whose
 -- arguments start after ARGV[base] brings: its pause (pause_ms, parsed) and
 -- OpenAI's rate-limit headers.
-local function learn(base, pause_ms)
+local function learn(base, pause_ms, bucket)
     -- Most settles bring neither (the worker sends "0" and "-1" then, and
     -- header values at most every 100 ms per model): a shortcut before the
     -- parse; other texts take the full parse.
@@ -103,7 +118,7 @@ local function learn(base, pause_ms)
         ARGV[base + 17] == '-1' and ARGV[base + 18] == '-1' then
         return
     end
-    local model = ARGV[base + 11]
+    local model = bucket
     local rem_req, rem_tok = tonumber(ARGV[base + 13]) or -1, tonumber(ARGV[base + 14]) or -1
     local reset_req, reset_tok = tonumber(ARGV[base + 15]) or -1, tonumber(ARGV[base + 16]) or -1
     local lim_req, lim_tok = tonumber(ARGV[base + 17]) or -1, tonumber(ARGV[base + 18]) or -1
@@ -162,6 +177,19 @@ local function settle(base)
     end
     local owned = worker_ack(q, eid)
     local finished = 0
+    local endpoint, outcome = '', ''
+    if SETTLE_FIELDS == 25 then
+        endpoint, outcome = ARGV[base + 23], ARGV[base + 24]
+    end
+    local bucket = ep_bucket(ARGV[base + 11], endpoint)
+    local moved = false
+    if endpoint ~= '' and outcome ~= '' then
+        ep_health_settle(P, endpoint, outcome, ARGV[base + 8], tonumber(ARGV[base + 25]), now)
+        if (outcome == 'fail' or outcome == 'limit') and (mode == 'retry' or mode == 'dead') and
+            owned == 1 and ep_job_elsewhere(P, id, ARGV[base + 11], endpoint, now) then
+            moved = true -- requeued below, at once, the attempt uncounted
+        end
+    end
 
     if handle ~= '' then
         local lim, bud = budget_handle_split(handle)
@@ -186,15 +214,18 @@ local function settle(base)
         local admitted = tonumber(string.match(handle, '^%d+|%d+|(%d+)'))
         if admitted ~= nil and ARGV[base + 11] ~= '' then
             local s = limiter_session(P, 'normal', now)
-            limiter_lifetime_stale(s, limiter_bucket(s, ARGV[base + 11]), admitted)
+            limiter_lifetime_stale(s, limiter_bucket(s, bucket), admitted)
         end
     end
 
+    if moved then
+        mode = 'moved'
+    end
     if mode == 'done' or mode == 'dead' then
         settings = settings or llmq_jobs_settings(P)
         finished = llmq_job_finish(P, id, mode, ARGV[base + 7], ARGV[base + 8], now, settings,
             tally)
-    elseif owned == 1 then -- retry, handback, authpause
+    elseif owned == 1 then -- retry, handback, authpause, moved
         local due = mode == 'retry' and now + tonumber(ARGV[base + 9]) or now
         local jk = P .. 'job:' .. id
         sched_delay(P, id, due)
@@ -203,6 +234,10 @@ local function settle(base)
         else
             redis.call('HSET', jk, 'state', 'delayed')
             redis.call('HINCRBY', jk, 'attempts', -1)
+        end
+        if mode == 'moved' then
+            -- what its endpoint did; the attempt was given back above
+            redis.call('HSET', jk, 'last_error', ARGV[base + 8])
         end
     end
     if mode == 'authpause' then
@@ -220,7 +255,7 @@ local function settle(base)
         redis.call('HINCRBY', P .. 'stats', 'http_429', 1)
         redis.call('HINCRBY', P .. 'stats', 'insufficient_quota', 1)
     end
-    learn(base, pause_ms)
+    learn(base, pause_ms, bucket)
     reply[#reply + 1] = owned
     reply[#reply + 1] = finished
 end

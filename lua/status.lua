@@ -142,7 +142,9 @@ local function check_name(m)
     end
     checked[m] = true
     local l = redis.call('HMGET', P .. 'limit:' .. m, 'requests', 'tokens')
-    if (tonumber(l[1]) or 0) <= 0 and (tonumber(l[2]) or 0) <= 0 then
+    -- a model endpoints serve has their limits (llmq endpoints list)
+    if (tonumber(l[1]) or 0) <= 0 and (tonumber(l[2]) or 0) <= 0 and
+        redis.call('EXISTS', P .. 'epm:' .. m) == 0 then
         unlimited[#unlimited + 1] = m
     end
 end

@@ -105,6 +105,13 @@ target_link_libraries(gateway_library_alone PRIVATE
 add_test(NAME gateway_library_alone COMMAND gateway_library_alone)
 set_tests_properties(gateway_library_alone PROPERTIES LABELS integration TIMEOUT 120
     ENVIRONMENT "${LLMQ_TEST_ENV}")
+#   gateway_upload_layout  an upload is parsed once: its records are what a
+#                         batch reads (not the bytes); earlier versions'
+#                         files still make batches (upload_layout.sh)
+add_test(NAME gateway_upload_layout
+    COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/upload_layout.sh)
+set_tests_properties(gateway_upload_layout PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=0")
 #   gateway_stream_errors the API's error mid-stream reaches the client as an
 #                         error event and the result line records it
 #   gateway_stream_restart a worker killed (kill -9) or the gateway stopped
@@ -116,3 +123,9 @@ set_tests_properties(gateway_stream_errors PROPERTIES LABELS integration TIMEOUT
 add_test(NAME gateway_stream_restart COMMAND ${LLMQ_GW_DIR}/run_sdk.sh ${PROJECT_BINARY_DIR}/bin stream_faults.mjs)
 set_tests_properties(gateway_stream_restart PROPERTIES LABELS integration TIMEOUT 300
     ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};STREAM_CASE=restart;WORKERS=1;WORKER_FLAGS=--visibility-ms 3000;SIM_FLAGS=--stream-gap-ms 50 --completion-tokens 40:40")
+#   gateway_stream_load   1,000 concurrent streams through one gateway and two
+#                         workers all complete; prints the gateway's memory per
+#                         stream in progress (stream_load.mjs)
+add_test(NAME gateway_stream_load COMMAND ${LLMQ_GW_DIR}/run_sdk.sh ${PROJECT_BINARY_DIR}/bin stream_load.mjs)
+set_tests_properties(gateway_stream_load PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKER_FLAGS=--concurrency 600;SIM_FLAGS=--stream-gap-ms 20 --completion-tokens 40:40 --latency-ms 500")

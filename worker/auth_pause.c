@@ -89,8 +89,8 @@ static void on_resumed(redisAsyncContext *ac, redisReply *r, void *privdata)
 
 void llmq_worker_auth_resume_check(struct worker_account *a, redisAsyncContext *ac)
 {
-    if (a->auth_checked)
-        return;
+    if (a->auth_checked || a->cfg->api_key == NULL)
+        return; /* a worker of endpoints only holds no account key to judge a pause by */
     const char *argv[2] = {a->prefix, a->cfg->key_id};
     if (llmq_script_run_async(ac, LLMQ_SCRIPT_ACCOUNT_RESUME, 1, 2, argv, NULL, on_resumed, a) ==
         LLMQ_OK)

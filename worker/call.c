@@ -26,6 +26,22 @@
 #include "stream_call.h"
 #include "worker.h"
 
+/* A job a named endpoint or a fallback model served says so in its line:
+ * "endpoint" and "model" (the model that served it), next to the Batch
+ * fields. A job of the implicit endpoint's line is as before. */
+static void add_served_by(const struct worker_job *job, json_t *line)
+{
+    int named = job->endpoint != NULL && job->endpoint[0] != '\0';
+    int fallback = job->asked_model != NULL && job->asked_model[0] != '\0';
+    if (line == NULL || (!named && !fallback))
+        return;
+    if (named)
+        json_object_set_new(line, "endpoint", json_string(job->endpoint));
+    json_object_set_new(line, "model", json_string(job->model));
+    if (fallback)
+        json_object_set_new(line, "asked_model", json_string(job->asked_model));
+}
+
 /* The Batch output line of a response (status, body: JSON when it parses,
  * else the text; error: null for 2xx, else {code, message}; err_code and
  * err_message, when not NULL, give the error of a 2xx that is no result).
@@ -53,6 +69,7 @@ static char *output_line(const struct worker_job *job, const struct llmq_http_re
     json_t *line = json_pack("{s:s, s:s, s:{s:i, s:s, s:o}, s:o}", "id", id, "custom_id", custom_id,
                              "response", "status_code", (int)resp->status, "request_id", rid,
                              "body", body ? body : json_null(), "error", error);
+    add_served_by(job, line);
     char *text = line ? json_dumps(line, JSON_COMPACT) : NULL;
     json_decref(line);
     return text;
@@ -128,12 +145,62 @@ static void record_calibration(const struct worker_job *job, int64_t actual_prom
         llmq_worker_calib_add(job->acct, job->model, job->est_prompt_tokens, actual_prompt_tokens);
 }
 
+/* What call class c says about the endpoint that answered (settle outcome,
+ * lua/lib/47_endpoints.lua): ok, fail (its fault: 5xx, transport, an invalid
+ * 2xx), limit (a rate-limit 429), auth, quota, or "" (the job's own fault). */
+static const char *endpoint_outcome(const struct llmq_call_class *c)
+{
+    switch (c->cause) {
+    case LLMQ_CALL_CAUSE_OK:
+        return c->verdict == LLMQ_CALL_DONE ? "ok" : "";
+    case LLMQ_CALL_CAUSE_SERVER:
+    case LLMQ_CALL_CAUSE_TRANSPORT:
+    case LLMQ_CALL_CAUSE_INVALID_RESPONSE:
+        return "fail";
+    case LLMQ_CALL_CAUSE_RATE_LIMIT:
+        return "limit";
+    case LLMQ_CALL_CAUSE_AUTH:
+        return "auth";
+    case LLMQ_CALL_CAUSE_QUOTA:
+        return "quota";
+    default:
+        return "";
+    }
+}
+
+/* A named endpoint refused its key (401/403) or has no quota left: the
+ * endpoint is out until an operator enables it (the settle disables it),
+ * not the account, and the job goes back untried to run elsewhere. Returns
+ * 1 when that is c, with job's settle decided. */
+static int endpoint_refused(struct llmq_worker *w, struct worker_job *job,
+                            const struct llmq_http_response *resp, const struct llmq_call_class *c)
+{
+    snprintf(job->settle.outcome, sizeof(job->settle.outcome), "%s", endpoint_outcome(c));
+    job->settle.latency_ms = resp != NULL ? resp->elapsed_ms : -1;
+    if (c->cause != LLMQ_CALL_CAUSE_AUTH && c->cause != LLMQ_CALL_CAUSE_QUOTA)
+        return 0;
+    const char *detail = c->eb.code[0] ? c->eb.code : c->eb.message;
+    snprintf(job->settle.reason, sizeof(job->settle.reason), "http %ld %.200s", resp->status,
+             detail[0] ? detail : (c->cause == LLMQ_CALL_CAUSE_AUTH ? "key refused" : "no quota"));
+    LLMQ_LOG_JOB(LLMQ_LOG_ERROR, job->acct->cfg->name, job->id,
+                 "endpoint %s: %s; it is disabled until `llmq endpoints enable %s`, its jobs go "
+                 "to the model's other endpoints",
+                 job->endpoint, job->settle.reason, job->endpoint);
+    job->settle.mode = WORKER_SETTLE_HANDBACK;
+    job->settle.refund = 1;
+    if (c->cause == LLMQ_CALL_CAUSE_AUTH)
+        w->stats.auth_refused++;
+    return 1;
+}
+
 /* Acts on a classified result (classify.h): the settle to send, counters,
  * logs. */
 static void apply_class(struct llmq_worker *w, struct worker_job *job,
                         const struct llmq_http_response *resp, const struct llmq_call_class *c)
 {
     const char *acct = job->acct->cfg->name;
+    if (job->endpoint != NULL && job->endpoint[0] != '\0' && endpoint_refused(w, job, resp, c))
+        return;
     switch (c->verdict) {
     case LLMQ_CALL_DONE:
         job->settle.mode = WORKER_SETTLE_DONE;
@@ -251,11 +318,61 @@ static void on_response(struct llmq_http_response *resp, void *privdata)
     end_attempt(w, job, resp);
 }
 
+/* The body with its "model" set to model (a fallback model serves the
+ * job), or NULL when it is not a JSON object. Returns new. */
+static char *with_model(const char *body, const char *model)
+{
+    json_t *b = json_loads(body, 0, NULL);
+    char *out = NULL;
+    if (json_is_object(b) && json_object_set_new(b, "model", json_string(model)) == 0)
+        out = json_dumps(b, JSON_COMPACT);
+    json_decref(b);
+    return out;
+}
+
+/* The URL and key of job's endpoint (named, or the implicit one: the
+ * worker's --base-url and the account's key) into url, *key and *azure.
+ * Returns 0; -1 when the URL does not fit; -2 when this worker holds no key
+ * for the named endpoint (dispatch grants only those it holds: a reply it
+ * was not asked for). */
+static int endpoint_target(struct llmq_worker *w, const struct worker_job *job, char *url, size_t n,
+                           const char **key, int *azure)
+{
+    if (job->endpoint == NULL || job->endpoint[0] == '\0') {
+        *key = job->acct->cfg->api_key;
+        *azure = w->cfg->azure_api_version[0] != '\0';
+        return llmq_worker_request_url(w->cfg, job->url_path, url, n);
+    }
+    const struct llmq_worker_endpoint_key *k = llmq_worker_endpoint_key(w->cfg, job->endpoint);
+    if (k == NULL)
+        return -2;
+    *key = k->key;
+    *azure = job->api_version[0] != '\0';
+    return llmq_worker_endpoint_url(job->base_url, job->api_version, job->deployment, job->url_path,
+                                    url, n);
+}
+
 void llmq_worker_call(struct llmq_worker *w, struct worker_job *job)
 {
     char url[2048];
     struct llmq_error err = {0};
-    if (llmq_worker_request_url(w->cfg, job->url_path, url, sizeof(url)) != 0) {
+    char *patched = NULL;
+    if (job->asked_model != NULL && job->asked_model[0] != '\0' &&
+        (patched = with_model(job->body, job->model)) != NULL) {
+        free(job->body);
+        job->body = patched;
+    }
+    const char *key = NULL;
+    int azure = 0;
+    int target = endpoint_target(w, job, url, sizeof(url), &key, &azure);
+    if (target == -2) {
+        LLMQ_LOG_JOB(LLMQ_LOG_ERROR, job->acct->cfg->name, job->id,
+                     "no key for endpoint %s here: handed back", job->endpoint);
+        job->settle.mode = WORKER_SETTLE_HANDBACK;
+        end_attempt(w, job, NULL);
+        return;
+    }
+    if (target != 0) {
         job->settle.mode = WORKER_SETTLE_DEAD;
         snprintf(job->settle.reason, sizeof(job->settle.reason), "invalid_url");
         job->settle.line = error_line(job, "invalid_url", "the request URL is too long");
@@ -268,8 +385,8 @@ void llmq_worker_call(struct llmq_worker *w, struct worker_job *job)
         .body = job->body,
         .body_len = strlen(job->body),
         .body_borrowed = 1,
-        .auth = w->cfg->azure_api_version[0] ? LLMQ_HTTP_AUTH_API_KEY : LLMQ_HTTP_AUTH_BEARER,
-        .api_key = job->acct->cfg->api_key,
+        .auth = azure ? LLMQ_HTTP_AUTH_API_KEY : LLMQ_HTTP_AUTH_BEARER,
+        .api_key = key,
         .client_request_id = job->id,
         .send_by_ms = job->send_by_ms,
     };

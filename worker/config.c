@@ -27,6 +27,14 @@ static void usage(FILE *out)
             "  --base-url URL          API base (env OPENAI_BASE_URL; default\n"
             "                          https://api.openai.com/v1; '/v1' is optional)\n"
             "  --azure-api-version V   Azure OpenAI: base URL is the deployment URL, api-key auth\n"
+            "  --endpoint-key NAME=ENV the key of endpoint NAME (`llmq endpoints`) is in the\n"
+            "                          environment variable ENV; repeatable. The worker takes\n"
+            "                          jobs only for endpoints it holds a key for (and for\n"
+            "                          models without endpoints when it has OPENAI_API_KEY)\n"
+            "  --endpoint-key-file NAME=PATH  the same, the key read from file PATH\n"
+            "  --config PATH           more options from PATH: one per line, `option value`\n"
+            "                          or `option = value` (names as the flags, no '--');\n"
+            "                          '#' starts a comment; flags after --config win\n"
             "  --concurrency N         requests in flight (default 256)\n"
             "  --timeout-ms MS         whole request timeout (default 600000)\n"
             "  --connect-timeout-ms MS (default 10000)\n"
@@ -43,6 +51,8 @@ static void usage(FILE *out)
             "  --exit-when-idle-ms MS  exit 0 after MS with no job to do (batch runs, tests);\n"
             "                          exit 1 if Redis was never reached\n"
             "  --max-response-bytes N  longest response body accepted (default 16777216)\n"
+            "  --stream-coalesce-ms MS a streamed answer's events are relayed together at most\n"
+            "                          this often (default 10; 0: each event at once)\n"
             "  --spool-dir DIR         results Redis could not take are kept here at exit and\n"
             "                          replayed at the next start (env LLMQ_SPOOL_DIR; default\n"
             "                          /var/tmp/llmq-spool)\n"
@@ -142,6 +152,64 @@ static int set_metrics_host(struct llmq_worker_config *cfg, const char *host)
     return 0;
 }
 
+/* An endpoint's name as `llmq endpoints` allows it: 1..64 letters, digits,
+ * '.', '_', '-'. */
+static int endpoint_name_ok(const char *s, size_t len)
+{
+    if (len == 0 || len > LLMQ_WORKER_ENDPOINT_NAME_MAX)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+/* --endpoint-key NAME=ENV (from_file 0) or --endpoint-key-file NAME=PATH. */
+static int add_endpoint_key(struct llmq_worker_config *cfg, const char *arg, int from_file)
+{
+    const char *opt = from_file ? "--endpoint-key-file" : "--endpoint-key";
+    const char *eq = strchr(arg, '=');
+    if (eq == NULL || !endpoint_name_ok(arg, (size_t)(eq - arg)) || eq[1] == '\0')
+        return bad(opt,
+                   from_file ? "expected NAME=PATH (NAME: 1..64 of A-Z a-z 0-9 . _ -)"
+                             : "expected NAME=ENV_VAR (NAME: 1..64 of A-Z a-z 0-9 . _ -)",
+                   arg);
+    if (cfg->n_endpoint_keys == LLMQ_WORKER_MAX_ENDPOINTS)
+        return bad(opt, "too many endpoints (at most 64)", NULL);
+    struct llmq_worker_endpoint_key *k = &cfg->endpoint_keys[cfg->n_endpoint_keys];
+    memcpy(k->name, arg, (size_t)(eq - arg));
+    k->name[eq - arg] = '\0';
+    if (llmq_worker_endpoint_key(cfg, k->name) != NULL)
+        return bad(opt, "a key for this endpoint was given already", k->name);
+    if (from_file) {
+        int rc = read_key_file(eq + 1, &k->key);
+        if (rc != 0)
+            return rc;
+    } else {
+        const char *v = getenv(eq + 1);
+        if (v == NULL || v[0] == '\0')
+            return bad(opt, "the environment variable is unset or empty", eq + 1);
+        k->key = strdup(v);
+        if (k->key == NULL)
+            return 1;
+    }
+    key_id(k->key, k->key_id);
+    cfg->n_endpoint_keys++;
+    return 0;
+}
+
+const struct llmq_worker_endpoint_key *
+llmq_worker_endpoint_key(const struct llmq_worker_config *cfg, const char *name)
+{
+    for (int i = 0; i < cfg->n_endpoint_keys; i++)
+        if (strcmp(cfg->endpoint_keys[i].name, name) == 0)
+            return &cfg->endpoint_keys[i];
+    return NULL;
+}
+
 static int add_account(struct llmq_worker_config *cfg, const char *name)
 {
     if (!llmq_name_valid(name))
@@ -178,7 +246,11 @@ enum {
     O_SPOOLMAX,
     O_MPORT,
     O_MHOST,
-    O_RTIMEOUT
+    O_RTIMEOUT,
+    O_EPKEY,
+    O_EPKEYFILE,
+    O_CONFIG,
+    O_COALESCE
 };
 
 static const struct option options[] = {
@@ -203,10 +275,14 @@ static const struct option options[] = {
     {"log-format", required_argument, NULL, O_LFORMAT},
     {"exit-when-idle-ms", required_argument, NULL, O_IDLE},
     {"max-response-bytes", required_argument, NULL, O_MAXRESP},
+    {"stream-coalesce-ms", required_argument, NULL, O_COALESCE},
     {"spool-dir", required_argument, NULL, O_SPOOLDIR},
     {"spool-max-jobs", required_argument, NULL, O_SPOOLMAX},
     {"metrics-port", required_argument, NULL, O_MPORT},
     {"metrics-host", required_argument, NULL, O_MHOST},
+    {"endpoint-key", required_argument, NULL, O_EPKEY},
+    {"endpoint-key-file", required_argument, NULL, O_EPKEYFILE},
+    {"config", required_argument, NULL, O_CONFIG},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -223,6 +299,7 @@ static void set_defaults(struct llmq_worker_config *cfg)
     cfg->backoff_base_ms = 1000;
     cfg->backoff_cap_ms = 60000;
     cfg->visibility_ms = 60000;
+    cfg->stream_coalesce_ms = LLMQ_WORKER_STREAM_COALESCE_MS_DEFAULT;
     cfg->max_response_bytes = 16 << 20;
     snprintf(cfg->spool_dir, sizeof(cfg->spool_dir), "%s", "/var/tmp/llmq-spool");
     cfg->spool_max_jobs = 10000;
@@ -233,6 +310,9 @@ static void set_defaults(struct llmq_worker_config *cfg)
     gethostname(host, sizeof(host) - 1);
     snprintf(cfg->consumer, sizeof(cfg->consumer), "%s-%d", host, (int)getpid());
 }
+
+static int read_config_file(struct llmq_worker_config *cfg, const char *path,
+                            const char **redis_url, const char **base_url);
 
 /* Applies one option; returns 0 or an exit code. */
 static int apply(struct llmq_worker_config *cfg, int opt, const char *arg, const char **redis_url,
@@ -298,6 +378,9 @@ static int apply(struct llmq_worker_config *cfg, int opt, const char *arg, const
         rc = parse_int_option("--max-response-bytes", arg, 1024, (int64_t)1 << 32,
                               &cfg->max_response_bytes);
         break;
+    case O_COALESCE:
+        rc = parse_int_option("--stream-coalesce-ms", arg, 0, 1000, &cfg->stream_coalesce_ms);
+        break;
     case O_SPOOLDIR:
         if (arg[0] == '\0' || strlen(arg) >= sizeof(cfg->spool_dir) - 300)
             return bad("--spool-dir", "expected a directory path (at most 700 bytes)", arg);
@@ -313,6 +396,13 @@ static int apply(struct llmq_worker_config *cfg, int opt, const char *arg, const
         break;
     case O_MHOST:
         rc = set_metrics_host(cfg, arg);
+        break;
+    case O_EPKEY:
+    case O_EPKEYFILE:
+        rc = add_endpoint_key(cfg, arg, opt == O_EPKEYFILE);
+        break;
+    case O_CONFIG:
+        rc = read_config_file(cfg, arg, redis_url, base_url);
         break;
     case O_CONSUMER:
         if (!llmq_name_valid(arg))
@@ -338,6 +428,94 @@ static int apply(struct llmq_worker_config *cfg, int opt, const char *arg, const
         return bad("option", "unknown (see --help)", NULL);
     }
     return rc;
+}
+
+/* Values of a config file's options: they must outlive the parse (the
+ * Redis and base URL are read after every option), so they are kept here
+ * until the process ends. */
+static char *config_values[256];
+static int n_config_values;
+
+/* Reads options from the config file at path: one per line, "name value"
+ * or "name = value" (the flag without its "--"; a flag without a value
+ * alone), '#' to the end of a line a comment. Returns 0 or an exit code
+ * after naming the line. */
+static int read_config_file(struct llmq_worker_config *cfg, const char *path,
+                            const char **redis_url, const char **base_url)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return bad("--config", "cannot read the file", path);
+    char line[4096];
+    int lineno = 0, rc = 0;
+    while (rc == 0 && fgets(line, sizeof(line), f) != NULL) {
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash != NULL)
+            *hash = '\0';
+        char *p = line + strspn(line, " \t\r\n");
+        if (*p == '\0')
+            continue;
+        char *name = p;
+        p += strcspn(p, " \t\r\n=");
+        char *value = p + strspn(p, " \t");
+        *p = '\0';
+        if (*value == '=')
+            value++;
+        value += strspn(value, " \t");
+        size_t vlen = strcspn(value, "\r\n");
+        while (vlen > 0 && (value[vlen - 1] == ' ' || value[vlen - 1] == '\t'))
+            vlen--;
+        value[vlen] = '\0';
+        const struct option *o = options;
+        while (o->name != NULL && strcmp(o->name, name) != 0)
+            o++;
+        char where[64];
+        snprintf(where, sizeof(where), "line %d", lineno);
+        if (o->name == NULL || o->val == O_CONFIG || o->val == 'h' || o->val == 'V') {
+            rc = bad("--config", "unknown option", name);
+            fprintf(stderr, "llmq-worker: (%s, %s)\n", path, where);
+            break;
+        }
+        if ((o->has_arg == required_argument) != (vlen > 0)) {
+            rc = bad("--config", o->has_arg ? "the option needs a value" : "the option takes none",
+                     name);
+            fprintf(stderr, "llmq-worker: (%s, %s)\n", path, where);
+            break;
+        }
+        if (n_config_values == (int)(sizeof(config_values) / sizeof(config_values[0]))) {
+            rc = bad("--config", "more than 256 options", path);
+            break;
+        }
+        char *kept = strdup(value);
+        if (kept == NULL) {
+            rc = 1;
+            break;
+        }
+        config_values[n_config_values++] = kept;
+        rc = apply(cfg, o->val, kept, redis_url, base_url);
+        if (rc != 0)
+            fprintf(stderr, "llmq-worker: (%s, %s)\n", path, where);
+    }
+    explicit_bzero(line, sizeof(line));
+    fclose(f);
+    return rc;
+}
+
+/* The serves list of cfg (config.h). */
+static void build_serves(struct llmq_worker_config *cfg)
+{
+    size_t len = 0;
+    cfg->serves[0] = '\0';
+    int implicit = cfg->n_accounts > 0;
+    for (int i = 0; i < cfg->n_accounts; i++)
+        implicit = implicit && cfg->accounts[i].api_key != NULL;
+    for (int i = 0; i < cfg->n_endpoint_keys; i++) {
+        int n = snprintf(cfg->serves + len, sizeof(cfg->serves) - len, "%s%s",
+                         i > 0 || implicit ? "," : "", cfg->endpoint_keys[i].name);
+        if (n > 0)
+            len += (size_t)n;
+    }
 }
 
 int llmq_worker_config_parse(struct llmq_worker_config *cfg, int argc, char **argv)
@@ -397,10 +575,13 @@ int llmq_worker_config_parse(struct llmq_worker_config *cfg, int argc, char **ar
         struct llmq_worker_account *a = &cfg->accounts[i];
         if (a->api_key == NULL && env_key != NULL && env_key[0] != '\0')
             a->api_key = strdup(env_key);
-        if (a->api_key == NULL)
-            return bad("API key", "set OPENAI_API_KEY or --api-key-file for account", a->name);
-        key_id(a->api_key, a->key_id);
+        if (a->api_key == NULL && cfg->n_endpoint_keys == 0)
+            return bad("API key",
+                       "set OPENAI_API_KEY, --api-key-file or --endpoint-key for account", a->name);
+        if (a->api_key != NULL)
+            key_id(a->api_key, a->key_id);
     }
+    build_serves(cfg);
     if (cfg->backoff_cap_ms < cfg->backoff_base_ms)
         return bad("--backoff-cap-ms", "must not be below --backoff-base-ms", NULL);
     return 0;
@@ -408,6 +589,15 @@ int llmq_worker_config_parse(struct llmq_worker_config *cfg, int argc, char **ar
 
 void llmq_worker_config_free(struct llmq_worker_config *cfg)
 {
+    for (int i = 0; i < cfg->n_endpoint_keys; i++) {
+        struct llmq_worker_endpoint_key *k = &cfg->endpoint_keys[i];
+        if (k->key != NULL) {
+            explicit_bzero(k->key, strlen(k->key));
+            free(k->key);
+            k->key = NULL;
+        }
+    }
+    cfg->n_endpoint_keys = 0;
     for (int i = 0; i < cfg->n_accounts; i++) {
         if (cfg->accounts[i].api_key != NULL) {
             explicit_bzero(cfg->accounts[i].api_key, strlen(cfg->accounts[i].api_key));
@@ -427,6 +617,23 @@ int llmq_worker_request_url(const struct llmq_worker_config *cfg, const char *pa
         len = snprintf(buf, n, "%s%s?api-version=%s", cfg->base_url, rest, cfg->azure_api_version);
     } else {
         len = snprintf(buf, n, "%s%s", cfg->base_url, path);
+    }
+    return len < 0 || (size_t)len >= n ? -1 : 0;
+}
+
+int llmq_worker_endpoint_url(const char *base_url, const char *api_version, const char *deployment,
+                             const char *path, char *buf, size_t n)
+{
+    int len;
+    if (api_version != NULL && api_version[0] != '\0') {
+        /* Azure: <resource>/openai/deployments/<dep>/chat/completions?api-version=V */
+        const char *rest = strncmp(path, "/v1/", 4) == 0 ? path + 3 : path;
+        int has_dep = strstr(base_url, "/openai/deployments/") != NULL;
+        len = snprintf(buf, n, "%s%s%s%s?api-version=%s", base_url,
+                       has_dep ? "" : "/openai/deployments/", has_dep ? "" : deployment, rest,
+                       api_version);
+    } else {
+        len = snprintf(buf, n, "%s%s", base_url, path);
     }
     return len < 0 || (size_t)len >= n ? -1 : 0;
 }

@@ -13,10 +13,22 @@
 #include "redis/redis_url.h"
 
 #define LLMQ_WORKER_MAX_ACCOUNTS 16
+#define LLMQ_WORKER_MAX_ENDPOINTS 64
+#define LLMQ_WORKER_ENDPOINT_NAME_MAX 64
+#define LLMQ_WORKER_STREAM_COALESCE_MS_DEFAULT 10
 
 struct llmq_worker_account {
     char name[201];
-    char *api_key;   /* owned; wiped on free */
+    char *api_key;   /* owned; wiped on free; NULL: none (the worker serves endpoints only) */
+    char key_id[17]; /* first 16 hex of SHA-256 of the key: safe to log */
+};
+
+/* The key of one endpoint (`llmq endpoints`, docs/DESIGN.md §3.7): the worker
+ * takes jobs only for endpoints it has a key for, in every account it
+ * serves. */
+struct llmq_worker_endpoint_key {
+    char name[LLMQ_WORKER_ENDPOINT_NAME_MAX + 1];
+    char *key;       /* owned; wiped on free */
     char key_id[17]; /* first 16 hex of SHA-256 of the key: safe to log */
 };
 
@@ -42,10 +54,18 @@ struct llmq_worker_config {
     enum llmq_log_format log_format;
     int exit_when_idle_ms;      /* > 0: exit 0 after this long with nothing to do (tests, demo) */
     int64_t max_response_bytes; /* a longer response body is cut: the job dies, response_too_big */
+    int64_t stream_coalesce_ms; /* a streamed answer's events wait at most this long to be
+                                   relayed together (stream_call.h); 0: each at once */
     char spool_dir[1024];  /* settles Redis could not take are written here at exit (spool.h) */
     int spool_max_jobs;    /* settles kept in memory at most; at it, no new jobs are taken */
     int metrics_port;      /* > 0: serve /metrics, /healthz, /readyz on it; 0: off */
     char metrics_host[64]; /* numeric address to bind; default 0.0.0.0 (reachable in a pod) */
+    struct llmq_worker_endpoint_key endpoint_keys[LLMQ_WORKER_MAX_ENDPOINTS];
+    int n_endpoint_keys;
+    /* What dispatch is told this worker serves (lua/dispatch.lua ARGV[3]):
+     * the endpoint names, comma-separated, an empty first name when it also
+     * holds the accounts' own key (the implicit endpoint). */
+    char serves[LLMQ_WORKER_MAX_ENDPOINTS * (LLMQ_WORKER_ENDPOINT_NAME_MAX + 1) + 2];
 };
 
 /* Parses argv/env into *cfg. Returns 0; or prints usage (--help) and returns
@@ -55,9 +75,20 @@ int llmq_worker_config_parse(struct llmq_worker_config *cfg, int argc, char **ar
 /* Wipes and frees the keys. */
 void llmq_worker_config_free(struct llmq_worker_config *cfg);
 
+/* The key of endpoint name in cfg (borrowed), or NULL when it holds none. */
+const struct llmq_worker_endpoint_key *
+llmq_worker_endpoint_key(const struct llmq_worker_config *cfg, const char *name);
+
 /* The full URL of a Batch `url` path ("/v1/chat/completions") for cfg into
  * buf of size n; returns 0, or -1 when it does not fit. */
 int llmq_worker_request_url(const struct llmq_worker_config *cfg, const char *path, char *buf,
                             size_t n);
+
+/* The URL of path on an endpoint (base_url as `llmq endpoints` stored it:
+ * no trailing "/v1"; api_version non-empty: Azure, the deployment path
+ * /openai/deployments/<deployment> unless base_url already holds one) into
+ * buf of size n; returns 0, or -1 when it does not fit. */
+int llmq_worker_endpoint_url(const char *base_url, const char *api_version, const char *deployment,
+                             const char *path, char *buf, size_t n);
 
 #endif

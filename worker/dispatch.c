@@ -46,6 +46,11 @@ static struct worker_job *job_from_reply(struct worker_account *a, const redisRe
     job->url_path = d.url_path;
     job->body = d.body;
     job->model = d.model;
+    job->endpoint = d.endpoint;
+    job->base_url = d.base_url;
+    job->api_version = d.api_version;
+    job->deployment = d.deployment;
+    job->asked_model = d.asked_model;
     job->attempts = d.attempts;
     job->cost = d.cost;
     job->max_attempts = d.max_attempts > 0 ? d.max_attempts : a->w->cfg->max_attempts;
@@ -185,9 +190,10 @@ static void dispatch_now(struct worker_account *a)
     int max = free_slots < 256 ? free_slots : 256;
     char max_s[16];
     snprintf(max_s, sizeof(max_s), "%d", max);
-    const char *argv[3] = {a->prefix, w->cfg->consumer, max_s};
+    /* ARGV[3]: the endpoints this worker holds keys for (config.h serves). */
+    const char *argv[4] = {a->prefix, w->cfg->consumer, max_s, w->cfg->serves};
     a->asked_ms = llmq_monotonic_ms();
-    if (llmq_script_run_async(ac, LLMQ_SCRIPT_DISPATCH, 1, 3, argv, NULL, on_dispatch, a) ==
+    if (llmq_script_run_async(ac, LLMQ_SCRIPT_DISPATCH, 1, 4, argv, NULL, on_dispatch, a) ==
         LLMQ_OK) {
         a->dispatching = 1;
         a->asked = max;

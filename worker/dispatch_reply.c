@@ -26,6 +26,11 @@ void llmq_dispatch_job_clear(struct llmq_dispatch_job *j)
     free(j->url_path);
     free(j->body);
     free(j->model);
+    free(j->endpoint);
+    free(j->base_url);
+    free(j->api_version);
+    free(j->deployment);
+    free(j->asked_model);
     memset(j, 0, sizeof(*j));
 }
 
@@ -57,6 +62,24 @@ int llmq_dispatch_job_decode(const redisReply *r, size_t i, struct llmq_dispatch
     out->model = llmq_reply_dup(e->element[6]);
     if (!out->id || !out->handle || !out->url_path || !out->body || !out->model ||
         out->id[0] == '\0' || out->model[0] == '\0' || out->url_path[0] != '/') {
+        llmq_dispatch_job_clear(out);
+        return -1;
+    }
+    /* The endpoint's five elements, when the reply has them (this version's
+     * script always sends them). */
+    char **ep[5] = {&out->endpoint, &out->base_url, &out->api_version, &out->deployment,
+                    &out->asked_model};
+    for (size_t k = 0; k < 5; k++) {
+        *ep[k] = e->elements >= 18 ? llmq_reply_dup(e->element[13 + k]) : strdup("");
+        if (*ep[k] == NULL) {
+            llmq_dispatch_job_clear(out);
+            return -1;
+        }
+    }
+    /* A named endpoint comes with an http(s) base URL; Redis is trusted
+     * no further than that. */
+    if (out->endpoint[0] != '\0' && strncmp(out->base_url, "http://", 7) != 0 &&
+        strncmp(out->base_url, "https://", 8) != 0) {
         llmq_dispatch_job_clear(out);
         return -1;
     }

@@ -50,6 +50,11 @@ void llmq_worker_job_free(struct worker_job *job)
     free(job->url_path);
     free(job->body);
     free(job->settle.line);
+    free(job->endpoint);
+    free(job->base_url);
+    free(job->api_version);
+    free(job->deployment);
+    free(job->asked_model);
     free(job);
 }
 

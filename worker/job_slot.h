@@ -42,6 +42,10 @@ struct worker_job {
     int from_spool;               /* loaded from a previous run's spool file (spool.h) */
     struct worker_stream *stream; /* a stream: true call's relay while it runs
                                      (stream_call.h); NULL otherwise */
+    /* The endpoint that runs it (dispatch_reply.h; "" the implicit one),
+     * owned: name, base URL, Azure api-version, deployment, and the model
+     * the job asked for when a fallback model serves it ("" none). */
+    char *endpoint, *base_url, *api_version, *deployment, *asked_model;
 };
 
 /* Returns a new, empty job of account a (no slot taken yet: fill it, then

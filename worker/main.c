@@ -105,7 +105,17 @@ static int run(struct llmq_worker_config *cfg)
         llmq_worker_account_start(a);
         llmq_worker_spool_load(a); /* a previous run's results, sent once redis answers */
         LLMQ_LOG(LLMQ_LOG_INFO, "serving account %s (key %s…) as %s, concurrency %d", a->cfg->name,
-                 a->cfg->key_id, cfg->consumer, cfg->concurrency);
+                 a->cfg->api_key ? a->cfg->key_id : "none: endpoints only", cfg->consumer,
+                 cfg->concurrency);
+    }
+    for (int i = 0; i < cfg->n_endpoint_keys; i++)
+        LLMQ_LOG(LLMQ_LOG_INFO, "serving endpoint %s (key %s…)", cfg->endpoint_keys[i].name,
+                 cfg->endpoint_keys[i].key_id);
+    if (cfg->n_endpoint_keys > 0) {
+        LLMQ_LOG(LLMQ_LOG_INFO, "endpoints served: %s%s",
+                 cfg->serves[0] == ',' ? cfg->serves + 1 : cfg->serves,
+                 cfg->serves[0] == ',' ? ", and the implicit endpoint (models without endpoints)"
+                                       : "; not the implicit one (no account key)");
     }
     w.last_busy_ms = llmq_monotonic_ms();
     llmq_worker_recover_start(&w);

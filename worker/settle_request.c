@@ -35,6 +35,7 @@ void llmq_worker_settle_init(struct worker_settle *s)
     memset(s, 0, sizeof(*s));
     s->rem_req = s->rem_tok = s->reset_req_ms = s->reset_tok_ms = -1;
     s->lim_req = s->lim_tok = -1;
+    s->latency_ms = -1;
     s->in_tokens = s->cached_tokens = s->out_tokens = -1;
 }
 
@@ -96,6 +97,9 @@ static const struct settle_field fields[] = {
     {"in_tokens", FIELD_INT64, AT(settle.in_tokens), 0, 20, 1, 0, -1},
     {"cached_tokens", FIELD_INT64, AT(settle.cached_tokens), 0, 21, 1, 0, -1},
     {"out_tokens", FIELD_INT64, AT(settle.out_tokens), 0, 22, 1, 0, -1},
+    {"endpoint", FIELD_TEXT, AT(endpoint), 0, 23, 1, 0, 0},
+    {"outcome", FIELD_CHARS, CHARS(settle.outcome), 24, 1, 0, 0},
+    {"latency_ms", FIELD_INT64, AT(settle.latency_ms), 0, 25, 1, 0, -1},
     /* Kept so the job's counters survive a restart (the script does not
      * need them). */
     {"cost", FIELD_INT64, AT(cost), 0, 0, 1, 0, 0},

@@ -55,6 +55,10 @@ struct worker_settle {
     /* done: the usage's prompt tokens, those of them cached, and output
      * tokens (-1: not reported), which spend budgets price */
     int64_t in_tokens, cached_tokens, out_tokens;
+    /* What the call says about its endpoint, for the shared health
+     * (lua/lib/47_endpoints.lua): ok | fail | limit | auth | quota | "" */
+    char outcome[8];
+    int64_t latency_ms; /* the call's, -1 when none was measured */
 };
 
 /* Sets s up for a job just dispatched: nothing decided, no header seen. */
@@ -67,8 +71,8 @@ struct llmq_usage;
  * a call on its usage (a response, a stream) calls it. */
 void llmq_worker_settle_usage(struct worker_settle *s, const struct llmq_usage *u);
 
-/* KEYS[1] (the account prefix) and ARGV[1..22] of job_settle.lua. */
-#define LLMQ_WORKER_SETTLE_ARGC 23
+/* KEYS[1] (the account prefix) and ARGV[1..25] of job_settle.lua. */
+#define LLMQ_WORKER_SETTLE_ARGC 26
 
 struct worker_settle_argv {
     const char *argv[LLMQ_WORKER_SETTLE_ARGC];

@@ -11,6 +11,7 @@
 #include <ev.h>
 #include <hiredis/async.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -267,11 +268,17 @@ static int on_data(const char *data, size_t len, long status, void *privdata)
     if (s->aborting)
         return 1;
     if (s->relay == RELAY_ON && s->out_len > 0 && !ev_is_active(&s->flush_timer)) {
-        double since = ev_now(s->w->loop) - s->last_pub, gap = LLMQ_STREAM_COALESCE_MS / 1000.0;
-        if (!s->relayed || since >= gap) {
+        /* Later flushes fall on ticks of the loop clock shared by every
+         * stream of the worker, so those due together go out in one write
+         * and Redis reads them in one go. */
+        double now = ev_now(s->w->loop), gap = (double)s->w->cfg->stream_coalesce_ms / 1000.0;
+        /* the first tick at least half an interval after the last publish:
+         * one publish per interval on average, never two in a row */
+        double due = ceil((s->last_pub + 0.5 * gap) / gap) * gap;
+        if (!s->relayed || gap <= 0.0 || now - s->last_pub >= gap) {
             flush(s); /* the first events, or a quiet spell: at once */
         } else {
-            ev_timer_set(&s->flush_timer, gap - since, 0.);
+            ev_timer_set(&s->flush_timer, due - now > 0 ? due - now : 0., 0.);
             ev_timer_start(s->w->loop, &s->flush_timer);
         }
     }

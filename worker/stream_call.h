@@ -34,8 +34,10 @@
  *   r  the attempt ended before any event (a 429, a 5xx, a stale grant):
  *      the job is back in the queue and the client waits on
  * Coalescing: the first events go out at once (time to first token); later
- * ones wait at most LLMQ_STREAM_COALESCE_MS, so a stream costs Redis one
- * PUBLISH per that interval however many tokens it carries.
+ * ones wait for the next tick of --stream-coalesce-ms (default 10) on the
+ * loop clock, shared by every stream of the worker, so a stream costs Redis
+ * at most one PUBLISH per tick however many tokens it carries, and the
+ * publishes of one tick leave in one write.
  *
  * Usage: the upstream request of a chat or completions stream always asks
  * for it (stream_options.include_usage: true); the Responses API's
@@ -54,7 +56,6 @@
 #include "http/http.h"
 #include "worker.h"
 
-#define LLMQ_STREAM_COALESCE_MS 10
 #define LLMQ_STREAM_HEARTBEAT_MS 1000
 
 struct worker_stream;

@@ -75,6 +75,7 @@ void llmq_job_clear(struct llmq_job *j)
     free(j->model);
     free(j->body);
     free(j->tenant);
+    free(j->endpoints);
     free(j->user);
     memset(j, 0, sizeof(*j));
 }
@@ -126,7 +127,66 @@ struct job_opts {
     long long deadline_ms;
     long long ttl_ms;
     long long max_attempts;
+    const char *endpoints; /* checked, normalised: ep_buf or NULL */
+    char ep_buf[LLMQ_JOB_ENDPOINTS_MAX + 1];
 };
+
+enum llmq_rc llmq_job_endpoints_check(const char *list, char *buf, size_t n, struct llmq_error *err)
+{
+    size_t len = 0, name = 0;
+    if (list == NULL || list[0] == '\0')
+        return llmq_error_set(err, LLMQ_EINVAL, "endpoints: expected endpoint names");
+    for (const char *p = list;; p++) {
+        char c = *p;
+        if (c == ',' || c == '\0') {
+            if (name == 0 || name > 64)
+                return llmq_error_set(err, LLMQ_EINVAL,
+                                      "endpoints \"%.60s\": each name is 1..64 bytes", list);
+            name = 0;
+        } else if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                     c == '.' || c == '_' || c == '-')) {
+            return llmq_error_set(err, LLMQ_EINVAL,
+                                  "endpoints \"%.60s\": names hold only A-Z a-z 0-9 . _ -", list);
+        } else {
+            name++;
+        }
+        if (len + 1 >= n || len >= LLMQ_JOB_ENDPOINTS_MAX)
+            return llmq_error_set(err, LLMQ_EINVAL, "endpoints: more than %d bytes",
+                                  LLMQ_JOB_ENDPOINTS_MAX);
+        buf[len++] = c;
+        if (c == '\0')
+            return LLMQ_OK;
+    }
+}
+
+/* A line's "endpoints": a comma-separated string or an array of names. */
+static enum llmq_rc endpoints_field(const json_t *v, struct job_opts *o, struct llmq_error *err)
+{
+    char joined[LLMQ_JOB_ENDPOINTS_MAX + 2] = "";
+    if (json_is_string(v)) {
+        snprintf(joined, sizeof(joined), "%s", json_string_value(v));
+    } else if (json_is_array(v) && json_array_size(v) > 0) {
+        size_t i, len = 0;
+        json_t *e;
+        json_array_foreach(v, i, e)
+        {
+            if (!json_is_string(e))
+                return llmq_error_set(err, LLMQ_EINVAL, "llmq.endpoints: names are strings");
+            int k = snprintf(joined + len, sizeof(joined) - len, "%s%s", i ? "," : "",
+                             json_string_value(e));
+            if (k < 0 || (size_t)k >= sizeof(joined) - len)
+                return llmq_error_set(err, LLMQ_EINVAL, "llmq.endpoints: more than %d bytes",
+                                      LLMQ_JOB_ENDPOINTS_MAX);
+            len += (size_t)k;
+        }
+    } else {
+        return llmq_error_set(err, LLMQ_EINVAL,
+                              "llmq.endpoints must be a string \"a,b\" or an array of names");
+    }
+    enum llmq_rc rc = llmq_job_endpoints_check(joined, o->ep_buf, sizeof(o->ep_buf), err);
+    o->endpoints = rc == LLMQ_OK ? o->ep_buf : NULL;
+    return rc;
+}
 
 static void opts_from_defaults(const struct llmq_job_defaults *d, struct job_opts *o)
 {
@@ -134,6 +194,9 @@ static void opts_from_defaults(const struct llmq_job_defaults *d, struct job_opt
     o->priority = d->priority;
     o->tenant = d->tenant;
     o->user = d->user;
+    if (d->endpoints != NULL &&
+        llmq_job_endpoints_check(d->endpoints, o->ep_buf, sizeof(o->ep_buf), NULL) == LLMQ_OK)
+        o->endpoints = o->ep_buf;
     o->deadline_ms = d->deadline_ms;
     o->ttl_ms = d->ttl_ms;
     o->max_attempts = d->max_attempts > 0 ? d->max_attempts : LLMQ_JOB_MAX_ATTEMPTS_DEFAULT;
@@ -158,9 +221,11 @@ static enum llmq_rc line_option(const char *key, const json_t *v, struct job_opt
         return int_field(v, key, 1, 1LL << 50, &o->ttl_ms, err);
     if (strcmp(key, "max_attempts") == 0)
         return int_field(v, key, 1, LLMQ_JOB_MAX_ATTEMPTS_LIMIT, &o->max_attempts, err);
+    if (strcmp(key, "endpoints") == 0)
+        return endpoints_field(v, o, err);
     return llmq_error_set(err, LLMQ_EINVAL,
                           "unknown llmq option \"%.40s\" (expected priority, tenant, user, "
-                          "deadline_ms, ttl_ms, max_attempts)",
+                          "deadline_ms, ttl_ms, max_attempts, endpoints)",
                           key);
 }
 
@@ -247,6 +312,8 @@ static enum llmq_rc job_build(const char *url, const json_t *body, const struct 
         rc = dup_str(o->tenant, &j.tenant, err);
     if (rc == LLMQ_OK && o->user != NULL && o->user[0] != '\0')
         rc = dup_str(o->user, &j.user, err);
+    if (rc == LLMQ_OK && o->endpoints != NULL)
+        rc = dup_str(o->endpoints, &j.endpoints, err);
     if (rc == LLMQ_OK) {
         char gen[64];
         if (o->id == NULL)
@@ -366,6 +433,12 @@ static enum llmq_rc api_options(const struct llmq_job_options *a, struct job_opt
                               "deadline_ms, ttl_ms >= 0 and max_attempts in "
                               "0..%d",
                               LLMQ_JOB_MAX_ATTEMPTS_LIMIT);
+    if (a->endpoints != NULL) {
+        enum llmq_rc rc = llmq_job_endpoints_check(a->endpoints, o->ep_buf, sizeof(o->ep_buf), err);
+        if (rc != LLMQ_OK)
+            return rc;
+        o->endpoints = o->ep_buf;
+    }
     o->id = a->job_id;
     o->priority = a->priority;
     if (a->tenant != NULL)

@@ -3,7 +3,9 @@
  *
  * A Batch input line is {"custom_id", "method": "POST", "url", "body"} plus
  * llmq's own optional "llmq": {"priority", "tenant", "user", "deadline_ms",
- * "ttl_ms", "max_attempts"}; per-line options win over the defaults. */
+ * "ttl_ms", "max_attempts", "endpoints"}; per-line options win over the
+ * defaults. "endpoints" pins the job to some endpoints of its model: a
+ * comma-separated string or an array of names. */
 #ifndef LLMQ_JOB_H
 #define LLMQ_JOB_H
 
@@ -17,12 +19,14 @@
 #define LLMQ_JOB_MAX_BODY_BYTES_LIMIT (1LL << 34) /* the most a setting or flag may ask */
 #define LLMQ_JOB_MAX_ATTEMPTS_DEFAULT 5
 #define LLMQ_JOB_MAX_ATTEMPTS_LIMIT 100
+#define LLMQ_JOB_ENDPOINTS_MAX 400 /* bytes of a job's endpoint pin list */
 
 /* What a line does not say. Strings borrowed; they must outlive the parse. */
 struct llmq_job_defaults {
     enum llmq_priority priority;
-    const char *tenant; /* NULL: none */
-    const char *user;   /* NULL: none */
+    const char *tenant;    /* NULL: none */
+    const char *user;      /* NULL: none */
+    const char *endpoints; /* NULL: none (the pin of llmq_job_options) */
     long long deadline_ms;
     long long ttl_ms;
     int max_attempts;
@@ -42,8 +46,9 @@ struct llmq_job {
     char *body;      /* compact JSON text of the request body */
     size_t body_len;
     enum llmq_priority priority;
-    char *tenant; /* NULL: none */
-    char *user;   /* NULL: none */
+    char *tenant;    /* NULL: none */
+    char *user;      /* NULL: none */
+    char *endpoints; /* NULL: any endpoint; else the pin, comma-separated names */
     long long deadline_ms;
     long long ttl_ms;
     int max_attempts;
@@ -68,6 +73,12 @@ enum llmq_rc llmq_job_from_request(const char *url, const char *body,
                                    const struct llmq_job_options *o,
                                    const struct llmq_job_defaults *d, struct llmq_job *out,
                                    struct llmq_error *err);
+
+/* Checks and normalises an endpoint pin (comma-separated names, each 1..64
+ * of A-Z a-z 0-9 . _ -; at most LLMQ_JOB_ENDPOINTS_MAX bytes) into buf.
+ * LLMQ_EINVAL naming what is wrong. */
+enum llmq_rc llmq_job_endpoints_check(const char *list, char *buf, size_t n,
+                                      struct llmq_error *err);
 
 /* Frees j's members and zeroes it; NULL is a no-op. */
 void llmq_job_clear(struct llmq_job *j);

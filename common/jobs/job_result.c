@@ -99,7 +99,13 @@ enum llmq_rc llmq_job_result_read(redisContext *c, const char *prefix, const cha
             rc = llmq_redis_error(c, NULL, "reading results", err);
             break;
         }
-        if (rc != LLMQ_OK) {
+        /* a cluster's redirection: that one again, elsewhere (redis.h) */
+        result_keys(prefix, ids[i], jk, rk, NULL);
+        h = llmq_redis_redo(c, h, HMGET_FMT, jk);
+        g = llmq_redis_redo(c, g, "GET %s", rk);
+        if ((h == NULL || g == NULL) && rc == LLMQ_OK)
+            rc = llmq_error_set(err, LLMQ_EREDIS, "reading results: a cluster node did not answer");
+        if (rc != LLMQ_OK || h == NULL || g == NULL) {
             /* drained only: the connection stays in step */
         } else if (h->type == REDIS_REPLY_ERROR) {
             rc = llmq_redis_error(c, h, "reading results", err);

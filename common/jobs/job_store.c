@@ -19,7 +19,7 @@
 #include "redis/script.h"
 #include "llmq/priority.h"
 
-#define FIELDS_PER_JOB 12
+#define FIELDS_PER_JOB 13 /* with {pins}; 12 without */
 #define NUMS_PER_JOB 5
 #define NUM_LEN 24
 
@@ -31,7 +31,7 @@ enum llmq_rc llmq_job_store_prepare(redisContext *c, const char *prefix, struct 
                                     llmq_priority_name(llmq_priority_by_rank(i)), err);
         if (krc != LLMQ_OK)
             return krc;
-        redisReply *r = redisCommand(c, "XGROUP CREATE %s %s 0 MKSTREAM", key, LLMQ_GROUP);
+        redisReply *r = llmq_redis_command(c, "XGROUP CREATE %s %s 0 MKSTREAM", key, LLMQ_GROUP);
         int ok =
             r != NULL && (r->type != REDIS_REPLY_ERROR || strncmp(r->str, "BUSYGROUP", 9) == 0);
         if (!ok) {
@@ -46,8 +46,8 @@ enum llmq_rc llmq_job_store_prepare(redisContext *c, const char *prefix, struct 
 }
 
 /* Options of an enqueue call at most (lua/enqueue.lua: {held}, {lease=..},
- * {key=..}). */
-#define OPTS_MAX 3
+ * {key=..}, {pins}). */
+#define OPTS_MAX 4
 
 /* The arguments of one enqueue call: KEYS[1], the options, then
  * FIELDS_PER_JOB per job. Numbers and options are formatted here; everything
@@ -89,6 +89,13 @@ static void build_call(struct call_args *a, const char *prefix, const struct llm
         int len = snprintf(a->key_opt, sizeof(a->key_opt), "{key=%s}", gate->key_id);
         arg(a, a->key_opt, (size_t)len);
     }
+    /* A 13th field per job, the endpoint pin, only in calls that have one:
+     * every other call is as before. */
+    int pins = 0;
+    for (size_t i = 0; i < n; i++)
+        pins |= jobs[i].endpoints != NULL;
+    if (pins)
+        arg(a, "{pins}", 6);
     for (size_t i = 0; i < n; i++) {
         const struct llmq_job *j = &jobs[i];
         const char *prio = llmq_priority_name(j->priority);
@@ -104,6 +111,8 @@ static void build_call(struct call_args *a, const char *prefix, const struct llm
         num_arg(a, a->nums[i][2], j->ttl_ms);
         num_arg(a, a->nums[i][3], j->max_attempts);
         num_arg(a, a->nums[i][4], j->cost.prompt_tokens);
+        if (pins)
+            arg(a, j->endpoints ? j->endpoints : "", j->endpoints ? strlen(j->endpoints) : 0);
     }
 }
 
@@ -335,7 +344,7 @@ static long long hash_int(redisContext *c, const char *prefix, enum llmq_key_kin
     char key[LLMQ_KEY_FIXED_MAX];
     if (llmq_key(key, sizeof(key), prefix, kind, NULL, NULL) != LLMQ_OK)
         return def;
-    redisReply *r = redisCommand(c, "HGET %s %s", key, field);
+    redisReply *r = llmq_redis_command(c, "HGET %s %s", key, field);
     long long v = llmq_reply_int_or(r, def);
     if (r != NULL)
         freeReplyObject(r);

@@ -97,11 +97,31 @@
  *                            is the backlog (status, metrics, KEDA)
  *   P wake             STREAM short (MAXLEN ~1000): an entry per event that may shorten
  *                            a waiting worker's wait; idle workers XREAD BLOCK on it
- *   Room for what comes next: endpoints of one model get their own buckets
- *   ("<endpoint>/<model>") under the same model node, chosen per grant by the
- *   dispatch script, so the key stays what the job asks for; a spend budget is
- *   one more bucket on the path (lua/lib/25_budget.lua; see Spend below), blocking the
- *   node of its scope).
+ *   Endpoints (lua/lib/47_endpoints.lua, `llmq endpoints`): a model's
+ *   endpoints each have their own bucket "<model>@<endpoint>" (endpoint names:
+ *   1..64 of A-Z a-z 0-9 . _ -, so the last '@' splits it), under the same
+ *   model node, chosen per grant by the dispatch script, so the key stays
+ *   what the job asks for; tenant and user buckets stay the model's. A model
+ *   no endpoint serves has the bucket "<model>" (the implicit endpoint).
+ *   P eps              ZSET  endpoint names, score = when added (ms)
+ *   P ep:<name>        HASH  base_url, api_version, kind, tier, weight,
+ *                            fail_threshold, fail_window_ms, cooldown_ms,
+ *                            cooldown_max_ms, probe_ms, "m:<model>" = 1 per
+ *                            model served, "dep:<model>" its Azure deployment.
+ *                            Never a key: workers hold those
+ *   P eph:<name>       HASH  shared health, written by job_settle: state
+ *                            ok|cooling|disabled, why, since_ms, fails,
+ *                            fail_t0, cool_until, cool_ms, probe_until, lat_ms
+ *                            (EWMA), n_ok, n_fail, n_429
+ *   P epm:<model>      SET   the endpoints serving model
+ *   P eproute          HASH  model -> spillover|balanced|fastest
+ *   P epfb             HASH  model -> its fallback model
+ *   job fields pin (endpoints the job may use, comma-separated) and epx (the
+ *   endpoints that failed it). A spend budget is
+ *   one more bucket on the path (and one more node level when it must block a
+ *   whole tenant across models).
+ *   A spend budget is one more bucket on the path (lua/lib/25_budget.lua; see
+ *   Spend below), blocking the node of its scope.
  *   P res:<id>         STRING the result of an ended job (its Batch output line,
  *                            JSON): written by llmq_job_finish, with the job hash's
  *                            TTL when done, none when dead; the previous layout kept
@@ -201,7 +221,18 @@
  *                            models (comma-separated; '' all), created_ms
  *   P gw:keys          ZSET  the SHA-256 of every key, score = created_ms
  *   P gw:file:<id>     HASH  an uploaded file ("file-<24 hex>"): filename,
- *                            purpose, bytes, lines, created_at (unix s), content
+ *                            purpose, bytes, lines, created_at (unix s), tenant,
+ *                            layout ("jobs1": its requests are in
+ *                            P gw:file:<id>:jobs, its bytes in P gw:file:<id>:data).
+ *                            A file stored before that layout has no layout
+ *                            field and its bytes in the field content, checked
+ *                            again (off the loop) when a batch is made of it
+ *   P gw:file:<id>:jobs LIST the file's requests, checked once at upload, one
+ *                            record per request in file order
+ *                            (gateway/file_jobs.h): what creating a batch needs,
+ *                            without reading the JSON again
+ *   P gw:file:<id>:data STRING the file's bytes as uploaded (for GET
+ *                            /v1/files/<id>/content only)
  *   P gw:files         ZSET  file ids, score = created ms
  *   P gw:batch:<id>    HASH  a Batch ("batch_<24 hex>"): endpoint,
  *                            input_file_id, completion_window, metadata (JSON),
@@ -297,6 +328,8 @@ enum llmq_key_kind {
     LLMQ_KEY_GW_KEYS,       /* P gw:keys */
     LLMQ_KEY_GW_FILE,       /* P gw:file:<id> */
     LLMQ_KEY_GW_FILES,      /* P gw:files */
+    LLMQ_KEY_GW_FILE_JOBS,  /* P gw:file:<id>:jobs */
+    LLMQ_KEY_GW_FILE_DATA,  /* P gw:file:<id>:data */
     LLMQ_KEY_GW_BATCH,      /* P gw:batch:<id> */
     LLMQ_KEY_GW_BATCH_JOBS, /* P gw:batch:<id>:jobs */
     LLMQ_KEY_GW_BATCHES,    /* P gw:batches */

@@ -27,6 +27,28 @@ redisContext *llmq_redis_connect_parsed(const struct llmq_redis_url *u, int time
 enum llmq_rc llmq_redis_follow(redisContext *c, const char *host, int port, int timeout_ms,
                                struct llmq_error *err);
 
+/* Sends the command cmd[0..len) (as redisFormatCommand makes it; borrowed)
+ * on c and returns its reply (caller frees), NULL on a connection error
+ * (c->err, c->errstr). On a cluster connection the cluster's redirections
+ * are followed, and only they (each one never ran: cluster_reply.h): MOVED
+ * moves c to the slot's new owner (llmq_redis_follow), ASK runs the command
+ * once after ASKING on the target, TRYAGAIN/CLUSTERDOWN/LOADING wait a
+ * little and send it again; past LLMQ_CLUSTER_REDIRECTS_MAX or
+ * LLMQ_CLUSTER_RETRIES_MAX the redirection itself is the reply. On other
+ * connections the same as redisCommand. */
+redisReply *llmq_redis_routed(redisContext *c, const char *cmd, size_t len);
+
+/* llmq_redis_routed with redisCommand's format and arguments. */
+redisReply *llmq_redis_command(redisContext *c, const char *fmt, ...);
+
+/* For a reply r (taken) read from a pipeline on c (borrowed): when c is a
+ * cluster connection and r a redirection, the command (fmt and arguments as
+ * redisCommand: the one r answers) is sent again on a connection of its own
+ * to c's node (c still owes the rest of its pipeline) following the
+ * redirections there, and that reply is returned (NULL when the node cannot
+ * be reached); otherwise r itself. */
+redisReply *llmq_redis_redo(redisContext *c, redisReply *r, const char *fmt, ...);
+
 /* Runs AUTH and SELECT as u asks on a fresh synchronous context. */
 enum llmq_rc llmq_redis_handshake(redisContext *c, const struct llmq_redis_url *u,
                                   struct llmq_error *err);

@@ -36,7 +36,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 int llmq_script_is_missing(const redisReply *r)
 {
@@ -108,54 +107,6 @@ enum llmq_rc llmq_script_load_all(redisContext *c, struct llmq_error *err)
     return rc;
 }
 
-static int context_timeout_ms(const redisContext *c)
-{
-    if (c->timeout == NULL)
-        return 5000;
-    return (int)(c->timeout->tv_sec * 1000 + c->timeout->tv_usec / 1000);
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* Runs the call once at the target of an ASK: ASKING then the call on a
- * connection of its own to host:port (loading the library there first when
- * it has not got it). Returns the call's reply, or NULL with err. */
-static redisReply *run_asking(struct llmq_cluster *cl, const char *host, int port, int timeout_ms,
-                              int n, const char **cmd, const size_t *cmdlen, struct llmq_error *err)
-{
-    redisContext *t = llmq_cluster_connect_node(cl, host, port, timeout_ms, err);
-    if (t == NULL)
-        return NULL;
-    redisReply *r = NULL;
-    for (int attempt = 0; attempt < 2; attempt++) {
-        redisReply *ok = NULL;
-        if (redisAppendCommand(t, "ASKING") != REDIS_OK ||
-            redisAppendCommandArgv(t, n, cmd, cmdlen) != REDIS_OK ||
-            redisGetReply(t, (void **)&ok) != REDIS_OK ||
-            redisGetReply(t, (void **)&r) != REDIS_OK) {
-            llmq_error_set(err, LLMQ_EREDIS, "redis %s:%d (ASK): %s", host, port,
-                           llmq_redis_context_error(t));
-            if (ok != NULL)
-                freeReplyObject(ok);
-            r = NULL;
-            break;
-        }
-        freeReplyObject(ok);
-        if (!llmq_script_is_missing(r) || attempt == 1)
-            break;
-        freeReplyObject(r);
-        r = NULL;
-        if (llmq_script_load_all(t, err) != LLMQ_OK)
-            break;
-    }
-    redisFree(t);
-    return r;
-}
-
 /* 1 when Redis lists this build's library by its name (the name carries the
  * digest of the Lua text, so a listed library is this very code), 0 when
  * not or when Redis cannot say (FUNCTION LIST refused by a proxy: loading
@@ -195,25 +146,20 @@ redisReply *llmq_script_run(redisContext *c, enum llmq_script_id id, int nkeys, 
     const char **cmd = malloc(sizeof(*cmd) * (size_t)(argc + CALL_EXTRA_ARGS));
     size_t *cmdlen = malloc(sizeof(*cmdlen) * (size_t)(argc + CALL_EXTRA_ARGS));
     char nkeys_buf[16], guard_buf[LLMQ_KEY_FIXED_MAX];
+    char *formatted = NULL;
     redisReply *r = NULL;
-    if (cmd == NULL || cmdlen == NULL) {
+    int len = -1;
+    if (cmd != NULL && cmdlen != NULL) {
+        int n = build_command(id, nkeys_buf, guard_buf, nkeys, argc, argv, argvlen, cmd, cmdlen);
+        len = redisFormatCommandArgv(&formatted, n, cmd, cmdlen);
+    }
+    if (len < 0) {
         llmq_error_set(err, LLMQ_ENOMEM, "script %s: out of memory", llmq_scripts[id].name);
         goto out;
     }
-    int n = build_command(id, nkeys_buf, guard_buf, nkeys, argc, argv, argvlen, cmd, cmdlen);
-    struct llmq_cluster *cl = llmq_cluster_of_context(c);
-    int loaded = 0, redirects = 0, tries = 0;
-    int ask_port = 0;
-    char ask_host[256] = "";
-    for (;;) {
-        if (ask_port != 0) {
-            r = run_asking(cl, ask_host, ask_port, context_timeout_ms(c), n, cmd, cmdlen, err);
-            ask_port = 0;
-            if (r == NULL)
-                goto out;
-        } else {
-            r = redisCommandArgv(c, n, cmd, cmdlen);
-        }
+    for (int attempt = 0; attempt < 2; attempt++) {
+        /* redirections of a cluster followed there (redis.h) */
+        r = llmq_redis_routed(c, formatted, (size_t)len);
         if (r != NULL && r->type == REDIS_REPLY_ERROR && llmq_sentinel_is_stale_error(r->str)) {
             /* A replica now (failover): report a connection error so the
              * caller reconnects, which asks Sentinel for the new master. */
@@ -223,41 +169,10 @@ redisReply *llmq_script_run(redisContext *c, enum llmq_script_id id, int nkeys, 
             snprintf(c->errstr, sizeof(c->errstr), "server is a replica now (READONLY)");
             break;
         }
-        struct llmq_cluster_redirect rd;
-        enum llmq_cluster_redirect_kind kind =
-            cl != NULL ? llmq_cluster_redirect_of(r, &rd) : LLMQ_REDIRECT_NONE;
-        if (kind == LLMQ_REDIRECT_RETRY && ++tries <= LLMQ_CLUSTER_RETRIES_MAX) {
-            /* the slot migrates, or the cluster fails over: same call later */
-            freeReplyObject(r);
-            r = NULL;
-            llmq_cluster_count_retry();
-            sleep_ms(llmq_cluster_retry_delay_ms(tries));
-            continue;
-        }
-        if ((kind == LLMQ_REDIRECT_MOVED || kind == LLMQ_REDIRECT_ASK) &&
-            ++redirects <= LLMQ_CLUSTER_REDIRECTS_MAX) {
-            const char *from = c->tcp.host != NULL ? c->tcp.host : "";
-            freeReplyObject(r);
-            r = NULL;
-            if (kind == LLMQ_REDIRECT_ASK) {
-                llmq_cluster_count_ask();
-                snprintf(ask_host, sizeof(ask_host), "%s", rd.host[0] ? rd.host : from);
-                ask_port = rd.port;
-                continue;
-            }
-            char host[256];
-            int port;
-            llmq_cluster_note_moved(cl, &rd, from, host, sizeof(host), &port);
-            llmq_cluster_count_moved();
-            if (llmq_redis_follow(c, host, port, context_timeout_ms(c), err) != LLMQ_OK)
-                goto out;
-            continue;
-        }
-        if (!llmq_script_is_missing(r) || loaded)
+        if (!llmq_script_is_missing(r) || attempt == 1)
             break;
         freeReplyObject(r);
         r = NULL;
-        loaded = 1;
         struct llmq_error load_err = {0};
         if (llmq_script_load_all(c, &load_err) != LLMQ_OK) {
             llmq_error_set(err, LLMQ_EREDIS, "script %s: %s", llmq_scripts[id].name, load_err.msg);
@@ -268,6 +183,7 @@ redisReply *llmq_script_run(redisContext *c, enum llmq_script_id id, int nkeys, 
         llmq_error_set(err, LLMQ_EREDIS, "script %s: %s", llmq_scripts[id].name,
                        c->err ? llmq_redis_context_error(c) : "no reply");
 out:
+    free(formatted);
     free(cmd);
     free(cmdlen);
     return r;

@@ -308,17 +308,19 @@ local function limiter_bucket(s, name)
 end
 
 -- The path of (model, tenant, user) in session s, account+model first,
--- cached per session. path.tags is "|<m><bucket>..." for the buckets that
--- record admissions (m = 'w' window, 'g' gcra; upper case for the usage
--- ledger): the tail of a reservation handle.
-local function limiter_path(s, model, tenant, user)
-    local pkey = model .. '|' .. (tenant or '') .. '|' .. (user or '')
+-- cached per session. head: the first bucket when it is not the model's own
+-- (an endpoint's "<model>@<endpoint>", lua/lib/47_endpoints.lua; tenant and
+-- user buckets stay the model's). path.tags is "|<m><bucket>..." for the
+-- buckets that record admissions (m = 'w' window, 'g' gcra; upper case for
+-- the usage ledger): the tail of a reservation handle.
+local function limiter_path(s, model, tenant, user, head)
+    local pkey = (head or model) .. '|' .. (tenant or '') .. '|' .. (user or '')
     s.paths = s.paths or {}
     local path = s.paths[pkey]
     if path ~= nil then
         return path
     end
-    path = { limiter_bucket(s, model) }
+    path = { limiter_bucket(s, head or model) }
     if tenant ~= nil and tenant ~= '' then
         path[#path + 1] = limiter_bucket(s, model .. '/t/' .. tenant)
     end

@@ -343,3 +343,13 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, bat
     end
     return 1
 end
+
+-- The values of fields of job id (a table in the order asked; false for a
+-- field it does not have), and writes of fields: job fields that are not
+-- the hot paths' own HMGET/HSET go through these two.
+local function llmq_job_fields(P, id, ...)
+    return redis.call('HMGET', P .. 'job:' .. id, ...)
+end
+local function llmq_job_set(P, id, ...)
+    redis.call('HSET', P .. 'job:' .. id, ...)
+end

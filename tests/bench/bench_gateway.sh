@@ -13,10 +13,15 @@
 #   4. upload stall: latency of small requests the loop answers by itself
 #      (4 connections) while large Batch files (UPLOAD_LINES lines, default
 #      20,000, ~11 MB) are uploaded one after another, against the same
-#      requests with no upload.
+#      requests with no upload;
+#   5. batch-create stall: the same small requests while batches are created
+#      one after another from one uploaded file of UPLOAD_LINES lines (no
+#      workers: the jobs stay queued), against the same requests with none.
+#      Run it with the build before and after a change to compare (the
+#      before build needs only the binaries).
 # usage: tests/bench/bench_gateway.sh [BUILD_DIR]   (a Release build; built if
 # missing). Needs redis-server and curl. Everything binds 127.0.0.1.
-# BENCH_PARTS (default 1234): which of the measures above to run;
+# BENCH_PARTS (default 1234; 5 on request): which of the measures above to run;
 # BENCH_WORKERS (default 2): workers for measure 2.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -91,6 +96,34 @@ measure_stall() { # lines
 }
 export -f measure_stall
 
+# Batches created one after another from one file, while the loop answers
+# small requests.
+measure_create() { # lines
+    local lines=$1 file=$STACK_DIR/big.jsonl
+    tests/gateway/gen_batch_file.sh "$lines" "$file"
+    local fid
+    fid=$(curl -s --max-time 300 -H "Authorization: Bearer $GW_KEY" -F purpose=batch \
+        -F "file=@$file" "$GW_URL/files" | sed -n 's/.*"id":"\(file-[0-9a-f]*\)".*/\1/p')
+    v() { sed -n "s/.*\b$1=\([0-9.]*\).*/\1/p" <<<"$out"; }
+    local out
+    out=$("$LOADGEN" --port "$GW_PORT" --conns 4 --duration-s "$secs" --path /healthz --body '{}')
+    echo "idle $(v rps) $(v p50_ms) $(v p99_ms) 0 $(v max_ms)"
+    : >"$STACK_DIR/creates"
+    (while :; do
+        curl -s -o /dev/null -w '%{http_code}\n' --max-time 300 -H "Authorization: Bearer $GW_KEY" \
+            -H 'Content-Type: application/json' \
+            -d "{\"input_file_id\":\"$fid\",\"endpoint\":\"/v1/chat/completions\",\"completion_window\":\"24h\"}" \
+            "$GW_URL/batches" >>"$STACK_DIR/creates"
+    done) &
+    local cr=$!
+    sleep 0.2 # the first create is under way
+    out=$("$LOADGEN" --port "$GW_PORT" --conns 4 --duration-s "$secs" --path /healthz --body '{}')
+    kill $cr 2>/dev/null
+    wait $cr 2>/dev/null
+    echo "create $(v rps) $(v p50_ms) $(v p99_ms) $(grep -c '^200$' "$STACK_DIR/creates") $(v max_ms)"
+}
+export -f measure_create
+
 [[ $parts == *1* ]] && WORKERS=2 WORKER_FLAGS="--concurrency 256" SIM_FLAGS="" \
     tests/gateway/stack.sh "$bin" bash -c 'measure 64' >"$tmp/zero"
 [[ $parts == *2* ]] && WORKERS=${BENCH_WORKERS:-2} WORKER_FLAGS="--concurrency 256" SIM_FLAGS="--latency-ms 50" \
@@ -99,7 +132,9 @@ export -f measure_stall
     tests/gateway/stack.sh "$bin" bash -c 'measure_open 2000' >"$tmp/open"
 [[ $parts == *4* ]] && WORKERS=0 GW_FLAGS="--max-file-lines 1000000" \
     tests/gateway/stack.sh "$bin" bash -c "measure_stall ${UPLOAD_LINES:-20000}" >"$tmp/stall"
-for f in zero lat open stall; do [ -e "$tmp/$f" ] || echo "skipped" >"$tmp/$f"; done
+[[ $parts == *5* ]] && WORKERS=0 GW_FLAGS="--max-file-lines 1000000" \
+    tests/gateway/stack.sh "$bin" bash -c "measure_create ${UPLOAD_LINES:-20000}" >"$tmp/create"
+for f in zero lat open stall create; do [ -e "$tmp/$f" ] || echo "skipped" >"$tmp/$f"; done
 
 [[ $parts == *1* ]] && awk -v secs="$secs" '
     $1 == "direct" { d = $2; dok = $5; dbad = $6 }
@@ -141,3 +176,13 @@ for f in zero lat open stall; do [ -e "$tmp/$f" ] || echo "skipped" >"$tmp/$f"; 
         printf "| uploads running (%d files accepted) | %.0f | %.2f | %.2f | %.1f |\n", files, urps, u50, u99, umax
         printf "| ratio upload / baseline | %.2f | %.2f | %.2f | %.1f |\n", urps / irps, u50 / i50, u99 / i99, umax / imax
     }' "$tmp/stall"
+[[ $parts != *5* ]] || awk -v secs="$secs" '
+    $1 == "idle" { i50 = $3; i99 = $4; irps = $2; imax = $6 }
+    $1 == "create" { c50 = $3; c99 = $4; crps = $2; n = $5; cmax = $6 }
+    END {
+        printf "\n5. Batch-create stall: small requests (4 connections, answered by the loop) while batches are created from one large file, %d s\n\n", secs
+        printf "| while | requests/s | p50 ms | p99 ms | max ms |\n|---|---|---|---|---|\n"
+        printf "| baseline: no create | %.0f | %.2f | %.2f | %.1f |\n", irps, i50, i99, imax
+        printf "| creates running (%d batches created) | %.0f | %.2f | %.2f | %.1f |\n", n, crps, c50, c99, cmax
+        printf "| ratio create / baseline | %.2f | %.2f | %.2f | %.1f |\n", crps / irps, c50 / i50, c99 / i99, cmax / imax
+    }' "$tmp/create"

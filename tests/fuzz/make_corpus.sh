@@ -242,4 +242,11 @@ printf '%s' '{"mode":"done","prio":"lowest!!","eid":"1-0","id":"j"}' | seed sett
 printf '%s' '{"mode":"dead","prio":"low","eid":"1-0","id":"j","line":7,"actual":"x"}' |
     seed settle_request wrong_types
 printf '%s' '{"v":1,"mode":"retry","prio":"hi' | seed settle_request torn
+# --- gw_file_job: a stored request record (gateway/file_jobs.h) -----------
+printf 'J1 normal 1 0 0 5 1 0 0 0 1 5 11 20 4 -1 2\nreq-1\0gpt-4o-mini\0/v1/chat/completions\0acme\0\0{}\0' |
+    seed gw_file_job valid
+printf 'J1 high 7 1796000000000 3600000 3 9 0 2 1 4109 1 1 15 0 3 5\nx\0m\0/v1/embeddings\0\0bob\0{"a"}\0' |
+    seed gw_file_job tenant_empty_user_set
+printf 'J1 low 1 0 0 5 1 0 0 0 1 5 11 20 4 -1 99\nreq-1\0gpt-4o-mini\0' | seed gw_file_job cut_short
+
 echo "corpus: $(find "$out" -type f | wc -l) files, $(du -sh "$out" | cut -f1)"

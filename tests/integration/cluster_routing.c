@@ -20,7 +20,8 @@ static void test_nine_accounts_three_shards_two_workers(void **state)
 {
     (void)state;
     struct cluster_run r;
-    cluster_run_setup(&r, 3, 0, ACCOUNTS, JOBS_EACH, RPM, PERIOD_MS);
+    cluster_run_setup(&r, 3, 0, ACCOUNTS, JOBS_EACH, RPM, PERIOD_MS, 20);
+    cluster_write_batch(&r, 0, JOBS_EACH);
     char logs[2][128];
     pid_t pids[2];
     const char *args[] = {"--concurrency", "16", "--exit-when-idle-ms", "5000", NULL};
@@ -69,6 +70,18 @@ static void test_nine_accounts_three_shards_two_workers(void **state)
         assert_non_null(strstr(st.out, want));
         cli_free(&st);
     }
+    /* --all-accounts asks every primary: each account once, on its node */
+    const char *all[] = {"llmq", "status", "--all-accounts", NULL};
+    struct cli_run st = cli_run(r.accounts[0], all);
+    assert_int_equal(st.status, 0);
+    for (int k = 0; k < ACCOUNTS; k++) {
+        char want[96];
+        snprintf(want, sizeof(want), "account %s\n", r.accounts[k]);
+        const char *at = strstr(st.out, want);
+        assert_non_null(at);
+        assert_null(strstr(at + 1, want));
+    }
+    cli_free(&st);
     for (int i = 0; i < 2; i++)
         unlink(logs[i]);
     cluster_run_teardown(&r);

@@ -28,16 +28,20 @@ struct cluster_run {
 /* Starts the cluster and the sim, points every CLI and worker of the test at
  * the cluster (LLMQ_TEST_REDIS_URL), spreads n accounts over the primaries
  * and sets each one's limit (rpm per period_ms, no window guard: the judged
- * window is 600 ms shorter, as worker_shared_limit) and writes its jobs
- * ("a<k>-<i>"). */
+ * window is 600 ms shorter, as worker_shared_limit); the sim answers each
+ * call after latency_ms. Jobs are "a<k>-<i>",
+ * i in 0..jobs_each, written by cluster_write_batch. */
 static inline void cluster_run_setup(struct cluster_run *r, int primaries, int replicas_each,
-                                     int n_accounts, int jobs_each, int rpm, int period_ms)
+                                     int n_accounts, int jobs_each, int rpm, int period_ms,
+                                     int latency_ms)
 {
     memset(r, 0, sizeof(*r));
     assert_int_equal(llmq_test_cluster_start(&r->cl, primaries, replicas_each), 0);
     setenv("LLMQ_TEST_REDIS_URL", r->cl.url, 1);
     assert_string_equal(llmq_test_redis_url(), r->cl.url);
-    const char *sim_args[] = {"--latency-ms", "20", "--ratelimit-headers", "none", NULL};
+    char latency[16];
+    snprintf(latency, sizeof(latency), "%d", latency_ms);
+    const char *sim_args[] = {"--latency-ms", latency, "--ratelimit-headers", "none", NULL};
     assert_int_equal(sim_proc_start(&r->sim, sim_args), 0);
     r->n_accounts = n_accounts;
     r->jobs_each = jobs_each;
@@ -56,6 +60,54 @@ static inline void cluster_run_setup(struct cluster_run *r, int primaries, int r
         snprintf(r->jobs[k], sizeof(r->jobs[k]), "/tmp/llmq-cluster-%d-%d.jsonl", (int)getpid(), k);
         worker_write_jobs(r->jobs[k], tag, jobs_each, CLUSTER_MODEL, 20, NULL);
     }
+}
+
+/* Writes jobs "a<k>-<from>" .. "a<k>-<from + n - 1>" of account k to path. */
+static inline void cluster_write_jobs(const char *path, int k, int from, int n)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (int i = from; i < from + n; i++)
+        fprintf(f,
+                "{\"custom_id\":\"a%d-%d\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\","
+                "\"body\":{\"model\":\"%s\",\"max_tokens\":20,\"messages\":[{\"role\":"
+                "\"user\",\"content\":\"question number %d, please answer briefly\"}]}}\n",
+                k, i, CLUSTER_MODEL, i);
+    fclose(f);
+}
+
+/* Writes jobs from..from + n - 1 of every account into its job file. */
+static inline void cluster_write_batch(struct cluster_run *r, int from, int n)
+{
+    for (int k = 0; k < r->n_accounts; k++)
+        cluster_write_jobs(r->jobs[k], k, from, n);
+}
+
+static inline int cluster_event_counts(redisContext *c, const char *prefix, int k, int jobs_each,
+                                       int *counts);
+
+/* Jobs that ended (one per event id) summed over every account, read on
+ * each account's node now; -1 when a node does not answer. */
+static inline long long cluster_jobs_ended(struct cluster_run *r)
+{
+    long long total = 0;
+    int *counts = calloc((size_t)r->jobs_each, sizeof(int));
+    for (int k = 0; k < r->n_accounts; k++) {
+        int node = llmq_test_cluster_owner(&r->cl, llmq_test_cluster_account_slot(r->accounts[k]));
+        redisContext *c = node >= 0 ? llmq_test_cluster_connect(&r->cl, node) : NULL;
+        if (c == NULL) {
+            total = -1;
+            break;
+        }
+        char prefix[128];
+        snprintf(prefix, sizeof(prefix), "llmq:{%s}:", r->accounts[k]);
+        cluster_event_counts(c, prefix, k, r->jobs_each, counts);
+        for (int i = 0; i < r->jobs_each; i++)
+            total += counts[i] > 0;
+        redisFree(c);
+    }
+    free(counts);
+    return total;
 }
 
 /* Starts worker i serving every account, with extra args (NULL-ended). */
@@ -109,6 +161,18 @@ static inline int cluster_event_counts(redisContext *c, const char *prefix, int 
     if (rep)
         freeReplyObject(rep);
     return other;
+}
+
+/* Waits up to timeout_ms until at least n jobs ended; returns 1, 0 on timeout. */
+static inline int cluster_wait_ended(struct cluster_run *r, long long n, long long timeout_ms)
+{
+    long long deadline = llmq_test_now_ms() + timeout_ms;
+    while (llmq_test_now_ms() < deadline) {
+        if (cluster_jobs_ended(r) >= n)
+            return 1;
+        usleep(100000);
+    }
+    return 0;
 }
 
 /* Asserts every job of every account ended exactly once with a result, read

@@ -107,6 +107,14 @@ int llmq_test_cluster_wait_stable(struct llmq_test_cluster *c, long long timeout
                 stable = 0;
             have_first = 1;
         }
+        /* and every owner is a node still running (a killed primary is
+         * named until the cluster has failed it over) */
+        for (int s = 0; stable && s < LLMQ_CLUSTER_SLOTS; s++) {
+            int live = 0;
+            for (int k = 0; k < c->n_nodes && !live; k++)
+                live = c->alive[k] && c->nodes[k].port == first[s];
+            stable = live;
+        }
         if (!stable)
             usleep(50000);
     }

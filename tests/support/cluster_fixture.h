@@ -32,7 +32,7 @@ int llmq_test_cluster_start(struct llmq_test_cluster *c, int primaries, int repl
 void llmq_test_cluster_stop(struct llmq_test_cluster *c);
 
 /* Waits up to timeout_ms until every live node says cluster_state:ok and
- * all of them name the same primary for every slot. Returns 0 or -1. */
+ * all of them name the same primary, a running one, for every slot. Returns 0 or -1. */
 int llmq_test_cluster_wait_stable(struct llmq_test_cluster *c, long long timeout_ms);
 
 /* The index (in nodes) of the primary serving slot, as a live node says;

@@ -10,9 +10,12 @@
  * stale. */
 #include "admin/metrics_worker.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "redis/script.h"
 
 #include "admin/admin_http.h"
 #include "http/http.h"
@@ -40,6 +43,10 @@ struct llmq_worker_metrics {
     struct llmq_metric *wait_s, *latency_s, *tok_reserved, *tok_used, *prompt_est, *prompt_act;
     struct llmq_metric *redis_up, *ready, *draining, *auth_paused, *invalid_resp;
     struct llmq_metric *stale, *guard;
+    /* per endpoint (`llmq endpoints`): this worker's calls, and the shared
+     * state polled from Redis with the depths (lua/endpoint_list.lua) */
+    struct llmq_metric *ep_requests, *ep_latency, *ep_up, *ep_used, *ep_limit, *ep_lat_shared;
+    int ep_pending[LLMQ_WORKER_MAX_ACCOUNTS];
     struct llmq_admin_http *admin;
     struct worker_spend_metrics *spend; /* budgets and today's spend, polled with the depths */
     ev_timer depth_timer;
@@ -160,6 +167,44 @@ static int register_gauges(struct llmq_worker_metrics *m)
            m->guard;
 }
 
+static int register_endpoints(struct llmq_worker_metrics *m)
+{
+    static const char *const aemo[] = {"account", "endpoint", "model", "outcome", NULL};
+    static const char *const ae[] = {"account", "endpoint", NULL};
+    static const char *const aes[] = {"account", "endpoint", "state", NULL};
+    static const char *const aemd[] = {"account", "endpoint", "model", "dimension", NULL};
+    struct llmq_metrics *r = m->reg;
+    enum llmq_metric_type g = LLMQ_METRIC_GAUGE;
+    m->ep_requests = llmq_metrics_register(
+        r, "llmq_endpoint_requests_total",
+        "This worker's calls per endpoint, by what they said about it (ok, fail: 5xx, "
+        "transport or an invalid 2xx; limit: a rate-limit 429; auth; quota; other: the job's "
+        "own fault).",
+        LLMQ_METRIC_COUNTER, aemo, NULL, 0);
+    m->ep_latency = llmq_metrics_register(r, "llmq_endpoint_latency_seconds",
+                                          "Time of this worker's calls per endpoint.",
+                                          LLMQ_METRIC_HISTOGRAM, ae, latency_bounds,
+                                          sizeof(latency_bounds) / sizeof(latency_bounds[0]));
+    m->ep_up = llmq_metrics_register(r, "llmq_endpoint_state",
+                                     "1 for the endpoint's shared state (ok, cooling, probing, "
+                                     "disabled), 0 for the others (polled).",
+                                     g, aes, NULL, 0);
+    m->ep_used = llmq_metrics_register(
+        r, "llmq_endpoint_bucket_used",
+        "Requests or tokens counted in the endpoint's bucket of the model now (polled).", g, aemd,
+        NULL, 0);
+    m->ep_limit = llmq_metrics_register(r, "llmq_endpoint_bucket_limit",
+                                        "The endpoint's limit of the model per period; -1 none "
+                                        "(polled).",
+                                        g, aemd, NULL, 0);
+    m->ep_lat_shared = llmq_metrics_register(
+        r, "llmq_endpoint_recent_latency_ms",
+        "The endpoint's recent latency as every worker measured it (routing fastest; polled).", g,
+        ae, NULL, 0);
+    return m->ep_requests && m->ep_latency && m->ep_up && m->ep_used && m->ep_limit &&
+           m->ep_lat_shared;
+}
+
 /* ---- readiness and scrape-time gauges ---- */
 
 static int account_ready(const struct worker_account *a, char *reason, size_t n)
@@ -250,6 +295,71 @@ static void on_depth(redisAsyncContext *ac, void *reply, void *privdata)
     llmq_metrics_set(f, l, (double)v);
 }
 
+/* lua/endpoint_list.lua's JSON for account i: the shared state per
+ * endpoint as gauges. */
+struct ep_poll {
+    struct llmq_worker_metrics *wm;
+    int account;
+};
+static struct ep_poll ep_polls[LLMQ_WORKER_MAX_ACCOUNTS];
+
+static void on_endpoints(redisAsyncContext *ac, redisReply *r, void *privdata)
+{
+    (void)ac;
+    struct ep_poll *p = privdata;
+    struct llmq_worker_metrics *m = p->wm;
+    m->ep_pending[p->account] = 0;
+    if (r == NULL || r->type != REDIS_REPLY_STRING)
+        return;
+    json_t *o = json_loadb(r->str, r->len, 0, NULL);
+    const char *acct = m->w->accounts[p->account].cfg->name;
+    static const char *const states[] = {"ok", "cooling", "probing", "disabled"};
+    size_t i, j;
+    json_t *e, *md;
+    json_array_foreach(json_object_get(o, "endpoints"), i, e)
+    {
+        const char *name = json_string_value(json_object_get(e, "name"));
+        const char *state = json_string_value(json_object_get(e, "state"));
+        if (name == NULL || state == NULL)
+            continue;
+        for (size_t k = 0; k < sizeof(states) / sizeof(states[0]); k++) {
+            const char *l[] = {acct, name, states[k]};
+            llmq_metrics_set(m->ep_up, l, strcmp(state, states[k]) == 0);
+        }
+        const char *ll[] = {acct, name};
+        llmq_metrics_set(m->ep_lat_shared, ll, json_number_value(json_object_get(e, "lat_ms")));
+        json_array_foreach(json_object_get(e, "models"), j, md)
+        {
+            const char *model = json_string_value(json_object_get(md, "model"));
+            if (model == NULL)
+                continue;
+            const char *lr[] = {acct, name, model, "requests"},
+                       *lt[] = {acct, name, model, "tokens"};
+            llmq_metrics_set(m->ep_used, lr,
+                             json_number_value(json_object_get(md, "requests_used")));
+            llmq_metrics_set(m->ep_used, lt, json_number_value(json_object_get(md, "tokens_used")));
+            llmq_metrics_set(m->ep_limit, lr,
+                             json_number_value(json_object_get(md, "requests_limit")));
+            llmq_metrics_set(m->ep_limit, lt,
+                             json_number_value(json_object_get(md, "tokens_limit")));
+        }
+    }
+    json_decref(o);
+}
+
+static void endpoints_send(struct llmq_worker_metrics *m, int i)
+{
+    struct worker_account *a = &m->w->accounts[i];
+    redisAsyncContext *ac = llmq_redis_async_context(a->cmd);
+    if (ac == NULL || m->ep_pending[i] || m->w->cfg->n_endpoint_keys == 0)
+        return;
+    ep_polls[i] = (struct ep_poll){.wm = m, .account = i};
+    const char *argv[1] = {a->prefix};
+    if (llmq_script_run_async(ac, LLMQ_SCRIPT_ENDPOINT_LIST, 1, 1, argv, NULL, on_endpoints,
+                              &ep_polls[i]) == LLMQ_OK)
+        m->ep_pending[i] = 1;
+}
+
 static void depth_send(struct llmq_worker_metrics *m, int i)
 {
     struct worker_account *a = &m->w->accounts[i];
@@ -284,6 +394,7 @@ static void on_depth_timer(struct ev_loop *loop, ev_timer *t, int revents)
         struct worker_account *a = &m->w->accounts[i];
         llmq_worker_spend_metrics_poll(m->spend, i, llmq_redis_async_context(a->cmd), a->prefix,
                                        a->cfg->name);
+        endpoints_send(m, i);
     }
 }
 
@@ -293,7 +404,8 @@ int llmq_worker_metrics_start(struct llmq_worker *w)
 {
     struct llmq_worker_metrics *m = calloc(1, sizeof(*m));
     if (m == NULL || (m->reg = llmq_metrics_new()) == NULL || !register_jobs(m) ||
-        !register_gauges(m) || (m->spend = llmq_worker_spend_metrics_new(m->reg)) == NULL) {
+        !register_gauges(m) || !register_endpoints(m) ||
+        (m->spend = llmq_worker_spend_metrics_new(m->reg)) == NULL) {
         LLMQ_LOG(LLMQ_LOG_ERROR, "metrics: out of memory; running without metrics");
         if (m != NULL)
             llmq_metrics_free(m->reg);
@@ -430,6 +542,13 @@ void llmq_worker_count_outcome(struct llmq_worker *w, const struct worker_job *j
         llmq_metrics_add(m->stale, l, 1);
     if (job->settle.mode == WORKER_SETTLE_DONE)
         llmq_metrics_add(m->tok_used, l, (double)used);
+    if (job->endpoint != NULL && job->endpoint[0] != '\0') {
+        const char *o = job->settle.outcome[0] ? job->settle.outcome : "other";
+        const char *le[] = {job->acct->cfg->name, job->endpoint, job->model, o};
+        llmq_metrics_add(m->ep_requests, le, 1);
+        if (resp != NULL && resp->outcome != LLMQ_HTTP_CANCELLED)
+            llmq_metrics_observe(m->ep_latency, le, resp->elapsed_ms / 1000.0);
+    }
 }
 
 void llmq_worker_metrics_invalid_response(struct llmq_worker *w, const struct worker_job *job)

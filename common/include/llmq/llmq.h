@@ -52,6 +52,9 @@ struct llmq_job_options {
     long long deadline_ms; /* unix ms after which the job is not started; 0: none */
     long long ttl_ms;      /* deadline relative to enqueue time (Redis clock); 0: none */
     int max_attempts;      /* 1..100; 0: the default, 5 */
+    const char *endpoints; /* NULL: any endpoint of the model (`llmq endpoints`); else the
+                              endpoints the job may run on, comma-separated names
+                              ("azure-east,azure-west"; each 1..64 of A-Z a-z 0-9 . _ -) */
 };
 
 /* One request of llmq_producer_enqueue_many. */

@@ -44,6 +44,8 @@ static void test_layout(void **state)
         {LLMQ_KEY_GW_KEYS, NULL, P "gw:keys"},
         {LLMQ_KEY_GW_FILE, "file-1", P "gw:file:file-1"},
         {LLMQ_KEY_GW_FILES, NULL, P "gw:files"},
+        {LLMQ_KEY_GW_FILE_JOBS, "file-1", P "gw:file:file-1:jobs"},
+        {LLMQ_KEY_GW_FILE_DATA, "file-1", P "gw:file:file-1:data"},
         {LLMQ_KEY_GW_BATCH, "batch_1", P "gw:batch:batch_1"},
         {LLMQ_KEY_GW_BATCH_JOBS, "batch_1", P "gw:batch:batch_1:jobs"},
         {LLMQ_KEY_GW_BATCHES, NULL, P "gw:batches"},

@@ -1,0 +1,447 @@
+/* llmq endpoints: the places a model can be called (docs/DESIGN.md §3.7):
+ * add, change, remove, enable, disable and list an account's endpoints, and
+ * set a model's routing strategy and fallback. Every change is one call of
+ * lua/endpoint_admin.lua (atomic); list reads lua/endpoint_list.lua. No API
+ * key is ever given here: workers hold them (llmq-worker --endpoint-key). */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "redis/script.h"
+
+static void usage(FILE *out)
+{
+    fputs("usage: llmq endpoints add NAME --base-url URL [--tier K] [--weight W]\n"
+          "                          [--azure-api-version V] [--kind openai|azure|compatible]\n"
+          "                          [--fail-threshold N] [--fail-window-ms MS]\n"
+          "                          [--cooldown-ms MS] [--cooldown-max-ms MS] [--probe-ms MS]\n"
+          "       llmq endpoints set NAME [the options of add]\n"
+          "       llmq endpoints rm NAME\n"
+          "       llmq endpoints enable NAME\n"
+          "       llmq endpoints disable NAME [--reason TEXT]\n"
+          "       llmq endpoints list [--json]\n"
+          "       llmq endpoints routing MODEL spillover|balanced|fastest\n"
+          "       llmq endpoints fallback MODEL FALLBACK_MODEL|none\n\n"
+          "An endpoint is one place a model can be called: an OpenAI org or project key,\n"
+          "an Azure OpenAI resource (--azure-api-version: api-key auth, the deployment path\n"
+          "/openai/deployments/DEP; --base-url may also be a deployment URL), any\n"
+          "OpenAI-compatible server. It serves a model once it has limits for it:\n"
+          "`llmq limits set MODEL --endpoint NAME --rpm N --tpm N [--deployment DEP]`.\n"
+          "Workers call it with the key they are given for it (llmq-worker --endpoint-key\n"
+          "NAME=ENV_VAR); Redis never holds a key. Dispatch picks among a model's endpoints\n"
+          "with room by its routing: spillover (default: lowest --tier first, the next tier\n"
+          "only when it would make the job wait), balanced (the most remaining budget,\n"
+          "times --weight), fastest (lowest recent latency). --tier 1.. (default 1),\n"
+          "--weight 0.001..1000000 (default 1).\n"
+          "Health: --fail-threshold failures (5xx, timeouts, refused or reset; default 5)\n"
+          "within --fail-window-ms (10000) cool the endpoint for --cooldown-ms (1000),\n"
+          "doubling up to --cooldown-max-ms (60000) while it keeps failing; then one probe\n"
+          "request (answer awaited up to --probe-ms, 30000) decides. 401/403 and\n"
+          "insufficient_quota disable it until `llmq endpoints enable NAME`.\n"
+          "A fallback model takes a model's jobs (body's model rewritten) when every\n"
+          "endpoint of the model is out, or its wait would pass a job's deadline.\n"
+          "With no endpoint for a model, the workers' own --base-url and key serve it\n"
+          "(the implicit endpoint), with the model's own limits.\n\n"
+          "Options: --json (list), --redis URL, --account NAME, --help\n"
+          "Exit: 0 ok; 1 Redis failure; 2 usage error, an unknown endpoint, a bad value.\n",
+          out);
+}
+
+enum {
+    OPT_BASE_URL = 256,
+    OPT_TIER,
+    OPT_WEIGHT,
+    OPT_AZURE,
+    OPT_KIND,
+    OPT_FAIL_THRESHOLD,
+    OPT_FAIL_WINDOW,
+    OPT_COOLDOWN,
+    OPT_COOLDOWN_MAX,
+    OPT_PROBE,
+    OPT_REASON,
+    OPT_JSON,
+};
+
+static const struct option long_options[] = {
+    {"base-url", required_argument, NULL, OPT_BASE_URL},
+    {"tier", required_argument, NULL, OPT_TIER},
+    {"weight", required_argument, NULL, OPT_WEIGHT},
+    {"azure-api-version", required_argument, NULL, OPT_AZURE},
+    {"kind", required_argument, NULL, OPT_KIND},
+    {"fail-threshold", required_argument, NULL, OPT_FAIL_THRESHOLD},
+    {"fail-window-ms", required_argument, NULL, OPT_FAIL_WINDOW},
+    {"cooldown-ms", required_argument, NULL, OPT_COOLDOWN},
+    {"cooldown-max-ms", required_argument, NULL, OPT_COOLDOWN_MAX},
+    {"probe-ms", required_argument, NULL, OPT_PROBE},
+    {"reason", required_argument, NULL, OPT_REASON},
+    {"json", no_argument, NULL, OPT_JSON},
+    LLMQ_CLI_COMMON_OPTIONS,
+    {NULL, 0, NULL, 0},
+};
+
+#define MAX_FIELDS 12
+
+struct ep_opts {
+    const struct llmq_cli *cli;
+    const char *fields[MAX_FIELDS];
+    char values[MAX_FIELDS][1100];
+    int n;
+    const char *reason;
+    int as_json;
+};
+
+static void put(struct ep_opts *o, const char *field, const char *value)
+{
+    int k = 0; /* a repeated option: the last one wins */
+    while (k < o->n && strcmp(o->fields[k], field) != 0)
+        k++;
+    o->fields[k] = field;
+    snprintf(o->values[k], sizeof(o->values[k]), "%s", value);
+    o->n += k == o->n;
+}
+
+/* The base URL as stored: http(s) only, no trailing '/' or "/v1" (the
+ * worker adds the request's path). 0, or an exit code after a message. */
+static int put_base_url(struct ep_opts *o, const char *url)
+{
+    if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
+        llmq_cli_error(o->cli, "--base-url: must start with http:// or https://, got '%s'", url);
+        return LLMQ_EXIT_USAGE;
+    }
+    char buf[1100];
+    size_t len = strlen(url);
+    if (len >= sizeof(buf) - 1 || strpbrk(url, " \t\r\n?#") != NULL) {
+        llmq_cli_error(o->cli, "--base-url: at most 1024 bytes, no spaces, query or fragment");
+        return LLMQ_EXIT_USAGE;
+    }
+    memcpy(buf, url, len + 1);
+    while (len > 0 && buf[len - 1] == '/')
+        buf[--len] = '\0';
+    if (len >= 3 && strcmp(buf + len - 3, "/v1") == 0)
+        buf[len - 3] = '\0';
+    put(o, "base_url", buf);
+    return 0;
+}
+
+static int take_option(int opt, const char *arg, void *ud)
+{
+    struct ep_opts *o = ud;
+    long long v = 0;
+    char num[32];
+    switch (opt) {
+    case OPT_BASE_URL:
+        return put_base_url(o, arg);
+    case OPT_AZURE:
+        if (arg[0] == '\0' || strlen(arg) > 40 || strpbrk(arg, " &?#/") != NULL) {
+            llmq_cli_error(o->cli,
+                           "--azure-api-version: expected a version such as "
+                           "2024-10-21, got '%s'",
+                           arg);
+            return LLMQ_EXIT_USAGE;
+        }
+        put(o, "api_version", arg);
+        put(o, "kind", "azure");
+        return 0;
+    case OPT_KIND:
+        if (strcmp(arg, "openai") != 0 && strcmp(arg, "azure") != 0 &&
+            strcmp(arg, "compatible") != 0) {
+            llmq_cli_error(o->cli, "--kind: expected openai, azure or compatible, got '%s'", arg);
+            return LLMQ_EXIT_USAGE;
+        }
+        put(o, "kind", arg);
+        return 0;
+    case OPT_WEIGHT: {
+        char *end = NULL;
+        double w = strtod(arg, &end);
+        if (end == arg || *end != '\0' || !(w >= 0.001 && w <= 1000000)) {
+            llmq_cli_error(o->cli, "--weight: expected a number from 0.001 to 1000000, got '%s'",
+                           arg);
+            return LLMQ_EXIT_USAGE;
+        }
+        put(o, "weight", arg);
+        return 0;
+    }
+    case OPT_REASON:
+        o->reason = arg;
+        return 0;
+    case OPT_JSON:
+        o->as_json = 1;
+        return 0;
+    default:
+        break;
+    }
+    static const struct {
+        int opt;
+        const char *name, *field;
+        long long min, max;
+    } nums[] = {
+        {OPT_TIER, "--tier", "tier", 1, 1000},
+        {OPT_FAIL_THRESHOLD, "--fail-threshold", "fail_threshold", 1, 1000000},
+        {OPT_FAIL_WINDOW, "--fail-window-ms", "fail_window_ms", 1, 86400000},
+        {OPT_COOLDOWN, "--cooldown-ms", "cooldown_ms", 1, 86400000},
+        {OPT_COOLDOWN_MAX, "--cooldown-max-ms", "cooldown_max_ms", 1, 86400000},
+        {OPT_PROBE, "--probe-ms", "probe_ms", 100, 86400000},
+    };
+    for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+        if (nums[i].opt != opt)
+            continue;
+        if (llmq_cli_parse_int64(o->cli, nums[i].name, arg, nums[i].min, nums[i].max, &v) != 0)
+            return LLMQ_EXIT_USAGE;
+        snprintf(num, sizeof(num), "%lld", v);
+        put(o, nums[i].field, num);
+        return 0;
+    }
+    return LLMQ_EXIT_USAGE;
+}
+
+/* Runs endpoint_admin with argv[1..argc) after the prefix; prints the
+ * script's error. Returns an exit code. */
+static int admin(const struct llmq_cli *cli, redisContext *c, const char *prefix, int argc,
+                 const char **argv)
+{
+    struct llmq_error err = {0};
+    argv[0] = prefix;
+    redisReply *r = llmq_script_run(c, LLMQ_SCRIPT_ENDPOINT_ADMIN, 1, argc, argv, NULL, &err);
+    int code = LLMQ_EXIT_OK;
+    if (r == NULL) {
+        llmq_cli_error(cli, "%s", err.msg);
+        code = LLMQ_EXIT_FAIL;
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        const char *m = strstr(r->str, "LLMQ_");
+        const char *text = m ? strchr(m, ' ') : NULL;
+        llmq_cli_error(cli, "%s", text ? text + 1 : r->str);
+        code = m ? LLMQ_EXIT_USAGE : LLMQ_EXIT_FAIL;
+    }
+    if (r != NULL)
+        freeReplyObject(r);
+    return code;
+}
+
+/* lua/endpoint_list.lua's JSON (new), or NULL after a message. */
+json_t *llmq_cli_endpoints(redisContext *c, const char *prefix, struct llmq_error *err)
+{
+    const char *argv[1] = {prefix};
+    redisReply *r = llmq_script_run(c, LLMQ_SCRIPT_ENDPOINT_LIST, 1, 1, argv, NULL, err);
+    json_t *o = NULL;
+    if (r != NULL && r->type == REDIS_REPLY_STRING)
+        o = json_loadb(r->str, r->len, 0, NULL);
+    else if (r != NULL)
+        llmq_error_set(err, LLMQ_ESCRIPT, "endpoint_list: %s",
+                       r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+    if (r != NULL)
+        freeReplyObject(r);
+    return o;
+}
+
+static long long int_of(const json_t *o, const char *k)
+{
+    const json_t *v = json_object_get(o, k);
+    return json_is_number(v) ? (long long)json_number_value(v) : 0;
+}
+
+static const char *str_of(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+
+void llmq_cli_endpoint_state(const json_t *e, long long now_ms, char *buf, size_t n)
+{
+    const char *state = str_of(e, "state");
+    if (strcmp(state, "cooling") == 0)
+        snprintf(buf, n, "cooling for %lld ms (%s)", int_of(e, "cool_until_ms") - now_ms,
+                 str_of(e, "why"));
+    else if (strcmp(state, "probing") == 0)
+        snprintf(buf, n, "probing (one request in flight)");
+    else if (strcmp(state, "disabled") == 0)
+        snprintf(buf, n, "disabled: %s", str_of(e, "why"));
+    else
+        snprintf(buf, n, "ok");
+}
+
+void llmq_cli_endpoints_print(FILE *out, const json_t *o)
+{
+    long long now = int_of(o, "now_ms");
+    size_t i, j;
+    json_t *e, *m;
+    const json_t *eps = json_object_get(o, "endpoints");
+    if (!json_is_array(eps) || json_array_size(eps) == 0) {
+        fprintf(out, "  no endpoints: every model runs on the workers' own --base-url and key\n");
+        return;
+    }
+    json_array_foreach(eps, i, e)
+    {
+        char state[400];
+        llmq_cli_endpoint_state(e, now, state, sizeof(state));
+        fprintf(out, "  %s  %s %s%s%s  tier %lld weight %g  %s", str_of(e, "name"),
+                str_of(e, "kind"), str_of(e, "base_url"),
+                str_of(e, "api_version")[0] ? " api-version " : "", str_of(e, "api_version"),
+                int_of(e, "tier"), json_number_value(json_object_get(e, "weight")), state);
+        if (int_of(e, "lat_ms") >= 0)
+            fprintf(out, "  latency %lld ms", int_of(e, "lat_ms"));
+        fprintf(out, "  ok %lld failed %lld 429s %lld\n", int_of(e, "n_ok"), int_of(e, "n_fail"),
+                int_of(e, "n_429"));
+        json_array_foreach(json_object_get(e, "models"), j, m)
+        {
+            fprintf(out, "      %-24s requests %lld/", str_of(m, "model"),
+                    int_of(m, "requests_used"));
+            if (int_of(m, "requests_limit") >= 0)
+                fprintf(out, "%lld", int_of(m, "requests_limit"));
+            else
+                fprintf(out, "-");
+            fprintf(out, "  tokens %lld/", int_of(m, "tokens_used"));
+            if (int_of(m, "tokens_limit") >= 0)
+                fprintf(out, "%lld", int_of(m, "tokens_limit"));
+            else
+                fprintf(out, "-");
+            fprintf(out, " per %lld ms", int_of(m, "period_ms"));
+            if (strcmp(str_of(m, "deployment"), str_of(m, "model")) != 0)
+                fprintf(out, "  deployment %s", str_of(m, "deployment"));
+            if (int_of(m, "paused_ms") > 0)
+                fprintf(out, "  paused %lld ms", int_of(m, "paused_ms"));
+            fprintf(out, "\n");
+        }
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)json_object_get(o, "routing"), k, v)
+        fprintf(out, "  routing %s: %s\n", k, json_string_value(v));
+    json_object_foreach((json_t *)json_object_get(o, "fallbacks"), k, v)
+        fprintf(out, "  fallback %s -> %s\n", k, json_string_value(v));
+}
+
+static int list(const struct llmq_cli *cli, redisContext *c, const char *prefix, int as_json)
+{
+    struct llmq_error err = {0};
+    json_t *o = llmq_cli_endpoints(c, prefix, &err);
+    if (o == NULL) {
+        llmq_cli_error(cli, "%s", err.msg[0] ? err.msg : "endpoint_list: no JSON reply");
+        return LLMQ_EXIT_FAIL;
+    }
+    if (as_json) {
+        /* Lua's cjson writes an empty list as {}: a list is a list here. */
+        size_t i;
+        json_t *e;
+        if (!json_is_array(json_object_get(o, "endpoints")))
+            json_object_set_new(o, "endpoints", json_array());
+        json_array_foreach(json_object_get(o, "endpoints"), i,
+                           e) if (!json_is_array(json_object_get(e, "models")))
+            json_object_set_new(e, "models", json_array());
+        char *s = json_dumps(o, JSON_COMPACT);
+        printf("%s\n", s ? s : "{}");
+        free(s);
+    } else {
+        printf("endpoints of account %s:\n", cli->account);
+        llmq_cli_endpoints_print(stdout, o);
+    }
+    json_decref(o);
+    return LLMQ_EXIT_OK;
+}
+
+struct run {
+    struct ep_opts *o;
+    const char *sub;
+    char **pos;
+    int n_pos;
+};
+
+static int run(const struct llmq_cli *cli, redisContext *c, const char *prefix, void *ud)
+{
+    struct run *r = ud;
+    struct ep_opts *o = r->o;
+    const char *argv[4 + 2 * MAX_FIELDS] = {0};
+    int argc = 1;
+    if (strcmp(r->sub, "list") == 0)
+        return list(cli, c, prefix, o->as_json);
+    const char *op = r->sub;
+    if (strcmp(op, "routing") == 0)
+        op = "route";
+    argv[argc++] = op;
+    for (int i = 1; i < r->n_pos; i++)
+        argv[argc++] = strcmp(op, "fallback") == 0 && i == 2 && strcmp(r->pos[i], "none") == 0
+                           ? ""
+                           : r->pos[i];
+    if (strcmp(op, "disable") == 0)
+        argv[argc++] = o->reason ? o->reason : "disabled by an operator";
+    for (int i = 0; i < o->n; i++) {
+        argv[argc++] = o->fields[i];
+        argv[argc++] = o->values[i];
+    }
+    int code = admin(cli, c, prefix, argc, argv);
+    if (code == LLMQ_EXIT_OK)
+        printf("endpoints %s %s: ok\n", r->sub, r->pos[1]);
+    return code;
+}
+
+int llmq_cmd_endpoints(struct llmq_cli *cli, int argc, char **argv)
+{
+    struct ep_opts o = {.cli = cli};
+    char *pos[4];
+    int n_pos = 0;
+    int rc = llmq_cli_getopt(cli, argc, argv, long_options, take_option, &o, usage, pos, 4, &n_pos);
+    if (rc >= 0)
+        return rc;
+    if (n_pos == 0) {
+        llmq_cli_error(cli, "expected add, set, rm, enable, disable, list, routing or fallback "
+                            "(see --help)");
+        return LLMQ_EXIT_USAGE;
+    }
+    const char *sub = pos[0];
+    static const struct {
+        const char *name;
+        int n_args; /* positional arguments after the subcommand */
+        int takes_fields;
+    } subs[] = {
+        {"add", 1, 1},     {"set", 1, 1},  {"rm", 1, 0},      {"enable", 1, 0},
+        {"disable", 1, 0}, {"list", 0, 0}, {"routing", 2, 0}, {"fallback", 2, 0},
+    };
+    int k = -1;
+    for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
+        if (strcmp(sub, subs[i].name) == 0)
+            k = (int)i;
+    if (k < 0) {
+        llmq_cli_error(cli,
+                       "unknown subcommand '%s' (add, set, rm, enable, disable, list, "
+                       "routing, fallback)",
+                       sub);
+        return LLMQ_EXIT_USAGE;
+    }
+    if (n_pos - 1 != subs[k].n_args) {
+        llmq_cli_error(cli, "%s takes %s (see --help)", sub,
+                       subs[k].n_args == 0           ? "no argument"
+                       : subs[k].n_args == 1         ? "NAME"
+                       : strcmp(sub, "routing") == 0 ? "MODEL and spillover, balanced or fastest"
+                                                     : "MODEL and FALLBACK_MODEL (or none)");
+        return LLMQ_EXIT_USAGE;
+    }
+    if (!subs[k].takes_fields && o.n > 0) {
+        llmq_cli_error(cli, "%s takes no endpoint options (they belong to add and set)", sub);
+        return LLMQ_EXIT_USAGE;
+    }
+    if (strcmp(sub, "add") == 0 && (o.n == 0 || strcmp(o.fields[0], "base_url") != 0)) {
+        int has = 0;
+        for (int i = 0; i < o.n; i++)
+            has |= strcmp(o.fields[i], "base_url") == 0;
+        if (!has) {
+            llmq_cli_error(cli, "add: --base-url URL is required");
+            return LLMQ_EXIT_USAGE;
+        }
+    }
+    if (strcmp(sub, "set") == 0 && o.n == 0) {
+        llmq_cli_error(cli, "set: nothing to set (see --help)");
+        return LLMQ_EXIT_USAGE;
+    }
+    if (o.as_json && strcmp(sub, "list") != 0) {
+        llmq_cli_error(cli, "--json belongs to 'endpoints list'");
+        return LLMQ_EXIT_USAGE;
+    }
+    if (o.reason != NULL && strcmp(sub, "disable") != 0) {
+        llmq_cli_error(cli, "--reason belongs to 'endpoints disable'");
+        return LLMQ_EXIT_USAGE;
+    }
+    struct run r = {&o, sub, pos, n_pos};
+    return llmq_cli_on_account(cli, run, &r);
+}
