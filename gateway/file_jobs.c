@@ -1,7 +1,7 @@
 /* Records of an uploaded file's requests (see file_jobs.h). */
 #include "file_jobs.h"
 
-#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,15 +52,35 @@ int gw_file_job_encode(const struct llmq_job *j, long line, char **out, size_t *
     return 0;
 }
 
+/* Reads one integer of p[0..end) (an optional '-', then digits) into *v;
+ * returns where it ends, or NULL. Never reads at or past end: a record from
+ * Redis has no terminating NUL (strtoll would read on). */
+static const char *read_num(const char *p, const char *end, long long *v)
+{
+    int neg = p < end && *p == '-';
+    const char *d = p + neg;
+    unsigned long long x = 0;
+    const char *q = d;
+    for (; q < end && *q >= '0' && *q <= '9'; q++) {
+        if (x > (unsigned long long)LLONG_MAX / 10)
+            return NULL;
+        x = x * 10 + (unsigned long long)(*q - '0');
+        if (x > (unsigned long long)LLONG_MAX)
+            return NULL;
+    }
+    if (q == d)
+        return NULL;
+    *v = neg ? -(long long)x : (long long)x;
+    return q;
+}
+
 /* Reads n space-separated integers of the header; returns where the header
  * ends (after its '\n') or NULL. */
 static const char *read_nums(const char *p, const char *end, long long *v, int n)
 {
     for (int i = 0; i < n; i++) {
-        char *next = NULL;
-        errno = 0;
-        v[i] = strtoll(p, &next, 10);
-        if (errno != 0 || next == p || next >= end || *next != (i + 1 < n ? ' ' : '\n'))
+        const char *next = read_num(p, end, &v[i]);
+        if (next == NULL || next >= end || *next != (i + 1 < n ? ' ' : '\n'))
             return NULL;
         p = next + 1;
     }
