@@ -132,7 +132,8 @@ static void test_library_runs_a_gateway(void **state)
     assert_non_null(strstr(body, "\"type\":\"invalid_request_error\""));
 
     /* a key as `llmq keys create` stores it: only its SHA-256 names it */
-    const char *secret = "sk-llmq-library-test-0123456789";
+    char secret[LLMQ_GW_KEY_LEN + 1];
+    assert_int_equal(llmq_gw_key_generate(secret, sizeof(secret), NULL), LLMQ_OK);
     char hash[LLMQ_GW_KEY_HASH_LEN + 1], prefix[LLMQ_KEY_PREFIX_MAX];
     char key[LLMQ_KEY_FIXED_MAX + sizeof(hash)];
     llmq_gw_key_hash(secret, strlen(secret), hash);

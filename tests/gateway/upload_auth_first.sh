@@ -28,7 +28,7 @@ raw_upload() {
 
 status=$(raw_upload "")
 expect "no key: 401 before the body was sent ($status)" [ "${status:0:12}" = "HTTP/1.1 401" ]
-status=$(raw_upload "Authorization: Bearer sk-llmq-wrong"$'\r\n')
+status=$(raw_upload "Authorization: Bearer llmqgw-wrong"$'\r\n')
 expect "a wrong key: 401 before the body was sent ($status)" [ "${status:0:12}" = "HTTP/1.1 401" ]
 status=$(raw_upload "Authorization: Bearer"$'\r\n')
 expect "a malformed header: 401 before the body was sent ($status)" \
@@ -43,7 +43,7 @@ upload() {
         -H 'Expect: 100-continue' --expect100-timeout 30 -F purpose=batch -F "file=@$file" \
         "$GW_URL/files"
 }
-read -r code sent < <(upload sk-llmq-wrong)
+read -r code sent < <(upload llmqgw-wrong)
 expect "a wrong key with 100-continue: 401 ($code)" [ "$code" = 401 ]
 expect "  ... and $sent of the file's $size bytes were sent" [ "$sent" -lt $((size / 4)) ]
 read -r code sent < <(upload "$GW_KEY")
