@@ -760,9 +760,7 @@ int llmq_cmd_enqueue(struct llmq_cli *cli, int argc, char **argv)
                          llmq_job_store_push(c, prefix, b.jobs, b.n_jobs, out, &err) != LLMQ_OK))) {
         llmq_cli_error(cli, "%s", out ? err.msg : "out of memory");
         /* a job the account refuses (a USD budget and no price): invalid input */
-        code = out && err.rc == LLMQ_ESCRIPT && strstr(err.msg, "LLMQ_EINVAL") != NULL
-                   ? LLMQ_EXIT_USAGE
-                   : LLMQ_EXIT_FAIL;
+        code = out && err.rc == LLMQ_EINVAL ? LLMQ_EXIT_USAGE : LLMQ_EXIT_FAIL;
         goto out;
     }
     if (b.n_jobs > 0 && batch_models_read(c, prefix, &b, &models) != 0 && models.name == NULL) {

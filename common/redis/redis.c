@@ -42,10 +42,14 @@ const char *llmq_redis_context_error(redisContext *c)
 enum llmq_rc llmq_redis_error(redisContext *c, const redisReply *reply, const char *what,
                               struct llmq_error *err)
 {
-    if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
-        return llmq_error_set(err,
-                              strncmp(reply->str, "LLMQ_", 5) == 0 ? LLMQ_ESCRIPT : LLMQ_EREDIS,
-                              "%s: %s", what, reply->str);
+    if (reply != NULL && reply->type == REDIS_REPLY_ERROR) {
+        /* A script's own error names its kind first: LLMQ_EINVAL is input the
+         * account refuses (the caller's to fix), any other a script failure. */
+        enum llmq_rc rc = strncmp(reply->str, "LLMQ_EINVAL ", 12) == 0 ? LLMQ_EINVAL
+                          : strncmp(reply->str, "LLMQ_", 5) == 0       ? LLMQ_ESCRIPT
+                                                                       : LLMQ_EREDIS;
+        return llmq_error_set(err, rc, "%s: %s", what, reply->str);
+    }
     if (c != NULL && c->err)
         return llmq_error_set(err, LLMQ_EREDIS, "%s: %s", what, llmq_redis_context_error(c));
     return llmq_error_set(err, LLMQ_EREDIS, "%s: no reply", what);

@@ -59,8 +59,9 @@ enum llmq_rc llmq_redis_handshake(redisContext *c, const struct llmq_redis_url *
  * readers see it too). "no error" when c (may be NULL) has none. */
 const char *llmq_redis_context_error(redisContext *c);
 
-/* Fills err from a context error or an error reply; returns LLMQ_EREDIS or
- * LLMQ_ESCRIPT (for a script's own error reply). reply may be NULL. */
+/* Fills err from a context error or an error reply; returns LLMQ_EREDIS,
+ * LLMQ_EINVAL (a script's error reply "LLMQ_EINVAL ...": input it refuses) or
+ * LLMQ_ESCRIPT (a script's other error replies). reply may be NULL. */
 enum llmq_rc llmq_redis_error(redisContext *c, const redisReply *reply, const char *what,
                               struct llmq_error *err);
 
