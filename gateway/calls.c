@@ -15,20 +15,18 @@
  * yet sent. The state lives in the request (r->state) and holds one reference
  * to it while registered. */
 #include "calls.h"
+#include "call_job.h"
 
 #include <ev.h>
 #include <hiredis/async.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "base/clock.h"
 #include "http.h"
 #include "jobs/job.h"
 #include "jobs/job_result.h"
 #include "jobs/job_store.h"
-#include "base/log.h"
 #include "redis/script.h"
 #include "stream.h"
 #include "waiters.h"
@@ -65,45 +63,10 @@ static void call_finish(struct call *c)
     gw_request_release(c->r);
 }
 
-static void respond_waited_too_long(struct gw_request *r)
-{
-    long long s = r->gw->cfg->max_wait_ms / 1000;
-    snprintf(r->retry_after, sizeof(r->retry_after), "%lld", s > 0 ? s : 1);
-    r->gw->stats.calls_timed_out++;
-    gw_respond_errorf(r, 429, "requests", NULL, "rate_limit_exceeded",
-                      "The request waited %lld ms in llmq's queue for the shared rate limit "
-                      "and was not sent (nothing was charged). Please try again later.",
-                      r->gw->cfg->max_wait_ms);
-}
-
 /* Answers from a result line. */
 static void respond_result(struct call *c, const char *line, size_t len)
 {
-    struct gw_request *r = c->r;
-    struct gw_result res;
-    if (gw_result_decode(line, len, &res) != 0) {
-        gw_respond_errorf(r, 502, "server_error", NULL, NULL,
-                          "llmq-gateway could not read the result of job %s", c->job.id);
-    } else if (res.status != 0 && res.body != NULL) {
-        if (res.request_id[0] != '\0')
-            snprintf(r->request_id, sizeof(r->request_id), "%s", res.request_id);
-        gw_respond(r, (unsigned int)res.status, res.body, strlen(res.body));
-        res.body = NULL;
-    } else if (strcmp(res.error_code, "expired") == 0 || strcmp(res.error_code, "cancelled") == 0) {
-        respond_waited_too_long(r);
-    } else if (strcmp(res.error_code, "budget_exhausted") == 0) {
-        /* OpenAI's answer when the account's quota is spent, naming llmq's budget */
-        gw_respond_errorf(r, 429, "insufficient_quota", NULL, "insufficient_quota",
-                          "You exceeded your current quota: %s",
-                          res.error_message ? res.error_message : "a spend budget is exhausted");
-    } else if (strcmp(res.error_code, "never_fits") == 0) {
-        gw_respond_errorf(r, 400, "invalid_request_error", NULL, "never_fits", "%s",
-                          res.error_message ? res.error_message : "the request never fits");
-    } else {
-        gw_respond_errorf(r, 502, "server_error", NULL, res.error_code, "The request failed: %s",
-                          res.error_message ? res.error_message : res.error_code);
-    }
-    gw_result_clear(&res);
+    gw_call_respond_result(c->r, c->job.id, line, len);
     call_finish(c);
 }
 
@@ -143,21 +106,24 @@ static void on_cancelled(redisAsyncContext *ac, redisReply *rep, void *privdata)
     struct call *c = privdata;
     c->cancelling = 0;
     if (c->phase != CALL_DONE) {
-        int ok = rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 3;
-        if (ok && rep->element[0]->integer == 1) {
+        switch (gw_call_job_cancel_outcome(rep)) {
+        case GW_CANCEL_UNSENT:
             c->r->gw->stats.calls_cancelled++;
-            respond_waited_too_long(c->r);
+            gw_call_respond_waited_too_long(c->r);
             call_finish(c);
-        } else if (ok && rep->element[1]->integer == 1) {
-            /* sent: give the call its time, then 504 */
+            break;
+        case GW_CANCEL_SENT: /* give the call its time, then 504 */
             c->phase = CALL_SENT;
             ev_timer_set(&c->timer, c->r->gw->cfg->call_timeout_ms / 1000.0, 0.0);
             ev_timer_start(c->r->gw->loop, &c->timer);
-        } else if (ok) {
-            look_up(c); /* it ended meanwhile */
-        } else {
+            break;
+        case GW_CANCEL_ENDED:
+            look_up(c);
+            break;
+        case GW_CANCEL_FAILED:
             gw_respond_no_redis(c->r);
             call_finish(c);
+            break;
         }
     }
     gw_request_release(c->r);
@@ -166,10 +132,7 @@ static void on_cancelled(redisAsyncContext *ac, redisReply *rep, void *privdata)
 /* Runs job_cancel for the call's job; cb (NULL: fire and forget) gets c. */
 static void cancel_job(struct gw *gw, const char *id, llmq_script_cb *cb, struct call *c)
 {
-    redisAsyncContext *ac = gw_redis(gw);
-    const char *argv[] = {gw->prefix, "", id};
-    if (ac == NULL ||
-        llmq_script_run_async(ac, LLMQ_SCRIPT_JOB_CANCEL, 1, 3, argv, NULL, cb, c) != LLMQ_OK) {
+    if (gw_call_job_cancel(gw, id, cb, c) != LLMQ_OK) {
         if (c != NULL) {
             gw_respond_no_redis(c->r);
             call_finish(c);
@@ -180,13 +143,6 @@ static void cancel_job(struct gw *gw, const char *id, llmq_script_cb *cb, struct
         c->cancelling = 1;
         gw_request_hold(c->r);
     }
-}
-
-static void on_ignore(redisAsyncContext *ac, redisReply *reply, void *privdata)
-{
-    (void)ac;
-    (void)reply;
-    (void)privdata;
 }
 
 static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
@@ -212,28 +168,15 @@ static void on_gone(struct gw_request *r)
     if (c->phase == CALL_DONE)
         return;
     r->gw->stats.calls_cancelled++;
-    cancel_job(r->gw, c->job.id, on_ignore, NULL);
+    cancel_job(r->gw, c->job.id, NULL, NULL);
     call_finish(c);
 }
 
 static void on_pushed(enum llmq_rc rc, const struct llmq_error *err, void *ud)
 {
     struct call *c = ud;
-    if (c->phase != CALL_DONE) {
-        if (rc != LLMQ_OK && strstr(err->msg, "has no price") != NULL) {
-            /* a USD budget applies and the model has no price (never run unpriced) */
-            gw_respond_errorf(c->r, 400, "invalid_request_error", "model", "model_not_priced", "%s",
-                              strstr(err->msg, "model ") ? strstr(err->msg, "model ") : err->msg);
-            call_finish(c);
-        } else if (rc != LLMQ_OK || !c->out.created) {
-            LLMQ_LOG(LLMQ_LOG_WARN, "gateway: enqueue failed: %s",
-                     rc != LLMQ_OK ? err->msg : "job id taken");
-            gw_respond_no_redis(c->r);
-            call_finish(c);
-        } else {
-            c->r->gw->stats.calls_enqueued++;
-        }
-    }
+    if (c->phase != CALL_DONE && gw_call_job_pushed(c->r, rc, err, &c->out) != 0)
+        call_finish(c);
     gw_request_release(c->r);
 }
 
@@ -258,29 +201,8 @@ void gw_calls_handle(struct gw_request *r)
     c->r = r;
     r->state = c;
     r->state_free = call_free;
-    /* the request's own terms; the key's policy decides on the job below */
-    struct llmq_job_options o = {
-        .priority = r->key.priority,
-        .user = call.user[0] ? call.user : NULL,
-        .ttl_ms = gw->cfg->max_wait_ms,
-    };
-    struct llmq_job_defaults d;
-    llmq_job_defaults_init(&d);
-    d.max_body_bytes = (size_t)gw->job_body_max;
-    d.now_ms = llmq_wall_ms();
-    struct llmq_error err = {0};
-    if (llmq_job_from_request(r->m.call_url, r->body, &o, &d, &c->job, &err) != LLMQ_OK) {
+    if (gw_call_job_make(r, &call, &c->job) != 0) {
         c->phase = CALL_DONE;
-        if (err.rc == LLMQ_ETOOBIG)
-            gw_respond_errorf(r, 413, "invalid_request_error", NULL, "request_too_large", "%s",
-                              err.msg);
-        else
-            gw_respond_errorf(r, 400, "invalid_request_error", NULL, NULL, "%s", err.msg);
-        return;
-    }
-    if (gw_key_policy_apply(&r->key, &c->job, &e) != GW_KEY_ALLOWS) {
-        c->phase = CALL_DONE;
-        gw_respond_error(r, &e);
         return;
     }
     redisAsyncContext *ac = gw_redis(gw);
@@ -298,14 +220,8 @@ void gw_calls_handle(struct gw_request *r)
     ev_timer_start(gw->loop, &c->timer);
     r->on_gone = on_gone;
     gw_request_hold(r); /* the push's */
-    /* the job lives only while this gateway's lease does (lease.h): killed,
-     * the gateway leaves no job that is sent for nobody */
-    /* and its key's spend budgets apply (lua/lib/25_budget.lua) */
-    char key_id[17];
-    snprintf(key_id, sizeof(key_id), "%.16s", r->key.hash);
-    const struct llmq_job_gate gate = {.lease = gw->id, .key_id = key_id[0] ? key_id : NULL};
-    if (llmq_job_store_push_async(ac, gw->prefix, &gate, &c->job, 1, &c->out, on_pushed, c, &err) !=
-        LLMQ_OK) {
+    struct llmq_error err = {0};
+    if (gw_call_job_push(r, &c->job, &c->out, on_pushed, c, &err) != LLMQ_OK) {
         gw_request_release(r);
         gw_respond_no_redis(r);
         call_finish(c);
@@ -315,7 +231,7 @@ void gw_calls_handle(struct gw_request *r)
 void gw_calls_shutdown_one(struct gw_waiter *w)
 {
     struct call *c = (struct call *)((char *)w - offsetof(struct call, w));
-    cancel_job(c->r->gw, c->job.id, on_ignore, NULL);
+    cancel_job(c->r->gw, c->job.id, NULL, NULL);
     snprintf(c->r->retry_after, sizeof(c->r->retry_after), "1");
     gw_respond_errorf(c->r, 503, "server_error", NULL, "service_unavailable",
                       "llmq-gateway is shutting down; retry on another instance");

@@ -17,6 +17,7 @@
  * unsubscribe confirmation, or NULL when the connection drops); one per
  * Redis command in flight. */
 #include "stream.h"
+#include "call_job.h"
 
 #include <ev.h>
 #include <hiredis/async.h>
@@ -26,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/clock.h"
 #include "base/log.h"
 #include "http.h"
 #include "jobs/job.h"
@@ -302,55 +302,11 @@ static void fail(struct stream *st, const char *why)
 
 /* ---- the job: enqueue, results, cancel ---- */
 
-static void on_ignore(redisAsyncContext *ac, redisReply *reply, void *privdata)
-{
-    (void)ac;
-    (void)reply;
-    (void)privdata;
-}
-
-static void cancel_job(struct stream *st, llmq_script_cb *cb);
-
-static void respond_waited_too_long(struct gw_request *r)
-{
-    long long s = r->gw->cfg->max_wait_ms / 1000;
-    snprintf(r->retry_after, sizeof(r->retry_after), "%lld", s > 0 ? s : 1);
-    r->gw->stats.calls_timed_out++;
-    gw_respond_errorf(r, 429, "requests", NULL, "rate_limit_exceeded",
-                      "The request waited %lld ms in llmq's queue for the shared rate limit "
-                      "and was not sent (nothing was charged). Please try again later.",
-                      r->gw->cfg->max_wait_ms);
-}
-
 /* The job ended without events: answer from its result as a synchronous
  * call does (the API's error, expired, never fits...). */
 static void respond_result(struct stream *st, const char *line, size_t len)
 {
-    struct gw_request *r = st->r;
-    struct gw_result res;
-    if (gw_result_decode(line, len, &res) != 0) {
-        gw_respond_errorf(r, 502, "server_error", NULL, NULL,
-                          "llmq-gateway could not read the result of job %s", st->job.id);
-    } else if (res.status != 0 && res.body != NULL) {
-        if (res.request_id[0] != '\0')
-            snprintf(r->request_id, sizeof(r->request_id), "%s", res.request_id);
-        gw_respond(r, (unsigned int)res.status, res.body, strlen(res.body));
-        res.body = NULL;
-    } else if (strcmp(res.error_code, "expired") == 0 || strcmp(res.error_code, "cancelled") == 0) {
-        respond_waited_too_long(r);
-    } else if (strcmp(res.error_code, "budget_exhausted") == 0) {
-        /* as a synchronous call (calls.c): OpenAI's answer when the quota is spent */
-        gw_respond_errorf(r, 429, "insufficient_quota", NULL, "insufficient_quota",
-                          "You exceeded your current quota: %s",
-                          res.error_message ? res.error_message : "a spend budget is exhausted");
-    } else if (strcmp(res.error_code, "never_fits") == 0) {
-        gw_respond_errorf(r, 400, "invalid_request_error", NULL, "never_fits", "%s",
-                          res.error_message ? res.error_message : "the request never fits");
-    } else {
-        gw_respond_errorf(r, 502, "server_error", NULL, res.error_code, "The request failed: %s",
-                          res.error_message ? res.error_message : res.error_code);
-    }
-    gw_result_clear(&res);
+    gw_call_respond_result(st->r, st->job.id, line, len);
     stream_finish(st);
 }
 
@@ -396,19 +352,23 @@ static void on_cancelled(redisAsyncContext *ac, redisReply *rep, void *privdata)
     struct stream *st = privdata;
     st->cancelling = 0;
     if (st->phase == ST_WAITING) {
-        int ok = rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 3;
-        if (ok && rep->element[0]->integer == 1) {
+        switch (gw_call_job_cancel_outcome(rep)) {
+        case GW_CANCEL_UNSENT:
             st->r->gw->stats.calls_cancelled++;
-            respond_waited_too_long(st->r);
+            gw_call_respond_waited_too_long(st->r);
             stream_finish(st);
-        } else if (ok && rep->element[1]->integer == 1) {
-            st->phase = ST_RUNNING; /* sent: its messages decide now */
+            break;
+        case GW_CANCEL_SENT: /* its messages decide now */
+            st->phase = ST_RUNNING;
             arm(st, GW_STREAM_WATCHDOG_MS / 1000.0);
-        } else if (ok) {
+            break;
+        case GW_CANCEL_ENDED:
             look_up(st);
-        } else {
+            break;
+        case GW_CANCEL_FAILED:
             gw_respond_no_redis(st->r);
             stream_finish(st);
+            break;
         }
     }
     gw_request_release(st->r);
@@ -417,10 +377,7 @@ static void on_cancelled(redisAsyncContext *ac, redisReply *rep, void *privdata)
 /* Runs job_cancel for the stream's job; cb NULL: fire and forget. */
 static void cancel_job(struct stream *st, llmq_script_cb *cb)
 {
-    redisAsyncContext *ac = gw_redis(st->r->gw);
-    const char *argv[] = {st->r->gw->prefix, "", st->job.id};
-    if (ac == NULL || llmq_script_run_async(ac, LLMQ_SCRIPT_JOB_CANCEL, 1, 3, argv, NULL,
-                                            cb ? cb : on_ignore, st) != LLMQ_OK) {
+    if (gw_call_job_cancel(st->r->gw, st->job.id, cb, st) != LLMQ_OK) {
         if (cb != NULL) {
             gw_respond_no_redis(st->r);
             stream_finish(st);
@@ -461,37 +418,17 @@ static void on_gone(struct gw_request *r)
 static void on_pushed(enum llmq_rc rc, const struct llmq_error *err, void *ud)
 {
     struct stream *st = ud;
-    if (st->phase != ST_DONE) {
-        if (rc != LLMQ_OK && strstr(err->msg, "has no price") != NULL) {
-            /* a USD budget applies and the model has no price (never run unpriced) */
-            gw_respond_errorf(st->r, 400, "invalid_request_error", "model", "model_not_priced",
-                              "%s",
-                              strstr(err->msg, "model ") ? strstr(err->msg, "model ") : err->msg);
-            stream_finish(st);
-        } else if (rc != LLMQ_OK || !st->out.created) {
-            LLMQ_LOG(LLMQ_LOG_WARN, "gateway: enqueue failed: %s",
-                     rc != LLMQ_OK ? err->msg : "job id taken");
-            gw_respond_no_redis(st->r);
-            stream_finish(st);
-        } else {
-            st->r->gw->stats.calls_enqueued++;
-        }
-    }
+    if (st->phase != ST_DONE && gw_call_job_pushed(st->r, rc, err, &st->out) != 0)
+        stream_finish(st);
     gw_request_release(st->r);
 }
 
 /* Subscribed: enqueue the job (the worker's messages can only come now). */
 static void push_job(struct stream *st)
 {
-    struct gw *gw = st->r->gw;
     struct llmq_error err = {0};
-    redisAsyncContext *ac = gw_redis(gw);
-    char key_id[17]; /* its key's spend budgets apply (lua/lib/25_budget.lua) */
-    snprintf(key_id, sizeof(key_id), "%.16s", st->r->key.hash);
-    const struct llmq_job_gate gate = {.lease = gw->id, .key_id = key_id[0] ? key_id : NULL};
     gw_request_hold(st->r);
-    if (ac == NULL || llmq_job_store_push_async(ac, gw->prefix, &gate, &st->job, 1, &st->out,
-                                                on_pushed, st, &err) != LLMQ_OK) {
+    if (gw_call_job_push(st->r, &st->job, &st->out, on_pushed, st, &err) != LLMQ_OK) {
         gw_request_release(st->r);
         gw_respond_no_redis(st->r);
         stream_finish(st);
@@ -609,28 +546,8 @@ void gw_stream_handle(struct gw_request *r)
     st->phase = ST_DONE; /* until it waits */
     r->state = st;
     r->state_free = stream_free;
-    struct llmq_job_options o = {
-        .priority = r->key.priority,
-        .user = call.user[0] ? call.user : NULL,
-        .ttl_ms = gw->cfg->max_wait_ms,
-    };
-    struct llmq_job_defaults d;
-    llmq_job_defaults_init(&d);
-    d.max_body_bytes = (size_t)gw->job_body_max;
-    d.now_ms = llmq_wall_ms();
-    struct llmq_error err = {0};
-    if (llmq_job_from_request(r->m.call_url, r->body, &o, &d, &st->job, &err) != LLMQ_OK) {
-        if (err.rc == LLMQ_ETOOBIG)
-            gw_respond_errorf(r, 413, "invalid_request_error", NULL, "request_too_large", "%s",
-                              err.msg);
-        else
-            gw_respond_errorf(r, 400, "invalid_request_error", NULL, NULL, "%s", err.msg);
+    if (gw_call_job_make(r, &call, &st->job) != 0)
         return;
-    }
-    if (gw_key_policy_apply(&r->key, &st->job, &e) != GW_KEY_ALLOWS) {
-        gw_respond_error(r, &e);
-        return;
-    }
     redisAsyncContext *sub = llmq_redis_async_context(st->ss->relay);
     if (gw_redis(gw) == NULL || sub == NULL ||
         llmq_key(st->channel, sizeof(st->channel), gw->prefix, LLMQ_KEY_SSE, st->job.id, NULL) !=

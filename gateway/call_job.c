@@ -1,0 +1,146 @@
+/* The job of a call a caller waits for (call_job.h): the parts a synchronous
+ * and a streamed call share. */
+#include "call_job.h"
+
+#include <hiredis/async.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "decode.h"
+#include "http.h"
+#include "key_policy.h"
+
+int gw_call_job_make(struct gw_request *r, const struct gw_call *call, struct llmq_job *job)
+{
+    struct gw *gw = r->gw;
+    /* the request's own terms; the key's policy decides on the job below */
+    struct llmq_job_options o = {
+        .priority = r->key.priority,
+        .user = call->user[0] ? call->user : NULL,
+        .ttl_ms = gw->cfg->max_wait_ms,
+    };
+    struct llmq_job_defaults d;
+    llmq_job_defaults_init(&d);
+    d.max_body_bytes = (size_t)gw->job_body_max;
+    d.now_ms = llmq_wall_ms();
+    struct llmq_error err = {0};
+    if (llmq_job_from_request(r->m.call_url, r->body, &o, &d, job, &err) != LLMQ_OK) {
+        if (err.rc == LLMQ_ETOOBIG)
+            gw_respond_errorf(r, 413, "invalid_request_error", NULL, "request_too_large", "%s",
+                              err.msg);
+        else
+            gw_respond_errorf(r, 400, "invalid_request_error", NULL, NULL, "%s", err.msg);
+        return -1;
+    }
+    struct gw_error e;
+    if (gw_key_policy_apply(&r->key, job, &e) != GW_KEY_ALLOWS) {
+        gw_respond_error(r, &e);
+        return -1;
+    }
+    return 0;
+}
+
+enum llmq_rc gw_call_job_push(struct gw_request *r, const struct llmq_job *job,
+                              struct llmq_job_outcome *out, llmq_job_store_push_cb *cb, void *ud,
+                              struct llmq_error *err)
+{
+    struct gw *gw = r->gw;
+    redisAsyncContext *ac = gw_redis(gw);
+    if (ac == NULL)
+        return llmq_error_set(err, LLMQ_EREDIS, "Redis is not connected");
+    char key_id[17];
+    snprintf(key_id, sizeof(key_id), "%.16s", r->key.hash);
+    const struct llmq_job_gate gate = {.lease = gw->id, .key_id = key_id[0] ? key_id : NULL};
+    return llmq_job_store_push_async(ac, gw->prefix, &gate, job, 1, out, cb, ud, err);
+}
+
+int gw_call_job_pushed(struct gw_request *r, enum llmq_rc rc, const struct llmq_error *err,
+                       const struct llmq_job_outcome *out)
+{
+    if (rc == LLMQ_EINVAL) {
+        /* the account refuses the job: a USD budget applies and its model
+         * has no price (lua/enqueue.lua; never run unpriced) */
+        const char *m = strstr(err->msg, "model ");
+        gw_respond_errorf(r, 400, "invalid_request_error", "model", "model_not_priced", "%s",
+                          m != NULL ? m : err->msg);
+        return -1;
+    }
+    if (rc != LLMQ_OK || !out->created) {
+        LLMQ_LOG(LLMQ_LOG_WARN, "gateway: enqueue failed: %s",
+                 rc != LLMQ_OK ? err->msg : "job id taken");
+        gw_respond_no_redis(r);
+        return -1;
+    }
+    r->gw->stats.calls_enqueued++;
+    return 0;
+}
+
+static void on_ignore(redisAsyncContext *ac, redisReply *reply, void *privdata)
+{
+    (void)ac;
+    (void)reply;
+    (void)privdata;
+}
+
+enum llmq_rc gw_call_job_cancel(struct gw *gw, const char *id, llmq_script_cb *cb, void *ud)
+{
+    redisAsyncContext *ac = gw_redis(gw);
+    const char *argv[] = {gw->prefix, "", id};
+    if (ac == NULL)
+        return LLMQ_EREDIS;
+    return llmq_script_run_async(ac, LLMQ_SCRIPT_JOB_CANCEL, 1, 3, argv, NULL,
+                                 cb != NULL ? cb : on_ignore, ud);
+}
+
+enum gw_cancel_outcome gw_call_job_cancel_outcome(const redisReply *rep)
+{
+    /* lua/job_cancel.lua: {cancelled, running, ended}, one job here */
+    if (rep == NULL || rep->type != REDIS_REPLY_ARRAY || rep->elements != 3)
+        return GW_CANCEL_FAILED;
+    if (rep->element[0]->integer == 1)
+        return GW_CANCEL_UNSENT;
+    return rep->element[1]->integer == 1 ? GW_CANCEL_SENT : GW_CANCEL_ENDED;
+}
+
+void gw_call_respond_waited_too_long(struct gw_request *r)
+{
+    long long s = r->gw->cfg->max_wait_ms / 1000;
+    snprintf(r->retry_after, sizeof(r->retry_after), "%lld", s > 0 ? s : 1);
+    r->gw->stats.calls_timed_out++;
+    gw_respond_errorf(r, 429, "requests", NULL, "rate_limit_exceeded",
+                      "The request waited %lld ms in llmq's queue for the shared rate limit "
+                      "and was not sent (nothing was charged). Please try again later.",
+                      r->gw->cfg->max_wait_ms);
+}
+
+void gw_call_respond_result(struct gw_request *r, const char *job_id, const char *line, size_t len)
+{
+    struct gw_result res;
+    if (gw_result_decode(line, len, &res) != 0) {
+        gw_respond_errorf(r, 502, "server_error", NULL, NULL,
+                          "llmq-gateway could not read the result of job %s", job_id);
+        return;
+    }
+    if (res.status != 0 && res.body != NULL) {
+        if (res.request_id[0] != '\0')
+            snprintf(r->request_id, sizeof(r->request_id), "%s", res.request_id);
+        gw_respond(r, (unsigned int)res.status, res.body, strlen(res.body));
+        res.body = NULL; /* gw_respond took it */
+    } else if (strcmp(res.error_code, "expired") == 0 || strcmp(res.error_code, "cancelled") == 0) {
+        gw_call_respond_waited_too_long(r);
+    } else if (strcmp(res.error_code, "budget_exhausted") == 0) {
+        /* OpenAI's answer when the account's quota is spent, naming llmq's budget */
+        gw_respond_errorf(r, 429, "insufficient_quota", NULL, "insufficient_quota",
+                          "You exceeded your current quota: %s",
+                          res.error_message ? res.error_message : "a spend budget is exhausted");
+    } else if (strcmp(res.error_code, "never_fits") == 0) {
+        gw_respond_errorf(r, 400, "invalid_request_error", NULL, "never_fits", "%s",
+                          res.error_message ? res.error_message : "the request never fits");
+    } else {
+        gw_respond_errorf(r, 502, "server_error", NULL, res.error_code, "The request failed: %s",
+                          res.error_message ? res.error_message : res.error_code);
+    }
+    gw_result_clear(&res);
+}
