@@ -92,20 +92,31 @@ static void data_error(struct sim_server *srv, struct sim_exchange *ex)
     stream_end(ex, 0);
 }
 
-/* ---- chat completions ---- */
+/* ---- chat completions and completions ---- */
 
-static void chat_open(struct sim_buf *b, const struct sim_exchange *ex)
+/* What differs between the chunks of a chat and of a completions stream. */
+struct chunk_kind {
+    const char *id_prefix, *object;
+    int chat; /* 1: "delta" objects after a role chunk, usage with details; 0: "text" */
+};
+static const struct chunk_kind CHAT_CHUNKS = {"chatcmpl-", "chat.completion.chunk", 1};
+static const struct chunk_kind COMPLETION_CHUNKS = {"cmpl-", "text_completion", 0};
+
+/* A chunk up to its "choices" value. */
+static void chunk_open(struct sim_buf *b, const struct sim_exchange *ex,
+                       const struct chunk_kind *kind)
 {
     sim_buf_reset(b);
     sim_buf_addf(b,
-                 "{\"id\":\"chatcmpl-%s\",\"object\":\"chat.completion.chunk\",\"created\":%lld,"
-                 "\"model\":",
-                 ex->request_id + 4, (long long)(ex->t_unix_ms / 1000));
+                 "{\"id\":\"%s%s\",\"object\":\"%s\",\"created\":%lld,\"model\":", kind->id_prefix,
+                 ex->request_id + 4, kind->object, (long long)(ex->t_unix_ms / 1000));
     add_quoted(b, ex->model);
     sim_buf_adds(b, ",\"system_fingerprint\":\"fp_sim\",\"choices\":");
 }
 
-static void chat_close(struct sim_buf *b, const struct sim_call *call)
+/* After "choices": a client that asked for usage sees "usage": null on every
+ * chunk but the last, as OpenAI sends it. */
+static void chunk_close(struct sim_buf *b, const struct sim_call *call)
 {
     sim_buf_adds(b, call->include_usage ? ",\"usage\":null}" : "}");
 }
@@ -120,19 +131,54 @@ static void chat_usage(struct sim_buf *b, const struct sim_call *call, int64_t c
                  (long long)(call->prompt_tokens + completion));
 }
 
-/* The chunks of one choice: role, content pieces, finish. Returns -1 when
- * the stream broke off (--stream-error) and nothing more may follow. */
-static int chat_choice(struct sim_server *srv, struct sim_exchange *ex, const struct sim_call *call,
-                       int i)
+/* One chunk of choice i: k tokens of text (k > 0), else its finish. */
+static void choice_chunk(struct sim_server *srv, struct sim_exchange *ex,
+                         const struct sim_call *call, const struct chunk_kind *kind, int i,
+                         int64_t k)
 {
     struct sim_buf *b = &srv->scratch;
-    chat_open(b, ex);
-    sim_buf_addf(b,
-                 "[{\"index\":%d,\"delta\":{\"role\":\"assistant\",\"content\":\"\","
-                 "\"refusal\":null},\"logprobs\":null,\"finish_reason\":null}]",
-                 i);
-    chat_close(b, call);
-    sse_event(ex, NULL, b, 0);
+    chunk_open(b, ex, kind);
+    if (kind->chat) {
+        sim_buf_addf(b, "[{\"index\":%d,\"delta\":", i);
+        if (k > 0) {
+            sim_buf_adds(b, "{\"content\":");
+            add_text(b, k);
+            sim_buf_adds(b, "}");
+        } else {
+            sim_buf_adds(b, "{}");
+        }
+    } else {
+        sim_buf_adds(b, "[{\"text\":");
+        if (k > 0)
+            add_text(b, k);
+        else
+            sim_buf_adds(b, "\"\"");
+        sim_buf_addf(b, ",\"index\":%d", i);
+    }
+    if (k > 0)
+        sim_buf_adds(b, ",\"logprobs\":null,\"finish_reason\":null}]");
+    else
+        sim_buf_addf(b, ",\"logprobs\":null,\"finish_reason\":\"%s\"}]", finish_reason(call, i));
+    chunk_close(b, call);
+    sse_event(ex, NULL, b, k);
+}
+
+/* The chunks of one choice: (chat: its role), content pieces, finish.
+ * Returns -1 when the stream broke off (--stream-error) and nothing more may
+ * follow. */
+static int stream_choice(struct sim_server *srv, struct sim_exchange *ex,
+                         const struct sim_call *call, const struct chunk_kind *kind, int i)
+{
+    if (kind->chat) {
+        struct sim_buf *b = &srv->scratch;
+        chunk_open(b, ex, kind);
+        sim_buf_addf(b,
+                     "[{\"index\":%d,\"delta\":{\"role\":\"assistant\",\"content\":\"\","
+                     "\"refusal\":null},\"logprobs\":null,\"finish_reason\":null}]",
+                     i);
+        chunk_close(b, call);
+        sse_event(ex, NULL, b, 0);
+    }
     int64_t total = call->completion[i], left = total, per = piece_tokens(srv, total);
     while (left > 0) {
         if (call->stream_error && i == 0 && left <= total / 2) {
@@ -140,98 +186,49 @@ static int chat_choice(struct sim_server *srv, struct sim_exchange *ex, const st
             return -1;
         }
         int64_t k = left < per ? left : per;
-        chat_open(b, ex);
-        sim_buf_addf(b, "[{\"index\":%d,\"delta\":{\"content\":", i);
-        add_text(b, k);
-        sim_buf_adds(b, "},\"logprobs\":null,\"finish_reason\":null}]");
-        chat_close(b, call);
-        sse_event(ex, NULL, b, k);
+        choice_chunk(srv, ex, call, kind, i, k);
         left -= k;
     }
-    chat_open(b, ex);
-    sim_buf_addf(b, "[{\"index\":%d,\"delta\":{},\"logprobs\":null,\"finish_reason\":\"%s\"}]", i,
-                 finish_reason(call, i));
-    chat_close(b, call);
-    sse_event(ex, NULL, b, 0);
+    choice_chunk(srv, ex, call, kind, i, 0);
     return 0;
 }
 
-void sim_stream_chat(struct sim_server *srv, struct sim_exchange *ex, const struct sim_call *call,
-                     const struct sim_rl_info *rl)
+static void stream_choices(struct sim_server *srv, struct sim_exchange *ex,
+                           const struct sim_call *call, const struct sim_rl_info *rl,
+                           const struct chunk_kind *kind)
 {
     sim_reply_head(srv, ex, 200, -1, rl, call->azure, NULL);
     for (int i = 0; i < call->n; i++)
-        if (chat_choice(srv, ex, call, i) != 0)
+        if (stream_choice(srv, ex, call, kind, i) != 0)
             return;
     if (call->include_usage) {
         struct sim_buf *b = &srv->scratch;
-        chat_open(b, ex);
+        chunk_open(b, ex, kind);
         sim_buf_adds(b, "[],\"usage\":");
-        chat_usage(b, call, call->completion_total);
+        if (kind->chat)
+            chat_usage(b, call, call->completion_total);
+        else
+            sim_buf_addf(b,
+                         "{\"prompt_tokens\":%lld,\"completion_tokens\":%lld,"
+                         "\"total_tokens\":%lld}",
+                         (long long)call->prompt_tokens, (long long)call->completion_total,
+                         (long long)(call->prompt_tokens + call->completion_total));
         sim_buf_adds(b, "}");
         sse_event(ex, NULL, b, 0);
     }
     stream_end(ex, 1);
 }
 
-/* ---- completions ---- */
-
-static void cmpl_open(struct sim_buf *b, const struct sim_exchange *ex)
+void sim_stream_chat(struct sim_server *srv, struct sim_exchange *ex, const struct sim_call *call,
+                     const struct sim_rl_info *rl)
 {
-    sim_buf_reset(b);
-    sim_buf_addf(b,
-                 "{\"id\":\"cmpl-%s\",\"object\":\"text_completion\",\"created\":%lld,"
-                 "\"model\":",
-                 ex->request_id + 4, (long long)(ex->t_unix_ms / 1000));
-    add_quoted(b, ex->model);
-    sim_buf_adds(b, ",\"system_fingerprint\":\"fp_sim\",\"choices\":");
-}
-
-static int cmpl_choice(struct sim_server *srv, struct sim_exchange *ex, const struct sim_call *call,
-                       int i)
-{
-    struct sim_buf *b = &srv->scratch;
-    int64_t total = call->completion[i], left = total, per = piece_tokens(srv, total);
-    while (left > 0) {
-        if (call->stream_error && i == 0 && left <= total / 2) {
-            data_error(srv, ex);
-            return -1;
-        }
-        int64_t k = left < per ? left : per;
-        cmpl_open(b, ex);
-        sim_buf_adds(b, "[{\"text\":");
-        add_text(b, k);
-        sim_buf_addf(b, ",\"index\":%d,\"logprobs\":null,\"finish_reason\":null}]", i);
-        chat_close(b, call);
-        sse_event(ex, NULL, b, k);
-        left -= k;
-    }
-    cmpl_open(b, ex);
-    sim_buf_addf(b, "[{\"text\":\"\",\"index\":%d,\"logprobs\":null,\"finish_reason\":\"%s\"}]", i,
-                 finish_reason(call, i));
-    chat_close(b, call);
-    sse_event(ex, NULL, b, 0);
-    return 0;
+    stream_choices(srv, ex, call, rl, &CHAT_CHUNKS);
 }
 
 void sim_stream_completions(struct sim_server *srv, struct sim_exchange *ex,
                             const struct sim_call *call, const struct sim_rl_info *rl)
 {
-    sim_reply_head(srv, ex, 200, -1, rl, call->azure, NULL);
-    for (int i = 0; i < call->n; i++)
-        if (cmpl_choice(srv, ex, call, i) != 0)
-            return;
-    if (call->include_usage) {
-        struct sim_buf *b = &srv->scratch;
-        cmpl_open(b, ex);
-        sim_buf_addf(b,
-                     "[],\"usage\":{\"prompt_tokens\":%lld,\"completion_tokens\":%lld,"
-                     "\"total_tokens\":%lld}}",
-                     (long long)call->prompt_tokens, (long long)call->completion_total,
-                     (long long)(call->prompt_tokens + call->completion_total));
-        sse_event(ex, NULL, b, 0);
-    }
-    stream_end(ex, 1);
+    stream_choices(srv, ex, call, rl, &COMPLETION_CHUNKS);
 }
 
 /* ---- responses ---- */
