@@ -1,4 +1,4 @@
-/* llmq endpoints: the places a model can be called (docs/DESIGN.md §3.7):
+/* llmq endpoints: the places a model can be called (docs/DESIGN.md §3.9):
  * add, change, remove, enable, disable and list an account's endpoints, and
  * set a model's routing strategy and fallback. Every change is one call of
  * lua/endpoint_admin.lua (atomic); list reads lua/endpoint_list.lua. No API

@@ -30,7 +30,7 @@
 --   dead-lettered with llmq_job_finish.
 -- Every call records this worker's heartbeat (P workers, lib/40_worker.lua).
 -- Which endpoint runs a granted job is decided here too (lua/lib/47_endpoints.lua,
--- docs/DESIGN.md §3.7): among the endpoints of its model this worker holds
+-- docs/DESIGN.md §3.9): among the endpoints of its model this worker holds
 -- keys for, by the model's strategy, on that endpoint's buckets; a job
 -- waits only when no endpoint of its model has room.
 -- KEYS[1]  P, the account prefix

@@ -23,7 +23,7 @@ struct llmq_worker_account {
     char key_id[17]; /* first 16 hex of SHA-256 of the key: safe to log */
 };
 
-/* The key of one endpoint (`llmq endpoints`, docs/DESIGN.md §3.7): the worker
+/* The key of one endpoint (`llmq endpoints`, docs/DESIGN.md §3.9): the worker
  * takes jobs only for endpoints it has a key for, in every account it
  * serves. */
 struct llmq_worker_endpoint_key {

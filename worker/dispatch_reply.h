@@ -27,7 +27,7 @@ struct llmq_dispatch_job {
     int64_t cost, est_prompt_tokens;
     int64_t lifetime_ms; /* send it only this long after asking (0: no bound) */
     int64_t guard_ms;    /* the model's arrival guard in force; -1: no window bucket */
-    /* The endpoint that runs it (docs/DESIGN.md §3.7; all "" for the
+    /* The endpoint that runs it (docs/DESIGN.md §3.9; all "" for the
      * implicit endpoint and for a reply without them): its name, base URL,
      * Azure api-version ("" OpenAI style) and deployment of the model; and
      * asked_model, the model the job asked for when a fallback model (model)

@@ -1,4 +1,4 @@
--- Endpoints (docs/DESIGN.md §3.7): the places one model can be called — API
+-- Endpoints (docs/DESIGN.md §3.9): the places one model can be called — API
 -- keys of several orgs, Azure deployments, OpenAI-compatible servers — each
 -- with its own buckets, and the shared health of each. Used by dispatch
 -- (which endpoint takes a job: ep_route), by job_settle (what a call taught
