@@ -74,14 +74,9 @@
 local P = KEYS[1]
 local SETTLE_FIELDS = 25
 local MODES = { done = true, retry = true, dead = true, handback = true, authpause = true }
--- A caller of the previous form sends 22 values per delivery (no endpoint:
--- the implicit one). Where a count fits both, the 2nd delivery's prio (a
--- priority) and this form's ARGV[24] (an outcome) tell them apart.
-if #ARGV % SETTLE_FIELDS ~= 0 or (#ARGV % 22 == 0 and JOBS_PRIORITY_VALID[ARGV[24]]) then
-    SETTLE_FIELDS = 22
-end
 if #ARGV == 0 or #ARGV % SETTLE_FIELDS ~= 0 then
-    return redis.error_reply('LLMQ_EINVAL job_settle takes 25 (with endpoints) or 22 values per delivery')
+    return redis.error_reply('LLMQ_EINVAL job_settle takes ' .. SETTLE_FIELDS ..
+        ' values per delivery')
 end
 for base = 0, #ARGV - 1, SETTLE_FIELDS do
     local mode = ARGV[base + 1]
@@ -177,10 +172,7 @@ local function settle(base)
     end
     local owned = worker_ack(q, eid)
     local finished = 0
-    local endpoint, outcome = '', ''
-    if SETTLE_FIELDS == 25 then
-        endpoint, outcome = ARGV[base + 23], ARGV[base + 24]
-    end
+    local endpoint, outcome = ARGV[base + 23], ARGV[base + 24]
     local bucket = ep_bucket(ARGV[base + 11], endpoint)
     local moved = false
     if endpoint ~= '' and outcome ~= '' then

@@ -165,8 +165,9 @@ static double settle(redisContext *c, const char *P, const struct granted *g, in
                               "",      "0",         "0",      "bench-model",
                               "0",     "-1",        "-1",     "-1",
                               "-1",    "-1",        "-1",     "",
-                              "-1",    "-1",        "-1"};
-        /* One delivery per call (lua/job_settle.lua's 22 values after P). */
+                              "-1",    "-1",        "-1",     "",
+                              "",      "-1"};
+        /* One delivery per call (lua/job_settle.lua's 25 values after P). */
         if (llmq_script_append(c, LLMQ_SCRIPT_JOB_SETTLE, 1, (int)(sizeof(argv) / sizeof(argv[0])),
                                argv, NULL) != LLMQ_OK)
             die("append settle", c);

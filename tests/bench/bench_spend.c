@@ -145,7 +145,8 @@ static double settle(redisContext *c, const char *P, const struct granted *g, in
                               "",      "0",         "0",      "gpt-4o-mini",
                               "0",     "-1",        "-1",     "-1",
                               "-1",    "-1",        "-1",     "",
-                              "60",    "20",        "20"};
+                              "60",    "20",        "20",     "",
+                              "",      "-1"};
         if (llmq_script_append(c, LLMQ_SCRIPT_JOB_SETTLE, 1, (int)(sizeof(argv) / sizeof(argv[0])),
                                argv, NULL) != LLMQ_OK)
             die("append settle", c);
