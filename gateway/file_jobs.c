@@ -1,11 +1,12 @@
 /* Records of an uploaded file's requests (see file_jobs.h). */
 #include "file_jobs.h"
 
-#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/parse_int.h"
 #include "llmq/priority.h"
 
 #define MAGIC "J1 "
@@ -58,19 +59,13 @@ int gw_file_job_encode(const struct llmq_job *j, long line, char **out, size_t *
 static const char *read_num(const char *p, const char *end, long long *v)
 {
     int neg = p < end && *p == '-';
-    const char *d = p + neg;
-    unsigned long long x = 0;
-    const char *q = d;
-    for (; q < end && *q >= '0' && *q <= '9'; q++) {
-        if (x > (unsigned long long)LLONG_MAX / 10)
-            return NULL;
-        x = x * 10 + (unsigned long long)(*q - '0');
-        if (x > (unsigned long long)LLONG_MAX)
-            return NULL;
-    }
-    if (q == d)
+    const char *q = p + neg;
+    while (q < end && *q >= '0' && *q <= '9')
+        q++;
+    int64_t x;
+    if (llmq_parse_digits(p + neg, (size_t)(q - p - neg), 0, INT64_MAX, &x) != 0)
         return NULL;
-    *v = neg ? -(long long)x : (long long)x;
+    *v = neg ? -x : x;
     return q;
 }
 

@@ -3,20 +3,14 @@
 
 #include <string.h>
 
+#include "base/parse_int.h"
 #include "redis/reply_read.h"
 
-/* Parses the decimal digits s[0..len) into *out within min..max. */
+/* A slot or port: s[0..len) in min..max (llmq_parse_digits). */
 static int parse_range(const char *s, size_t len, long min, long max, int *out)
 {
-    if (len == 0 || len > 9)
-        return -1;
-    long v = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    if (v < min || v > max)
+    int64_t v;
+    if (llmq_parse_digits(s, len, min, max, &v) != 0)
         return -1;
     *out = (int)v;
     return 0;

@@ -34,19 +34,13 @@ static int copy_decoded(char *dst, size_t n, const char *src, size_t len)
     return 0;
 }
 
+/* A port or database number: s[0..len) in min..max (llmq_parse_digits). */
 static int parse_int(const char *s, size_t len, int min, int max, int *out)
 {
-    if (len == 0 || len > 9)
+    int64_t v;
+    if (llmq_parse_digits(s, len, min, max, &v) != 0)
         return -1;
-    int v = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    if (v < min || v > max)
-        return -1;
-    *out = v;
+    *out = (int)v;
     return 0;
 }
 

@@ -1,5 +1,6 @@
-/* The strict integer parser (common/base/parse_int.c) behind every integer
- * option of llmq and llmq-worker: whole decimal numbers in range only. */
+/* The strict integer parsers (common/base/parse_int.c): behind every integer
+ * option of llmq and llmq-worker, whole decimal numbers in range only; and
+ * the bounded one of fields in replies and records. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -45,8 +46,35 @@ static void test_cases(void **state)
     assert_int_equal(v, 42);
 }
 
+/* llmq_parse_digits reads only the len bytes it is given: a field inside a
+ * reply or a stored record, with no NUL after it. */
+static void test_digits_within_len(void **state)
+{
+    (void)state;
+    int64_t v = 42;
+    const char port[] = {'6', '3', '7', '9'}; /* no NUL: reading on would be a bug */
+    assert_int_equal(llmq_parse_digits(port, sizeof(port), 1, 65535, &v), 0);
+    assert_int_equal(v, 6379);
+    assert_int_equal(llmq_parse_digits("6379 rest", 4, 1, 65535, &v), 0);
+    assert_int_equal(v, 6379);
+    assert_int_equal(llmq_parse_digits("123", 2, 0, 100, &v), 0);
+    assert_int_equal(v, 12);
+    v = 42;
+    assert_int_equal(llmq_parse_digits("", 0, 0, 10, &v), -1);
+    assert_int_equal(llmq_parse_digits("-1", 2, -10, 10, &v), -1); /* digits only */
+    assert_int_equal(llmq_parse_digits("+1", 2, 0, 10, &v), -1);
+    assert_int_equal(llmq_parse_digits("1 ", 2, 0, 10, &v), -1);
+    assert_int_equal(llmq_parse_digits("65536", 5, 1, 65535, &v), -1);
+    assert_int_equal(llmq_parse_digits("0", 1, 1, 65535, &v), -1);
+    assert_int_equal(llmq_parse_digits("1234567890123456789", 19, 0, INT64_MAX, &v), -1);
+    assert_int_equal(v, 42);
+    assert_int_equal(llmq_parse_digits("999999999999999999", 18, 0, INT64_MAX, &v), 0);
+    assert_true(v == 999999999999999999LL);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_cases)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_cases),
+                                       cmocka_unit_test(test_digits_within_len)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
