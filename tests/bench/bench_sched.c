@@ -23,6 +23,7 @@
 
 #include "redis/redis.h"
 #include "redis/script.h"
+#include "bench_redis.h"
 #include "testsupport.h"
 
 #define MAX_DECISIONS 5000
@@ -31,6 +32,8 @@
 #define PER_CALL 100
 #define FIELDS 12
 
+static const char *const NO_USAGE[3] = {"-1", "-1", "-1"};
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -38,49 +41,12 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void die(const char *what, redisContext *c)
-{
-    fprintf(stderr, "bench_sched: %s: %s\n", what, c && c->err ? c->errstr : "bad reply");
-    exit(1);
-}
-
-/* Redis CPU seconds so far (used_cpu_user + used_cpu_sys). */
-static double redis_cpu_s(redisContext *c)
-{
-    redisReply *r = redisCommand(c, "INFO cpu");
-    if (r == NULL || r->type != REDIS_REPLY_STRING)
-        die("INFO cpu", c);
-    double user = 0, sys = 0;
-    const char *u = strstr(r->str, "used_cpu_user:"), *s = strstr(r->str, "used_cpu_sys:");
-    if (u != NULL)
-        user = strtod(u + strlen("used_cpu_user:"), NULL);
-    if (s != NULL)
-        sys = strtod(s + strlen("used_cpu_sys:"), NULL);
-    freeReplyObject(r);
-    return user + sys;
-}
-
-/* Reads n replies; dies on an error reply. */
-static void drain(redisContext *c, int n, const char *what)
-{
-    for (int i = 0; i < n; i++) {
-        redisReply *r = NULL;
-        if (redisGetReply(c, (void **)&r) != REDIS_OK || r == NULL)
-            die(what, c);
-        if (r->type == REDIS_REPLY_ERROR) {
-            fprintf(stderr, "bench_sched: %s: %s\n", what, r->str);
-            exit(1);
-        }
-        freeReplyObject(r);
-    }
-}
-
 /* Enqueues n jobs "<tag>-<i>" over tenants tenants; returns Redis CPU s used. */
 static double fill(redisContext *c, const char *P, const char *tag, long n, long tenants)
 {
     static char ids[PER_CALL][32], tns[PER_CALL][32];
     const char *argv[1 + PER_CALL * FIELDS];
-    double cpu0 = redis_cpu_s(c);
+    double cpu0 = llmq_bench_redis_cpu_s(c);
     int inflight = 0;
     for (long base = 0; base < n; base += PER_CALL) {
         int k = 0, argc = 0;
@@ -104,80 +70,45 @@ static double fill(redisContext *c, const char *P, const char *tag, long n, long
                 argv[argc++] = f[j];
         }
         if (llmq_script_append(c, LLMQ_SCRIPT_ENQUEUE, 1, argc, argv, NULL) != LLMQ_OK)
-            die("append enqueue", c);
+            llmq_bench_die("append enqueue", c);
         if (++inflight == DEPTH) {
-            drain(c, inflight, "enqueue");
+            llmq_bench_drain(c, inflight, "enqueue");
             inflight = 0;
         }
     }
-    drain(c, inflight, "enqueue");
-    return redis_cpu_s(c) - cpu0;
+    llmq_bench_drain(c, inflight, "enqueue");
+    return llmq_bench_redis_cpu_s(c) - cpu0;
 }
 
-struct granted {
-    char eid[64], id[64], handle[160];
-};
-
 /* `decisions` dispatch calls of one job each; fills g; returns wall s, *cpu. */
-static double decide(redisContext *c, const char *P, int decisions, struct granted *g, double *cpu)
+static double decide(redisContext *c, const char *P, int decisions, struct llmq_bench_grant *g,
+                     double *cpu)
 {
     const char *argv[] = {P, "bench", "1"};
-    double cpu0 = redis_cpu_s(c), t0 = now_s();
+    double cpu0 = llmq_bench_redis_cpu_s(c), t0 = now_s();
     int got = 0;
     for (int sent = 0; sent < decisions;) {
         int batch = decisions - sent < DEPTH ? decisions - sent : DEPTH;
         for (int i = 0; i < batch; i++)
             if (llmq_script_append(c, LLMQ_SCRIPT_DISPATCH, 1, 3, argv, NULL) != LLMQ_OK)
-                die("append dispatch", c);
+                llmq_bench_die("append dispatch", c);
         for (int i = 0; i < batch; i++) {
             redisReply *r = NULL;
             if (redisGetReply(c, (void **)&r) != REDIS_OK || r == NULL ||
                 r->type != REDIS_REPLY_ARRAY)
-                die("dispatch", c);
-            if (r->elements == 5 && got < decisions) {
-                redisReply *j = r->element[4];
-                snprintf(g[got].eid, sizeof(g[got].eid), "%s", j->element[0]->str);
-                snprintf(g[got].id, sizeof(g[got].id), "%s", j->element[2]->str);
-                snprintf(g[got].handle, sizeof(g[got].handle), "%s", j->element[3]->str);
-                got++;
-            }
+                llmq_bench_die("dispatch", c);
+            llmq_bench_grants_read(r, g, &got, decisions);
             freeReplyObject(r);
         }
         sent += batch;
     }
     double wall = now_s() - t0;
-    *cpu = redis_cpu_s(c) - cpu0;
+    *cpu = llmq_bench_redis_cpu_s(c) - cpu0;
     if (got != decisions) {
         fprintf(stderr, "bench_sched: %d of %d decisions granted a job\n", got, decisions);
         exit(1);
     }
     return wall;
-}
-
-/* Settles the n granted jobs as done; returns Redis CPU s used. */
-static double settle(redisContext *c, const char *P, const struct granted *g, int n)
-{
-    double cpu0 = redis_cpu_s(c);
-    int inflight = 0;
-    for (int i = 0; i < n; i++) {
-        const char *argv[] = {P,       "done",      "normal", g[i].eid,
-                              g[i].id, g[i].handle, "80",     "{\"id\":\"x\"}",
-                              "",      "0",         "0",      "bench-model",
-                              "0",     "-1",        "-1",     "-1",
-                              "-1",    "-1",        "-1",     "",
-                              "-1",    "-1",        "-1",     "",
-                              "",      "-1"};
-        /* One delivery per call (lua/job_settle.lua's 25 values after P). */
-        if (llmq_script_append(c, LLMQ_SCRIPT_JOB_SETTLE, 1, (int)(sizeof(argv) / sizeof(argv[0])),
-                               argv, NULL) != LLMQ_OK)
-            die("append settle", c);
-        if (++inflight == DEPTH) {
-            drain(c, inflight, "settle");
-            inflight = 0;
-        }
-    }
-    drain(c, inflight, "settle");
-    return redis_cpu_s(c) - cpu0;
 }
 
 static void usage(FILE *to)
@@ -222,7 +153,7 @@ int main(int argc, char **argv)
     const long tenants[2] = {1, 10000};
     /* The same work in every case, so the ratios compare like with like. */
     const int decisions = waiting[0] < MAX_DECISIONS ? (int)waiting[0] : MAX_DECISIONS;
-    struct granted *g = calloc((size_t)decisions, sizeof(*g));
+    struct llmq_bench_grant *g = calloc((size_t)decisions, sizeof(*g));
     if (g == NULL) {
         fprintf(stderr, "bench_sched: out of memory\n");
         return 1;
@@ -234,9 +165,9 @@ int main(int argc, char **argv)
     }
     redisContext *c = redisConnect("127.0.0.1", srv.port);
     if (c == NULL || c->err)
-        die("connect", c);
+        llmq_bench_die("connect", c);
     if (llmq_script_load_all(c, NULL) != LLMQ_OK)
-        die("SCRIPT LOAD", c);
+        llmq_bench_die("SCRIPT LOAD", c);
     const char *P = "llmq:{bench}:";
     double base_rate = 0, base_life = 0;
     printf("%d decisions per case\n", decisions);
@@ -252,7 +183,8 @@ int main(int argc, char **argv)
             double enq_cpu = fill(c, P, "j", waiting[w], tenants[t]);
             double disp_cpu = 0;
             double wall = decide(c, P, decisions, g, &disp_cpu);
-            double set_cpu = settle(c, P, g, decisions);
+            double set_cpu =
+                llmq_bench_settle_done(c, P, g, decisions, "bench-model", NO_USAGE, DEPTH);
             double rate = decisions / wall;
             double enq_us = enq_cpu * 1e6 / (double)waiting[w];
             double disp_us = disp_cpu * 1e6 / decisions, set_us = set_cpu * 1e6 / decisions;

@@ -20,6 +20,7 @@
 
 #include "redis/redis.h"
 #include "redis/script.h"
+#include "bench_redis.h"
 #include "testsupport.h"
 
 #define DEPTH 32
@@ -29,37 +30,8 @@
 #define CASES 3
 #define PER_CALLS 2
 
-static void die(const char *what, redisContext *c)
-{
-    fprintf(stderr, "bench_spend: %s: %s\n", what, c && c->err ? c->errstr : "bad reply");
-    exit(1);
-}
-
-static double redis_cpu_s(redisContext *c)
-{
-    redisReply *r = redisCommand(c, "INFO cpu");
-    if (r == NULL || r->type != REDIS_REPLY_STRING)
-        die("INFO cpu", c);
-    const char *u = strstr(r->str, "used_cpu_user:"), *s = strstr(r->str, "used_cpu_sys:");
-    double v = (u ? strtod(u + strlen("used_cpu_user:"), NULL) : 0) +
-               (s ? strtod(s + strlen("used_cpu_sys:"), NULL) : 0);
-    freeReplyObject(r);
-    return v;
-}
-
-static void drain(redisContext *c, int n, const char *what)
-{
-    for (int i = 0; i < n; i++) {
-        redisReply *r = NULL;
-        if (redisGetReply(c, (void **)&r) != REDIS_OK || r == NULL)
-            die(what, c);
-        if (r->type == REDIS_REPLY_ERROR) {
-            fprintf(stderr, "bench_spend: %s: %s\n", what, r->str);
-            exit(1);
-        }
-        freeReplyObject(r);
-    }
-}
+/* the usage a done job reports: 60 prompt tokens (20 cached), 20 output */
+static const char *const USAGE[3] = {"60", "20", "20"};
 
 static void fill(redisContext *c, const char *P, long n)
 {
@@ -87,43 +59,34 @@ static void fill(redisContext *c, const char *P, long n)
                 argv[argc++] = f[j];
         }
         if (llmq_script_append(c, LLMQ_SCRIPT_ENQUEUE, 1, argc, argv, NULL) != LLMQ_OK)
-            die("append enqueue", c);
+            llmq_bench_die("append enqueue", c);
         if (++inflight == DEPTH) {
-            drain(c, inflight, "enqueue");
+            llmq_bench_drain(c, inflight, "enqueue");
             inflight = 0;
         }
     }
-    drain(c, inflight, "enqueue");
+    llmq_bench_drain(c, inflight, "enqueue");
 }
 
-struct granted {
-    char eid[64], id[64], handle[256];
-};
-
 /* Dispatches n jobs, per_call (text) a call at most; returns Redis CPU s. */
-static double decide(redisContext *c, const char *P, int n, struct granted *g, const char *per_call)
+static double decide(redisContext *c, const char *P, int n, struct llmq_bench_grant *g,
+                     const char *per_call)
 {
     const char *argv[] = {P, "bench", per_call};
-    double cpu0 = redis_cpu_s(c);
+    double cpu0 = llmq_bench_redis_cpu_s(c);
     int got = 0;
     int per = (int)strtol(per_call, NULL, 10);
     for (int sent = 0; sent < n;) {
         int batch = (n - sent + per - 1) / per < DEPTH ? (n - sent + per - 1) / per : DEPTH;
         for (int i = 0; i < batch; i++)
             if (llmq_script_append(c, LLMQ_SCRIPT_DISPATCH, 1, 3, argv, NULL) != LLMQ_OK)
-                die("append dispatch", c);
+                llmq_bench_die("append dispatch", c);
         for (int i = 0; i < batch; i++) {
             redisReply *r = NULL;
             if (redisGetReply(c, (void **)&r) != REDIS_OK || r == NULL ||
                 r->type != REDIS_REPLY_ARRAY)
-                die("dispatch", c);
-            for (size_t e = 4; e < r->elements && got < n; e++) {
-                redisReply *j = r->element[e];
-                snprintf(g[got].eid, sizeof(g[got].eid), "%s", j->element[0]->str);
-                snprintf(g[got].id, sizeof(g[got].id), "%s", j->element[2]->str);
-                snprintf(g[got].handle, sizeof(g[got].handle), "%s", j->element[3]->str);
-                got++;
-            }
+                llmq_bench_die("dispatch", c);
+            llmq_bench_grants_read(r, g, &got, n);
             freeReplyObject(r);
         }
         sent = got;
@@ -132,31 +95,7 @@ static double decide(redisContext *c, const char *P, int n, struct granted *g, c
         fprintf(stderr, "bench_spend: %d of %d decisions granted a job\n", got, n);
         exit(1);
     }
-    return redis_cpu_s(c) - cpu0;
-}
-
-static double settle(redisContext *c, const char *P, const struct granted *g, int n)
-{
-    double cpu0 = redis_cpu_s(c);
-    int inflight = 0;
-    for (int i = 0; i < n; i++) {
-        const char *argv[] = {P,       "done",      "normal", g[i].eid,
-                              g[i].id, g[i].handle, "80",     "{\"id\":\"x\"}",
-                              "",      "0",         "0",      "gpt-4o-mini",
-                              "0",     "-1",        "-1",     "-1",
-                              "-1",    "-1",        "-1",     "",
-                              "60",    "20",        "20",     "",
-                              "",      "-1"};
-        if (llmq_script_append(c, LLMQ_SCRIPT_JOB_SETTLE, 1, (int)(sizeof(argv) / sizeof(argv[0])),
-                               argv, NULL) != LLMQ_OK)
-            die("append settle", c);
-        if (++inflight == DEPTH) {
-            drain(c, inflight, "settle");
-            inflight = 0;
-        }
-    }
-    drain(c, inflight, "settle");
-    return redis_cpu_s(c) - cpu0;
+    return llmq_bench_redis_cpu_s(c) - cpu0;
 }
 
 static void budgets(redisContext *c, const char *P, int which)
@@ -171,7 +110,7 @@ static void budgets(redisContext *c, const char *P, int which)
         const char *argv[] = {P, "set", sets[i][0], sets[i][1], sets[i][2], sets[i][3], sets[i][4]};
         redisReply *r = llmq_script_run(c, LLMQ_SCRIPT_BUDGET_SET, 1, 7, argv, NULL, NULL);
         if (r == NULL || r->type == REDIS_REPLY_ERROR)
-            die("budget_set", c);
+            llmq_bench_die("budget_set", c);
         freeReplyObject(r);
     }
 }
@@ -194,7 +133,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    struct granted *g = calloc((size_t)jobs, sizeof(*g));
+    struct llmq_bench_grant *g = calloc((size_t)jobs, sizeof(*g));
     struct llmq_test_redis srv = {0};
     if (g == NULL || llmq_test_redis_start(&srv, NULL) != 0) {
         fprintf(stderr, "bench_spend: cannot start redis-server\n");
@@ -202,7 +141,7 @@ int main(int argc, char **argv)
     }
     redisContext *c = redisConnect("127.0.0.1", srv.port);
     if (c == NULL || c->err || llmq_script_load_all(c, NULL) != LLMQ_OK)
-        die("connect", c);
+        llmq_bench_die("connect", c);
     const char *P = "llmq:{bench}:";
     static const char *const names[CASES] = {"none", "one", "three"};
     static const char *const per_calls[PER_CALLS] = {"1", "16"};
@@ -219,7 +158,9 @@ int main(int argc, char **argv)
                 budgets(c, P, k);
                 fill(c, P, jobs);
                 disp[pc][k][round] = decide(c, P, (int)jobs, g, per_calls[pc]) * 1e6 / (double)jobs;
-                set[pc][k][round] = settle(c, P, g, (int)jobs) * 1e6 / (double)jobs;
+                set[pc][k][round] =
+                    llmq_bench_settle_done(c, P, g, (int)jobs, "gpt-4o-mini", USAGE, DEPTH) * 1e6 /
+                    (double)jobs;
                 life[pc][k][round] = disp[pc][k][round] + set[pc][k][round];
             }
         }
