@@ -49,7 +49,9 @@
 --       {entry_id, prio, id, handle, url, body, model, attempts, cost,
 --        max_attempts (0: the worker's default), est_prompt_tokens (-1: none),
 --        lifetime_ms, guard_ms, endpoint ('' implicit), base_url, api_version,
---        deployment, asked_model ('' unless a fallback model serves it)}
+--        deployment, asked_model ('' unless a fallback model serves it),
+--        lease ('' unless a gateway's caller waits: the gateway's id, where a
+--        streamed answer is relayed, worker/stream_call.h)}
 --       model is the model that serves it (a fallback's: the body's model
 --       is to be rewritten).
 --       handle: the reservation without the account ('' when no bucket
@@ -475,7 +477,7 @@ for _, prio in ipairs(PRIOS) do
                             served, attempts + 1, cost, max_attempts, tonumber(job[9]) or -1,
                             lifetime, guard, ep and ep.name or '', ep and ep.base_url or '',
                             ep and ep.api_version or '', ep and ep.deps[served] or '',
-                            served ~= c.m.name and c.m.name or '' }
+                            served ~= c.m.name and c.m.name or '', job[13] or '' }
                         taken = taken + 1
                         if not c.wu then -- the key's weights, once per chain
                             local model, tenant, user = c.m.name, c.t.name, c.u.name

@@ -46,6 +46,7 @@ struct worker_job {
      * owned: name, base URL, Azure api-version, deployment, and the model
      * the job asked for when a fallback model serves it ("" none). */
     char *endpoint, *base_url, *api_version, *deployment, *asked_model;
+    char *lease; /* the gateway whose caller waits ("" none; owned): a stream's relay */
 };
 
 /* Returns a new, empty job of account a (no slot taken yet: fill it, then

@@ -55,7 +55,8 @@ static void test_layout(void **state)
         {LLMQ_KEY_BUDGET, "t/acme#usd/month", P "budget:t/acme#usd/month"},
         {LLMQ_KEY_PRICES, NULL, P "prices"},
         {LLMQ_KEY_SPEND, "2026-12-02", P "spend:2026-12-02"},
-        {LLMQ_KEY_SSE, "job-7", P "sse:job-7"},
+        {LLMQ_KEY_SSE, "gw-7", P "sse:gw-7"},
+        {LLMQ_KEY_SSE_WORKER, "host-7", P "ssw:host-7"},
         {LLMQ_KEY_SLOT_GUARD, NULL, P "slot_guard"},
     };
     assert_int_equal(sizeof(cases) / sizeof(cases[0]), LLMQ_KEY_KIND_COUNT);
