@@ -233,13 +233,8 @@ static int on_data(const char *data, size_t len, long status, void *privdata)
     s->pending_len -= off;
     if (s->aborting)
         return 1;
-    if (s->relay == RELAY_ON && s->out_len > 0) {
-        /* the first events leave at once (time to first token), the rest
-         * with the relay's next tick (stream_relay.h) */
-        llmq_worker_relay_dirty(&s->member);
-        if (!s->relayed)
-            llmq_worker_relay_flush_now(&s->member);
-    }
+    if (s->relay == RELAY_ON && s->out_len > 0)
+        llmq_worker_relay_dirty(&s->member); /* the relay's next tick sends them */
     return 0;
 }
 
@@ -411,8 +406,10 @@ static void publish_end(struct worker_stream *s, const struct worker_job *job)
         (void)send_frame(s, 'x', ev, strlen(ev));
     }
     s->out_len = 0;
-    /* at once: the settle that follows may be the worker's last command */
-    llmq_worker_relay_flush_now(&s->member);
+    /* a draining worker stops once its last settle is answered: the frames
+     * leave now, before that settle */
+    if (s->w->draining)
+        llmq_worker_relay_flush_now(&s->member);
 }
 
 /* Counts how the attempt ended (metrics_stream.h). An attempt that ended

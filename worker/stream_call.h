@@ -37,12 +37,12 @@
  *      last d)
  *   r  the attempt ended before any event (a 429, a 5xx, a stale grant):
  *      the job is back in the queue and the client waits on
- * Coalescing: the first events go out at once (time to first token), with
- * whatever else waits for that gateway; later ones wait for the relay's
- * next tick of --stream-coalesce-ms (default 10) on the loop clock, shared
- * by every relay of the worker, so a gateway costs Redis at most one
- * PUBLISH per tick however many streams and tokens it carries. The last
- * frames of an attempt leave at once.
+ * Coalescing: frames wait for the relay's next tick of --stream-coalesce-ms
+ * (default 10) on the loop clock, shared by every relay of the worker (at
+ * once after a quiet spell), so a gateway costs Redis at most one PUBLISH
+ * per tick however many streams and tokens it carries; a stream's first
+ * events wait at most one tick too. A draining worker sends an attempt's
+ * last frames at once (its last settle may follow).
  *
  * Usage: the upstream request of a chat or completions stream always asks
  * for it (stream_options.include_usage: true); the Responses API's
