@@ -25,18 +25,19 @@ struct cluster_run {
     char jobs[CLUSTER_ACCOUNTS_MAX][128];
 };
 
-/* Starts the cluster and the sim, points every CLI and worker of the test at
- * the cluster (LLMQ_TEST_REDIS_URL), spreads n accounts over the primaries
- * and sets each one's limit (rpm per period_ms, no window guard: the judged
- * window is 600 ms shorter, as worker_shared_limit); the sim answers each
- * call after latency_ms. Jobs are "a<k>-<i>",
- * i in 0..jobs_each, written by cluster_write_batch. */
-static inline void cluster_run_setup(struct cluster_run *r, int primaries, int replicas_each,
-                                     int n_accounts, int jobs_each, int rpm, int period_ms,
-                                     int latency_ms)
+/* Starts the cluster on host (llmq_test_cluster_start_on) and the sim,
+ * points every CLI and worker of the test at the cluster
+ * (LLMQ_TEST_REDIS_URL), spreads n accounts over the primaries and sets
+ * each one's limit (rpm per period_ms, no window guard: the judged window is
+ * 600 ms shorter, as worker_shared_limit); the sim answers each call after
+ * latency_ms. Jobs are "a<k>-<i>", i in 0..jobs_each, written by
+ * cluster_write_batch. */
+static inline void cluster_run_setup_on(struct cluster_run *r, const char *host, int primaries,
+                                        int replicas_each, int n_accounts, int jobs_each, int rpm,
+                                        int period_ms, int latency_ms)
 {
     memset(r, 0, sizeof(*r));
-    assert_int_equal(llmq_test_cluster_start(&r->cl, primaries, replicas_each), 0);
+    assert_int_equal(llmq_test_cluster_start_on(&r->cl, host, primaries, replicas_each), 0);
     setenv("LLMQ_TEST_REDIS_URL", r->cl.url, 1);
     assert_string_equal(llmq_test_redis_url(), r->cl.url);
     char latency[16];
@@ -60,6 +61,15 @@ static inline void cluster_run_setup(struct cluster_run *r, int primaries, int r
         snprintf(r->jobs[k], sizeof(r->jobs[k]), "/tmp/llmq-cluster-%d-%d.jsonl", (int)getpid(), k);
         worker_write_jobs(r->jobs[k], tag, jobs_each, CLUSTER_MODEL, 20, NULL);
     }
+}
+
+/* cluster_run_setup_on the usual loopback address, 127.0.0.1. */
+static inline void cluster_run_setup(struct cluster_run *r, int primaries, int replicas_each,
+                                     int n_accounts, int jobs_each, int rpm, int period_ms,
+                                     int latency_ms)
+{
+    cluster_run_setup_on(r, "127.0.0.1", primaries, replicas_each, n_accounts, jobs_each, rpm,
+                         period_ms, latency_ms);
 }
 
 /* Writes jobs "a<k>-<from>" .. "a<k>-<from + n - 1>" of account k to path. */
