@@ -39,8 +39,7 @@ static void test_ipv6_seeds_route_and_follow_moved(void **state)
 {
     (void)state;
     struct cluster_run r;
-    cluster_run_setup_on(&r, "::1", 3, 0, ACCOUNTS, FIRST_BATCH + SECOND_BATCH, RPM, PERIOD_MS,
-                         20);
+    cluster_run_setup_on(&r, "::1", 3, 0, ACCOUNTS, FIRST_BATCH + SECOND_BATCH, RPM, PERIOD_MS, 20);
     printf("# cluster url: %s\n", r.cl.url);
     assert_true(strncmp(r.cl.url, "redis+cluster://[::1]:", 22) == 0);
     char host[64];

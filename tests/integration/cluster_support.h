@@ -220,6 +220,20 @@ static inline void cluster_assert_each_job_once(struct cluster_run *r)
     free(counts);
 }
 
+/* The most of the arrival times t[0..m) (sorted) within one window of
+ * window_ms. */
+static inline size_t cluster_most_in_window(const long long *t, size_t m, int window_ms)
+{
+    size_t most = 0;
+    for (size_t i = 0, j = 0; i < m; i++) {
+        while (t[i] - t[j] >= window_ms)
+            j++;
+        if (i - j + 1 > most)
+            most = i - j + 1;
+    }
+    return most;
+}
+
 /* Asserts no account's requests reached the API over its limit (no sliding
  * window of judge_ms holds more than rpm of its arrivals), and that every
  * job reached it at least once. Returns the number of requests seen. */
@@ -236,13 +250,7 @@ static inline size_t cluster_assert_limits(struct cluster_run *r)
         for (size_t i = 0; i < n; i++)
             if (strncmp(e[i].job, tag, len) == 0)
                 t[m++] = e[i].t_ms;
-        size_t most = 0;
-        for (size_t i = 0, j = 0; i < m; i++) {
-            while (t[i] - t[j] >= r->judge_ms)
-                j++;
-            if (i - j + 1 > most)
-                most = i - j + 1;
-        }
+        size_t most = cluster_most_in_window(t, m, r->judge_ms);
         printf("# account %d: %zu requests, most in one %d ms window: %zu of %d\n", k, m,
                r->judge_ms, most, r->rpm);
         assert_true(most <= (size_t)r->rpm);
@@ -251,6 +259,23 @@ static inline size_t cluster_assert_limits(struct cluster_run *r)
     }
     free(e);
     return n;
+}
+
+/* Moves slot to primary to in a child process (llmq_test_cluster_move_slot
+ * with batch_keys and pause_ms), while the test goes on; returns its pid:
+ * it exits 0 when the move is done and moved at least min_keys keys. */
+static inline pid_t cluster_move_slot_start(struct cluster_run *r, int slot, int to, int batch_keys,
+                                            int pause_ms, long long min_keys)
+{
+    pid_t mover = llmq_test_fork();
+    if (mover == 0) {
+        long long moved = 0;
+        int rc = llmq_test_cluster_move_slot(&r->cl, slot, to, batch_keys, pause_ms, &moved);
+        printf("# keys of slot %d migrated: %lld\n", slot, moved);
+        fflush(stdout);
+        _exit(rc == 0 && moved >= min_keys ? 0 : 1);
+    }
+    return mover;
 }
 
 /* 1 when node i has the llmq Functions library. */

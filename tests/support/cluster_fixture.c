@@ -376,8 +376,8 @@ int llmq_test_cluster_move_slot(struct llmq_test_cluster *c, int slot, int to, i
     int order[LLMQ_TEST_CLUSTER_NODES_MAX], n_order = 0;
     order[n_order++] = to;
     order[n_order++] = from;
-    for (int i = 0; i < c->n_primaries; i++)
-        if (i != to && i != from)
+    for (int i = 0; i < c->n_nodes; i++) /* the primaries now (a failover may have swapped) */
+        if (i != to && i != from && c->alive[i] && info_has(c, i, "replication", "role:master"))
             order[n_order++] = i;
     for (int k = 0; k < n_order; k++)
         if (c->alive[order[k]] &&
