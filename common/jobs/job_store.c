@@ -91,7 +91,6 @@ static void call_args_free(struct call_args *a)
     free(a);
 }
 
-
 static void arg(struct call_args *a, const char *s, size_t len)
 {
     a->argv[a->argc] = s;
