@@ -17,6 +17,8 @@
 #include <string.h>
 
 #include "admin/metrics_stream.h"
+#include "admin/metrics_worker.h"
+#include "base/bytes.h"
 #include "base/log.h"
 #include "jobs/job.h"
 #include "jobs/job_id.h"
@@ -59,24 +61,6 @@ static void stream_free(struct worker_stream *s)
     free(s->pending);
     free(s->out);
     free(s);
-}
-
-static int buf_add(char **p, size_t *len, size_t *cap, const char *d, size_t n)
-{
-    if (*len + n + 1 > *cap) {
-        size_t c = *cap ? *cap : 1024;
-        while (c < *len + n + 1)
-            c *= 2;
-        char *np = realloc(*p, c);
-        if (np == NULL)
-            return -1;
-        *p = np;
-        *cap = c;
-    }
-    memcpy(*p + *len, d, n);
-    *len += n;
-    (*p)[*len] = '\0';
-    return 0;
 }
 
 /* ---- the upstream request ---- */
@@ -127,9 +111,11 @@ static int send_frame(struct worker_stream *s, char kind, const char *payload, s
     s->last_frame = ev_now(s->w->loop);
     if (n > 0 && kind != 'x') {
         if (!s->in_progress) /* the first events reach the client */
-            llmq_worker_metrics_stream_first(s->w, s->acct->cfg->name, s->first_at - s->sent_at);
+            llmq_worker_metrics_stream_first(llmq_worker_metrics_of_streams(s->w),
+                                             s->acct->cfg->name, s->first_at - s->sent_at);
         s->in_progress = 1;
-        llmq_worker_metrics_stream_events(s->w, s->acct->cfg->name, s->out_events);
+        llmq_worker_metrics_stream_events(llmq_worker_metrics_of_streams(s->w), s->acct->cfg->name,
+                                          s->out_events);
         s->out_events = 0;
     }
     return 0;
@@ -197,11 +183,11 @@ static void relay_event(struct worker_stream *s, const char *ev, size_t n,
         const char *at = memmem(ev, n, usage_null, un);
         if (at == NULL)
             break;
-        failed |= buf_add(&s->out, &s->out_len, &s->out_cap, ev, (size_t)(at - ev));
+        failed |= llmq_bytes_append(&s->out, &s->out_len, &s->out_cap, ev, (size_t)(at - ev));
         n -= (size_t)(at - ev) + un;
         ev = at + un;
     }
-    failed |= buf_add(&s->out, &s->out_len, &s->out_cap, ev, n);
+    failed |= llmq_bytes_append(&s->out, &s->out_len, &s->out_cap, ev, n);
     s->out_events++;
     if (failed) { /* out of memory: on_data ends the transfer */
         s->aborting = 1;
@@ -216,7 +202,7 @@ static int on_data(const char *data, size_t len, long status, void *privdata)
         return 1;
     if (status < 200 || status > 299)
         return 0; /* an error body: classify reads it whole */
-    if (buf_add(&s->pending, &s->pending_len, &s->pending_cap, data, len) != 0)
+    if (llmq_bytes_append(&s->pending, &s->pending_len, &s->pending_cap, data, len) != 0)
         return 1;
     size_t off = 0, n;
     while ((n = llmq_sse_event_len(s->pending + off, s->pending_len - off)) > 0) {
@@ -426,8 +412,8 @@ static void count_end(const struct worker_stream *s, const struct worker_job *jo
     else if (relayed)
         end = job->settle.mode == WORKER_SETTLE_DONE ? "completed" : "error";
     if (end != NULL)
-        llmq_worker_metrics_stream_end(s->w, s->acct->cfg->name, end,
-                                       relayed ? ev_now(s->w->loop) - s->first_at : -1);
+        llmq_worker_metrics_stream_end(llmq_worker_metrics_of_streams(s->w), s->acct->cfg->name,
+                                       end, relayed ? ev_now(s->w->loop) - s->first_at : -1);
 }
 
 void llmq_worker_stream_end(struct worker_job *job, const struct llmq_http_response *resp)

@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "admin/metrics_stream.h"
+#include "admin/metrics_worker.h"
+#include "base/bytes.h"
 #include "base/log.h"
 #include "jobs/stream_relay.h"
 #include "redis/keys.h"
@@ -162,7 +164,7 @@ static void flush(struct worker_relay *r)
     r->last_pub = ev_now(w->loop);
     if (sent) {
         r->inflight++;
-        llmq_worker_metrics_stream_message(w, r->a->cfg->name);
+        llmq_worker_metrics_stream_message(llmq_worker_metrics_of_streams(w), r->a->cfg->name);
     } else {
         tell_lost(r, NULL, "relay_lost");
     }
@@ -249,19 +251,7 @@ void llmq_worker_relay_leave(struct worker_relay_member *m)
 
 static int out_add(struct worker_relay *r, const char *d, size_t n)
 {
-    if (r->out_len + n > r->out_cap) {
-        size_t c = r->out_cap ? r->out_cap : 4096;
-        while (c < r->out_len + n)
-            c *= 2;
-        char *p = realloc(r->out, c);
-        if (p == NULL)
-            return -1;
-        r->out = p;
-        r->out_cap = c;
-    }
-    memcpy(r->out + r->out_len, d, n);
-    r->out_len += n;
-    return 0;
+    return llmq_bytes_append(&r->out, &r->out_len, &r->out_cap, d, n);
 }
 
 int llmq_worker_relay_frame(struct worker_relay_member *m, char kind, long long seq,
