@@ -12,7 +12,9 @@
 #      chunks, against a non-streamed call of the same size through the same
 #      gateway; the non-streamed server takes as long to answer (its latency
 #      is the stream's 2.5 s) so Redis's idle work weighs on both alike.
-# usage: [COALESCE_MS=MS] tests/bench/bench_stream.sh [BUILD_DIR] [N] [C] [CPU_CALLS]
+#      ROUNDS (default 3) interleaved rounds of both, the median of each (on
+#      a shared host one round's figure moves by half).
+# usage: [COALESCE_MS=MS] [ROUNDS=R] tests/bench/bench_stream.sh [BUILD_DIR] [N] [C] [CPU_CALLS]
 #   (defaults build-bench 200 10 40; a Release build, built if missing;
 #   COALESCE_MS: the workers' --stream-coalesce-ms, default theirs; CPU_C:
 #   the concurrency of part 3, default 20 — at low concurrency Redis's idle
@@ -84,7 +86,8 @@ read -r g_g50 g_g99 <<<"$(stats "$g" gaps)"
 stop_worker
 bench_stop_sim
 
-# 3: Redis CPU per call, streamed against whole, 500 tokens, 2.5 s each.
+# 3: Redis CPU per call, streamed against whole, 500 tokens, 2.5 s each, in
+# interleaved rounds.
 cpu_run() { # MODE: Redis CPU microseconds per call
     local c0 c1
     c0=$(cpu_us)
@@ -99,26 +102,33 @@ cpu_run() { # MODE: Redis CPU microseconds per call
         { echo "bench_stream: $1 calls failed" >&2; exit 1; }
     echo $(((c1 - c0) / cpu_calls))
 }
-bench_start_sim --latency-ms 0 --stream-gap-ms 5 --completion-tokens 500:500
-start_worker
-client "$tmp/warm" "$gw_url" "$key" 4 4 stream
-rc CONFIG RESETSTAT >/dev/null
-s_cpu=$(cpu_run stream)
-publish=$(rc INFO commandstats | tr -d '\r' |
-    sed -n 's/^cmdstat_publish:calls=\([0-9]*\),usec=[0-9]*,usec_per_call=\([0-9.]*\).*/\1 \2/p')
-stop_worker
-bench_stop_sim
-bench_start_sim --latency-ms 2500 --completion-tokens 500:500
-start_worker
-client "$tmp/warm" "$gw_url" "$key" 4 4 whole
-w_cpu=$(cpu_run whole)
-stop_worker
-bench_stop_sim
+rounds=${ROUNDS:-3}
+s_all=() w_all=()
+for _ in $(seq "$rounds"); do
+    bench_start_sim --latency-ms 0 --stream-gap-ms 5 --completion-tokens 500:500
+    start_worker
+    client "$tmp/warm" "$gw_url" "$key" 4 4 stream
+    rc CONFIG RESETSTAT >/dev/null
+    s_all+=("$(cpu_run stream)")
+    publish=$(rc INFO commandstats | tr -d '\r' |
+        sed -n 's/^cmdstat_publish:calls=\([0-9]*\),usec=[0-9]*,usec_per_call=\([0-9.]*\).*/\1 \2/p')
+    stop_worker
+    bench_stop_sim
+    bench_start_sim --latency-ms 2500 --completion-tokens 500:500
+    start_worker
+    client "$tmp/warm" "$gw_url" "$key" 4 4 whole
+    w_all+=("$(cpu_run whole)")
+    stop_worker
+    bench_stop_sim
+done
+median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+s_cpu=$(median "${s_all[@]}")
+w_cpu=$(median "${w_all[@]}")
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf (b > 0 ? "%.2f" : "-"), a / b }'; }
 add() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.1f", a - b }'; }
 echo "bench_stream: $n streamed calls at concurrency $c (50 tokens, ${gap} ms apart, 50 ms latency);"
-echo "Redis CPU over $cpu_calls calls at concurrency 20 (500 tokens; streamed 5 ms apart, whole after 2.5 s)."
+echo "Redis CPU over $cpu_calls calls at concurrency ${CPU_C:-20} (500 tokens; streamed 5 ms apart, whole after 2.5 s), median of $rounds interleaved rounds."
 echo "Workers' --stream-coalesce-ms: ${COALESCE_MS:-default (10)}. Host: $(nproc) cores, $(bench_load) processes runnable at the end."
 echo
 echo "| measure | direct | via llmq-gateway | added | ratio |"
@@ -133,4 +143,5 @@ echo "|---|---|---|---|"
 echo "| 500-token answer | $w_cpu | $s_cpu | $(ratio "$s_cpu" "$w_cpu") |"
 read -r pub_calls pub_us <<<"${publish:-0 0}"
 echo
-echo "Streamed: $((pub_calls / cpu_calls)) PUBLISH per call, ${pub_us} µs each (INFO commandstats)."
+echo "Streamed: $((pub_calls / cpu_calls)) PUBLISH per call, ${pub_us} µs each (INFO commandstats, last round)."
+echo "Rounds (µs per call): non-streamed ${w_all[*]}; streamed ${s_all[*]}."
