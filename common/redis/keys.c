@@ -48,6 +48,7 @@ static const struct key_name key_names[LLMQ_KEY_KIND_COUNT] = {
     [LLMQ_KEY_SPEND] = {"spend:", "", 1},
     [LLMQ_KEY_SSE] = {"sse:", "", 1},
     [LLMQ_KEY_SLOT_GUARD] = {"slot_guard", "", 0},
+    [LLMQ_KEY_EP_MODEL] = {"epm:", "", 1},
 };
 
 const char *llmq_key_head(enum llmq_key_kind kind)

@@ -341,6 +341,7 @@ enum llmq_key_kind {
     LLMQ_KEY_SPEND,         /* P spend:<YYYY-MM-DD> */
     LLMQ_KEY_SSE,           /* P sse:<job id> (a pub/sub channel) */
     LLMQ_KEY_SLOT_GUARD,    /* P slot_guard */
+    LLMQ_KEY_EP_MODEL,      /* P epm:<model> */
     LLMQ_KEY_KIND_COUNT
 };
 

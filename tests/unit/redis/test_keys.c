@@ -57,6 +57,7 @@ static void test_layout(void **state)
         {LLMQ_KEY_SPEND, "2026-12-02", P "spend:2026-12-02"},
         {LLMQ_KEY_SSE, "job-7", P "sse:job-7"},
         {LLMQ_KEY_SLOT_GUARD, NULL, P "slot_guard"},
+        {LLMQ_KEY_EP_MODEL, "gpt-4o", P "epm:gpt-4o"},
     };
     assert_int_equal(sizeof(cases) / sizeof(cases[0]), LLMQ_KEY_KIND_COUNT);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
