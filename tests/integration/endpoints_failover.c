@@ -99,7 +99,7 @@ static void test_endpoints_fail_over_and_back(void **state)
     ep_sim_start(&eps[0], sim_args);
     eps[1].sim.port = llmq_test_free_port(); /* nothing listens there */
     ep_sim_start(&eps[2], sim_args);
-    ep_sim_restart(&eps[3], llmq_test_free_port(), "sk-some-other-key", sim_args);
+    ep_sim_restart(&eps[3], llmq_test_free_port(), "test-some-other-key", sim_args);
     for (int i = 0; i < N_EP; i++) {
         ep_add(account, &eps[i], "/v1", health);
         ep_limit(account, &eps[i], "gpt-4o-mini", RPM, LLMQ_PERIOD_MS);
