@@ -7,6 +7,7 @@
 
 #include "http.h"
 #include "metrics.h"
+#include "stream.h"
 
 static void answer_plain(struct gw_request *r, unsigned int status, const char *text)
 {
@@ -23,15 +24,21 @@ void gw_probe_healthz(struct gw_request *r)
 void gw_probe_readyz(struct gw_request *r)
 {
     struct gw *gw = r->gw;
-    if (llmq_redis_async_ready(gw->redis) && llmq_redis_async_ready(gw->events)) {
+    const char *why = "";
+    char text[320];
+    if (!llmq_redis_async_ready(gw->redis) || !llmq_redis_async_ready(gw->events)) {
+        const struct llmq_redis_async *down =
+            llmq_redis_async_ready(gw->redis) ? gw->events : gw->redis;
+        why = llmq_redis_async_last_error(down);
+        snprintf(text, sizeof(text), "redis not connected%s%s\n", why[0] ? ": " : "", why);
+    } else if (!gw_streams_ready(gw->streams, &why)) {
+        /* streamed calls need it: without it they would get 503s */
+        snprintf(text, sizeof(text), "stream relay not subscribed to redis%s%s\n",
+                 why[0] ? ": " : "", why);
+    } else {
         answer_plain(r, 200, "ready\n");
         return;
     }
-    const struct llmq_redis_async *down =
-        llmq_redis_async_ready(gw->redis) ? gw->events : gw->redis;
-    const char *why = llmq_redis_async_last_error(down);
-    char text[320];
-    snprintf(text, sizeof(text), "redis not connected%s%s\n", why[0] ? ": " : "", why);
     answer_plain(r, 503, text);
 }
 

@@ -59,7 +59,8 @@ struct gw_streams {
     char keep_channel[LLMQ_KEY_PREFIX_MAX + 64];
     struct stream *active; /* every stream not yet DONE */
     long long in_progress;
-    unsigned long long started, completed, aborted, failed, messages, bytes;
+    int subscribed; /* the relay connection's SUBSCRIBE was confirmed (readyz) */
+    unsigned long long started, completed, aborted, failed, messages, events, bytes;
     struct histogram ttft, duration;
 };
 
@@ -104,17 +105,27 @@ static void stream_free(void *p)
 
 /* ---- the relay connection ---- */
 
+/* The channel that keeps the connection subscribed: its confirmation says
+ * the relay works (readyz); NULL, the connection dropped. */
 static void on_keep(redisAsyncContext *ac, void *reply, void *privdata)
 {
     (void)ac;
-    (void)reply;
-    (void)privdata; /* the channel that keeps the connection subscribed */
+    struct gw_streams *ss = privdata;
+    const redisReply *r = reply;
+    if (r == NULL)
+        ss->subscribed = 0;
+    else if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
+             r->element[0]->type == REDIS_REPLY_STRING &&
+             strcmp(r->element[0]->str, "subscribe") == 0)
+        ss->subscribed = 1;
 }
 
 static void on_relay_state(struct llmq_redis_async *ra, int ready, void *privdata)
 {
     struct gw_streams *ss = privdata;
     redisAsyncContext *ac = llmq_redis_async_context(ra);
+    if (!ready)
+        ss->subscribed = 0;
     if (!ready || ac == NULL)
         return;
     /* One channel stays subscribed for the connection's life: hiredis 0.14
@@ -147,9 +158,24 @@ struct gw_streams *gw_streams_new(struct gw *gw, struct llmq_error *err)
     return ss;
 }
 
-int gw_streams_ready(const struct gw_streams *ss)
+int gw_streams_ready(const struct gw_streams *ss, const char **why)
 {
-    return ss != NULL && llmq_redis_async_ready(ss->relay);
+    if (ss != NULL && ss->subscribed && llmq_redis_async_ready(ss->relay))
+        return 1;
+    *why = ss != NULL ? llmq_redis_async_last_error(ss->relay) : "";
+    return 0;
+}
+
+/* The SSE events in payload[0..n) (each ends with a blank line). */
+static unsigned long long count_events(const char *p, size_t n)
+{
+    unsigned long long k = 0;
+    const char *end = p + n, *at;
+    while (p < end && (at = memmem(p, (size_t)(end - p), "\n\n", 2)) != NULL) {
+        k++;
+        p = at + 2;
+    }
+    return k;
 }
 
 /* ---- bytes to the client ---- */
@@ -476,6 +502,7 @@ static void on_relay_message(struct stream *st, const char *m, size_t n)
         start_streaming(st);
     }
     st->ss->bytes += plen;
+    st->ss->events += count_events(payload, plen);
     if (kind == 'd') {
         if (buf_add(st, payload, plen) != 0)
             fail(st, "out of memory");
@@ -549,7 +576,8 @@ void gw_stream_handle(struct gw_request *r)
     if (gw_call_job_make(r, &call, &st->job) != 0)
         return;
     redisAsyncContext *sub = llmq_redis_async_context(st->ss->relay);
-    if (gw_redis(gw) == NULL || sub == NULL ||
+    const char *why;
+    if (gw_redis(gw) == NULL || sub == NULL || !gw_streams_ready(st->ss, &why) ||
         llmq_key(st->channel, sizeof(st->channel), gw->prefix, LLMQ_KEY_SSE, st->job.id, NULL) !=
             LLMQ_OK) {
         gw_respond_no_redis(r);
@@ -636,11 +664,14 @@ void gw_streams_metrics(const struct gw_streams *ss, FILE *f)
             "the events of a few milliseconds).\n"
             "# TYPE llmq_gateway_stream_messages_total counter\n"
             "llmq_gateway_stream_messages_total %llu\n"
+            "# HELP llmq_gateway_stream_events_total Events (chunks) relayed to clients.\n"
+            "# TYPE llmq_gateway_stream_events_total counter\n"
+            "llmq_gateway_stream_events_total %llu\n"
             "# HELP llmq_gateway_stream_bytes_total Event bytes relayed to clients.\n"
             "# TYPE llmq_gateway_stream_bytes_total counter\n"
             "llmq_gateway_stream_bytes_total %llu\n",
             ss->in_progress, ss->started, ss->completed, ss->failed, ss->aborted, ss->messages,
-            ss->bytes);
+            ss->events, ss->bytes);
     print_histogram(f, "llmq_gateway_stream_ttft_seconds",
                     "Time from a streamed call's arrival to its first event sent to the client "
                     "(queue wait included).",

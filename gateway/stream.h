@@ -51,8 +51,9 @@ void gw_streams_shutdown(struct gw_streams *ss);
 /* Closes the relay connection and frees ss (NULL-safe). */
 void gw_streams_free(struct gw_streams *ss);
 
-/* 1 while the relay connection is up (readyz). */
-int gw_streams_ready(const struct gw_streams *ss);
+/* 1 while the relay connection is up and subscribed (readyz); else 0 with
+ * *why the connection's last error ("" none; borrowed). */
+int gw_streams_ready(const struct gw_streams *ss, const char **why);
 
 /* Appends the streaming metrics (Prometheus text) to f. */
 void gw_streams_metrics(const struct gw_streams *ss, FILE *f);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin/metrics_stream.h"
 #include "base/log.h"
 #include "jobs/job.h"
 #include "jobs/job_id.h"
@@ -33,10 +34,11 @@ struct worker_stream {
     struct llmq_stream_asm *as;
     int client_usage; /* the client asked for usage itself */
     enum relay_state relay;
-    int relayed;    /* events went to the gateway */
-    int error_sent; /* the API's own error event was relayed */
-    int clean_end;  /* [DONE] or response.completed seen */
-    int aborting;   /* the transfer is being ended by us */
+    int relayed;     /* events went to the gateway */
+    int in_progress; /* counted in progress (metrics_stream.h) */
+    int error_sent;  /* the API's own error event was relayed */
+    int clean_end;   /* [DONE] or response.completed seen */
+    int aborting;    /* the transfer is being ended by us */
     char abort_why[32];
     struct llmq_http_xfer *xfer;
     char *pending; /* bytes of an event not complete yet */
@@ -44,6 +46,9 @@ struct worker_stream {
     char *out; /* events not published yet */
     size_t out_len, out_cap;
     long long seq;
+    long out_events; /* events in out */
+    double sent_at;  /* ev_now when the request was sent */
+    double first_at; /* ev_now of the first event from the API (0: none yet) */
     double last_pub; /* ev_now of the last PUBLISH */
     ev_timer flush_timer;
     ev_timer beat_timer;
@@ -137,6 +142,7 @@ static void on_published(redisAsyncContext *ac, void *reply, void *privdata)
         flush(s); /* what came before the answer */
     } else if (kind == 's') {
         s->out_len = 0; /* nobody relays this job: it runs collected */
+        s->out_events = 0;
     }
     stream_release(s);
 }
@@ -163,6 +169,14 @@ static int publish(struct worker_stream *s, char kind, const char *payload, size
     s->refs++;
     s->seq++;
     s->last_pub = ev_now(s->w->loop);
+    llmq_worker_metrics_stream_message(s->w, s->acct->cfg->name);
+    if (n > 0 && kind != 'x') {
+        if (!s->in_progress) /* the first events reach the client */
+            llmq_worker_metrics_stream_first(s->w, s->acct->cfg->name, s->first_at - s->sent_at);
+        s->in_progress = 1;
+        llmq_worker_metrics_stream_events(s->w, s->acct->cfg->name, s->out_events);
+        s->out_events = 0;
+    }
     return 0;
 }
 
@@ -239,6 +253,7 @@ static void relay_event(struct worker_stream *s, const char *ev, size_t n,
         ev = at + un;
     }
     failed |= buf_add(&s->out, &s->out_len, &s->out_cap, ev, n);
+    s->out_events++;
     if (failed) { /* out of memory: on_data ends the transfer */
         s->aborting = 1;
         snprintf(s->abort_why, sizeof(s->abort_why), "out_of_memory");
@@ -258,6 +273,8 @@ static int on_data(const char *data, size_t len, long status, void *privdata)
     while ((n = llmq_sse_event_len(s->pending + off, s->pending_len - off)) > 0) {
         const char *ev = s->pending + off;
         enum llmq_stream_event_kind kind = llmq_stream_asm_event(s->as, ev, n);
+        if (s->first_at == 0)
+            s->first_at = ev_now(s->w->loop);
         if (kind == LLMQ_STREAM_EV_DONE || kind == LLMQ_STREAM_EV_FINAL)
             s->clean_end = 1;
         relay_event(s, ev, n, kind);
@@ -329,6 +346,8 @@ int llmq_worker_stream_begin(struct llmq_worker *w, struct worker_job *job,
 void llmq_worker_stream_sent(struct worker_job *job)
 {
     struct worker_stream *s = job->stream;
+    if (s != NULL)
+        s->sent_at = ev_now(s->w->loop);
     if (s != NULL && publish(s, 's', NULL, 0) != 0)
         s->relay = RELAY_NONE; /* Redis away: nobody can be relayed to */
 }
@@ -451,6 +470,24 @@ static void publish_end(struct worker_stream *s, const struct worker_job *job)
     (void)publish(s, 'x', ev, strlen(ev));
 }
 
+/* Counts how the attempt ended (metrics_stream.h). An attempt that ended
+ * before any event reached the gateway (back in the queue, an error answered
+ * whole) is no stream, unless the client left meanwhile. */
+static void count_end(const struct worker_stream *s, const struct worker_job *job)
+{
+    int relayed = s->in_progress;
+    const char *end = NULL;
+    if (s->aborting)
+        end = "aborted";
+    else if (s->relay == RELAY_NONE && s->first_at > 0)
+        end = "collected";
+    else if (relayed)
+        end = job->settle.mode == WORKER_SETTLE_DONE ? "completed" : "error";
+    if (end != NULL)
+        llmq_worker_metrics_stream_end(s->w, s->acct->cfg->name, end,
+                                       relayed ? ev_now(s->w->loop) - s->first_at : -1);
+}
+
 void llmq_worker_stream_end(struct worker_job *job, const struct llmq_http_response *resp)
 {
     struct worker_stream *s = job->stream;
@@ -469,6 +506,7 @@ void llmq_worker_stream_end(struct worker_job *job, const struct llmq_http_respo
     ev_timer_stop(s->w->loop, &s->beat_timer);
     if (resp != NULL) /* else nothing was sent, and no s message either */
         publish_end(s, job);
+    count_end(s, job);
     s->job = NULL;
     s->xfer = NULL;
     job->stream = NULL;

@@ -22,6 +22,7 @@
 #include "base/log.h"
 #include "admin/metrics.h"
 #include "admin/metrics_spend.h"
+#include "admin/metrics_stream.h"
 #include "worker.h"
 #include "llmq/priority.h"
 
@@ -48,7 +49,8 @@ struct llmq_worker_metrics {
     struct llmq_metric *ep_requests, *ep_latency, *ep_up, *ep_used, *ep_limit, *ep_lat_shared;
     int ep_pending[LLMQ_WORKER_MAX_ACCOUNTS];
     struct llmq_admin_http *admin;
-    struct worker_spend_metrics *spend; /* budgets and today's spend, polled with the depths */
+    struct worker_spend_metrics *spend;    /* budgets and today's spend, polled with the depths */
+    struct worker_stream_metrics *streams; /* streamed calls (metrics_stream.h) */
     ev_timer depth_timer;
     struct depth_probe probes[LLMQ_WORKER_MAX_ACCOUNTS][DEPTH_PROBES];
     int depth_pending[LLMQ_WORKER_MAX_ACCOUNTS]; /* probes unanswered */
@@ -405,10 +407,13 @@ int llmq_worker_metrics_start(struct llmq_worker *w)
     struct llmq_worker_metrics *m = calloc(1, sizeof(*m));
     if (m == NULL || (m->reg = llmq_metrics_new()) == NULL || !register_jobs(m) ||
         !register_gauges(m) || !register_endpoints(m) ||
-        (m->spend = llmq_worker_spend_metrics_new(m->reg)) == NULL) {
+        (m->spend = llmq_worker_spend_metrics_new(m->reg)) == NULL ||
+        (m->streams = llmq_worker_stream_metrics_new(m->reg)) == NULL) {
         LLMQ_LOG(LLMQ_LOG_ERROR, "metrics: out of memory; running without metrics");
-        if (m != NULL)
+        if (m != NULL) {
+            llmq_worker_spend_metrics_free(m->spend);
             llmq_metrics_free(m->reg);
+        }
         free(m);
         return w->cfg->metrics_port > 0 ? -1 : 0;
     }
@@ -439,9 +444,15 @@ void llmq_worker_metrics_free(struct llmq_worker *w)
     ev_timer_stop(w->loop, &m->depth_timer);
     llmq_admin_http_free(m->admin);
     llmq_worker_spend_metrics_free(m->spend);
+    llmq_worker_stream_metrics_free(m->streams);
     llmq_metrics_free(m->reg);
     free(m);
     w->metrics = NULL;
+}
+
+struct worker_stream_metrics *llmq_worker_metrics_of_streams(struct llmq_worker *w)
+{
+    return w->metrics != NULL ? w->metrics->streams : NULL;
 }
 
 /* ---- hooks ---- */

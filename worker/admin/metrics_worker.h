@@ -31,6 +31,10 @@ void llmq_worker_metrics_free(struct llmq_worker *w);
  * it) with its length in *len, or NULL without metrics or memory. */
 char *llmq_worker_metrics_render(struct llmq_worker *w, size_t *len);
 
+/* The streamed calls' metrics of w (metrics_stream.h, whose hooks use it),
+ * or NULL without metrics. */
+struct worker_stream_metrics *llmq_worker_metrics_of_streams(struct llmq_worker *w);
+
 /* A job was granted by dispatch (counts it and its reserved tokens). */
 void llmq_worker_metrics_dispatched(struct llmq_worker *w, const struct worker_job *job);
 
