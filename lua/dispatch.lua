@@ -501,7 +501,9 @@ for _, prio in ipairs(PRIOS) do
                         -- the model (and again within r1 ms)
                         chain_end()
                         skipped = skipped + 1
-                        routes.own_wait = math.min(routes.own_wait or r1, r1)
+                        if r1 ~= nil then
+                            routes.own_wait = math.min(routes.own_wait or r1, r1)
+                        end
                     elseif st == 'never' then
                         kind, a = 'dead', 'never_fits'
                         b = 'cost ' .. cost .. ' tokens exceeds the ' .. r2 .. ' limit ' .. r3 ..
