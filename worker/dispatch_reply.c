@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jobs/job_pack.h"
 #include "redis/reply_read.h"
 
 int llmq_dispatch_head_decode(const redisReply *r, struct llmq_dispatch_head *out)
@@ -58,7 +59,11 @@ int llmq_dispatch_job_decode(const redisReply *r, size_t i, struct llmq_dispatch
     out->id = llmq_reply_dup(e->element[2]);
     out->handle = llmq_reply_dup(e->element[3]);
     out->url_path = llmq_reply_dup(e->element[4]);
-    out->body = llmq_reply_dup(e->element[5]);
+    /* the body as stored: packed or its text (jobs/job_pack.h) */
+    size_t body_len = 0;
+    if (e->element[5]->type == REDIS_REPLY_STRING)
+        llmq_job_unpack(e->element[5]->str, e->element[5]->len, LLMQ_JOB_PACK_TEXT_MAX, &out->body,
+                        &body_len, NULL);
     out->model = llmq_reply_dup(e->element[6]);
     if (!out->id || !out->handle || !out->url_path || !out->body || !out->model ||
         out->id[0] == '\0' || out->model[0] == '\0' || out->url_path[0] != '/') {

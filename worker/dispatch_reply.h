@@ -22,7 +22,8 @@ struct llmq_dispatch_head {
 struct llmq_dispatch_job {
     char eid[64];
     char prio[8];
-    char *id, *handle, *url_path, *body, *model;
+    char *id, *handle, *url_path, *model;
+    char *body;                 /* the JSON text, unpacked from its stored form (jobs/job_pack.h) */
     int attempts, max_attempts; /* max_attempts 0: the worker's default */
     int64_t cost, est_prompt_tokens;
     int64_t lifetime_ms; /* send it only this long after asking (0: no bound) */

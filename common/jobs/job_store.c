@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jobs/job_pack.h"
 #include "jobs/job_result.h"
 #include "redis/keys.h"
 #include "redis/redis.h"
@@ -50,16 +51,45 @@ enum llmq_rc llmq_job_store_prepare(redisContext *c, const char *prefix, struct 
 #define OPTS_MAX 4
 
 /* The arguments of one enqueue call: KEYS[1], the options, then
- * FIELDS_PER_JOB per job. Numbers and options are formatted here; everything
- * else is borrowed from jobs. */
+ * FIELDS_PER_JOB per job. Numbers, options and packed bodies
+ * (jobs/job_pack.h) are made here; everything else is borrowed from jobs.
+ * The packed bodies live until the next build_call or call_args_free (the
+ * command is formatted before either). */
 struct call_args {
     const char *argv[1 + OPTS_MAX + LLMQ_JOB_STORE_JOBS_PER_CALL * FIELDS_PER_JOB];
     size_t argvlen[1 + OPTS_MAX + LLMQ_JOB_STORE_JOBS_PER_CALL * FIELDS_PER_JOB];
     char nums[LLMQ_JOB_STORE_JOBS_PER_CALL][NUMS_PER_JOB][NUM_LEN];
     char lease_opt[LLMQ_JOB_ID_MAX + 16];
     char key_opt[80];
+    char *packed[LLMQ_JOB_STORE_JOBS_PER_CALL];
+    struct llmq_job_packer *packer; /* NULL: bodies go as they are */
     int argc;
 };
+
+static struct call_args *call_args_new(void)
+{
+    struct call_args *a = calloc(1, sizeof(struct call_args));
+    if (a != NULL)
+        a->packer = llmq_job_packer_new();
+    return a;
+}
+
+static void call_args_drop_packed(struct call_args *a)
+{
+    for (size_t i = 0; i < LLMQ_JOB_STORE_JOBS_PER_CALL; i++) {
+        free(a->packed[i]);
+        a->packed[i] = NULL;
+    }
+}
+
+static void call_args_free(struct call_args *a)
+{
+    if (a == NULL)
+        return;
+    call_args_drop_packed(a);
+    llmq_job_packer_free(a->packer);
+    free(a);
+}
 
 static void arg(struct call_args *a, const char *s, size_t len)
 {
@@ -74,10 +104,25 @@ static void num_arg(struct call_args *a, char *buf, long long v)
     arg(a, buf, (size_t)len);
 }
 
+/* Job j's body as it is stored: packed when that makes it shorter, else
+ * (or when packing fails: the text is a valid stored value too) the text. */
+static void body_arg(struct call_args *a, size_t i, const struct llmq_job *j)
+{
+    size_t len = 0;
+    if (a->packer != NULL &&
+        llmq_job_packer_pack(a->packer, j->body, j->body_len, &a->packed[i], &len, NULL) ==
+            LLMQ_OK &&
+        a->packed[i] != NULL)
+        arg(a, a->packed[i], len);
+    else
+        arg(a, j->body, j->body_len);
+}
+
 static void build_call(struct call_args *a, const char *prefix, const struct llmq_job_gate *gate,
                        const struct llmq_job *jobs, size_t n)
 {
     a->argc = 0;
+    call_args_drop_packed(a);
     arg(a, prefix, strlen(prefix));
     if (gate != NULL && gate->held)
         arg(a, "{held}", 6);
@@ -103,7 +148,7 @@ static void build_call(struct call_args *a, const char *prefix, const struct llm
         arg(a, prio, strlen(prio));
         arg(a, j->model, strlen(j->model));
         arg(a, j->url, strlen(j->url));
-        arg(a, j->body, j->body_len);
+        body_arg(a, i, j);
         num_arg(a, a->nums[i][0], j->cost.total_tokens);
         arg(a, j->tenant ? j->tenant : "", j->tenant ? strlen(j->tenant) : 0);
         arg(a, j->user ? j->user : "", j->user ? strlen(j->user) : 0);
@@ -289,7 +334,7 @@ enum llmq_rc llmq_job_store_push(redisContext *c, const char *prefix, const stru
                                  size_t n, struct llmq_job_outcome *out, struct llmq_error *err)
 {
     size_t per_round = (size_t)LLMQ_JOB_STORE_JOBS_PER_CALL * LLMQ_JOB_STORE_CALLS_PER_ROUND;
-    struct call_args *a = malloc(sizeof(*a));
+    struct call_args *a = call_args_new();
     unsigned char *redo = calloc(n / LLMQ_JOB_STORE_JOBS_PER_CALL + 1, 1);
     enum llmq_rc rc = LLMQ_OK;
     struct round prev = {0, 0};
@@ -317,7 +362,7 @@ enum llmq_rc llmq_job_store_push(redisContext *c, const char *prefix, const stru
     }
     if (rc == LLMQ_OK)
         rc = redo_calls(c, prefix, jobs, n, redo, a, out, err);
-    free(a);
+    call_args_free(a);
     free(redo);
     return rc;
 }
@@ -411,10 +456,10 @@ enum llmq_rc llmq_job_store_push_async(redisAsyncContext *ac, const char *prefix
     if (gate != NULL && gate->key_id != NULL && strlen(gate->key_id) > 64)
         return llmq_error_set(err, LLMQ_EINVAL, "enqueue: key id too long");
     struct push_async *pa = calloc(1, sizeof(*pa));
-    struct call_args *a = malloc(sizeof(*a));
+    struct call_args *a = call_args_new();
     if (pa == NULL || a == NULL) {
         free(pa);
-        free(a);
+        call_args_free(a);
         return llmq_error_set(err, LLMQ_ENOMEM, "enqueue: out of memory");
     }
     pa->out = out;
@@ -441,7 +486,7 @@ enum llmq_rc llmq_job_store_push_async(redisAsyncContext *ac, const char *prefix
         }
         sent++;
     }
-    free(a);
+    call_args_free(a);
     if (sent == 0) {
         enum llmq_rc rc = llmq_error_set(err, pa->err.rc ? pa->err.rc : LLMQ_EREDIS, "%s",
                                          pa->err.msg[0] ? pa->err.msg : "enqueue: nothing sent");

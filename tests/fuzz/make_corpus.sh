@@ -249,4 +249,9 @@ printf 'J1 high 7 1796000000000 3600000 3 9 0 2 1 4109 1 1 15 0 3 5\nx\0m\0/v1/e
     seed gw_file_job tenant_empty_user_set
 printf 'J1 low 1 0 0 5 1 0 0 0 1 5 11 20 4 -1 99\nreq-1\0gpt-4o-mini\0' | seed gw_file_job cut_short
 
+# --- job_pack: a stored body or result (common/jobs/job_pack.h) ------------
+for f in "$data"/job_pack/valid/* "$data"/job_pack/invalid/*; do
+    seed job_pack "$(basename "$(dirname "$f")")_$(basename "$f")" <"$f"
+done
+
 echo "corpus: $(find "$out" -type f | wc -l) files, $(du -sh "$out" | cut -f1)"

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "jobs_cli_run.h"
+#include "jobs/job_pack.h"
 #include "jobs_fake_worker.h"
 #include "account.h"
 #include "llmq/llmq.h"
@@ -61,8 +62,13 @@ static void test_list_retry_purge(void **state)
     assert_string_equal(r.out, "b\n");
     cli_free(&r);
     char *st = hget(a.c, a.prefix, "b", "state"), *att = hget(a.c, a.prefix, "b", "attempts");
+    /* the body kept, as it was stored (packed: jobs/job_pack.h) */
     redisReply *br = redisCommand(a.c, "GET %sbody:b", a.prefix);
-    char *body = br->type == REDIS_REPLY_STRING ? strdup(br->str) : NULL;
+    char *body = NULL;
+    size_t body_len = 0;
+    if (br->type == REDIS_REPLY_STRING)
+        assert_int_equal(llmq_job_unpack(br->str, br->len, 1 << 20, &body, &body_len, NULL),
+                         LLMQ_OK);
     freeReplyObject(br);
     assert_string_equal(st, "queued");
     assert_string_equal(att, "0");
