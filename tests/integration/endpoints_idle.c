@@ -89,8 +89,8 @@ static pid_t start_worker(const char *account, struct ep_sim *eps, int n, const 
                           char log[128])
 {
     static char store[EP_MAX][96];
-    const char *args[8 + 2 * EP_MAX + 1] = {"--concurrency", "4", "--visibility-ms", "600000",
-                                            "--log-level",   "debug"};
+    const char *args[8 + 2 * EP_MAX + 1] = {"--concurrency", "4",           "--visibility-ms",
+                                            "600000",        "--log-level", "debug"};
     ep_key_args(eps, n, args, 6, store);
     worker_log_path(log, tag, 0);
     pid_t pid = worker_start(account, &eps[0].sim, log, args);
@@ -149,8 +149,15 @@ static void test_probe_answer_wakes_the_rest(void **state)
     ep_init(&ep, 0);
     const char *failing[] = {"--fail-500", "100", NULL};
     ep_sim_start(&ep, failing);
-    const char *health[] = {"--fail-threshold", "1",     "--cooldown-ms", "1500",
-                            "--cooldown-max-ms", "1500", "--probe-ms",    "60000", NULL};
+    const char *health[] = {"--fail-threshold",
+                            "1",
+                            "--cooldown-ms",
+                            "1500",
+                            "--cooldown-max-ms",
+                            "1500",
+                            "--probe-ms",
+                            "60000",
+                            NULL};
     ep_add(account, &ep, "/v1", health);
     ep_limit(account, &ep, "m1", 1000, 60000);
     jobs_file(jobs, sizeof(jobs), "epprobe", "p", 1, "m1");

@@ -93,10 +93,11 @@ static void test_streamed_calls_feed_endpoint_health(void **state)
      * ep0 breaks its stream off */
     const char *breaking[] = {"--latency-ms", "300", "--stream-error", "100", NULL};
     const char *answering[] = {"--latency-ms", "60", NULL};
-    const char *health[] = {"--fail-threshold", "3", "--fail-window-ms", "60000",
-                            "--cooldown-ms",    "60000", NULL};
-    const char *tier1[] = {"--tier", "1", "--fail-threshold", "3", "--fail-window-ms", "60000",
-                           "--cooldown-ms", "60000", NULL};
+    const char *health[] = {
+        "--fail-threshold", "3", "--fail-window-ms", "60000", "--cooldown-ms", "60000", NULL};
+    const char *tier1[] = {
+        "--tier", "1", "--fail-threshold", "3", "--fail-window-ms", "60000", "--cooldown-ms",
+        "60000",  NULL};
     const char *tier2[] = {"--tier", "2", NULL};
     for (int i = 0; i < N_EP; i++)
         ep_init(&eps[i], i);
@@ -154,8 +155,8 @@ static void test_streamed_calls_feed_endpoint_health(void **state)
         }
         free(e);
     }
-    printf("# requests: ep0 (breaks streams) %d, ep1 %d, ep2 (401) %d\n", requests[0],
-           requests[1], requests[2]);
+    printf("# requests: ep0 (breaks streams) %d, ep1 %d, ep2 (401) %d\n", requests[0], requests[1],
+           requests[2]);
     for (int i = 0; i < JOBS; i++)
         assert_int_equal(seen[i], 1);
     redisContext *c = llmq_test_redis_connect();
