@@ -367,7 +367,7 @@ static int batch_models_read(redisContext *c, const char *prefix, const struct l
     sent = 0;
     for (size_t i = 0; rc == 0 && i < m->n; i++) {
         char key[LLMQ_KEY_FIXED_MAX + LLMQ_BUCKET_NAME_MAX];
-        if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_EP_MODEL, m->name[i], NULL) != LLMQ_OK)
+        if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_MODEL_EPS, m->name[i], NULL) != LLMQ_OK)
             break;
         redisAppendCommand(c, "SCARD %s", key);
         sent++;
@@ -379,7 +379,7 @@ static int batch_models_read(redisContext *c, const char *prefix, const struct l
             break;
         }
         char key[LLMQ_KEY_FIXED_MAX + LLMQ_BUCKET_NAME_MAX];
-        if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_EP_MODEL, m->name[i], NULL) == LLMQ_OK)
+        if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_MODEL_EPS, m->name[i], NULL) == LLMQ_OK)
             r = llmq_redis_redo(c, r, "SCARD %s", key);
         m->endpoints[i] = r != NULL && r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
         freeReplyObject(r);

@@ -25,14 +25,16 @@
 -- Reply: the batch's status after the call ('gone' after the last abort).
 -- Errors: LLMQ_ENOTFOUND a commit of no such batch; LLMQ_ECONFLICT a commit of a
 -- validating batch another gateway holds, or an abort of a visible one.
+-- uses: sched_backlog_add, sched_push, llmq_now_ms
+-- uses: KEY
 local P = KEYS[1]
 local bid, gw, mode, last = ARGV[1], ARGV[2], ARGV[3], ARGV[#ARGV] == '{last}'
 local ids_end = last and #ARGV - 1 or #ARGV
-local bk = P .. 'gw:batch:' .. bid
+local bk = KEY.gw_batch(P, bid)
 local v = redis.call('HMGET', bk, 'status', 'lease')
 local status = v[1]
 if not status and mode ~= 'abort' then
-    redis.call('SREM', P .. 'gw:staging', bid)
+    redis.call('SREM', KEY.gw_staging(P), bid)
     return redis.error_reply('LLMQ_ENOTFOUND no batch ' .. bid)
 end
 local now = llmq_now_ms()
@@ -43,16 +45,16 @@ if mode == 'abort' then
         return redis.error_reply('LLMQ_ECONFLICT batch ' .. bid .. ' is ' .. status)
     end
     for i = 4, ids_end do
-        local jk = P .. 'job:' .. ARGV[i]
+        local jk = KEY.job(P, ARGV[i])
         if redis.call('HGET', jk, 'state') == 'held' then
-            redis.call('DEL', jk, P .. 'body:' .. ARGV[i])
+            redis.call('DEL', jk, KEY.job_body(P, ARGV[i]))
         end
     end
     if not last then
         return status or 'gone'
     end
-    redis.call('DEL', bk, P .. 'gw:batch:' .. bid .. ':jobs')
-    redis.call('SREM', P .. 'gw:staging', bid)
+    redis.call('DEL', bk, KEY.gw_batch_jobs(P, bid))
+    redis.call('SREM', KEY.gw_staging(P), bid)
     return 'gone'
 elseif mode ~= 'commit' then
     return redis.error_reply('LLMQ_EINVAL batch_stage mode must be commit or abort')
@@ -64,20 +66,20 @@ if status == 'validating' then
     end
     status = 'in_progress'
     redis.call('HSET', bk, 'status', status, 'in_progress_at', math.floor(now / 1000))
-    redis.call('ZADD', P .. 'gw:batches', now, bid)
+    redis.call('ZADD', KEY.gw_batches(P), now, bid)
 end
 local vt, backlog = {}, {}
 for i = 4, ids_end do
     local id = ARGV[i]
-    local j = redis.call('HMGET', P .. 'job:' .. id, 'state', 'prio', 'model', 'tenant', 'user')
+    local j = redis.call('HMGET', KEY.job(P, id), 'state', 'prio', 'model', 'tenant', 'user')
     if j[1] == 'held' then
-        redis.call('HSET', P .. 'job:' .. id, 'state', 'queued')
+        redis.call('HSET', KEY.job(P, id), 'state', 'queued')
         sched_push(P, id, j[2], j[3], j[4], j[5], false, vt, backlog)
     end
 end
 sched_backlog_add(P, backlog)
 if last then
     redis.call('HDEL', bk, 'lease')
-    redis.call('SREM', P .. 'gw:staging', bid)
+    redis.call('SREM', KEY.gw_staging(P), bid)
 end
 return status

@@ -13,10 +13,10 @@
 --                            file that takes several calls before the first)
 --            {pins}          each job has a 13th value: the endpoints it may
 --                            run on, comma-separated ('' any; job field pin,
---                            lua/lib/47_endpoints.lua)
+--                            lua/lib/endpoints.lua)
 --            {key=<id>}      the jobs come through gateway key <id> (16 hex
 --                            digits of its SHA-256; job field key): its
---                            spend budgets apply (lua/lib/25_budget.lua)
+--                            spend budgets apply (lua/lib/budget.lua)
 --          then JOBS_FIELDS values per job, repeated for each job of the call:
 --          id, prio (high|normal|low), model, url, body (JSON text), cost
 --          (tokens), tenant ('' none), user ('' none), deadline_ms (unix ms,
@@ -30,8 +30,11 @@
 -- of the existing job; 'done' when only a result is left), nothing written.
 -- A job is a HASH P job:<id> of small fields (a listpack: common/redis/keys.h),
 -- its body in the STRING P body:<id>, and its id in its key's queue
--- (lua/lib/45_sched.lua: P kq:<prio>|<model>|<tenant>|<user>); workers are
+-- (lua/lib/sched.lua: P kq:<prio>|<model>|<tenant>|<user>); workers are
 -- woken when it may run now.
+-- uses: budget_path, budget_price, budget_session, JOBS_PRIORITY_VALID, sched_backlog_add
+-- uses: sched_push, llmq_int_text, llmq_now_ms, worker_name_ok
+-- uses: KEY
 local P = KEYS[1]
 local JOBS_FIELDS = 12
 local held, lease, key, check, pins = false, nil, nil, false, false
@@ -90,7 +93,7 @@ local function fail(msg)
 end
 for base = first, #ARGV, JOBS_FIELDS do
     local id, prio = ARGV[base], ARGV[base + 1]
-    local jk = P .. 'job:' .. id
+    local jk = KEY.job(P, id)
     if not JOBS_PRIORITY_VALID[prio] then
         return fail('LLMQ_EINVAL job ' .. id .. ': bad priority ' .. prio)
     end
@@ -100,7 +103,7 @@ for base = first, #ARGV, JOBS_FIELDS do
         (user ~= '' and not worker_name_ok(user)) then
         return fail('LLMQ_EINVAL job ' .. id .. ': model, tenant or user is not a name')
     end
-    if redis.call('EXISTS', jk, P .. 'res:' .. id) > 0 then
+    if redis.call('EXISTS', jk, KEY.result(P, id)) > 0 then
         out[#out + 1] = { 0, redis.call('HGET', jk, 'state') or 'done' }
     else
         local deadline, ttl = tonumber(ARGV[base + 8]), tonumber(ARGV[base + 9])
@@ -129,7 +132,7 @@ for base = first, #ARGV, JOBS_FIELDS do
         if pins and ARGV[base + 12] ~= '' then
             redis.call('HSET', jk, 'pin', ARGV[base + 12])
         end
-        redis.call('SET', P .. 'body:' .. id, ARGV[base + 4])
+        redis.call('SET', KEY.job_body(P, id), ARGV[base + 4])
         if not held then
             sched_push(P, id, prio, ARGV[base + 2], ARGV[base + 6], ARGV[base + 7], false, vt, backlog)
         end

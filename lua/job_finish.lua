@@ -1,5 +1,5 @@
 -- job_finish: ends a job with its result (see llmq_job_finish in
--- lib/30_jobs.lua). For failures outside dispatch, and for tests that play
+-- lib/jobs.lua). For failures outside dispatch, and for tests that play
 -- the worker.
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  job id
@@ -7,4 +7,5 @@
 -- ARGV[3]  the Batch output line (JSON text)
 -- ARGV[4]  reason ('' for done; e.g. 'http_400', 'max_attempts', 'deadline')
 -- Reply: 1 when the job ended now, 0 when it had already ended (no change).
+-- uses: llmq_job_finish, llmq_now_ms
 return llmq_job_finish(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4] or '', llmq_now_ms())
