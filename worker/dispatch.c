@@ -55,6 +55,7 @@ static struct worker_job *job_from_reply(struct worker_account *a, const redisRe
     job->api_version = d.api_version;
     job->deployment = d.deployment;
     job->asked_model = d.asked_model;
+    job->lease = d.lease;
     job->attempts = d.attempts;
     job->cost = d.cost;
     job->max_attempts = d.max_attempts > 0 ? d.max_attempts : a->w->cfg->max_attempts;

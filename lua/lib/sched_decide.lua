@@ -225,7 +225,7 @@ local function sched_grant(d, s, c, prio, id, job, attempts, max_attempts, cost,
     local g = { '', prio, id, handle, job[10] or '', job[12], served, attempts + 1, cost,
         max_attempts, tonumber(job[9]) or -1, lifetime, guard, ep and ep.name or '',
         ep and ep.base_url or '', ep and ep.api_version or '', ep and ep.deps[served] or '',
-        served ~= c.m.name and c.m.name or '' }
+        served ~= c.m.name and c.m.name or '', job[13] or '' }
     d.taken = d.taken + 1
     if not c.wu then -- the key's weights, once per chain
         local model, tenant, user = c.m.name, c.t.name, c.u.name
