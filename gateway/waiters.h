@@ -1,7 +1,7 @@
 /* Requests waiting for jobs to end, told without polling.
  *
  * One connection per gateway reads P events (XREAD BLOCK, one stream entry
- * {id, state} per job that ends: lua/lib/30_jobs.lua llmq_job_finish) from
+ * {id, state} per job that ends: lua/lib/jobs.lua llmq_job_finish) from
  * the last entry it saw, and hands each id to the waiter registered for it.
  * A waiter registers before its job is enqueued, so its event cannot come
  * first. After the events connection (re)connects, and every RECHECK period,
@@ -33,6 +33,12 @@ void gw_waiters_free(struct gw_waiters *ws);
 void gw_waiters_add(struct gw_waiters *ws, struct gw_waiter *w);
 /* Removes w if registered; safe to call from on_maybe_ended. */
 void gw_waiters_remove(struct gw_waiters *ws, struct gw_waiter *w);
+
+/* The waiter registered for job id whose on_maybe_ended is that one (NULL:
+ * any), or NULL: how a module finds its own waiters (a streamed call's by
+ * its job id, stream.c). Borrowed. */
+struct gw_waiter *gw_waiters_find(struct gw_waiters *ws, const char *id,
+                                  void (*on_maybe_ended)(struct gw_waiter *w));
 
 /* The events connection became ready (1) or not (0). */
 void gw_waiters_events_state(struct gw_waiters *ws, int ready);

@@ -100,6 +100,7 @@ struct worker_job {
      * owned: name, base URL, Azure api-version, deployment, and the model
      * the job asked for when a fallback model serves it ("" none). */
     char *endpoint, *base_url, *api_version, *deployment, *asked_model;
+    char *lease; /* the gateway whose caller waits ("" none; owned): a stream's relay */
 };
 
 /* Static name of phase ("new", "held", ...; "?" out of range). */
