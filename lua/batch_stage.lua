@@ -3,7 +3,7 @@
 -- A batch is created hidden: its hash (status validating, lease = the
 -- creating gateway's id), its job list and its id in P gw:staging are
 -- written first, then its jobs are enqueued held (lua/enqueue.lua {held}: a
--- job hash and its body, in no queue). Then, over every id of its job list, in order:
+-- job record, lua/lib/32_job_record.lua, in no queue). Then, over every id of its job list, in order:
 --   commit  the call that finds the batch validating makes it visible
 --           (status in_progress, in_progress_at, its entry in P gw:batches);
 --           only the gateway holding it (ARGV[2] = its lease) may do that.
@@ -11,7 +11,7 @@
 --           longer held (queued by an earlier commit, cancelled since) is
 --           left alone, so a commit can run again over the same ids.
 --   abort   only while the batch is validating (never seen) or gone: deletes
---           its held jobs (hash and body), and at the last call the batch itself (hash, job
+--           its held jobs (record, or hash and body), and at the last call the batch itself (hash, job
 --           list).
 -- The last call (its last argument '{last}') takes the batch out of P gw:staging and
 -- drops its lease. A gateway that dies part-way leaves the batch in
@@ -44,8 +44,9 @@ if mode == 'abort' then
     end
     for i = 4, ids_end do
         local jk = P .. 'job:' .. ARGV[i]
-        if redis.call('HGET', jk, 'state') == 'held' then
-            redis.call('DEL', jk, P .. 'body:' .. ARGV[i])
+        local j = llmq_job_read(P, ARGV[i], { 'state' })
+        if j[1] == 'held' then
+            redis.call('DEL', P .. 'jr:' .. ARGV[i], jk, P .. 'body:' .. ARGV[i])
         end
     end
     if not last then
@@ -69,8 +70,12 @@ end
 local vt, backlog = {}, {}
 for i = 4, ids_end do
     local id = ARGV[i]
-    local j = redis.call('HMGET', P .. 'job:' .. id, 'state', 'prio', 'model', 'tenant', 'user')
-    if j[1] == 'held' then
+    local j, rec = llmq_job_read(P, id, { 'state', 'prio', 'model', 'tenant', 'user' })
+    if j[1] == 'held' and rec then
+        -- the record's state byte, in place (lua/lib/32_job_record.lua)
+        redis.call('SETRANGE', P .. 'jr:' .. id, JOB_RECORD_STATE_AT, 'q')
+        sched_push(P, id, j[2], j[3], j[4], j[5], false, vt, backlog)
+    elseif j[1] == 'held' then
         redis.call('HSET', P .. 'job:' .. id, 'state', 'queued')
         sched_push(P, id, j[2], j[3], j[4], j[5], false, vt, backlog)
     end

@@ -12,7 +12,7 @@ local function purge(id, eid)
     local jk = P .. 'job:' .. id
     local j = redis.call('HMGET', jk, 'state', 'dead_entry')
     eid = eid or j[2]
-    if j[1] ~= false and j[1] ~= 'dead' then
+    if (j[1] ~= false and j[1] ~= 'dead') or (j[1] == false and llmq_job_record_exists(P, id) == 1) then
         return 'not_dead'
     end
     if eid then

@@ -17,6 +17,9 @@ local function retry(id, eid)
     local j = redis.call('HMGET', jk, 'state', 'body', 'prio', 'dead_entry', 'model', 'tenant',
         'user')
     eid = eid or j[4]
+    if j[1] == false and llmq_job_record_exists(P, id) == 1 then
+        return 'not_dead' -- waiting, as a record (lua/lib/32_job_record.lua)
+    end
     if j[1] ~= 'dead' then
         -- An entry left over from a job that lives again: drop it when listed.
         if j[1] == false and eid then

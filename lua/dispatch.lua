@@ -131,6 +131,9 @@ if sched_unblock_due(P, now, vt) == 256 then
     more = true
 end
 
+-- Jobs examined in this call that are still records (id -> record): written
+-- through llmq_job_record_unpack (granted, ended), untouched otherwise.
+local records = {}
 local JOB_FIELDS = { 'model', 'tenant', 'user', 'cost', 'deadline_ms', 'attempts', 'max_attempts',
     'state', 'est_prompt_tokens', 'url', 'cancel', 'body', 'lease', 'key', 'pin', 'epx' }
 
@@ -149,9 +152,10 @@ local function lease_lives(name)
 end
 
 -- What to do with job id (a stream entry's or a key head's): nil, job when
--- it can be tried (job: the values of JOB_FIELDS, read in one HMGET; body is
--- set only in a hash of the previous layout: granted jobs' bodies are read
--- from P body:<id> in one MGET, grants_bodies); else
+-- it can be tried (job: the values of JOB_FIELDS, from its record in one GET
+-- or its hash in one HMGET; body is set for a record, and in a hash of the
+-- layout before the previous one: other granted jobs' bodies are read from
+-- P body:<id> in one MGET, grants_bodies); else
 -- kind ('bad': no usable job; 'drop': already ended; 'dead': dead-letter the
 -- job; 'cancel': end it cancelled), reason, message. from_key: id is a key
 -- head that dispatch or enqueue queued, with state 'queued': a result can
@@ -164,10 +168,13 @@ local function examine(id, from_key)
         return 'bad', id == nil and 'invalid_entry' or 'invalid_job_id',
             id == nil and 'stream entry has no job id' or 'job id is not a valid name'
     end
-    local ok, job = pcall(redis.call, 'HMGET', P .. 'job:' .. id, unpack(JOB_FIELDS))
+    -- a job no worker took yet is its record (lua/lib/32_job_record.lua),
+    -- noted in records: what writes it turns it into its hash first
+    local ok, job, rec = pcall(llmq_job_read, P, id, JOB_FIELDS)
     if not ok then
-        return 'bad', 'invalid_job', 'job key is not a hash'
+        return 'bad', 'invalid_job', 'job key is not a hash or its record is damaged'
     end
+    records[id] = rec
     if JOBS_ENDED[job[8]] or
         ((not from_key or job[8] ~= 'queued') and redis.call('EXISTS', P .. 'res:' .. id) == 1) then
         return 'drop'
@@ -199,6 +206,9 @@ local function reject(kind, where, eid, id, reason, message)
     if kind == 'bad' then
         worker_dead_entry(P, where, eid, id, reason, message, now)
     elseif kind == 'dead' or kind == 'cancel' then
+        if records[id] then
+            llmq_job_record_unpack(P, id, records[id])
+        end
         llmq_job_finish(P, id, kind == 'dead' and 'dead' or 'cancelled',
             worker_error_line(id, reason, message), reason, now)
     end
@@ -236,7 +246,11 @@ for _, stream in ipairs(read_foreign() or {}) do
         local kind, a, b = examine(id)
         if kind == nil then
             local job = a
-            redis.call('HSET', P .. 'job:' .. id, 'state', 'queued', 'prio', prio)
+            if records[id] then
+                llmq_job_record_unpack(P, id, records[id], 'state', 'queued', 'prio', prio)
+            else
+                redis.call('HSET', P .. 'job:' .. id, 'state', 'queued', 'prio', prio)
+            end
             sched_push(P, id, prio, job[1], job[2], job[3], false, vt)
         else
             reject(kind, q, eid, id, a, b)
@@ -337,14 +351,17 @@ local function chain_start(prio, smk, skipped)
 end
 
 -- Fills in the bodies of grants (the jobs granted at one priority): one MGET
--- of their P body:<id>. A job of the previous layout has its body in its hash
+-- of their P body:<id>; a job that was a record brought its body along. A job
+-- of the layout before has its body in its hash
 -- (read by examine): it moves to P body:<id>, so its finish finds the layout
 -- of today (README "Upgrading"). A body that is gone is sent as ''.
 local function grants_bodies(grants)
     local keys, at = {}, {}
     for i, g in ipairs(grants) do
         local bk = P .. 'body:' .. g[3]
-        if g[6] then
+        if g[6] and records[g[3]] then
+            -- (a record's body: written to bk when the grant unpacked it)
+        elseif g[6] then
             redis.call('SET', bk, g[6])
             redis.call('HDEL', P .. 'job:' .. g[3], 'body')
         else
@@ -460,8 +477,13 @@ for _, prio in ipairs(PRIOS) do
                         local handle = (path.tags == '' and '' or
                             limiter_handle(path, r1, job[4], s.now_text)) ..
                             budget_charge(bp, cost, nusd, c.t.name, c.u.name)
-                        redis.call('HSET', P .. 'job:' .. id, 'state', 'running', 'attempts',
-                            llmq_int_text(attempts + 1), 'consumer', consumer, 'run_ms', s.now_text)
+                        local run = { 'state', 'running', 'attempts', llmq_int_text(attempts + 1),
+                            'consumer', consumer, 'run_ms', s.now_text }
+                        if records[id] then
+                            llmq_job_record_unpack(P, id, records[id], unpack(run))
+                        else
+                            redis.call('HSET', P .. 'job:' .. id, unpack(run))
+                        end
                         local lifetime, guard = c.lifetime, c.guard
                         if lifetime == nil or ep ~= nil then -- the path's, once per chain
                             local mc = path[1].cfg

@@ -40,8 +40,12 @@ local unqueue = {} -- key path -> {prio, ids = set of job ids, n}
 for i = 2, all and #ARGV - 1 or #ARGV do
     local id = ARGV[i]
     local jk = P .. 'job:' .. id
-    local ok, j = pcall(redis.call, 'HMGET', jk, 'state', 'prio', 'model', 'tenant', 'user')
+    local ok, j, rec = pcall(llmq_job_read, P, id, { 'state', 'prio', 'model', 'tenant', 'user' })
     local state = ok and j[1]
+    if rec and state then
+        -- a record (queued or held, lua/lib/32_job_record.lua): a hash from here on
+        llmq_job_record_unpack(P, id, rec)
+    end
     if not state or JOBS_ENDED[state] then
         ended = ended + 1
     elseif state == 'running' then
