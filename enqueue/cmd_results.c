@@ -12,6 +12,7 @@
 #include "jobs/job_store.h"
 #include "redis/keys.h"
 #include "redis/redis.h"
+#include "redis/script.h"
 
 #define CHUNK 500
 
@@ -198,26 +199,18 @@ static void print_result(const char *id, int dead, const char *line, void *ud)
         p->printed[i] = 1;
 }
 
-/* The state of job id that has no result: a record's (its third byte,
- * lua/lib/32_job_record.lua: 'q' queued, 'h' held), else the hash's,
- * written into state (n bytes); returns state. */
+/* The state of job id that has no result, whatever its layout (a record
+ * while it waits: lua/job_fields.lua), written into state (n bytes);
+ * returns state. */
 static const char *job_state(redisContext *c, const char *prefix, const char *id, char *state,
                              size_t n)
 {
-    char key[LLMQ_KEY_FIXED_MAX + LLMQ_JOB_ID_MAX];
     snprintf(state, n, "state unknown");
-    redisReply *r = llmq_key(key, sizeof(key), prefix, LLMQ_KEY_JOB_RECORD, id, NULL) == LLMQ_OK
-                        ? redisCommand(c, "GETRANGE %s 0 2", key)
-                        : NULL;
-    if (r != NULL && r->type == REDIS_REPLY_STRING && r->len == 3 && memcmp(r->str, "R1", 2) == 0)
-        snprintf(state, n, "%s", r->str[2] == 'h' ? "held" : "queued");
-    else if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_JOB, id, NULL) == LLMQ_OK) {
-        if (r != NULL)
-            freeReplyObject(r);
-        r = redisCommand(c, "HGET %s state", key);
-        if (r != NULL && r->type == REDIS_REPLY_STRING)
-            snprintf(state, n, "%s", r->str);
-    }
+    const char *argv[] = {prefix, id, "state"};
+    redisReply *r = llmq_script_run(c, LLMQ_SCRIPT_JOB_FIELDS, 1, 3, argv, NULL, NULL);
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+        r->element[0]->type == REDIS_REPLY_STRING)
+        snprintf(state, n, "%s", r->element[0]->str);
     if (r != NULL)
         freeReplyObject(r);
     return state;
