@@ -521,10 +521,12 @@ static void print_queues(const json_t *o)
     fit(acct, sizeof(acct), json_string_value(json_object_get(o, "account")), 90);
     printf("account %s\n", acct);
     json_t *node = json_object_get(o, "redis_node");
-    if (json_is_object(node))
-        printf("  redis node: %s:%lld (slot %lld)\n",
-               json_string_value(json_object_get(node, "host")), jint(node, "port"),
-               jint(node, "slot"));
+    if (json_is_object(node)) {
+        const char *host = json_string_value(json_object_get(node, "host"));
+        char addr[300];
+        llmq_redis_addr_format(host ? host : "?", (int)jint(node, "port"), addr, sizeof(addr));
+        printf("  redis node: %s (slot %lld)\n", addr, jint(node, "slot"));
+    }
     if (json_is_object(json_object_get(o, "auth_pause"))) {
         printf("  ");
         llmq_cli_auth_pause_line(stdout, json_object_get(o, "auth_pause"));

@@ -24,6 +24,7 @@
 #include "jobs/job.h"
 #include "base/log.h"
 #include "httpd/httpd.h"
+#include "redis/script.h"
 
 #define POST_BUFFER_BYTES 65536
 #define IDLE_TIMEOUT_S 120
@@ -167,9 +168,11 @@ int gw_request_command(struct gw_request *r, void (*cb)(redisAsyncContext *, voi
     va_list ap;
     va_start(ap, fmt);
     gw_request_hold(r);
-    int rc = redisvAsyncCommand(ac, cb, r, fmt, ap);
+    /* a cluster's redirection is followed: a key or file look-up does not
+     * fail for a failover or a slot on the move */
+    enum llmq_rc rc = llmq_redis_vcommand_async(ac, cb, r, fmt, ap);
     va_end(ap);
-    if (rc != REDIS_OK) {
+    if (rc != LLMQ_OK) {
         gw_request_release(r);
         gw_respond_no_redis(r);
         return -1;

@@ -21,6 +21,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "auth_pause.h"
 #include "redis/script.h"
 #include "worker.h"
 

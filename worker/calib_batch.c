@@ -2,6 +2,8 @@
  * the contract (when, and what a crash loses) is in calib_batch.h. */
 #include "calib_batch.h"
 
+#include <stddef.h>
+
 #include "base/clock.h"
 #include "base/log.h"
 #include "model_state.h"
@@ -16,9 +18,20 @@ int64_t llmq_worker_calib_delay_ms(int64_t written_ms, int64_t now_ms)
     return due > now_ms ? due - now_ms : 0;
 }
 
+static void on_calib_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)loop;
+    (void)revents;
+    llmq_worker_calib_write(t->data);
+}
+
 static void arm(struct worker_model *m, int64_t delay_ms)
 {
     struct ev_loop *loop = m->acct->w->loop;
+    if (ev_cb(&m->calib_timer) == NULL) { /* its first use: the table made it zeroed */
+        ev_init(&m->calib_timer, on_calib_timer);
+        m->calib_timer.data = m;
+    }
     ev_timer_stop(loop, &m->calib_timer);
     ev_timer_set(&m->calib_timer, delay_ms / 1000.0, 0.0);
     ev_timer_start(loop, &m->calib_timer);
@@ -41,8 +54,8 @@ static void on_written(redisAsyncContext *ac, redisReply *r, void *privdata)
     /* Draining: this may be the last reply the loop waits for. Not once the
      * loop has ended (ev_depth 0): then this runs from main.c freeing the
      * connection, and there is no loop left to stop. */
-    if (a->w->draining && ev_depth(a->w->loop) > 0)
-        llmq_worker_check_done(a->w);
+    if (a->w->draining && ev_depth(a->w->loop) > 0 && a->w->check_done != NULL)
+        a->w->check_done(a->w);
 }
 
 void llmq_worker_calib_write(struct worker_model *m)

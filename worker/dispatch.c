@@ -19,6 +19,10 @@
 #include "admin/metrics_worker.h"
 #include "redis/keys.h"
 #include "redis/script.h"
+#include "auth_pause.h"
+#include "call.h"
+#include "dispatch.h"
+#include "job_settle.h"
 #include "spool.h"
 #include "worker.h"
 
@@ -33,7 +37,7 @@ static struct worker_job *job_from_reply(struct worker_account *a, const redisRe
     struct llmq_dispatch_job d;
     if (llmq_dispatch_job_decode(r, i, &d) != 0)
         return NULL;
-    struct worker_job *job = llmq_worker_job_new(a);
+    struct worker_job *job = llmq_worker_job_new(&a->w->slots, a);
     if (job == NULL) {
         llmq_dispatch_job_clear(&d);
         return NULL;
@@ -101,7 +105,7 @@ static void plan_next(struct worker_account *a, size_t granted, int asked, int64
     if (w->draining)
         return;
     if (granted > 0 && (int)granted == asked) {
-        if (w->in_hand < w->cfg->concurrency)
+        if (w->slots.in_hand < w->cfg->concurrency)
             llmq_worker_dispatch_soon(a);
         return; /* else a finished job asks again */
     }
@@ -169,7 +173,6 @@ static void on_dispatch(redisAsyncContext *ac, redisReply *r, void *privdata)
         LLMQ_LOG_JOB(LLMQ_LOG_DEBUG, a->cfg->name, job->id,
                      "dispatched: %s, priority %s, attempt %d of %d, %lld tokens reserved",
                      job->model, job->prio, job->attempts, job->max_attempts, (long long)job->cost);
-        w->last_busy_ms = llmq_monotonic_ms();
         llmq_worker_call(w, job);
     }
     plan_next(a, granted, a->asked, wait_ms);
@@ -178,7 +181,7 @@ static void on_dispatch(redisAsyncContext *ac, redisReply *r, void *privdata)
 static void dispatch_now(struct worker_account *a)
 {
     struct llmq_worker *w = a->w;
-    int free_slots = w->cfg->concurrency - w->in_hand;
+    int free_slots = w->cfg->concurrency - w->slots.in_hand;
     redisAsyncContext *ac = llmq_redis_async_context(a->cmd);
     if (w->draining || a->dispatching || free_slots <= 0 || ac == NULL)
         return;
@@ -222,6 +225,24 @@ void llmq_worker_dispatch_soon(struct worker_account *a)
     }
 }
 
+void llmq_worker_dispatch_halt(struct worker_account *a)
+{
+    ev_timer_stop(a->w->loop, &a->wait_timer);
+    ev_timer_stop(a->w->loop, &a->soon_timer);
+}
+
+int llmq_worker_dispatch_waiting(const struct worker_account *a)
+{
+    return a->next_due_ms >= 0 || a->dispatching || ev_is_active(&a->wait_timer);
+}
+
+/* A slot was given back (job_slot.h): a may ask for more. */
+static void on_slot_freed(void *ctx, const struct worker_job *job)
+{
+    (void)job;
+    llmq_worker_dispatch_soon(ctx);
+}
+
 static void on_cmd_state(struct llmq_redis_async *ra, int ready, void *privdata)
 {
     struct worker_account *a = privdata;
@@ -256,6 +277,9 @@ void llmq_worker_account_start(struct worker_account *a)
     ev_timer_init(&a->soon_timer, on_soon, 0.0, 0.0);
     a->soon_timer.data = a;
     llmq_worker_settle_start(a);
+    if (llmq_worker_slot_freed_subscribe(&w->slots, on_slot_freed, a) != 0)
+        LLMQ_LOG_JOB(LLMQ_LOG_ERROR, a->cfg->name, NULL,
+                     "dispatch: no slot subscriber left; asking only on its own timers");
     struct llmq_redis_async_config rc = {.name = "worker",
                                          .command_timeout_ms = w->cfg->redis_timeout_ms};
     /* On a cluster, both connections go to the node of this account's slot
@@ -272,8 +296,7 @@ void llmq_worker_account_start(struct worker_account *a)
 
 void llmq_worker_account_stop(struct worker_account *a)
 {
-    ev_timer_stop(a->w->loop, &a->wait_timer);
-    ev_timer_stop(a->w->loop, &a->soon_timer);
+    llmq_worker_dispatch_halt(a);
     llmq_worker_settle_stop(a);
     llmq_redis_async_free(a->wake);
     a->wake = NULL;

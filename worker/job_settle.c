@@ -18,8 +18,8 @@
 
 #include "base/log.h"
 #include "redis/script.h"
+#include "job_settle.h"
 #include "settle_request.h"
-#include "spool.h"
 #include "worker.h"
 
 /* Deliveries per script call at most (22 arguments each). */
@@ -64,7 +64,6 @@ static void settled(struct worker_job *job, const redisReply *r)
         LLMQ_LOG_JOB(LLMQ_LOG_DEBUG, job->acct->cfg->name, job->id, "settled: %s%s%s",
                      llmq_worker_settle_mode_name(job->settle.mode),
                      job->settle.reason[0] ? " " : "", job->settle.reason);
-    llmq_worker_spool_answered(job);
     llmq_worker_job_release(job);
 }
 

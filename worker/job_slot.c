@@ -1,17 +1,35 @@
 /* Jobs in hand and their slots; the contract is in job_slot.h. The in-hand
- * count (w->in_hand) changes only here. */
+ * count (slots->in_hand) changes only here. A leaf: what a freed slot means
+ * to the rest of the worker is its subscribers' business. */
 #include "job_slot.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/clock.h"
-#include "worker.h"
 
-struct worker_job *llmq_worker_job_new(struct worker_account *a)
+void llmq_worker_slots_init(struct worker_slots *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->last_busy_ms = llmq_monotonic_ms();
+}
+
+int llmq_worker_slot_freed_subscribe(struct worker_slots *s, worker_slot_freed_fn *fn, void *ctx)
+{
+    if (s->n_freed >= WORKER_SLOT_SUBSCRIBERS_MAX)
+        return -1;
+    s->freed[s->n_freed].fn = fn;
+    s->freed[s->n_freed].ctx = ctx;
+    s->n_freed++;
+    return 0;
+}
+
+struct worker_job *llmq_worker_job_new(struct worker_slots *s, struct worker_account *a)
 {
     struct worker_job *job = calloc(1, sizeof(*job));
     if (job == NULL)
         return NULL;
+    job->slots = s;
     job->acct = a;
     job->est_prompt_tokens = -1;
     llmq_worker_settle_init(&job->settle);
@@ -20,18 +38,19 @@ struct worker_job *llmq_worker_job_new(struct worker_account *a)
 
 void llmq_worker_job_hold(struct worker_job *job)
 {
-    struct worker_account *a = job->acct;
+    struct worker_slots *s = job->slots;
     job->held_prev = NULL;
-    job->held_next = a->held;
-    if (a->held != NULL)
-        a->held->held_prev = job;
-    a->held = job;
-    a->w->in_hand++;
+    job->held_next = s->held;
+    if (s->held != NULL)
+        s->held->held_prev = job;
+    s->held = job;
+    s->in_hand++;
+    s->last_busy_ms = llmq_monotonic_ms();
 }
 
 void llmq_worker_job_take_spooled(struct worker_job *job)
 {
-    job->acct->w->in_hand++;
+    job->slots->in_hand++;
 }
 
 void llmq_worker_job_free(struct worker_job *job)
@@ -40,8 +59,8 @@ void llmq_worker_job_free(struct worker_job *job)
         return;
     if (job->held_prev != NULL)
         job->held_prev->held_next = job->held_next;
-    else if (job->acct != NULL && job->acct->held == job)
-        job->acct->held = job->held_next;
+    else if (job->slots != NULL && job->slots->held == job)
+        job->slots->held = job->held_next;
     if (job->held_next != NULL)
         job->held_next->held_prev = job->held_prev;
     free(job->id);
@@ -60,11 +79,14 @@ void llmq_worker_job_free(struct worker_job *job)
 
 void llmq_worker_job_release(struct worker_job *job)
 {
-    struct llmq_worker *w = job->acct->w;
+    struct worker_slots *s = job->slots;
+    if (s == NULL) { /* never took a slot: memory only */
+        llmq_worker_job_free(job);
+        return;
+    }
+    s->in_hand--;
+    s->last_busy_ms = llmq_monotonic_ms();
+    for (int i = 0; i < s->n_freed; i++)
+        s->freed[i].fn(s->freed[i].ctx, job);
     llmq_worker_job_free(job);
-    w->in_hand--;
-    w->last_busy_ms = llmq_monotonic_ms();
-    for (int i = 0; i < w->n_accounts; i++)
-        llmq_worker_dispatch_soon(&w->accounts[i]);
-    llmq_worker_check_done(w);
 }

@@ -3,16 +3,19 @@
  * Life of a job (all on the worker's one loop thread; no locks):
  *   1. dispatch.c makes it from a dispatch reply (llmq_worker_job_new) and
  *      takes a slot for it (llmq_worker_job_hold: counted in hand, and on
- *      its account's held list, whose stream entries recover.c keeps alive);
+ *      the held list, whose stream entries recover.c keeps alive);
  *      a job loaded from a previous run's spool (spool.c) takes a slot with
  *      llmq_worker_job_take_spooled (not held: it has no call to protect);
  *   2. call.c owns it while its call runs (it is the HTTP callback's
  *      privdata), decides its settle (job->settle) and hands it to job_settle.c;
  *   3. job_settle.c owns it until the job_settle script answers; while Redis
- *      is away it waits on its account's settle_retry list (resent, or
- *      spooled at exit);
+ *      is away it waits on its account's settle list (resent, or spooled at
+ *      exit);
  *   4. once answered, job_settle.c calls llmq_worker_job_release, the one
- *      place a slot is given back and a job in hand is freed.
+ *      place a slot is given back and a job in hand is freed. Freeing a slot
+ *      tells the slot_freed subscribers (dispatch.c: ask for more; recover.c:
+ *      the drain may be over; spool.c: a replayed result was written), so
+ *      this module knows nothing above it.
  * At exit main.c frees the jobs still waiting for Redis (spooled by then)
  * with llmq_worker_job_free. */
 #ifndef LLMQ_WORKER_JOB_SLOT_H
@@ -20,16 +23,46 @@
 
 #include <stdint.h>
 
-#include "settle_request.h"
+#include "config.h"
+#include "settle_outcome.h"
 
 struct worker_account;
+struct worker_job;
 struct worker_stream;
+
+/* A slot_freed subscriber: job's slot was just given back (job borrowed:
+ * freed right after the subscribers ran; ctx the subscriber's). */
+typedef void worker_slot_freed_fn(void *ctx, const struct worker_job *job);
+
+/* Each account's dispatch and spool, and recover.c */
+#define WORKER_SLOT_SUBSCRIBERS_MAX (2 * LLMQ_WORKER_MAX_ACCOUNTS + 1)
+
+/* The worker's slots: one per job in hand, --concurrency of them. */
+struct worker_slots {
+    int in_hand;             /* jobs holding a slot; changes only in job_slot.c */
+    int64_t last_busy_ms;    /* llmq_monotonic_ms() when a job last came or went */
+    struct worker_job *held; /* every dispatched job in hand, until freed: the
+                                stream entries recover.c keeps alive */
+    struct {
+        worker_slot_freed_fn *fn;
+        void *ctx;
+    } freed[WORKER_SLOT_SUBSCRIBERS_MAX];
+    int n_freed;
+};
+
+/* Sets s up empty (last busy: now). */
+void llmq_worker_slots_init(struct worker_slots *s);
+
+/* Subscribes fn(ctx, job) to every slot given back, after those subscribed
+ * before it. Returns 0, or -1 when WORKER_SLOT_SUBSCRIBERS_MAX are taken. */
+int llmq_worker_slot_freed_subscribe(struct worker_slots *s, worker_slot_freed_fn *fn, void *ctx);
 
 /* One job in hand, from dispatch until its settle script has answered. */
 struct worker_job {
-    struct worker_job *next;                  /* in settle_retry */
-    struct worker_job *held_prev, *held_next; /* in acct->held (llmq_worker_job_hold) */
-    struct worker_account *acct;
+    struct worker_job *next;                  /* in its account's settle lists (job_settle.c) */
+    struct worker_job *held_prev, *held_next; /* in slots->held (llmq_worker_job_hold) */
+    struct worker_slots *slots;               /* whose slot it takes; NULL: none */
+    struct worker_account *acct;              /* borrowed: the account it belongs to */
     char eid[64];
     char prio[8];
     char *id, *handle, *model, *url_path, *body;
@@ -48,18 +81,18 @@ struct worker_job {
     char *endpoint, *base_url, *api_version, *deployment, *asked_model;
 };
 
-/* Returns a new, empty job of account a (no slot taken yet: fill it, then
- * hold it), or NULL without memory. */
-struct worker_job *llmq_worker_job_new(struct worker_account *a);
+/* Returns a new, empty job of account a (borrowed) that will take a slot of
+ * s (no slot taken yet: fill it, then hold it), or NULL without memory. */
+struct worker_job *llmq_worker_job_new(struct worker_slots *s, struct worker_account *a);
 
-/* Takes a slot for dispatched job and puts it on its account's held list. */
+/* Takes a slot for dispatched job and puts it on the held list. */
 void llmq_worker_job_hold(struct worker_job *job);
 
 /* Takes a slot for job, loaded from a spool file (not held). */
 void llmq_worker_job_take_spooled(struct worker_job *job);
 
-/* job's settle was answered: gives its slot back, frees it (takes job), and
- * lets every account dispatch again (or the drain end). */
+/* job's settle was answered: gives its slot back, tells the slot_freed
+ * subscribers, and frees it (takes job). */
 void llmq_worker_job_release(struct worker_job *job);
 
 /* Frees job's memory (takes it; NULL-safe) without touching the slots: for a

@@ -15,6 +15,8 @@
 #include "admin/metrics_worker.h"
 #include "redis/redis.h"
 #include "model_state.h"
+#include "dispatch.h"
+#include "recover.h"
 #include "spool.h"
 #include "worker.h"
 
@@ -76,6 +78,7 @@ static int run(struct llmq_worker_config *cfg)
     struct llmq_error err = {0};
     w.loop = ev_default_loop(EVFLAG_AUTO);
     w.cfg = cfg;
+    llmq_worker_slots_init(&w.slots);
     llmq_rng_seed(&w.rng, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32));
     /* HTTP/2 over TLS multiplexes ~100 streams per connection; curl 7.88
      * opens a new connection per overflowing transfer unless capped, so cap
@@ -117,7 +120,7 @@ static int run(struct llmq_worker_config *cfg)
                  cfg->serves[0] == ',' ? ", and the implicit endpoint (models without endpoints)"
                                        : "; not the implicit one (no account key)");
     }
-    w.last_busy_ms = llmq_monotonic_ms();
+    w.slots.last_busy_ms = llmq_monotonic_ms();
     llmq_worker_recover_start(&w);
     hold_stop_signals(SIG_UNBLOCK); /* a signal held since main runs its handler now */
     if (llmq_worker_metrics_start(&w) == 0)

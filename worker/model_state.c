@@ -6,15 +6,7 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "calib_batch.h"
 #include "worker.h"
-
-static void on_calib_timer(struct ev_loop *loop, ev_timer *t, int revents)
-{
-    (void)loop;
-    (void)revents;
-    llmq_worker_calib_write(t->data);
-}
 
 struct worker_model *llmq_worker_model(struct worker_account *a, const char *model)
 {
@@ -33,8 +25,6 @@ struct worker_model *llmq_worker_model(struct worker_account *a, const char *mod
     memcpy(m->name, model, strlen(model) + 1);
     m->calib_written_ms = -1;
     m->headers_sent_ms = -1;
-    ev_timer_init(&m->calib_timer, on_calib_timer, 0.0, 0.0);
-    m->calib_timer.data = m;
     m->next = a->models;
     a->models = m;
     return m;

@@ -31,7 +31,8 @@ struct worker_model {
     struct llmq_calib_increments calib_pending; /* not written yet; n = 0: none */
     int64_t calib_written_ms;                   /* monotonic ms of the last write; -1: none */
     int calib_in_flight;                        /* writes sent, not answered yet */
-    ev_timer calib_timer;                       /* the next write, while samples wait */
+    ev_timer calib_timer; /* the next write, while samples wait; zeroed here, set up
+                             by calib_batch.c at its first use */
     /* learn_throttle.c */
     int64_t headers_sent_ms; /* monotonic ms headers last went to a settle; -1: never */
 };

@@ -18,6 +18,8 @@
 #include "base/log.h"
 #include "redis/script.h"
 #include "calib_batch.h"
+#include "dispatch.h"
+#include "recover.h"
 #include "worker.h"
 #include "llmq/priority.h"
 
@@ -55,8 +57,8 @@ static void refresh_held(struct worker_account *a, redisAsyncContext *ac)
         argv[3] = a->w->cfg->consumer;
         argv[4] = "0";
         int n = 5;
-        for (struct worker_job *j = a->held; j != NULL; j = j->held_next) {
-            if (strcmp(j->prio, prio) != 0)
+        for (struct worker_job *j = a->w->slots.held; j != NULL; j = j->held_next) {
+            if (j->acct != a || strcmp(j->prio, prio) != 0)
                 continue;
             argv[n++] = j->eid;
             if (n == 5 + CHUNK) {
@@ -96,13 +98,12 @@ static void on_idle_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)revents;
     struct llmq_worker *w = t->data;
-    int64_t quiet = llmq_monotonic_ms() - w->last_busy_ms;
+    int64_t quiet = llmq_monotonic_ms() - w->slots.last_busy_ms;
     int waiting = 0;
     for (int i = 0; i < w->n_accounts; i++)
         waiting |= !w->accounts[i].auth_paused && /* polls for a resume, but has no work */
-                   (w->accounts[i].next_due_ms >= 0 || w->accounts[i].dispatching ||
-                    ev_is_active(&w->accounts[i].wait_timer));
-    if (w->in_hand == 0 && !waiting && quiet >= w->cfg->exit_when_idle_ms) {
+                   llmq_worker_dispatch_waiting(&w->accounts[i]);
+    if (w->slots.in_hand == 0 && !waiting && quiet >= w->cfg->exit_when_idle_ms) {
         /* Idle because Redis never answered is no clean batch run: the jobs
          * were never looked at. */
         for (int i = 0; i < w->n_accounts; i++) {
@@ -127,7 +128,7 @@ static void on_idle_timer(struct ev_loop *loop, ev_timer *t, int revents)
 
 void llmq_worker_check_done(struct llmq_worker *w)
 {
-    if (!w->draining || w->in_hand > 0)
+    if (!w->draining || w->slots.in_hand > 0)
         return;
     for (int i = 0; i < w->n_accounts; i++)
         if (w->accounts[i].settle_retry != NULL)
@@ -149,7 +150,7 @@ static void stop_now(struct llmq_worker *w, const char *why)
 {
     ev_timer_stop(w->loop, &w->grace_timer);
     LLMQ_LOG(LLMQ_LOG_WARN, "%s: handing back the calls in flight (%d jobs in hand)", why,
-             w->in_hand);
+             w->slots.in_hand);
     /* Cancelled calls are handed back (call.c) by their callbacks, now. */
     struct llmq_http *http = w->http;
     w->http = NULL;
@@ -178,12 +179,10 @@ void llmq_worker_begin_drain(struct llmq_worker *w)
     if (w->draining)
         return;
     w->draining = 1;
-    LLMQ_LOG(LLMQ_LOG_INFO, "draining: %d jobs in hand, grace %lld ms", w->in_hand,
+    LLMQ_LOG(LLMQ_LOG_INFO, "draining: %d jobs in hand, grace %lld ms", w->slots.in_hand,
              (long long)w->cfg->grace_ms);
-    for (int i = 0; i < w->n_accounts; i++) {
-        ev_timer_stop(w->loop, &w->accounts[i].wait_timer);
-        ev_timer_stop(w->loop, &w->accounts[i].soon_timer);
-    }
+    for (int i = 0; i < w->n_accounts; i++)
+        llmq_worker_dispatch_halt(&w->accounts[i]);
     ev_timer_stop(w->loop, &w->recover_timer);
     ev_timer_stop(w->loop, &w->idle_timer);
     ev_timer_set(&w->grace_timer, w->cfg->grace_ms / 1000.0, 0.0);
@@ -208,8 +207,18 @@ static void on_signal(struct ev_loop *loop, ev_signal *s, int revents)
     llmq_worker_begin_drain(w);
 }
 
+/* A slot was given back (job_slot.h): the drain may be over. */
+static void on_slot_freed(void *ctx, const struct worker_job *job)
+{
+    (void)job;
+    llmq_worker_check_done(ctx);
+}
+
 void llmq_worker_recover_start(struct llmq_worker *w)
 {
+    w->check_done = llmq_worker_check_done;
+    if (llmq_worker_slot_freed_subscribe(&w->slots, on_slot_freed, w) != 0)
+        LLMQ_LOG(LLMQ_LOG_ERROR, "recover: no slot subscriber left; the drain ends at its grace");
     ev_signal_init(&w->sigterm, on_signal, SIGTERM);
     w->sigterm.data = w;
     ev_signal_start(w->loop, &w->sigterm);

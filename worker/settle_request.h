@@ -1,7 +1,7 @@
 /* The settle request: what ends one delivery of a job (lua/job_settle.lua),
  * as one type, one mode enum and one field table.
  *
- * A job's outcome (struct worker_settle, filled by call.c) plus the job's
+ * A job's outcome (struct worker_settle, settle_outcome.h) plus the job's
  * identity (priority, stream entry, id, reservation handle, model) is sent
  * to Redis as the job_settle script's arguments and, when Redis cannot take
  * it before the worker stops, written to the spool (spool.h) as one JSON
@@ -21,55 +21,9 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "settle_outcome.h"
+
 struct worker_job;
-
-/* How a delivery ends (ARGV[1] of job_settle.lua). */
-enum worker_settle_mode {
-    WORKER_SETTLE_UNSET = 0, /* not decided yet: nothing can be sent */
-    WORKER_SETTLE_DONE,      /* a result: settle to the usage, store it */
-    WORKER_SETTLE_RETRY,     /* requeue in delayed */
-    WORKER_SETTLE_DEAD,      /* dead-letter */
-    WORKER_SETTLE_HANDBACK,  /* back untried, the attempt uncounted */
-    WORKER_SETTLE_AUTHPAUSE, /* as handback, and the account is paused */
-    WORKER_SETTLE_MODE_COUNT
-};
-
-/* The script's name of mode ("done", ...), or NULL for UNSET/out of range. */
-const char *llmq_worker_settle_mode_name(enum worker_settle_mode mode);
-
-/* The mode named name (NULL-safe); WORKER_SETTLE_UNSET when none is. */
-enum worker_settle_mode llmq_worker_settle_mode_parse(const char *name);
-
-/* A delivery's outcome, decided by call.c from the response. */
-struct worker_settle {
-    enum worker_settle_mode mode;
-    int64_t actual_tokens; /* done/dead: usage to settle to; -1: refund */
-    char *line;            /* Batch output line (done/dead), owned; NULL none */
-    char reason[256];      /* dead, retry */
-    int64_t delay_ms;      /* retry: due this long after now */
-    int refund;            /* retry: 0|1, give the reservation back */
-    int64_t pause_ms;      /* pause the account+model bucket (0: none) */
-    /* x-ratelimit-* headers of the response (-1: not sent), for the
-     * bucket to learn from. */
-    int64_t rem_req, rem_tok, reset_req_ms, reset_tok_ms, lim_req, lim_tok;
-    /* done: the usage's prompt tokens, those of them cached, and output
-     * tokens (-1: not reported), which spend budgets price */
-    int64_t in_tokens, cached_tokens, out_tokens;
-    /* What the call says about its endpoint, for the shared health
-     * (lua/lib/47_endpoints.lua): ok | fail | limit | auth | quota | "" */
-    char outcome[8];
-    int64_t latency_ms; /* the call's, -1 when none was measured */
-};
-
-/* Sets s up for a job just dispatched: nothing decided, no header seen. */
-void llmq_worker_settle_init(struct worker_settle *s);
-
-struct llmq_usage;
-/* Records the prompt, cached and output tokens of usage u (borrowed) in s,
- * for spend budgets and counters, when u reports prompt tokens; else leaves
- * them -1 (the settle then keeps the dollar charge). Every path that settles
- * a call on its usage (a response, a stream) calls it. */
-void llmq_worker_settle_usage(struct worker_settle *s, const struct llmq_usage *u);
 
 /* KEYS[1] (the account prefix) and ARGV[1..25] of job_settle.lua. */
 #define LLMQ_WORKER_SETTLE_ARGC 26

@@ -17,6 +17,7 @@
 
 #include "base/log.h"
 #include "redis/redis.h"
+#include "settle_request.h"
 #include "worker.h"
 
 #define SPOOL_EXT ".jsonl"
@@ -25,7 +26,8 @@
 struct worker_spool {
     char **claimed; /* files claimed at start (new strings) */
     int n_claimed;
-    int pending; /* settles loaded from them not yet answered */
+    int pending;    /* settles loaded from them not yet answered */
+    int subscribed; /* on_slot_freed is subscribed to the slots */
 };
 
 int llmq_worker_spool_pending(const struct worker_account *a)
@@ -35,6 +37,8 @@ int llmq_worker_spool_pending(const struct worker_account *a)
         n++;
     return n;
 }
+
+static void on_slot_freed(void *ctx, const struct worker_job *job);
 
 static struct worker_spool *spool_of(struct worker_account *a)
 {
@@ -56,7 +60,7 @@ static void file_prefix(const struct worker_account *a, char *buf, size_t n)
 static struct worker_job *job_from_line(struct worker_account *a, const char *text)
 {
     json_t *o = json_loads(text, 0, NULL);
-    struct worker_job *job = o != NULL ? llmq_worker_job_new(a) : NULL;
+    struct worker_job *job = o != NULL ? llmq_worker_job_new(&a->w->slots, a) : NULL;
     if (job == NULL) {
         json_decref(o);
         return NULL;
@@ -124,6 +128,9 @@ int llmq_worker_spool_load(struct worker_account *a)
     struct worker_spool *sp = spool_of(a);
     int total = 0;
     struct dirent *e;
+    if (sp != NULL && !sp->subscribed &&
+        llmq_worker_slot_freed_subscribe(&a->w->slots, on_slot_freed, a) == 0)
+        sp->subscribed = 1;
     while (sp != NULL && (e = readdir(d)) != NULL) {
         const char *ext = strstr(e->d_name, SPOOL_EXT);
         if (strncmp(e->d_name, prefix, strlen(prefix)) != 0 || ext == NULL ||
@@ -163,10 +170,13 @@ static void unlink_claimed(struct worker_spool *sp)
     }
 }
 
-void llmq_worker_spool_answered(struct worker_job *job)
+/* A slot was given back (job_slot.h): when it was a replayed result of a's
+ * (its settle answered), the last one deletes the claimed files. */
+static void on_slot_freed(void *ctx, const struct worker_job *job)
 {
-    struct worker_spool *sp = job->acct->spool;
-    if (!job->from_spool || sp == NULL)
+    struct worker_account *a = ctx;
+    struct worker_spool *sp = a->spool;
+    if (job->acct != a || !job->from_spool || sp == NULL)
         return;
     if (--sp->pending <= 0) {
         LLMQ_LOG_JOB(LLMQ_LOG_INFO, job->acct->cfg->name, NULL,

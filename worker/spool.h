@@ -12,9 +12,9 @@
  * such file at start (llmq_worker_spool_load: rename to
  * <file>.replay-<consumer>, atomic, so two workers never both take one),
  * queues its settles to be sent once Redis answers, and deletes the claimed
- * file when all of them are answered, or when it spools them again at its
- * own exit. Replaying is safe however often it happens: job_settle stores one
- * result per job id and settles a reservation once.
+ * file when all of them are answered (their slots freed, job_slot.h), or when it spools them again
+ * at its own exit. Replaying is safe however often it happens: job_settle stores one result per job
+ * id and settles a reservation once.
  *
  * All of this is blocking file I/O, done only before the loop runs (load) and
  * after it ended (write). */
@@ -31,10 +31,6 @@ int llmq_worker_spool_pending(const struct worker_account *a);
  * directory into a->settle_retry (each counts as a job in hand until
  * answered). Returns the number of settles loaded; problems are logged. */
 int llmq_worker_spool_load(struct worker_account *a);
-
-/* Tells the spool that job (loaded by llmq_worker_spool_load; borrowed) was
- * answered by Redis; the last one deletes the claimed files. */
-void llmq_worker_spool_answered(struct worker_job *job);
 
 /* Writes a->settle_retry to a's spool file (the list is left as it is) and
  * deletes the files claimed at start. Returns the number of settles written,

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "admin/metrics_stream.h"
+#include "admin/metrics_worker.h"
 #include "base/log.h"
 #include "jobs/job.h"
 #include "jobs/job_id.h"
@@ -169,12 +170,14 @@ static int publish(struct worker_stream *s, char kind, const char *payload, size
     s->refs++;
     s->seq++;
     s->last_pub = ev_now(s->w->loop);
-    llmq_worker_metrics_stream_message(s->w, s->acct->cfg->name);
+    llmq_worker_metrics_stream_message(llmq_worker_metrics_of_streams(s->w), s->acct->cfg->name);
     if (n > 0 && kind != 'x') {
         if (!s->in_progress) /* the first events reach the client */
-            llmq_worker_metrics_stream_first(s->w, s->acct->cfg->name, s->first_at - s->sent_at);
+            llmq_worker_metrics_stream_first(llmq_worker_metrics_of_streams(s->w),
+                                             s->acct->cfg->name, s->first_at - s->sent_at);
         s->in_progress = 1;
-        llmq_worker_metrics_stream_events(s->w, s->acct->cfg->name, s->out_events);
+        llmq_worker_metrics_stream_events(llmq_worker_metrics_of_streams(s->w), s->acct->cfg->name,
+                                          s->out_events);
         s->out_events = 0;
     }
     return 0;
@@ -481,8 +484,8 @@ static void count_end(const struct worker_stream *s, const struct worker_job *jo
     else if (relayed)
         end = job->settle.mode == WORKER_SETTLE_DONE ? "completed" : "error";
     if (end != NULL)
-        llmq_worker_metrics_stream_end(s->w, s->acct->cfg->name, end,
-                                       relayed ? ev_now(s->w->loop) - s->first_at : -1);
+        llmq_worker_metrics_stream_end(llmq_worker_metrics_of_streams(s->w), s->acct->cfg->name,
+                                       end, relayed ? ev_now(s->w->loop) - s->first_at : -1);
 }
 
 void llmq_worker_stream_end(struct worker_job *job, const struct llmq_http_response *resp)

@@ -1,18 +1,24 @@
-/* llmq-worker internals shared by its flows (docs/DESIGN.md §3.2-3.6):
- *   dispatch.c       asks the dispatch script for jobs the limiter admits,
+/* The worker's shared state: the process (struct llmq_worker) and each
+ * account it serves (struct worker_account), which every module borrows.
+ * Prototypes live in each module's own header:
+ *   dispatch.h       asks the dispatch script for jobs the limiter admits,
  *                    and decides when to ask again (exact waits, wake-up
  *                    reads);
- *   call.c           sends each job to the API and decides its settle;
- *   job_settle.c     ends each delivery with the job_settle script;
- *   job_slot.c       owns struct worker_job and the slots (job_slot.h);
- *   settle_request.c the settle request's fields, as script arguments and
- *                    spool lines (settle_request.h);
- *   spool.c          keeps settles Redis could not take across a restart;
- *   model_state.c    what the worker keeps per (account, model):
- *                    calib_batch.c  calibration samples, written in batches,
- *                    learn_throttle.c  which responses' headers to send;
- *   recover.c        keeps this worker's deliveries alive, reclaims silent
+ *   call.h           sends each job to the API and decides its settle
+ *                    (classify.h: what the response means);
+ *   job_settle.h     ends each delivery with the job_settle script;
+ *   job_slot.h       owns struct worker_job and the slots;
+ *   settle_outcome.h, settle_request.h  a delivery's outcome; the settle
+ *                    request's fields, as script arguments and spool lines;
+ *   spool.h          keeps settles Redis could not take across a restart;
+ *   auth_pause.h     the account's pause after the API refused its key;
+ *   model_state.h    what the worker keeps per (account, model):
+ *                    calib_batch.h  calibration samples, written in batches,
+ *                    learn_throttle.h  which responses' headers to send;
+ *   recover.h        keeps this worker's deliveries alive, reclaims silent
  *                    workers' jobs, drains on SIGTERM.
+ * A job flows one way: dispatch -> call -> classify -> settle -> release
+ * (job_slot.h), and a freed slot is told to its subscribers.
  * One libev loop drives everything: hiredis async (two connections per
  * account: commands, and a blocking wake-up read) and curl multi. */
 #ifndef LLMQ_WORKER_H
@@ -57,8 +63,6 @@ struct worker_account {
     /* job_settle.c: settles of this loop turn, sent together by settle_timer */
     struct worker_job *settle_queue, **settle_queue_tail;
     ev_timer settle_timer;
-    struct worker_job *held; /* every job in hand, dispatch until freed: the
-                                stream entries recover.c keeps alive */
     int scripts_ok; /* a dispatch was answered since the command connection came up (readyz) */
     struct worker_spool *spool; /* spool.c: files claimed at start; NULL: none */
     /* auth_pause.c: the API refused this account's key (P auth_pause). */
@@ -75,54 +79,18 @@ struct llmq_worker {
     struct worker_account accounts[LLMQ_WORKER_MAX_ACCOUNTS];
     int n_accounts;
     struct llmq_http *http;
-    int in_hand; /* jobs from dispatch until settled (job_slot.h), for --concurrency */
+    struct worker_slots slots; /* job_slot.h: jobs in hand, for --concurrency */
     int draining;
     int exit_code;
     uint64_t rng;
-    int64_t last_busy_ms; /* llmq_monotonic_ms() when a job last came or went */
     ev_signal sigterm, sigint;
     ev_timer grace_timer, recover_timer, idle_timer;
     struct llmq_worker_stats stats;
     struct llmq_worker_metrics *metrics; /* metrics_worker.c; NULL: none */
+    /* recover.c's llmq_worker_check_done, set by llmq_worker_recover_start
+     * (NULL before): modules below recover.c tell it that something the
+     * drain waits for ended, without importing it. */
+    void (*check_done)(struct llmq_worker *w);
 };
-
-/* dispatch.c */
-void llmq_worker_dispatch_soon(struct worker_account *a);
-void llmq_worker_account_start(struct worker_account *a);
-void llmq_worker_account_stop(struct worker_account *a);
-
-/* call.c: sends job (owned by the worker from now on). */
-void llmq_worker_call(struct llmq_worker *w, struct worker_job *job);
-
-/* job_settle.c: sends job's settle (job->settle decided; takes job) with
- * the others of this loop turn: kept for a resend while Redis is away,
- * released (job_slot.h) once answered. */
-void llmq_worker_settle(struct worker_job *job);
-/* Resends settles that failed while Redis was away. */
-void llmq_worker_settle_flush(struct worker_account *a);
-/* Sets up a's settle queue (before its first settle). */
-void llmq_worker_settle_start(struct worker_account *a);
-/* Stops a's settle timer; settles queued but not sent are kept in
- * settle_retry (for the spool). */
-void llmq_worker_settle_stop(struct worker_account *a);
-
-/* auth_pause.c: the account pause after a 401/403 (see the file comment). */
-/* A call got status (401/403) with detail (the error code or message, may be
- * NULL): logs loudly once per pause. */
-void llmq_worker_auth_refused(struct worker_account *a, long status, const char *detail);
-/* Dispatch replied LLMQ_AUTH_PAUSED (why: its text). */
-void llmq_worker_auth_paused_reply(struct worker_account *a, const char *why);
-/* Dispatch answered normally: the pause, if any, is over. */
-void llmq_worker_auth_ok(struct worker_account *a);
-/* Once per process, on a ready command connection ac: lifts a pause that
- * names another key than this worker's. */
-void llmq_worker_auth_resume_check(struct worker_account *a, redisAsyncContext *ac);
-
-/* recover.c */
-void llmq_worker_recover_start(struct llmq_worker *w);
-void llmq_worker_begin_drain(struct llmq_worker *w);
-/* Called whenever a job leaves the worker: stops the loop when draining and
- * nothing is left. */
-void llmq_worker_check_done(struct llmq_worker *w);
 
 #endif

@@ -10,6 +10,7 @@
 #include "llmq/llmq.h"
 #include "redis/keys.h"
 #include "redis/redis.h"
+#include "redis/script.h"
 
 #define RESULT_KEY_MAX (LLMQ_KEY_FIXED_MAX + LLMQ_JOB_ID_MAX)
 #define HMGET_FMT "HMGET %s " LLMQ_JOB_RESULT_FIELD " state fin_ms"
@@ -179,13 +180,15 @@ enum llmq_rc llmq_job_result_read_async(redisAsyncContext *ac, const char *prefi
     if (a == NULL)
         return llmq_error_set(err, LLMQ_ENOMEM, "reading a result: out of memory");
     *a = (struct result_async){.cb = cb, .ud = ud, .hash = {NULL, 0, 0, -1}};
-    if (redisAsyncCommand(ac, on_hash, a, HMGET_FMT, jk) != REDIS_OK) {
+    /* both followed through a cluster's redirections (in order: the GET's
+     * resend queues behind the HMGET's) */
+    if (llmq_redis_command_async(ac, on_hash, a, HMGET_FMT, jk) != LLMQ_OK) {
         free(a);
         return llmq_error_set(err, LLMQ_EREDIS, "reading a result: cannot send to Redis");
     }
     /* The HMGET is queued, so its callback will run: when the GET cannot
      * follow (out of memory), that callback ends the read. */
-    if (redisAsyncCommand(ac, on_result, a, "GET %s", rk) != REDIS_OK)
+    if (llmq_redis_command_async(ac, on_result, a, "GET %s", rk) != LLMQ_OK)
         a->alone = 1;
     return LLMQ_OK;
 }

@@ -82,8 +82,10 @@ struct llmq_redis_async {
     struct ra_deferred *deferred; /* calls waiting for the connection, oldest first */
     ev_timer defer_timer;
     struct llmq_redis_async *ask; /* connection to the target of the last ASK */
-    char moved_host[256];         /* a MOVED the reader saw on this connection... */
-    int moved_port;               /* ...0: none (followed after the read) */
+    int moving;           /* following a MOVED: the new node's context takes commands before its
+                             handshake is answered (they queue behind it) */
+    char moved_host[256]; /* a MOVED the reader saw on this connection... */
+    int moved_port;       /* ...0: none (followed after the read) */
 };
 
 #define RA_LOG_REPEAT_MS 30000
@@ -304,6 +306,7 @@ static void schedule_reconnect(struct llmq_redis_async *ra)
      * next attempt asks the cluster where the slot is now. */
     ra->refresh_map = 1;
     ra->keep_addr_once = 0;
+    ra->moving = 0;
     set_state(ra, RA_DISCONNECTED);
     fail_deferred(ra);
     if (ra->closing || ev_is_active(&ra->reconnect_timer))
@@ -403,6 +406,7 @@ static void on_ping(redisAsyncContext *ac, void *reply, void *privdata)
     ra->last_error[0] = '\0';
     ra->logged_error[0] = '\0'; /* the next failure is news */
     ra->unlogged_failures = 0;
+    ra->moving = 0;
     set_state(ra, RA_READY);
     if (ra->deferred != NULL && ra->state == RA_READY) {
         ev_timer_stop(ra->loop, &ra->defer_timer);
@@ -636,6 +640,10 @@ void llmq_redis_async_follow(struct llmq_redis_async *ra, const char *host, int 
     }
     ra->keep_addr_once = 1;
     start_connect(ra);
+    /* A planned move, not a failure: what callers send meanwhile waits in
+     * the new context behind its handshake instead of being refused (a
+     * gateway would answer 503 for a move of a few milliseconds). */
+    ra->moving = ra->ac != NULL && ra->state == RA_CONNECTING;
 }
 
 int llmq_redis_async_defer(struct llmq_redis_async *ra, int delay_ms,
@@ -782,7 +790,9 @@ static struct llmq_redis_async *async_new(struct ev_loop *loop, const struct llm
 
 redisAsyncContext *llmq_redis_async_context(struct llmq_redis_async *ra)
 {
-    return ra->state == RA_READY ? ra->ac : NULL;
+    if (ra->state == RA_READY || (ra->moving && !ra->handshake_failed))
+        return ra->ac;
+    return NULL;
 }
 
 int llmq_redis_async_ready(const struct llmq_redis_async *ra)

@@ -55,7 +55,8 @@ struct llmq_redis_async *llmq_redis_async_new(struct ev_loop *loop,
                                               llmq_redis_async_state_cb *cb, void *privdata,
                                               struct llmq_error *err);
 
-/* The context to send commands on, or NULL when not ready. Borrowed. */
+/* The context to send commands on, or NULL when not ready (but see
+ * following a MOVED, below). Borrowed. */
 redisAsyncContext *llmq_redis_async_context(struct llmq_redis_async *ra);
 
 int llmq_redis_async_ready(const struct llmq_redis_async *ra);
@@ -79,8 +80,12 @@ void llmq_redis_async_reset(struct llmq_redis_async *ra);
  * it is answered (whatever the command): it leaves the old node (which
  * still answers what it was sent, within the command timeout), is not ready
  * until the new node has answered its handshake, then ready again (the
- * state callback runs both times). Calls that must survive a redirection
- * are sent again by their runner (script.c) through the functions below. */
+ * state callback runs both times). Meanwhile llmq_redis_async_context
+ * already returns the new node's context: a move is planned, not a
+ * failure, so what is sent then queues behind the handshake (and gets
+ * reply NULL only if that node fails) instead of finding no connection.
+ * Calls that must survive a redirection are sent again by their runner
+ * (script.c) through the functions below. */
 
 /* Moves the connection to host:port (a MOVED's target, borrowed) unless it
  * is there already. No effect on a connection that is not a cluster's. */

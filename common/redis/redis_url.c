@@ -44,23 +44,56 @@ static int parse_int(const char *s, size_t len, int min, int max, int *out)
     return 0;
 }
 
-/* Parses "host:port[,host:port...]" from p to end into addrs (at most max,
- * counted in *n); what names the list in messages. */
+/* Splits "host[:port]" or "[ipv6]:port" in p..end: the host, decoded, into
+ * host (n bytes), and *port_at to the text after the port's ':' (NULL when
+ * there is none). Returns NULL, or what is wrong (for the message). */
+static const char *split_host_port(const char *p, const char *end, char *host, size_t n,
+                                   const char **port_at)
+{
+    const char *start = p, *stop;
+    *port_at = NULL;
+    if (p < end && *p == '[') { /* [::1]:6379: an IPv6 address holds colons */
+        const char *close = memchr(p, ']', (size_t)(end - p));
+        if (close == NULL)
+            return "unterminated [ in host";
+        if (close + 1 < end && close[1] != ':')
+            return "junk after ]";
+        if (close + 1 < end)
+            *port_at = close + 2;
+        start = p + 1;
+        stop = close;
+    } else {
+        const char *colon = memchr(p, ':', (size_t)(end - p));
+        stop = colon ? colon : end;
+        if (colon != NULL)
+            *port_at = colon + 1;
+    }
+    if (stop == start)
+        return "missing host";
+    if (copy_decoded(host, n, start, (size_t)(stop - start)) != 0)
+        return "host too long";
+    return NULL;
+}
+
+/* Parses "host:port[,host:port...]" (a host may be "[ipv6]") from p to end
+ * into addrs (at most max, counted in *n); what names the list in messages. */
 static enum llmq_rc parse_addrs(const char *p, const char *end, struct llmq_sentinel_addr *addrs,
                                 int max, int *n, const char *what, struct llmq_error *err)
 {
     while (p < end) {
+        /* a comma never occurs inside brackets: the first one ends the address */
         const char *comma = memchr(p, ',', (size_t)(end - p));
         const char *stop = comma ? comma : end;
-        const char *colon = memchr(p, ':', (size_t)(stop - p));
+        const char *port_at;
         if (*n == max)
             return llmq_error_set(err, LLMQ_EINVAL, "redis url: more than %d %ss", max, what);
         struct llmq_sentinel_addr *a = &addrs[(*n)++];
-        if (colon == NULL || colon == p ||
-            copy_decoded(a->host, sizeof(a->host), p, (size_t)(colon - p)) != 0 ||
-            parse_int(colon + 1, (size_t)(stop - colon - 1), 1, 65535, &a->port) != 0)
+        if (split_host_port(p, stop, a->host, sizeof(a->host), &port_at) != NULL ||
+            port_at == NULL || parse_int(port_at, (size_t)(stop - port_at), 1, 65535, &a->port))
             return llmq_error_set(err, LLMQ_EINVAL,
-                                  "redis url: each %s must be host:port (1..65535)", what);
+                                  "redis url: each %s must be host:port (1..65535; an IPv6 "
+                                  "address in brackets: [::1]:port)",
+                                  what);
         if (comma != NULL && comma + 1 == end)
             return llmq_error_set(err, LLMQ_EINVAL, "redis url: empty %s after ','", what);
         p = comma ? comma + 1 : stop;
@@ -160,29 +193,11 @@ enum llmq_rc llmq_redis_url_parse(const char *url, struct llmq_redis_url *out,
     if (cluster)
         return parse_seeds(p, out, err);
     const char *host_end = slash ? slash : end;
-    const char *host_start = p;
-    const char *port_colon = NULL;
-    if (*p == '[') { /* [::1]:6379 */
-        const char *close = memchr(p, ']', (size_t)(host_end - p));
-        if (close == NULL)
-            return llmq_error_set(err, LLMQ_EINVAL, "redis url: unterminated [ in host");
-        host_start = p + 1;
-        if (copy_decoded(out->host, sizeof(out->host), host_start, (size_t)(close - host_start)))
-            return llmq_error_set(err, LLMQ_EINVAL, "redis url: host too long");
-        if (close + 1 < host_end && close[1] == ':')
-            port_colon = close + 1;
-        else if (close + 1 != host_end)
-            return llmq_error_set(err, LLMQ_EINVAL, "redis url: junk after ]");
-    } else {
-        port_colon = memchr(p, ':', (size_t)(host_end - p));
-        const char *hend = port_colon ? port_colon : host_end;
-        if (hend == p)
-            return llmq_error_set(err, LLMQ_EINVAL, "redis url: missing host");
-        if (copy_decoded(out->host, sizeof(out->host), p, (size_t)(hend - p)) != 0)
-            return llmq_error_set(err, LLMQ_EINVAL, "redis url: host too long");
-    }
-    if (port_colon != NULL &&
-        parse_int(port_colon + 1, (size_t)(host_end - port_colon - 1), 1, 65535, &out->port) != 0)
+    const char *port_at;
+    const char *bad = split_host_port(p, host_end, out->host, sizeof(out->host), &port_at);
+    if (bad != NULL)
+        return llmq_error_set(err, LLMQ_EINVAL, "redis url: %s", bad);
+    if (port_at != NULL && parse_int(port_at, (size_t)(host_end - port_at), 1, 65535, &out->port))
         return llmq_error_set(err, LLMQ_EINVAL, "redis url: port must be 1..65535");
     if (slash != NULL && slash + 1 < end &&
         parse_int(slash + 1, (size_t)(end - slash - 1), 0, 1000000, &out->db) != 0)
@@ -201,20 +216,29 @@ void llmq_redis_url_route(struct llmq_redis_url *u, const char *account)
         u->route_slot = llmq_cluster_account_slot(account);
 }
 
+void llmq_redis_addr_format(const char *host, int port, char *buf, size_t n)
+{
+    int v6 = strchr(host, ':') != NULL;
+    snprintf(buf, n, "%s%s%s:%d", v6 ? "[" : "", host, v6 ? "]" : "", port);
+}
+
 void llmq_redis_url_redacted(const struct llmq_redis_url *u, char *buf, size_t n)
 {
+    const char *auth = u->password[0] ? ":***" : "";
+    const char *at = (u->user[0] || u->password[0]) ? "@" : "";
+    char addr[300];
     if (u->n_seeds > 0) {
-        snprintf(buf, n, "redis+cluster://%s%s%s%s:%d%s/0", u->user, u->password[0] ? ":***" : "",
-                 (u->user[0] || u->password[0]) ? "@" : "", u->seeds[0].host, u->seeds[0].port,
+        llmq_redis_addr_format(u->seeds[0].host, u->seeds[0].port, addr, sizeof(addr));
+        snprintf(buf, n, "redis+cluster://%s%s%s%s%s/0", u->user, auth, at, addr,
                  u->n_seeds > 1 ? ",..." : "");
         return;
     }
     if (u->n_sentinels > 0) {
-        snprintf(buf, n, "redis-sentinel://%s%s%s%s:%d/%s/%d", u->user,
-                 u->password[0] ? ":***" : "", (u->user[0] || u->password[0]) ? "@" : "",
-                 u->sentinels[0].host, u->sentinels[0].port, u->master_name, u->db);
+        llmq_redis_addr_format(u->sentinels[0].host, u->sentinels[0].port, addr, sizeof(addr));
+        snprintf(buf, n, "redis-sentinel://%s%s%s%s/%s/%d", u->user, auth, at, addr, u->master_name,
+                 u->db);
         return;
     }
-    snprintf(buf, n, "redis://%s%s%s%s:%d/%d", u->user, u->password[0] ? ":***" : "",
-             (u->user[0] || u->password[0]) ? "@" : "", u->host, u->port, u->db);
+    llmq_redis_addr_format(u->host, u->port, addr, sizeof(addr));
+    snprintf(buf, n, "redis://%s%s%s%s/%d", u->user, auth, at, addr, u->db);
 }

@@ -11,7 +11,8 @@
  * connection's account (llmq_redis_url_route), filled by llmq_cluster_resolve
  * (cluster.h) before each connect. A cluster has database 0 only. The TLS
  * form rediss+cluster:// is recognised and refused: hiredis 0.14 (Debian 12)
- * has no TLS.
+ * has no TLS (the message says so). In every form an IPv6 host is written
+ * in brackets: redis+cluster://[::1]:7000,[::1]:7001.
  *
  * The only way a Redis address reaches llmq (flag --redis or env
  * LLMQ_REDIS_URL). Parsing is pure: no I/O, no allocation. */
@@ -60,6 +61,10 @@ int llmq_redis_url_is_cluster(const struct llmq_redis_url *u);
 /* Makes u's connections serve account (borrowed): on a cluster, they go to
  * the node of the account's slot (crc16.h). No effect on other URLs. */
 void llmq_redis_url_route(struct llmq_redis_url *u, const char *account);
+
+/* Writes host:port into buf of size n, an IPv6 host in brackets
+ * ("[::1]:7000"), as URLs and `llmq status` show an address. */
+void llmq_redis_addr_format(const char *host, int port, char *buf, size_t n);
 
 /* Writes the URL without its password (for logs) into buf of size n. */
 void llmq_redis_url_redacted(const struct llmq_redis_url *u, char *buf, size_t n);

@@ -24,7 +24,9 @@
  * in flight is never resent (they may have run): the caller gets NULL, as
  * without a cluster. Every call declares, after its own keys, the account's
  * slot guard key (keys.h), so that while the slot migrates every call
- * is refused before it runs (cluster.h). */
+ * is refused before it runs (cluster.h). A plain command sent through
+ * llmq_redis_command_async is followed the same way (by the same code),
+ * without the library's handling. */
 #include "redis/script.h"
 
 #include "redis/cluster.h"
@@ -33,6 +35,7 @@
 #include "redis/redis_async.h"
 #include "redis/sentinel.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,12 +220,18 @@ struct async_run {
     void *privdata;
     const char **argv;
     size_t *argvlen;
+    /* A plain command (llmq_redis_command_async), not a script: its RESP
+     * bytes, sent as they are (NULL for a script call). */
+    char *plain;
+    size_t plain_len;
+    redisCallbackFn *plain_cb;
 };
 
 static void async_run_reply(redisAsyncContext *ac, void *reply, void *privdata);
 
-/* Sends run's FCALL; after_load first sends FUNCTION LOAD REPLACE (its reply
- * is not needed: the FCALL's reply says whether it worked). */
+/* Sends run (its FCALL, or its plain command); after_load first sends
+ * FUNCTION LOAD REPLACE (its reply is not needed: the FCALL's reply says
+ * whether it worked). */
 static int async_run_send(redisAsyncContext *ac, struct async_run *run, int after_load)
 {
     const char *cmd[run->argc + CALL_EXTRA_ARGS];
@@ -236,9 +245,23 @@ static int async_run_send(redisAsyncContext *ac, struct async_run *run, int afte
     /* ASKING holds for the one command after it: nothing may come between. */
     if (run->asking && redisAsyncCommand(ac, NULL, NULL, "ASKING") != REDIS_OK)
         return REDIS_ERR;
+    if (run->plain != NULL)
+        return redisAsyncFormattedCommand(ac, async_run_reply, run, run->plain, run->plain_len);
     int n = build_command(run->id, nkeys_buf, guard_buf, run->nkeys, run->argc, run->argv,
                           run->argvlen, cmd, cmdlen);
     return redisAsyncCommandArgv(ac, async_run_reply, run, n, cmd, cmdlen);
+}
+
+/* Hands run its final reply (NULL: lost) and frees it. */
+static void async_run_finish(redisAsyncContext *ac, struct async_run *run, redisReply *r)
+{
+    if (run->plain != NULL) {
+        run->plain_cb(ac, r, run->privdata);
+        redisFreeCommand(run->plain);
+    } else {
+        run->cb(ac, r, run->privdata);
+    }
+    free(run);
 }
 
 /* A run sent again once its connection is ready (llmq_redis_async_defer). */
@@ -248,8 +271,7 @@ static void async_run_resend(redisAsyncContext *ac, void *ud)
     if (ac != NULL && async_run_send(ac, run, 0) == REDIS_OK)
         return;
     /* the connection failed first: as for a lost connection */
-    run->cb(ac, NULL, run->privdata);
-    free(run);
+    async_run_finish(ac, run, NULL);
 }
 
 /* Sends run again as the redirection rd (a reply to it on ac) asks.
@@ -304,14 +326,49 @@ static void async_run_reply(redisAsyncContext *ac, void *reply, void *privdata)
         redisAsyncDisconnect(ac);
         r = NULL;
     }
-    if (llmq_script_is_missing(r) && !run->retried) {
+    if (run->plain == NULL && llmq_script_is_missing(r) && !run->retried) {
         run->retried = 1;
         if (async_run_send(ac, run, 1) == REDIS_OK)
             return;
         r = NULL; /* could not resend: report as a connection failure */
     }
-    run->cb(ac, r, run->privdata);
-    free(run);
+    async_run_finish(ac, run, r);
+}
+
+enum llmq_rc llmq_redis_vcommand_async(redisAsyncContext *ac, redisCallbackFn *cb, void *privdata,
+                                       const char *fmt, va_list ap)
+{
+    struct llmq_redis_async *owner = llmq_redis_async_owner(ac);
+    if (llmq_redis_async_cluster(owner) == NULL) /* nothing to follow: as hiredis */
+        return redisvAsyncCommand(ac, cb, privdata, fmt, ap) == REDIS_OK ? LLMQ_OK : LLMQ_EREDIS;
+    struct async_run *run = calloc(1, sizeof(*run));
+    if (run == NULL)
+        return LLMQ_ENOMEM;
+    int len = redisvFormatCommand(&run->plain, fmt, ap);
+    if (len < 0) {
+        free(run);
+        return LLMQ_ENOMEM;
+    }
+    run->plain_len = (size_t)len;
+    run->plain_cb = cb;
+    run->privdata = privdata;
+    run->home = owner;
+    if (async_run_send(ac, run, 0) != REDIS_OK) {
+        redisFreeCommand(run->plain);
+        free(run);
+        return LLMQ_EREDIS;
+    }
+    return LLMQ_OK;
+}
+
+enum llmq_rc llmq_redis_command_async(redisAsyncContext *ac, redisCallbackFn *cb, void *privdata,
+                                      const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    enum llmq_rc rc = llmq_redis_vcommand_async(ac, cb, privdata, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 enum llmq_rc llmq_script_run_async(redisAsyncContext *ac, enum llmq_script_id id, int nkeys,

@@ -12,6 +12,7 @@
 
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
+#include <stdarg.h>
 #include <stddef.h>
 
 #include "llmq/error.h"
@@ -69,5 +70,20 @@ typedef void llmq_script_cb(redisAsyncContext *ac, redisReply *reply, void *priv
 enum llmq_rc llmq_script_run_async(redisAsyncContext *ac, enum llmq_script_id id, int nkeys,
                                    int argc, const char **argv, const size_t *argvlen,
                                    llmq_script_cb *cb, void *privdata);
+
+/* Sends the plain command fmt (printf-like, as redisAsyncCommand) on ac,
+ * following a cluster's redirections as a script call is (script.c): on a
+ * cluster connection a reply MOVED, ASK, TRYAGAIN or CLUSTERDOWN never ran,
+ * so the command is sent again where the cluster says, and cb gets the one
+ * final reply (NULL when the connection was lost). For a command whose key
+ * is in an account's slot (a key look-up, a result read) that must not
+ * fail for a failover or a moving slot. On other connections it is
+ * redisAsyncCommand. Returns LLMQ_OK (cb runs exactly once, later), or
+ * LLMQ_EREDIS/LLMQ_ENOMEM (cb never runs). Not for MULTI/EXEC: each command
+ * is followed alone. */
+enum llmq_rc llmq_redis_command_async(redisAsyncContext *ac, redisCallbackFn *cb, void *privdata,
+                                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+enum llmq_rc llmq_redis_vcommand_async(redisAsyncContext *ac, redisCallbackFn *cb, void *privdata,
+                                       const char *fmt, va_list ap);
 
 #endif

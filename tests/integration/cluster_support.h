@@ -25,18 +25,19 @@ struct cluster_run {
     char jobs[CLUSTER_ACCOUNTS_MAX][128];
 };
 
-/* Starts the cluster and the sim, points every CLI and worker of the test at
- * the cluster (LLMQ_TEST_REDIS_URL), spreads n accounts over the primaries
- * and sets each one's limit (rpm per period_ms, no window guard: the judged
- * window is 600 ms shorter, as worker_shared_limit); the sim answers each
- * call after latency_ms. Jobs are "a<k>-<i>",
- * i in 0..jobs_each, written by cluster_write_batch. */
-static inline void cluster_run_setup(struct cluster_run *r, int primaries, int replicas_each,
-                                     int n_accounts, int jobs_each, int rpm, int period_ms,
-                                     int latency_ms)
+/* Starts the cluster on host (llmq_test_cluster_start_on) and the sim,
+ * points every CLI and worker of the test at the cluster
+ * (LLMQ_TEST_REDIS_URL), spreads n accounts over the primaries and sets
+ * each one's limit (rpm per period_ms, no window guard: the judged window is
+ * 600 ms shorter, as worker_shared_limit); the sim answers each call after
+ * latency_ms. Jobs are "a<k>-<i>", i in 0..jobs_each, written by
+ * cluster_write_batch. */
+static inline void cluster_run_setup_on(struct cluster_run *r, const char *host, int primaries,
+                                        int replicas_each, int n_accounts, int jobs_each, int rpm,
+                                        int period_ms, int latency_ms)
 {
     memset(r, 0, sizeof(*r));
-    assert_int_equal(llmq_test_cluster_start(&r->cl, primaries, replicas_each), 0);
+    assert_int_equal(llmq_test_cluster_start_on(&r->cl, host, primaries, replicas_each), 0);
     setenv("LLMQ_TEST_REDIS_URL", r->cl.url, 1);
     assert_string_equal(llmq_test_redis_url(), r->cl.url);
     char latency[16];
@@ -60,6 +61,15 @@ static inline void cluster_run_setup(struct cluster_run *r, int primaries, int r
         snprintf(r->jobs[k], sizeof(r->jobs[k]), "/tmp/llmq-cluster-%d-%d.jsonl", (int)getpid(), k);
         worker_write_jobs(r->jobs[k], tag, jobs_each, CLUSTER_MODEL, 20, NULL);
     }
+}
+
+/* cluster_run_setup_on the usual loopback address, 127.0.0.1. */
+static inline void cluster_run_setup(struct cluster_run *r, int primaries, int replicas_each,
+                                     int n_accounts, int jobs_each, int rpm, int period_ms,
+                                     int latency_ms)
+{
+    cluster_run_setup_on(r, "127.0.0.1", primaries, replicas_each, n_accounts, jobs_each, rpm,
+                         period_ms, latency_ms);
 }
 
 /* Writes jobs "a<k>-<from>" .. "a<k>-<from + n - 1>" of account k to path. */
@@ -210,6 +220,20 @@ static inline void cluster_assert_each_job_once(struct cluster_run *r)
     free(counts);
 }
 
+/* The most of the arrival times t[0..m) (sorted) within one window of
+ * window_ms. */
+static inline size_t cluster_most_in_window(const long long *t, size_t m, int window_ms)
+{
+    size_t most = 0;
+    for (size_t i = 0, j = 0; i < m; i++) {
+        while (t[i] - t[j] >= window_ms)
+            j++;
+        if (i - j + 1 > most)
+            most = i - j + 1;
+    }
+    return most;
+}
+
 /* Asserts no account's requests reached the API over its limit (no sliding
  * window of judge_ms holds more than rpm of its arrivals), and that every
  * job reached it at least once. Returns the number of requests seen. */
@@ -226,13 +250,7 @@ static inline size_t cluster_assert_limits(struct cluster_run *r)
         for (size_t i = 0; i < n; i++)
             if (strncmp(e[i].job, tag, len) == 0)
                 t[m++] = e[i].t_ms;
-        size_t most = 0;
-        for (size_t i = 0, j = 0; i < m; i++) {
-            while (t[i] - t[j] >= r->judge_ms)
-                j++;
-            if (i - j + 1 > most)
-                most = i - j + 1;
-        }
+        size_t most = cluster_most_in_window(t, m, r->judge_ms);
         printf("# account %d: %zu requests, most in one %d ms window: %zu of %d\n", k, m,
                r->judge_ms, most, r->rpm);
         assert_true(most <= (size_t)r->rpm);
@@ -241,6 +259,23 @@ static inline size_t cluster_assert_limits(struct cluster_run *r)
     }
     free(e);
     return n;
+}
+
+/* Moves slot to primary to in a child process (llmq_test_cluster_move_slot
+ * with batch_keys and pause_ms), while the test goes on; returns its pid:
+ * it exits 0 when the move is done and moved at least min_keys keys. */
+static inline pid_t cluster_move_slot_start(struct cluster_run *r, int slot, int to, int batch_keys,
+                                            int pause_ms, long long min_keys)
+{
+    pid_t mover = llmq_test_fork();
+    if (mover == 0) {
+        long long moved = 0;
+        int rc = llmq_test_cluster_move_slot(&r->cl, slot, to, batch_keys, pause_ms, &moved);
+        printf("# keys of slot %d migrated: %lld\n", slot, moved);
+        fflush(stdout);
+        _exit(rc == 0 && moved >= min_keys ? 0 : 1);
+    }
+    return mover;
 }
 
 /* 1 when node i has the llmq Functions library. */

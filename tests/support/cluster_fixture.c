@@ -11,6 +11,7 @@
 
 #include "redis/cluster_reply.h"
 #include "redis/crc16.h"
+#include "redis/redis_url.h"
 
 #define NODE_ARGS                                                                                  \
     "--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 1000 "          \
@@ -38,14 +39,17 @@ redisContext *llmq_test_cluster_connect(struct llmq_test_cluster *c, int i)
     return r;
 }
 
-/* Runs a command on node i; returns 0 when it answers without an error. */
-static int node_ok(struct llmq_test_cluster *c, int i, const char *fmt, const char *a,
-                   const char *b)
+/* Runs a command (fmt and its arguments, as redisCommand) on node i;
+ * returns 0 when it answers without an error. */
+static int node_ok(struct llmq_test_cluster *c, int i, const char *fmt, ...)
 {
     redisContext *r = llmq_test_cluster_connect(c, i);
     if (r == NULL)
         return -1;
-    redisReply *rep = cmd(r, fmt, a, b);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *rep = redisvCommand(r, fmt, ap);
+    va_end(ap);
     int ok = rep != NULL && rep->type != REDIS_REPLY_ERROR;
     if (!ok)
         fprintf(stderr, "cluster fixture: node %d: %s: %s\n", i, fmt, rep ? rep->str : r->errstr);
@@ -185,7 +189,17 @@ static int wait_known(struct llmq_test_cluster *c, int i, long long deadline)
 
 int llmq_test_cluster_start(struct llmq_test_cluster *c, int primaries, int replicas_each)
 {
+    return llmq_test_cluster_start_on(c, "127.0.0.1", primaries, replicas_each);
+}
+
+int llmq_test_cluster_start_on(struct llmq_test_cluster *c, const char *host, int primaries,
+                               int replicas_each)
+{
     memset(c, 0, sizeof(*c));
+    /* Nodes on ::1 listen on 127.0.0.1 too: the fixture's own connections
+     * (llmq_test_cluster_connect, MIGRATE) stay on IPv4; the cluster and
+     * llmq know the nodes by host only. */
+    int v4 = strcmp(host, "127.0.0.1") == 0;
     c->n_primaries = primaries;
     c->n_nodes = primaries * (1 + replicas_each);
     if (primaries < 1 || c->n_nodes > LLMQ_TEST_CLUSTER_NODES_MAX)
@@ -197,15 +211,17 @@ int llmq_test_cluster_start(struct llmq_test_cluster *c, int primaries, int repl
          * node's + 10000, which may be taken or past 65535): a free one. */
         char args[256];
         c->bus_ports[i] = llmq_test_free_port();
-        snprintf(args, sizeof(args), NODE_ARGS " --cluster-port %d", c->bus_ports[i]);
+        snprintf(args, sizeof(args), NODE_ARGS " --cluster-port %d%s%s", c->bus_ports[i],
+                 v4 ? "" : " --bind 127.0.0.1 ", v4 ? "" : host);
         if (llmq_test_redis_start(&c->nodes[i], args) != 0 || read_id(c, i) != 0) {
             fprintf(stderr, "cluster fixture: node %d did not start\n", i);
             llmq_test_cluster_stop(c);
             return -1;
         }
         c->alive[i] = 1;
-        off += (size_t)snprintf(c->url + off, sizeof(c->url) - off, "%s127.0.0.1:%d", i ? "," : "",
-                                c->nodes[i].port);
+        char addr[80];
+        llmq_redis_addr_format(host, c->nodes[i].port, addr, sizeof(addr));
+        off += (size_t)snprintf(c->url + off, sizeof(c->url) - off, "%s%s", i ? "," : "", addr);
     }
     for (int p = 0; p < primaries; p++) {
         char lo[16], hi[16];
@@ -218,7 +234,7 @@ int llmq_test_cluster_start(struct llmq_test_cluster *c, int primaries, int repl
         char port[16], bus[16];
         snprintf(port, sizeof(port), "%d", c->nodes[0].port);
         snprintf(bus, sizeof(bus), "%d", c->bus_ports[0]);
-        if (node_ok(c, i, "CLUSTER MEET 127.0.0.1 %s %s", port, bus) != 0)
+        if (node_ok(c, i, "CLUSTER MEET %s %s %s", host, port, bus) != 0)
             goto fail;
     }
     for (int i = 0; i < c->n_nodes; i++)
@@ -227,7 +243,7 @@ int llmq_test_cluster_start(struct llmq_test_cluster *c, int primaries, int repl
             goto fail;
         }
     for (int i = primaries; i < c->n_nodes; i++)
-        if (node_ok(c, i, "CLUSTER REPLICATE %s", c->ids[(i - primaries) % primaries], NULL) != 0)
+        if (node_ok(c, i, "CLUSTER REPLICATE %s", c->ids[(i - primaries) % primaries]) != 0)
             goto fail;
     for (int i = primaries; i < c->n_nodes; i++)
         while (!info_has(c, i, "replication", "master_link_status:up"))
@@ -281,7 +297,7 @@ void llmq_test_cluster_kill(struct llmq_test_cluster *c, int i)
 
 int llmq_test_cluster_failover(struct llmq_test_cluster *c, int i, long long timeout_ms)
 {
-    if (node_ok(c, i, "CLUSTER FAILOVER", NULL, NULL) != 0)
+    if (node_ok(c, i, "CLUSTER FAILOVER") != 0)
         return -1;
     long long deadline = llmq_test_now_ms() + timeout_ms;
     while (llmq_test_now_ms() < deadline) {
@@ -360,8 +376,8 @@ int llmq_test_cluster_move_slot(struct llmq_test_cluster *c, int slot, int to, i
     int order[LLMQ_TEST_CLUSTER_NODES_MAX], n_order = 0;
     order[n_order++] = to;
     order[n_order++] = from;
-    for (int i = 0; i < c->n_primaries; i++)
-        if (i != to && i != from)
+    for (int i = 0; i < c->n_nodes; i++) /* the primaries now (a failover may have swapped) */
+        if (i != to && i != from && c->alive[i] && info_has(c, i, "replication", "role:master"))
             order[n_order++] = i;
     for (int k = 0; k < n_order; k++)
         if (c->alive[order[k]] &&

@@ -28,6 +28,13 @@ struct llmq_test_cluster {
  * up. Returns 0, or -1 (what failed on stderr; started nodes stopped). */
 int llmq_test_cluster_start(struct llmq_test_cluster *c, int primaries, int replicas_each);
 
+/* The same on host: "127.0.0.1" (what llmq_test_cluster_start uses) or
+ * "::1", where the nodes meet, announce themselves and are named in url
+ * ("[::1]:P"); they listen on 127.0.0.1 too, for the fixture's own
+ * connections. */
+int llmq_test_cluster_start_on(struct llmq_test_cluster *c, const char *host, int primaries,
+                               int replicas_each);
+
 /* Stops every node still running. */
 void llmq_test_cluster_stop(struct llmq_test_cluster *c);
 

@@ -3,8 +3,6 @@
 
 #include <stdlib.h>
 
-#include "admin/metrics_worker.h"
-
 struct worker_stream_metrics {
     struct llmq_metric *in_progress, *ends, *events, *messages, *ttft, *duration;
 };
@@ -55,9 +53,9 @@ void llmq_worker_stream_metrics_free(struct worker_stream_metrics *s)
     free(s);
 }
 
-void llmq_worker_metrics_stream_first(struct llmq_worker *w, const char *account, double ttft_s)
+void llmq_worker_metrics_stream_first(struct worker_stream_metrics *s, const char *account,
+                                      double ttft_s)
 {
-    struct worker_stream_metrics *s = llmq_worker_metrics_of_streams(w);
     if (s == NULL)
         return;
     const char *l[] = {account};
@@ -65,26 +63,23 @@ void llmq_worker_metrics_stream_first(struct llmq_worker *w, const char *account
     llmq_metrics_add(s->in_progress, l, 1);
 }
 
-void llmq_worker_metrics_stream_events(struct llmq_worker *w, const char *account, long n)
+void llmq_worker_metrics_stream_events(struct worker_stream_metrics *s, const char *account, long n)
 {
-    struct worker_stream_metrics *s = llmq_worker_metrics_of_streams(w);
     const char *l[] = {account};
     if (s != NULL && n > 0)
         llmq_metrics_add(s->events, l, (double)n);
 }
 
-void llmq_worker_metrics_stream_message(struct llmq_worker *w, const char *account)
+void llmq_worker_metrics_stream_message(struct worker_stream_metrics *s, const char *account)
 {
-    struct worker_stream_metrics *s = llmq_worker_metrics_of_streams(w);
     const char *l[] = {account};
     if (s != NULL)
         llmq_metrics_add(s->messages, l, 1);
 }
 
-void llmq_worker_metrics_stream_end(struct llmq_worker *w, const char *account, const char *end,
-                                    double duration_s)
+void llmq_worker_metrics_stream_end(struct worker_stream_metrics *s, const char *account,
+                                    const char *end, double duration_s)
 {
-    struct worker_stream_metrics *s = llmq_worker_metrics_of_streams(w);
     if (s == NULL)
         return;
     const char *l[] = {account}, *le[] = {account, end};

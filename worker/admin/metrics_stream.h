@@ -16,14 +16,15 @@
  *   llmq_worker_stream_duration_seconds{account} histogram: first event to
  *       the end of the attempt
  *
- * The hooks take the worker and are no-ops without metrics (like
- * metrics_worker.h's). Threads: the worker's loop. */
+ * The hooks take the families (llmq_worker_metrics_of_streams, in
+ * metrics_worker.h) and are no-ops for NULL, without metrics, like
+ * metrics_worker.h's; they do not import metrics_worker.h, which owns them. Threads: the worker's
+ * loop. */
 #ifndef LLMQ_WORKER_METRICS_STREAM_H
 #define LLMQ_WORKER_METRICS_STREAM_H
 
 #include "admin/metrics.h"
 
-struct llmq_worker;
 struct worker_stream_metrics;
 
 /* Registers the stream families in reg (borrowed; it must outlive the
@@ -35,17 +36,19 @@ void llmq_worker_stream_metrics_free(struct worker_stream_metrics *s);
 
 /* A relayed stream's first event came ttft_s after its request was sent
  * (the stream is in progress from here). */
-void llmq_worker_metrics_stream_first(struct llmq_worker *w, const char *account, double ttft_s);
+void llmq_worker_metrics_stream_first(struct worker_stream_metrics *s, const char *account,
+                                      double ttft_s);
 
 /* n more events were relayed. */
-void llmq_worker_metrics_stream_events(struct llmq_worker *w, const char *account, long n);
+void llmq_worker_metrics_stream_events(struct worker_stream_metrics *s, const char *account,
+                                       long n);
 
 /* One relay message was sent. */
-void llmq_worker_metrics_stream_message(struct llmq_worker *w, const char *account);
+void llmq_worker_metrics_stream_message(struct worker_stream_metrics *s, const char *account);
 
 /* A stream's attempt ended as end (see above); duration_s >= 0 when its first
  * event had come (it leaves the in-progress gauge), else -1. */
-void llmq_worker_metrics_stream_end(struct llmq_worker *w, const char *account, const char *end,
-                                    double duration_s);
+void llmq_worker_metrics_stream_end(struct worker_stream_metrics *s, const char *account,
+                                    const char *end, double duration_s);
 
 #endif

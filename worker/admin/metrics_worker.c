@@ -257,7 +257,7 @@ char *llmq_worker_metrics_render(struct llmq_worker *w, size_t *len)
         return NULL;
     char reason[256];
     llmq_metrics_set(m->in_flight, NULL, w->http ? (double)llmq_http_inflight(w->http) : 0);
-    llmq_metrics_set(m->in_hand, NULL, w->in_hand);
+    llmq_metrics_set(m->in_hand, NULL, w->slots.in_hand);
     llmq_metrics_set(m->ready, NULL, on_ready(w, reason, sizeof(reason)));
     llmq_metrics_set(m->draining, NULL, w->draining);
     for (int i = 0; i < w->n_accounts; i++) {

@@ -25,7 +25,8 @@
 #include <string.h>
 
 #include "base/clock.h"
-#include "http/http_internal.h"
+#include "http/http.h"
+#include "http/http_xfer.h"
 
 #define DEFAULT_MAX_CONNECTIONS 256
 #define DEFAULT_MAX_STREAMS 100
@@ -83,6 +84,23 @@ const char *llmq_http_outcome_name(enum llmq_http_outcome outcome)
     if ((int)outcome < 0 || (size_t)outcome >= sizeof(outcome_names) / sizeof(outcome_names[0]))
         return "unknown";
     return outcome_names[outcome];
+}
+
+char *llmq_http_response_take_body(struct llmq_http_response *resp, size_t *len)
+{
+    static char empty[1];
+    if (len != NULL)
+        *len = 0;
+    if (resp == NULL || resp->body_len == 0)
+        return NULL;
+    if (len != NULL)
+        *len = resp->body_len;
+    /* The body buffer is the transfer's own malloc'd buffer: hand it over.
+     * deliver() notices resp->body changed and does not free it. */
+    char *b = resp->body;
+    resp->body = empty;
+    resp->body_len = 0;
+    return b;
 }
 
 static void do_free(struct llmq_http *http);

@@ -26,24 +26,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "http/http_request.h"
 #include "llmq/error.h"
-#include "openai/ratelimit_headers.h"
 
 struct llmq_http;
-struct llmq_http_xfer;
-
-/* A response's body as it arrives (a streamed call, stream_call.h): runs from
- * inside curl's write callback with each piece data[0..len) (borrowed for the
- * call) and the response's status; the piece is also kept in the body as
- * usual. It must not call any llmq_http function. Returns 0 to go on, or
- * nonzero to end the transfer now (the done callback then runs with
- * LLMQ_HTTP_CANCELLED). */
-typedef int llmq_http_data_cb(const char *data, size_t len, long status, void *privdata);
-
-enum llmq_http_version {
-    LLMQ_HTTP_PREFER_H2 = 0, /* h2 over TLS (multiplexed), HTTP/1.1 keep-alive over cleartext */
-    LLMQ_HTTP_1_1,           /* HTTP/1.1 only */
-};
 
 struct llmq_http_config {
     int max_connections;      /* CURLMOPT_MAX_TOTAL_CONNECTIONS and the connection cache
@@ -66,74 +52,6 @@ struct llmq_http_config {
     long buffer_bytes;      /* curl receive buffer per transfer; 0: 16384 (min 1024) */
     const char *user_agent; /* copied; NULL: "llmq/<version>" (or "llmq") */
 };
-
-enum llmq_http_auth {
-    LLMQ_HTTP_AUTH_BEARER = 0, /* "Authorization: Bearer <key>" (OpenAI) */
-    LLMQ_HTTP_AUTH_API_KEY,    /* "api-key: <key>" (Azure OpenAI) */
-    LLMQ_HTTP_AUTH_NONE,
-};
-
-struct llmq_http_request {
-    const char *url;  /* full URL, http:// or https:// (copied by curl) */
-    const char *body; /* request body, sent as POST */
-    size_t body_len;
-    int body_borrowed;        /* 0: body is copied at submit; 1: body is borrowed
-                                 and must stay valid and unchanged until the done
-                                 callback has started */
-    const char *content_type; /* NULL: "application/json" */
-    enum llmq_http_auth auth;
-    const char *api_key;              /* copied into the header list only; may be NULL for
-                                         LLMQ_HTTP_AUTH_NONE */
-    const char *client_request_id;    /* sent as X-Client-Request-Id (the job id); may be NULL */
-    const char *const *extra_headers; /* NULL-terminated "Name: value" lines (copied); may
-                                         be NULL */
-    long timeout_ms;                  /* whole transfer; 0: the config's timeout_ms */
-    int64_t send_by_ms;         /* llmq_monotonic_ms() after which the request must not go out:
-                                   checked when the connection is ready, just before the
-                                   request is sent (curl's pre-request callback); past it the
-                                   transfer ends LLMQ_HTTP_STALE with nothing sent. 0: none */
-    llmq_http_data_cb *on_data; /* NULL: none; see llmq_http_data_cb */
-    void *data_privdata;
-    struct llmq_http_xfer **xfer_out; /* not NULL: receives the transfer for
-                                         llmq_http_abort; valid until its done
-                                         callback starts */
-};
-
-enum llmq_http_outcome {
-    LLMQ_HTTP_OK = 0,         /* a complete HTTP response arrived (any status) */
-    LLMQ_HTTP_TIMEOUT,        /* connect or transfer timeout */
-    LLMQ_HTTP_CONNECT_ERROR,  /* name resolution, connection refused, unreachable */
-    LLMQ_HTTP_TLS_ERROR,      /* handshake or certificate verification failed */
-    LLMQ_HTTP_RESET,          /* connection reset or closed before the response ended */
-    LLMQ_HTTP_TOO_BIG,        /* response body over max_body_bytes; body is cut */
-    LLMQ_HTTP_PROTOCOL_ERROR, /* malformed HTTP from the server */
-    LLMQ_HTTP_CANCELLED,      /* llmq_http_free ran before the transfer ended, or it was
-                                 aborted (llmq_http_abort, a data callback) */
-    LLMQ_HTTP_STALE,          /* not sent: the connection was ready after send_by_ms */
-    LLMQ_HTTP_OTHER,          /* anything else (see curl_code and error) */
-};
-
-/* What the done callback receives. Borrowed for the duration of the callback:
- * copy what you keep, or take the body with llmq_http_response_take_body. */
-struct llmq_http_response {
-    enum llmq_http_outcome outcome;
-    int curl_code;     /* CURLcode, 0 on success */
-    const char *error; /* curl's message, "" when outcome is LLMQ_HTTP_OK; never NULL */
-    long status;       /* HTTP status of the final response; 0 if none arrived */
-    long http_version; /* CURL_HTTP_VERSION_* used (CURLINFO_HTTP_VERSION), 0 unknown */
-    int request_sent;  /* 1 when some request bytes went out (the call may have been
-                          billed); 0 means it surely never reached the server */
-    int aborted;       /* ended by llmq_http_abort or a data callback */
-    char *body;        /* response body, NUL-terminated (never NULL: "" when empty) */
-    size_t body_len;
-    struct llmq_ratelimit_headers headers; /* rate-limit headers of the final response */
-    int64_t elapsed_ms;                    /* submit to completion, monotonic */
-};
-
-/* Called exactly once per successfully submitted request; resp is borrowed
- * for the call, privdata is the submitter's. May call llmq_http_submit; may
- * call llmq_http_free (the free is then completed after the callback). */
-typedef void llmq_http_done_cb(struct llmq_http_response *resp, void *privdata);
 
 /* Returns a new client on loop (borrowed; must outlive the client) with
  * settings from cfg (borrowed; NULL: all defaults), or NULL with err filled

@@ -14,7 +14,7 @@
 #include <time.h>
 
 #include "base/clock.h"
-#include "http/http_internal.h"
+#include "http/http_xfer.h"
 
 #define MIN_BODY_CAP 1024
 
@@ -337,23 +337,6 @@ void llmq_http_xfer_response(struct llmq_http_xfer *x, struct llmq_http_response
     empty[0] = '\0';
     resp->headers = x->rl;
     resp->elapsed_ms = now_ms - x->start_ms;
-}
-
-char *llmq_http_response_take_body(struct llmq_http_response *resp, size_t *len)
-{
-    static char empty[1];
-    if (len != NULL)
-        *len = 0;
-    if (resp == NULL || resp->body_len == 0)
-        return NULL;
-    if (len != NULL)
-        *len = resp->body_len;
-    /* The body buffer is the transfer's own malloc'd buffer: hand it over.
-     * http.c notices resp->body changed and does not free it. */
-    char *b = resp->body;
-    resp->body = empty;
-    resp->body_len = 0;
-    return b;
 }
 
 void llmq_http_xfer_free(struct llmq_http_xfer *x)

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "redis/redis_url.h"
@@ -90,9 +91,51 @@ static void test_cluster(void **state)
     (void)state;
     struct llmq_redis_url u;
     struct llmq_error err = {0};
-    assert_int_equal(llmq_redis_url_parse(
-                         "redis+cluster://app:p%40ss@10.0.0.1:7000,n2:7001,[::1]:7002", &u, &err),
-                     LLMQ_EINVAL); /* bracketed IPv6 seeds are not taken: named in the error */
+    /* IPv6 seeds in brackets, beside names and IPv4 */
+    assert_int_equal(
+        llmq_redis_url_parse("redis+cluster://app:p%40ss@[::1]:7000,n2:7001,[fe80::1%25eth0]:7002",
+                             &u, &err),
+        LLMQ_OK);
+    assert_int_equal(u.n_seeds, 3);
+    assert_string_equal(u.seeds[0].host, "::1");
+    assert_int_equal(u.seeds[0].port, 7000);
+    assert_string_equal(u.seeds[1].host, "n2");
+    assert_string_equal(u.seeds[2].host, "fe80::1%eth0"); /* a zone, percent-escaped */
+    assert_int_equal(u.seeds[2].port, 7002);
+    assert_string_equal(u.host, "::1"); /* until routed, the first seed */
+    char red6[256];
+    llmq_redis_url_redacted(&u, red6, sizeof(red6));
+    assert_string_equal(red6, "redis+cluster://app:***@[::1]:7000,.../0");
+    assert_int_equal(llmq_redis_url_parse("redis+cluster://[::1]:7000,[::1]:7001", &u, &err),
+                     LLMQ_OK);
+    assert_int_equal(u.n_seeds, 2);
+    assert_string_equal(u.seeds[1].host, "::1");
+    assert_int_equal(u.seeds[1].port, 7001);
+    /* an IPv6 seed without brackets, or without a port, is refused naming the form */
+    const char *bad6[] = {"redis+cluster://::1:7000",
+                          "redis+cluster://[::1]",
+                          "redis+cluster://[::1]7000",
+                          "redis+cluster://[::1:7000",
+                          "redis+cluster://[]:7000",
+                          "redis+cluster://h:1,[::1]:0",
+                          "redis-sentinel://[::1]:26379,::1:26380/m",
+                          NULL};
+    for (int i = 0; bad6[i] != NULL; i++) {
+        err.msg[0] = '\0';
+        assert_int_equal(llmq_redis_url_parse(bad6[i], &u, &err), LLMQ_EINVAL);
+        if (strstr(err.msg, "[::1]:port") == NULL)
+            fprintf(stderr, "%s: %s\n", bad6[i], err.msg);
+        assert_non_null(strstr(err.msg, "[::1]:port"));
+    }
+    assert_int_equal(llmq_redis_url_parse("redis-sentinel://[::1]:26379,[::1]:26380/m", &u, &err),
+                     LLMQ_OK);
+    assert_string_equal(u.sentinels[1].host, "::1");
+    assert_int_equal(u.sentinels[1].port, 26380);
+    char addr[64];
+    llmq_redis_addr_format("::1", 7000, addr, sizeof(addr));
+    assert_string_equal(addr, "[::1]:7000");
+    llmq_redis_addr_format("10.0.0.1", 7000, addr, sizeof(addr));
+    assert_string_equal(addr, "10.0.0.1:7000");
     assert_int_equal(
         llmq_redis_url_parse("redis+cluster://app:p%40ss@10.0.0.1:7000,n2:7001/0", &u, &err),
         LLMQ_OK);

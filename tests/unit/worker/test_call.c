@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "call.h"
 #include "testsupport.h"
 #include "worker_fixture.h"
 

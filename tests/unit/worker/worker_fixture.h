@@ -13,6 +13,7 @@
 
 #include "admin/metrics_worker.h"
 #include "config.h"
+#include "job_settle.h"
 #include "redis/redis_async.h"
 #include "worker.h"
 

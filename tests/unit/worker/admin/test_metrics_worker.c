@@ -46,7 +46,7 @@ static void test_every_outcome_counts_the_same_in_summary_and_metrics(void **sta
     };
     static const int64_t actual[] = {120, -1, 0, 30, 0, 0, 0};
     for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
-        struct worker_job *job = llmq_worker_job_new(a);
+        struct worker_job *job = llmq_worker_job_new(&w->slots, a);
         assert_non_null(job);
         job->model = strdup("gpt-4o-mini");
         job->settle.mode = modes[i];
@@ -55,7 +55,7 @@ static void test_every_outcome_counts_the_same_in_summary_and_metrics(void **sta
         llmq_worker_job_free(job);
     }
     /* Not decided: counted nowhere. */
-    struct worker_job *job = llmq_worker_job_new(a);
+    struct worker_job *job = llmq_worker_job_new(&w->slots, a);
     job->model = strdup("gpt-4o-mini");
     llmq_worker_count_outcome(w, job, NULL);
     llmq_worker_job_free(job);

@@ -1,12 +1,13 @@
-/* Private parts of the worker's HTTP client, shared by http.c (client, loop
- * glue, delivery) and http_xfer.c (one transfer: curl easy options, headers,
- * body, outcome). Not for use outside worker/http/. */
-#ifndef LLMQ_WORKER_HTTP_INTERNAL_H
-#define LLMQ_WORKER_HTTP_INTERNAL_H
+/* One transfer of the worker's HTTP client (http_xfer.c: curl easy options,
+ * headers, body, outcome) and the settings it is made with; http.c (client,
+ * loop glue, delivery) runs them. Not for use outside worker/http/. */
+#ifndef LLMQ_WORKER_HTTP_XFER_H
+#define LLMQ_WORKER_HTTP_XFER_H
 
 #include <curl/curl.h>
 
-#include "http/http.h"
+#include "http/http_request.h"
+#include "llmq/error.h"
 
 /* One transfer. Lives from submit until its callback has returned; linked in
  * exactly one of http->active (curl owns it in the multi) or the done queue
