@@ -72,9 +72,9 @@ static void key_of(char *buf, size_t n, const char *prefix, enum llmq_key_kind k
  * text. */
 static void as_previous_layout(redisContext *c, const char *prefix, const char *id)
 {
-    static const char *fields[] = {"model",        "url",      "cost",   "prio",
-                                   "tenant",       "user",     "deadline_ms", "max_attempts",
-                                   "attempts",     "enq_ms",   "state",  "est_prompt_tokens"};
+    static const char *fields[] = {"model",    "url",    "cost",        "prio",
+                                   "tenant",   "user",   "deadline_ms", "max_attempts",
+                                   "attempts", "enq_ms", "state",       "est_prompt_tokens"};
     char jk[256], bk[256], wk[256];
     key_of(jk, sizeof(jk), prefix, LLMQ_KEY_JOB, id);
     key_of(bk, sizeof(bk), prefix, LLMQ_KEY_JOB_BODY, id);
@@ -171,7 +171,6 @@ static void test_previous_layout_runs_and_reads(void **state)
     assert_int_equal(redis_int(c, "EXISTS %s%s", bk, ""), 0);       /* gone with the finish */
     assert_int_equal(redis_int(c, "EXISTS %s%s", bk2, ""), 0);
     assert_int_equal(redis_int(c, "EXISTS %s%s", wk1, ""), 0); /* a hash since dispatch */
-
 
     /* Every result reads back: the C reader, the producer API, the CLI. */
     const char *ids[] = {"up-0", "up-1", "up-2", "old-done-0"};
