@@ -1,5 +1,5 @@
 /* llmq budgets: spend budgets in tokens or USD per account, tenant, user or
- * gateway key and period (lua/lib/25_budget.lua decides them in dispatch;
+ * gateway key and period (lua/lib/budget.lua decides them in dispatch;
  * lua/budget_set.lua and lua/budget_list.lua change and read them; keys in
  * common/redis/keys.h). A change applies to the next dispatch: a raise or a
  * removal runs what was parked on the budget at once. */

@@ -66,7 +66,7 @@ struct model_sum {
     double finish_ms;              /* at the limits' pace; -1 unlimited */
 };
 
-/* What a job's budget charge is (lua/lib/25_budget.lua budget_worst_nusd). */
+/* What a job's budget charge is (lua/lib/budget.lua budget_worst_nusd). */
 static long long worst_nusd(const struct model_sum *m, const struct llmq_job *j)
 {
     long long prompt = j->cost.prompt_tokens;

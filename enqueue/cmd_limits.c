@@ -734,7 +734,7 @@ int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv)
         llmq_cli_error(cli, "%s", err.msg);
         return LLMQ_EXIT_USAGE;
     }
-    if (o.endpoint != NULL) { /* the endpoint's bucket of the model (lua/lib/47_endpoints.lua) */
+    if (o.endpoint != NULL) { /* the endpoint's bucket of the model (lua/lib/endpoints.lua) */
         size_t len = strlen(bucket);
         if (len + 1 + strlen(o.endpoint) >= sizeof(bucket)) {
             llmq_cli_error(cli, "bucket %s@%s is too long", bucket, o.endpoint);

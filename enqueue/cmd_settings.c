@@ -20,7 +20,7 @@ struct setting {
     const char *what;
 };
 
-/* Defaults must match JOBS_DEFAULTS in lua/lib/30_jobs.lua (which applies
+/* Defaults must match JOBS_DEFAULTS in lua/lib/jobs.lua (which applies
  * them) and LLMQ_JOB_MAX_BODY_BYTES_DEFAULT (enqueue's check). */
 static const struct setting settings[] = {
     {"result_ttl_ms", 7LL * 24 * 3600 * 1000, 1000, LLMQ_SETTING_MAX,

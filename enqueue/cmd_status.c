@@ -386,7 +386,7 @@ static void add_quota_and_calibration(json_t *o, redisContext *c, const char *ac
 }
 
 /* The policy's headroom of low-priority jobs (percent of a bucket they may
- * fill; lua/lib/20_limiter.lua, default 80) into o["headroom_low"]. */
+ * fill; lua/lib/limiter.lua, default 80) into o["headroom_low"]. */
 static void add_headroom(json_t *o, redisContext *c, const char *prefix)
 {
     char key[LLMQ_KEY_FIXED_MAX];

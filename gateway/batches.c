@@ -10,7 +10,7 @@
  * {held}) with the completion window as the jobs' ttl, and
  * lua/batch_stage.lua commits it: visible, in_progress, every job queued.
  * From then on the batch's counts and its end are kept by the scripts that
- * end jobs (lua/lib/30_jobs.lua llmq_jobs_batch_settle): GET only reads.
+ * end jobs (lua/lib/jobs.lua llmq_jobs_batch_settle): GET only reads.
  * A cancel always ends: the last of its job_cancel calls says every id was
  * looked at, so ids of jobs that never existed end the batch too. */
 #include <hiredis/async.h>
@@ -481,7 +481,7 @@ static void on_written(redisAsyncContext *ac, void *reply, void *privdata)
         return;
     }
     /* the reference moves on to the push */
-    char key_id[17]; /* its key's spend budgets apply (lua/lib/25_budget.lua) */
+    char key_id[17]; /* its key's spend budgets apply (lua/lib/budget.lua) */
     snprintf(key_id, sizeof(key_id), "%.16s", r->key.hash);
     const struct llmq_job_gate held = {.held = 1, .key_id = key_id[0] ? key_id : NULL};
     if (llmq_job_store_push_async(ac, r->gw->prefix, &held, c->in.jobs, c->in.n, c->out, on_pushed,

@@ -26,7 +26,7 @@ int gw_call_job_make(struct gw_request *r, const struct gw_call *call, struct ll
 
 /* Pushes job under this gateway's lease (lease.h: killed, the gateway leaves
  * no job that is sent for nobody) and r's key id (its spend budgets,
- * lua/lib/25_budget.lua); cb as llmq_job_store_push_async, which it is.
+ * lua/lib/budget.lua); cb as llmq_job_store_push_async, which it is.
  * job and out must live until cb. */
 enum llmq_rc gw_call_job_push(struct gw_request *r, const struct llmq_job *job,
                               struct llmq_job_outcome *out, llmq_job_store_push_cb *cb, void *ud,

@@ -1,7 +1,7 @@
 /* Requests waiting for jobs to end, told without polling.
  *
  * One connection per gateway reads P events (XREAD BLOCK, one stream entry
- * {id, state} per job that ends: lua/lib/30_jobs.lua llmq_job_finish) from
+ * {id, state} per job that ends: lua/lib/jobs.lua llmq_job_finish) from
  * the last entry it saw, and hands each id to the waiter registered for it.
  * A waiter registers before its job is enqueued, so its event cannot come
  * first. After the events connection (re)connects, and every RECHECK period,

@@ -6,8 +6,9 @@
 --          only when the pause names another key (a worker that starts with
 --          a new key)
 -- Reply: {resumed (0|1), fingerprint of the paused key ('' when none)}
+-- uses: KEY
 local P = KEYS[1]
-local k = P .. 'auth_pause'
+local k = KEY.auth_pause(P)
 local fp = redis.call('HGET', k, 'key_id')
 if not fp then
     return { 0, '' }

@@ -3,7 +3,7 @@
 -- A batch is created hidden: its hash (status validating, lease = the
 -- creating gateway's id), its job list and its id in P gw:staging are
 -- written first, then its jobs are enqueued held (lua/enqueue.lua {held}: a
--- job record, lua/lib/32_job_record.lua, in no queue). Then, over every id of its job list, in order:
+-- job record, lua/lib/job_record.lua, in no queue). Then, over every id of its job list, in order:
 --   commit  the call that finds the batch validating makes it visible
 --           (status in_progress, in_progress_at, its entry in P gw:batches);
 --           only the gateway holding it (ARGV[2] = its lease) may do that.
@@ -25,14 +25,16 @@
 -- Reply: the batch's status after the call ('gone' after the last abort).
 -- Errors: LLMQ_ENOTFOUND a commit of no such batch; LLMQ_ECONFLICT a commit of a
 -- validating batch another gateway holds, or an abort of a visible one.
+-- uses: sched_backlog_add, sched_push, llmq_now_ms, llmq_job_read, JOB_RECORD_STATE_AT
+-- uses: KEY
 local P = KEYS[1]
 local bid, gw, mode, last = ARGV[1], ARGV[2], ARGV[3], ARGV[#ARGV] == '{last}'
 local ids_end = last and #ARGV - 1 or #ARGV
-local bk = P .. 'gw:batch:' .. bid
+local bk = KEY.gw_batch(P, bid)
 local v = redis.call('HMGET', bk, 'status', 'lease')
 local status = v[1]
 if not status and mode ~= 'abort' then
-    redis.call('SREM', P .. 'gw:staging', bid)
+    redis.call('SREM', KEY.gw_staging(P), bid)
     return redis.error_reply('LLMQ_ENOTFOUND no batch ' .. bid)
 end
 local now = llmq_now_ms()
@@ -43,17 +45,17 @@ if mode == 'abort' then
         return redis.error_reply('LLMQ_ECONFLICT batch ' .. bid .. ' is ' .. status)
     end
     for i = 4, ids_end do
-        local jk = P .. 'job:' .. ARGV[i]
         local j = llmq_job_read(P, ARGV[i], { 'state' })
         if j[1] == 'held' then
-            redis.call('DEL', P .. 'jr:' .. ARGV[i], jk, P .. 'body:' .. ARGV[i])
+            redis.call('DEL', KEY.job_record(P, ARGV[i]), KEY.job(P, ARGV[i]),
+                KEY.job_body(P, ARGV[i]))
         end
     end
     if not last then
         return status or 'gone'
     end
-    redis.call('DEL', bk, P .. 'gw:batch:' .. bid .. ':jobs')
-    redis.call('SREM', P .. 'gw:staging', bid)
+    redis.call('DEL', bk, KEY.gw_batch_jobs(P, bid))
+    redis.call('SREM', KEY.gw_staging(P), bid)
     return 'gone'
 elseif mode ~= 'commit' then
     return redis.error_reply('LLMQ_EINVAL batch_stage mode must be commit or abort')
@@ -65,24 +67,24 @@ if status == 'validating' then
     end
     status = 'in_progress'
     redis.call('HSET', bk, 'status', status, 'in_progress_at', math.floor(now / 1000))
-    redis.call('ZADD', P .. 'gw:batches', now, bid)
+    redis.call('ZADD', KEY.gw_batches(P), now, bid)
 end
 local vt, backlog = {}, {}
 for i = 4, ids_end do
     local id = ARGV[i]
     local j, rec = llmq_job_read(P, id, { 'state', 'prio', 'model', 'tenant', 'user' })
     if j[1] == 'held' and rec then
-        -- the record's state byte, in place (lua/lib/32_job_record.lua)
-        redis.call('SETRANGE', P .. 'jr:' .. id, JOB_RECORD_STATE_AT, 'q')
+        -- the record's state byte, in place (lua/lib/job_record.lua)
+        redis.call('SETRANGE', KEY.job_record(P, id), JOB_RECORD_STATE_AT, 'q')
         sched_push(P, id, j[2], j[3], j[4], j[5], false, vt, backlog)
     elseif j[1] == 'held' then
-        redis.call('HSET', P .. 'job:' .. id, 'state', 'queued')
+        redis.call('HSET', KEY.job(P, id), 'state', 'queued')
         sched_push(P, id, j[2], j[3], j[4], j[5], false, vt, backlog)
     end
 end
 sched_backlog_add(P, backlog)
 if last then
     redis.call('HDEL', bk, 'lease')
-    redis.call('SREM', P .. 'gw:staging', bid)
+    redis.call('SREM', KEY.gw_staging(P), bid)
 end
 return status

@@ -9,6 +9,8 @@
 -- arrival guard in force and the bounds it is learned within (all three the
 -- pinned value when the policy pins it), lifetime_ms: its grants' lifetime
 -- (-1 for no window).
+-- uses: limiter_bucket, limiter_flush, limiter_session, window_evict, window_guard_range
+-- uses: window_stale, llmq_now_ms
 local P = KEYS[1]
 local now = llmq_now_ms()
 local s = limiter_session(P, 'normal', now)
@@ -34,7 +36,7 @@ for i = 1, #ARGV do
         local guard, lo, hi, lifetime = -1, -1, -1, -1
         if c.mode ~= 'gcra' then
             guard, lifetime = c.guard, c.lifetime
-            lo, hi = limiter_guard_range(s, c)
+            lo, hi = window_guard_range(s, c)
         end
         out[#out + 1] = { b.name, req_used, tok_used, c.requests or -1, c.tokens or -1, c.period,
             paused, c.mode, guard, lo, hi, lifetime }

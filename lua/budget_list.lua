@@ -1,5 +1,5 @@
 -- budget_list: every spend budget of the account with its spend in the
--- period that holds now (lua/lib/25_budget.lua), and what waits on it. Reads
+-- period that holds now (lua/lib/budget.lua), and what waits on it. Reads
 -- only.
 -- KEYS[1]  P, the account prefix
 -- Reply: one array per budget, ordered by id:
@@ -8,6 +8,8 @@
 --   limit and spent in tokens or nano-USD; parked_nodes: the scheduler's
 --   nodes blocked on it now; parked_jobs: the jobs queued under them
 --   ("waiting for budget"; counted up to 100000).
+-- uses: budget_load, llmq_hash_table, llmq_int_text, llmq_now_ms, llmq_split
+-- uses: KEY
 local P = KEYS[1]
 local now = llmq_now_ms()
 local PARKED_MAX = 100000
@@ -16,10 +18,11 @@ local PARKED_MAX = 100000
 local function jobs_under(path, max)
     local depth = #llmq_split(path, '|')
     if depth == 4 then
-        return redis.call('LLEN', P .. 'kq:' .. path)
+        return redis.call('LLEN', KEY.key_queue(P, path))
     end
     local n = 0
-    local kids = redis.call('ZRANGE', (depth == 3 and P .. 'su:' or P .. 'st:') .. path, 0, 999)
+    local kids = redis.call('ZRANGE', depth == 3 and KEY.sched_users(P, path) or
+        KEY.sched_tenants(P, path), 0, 999)
     for _, k in ipairs(kids) do
         if n >= max then
             break
@@ -30,7 +33,7 @@ local function jobs_under(path, max)
 end
 
 local ids = {}
-for _, v in pairs(llmq_hash_table(redis.call('HGETALL', P .. 'budgets'))) do
+for _, v in pairs(llmq_hash_table(redis.call('HGETALL', KEY.budgets(P)))) do
     for id in string.gmatch(v, '%S+') do
         ids[#ids + 1] = id
     end
@@ -43,9 +46,9 @@ for _, id in ipairs(ids) do
     if b then
         local v = redis.call('HMGET', b.key, 'period', 'on_exhaust')
         local nodes, jobs = 0, 0
-        local idx = redis.call('ZRANGE', P .. 'sbb:$' .. id, 0, -1, 'WITHSCORES')
+        local idx = redis.call('ZRANGE', KEY.blocked_on(P, '$' .. id), 0, -1, 'WITHSCORES')
         for i = 1, #idx, 2 do
-            if tonumber(redis.call('ZSCORE', P .. 'sblk', idx[i])) == tonumber(idx[i + 1]) then
+            if tonumber(redis.call('ZSCORE', KEY.sched_blocked(P), idx[i])) == tonumber(idx[i + 1]) then
                 nodes = nodes + 1
                 if jobs < PARKED_MAX then
                     jobs = jobs + jobs_under(idx[i], PARKED_MAX - jobs)

@@ -1,4 +1,4 @@
--- budget_set: adds, changes or removes spend budgets (lua/lib/25_budget.lua;
+-- budget_set: adds, changes or removes spend budgets (lua/lib/budget.lua;
 -- keys in common/redis/keys.h). A change applies at once: the jobs parked
 -- on a budget that is raised or removed are unblocked (sched_wake_buckets on
 -- '$<id>') and idle workers woken; what was spent this period stays.
@@ -11,9 +11,11 @@
 -- rm:  ARGV[2] scope, ARGV[3] unit ('' any), ARGV[4] period ('' any), or
 --      ARGV[2] '' and ARGV[3..] budget ids
 -- Reply: set: the budget's id; rm: the ids removed.
+-- uses: budget_period, sched_wake_buckets, worker_name_ok
+-- uses: KEY
 local P = KEYS[1]
 local verb = ARGV[1]
-local index = P .. 'budgets'
+local index = KEY.budgets(P)
 
 local function scope_ok(scope)
     if scope == 'account' then
@@ -73,7 +75,7 @@ if verb == 'set' then
     end
     local ptext = (period == 'day' or period == 'month') and period or (period .. 's')
     local id = scope .. '#' .. unit .. '/' .. ptext
-    redis.call('HSET', P .. 'budget:' .. id, 'scope', scope, 'unit', unit, 'limit', limit,
+    redis.call('HSET', KEY.budget(P, id), 'scope', scope, 'unit', unit, 'limit', limit,
         'period', period, 'on_exhaust', on_exhaust)
     local ids = ids_of(scope)
     local known = false
@@ -89,7 +91,7 @@ if verb == 'set' then
 elseif verb == 'rm' then
     local gone = {}
     local function remove(scope, id)
-        redis.call('DEL', P .. 'budget:' .. id)
+        redis.call('DEL', KEY.budget(P, id))
         local keep = {}
         for _, x in ipairs(ids_of(scope)) do
             if x ~= id then
@@ -112,7 +114,7 @@ elseif verb == 'rm' then
         end
     else
         for i = 3, #ARGV do
-            local scope = redis.call('HGET', P .. 'budget:' .. ARGV[i], 'scope')
+            local scope = redis.call('HGET', KEY.budget(P, ARGV[i]), 'scope')
             if scope then
                 remove(scope, ARGV[i])
             end

@@ -13,6 +13,8 @@
 -- ARGV[7]  rel: sum of (actual - estimated) / actual, in basis points
 -- ARGV[8]  rel2: sum of the squares of the same (basis points squared)
 -- Reply: the model's sample count (M|n) after the add.
+-- uses: llmq_int_arg
+-- uses: KEY
 local model = ARGV[1]
 if model == nil or model == '' or string.find(model, '|', 1, true) then
     return redis.error_reply('LLMQ_EINVAL calib_add needs a model name without "|"')
@@ -25,7 +27,7 @@ end
 if by[1] <= 0 then
     return redis.error_reply('LLMQ_EINVAL calib_add needs at least one sample')
 end
-local key = KEYS[1] .. 'calib'
+local key = KEY.calib(KEYS[1])
 local samples = 0
 for i, f in ipairs(fields) do
     local v = redis.call('HINCRBY', key, model .. '|' .. f, by[i])

@@ -6,23 +6,25 @@
 -- ARGV[2..] job ids; none: the oldest ARGV[1] entries of P dead
 -- Reply: one {id, outcome} per job looked at; outcome 'purged', 'not_dead'
 -- (the job is not dead: nothing done) or 'gone' (no such job: entry dropped).
+-- uses: dead_each, llmq_job_record_exists
+-- uses: KEY
 local P = KEYS[1]
 
 local function purge(id, eid)
-    local jk = P .. 'job:' .. id
+    local jk = KEY.job(P, id)
     local j = redis.call('HMGET', jk, 'state', 'dead_entry')
     eid = eid or j[2]
     if (j[1] ~= false and j[1] ~= 'dead') or (j[1] == false and llmq_job_record_exists(P, id) == 1) then
         return 'not_dead'
     end
     if eid then
-        redis.call('XDEL', P .. 'dead', eid)
+        redis.call('XDEL', KEY.dead(P), eid)
     end
     if j[1] == false then
-        redis.call('DEL', P .. 'res:' .. id, P .. 'body:' .. id)
+        redis.call('DEL', KEY.result(P, id), KEY.job_body(P, id))
         return 'gone'
     end
-    redis.call('DEL', jk, P .. 'res:' .. id, P .. 'body:' .. id)
+    redis.call('DEL', jk, KEY.result(P, id), KEY.job_body(P, id))
     return 'purged'
 end
 

@@ -8,32 +8,35 @@
 -- Reply: one {id, outcome} per job looked at; outcome 'queued', 'not_dead'
 -- (the job is not dead: nothing done), 'no_body' (its body is gone: the
 -- dead-letter entry is dropped) or 'gone' (no such job: entry dropped).
+-- uses: dead_each, JOBS_PRIORITY_VALID, sched_push, llmq_now_ms, worker_name_ok
+-- uses: llmq_job_record_exists
+-- uses: KEY
 local P = KEYS[1]
 local now = llmq_now_ms()
 local vt = {} -- virtual times read in this call
 
 local function retry(id, eid)
-    local jk = P .. 'job:' .. id
+    local jk = KEY.job(P, id)
     local j = redis.call('HMGET', jk, 'state', 'body', 'prio', 'dead_entry', 'model', 'tenant',
         'user')
     eid = eid or j[4]
     if j[1] == false and llmq_job_record_exists(P, id) == 1 then
-        return 'not_dead' -- waiting, as a record (lua/lib/32_job_record.lua)
+        return 'not_dead' -- waiting, as a record (lua/lib/job_record.lua)
     end
     if j[1] ~= 'dead' then
         -- An entry left over from a job that lives again: drop it when listed.
         if j[1] == false and eid then
-            redis.call('XDEL', P .. 'dead', eid)
+            redis.call('XDEL', KEY.dead(P), eid)
         end
         return j[1] == false and 'gone' or 'not_dead'
     end
     if eid then
-        redis.call('XDEL', P .. 'dead', eid)
+        redis.call('XDEL', KEY.dead(P), eid)
     end
-    if not (j[2] or redis.call('EXISTS', P .. 'body:' .. id) == 1) or not j[3] then
+    if not (j[2] or redis.call('EXISTS', KEY.job_body(P, id)) == 1) or not j[3] then
         return 'no_body'
     end
-    redis.call('DEL', P .. 'res:' .. id)
+    redis.call('DEL', KEY.result(P, id))
     redis.call('HSET', jk, 'state', 'queued', 'attempts', 0, 'enq_ms', now)
     redis.call('HDEL', jk, 'result', 'last_error', 'dead_entry', 'fin_ms')
     if JOBS_PRIORITY_VALID[j[3]] and worker_name_ok(j[5]) and (not j[6] or j[6] == '' or
@@ -43,7 +46,7 @@ local function retry(id, eid)
         -- No queue key can be named for it: through a priority stream, where
         -- dispatch's entry checks dead-letter it again with the reason.
         local prio = JOBS_PRIORITY_VALID[j[3]] and j[3] or 'normal'
-        redis.call('XADD', P .. 'q:' .. prio, '*', 'id', id)
+        redis.call('XADD', KEY.queue(P, prio), '*', 'id', id)
     end
     return 'queued'
 end

@@ -1,6 +1,6 @@
 -- endpoint_admin: changes an account's endpoints (`llmq endpoints`, `llmq
 -- limits set --endpoint`), each change atomic. Keys and fields in
--- lua/lib/47_endpoints.lua and common/redis/keys.h. No key is ever stored:
+-- lua/lib/endpoints.lua and common/redis/keys.h. No key is ever stored:
 -- workers hold them.
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  op, then its arguments:
@@ -16,6 +16,8 @@
 --   fallback MODEL FB           FB serves MODEL's jobs when MODEL's endpoints
 --                               are out ('' removes it)
 -- Reply: 'OK', or an error LLMQ_ENOTFOUND / LLMQ_EEXISTS / LLMQ_EINVAL.
+-- uses: ep_bucket, sched_wake, sched_wake_buckets, llmq_now_ms, worker_name_ok
+-- uses: KEY
 local P = KEYS[1]
 local op, name = ARGV[1], ARGV[2]
 local now = llmq_now_ms()
@@ -25,7 +27,7 @@ local FIELDS = { base_url = true, api_version = true, kind = true, tier = true, 
 local STRATEGIES = { spillover = true, balanced = true, fastest = true }
 
 local function exists(n)
-    return redis.call('EXISTS', P .. 'ep:' .. n) == 1
+    return redis.call('EXISTS', KEY.endpoint(P, n)) == 1
 end
 
 local function fields_from(first)
@@ -56,14 +58,14 @@ if op == 'add' or op == 'set' then
     end
     local set, del = fields_from(3)
     if #set > 0 then
-        redis.call('HSET', P .. 'ep:' .. name, unpack(set))
+        redis.call('HSET', KEY.endpoint(P, name), unpack(set))
     end
     if #del > 0 then
-        redis.call('HDEL', P .. 'ep:' .. name, unpack(del))
+        redis.call('HDEL', KEY.endpoint(P, name), unpack(del))
     end
     if op == 'add' then
-        redis.call('ZADD', P .. 'eps', now, name)
-        redis.call('HSET', P .. 'eph:' .. name, 'state', 'ok', 'since_ms', now)
+        redis.call('ZADD', KEY.endpoints(P), now, name)
+        redis.call('HSET', KEY.ep_health(P, name), 'state', 'ok', 'since_ms', now)
     end
     sched_wake(P)
     return 'OK'
@@ -78,13 +80,13 @@ if op == 'route' or op == 'fallback' then
         if not STRATEGIES[v] then
             return redis.error_reply('LLMQ_EINVAL strategy must be spillover, balanced or fastest')
         end
-        redis.call('HSET', P .. 'eproute', name, v)
+        redis.call('HSET', KEY.ep_routes(P), name, v)
     elseif v == '' then
-        redis.call('HDEL', P .. 'epfb', name)
+        redis.call('HDEL', KEY.ep_fallbacks(P), name)
     elseif not worker_name_ok(v) or v == name then
         return redis.error_reply('LLMQ_EINVAL a fallback is another model name')
     else
-        redis.call('HSET', P .. 'epfb', name, v)
+        redis.call('HSET', KEY.ep_fallbacks(P), name, v)
     end
     sched_wake(P)
     return 'OK'
@@ -94,7 +96,7 @@ end
 -- endpoints were all out is blocked on one of them) may run now.
 local function wake_model(model)
     local buckets = {}
-    for _, n in ipairs(redis.call('SMEMBERS', P .. 'epm:' .. model)) do
+    for _, n in ipairs(redis.call('SMEMBERS', KEY.model_eps(P, model))) do
         buckets[#buckets + 1] = ep_bucket(model, n)
     end
     sched_wake_buckets(P, buckets)
@@ -103,7 +105,7 @@ end
 -- The models endpoint n serves.
 local function models_of(n)
     local out = {}
-    local all = redis.call('HKEYS', P .. 'ep:' .. n)
+    local all = redis.call('HKEYS', KEY.endpoint(P, n))
     for _, f in ipairs(all) do
         local model = string.match(f, '^m:(.+)$')
         if model then
@@ -116,31 +118,31 @@ end
 if not name or not exists(name) then
     return redis.error_reply('LLMQ_ENOTFOUND no endpoint ' .. tostring(name))
 end
-local hk = P .. 'eph:' .. name
+local hk = KEY.ep_health(P, name)
 if op == 'rm' then
-    local all = redis.call('HGETALL', P .. 'ep:' .. name)
+    local all = redis.call('HGETALL', KEY.endpoint(P, name))
     for i = 1, #all, 2 do
         local model = string.match(all[i], '^m:(.+)$')
         if model then
-            redis.call('SREM', P .. 'epm:' .. model, name)
+            redis.call('SREM', KEY.model_eps(P, model), name)
         end
     end
-    redis.call('DEL', P .. 'ep:' .. name, hk)
-    redis.call('ZREM', P .. 'eps', name)
+    redis.call('DEL', KEY.endpoint(P, name), hk)
+    redis.call('ZREM', KEY.endpoints(P), name)
 elseif op == 'serve' then
     local model, dep = ARGV[3], ARGV[4]
     if not worker_name_ok(model) then
         return redis.error_reply('LLMQ_EINVAL ' .. tostring(model) .. ' is not a model name')
     end
-    redis.call('SADD', P .. 'epm:' .. model, name)
-    redis.call('HSET', P .. 'ep:' .. name, 'm:' .. model, '1')
+    redis.call('SADD', KEY.model_eps(P, model), name)
+    redis.call('HSET', KEY.endpoint(P, name), 'm:' .. model, '1')
     if dep ~= nil and dep ~= '' then
-        redis.call('HSET', P .. 'ep:' .. name, 'dep:' .. model, dep)
+        redis.call('HSET', KEY.endpoint(P, name), 'dep:' .. model, dep)
     end
     wake_model(model)
 elseif op == 'unserve' then
-    redis.call('SREM', P .. 'epm:' .. tostring(ARGV[3]), name)
-    redis.call('HDEL', P .. 'ep:' .. name, 'm:' .. tostring(ARGV[3]), 'dep:' .. tostring(ARGV[3]))
+    redis.call('SREM', KEY.model_eps(P, tostring(ARGV[3])), name)
+    redis.call('HDEL', KEY.endpoint(P, name), 'm:' .. tostring(ARGV[3]), 'dep:' .. tostring(ARGV[3]))
 elseif op == 'enable' then
     redis.call('DEL', hk)
     redis.call('HSET', hk, 'state', 'ok', 'since_ms', now)

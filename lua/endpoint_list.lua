@@ -7,13 +7,16 @@
 --   deployment, requests_used, tokens_used, requests_limit, tokens_limit
 --   (-1: none), period_ms, paused_ms}]}], routing: {model: strategy},
 --   fallbacks: {model: model}}; empty lists and maps may come as {}.
+-- uses: ep_bucket, limiter_bucket, limiter_flush, limiter_session, window_evict, window_stale
+-- uses: llmq_hash_table, llmq_now_ms
+-- uses: KEY
 local P = KEYS[1]
 local now = llmq_now_ms()
 local s = limiter_session(P, 'normal', now)
 local out = { now_ms = now, endpoints = {}, routing = {}, fallbacks = {} }
-for _, name in ipairs(redis.call('ZRANGE', P .. 'eps', 0, -1)) do
-    local cfg = llmq_hash_table(redis.call('HGETALL', P .. 'ep:' .. name))
-    local h = llmq_hash_table(redis.call('HGETALL', P .. 'eph:' .. name))
+for _, name in ipairs(redis.call('ZRANGE', KEY.endpoints(P), 0, -1)) do
+    local cfg = llmq_hash_table(redis.call('HGETALL', KEY.endpoint(P, name)))
+    local h = llmq_hash_table(redis.call('HGETALL', KEY.ep_health(P, name)))
     local e = { name = name, kind = cfg.kind or (cfg.api_version and 'azure' or 'openai'),
         base_url = cfg.base_url or '', api_version = cfg.api_version or '',
         tier = tonumber(cfg.tier) or 1, weight = tonumber(cfg.weight) or 1,
@@ -55,7 +58,7 @@ for _, name in ipairs(redis.call('ZRANGE', P .. 'eps', 0, -1)) do
     end
     out.endpoints[#out.endpoints + 1] = e
 end
-out.routing = llmq_hash_table(redis.call('HGETALL', P .. 'eproute'))
-out.fallbacks = llmq_hash_table(redis.call('HGETALL', P .. 'epfb'))
+out.routing = llmq_hash_table(redis.call('HGETALL', KEY.ep_routes(P)))
+out.fallbacks = llmq_hash_table(redis.call('HGETALL', KEY.ep_fallbacks(P)))
 limiter_flush(s)
 return cjson.encode(out)

@@ -13,10 +13,10 @@
 --                            file that takes several calls before the first)
 --            {pins}          each job has a 13th value: the endpoints it may
 --                            run on, comma-separated ('' any; job field pin,
---                            lua/lib/47_endpoints.lua)
+--                            lua/lib/endpoints.lua)
 --            {key=<id>}      the jobs come through gateway key <id> (16 hex
 --                            digits of its SHA-256; job field key): its
---                            spend budgets apply (lua/lib/25_budget.lua)
+--                            spend budgets apply (lua/lib/budget.lua)
 --          then JOBS_FIELDS values per job, repeated for each job of the call:
 --          id, prio (high|normal|low), model, url, body (JSON text), cost
 --          (tokens), tenant ('' none), user ('' none), deadline_ms (unix ms,
@@ -29,10 +29,14 @@
 -- for a new job; {0, state} when the job (jr:<id> or job:<id>) or its result res:<id>
 -- already exists (state of the existing job; 'done' when only a result is left),
 -- nothing written.
--- A new job is one STRING P jr:<id>, its record (lua/lib/32_job_record.lua:
+-- A new job is one STRING P jr:<id>, its record (lua/lib/job_record.lua:
 -- state and small fields, then the body as sent: common/jobs/job_pack.h),
--- and its id in its key's queue (lua/lib/45_sched.lua:
+-- and its id in its key's queue (lua/lib/sched.lua:
 -- P kq:<prio>|<model>|<tenant>|<user>); workers are woken when it may run now.
+-- uses: budget_path, budget_price, budget_session, JOBS_PRIORITY_VALID, sched_backlog_add
+-- uses: sched_push, llmq_int_text, llmq_now_ms, worker_name_ok
+-- uses: llmq_job_record_get, llmq_job_record_make
+-- uses: KEY
 local P = KEYS[1]
 local JOBS_FIELDS = 12
 local held, lease, key, check, pins = false, nil, nil, false, false
@@ -91,7 +95,7 @@ local function fail(msg)
 end
 for base = first, #ARGV, JOBS_FIELDS do
     local id, prio = ARGV[base], ARGV[base + 1]
-    local jk = P .. 'job:' .. id
+    local jk = KEY.job(P, id)
     if not JOBS_PRIORITY_VALID[prio] then
         return fail('LLMQ_EINVAL job ' .. id .. ': bad priority ' .. prio)
     end
@@ -101,8 +105,8 @@ for base = first, #ARGV, JOBS_FIELDS do
         (user ~= '' and not worker_name_ok(user)) then
         return fail('LLMQ_EINVAL job ' .. id .. ': model, tenant or user is not a name')
     end
-    local rk = P .. 'jr:' .. id
-    if redis.call('EXISTS', rk, jk, P .. 'res:' .. id) > 0 then
+    local rk = KEY.job_record(P, id)
+    if redis.call('EXISTS', rk, jk, KEY.result(P, id)) > 0 then
         local r = llmq_job_record_get(P, id)
         out[#out + 1] = { 0, r and r.state or redis.call('HGET', jk, 'state') or 'done' }
     else

@@ -11,23 +11,25 @@
 -- ARGV[1]  the gateway's id (a name)   ARGV[2] lease ms (> 0)
 -- Reply: {batch id, status, ...} for every staged batch the caller holds
 -- now, those it is creating itself included (it skips them).
+-- uses: llmq_int_arg, llmq_int_text, llmq_now_ms, worker_name_ok
+-- uses: KEY
 local P = KEYS[1]
 local gw = ARGV[1]
 local ms = llmq_int_arg(ARGV[2], 'lease ms')
 if not worker_name_ok(gw) or ms <= 0 then
     return redis.error_reply('LLMQ_EINVAL gw_lease takes a gateway id and a lease ms > 0')
 end
-redis.call('SET', P .. 'gw:lease:' .. gw, llmq_int_text(llmq_now_ms()), 'PX', ms)
+redis.call('SET', KEY.gw_lease(P, gw), llmq_int_text(llmq_now_ms()), 'PX', ms)
 local out, claimed = {}, 0
-for _, bid in ipairs(redis.call('SMEMBERS', P .. 'gw:staging')) do
-    local bk = P .. 'gw:batch:' .. bid
+for _, bid in ipairs(redis.call('SMEMBERS', KEY.gw_staging(P))) do
+    local bk = KEY.gw_batch(P, bid)
     local v = redis.call('HMGET', bk, 'status', 'lease')
     if not v[1] then
-        redis.call('SREM', P .. 'gw:staging', bid)
+        redis.call('SREM', KEY.gw_staging(P), bid)
     else
         local holder = v[2] or ''
         if holder ~= gw and claimed < 16 and
-            (holder == '' or redis.call('EXISTS', P .. 'gw:lease:' .. holder) == 0) then
+            (holder == '' or redis.call('EXISTS', KEY.gw_lease(P, holder)) == 0) then
             redis.call('HSET', bk, 'lease', gw)
             holder = gw
             claimed = claimed + 1

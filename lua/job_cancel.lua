@@ -23,14 +23,17 @@
 --          ids have no braces) says this call ends a cancel that gave every
 --          id of the batch's job list
 -- Reply: {cancelled, running, ended}: how many jobs were in each case.
+-- uses: JOBS_ENDED, JOBS_PRIORITY_VALID, llmq_job_finish, llmq_jobs_batch_settle, sched_key
+-- uses: sched_unqueue, llmq_now_ms, worker_error_line, llmq_job_read, llmq_job_record_unpack
+-- uses: KEY
 local P = KEYS[1]
 local now = llmq_now_ms()
 local cancelled, running, ended = 0, 0, 0
 local bid = ARGV[1]
 local all = bid ~= '' and ARGV[#ARGV] == '{all}'
-local live = bid ~= '' and P .. 'gw:batch:' .. bid .. ':live'
+local live = bid ~= '' and KEY.gw_batch_live(P, bid)
 if bid ~= '' then
-    local bk = P .. 'gw:batch:' .. bid
+    local bk = KEY.gw_batch(P, bid)
     local st = redis.call('HGET', bk, 'status')
     if st == 'in_progress' then
         redis.call('HSET', bk, 'status', 'cancelling', 'cancelling_at', math.floor(now / 1000))
@@ -39,11 +42,11 @@ end
 local unqueue = {} -- key path -> {prio, ids = set of job ids, n}
 for i = 2, all and #ARGV - 1 or #ARGV do
     local id = ARGV[i]
-    local jk = P .. 'job:' .. id
+    local jk = KEY.job(P, id)
     local ok, j, rec = pcall(llmq_job_read, P, id, { 'state', 'prio', 'model', 'tenant', 'user' })
     local state = ok and j[1]
     if rec and state then
-        -- a record (queued or held, lua/lib/32_job_record.lua): a hash from here on
+        -- a record (queued or held, lua/lib/job_record.lua): a hash from here on
         llmq_job_record_unpack(P, id, rec)
     end
     if not state or JOBS_ENDED[state] then
@@ -56,7 +59,7 @@ for i = 2, all and #ARGV - 1 or #ARGV do
         running = running + 1
     else
         redis.call('HSET', jk, 'cancel', 1)
-        redis.call('ZREM', P .. 'delayed', id)
+        redis.call('ZREM', KEY.delayed(P), id)
         if state == 'queued' and JOBS_PRIORITY_VALID[j[2]] and j[3] then
             local key = sched_key(j[2], j[3], j[4], j[5])
             local u = unqueue[key] or { prio = j[2], ids = {}, n = 0 }
@@ -73,7 +76,7 @@ for key, u in pairs(unqueue) do
 end
 if bid ~= '' then
     if all then
-        redis.call('HSET', P .. 'gw:batch:' .. bid, 'cancel_swept', 1)
+        redis.call('HSET', KEY.gw_batch(P, bid), 'cancel_swept', 1)
     end
     llmq_jobs_batch_settle(P, bid, now)
 end

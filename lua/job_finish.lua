@@ -1,5 +1,5 @@
 -- job_finish: ends a job with its result (see llmq_job_finish in
--- lib/30_jobs.lua). For failures outside dispatch, and for tests that play
+-- lib/jobs.lua). For failures outside dispatch, and for tests that play
 -- the worker.
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  job id
@@ -7,7 +7,8 @@
 -- ARGV[3]  the Batch output line (JSON text)
 -- ARGV[4]  reason ('' for done; e.g. 'http_400', 'max_attempts', 'deadline')
 -- Reply: 1 when the job ended now, 0 when it had already ended (no change).
--- A job still a record (never taken: lua/lib/32_job_record.lua) becomes its
+-- uses: llmq_job_finish, llmq_now_ms, llmq_job_record_get, llmq_job_record_unpack
+-- A job still a record (never taken: lua/lib/job_record.lua) becomes its
 -- hash and body first, as when dispatch ends one.
 local ok, rec = pcall(llmq_job_record_get, KEYS[1], ARGV[1])
 if ok and rec then

@@ -17,7 +17,7 @@
 --             account is paused (P auth_pause) until account_resume.
 -- Room given back to a bucket (a refund; a usage-ledger settle below the
 -- charge) unblocks the nodes waiting on it, and that, or a delayed job due
--- sooner than all others, wakes idle workers (lua/lib/45_sched.lua). Then the account+model bucket learns from OpenAI's
+-- sooner than all others, wakes idle workers (lua/lib/sched.lua). Then the account+model bucket learns from OpenAI's
 -- rate-limit headers, and a limit 429 the ledger did not predict grows its
 -- arrival guard (limiter_guard_429).
 -- KEYS[1]  P, the account prefix
@@ -54,13 +54,13 @@
 --          bucket "<model>@<endpoint>" is the one paused and taught
 -- ARGV[24] outcome: what the call says about the endpoint (ok | fail |
 --          limit | auth | quota | '' nothing), for its shared health
---          (lua/lib/47_endpoints.lua ep_health_settle). A retry or a dead
+--          (lua/lib/endpoints.lua ep_health_settle). A retry or a dead
 --          letter for a fail or limit of a named endpoint goes back to the
 --          queue at once, its attempt uncounted, when another endpoint of its
 --          model can serve it and has not failed it yet (job field epx
 --          lists those that did)
 -- ARGV[25] latency_ms: the call's latency (-1: not measured)
--- The reservation's budget part (lua/lib/25_budget.lua) is settled with the
+-- The reservation's budget part (lua/lib/budget.lua) is settled with the
 -- limiter's: to actual tokens and, at the model's price, to the usage's
 -- dollars (its prompt, cached prompt and output tokens; a usage without
 -- them keeps the dollar charge); a refund gives both back. A done job's
@@ -71,6 +71,13 @@
 -- still stored once (finished 1). Every delivery's arguments are checked
 -- before anything is written (a script's writes stay when it fails), so an
 -- error reply means none of the call's deliveries was settled.
+-- uses: budget_day_text, budget_price, budget_settle, budget_spend_add, budget_spend_flush
+-- uses: budget_usage_nusd, ep_bucket, ep_health_settle, ep_job_elsewhere, handle_admitted
+-- uses: handle_budget_names, handle_split, llmq_job_finish, llmq_jobs_finish_flush
+-- uses: llmq_jobs_settings, limiter_adjust, limiter_bucket, limiter_bucket_pause, limiter_flush
+-- uses: limiter_session, limiter_guard_429, limiter_learn, limiter_lifetime_stale, sched_delay
+-- uses: sched_wake_buckets, llmq_int_arg, llmq_now_ms, worker_ack
+-- uses: KEY
 local P = KEYS[1]
 local SETTLE_FIELDS = 25
 local MODES = { done = true, retry = true, dead = true, handback = true, authpause = true }
@@ -152,7 +159,7 @@ local function settle_budgets(base, bud, tokens, mode)
     end
     budget_settle(P, bud, tokens, nusd, freed_budgets)
     if mode == 'done' and tokens ~= nil then
-        local tenant, user = budget_part_names(bud)
+        local tenant, user = handle_budget_names(bud)
         if tenant ~= nil then
             budget_spend_add(spend, today, model, tenant, user,
                 math.max(prompt, 0), math.max(cached, 0), math.max(output, 0), tokens, nusd)
@@ -167,7 +174,7 @@ local function settle(base)
     local actual = tonumber(ARGV[base + 6])
     local q = streams[prio]
     if q == nil then
-        q = P .. 'q:' .. prio
+        q = KEY.queue(P, prio)
         streams[prio] = q
     end
     local owned = worker_ack(q, eid)
@@ -184,7 +191,7 @@ local function settle(base)
     end
 
     if handle ~= '' then
-        local lim, bud = budget_handle_split(handle)
+        local lim, bud = handle_split(handle)
         local _, freed = nil, nil
         local settled = mode == 'done' or (mode == 'dead' and actual >= 0)
         local refund = not settled and (mode == 'handback' or mode == 'authpause' or
@@ -203,7 +210,7 @@ local function settle(base)
     end
 
     if mode == 'handback' and string.find(ARGV[base + 8], '^stale_grant') then
-        local admitted = tonumber(string.match(handle, '^%d+|%d+|(%d+)'))
+        local admitted = handle_admitted(handle)
         if admitted ~= nil and ARGV[base + 11] ~= '' then
             local s = limiter_session(P, 'normal', now)
             limiter_lifetime_stale(s, limiter_bucket(s, bucket), admitted)
@@ -219,7 +226,7 @@ local function settle(base)
             tally)
     elseif owned == 1 then -- retry, handback, authpause, moved
         local due = mode == 'retry' and now + tonumber(ARGV[base + 9]) or now
-        local jk = P .. 'job:' .. id
+        local jk = KEY.job(P, id)
         sched_delay(P, id, due)
         if mode == 'retry' then
             redis.call('HSET', jk, 'state', 'delayed', 'last_error', ARGV[base + 8])
@@ -233,19 +240,19 @@ local function settle(base)
         end
     end
     if mode == 'authpause' then
-        redis.call('HSET', P .. 'auth_pause', 'key_id', ARGV[base + 19], 'status', ARGV[base + 8],
+        redis.call('HSET', KEY.auth_pause(P), 'key_id', ARGV[base + 19], 'status', ARGV[base + 8],
             'job', id)
-        redis.call('HSETNX', P .. 'auth_pause', 'since_ms', now)
+        redis.call('HSETNX', KEY.auth_pause(P), 'since_ms', now)
     end
 
     local pause_ms = tonumber(ARGV[base + 12]) or 0
     -- Counters for status: a pause comes only with a rate-limit 429;
     -- insufficient_quota is a 429 that is not a rate limit.
     if pause_ms > 0 then
-        redis.call('HINCRBY', P .. 'stats', 'http_429', 1)
+        redis.call('HINCRBY', KEY.stats(P), 'http_429', 1)
     elseif mode == 'dead' and ARGV[base + 8] == 'insufficient_quota' then
-        redis.call('HINCRBY', P .. 'stats', 'http_429', 1)
-        redis.call('HINCRBY', P .. 'stats', 'insufficient_quota', 1)
+        redis.call('HINCRBY', KEY.stats(P), 'http_429', 1)
+        redis.call('HINCRBY', KEY.stats(P), 'insufficient_quota', 1)
     end
     learn(base, pause_ms, bucket)
     reply[#reply + 1] = owned

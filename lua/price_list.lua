@@ -1,5 +1,5 @@
 -- price_list: the prices llmq charges budgets with: data/prices.json's
--- table (lua/lib/25_budget.lua) and the account's own (P prices, `llmq
+-- table (lua/lib/budget.lua) and the account's own (P prices, `llmq
 -- prices set`), which win. Reads only.
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  a model name to price alone ('' all)
@@ -7,6 +7,8 @@
 -- from, then per model {model, input, cached_input, output (nano-USD per
 -- token), 'account' | 'table'}, ordered by model (for ARGV[1], its row only,
 -- none when it has no price).
+-- uses: budget_price, budget_table_price, LLMQ_PRICE_TABLE_JSON
+-- uses: KEY
 local P = KEYS[1]
 budget_table_price('') -- decodes the table
 local meta = cjson.decode(LLMQ_PRICE_TABLE_JSON)
@@ -18,7 +20,7 @@ else
         names[#names + 1] = name
         seen[name] = true
     end
-    for _, name in ipairs(redis.call('HKEYS', P .. 'prices')) do
+    for _, name in ipairs(redis.call('HKEYS', KEY.prices(P))) do
         if not seen[name] then
             names[#names + 1] = name
         end

@@ -7,15 +7,18 @@
 -- window. Jobs that already ended are just dropped from the stream.
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  consumer name (this worker)   ARGV[2] min idle ms
--- Also records this worker's heartbeat (P workers, lib/40_worker.lua).
+-- Also records this worker's heartbeat (P workers, lib/worker.lua).
 -- Reply: number of jobs requeued.
+-- uses: JOBS_PRIORITIES, LLMQ_JOBS_GROUP, sched_delay, llmq_hash_table, llmq_int_arg, llmq_now_ms
+-- uses: worker_ack, worker_heartbeat
+-- uses: KEY
 local P = KEYS[1]
 local min_idle = llmq_int_arg(ARGV[2], 'min idle ms')
 local now = llmq_now_ms()
 local requeued = 0
 worker_heartbeat(P, ARGV[1], now, true)
 for _, prio in ipairs(JOBS_PRIORITIES) do
-    local q = P .. 'q:' .. prio
+    local q = KEY.queue(P, prio)
     if redis.call('EXISTS', q) == 1 then
         local ok, r = pcall(redis.call, 'XAUTOCLAIM', q, LLMQ_JOBS_GROUP, ARGV[1], min_idle, '0-0',
             'COUNT', 256)
@@ -25,11 +28,11 @@ for _, prio in ipairs(JOBS_PRIORITIES) do
                 local fields = type(e[2]) == 'table' and llmq_hash_table(e[2]) or {}
                 worker_ack(q, eid)
                 local id = fields.id
-                local jk = id and (P .. 'job:' .. id)
+                local jk = id and KEY.job(P, id)
                 -- A result comes with its state (llmq_job_finish); a
                 -- result without a hash to say so is looked up too.
                 if jk and redis.call('HGET', jk, 'state') == 'running' and
-                    redis.call('EXISTS', P .. 'res:' .. id) == 0 then
+                    redis.call('EXISTS', KEY.result(P, id)) == 0 then
                     sched_delay(P, id, now)
                     redis.call('HSET', jk, 'state', 'delayed', 'last_error', 'reclaimed from a silent worker')
                     requeued = requeued + 1

@@ -22,6 +22,9 @@
 --             or hash and body, and their share of their key queue and backlog list) and
 --             of the newest done results (job hash and result), for `llmq
 --             status` to scale by the counts
+-- uses: JOBS_DEFAULTS, JOBS_PRIORITIES, LLMQ_JOBS_GROUP, jobs_done_parse, llmq_jobs_settings
+-- uses: sched_children_key, llmq_hash_table, llmq_int_arg, llmq_split, llmq_job_read
+-- uses: KEY
 local P = KEYS[1]
 local cap = llmq_int_arg(ARGV[1], 'cap')
 local sample_max = llmq_int_arg(ARGV[2] or '0', 'sample')
@@ -44,15 +47,15 @@ local function by_prio(ids)
     return n
 end
 
-local n_delayed = redis.call('ZCARD', P .. 'delayed')
-local n_dead = redis.call('XLEN', P .. 'dead')
+local n_delayed = redis.call('ZCARD', KEY.delayed(P))
+local n_dead = redis.call('XLEN', KEY.dead(P))
 local delayed, dead = nil, nil
 if n_delayed <= cap then
-    delayed = by_prio(redis.call('ZRANGE', P .. 'delayed', 0, -1))
+    delayed = by_prio(redis.call('ZRANGE', KEY.delayed(P), 0, -1))
 end
 if n_dead <= cap then
     local ids = {}
-    for _, e in ipairs(redis.call('XRANGE', P .. 'dead', '-', '+')) do
+    for _, e in ipairs(redis.call('XRANGE', KEY.dead(P), '-', '+')) do
         ids[#ids + 1] = llmq_hash_table(e[2])['id'] or ''
     end
     dead = by_prio(ids)
@@ -86,7 +89,7 @@ local queues, consumers = {}, {}
 -- (acknowledged entries before it wait for the trim: ended jobs)
 local live_from = {}
 for _, prio in ipairs(JOBS_PRIORITIES) do
-    local q = P .. 'q:' .. prio
+    local q = KEY.queue(P, prio)
     local pending, undelivered = 0, redis.call('XLEN', q)
     live_from[prio] = '-'
     local ok, pend = pcall(redis.call, 'XPENDING', q, LLMQ_JOBS_GROUP)
@@ -108,16 +111,16 @@ for _, prio in ipairs(JOBS_PRIORITIES) do
         end
     end
     -- waiting in keys, plus entries written to the stream not yet adopted
-    local queued = redis.call('LLEN', P .. 'backlog:' .. prio) + undelivered
+    local queued = redis.call('LLEN', KEY.backlog(P, prio)) + undelivered
     queues[#queues + 1] = { prio, queued, pending,
         delayed and delayed[prio] or -1, dead and dead[prio] or -1 }
 end
 
-local st = redis.call('HMGET', P .. 'stats', 'done', 'dead', 'http_429')
+local st = redis.call('HMGET', KEY.stats(P), 'done', 'dead', 'http_429')
 -- results kept: the done index, and what is left of an older version's
--- (a ZSET, moved into P done by the finishes: lib/30_jobs.lua)
-local ok, n_legacy = pcall(redis.call, 'ZCARD', P .. 'results')
-local totals = { n_delayed, n_dead, redis.call('LLEN', P .. 'done') + (ok and n_legacy or 0),
+-- (a ZSET, moved into P done by the finishes: lib/jobs.lua)
+local ok, n_legacy = pcall(redis.call, 'ZCARD', KEY.old_results(P))
+local totals = { n_delayed, n_dead, redis.call('LLEN', KEY.done(P)) + (ok and n_legacy or 0),
     tonumber(st[1]) or 0, tonumber(st[2]) or 0, tonumber(st[3]) or 0 }
 
 local eff = llmq_jobs_settings(P)
@@ -126,7 +129,7 @@ for k in pairs(JOBS_DEFAULTS) do -- the settings (eff also holds their texts)
     settings[#settings + 1] = k
     settings[#settings + 1] = eff[k]
 end
-local raw = redis.call('HGETALL', P .. 'settings')
+local raw = redis.call('HGETALL', KEY.settings(P))
 for i = 1, #raw, 2 do
     if eff[raw[i]] == nil then
         settings[#settings + 1] = raw[i]
@@ -141,10 +144,10 @@ local function check_name(m)
         return
     end
     checked[m] = true
-    local l = redis.call('HMGET', P .. 'limit:' .. m, 'requests', 'tokens')
+    local l = redis.call('HMGET', KEY.limit(P, m), 'requests', 'tokens')
     -- a model endpoints serve has their limits (llmq endpoints list)
     if (tonumber(l[1]) or 0) <= 0 and (tonumber(l[2]) or 0) <= 0 and
-        redis.call('EXISTS', P .. 'epm:' .. m) == 0 then
+        redis.call('EXISTS', KEY.model_eps(P, m)) == 0 then
         unlimited[#unlimited + 1] = m
     end
 end
@@ -155,16 +158,16 @@ local function check_model(id)
 end
 -- models with waiting work: runnable (P sm:<prio>) or blocked (P sblk)
 for _, prio in ipairs(JOBS_PRIORITIES) do
-    for _, m in ipairs(redis.call('ZRANGE', P .. 'sm:' .. prio, 0, SAMPLE - 1)) do
+    for _, m in ipairs(redis.call('ZRANGE', KEY.sched_models(P, prio), 0, SAMPLE - 1)) do
         check_name(m)
     end
 end
-for _, node in ipairs(redis.call('ZRANGE', P .. 'sblk', 0, SAMPLE - 1)) do
+for _, node in ipairs(redis.call('ZRANGE', KEY.sched_blocked(P), 0, SAMPLE - 1)) do
     check_name(llmq_split(node, '|')[2])
 end
 -- running (pending) and not yet adopted entries (live_from)
 for _, prio in ipairs(JOBS_PRIORITIES) do
-    local ok, es = pcall(redis.call, 'XRANGE', P .. 'q:' .. prio, live_from[prio], '+', 'COUNT',
+    local ok, es = pcall(redis.call, 'XRANGE', KEY.queue(P, prio), live_from[prio], '+', 'COUNT',
         SAMPLE)
     if ok then
         for _, e in ipairs(es) do
@@ -173,7 +176,7 @@ for _, prio in ipairs(JOBS_PRIORITIES) do
         end
     end
 end
-for _, id in ipairs(redis.call('ZRANGE', P .. 'delayed', 0, SAMPLE - 1)) do
+for _, id in ipairs(redis.call('ZRANGE', KEY.delayed(P), 0, SAMPLE - 1)) do
     check_model(id)
 end
 table.sort(unlimited)
@@ -202,36 +205,36 @@ local function sample_node(prio, path)
         end
         path = path .. '|' .. child
     end
-    local kq = P .. 'kq:' .. path
+    local kq = KEY.key_queue(P, path)
     if q_n >= sample_max or seen_keys[kq] then
         return
     end
     seen_keys[kq] = true
-    local share = per_element(kq) + per_element(P .. 'backlog:' .. prio)
+    local share = per_element(kq) + per_element(KEY.backlog(P, prio))
     for _, id in ipairs(redis.call('LRANGE', kq, 0, sample_max - q_n - 1)) do
         q_n = q_n + 1
-        q_bytes = q_bytes + usage(P .. 'jr:' .. id) + usage(P .. 'job:' .. id) +
-            usage(P .. 'body:' .. id) + share
+        q_bytes = q_bytes + usage(KEY.job_record(P, id)) + usage(KEY.job(P, id)) +
+            usage(KEY.job_body(P, id)) + share
     end
 end
 if sample_max > 0 then
     for _, prio in ipairs(JOBS_PRIORITIES) do
-        for _, m in ipairs(redis.call('ZRANGE', P .. 'sm:' .. prio, 0, 3)) do
+        for _, m in ipairs(redis.call('ZRANGE', KEY.sched_models(P, prio), 0, 3)) do
             sample_node(prio, prio .. '|' .. m)
         end
     end
-    for _, node in ipairs(redis.call('ZRANGE', P .. 'sblk', 0, 15)) do
+    for _, node in ipairs(redis.call('ZRANGE', KEY.sched_blocked(P), 0, 15)) do
         sample_node(llmq_split(node, '|')[1], node)
     end
 end
 local d_n, d_bytes = 0, 0
 if sample_max > 0 then
-    for _, e in ipairs(redis.call('LRANGE', P .. 'done', -sample_max, -1)) do
+    for _, e in ipairs(redis.call('LRANGE', KEY.done(P), -sample_max, -1)) do
         local _, id = jobs_done_parse(e)
         if id then
             d_n = d_n + 1
-            d_bytes = d_bytes + usage(P .. 'job:' .. id) + usage(P .. 'res:' .. id) +
-                usage(P .. 'body:' .. id)
+            d_bytes = d_bytes + usage(KEY.job(P, id)) + usage(KEY.result(P, id)) +
+                usage(KEY.job_body(P, id))
         end
     end
 end

@@ -11,10 +11,13 @@
 --       budget), ... for at most 2000 key queues
 --   [5] the model and tenant buckets of those, flat: name, requests used,
 --       tokens used, requests limit, tokens limit (-1: none), period_ms, ...
+-- uses: JOBS_PRIORITIES, LLMQ_JOBS_GROUP, limiter_bucket, limiter_flush, limiter_session
+-- uses: window_evict, window_stale, llmq_now_ms, worker_name_ok
+-- uses: KEY
 local P = KEYS[1]
 local now = llmq_now_ms()
 local MAX_KEYS = 2000
-local v = redis.call('HMGET', P .. 'stats', 'done', 'dead', 'cancelled', 'http_429',
+local v = redis.call('HMGET', KEY.stats(P), 'done', 'dead', 'cancelled', 'http_429',
     'insufficient_quota')
 local stats = {}
 for i = 1, 5 do
@@ -22,7 +25,7 @@ for i = 1, 5 do
 end
 local inflight = 0
 for _, prio in ipairs(JOBS_PRIORITIES) do
-    local ok, p = pcall(redis.call, 'XPENDING', P .. 'q:' .. prio, LLMQ_JOBS_GROUP)
+    local ok, p = pcall(redis.call, 'XPENDING', KEY.queue(P, prio), LLMQ_JOBS_GROUP)
     if ok and type(p) == 'table' then
         inflight = inflight + (tonumber(p[1]) or 0)
     end
@@ -30,7 +33,7 @@ end
 
 -- Children of node path (runnable: its level's ZSET; blocked: in P sblk).
 local blocked = {}
-for _, node in ipairs(redis.call('ZRANGE', P .. 'sblk', 0, MAX_KEYS - 1)) do
+for _, node in ipairs(redis.call('ZRANGE', KEY.sched_blocked(P), 0, MAX_KEYS - 1)) do
     blocked[node] = true
 end
 local function children(path, zkey)
@@ -56,11 +59,11 @@ end
 local depth, waits, order = {}, {}, {}
 local keys = 0
 for _, prio in ipairs(JOBS_PRIORITIES) do
-    for _, model in ipairs(children(prio, P .. 'sm:' .. prio)) do
+    for _, model in ipairs(children(prio, KEY.sched_models(P, prio))) do
         local mpath = prio .. '|' .. model
-        for _, tenant in ipairs(children(mpath, P .. 'st:' .. mpath)) do
+        for _, tenant in ipairs(children(mpath, KEY.sched_tenants(P, mpath))) do
             local tpath = mpath .. '|' .. tenant
-            for _, user in ipairs(children(tpath, P .. 'su:' .. tpath)) do
+            for _, user in ipairs(children(tpath, KEY.sched_users(P, tpath))) do
                 if keys < MAX_KEYS then
                     keys = keys + 1
                     local kpath = tpath .. '|' .. user
@@ -69,7 +72,7 @@ for _, prio in ipairs(JOBS_PRIORITIES) do
                         depth[g], waits[g] = 0, 0
                         order[#order + 1] = g
                     end
-                    depth[g] = depth[g] + redis.call('LLEN', P .. 'kq:' .. kpath)
+                    depth[g] = depth[g] + redis.call('LLEN', KEY.key_queue(P, kpath))
                     if blocked[mpath] or blocked[tpath] or blocked[kpath] then
                         waits[g] = 1
                     end

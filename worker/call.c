@@ -149,7 +149,7 @@ static void record_calibration(const struct worker_job *job, int64_t actual_prom
 }
 
 /* What call class c says about the endpoint that answered (settle outcome,
- * lua/lib/47_endpoints.lua): ok, fail (its fault: 5xx, transport, an invalid
+ * lua/lib/endpoints.lua): ok, fail (its fault: 5xx, transport, an invalid
  * 2xx), limit (a rate-limit 429), auth, quota, or "" (the job's own fault). */
 static const char *endpoint_outcome(const struct llmq_call_class *c)
 {

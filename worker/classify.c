@@ -152,7 +152,7 @@ static void classify_transport(const struct llmq_call_response *resp, struct llm
     if (resp->outcome == LLMQ_HTTP_STALE) {
         /* Its grant outlived its lifetime before the request could go out:
          * sent now it might reach the API after the ledger let its window
-         * go (lua/lib/20_limiter.lua, the arrival guard). */
+         * go (lua/lib/limiter_window.lua, the arrival guard). */
         out->verdict = LLMQ_CALL_HANDBACK;
         out->cause = LLMQ_CALL_CAUSE_STALE;
         out->refund = 1;

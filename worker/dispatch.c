@@ -5,7 +5,7 @@
  *     blocked key may run (plus a little jitter, so workers do not stampede),
  *     the next delayed job's due time, or an entry in the wake stream. Every
  *     event that can shorten a wait writes one (new runnable work at any
- *     priority, a delayed job due sooner, a refund: lua/lib/45_sched.lua), and
+ *     priority, a delayed job due sooner, a refund: lua/lib/sched.lua), and
  *     the blocking XREAD starts from the id the dispatch saw, so nothing that
  *     happens between the dispatch reply and the read is missed.
  * At most one dispatch call per account is in flight. */

@@ -43,7 +43,7 @@ struct worker_settle {
      * tokens (-1: not reported), which spend budgets price */
     int64_t in_tokens, cached_tokens, out_tokens;
     /* What the call says about its endpoint, for the shared health
-     * (lua/lib/47_endpoints.lua): ok | fail | limit | auth | quota | "" */
+     * (lua/lib/endpoints.lua): ok | fail | limit | auth | quota | "" */
     char outcome[8];
     int64_t latency_ms; /* the call's, -1 when none was measured */
 };

@@ -1,5 +1,5 @@
 /* Amounts of money as llmq keeps them: integers of nano-USD (1e-9 USD), so
- * budgets, prices and sums are exact (lua/lib/25_budget.lua does the same
+ * budgets, prices and sums are exact (lua/lib/budget.lua does the same
  * arithmetic in Redis). A price of X USD per 1M tokens is X * 1000 nano-USD
  * per token: prices take at most three decimals.
  *

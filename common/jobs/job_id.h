@@ -8,7 +8,7 @@
  * digits as "%25"; every other byte is kept. So a custom_id that is a valid
  * name without a "%XX" in it is its own job id (ids of older versions stay
  * what they were), the mapping is one-to-one, and a job id turns back into
- * its custom_id by decoding every "%XX" (lua/lib/40_worker.lua does the same
+ * its custom_id by decoding every "%XX" (lua/lib/worker.lua does the same
  * for the lines it writes). Pure functions: no allocation, thread-safe. */
 #ifndef LLMQ_JOB_ID_H
 #define LLMQ_JOB_ID_H

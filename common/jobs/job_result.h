@@ -1,6 +1,6 @@
 /* The result of a job, as C code reads it: the one place that knows where it
  * is kept (common/redis/keys.h). A finished job's Batch output line is the
- * string P res:<id>, written once by llmq_job_finish (lua/lib/30_jobs.lua)
+ * string P res:<id>, written once by llmq_job_finish (lua/lib/jobs.lua)
  * with the hash's state and fin_ms. The previous layout kept it in the field
  * "result" of the hash P job:<id>: that field is read in the same round (one
  * HMGET of result, state and fin_ms and one GET per job, pipelined), and

@@ -22,7 +22,7 @@
 #define LOOKUP_CHUNK 512
 #define EVENTS_COUNT 64 /* entries of P events read at a time */
 /* ids collected from one read: an entry names up to 64 jobs (JOBS_EVENT_JOBS
- * in lua/lib/30_jobs.lua), so EVENTS_COUNT entries of those fit */
+ * in lua/lib/jobs.lua), so EVENTS_COUNT entries of those fit */
 #define ENDED_MAX (EVENTS_COUNT * 64)
 #define RECHECK_MS 5000
 

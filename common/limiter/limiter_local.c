@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "limiter/path.h"
+#include "limiter/reservation.h"
 
 void llmq_local_limiter_init(struct llmq_local_limiter *l, double share)
 {
@@ -111,13 +112,12 @@ enum llmq_rc llmq_local_limiter_acquire(struct llmq_local_limiter *l, const stru
     if (out->decision == LLMQ_DENIED)
         return LLMQ_OK;
     uint64_t id = ++l->next_id;
-    int len = snprintf(out->reservation, sizeof(out->reservation),
-                       "%s|L%" PRIu64 "|%" PRId64 "|%" PRId64, path->account, id, cost, now_ms);
+    llmq_reservation_format(out->reservation, sizeof(out->reservation), path->account, "L",
+                            (int64_t)id, cost, now_ms, "");
     for (int i = 0; i < n; i++) {
         if (buckets[i] != NULL && llmq_window_add(&buckets[i]->window, id, cost, now_ms) != 0)
             return LLMQ_ENOMEM;
-        len += snprintf(out->reservation + len, sizeof(out->reservation) - (size_t)len, "|w%s",
-                        names[i]);
+        llmq_reservation_add_bucket(out->reservation, sizeof(out->reservation), 'w', names[i]);
     }
     out->reservation_id = (int64_t)id;
     out->decision = LLMQ_GRANTED;
@@ -126,42 +126,30 @@ enum llmq_rc llmq_local_limiter_acquire(struct llmq_local_limiter *l, const stru
 
 int llmq_local_limiter_adjust(struct llmq_local_limiter *l, const char *reservation, int64_t actual)
 {
-    const char *bar = strchr(reservation, '|');
-    if (bar == NULL || bar[1] != 'L')
+    if (!llmq_reservation_is_local(reservation))
         return 0;
     char account[LLMQ_NAME_MAX + 1];
-    size_t alen = (size_t)(bar - reservation);
-    if (alen > LLMQ_NAME_MAX)
+    const char *handle = llmq_reservation_split(reservation, account, sizeof(account));
+    if (handle == NULL)
         return 1;
-    memcpy(account, reservation, alen);
-    account[alen] = '\0';
     char *after_id = NULL;
-    uint64_t id = strtoull(bar + 2, &after_id, 10);
+    uint64_t id = strtoull(handle + 1, &after_id, 10);
     /* The admission ledger: real usage may raise the charge, never lower it. */
     if (actual >= 0 && after_id != NULL && *after_id == '|') {
-        long long cost = strtoll(after_id + 1, NULL, 10);
+        int64_t cost = llmq_reservation_cost(handle);
         if (actual < cost)
             actual = cost;
     }
-    /* Skip "L<id>|<cost>|<at>" to the bucket list. */
-    const char *p = bar + 1;
-    for (int skip = 0; skip < 3 && p != NULL; skip++) {
-        p = strchr(p, '|');
-        if (p != NULL)
-            p++;
-    }
-    while (p != NULL && *p == 'w') {
-        const char *end = strchr(p, '|');
-        char name[LLMQ_BUCKET_NAME_MAX];
-        size_t len = end ? (size_t)(end - p - 1) : strlen(p + 1);
-        if (len < sizeof(name)) {
-            memcpy(name, p + 1, len);
-            name[len] = '\0';
+    const char *tag = llmq_reservation_buckets(handle);
+    while (tag != NULL && *tag == 'w') {
+        char mode, name[LLMQ_BUCKET_NAME_MAX];
+        const char *next = llmq_reservation_bucket(tag, &mode, name, sizeof(name));
+        if (name[0] != '\0') {
             struct llmq_local_bucket *b = find(l, account, name);
             if (b != NULL)
                 llmq_window_adjust(&b->window, id, actual);
         }
-        p = end ? end + 1 : NULL;
+        tag = next;
     }
     return 1;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "limiter/path.h"
+#include "limiter/reservation.h"
 #include "redis/redis.h"
 #include "redis/reply_read.h"
 
@@ -86,10 +87,8 @@ enum llmq_rc llmq_acquire_reply_parse(const redisReply *r, const char *account,
         g->at_ms = at_ms;
         g->reservation_id = first_id + (int64_t)i;
         g->cost = costs[i];
-        int len = snprintf(g->reservation, sizeof(g->reservation),
-                           "%s|%" PRId64 "|%" PRId64 "|%" PRId64 "%s", account, g->reservation_id,
-                           costs[i], at_ms, tags);
-        if (len < 0 || (size_t)len >= sizeof(g->reservation))
+        if (llmq_reservation_format(g->reservation, sizeof(g->reservation), account, "",
+                                    g->reservation_id, costs[i], at_ms, tags) != 0)
             return llmq_error_set(err, LLMQ_ESCRIPT, "acquire: reservation too long");
     }
     *decided = (size_t)granted;
@@ -117,17 +116,15 @@ enum llmq_rc llmq_acquire_reply_parse(const redisReply *r, const char *account,
 enum llmq_rc llmq_adjust_args_build(struct llmq_adjust_args *a, const char *reservation,
                                     int64_t actual, struct llmq_error *err)
 {
-    const char *bar = reservation ? strchr(reservation, '|') : NULL;
-    if (bar == NULL || (size_t)(bar - reservation) > LLMQ_NAME_MAX)
-        return llmq_error_set(err, LLMQ_EINVAL, "reservation: malformed handle");
     char account[LLMQ_NAME_MAX + 1];
-    memcpy(account, reservation, (size_t)(bar - reservation));
-    account[bar - reservation] = '\0';
+    const char *handle = llmq_reservation_split(reservation, account, sizeof(account));
+    if (handle == NULL)
+        return llmq_error_set(err, LLMQ_EINVAL, "reservation: malformed handle");
     enum llmq_rc rc = llmq_account_prefix(account, a->prefix, sizeof(a->prefix), err);
     if (rc != LLMQ_OK)
         return rc;
     a->argv[0] = a->prefix;
-    a->argv[1] = bar + 1;
+    a->argv[1] = handle;
     a->argc = 2;
     if (actual >= 0) {
         snprintf(a->actual, sizeof(a->actual), "%" PRId64, actual);

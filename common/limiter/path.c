@@ -65,7 +65,7 @@ enum llmq_rc llmq_path_parse(const char *text, struct llmq_path *out, struct llm
 }
 
 /* The user bucket name of user under model and tenant ("" none), as
- * lua/lib/20_limiter.lua's limiter_user_bucket writes it. */
+ * lua/lib/limiter.lua's limiter_user_bucket writes it. */
 static int user_bucket(char *buf, size_t n, const char *model, const char *tenant, const char *user)
 {
     return tenant[0] != '\0' ? snprintf(buf, n, "%s/t/%s/u/%s", model, tenant, user)

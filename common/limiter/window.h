@@ -1,5 +1,5 @@
 /* An exact sliding-window limit in process memory: the same arithmetic as
- * lua/lib/20_limiter.lua's window mode, for the fail-open local limiter.
+ * lua/lib/limiter_window.lua, for the fail-open local limiter.
  *
  * An admission of `tokens` at now_ms counts for exactly period_ms (while
  * at_ms > now_ms - period_ms). Memory is bounded by the entries inside one

@@ -1,5 +1,7 @@
 /* The key builder of keys.h: one table of the key names below an account
- * prefix, so no other code spells a key out. */
+ * prefix, so no other code spells a key out. The Lua scripts' key helpers
+ * (KEY.<kind> in lua/: KEY.job(P, id)) are generated from this table by
+ * cmake/embed_lua.cmake, which reads its rows as they are written here. */
 #include "redis/keys.h"
 
 #include <stdio.h>
@@ -49,6 +51,21 @@ static const struct key_name key_names[LLMQ_KEY_KIND_COUNT] = {
     [LLMQ_KEY_SPEND] = {"spend:", "", 1},
     [LLMQ_KEY_SSE] = {"sse:", "", 1},
     [LLMQ_KEY_SLOT_GUARD] = {"slot_guard", "", 0},
+    [LLMQ_KEY_SEQ] = {"seq", "", 0},
+    [LLMQ_KEY_KEY_QUEUE] = {"kq:", "", 1},
+    [LLMQ_KEY_SCHED_MODELS] = {"sm:", "", 1},
+    [LLMQ_KEY_SCHED_TENANTS] = {"st:", "", 1},
+    [LLMQ_KEY_SCHED_USERS] = {"su:", "", 1},
+    [LLMQ_KEY_SCHED_BLOCKED] = {"sblk", "", 0},
+    [LLMQ_KEY_BLOCKED_ON] = {"sbb:", "", 1},
+    [LLMQ_KEY_SCHED_VTIME] = {"svt", "", 0},
+    [LLMQ_KEY_ENDPOINTS] = {"eps", "", 0},
+    [LLMQ_KEY_ENDPOINT] = {"ep:", "", 1},
+    [LLMQ_KEY_EP_HEALTH] = {"eph:", "", 1},
+    [LLMQ_KEY_MODEL_EPS] = {"epm:", "", 1},
+    [LLMQ_KEY_EP_ROUTES] = {"eproute", "", 0},
+    [LLMQ_KEY_EP_FALLBACKS] = {"epfb", "", 0},
+    [LLMQ_KEY_GW_BATCH_LIVE] = {"gw:batch:", ":live", 1},
 };
 
 const char *llmq_key_head(enum llmq_key_kind kind)

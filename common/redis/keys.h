@@ -87,7 +87,7 @@
  *   P delayed          ZSET  member job id, score = due time (unix ms); due jobs go back
  *                            to the head of their key
  *
- * Scheduler (lua/lib/45_sched.lua): a waiting job is in exactly one key queue.
+ * Scheduler (lua/lib/sched.lua): a waiting job is in exactly one key queue.
  *   P kq:<key>         LIST  job ids, FIFO; key = "<prio>|<model>|<tenant>|<user>"
  *                            (tenant, user '' when none)
  *   P sm:<prio>        ZSET  models with runnable work, score = served cost
@@ -107,7 +107,7 @@
  *                            is the backlog (status, metrics, KEDA)
  *   P wake             STREAM short (MAXLEN ~1000): an entry per event that may shorten
  *                            a waiting worker's wait; idle workers XREAD BLOCK on it
- *   Endpoints (lua/lib/47_endpoints.lua, `llmq endpoints`): a model's
+ *   Endpoints (lua/lib/endpoints.lua, `llmq endpoints`): a model's
  *   endpoints each have their own bucket "<model>@<endpoint>" (endpoint names:
  *   1..64 of A-Z a-z 0-9 . _ -, so the last '@' splits it), under the same
  *   model node, chosen per grant by the dispatch script, so the key stays
@@ -130,7 +130,7 @@
  *   endpoints that failed it). A spend budget is
  *   one more bucket on the path (and one more node level when it must block a
  *   whole tenant across models).
- *   A spend budget is one more bucket on the path (lua/lib/25_budget.lua; see
+ *   A spend budget is one more bucket on the path (lua/lib/budget.lua; see
  *   Spend below), blocking the node of its scope.
  *   P res:<id>         STRING the result of an ended job (its Batch output line,
  *                            JSON): written by llmq_job_finish, with the job hash's
@@ -142,7 +142,7 @@
  *                            {id, state: done|dead|cancelled} for each (at most 64)
  *   P dead             STREAM {id, reason, error, ts}: dead-lettered jobs
  *
- *   More on jobs (producer side: common/jobs/, lua/enqueue.lua, lib/30_jobs.lua):
+ *   More on jobs (producer side: common/jobs/, lua/enqueue.lua, lib/jobs.lua):
  *   - id is the Batch custom_id (required unless enqueue --generate-ids), else generated
  *     ("job-<unix ms hex>-<16 hex random>"); it is also the output line's
  *     custom_id. tenant and user are '' when none.
@@ -153,7 +153,7 @@
  *   - enqueue (lua/enqueue.lua) writes nothing when job:<id> or res:<id>
  *     exists: the id is the idempotency key while either lives.
  *   - a job ends only through llmq_job_finish(P, id, state, output_line, reason,
- *     now_ms) in lua/lib/30_jobs.lua (state done|dead|cancelled): HSETNX of the field
+ *     now_ms) in lua/lib/jobs.lua (state done|dead|cancelled): HSETNX of the field
  *     fin_ms is its once-only guard (every layout's finish sets it; it creates
  *     the hash of a job whose hash went while it ran); it writes res:<id>,
  *     sets state, tells events (one entry for the finishes of one call,
@@ -203,7 +203,7 @@
  *   kq: list and P backlog:<prio> in the same call; a running one is never
  *   sent again should it come back to dispatch (it ends cancelled then).
  *
- * Spend (lua/lib/25_budget.lua; `llmq budgets`, `llmq prices`, `llmq spend`)
+ * Spend (lua/lib/budget.lua; `llmq budgets`, `llmq prices`, `llmq spend`)
  *   P budgets          HASH  scope -> the ids of its budgets, space-separated. Scopes:
  *                            "account", "t/<tenant>", "t/<tenant>/u/<user>", "u/<user>"
  *                            (a user of jobs without a tenant), "k/<key id>" (a gateway
@@ -278,7 +278,7 @@
  *                            worker the client is gone
  *   A Batch's jobs have ids "<batch id>.<custom_id>"; llmq_job_finish counts
  *   each end into the batch (completed, failed, expired) and ends the batch
- *   when all have (lua/lib/30_jobs.lua llmq_jobs_batch_settle). Its output and
+ *   when all have (lua/lib/jobs.lua llmq_jobs_batch_settle). Its output and
  *   error files ("file-out_<batch id>", "file-err_<batch id>") are read from
  *   the jobs' results (job_result.h), so they live as long as those are kept.
  *
@@ -308,11 +308,13 @@
  * timeout (20 s by default). */
 #define LLMQ_WORKER_LIVE_MS 30000
 
-/* The kinds of key above that C code uses, each built only by llmq_key (the
- * names are in the table of keys.c; the scheduler's keys and seq are built
- * by the scripts alone). The kinds marked <name> take a name (a bucket,
- * priority, job or object id, or a SCAN pattern such as "*"); the others
- * take NULL. A new kind: one value here, one row in the table. */
+/* The kinds of key above, each built only by llmq_key in C (the names are
+ * in the table of keys.c) and only by its KEY.<kind> helper in Lua (the
+ * kind's name in lower case, without LLMQ_KEY_: KEY.job(P, id); generated
+ * from the table by cmake/embed_lua.cmake). The kinds marked <name> take a
+ * name (a bucket, priority, job or object id, or a SCAN pattern such as
+ * "*"); the others take NULL (in Lua: no name). A new kind: one value here,
+ * one row in the table. */
 enum llmq_key_kind {
     LLMQ_KEY_LIMIT,         /* P limit:<bucket> */
     LLMQ_KEY_POLICY,        /* P policy */
@@ -352,6 +354,21 @@ enum llmq_key_kind {
     LLMQ_KEY_SPEND,         /* P spend:<YYYY-MM-DD> */
     LLMQ_KEY_SSE,           /* P sse:<job id> (a pub/sub channel) */
     LLMQ_KEY_SLOT_GUARD,    /* P slot_guard */
+    LLMQ_KEY_SEQ,           /* P seq (it and those below: the scripts' only) */
+    LLMQ_KEY_KEY_QUEUE,     /* P kq:<key> */
+    LLMQ_KEY_SCHED_MODELS,  /* P sm:<prio> */
+    LLMQ_KEY_SCHED_TENANTS, /* P st:<prio>|<model> */
+    LLMQ_KEY_SCHED_USERS,   /* P su:<prio>|<model>|<tenant> */
+    LLMQ_KEY_SCHED_BLOCKED, /* P sblk */
+    LLMQ_KEY_BLOCKED_ON,    /* P sbb:<bucket> */
+    LLMQ_KEY_SCHED_VTIME,   /* P svt */
+    LLMQ_KEY_ENDPOINTS,     /* P eps */
+    LLMQ_KEY_ENDPOINT,      /* P ep:<name> */
+    LLMQ_KEY_EP_HEALTH,     /* P eph:<name> */
+    LLMQ_KEY_MODEL_EPS,     /* P epm:<model> */
+    LLMQ_KEY_EP_ROUTES,     /* P eproute */
+    LLMQ_KEY_EP_FALLBACKS,  /* P epfb */
+    LLMQ_KEY_GW_BATCH_LIVE, /* P gw:batch:<id>:live */
     LLMQ_KEY_KIND_COUNT
 };
 

@@ -30,7 +30,7 @@
 #define MIN_WAITING 1000 /* the smaller case then holds 10 jobs */
 #define DEPTH 32
 #define PER_CALL 100
-#define FIELDS 12
+#define FIELDS LLMQ_BENCH_ENQUEUE_FIELDS
 
 static const char *const NO_USAGE[3] = {"-1", "-1", "-1"};
 
@@ -54,20 +54,8 @@ static double fill(redisContext *c, const char *P, const char *tag, long n, long
         for (; k < PER_CALL && base + k < n; k++) {
             snprintf(ids[k], sizeof(ids[k]), "%s-%ld", tag, base + k);
             snprintf(tns[k], sizeof(tns[k]), "t%ld", (base + k) % tenants);
-            const char *f[FIELDS] = {ids[k],
-                                     "normal",
-                                     "bench-model",
-                                     "/v1/chat/completions",
-                                     "{\"model\":\"bench-model\"}",
-                                     "100",
-                                     tns[k],
-                                     "",
-                                     "0",
-                                     "0",
-                                     "0",
-                                     "60"};
-            for (int j = 0; j < FIELDS; j++)
-                argv[argc++] = f[j];
+            llmq_bench_enqueue_fields(ids[k], tns[k], argv + argc);
+            argc += FIELDS;
         }
         if (llmq_script_append(c, LLMQ_SCRIPT_ENQUEUE, 1, argc, argv, NULL) != LLMQ_OK)
             llmq_bench_die("append enqueue", c);

@@ -27,7 +27,7 @@ bench_build() {
     shift
     for t in "$@"; do
         case $t in
-        loadgen) path=$build/tests/bench/loadgen ;;
+        loadgen | bench_*) path=$build/tests/bench/$t ;;
         llmq-cli) path=$build/bin/llmq ;;
         *) path=$build/bin/$t ;;
         esac

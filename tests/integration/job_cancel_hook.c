@@ -8,7 +8,7 @@
  *   - a running job is only flagged; handed back (as at a worker's shutdown)
  *     and due again, dispatch ends it cancelled instead of sending it again;
  *   - a gateway batch counts its cancelled jobs and ends as cancelled once
- *     every job has ended (lua/lib/30_jobs.lua llmq_jobs_batch_settle). */
+ *     every job has ended (lua/lib/jobs.lua llmq_jobs_batch_settle). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

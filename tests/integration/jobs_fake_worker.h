@@ -88,7 +88,7 @@ static inline long fake_worker_run(redisContext *c, const char *prefix, long max
             return -1;
         }
         /* acknowledged, not deleted: the worker's settle leaves the entry
-         * to the periodic trim (lua/lib/40_worker.lua worker_ack) */
+         * to the periodic trim (lua/lib/worker.lua worker_ack) */
         freeReplyObject(redisCommand(c, "XACK %sq:%s workers %s", prefix, prio, eid));
         ended++;
     }

@@ -1,4 +1,4 @@
-/* Retention (lua/lib/30_jobs.lua): done results kept by count and by age,
+/* Retention (lua/lib/jobs.lua): done results kept by count and by age,
  * dead jobs kept until a human acts, events bounded, and queue streams trimmed
  * of acknowledged entries only: pending and undelivered entries stay. */
 #include <setjmp.h>

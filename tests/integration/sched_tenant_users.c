@@ -173,7 +173,7 @@ static void hset(const struct script_account *a, const char *key, const char *f1
  * M --user '*' --rpm 3 --period-ms P` (limit:M/u/ + '*'), `--user alice
  * --weight 3` (weights M2/u/alice), the state of the one bucket their
  * dispatch kept for the alice of every tenant (limit:M/u/alice, bw:M/u/alice:
- * two admissions a moment ago, as lua/lib/20_limiter.lua's limiter_flush
+ * two admissions a moment ago, as lua/lib/limiter.lua's limiter_flush
  * wrote them), and jobs queued before the upgrade (enqueue is unchanged:
  * kq:normal|M|<tenant>|<user>). The new dispatch holds the old default per
  * tenant (bob: 3), counts the two admissions of the old shared bucket in

@@ -44,6 +44,26 @@ void llmq_bench_drain(redisContext *c, int n, const char *what)
     }
 }
 
+void llmq_bench_enqueue_fields(const char *id, const char *tenant,
+                               const char *out[LLMQ_BENCH_ENQUEUE_FIELDS])
+{
+    /* id, priority, model, url, body, cost, tenant, user, deadline, ttl,
+     * max attempts, estimated prompt tokens */
+    const char *f[LLMQ_BENCH_ENQUEUE_FIELDS] = {id,
+                                                "normal",
+                                                "bench-model",
+                                                "/v1/chat/completions",
+                                                "{\"model\":\"bench-model\"}",
+                                                "100",
+                                                tenant,
+                                                "",
+                                                "0",
+                                                "0",
+                                                "0",
+                                                "60"};
+    memcpy(out, f, sizeof(f));
+}
+
 void llmq_bench_grants_read(const redisReply *r, struct llmq_bench_grant *g, int *got, int max)
 {
     for (size_t e = 4; e < r->elements && *got < max; e++) {
@@ -55,20 +75,35 @@ void llmq_bench_grants_read(const redisReply *r, struct llmq_bench_grant *g, int
     }
 }
 
+enum llmq_rc llmq_bench_settle_append(redisContext *c, const char *P,
+                                      const struct llmq_bench_grant *g, int n, const char *model,
+                                      const char *const usage[3])
+{
+    enum { VALUES = 25 }; /* lua/job_settle.lua's values per delivery, after P */
+    const char **argv = malloc(sizeof(*argv) * (size_t)(1 + n * VALUES));
+    if (argv == NULL)
+        return LLMQ_ENOMEM;
+    argv[0] = P;
+    for (int i = 0; i < n; i++) {
+        const char *one[VALUES] = {
+            "done",   "normal", g[i].eid, g[i].id, g[i].handle, "80",     "{\"id\":\"x\"}",
+            "",       "0",      "0",      model,   "0",         "-1",     "-1",
+            "-1",     "-1",     "-1",     "-1",    "",          usage[0], usage[1],
+            usage[2], "",       "",       "-1"};
+        memcpy(argv + 1 + i * VALUES, one, sizeof(one));
+    }
+    enum llmq_rc rc = llmq_script_append(c, LLMQ_SCRIPT_JOB_SETTLE, 1, 1 + n * VALUES, argv, NULL);
+    free(argv);
+    return rc;
+}
+
 double llmq_bench_settle_done(redisContext *c, const char *P, const struct llmq_bench_grant *g,
                               int n, const char *model, const char *const usage[3], int depth)
 {
     double cpu0 = llmq_bench_redis_cpu_s(c);
     int inflight = 0;
     for (int i = 0; i < n; i++) {
-        /* one delivery: lua/job_settle.lua's 25 values after P */
-        const char *argv[] = {
-            P,    "done", "normal", g[i].eid, g[i].id,  g[i].handle, "80",     "{\"id\":\"x\"}",
-            "",   "0",    "0",      model,    "0",      "-1",        "-1",     "-1",
-            "-1", "-1",   "-1",     "",       usage[0], usage[1],    usage[2], "",
-            "",   "-1"};
-        if (llmq_script_append(c, LLMQ_SCRIPT_JOB_SETTLE, 1, (int)(sizeof(argv) / sizeof(argv[0])),
-                               argv, NULL) != LLMQ_OK)
+        if (llmq_bench_settle_append(c, P, &g[i], 1, model, usage) != LLMQ_OK)
             llmq_bench_die("append settle", c);
         if (++inflight == depth) {
             llmq_bench_drain(c, inflight, "settle");

@@ -3,7 +3,7 @@
  * lets low fill less of a bucket (README "Priority headroom"). The names are
  * what Redis stores (queue stream q:<name>, the job hash's prio field) and
  * what the CLI and the scripts read; the list is written once in C
- * (common/base/priority.c) and once in Lua (JOBS_PRIORITIES, lua/lib/30_jobs.lua). */
+ * (common/base/priority.c) and once in Lua (JOBS_PRIORITIES, lua/lib/jobs.lua). */
 #ifndef LLMQ_PRIORITY_H
 #define LLMQ_PRIORITY_H
 

@@ -357,11 +357,36 @@ static void check_readme_describes_triggers(void)
         fail_msg("README's examples/k8s/ item names a lag no trigger reads:\n%s", start);
 }
 
-static void test_scaled_object(void **state)
+/* The priority (0 high, 1 normal, 2 low) of key "llmq:{ACCOUNT}:<kind>:<prio>"
+ * (kind "backlog" or "q"), its account into account (n bytes); -1 when key
+ * is not one. */
+static int key_priority(const char *key, const char *kind, char *account, size_t n)
 {
-    (void)state;
-    struct doc *d = find("ScaledObject", NULL);
-    assert_non_null(d);
+    static const char *const prios[3] = {"high", "normal", "low"};
+    const char *close = strstr(key, "}:");
+    if (strncmp(key, "llmq:{", 6) != 0 || close == NULL || (size_t)(close - key - 6) >= n)
+        return -1;
+    snprintf(account, n, "%.*s", (int)(close - key - 6), key + 6);
+    const char *rest = close + 2;
+    size_t kl = strlen(kind);
+    if (strncmp(rest, kind, kl) != 0 || rest[kl] != ':')
+        return -1;
+    for (int k = 0; k < 3; k++)
+        if (strcmp(rest + kl + 1, prios[k]) == 0)
+            return k;
+    return -1;
+}
+
+#define SO_ACCOUNTS_MAX 8
+
+/* A ScaledObject of the worker: it targets the Deployment; per account it
+ * names, a backlog trigger (LLEN of P backlog:<prio>, common/redis/keys.h)
+ * for every priority and at least one trigger of jobs in flight (pending
+ * entries of a delivery stream). cluster: the triggers are KEDA's Redis
+ * Cluster scalers (redis-cluster, redis-cluster-streams, with seed
+ * addresses), else the single-node ones. */
+static void check_scaled_object(struct doc *d, int cluster)
+{
     assert_string_equal(str_at(d, NULL, "apiVersion"), "keda.sh/v1alpha1");
     const char *target = str_at(d, NULL, "spec.scaleTargetRef.name");
     assert_non_null(target);
@@ -373,55 +398,74 @@ static void test_scaled_object(void **state)
     assert_true(min == NULL || strtol(min, NULL, 10) <= strtol(max, NULL, 10));
     yaml_node_t *trig = at(d, NULL, "spec.triggers");
     assert_true(seq_len(trig) >= 1);
-    /* Per priority: the backlog (LLEN of P backlog:<prio>, common/redis/keys.h) and
-     * the jobs in flight (pending entries of the delivery stream). */
-    int backlog[3] = {0}, pending = 0;
-    static const char *const lists[3] = {"llmq:{default}:backlog:high",
-                                         "llmq:{default}:backlog:normal",
-                                         "llmq:{default}:backlog:low"};
-    static const char *const streams[3] = {"llmq:{default}:q:high", "llmq:{default}:q:normal",
-                                           "llmq:{default}:q:low"};
+    const char *list_type = cluster ? "redis-cluster" : "redis";
+    const char *stream_type = cluster ? "redis-cluster-streams" : "redis-streams";
+    char accounts[SO_ACCOUNTS_MAX][128];
+    int n_accounts = 0, backlog[SO_ACCOUNTS_MAX][3] = {{0}}, pending[SO_ACCOUNTS_MAX] = {0};
     for (int i = 0; i < seq_len(trig); i++) {
         yaml_node_t *t = seq_item(d, trig, i);
         const char *type = str_at(d, t, "type");
         assert_non_null(type);
         yaml_node_t *m = get(d, t, "metadata");
-        if (str_at(d, m, "address") == NULL && str_at(d, m, "addressFromEnv") == NULL &&
-            str_at(d, m, "host") == NULL)
-            fail_doc(d, "a trigger without address, addressFromEnv or host");
-        int s = -1;
-        if (strcmp(type, "redis") == 0) {
-            const char *list = str_at(d, m, "listName");
-            assert_non_null(list);
-            for (int k = 0; k < 3; k++)
-                if (strcmp(list, lists[k]) == 0)
-                    s = k;
-            if (s < 0)
-                fail_msg("%s: unexpected list %s", d->file, list);
+        if (cluster ? str_at(d, m, "addresses") == NULL && str_at(d, m, "hosts") == NULL
+                    : str_at(d, m, "address") == NULL && str_at(d, m, "addressFromEnv") == NULL &&
+                          str_at(d, m, "host") == NULL)
+            fail_doc(d, cluster ? "a trigger without addresses or hosts (the seed nodes)"
+                                : "a trigger without address, addressFromEnv or host");
+        int is_list = strcmp(type, list_type) == 0;
+        if (!is_list && strcmp(type, stream_type) != 0)
+            fail_msg("%s: unexpected trigger type %s", d->file, type);
+        const char *key = str_at(d, m, is_list ? "listName" : "stream");
+        assert_non_null(key);
+        char account[128];
+        int s = key_priority(key, is_list ? "backlog" : "q", account, sizeof(account));
+        if (s < 0)
+            fail_msg("%s: unexpected %s %s", d->file, is_list ? "list" : "stream", key);
+        int a = 0;
+        while (a < n_accounts && strcmp(accounts[a], account) != 0)
+            a++;
+        if (a == n_accounts) {
+            assert_true(n_accounts < SO_ACCOUNTS_MAX);
+            snprintf(accounts[n_accounts++], sizeof(accounts[0]), "%s", account);
+        }
+        if (is_list) {
             assert_non_null(str_at(d, m, "listLength"));
             const char *act = str_at(d, m, "activationListLength");
             assert_true(act == NULL || strcmp(act, "0") == 0); /* any backlog wakes from zero */
-            backlog[s]++;
-        } else if (strcmp(type, "redis-streams") == 0) {
-            const char *stream = str_at(d, m, "stream");
-            assert_non_null(stream);
+            backlog[a][s]++;
+        } else {
             assert_string_equal(str_at(d, m, "consumerGroup"), "workers");
-            for (int k = 0; k < 3; k++)
-                if (strcmp(stream, streams[k]) == 0)
-                    s = k;
-            if (s < 0)
-                fail_msg("%s: unexpected stream %s", d->file, stream);
             /* lag of the delivery stream is not the backlog any more */
             assert_null(str_at(d, m, "lagCount"));
             if (str_at(d, m, "pendingEntriesCount") != NULL)
-                pending++;
-        } else {
-            fail_msg("%s: unexpected trigger type %s", d->file, type);
+                pending[a]++;
         }
     }
-    assert_true(backlog[0] >= 1 && backlog[1] >= 1 && backlog[2] >= 1); /* every priority */
-    assert_true(pending >= 1);
+    for (int a = 0; a < n_accounts; a++) {
+        if (backlog[a][0] < 1 || backlog[a][1] < 1 || backlog[a][2] < 1) /* every priority */
+            fail_msg("%s: account %s lacks a priority's backlog trigger", d->file, accounts[a]);
+        if (pending[a] < 1)
+            fail_msg("%s: account %s has no trigger of jobs in flight", d->file, accounts[a]);
+    }
+}
+
+static void test_scaled_object(void **state)
+{
+    (void)state;
+    struct doc *d = find("ScaledObject", "llmq-worker");
+    assert_non_null(d);
+    check_scaled_object(d, 0);
     check_readme_describes_triggers();
+}
+
+/* The ScaledObject for a Redis Cluster: the same keys of two accounts
+ * through KEDA's Redis Cluster scalers. */
+static void test_scaled_object_cluster(void **state)
+{
+    (void)state;
+    struct doc *d = find("ScaledObject", "llmq-worker-cluster");
+    assert_non_null(d);
+    check_scaled_object(d, 1);
 }
 
 static void test_redis_statefulset(void **state)
@@ -533,6 +577,7 @@ int main(void)
         cmocka_unit_test(test_worker_deployment),
         cmocka_unit_test(test_secret_has_placeholder_only),
         cmocka_unit_test(test_scaled_object),
+        cmocka_unit_test(test_scaled_object_cluster),
         cmocka_unit_test(test_redis_statefulset),
         cmocka_unit_test(test_compose),
         cmocka_unit_test(test_dockerfile_is_multi_stage),

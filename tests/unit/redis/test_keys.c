@@ -58,6 +58,21 @@ static void test_layout(void **state)
         {LLMQ_KEY_SPEND, "2026-12-02", P "spend:2026-12-02"},
         {LLMQ_KEY_SSE, "job-7", P "sse:job-7"},
         {LLMQ_KEY_SLOT_GUARD, NULL, P "slot_guard"},
+        {LLMQ_KEY_SEQ, NULL, P "seq"},
+        {LLMQ_KEY_KEY_QUEUE, "normal|m|t|u", P "kq:normal|m|t|u"},
+        {LLMQ_KEY_SCHED_MODELS, "high", P "sm:high"},
+        {LLMQ_KEY_SCHED_TENANTS, "high|m", P "st:high|m"},
+        {LLMQ_KEY_SCHED_USERS, "high|m|t", P "su:high|m|t"},
+        {LLMQ_KEY_SCHED_BLOCKED, NULL, P "sblk"},
+        {LLMQ_KEY_BLOCKED_ON, "m/t/acme", P "sbb:m/t/acme"},
+        {LLMQ_KEY_SCHED_VTIME, NULL, P "svt"},
+        {LLMQ_KEY_ENDPOINTS, NULL, P "eps"},
+        {LLMQ_KEY_ENDPOINT, "east", P "ep:east"},
+        {LLMQ_KEY_EP_HEALTH, "east", P "eph:east"},
+        {LLMQ_KEY_MODEL_EPS, "gpt-4o", P "epm:gpt-4o"},
+        {LLMQ_KEY_EP_ROUTES, NULL, P "eproute"},
+        {LLMQ_KEY_EP_FALLBACKS, NULL, P "epfb"},
+        {LLMQ_KEY_GW_BATCH_LIVE, "batch_1", P "gw:batch:batch_1:live"},
     };
     assert_int_equal(sizeof(cases) / sizeof(cases[0]), LLMQ_KEY_KIND_COUNT);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -1,5 +1,7 @@
 -- The dead-letter list P dead, as `llmq dead retry` and `llmq dead purge`
 -- (dead_retry.lua, dead_purge.lua) walk it.
+-- uses: llmq_hash_table, llmq_int_arg
+-- uses: KEY
 
 -- Calls act(id, entry_id) for each job named in argv[2..], or, when none is
 -- named, for the oldest argv[1] entries of P dead (entry_id nil for a named
@@ -15,11 +17,11 @@ local function dead_each(P, argv, act)
         return out
     end
     local limit = llmq_int_arg(argv[1], 'limit')
-    for _, e in ipairs(redis.call('XRANGE', P .. 'dead', '-', '+', 'COUNT', limit)) do
+    for _, e in ipairs(redis.call('XRANGE', KEY.dead(P), '-', '+', 'COUNT', limit)) do
         local id = llmq_hash_table(e[2])['id'] or ''
         local r = act(id, e[1])
         if r == 'not_dead' then
-            redis.call('XDEL', P .. 'dead', e[1])
+            redis.call('XDEL', KEY.dead(P), e[1])
         end
         out[#out + 1] = { id, r }
     end

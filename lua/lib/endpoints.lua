@@ -24,6 +24,9 @@
 -- model's, so their rules apply on top whichever endpoint serves the job.
 -- A model no endpoint serves runs on the implicit endpoint: bucket
 -- "<model>", the worker's own base URL and key (today's setup).
+-- uses: llmq_job_fields, llmq_job_set, limiter_bucket, limiter_fits, limiter_path, limiter_try
+-- uses: limiter_use, window_evict, window_stale, llmq_int_text, llmq_split
+-- uses: KEY
 
 local EP_DEFAULTS = { fail_threshold = 5, fail_window_ms = 10000, cooldown_ms = 1000,
     cooldown_max_ms = 60000, probe_ms = 30000 }
@@ -42,10 +45,10 @@ end
 local function ep_load(P, cache, name, model)
     local e = cache.eps[name]
     if e == nil then
-        local v = redis.call('HMGET', P .. 'ep:' .. name, 'base_url', 'api_version', 'tier',
+        local v = redis.call('HMGET', KEY.endpoint(P, name), 'base_url', 'api_version', 'tier',
             'weight', 'fail_threshold', 'fail_window_ms', 'cooldown_ms', 'cooldown_max_ms',
             'probe_ms')
-        local h = redis.call('HMGET', P .. 'eph:' .. name, 'state', 'cool_until', 'probe_until',
+        local h = redis.call('HMGET', KEY.ep_health(P, name), 'state', 'cool_until', 'probe_until',
             'lat_ms', 'why')
         e = { name = name, exists = v[1] ~= false, base_url = v[1] or '', api_version = v[2] or '',
             tier = tonumber(v[3]) or 1, weight = tonumber(v[4]) or 1,
@@ -60,7 +63,7 @@ local function ep_load(P, cache, name, model)
         cache.eps[name] = e
     end
     if model ~= nil and e.deps[model] == nil then
-        e.deps[model] = redis.call('HGET', P .. 'ep:' .. name, 'dep:' .. model) or model
+        e.deps[model] = redis.call('HGET', KEY.endpoint(P, name), 'dep:' .. model) or model
     end
     return e
 end
@@ -92,7 +95,7 @@ local function ep_model(P, cache, model)
     if m ~= nil then
         return m or nil
     end
-    local names = redis.call('SMEMBERS', P .. 'epm:' .. model)
+    local names = redis.call('SMEMBERS', KEY.model_eps(P, model))
     if #names == 0 then
         cache.models[model] = false
         return nil
@@ -102,8 +105,8 @@ local function ep_model(P, cache, model)
     for i = 1, #names do
         list[i] = ep_load(P, cache, names[i], model)
     end
-    local v = redis.call('HMGET', P .. 'eproute', model)
-    local fb = redis.call('HGET', P .. 'epfb', model)
+    local v = redis.call('HMGET', KEY.ep_routes(P), model)
+    local fb = redis.call('HGET', KEY.ep_fallbacks(P), model)
     m = { model = model, strategy = v[1] or 'spillover', fallback = fb or nil, list = list }
     cache.models[model] = m
     return m
@@ -240,7 +243,7 @@ local function ep_route_model(s, cache, m, model, tenant, user, cost, cost_str, 
                 if st == 'granted' then
                     if r.use == 'probe' then
                         e.probe_until = now + e.probe_ms
-                        redis.call('HSET', s.P .. 'eph:' .. e.name, 'probe_until', e.probe_until)
+                        redis.call('HSET', KEY.ep_health(s.P, e.name), 'probe_until', e.probe_until)
                     end
                     return 'granted', r1, path, e, model
                 elseif st == 'never' then
@@ -329,15 +332,15 @@ end
 -- auth and quota disable it until `llmq endpoints enable`. Returns the new
 -- state when it changed, else nil.
 local function ep_health_settle(P, name, outcome, why, latency_ms, now)
-    local hk = P .. 'eph:' .. name
+    local hk = KEY.ep_health(P, name)
     local h = redis.call('HMGET', hk, 'state', 'fails', 'fail_t0', 'cool_ms', 'lat_ms', 'cool_until')
     local state = h[1] or 'ok'
     if state == 'disabled' then
         return nil
     end
-    local cfg = redis.call('HMGET', P .. 'ep:' .. name, 'fail_threshold', 'fail_window_ms',
+    local cfg = redis.call('HMGET', KEY.endpoint(P, name), 'fail_threshold', 'fail_window_ms',
         'cooldown_ms', 'cooldown_max_ms')
-    if cfg[1] == false and redis.call('EXISTS', P .. 'ep:' .. name) == 0 then
+    if cfg[1] == false and redis.call('EXISTS', KEY.endpoint(P, name)) == 0 then
         return nil -- removed meanwhile
     end
     local threshold = tonumber(cfg[1]) or EP_DEFAULTS.fail_threshold
@@ -402,7 +405,7 @@ end
 -- now or soon (serving model, not disabled, not cooling, inside pin, not in
 -- failed): an endpoint's fault then costs the job no attempt.
 local function ep_other_can_serve(P, model, name, pin, failed, now)
-    local names = redis.call('SMEMBERS', P .. 'epm:' .. model)
+    local names = redis.call('SMEMBERS', KEY.model_eps(P, model))
     local cache = { eps = {} }
     for _, n in ipairs(names) do
         if n ~= name and (pin == nil or pin[n]) and (failed == nil or not failed[n]) then

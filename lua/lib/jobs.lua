@@ -15,6 +15,8 @@
 -- them as {id, state} pairs (at most JOBS_EVENT_JOBS an entry); it is kept by
 -- count (about events_max jobs, at every XADD) and by age (events_ttl_ms,
 -- every 256 finishes).
+-- uses: llmq_hash_table, llmq_int_text
+-- uses: KEY
 
 -- Defaults of the P settings fields the scripts read (see common/redis/keys.h).
 local JOBS_DEFAULTS = {
@@ -43,7 +45,7 @@ local JOBS_ENDED = { done = true, dead = true, cancelled = true }
 
 -- The effective retention settings of account P: P settings over defaults.
 local function llmq_jobs_settings(P)
-    local v = redis.call('HMGET', P .. 'settings', 'result_ttl_ms', 'result_max', 'events_max',
+    local v = redis.call('HMGET', KEY.settings(P), 'result_ttl_ms', 'result_max', 'events_max',
         'events_ttl_ms')
     local s = {
         result_ttl_ms = tonumber(v[1]) or JOBS_DEFAULTS.result_ttl_ms,
@@ -109,7 +111,7 @@ end
 -- disappears after a bounded number of calls (README "Upgrading"). A key
 -- P results of another type is left alone.
 local function jobs_done_migrate(P, idx)
-    local old = P .. 'results'
+    local old = KEY.old_results(P)
     if redis.call('TYPE', old)['ok'] ~= 'zset' then
         return
     end
@@ -128,7 +130,7 @@ end
 -- most JOBS_SWEEP_MAX for each of the finishes (done jobs) it follows. len:
 -- the length of P done. The common case (nothing due) costs one LINDEX.
 local function jobs_sweep_results(P, s, now_ms, len, finishes)
-    local idx = P .. 'done'
+    local idx = KEY.done(P)
     local over = len - s.result_max
     local cutoff = now_ms - s.result_ttl_ms
     if over <= 0 then
@@ -147,13 +149,13 @@ local function jobs_sweep_results(P, s, now_ms, len, finishes)
         end
         n = i
         if id then -- (an entry that is none is dropped)
-            local jk = P .. 'job:' .. id
+            local jk = KEY.job(P, id)
             local j = redis.call('HMGET', jk, 'state', 'fin_ms')
             -- The id may have been enqueued again since (a live job) or have
             -- finished again (a later entry is its own): leave those alone.
             if (j[1] == 'done' or j[1] == 'cancelled') and tonumber(j[2]) == ms then
                 -- (body: is gone with the finish, unless the layout was older)
-                redis.call('DEL', jk, P .. 'res:' .. id, P .. 'body:' .. id)
+                redis.call('DEL', jk, KEY.result(P, id), KEY.job_body(P, id))
             end
         end
     end
@@ -182,14 +184,14 @@ end
 -- gateway left half-written), and count as failed, so the counts add up.
 -- ended_id: the job whose end is being counted, if any (it leaves the live set).
 local function llmq_jobs_batch_settle(P, bid, now_ms, ended_id)
-    local bk = P .. 'gw:batch:' .. bid
+    local bk = KEY.gw_batch(P, bid)
     local v = redis.call('HMGET', bk, 'status', 'total', 'completed', 'failed', 'expired',
         'cancel_swept')
     local status, total = v[1], tonumber(v[2])
     if not status or not total then
         return
     end
-    local live = bk .. ':live'
+    local live = KEY.gw_batch_live(P, bid)
     if status == 'cancelling' and ended_id then
         redis.call('SREM', live, ended_id)
     end
@@ -213,10 +215,10 @@ end
 -- Counts the end of job id into its gateway batch, if it belongs to one.
 local function jobs_batch_count(P, id, state, reason, now_ms)
     local bid = string.byte(id, 1) == 98 and string.match(id, '^(batch_%x+)%.') -- 'b'
-    if not bid or redis.call('EXISTS', P .. 'gw:batch:' .. bid) == 0 then
+    if not bid or redis.call('EXISTS', KEY.gw_batch(P, bid)) == 0 then
         return
     end
-    local bk = P .. 'gw:batch:' .. bid
+    local bk = KEY.gw_batch(P, bid)
     redis.call('HINCRBY', bk, state == 'done' and 'completed' or 'failed', 1)
     if reason == 'expired' then
         redis.call('HINCRBY', bk, 'expired', 1)
@@ -243,7 +245,7 @@ local function llmq_jobs_finish_flush(P, tally, s, now_ms)
         for i = 1, #ev, per do
             local last = math.min(i + per - 1, #ev)
             local k = (last - i + 1) / 4
-            redis.call('XADD', P .. 'events', 'MAXLEN', '~',
+            redis.call('XADD', KEY.events(P), 'MAXLEN', '~',
                 llmq_int_text(math.max(math.ceil(s.events_max / k), 1)), '*', unpack(ev, i, last))
         end
     end
@@ -251,24 +253,24 @@ local function llmq_jobs_finish_flush(P, tally, s, now_ms)
     for _, state in ipairs({ 'done', 'dead', 'cancelled' }) do
         local k = tally[state] or 0
         if k > 0 then
-            local n = redis.call('HINCRBY', P .. 'stats', state, k)
+            local n = redis.call('HINCRBY', KEY.stats(P), state, k)
             trim = trim or math.floor(n / JOBS_TRIM_EVERY) > math.floor((n - k) / JOBS_TRIM_EVERY)
         end
     end
     local kept = tally.done_entries and #tally.done_entries or 0
     if kept > 0 then
         redis.call('DEL', unpack(tally.done_bodies))
-        local idx = P .. 'done'
+        local idx = KEY.done(P)
         jobs_done_migrate(P, idx)
         local len = redis.call('RPUSH', idx, unpack(tally.done_entries))
         jobs_sweep_results(P, s, now_ms, len, kept)
     end
     if trim then
         for _, prio in ipairs(JOBS_PRIORITIES) do
-            llmq_jobs_trim_acked(P .. 'q:' .. prio)
+            llmq_jobs_trim_acked(KEY.queue(P, prio))
         end
         -- events by age too (by count at every XADD): waiters read them live
-        redis.call('XTRIM', P .. 'events', 'MINID', math.max(now_ms - s.events_ttl_ms, 0))
+        redis.call('XTRIM', KEY.events(P), 'MINID', math.max(now_ms - s.events_ttl_ms, 0))
     end
 end
 
@@ -287,7 +289,7 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, bat
     if not JOBS_ENDED[state] then
         error('LLMQ_EINVAL state must be done, dead or cancelled, got ' .. tostring(state))
     end
-    local jk, rk = P .. 'job:' .. id, P .. 'res:' .. id
+    local jk, rk = KEY.job(P, id), KEY.result(P, id)
     local now_text = llmq_int_text(now_ms)
     -- One result per job id: fin_ms is written only if there is none, and
     -- every finish (of this layout and of the previous one, whose result is
@@ -302,7 +304,7 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, bat
     local s = settings or llmq_jobs_settings(P)
     if state == 'dead' then
         redis.call('SET', rk, line)
-        local eid = redis.call('XADD', P .. 'dead', '*', 'id', id, 'reason', reason,
+        local eid = redis.call('XADD', KEY.dead(P), '*', 'id', id, 'reason', reason,
             'error', jobs_error_text(line), 'ts', now_text)
         redis.call('HSET', jk, 'state', state, 'last_error', reason, 'dead_entry', eid)
     else
@@ -335,7 +337,7 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, bat
         entries[#entries + 1] = jobs_done_entry(now_text, id)
         tally.done_entries = entries
         local bodies = tally.done_bodies or {}
-        bodies[#bodies + 1] = P .. 'body:' .. id
+        bodies[#bodies + 1] = KEY.job_body(P, id)
         tally.done_bodies = bodies
     end
     if batch == nil then
@@ -348,8 +350,8 @@ end
 -- field it does not have), and writes of fields: job fields that are not
 -- the hot paths' own HMGET/HSET go through these two.
 local function llmq_job_fields(P, id, ...)
-    return redis.call('HMGET', P .. 'job:' .. id, ...)
+    return redis.call('HMGET', KEY.job(P, id), ...)
 end
 local function llmq_job_set(P, id, ...)
-    redis.call('HSET', P .. 'job:' .. id, ...)
+    redis.call('HSET', KEY.job(P, id), ...)
 end

@@ -26,6 +26,8 @@
 -- (new runnable work, a delayed job due sooner, room given back to a bucket);
 -- idle workers block on it (XREAD) from the cursor their last dispatch
 -- returned.
+-- uses: limiter_default_names
+-- uses: KEY
 
 local SCHED_WAKE_MAXLEN = 1000
 
@@ -34,11 +36,11 @@ local SCHED_WAKE_MAXLEN = 1000
 local function sched_children_key(P, path)
     local i = string.find(path, '|', 1, true)
     if i == nil then
-        return P .. 'sm:' .. path
+        return KEY.sched_models(P, path)
     elseif string.find(path, '|', i + 1, true) == nil then
-        return P .. 'st:' .. path
+        return KEY.sched_tenants(P, path)
     end
-    return P .. 'su:' .. path
+    return KEY.sched_users(P, path)
 end
 
 -- Parent path of node path ("normal|m|t" -> "normal|m") and the node's own
@@ -56,7 +58,7 @@ local function sched_vt(P, parent, cache)
     if cache ~= nil and cache[parent] ~= nil then
         return cache[parent]
     end
-    local v = tonumber(redis.call('HGET', P .. 'svt', parent)) or 0
+    local v = tonumber(redis.call('HGET', KEY.sched_vtime(P), parent)) or 0
     if cache ~= nil then
         cache[parent] = v
     end
@@ -65,7 +67,7 @@ end
 
 -- Tells idle workers that a wait may have become shorter.
 local function sched_wake(P)
-    redis.call('XADD', P .. 'wake', 'MAXLEN', '~', SCHED_WAKE_MAXLEN, '*', 'w', '1')
+    redis.call('XADD', KEY.wake(P), 'MAXLEN', '~', SCHED_WAKE_MAXLEN, '*', 'w', '1')
 end
 
 -- Makes node path runnable (it has work) unless it is blocked, and its
@@ -74,7 +76,7 @@ end
 -- stopped it (that node's unblocking will carry the work).
 local function sched_activate(P, path, cache)
     while true do
-        if redis.call('ZSCORE', P .. 'sblk', path) then
+        if redis.call('ZSCORE', KEY.sched_blocked(P), path) then
             return false
         end
         local parent, name = sched_parent(path)
@@ -112,8 +114,8 @@ end
 -- (sched_wake_buckets). The index expires with its latest wait.
 local function sched_block(P, path, until_ms, bucket)
     sched_deactivate(P, path)
-    redis.call('ZADD', P .. 'sblk', until_ms, path)
-    local ik = P .. 'sbb:' .. bucket
+    redis.call('ZADD', KEY.sched_blocked(P), until_ms, path)
+    local ik = KEY.blocked_on(P, bucket)
     redis.call('ZADD', ik, until_ms, path)
     if redis.call('PEXPIRETIME', ik) < until_ms then
         redis.call('PEXPIREAT', ik, until_ms)
@@ -123,9 +125,9 @@ end
 -- Unblocks the nodes whose time has come (at most 256 a call). Returns the
 -- number unblocked.
 local function sched_unblock_due(P, now, cache)
-    local due = redis.call('ZRANGEBYSCORE', P .. 'sblk', '-inf', now, 'LIMIT', 0, 256)
+    local due = redis.call('ZRANGEBYSCORE', KEY.sched_blocked(P), '-inf', now, 'LIMIT', 0, 256)
     for _, path in ipairs(due) do
-        redis.call('ZREM', P .. 'sblk', path)
+        redis.call('ZREM', KEY.sched_blocked(P), path)
         sched_activate(P, path, cache)
     end
     return #due
@@ -140,12 +142,12 @@ end
 local function sched_wake_buckets(P, buckets)
     local n = 0
     for _, bucket in ipairs(buckets) do
-        local ik = P .. 'sbb:' .. bucket
+        local ik = KEY.blocked_on(P, bucket)
         local idx = redis.call('ZRANGE', ik, 0, -1, 'WITHSCORES')
         for i = 1, #idx, 2 do
             local path = idx[i]
-            if tonumber(redis.call('ZSCORE', P .. 'sblk', path)) == tonumber(idx[i + 1]) then
-                redis.call('ZADD', P .. 'sblk', 0, path)
+            if tonumber(redis.call('ZSCORE', KEY.sched_blocked(P), path)) == tonumber(idx[i + 1]) then
+                redis.call('ZADD', KEY.sched_blocked(P), 0, path)
                 n = n + 1
             end
         end
@@ -172,11 +174,11 @@ end
 -- the caller then writes them with sched_backlog_add (one call per priority).
 local function sched_push(P, id, prio, model, tenant, user, front, cache, backlog)
     local key = sched_key(prio, model, tenant, user)
-    local n = redis.call(front and 'LPUSH' or 'RPUSH', P .. 'kq:' .. key, id)
+    local n = redis.call(front and 'LPUSH' or 'RPUSH', KEY.key_queue(P, key), id)
     if backlog ~= nil then
         backlog[prio] = (backlog[prio] or 0) + 1
     else
-        redis.call('RPUSH', P .. 'backlog:' .. prio, '1')
+        redis.call('RPUSH', KEY.backlog(P, prio), '1')
     end
     if n == 1 and sched_activate(P, key, cache) then
         sched_wake(P)
@@ -190,7 +192,7 @@ end
 -- so a call costs O(the list's length), not that per job. A key left empty
 -- leaves the tree. Returns the number of entries taken out.
 local function sched_unqueue(P, key, prio, ids, n)
-    local kq = P .. 'kq:' .. key
+    local kq = KEY.key_queue(P, key)
     local removed = 0
     if n <= 8 then
         for id in pairs(ids) do
@@ -214,7 +216,7 @@ local function sched_unqueue(P, key, prio, ids, n)
         end
     end
     if removed > 0 then
-        redis.call('LPOP', P .. 'backlog:' .. prio, removed)
+        redis.call('LPOP', KEY.backlog(P, prio), removed)
         if redis.call('EXISTS', kq) == 0 then
             sched_deactivate(P, key)
         end
@@ -231,7 +233,7 @@ local function sched_backlog_add(P, backlog)
         end
         -- in slices: a command's arguments are bounded (unpack, Lua's stack)
         for i = 1, n, 1000 do
-            redis.call('RPUSH', P .. 'backlog:' .. prio, unpack(ones, i, math.min(i + 999, n)))
+            redis.call('RPUSH', KEY.backlog(P, prio), unpack(ones, i, math.min(i + 999, n)))
         end
     end
 end
@@ -240,8 +242,8 @@ end
 -- key by dispatch). One due sooner than every other wakes idle workers, whose
 -- planned wake-up is the earliest due time they saw.
 local function sched_delay(P, id, due_ms)
-    local first = redis.call('ZRANGE', P .. 'delayed', 0, 0, 'WITHSCORES')
-    redis.call('ZADD', P .. 'delayed', due_ms, id)
+    local first = redis.call('ZRANGE', KEY.delayed(P), 0, 0, 'WITHSCORES')
+    redis.call('ZADD', KEY.delayed(P), due_ms, id)
     if #first == 0 or due_ms < tonumber(first[2]) then
         sched_wake(P)
     end
@@ -254,7 +256,7 @@ end
 local function sched_weight(P, bucket, cache)
     local w = cache[bucket]
     if w == nil then
-        local v = redis.call('HMGET', P .. 'weights', bucket, unpack(limiter_default_names(bucket)))
+        local v = redis.call('HMGET', KEY.weights(P), bucket, unpack(limiter_default_names(bucket)))
         for i = 1, #v do
             w = w or tonumber(v[i])
         end

@@ -33,15 +33,17 @@
 -- gateway's synchronous call (job field lease: its caller waits).
 --
 -- A reservation's budget part travels in the job's handle after the
--- limiter's (budget_handle_split): "{<tokens>,<nano-USD>" then
--- "{<period start>:<id>" per budget. '{' is in no name and in no limiter
--- handle. A settle in a later period than the charge leaves the new
--- period's spend alone (the old one is over).
+-- limiter's (its format: lua/lib/handle.lua). A settle in a later period
+-- than the charge leaves the new period's spend alone (the old one is
+-- over).
+-- uses: handle_budget_charge, handle_budget_entries, handle_budget_entry, handle_budget_head
+-- uses: LLMQ_PRICE_TABLE_JSON, llmq_int_text
+-- uses: KEY
 
 local BUDGET_DAY_MS = 86400000
 local BUDGET_NONE = {} -- the path of a job no budget applies to (never written)
--- The default price table (data/prices.json, LLMQ_PRICE_TABLE_JSON, put
--- before this file by cmake/embed_lua.cmake), decoded at its first use:
+-- The default price table (data/prices.json, LLMQ_PRICE_TABLE_JSON: a
+-- string cmake/embed_lua.cmake puts in the registry), decoded at its first use:
 -- model -> {input, cached, output} nano-USD per token.
 local budget_price_table = nil
 
@@ -173,7 +175,7 @@ local function budget_price(P, model, cache)
     if p ~= nil then
         return p or nil
     end
-    local v = redis.call('HGET', P .. 'prices', model)
+    local v = redis.call('HGET', KEY.prices(P), model)
     if v then
         local i, c, o = string.match(v, '^(%d+),(%d+),(%d+)$')
         if i ~= nil then
@@ -212,7 +214,7 @@ end
 -- any: the account has budgets at all (one EXISTS: no budget costs nothing
 -- more).
 local function budget_session(P, now)
-    return { P = P, now = now, any = redis.call('EXISTS', P .. 'budgets') == 1, loaded = {},
+    return { P = P, now = now, any = redis.call('EXISTS', KEY.budgets(P)) == 1, loaded = {},
         paths = {}, prices = {} }
 end
 
@@ -222,7 +224,7 @@ local function budget_load(bs, id)
     if b ~= nil then
         return b
     end
-    local key = bs.P .. 'budget:' .. id
+    local key = KEY.budget(bs.P, id)
     local v = redis.call('HMGET', key, 'scope', 'unit', 'limit', 'period', 'on_exhaust', 'p',
         'spent')
     local start, stop = nil, nil
@@ -256,7 +258,7 @@ local function budget_path(bs, tenant, user, key)
     end
     path = { has_usd = false }
     local scopes = budget_scopes(tenant, user, key)
-    local ids = redis.call('HMGET', bs.P .. 'budgets', unpack(scopes))
+    local ids = redis.call('HMGET', KEY.budgets(bs.P), unpack(scopes))
     for i = 1, #scopes do
         if ids[i] then
             for id in string.gmatch(ids[i], '%S+') do
@@ -307,12 +309,11 @@ local function budget_decide(bs, bp, model, cost, est_prompt)
 end
 
 -- Charges a job of cost tokens and nusd nano-USD to every budget of bp
--- (after budget_decide said it fits). Returns the handle's budget part:
--- "{<tokens>|<nano-USD>|<tenant>|<user>" (the job's names, for the spend
--- counters its settle keeps) and "{<period start>:<id>" per budget.
+-- (after budget_decide said it fits). Returns the handle's budget part
+-- (lua/lib/handle.lua): the charge and the job's names (for the spend
+-- counters its settle keeps), and each budget charged.
 local function budget_charge(bp, cost, nusd, tenant, user)
-    local part = '{' .. llmq_int_text(cost) .. '|' .. llmq_int_text(nusd) .. '|' .. (tenant or '') ..
-        '|' .. (user or '')
+    local part = handle_budget_head(cost, nusd, tenant, user)
     if #bp == 0 then
         return part
     end
@@ -321,7 +322,7 @@ local function budget_charge(bp, cost, nusd, tenant, user)
         local b = bp[i]
         b.spent = b.spent + (b.usd and nusd or cost)
         b.dirty = true
-        parts[#parts + 1] = '{' .. llmq_int_text(b.start) .. ':' .. b.id
+        parts[#parts + 1] = handle_budget_entry(b.start, b.id)
     end
     return table.concat(parts)
 end
@@ -336,34 +337,18 @@ local function budget_flush(bs)
     end
 end
 
--- Splits a reservation handle into its limiter part and its budget part
--- ('' when none).
-local function budget_handle_split(handle)
-    local i = string.find(handle, '{', 1, true)
-    if i == nil then
-        return handle, ''
-    end
-    return string.sub(handle, 1, i - 1), string.sub(handle, i)
-end
-
--- The tenant and user a budget part (budget_handle_split) names ('' none),
--- or nil when part is none.
-local function budget_part_names(part)
-    return string.match(part, '^{%d+|%d+|([^|{]*)|([^|{]*)')
-end
-
--- Settles budget part part (budget_handle_split) of a reservation to real
+-- Settles budget part part (handle_split) of a reservation to real
 -- usage: tokens (nil: refund, nothing was spent) and nusd (nil: unknown,
 -- the USD charge stays). Budgets charged in an earlier period, or removed,
 -- are left alone. Adds to freed (a list) the index name ('$<id>') of
 -- every budget whose spend went down, for sched_wake_buckets.
 local function budget_settle(P, part, tokens, nusd, freed)
-    local c_tok, c_nusd = string.match(part, '^{(%d+)|(%d+)|')
-    c_tok, c_nusd = tonumber(c_tok), tonumber(c_nusd)
+    local c_tok, c_nusd = handle_budget_charge(part)
     if c_tok == nil then
         return
     end
-    for start, id in string.gmatch(part, '{(%d+):([^{]+)') do
+    for _, e in ipairs(handle_budget_entries(part)) do
+        local start, id = e[1], e[2]
         local delta
         if string.find(id, '#usd/', 1, true) ~= nil then
             delta = tokens == nil and -c_nusd or (nusd ~= nil and nusd - c_nusd or 0)
@@ -371,7 +356,7 @@ local function budget_settle(P, part, tokens, nusd, freed)
             delta = (tokens or 0) - c_tok
         end
         if delta ~= 0 then
-            local key = P .. 'budget:' .. id
+            local key = KEY.budget(P, id)
             if redis.call('HGET', key, 'p') == start then
                 redis.call('HINCRBY', key, 'spent', llmq_int_text(delta))
                 if delta < 0 then
@@ -409,7 +394,7 @@ local BUDGET_SPEND_KEEP_MS = 400 * BUDGET_DAY_MS
 
 local function budget_spend_flush(P, tally)
     for day, t in pairs(tally) do
-        local key = P .. 'spend:' .. day
+        local key = KEY.spend(P, day)
         for field, n in pairs(t) do
             if n ~= 0 then
                 redis.call('HINCRBY', key, field, llmq_int_text(n))

@@ -15,6 +15,7 @@
 --   a job has not); then the stored body to the end: the bytes the producer
 --   sent (common/jobs/job_pack.h: packed or JSON text; never looked into)
 -- attempts is 0 for every record (a job that ran is a hash).
+-- uses: KEY
 
 local JOB_RECORD_FIELDS = { 'prio', 'model', 'url', 'cost', 'tenant', 'user', 'deadline_ms',
     'max_attempts', 'enq_ms', 'est_prompt_tokens', 'lease', 'key', 'pin' }
@@ -22,7 +23,7 @@ local JOB_RECORD_STATE_AT = 2 -- 0-based offset of the state byte
 local JOB_RECORD_STATES = { q = 'queued', h = 'held' }
 -- fields a job without them has no value for (HMGET gives false)
 local JOB_RECORD_OPTIONAL = { lease = true, key = true, pin = true }
--- (spelled out: string is not there while the library loads) one capture a field
+-- (spelled out: nothing runs while the library loads) one capture a field
 local JOB_RECORD_PATTERN = '^R1([qh])\n' .. '([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n' ..
     '([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n' ..
     '([^\n]*)\n([^\n]*)\n()'
@@ -49,7 +50,7 @@ end
 -- or no job). A value under jr:<id> that is no record is an error (hostile
 -- data: the caller's pcall, if any, reports it).
 local function llmq_job_record_get(P, id)
-    local v = redis.call('GET', P .. 'jr:' .. id)
+    local v = redis.call('GET', KEY.job_record(P, id))
     if not v then
         return nil
     end
@@ -83,7 +84,7 @@ end
 -- P body:<id> and deletes the record, before anything writes the job; ...:
 -- more field, value pairs written in the same HSET (later ones win).
 local function llmq_job_record_unpack(P, id, r, ...)
-    local args = { 'HSET', P .. 'job:' .. id, 'model', r.model, 'url', r.url, 'cost', r.cost,
+    local args = { 'HSET', KEY.job(P, id), 'model', r.model, 'url', r.url, 'cost', r.cost,
         'prio', r.prio, 'tenant', r.tenant, 'user', r.user, 'deadline_ms', r.deadline_ms,
         'max_attempts', r.max_attempts, 'attempts', '0', 'enq_ms', r.enq_ms, 'state', r.state,
         'est_prompt_tokens', r.est_prompt_tokens }
@@ -97,22 +98,37 @@ local function llmq_job_record_unpack(P, id, r, ...)
         args[#args + 1] = select(i, ...)
     end
     redis.call(unpack(args))
-    redis.call('SET', P .. 'body:' .. id, r.body)
-    redis.call('DEL', P .. 'jr:' .. id)
+    redis.call('SET', KEY.job_body(P, id), r.body)
+    redis.call('DEL', KEY.job_record(P, id))
 end
 
 -- 1 when job id of account P is a record (waiting, never taken), else 0.
 local function llmq_job_record_exists(P, id)
-    return redis.call('EXISTS', P .. 'jr:' .. id)
+    return redis.call('EXISTS', KEY.job_record(P, id))
 end
 
--- Fields names (a list) of job id, record or hash, as HMGET gives them, and
--- its record (nil for a hash or no job). A job key of the wrong type is an
--- error, as HMGET's.
+-- Fields names (a list) of job id, record or hash, as HMGET gives them
+-- (the list also holds the record as its field record, for llmq_job_write),
+-- and its record (nil for a hash or no job). A job key of the wrong type is
+-- an error, as HMGET's.
 local function llmq_job_read(P, id, names)
     local r = llmq_job_record_get(P, id)
     if r then
-        return llmq_job_record_pick(r, names), r
+        local v = llmq_job_record_pick(r, names)
+        v.record = r
+        return v, r
     end
-    return redis.call('HMGET', P .. 'job:' .. id, unpack(names)), nil
+    return redis.call('HMGET', KEY.job(P, id), unpack(names)), nil
+end
+
+-- Writes field, value pairs ... of job id whose fields job llmq_job_read
+-- gave: a record becomes its hash and body with them (one HSET), a hash gets
+-- them in one HSET.
+local function llmq_job_write(P, id, job, ...)
+    if job.record then
+        llmq_job_record_unpack(P, id, job.record, ...)
+        job.record = nil
+    else
+        redis.call('HSET', KEY.job(P, id), ...)
+    end
 end

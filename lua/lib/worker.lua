@@ -1,6 +1,8 @@
 -- Worker-side helpers: Batch output lines for jobs that end in the worker,
 -- acknowledgements, and the checks of hostile data. (Learning from OpenAI's
--- rate-limit headers is the limiter's: limiter_learn in 20_limiter.lua.)
+-- rate-limit headers is the limiter's: limiter_learn in limiter_learn.lua.)
+-- uses: LLMQ_JOBS_GROUP
+-- uses: KEY
 
 -- The custom_id of job id id: every "%XX" decoded (common/jobs/job_id.h,
 -- llmq_job_id_to_custom, writes the same).
@@ -154,8 +156,8 @@ local function worker_dead_entry(P, where, eid, raw_id, reason, message, now_ms)
         f[#f + 1] = 'bad_id'
         f[#f + 1] = string.sub(raw_id, 1, 200)
     end
-    redis.call('XADD', P .. 'dead', '*', unpack(f))
-    redis.call('HINCRBY', P .. 'stats', 'dead', 1)
+    redis.call('XADD', KEY.dead(P), '*', unpack(f))
+    redis.call('HINCRBY', KEY.stats(P), 'dead', 1)
 end
 
 -- A worker says it is alive: P workers[consumer] = now (unix ms, Redis TIME).
@@ -165,12 +167,12 @@ end
 -- that exited; entries silent for a day are dropped by reclaim.
 local WORKER_FORGET_MS = 86400000
 local function worker_heartbeat(P, consumer, now_ms, prune)
-    redis.call('HSET', P .. 'workers', consumer, now_ms)
+    redis.call('HSET', KEY.workers(P), consumer, now_ms)
     if prune then
-        local all = redis.call('HGETALL', P .. 'workers')
+        local all = redis.call('HGETALL', KEY.workers(P))
         for i = 1, #all, 2 do
             if now_ms - (tonumber(all[i + 1]) or 0) > WORKER_FORGET_MS then
-                redis.call('HDEL', P .. 'workers', all[i])
+                redis.call('HDEL', KEY.workers(P), all[i])
             end
         end
     end

@@ -3,20 +3,11 @@
 -- layout in common/redis/keys.h. All times are ms from Redis TIME (llmq_now_ms).
 --
 -- A bucket limits requests and/or tokens over period_ms, in one of two modes:
---   window: exact sliding window. Each admission is a member
---           "<resid>:<tokens>" of the ZSET bw:<bucket>, scored by its admission
---           time; it counts for its hold: one period plus the arrival guard
---           (while score > now - hold; cfg.hold = period + cfg.guard, below):
---           a request reaches the API some ms after its admission, by a delay
---           that varies, and the API's window starts at arrival.
---           The bucket hash caches n, tok (count and token sum of the members)
---           and oldest (earliest score). Entries that aged out are dropped
---           lazily: always before a decision they could change (the cached sums
---           overcount, so "fits by the cache" is exact), and otherwise once
---           they are a quarter period stale, which bounds memory.
---   gcra:   continuous refill: per dimension a theoretical arrival time
---           (rtat, ttat); O(1) state; burst = capacity, default the limit.
--- A pause (ms) denies every acquire until it passes.
+--   window: exact sliding window (lua/lib/limiter_window.lua), each
+--           admission held for one period plus the arrival guard;
+--   gcra:   continuous refill (lua/lib/limiter_gcra.lua).
+-- A pause (ms) denies every acquire until it passes. What OpenAI's headers
+-- and 429s teach a bucket is lua/lib/limiter_learn.lua.
 --
 -- What a bucket is charged (its ledger, cfg.settle): by default what the API
 -- counts at admission (the request's cost: prompt + completion reservation +
@@ -30,6 +21,12 @@
 --
 -- A session decides many requests in one script call: bucket state is read
 -- once, updated in Lua, and written back by limiter_flush.
+-- uses: handle_bucket_tag, handle_buckets, handle_cost, handle_has_usage, handle_limiter
+-- uses: handle_limiter_decode, gcra_fits, gcra_record, gcra_settle, gcra_use, gcra_wait
+-- uses: gcra_write, guard_part, window_evict, window_fits, window_member_tokens, window_record
+-- uses: window_settle, window_stale, window_use, window_wait, window_write, window_write_log
+-- uses: llmq_int_text
+-- uses: KEY
 
 -- Configuration fields first (CONFIG_FIELDS of them: a default bucket is read
 -- for those only), then live state.
@@ -39,55 +36,6 @@ local BUCKET_FIELDS = { 'requests', 'tokens', 'period_ms', 'mode', 'burst_reques
     'lifetime_ms', 'lifetime_at' }
 local CONFIG_FIELDS = 8
 
--- The arrival guard (README "What a bucket is charged"). A request's delay
--- from its admission (Redis TIME) to its arrival at the API has two parts:
---   - admission -> the request going out (the dispatch reply's trip, the
---     worker's loop, connecting): bounded. Each grant has a lifetime; the
---     worker sends it only while its age, counted from before it sent the
---     dispatch call, is within it, and hands it back untried otherwise
---     (worker/http: curl's pre-request callback);
---   - going out -> counted by the API (network, the API's own queue): an
---     allowance.
--- guard = lifetime + allowance, per account+model. Both are learned, each
--- within its bounds (fractions of the period, so one rule fits 2 s windows
--- and OpenAI's 60 s ones), and lose GUARD_DECAY of their excess over their
--- floor per period that passes without a reason to grow:
---   lifetime  grows when a grant went stale (limiter_lifetime_stale: this
---             host does not send within it; a lifetime it can never meet
---             would hand every grant back);
---   allowance grows when the API answers a limit 429 the ledger did not
---             predict (limiter_guard_429).
--- Each is stored in the model's bucket as what it grew to and when
--- (lifetime_ms/lifetime_at, allowance_ms/allowance_at); never grown, its
--- floor. The tenant and user buckets of a model use its guard. The policy's
--- window_guard_ms pins the guard of every bucket instead (the lifetime is
--- still learned: it bounds what the worker sends).
-local GUARD_DECAY = 0.75
-
--- Floor and ceiling (ms) of part 'lifetime' or 'allowance' of the guard of
--- a window of period ms: 2 s -> 50..250 and 50..500; 60 s -> 500..2500 and
--- 500..5000.
-local function guard_part_bounds(part, period)
-    local lo = math.min(math.max(math.floor(period / 40), 50), 500)
-    if part == 'lifetime' then
-        return lo, math.max(lo, math.min(math.floor(period / 8), 2500))
-    end
-    return lo, math.max(lo, math.min(math.floor(period / 4), 5000))
-end
-
--- Part of the guard in force at now for a window of period whose learned
--- state is (grown to, at) (nil: never grown): what it grew to, less
--- GUARD_DECAY of its excess over the floor per whole period since, within
--- its bounds.
-local function guard_part(part, period, grown, at, now)
-    local lo, hi = guard_part_bounds(part, period)
-    local g = grown or lo
-    if at ~= nil and now > at then
-        g = lo + math.floor((g - lo) * GUARD_DECAY ^ math.floor((now - at) / period))
-    end
-    return math.min(math.max(g, lo), hi)
-end
-
 local HEADROOM_FIELDS = { high = 'headroom_high', normal = 'headroom_normal', low = 'headroom_low' }
 local HEADROOM_DEFAULTS = { high = 100, normal = 100, low = 80 }
 
@@ -96,14 +44,14 @@ local function limiter_session(P, prio, now)
     if HEADROOM_FIELDS[prio] == nil then
         prio = 'normal'
     end
-    local v = redis.call('HMGET', P .. 'policy', HEADROOM_FIELDS[prio], 'soft_threshold',
+    local v = redis.call('HMGET', KEY.policy(P), HEADROOM_FIELDS[prio], 'soft_threshold',
         'window_guard_ms', 'users_by_tenant_ms')
     local users_since = tonumber(v[4])
     if users_since == nil then
         -- the first call of a version with a bucket per tenant's user
         -- (limiter_inherit_shared): once per account
         users_since = now
-        redis.call('HSET', P .. 'policy', 'users_by_tenant_ms', llmq_int_text(now))
+        redis.call('HSET', KEY.policy(P), 'users_by_tenant_ms', llmq_int_text(now))
     end
     return {
         P = P,
@@ -191,15 +139,10 @@ local function limiter_default_values(s, name)
     s.defaults = s.defaults or {}
     local v = s.defaults[name]
     if v == nil then
-        v = redis.call('HMGET', s.P .. 'limit:' .. name, unpack(BUCKET_FIELDS, 1, CONFIG_FIELDS))
+        v = redis.call('HMGET', KEY.limit(s.P, name), unpack(BUCKET_FIELDS, 1, CONFIG_FIELDS))
         s.defaults[name] = v
     end
     return v
-end
-
-local function window_member_tokens(m)
-    local i = string.find(m, ':', 1, true)
-    return tonumber(string.sub(m, i + 1))
 end
 
 -- Older versions kept one bucket "<model>/u/<user>" for that user of every
@@ -219,13 +162,13 @@ local function limiter_inherit_shared(s, b)
     end
     local shared = model .. '/u/' .. user
     if c.mode == 'gcra' then
-        local v = redis.call('HMGET', s.P .. 'limit:' .. shared, 'rtat', 'ttat')
+        local v = redis.call('HMGET', KEY.limit(s.P, shared), 'rtat', 'ttat')
         b.rtat = math.max(b.rtat, tonumber(v[1]) or 0)
         b.ttat = math.max(b.ttat, tonumber(v[2]) or 0)
         b.dirty = true
         return
     end
-    local old = redis.call('ZRANGEBYSCORE', s.P .. 'bw:' .. shared, '(' .. (s.now - c.hold),
+    local old = redis.call('ZRANGEBYSCORE', KEY.window_log(s.P, shared), '(' .. (s.now - c.hold),
         '(' .. s.users_since, 'WITHSCORES')
     for i = 1, #old, 2 do
         local at = tonumber(old[i + 1])
@@ -248,7 +191,7 @@ local function limiter_bucket(s, name)
         return b
     end
     local level = limiter_level(name)
-    local key = s.P .. 'limit:' .. name
+    local key = KEY.limit(s.P, name)
     local v = redis.call('HMGET', key, unpack(BUCKET_FIELDS))
     local cfg = limiter_parse_config(v)
     local owns_config = cfg ~= nil
@@ -281,7 +224,7 @@ local function limiter_bucket(s, name)
     local pause = tonumber(v[12]) or 0
     local rtat, ttat = tonumber(v[13]) or 0, tonumber(v[14]) or 0
     -- one constructor: the table is sized once (adds: pending ZADD arguments)
-    b = { name = name, level = level, key = key, wkey = s.P .. 'bw:' .. name, cfg = cfg,
+    b = { name = name, level = level, key = key, wkey = KEY.window_log(s.P, name), cfg = cfg,
         owns_config = owns_config, tok = tonumber(v[9]) or 0, n = tonumber(v[10]) or 0,
         oldest = tonumber(v[11]), pause = pause, pause_loaded = pause,
         exp = tonumber(v[15]) or 0, allowance_at = allowance_at, lifetime_at = lifetime_at,
@@ -309,10 +252,10 @@ end
 
 -- The path of (model, tenant, user) in session s, account+model first,
 -- cached per session. head: the first bucket when it is not the model's own
--- (an endpoint's "<model>@<endpoint>", lua/lib/47_endpoints.lua; tenant and
--- user buckets stay the model's). path.tags is "|<m><bucket>..." for the
--- buckets that record admissions (m = 'w' window, 'g' gcra; upper case for
--- the usage ledger): the tail of a reservation handle.
+-- (an endpoint's "<model>@<endpoint>", lua/lib/endpoints.lua; tenant and
+-- user buckets stay the model's). path.tags is the tags of the buckets
+-- that record admissions (handle_bucket_tag: mode and ledger), the tail of
+-- a reservation handle's limiter part (lua/lib/handle.lua).
 local function limiter_path(s, model, tenant, user, head)
     local pkey = (head or model) .. '|' .. (tenant or '') .. '|' .. (user or '')
     s.paths = s.paths or {}
@@ -333,14 +276,7 @@ local function limiter_path(s, model, tenant, user, head)
         local b = path[i]
         local c = b.cfg
         if c ~= nil then
-            local usage = c.settle == 'usage'
-            local m
-            if c.mode == 'gcra' then
-                m = usage and 'G' or 'g'
-            else
-                m = usage and 'W' or 'w'
-            end
-            tags = tags .. '|' .. m .. b.name
+            tags = tags .. handle_bucket_tag(c.mode, c.settle == 'usage', b.name)
             b.soft = c.soft and b.level ~= 'model'
             path.has_soft = path.has_soft or b.soft
         end
@@ -348,42 +284,6 @@ local function limiter_path(s, model, tenant, user, head)
     path.tags = tags
     s.paths[pkey] = path
     return path
-end
-
--- Writes b's pending admissions to its ZSET (they must be there before a
--- wait is computed from the log).
-local function limiter_write_log(b)
-    if #b.adds > 0 then
-        redis.call('ZADD', b.wkey, unpack(b.adds))
-        b.adds = {}
-    end
-end
-
--- Drops b's window entries that no longer count at now; refreshes the cache.
-local function window_evict(b, now)
-    limiter_write_log(b)
-    local cutoff = now - b.cfg.hold
-    local old = redis.call('ZRANGEBYSCORE', b.wkey, '-inf', cutoff)
-    if #old > 0 then
-        for i = 1, #old do
-            b.tok = b.tok - window_member_tokens(old[i])
-        end
-        b.n = b.n - #old
-        redis.call('ZREMRANGEBYSCORE', b.wkey, '-inf', cutoff)
-    end
-    local first = redis.call('ZRANGE', b.wkey, 0, 0, 'WITHSCORES')
-    if #first == 0 or b.n <= 0 then
-        -- The log is the truth (it may have expired whole); the cache follows.
-        b.n, b.tok, b.oldest = 0, 0, nil
-    else
-        b.oldest = tonumber(first[2])
-    end
-    b.dirty = true
-end
-
--- True when b's entries have aged out at now (so the cache overcounts).
-local function window_stale(b, now)
-    return b.cfg.mode ~= 'gcra' and b.oldest ~= nil and b.oldest <= now - b.cfg.hold
 end
 
 -- Whether cost fits b at headroom frac by the cached counters. Headroom: a
@@ -395,27 +295,9 @@ local function limiter_fits(b, cost, frac, now)
         return true
     end
     if c.mode == 'gcra' then
-        if c.requests then
-            local T = c.period / c.requests
-            if b.rtat + T - now > math.max(c.burst_requests * T * frac, T) then
-                return false
-            end
-        end
-        if c.tokens and cost > 0 then
-            local T = c.period / c.tokens
-            if b.ttat + cost * T - now > math.max(c.burst_tokens * T * frac, cost * T) then
-                return false
-            end
-        end
-        return true
+        return gcra_fits(b, c, cost, frac, now)
     end
-    if c.requests and b.n > 0 and b.n + 1 > math.floor(c.requests * frac) then
-        return false
-    end
-    if c.tokens and b.tok > 0 and b.tok + cost > math.floor(c.tokens * frac) then
-        return false
-    end
-    return true
+    return window_fits(b, c, cost, frac)
 end
 
 -- Fraction of b's limit in use (max over its dimensions), for soft limits.
@@ -424,46 +306,10 @@ local function limiter_use(b, now)
     if c == nil then
         return 0
     end
-    local use = 0
     if c.mode == 'gcra' then
-        if c.requests and c.requests > 0 then
-            use = math.max(use, (b.rtat - now) / (c.burst_requests * c.period / c.requests))
-        end
-        if c.tokens and c.tokens > 0 then
-            use = math.max(use, (b.ttat - now) / (c.burst_tokens * c.period / c.tokens))
-        end
-        return use
+        return gcra_use(b, c, now)
     end
-    if c.requests and c.requests > 0 then
-        use = math.max(use, b.n / c.requests)
-    end
-    if c.tokens and c.tokens > 0 then
-        use = math.max(use, b.tok / c.tokens)
-    end
-    return use
-end
-
--- Ms until the oldest window entries free `need` requests (by_tokens false)
--- or tokens: the admission time of the entry that completes it + hold - now.
-local function window_free_wait(b, need, by_tokens, now)
-    if not by_tokens then
-        local e = redis.call('ZRANGE', b.wkey, need - 1, need - 1, 'WITHSCORES')
-        return tonumber(e[2]) + b.cfg.hold - now
-    end
-    local freed, start = 0, 0
-    while true do
-        local e = redis.call('ZRANGE', b.wkey, start, start + 127, 'WITHSCORES')
-        if #e == 0 then
-            return b.cfg.hold -- unreachable while the cache matches the log
-        end
-        for i = 1, #e, 2 do
-            freed = freed + window_member_tokens(e[i])
-            if freed >= need then
-                return tonumber(e[i + 1]) + b.cfg.hold - now
-            end
-        end
-        start = start + 128
-    end
+    return window_use(b, c)
 end
 
 -- Ms until cost fits b (exact; the log must be evicted and written), and the
@@ -478,34 +324,9 @@ local function limiter_wait(b, cost, frac, now)
         return wait, dim
     end
     if c.mode == 'gcra' then
-        if c.requests then
-            local T = c.period / c.requests
-            local w = math.ceil(b.rtat + T - now - math.max(c.burst_requests * T * frac, T))
-            if w > wait then wait, dim = w, 'requests' end
-        end
-        if c.tokens and cost > 0 then
-            local T = c.period / c.tokens
-            local w = math.ceil(b.ttat + cost * T - now - math.max(c.burst_tokens * T * frac, cost * T))
-            if w > wait then wait, dim = w, 'tokens' end
-        end
-        return wait, dim
+        return gcra_wait(b, c, cost, frac, now, wait, dim)
     end
-    limiter_write_log(b)
-    if c.requests then
-        local need = math.min(b.n + 1 - math.floor(c.requests * frac), b.n)
-        if need > 0 then
-            local w = window_free_wait(b, need, false, now)
-            if w > wait then wait, dim = w, 'requests' end
-        end
-    end
-    if c.tokens then
-        local need = math.min(b.tok + cost - math.floor(c.tokens * frac), b.tok)
-        if need > 0 then
-            local w = window_free_wait(b, need, true, now)
-            if w > wait then wait, dim = w, 'tokens' end
-        end
-    end
-    return wait, dim
+    return window_wait(b, c, cost, frac, now, wait, dim)
 end
 
 -- Dimension and limit when cost can never fit hard bucket b, else nil.
@@ -528,7 +349,7 @@ end
 -- Reserves k consecutive reservation ids for session s (one INCRBY per
 -- call); limiter_new_id hands them out. Ids left unused are skipped.
 local function limiter_reserve_ids(s, k)
-    s.ids_last = redis.call('INCRBY', s.P .. 'seq', k)
+    s.ids_last = redis.call('INCRBY', KEY.seq(s.P), k)
     s.ids_next = s.ids_last - k + 1
     return s.ids_next
 end
@@ -552,23 +373,16 @@ local function limiter_record(b, member, cost, now, now_text)
     end
     b.dirty = true
     if c.mode == 'gcra' then
-        if c.requests then b.rtat = b.rtat + c.period / c.requests end
-        if c.tokens then b.ttat = b.ttat + cost * c.period / c.tokens end
+        gcra_record(b, c, cost)
         return
     end
-    b.adds[#b.adds + 1] = now_text
-    b.adds[#b.adds + 1] = member
-    b.n = b.n + 1
-    b.tok = b.tok + cost
-    if b.oldest == nil then
-        b.oldest = now
-    end
+    window_record(b, member, cost, now, now_text)
 end
 
 -- Decides one request of cost on path (from limiter_path) in session s.
 -- Returns 'granted', id | 'denied', wait_ms, bucket, reason, level |
 -- 'never', bucket, reason, limit. The reservation handle of a grant is
--- "<id>|<cost>|<now>" .. path.tags (limiter_handle). Soft buckets bind only
+-- limiter_handle's. Soft buckets bind only
 -- while the account+model bucket's use is at or above the soft threshold;
 -- they record admissions either way, so their use is known when they bind.
 local function limiter_try(s, path, cost, cost_str)
@@ -626,13 +440,13 @@ end
 -- The reservation handle of grant id of cost on path at now (now_text: its
 -- decimal text).
 local function limiter_handle(path, id, cost_str, now_text)
-    return llmq_int_text(id) .. '|' .. cost_str .. '|' .. now_text .. path.tags
+    return handle_limiter(id, cost_str, now_text, path.tags)
 end
 
 -- Pauses bucket name until now + ms (a later pause wins over an earlier one).
 -- Returns the pause's end.
 local function limiter_pause(P, name, ms, now)
-    local key = P .. 'limit:' .. name
+    local key = KEY.limit(P, name)
     local untl = now + ms
     local cur = tonumber(redis.call('HGET', key, 'pause')) or 0
     if untl > cur then
@@ -675,13 +489,12 @@ local function limiter_flush(s)
             b.pause_loaded = b.pause
         end
         if b.dirty and b.cfg ~= nil then
-            limiter_write_log(b)
-            local until_ms = now + b.cfg.hold
+            window_write_log(b)
+            local until_ms
             if b.cfg.mode == 'gcra' then
-                until_ms = math.max(b.rtat, b.ttat)
-                redis.call('HSET', b.key, 'rtat', b.rtat, 'ttat', b.ttat)
+                until_ms = gcra_write(b)
             else
-                redis.call('HSET', b.key, 'n', b.n, 'tok', b.tok, 'oldest', b.oldest or 0)
+                until_ms = window_write(b, now)
             end
             until_ms = math.max(until_ms, b.pause)
             if b.exp < until_ms then
@@ -697,7 +510,7 @@ local function limiter_flush(s)
     end
 end
 
--- Settles the reservation of handle: actual tokens (integer >= 0) raise the
+-- Settles the reservation of handle (its limiter part): actual tokens (integer >= 0) raise the
 -- charge of an admission-ledger bucket to actual when it exceeds the
 -- reserved cost, and replace it (up or down) in a usage-ledger bucket;
 -- actual = nil refunds it (its request and its tokens) in every bucket.
@@ -709,235 +522,44 @@ end
 -- at all (the common settle: usage within the reservation).
 local LIMITER_NONE_FREED = {} -- limiter_adjust's freed list when nothing was (never written)
 local function limiter_adjust(P, handle, actual, quiet)
-    -- handle: "<resid>|<cost>|<admitted ms>" then "|<mode><bucket>" per bucket
-    if quiet and actual ~= nil and not string.find(handle, '|[WG]') then
+    if quiet and actual ~= nil and not handle_has_usage(handle) then
         -- Only admission-ledger buckets: a usage within the charge changes
         -- none of them (the common settle), so nothing is parsed or looked up.
-        local c = tonumber(string.match(handle, '^[^|]+|(%d+)|[^|]*|.'))
+        local c = handle_cost(handle)
         if c ~= nil and actual <= c then
             return 0, LIMITER_NONE_FREED
         end
     end
-    local resid, cost_s, tail = string.match(handle, '^([^|]+)|([^|]+)|[^|]*(|.+)$')
-    local cost = tonumber(cost_s)
-    if resid == nil or cost == nil then
-        error('LLMQ_EINVAL bad reservation handle')
-    end
+    local resid, cost, tags = handle_limiter_decode(handle)
     local adjusted, freed = 0, {}
-    for tag in string.gmatch(tail, '|([^|]*)') do
-        local mode, name = string.sub(tag, 1, 1), string.sub(tag, 2)
-        local key = P .. 'limit:' .. name
+    for _, tag in ipairs(handle_buckets(tags)) do
+        local mode, name = tag[1], tag[2]
+        local key = KEY.limit(P, name)
         local to = actual
         if to ~= nil and (mode == 'w' or mode == 'g') and to < cost then
             to = cost -- the admission ledger never lowers a charge
         end
+        local counted = false
         if quiet and to == cost then
             -- nothing to change in this bucket
         elseif mode == 'w' or mode == 'W' then
-            local wkey = P .. 'bw:' .. name
-            local member = resid .. ':' .. cost
-            local score = redis.call('ZSCORE', wkey, member)
-            if score then
-                if to == nil then
-                    redis.call('ZREM', wkey, member)
-                    redis.call('HINCRBY', key, 'tok', -cost)
-                    redis.call('HINCRBY', key, 'n', -1)
-                elseif to ~= cost then
-                    redis.call('ZREM', wkey, member)
-                    redis.call('ZADD', wkey, score, resid .. ':' .. to)
-                    redis.call('HINCRBY', key, 'tok', to - cost)
-                end
-                adjusted = adjusted + 1
-                if to == nil or to < cost then
-                    freed[#freed + 1] = name
-                end
-            end
+            counted = window_settle(key, KEY.window_log(P, name), resid, cost, to)
         else
             local s = { P = P, now = 0, buckets = {} }
             local b = limiter_bucket(s, name)
             if b.cfg ~= nil and redis.call('EXISTS', key) == 1 then
-                if b.cfg.tokens and to ~= cost then
-                    local delta = ((to or 0) - cost) * b.cfg.period / b.cfg.tokens
-                    redis.call('HINCRBYFLOAT', key, 'ttat', delta)
-                end
-                if to == nil and b.cfg.requests then
-                    redis.call('HINCRBYFLOAT', key, 'rtat', -b.cfg.period / b.cfg.requests)
-                end
-                adjusted = adjusted + 1
-                if to == nil or to < cost then
-                    freed[#freed + 1] = name
-                end
+                gcra_settle(key, b.cfg, cost, to)
+                counted = true
+            end
+        end
+        if counted then
+            adjusted = adjusted + 1
+            if to == nil or to < cost then
+                freed[#freed + 1] = name
             end
         end
     end
     return adjusted, freed
-end
-
--- Teaches bucket b (loaded in session s) what OpenAI reported: when it says
--- fewer tokens remain than the bucket believes (another client on the key,
--- lower limits than configured), the difference is recorded as one phantom
--- admission that stops counting when OpenAI's window resets; nothing left of
--- a dimension pauses the bucket until its reset; a lower limit than the
--- configured one is learned too. Values < 0 are "not sent".
-local function limiter_learn(s, b, rem_req, rem_tok, reset_req_ms, reset_tok_ms, lim_req, lim_tok)
-    local c, now = b.cfg, s.now
-    if rem_req == 0 and reset_req_ms > 0 then
-        limiter_bucket_pause(s, b, reset_req_ms)
-    end
-    if rem_tok == 0 and reset_tok_ms > 0 then
-        limiter_bucket_pause(s, b, reset_tok_ms)
-    end
-    if c == nil then
-        return
-    end
-    -- A limit the API reports below the configured one (the configuration is
-    -- wrong, or the account's tier changed) binds for ten periods, renewed by
-    -- every response that says so.
-    local learned = {}
-    if lim_req > 0 and c.requests and lim_req < c.requests then
-        learned[#learned + 1], learned[#learned + 2] = 'learned_requests', lim_req
-        c.requests, c.burst_requests = lim_req, math.min(c.burst_requests, lim_req)
-    end
-    if lim_tok > 0 and c.tokens and lim_tok < c.tokens then
-        learned[#learned + 1], learned[#learned + 2] = 'learned_tokens', lim_tok
-        c.tokens, c.burst_tokens = lim_tok, math.min(c.burst_tokens, lim_tok)
-    end
-    if #learned > 0 then
-        learned[#learned + 1], learned[#learned + 2] = 'learned_until', now + 10 * c.period
-        redis.call('HSET', b.key, unpack(learned))
-    end
-    if c.tokens == nil or rem_tok < 0 then
-        return
-    end
-    if c.mode == 'gcra' then
-        local T = c.period / c.tokens
-        local believed = c.burst_tokens - (b.ttat - now) / T
-        if rem_tok < believed then
-            b.ttat = now + (c.burst_tokens - rem_tok) * T
-            b.dirty = true
-        end
-        return
-    end
-    if window_stale(b, now) then
-        window_evict(b, now)
-    end
-    local believed = c.tokens - b.tok
-    local missing = math.floor(believed - rem_tok)
-    -- Ignore differences within 1% of the limit: OpenAI's own accounting of
-    -- requests in flight makes small ones noise.
-    if missing > c.tokens / 100 and reset_tok_ms > 0 then
-        -- It counts until OpenAI's reset: admitted one hold before that.
-        local at = math.min(now, now + math.min(reset_tok_ms, c.period) - c.hold)
-        local id = limiter_new_id(s)
-        redis.call('ZADD', b.wkey, at, 'x' .. id .. ':' .. missing)
-        b.n = b.n + 1
-        b.tok = b.tok + missing
-        if b.oldest == nil or at < b.oldest then
-            b.oldest = at
-        end
-        b.dirty = true
-    end
-end
-
--- The requests and tokens of b's window entries admitted at or before at_ms
--- that still count at now, phantoms of other clients included: what the
--- ledger knows may have reached the API ahead of a grant admitted at at_ms
--- (the grants of one dispatch call share its ms and reach the API in any
--- order).
-local function window_ahead(b, at_ms, now)
-    limiter_write_log(b)
-    local e = redis.call('ZRANGEBYSCORE', b.wkey, '(' .. llmq_int_text(now - b.cfg.hold),
-        llmq_int_text(at_ms))
-    local tok = 0
-    for i = 1, #e do
-        tok = tok + window_member_tokens(e[i])
-    end
-    return #e, tok
-end
-
--- Grows the allowance of model bucket b's arrival guard (session s, after
--- the refund of the request) when the API answered a limit 429 the ledger
--- did not predict to a grant of cost admitted at admitted_ms. h: the 429's
--- hint_ms (the API's wait until it fits) and its x-ratelimit values rem_req,
--- rem_tok, lim_req, lim_tok (-1: not sent). A late arrival is a request the
--- ledger let go (its admission aged out) while the API still counted it; it
--- leaves the API's window within the lateness. So the guard stays when:
---   - it is pinned, or b is no window bucket;
---   - the grant is older than the allowance's last growth (it was held by
---     the smaller guard: one late arrival grows it once);
---   - the API says its window has room for the request (no limit at its edge);
---   - the ledger has no room for it now (it predicts the 429: header
---     learning, a learned limit);
---   - another client's usage explains it: the API's wait is longer than the
---     allowance's ceiling (what blocks its window came after anything the
---     ledger let go), or it counted ahead of the request (limit - remaining)
---     more than half its limit beyond what the ledger holds from then or
---     before (a late arrival's leftovers are the entries of one lateness).
--- Else the allowance grows by the API's wait (the least it fell short by),
--- at least its floor and at most doubling, up to its ceiling. Returns the
--- new guard, or nil.
-local function limiter_guard_429(s, b, admitted_ms, cost, h)
-    local c, now = b.cfg, s.now
-    if s.pinned_guard ~= nil or c == nil or c.mode == 'gcra' or
-        admitted_ms < (b.allowance_at or 0) then
-        return nil
-    end
-    local room_req = c.requests == nil or h.rem_req < 0 or h.rem_req >= 1
-    local room_tok = c.tokens == nil or h.rem_tok < 0 or h.rem_tok >= cost
-    if room_req and room_tok and (h.rem_req >= 0 or h.rem_tok >= 0) then
-        return nil
-    end
-    if window_stale(b, now) then
-        window_evict(b, now)
-    end
-    local lo, hi = guard_part_bounds('allowance', c.period)
-    if not limiter_fits(b, cost, 1, now) or h.hint_ms > hi then
-        return nil
-    end
-    local n_ahead, tok_ahead = window_ahead(b, admitted_ms, now)
-    local lim_req = h.lim_req > 0 and h.lim_req or c.requests
-    local lim_tok = h.lim_tok > 0 and h.lim_tok or c.tokens
-    if (h.rem_req >= 0 and lim_req and lim_req - h.rem_req - n_ahead > 1 + lim_req / 2) or
-        (h.rem_tok >= 0 and lim_tok and lim_tok - h.rem_tok - tok_ahead > cost + lim_tok / 2) then
-        return nil
-    end
-    local a = math.min(c.allowance + math.min(math.max(h.hint_ms, lo), c.allowance), hi)
-    redis.call('HSET', b.key, 'allowance_ms', a, 'allowance_at', now)
-    b.allowance_at = now
-    c.allowance, c.guard = a, c.lifetime + a
-    c.hold = c.period + c.guard
-    return c.guard
-end
-
--- Grows the grant lifetime of model bucket b (session s) by half when a
--- worker handed back a grant admitted at admitted_ms unsent because it went
--- stale before its connection was ready: the host cannot send within it.
--- Once per lifetime (a stale grant older than the last growth was made for
--- the shorter one), up to the ceiling. Returns the new lifetime, or nil.
-local function limiter_lifetime_stale(s, b, admitted_ms)
-    local c = b.cfg
-    if c == nil or c.mode == 'gcra' or admitted_ms < (b.lifetime_at or 0) then
-        return nil
-    end
-    local _, hi = guard_part_bounds('lifetime', c.period)
-    local l = math.min(c.lifetime + math.max(math.floor(c.lifetime / 2), 1), hi)
-    redis.call('HSET', b.key, 'lifetime_ms', l, 'lifetime_at', s.now)
-    b.lifetime_at = s.now
-    c.lifetime = l
-    c.guard = s.pinned_guard or l + c.allowance
-    c.hold = c.period + c.guard
-    return l
-end
-
--- The floor and ceiling of the guard of window config c in session s (the
--- pinned value for both when the policy pins it).
-local function limiter_guard_range(s, c)
-    if s.pinned_guard ~= nil then
-        return s.pinned_guard, s.pinned_guard
-    end
-    local llo, lhi = guard_part_bounds('lifetime', c.period)
-    local alo, ahi = guard_part_bounds('allowance', c.period)
-    return llo + alo, lhi + ahi
 end
 
 -- The lifetime (ms) of a grant on path (limiter_path): the worker sends it
