@@ -58,7 +58,7 @@
  *                            packed as text, then its body as the producer
  *                            stored it (common/jobs/job_pack.h); one key, so a
  *                            waiting job costs its line and about 100 B
- *                            (lua/lib/32_job_record.lua has the format; README
+ *                            (lua/lib/job_record.lua has the format; README
  *                            "Sizing Redis"). Written by enqueue; turned into
  *                            job:<id> + body:<id> by whatever writes the job
  *                            next (dispatch's grant, a dead letter, a cancel)

@@ -1,6 +1,6 @@
 /* Upgrading (README "Upgrading"): jobs written in the layouts before, run and
  * are read by this version. Today a waiting job is one record (P jr:<id>,
- * lua/lib/32_job_record.lua) with its body packed (jobs/job_pack.h).
+ * lua/lib/job_record.lua) with its body packed (jobs/job_pack.h).
  * up-2 is queued as the previous version wrote it: the hash P job:<id> of
  * its 12 small fields and its body, JSON text, in P body:<id>. up-0 is
  * queued as the version before that wrote it: the hash holds the same 12
