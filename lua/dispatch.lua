@@ -49,7 +49,9 @@
 --       {entry_id, prio, id, handle, url, body, model, attempts, cost,
 --        max_attempts (0: the worker's default), est_prompt_tokens (-1: none),
 --        lifetime_ms, guard_ms, endpoint ('' implicit), base_url, api_version,
---        deployment, asked_model ('' unless a fallback model serves it)}
+--        deployment, asked_model ('' unless a fallback model serves it),
+--        lease ('' unless a gateway's caller waits: the gateway's id, where a
+--        streamed answer is relayed, worker/stream_call.h)}
 --       model is the model that serves it (a fallback's: the body's model
 --       is to be rewritten).
 --       handle: the reservation without the account ('' when no bucket

@@ -15,3 +15,9 @@ add_test(NAME lua_uses_checked
     COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/support/lua-uses-check ${PROJECT_SOURCE_DIR})
 set_tests_properties(lua_uses_checked PROPERTIES ENVIRONMENT "CMAKE_COMMAND=${CMAKE_COMMAND}"
     LABELS unit TIMEOUT 60)
+
+# The key rule in Lua (scripts/check-lua-keys, run by scripts/check-source):
+# keys spelled outside KEY.<kind>, planted in a copy of a script.
+add_test(NAME lua_key_rule_checked
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/support/lua-key-rule-check ${PROJECT_SOURCE_DIR})
+set_tests_properties(lua_key_rule_checked PROPERTIES LABELS unit TIMEOUT 60)

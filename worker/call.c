@@ -171,6 +171,19 @@ static const char *endpoint_outcome(const struct llmq_call_class *c)
     }
 }
 
+/* What every answered call of a named endpoint tells its shared health and
+ * latency (the settle's outcome and latency_ms), streamed or not: a stream
+ * that went to its client may revise the outcome
+ * (llmq_worker_stream_decide). */
+static void note_endpoint(struct worker_job *job, const struct llmq_http_response *resp,
+                          const struct llmq_call_class *c)
+{
+    if (job->endpoint == NULL || job->endpoint[0] == '\0')
+        return;
+    snprintf(job->settle.outcome, sizeof(job->settle.outcome), "%s", endpoint_outcome(c));
+    job->settle.latency_ms = resp->elapsed_ms;
+}
+
 /* A named endpoint refused its key (401/403) or has no quota left: the
  * endpoint is out until an operator enables it (the settle disables it),
  * not the account, and the job goes back untried to run elsewhere. Returns
@@ -178,8 +191,6 @@ static const char *endpoint_outcome(const struct llmq_call_class *c)
 static int endpoint_refused(struct llmq_worker *w, struct worker_job *job,
                             const struct llmq_http_response *resp, const struct llmq_call_class *c)
 {
-    snprintf(job->settle.outcome, sizeof(job->settle.outcome), "%s", endpoint_outcome(c));
-    job->settle.latency_ms = resp != NULL ? resp->elapsed_ms : -1;
     if (c->cause != LLMQ_CALL_CAUSE_AUTH && c->cause != LLMQ_CALL_CAUSE_QUOTA)
         return 0;
     const char *detail = c->eb.code[0] ? c->eb.code : c->eb.message;
@@ -315,6 +326,7 @@ static void on_response(struct llmq_http_response *resp, void *privdata)
     llmq_call_classify(&in, &c);
     if (resp->outcome == LLMQ_HTTP_OK && c.cause != LLMQ_CALL_CAUSE_OK && resp->status == 429)
         llmq_worker_metrics_429(w, job, c.cause == LLMQ_CALL_CAUSE_QUOTA);
+    note_endpoint(job, resp, &c);
     if (!llmq_worker_stream_decide(w, job, resp, &c))
         apply_class(w, job, resp, &c);
     llmq_worker_stream_end(job, resp);

@@ -55,6 +55,7 @@ static struct worker_job *job_from_reply(struct worker_account *a, const redisRe
     job->api_version = d.api_version;
     job->deployment = d.deployment;
     job->asked_model = d.asked_model;
+    job->lease = d.lease;
     job->attempts = d.attempts;
     job->cost = d.cost;
     job->max_attempts = d.max_attempts > 0 ? d.max_attempts : a->w->cfg->max_attempts;
@@ -72,14 +73,24 @@ static void arm_wait(struct worker_account *a, int64_t ms)
     ev_timer_start(a->w->loop, &a->wait_timer);
 }
 
+static void start_wake_read(struct worker_account *a, int64_t block_ms);
+
 static void on_wake(redisAsyncContext *ac, void *reply, void *privdata)
 {
     (void)ac;
-    (void)reply;
+    const redisReply *r = reply;
     struct worker_account *a = privdata;
     a->wake_reading = 0;
-    if (!a->w->draining)
-        llmq_worker_dispatch_soon(a);
+    if (a->w->draining)
+        return;
+    /* Nothing new within the block while a wait is planned (the wait
+     * timer): that wait stands, read on. (Without one, an idle worker looks
+     * again every WAKE_BLOCK_MAX_MS.) */
+    if (r != NULL && r->type == REDIS_REPLY_NIL && ev_is_active(&a->wait_timer)) {
+        start_wake_read(a, WAKE_BLOCK_MAX_MS);
+        return;
+    }
+    llmq_worker_dispatch_soon(a);
 }
 
 /* Blocks (on the wake connection) until the wake stream gets a new entry, at
@@ -127,8 +138,9 @@ static void plan_next(struct worker_account *a, size_t granted, int asked, int64
                  (long long)sleep_ms);
     if (sleep_ms > 0)
         arm_wait(a, sleep_ms);
-    /* A read already in flight keeps its own bound; the timer covers ours. */
-    start_wake_read(a, sleep_ms > 0 && sleep_ms < WAKE_BLOCK_MAX_MS ? sleep_ms : WAKE_BLOCK_MAX_MS);
+    /* The timer ends the wait; the read only brings a wake sooner (a read
+     * already in flight keeps its own bound). */
+    start_wake_read(a, WAKE_BLOCK_MAX_MS);
 }
 
 static void on_dispatch(redisAsyncContext *ac, redisReply *r, void *privdata)

@@ -74,6 +74,7 @@ void llmq_worker_job_free(struct worker_job *job)
     free(job->api_version);
     free(job->deployment);
     free(job->asked_model);
+    free(job->lease);
     free(job);
 }
 

@@ -79,6 +79,7 @@ struct worker_job {
      * owned: name, base URL, Azure api-version, deployment, and the model
      * the job asked for when a fallback model serves it ("" none). */
     char *endpoint, *base_url, *api_version, *deployment, *asked_model;
+    char *lease; /* the gateway whose caller waits ("" none; owned): a stream's relay */
 };
 
 /* Returns a new, empty job of account a (borrowed) that will take a slot of

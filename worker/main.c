@@ -18,6 +18,7 @@
 #include "dispatch.h"
 #include "recover.h"
 #include "spool.h"
+#include "stream_relay.h"
 #include "worker.h"
 
 /* SIGTERM and SIGINT are held (blocked) from the first line of main until
@@ -146,6 +147,7 @@ static int run(struct llmq_worker_config *cfg)
     }
     ev_timer_stop(w.loop, &w.grace_timer);
     forget_heartbeats(&w);
+    llmq_worker_relays_free(&w);  /* after the accounts: their publishes point into it */
     llmq_worker_metrics_free(&w); /* after the accounts: their depth reads point into it */
     print_summary(&w);
     ev_loop_destroy(w.loop);

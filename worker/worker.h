@@ -35,6 +35,7 @@
 struct llmq_http;
 struct llmq_worker;
 struct llmq_worker_metrics;
+struct worker_relays;
 struct worker_model;
 
 /* Counters printed at exit (and later exported as metrics). */
@@ -87,6 +88,7 @@ struct llmq_worker {
     ev_timer grace_timer, recover_timer, idle_timer;
     struct llmq_worker_stats stats;
     struct llmq_worker_metrics *metrics; /* metrics_worker.c; NULL: none */
+    struct worker_relays *relays;        /* stream_relay.c; NULL until a stream is relayed */
     /* recover.c's llmq_worker_check_done, set by llmq_worker_recover_start
      * (NULL before): modules below recover.c tell it that something the
      * drain waits for ended, without importing it. */

@@ -50,6 +50,7 @@ static const struct key_name key_names[LLMQ_KEY_KIND_COUNT] = {
     [LLMQ_KEY_PRICES] = {"prices", "", 0},
     [LLMQ_KEY_SPEND] = {"spend:", "", 1},
     [LLMQ_KEY_SSE] = {"sse:", "", 1},
+    [LLMQ_KEY_SSE_WORKER] = {"ssw:", "", 1},
     [LLMQ_KEY_SLOT_GUARD] = {"slot_guard", "", 0},
     [LLMQ_KEY_SEQ] = {"seq", "", 0},
     [LLMQ_KEY_KEY_QUEUE] = {"kq:", "", 1},

@@ -269,13 +269,18 @@
  *                            every third of it): the sync calls it enqueued
  *                            (job field lease) and the batches it creates are
  *                            its while it lives
- *   P sse:<id>         CHANNEL (pub/sub; no key is stored) a streamed call's
- *                            relay: the gateway holding the client subscribes
- *                            before it enqueues the job, the worker calling
- *                            it publishes the answer's events there as they
- *                            come (worker/stream_call.h has the messages); a
- *                            publish that reaches no subscriber tells the
- *                            worker the client is gone
+ *   P sse:<gateway id> CHANNEL (pub/sub; no key is stored) a gateway's stream
+ *                            relay: that gateway subscribes once, for all its
+ *                            streamed calls (their jobs' field lease names
+ *                            it); a worker publishes there the events of
+ *                            every stream it relays to it, a few
+ *                            milliseconds' worth per message
+ *                            (jobs/stream_relay.h); a publish that reaches
+ *                            no subscriber tells the worker the gateway is
+ *                            gone
+ *   P ssw:<worker>     CHANNEL (pub/sub) a worker's (its --consumer name):
+ *                            gateways publish there that a client left
+ *                            (the worker aborts that upstream call)
  *   A Batch's jobs have ids "<batch id>.<custom_id>"; llmq_job_finish counts
  *   each end into the batch (completed, failed, expired) and ends the batch
  *   when all have (lua/lib/jobs.lua llmq_jobs_batch_settle). Its output and
@@ -352,7 +357,8 @@ enum llmq_key_kind {
     LLMQ_KEY_BUDGET,        /* P budget:<id> */
     LLMQ_KEY_PRICES,        /* P prices */
     LLMQ_KEY_SPEND,         /* P spend:<YYYY-MM-DD> */
-    LLMQ_KEY_SSE,           /* P sse:<job id> (a pub/sub channel) */
+    LLMQ_KEY_SSE,           /* P sse:<gateway id> (a pub/sub channel) */
+    LLMQ_KEY_SSE_WORKER,    /* P ssw:<worker name> (a pub/sub channel) */
     LLMQ_KEY_SLOT_GUARD,    /* P slot_guard */
     LLMQ_KEY_SEQ,           /* P seq (it and those below: the scripts' only) */
     LLMQ_KEY_KEY_QUEUE,     /* P kq:<key> */

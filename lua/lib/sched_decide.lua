@@ -226,7 +226,7 @@ local function sched_grant(d, s, c, prio, id, job, attempts, max_attempts, cost,
     local g = { '', prio, id, handle, job[10] or '', job[12], served, attempts + 1, cost,
         max_attempts, tonumber(job[9]) or -1, lifetime, guard, ep and ep.name or '',
         ep and ep.base_url or '', ep and ep.api_version or '', ep and ep.deps[served] or '',
-        served ~= c.m.name and c.m.name or '' }
+        served ~= c.m.name and c.m.name or '', job[13] or '' }
     d.taken = d.taken + 1
     if not c.wu then -- the key's weights, once per chain
         local model, tenant, user = c.m.name, c.t.name, c.u.name
@@ -254,9 +254,11 @@ local function sched_deny(d, s, c, st, r1, r2, r3, r4, path, cost, pinned)
     elseif st == 'skip' then
         -- only endpoints this worker holds no key for have room: other
         -- workers take it; this one looks past the model (and again within
-        -- r1 ms)
+        -- r1 ms, when its own endpoints may take it; nil: not before a wake)
         sched_chain_end(d)
-        d.routes.own_wait = math.min(d.routes.own_wait or r1, r1)
+        if r1 ~= nil then
+            d.routes.own_wait = math.min(d.routes.own_wait or r1, r1)
+        end
         return 'skip'
     elseif st == 'never' then
         return 'dead', 'never_fits', 'cost ' .. cost .. ' tokens exceeds the ' .. r2 ..
