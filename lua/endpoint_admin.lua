@@ -16,7 +16,7 @@
 --   fallback MODEL FB           FB serves MODEL's jobs when MODEL's endpoints
 --                               are out ('' removes it)
 -- Reply: 'OK', or an error LLMQ_ENOTFOUND / LLMQ_EEXISTS / LLMQ_EINVAL.
--- uses: ep_bucket, sched_wake, sched_wake_buckets, llmq_now_ms, worker_name_ok
+-- uses: ep_wake_model, ep_wake_models, sched_wake, llmq_now_ms, worker_name_ok
 -- uses: KEY
 local P = KEYS[1]
 local op, name = ARGV[1], ARGV[2]

@@ -26,7 +26,7 @@
 -- "<model>", the worker's own base URL and key (today's setup).
 -- uses: llmq_job_fields, llmq_job_set, limiter_bucket, limiter_fits, limiter_path, limiter_try
 -- uses: limiter_use, window_evict, window_stale, llmq_int_text, llmq_split
--- uses: KEY
+-- uses: KEY, sched_wake_buckets
 
 local EP_DEFAULTS = { fail_threshold = 5, fail_window_ms = 10000, cooldown_ms = 1000,
     cooldown_max_ms = 60000, probe_ms = 30000 }
