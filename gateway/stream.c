@@ -11,11 +11,13 @@
  *             hands MHD what came and pauses the connection when nothing
  *             waits; e / x end it (x, a gap or the watchdog with an error
  *             event);
- *   DONE      nothing more is expected; the channel is left.
+ *   DONE      nothing more is expected.
+ * The worker's messages come on this gateway's one relay channel (stream.h)
+ * and are routed by job id through the waiters' table (the stream's waiter):
+ * a frame for a job that has no stream here (its client left) is answered
+ * with a cancel to its worker.
  * References on the request: the HTTP side's; the wait's (dropped at DONE);
- * the subscription's (dropped at hiredis's last call for the channel: the
- * unsubscribe confirmation, or NULL when the connection drops); one per
- * Redis command in flight. */
+ * one per Redis command in flight. */
 #include "stream.h"
 #include "call_job.h"
 
@@ -32,11 +34,12 @@
 #include "jobs/job.h"
 #include "jobs/job_result.h"
 #include "jobs/job_store.h"
+#include "jobs/stream_relay.h"
+#include "redis/redis_sub.h"
 #include "redis/script.h"
 #include "waiters.h"
 
 enum stream_phase { ST_WAITING, ST_RUNNING, ST_STREAMING, ST_DONE };
-enum sub_state { SUB_NONE, SUB_PENDING, SUB_ON, SUB_OFF };
 
 /* Histogram bounds, seconds. */
 static const double ttft_bounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
@@ -55,11 +58,10 @@ struct stream;
 
 struct gw_streams {
     struct gw *gw;
-    struct llmq_redis_async *relay; /* subscribe mode only */
-    char keep_channel[LLMQ_KEY_PREFIX_MAX + 64];
-    struct stream *active; /* every stream not yet DONE */
+    struct llmq_redis_sub *relay;           /* P sse:<gateway id> subscribed */
+    char channel[LLMQ_KEY_PREFIX_MAX + 64]; /* that channel */
+    struct stream *active;                  /* every stream not yet DONE */
     long long in_progress;
-    int subscribed; /* the relay connection's SUBSCRIBE was confirmed (readyz) */
     unsigned long long started, completed, aborted, failed, messages, events, bytes;
     struct histogram ttft, duration;
 };
@@ -73,8 +75,8 @@ struct stream {
     struct llmq_job job;
     struct llmq_job_outcome out;
     enum stream_phase phase;
-    enum sub_state sub;
-    int responses; /* the Responses API's error event shape */
+    char worker[LLMQ_RELAY_NAME_MAX + 1]; /* the sender of its s message ("" none yet) */
+    int responses;                        /* the Responses API's error event shape */
     long long next_seq;
     char *buf; /* bytes for the client not yet handed to MHD */
     size_t len, off, cap;
@@ -82,7 +84,6 @@ struct stream {
     int paused; /* the connection waits in the content reader */
     int looking, cancelling;
     double t0_s, t_first_s;
-    char channel[LLMQ_KEY_PREFIX_MAX + LLMQ_JOB_ID_MAX + 8];
 };
 
 static void observe(struct histogram *h, const double *bounds, size_t n, double v)
@@ -101,69 +102,6 @@ static void stream_free(void *p)
     llmq_job_clear(&st->job);
     free(st->buf);
     free(st);
-}
-
-/* ---- the relay connection ---- */
-
-/* The channel that keeps the connection subscribed: its confirmation says
- * the relay works (readyz); NULL, the connection dropped. */
-static void on_keep(redisAsyncContext *ac, void *reply, void *privdata)
-{
-    (void)ac;
-    struct gw_streams *ss = privdata;
-    const redisReply *r = reply;
-    if (r == NULL)
-        ss->subscribed = 0;
-    else if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
-             r->element[0]->type == REDIS_REPLY_STRING &&
-             strcmp(r->element[0]->str, "subscribe") == 0)
-        ss->subscribed = 1;
-}
-
-static void on_relay_state(struct llmq_redis_async *ra, int ready, void *privdata)
-{
-    struct gw_streams *ss = privdata;
-    redisAsyncContext *ac = llmq_redis_async_context(ra);
-    if (!ready)
-        ss->subscribed = 0;
-    if (!ready || ac == NULL)
-        return;
-    /* One channel stays subscribed for the connection's life: hiredis 0.14
-     * leaves subscribe mode when the count of channels reaches 0, and a
-     * SUBSCRIBE already sent then trips its assertion. */
-    if (redisAsyncCommand(ac, on_keep, ss, "SUBSCRIBE %s", ss->keep_channel) != REDIS_OK)
-        llmq_redis_async_reset(ra);
-}
-
-struct gw_streams *gw_streams_new(struct gw *gw, struct llmq_error *err)
-{
-    struct gw_streams *ss = calloc(1, sizeof(*ss));
-    if (ss == NULL) {
-        llmq_error_set(err, LLMQ_ENOMEM, "out of memory");
-        return NULL;
-    }
-    ss->gw = gw;
-    if (llmq_key(ss->keep_channel, sizeof(ss->keep_channel), gw->prefix, LLMQ_KEY_SSE, gw->id,
-                 err) != LLMQ_OK) {
-        free(ss);
-        return NULL;
-    }
-    struct llmq_redis_async_config rc = {.name = "gateway-relay",
-                                         .command_timeout_ms = gw->cfg->redis_timeout_ms};
-    ss->relay = llmq_redis_async_new(gw->loop, &gw->url, &rc, on_relay_state, ss, err);
-    if (ss->relay == NULL) {
-        free(ss);
-        return NULL;
-    }
-    return ss;
-}
-
-int gw_streams_ready(const struct gw_streams *ss, const char **why)
-{
-    if (ss != NULL && ss->subscribed && llmq_redis_async_ready(ss->relay))
-        return 1;
-    *why = ss != NULL ? llmq_redis_async_last_error(ss->relay) : "";
-    return 0;
 }
 
 /* The SSE events in payload[0..n) (each ends with a blank line). */
@@ -245,19 +183,8 @@ static void start_streaming(struct stream *st)
 
 /* ---- the end ---- */
 
-static void unsubscribe(struct stream *st)
-{
-    redisAsyncContext *ac = llmq_redis_async_context(st->ss->relay);
-    if (st->sub != SUB_PENDING && st->sub != SUB_ON)
-        return;
-    st->sub = SUB_OFF;
-    /* without a connection, hiredis has run (or will run) the channel's
-     * callback with NULL, which drops its reference */
-    if (ac != NULL)
-        (void)redisAsyncCommand(ac, NULL, NULL, "UNSUBSCRIBE %s", st->channel);
-}
-
-/* Nothing more is expected: leaves the channel, the waiters, the timer. */
+/* Nothing more is expected: leaves the waiters (so the relay finds it no
+ * more), the timer. */
 static void stream_finish(struct stream *st)
 {
     if (st->phase == ST_DONE)
@@ -278,7 +205,6 @@ static void stream_finish(struct stream *st)
     st->prev = st->next = NULL;
     gw_waiters_remove(st->r->gw->waiters, &st->w);
     ev_timer_stop(st->r->gw->loop, &st->timer);
-    unsubscribe(st);
     gw_request_release(st->r);
 }
 
@@ -429,6 +355,8 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
     }
 }
 
+static void tell_worker_gone(struct gw_streams *ss, const char *name, size_t n, const char *job_id);
+
 static void on_gone(struct gw_request *r)
 {
     struct stream *st = r->state;
@@ -437,7 +365,10 @@ static void on_gone(struct gw_request *r)
     if (st->phase == ST_STREAMING)
         st->ss->aborted++;
     r->gw->stats.calls_cancelled++;
-    cancel_job(st, NULL); /* unsent: never sent; running: the unsubscribe aborts it */
+    cancel_job(st, NULL); /* unsent: never sent; running: its worker is told */
+    if (st->worker[0] != '\0')
+        tell_worker_gone(st->ss, st->worker, strlen(st->worker), st->job.id);
+    /* else its worker learns from its next frame (on_relay_message) */
     stream_finish(st);
 }
 
@@ -449,7 +380,7 @@ static void on_pushed(enum llmq_rc rc, const struct llmq_error *err, void *ud)
     gw_request_release(st->r);
 }
 
-/* Subscribed: enqueue the job (the worker's messages can only come now). */
+/* Enqueues the job (its stream is registered: the worker's frames find it). */
 static void push_job(struct stream *st)
 {
     struct llmq_error err = {0};
@@ -463,20 +394,12 @@ static void push_job(struct stream *st)
 
 /* ---- the worker's messages ---- */
 
-/* One message: kind, sequence number, '\n', payload (worker/stream_call.h). */
-static void on_relay_message(struct stream *st, const char *m, size_t n)
+/* One frame of its stream (jobs/stream_relay.h), in order. */
+static void on_relay_frame(struct stream *st, const struct llmq_relay_frame *f)
 {
-    const char *nl = memchr(m, '\n', n);
-    char *end = NULL;
-    long long seq = nl != NULL && nl > m + 1 ? strtoll(m + 1, &end, 10) : -1;
-    if (nl == NULL || end != nl || seq < 0) {
-        fail(st, "the relay sent a malformed message");
-        return;
-    }
-    char kind = m[0];
-    const char *payload = nl + 1;
-    size_t plen = n - (size_t)(payload - m);
-    st->ss->messages++;
+    char kind = f->kind;
+    const char *payload = f->payload;
+    size_t plen = f->payload_len;
     if (kind == 's') {
         if (st->phase == ST_STREAMING) {
             fail(st, "the call was started again after its stream had begun");
@@ -484,7 +407,7 @@ static void on_relay_message(struct stream *st, const char *m, size_t n)
         }
         st->next_seq = 0; /* a new attempt */
     }
-    if (seq != st->next_seq) {
+    if (f->seq != st->next_seq) {
         fail(st, "a relayed part of the stream is missing");
         return;
     }
@@ -521,33 +444,122 @@ static void on_relay_message(struct stream *st, const char *m, size_t n)
     }
 }
 
-static void on_channel(redisAsyncContext *ac, void *reply, void *privdata)
+/* ---- the relay connection ---- */
+
+static void on_cancel_published(redisAsyncContext *ac, void *reply, void *privdata)
 {
     (void)ac;
-    struct stream *st = privdata;
-    const redisReply *r = reply;
-    if (r == NULL) { /* the relay connection dropped: hiredis's last call */
-        st->sub = SUB_OFF;
-        if (st->phase != ST_DONE)
+    (void)reply;
+    (void)privdata; /* no subscriber: the worker is gone, and its call with it */
+}
+
+/* Tells worker (name[0..n)) that the client of job_id left: it aborts the
+ * upstream call (best effort; a lost cancel is sent again on its next
+ * frame). */
+static void tell_worker_gone(struct gw_streams *ss, const char *name, size_t n, const char *job_id)
+{
+    char worker[LLMQ_RELAY_NAME_MAX + 1], channel[LLMQ_KEY_PREFIX_MAX + LLMQ_RELAY_NAME_MAX + 8];
+    char msg[LLMQ_RELAY_NAME_MAX + 8];
+    redisAsyncContext *ac = gw_redis(ss->gw);
+    if (n > LLMQ_RELAY_NAME_MAX || ac == NULL)
+        return;
+    memcpy(worker, name, n);
+    worker[n] = '\0';
+    int k = llmq_relay_cancel_encode(msg, sizeof(msg), job_id);
+    if (k < 0 || llmq_key(channel, sizeof(channel), ss->gw->prefix, LLMQ_KEY_SSE_WORKER, worker,
+                          NULL) != LLMQ_OK)
+        return;
+    (void)redisAsyncCommand(ac, on_cancel_published, NULL, "PUBLISH %s %b", channel, msg,
+                            (size_t)k);
+}
+
+/* The relay's subscription is lost (0; 1: up again): a stream a worker
+ * had started may have missed a message, so it ends (an error event, or a
+ * 502); a waiting one waits on (a message it missed shows as a gap in its
+ * sequence). */
+static void on_relay_state(int subscribed, void *privdata)
+{
+    struct gw_streams *ss = privdata;
+    if (subscribed)
+        return;
+    for (struct stream *st = ss->active, *next; st != NULL; st = next) {
+        next = st->next;
+        if (st->phase == ST_RUNNING || st->phase == ST_STREAMING)
             fail(st, "llmq-gateway lost its relay connection to Redis");
-        gw_request_release(st->r);
+    }
+}
+
+/* One worker's message: its frames, each to its stream. */
+static void on_relay_message(const char *m, size_t n, void *privdata)
+{
+    struct gw_streams *ss = privdata;
+    const char *sender;
+    size_t sender_len;
+    long first = llmq_relay_sender(m, n, &sender, &sender_len);
+    if (first < 0) {
+        LLMQ_LOG(LLMQ_LOG_WARN, "stream relay: a malformed message on %s ignored", ss->channel);
         return;
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
-        r->element[0]->type != REDIS_REPLY_STRING)
-        return;
-    const char *what = r->element[0]->str;
-    if (strcmp(what, "subscribe") == 0) {
-        if (st->sub == SUB_PENDING && st->phase == ST_WAITING) {
-            st->sub = SUB_ON;
-            push_job(st);
+    ss->messages++;
+    size_t off = (size_t)first;
+    struct llmq_relay_frame f;
+    char id[LLMQ_JOB_ID_MAX + 1], told[LLMQ_JOB_ID_MAX + 1] = "";
+    int rc;
+    while ((rc = llmq_relay_frame_next(m, n, &off, &f)) == 1) {
+        if (f.job_id_len > LLMQ_JOB_ID_MAX)
+            continue;
+        memcpy(id, f.job_id, f.job_id_len);
+        id[f.job_id_len] = '\0';
+        struct gw_waiter *w = gw_waiters_find(ss->gw->waiters, id, on_maybe_ended);
+        struct stream *st = w ? (struct stream *)((char *)w - offsetof(struct stream, w)) : NULL;
+        if (st == NULL || st->phase == ST_DONE) {
+            /* its client is gone (or another gateway's id): the worker stops */
+            if (strcmp(told, id) != 0 && f.kind != 'e' && f.kind != 'x' && f.kind != 'r')
+                tell_worker_gone(ss, sender, sender_len, id);
+            memcpy(told, id, sizeof(told));
+            continue;
         }
-    } else if (strcmp(what, "unsubscribe") == 0) {
-        gw_request_release(st->r); /* hiredis calls no more for this channel */
-    } else if (strcmp(what, "message") == 0 && st->sub == SUB_ON && st->phase != ST_DONE &&
-               r->element[2]->type == REDIS_REPLY_STRING) {
-        on_relay_message(st, r->element[2]->str, r->element[2]->len);
+        if (f.kind == 's') {
+            memcpy(st->worker, sender, sender_len);
+            st->worker[sender_len] = '\0';
+        }
+        on_relay_frame(st, &f);
     }
+    if (rc < 0)
+        LLMQ_LOG(LLMQ_LOG_WARN, "stream relay: a malformed frame on %s: the rest ignored",
+                 ss->channel);
+}
+
+struct gw_streams *gw_streams_new(struct gw *gw, struct llmq_error *err)
+{
+    struct gw_streams *ss = calloc(1, sizeof(*ss));
+    if (ss == NULL) {
+        llmq_error_set(err, LLMQ_ENOMEM, "out of memory");
+        return NULL;
+    }
+    ss->gw = gw;
+    if (llmq_key(ss->channel, sizeof(ss->channel), gw->prefix, LLMQ_KEY_SSE, gw->id, err) !=
+        LLMQ_OK) {
+        free(ss);
+        return NULL;
+    }
+    struct llmq_redis_async_config rc = {.name = "gateway-relay",
+                                         .command_timeout_ms = gw->cfg->redis_timeout_ms};
+    ss->relay = llmq_redis_sub_new(gw->loop, &gw->url, &rc, ss->channel, on_relay_message,
+                                   on_relay_state, ss, err);
+    if (ss->relay == NULL) {
+        free(ss);
+        return NULL;
+    }
+    return ss;
+}
+
+int gw_streams_ready(const struct gw_streams *ss, const char **why)
+{
+    if (ss != NULL && llmq_redis_sub_ready(ss->relay))
+        return 1;
+    *why = ss != NULL ? llmq_redis_sub_last_error(ss->relay) : "";
+    return 0;
 }
 
 /* ---- the handler ---- */
@@ -575,20 +587,11 @@ void gw_stream_handle(struct gw_request *r)
     r->state_free = stream_free;
     if (gw_call_job_make(r, &call, &st->job) != 0)
         return;
-    redisAsyncContext *sub = llmq_redis_async_context(st->ss->relay);
     const char *why;
-    if (gw_redis(gw) == NULL || sub == NULL || !gw_streams_ready(st->ss, &why) ||
-        llmq_key(st->channel, sizeof(st->channel), gw->prefix, LLMQ_KEY_SSE, st->job.id, NULL) !=
-            LLMQ_OK) {
+    if (gw_redis(gw) == NULL || !gw_streams_ready(st->ss, &why)) {
         gw_respond_no_redis(r);
         return;
     }
-    if (redisAsyncCommand(sub, on_channel, st, "SUBSCRIBE %s", st->channel) != REDIS_OK) {
-        gw_respond_no_redis(r);
-        return;
-    }
-    gw_request_hold(r); /* the subscription's */
-    st->sub = SUB_PENDING;
     st->phase = ST_WAITING;
     st->next = st->ss->active;
     if (st->next != NULL)
@@ -602,6 +605,8 @@ void gw_stream_handle(struct gw_request *r)
     st->timer.data = st;
     ev_timer_start(gw->loop, &st->timer);
     r->on_gone = on_gone;
+    /* registered: the worker's frames find it from now on */
+    push_job(st);
 }
 
 /* ---- shutdown, metrics ---- */
@@ -628,7 +633,7 @@ void gw_streams_free(struct gw_streams *ss)
 {
     if (ss == NULL)
         return;
-    llmq_redis_async_free(ss->relay);
+    llmq_redis_sub_free(ss->relay);
     free(ss);
 }
 

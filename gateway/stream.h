@@ -3,14 +3,15 @@
  * (calls.c), then the answer's events reach the client as the worker relays
  * them, in the API's own framing (text/event-stream).
  *
- * Relay: the worker publishes the events on the job's pub/sub channel
- * `P sse:<job id>` (worker/stream_call.h has the messages and why pub/sub).
- * This gateway keeps one more Redis connection in subscribe mode for all of
- * its streams, and subscribes to a call's channel before it enqueues the
- * job (the enqueue waits for the subscription's confirmation, so the
- * worker's first message cannot come before it). Leaving the channel (the
- * client hung up, the stream ended) is what the worker's next publish sees:
- * it aborts the upstream call.
+ * Relay: this gateway subscribes once, on a Redis connection of its own,
+ * to its channel `P sse:<gateway id>` (its jobs' field lease names it), and
+ * the workers publish there the frames of every stream they relay to it
+ * (jobs/stream_relay.h, worker/stream_call.h); each frame is routed to its
+ * stream by job id. A call is registered before its job is enqueued, so no
+ * frame can come first. When the client hangs up (or a frame comes for a
+ * job that has no stream here any more) the worker is told on its channel
+ * `P ssw:<worker>` and aborts the upstream call. /readyz is 503 while the
+ * relay is not subscribed, and streamed calls get 503s then.
  *
  * What the client gets:
  *   - before any event: the answer of a synchronous call (an API error with its
@@ -40,7 +41,7 @@
 struct gw_request;
 struct gw_streams;
 
-/* Sets up the relay connection of gw (on gw->loop, to gw->url). Returns
+/* Sets up the relay subscription of gw (on gw->loop, to gw->url). Returns
  * NULL with err without memory. */
 struct gw_streams *gw_streams_new(struct gw *gw, struct llmq_error *err);
 

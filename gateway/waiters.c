@@ -57,10 +57,12 @@ void gw_waiters_remove(struct gw_waiters *ws, struct gw_waiter *w)
     ws->gw->stats.calls_waiting = (long long)ws->count;
 }
 
-static struct gw_waiter *find(struct gw_waiters *ws, const char *id)
+struct gw_waiter *gw_waiters_find(struct gw_waiters *ws, const char *id,
+                                  void (*on_maybe_ended)(struct gw_waiter *w))
 {
     for (struct gw_waiter *w = ws->table[bucket_of(id)]; w != NULL; w = w->next)
-        if (strcmp(w->job_id, id) == 0)
+        if (strcmp(w->job_id, id) == 0 &&
+            (on_maybe_ended == NULL || w->on_maybe_ended == on_maybe_ended))
             return w;
     return NULL;
 }
@@ -109,7 +111,7 @@ static void on_events(redisAsyncContext *ac, void *reply, void *privdata)
             /* an entry names every job one call finished */
             size_t pos = 0;
             for (const char *id; (id = llmq_redis_field_next(e->element[1], "id", &pos)) != NULL;) {
-                struct gw_waiter *w = find(ws, id);
+                struct gw_waiter *w = gw_waiters_find(ws, id, NULL);
                 if (w != NULL)
                     w->on_maybe_ended(w);
             }

@@ -34,6 +34,12 @@ void gw_waiters_add(struct gw_waiters *ws, struct gw_waiter *w);
 /* Removes w if registered; safe to call from on_maybe_ended. */
 void gw_waiters_remove(struct gw_waiters *ws, struct gw_waiter *w);
 
+/* The waiter registered for job id whose on_maybe_ended is that one (NULL:
+ * any), or NULL: how a module finds its own waiters (a streamed call's by
+ * its job id, stream.c). Borrowed. */
+struct gw_waiter *gw_waiters_find(struct gw_waiters *ws, const char *id,
+                                  void (*on_maybe_ended)(struct gw_waiter *w));
+
 /* The events connection became ready (1) or not (0). */
 void gw_waiters_events_state(struct gw_waiters *ws, int ready);
 

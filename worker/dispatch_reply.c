@@ -32,6 +32,7 @@ void llmq_dispatch_job_clear(struct llmq_dispatch_job *j)
     free(j->api_version);
     free(j->deployment);
     free(j->asked_model);
+    free(j->lease);
     memset(j, 0, sizeof(*j));
 }
 
@@ -80,6 +81,11 @@ int llmq_dispatch_job_decode(const redisReply *r, size_t i, struct llmq_dispatch
             llmq_dispatch_job_clear(out);
             return -1;
         }
+    }
+    out->lease = e->elements >= 19 ? llmq_reply_dup(e->element[18]) : strdup("");
+    if (out->lease == NULL) {
+        llmq_dispatch_job_clear(out);
+        return -1;
     }
     /* A named endpoint comes with an http(s) base URL; Redis is trusted
      * no further than that. */

@@ -34,6 +34,9 @@ struct llmq_dispatch_job {
      * asked_model, the model the job asked for when a fallback model (model)
      * serves it, else "". */
     char *endpoint, *base_url, *api_version, *deployment, *asked_model;
+    /* The gateway whose caller waits for it (job field lease; "" none):
+     * where a streamed answer is relayed (stream_call.h). */
+    char *lease;
 };
 
 /* Decodes r's head into *out. Returns 0, or -1 when r is not a dispatch

@@ -1,45 +1,46 @@
-/* Streamed calls: the relay of an answer's events to the gateway, its
- * coalescing, the abort when the client leaves, and the settle on the
- * streamed usage (see stream_call.h for the protocol and why it is pub/sub).
+/* Streamed calls: an answer's events as frames for the gateway (their
+ * coalescing is the relay's, stream_relay.c), the abort when the client
+ * leaves, and the settle on the streamed usage (see stream_call.h for the
+ * frames and why it is pub/sub).
  *
  * The curl data callback (on_data) runs inside curl: it only splits and
- * assembles events and sends PUBLISH commands (hiredis, not curl); aborting
- * the transfer happens from a PUBLISH reply or a timer, outside curl, with
- * llmq_http_abort. */
+ * assembles events and may send a PUBLISH (hiredis, not curl); aborting the
+ * transfer happens from a PUBLISH reply, a cancel or a timer, outside curl,
+ * with llmq_http_abort. */
 #include "stream_call.h"
 
 #include <ev.h>
-#include <hiredis/async.h>
 #include <jansson.h>
-#include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "admin/metrics_stream.h"
 #include "admin/metrics_worker.h"
+#include "base/bytes.h"
 #include "base/log.h"
 #include "jobs/job.h"
 #include "jobs/job_id.h"
-#include "redis/keys.h"
 #include "stream_assemble.h"
+#include "stream_relay.h"
 
-enum relay_state { RELAY_UNKNOWN = 0, RELAY_NONE, RELAY_ON };
+enum relay_state { RELAY_NONE = 0, RELAY_ON };
 
 struct worker_stream {
     struct llmq_worker *w;
     struct worker_job *job; /* NULL once the job let go (llmq_worker_stream_end) */
     struct worker_account *acct;
-    int refs; /* the job's, and one per PUBLISH in flight */
     enum llmq_stream_api api;
     struct llmq_stream_asm *as;
-    int client_usage; /* the client asked for usage itself */
-    enum relay_state relay;
-    int relayed;     /* events went to the gateway */
-    int in_progress; /* counted in progress (metrics_stream.h) */
-    int error_sent;  /* the API's own error event was relayed */
-    int clean_end;   /* [DONE] or response.completed seen */
-    int aborting;    /* the transfer is being ended by us */
+    int client_usage;                  /* the client asked for usage itself */
+    enum relay_state relay;            /* ON: its job's gateway holds the client (job->lease) */
+    struct worker_relay_member member; /* in the relay to that gateway while ON */
+    int relayed;                       /* events went to the gateway */
+    int in_progress;                   /* counted in progress (metrics_stream.h) */
+    int error_sent;                    /* the API's own error event was relayed */
+    int clean_end;                     /* [DONE] or response.completed seen */
+    int aborting;                      /* the transfer is being ended by us */
     char abort_why[32];
     struct llmq_http_xfer *xfer;
     char *pending; /* bytes of an event not complete yet */
@@ -47,41 +48,19 @@ struct worker_stream {
     char *out; /* events not published yet */
     size_t out_len, out_cap;
     long long seq;
-    long out_events; /* events in out */
-    double sent_at;  /* ev_now when the request was sent */
-    double first_at; /* ev_now of the first event from the API (0: none yet) */
-    double last_pub; /* ev_now of the last PUBLISH */
-    ev_timer flush_timer;
+    long out_events;   /* events in out */
+    double sent_at;    /* ev_now when the request was sent */
+    double first_at;   /* ev_now of the first event from the API (0: none yet) */
+    double last_frame; /* ev_now of its last frame */
     ev_timer beat_timer;
-    char channel[LLMQ_KEY_PREFIX_MAX + LLMQ_JOB_ID_MAX + 8];
 };
 
-static void stream_release(struct worker_stream *s)
+static void stream_free(struct worker_stream *s)
 {
-    if (--s->refs > 0)
-        return;
     llmq_stream_asm_free(s->as);
     free(s->pending);
     free(s->out);
     free(s);
-}
-
-static int buf_add(char **p, size_t *len, size_t *cap, const char *d, size_t n)
-{
-    if (*len + n + 1 > *cap) {
-        size_t c = *cap ? *cap : 1024;
-        while (c < *len + n + 1)
-            c *= 2;
-        char *np = realloc(*p, c);
-        if (np == NULL)
-            return -1;
-        *p = np;
-        *cap = c;
-    }
-    memcpy(*p + *len, d, n);
-    *len += n;
-    (*p)[*len] = '\0';
-    return 0;
 }
 
 /* ---- the upstream request ---- */
@@ -116,61 +95,20 @@ static int wants_stream(const char *body)
     return yes;
 }
 
-/* ---- publishing ---- */
+/* ---- relaying ---- */
 
 static void abort_call(struct worker_stream *s, const char *why);
-static void flush(struct worker_stream *s);
 
-static void on_published(redisAsyncContext *ac, void *reply, void *privdata)
+/* Appends frame kind (payload[0..n)) of this stream to its relay. Returns
+ * 0, or -1 (out of memory: the call is aborted). */
+static int send_frame(struct worker_stream *s, char kind, const char *payload, size_t n)
 {
-    (void)ac;
-    struct worker_stream *s = privdata;
-    const redisReply *r = reply;
-    char kind = 0;
-    if (s->job != NULL) {
-        if (r == NULL || r->type != REDIS_REPLY_INTEGER) {
-            if (s->relay == RELAY_ON)
-                abort_call(s, "relay_lost");
-        } else if (s->relay == RELAY_UNKNOWN) {
-            s->relay = r->integer > 0 ? RELAY_ON : RELAY_NONE;
-            kind = 's';
-        } else if (s->relay == RELAY_ON && r->integer == 0) {
-            abort_call(s, "client_closed");
-        }
-    }
-    if (kind == 's' && s->relay == RELAY_ON) {
-        ev_timer_again(s->w->loop, &s->beat_timer);
-        flush(s); /* what came before the answer */
-    } else if (kind == 's') {
-        s->out_len = 0; /* nobody relays this job: it runs collected */
-        s->out_events = 0;
-    }
-    stream_release(s);
-}
-
-/* Publishes kind + seq + payload[0..n). Returns 0, or -1 when it could not be sent. */
-static int publish(struct worker_stream *s, char kind, const char *payload, size_t n)
-{
-    redisAsyncContext *ac = llmq_redis_async_context(s->acct->cmd);
-    char head[32];
-    int hl = snprintf(head, sizeof(head), "%c%lld\n", kind, s->seq);
-    char *msg = malloc((size_t)hl + n + 1);
-    if (ac == NULL || msg == NULL) {
-        free(msg);
+    if (llmq_worker_relay_frame(&s->member, kind, s->seq, payload, n) != 0) {
+        abort_call(s, "relay_lost");
         return -1;
     }
-    memcpy(msg, head, (size_t)hl);
-    if (n > 0)
-        memcpy(msg + hl, payload, n);
-    int rc =
-        redisAsyncCommand(ac, on_published, s, "PUBLISH %s %b", s->channel, msg, (size_t)hl + n);
-    free(msg);
-    if (rc != REDIS_OK)
-        return -1;
-    s->refs++;
     s->seq++;
-    s->last_pub = ev_now(s->w->loop);
-    llmq_worker_metrics_stream_message(llmq_worker_metrics_of_streams(s->w), s->acct->cfg->name);
+    s->last_frame = ev_now(s->w->loop);
     if (n > 0 && kind != 'x') {
         if (!s->in_progress) /* the first events reach the client */
             llmq_worker_metrics_stream_first(llmq_worker_metrics_of_streams(s->w),
@@ -183,37 +121,32 @@ static int publish(struct worker_stream *s, char kind, const char *payload, size
     return 0;
 }
 
-/* Sends the events waiting in out as one d message. */
-static void flush(struct worker_stream *s)
+/* The relay's tick: the events waiting in out as one d frame. */
+static void on_relay_flush(struct worker_relay_member *m)
 {
-    ev_timer_stop(s->w->loop, &s->flush_timer);
-    if (s->out_len == 0 || s->relay != RELAY_ON || s->aborting)
+    struct worker_stream *s =
+        (struct worker_stream *)((char *)m - offsetof(struct worker_stream, member));
+    if (s->out_len == 0 || s->aborting)
         return;
-    if (publish(s, 'd', s->out, s->out_len) != 0) {
-        abort_call(s, "relay_lost");
-        return;
+    if (send_frame(s, 'd', s->out, s->out_len) == 0) {
+        s->relayed = 1;
+        s->out_len = 0;
     }
-    s->relayed = 1;
-    s->out_len = 0;
-    ev_timer_again(s->w->loop, &s->beat_timer);
 }
 
-static void on_flush_timer(struct ev_loop *loop, ev_timer *t, int revents)
+static void on_relay_lost(struct worker_relay_member *m, const char *why)
 {
-    (void)loop;
-    (void)revents;
-    flush(t->data);
+    abort_call((struct worker_stream *)((char *)m - offsetof(struct worker_stream, member)), why);
 }
 
 static void on_beat(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)revents;
     struct worker_stream *s = t->data;
-    if (s->relay != RELAY_ON || s->aborting)
+    if (s->aborting)
         return;
-    if (ev_now(loop) - s->last_pub >= LLMQ_STREAM_HEARTBEAT_MS / 1000.0 - 0.001 &&
-        publish(s, 'h', NULL, 0) != 0)
-        abort_call(s, "relay_lost");
+    if (ev_now(loop) - s->last_frame >= LLMQ_STREAM_HEARTBEAT_MS / 1000.0 - 0.001)
+        (void)send_frame(s, 'h', NULL, 0);
 }
 
 /* Ends the upstream call now (the client left or the relay broke). */
@@ -226,7 +159,6 @@ static void abort_call(struct worker_stream *s, const char *why)
     LLMQ_LOG_JOB(LLMQ_LOG_INFO, s->acct->cfg->name, s->job->id,
                  "stream %s: aborting the upstream call",
                  strcmp(why, "client_closed") == 0 ? "client gone" : "relay lost");
-    ev_timer_stop(s->w->loop, &s->flush_timer);
     ev_timer_stop(s->w->loop, &s->beat_timer);
     llmq_http_abort(s->w->http, s->xfer);
 }
@@ -251,11 +183,11 @@ static void relay_event(struct worker_stream *s, const char *ev, size_t n,
         const char *at = memmem(ev, n, usage_null, un);
         if (at == NULL)
             break;
-        failed |= buf_add(&s->out, &s->out_len, &s->out_cap, ev, (size_t)(at - ev));
+        failed |= llmq_bytes_append(&s->out, &s->out_len, &s->out_cap, ev, (size_t)(at - ev));
         n -= (size_t)(at - ev) + un;
         ev = at + un;
     }
-    failed |= buf_add(&s->out, &s->out_len, &s->out_cap, ev, n);
+    failed |= llmq_bytes_append(&s->out, &s->out_len, &s->out_cap, ev, n);
     s->out_events++;
     if (failed) { /* out of memory: on_data ends the transfer */
         s->aborting = 1;
@@ -270,7 +202,7 @@ static int on_data(const char *data, size_t len, long status, void *privdata)
         return 1;
     if (status < 200 || status > 299)
         return 0; /* an error body: classify reads it whole */
-    if (buf_add(&s->pending, &s->pending_len, &s->pending_cap, data, len) != 0)
+    if (llmq_bytes_append(&s->pending, &s->pending_len, &s->pending_cap, data, len) != 0)
         return 1;
     size_t off = 0, n;
     while ((n = llmq_sse_event_len(s->pending + off, s->pending_len - off)) > 0) {
@@ -287,21 +219,8 @@ static int on_data(const char *data, size_t len, long status, void *privdata)
     s->pending_len -= off;
     if (s->aborting)
         return 1;
-    if (s->relay == RELAY_ON && s->out_len > 0 && !ev_is_active(&s->flush_timer)) {
-        /* Later flushes fall on ticks of the loop clock shared by every
-         * stream of the worker, so those due together go out in one write
-         * and Redis reads them in one go. */
-        double now = ev_now(s->w->loop), gap = (double)s->w->cfg->stream_coalesce_ms / 1000.0;
-        /* the first tick at least half an interval after the last publish:
-         * one publish per interval on average, never two in a row */
-        double due = ceil((s->last_pub + 0.5 * gap) / gap) * gap;
-        if (!s->relayed || gap <= 0.0 || now - s->last_pub >= gap) {
-            flush(s); /* the first events, or a quiet spell: at once */
-        } else {
-            ev_timer_set(&s->flush_timer, due - now > 0 ? due - now : 0., 0.);
-            ev_timer_start(s->w->loop, &s->flush_timer);
-        }
-    }
+    if (s->relay == RELAY_ON && s->out_len > 0)
+        llmq_worker_relay_dirty(&s->member); /* the relay's next tick sends them */
     return 0;
 }
 
@@ -314,26 +233,31 @@ int llmq_worker_stream_begin(struct llmq_worker *w, struct worker_job *job,
     if (api < 0 || !wants_stream(job->body))
         return 0;
     struct worker_stream *s = calloc(1, sizeof(*s));
-    if (s == NULL || (s->as = llmq_stream_asm_new((enum llmq_stream_api)api)) == NULL ||
-        llmq_key(s->channel, sizeof(s->channel), job->acct->prefix, LLMQ_KEY_SSE, job->id, NULL) !=
-            LLMQ_OK) {
-        if (s != NULL)
-            llmq_stream_asm_free(s->as);
+    if (s == NULL || (s->as = llmq_stream_asm_new((enum llmq_stream_api)api)) == NULL) {
         free(s);
         return -1;
     }
     s->w = w;
     s->job = job;
     s->acct = job->acct;
-    s->refs = 1;
     s->api = (enum llmq_stream_api)api;
+    /* relayed when a gateway's caller waits for it (its lease); else (a
+     * Batch line, llmq enqueue) it runs collected */
+    s->member.job_id = job->id;
+    s->member.flush = on_relay_flush;
+    s->member.lost = on_relay_lost;
+    if (job->lease != NULL && job->lease[0] != '\0') {
+        if (llmq_worker_relay_join(w, job->acct, job->lease, &s->member) == 0)
+            s->relay = RELAY_ON;
+        else /* no memory, or no gateway id: its client cannot be reached */
+            LLMQ_LOG_JOB(LLMQ_LOG_WARN, job->acct->cfg->name, job->id,
+                         "stream: cannot relay to gateway %s: the call runs collected", job->lease);
+    }
     char *patched = ask_usage(job->body, s->api, &s->client_usage);
     if (patched != NULL) {
         free(job->body);
         job->body = patched;
     }
-    ev_init(&s->flush_timer, on_flush_timer);
-    s->flush_timer.data = s;
     ev_init(&s->beat_timer, on_beat);
     s->beat_timer.repeat = LLMQ_STREAM_HEARTBEAT_MS / 1000.0;
     s->beat_timer.data = s;
@@ -349,10 +273,11 @@ int llmq_worker_stream_begin(struct llmq_worker *w, struct worker_job *job,
 void llmq_worker_stream_sent(struct worker_job *job)
 {
     struct worker_stream *s = job->stream;
-    if (s != NULL)
-        s->sent_at = ev_now(s->w->loop);
-    if (s != NULL && publish(s, 's', NULL, 0) != 0)
-        s->relay = RELAY_NONE; /* Redis away: nobody can be relayed to */
+    if (s == NULL)
+        return;
+    s->sent_at = ev_now(s->w->loop);
+    if (s->relay == RELAY_ON && send_frame(s, 's', NULL, 0) == 0)
+        ev_timer_again(s->w->loop, &s->beat_timer);
 }
 
 /* The Batch output line of a streamed answer: its assembled body, and
@@ -398,6 +323,7 @@ int llmq_worker_stream_decide(struct llmq_worker *w, struct worker_job *job,
         llmq_worker_settle_usage(st, &u); /* spend budgets price it */
     if (s->aborting) {
         int64_t est = job->est_prompt_tokens > 0 ? job->est_prompt_tokens : 0;
+        st->outcome[0] = '\0'; /* we ended it: nothing learnt about the endpoint */
         st->mode = WORKER_SETTLE_DONE;
         st->actual_tokens = has ? u.total_tokens : est + llmq_stream_asm_deltas(s->as);
         st->line = stream_line(s, resp, s->abort_why,
@@ -421,6 +347,8 @@ int llmq_worker_stream_decide(struct llmq_worker *w, struct worker_job *job,
     /* broken off after it reached the client: no retry (the client has half
      * an answer); the result line and the dead letter say why */
     const char *msg = code[0] ? llmq_stream_asm_error_message(s->as) : c->reason;
+    if (job->endpoint != NULL && job->endpoint[0] != '\0') /* its health counts the failure */
+        snprintf(st->outcome, sizeof(st->outcome), "fail");
     st->mode = WORKER_SETTLE_DEAD;
     snprintf(st->reason, sizeof(st->reason), "stream_error: %s", code[0] ? code : c->reason);
     st->actual_tokens = has ? u.total_tokens : job->cost;
@@ -455,19 +383,22 @@ static void publish_end(struct worker_stream *s, const struct worker_job *job)
     if (!s->relayed && s->out_len == 0) {
         int back =
             m == WORKER_SETTLE_RETRY || m == WORKER_SETTLE_HANDBACK || m == WORKER_SETTLE_AUTHPAUSE;
-        (void)publish(s, back ? 'r' : 'e', NULL, 0);
-        return;
+        (void)send_frame(s, back ? 'r' : 'e', NULL, 0);
+    } else if (m == WORKER_SETTLE_DONE) {
+        (void)send_frame(s, 'e', s->out, s->out_len);
+    } else {
+        if (s->out_len > 0)
+            (void)send_frame(s, 'd', s->out, s->out_len);
+        char ev[1024] = "";
+        if (!s->error_sent)
+            synth_error(s, job->settle.reason, ev, sizeof(ev));
+        (void)send_frame(s, 'x', ev, strlen(ev));
     }
-    if (m == WORKER_SETTLE_DONE) {
-        (void)publish(s, 'e', s->out, s->out_len);
-        return;
-    }
-    if (s->out_len > 0)
-        (void)publish(s, 'd', s->out, s->out_len);
-    char ev[1024] = "";
-    if (!s->error_sent)
-        synth_error(s, job->settle.reason, ev, sizeof(ev));
-    (void)publish(s, 'x', ev, strlen(ev));
+    s->out_len = 0;
+    /* a draining worker stops once its last settle is answered: the frames
+     * leave now, before that settle */
+    if (s->w->draining)
+        llmq_worker_relay_flush_now(&s->member);
 }
 
 /* Counts how the attempt ended (metrics_stream.h). An attempt that ended
@@ -502,13 +433,11 @@ void llmq_worker_stream_end(struct worker_job *job, const struct llmq_http_respo
             job->settle.line = line;
         }
     }
-    ev_timer_stop(s->w->loop, &s->flush_timer);
     ev_timer_stop(s->w->loop, &s->beat_timer);
     if (resp != NULL) /* else nothing was sent, and no s message either */
         publish_end(s, job);
     count_end(s, job);
-    s->job = NULL;
-    s->xfer = NULL;
+    llmq_worker_relay_leave(&s->member);
     job->stream = NULL;
-    stream_release(s);
+    stream_free(s);
 }

@@ -3,25 +3,29 @@
  * is settled on the usage the API reported, and a client that leaves ends
  * the upstream call.
  *
- * Relay: Redis pub/sub on the job's channel `P sse:<job id>` (keys.h). The
- * gateway subscribes before it enqueues the job; the worker publishes. A
- * PUBLISH answers how many subscribers got the message, so the same command
- * that carries the chunks says whether anyone still listens: 0 after the
- * start means the client (or its gateway) is gone and the upstream transfer
- * is aborted (llmq_http_abort), and 0 at the start means nobody relays this
- * job (a Batch line with stream: true, `llmq enqueue`): it runs as a
- * collected call and only leaves its assembled result. Nothing is stored in
- * Redis per chunk (no stream key to trim or expire) and the work is one
- * PUBLISH per flush. Why not a stream key with XADD/XREAD BLOCK: the gateway
- * would need a blocking read per call or one shared stream per gateway that
- * every worker writes and that must be trimmed, and the worker would need a
- * second read to learn that the client left; a lost pub/sub message can only
- * follow a lost connection, which ends the stream anyway (below).
+ * Relay: Redis pub/sub, one channel per gateway (stream_relay.h). A job a
+ * gateway's caller waits for names that gateway (job field lease, from the
+ * dispatch reply); its events go to `P sse:<gateway id>`, which that
+ * gateway subscribes once for all its streams, in frames of a message that
+ * carries every stream this worker relays to it (jobs/stream_relay.h). A
+ * job without a lease (a Batch line with stream: true, `llmq enqueue`)
+ * runs as a collected call and only leaves its assembled result. The
+ * worker learns that a client left from a cancel the gateway publishes on
+ * the worker's channel `P ssw:<consumer>`, and that the gateway is gone
+ * from a PUBLISH that reached nobody; either way the upstream transfer is
+ * aborted (llmq_http_abort). Nothing is stored in Redis per chunk (no
+ * stream key to trim or expire), no channel is subscribed per call, and
+ * the work is one PUBLISH per gateway per tick. Why not a stream key with
+ * XADD/XREAD BLOCK: the gateway would need a blocking read per call or one
+ * shared stream per gateway that every worker writes and that must be
+ * trimmed, and the worker would still need a way to learn that the client
+ * left; a lost pub/sub message can only follow a lost connection, which
+ * ends the stream anyway (the gateway checks the sequence numbers).
  *
- * Messages (one PUBLISH each): a kind byte, the message's sequence number
- * (decimal, from 0 per attempt), '\n', then the payload:
+ * Frames of a stream (kind, then the stream's sequence number, from 0 per
+ * attempt; the payload):
  *   s  the request was sent (empty payload): a worker holds the job
- *   h  heartbeat, every LLMQ_STREAM_HEARTBEAT_MS without another message
+ *   h  heartbeat, every LLMQ_STREAM_HEARTBEAT_MS without another frame
  *   d  events of the answer, exactly as the client must see them (SSE
  *      framing kept; the usage chunk and "usage":null removed when the
  *      client did not ask for usage)
@@ -33,11 +37,12 @@
  *      last d)
  *   r  the attempt ended before any event (a 429, a 5xx, a stale grant):
  *      the job is back in the queue and the client waits on
- * Coalescing: the first events go out at once (time to first token); later
- * ones wait for the next tick of --stream-coalesce-ms (default 10) on the
- * loop clock, shared by every stream of the worker, so a stream costs Redis
- * at most one PUBLISH per tick however many tokens it carries, and the
- * publishes of one tick leave in one write.
+ * Coalescing: frames wait for the relay's next tick of --stream-coalesce-ms
+ * (default 10) on the loop clock, shared by every relay of the worker (at
+ * once after a quiet spell), so a gateway costs Redis at most one PUBLISH
+ * per tick however many streams and tokens it carries; a stream's first
+ * events wait at most one tick too. A draining worker sends an attempt's
+ * last frames at once (its last settle may follow).
  *
  * Usage: the upstream request of a chat or completions stream always asks
  * for it (stream_options.include_usage: true); the Responses API's
@@ -46,9 +51,8 @@
  * plus one token per content event relayed.
  *
  * Ownership: struct worker_stream belongs to its job (job->stream) from
- * llmq_worker_stream_begin to llmq_worker_stream_end, and lives on while a
- * PUBLISH reply is outstanding (reference counted). Everything runs on the
- * worker's loop thread. */
+ * llmq_worker_stream_begin to llmq_worker_stream_end, a member of its relay
+ * meanwhile. Everything runs on the worker's loop thread. */
 #ifndef LLMQ_WORKER_STREAM_CALL_H
 #define LLMQ_WORKER_STREAM_CALL_H
 
@@ -67,7 +71,7 @@ struct worker_stream;
 int llmq_worker_stream_begin(struct llmq_worker *w, struct worker_job *job,
                              struct llmq_http_request *req);
 
-/* The request was submitted: announces it to the relay channel. */
+/* The request was submitted: announces it to the gateway (frame s). */
 void llmq_worker_stream_sent(struct worker_job *job);
 
 /* The call ended (resp borrowed, c its classification). When the stream
@@ -77,7 +81,7 @@ int llmq_worker_stream_decide(struct llmq_worker *w, struct worker_job *job,
                               const struct llmq_http_response *resp,
                               const struct llmq_call_class *c);
 
-/* After the settle is decided: publishes the last message, puts the
+/* After the settle is decided: sends the last frames, puts the
  * assembled answer in a done job's result line, and frees job->stream
  * (NULL-safe: a job without a stream is left alone). */
 void llmq_worker_stream_end(struct worker_job *job, const struct llmq_http_response *resp);

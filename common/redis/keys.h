@@ -53,6 +53,15 @@
  *   their meaning for every tenant's user (README "Upgrading").
  *
  * Jobs
+ *   P jr:<id>          STRING the record of a job no worker has taken yet
+ *                            (queued or held): state and the small fields below
+ *                            packed as text, then its body as the producer
+ *                            stored it (common/jobs/job_pack.h); one key, so a
+ *                            waiting job costs its line and about 100 B
+ *                            (lua/lib/job_record.lua has the format; README
+ *                            "Sizing Redis"). Written by enqueue; turned into
+ *                            job:<id> + body:<id> by whatever writes the job
+ *                            next (dispatch's grant, a dead letter, a cancel)
  *   P job:<id>         HASH  model, url, cost (tokens), prio (high|normal|low),
  *                            tenant, user, deadline_ms (unix ms, 0 = none),
  *                            max_attempts, attempts, enq_ms, state
@@ -66,7 +75,8 @@
  *                            default; README "Sizing Redis"). A hash of the
  *                            previous layout also holds body (and, once ended,
  *                            result): read as such (README "Upgrading")
- *   P body:<id>        STRING the job's request body (JSON text) while it may
+ *   P body:<id>        STRING the job's request body (as stored: packed or JSON
+ *                            text, common/jobs/job_pack.h) while it may
  *                            run again: from enqueue until it is done (deleted
  *                            then), kept while it is dead (for `llmq dead retry`)
  *   P q:<prio>         STREAM delivery: dispatch XADDs {id: <job id>} for each job it
@@ -259,13 +269,18 @@
  *                            every third of it): the sync calls it enqueued
  *                            (job field lease) and the batches it creates are
  *                            its while it lives
- *   P sse:<id>         CHANNEL (pub/sub; no key is stored) a streamed call's
- *                            relay: the gateway holding the client subscribes
- *                            before it enqueues the job, the worker calling
- *                            it publishes the answer's events there as they
- *                            come (worker/stream_call.h has the messages); a
- *                            publish that reaches no subscriber tells the
- *                            worker the client is gone
+ *   P sse:<gateway id> CHANNEL (pub/sub; no key is stored) a gateway's stream
+ *                            relay: that gateway subscribes once, for all its
+ *                            streamed calls (their jobs' field lease names
+ *                            it); a worker publishes there the events of
+ *                            every stream it relays to it, a few
+ *                            milliseconds' worth per message
+ *                            (jobs/stream_relay.h); a publish that reaches
+ *                            no subscriber tells the worker the gateway is
+ *                            gone
+ *   P ssw:<worker>     CHANNEL (pub/sub) a worker's (its --consumer name):
+ *                            gateways publish there that a client left
+ *                            (the worker aborts that upstream call)
  *   A Batch's jobs have ids "<batch id>.<custom_id>"; llmq_job_finish counts
  *   each end into the batch (completed, failed, expired) and ends the batch
  *   when all have (lua/lib/jobs.lua llmq_jobs_batch_settle). Its output and
@@ -310,6 +325,7 @@ enum llmq_key_kind {
     LLMQ_KEY_POLICY,        /* P policy */
     LLMQ_KEY_WINDOW_LOG,    /* P bw:<bucket> */
     LLMQ_KEY_JOB,           /* P job:<id> */
+    LLMQ_KEY_JOB_RECORD,    /* P jr:<id> */
     LLMQ_KEY_JOB_BODY,      /* P body:<id> */
     LLMQ_KEY_QUEUE,         /* P q:<prio> */
     LLMQ_KEY_DELAYED,       /* P delayed */
@@ -341,7 +357,8 @@ enum llmq_key_kind {
     LLMQ_KEY_BUDGET,        /* P budget:<id> */
     LLMQ_KEY_PRICES,        /* P prices */
     LLMQ_KEY_SPEND,         /* P spend:<YYYY-MM-DD> */
-    LLMQ_KEY_SSE,           /* P sse:<job id> (a pub/sub channel) */
+    LLMQ_KEY_SSE,           /* P sse:<gateway id> (a pub/sub channel) */
+    LLMQ_KEY_SSE_WORKER,    /* P ssw:<worker name> (a pub/sub channel) */
     LLMQ_KEY_SLOT_GUARD,    /* P slot_guard */
     LLMQ_KEY_SEQ,           /* P seq (it and those below: the scripts' only) */
     LLMQ_KEY_KEY_QUEUE,     /* P kq:<key> */

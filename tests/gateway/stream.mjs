@@ -15,8 +15,12 @@
 //     used, not the reservation;
 //   - a 429 from the API before the stream: retried, the client's stream
 //     still succeeds;
+//   - a job with stream: true that no gateway waits for (llmq enqueue)
+//     runs collected: streamed upstream, with usage, and its result line is
+//     the assembled answer;
 //   - /metrics counts the streams.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { clientFor, apiKey, runSteps } from './sdk.mjs';
@@ -132,6 +136,21 @@ await runSteps([
         const lines = simLog().filter((l) => l.model === 'm429');
         assert.ok(lines.some((l) => l.status === 429), 'the server never refused: no retry tested');
         assert.equal(lines.filter((l) => l.status === 200).length, 2);
+    }],
+    ['a stream: true job nobody relays runs collected: its result is the assembled answer', async () => {
+        const id = 'collected-1';
+        execFileSync(`${process.env.LLMQ_BIN_DIR}/llmq`, ['enqueue', '-'], {
+            input: JSON.stringify({ custom_id: id, method: 'POST', url: '/v1/chat/completions',
+                body: { model: MODEL, stream: true, messages } }) + '\n',
+            stdio: ['pipe', 'ignore', 'inherit'] });
+        const res = result(id);
+        assert.equal(res.error, null, JSON.stringify(res));
+        assert.equal(res.response.status_code, 200);
+        assert.equal(res.response.body.choices[0].message.content, 'sim '.repeat(TOKENS));
+        assert.equal(res.response.body.usage.completion_tokens, TOKENS);
+        const line = (await waitLog((log) => log.filter((l) => l.client_request_id === id)))[0];
+        assert.equal(line.stream, true);
+        assert.equal(line.include_usage, true);
     }],
     ['/metrics counts the streams', async () => {
         const port = new URL(process.env.GW_URL).port;

@@ -210,10 +210,13 @@ static int conn_read(struct sim_conn *c)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return 0;
-        if (n == 0 && c->busy) {
+        if (n == 0 && c->busy && !c->ex.stream) {
             c->peer_eof = 1; /* half-close: still answer, then close */
             return 0;
         }
+        /* a stream's client that hangs up is gone, even before the first
+         * chunk (the API stops generating): logged client_closed, counted
+         * what it was sent */
         conn_free(c, 0);
         return -1;
     }
