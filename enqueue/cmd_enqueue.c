@@ -292,6 +292,7 @@ struct batch_models {
     size_t *of_job;                           /* model index of each job */
     long long *requests, *tokens, *period_ms; /* the limits; <= 0: none */
     long long *left_jobs, *left_tokens;       /* of the jobs not ended (--wait) */
+    long long *endpoints;                     /* endpoints serving it (llmq endpoints) */
 };
 
 static void batch_models_free(struct batch_models *m)
@@ -330,6 +331,7 @@ static int batch_models_read(redisContext *c, const char *prefix, const struct l
     m->period_ms = m->tokens + k;
     m->left_jobs = m->period_ms + k;
     m->left_tokens = m->left_jobs + k;
+    m->endpoints = m->left_tokens + k;
     for (size_t i = 0; i < b->n_jobs; i++) {
         m->left_jobs[m->of_job[i]]++;
         m->left_tokens[m->of_job[i]] += b->jobs[i].cost.total_tokens;
@@ -361,16 +363,38 @@ static int batch_models_read(redisContext *c, const char *prefix, const struct l
         m->period_ms[i] = llmq_reply_int_or(llmq_reply_at(r, 2), 60000); /* the limiter's default */
         freeReplyObject(r);
     }
+    /* a model its endpoints serve has their limits instead of its own */
+    sent = 0;
+    for (size_t i = 0; rc == 0 && i < m->n; i++) {
+        char key[LLMQ_KEY_FIXED_MAX + LLMQ_BUCKET_NAME_MAX];
+        if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_MODEL_EPS, m->name[i], NULL) != LLMQ_OK)
+            break;
+        redisAppendCommand(c, "SCARD %s", key);
+        sent++;
+    }
+    for (size_t i = 0; i < sent; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply(c, (void **)&r) != REDIS_OK) {
+            rc = -1;
+            break;
+        }
+        char key[LLMQ_KEY_FIXED_MAX + LLMQ_BUCKET_NAME_MAX];
+        if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_MODEL_EPS, m->name[i], NULL) == LLMQ_OK)
+            r = llmq_redis_redo(c, r, "SCARD %s", key);
+        m->endpoints[i] = r != NULL && r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+        freeReplyObject(r);
+    }
     return rc;
 }
 
 /* Warns once per model of the batch whose account+model bucket sets no
- * limit: its jobs would run unlimited, which is rarely what was meant (a
- * limit set for "gpt-4o" does not cover "gpt-4o-mini"). */
+ * limit and that no endpoint serves (an endpoint's limits are its own): its
+ * jobs would run unlimited, which is rarely what was meant (a limit set for
+ * "gpt-4o" does not cover "gpt-4o-mini"). */
 static void warn_unlimited_models(const struct llmq_cli *cli, const struct batch_models *m)
 {
     for (size_t i = 0; i < m->n; i++)
-        if (m->requests[i] <= 0 && m->tokens[i] <= 0)
+        if (m->requests[i] <= 0 && m->tokens[i] <= 0 && m->endpoints[i] == 0)
             llmq_cli_error(cli,
                            "warning: model %s has no limit in account %s: its jobs run "
                            "unlimited (llmq limits set %s --rpm N --tpm N)",

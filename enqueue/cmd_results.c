@@ -12,6 +12,7 @@
 #include "jobs/job_store.h"
 #include "redis/keys.h"
 #include "redis/redis.h"
+#include "redis/script.h"
 
 #define CHUNK 500
 
@@ -148,16 +149,17 @@ static int print_all(const struct llmq_cli *cli, redisContext *c, const char *pr
 static long unknown_ids(const struct llmq_cli *cli, redisContext *c, const char *prefix, char **ids,
                         size_t n)
 {
-    char jk[LLMQ_KEY_FIXED_MAX + LLMQ_JOB_ID_MAX], rk[sizeof(jk)];
+    char jk[LLMQ_KEY_FIXED_MAX + LLMQ_JOB_ID_MAX], rk[sizeof(jk)], wk[sizeof(jk)];
     for (size_t i = 0; i < n; i++) /* all keys first: a bad id sends nothing */
         if (llmq_cli_key(cli, jk, sizeof(jk), prefix, LLMQ_KEY_JOB, ids[i]) != 0)
             return -2;
     for (size_t i = 0; i < n; i++) {
-        /* the job hash (which holds the result), or an older version's
-         * result key: one slot, so one EXISTS of both */
+        /* the job's record (waiting) or hash, or its result: one slot, so
+         * one EXISTS of the three */
         llmq_key(jk, sizeof(jk), prefix, LLMQ_KEY_JOB, ids[i], NULL);
         llmq_key(rk, sizeof(rk), prefix, LLMQ_KEY_RESULT, ids[i], NULL);
-        redisAppendCommand(c, "EXISTS %s %s", jk, rk);
+        llmq_key(wk, sizeof(wk), prefix, LLMQ_KEY_JOB_RECORD, ids[i], NULL);
+        redisAppendCommand(c, "EXISTS %s %s %s", wk, jk, rk);
     }
     long unknown = 0;
     int failed = 0;
@@ -197,6 +199,23 @@ static void print_result(const char *id, int dead, const char *line, void *ud)
         p->printed[i] = 1;
 }
 
+/* The state of job id that has no result, whatever its layout (a record
+ * while it waits: lua/job_fields.lua), written into state (n bytes);
+ * returns state. */
+static const char *job_state(redisContext *c, const char *prefix, const char *id, char *state,
+                             size_t n)
+{
+    snprintf(state, n, "state unknown");
+    const char *argv[] = {prefix, id, "state"};
+    redisReply *r = llmq_script_run(c, LLMQ_SCRIPT_JOB_FIELDS, 1, 3, argv, NULL, NULL);
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+        r->element[0]->type == REDIS_REPLY_STRING)
+        snprintf(state, n, "%s", r->element[0]->str);
+    if (r != NULL)
+        freeReplyObject(r);
+    return state;
+}
+
 /* Names the jobs of ids that printed no result, with their state. */
 static void report_unfinished(const struct llmq_cli *cli, redisContext *c, const char *prefix,
                               char **ids, size_t n, const struct printing *p)
@@ -206,16 +225,10 @@ static void report_unfinished(const struct llmq_cli *cli, redisContext *c, const
         llmq_job_idset_get(p->index, ids[i], &first);
         if (p->printed[first] || first != (long)i)
             continue; /* printed, or a repeat of an earlier id */
-        char key[LLMQ_KEY_FIXED_MAX + LLMQ_JOB_ID_MAX];
-        redisReply *r = llmq_key(key, sizeof(key), prefix, LLMQ_KEY_JOB, ids[i], NULL) == LLMQ_OK
-                            ? redisCommand(c, "HGET %s state", key)
-                            : NULL;
-        char cid[LLMQ_JOB_ID_MAX + 1];
+        char cid[LLMQ_JOB_ID_MAX + 1], state[32];
         llmq_cli_error(cli, "%s: no result yet (job %s)",
                        llmq_job_id_to_custom(ids[i], cid, sizeof(cid)),
-                       r && r->type == REDIS_REPLY_STRING ? r->str : "state unknown");
-        if (r != NULL)
-            freeReplyObject(r);
+                       job_state(c, prefix, ids[i], state, sizeof(state)));
     }
 }
 

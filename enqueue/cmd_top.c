@@ -71,11 +71,14 @@ static struct group *group_get(struct top *t, const char *name, int is_tenant)
     for (size_t i = 0; i < t->n; i++)
         if (strcmp(t->g[i].name, name) == 0)
             return &t->g[i];
-    if (t->n == GROUPS_MAX)
+    /* a name too long for a row is not shown rather than cut to one that
+       may be another group's */
+    size_t len = strlen(name);
+    if (t->n == GROUPS_MAX || len >= sizeof(t->g[0].name))
         return NULL;
     struct group *g = &t->g[t->n++];
     memset(g, 0, sizeof(*g));
-    snprintf(g->name, sizeof(g->name), "%s", name);
+    memcpy(g->name, name, len + 1);
     g->is_tenant = is_tenant;
     g->req_lim = g->tok_lim = -1;
     return g;

@@ -3,7 +3,7 @@
 -- A batch is created hidden: its hash (status validating, lease = the
 -- creating gateway's id), its job list and its id in P gw:staging are
 -- written first, then its jobs are enqueued held (lua/enqueue.lua {held}: a
--- job hash and its body, in no queue). Then, over every id of its job list, in order:
+-- job record, lua/lib/job_record.lua, in no queue). Then, over every id of its job list, in order:
 --   commit  the call that finds the batch validating makes it visible
 --           (status in_progress, in_progress_at, its entry in P gw:batches);
 --           only the gateway holding it (ARGV[2] = its lease) may do that.
@@ -11,7 +11,7 @@
 --           longer held (queued by an earlier commit, cancelled since) is
 --           left alone, so a commit can run again over the same ids.
 --   abort   only while the batch is validating (never seen) or gone: deletes
---           its held jobs (hash and body), and at the last call the batch itself (hash, job
+--           its held jobs (record, or hash and body), and at the last call the batch itself (hash, job
 --           list).
 -- The last call (its last argument '{last}') takes the batch out of P gw:staging and
 -- drops its lease. A gateway that dies part-way leaves the batch in
@@ -25,7 +25,7 @@
 -- Reply: the batch's status after the call ('gone' after the last abort).
 -- Errors: LLMQ_ENOTFOUND a commit of no such batch; LLMQ_ECONFLICT a commit of a
 -- validating batch another gateway holds, or an abort of a visible one.
--- uses: sched_backlog_add, sched_push, llmq_now_ms
+-- uses: sched_backlog_add, sched_push, llmq_now_ms, llmq_job_read, JOB_RECORD_STATE_AT
 -- uses: KEY
 local P = KEYS[1]
 local bid, gw, mode, last = ARGV[1], ARGV[2], ARGV[3], ARGV[#ARGV] == '{last}'
@@ -45,9 +45,10 @@ if mode == 'abort' then
         return redis.error_reply('LLMQ_ECONFLICT batch ' .. bid .. ' is ' .. status)
     end
     for i = 4, ids_end do
-        local jk = KEY.job(P, ARGV[i])
-        if redis.call('HGET', jk, 'state') == 'held' then
-            redis.call('DEL', jk, KEY.job_body(P, ARGV[i]))
+        local j = llmq_job_read(P, ARGV[i], { 'state' })
+        if j[1] == 'held' then
+            redis.call('DEL', KEY.job_record(P, ARGV[i]), KEY.job(P, ARGV[i]),
+                KEY.job_body(P, ARGV[i]))
         end
     end
     if not last then
@@ -71,8 +72,12 @@ end
 local vt, backlog = {}, {}
 for i = 4, ids_end do
     local id = ARGV[i]
-    local j = redis.call('HMGET', KEY.job(P, id), 'state', 'prio', 'model', 'tenant', 'user')
-    if j[1] == 'held' then
+    local j, rec = llmq_job_read(P, id, { 'state', 'prio', 'model', 'tenant', 'user' })
+    if j[1] == 'held' and rec then
+        -- the record's state byte, in place (lua/lib/job_record.lua)
+        redis.call('SETRANGE', KEY.job_record(P, id), JOB_RECORD_STATE_AT, 'q')
+        sched_push(P, id, j[2], j[3], j[4], j[5], false, vt, backlog)
+    elseif j[1] == 'held' then
         redis.call('HSET', KEY.job(P, id), 'state', 'queued')
         sched_push(P, id, j[2], j[3], j[4], j[5], false, vt, backlog)
     end

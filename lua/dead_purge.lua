@@ -6,7 +6,7 @@
 -- ARGV[2..] job ids; none: the oldest ARGV[1] entries of P dead
 -- Reply: one {id, outcome} per job looked at; outcome 'purged', 'not_dead'
 -- (the job is not dead: nothing done) or 'gone' (no such job: entry dropped).
--- uses: dead_each
+-- uses: dead_each, llmq_job_record_exists
 -- uses: KEY
 local P = KEYS[1]
 
@@ -14,7 +14,7 @@ local function purge(id, eid)
     local jk = KEY.job(P, id)
     local j = redis.call('HMGET', jk, 'state', 'dead_entry')
     eid = eid or j[2]
-    if j[1] ~= false and j[1] ~= 'dead' then
+    if (j[1] ~= false and j[1] ~= 'dead') or (j[1] == false and llmq_job_record_exists(P, id) == 1) then
         return 'not_dead'
     end
     if eid then

@@ -63,6 +63,7 @@
 -- uses: llmq_job_finish, sched_push, sched_unblock_due, sched_decide_flush, sched_decide_new
 -- uses: sched_decide_priority, llmq_hash_table, llmq_int_arg, llmq_now_ms, worker_ack
 -- uses: worker_dead_entry, worker_error_line, worker_heartbeat, worker_job_invalid, worker_name_ok
+-- uses: llmq_job_read, llmq_job_record_exists, llmq_job_record_unpack, llmq_job_write
 -- uses: KEY
 local P = KEYS[1]
 local consumer = ARGV[1]
@@ -137,6 +138,9 @@ if sched_unblock_due(P, now, vt) == 256 then
     more = true
 end
 
+-- Jobs examined in this call that are still records (id -> record): written
+-- through llmq_job_record_unpack (granted, ended), untouched otherwise.
+local records = {}
 local JOB_FIELDS = { 'model', 'tenant', 'user', 'cost', 'deadline_ms', 'attempts', 'max_attempts',
     'state', 'est_prompt_tokens', 'url', 'cancel', 'body', 'lease', 'key', 'pin', 'epx' }
 
@@ -155,9 +159,10 @@ local function lease_lives(name)
 end
 
 -- What to do with job id (a stream entry's or a key head's): nil, job when
--- it can be tried (job: the values of JOB_FIELDS, read in one HMGET; body is
--- set only in a hash of the previous layout: granted jobs' bodies are read
--- from P body:<id> in one MGET, grants_bodies); else
+-- it can be tried (job: the values of JOB_FIELDS, from its record in one GET
+-- or its hash in one HMGET; body is set for a record, and in a hash of the
+-- layout before the previous one: other granted jobs' bodies are read from
+-- P body:<id> in one MGET, grants_bodies); else
 -- kind ('bad': no usable job; 'drop': already ended; 'dead': dead-letter the
 -- job; 'cancel': end it cancelled), reason, message. from_key: id is a key
 -- head that dispatch or enqueue queued, with state 'queued': a result can
@@ -170,10 +175,13 @@ local function examine(id, from_key)
         return 'bad', id == nil and 'invalid_entry' or 'invalid_job_id',
             id == nil and 'stream entry has no job id' or 'job id is not a valid name'
     end
-    local ok, job = pcall(redis.call, 'HMGET', KEY.job(P, id), unpack(JOB_FIELDS))
+    -- a job no worker took yet is its record (lua/lib/job_record.lua),
+    -- noted in records: what writes it turns it into its hash first
+    local ok, job, rec = pcall(llmq_job_read, P, id, JOB_FIELDS)
     if not ok then
-        return 'bad', 'invalid_job', 'job key is not a hash'
+        return 'bad', 'invalid_job', 'job key is not a hash or its record is damaged'
     end
+    records[id] = rec
     if JOBS_ENDED[job[8]] or
         ((not from_key or job[8] ~= 'queued') and redis.call('EXISTS', KEY.result(P, id)) == 1) then
         return 'drop'
@@ -205,6 +213,9 @@ local function reject(kind, where, eid, id, reason, message)
     if kind == 'bad' then
         worker_dead_entry(P, where, eid, id, reason, message, now)
     elseif kind == 'dead' or kind == 'cancel' then
+        if records[id] and llmq_job_record_exists(P, id) == 1 then
+            llmq_job_record_unpack(P, id, records[id])
+        end
         llmq_job_finish(P, id, kind == 'dead' and 'dead' or 'cancelled',
             worker_error_line(id, reason, message), reason, now)
     end
@@ -242,7 +253,7 @@ for _, stream in ipairs(read_foreign() or {}) do
         local kind, a, b = examine(id)
         if kind == nil then
             local job = a
-            redis.call('HSET', KEY.job(P, id), 'state', 'queued', 'prio', prio)
+            llmq_job_write(P, id, job, 'state', 'queued', 'prio', prio)
             sched_push(P, id, prio, job[1], job[2], job[3], false, vt)
         else
             reject(kind, q, eid, id, a, b)
@@ -257,14 +268,17 @@ local d = sched_decide_new(P, now, consumer, max_jobs, vt, weights, routes, more
 local granted = {}
 
 -- Fills in the bodies of grants (the jobs granted at one priority): one MGET
--- of their P body:<id>. A job of the previous layout has its body in its hash
+-- of their P body:<id>; a job that was a record brought its body along. A job
+-- of the layout before the previous one has its body in its hash
 -- (read by examine): it moves to P body:<id>, so its finish finds the layout
 -- of today (README "Upgrading"). A body that is gone is sent as ''.
 local function grants_bodies(grants)
     local keys, at = {}, {}
     for i, g in ipairs(grants) do
         local bk = KEY.job_body(P, g[3])
-        if g[6] then
+        if g[6] and records[g[3]] then
+            -- (a record's body: written to bk when its grant unpacked it)
+        elseif g[6] then
             redis.call('SET', bk, g[6])
             redis.call('HDEL', KEY.job(P, g[3]), 'body')
         else

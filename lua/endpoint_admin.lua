@@ -16,7 +16,7 @@
 --   fallback MODEL FB           FB serves MODEL's jobs when MODEL's endpoints
 --                               are out ('' removes it)
 -- Reply: 'OK', or an error LLMQ_ENOTFOUND / LLMQ_EEXISTS / LLMQ_EINVAL.
--- uses: ep_bucket, sched_wake, sched_wake_buckets, llmq_now_ms, worker_name_ok
+-- uses: ep_wake_model, ep_wake_models, sched_wake, llmq_now_ms, worker_name_ok
 -- uses: KEY
 local P = KEYS[1]
 local op, name = ARGV[1], ARGV[2]
@@ -92,29 +92,6 @@ if op == 'route' or op == 'fallback' then
     return 'OK'
 end
 
--- Nodes blocked on the buckets of model's endpoints (a model whose
--- endpoints were all out is blocked on one of them) may run now.
-local function wake_model(model)
-    local buckets = {}
-    for _, n in ipairs(redis.call('SMEMBERS', KEY.model_eps(P, model))) do
-        buckets[#buckets + 1] = ep_bucket(model, n)
-    end
-    sched_wake_buckets(P, buckets)
-end
-
--- The models endpoint n serves.
-local function models_of(n)
-    local out = {}
-    local all = redis.call('HKEYS', KEY.endpoint(P, n))
-    for _, f in ipairs(all) do
-        local model = string.match(f, '^m:(.+)$')
-        if model then
-            out[#out + 1] = model
-        end
-    end
-    return out
-end
-
 if not name or not exists(name) then
     return redis.error_reply('LLMQ_ENOTFOUND no endpoint ' .. tostring(name))
 end
@@ -139,16 +116,14 @@ elseif op == 'serve' then
     if dep ~= nil and dep ~= '' then
         redis.call('HSET', KEY.endpoint(P, name), 'dep:' .. model, dep)
     end
-    wake_model(model)
+    ep_wake_model(P, model)
 elseif op == 'unserve' then
     redis.call('SREM', KEY.model_eps(P, tostring(ARGV[3])), name)
     redis.call('HDEL', KEY.endpoint(P, name), 'm:' .. tostring(ARGV[3]), 'dep:' .. tostring(ARGV[3]))
 elseif op == 'enable' then
     redis.call('DEL', hk)
     redis.call('HSET', hk, 'state', 'ok', 'since_ms', now)
-    for _, model in ipairs(models_of(name)) do
-        wake_model(model)
-    end
+    ep_wake_models(P, name)
 elseif op == 'disable' then
     redis.call('HSET', hk, 'state', 'disabled', 'why', ARGV[3] or 'disabled by an operator',
         'since_ms', now)

@@ -26,14 +26,16 @@
 -- error naming it) before anything of the call is written: never run
 -- unpriced.
 -- Reply: one {created, state} per job, in order: {1, 'queued'} (or 'held')
--- for a new job; {0, state} when job:<id> or its result res:<id> already exists (state
--- of the existing job; 'done' when only a result is left), nothing written.
--- A job is a HASH P job:<id> of small fields (a listpack: common/redis/keys.h),
--- its body in the STRING P body:<id>, and its id in its key's queue
--- (lua/lib/sched.lua: P kq:<prio>|<model>|<tenant>|<user>); workers are
--- woken when it may run now.
+-- for a new job; {0, state} when the job (jr:<id> or job:<id>) or its result res:<id>
+-- already exists (state of the existing job; 'done' when only a result is left),
+-- nothing written.
+-- A new job is one STRING P jr:<id>, its record (lua/lib/job_record.lua:
+-- state and small fields, then the body as sent: common/jobs/job_pack.h),
+-- and its id in its key's queue (lua/lib/sched.lua:
+-- P kq:<prio>|<model>|<tenant>|<user>); workers are woken when it may run now.
 -- uses: budget_path, budget_price, budget_session, JOBS_PRIORITY_VALID, sched_backlog_add
 -- uses: sched_push, llmq_int_text, llmq_now_ms, worker_name_ok
+-- uses: llmq_job_record_get, llmq_job_record_make
 -- uses: KEY
 local P = KEYS[1]
 local JOBS_FIELDS = 12
@@ -103,8 +105,10 @@ for base = first, #ARGV, JOBS_FIELDS do
         (user ~= '' and not worker_name_ok(user)) then
         return fail('LLMQ_EINVAL job ' .. id .. ': model, tenant or user is not a name')
     end
-    if redis.call('EXISTS', jk, KEY.result(P, id)) > 0 then
-        out[#out + 1] = { 0, redis.call('HGET', jk, 'state') or 'done' }
+    local rk = KEY.job_record(P, id)
+    if redis.call('EXISTS', rk, jk, KEY.result(P, id)) > 0 then
+        local r = llmq_job_record_get(P, id)
+        out[#out + 1] = { 0, r and r.state or redis.call('HGET', jk, 'state') or 'done' }
     else
         local deadline, ttl = tonumber(ARGV[base + 8]), tonumber(ARGV[base + 9])
         if not deadline or not ttl then
@@ -117,22 +121,15 @@ for base = first, #ARGV, JOBS_FIELDS do
         if deadline == math.floor(deadline) and math.abs(deadline) < 2 ^ 53 then
             deadline = llmq_int_text(deadline)
         end
-        -- one fixed-arity call: the hot path of enqueue (tenant/user '' = none)
-        redis.call('HSET', jk, 'model', ARGV[base + 2], 'url', ARGV[base + 3],
-            'cost', ARGV[base + 5], 'prio', prio,
-            'tenant', ARGV[base + 6], 'user', ARGV[base + 7], 'deadline_ms', deadline,
-            'max_attempts', ARGV[base + 10], 'attempts', '0', 'enq_ms', now_text, 'state', state,
-            'est_prompt_tokens', ARGV[base + 11])
-        if lease then
-            redis.call('HSET', jk, 'lease', lease)
+        local rec, bad = llmq_job_record_make(state, { prio = prio, model = ARGV[base + 2],
+            url = ARGV[base + 3], cost = ARGV[base + 5], tenant = tenant, user = user,
+            deadline_ms = deadline, max_attempts = ARGV[base + 10], enq_ms = now_text,
+            est_prompt_tokens = ARGV[base + 11], lease = lease, key = key,
+            pin = pins and ARGV[base + 12] or nil }, ARGV[base + 4])
+        if not rec then
+            return fail('LLMQ_EINVAL job ' .. id .. ': ' .. bad .. ' holds a newline')
         end
-        if key then
-            redis.call('HSET', jk, 'key', key)
-        end
-        if pins and ARGV[base + 12] ~= '' then
-            redis.call('HSET', jk, 'pin', ARGV[base + 12])
-        end
-        redis.call('SET', KEY.job_body(P, id), ARGV[base + 4])
+        redis.call('SET', rk, rec)
         if not held then
             sched_push(P, id, prio, ARGV[base + 2], ARGV[base + 6], ARGV[base + 7], false, vt, backlog)
         end

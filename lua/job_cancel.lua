@@ -24,7 +24,7 @@
 --          id of the batch's job list
 -- Reply: {cancelled, running, ended}: how many jobs were in each case.
 -- uses: JOBS_ENDED, JOBS_PRIORITY_VALID, llmq_job_finish, llmq_jobs_batch_settle, sched_key
--- uses: sched_unqueue, llmq_now_ms, worker_error_line
+-- uses: sched_unqueue, llmq_now_ms, worker_error_line, llmq_job_read, llmq_job_record_unpack
 -- uses: KEY
 local P = KEYS[1]
 local now = llmq_now_ms()
@@ -43,8 +43,12 @@ local unqueue = {} -- key path -> {prio, ids = set of job ids, n}
 for i = 2, all and #ARGV - 1 or #ARGV do
     local id = ARGV[i]
     local jk = KEY.job(P, id)
-    local ok, j = pcall(redis.call, 'HMGET', jk, 'state', 'prio', 'model', 'tenant', 'user')
+    local ok, j, rec = pcall(llmq_job_read, P, id, { 'state', 'prio', 'model', 'tenant', 'user' })
     local state = ok and j[1]
+    if rec and state then
+        -- a record (queued or held, lua/lib/job_record.lua): a hash from here on
+        llmq_job_record_unpack(P, id, rec)
+    end
     if not state or JOBS_ENDED[state] then
         ended = ended + 1
     elseif state == 'running' then

@@ -7,5 +7,11 @@
 -- ARGV[3]  the Batch output line (JSON text)
 -- ARGV[4]  reason ('' for done; e.g. 'http_400', 'max_attempts', 'deadline')
 -- Reply: 1 when the job ended now, 0 when it had already ended (no change).
--- uses: llmq_job_finish, llmq_now_ms
+-- uses: llmq_job_finish, llmq_now_ms, llmq_job_record_get, llmq_job_record_unpack
+-- A job still a record (never taken: lua/lib/job_record.lua) becomes its
+-- hash and body first, as when dispatch ends one.
+local ok, rec = pcall(llmq_job_record_get, KEYS[1], ARGV[1])
+if ok and rec then
+    llmq_job_record_unpack(KEYS[1], ARGV[1], rec)
+end
 return llmq_job_finish(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4] or '', llmq_now_ms())

@@ -58,7 +58,9 @@
 --          letter for a fail or limit of a named endpoint goes back to the
 --          queue at once, its attempt uncounted, when another endpoint of its
 --          model can serve it and has not failed it yet (job field epx
---          lists those that did)
+--          lists those that did); not a stream that broke off after it
+--          reached its client (reason stream_error: ...), which ends dead
+--          all the same
 -- ARGV[25] latency_ms: the call's latency (-1: not measured)
 -- The reservation's budget part (lua/lib/budget.lua) is settled with the
 -- limiter's: to actual tokens and, at the model's price, to the usage's
@@ -185,7 +187,8 @@ local function settle(base)
     if endpoint ~= '' and outcome ~= '' then
         ep_health_settle(P, endpoint, outcome, ARGV[base + 8], tonumber(ARGV[base + 25]), now)
         if (outcome == 'fail' or outcome == 'limit') and (mode == 'retry' or mode == 'dead') and
-            owned == 1 and ep_job_elsewhere(P, id, ARGV[base + 11], endpoint, now) then
+            owned == 1 and not string.find(ARGV[base + 8], '^stream_error') and
+            ep_job_elsewhere(P, id, ARGV[base + 11], endpoint, now) then
             moved = true -- requeued below, at once, the attempt uncounted
         end
     end

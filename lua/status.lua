@@ -18,12 +18,12 @@
 --             limit (requests and tokens absent or 0): they run unlimited
 --   memory    {queued_sampled, queued_bytes, done_sampled, done_bytes}: MEMORY
 --             USAGE summed over a sample of waiting jobs (from the heads of
---             the first keys of each priority, runnable or blocked: job hash,
---             body, and their share of their key queue and backlog list) and
+--             the first keys of each priority, runnable or blocked: job record
+--             or hash and body, and their share of their key queue and backlog list) and
 --             of the newest done results (job hash and result), for `llmq
 --             status` to scale by the counts
 -- uses: JOBS_DEFAULTS, JOBS_PRIORITIES, LLMQ_JOBS_GROUP, jobs_done_parse, llmq_jobs_settings
--- uses: sched_children_key, llmq_hash_table, llmq_int_arg, llmq_split
+-- uses: sched_children_key, llmq_hash_table, llmq_int_arg, llmq_split, llmq_job_read
 -- uses: KEY
 local P = KEYS[1]
 local cap = llmq_int_arg(ARGV[1], 'cap')
@@ -39,7 +39,7 @@ local function by_prio(ids)
         n[prio] = 0
     end
     for _, id in ipairs(ids) do
-        local p = redis.call('HGET', KEY.job(P, id), 'prio')
+        local p = llmq_job_read(P, id, { 'prio' })[1]
         if p and n[p] then
             n[p] = n[p] + 1
         end
@@ -153,8 +153,8 @@ local function check_name(m)
 end
 local function check_model(id)
     -- a job key of the wrong type (hostile data) names no model
-    local ok, m = pcall(redis.call, 'HGET', KEY.job(P, id), 'model')
-    check_name(ok and m or nil)
+    local ok, m = pcall(llmq_job_read, P, id, { 'model' })
+    check_name(ok and m[1] or nil)
 end
 -- models with waiting work: runnable (P sm:<prio>) or blocked (P sblk)
 for _, prio in ipairs(JOBS_PRIORITIES) do
@@ -213,7 +213,8 @@ local function sample_node(prio, path)
     local share = per_element(kq) + per_element(KEY.backlog(P, prio))
     for _, id in ipairs(redis.call('LRANGE', kq, 0, sample_max - q_n - 1)) do
         q_n = q_n + 1
-        q_bytes = q_bytes + usage(KEY.job(P, id)) + usage(KEY.job_body(P, id)) + share
+        q_bytes = q_bytes + usage(KEY.job_record(P, id)) + usage(KEY.job(P, id)) +
+            usage(KEY.job_body(P, id)) + share
     end
 end
 if sample_max > 0 then

@@ -32,16 +32,16 @@ static void log_paused(struct worker_account *a, const char *what)
     LLMQ_LOG_JOB(LLMQ_LOG_ERROR, a->cfg->name, NULL,
                  "%s: %s. The account is paused and its jobs stay queued: fix the API key and "
                  "restart the worker, or run `llmq account resume --account %s`",
-                 what, a->auth_why, a->cfg->name);
-    a->auth_logged_ms = llmq_monotonic_ms();
+                 what, a->auth.why, a->cfg->name);
+    a->auth.logged_ms = llmq_monotonic_ms();
 }
 
 void llmq_worker_auth_refused(struct worker_account *a, long status, const char *detail)
 {
-    if (a->auth_paused)
+    if (a->auth.paused)
         return; /* one line per pause: the calls in flight with it say the same */
-    a->auth_paused = 1;
-    snprintf(a->auth_why, sizeof(a->auth_why), "the API refused key %s with http %ld%s%.80s",
+    a->auth.paused = 1;
+    snprintf(a->auth.why, sizeof(a->auth.why), "the API refused key %s with http %ld%s%.80s",
              a->cfg->key_id, status, detail && detail[0] ? ": " : "", detail ? detail : "");
     log_paused(a, "API key refused");
 }
@@ -49,21 +49,26 @@ void llmq_worker_auth_refused(struct worker_account *a, long status, const char 
 void llmq_worker_auth_paused_reply(struct worker_account *a, const char *why)
 {
     int64_t now = llmq_monotonic_ms();
-    if (!a->auth_paused) {
-        a->auth_paused = 1;
-        snprintf(a->auth_why, sizeof(a->auth_why), "%s", why);
+    if (!a->auth.paused) {
+        a->auth.paused = 1;
+        snprintf(a->auth.why, sizeof(a->auth.why), "%s", why);
         log_paused(a, "account paused (by a worker whose key the API refused)");
-    } else if (now - a->auth_logged_ms >= AUTH_REMIND_MS) {
+    } else if (now - a->auth.logged_ms >= AUTH_REMIND_MS) {
         log_paused(a, "account still paused");
     }
 }
 
+const char *llmq_worker_auth_pause_why(const struct worker_account *a)
+{
+    return a->auth.paused ? a->auth.why : NULL;
+}
+
 void llmq_worker_auth_ok(struct worker_account *a)
 {
-    if (!a->auth_paused)
+    if (!a->auth.paused)
         return;
-    a->auth_paused = 0;
-    a->auth_why[0] = '\0';
+    a->auth.paused = 0;
+    a->auth.why[0] = '\0';
     LLMQ_LOG_JOB(LLMQ_LOG_WARN, a->cfg->name, NULL, "account resumed: taking jobs again");
 }
 
@@ -72,7 +77,7 @@ static void on_resumed(redisAsyncContext *ac, redisReply *r, void *privdata)
     (void)ac;
     struct worker_account *a = privdata;
     if (r == NULL) {
-        a->auth_checked = 0; /* the connection went: check at the next one */
+        a->auth.checked = 0; /* the connection went: check at the next one */
         return;
     }
     if (r->type == REDIS_REPLY_ERROR) {
@@ -90,10 +95,10 @@ static void on_resumed(redisAsyncContext *ac, redisReply *r, void *privdata)
 
 void llmq_worker_auth_resume_check(struct worker_account *a, redisAsyncContext *ac)
 {
-    if (a->auth_checked || a->cfg->api_key == NULL)
+    if (a->auth.checked || a->cfg->api_key == NULL)
         return; /* a worker of endpoints only holds no account key to judge a pause by */
     const char *argv[2] = {a->prefix, a->cfg->key_id};
     if (llmq_script_run_async(ac, LLMQ_SCRIPT_ACCOUNT_RESUME, 1, 2, argv, NULL, on_resumed, a) ==
         LLMQ_OK)
-        a->auth_checked = 1;
+        a->auth.checked = 1;
 }

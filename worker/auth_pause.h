@@ -14,6 +14,10 @@ void llmq_worker_auth_refused(struct worker_account *a, long status, const char 
 /* Dispatch replied LLMQ_AUTH_PAUSED (why: its text, borrowed). */
 void llmq_worker_auth_paused_reply(struct worker_account *a, const char *why);
 
+/* Why a is paused (borrowed, for logs and /readyz; never the key), or NULL
+ * while it is not. */
+const char *llmq_worker_auth_pause_why(const struct worker_account *a);
+
 /* Dispatch answered normally: the pause, if any, is over. */
 void llmq_worker_auth_ok(struct worker_account *a);
 

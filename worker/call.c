@@ -171,15 +171,26 @@ static const char *endpoint_outcome(const struct llmq_call_class *c)
     }
 }
 
+/* What every answered call of a named endpoint tells its shared health and
+ * latency (the settle's outcome and latency_ms), streamed or not: a stream
+ * that went to its client may revise the outcome
+ * (llmq_worker_stream_decide). */
+static void note_endpoint(struct worker_job *job, const struct llmq_http_response *resp,
+                          const struct llmq_call_class *c)
+{
+    if (job->endpoint == NULL || job->endpoint[0] == '\0')
+        return;
+    snprintf(job->settle.outcome, sizeof(job->settle.outcome), "%s", endpoint_outcome(c));
+    job->settle.latency_ms = resp->elapsed_ms;
+}
+
 /* A named endpoint refused its key (401/403) or has no quota left: the
  * endpoint is out until an operator enables it (the settle disables it),
  * not the account, and the job goes back untried to run elsewhere. Returns
  * 1 when that is c, with job's settle decided. */
-static int endpoint_refused(struct llmq_worker *w, struct worker_job *job,
-                            const struct llmq_http_response *resp, const struct llmq_call_class *c)
+static int endpoint_refused(struct worker_job *job, const struct llmq_http_response *resp,
+                            const struct llmq_call_class *c)
 {
-    snprintf(job->settle.outcome, sizeof(job->settle.outcome), "%s", endpoint_outcome(c));
-    job->settle.latency_ms = resp != NULL ? resp->elapsed_ms : -1;
     if (c->cause != LLMQ_CALL_CAUSE_AUTH && c->cause != LLMQ_CALL_CAUSE_QUOTA)
         return 0;
     const char *detail = c->eb.code[0] ? c->eb.code : c->eb.message;
@@ -191,18 +202,16 @@ static int endpoint_refused(struct llmq_worker *w, struct worker_job *job,
                  job->endpoint, job->settle.reason, job->endpoint);
     job->settle.mode = WORKER_SETTLE_HANDBACK;
     job->settle.refund = 1;
-    if (c->cause == LLMQ_CALL_CAUSE_AUTH)
-        w->stats.auth_refused++;
     return 1;
 }
 
-/* Acts on a classified result (classify.h): the settle to send, counters,
- * logs. */
+/* Acts on a classified result (classify.h): the settle to send and logs
+ * (what it counts is derived from c by llmq_worker_count_outcome). */
 static void apply_class(struct llmq_worker *w, struct worker_job *job,
                         const struct llmq_http_response *resp, const struct llmq_call_class *c)
 {
     const char *acct = job->acct->cfg->name;
-    if (job->endpoint != NULL && job->endpoint[0] != '\0' && endpoint_refused(w, job, resp, c))
+    if (job->endpoint != NULL && job->endpoint[0] != '\0' && endpoint_refused(job, resp, c))
         return;
     switch (c->verdict) {
     case LLMQ_CALL_DONE:
@@ -213,7 +222,6 @@ static void apply_class(struct llmq_worker *w, struct worker_job *job,
         if (c->has_usage && (c->usage.present & LLMQ_USAGE_INPUT)) {
             llmq_worker_settle_usage(&job->settle, &c->usage); /* spend budgets price it */
             record_calibration(job, c->usage.input_tokens);
-            llmq_worker_metrics_prompt(w, job, c->usage.input_tokens);
         }
         job->settle.line = output_line(job, resp, &c->eb, NULL, NULL);
         LLMQ_LOG_JOB(LLMQ_LOG_DEBUG, acct, job->id,
@@ -239,7 +247,6 @@ static void apply_class(struct llmq_worker *w, struct worker_job *job,
         job->settle.mode = WORKER_SETTLE_AUTHPAUSE;
         snprintf(job->settle.reason, sizeof(job->settle.reason), "%s", c->reason);
         job->settle.refund = 1;
-        w->stats.auth_refused++;
         return;
     case LLMQ_CALL_DEAD:
         job->settle.mode = WORKER_SETTLE_DEAD;
@@ -261,22 +268,14 @@ static void apply_class(struct llmq_worker *w, struct worker_job *job,
         /* The body is kept for whoever looks at the dead letter, but the
          * line says it is no result. */
         line = output_line(job, resp, &c->eb, "invalid_response", c->reason);
-        w->stats.invalid_responses++;
-        llmq_worker_metrics_invalid_response(w, job);
         LLMQ_LOG_JOB(LLMQ_LOG_WARN, acct, job->id, "%s", c->reason);
-    } else if (c->cause == LLMQ_CALL_CAUSE_TRANSPORT) {
-        w->stats.transport_errors++;
-    } else {
+    } else if (c->cause != LLMQ_CALL_CAUSE_TRANSPORT) {
         line = output_line(job, resp, &c->eb, NULL, NULL);
     }
     if (c->cause == LLMQ_CALL_CAUSE_RATE_LIMIT) {
-        w->stats.rate_limited++;
         job->settle.pause_ms = c->hint_ms > 0 ? c->hint_ms : w->cfg->backoff_base_ms;
         LLMQ_LOG_JOB(LLMQ_LOG_WARN, acct, job->id, "429 from the API; pausing %s for %lld ms",
                      job->model, (long long)job->settle.pause_ms);
-    } else if (c->cause == LLMQ_CALL_CAUSE_SERVER || c->cause == LLMQ_CALL_CAUSE_QUOTA ||
-               c->cause == LLMQ_CALL_CAUSE_CLIENT) {
-        w->stats.server_errors++;
     }
     plan_retry(w, job, c->reason, c->hint_ms, c->refund, line);
 }
@@ -284,15 +283,16 @@ static void apply_class(struct llmq_worker *w, struct worker_job *job,
 /* Every attempt ends here once its mode is decided, however it ended (a
  * response, a transport error, a request that could not be sent): its
  * outcome is counted once, in the summary and in the metrics alike
- * (llmq_worker_count_outcome), then settled. resp is NULL when nothing was
- * sent. */
+ * (llmq_worker_count_outcome, from at alone), then settled. at is NULL when
+ * nothing was sent. */
 static void end_attempt(struct llmq_worker *w, struct worker_job *job,
-                        const struct llmq_http_response *resp)
+                        const struct worker_attempt_end *at)
 {
+    llmq_worker_job_set_phase(job, WORKER_JOB_DECIDED);
     if (job->settle.mode == WORKER_SETTLE_DEAD)
         LLMQ_LOG_JOB(LLMQ_LOG_WARN, job->acct->cfg->name, job->id, "dead-lettered: %s",
                      job->settle.reason);
-    llmq_worker_count_outcome(w, job, resp);
+    llmq_worker_count_outcome(w, job, at);
     llmq_worker_settle(job);
 }
 
@@ -313,12 +313,13 @@ static void on_response(struct llmq_http_response *resp, void *privdata)
     };
     struct llmq_call_class c;
     llmq_call_classify(&in, &c);
-    if (resp->outcome == LLMQ_HTTP_OK && c.cause != LLMQ_CALL_CAUSE_OK && resp->status == 429)
-        llmq_worker_metrics_429(w, job, c.cause == LLMQ_CALL_CAUSE_QUOTA);
-    if (!llmq_worker_stream_decide(w, job, resp, &c))
+    note_endpoint(job, resp, &c);
+    struct worker_attempt_end at = {.resp = resp, .c = &c};
+    at.by_class = !llmq_worker_stream_decide(w, job, resp, &c);
+    if (at.by_class)
         apply_class(w, job, resp, &c);
     llmq_worker_stream_end(job, resp);
-    end_attempt(w, job, resp);
+    end_attempt(w, job, &at);
 }
 
 /* The body with its "model" set to model (a fallback model serves the
@@ -402,5 +403,6 @@ void llmq_worker_call(struct llmq_worker *w, struct worker_job *job)
         end_attempt(w, job, NULL);
         return;
     }
+    llmq_worker_job_set_phase(job, WORKER_JOB_CALLING);
     llmq_worker_stream_sent(job);
 }

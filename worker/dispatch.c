@@ -23,7 +23,6 @@
 #include "call.h"
 #include "dispatch.h"
 #include "job_settle.h"
-#include "spool.h"
 #include "worker.h"
 
 #define WAKE_BLOCK_MAX_MS 5000
@@ -60,7 +59,7 @@ static struct worker_job *job_from_reply(struct worker_account *a, const redisRe
     job->cost = d.cost;
     job->max_attempts = d.max_attempts > 0 ? d.max_attempts : a->w->cfg->max_attempts;
     job->est_prompt_tokens = d.est_prompt_tokens;
-    job->send_by_ms = d.lifetime_ms > 0 ? a->asked_ms + d.lifetime_ms : 0;
+    job->send_by_ms = d.lifetime_ms > 0 ? a->dispatch.asked_ms + d.lifetime_ms : 0;
     if (d.guard_ms >= 0)
         llmq_worker_metrics_guard(a, job->model, d.guard_ms);
     return job;
@@ -68,19 +67,29 @@ static struct worker_job *job_from_reply(struct worker_account *a, const redisRe
 
 static void arm_wait(struct worker_account *a, int64_t ms)
 {
-    ev_timer_stop(a->w->loop, &a->wait_timer);
-    ev_timer_set(&a->wait_timer, ms / 1000.0, 0.0);
-    ev_timer_start(a->w->loop, &a->wait_timer);
+    ev_timer_stop(a->w->loop, &a->dispatch.wait_timer);
+    ev_timer_set(&a->dispatch.wait_timer, ms / 1000.0, 0.0);
+    ev_timer_start(a->w->loop, &a->dispatch.wait_timer);
 }
+
+static void start_wake_read(struct worker_account *a, int64_t block_ms);
 
 static void on_wake(redisAsyncContext *ac, void *reply, void *privdata)
 {
     (void)ac;
-    (void)reply;
+    const redisReply *r = reply;
     struct worker_account *a = privdata;
-    a->wake_reading = 0;
-    if (!a->w->draining)
-        llmq_worker_dispatch_soon(a);
+    a->dispatch.wake_reading = 0;
+    if (a->w->draining)
+        return;
+    /* Nothing new within the block while a wait is planned (the wait
+     * timer): that wait stands, read on. (Without one, an idle worker looks
+     * again every WAKE_BLOCK_MAX_MS.) */
+    if (r != NULL && r->type == REDIS_REPLY_NIL && ev_is_active(&a->dispatch.wait_timer)) {
+        start_wake_read(a, WAKE_BLOCK_MAX_MS);
+        return;
+    }
+    llmq_worker_dispatch_soon(a);
 }
 
 /* Blocks (on the wake connection) until the wake stream gets a new entry, at
@@ -88,15 +97,15 @@ static void on_wake(redisAsyncContext *ac, void *reply, void *privdata)
 static void start_wake_read(struct worker_account *a, int64_t block_ms)
 {
     redisAsyncContext *ac = llmq_redis_async_context(a->wake);
-    if (ac == NULL || a->wake_reading)
+    if (ac == NULL || a->dispatch.wake_reading)
         return;
     char block[24], key[LLMQ_KEY_PREFIX_MAX + 8];
     snprintf(block, sizeof(block), "%lld", (long long)(block_ms > 0 ? block_ms : 1));
     if (llmq_key(key, sizeof(key), a->prefix, LLMQ_KEY_WAKE, NULL, NULL) != LLMQ_OK)
         return; /* cannot happen: the prefix was checked against LLMQ_KEY_PREFIX_MAX */
-    const char *argv[6] = {"XREAD", "BLOCK", block, "STREAMS", key, a->wake_id};
+    const char *argv[6] = {"XREAD", "BLOCK", block, "STREAMS", key, a->dispatch.wake_id};
     if (redisAsyncCommandArgv(ac, on_wake, a, 6, argv, NULL) == REDIS_OK)
-        a->wake_reading = 1;
+        a->dispatch.wake_reading = 1;
 }
 
 /* What to do after a dispatch reply: see the file comment. */
@@ -110,7 +119,7 @@ static void plan_next(struct worker_account *a, size_t granted, int asked, int64
             llmq_worker_dispatch_soon(a);
         return; /* else a finished job asks again */
     }
-    if (a->next_due_ms == 0) {
+    if (a->dispatch.next_due_ms == 0) {
         llmq_worker_dispatch_soon(a);
         return;
     }
@@ -120,16 +129,17 @@ static void plan_next(struct worker_account *a, size_t granted, int asked, int64
         int64_t spread = wait_ms / 20 < 50 ? wait_ms / 20 : 50;
         sleep_ms = wait_ms + llmq_rng_uniform(&w->rng, spread);
     }
-    if (a->next_due_ms > 0 && (sleep_ms < 0 || a->next_due_ms + 1 < sleep_ms))
-        sleep_ms = a->next_due_ms + 1;
+    if (a->dispatch.next_due_ms > 0 && (sleep_ms < 0 || a->dispatch.next_due_ms + 1 < sleep_ms))
+        sleep_ms = a->dispatch.next_due_ms + 1;
     LLMQ_LOG_JOB(LLMQ_LOG_DEBUG, a->cfg->name, NULL,
                  "dispatch: %zu of %d granted, wait %lld ms, next due %lld ms: sleeping %lld ms",
-                 granted, asked, (long long)wait_ms, (long long)a->next_due_ms,
+                 granted, asked, (long long)wait_ms, (long long)a->dispatch.next_due_ms,
                  (long long)sleep_ms);
     if (sleep_ms > 0)
         arm_wait(a, sleep_ms);
-    /* A read already in flight keeps its own bound; the timer covers ours. */
-    start_wake_read(a, sleep_ms > 0 && sleep_ms < WAKE_BLOCK_MAX_MS ? sleep_ms : WAKE_BLOCK_MAX_MS);
+    /* The timer ends the wait; the read only brings a wake sooner (a read
+     * already in flight keeps its own bound). */
+    start_wake_read(a, WAKE_BLOCK_MAX_MS);
 }
 
 static void on_dispatch(redisAsyncContext *ac, redisReply *r, void *privdata)
@@ -137,7 +147,7 @@ static void on_dispatch(redisAsyncContext *ac, redisReply *r, void *privdata)
     (void)ac;
     struct worker_account *a = privdata;
     struct llmq_worker *w = a->w;
-    a->dispatching = 0;
+    a->dispatch.dispatching = 0;
     if (r == NULL)
         return; /* connection lost: dispatch resumes when it is back */
     struct llmq_dispatch_head head;
@@ -153,12 +163,12 @@ static void on_dispatch(redisAsyncContext *ac, redisReply *r, void *privdata)
         return;
     }
     int64_t wait_ms = head.wait_ms;
-    a->next_due_ms = head.next_due_ms;
+    a->dispatch.next_due_ms = head.next_due_ms;
     a->scripts_ok = 1;
     llmq_worker_auth_ok(a);
     if (wait_ms > 0)
         llmq_worker_metrics_wait(a, wait_ms);
-    memcpy(a->wake_id, head.wake_id, sizeof(a->wake_id));
+    memcpy(a->dispatch.wake_id, head.wake_id, sizeof(a->dispatch.wake_id));
     size_t granted = head.n_jobs;
     for (size_t i = 0; i < head.n_jobs; i++) {
         struct worker_job *job = job_from_reply(a, r, i);
@@ -176,7 +186,7 @@ static void on_dispatch(redisAsyncContext *ac, redisReply *r, void *privdata)
                      job->model, job->prio, job->attempts, job->max_attempts, (long long)job->cost);
         llmq_worker_call(w, job);
     }
-    plan_next(a, granted, a->asked, wait_ms);
+    plan_next(a, granted, a->dispatch.asked, wait_ms);
 }
 
 static void dispatch_now(struct worker_account *a)
@@ -184,23 +194,24 @@ static void dispatch_now(struct worker_account *a)
     struct llmq_worker *w = a->w;
     int free_slots = w->cfg->concurrency - w->slots.in_hand;
     redisAsyncContext *ac = llmq_redis_async_context(a->cmd);
-    if (w->draining || a->dispatching || free_slots <= 0 || ac == NULL)
+    if (w->draining || a->dispatch.dispatching || free_slots <= 0 || ac == NULL)
         return;
     /* Results redis has not taken are held in memory: past the bound, take
      * no new work until they are written (settle_flush dispatches again). */
-    if (a->settle_retry != NULL && llmq_worker_spool_pending(a) >= w->cfg->spool_max_jobs)
+    int waiting = llmq_worker_settle_waiting(a);
+    if (waiting > 0 && waiting >= w->cfg->spool_max_jobs)
         return;
-    ev_timer_stop(w->loop, &a->wait_timer);
+    ev_timer_stop(w->loop, &a->dispatch.wait_timer);
     int max = free_slots < 256 ? free_slots : 256;
     char max_s[16];
     snprintf(max_s, sizeof(max_s), "%d", max);
     /* ARGV[3]: the endpoints this worker holds keys for (config.h serves). */
     const char *argv[4] = {a->prefix, w->cfg->consumer, max_s, w->cfg->serves};
-    a->asked_ms = llmq_monotonic_ms();
+    a->dispatch.asked_ms = llmq_monotonic_ms();
     if (llmq_script_run_async(ac, LLMQ_SCRIPT_DISPATCH, 1, 4, argv, NULL, on_dispatch, a) ==
         LLMQ_OK) {
-        a->dispatching = 1;
-        a->asked = max;
+        a->dispatch.dispatching = 1;
+        a->dispatch.asked = max;
     }
 }
 
@@ -220,21 +231,22 @@ static void on_wait_timer(struct ev_loop *loop, ev_timer *t, int revents)
 
 void llmq_worker_dispatch_soon(struct worker_account *a)
 {
-    if (!ev_is_active(&a->soon_timer)) {
-        ev_timer_set(&a->soon_timer, 0.0, 0.0);
-        ev_timer_start(a->w->loop, &a->soon_timer);
+    if (!ev_is_active(&a->dispatch.soon_timer)) {
+        ev_timer_set(&a->dispatch.soon_timer, 0.0, 0.0);
+        ev_timer_start(a->w->loop, &a->dispatch.soon_timer);
     }
 }
 
 void llmq_worker_dispatch_halt(struct worker_account *a)
 {
-    ev_timer_stop(a->w->loop, &a->wait_timer);
-    ev_timer_stop(a->w->loop, &a->soon_timer);
+    ev_timer_stop(a->w->loop, &a->dispatch.wait_timer);
+    ev_timer_stop(a->w->loop, &a->dispatch.soon_timer);
 }
 
 int llmq_worker_dispatch_waiting(const struct worker_account *a)
 {
-    return a->next_due_ms >= 0 || a->dispatching || ev_is_active(&a->wait_timer);
+    return a->dispatch.next_due_ms >= 0 || a->dispatch.dispatching ||
+           ev_is_active(&a->dispatch.wait_timer);
 }
 
 /* A slot was given back (job_slot.h): a may ask for more. */
@@ -262,7 +274,7 @@ static void on_wake_state(struct llmq_redis_async *ra, int ready, void *privdata
     (void)ra;
     struct worker_account *a = privdata;
     if (!ready)
-        a->wake_reading = 0;
+        a->dispatch.wake_reading = 0;
     else
         llmq_worker_dispatch_soon(a);
 }
@@ -271,12 +283,12 @@ void llmq_worker_account_start(struct worker_account *a)
 {
     struct llmq_worker *w = a->w;
     struct llmq_error err = {0};
-    snprintf(a->wake_id, sizeof(a->wake_id), "$");
-    a->next_due_ms = -1;
-    ev_timer_init(&a->wait_timer, on_wait_timer, 0.0, 0.0);
-    a->wait_timer.data = a;
-    ev_timer_init(&a->soon_timer, on_soon, 0.0, 0.0);
-    a->soon_timer.data = a;
+    snprintf(a->dispatch.wake_id, sizeof(a->dispatch.wake_id), "$");
+    a->dispatch.next_due_ms = -1;
+    ev_timer_init(&a->dispatch.wait_timer, on_wait_timer, 0.0, 0.0);
+    a->dispatch.wait_timer.data = a;
+    ev_timer_init(&a->dispatch.soon_timer, on_soon, 0.0, 0.0);
+    a->dispatch.soon_timer.data = a;
     llmq_worker_settle_start(a);
     if (llmq_worker_slot_freed_subscribe(&w->slots, on_slot_freed, a) != 0)
         LLMQ_LOG_JOB(LLMQ_LOG_ERROR, a->cfg->name, NULL,

@@ -34,20 +34,20 @@ struct settle_call {
 
 static void keep_for_retry(struct worker_job *job)
 {
-    job->next = job->acct->settle_retry;
-    job->acct->settle_retry = job;
+    llmq_worker_job_set_phase(job, WORKER_JOB_WAITING);
+    llmq_worker_settle_keep(job);
 }
 
-/* Moves every settle queued and not sent to settle_retry (resent when the
+/* Moves every settle queued and not sent to those waiting (resent when the
  * next dispatch flushes it, or spooled at exit). */
 static void keep_queued_for_retry(struct worker_account *a)
 {
-    while (a->settle_queue != NULL) {
-        struct worker_job *job = a->settle_queue;
-        a->settle_queue = job->next;
+    while (a->settles.queue != NULL) {
+        struct worker_job *job = a->settles.queue;
+        a->settles.queue = job->next;
         keep_for_retry(job);
     }
-    a->settle_queue_tail = &a->settle_queue;
+    a->settles.queue_tail = &a->settles.queue;
 }
 
 /* The end of one delivery's settle: r is the reply of the call it went in
@@ -113,7 +113,7 @@ static void settle_send(struct settle_call *call)
 /* Sends every settle queued this turn, SETTLE_BATCH_MAX per call. */
 static void settle_send_queued(struct worker_account *a)
 {
-    while (a->settle_queue != NULL) {
+    while (a->settles.queue != NULL) {
         struct settle_call *call = malloc(sizeof(*call));
         if (call == NULL) {
             keep_queued_for_retry(a); /* no memory: resend later, as after a lost connection */
@@ -121,15 +121,15 @@ static void settle_send_queued(struct worker_account *a)
         }
         call->acct = a;
         call->n = 0;
-        while (a->settle_queue != NULL && call->n < SETTLE_BATCH_MAX) {
-            struct worker_job *job = a->settle_queue;
-            a->settle_queue = job->next;
+        while (a->settles.queue != NULL && call->n < SETTLE_BATCH_MAX) {
+            struct worker_job *job = a->settles.queue;
+            a->settles.queue = job->next;
             job->next = NULL;
             call->jobs[call->n++] = job;
         }
         settle_send(call);
     }
-    a->settle_queue_tail = &a->settle_queue;
+    a->settles.queue_tail = &a->settles.queue;
 }
 
 static void on_settle_timer(struct ev_loop *loop, ev_timer *t, int revents)
@@ -141,15 +141,15 @@ static void on_settle_timer(struct ev_loop *loop, ev_timer *t, int revents)
 
 void llmq_worker_settle_start(struct worker_account *a)
 {
-    a->settle_queue = NULL;
-    a->settle_queue_tail = &a->settle_queue;
-    ev_timer_init(&a->settle_timer, on_settle_timer, 0.0, 0.0);
-    a->settle_timer.data = a;
+    a->settles.queue = NULL;
+    a->settles.queue_tail = &a->settles.queue;
+    ev_timer_init(&a->settles.timer, on_settle_timer, 0.0, 0.0);
+    a->settles.timer.data = a;
 }
 
 void llmq_worker_settle_stop(struct worker_account *a)
 {
-    ev_timer_stop(a->w->loop, &a->settle_timer);
+    ev_timer_stop(a->w->loop, &a->settles.timer);
     keep_queued_for_retry(a); /* not sent before the loop stopped: the spool takes them */
 }
 
@@ -164,19 +164,48 @@ void llmq_worker_settle(struct worker_job *job)
         llmq_worker_job_release(job);
         return;
     }
+    llmq_worker_job_set_phase(job, WORKER_JOB_SETTLING);
     job->next = NULL;
-    *a->settle_queue_tail = job;
-    a->settle_queue_tail = &job->next;
-    if (!ev_is_active(&a->settle_timer)) {
-        ev_timer_set(&a->settle_timer, 0.0, 0.0);
-        ev_timer_start(a->w->loop, &a->settle_timer);
+    *a->settles.queue_tail = job;
+    a->settles.queue_tail = &job->next;
+    if (!ev_is_active(&a->settles.timer)) {
+        ev_timer_set(&a->settles.timer, 0.0, 0.0);
+        ev_timer_start(a->w->loop, &a->settles.timer);
+    }
+}
+
+int llmq_worker_settle_waiting(const struct worker_account *a)
+{
+    int n = 0;
+    for (const struct worker_job *j = a->settles.waiting; j != NULL; j = j->next)
+        n++;
+    return n;
+}
+
+const struct worker_job *llmq_worker_settle_waiting_first(const struct worker_account *a)
+{
+    return a->settles.waiting;
+}
+
+void llmq_worker_settle_keep(struct worker_job *job)
+{
+    job->next = job->acct->settles.waiting;
+    job->acct->settles.waiting = job;
+}
+
+void llmq_worker_settle_free(struct worker_account *a)
+{
+    while (a->settles.waiting != NULL) {
+        struct worker_job *j = a->settles.waiting;
+        a->settles.waiting = j->next;
+        llmq_worker_job_free(j);
     }
 }
 
 void llmq_worker_settle_flush(struct worker_account *a)
 {
-    struct worker_job *list = a->settle_retry;
-    a->settle_retry = NULL;
+    struct worker_job *list = a->settles.waiting;
+    a->settles.waiting = NULL;
     while (list != NULL) {
         struct worker_job *job = list;
         list = job->next;

@@ -16,6 +16,20 @@ void llmq_worker_settle(struct worker_job *job);
 /* Resends settles that failed while Redis was away. */
 void llmq_worker_settle_flush(struct worker_account *a);
 
+/* How many of a's settles wait for Redis (0: none). */
+int llmq_worker_settle_waiting(const struct worker_account *a);
+
+/* The first of them (borrowed; the next is job->next), or NULL: for the
+ * spool, which writes them at exit. */
+const struct worker_job *llmq_worker_settle_waiting_first(const struct worker_account *a);
+
+/* job (takes it), loaded from a spool file with its slot taken
+ * (job_slot.h), waits with them for Redis. */
+void llmq_worker_settle_keep(struct worker_job *job);
+
+/* Frees a's settles still waiting (at exit, once the spool wrote them). */
+void llmq_worker_settle_free(struct worker_account *a);
+
 /* Sets up a's settle queue (before its first settle). */
 void llmq_worker_settle_start(struct worker_account *a);
 

@@ -3,10 +3,55 @@
  * to the rest of the worker is its subscribers' business. */
 #include "job_slot.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/log.h"
+
+#define TO(phase) (1u << (phase))
+
+/* The transitions allowed, one row per phase it leaves (job_slot.h). */
+static const unsigned next_phases[WORKER_JOB_PHASE_COUNT] = {
+    [WORKER_JOB_NEW] = TO(WORKER_JOB_HELD) | TO(WORKER_JOB_WAITING),
+    [WORKER_JOB_HELD] = TO(WORKER_JOB_CALLING) | TO(WORKER_JOB_DECIDED),
+    [WORKER_JOB_CALLING] = TO(WORKER_JOB_DECIDED),
+    [WORKER_JOB_DECIDED] = TO(WORKER_JOB_SETTLING) | TO(WORKER_JOB_RELEASED),
+    [WORKER_JOB_SETTLING] = TO(WORKER_JOB_RELEASED) | TO(WORKER_JOB_WAITING),
+    [WORKER_JOB_WAITING] = TO(WORKER_JOB_SETTLING),
+    [WORKER_JOB_RELEASED] = 0,
+};
+
+static const char *const phase_names[WORKER_JOB_PHASE_COUNT] = {
+    [WORKER_JOB_NEW] = "new",           [WORKER_JOB_HELD] = "held",
+    [WORKER_JOB_CALLING] = "calling",   [WORKER_JOB_DECIDED] = "decided",
+    [WORKER_JOB_SETTLING] = "settling", [WORKER_JOB_WAITING] = "waiting",
+    [WORKER_JOB_RELEASED] = "released",
+};
+
+const char *llmq_worker_job_phase_name(enum worker_job_phase phase)
+{
+    return phase >= 0 && phase < WORKER_JOB_PHASE_COUNT ? phase_names[phase] : "?";
+}
+
+int llmq_worker_job_phase_allowed(enum worker_job_phase from, enum worker_job_phase to)
+{
+    if (from < 0 || from >= WORKER_JOB_PHASE_COUNT || to < 0 || to >= WORKER_JOB_PHASE_COUNT)
+        return 0;
+    return (next_phases[from] & TO(to)) != 0;
+}
+
+void llmq_worker_job_set_phase(struct worker_job *job, enum worker_job_phase to)
+{
+    if (!llmq_worker_job_phase_allowed(job->phase, to)) {
+        LLMQ_LOG(LLMQ_LOG_ERROR, "job %s: phase %s -> %s is not allowed (a bug)",
+                 job->id != NULL ? job->id : "?", llmq_worker_job_phase_name(job->phase),
+                 llmq_worker_job_phase_name(to));
+        assert(!"a job phase transition the table does not allow");
+    }
+    job->phase = to;
+}
 
 void llmq_worker_slots_init(struct worker_slots *s)
 {
@@ -45,12 +90,14 @@ void llmq_worker_job_hold(struct worker_job *job)
         s->held->held_prev = job;
     s->held = job;
     s->in_hand++;
+    llmq_worker_job_set_phase(job, WORKER_JOB_HELD);
     s->last_busy_ms = llmq_monotonic_ms();
 }
 
 void llmq_worker_job_take_spooled(struct worker_job *job)
 {
     job->slots->in_hand++;
+    llmq_worker_job_set_phase(job, WORKER_JOB_WAITING);
 }
 
 void llmq_worker_job_free(struct worker_job *job)
@@ -81,6 +128,7 @@ void llmq_worker_job_free(struct worker_job *job)
 void llmq_worker_job_release(struct worker_job *job)
 {
     struct worker_slots *s = job->slots;
+    llmq_worker_job_set_phase(job, WORKER_JOB_RELEASED);
     if (s == NULL) { /* never took a slot: memory only */
         llmq_worker_job_free(job);
         return;

@@ -57,8 +57,29 @@ void llmq_worker_slots_init(struct worker_slots *s);
  * before it. Returns 0, or -1 when WORKER_SLOT_SUBSCRIBERS_MAX are taken. */
 int llmq_worker_slot_freed_subscribe(struct worker_slots *s, worker_slot_freed_fn *fn, void *ctx);
 
+/* Where a job is in its life (the steps above). Every change goes through
+ * llmq_worker_job_set_phase, which checks it against one table of the
+ * transitions allowed (llmq_worker_job_phase_allowed):
+ *   NEW      -> HELD (dispatched) | WAITING (loaded from a spool)
+ *   HELD     -> CALLING (its request submitted) | DECIDED (never sent)
+ *   CALLING  -> DECIDED (its call ended, the outcome decided and counted)
+ *   DECIDED  -> SETTLING (queued) | RELEASED (no mode: a bug, not sent)
+ *   SETTLING -> RELEASED (answered) | WAITING (Redis away)
+ *   WAITING  -> SETTLING (resent) */
+enum worker_job_phase {
+    WORKER_JOB_NEW = 0,  /* made and filled; no slot yet */
+    WORKER_JOB_HELD,     /* dispatched: holds a slot, its call not sent */
+    WORKER_JOB_CALLING,  /* its HTTP call is in flight (call.c) */
+    WORKER_JOB_DECIDED,  /* its outcome decided (job->settle) and counted */
+    WORKER_JOB_SETTLING, /* its settle queued or sent, not answered (job_settle.c) */
+    WORKER_JOB_WAITING,  /* its settle waits for Redis: resent, or spooled at exit */
+    WORKER_JOB_RELEASED, /* its slot given back: freed right after */
+    WORKER_JOB_PHASE_COUNT
+};
+
 /* One job in hand, from dispatch until its settle script has answered. */
 struct worker_job {
+    enum worker_job_phase phase;              /* llmq_worker_job_set_phase only */
     struct worker_job *next;                  /* in its account's settle lists (job_settle.c) */
     struct worker_job *held_prev, *held_next; /* in slots->held (llmq_worker_job_hold) */
     struct worker_slots *slots;               /* whose slot it takes; NULL: none */
@@ -82,6 +103,18 @@ struct worker_job {
     char *lease; /* the gateway whose caller waits ("" none; owned): a stream's relay */
 };
 
+/* Static name of phase ("new", "held", ...; "?" out of range). */
+const char *llmq_worker_job_phase_name(enum worker_job_phase phase);
+
+/* 1 when a job may go from phase from to phase to (the table above), else 0.
+ * Pure. */
+int llmq_worker_job_phase_allowed(enum worker_job_phase from, enum worker_job_phase to);
+
+/* Moves job to phase to. A transition the table does not allow is a bug:
+ * it fails an assert in a debug build, and is logged at error level (and
+ * made all the same, so the job still ends) in a release build. */
+void llmq_worker_job_set_phase(struct worker_job *job, enum worker_job_phase to);
+
 /* Returns a new, empty job of account a (borrowed) that will take a slot of
  * s (no slot taken yet: fill it, then hold it), or NULL without memory. */
 struct worker_job *llmq_worker_job_new(struct worker_slots *s, struct worker_account *a);
@@ -89,7 +122,8 @@ struct worker_job *llmq_worker_job_new(struct worker_slots *s, struct worker_acc
 /* Takes a slot for dispatched job and puts it on the held list. */
 void llmq_worker_job_hold(struct worker_job *job);
 
-/* Takes a slot for job, loaded from a spool file (not held). */
+/* Takes a slot for job, loaded from a spool file (not held): it waits for
+ * Redis from now on (WORKER_JOB_WAITING). */
 void llmq_worker_job_take_spooled(struct worker_job *job);
 
 /* job's settle was answered: gives its slot back, tells the slot_freed

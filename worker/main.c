@@ -16,6 +16,7 @@
 #include "redis/redis.h"
 #include "model_state.h"
 #include "dispatch.h"
+#include "job_settle.h"
 #include "recover.h"
 #include "spool.h"
 #include "stream_relay.h"
@@ -139,11 +140,7 @@ static int run(struct llmq_worker_config *cfg)
         if (llmq_worker_spool_write(a) < 0)
             w.exit_code = 1;
         llmq_worker_spool_free(a);
-        while (a->settle_retry != NULL) {
-            struct worker_job *j = a->settle_retry;
-            a->settle_retry = j->next;
-            llmq_worker_job_free(j);
-        }
+        llmq_worker_settle_free(a);
     }
     ev_timer_stop(w.loop, &w.grace_timer);
     forget_heartbeats(&w);

@@ -17,8 +17,10 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "redis/script.h"
+#include "auth_pause.h"
 #include "calib_batch.h"
 #include "dispatch.h"
+#include "job_settle.h"
 #include "recover.h"
 #include "worker.h"
 #include "llmq/priority.h"
@@ -101,7 +103,8 @@ static void on_idle_timer(struct ev_loop *loop, ev_timer *t, int revents)
     int64_t quiet = llmq_monotonic_ms() - w->slots.last_busy_ms;
     int waiting = 0;
     for (int i = 0; i < w->n_accounts; i++)
-        waiting |= !w->accounts[i].auth_paused && /* polls for a resume, but has no work */
+        waiting |= llmq_worker_auth_pause_why(&w->accounts[i]) == NULL && /* polls for a resume,
+                                                                              but has no work */
                    llmq_worker_dispatch_waiting(&w->accounts[i]);
     if (w->slots.in_hand == 0 && !waiting && quiet >= w->cfg->exit_when_idle_ms) {
         /* Idle because Redis never answered is no clean batch run: the jobs
@@ -113,10 +116,10 @@ static void on_idle_timer(struct ev_loop *loop, ev_timer *t, int revents)
                 LLMQ_LOG(LLMQ_LOG_ERROR, "never reached redis for account %s in %lld ms: %s",
                          a->cfg->name, (long long)quiet, why[0] ? why : "no answer yet");
                 w->exit_code = 1;
-            } else if (a->auth_paused) {
+            } else if (llmq_worker_auth_pause_why(a) != NULL) {
                 LLMQ_LOG(LLMQ_LOG_ERROR,
                          "exiting with account %s paused (%s): its jobs stay queued", a->cfg->name,
-                         a->auth_why);
+                         llmq_worker_auth_pause_why(a));
                 w->exit_code = 1;
             }
         }
@@ -131,7 +134,7 @@ void llmq_worker_check_done(struct llmq_worker *w)
     if (!w->draining || w->slots.in_hand > 0)
         return;
     for (int i = 0; i < w->n_accounts; i++)
-        if (w->accounts[i].settle_retry != NULL)
+        if (llmq_worker_settle_waiting(&w->accounts[i]) > 0)
             return; /* results still to write: wait for Redis (until the grace ends) */
     /* The exit flush of calibration samples (calib_batch.h): their replies
      * call back here. */
@@ -157,7 +160,7 @@ static void stop_now(struct llmq_worker *w, const char *why)
     llmq_http_free(http);
     int unsettled = 0;
     for (int i = 0; i < w->n_accounts; i++)
-        unsettled |= w->accounts[i].settle_retry != NULL;
+        unsettled |= llmq_worker_settle_waiting(&w->accounts[i]) > 0;
     if (unsettled) {
         LLMQ_LOG(LLMQ_LOG_ERROR, "redis unreachable when stopping: results of "
                                  "finished jobs go to the spool (--spool-dir) for the next "

@@ -1,6 +1,6 @@
 /* The spool: settles that outlive a Redis outage and the worker; see spool.h.
  *
- * Ownership: the jobs stay on their account's settle_retry list (job_settle.c
+ * Ownership: the jobs stay on their account's waiting settles (job_settle.c
  * owns them); the spool owns only the names of the files it claimed at start
  * (struct worker_spool, one per account, freed by llmq_worker_spool_free). */
 #include "spool.h"
@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "job_settle.h"
 #include "redis/redis.h"
 #include "settle_request.h"
 #include "worker.h"
@@ -29,14 +30,6 @@ struct worker_spool {
     int pending;    /* settles loaded from them not yet answered */
     int subscribed; /* on_slot_freed is subscribed to the slots */
 };
-
-int llmq_worker_spool_pending(const struct worker_account *a)
-{
-    int n = 0;
-    for (const struct worker_job *j = a->settle_retry; j != NULL; j = j->next)
-        n++;
-    return n;
-}
 
 static void on_slot_freed(void *ctx, const struct worker_job *job);
 
@@ -104,9 +97,8 @@ static int load_file(struct worker_account *a, const char *path)
             bad++;
             continue;
         }
-        job->next = a->settle_retry;
-        a->settle_retry = job;
         llmq_worker_job_take_spooled(job);
+        llmq_worker_settle_keep(job);
         loaded++;
     }
     free(text);
@@ -202,7 +194,7 @@ int llmq_worker_spool_write(struct worker_account *a)
 {
     const struct llmq_worker_config *cfg = a->w->cfg;
     int n = 0;
-    if (a->settle_retry == NULL) {
+    if (llmq_worker_settle_waiting_first(a) == NULL) {
         unlink_claimed(a->spool);
         return 0;
     }
@@ -226,7 +218,7 @@ int llmq_worker_spool_write(struct worker_account *a)
         return -1;
     }
     int failed = 0;
-    for (const struct worker_job *j = a->settle_retry; j != NULL; j = j->next) {
+    for (const struct worker_job *j = llmq_worker_settle_waiting_first(a); j != NULL; j = j->next) {
         char *line = job_line(j);
         if (line == NULL || fputs(line, f) == EOF || fputc('\n', f) == EOF)
             failed = 1;

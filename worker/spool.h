@@ -1,8 +1,8 @@
 /* The spool: settles Redis could not take, kept across a restart.
  *
  * A settle whose Redis call fails (connection down, reply lost) stays in
- * memory on its account's settle_retry list and is resent when Redis is back
- * (job_settle.c). When the worker stops while Redis is still away, those settles
+ * memory with its account's settles waiting for Redis (job_settle.h) and is
+ * resent when Redis is back. When the worker stops while Redis is still away, those settles
  * are written by llmq_worker_spool_write to one file per account and
  * process, <spool_dir>/spool-{<account>}-<consumer>.jsonl (mode 0600, written
  * to a temporary name, fsynced, renamed): one JSON object per line holding
@@ -24,15 +24,12 @@
 struct worker_account;
 struct worker_job;
 
-/* Settles waiting for Redis on account a (its settle_retry list). */
-int llmq_worker_spool_pending(const struct worker_account *a);
-
 /* Claims and loads the spool files of a's account from the configured
- * directory into a->settle_retry (each counts as a job in hand until
+ * directory into a's settles waiting for Redis (each counts as a job in hand until
  * answered). Returns the number of settles loaded; problems are logged. */
 int llmq_worker_spool_load(struct worker_account *a);
 
-/* Writes a->settle_retry to a's spool file (the list is left as it is) and
+/* Writes a's settles waiting for Redis to a's spool file (the list is left as it is) and
  * deletes the files claimed at start. Returns the number of settles written,
  * or -1 when they could not be written (logged: they are lost). */
 int llmq_worker_spool_write(struct worker_account *a);

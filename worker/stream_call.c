@@ -323,6 +323,7 @@ int llmq_worker_stream_decide(struct llmq_worker *w, struct worker_job *job,
         llmq_worker_settle_usage(st, &u); /* spend budgets price it */
     if (s->aborting) {
         int64_t est = job->est_prompt_tokens > 0 ? job->est_prompt_tokens : 0;
+        st->outcome[0] = '\0'; /* we ended it: nothing learnt about the endpoint */
         st->mode = WORKER_SETTLE_DONE;
         st->actual_tokens = has ? u.total_tokens : est + llmq_stream_asm_deltas(s->as);
         st->line = stream_line(s, resp, s->abort_why,
@@ -346,6 +347,8 @@ int llmq_worker_stream_decide(struct llmq_worker *w, struct worker_job *job,
     /* broken off after it reached the client: no retry (the client has half
      * an answer); the result line and the dead letter say why */
     const char *msg = code[0] ? llmq_stream_asm_error_message(s->as) : c->reason;
+    if (job->endpoint != NULL && job->endpoint[0] != '\0') /* its health counts the failure */
+        snprintf(st->outcome, sizeof(st->outcome), "fail");
     st->mode = WORKER_SETTLE_DEAD;
     snprintf(st->reason, sizeof(st->reason), "stream_error: %s", code[0] ? code : c->reason);
     st->actual_tokens = has ? u.total_tokens : job->cost;

@@ -35,8 +35,10 @@
 struct llmq_http;
 struct llmq_worker;
 struct llmq_worker_metrics;
+struct worker_job;
 struct worker_relays;
 struct worker_model;
+struct worker_spool;
 
 /* Counters printed at exit (and later exported as metrics). */
 struct llmq_worker_stats {
@@ -44,34 +46,55 @@ struct llmq_worker_stats {
         handed_back, tokens_reserved, tokens_used, invalid_responses, auth_refused;
 };
 
+/* Each module's own state in an account, a member of struct worker_account
+ * that only that module touches; the others ask the module's header. */
+
+/* dispatch.c's (dispatch.h): asking for jobs. */
+struct worker_dispatch_state {
+    int dispatching;     /* a dispatch call is in flight */
+    int wake_reading;    /* a wake-up read is in flight */
+    int asked;           /* jobs asked for by the dispatch in flight */
+    int64_t asked_ms;    /* llmq_monotonic_ms() before that dispatch was sent:
+                            its grants' age counts from here (no grant is
+                            older), so no clock is compared with Redis's */
+    char wake_id[64];    /* wake stream id the last dispatch saw, for the read */
+    int64_t next_due_ms; /* ms until the earliest delayed job (-1: none) */
+    ev_timer wait_timer; /* the limiter's exact wait, or a delayed job's due */
+    ev_timer soon_timer; /* coalesces dispatch requests of one loop turn */
+};
+
+/* job_settle.c's (job_settle.h): settles of this loop turn, sent together
+ * by timer, and those waiting for Redis. */
+struct worker_settle_state {
+    struct worker_job *queue, **queue_tail;
+    ev_timer timer;
+    struct worker_job *waiting; /* to resend once Redis is back (or spool) */
+};
+
+/* auth_pause.c's (auth_pause.h): the API refused this account's key (P
+ * auth_pause). */
+struct worker_auth_state {
+    int paused;
+    char why[256];     /* for logs and /readyz; never the key */
+    int64_t logged_ms; /* the last error line about it, for the reminder */
+    int checked;       /* account_resume ran for this process's key */
+};
+
 struct worker_account {
+    /* Shared by every module: who it is (main.c) and its connections
+     * (opened by dispatch.c). */
     struct llmq_worker *w;
     const struct llmq_worker_account *cfg;
     char prefix[LLMQ_KEY_PREFIX_MAX];
-    struct llmq_redis_async *cmd;    /* scripts */
-    struct llmq_redis_async *wake;   /* XREAD BLOCK on the wake stream */
-    int dispatching;                 /* a dispatch call is in flight */
-    int wake_reading;                /* a wake-up read is in flight */
-    int asked;                       /* jobs asked for by the dispatch in flight */
-    int64_t asked_ms;                /* llmq_monotonic_ms() before that dispatch was sent:
-                                        its grants' age counts from here (no grant is
-                                        older), so no clock is compared with Redis's */
-    char wake_id[64];                /* wake stream id the last dispatch saw, for the read */
-    int64_t next_due_ms;             /* ms until the earliest delayed job (-1: none) */
-    ev_timer wait_timer;             /* the limiter's exact wait, or a delayed job's due */
-    ev_timer soon_timer;             /* coalesces dispatch requests of one loop turn */
-    struct worker_job *settle_retry; /* settles to resend once Redis is back */
-    /* job_settle.c: settles of this loop turn, sent together by settle_timer */
-    struct worker_job *settle_queue, **settle_queue_tail;
-    ev_timer settle_timer;
+    struct llmq_redis_async *cmd;  /* scripts */
+    struct llmq_redis_async *wake; /* XREAD BLOCK on the wake stream */
     int scripts_ok; /* a dispatch was answered since the command connection came up (readyz) */
-    struct worker_spool *spool; /* spool.c: files claimed at start; NULL: none */
-    /* auth_pause.c: the API refused this account's key (P auth_pause). */
-    int auth_paused;
-    char auth_why[256];          /* for logs and /readyz; never the key */
-    int64_t auth_logged_ms;      /* the last error line about it, for the reminder */
-    int auth_checked;            /* account_resume ran for this process's key */
-    struct worker_model *models; /* model_state.h: per-model state, owned */
+    /* Each module's own. */
+    struct worker_dispatch_state dispatch; /* dispatch.c */
+    struct worker_settle_state settles;    /* job_settle.c */
+    struct worker_auth_state auth;         /* auth_pause.c */
+    struct worker_spool *spool;            /* spool.c: files claimed at start; NULL: none */
+    struct worker_model *models;           /* model_state.c: per-model state, owned */
 };
 
 struct llmq_worker {

@@ -53,6 +53,15 @@
  *   their meaning for every tenant's user (README "Upgrading").
  *
  * Jobs
+ *   P jr:<id>          STRING the record of a job no worker has taken yet
+ *                            (queued or held): state and the small fields below
+ *                            packed as text, then its body as the producer
+ *                            stored it (common/jobs/job_pack.h); one key, so a
+ *                            waiting job costs its line and about 100 B
+ *                            (lua/lib/job_record.lua has the format; README
+ *                            "Sizing Redis"). Written by enqueue; turned into
+ *                            job:<id> + body:<id> by whatever writes the job
+ *                            next (dispatch's grant, a dead letter, a cancel)
  *   P job:<id>         HASH  model, url, cost (tokens), prio (high|normal|low),
  *                            tenant, user, deadline_ms (unix ms, 0 = none),
  *                            max_attempts, attempts, enq_ms, state
@@ -66,7 +75,8 @@
  *                            default; README "Sizing Redis"). A hash of the
  *                            previous layout also holds body (and, once ended,
  *                            result): read as such (README "Upgrading")
- *   P body:<id>        STRING the job's request body (JSON text) while it may
+ *   P body:<id>        STRING the job's request body (as stored: packed or JSON
+ *                            text, common/jobs/job_pack.h) while it may
  *                            run again: from enqueue until it is done (deleted
  *                            then), kept while it is dead (for `llmq dead retry`)
  *   P q:<prio>         STREAM delivery: dispatch XADDs {id: <job id>} for each job it
@@ -315,6 +325,7 @@ enum llmq_key_kind {
     LLMQ_KEY_POLICY,        /* P policy */
     LLMQ_KEY_WINDOW_LOG,    /* P bw:<bucket> */
     LLMQ_KEY_JOB,           /* P job:<id> */
+    LLMQ_KEY_JOB_RECORD,    /* P jr:<id> */
     LLMQ_KEY_JOB_BODY,      /* P body:<id> */
     LLMQ_KEY_QUEUE,         /* P q:<prio> */
     LLMQ_KEY_DELAYED,       /* P delayed */

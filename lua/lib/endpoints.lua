@@ -26,11 +26,14 @@
 -- "<model>", the worker's own base URL and key (today's setup).
 -- uses: llmq_job_fields, llmq_job_set, limiter_bucket, limiter_fits, limiter_path, limiter_try
 -- uses: limiter_use, window_evict, window_stale, llmq_int_text, llmq_split
--- uses: KEY
+-- uses: KEY, sched_wake_buckets
 
 local EP_DEFAULTS = { fail_threshold = 5, fail_window_ms = 10000, cooldown_ms = 1000,
     cooldown_max_ms = 60000, probe_ms = 30000 }
-local EP_ALL_OUT_RECHECK_MS = 2000 -- every endpoint of a model disabled: look again this often
+-- Every endpoint of a model disabled: its node is blocked this long. Only a
+-- safety net: `llmq endpoints enable` (and a health change that ends an
+-- endpoint's cooling) unblocks it at once (ep_wake_models).
+local EP_ALL_DISABLED_RECHECK_MS = 60000
 
 -- The bucket of model on endpoint name ('' : the implicit endpoint's).
 local function ep_bucket(model, name)
@@ -206,7 +209,8 @@ end
 --   'granted', id, path, e, model
 --   'denied', wait_ms, bucket, reason, level ('model': no endpoint has room;
 --             'tenant'/'user': a bucket above them binds)
---   'skip', wait_ms: an endpoint this worker holds no key for could take it
+--   'skip', wait_ms: an endpoint this worker holds no key for could take it;
+--             wait_ms: when this worker's own may (nil: not before a wake)
 --   'never', bucket, reason, limit
 -- An endpoint denied once is skipped for the rest of the call (cache.denied)
 -- as a model is. A grant on an endpoint whose cooling is over makes it the
@@ -266,7 +270,7 @@ local function ep_route_model(s, cache, m, model, tenant, user, cost, cost_str, 
         end
     end
     if other_room then
-        return 'skip', own_wait or EP_ALL_OUT_RECHECK_MS
+        return 'skip', own_wait or least
     end
     if best ~= nil then
         return 'denied', least ~= nil and math.min(least, best.wait) or best.wait, best.bucket,
@@ -277,7 +281,7 @@ local function ep_route_model(s, cache, m, model, tenant, user, cost, cost_str, 
     end
     -- nothing usable: every endpoint cooling, probed or disabled
     local bucket = ep_bucket(model, m.list[1].name)
-    return 'denied', least or EP_ALL_OUT_RECHECK_MS, bucket, 'endpoints_out', 'model', true
+    return 'denied', least or EP_ALL_DISABLED_RECHECK_MS, bucket, 'endpoints_out', 'model', true
 end
 
 -- Routes one job (see ep_route_model) of key model, falling back to the
@@ -288,7 +292,7 @@ local function ep_route(s, cache, m, model, tenant, user, cost, cost_str, job)
     local st, r1, r2, r3, r4, r5
     if m == nil then
         if not cache.serves[''] then
-            return 'skip', EP_ALL_OUT_RECHECK_MS
+            return 'skip', nil -- others serve the implicit endpoint; a wake brings this one back
         end
         local path = limiter_path(s, model, tenant, user)
         st, r1, r2, r3, r4 = limiter_try(s, path, cost, cost_str)
@@ -322,6 +326,37 @@ local function ep_route(s, cache, m, model, tenant, user, cost, cost_str, job)
     return st, r1, r2, r3, r4
 end
 
+-- The models endpoint name serves (its "m:<model>" fields).
+local function ep_models_of(P, name)
+    local out = {}
+    for _, f in ipairs(redis.call('HKEYS', KEY.endpoint(P, name))) do
+        local model = string.match(f, '^m:(.+)$')
+        if model then
+            out[#out + 1] = model
+        end
+    end
+    return out
+end
+
+-- Nodes blocked on the buckets of model's endpoints (a model whose
+-- endpoints were all out is blocked on one of them) may run now.
+local function ep_wake_model(P, model)
+    local buckets = {}
+    for _, n in ipairs(redis.call('SMEMBERS', KEY.model_eps(P, model))) do
+        buckets[#buckets + 1] = ep_bucket(model, n)
+    end
+    sched_wake_buckets(P, buckets)
+end
+
+-- Endpoint name's state changed (enabled, cooled, back from cooling): the
+-- nodes of every model it serves look again now rather than at the wait
+-- they were blocked for, and idle workers are woken.
+local function ep_wake_models(P, name)
+    for _, model in ipairs(ep_models_of(P, name)) do
+        ep_wake_model(P, model)
+    end
+end
+
 -- What settle learns about endpoint name from one call (outcome: ok | fail
 -- (5xx, timeout, refused or reset, an invalid 2xx) | limit (a rate-limit
 -- 429) | auth (401/403) | quota (insufficient_quota); why: the detail for a
@@ -329,8 +364,10 @@ end
 -- threshold within its window, or a failed half-open probe, cool it down
 -- for a back-off that doubles while it keeps failing (up to its maximum);
 -- a success ends a cooling (the probe came back) and resets the back-off;
--- auth and quota disable it until `llmq endpoints enable`. Returns the new
--- state when it changed, else nil.
+-- auth and quota disable it until `llmq endpoints enable`. A change wakes
+-- the nodes of its models (ep_wake_models): those blocked until a probe's
+-- time or a cooling's end look again at once. Returns the new state when it
+-- changed, else nil.
 local function ep_health_settle(P, name, outcome, why, latency_ms, now)
     local hk = KEY.ep_health(P, name)
     local h = redis.call('HMGET', hk, 'state', 'fails', 'fail_t0', 'cool_ms', 'lat_ms', 'cool_until')
@@ -397,6 +434,9 @@ local function ep_health_settle(P, name, outcome, why, latency_ms, now)
     end
     if #set > 0 then
         redis.call('HSET', hk, unpack(set))
+    end
+    if changed ~= nil then
+        ep_wake_models(P, name)
     end
     return changed
 end

@@ -31,7 +31,7 @@
 -- uses: ep_model, ep_name_set, ep_pins_any, ep_route
 -- uses: limiter_flush, limiter_grant_lifetime, limiter_handle, limiter_path, limiter_session
 -- uses: limiter_try, limiter_user_bucket, limiter_wait
--- uses: sched_block, sched_deactivate, sched_weight, llmq_int_text
+-- uses: sched_block, sched_deactivate, sched_weight, llmq_int_text, llmq_job_write
 -- uses: KEY
 
 -- The decisions of a dispatch call of consumer for at most max_jobs jobs of
@@ -211,8 +211,9 @@ local function sched_grant(d, s, c, prio, id, job, attempts, max_attempts, cost,
     c.idx, c.pops = c.idx + 1, c.pops + 1
     local handle = (path.tags == '' and '' or limiter_handle(path, resid, job[4], s.now_text)) ..
         budget_charge(bp, cost, nusd, c.t.name, c.u.name)
-    redis.call('HSET', KEY.job(P, id), 'state', 'running', 'attempts',
-        llmq_int_text(attempts + 1), 'consumer', d.consumer, 'run_ms', s.now_text)
+    -- (a record becomes its hash here: lua/lib/job_record.lua)
+    llmq_job_write(P, id, job, 'state', 'running', 'attempts', llmq_int_text(attempts + 1),
+        'consumer', d.consumer, 'run_ms', s.now_text)
     local lifetime, guard = c.lifetime, c.guard
     if lifetime == nil or ep ~= nil then -- the path's, once per chain
         local mc = path[1].cfg
@@ -253,9 +254,11 @@ local function sched_deny(d, s, c, st, r1, r2, r3, r4, path, cost, pinned)
     elseif st == 'skip' then
         -- only endpoints this worker holds no key for have room: other
         -- workers take it; this one looks past the model (and again within
-        -- r1 ms)
+        -- r1 ms, when its own endpoints may take it; nil: not before a wake)
         sched_chain_end(d)
-        d.routes.own_wait = math.min(d.routes.own_wait or r1, r1)
+        if r1 ~= nil then
+            d.routes.own_wait = math.min(d.routes.own_wait or r1, r1)
+        end
         return 'skip'
     elseif st == 'never' then
         return 'dead', 'never_fits', 'cost ' .. cost .. ' tokens exceeds the ' .. r2 ..

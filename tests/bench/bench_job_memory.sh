@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Redis memory per job (issue 25), before and after the job layout of
-# common/redis/keys.h (small fields in a listpack hash, body and result in
-# strings of their own), on one redis-server with its default configuration.
+# common/redis/keys.h (a waiting job one record P jr:<id>, its body packed:
+# common/jobs/job_pack.h; a job a worker took a listpack hash of small
+# fields and its body and result strings of their own), on one
+# redis-server with its default configuration.
 #
-# Memory: for a small (the 213-byte line of `bench_jobs`), a 4 KiB and a 100 KiB
+# Memory: for a small (the 183-byte line of `bench_jobs`), a 4 KiB and a 100 KiB
 # body, at two counts each, INFO used_memory before and after `llmq enqueue`
-# of N jobs (per queued job), then after every job is ended done by
-# job_finish (FCALL, as a settle does) with a result line as long as its
-# request line (per finished job: the job hash, the result, its entry of P
-# done; the key queue the jobs were never dispatched from and the events
-# stream, one entry per call here instead of per 64 jobs, are deleted first).
-# Each figure is divided by the line's own bytes. Deterministic: run fully.
+# of N jobs (per queued job: its record or keys and its queue entries), then
+# after every job is ended done by job_finish (FCALL, as a settle does) with
+# a result line as long as its request line (per finished job: the job
+# hash, the result, its entry of P done; the key queue the jobs were never
+# dispatched from and the events stream, one entry per call here instead of
+# per 64 jobs, are deleted first). Each figure is divided by the line's own
+# bytes. Deterministic: run fully.
 #
 # Speed (--cpu, or --cpu-only without the memory part): `llmq enqueue`
 # jobs/s of 100,000 small jobs, and tests/bench/bench_redis_cpu.sh (Redis CPU
@@ -19,8 +22,9 @@
 # say the load.
 #
 # usage: tests/bench/bench_job_memory.sh [--cpu|--cpu-only] [BASE_REF] [SCALE]
-#   BASE_REF  the "before" commit (default 6e3ac2e: main before this layout),
-#             unpacked with git archive and built (Release) in
+#   BASE_REF  the "before" commit (default 5910dfb: main before the job
+#             records and packed bodies; 6e3ac2e is main before the listpack
+#             hash), unpacked with git archive and built (Release) in
 #             /tmp/llmq-bench-base-<ref> (kept for the next run)
 #   SCALE     divides every count (default 1: 10k and 1M small jobs, 10k and
 #             200k of 4 KiB, 1k and 10k of 100 KiB; about 3 GB of Redis at most)
@@ -30,7 +34,7 @@ case ${1:-} in
 --cpu) cpu=1 && shift ;;
 --cpu-only) cpu=1 mem=0 && shift ;;
 esac
-base_ref=${1:-6e3ac2e}
+base_ref=${1:-5910dfb}
 scale=${2:-1}
 . "$(dirname "$0")/lib.sh"
 bench_build build-bench llmq-cli llmq-worker openai-sim

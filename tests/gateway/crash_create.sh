@@ -117,6 +117,7 @@ after_crash() {
         echo "# $name: no batch is visible"
         expect "$name: ... and nothing of it is left in Redis (keys: $(R DBSIZE), before: $base)" \
             bash -c "[ -z \"\$(redis-cli -p $REDIS_PORT --scan --pattern '${P}job:batch_*' | head -1)\" ] &&
+                     [ -z \"\$(redis-cli -p $REDIS_PORT --scan --pattern '${P}jr:batch_*' | head -1)\" ] &&
                      [ -z \"\$(redis-cli -p $REDIS_PORT --scan --pattern '${P}body:batch_*' | head -1)\" ] &&
                      [ -z \"\$(redis-cli -p $REDIS_PORT --scan --pattern '${P}gw:batch:*' | head -1)\" ]"
         return

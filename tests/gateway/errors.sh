@@ -131,7 +131,7 @@ ofid=$(curl -s "$U/files" -H "Authorization: Bearer $low" -F purpose=batch -F "f
 obid=$(curl -s "$U/batches" -H "Authorization: Bearer $low" \
     -d "{\"input_file_id\":\"$ofid\",\"endpoint\":\"/v1/chat/completions\",\"completion_window\":\"24h\"}" |
     node -e 'console.log(JSON.parse(require("fs").readFileSync(0,"utf8")).id)')
-got=$(redis-cli -p "$REDIS_PORT" HMGET "llmq:{$LLMQ_ACCOUNT}:job:$obid.own" tenant prio user | tr '\n' ' ')
+got=$(job_field "llmq:{$LLMQ_ACCOUNT}:" "$obid.own" tenant prio user | tr '\n' ' ')
 expect "a line's llmq options keep the key's tenant and priority (got: $got)" [ "$got" = "acme low u1 " ]
 # ... and once it is done, its output file is read from the result even when
 # the previous version wrote it (the job hash's field result, not res:<id>)
@@ -157,14 +157,14 @@ expect "  ... with retry-after" grep -qi '^retry-after: [0-9]' "$STACK_DIR/h"
 # A caller that hangs up while its job waits: a second gateway that waits
 # long (so the cancel can only come from the hang-up), the job seen queued in
 # Redis before the caller leaves, then seen cancelled.
-jobs_in() { redis-cli -p "$REDIS_PORT" --scan --pattern "llmq:{$LLMQ_ACCOUNT}:job:*" | sort; }
-# new_queued_job: sets job to the key of a job that is not in jobs.before and
+jobs_in() { job_ids "llmq:{$LLMQ_ACCOUNT}:"; }
+# new_queued_job: sets job to the id of a job that is not in jobs.before and
 # is queued (waits up to 20 s; '' when none)
 new_queued_job() {
     job=""
     for _ in $(seq 400); do
         job=$(jobs_in | comm -13 "$STACK_DIR/jobs.before" - | head -1)
-        [ -n "$job" ] && [ "$(redis-cli -p "$REDIS_PORT" HGET "$job" state)" = queued ] && return
+        [ -n "$job" ] && [ "$(job_field "llmq:{$LLMQ_ACCOUNT}:" "$job" state)" = queued ] && return
         job=""
         sleep 0.05
     done
@@ -184,7 +184,7 @@ kill "$curl_pid"
 wait "$curl_pid" 2>/dev/null
 state=""
 for _ in $(seq 400); do
-    state=$(redis-cli -p "$REDIS_PORT" HMGET "$job" state last_error | tr '\n' ' ')
+    state=$(job_field "llmq:{$LLMQ_ACCOUNT}:" "$job" state last_error | tr '\n' ' ')
     [ "$state" = "cancelled cancelled " ] && break
     sleep 0.05
 done
@@ -199,10 +199,12 @@ curl -s --max-time 20 -o "$STACK_DIR/old.body" -w '%{http_code}' \
     -d "$slow" >"$STACK_DIR/old.code" &
 curl_pid=$!
 new_queued_job
-oid=${job#llmq:\{$LLMQ_ACCOUNT\}:job:}
+oid=$job
 oline='{"id":"batch_req_old","custom_id":"'$oid'","response":{"status_code":200,"request_id":"req_old","body":{"id":"chatcmpl-old","object":"chat.completion","created":1,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"from an older worker"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}},"error":null}'
 redis-cli -p "$REDIS_PORT" SET "llmq:{$LLMQ_ACCOUNT}:res:$oid" "$oline" >/dev/null
-redis-cli -p "$REDIS_PORT" HSET "$job" state done >/dev/null
+# (an older version's worker holds it as a hash, never a record)
+redis-cli -p "$REDIS_PORT" DEL "llmq:{$LLMQ_ACCOUNT}:jr:$oid" >/dev/null
+redis-cli -p "$REDIS_PORT" HSET "llmq:{$LLMQ_ACCOUNT}:job:$oid" state done >/dev/null
 redis-cli -p "$REDIS_PORT" XADD "llmq:{$LLMQ_ACCOUNT}:events" '*' id "$oid" state done >/dev/null
 wait "$curl_pid" 2>/dev/null
 expect "a call's result written by an older version is answered ($oid)" \

@@ -32,7 +32,7 @@ response() { echo "{\"model\":\"$1\",\"input\":\"hi\"}"; }
 completion() { echo "{\"model\":\"$1\",\"prompt\":\"hi\",\"max_tokens\":5}"; }
 
 # The job and batch keys in Redis, to see that a refusal wrote nothing.
-written() { rcli --scan --pattern "$P:job:*" | sort; rcli --scan --pattern "$P:gw:batch*" | sort; }
+written() { job_ids "$P:"; rcli --scan --pattern "$P:gw:batch*" | sort; }
 
 # allowed NAME KEY PATH BODY: answered by the API (200)
 allowed() {
@@ -77,11 +77,11 @@ refused "--models list: completions gpt-4o" "$list" completions "$(completion gp
 
 # a pinned user replaces the request's "user"; a key without one keeps it
 new_job_terms() { # KEY BODY -> prints "tenant user prio" of the job the call made
-    rcli --scan --pattern "$P:job:*" | sort >"$STACK_DIR/jobs.before"
+    job_ids "$P:" >"$STACK_DIR/jobs.before"
     curl -s --max-time 60 -o "$out" "$U/chat/completions" -H "$(as "$1")" -d "$2"
     local job
-    job=$(rcli --scan --pattern "$P:job:*" | sort | comm -13 "$STACK_DIR/jobs.before" - | head -1)
-    [ -n "$job" ] && rcli HMGET "$job" tenant user prio | tr '\n' ' '
+    job=$(job_ids "$P:" | comm -13 "$STACK_DIR/jobs.before" - | head -1)
+    [ -n "$job" ] && job_field "$P:" "$job" tenant user prio | tr '\n' ' '
 }
 got=$(new_job_terms "$pinned" "$(chat gpt-4o-mini ',"user":"bob"')")
 expect "--user alice: chat as user bob runs as alice (got: $got)" [ "$got" = "acme alice normal " ]
@@ -156,7 +156,7 @@ printf '%s\n' "$(line own gpt-4o-mini /v1/chat/completions ',"llmq":{"tenant":"o
 fid=$(upload "$pinned" "$STACK_DIR/own.jsonl")
 curl -s --max-time 60 -o "$out" "$U/batches" -H "$(as "$pinned")" -d "$(batch_body "$fid")"
 bid=$(json_field "$out" b.id)
-got=$(rcli HMGET "$P:job:$bid.own" tenant user prio | tr '\n' ' ')
+got=$(job_field "$P:" "$bid.own" tenant user prio | tr '\n' ' ')
 expect "--user alice: a batch line's llmq user bob runs as alice (got: $got)" [ "$got" = "acme alice normal " ]
 
 finish

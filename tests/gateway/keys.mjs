@@ -136,19 +136,27 @@ async function pinnedUser() {
     const redis = (...a) => execFileSync('redis-cli', ['-p', process.env.REDIS_PORT, ...a],
         { encoding: 'utf8' }).trim();
     const prefix = `llmq:{${process.env.LLMQ_ACCOUNT}}`;
-    const jobs = () => new Set(redis('--scan', '--pattern', `${prefix}:job:*`).split('\n'));
+    // job ids, waiting ones as records (jr:<id>) and the others as hashes
+    const jobs = () => new Set(['jr', 'job'].flatMap((k) =>
+        redis('--scan', '--pattern', `${prefix}:${k}:*`).split('\n').filter((l) => l)
+            .map((l) => l.slice(prefix.length + k.length + 2))));
+    // a job's fields whatever its layout (lua/job_fields.lua)
+    const fields = (id, ...names) => {
+        const fn = redis('FUNCTION', 'LIST').match(/llmq_job_fields_[0-9a-f]+/)[0];
+        return redis('FCALL', fn, '1', `${prefix}:`, id, ...names);
+    };
     const pinned = clientFor(newKey('--tenant', 'acme', '--user', 'alice', '--priority', 'normal'));
     const before = jobs();
     await pinned.chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 5, user: 'bob',
         messages: [{ role: 'user', content: 'hi' }] });
     const made = [...jobs()].filter((j) => !before.has(j));
     assert.equal(made.length, 1, `jobs made by one call: ${made}`);
-    assert.equal(redis('HMGET', made[0], 'tenant', 'user', 'prio'), 'acme\nalice\nnormal');
+    assert.equal(fields(made[0], 'tenant', 'user', 'prio'), 'acme\nalice\nnormal');
     const file = await upload(pinned, [chatLine('own', 'gpt-4o-mini', 'hi',
         { llmq: { tenant: 'other', user: 'bob', priority: 'high' } })]);
     const b = await pinned.batches.create({ input_file_id: file.id,
         endpoint: '/v1/chat/completions', completion_window: '24h' });
-    assert.equal(redis('HMGET', `${prefix}:job:${b.id}.own`, 'tenant', 'user', 'prio'),
+    assert.equal(fields(`${b.id}.own`, 'tenant', 'user', 'prio'),
         'acme\nalice\nnormal');
 }
 

@@ -7,6 +7,10 @@
 #       the body is left in $out
 #   expect NAME CONDITION-COMMAND...                 a plain assertion
 #   json_field FILE EXPR   prints EXPR (JavaScript, of the parsed body b) of FILE
+#   job_ids P              the ids of account prefix P's jobs (P ends in ':'),
+#                          records (jr:<id>, waiting) and hashes (job:<id>), sorted
+#   job_field P ID FIELD...  the job's fields, one a line, whatever its layout
+#                          (lua/job_fields.lua; the library is loaded by then)
 #   finish                 prints the counts; its status is 0 when none failed
 pass=0 fail=0
 out=$STACK_DIR/resp
@@ -50,6 +54,18 @@ expect() {
 json_field() {
     node -e 'const b = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
         console.log(eval(process.argv[2]))' "$1" "$2" 2>/dev/null
+}
+job_ids() {
+    {
+        redis-cli -p "$REDIS_PORT" --scan --pattern "${1}jr:*" | sed "s|^${1}jr:||"
+        redis-cli -p "$REDIS_PORT" --scan --pattern "${1}job:*" | sed "s|^${1}job:||"
+    } | sort -u
+}
+job_field() {
+    local p=$1 id=$2 fn
+    shift 2
+    fn=$(redis-cli -p "$REDIS_PORT" FUNCTION LIST | tr -d '\r' | grep -o 'llmq_job_fields_[0-9a-f]*' | head -1)
+    redis-cli -p "$REDIS_PORT" FCALL "$fn" 1 "$p" "$id" "$@"
 }
 finish() {
     echo "$pass passed, $fail failed"

@@ -37,16 +37,16 @@ code=$(curl -s -o /dev/null -w '%{http_code}' "$GW_URL/chat/completions" "${auth
 expect "a call that waits several lease periods on a live gateway is sent (200)" [ "$code" = 200 ]
 expect "  ... both reached the API" [ "$(sent_gpt4o)" = 2 ]
 # The third waits behind the second's window; its gateway is killed.
-R --scan --pattern "${P}job:*" | sort >"$STACK_DIR/jobs.before"
+job_ids "$P" >"$STACK_DIR/jobs.before"
 curl -s -o /dev/null --max-time 60 "$GW_URL/chat/completions" "${auth[@]}" -d "$slow" &
 curl_pid=$!
 queued_job() {
-    job=$(R --scan --pattern "${P}job:*" | sort | comm -13 "$STACK_DIR/jobs.before" - | head -1)
-    [ -n "$job" ] && [ "$(R HGET "$job" state)" = queued ]
+    job=$(job_ids "$P" | comm -13 "$STACK_DIR/jobs.before" - | head -1)
+    [ -n "$job" ] && [ "$(job_field "$P" "$job" state)" = queued ]
 }
 job=""
 expect "the third call's job is queued" wait_for 20 queued_job
-lease=$(R HGET "$job" lease)
+lease=$(job_field "$P" "$job" lease)
 expect "  ... with its gateway's lease ($lease)" [ "$(R EXISTS "${P}gw:lease:$lease")" = 1 ]
 kill -KILL "$GW_PID"
 wait "$curl_pid" 2>/dev/null
@@ -54,9 +54,9 @@ lease_gone() { [ "$(R EXISTS "${P}gw:lease:$lease")" = 0 ]; }
 expect "the killed gateway's lease lapses" wait_for 30 lease_gone
 # Lift the limit: dispatch now reaches the job.
 "$LLMQ_BIN_DIR/llmq" limits set gpt-4o --rpm 1000 --period-ms 1000 >/dev/null
-ended() { case "$(R HGET "$job" state)" in done | dead | cancelled) return 0 ;; esac; return 1; }
+ended() { case "$(job_field "$P" "$job" state)" in done | dead | cancelled) return 0 ;; esac; return 1; }
 expect "the orphaned job ends" wait_for 30 ended
-got=$(R HMGET "$job" state last_error | tr '\n' ' ')
+got=$(job_field "$P" "$job" state last_error | tr '\n' ' ')
 expect "  ... cancelled, not sent (state, reason: $got)" \
     bash -c "[ '$got' = 'dead cancelled ' ] || [ '$got' = 'cancelled cancelled ' ]"
 expect "  ... and the API never saw it (gpt-4o requests: $(sent_gpt4o))" [ "$(sent_gpt4o)" = 2 ]
@@ -87,7 +87,7 @@ for i in 0 1 2; do
 done >"$STACK_DIR/half.jsonl"
 "$LLMQ_BIN_DIR/llmq" enqueue "$STACK_DIR/half.jsonl" >/dev/null 2>&1
 running() {
-    for i in 0 1 2; do [ "$(R HGET "${P}job:$bid.r-$i" state)" = running ] && return 0; done
+    for i in 0 1 2; do [ "$(job_field "$P" "$bid.r-$i" state)" = running ] && return 0; done
     return 1
 }
 expect "one of the enqueued jobs is running" wait_for 20 running

@@ -52,7 +52,7 @@ code=$(batch "$fid")
 expect "a batch of the file whose bytes were replaced: 200 ($code)" [ "$code" = 200 ]
 expect "  ... with its 3 requests" [ "$(json_field "$out" b.request_counts.total)" = 3 ]
 bid=$(json_field "$out" b.id)
-expect "  ... queued as jobs <batch>.<custom_id>" [ "$(R EXISTS "${P}job:$bid.a" "${P}job:$bid.b" "${P}job:$bid.c")" = 3 ]
+expect "  ... queued as jobs <batch>.<custom_id>" [ "$(job_ids "$P" | grep -c "^$bid\.[abc]$")" = 3 ]
 expect "  ... and nothing was checked again" [ "$(metric llmq_gateway_batch_inputs_checked_again_total)" = 0 ]
 
 # a damaged record
@@ -73,7 +73,7 @@ code=$(batch "$legacy")
 expect "a file stored before the records layout makes a batch: 200 ($code)" [ "$code" = 200 ]
 expect "  ... with its 2 requests" [ "$(json_field "$out" b.request_counts.total)" = 2 ]
 lbid=$(json_field "$out" b.id)
-expect "  ... queued" [ "$(R EXISTS "${P}job:$lbid.x" "${P}job:$lbid.y")" = 2 ]
+expect "  ... queued" [ "$(job_ids "$P" | grep -c "^$lbid\.[xy]$")" = 2 ]
 expect "  ... checked again (once)" [ "$(metric llmq_gateway_batch_inputs_checked_again_total)" = 1 ]
 curl -s "${auth[@]}" "$GW_URL/files/$legacy/content" -o "$STACK_DIR/lback"
 expect "  ... and its content is still served" grep -q '"custom_id":"y"' "$STACK_DIR/lback"

@@ -20,6 +20,7 @@
 #include "jobs_cli_run.h"
 #include "llmq/limiter.h"
 #include "redis/redis.h"
+#include "job_fields.h"
 #include "testsupport.h"
 
 #define MAX_ARGS 12
@@ -270,9 +271,10 @@ static void test_exit_code_table(void **state)
     assert_int_equal(h->type, REDIS_REPLY_STRING);
     assert_string_equal(h->str, "100");
     freeReplyObject(h);
-    h = redisCommand(c, "HGET %sjob:q1 state", prefix);
-    assert_string_equal(h->str, "queued");
-    freeReplyObject(h);
+    char *q1 = llmq_test_job_field(c, prefix, "q1", "state");
+    assert_non_null(q1);
+    assert_string_equal(q1, "queued");
+    free(q1);
     h = redisCommand(c, "HGET %ssettings result_max", prefix);
     assert_int_equal(h->type, REDIS_REPLY_NIL);
     freeReplyObject(h);

@@ -99,7 +99,7 @@ static void test_endpoints_fail_over_and_back(void **state)
     ep_sim_start(&eps[0], sim_args);
     eps[1].sim.port = llmq_test_free_port(); /* nothing listens there */
     ep_sim_start(&eps[2], sim_args);
-    ep_sim_restart(&eps[3], llmq_test_free_port(), "sk-some-other-key", sim_args);
+    ep_sim_restart(&eps[3], llmq_test_free_port(), "test-some-other-key", sim_args);
     for (int i = 0; i < N_EP; i++) {
         ep_add(account, &eps[i], "/v1", health);
         ep_limit(account, &eps[i], "gpt-4o-mini", RPM, LLMQ_PERIOD_MS);
@@ -142,21 +142,6 @@ static void test_endpoints_fail_over_and_back(void **state)
     printf("# at 2.5 s: ep3 %s (%s)\n", st, why);
     assert_string_equal(st, "disabled");
     assert_non_null(strstr(why, "401"));
-    /* /metrics per endpoint: the shared state (polled every 5 s) and this
-     * worker's calls */
-    char want[256];
-    snprintf(want, sizeof(want),
-             "llmq_endpoint_state{account=\"%s\",endpoint=\"ep3\",state=\"disabled\"} 1", account);
-    struct worker_page pg = worker_http_wait_for(mport, "/metrics", want, 8000);
-    assert_non_null(strstr(pg.body, want));
-    snprintf(want, sizeof(want),
-             "llmq_endpoint_requests_total{account=\"%s\",endpoint=\"ep0\",model=\"gpt-4o-mini\","
-             "outcome=\"ok\"}",
-             account);
-    assert_non_null(strstr(pg.body, want));
-    assert_non_null(strstr(pg.body, "llmq_endpoint_bucket_limit{"));
-    free(pg.body);
-
     /* ep2: 500s from 3 s, refused from 6 s, answering again from 8 s */
     while (llmq_test_now_ms() < t0 + 3000)
         usleep(10000);
@@ -170,6 +155,22 @@ static void test_endpoints_fail_over_and_back(void **state)
         usleep(10000);
     ep_sim_restart(&eps[2], 0, NULL, sim_args);
     long long t_back = llmq_test_now_ms();
+    /* /metrics per endpoint: the shared state (polled every 5 s) and this
+     * worker's calls; only now: waiting for the poll earlier would push ep2's
+     * schedule back (its failing phase could pass while its budget is
+     * spent, and see no request) */
+    char want[256];
+    snprintf(want, sizeof(want),
+             "llmq_endpoint_state{account=\"%s\",endpoint=\"ep3\",state=\"disabled\"} 1", account);
+    struct worker_page pg = worker_http_wait_for(mport, "/metrics", want, 8000);
+    assert_non_null(strstr(pg.body, want));
+    snprintf(want, sizeof(want),
+             "llmq_endpoint_requests_total{account=\"%s\",endpoint=\"ep0\",model=\"gpt-4o-mini\","
+             "outcome=\"ok\"}",
+             account);
+    assert_non_null(strstr(pg.body, want));
+    assert_non_null(strstr(pg.body, "llmq_endpoint_bucket_limit{"));
+    free(pg.body);
 
     worker_wait_n(pids, WORKERS, 60000);
     ep_assert_results(account, "j", JOBS, JOBS); /* and nothing dead */

@@ -49,7 +49,7 @@ static inline void ep_init(struct ep_sim *e, int i)
     memset(e, 0, sizeof(*e));
     snprintf(e->name, sizeof(e->name), "ep%d", i);
     snprintf(e->env, sizeof(e->env), "LLMQ_TEST_EP%d_KEY", i);
-    snprintf(e->key, sizeof(e->key), "sk-test-endpoint-%d-%d-not-real", i, (int)getpid());
+    snprintf(e->key, sizeof(e->key), "test-endpoint-%d-%d-not-real", i, (int)getpid());
     setenv(e->env, e->key, 1);
 }
 

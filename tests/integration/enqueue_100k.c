@@ -51,9 +51,9 @@ static void test_100k(void **state)
     redisReply *r = redisCommand(a.c, "LLEN %sbacklog:normal", a.prefix);
     assert_int_equal(r->integer, N);
     freeReplyObject(r);
-    /* every hash is there: pipelined EXISTS */
+    /* every job is there, a record each (waiting): pipelined EXISTS */
     for (int i = 0; i < N; i++)
-        redisAppendCommand(a.c, "EXISTS %sjob:%s", a.prefix, ids[i]);
+        redisAppendCommand(a.c, "EXISTS %sjr:%s", a.prefix, ids[i]);
     long long found = 0;
     for (int i = 0; i < N; i++) {
         assert_int_equal(redisGetReply(a.c, (void **)&r), REDIS_OK);
@@ -75,7 +75,7 @@ static void test_100k(void **state)
     r = redisCommand(a.c, "DEL %sbacklog:normal %skq:normal|gpt-4o-mini||", a.prefix, a.prefix);
     freeReplyObject(r);
     for (int i = 0; i < N; i++)
-        redisAppendCommand(a.c, "UNLINK %sjob:%s", a.prefix, ids[i]);
+        redisAppendCommand(a.c, "UNLINK %sjr:%s", a.prefix, ids[i]);
     for (int i = 0; i < N; i++) {
         assert_int_equal(redisGetReply(a.c, (void **)&r), REDIS_OK);
         freeReplyObject(r);

@@ -1,12 +1,15 @@
-/* Upgrading (README "Upgrading"): jobs written in the previous layout, where
- * the job hash held the body (and, once ended, the result), run and are read
- * by this version. up-0 is queued as the previous enqueue.lua wrote it: its
- * hash holds the same 13 fields with body among them, and there is no
- * P body:<id>; a real llmq-worker runs it against openai-sim and its result
- * is read. old-done ended under the previous layout: its result is the
- * hash's field result, no P res:<id>; the C readers (job_result.h, sync: the
- * producer API, and async: the gateway) and `llmq results` print it. A job of today's layout (up-1)
- * runs beside them. */
+/* Upgrading (README "Upgrading"): jobs written in the layouts before, run and
+ * are read by this version. Today a waiting job is one record (P jr:<id>,
+ * lua/lib/job_record.lua) with its body packed (jobs/job_pack.h).
+ * up-2 is queued as the previous version wrote it: the hash P job:<id> of
+ * its 12 small fields and its body, JSON text, in P body:<id>. up-0 is
+ * queued as the version before that wrote it: the hash holds the same 12
+ * fields and body among them, no P body:<id>. A real llmq-worker runs both
+ * against openai-sim and their results are read. old-done ended under the
+ * oldest layout: its result is the hash's field result, no P res:<id>; the
+ * C readers (job_result.h, sync: the producer API, and async: the gateway)
+ * and `llmq results` print it. A job of today's layout (up-1) runs beside
+ * them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +18,8 @@
 #include <ev.h>
 #include <hiredis/adapters/libev.h>
 
+#include "job_fields.h"
+#include "jobs/job_pack.h"
 #include "jobs/job_result.h"
 #include "redis/keys.h"
 #include "redis/redis_url.h"
@@ -62,8 +67,40 @@ static void key_of(char *buf, size_t n, const char *prefix, enum llmq_key_kind k
     assert_int_equal(llmq_key(buf, n, prefix, kind, id, NULL), LLMQ_OK);
 }
 
+/* Rewrites today's record of waiting job id as the previous version wrote
+ * that job: the hash of its small fields and P body:<id>, the body's JSON
+ * text. */
+static void as_previous_layout(redisContext *c, const char *prefix, const char *id)
+{
+    static const char *fields[] = {"model",    "url",    "cost",        "prio",
+                                   "tenant",   "user",   "deadline_ms", "max_attempts",
+                                   "attempts", "enq_ms", "state",       "est_prompt_tokens"};
+    char jk[256], bk[256], wk[256];
+    key_of(jk, sizeof(jk), prefix, LLMQ_KEY_JOB, id);
+    key_of(bk, sizeof(bk), prefix, LLMQ_KEY_JOB_BODY, id);
+    key_of(wk, sizeof(wk), prefix, LLMQ_KEY_JOB_RECORD, id);
+    assert_int_equal(redis_int(c, "EXISTS %s%s", wk, ""), 1);
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        char *v = llmq_test_job_field(c, prefix, id, fields[i]);
+        assert_non_null(v);
+        freeReplyObject(redisCommand(c, "HSET %s %s %s", jk, fields[i], v));
+        free(v);
+    }
+    size_t stored_len = 0, len = 0;
+    char *stored = llmq_test_job_bytes(c, prefix, id, "body", &stored_len);
+    assert_non_null(stored);
+    assert_true(llmq_job_packed(stored, stored_len));
+    char *text = NULL;
+    assert_int_equal(llmq_job_unpack(stored, stored_len, 1 << 20, &text, &len, NULL), LLMQ_OK);
+    assert_int_equal(text[0], '{');
+    freeReplyObject(redisCommand(c, "SET %s %b", bk, text, len));
+    freeReplyObject(redisCommand(c, "DEL %s", wk));
+    free(text);
+    free(stored);
+}
+
 /* Moves string key from into field of hash to (and deletes from): the
- * previous layout of that value. */
+ * layout before of that value. */
 static void into_hash(redisContext *c, const char *from, const char *to, const char *field)
 {
     redisReply *v = redisCommand(c, "GET %s", from);
@@ -95,15 +132,25 @@ static void test_previous_layout_runs_and_reads(void **state)
     key_of(rk, sizeof(rk), prefix, LLMQ_KEY_RESULT, "old-done-0");
     into_hash(c, rk, jk, "result");
 
-    /* up-0 as the previous enqueue wrote it, up-1 as today's */
-    worker_write_jobs(jobs, "up", 2, "gpt-4o-mini", 20, NULL);
+    /* up-0 as the enqueue before the previous one wrote it, up-2 as the
+     * previous one did, up-1 as today's */
+    worker_write_jobs(jobs, "up", 3, "gpt-4o-mini", 20, NULL);
     worker_enqueue(account, jobs);
+    as_previous_layout(c, prefix, "up-0");
+    as_previous_layout(c, prefix, "up-2");
     key_of(jk, sizeof(jk), prefix, LLMQ_KEY_JOB, "up-0");
     key_of(bk, sizeof(bk), prefix, LLMQ_KEY_JOB_BODY, "up-0");
     into_hash(c, bk, jk, "body");
     /* model url body cost prio tenant user deadline_ms max_attempts attempts
-     * enq_ms state est_prompt_tokens: the previous enqueue.lua's HSET */
+     * enq_ms state est_prompt_tokens: that enqueue.lua's HSET */
     assert_int_equal(redis_int(c, "HLEN %s%s", jk, ""), 13);
+    char jk2[256], bk2[256], wk1[256];
+    key_of(jk2, sizeof(jk2), prefix, LLMQ_KEY_JOB, "up-2");
+    key_of(bk2, sizeof(bk2), prefix, LLMQ_KEY_JOB_BODY, "up-2");
+    key_of(wk1, sizeof(wk1), prefix, LLMQ_KEY_JOB_RECORD, "up-1");
+    assert_int_equal(redis_int(c, "HLEN %s%s", jk2, ""), 12);
+    assert_int_equal(redis_int(c, "EXISTS %s%s", bk2, ""), 1);
+    assert_int_equal(redis_int(c, "EXISTS %s%s", wk1, ""), 1);
 
     struct sim_proc sim;
     assert_int_equal(sim_proc_start(&sim, NULL), 0);
@@ -112,23 +159,25 @@ static void test_previous_layout_runs_and_reads(void **state)
     assert_int_equal(worker_wait(w, 60000), 0);
     assert_int_equal(sim_proc_stop(&sim), 0);
 
-    /* Both ran: the old one's body reached the API (the sim answers only a
-     * well-formed chat request with 200). */
+    /* All three ran: the old ones' bodies reached the API (the sim answers
+     * only a well-formed chat request with 200). */
     size_t n = 0;
     struct sim_entry *e = sim_log_read(sim.log_file, &n);
-    assert_int_equal(n, 2);
+    assert_int_equal(n, 3);
     for (size_t i = 0; i < n; i++)
         assert_int_equal(e[i].status, 200);
     free(e);
     assert_int_equal(redis_int(c, "HEXISTS %s %s", jk, "body"), 0); /* moved at dispatch */
     assert_int_equal(redis_int(c, "EXISTS %s%s", bk, ""), 0);       /* gone with the finish */
+    assert_int_equal(redis_int(c, "EXISTS %s%s", bk2, ""), 0);
+    assert_int_equal(redis_int(c, "EXISTS %s%s", wk1, ""), 0); /* a hash since dispatch */
 
     /* Every result reads back: the C reader, the producer API, the CLI. */
-    const char *ids[] = {"up-0", "up-1", "old-done-0"};
-    struct llmq_job_result out[3];
+    const char *ids[] = {"up-0", "up-1", "up-2", "old-done-0"};
+    struct llmq_job_result out[4];
     struct llmq_error err = {0};
-    assert_int_equal(llmq_job_result_read(c, prefix, ids, 3, out, &err), LLMQ_OK);
-    for (int i = 0; i < 3; i++) {
+    assert_int_equal(llmq_job_result_read(c, prefix, ids, 4, out, &err), LLMQ_OK);
+    for (int i = 0; i < 4; i++) {
         char want[64];
         snprintf(want, sizeof(want), "\"custom_id\":\"%s\"", ids[i]);
         assert_non_null(out[i].line);
@@ -137,17 +186,18 @@ static void test_previous_layout_runs_and_reads(void **state)
         assert_true(out[i].fin_ms > 0);
         llmq_job_result_clear(&out[i]);
     }
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         struct async_told t = read_async(prefix, ids[i]);
         assert_int_equal(t.calls, 1);
         assert_int_equal(t.rc, LLMQ_OK);
         assert_int_equal(t.dead, 0);
         assert_non_null(strstr(t.line, ids[i]));
     }
-    const char *argv[] = {"llmq", "results", "up-0", "old-done-0", NULL};
+    const char *argv[] = {"llmq", "results", "up-0", "up-2", "old-done-0", NULL};
     struct cli_run cr = cli_run(account, argv);
     assert_int_equal(cr.status, 0);
-    assert_int_equal(cli_count_lines(cr.out), 2);
+    assert_int_equal(cli_count_lines(cr.out), 3);
+    assert_non_null(strstr(cr.out, "\"custom_id\":\"up-2\""));
     assert_non_null(strstr(cr.out, "\"custom_id\":\"up-0\""));
     assert_non_null(strstr(cr.out, "\"custom_id\":\"old-done-0\""));
     cli_free(&cr);

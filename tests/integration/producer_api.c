@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "account.h"
+#include "job_fields.h"
 #include "jobs_fake_worker.h"
 #include "llmq/llmq.h"
 #include "redis/redis.h"
@@ -48,15 +49,15 @@ static void test_enqueue_one_and_duplicate(void **state)
     assert_string_equal(res.job_id, "one");
     assert_string_equal(res.state, "queued");
     assert_true(res.cost_tokens > 0);
-    redisReply *r = redisCommand(
-        f->c, "HMGET %sjob:one prio tenant max_attempts attempts state cost", f->prefix);
-    assert_string_equal(r->element[0]->str, "high");
-    assert_string_equal(r->element[1]->str, "acme");
-    assert_string_equal(r->element[2]->str, "3");
-    assert_string_equal(r->element[3]->str, "0");
-    assert_string_equal(r->element[4]->str, "queued");
-    assert_int_equal(strtoll(r->element[5]->str, NULL, 10), res.cost_tokens);
-    freeReplyObject(r);
+    const char *names[] = {"prio", "tenant", "max_attempts", "attempts", "state"};
+    const char *want[] = {"high", "acme", "3", "0", "queued"};
+    for (int i = 0; i < 5; i++) {
+        char *v = llmq_test_job_field(f->c, f->prefix, "one", names[i]);
+        assert_non_null(v);
+        assert_string_equal(v, want[i]);
+        free(v);
+    }
+    assert_int_equal(llmq_test_job_int(f->c, f->prefix, "one", "cost", -1), res.cost_tokens);
     assert_int_equal(
         llmq_producer_enqueue(f->producer, "/v1/chat/completions", BODY, &o, &res, &err),
         LLMQ_EDUPLICATE);
@@ -87,7 +88,7 @@ static void test_many_invalid_writes_nothing(void **state)
     assert_int_equal(res[0].rc, LLMQ_OK);
     assert_int_equal(res[1].rc, LLMQ_EINVAL);
     assert_non_null(strstr(res[1].message, "model"));
-    assert_int_equal(llmq_test_redis_int(f->c, "EXISTS %sjob:%s", f->prefix, "m1"), 0);
+    assert_int_equal(llmq_test_job_exists(f->c, f->prefix, "m1"), 0);
     reqs[1].body = BODY;
     assert_int_equal(llmq_producer_enqueue_many(f->producer, reqs, 3, res, &err), LLMQ_OK);
     for (int i = 0; i < 3; i++)

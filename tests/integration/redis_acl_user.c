@@ -13,6 +13,7 @@
 
 #include "jobs_cli_run.h"
 #include "llmq/limiter.h"
+#include "job_fields.h"
 #include "testsupport.h"
 
 static struct llmq_test_redis server;
@@ -173,10 +174,12 @@ static void test_producer_as_acl_user(void **state)
     redisReply *r = redisCommand(c, "AUTH admin adminpw");
     freeReplyObject(r);
     for (int i = 1; i <= 3; i++) {
-        r = redisCommand(c, "HGET llmq:{acl}:job:aclp-%d state", i);
-        assert_true(r != NULL && r->type == REDIS_REPLY_STRING);
-        assert_string_equal(r->str, "queued");
-        freeReplyObject(r);
+        char id[32];
+        snprintf(id, sizeof(id), "aclp-%d", i);
+        char *st = llmq_test_job_field(c, "llmq:{acl}:", id, "state");
+        assert_non_null(st);
+        assert_string_equal(st, "queued");
+        free(st);
     }
     redisFree(c);
 

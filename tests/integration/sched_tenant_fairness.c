@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "job_fields.h"
 #include "worker_support.h"
 
 #define N_A 600
@@ -69,11 +70,9 @@ static int a_jobs_during_b(const char *tag, const char *b_weight)
         usleep(10000);
     worker_enqueue(account, jobs_b);
     /* B's enqueue time: Redis TIME, the same host clock as the sim's log */
-    snprintf(key, sizeof(key), "llmq:{%s}:job:b-0", account);
-    redisReply *t = redisCommand(c, "HGET %s enq_ms", key);
-    assert_true(t != NULL && t->type == REDIS_REPLY_STRING);
-    long long b_enq_ms = strtoll(t->str, NULL, 10);
-    freeReplyObject(t);
+    snprintf(key, sizeof(key), "llmq:{%s}:", account);
+    long long b_enq_ms = llmq_test_job_int(c, key, "b-0", "enq_ms", -1);
+    assert_true(b_enq_ms > 0);
     /* Until B's batch is done (under FIFO: after A's whole backlog); then the
      * rest of A's backlog is handed back. */
     for (int i = 0; i < N_B; i++) {

@@ -65,12 +65,13 @@ static void test_budgets_hold_then_raise(void **state)
     assert_int_equal(acme.done + acme.queued, ACME_JOBS);
     assert_int_equal(beta.done + beta.queued, BETA_JOBS);
     for (int i = 0; i < ACME_JOBS; i++) {
-        char key[256];
-        snprintf(key, sizeof(key), "%sjob:acme-%d", a.prefix, i);
-        redisReply *r = redisCommand(a.c, "HMGET %s state attempts", key);
-        if (strcmp(r->element[0]->str, "queued") == 0)
-            assert_string_equal(r->element[1]->str, "0");
-        freeReplyObject(r);
+        char id[32];
+        snprintf(id, sizeof(id), "acme-%d", i);
+        char *st = llmq_test_job_field(a.c, a.prefix, id, "state");
+        assert_non_null(st);
+        if (strcmp(st, "queued") == 0)
+            assert_int_equal(llmq_test_job_int(a.c, a.prefix, id, "attempts", -1), 0);
+        free(st);
     }
     /* the budgets' own counts are the real spend, and list shows the waiting jobs */
     assert_int_equal(spend_budget_field(&a, "t/acme#tokens/month", "spent"), acme.total);

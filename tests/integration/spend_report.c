@@ -186,9 +186,7 @@ static void test_unpriced_model_refused(void **state)
     assert_non_null(strstr(r.err, "my-finetune has no price"));
     assert_non_null(strstr(r.err, "account#usd/day"));
     cli_free(&r);
-    char key[256];
-    snprintf(key, sizeof(key), "%sjob:p-0", a.prefix);
-    assert_int_equal(redis_int(a.c, "EXISTS %s%s", key, ""), 0);
+    assert_int_equal(llmq_test_job_exists(a.c, a.prefix, "p-0"), 0);
     /* priced by the account: accepted */
     const char *price[] = {
         "llmq", "prices", "set", "my-finetune", "--input-usd-per-1m", "3", "--output-usd-per-1m",
@@ -197,7 +195,7 @@ static void test_unpriced_model_refused(void **state)
     r = cli_run(a.name, enq);
     assert_int_equal(r.status, 0);
     cli_free(&r);
-    assert_int_equal(redis_int(a.c, "EXISTS %s%s", key, ""), 1);
+    assert_int_equal(llmq_test_job_exists(a.c, a.prefix, "p-0"), 1);
     const char *list[] = {"llmq", "prices", "list", NULL};
     char *out = spend_cli(&a, 0, list);
     assert_non_null(strstr(out, "taken 20"));

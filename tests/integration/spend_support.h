@@ -6,6 +6,7 @@
 #ifndef LLMQ_TEST_SPEND_SUPPORT_H
 #define LLMQ_TEST_SPEND_SUPPORT_H
 
+#include "job_fields.h"
 #include "worker_support.h"
 
 #define SPEND_MODEL "gpt-4o-mini"
@@ -72,12 +73,11 @@ static inline struct spend_real spend_real_read(const struct spend_account *a, c
 {
     struct spend_real s = {0};
     for (int i = 0; i < n; i++) {
-        char key[256];
-        snprintf(key, sizeof(key), "%sjob:%s-%d", a->prefix, prefix, i);
-        redisReply *r = redisCommand(a->c, "HMGET %s state attempts", key);
-        assert_true(r != NULL && r->type == REDIS_REPLY_ARRAY);
-        const char *st = r->element[0]->str ? r->element[0]->str : "";
-        long long attempts = r->element[1]->str ? strtoll(r->element[1]->str, NULL, 10) : -1;
+        char id[128];
+        snprintf(id, sizeof(id), "%s-%d", prefix, i);
+        char *state = llmq_test_job_field(a->c, a->prefix, id, "state");
+        const char *st = state ? state : "";
+        long long attempts = llmq_test_job_int(a->c, a->prefix, id, "attempts", -1);
         int done = strcmp(st, "done") == 0;
         s.done += done;
         s.queued += strcmp(st, "queued") == 0;
@@ -86,12 +86,13 @@ static inline struct spend_real spend_real_read(const struct spend_account *a, c
         s.dead += strcmp(st, "dead") == 0;
         s.other += !done && strcmp(st, "queued") && strcmp(st, "running") &&
                    strcmp(st, "delayed") && strcmp(st, "dead");
-        freeReplyObject(r);
+        free(state);
         if (!done)
             continue;
         s.attempts_1 += attempts == 1;
+        char key[256];
         snprintf(key, sizeof(key), "%sres:%s-%d", a->prefix, prefix, i);
-        r = redisCommand(a->c, "GET %s", key);
+        redisReply *r = redisCommand(a->c, "GET %s", key);
         assert_true(r != NULL && r->type == REDIS_REPLY_STRING);
         json_t *line = json_loads(r->str, 0, NULL);
         freeReplyObject(r);

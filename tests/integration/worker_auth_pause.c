@@ -17,6 +17,7 @@
 #include <cmocka.h>
 #include <openssl/sha.h>
 
+#include "job_fields.h"
 #include "worker_support.h"
 
 #define RIGHT_KEY "test-key-worker-right-not-real-0001"
@@ -75,13 +76,13 @@ static void check_paused(const char *account, const char *prefix, int port, cons
     snprintf(key, sizeof(key), "%sdead", prefix);
     assert_true(redis_int(c, "XLEN %s", key, NULL) <= 0);
     for (int i = 0; i < JOBS; i++) {
-        char jk[256];
-        snprintf(jk, sizeof(jk), "%sjob:ap-%d", prefix, i);
-        assert_int_equal(redis_int(c, "HGET %s %s", jk, "attempts"), 0);
-        redisReply *r = redisCommand(c, "HGET %s state", jk);
-        assert_true(r != NULL && r->type == REDIS_REPLY_STRING);
-        assert_true(strcmp(r->str, "queued") == 0 || strcmp(r->str, "delayed") == 0);
-        freeReplyObject(r);
+        char id[32];
+        snprintf(id, sizeof(id), "ap-%d", i);
+        assert_int_equal(llmq_test_job_int(c, prefix, id, "attempts", -1), 0);
+        char *st = llmq_test_job_field(c, prefix, id, "state");
+        assert_non_null(st);
+        assert_true(strcmp(st, "queued") == 0 || strcmp(st, "delayed") == 0);
+        free(st);
     }
     snprintf(key, sizeof(key), "%sauth_pause", prefix);
     redisReply *r = redisCommand(c, "HGETALL %s", key);

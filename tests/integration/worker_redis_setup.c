@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "job_fields.h"
 #include "worker_support.h"
 
 #define PASSWORD "s3cret-pw"
@@ -98,15 +99,13 @@ static void test_rejected_db_never_falls_back_to_db0(void **state)
     assert_int_equal(redis_int(c, "LLEN %s", key, NULL), 4);
     snprintf(key, sizeof(key), "%sq:normal", prefix);
     assert_int_equal(redis_int(c, "XLEN %s", key, NULL), 0);
-    redisReply *r = NULL;
     for (int i = 0; i < 4; i++) {
-        char jk[256], id[32];
+        char id[32];
         snprintf(id, sizeof(id), "d-%d", i);
-        snprintf(jk, sizeof(jk), "%sjob:%s", prefix, id);
-        r = redisCommand(c, "HGET %s state", jk);
-        assert_true(r != NULL && r->type == REDIS_REPLY_STRING);
-        assert_string_equal(r->str, "queued");
-        freeReplyObject(r);
+        char *st = llmq_test_job_field(c, prefix, id, "state");
+        assert_non_null(st);
+        assert_string_equal(st, "queued");
+        free(st);
     }
     redisFree(c);
     size_t n = 0;

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "job_fields.h"
 #include "worker_support.h"
 
 #define MODEL "gpt-4o-mini"
@@ -59,8 +60,8 @@ static void run_case(const char *const *sim_args, const char *settle, const char
     worker_write_jobs(jobs, "g", 1, MODEL, 20, "{\"max_attempts\":2}");
     worker_enqueue(account, jobs);
     redisContext *c = llmq_test_redis_connect();
+    b->cost = llmq_test_job_int(c, prefix, "g-0", "cost", -1);
     snprintf(key, sizeof(key), "%sjob:g-0", prefix);
-    b->cost = redis_int(c, "HGET %s %s", key, "cost");
     assert_true(b->cost > 0);
 
     snprintf(log, sizeof(log), "/tmp/llmq-budget-%d.log", (int)getpid());

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <cmocka.h>
 
+#include "job_fields.h"
 #include "worker_support.h"
 
 #define JOBS 5
@@ -72,14 +73,13 @@ static void signal_while_starting(int sig)
     assert_int_equal(p->element[0]->integer, 0);
     freeReplyObject(p);
     for (int i = 0; i < JOBS; i++) {
-        snprintf(key, sizeof(key), "%sjob:s-%d", prefix, i);
-        redisReply *st = redisCommand(c, "HMGET %s state attempts", key);
-        assert_true(st != NULL && st->type == REDIS_REPLY_ARRAY && st->elements == 2);
-        assert_int_equal(st->element[0]->type, REDIS_REPLY_STRING);
-        assert_string_equal(st->element[0]->str, "queued");
-        assert_true(st->element[1]->type != REDIS_REPLY_STRING ||
-                    strtoll(st->element[1]->str, NULL, 10) == 0);
-        freeReplyObject(st);
+        char id[32];
+        snprintf(id, sizeof(id), "s-%d", i);
+        char *st = llmq_test_job_field(c, prefix, id, "state");
+        assert_non_null(st);
+        assert_string_equal(st, "queued");
+        free(st);
+        assert_int_equal(llmq_test_job_int(c, prefix, id, "attempts", 0), 0);
     }
     redisFree(c);
     assert_int_equal(sim_proc_stop(&sim), 0);

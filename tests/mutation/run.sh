@@ -72,8 +72,10 @@ for s in "${specs[@]}"; do
     for t in $(field tests "$s"); do all_tests[$t]=1; done
 done
 programs=(llmq-cli llmq-worker llmq-gateway openai-sim http_testserver)
-# The gateway's SDK tests need the openai package, which git does not copy.
-if [ -d "$src/tests/gateway/node_modules" ]; then
+# The gateway's SDK tests need the openai package, which git does not copy
+# (unless it is an untracked link, as in a worktree: then it came along, and a
+# second link would land inside the package folder).
+if [ -d "$src/tests/gateway/node_modules" ] && [ ! -e "$tree/tests/gateway/node_modules" ]; then
     ln -s "$src/tests/gateway/node_modules" "$tree/tests/gateway/node_modules"
 fi
 # Tests that are scripts (tests/gateway/*.sh, *.mjs) are no build targets:

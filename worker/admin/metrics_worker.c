@@ -23,6 +23,8 @@
 #include "admin/metrics.h"
 #include "admin/metrics_spend.h"
 #include "admin/metrics_stream.h"
+#include "auth_pause.h"
+#include "classify.h"
 #include "worker.h"
 #include "llmq/priority.h"
 
@@ -218,10 +220,11 @@ static int account_ready(const struct worker_account *a, char *reason, size_t n)
                  why[0] ? why : "connecting");
         return 0;
     }
-    if (a->auth_paused) {
+    const char *paused = llmq_worker_auth_pause_why(a);
+    if (paused != NULL) {
         snprintf(reason, n,
                  "account %s paused: %s; fix the key and restart, or run llmq account resume",
-                 a->cfg->name, a->auth_why);
+                 a->cfg->name, paused);
         return 0;
     }
     if (!a->scripts_ok) {
@@ -265,7 +268,7 @@ char *llmq_worker_metrics_render(struct llmq_worker *w, size_t *len)
         const char *l[] = {a->cfg->name};
         llmq_metrics_set(m->redis_up, l,
                          llmq_redis_async_ready(a->cmd) && llmq_redis_async_ready(a->wake));
-        llmq_metrics_set(m->auth_paused, l, a->auth_paused);
+        llmq_metrics_set(m->auth_paused, l, llmq_worker_auth_pause_why(a) != NULL);
     }
     return llmq_metrics_render(m->reg, len);
 }
@@ -485,7 +488,7 @@ void llmq_worker_metrics_guard(struct worker_account *a, const char *model, int6
     llmq_metrics_set(m->guard, l, (double)guard_ms);
 }
 
-void llmq_worker_metrics_429(struct llmq_worker *w, const struct worker_job *job, int quota)
+static void count_429(struct llmq_worker *w, const struct worker_job *job, int quota)
 {
     struct llmq_worker_metrics *m = w->metrics;
     if (m == NULL)
@@ -495,8 +498,8 @@ void llmq_worker_metrics_429(struct llmq_worker *w, const struct worker_job *job
     llmq_metrics_add(m->http_429, l, 1);
 }
 
-void llmq_worker_metrics_prompt(struct llmq_worker *w, const struct worker_job *job,
-                                int64_t actual_prompt_tokens)
+static void count_prompt(struct llmq_worker *w, const struct worker_job *job,
+                         int64_t actual_prompt_tokens)
 {
     struct llmq_worker_metrics *m = w->metrics;
     if (m == NULL || job->est_prompt_tokens < 0 || actual_prompt_tokens < 0)
@@ -506,9 +509,67 @@ void llmq_worker_metrics_prompt(struct llmq_worker *w, const struct worker_job *
     llmq_metrics_add(m->prompt_act, l, (double)actual_prompt_tokens);
 }
 
-void llmq_worker_count_outcome(struct llmq_worker *w, const struct worker_job *job,
-                               const struct llmq_http_response *resp)
+static void count_invalid_response(struct llmq_worker *w, const struct worker_job *job)
 {
+    struct llmq_worker_metrics *m = w->metrics;
+    if (m == NULL)
+        return;
+    const char *l[] = {job->acct->cfg->name, job->model};
+    llmq_metrics_add(m->invalid_resp, l, 1);
+}
+
+/* What the classification of an attempt's response (at->c) adds to the
+ * counts: the 429s and, when it decided the settle, its cause (auth
+ * refusals, invalid responses, transport errors, rate limits, server
+ * errors) and the prompt tokens of a result. A named endpoint's refused key
+ * or quota puts the endpoint out, not the call: only the refusal counts. */
+static void count_cause(struct llmq_worker *w, const struct worker_job *job,
+                        const struct worker_attempt_end *at)
+{
+    const struct llmq_call_class *c = at->c;
+    const struct llmq_http_response *resp = at->resp;
+    struct llmq_worker_stats *s = &w->stats;
+    if (resp != NULL && resp->outcome == LLMQ_HTTP_OK && c->cause != LLMQ_CALL_CAUSE_OK &&
+        resp->status == 429)
+        count_429(w, job, c->cause == LLMQ_CALL_CAUSE_QUOTA);
+    if (!at->by_class)
+        return;
+    if (c->cause == LLMQ_CALL_CAUSE_AUTH)
+        s->auth_refused++;
+    int named = job->endpoint != NULL && job->endpoint[0] != '\0';
+    if (named && (c->cause == LLMQ_CALL_CAUSE_AUTH || c->cause == LLMQ_CALL_CAUSE_QUOTA))
+        return;
+    if (c->verdict == LLMQ_CALL_DONE && c->has_usage && (c->usage.present & LLMQ_USAGE_INPUT))
+        count_prompt(w, job, c->usage.input_tokens);
+    if (c->verdict != LLMQ_CALL_RETRY)
+        return;
+    switch (c->cause) {
+    case LLMQ_CALL_CAUSE_INVALID_RESPONSE:
+        s->invalid_responses++;
+        count_invalid_response(w, job);
+        break;
+    case LLMQ_CALL_CAUSE_TRANSPORT:
+        s->transport_errors++;
+        break;
+    case LLMQ_CALL_CAUSE_RATE_LIMIT:
+        s->rate_limited++;
+        break;
+    case LLMQ_CALL_CAUSE_SERVER:
+    case LLMQ_CALL_CAUSE_QUOTA:
+    case LLMQ_CALL_CAUSE_CLIENT:
+        s->server_errors++;
+        break;
+    default:
+        break;
+    }
+}
+
+void llmq_worker_count_outcome(struct llmq_worker *w, const struct worker_job *job,
+                               const struct worker_attempt_end *at)
+{
+    const struct llmq_http_response *resp = at != NULL ? at->resp : NULL;
+    if (at != NULL && at->c != NULL)
+        count_cause(w, job, at);
     struct llmq_worker_stats *s = &w->stats;
     struct llmq_worker_metrics *m = w->metrics;
     int64_t *stat;
@@ -560,13 +621,4 @@ void llmq_worker_count_outcome(struct llmq_worker *w, const struct worker_job *j
         if (resp != NULL && resp->outcome != LLMQ_HTTP_CANCELLED)
             llmq_metrics_observe(m->ep_latency, le, resp->elapsed_ms / 1000.0);
     }
-}
-
-void llmq_worker_metrics_invalid_response(struct llmq_worker *w, const struct worker_job *job)
-{
-    struct llmq_worker_metrics *m = w->metrics;
-    if (m == NULL)
-        return;
-    const char *l[] = {job->acct->cfg->name, job->model};
-    llmq_metrics_add(m->invalid_resp, l, 1);
 }

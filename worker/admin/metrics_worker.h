@@ -44,24 +44,25 @@ void llmq_worker_metrics_wait(struct worker_account *a, int64_t wait_ms);
 /* Dispatch granted a job of model under arrival guard guard_ms (the gauge). */
 void llmq_worker_metrics_guard(struct worker_account *a, const char *model, int64_t guard_ms);
 
-/* The API answered job with 429: quota 1 for insufficient_quota, else a rate
- * limit. */
-void llmq_worker_metrics_429(struct llmq_worker *w, const struct worker_job *job, int quota);
+struct llmq_call_class;
 
-/* The API answered job with a 2xx that is no valid response (invalid_response). */
-void llmq_worker_metrics_invalid_response(struct llmq_worker *w, const struct worker_job *job);
-
-/* The API reported actual_prompt_tokens for job, whose prompt enqueue estimated. */
-void llmq_worker_metrics_prompt(struct llmq_worker *w, const struct worker_job *job,
-                                int64_t actual_prompt_tokens);
+/* How one attempt ended, as the counts see it (call.c fills it). */
+struct worker_attempt_end {
+    const struct llmq_http_response *resp; /* borrowed; NULL: nothing was sent */
+    const struct llmq_call_class *c;       /* resp's classification (classify.h); NULL: none */
+    int by_class; /* 1: c decided the settle (call.c); 0: the stream relay did (stream_call.h) */
+};
 
 /* The job's attempt ended with job->settle.mode decided: counts its
  * outcome (succeeded, retried, dead or handed back; an authpause is handed
- * back) and the tokens used, once, in the summary (w->stats) and in the
- * metrics alike — the one place either counts an outcome, so the two cannot
- * disagree. resp (borrowed; NULL when nothing was sent) gives the status
- * label and the call's duration. Counts w->stats also without metrics. */
+ * back), the tokens used, and what its classification says (429s, auth
+ * refusals, invalid responses, transport, rate-limit and server errors,
+ * prompt tokens against the estimate), once, in the summary (w->stats) and
+ * in the metrics alike — the one place either counts an attempt, derived
+ * from (job, at) alone, so the two cannot disagree. at (borrowed; NULL:
+ * nothing was sent, nothing classified) gives the status label and the
+ * call's duration. Counts w->stats also without metrics. */
 void llmq_worker_count_outcome(struct llmq_worker *w, const struct worker_job *job,
-                               const struct llmq_http_response *resp);
+                               const struct worker_attempt_end *at);
 
 #endif

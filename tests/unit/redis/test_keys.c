@@ -25,6 +25,7 @@ static void test_layout(void **state)
         {LLMQ_KEY_WINDOW_LOG, "gpt-4o", P "bw:gpt-4o"},
         {LLMQ_KEY_JOB, "j-1", P "job:j-1"},
         {LLMQ_KEY_JOB_BODY, "j-1", P "body:j-1"},
+        {LLMQ_KEY_JOB_RECORD, "j-1", P "jr:j-1"},
         {LLMQ_KEY_QUEUE, "high", P "q:high"},
         {LLMQ_KEY_DELAYED, NULL, P "delayed"},
         {LLMQ_KEY_WEIGHTS, NULL, P "weights"},

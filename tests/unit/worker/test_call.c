@@ -19,9 +19,8 @@
 
 static struct worker_job *new_job(struct worker_account *a, int attempts, int max_attempts)
 {
-    struct worker_job *job = calloc(1, sizeof(*job));
+    struct worker_job *job = llmq_worker_job_new(&a->w->slots, a); /* as dispatch makes it */
     assert_non_null(job);
-    job->acct = a;
     snprintf(job->eid, sizeof(job->eid), "1-0");
     snprintf(job->prio, sizeof(job->prio), "normal");
     job->id = strdup("j-1");
@@ -33,6 +32,7 @@ static struct worker_job *new_job(struct worker_account *a, int attempts, int ma
     job->max_attempts = max_attempts;
     job->cost = 50;
     job->est_prompt_tokens = -1;
+    llmq_worker_job_hold(job);
     return job;
 }
 
@@ -56,11 +56,9 @@ static void test_submit_failure_on_last_attempt_counts_dead_once(void **state)
         "llmq_jobs_dead_total{account=\"acct\",model=\"gpt-4o-mini\",status=\"not_sent\"} 1\n"));
     free(text);
     worker_fixture_run_settles(w);
-    assert_ptr_equal(a->settle_retry, job); /* kept: Redis is not there */
+    assert_ptr_equal(llmq_worker_settle_waiting_first(a), job); /* kept: Redis is not there */
 
-    a->settle_retry = NULL;
-    llmq_worker_job_free(job);
-    worker_fixture_stop(w);
+    worker_fixture_stop(w); /* frees it with the account's waiting settles */
 }
 
 int main(void)

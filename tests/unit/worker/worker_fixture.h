@@ -54,13 +54,14 @@ static inline struct llmq_worker *worker_fixture_start(void)
  * queue is sent by a timer of the next loop turn); bounded. */
 static inline void worker_fixture_run_settles(struct llmq_worker *w)
 {
-    for (int i = 0; i < 100 && w->accounts[0].settle_retry == NULL; i++)
+    for (int i = 0; i < 100 && llmq_worker_settle_waiting_first(&w->accounts[0]) == NULL; i++)
         ev_run(w->loop, EVRUN_NOWAIT);
 }
 
 static inline void worker_fixture_stop(struct llmq_worker *w)
 {
     llmq_worker_settle_stop(&w->accounts[0]);
+    llmq_worker_settle_free(&w->accounts[0]);
     llmq_redis_async_free(w->accounts[0].cmd);
     llmq_worker_metrics_free(w);
     ev_loop_destroy(w->loop);
