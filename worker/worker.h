@@ -94,7 +94,7 @@ struct worker_account {
     struct worker_settle_state settles;    /* job_settle.c */
     struct worker_auth_state auth;         /* auth_pause.c */
     struct worker_spool *spool;            /* spool.c: files claimed at start; NULL: none */
-    struct worker_model *models;           /* model_state.c: per-model state, owned */
+    struct worker_model *models;           /* model_state.c (calib_batch.c sums in its entries) */
 };
 
 struct llmq_worker {
