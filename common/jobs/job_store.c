@@ -118,6 +118,16 @@ static void body_arg(struct call_args *a, size_t i, const struct llmq_job *j)
         arg(a, j->body, j->body_len);
 }
 
+/* A gate's names fit the option buffers of build_call. */
+static enum llmq_rc gate_check(const struct llmq_job_gate *gate, struct llmq_error *err)
+{
+    if (gate != NULL && gate->lease != NULL && strlen(gate->lease) > LLMQ_JOB_ID_MAX)
+        return llmq_error_set(err, LLMQ_EINVAL, "enqueue: lease name too long");
+    if (gate != NULL && gate->key_id != NULL && strlen(gate->key_id) > 64)
+        return llmq_error_set(err, LLMQ_EINVAL, "enqueue: key id too long");
+    return LLMQ_OK;
+}
+
 static void build_call(struct call_args *a, const char *prefix, const struct llmq_job_gate *gate,
                        const struct llmq_job *jobs, size_t n)
 {
@@ -239,14 +249,15 @@ static enum llmq_rc read_round(redisContext *c, const struct round *rd, size_t n
 }
 
 /* Appends round rd's calls and flushes them to the socket. */
-static enum llmq_rc send_round(redisContext *c, const char *prefix, const struct llmq_job *jobs,
+static enum llmq_rc send_round(redisContext *c, const char *prefix,
+                               const struct llmq_job_gate *gate, const struct llmq_job *jobs,
                                size_t n, const struct round *rd, struct call_args *a,
                                struct llmq_error *err)
 {
     size_t job = rd->first_job;
     for (size_t k = 0; k < rd->ncalls; k++) {
         size_t cj = call_jobs(job, n);
-        build_call(a, prefix, NULL, jobs + job, cj);
+        build_call(a, prefix, gate, jobs + job, cj);
         if (llmq_script_append(c, LLMQ_SCRIPT_ENQUEUE, 1, a->argc, a->argv, a->argvlen) != LLMQ_OK)
             return llmq_error_set(err, LLMQ_ENOMEM, "enqueue: cannot buffer command");
         job += cj;
@@ -260,7 +271,8 @@ static enum llmq_rc send_round(redisContext *c, const char *prefix, const struct
 
 /* Runs again, one by one, the calls that met a missing function (llmq_script_run loads
  * the script). */
-static enum llmq_rc redo_calls(redisContext *c, const char *prefix, const struct llmq_job *jobs,
+static enum llmq_rc redo_calls(redisContext *c, const char *prefix,
+                               const struct llmq_job_gate *gate, const struct llmq_job *jobs,
                                size_t n, const unsigned char *redo, struct call_args *a,
                                struct llmq_job_outcome *out, struct llmq_error *err)
 {
@@ -268,7 +280,7 @@ static enum llmq_rc redo_calls(redisContext *c, const char *prefix, const struct
         if (!redo[job / LLMQ_JOB_STORE_JOBS_PER_CALL])
             continue;
         size_t cj = call_jobs(job, n);
-        build_call(a, prefix, NULL, jobs + job, cj);
+        build_call(a, prefix, gate, jobs + job, cj);
         redisReply *r =
             llmq_script_run(c, LLMQ_SCRIPT_ENQUEUE, 1, a->argc, a->argv, a->argvlen, err);
         if (r == NULL)
@@ -333,6 +345,17 @@ static enum llmq_rc push_precheck(redisContext *c, const char *prefix, const str
 enum llmq_rc llmq_job_store_push(redisContext *c, const char *prefix, const struct llmq_job *jobs,
                                  size_t n, struct llmq_job_outcome *out, struct llmq_error *err)
 {
+    return llmq_job_store_push_gated(c, prefix, NULL, jobs, n, out, err);
+}
+
+enum llmq_rc llmq_job_store_push_gated(redisContext *c, const char *prefix,
+                                       const struct llmq_job_gate *gate,
+                                       const struct llmq_job *jobs, size_t n,
+                                       struct llmq_job_outcome *out, struct llmq_error *err)
+{
+    enum llmq_rc bad = gate_check(gate, err);
+    if (bad != LLMQ_OK)
+        return bad;
     size_t per_round = (size_t)LLMQ_JOB_STORE_JOBS_PER_CALL * LLMQ_JOB_STORE_CALLS_PER_ROUND;
     struct call_args *a = call_args_new();
     unsigned char *redo = calloc(n / LLMQ_JOB_STORE_JOBS_PER_CALL + 1, 1);
@@ -346,7 +369,7 @@ enum llmq_rc llmq_job_store_push(redisContext *c, const char *prefix, const stru
         size_t here = n - first < per_round ? n - first : per_round;
         struct round cur = {first, (here + LLMQ_JOB_STORE_JOBS_PER_CALL - 1) /
                                        LLMQ_JOB_STORE_JOBS_PER_CALL};
-        rc = send_round(c, prefix, jobs, n, &cur, a, err);
+        rc = send_round(c, prefix, gate, jobs, n, &cur, a, err);
         if (rc != LLMQ_OK)
             prev.ncalls = 0; /* the connection is broken: nothing more can be read */
         else
@@ -361,7 +384,7 @@ enum llmq_rc llmq_job_store_push(redisContext *c, const char *prefix, const stru
             rc = last;
     }
     if (rc == LLMQ_OK)
-        rc = redo_calls(c, prefix, jobs, n, redo, a, out, err);
+        rc = redo_calls(c, prefix, gate, jobs, n, redo, a, out, err);
     call_args_free(a);
     free(redo);
     return rc;
@@ -451,10 +474,9 @@ enum llmq_rc llmq_job_store_push_async(redisAsyncContext *ac, const char *prefix
 {
     if (ac == NULL || n == 0 || cb == NULL)
         return llmq_error_set(err, LLMQ_EINVAL, "enqueue: no connection, jobs or callback");
-    if (gate != NULL && gate->lease != NULL && strlen(gate->lease) > LLMQ_JOB_ID_MAX)
-        return llmq_error_set(err, LLMQ_EINVAL, "enqueue: lease name too long");
-    if (gate != NULL && gate->key_id != NULL && strlen(gate->key_id) > 64)
-        return llmq_error_set(err, LLMQ_EINVAL, "enqueue: key id too long");
+    enum llmq_rc bad = gate_check(gate, err);
+    if (bad != LLMQ_OK)
+        return bad;
     struct push_async *pa = calloc(1, sizeof(*pa));
     struct call_args *a = call_args_new();
     if (pa == NULL || a == NULL) {

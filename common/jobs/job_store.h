@@ -50,6 +50,14 @@ struct llmq_job_gate {
                          * SHA-256, borrowed): its spend budgets apply */
 };
 
+/* llmq_job_store_push with gate (NULL: none, borrowed for the call) applied
+ * to every job, as llmq_job_store_push_async takes it: a synchronous
+ * producer of jobs a gateway holds (tests standing in for a gateway). */
+enum llmq_rc llmq_job_store_push_gated(redisContext *c, const char *prefix,
+                                       const struct llmq_job_gate *gate,
+                                       const struct llmq_job *jobs, size_t n,
+                                       struct llmq_job_outcome *out, struct llmq_error *err);
+
 /* The same push as llmq_job_store_push (same script, same arguments) on an
  * asynchronous connection (borrowed): for event loops (llmq-gateway). gate
  * (NULL: none, borrowed for the call) applies to every job. jobs
