@@ -133,7 +133,12 @@ await runSteps([
         const runs = await Promise.all([0, 1].map(async () => chatText((await collect(
             await gw.chat.completions.create({ model: 'm429', messages, stream: true }))).chunks)));
         for (const t of runs) assert.equal(t, 'sim '.repeat(TOKENS));
-        const lines = simLog().filter((l) => l.model === 'm429');
+        // the server writes a stream's log line once it has closed it, which
+        // can be after the client read [DONE]: wait for both answers' lines
+        const lines = await waitLog((log) => {
+            const m = log.filter((l) => l.model === 'm429');
+            return m.filter((l) => l.status === 200).length >= 2 ? m : null;
+        });
         assert.ok(lines.some((l) => l.status === 429), 'the server never refused: no retry tested');
         assert.equal(lines.filter((l) => l.status === 200).length, 2);
     }],
