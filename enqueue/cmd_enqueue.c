@@ -303,6 +303,50 @@ static void batch_models_free(struct batch_models *m)
     memset(m, 0, sizeof(*m));
 }
 
+/* What one model's reply (borrowed) sets in m (model i). */
+typedef void model_reply_take(struct batch_models *m, size_t i, redisReply *r);
+
+static void take_limit(struct batch_models *m, size_t i, redisReply *r)
+{
+    m->requests[i] =
+        llmq_limit_value_set(llmq_reply_at(r, 0)) ? llmq_reply_int_or(llmq_reply_at(r, 0), 0) : 0;
+    m->tokens[i] =
+        llmq_limit_value_set(llmq_reply_at(r, 1)) ? llmq_reply_int_or(llmq_reply_at(r, 1), 0) : 0;
+    m->period_ms[i] = llmq_reply_int_or(llmq_reply_at(r, 2), 60000); /* the limiter's default */
+}
+
+static void take_endpoints(struct batch_models *m, size_t i, redisReply *r)
+{
+    m->endpoints[i] = r != NULL && r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+}
+
+/* Sends cmd (one %s: the key of kind for each model of m) pipelined, once
+ * per model, and hands each reply to take; a reply that is a cluster
+ * redirection is asked again of its node (llmq_redis_redo). Returns 0, or
+ * -1 when the connection broke. Models are valid names: their keys fit. */
+static int per_model_reply(redisContext *c, const char *prefix, struct batch_models *m,
+                           enum llmq_key_kind kind, const char *cmd, model_reply_take *take)
+{
+    size_t sent = 0;
+    char key[LLMQ_KEY_FIXED_MAX + LLMQ_BUCKET_NAME_MAX];
+    for (size_t i = 0; i < m->n; i++) {
+        if (llmq_key(key, sizeof(key), prefix, kind, m->name[i], NULL) != LLMQ_OK)
+            break;
+        redisAppendCommand(c, cmd, key);
+        sent++;
+    }
+    for (size_t i = 0; i < sent; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply(c, (void **)&r) != REDIS_OK)
+            return -1;
+        if (llmq_key(key, sizeof(key), prefix, kind, m->name[i], NULL) == LLMQ_OK)
+            r = llmq_redis_redo(c, r, cmd, key);
+        take(m, i, r);
+        freeReplyObject(r);
+    }
+    return 0;
+}
+
 /* Collects the batch's models and reads their buckets' limits (one pipelined
  * round). Returns 0, or -1 when out of memory (m empty) or Redis failed (the
  * limits then read as none; the push that follows reports the connection). */
@@ -336,55 +380,11 @@ static int batch_models_read(redisContext *c, const char *prefix, const struct l
         m->left_jobs[m->of_job[i]]++;
         m->left_tokens[m->of_job[i]] += b->jobs[i].cost.total_tokens;
     }
-    size_t sent = 0; /* models are valid names: their keys fit */
-    for (size_t i = 0; i < m->n; i++) {
-        char key[LLMQ_KEY_FIXED_MAX + LLMQ_BUCKET_NAME_MAX];
-        if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_LIMIT, m->name[i], NULL) != LLMQ_OK)
-            break;
-        redisAppendCommand(c, "HMGET %s requests tokens period_ms", key);
-        sent++;
-    }
-    int rc = 0;
-    for (size_t i = 0; i < sent; i++) {
-        redisReply *r = NULL;
-        if (redisGetReply(c, (void **)&r) != REDIS_OK) {
-            rc = -1;
-            break;
-        }
-        char key[LLMQ_KEY_FIXED_MAX + LLMQ_BUCKET_NAME_MAX];
-        if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_LIMIT, m->name[i], NULL) == LLMQ_OK)
-            r = llmq_redis_redo(c, r, "HMGET %s requests tokens period_ms", key); /* a cluster */
-        m->requests[i] = llmq_limit_value_set(llmq_reply_at(r, 0))
-                             ? llmq_reply_int_or(llmq_reply_at(r, 0), 0)
-                             : 0;
-        m->tokens[i] = llmq_limit_value_set(llmq_reply_at(r, 1))
-                           ? llmq_reply_int_or(llmq_reply_at(r, 1), 0)
-                           : 0;
-        m->period_ms[i] = llmq_reply_int_or(llmq_reply_at(r, 2), 60000); /* the limiter's default */
-        freeReplyObject(r);
-    }
+    if (per_model_reply(c, prefix, m, LLMQ_KEY_LIMIT, "HMGET %s requests tokens period_ms",
+                        take_limit) != 0)
+        return -1;
     /* a model its endpoints serve has their limits instead of its own */
-    sent = 0;
-    for (size_t i = 0; rc == 0 && i < m->n; i++) {
-        char key[LLMQ_KEY_FIXED_MAX + LLMQ_BUCKET_NAME_MAX];
-        if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_MODEL_EPS, m->name[i], NULL) != LLMQ_OK)
-            break;
-        redisAppendCommand(c, "SCARD %s", key);
-        sent++;
-    }
-    for (size_t i = 0; i < sent; i++) {
-        redisReply *r = NULL;
-        if (redisGetReply(c, (void **)&r) != REDIS_OK) {
-            rc = -1;
-            break;
-        }
-        char key[LLMQ_KEY_FIXED_MAX + LLMQ_BUCKET_NAME_MAX];
-        if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_MODEL_EPS, m->name[i], NULL) == LLMQ_OK)
-            r = llmq_redis_redo(c, r, "SCARD %s", key);
-        m->endpoints[i] = r != NULL && r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
-        freeReplyObject(r);
-    }
-    return rc;
+    return per_model_reply(c, prefix, m, LLMQ_KEY_MODEL_EPS, "SCARD %s", take_endpoints);
 }
 
 /* Warns once per model of the batch whose account+model bucket sets no
