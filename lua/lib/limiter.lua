@@ -171,15 +171,7 @@ local function limiter_inherit_shared(s, b)
     local old = redis.call('ZRANGEBYSCORE', KEY.window_log(s.P, shared), '(' .. (s.now - c.hold),
         '(' .. s.users_since, 'WITHSCORES')
     for i = 1, #old, 2 do
-        local at = tonumber(old[i + 1])
-        b.adds[#b.adds + 1] = old[i + 1]
-        b.adds[#b.adds + 1] = old[i]
-        b.n = b.n + 1
-        b.tok = b.tok + window_member_tokens(old[i])
-        if b.oldest == nil or at < b.oldest then
-            b.oldest = at
-        end
-        b.dirty = true
+        window_record(b, old[i], window_member_tokens(old[i]), tonumber(old[i + 1]), old[i + 1])
     end
 end
 

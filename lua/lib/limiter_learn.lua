@@ -6,7 +6,7 @@
 -- (limiter_guard_429), a grant that went stale unsent grows its lifetime
 -- (limiter_lifetime_stale). Called by job_settle.
 -- uses: limiter_bucket_pause, limiter_new_id, limiter_fits
--- uses: guard_part_bounds, window_stale, window_evict, window_ahead
+-- uses: guard_part_bounds, window_stale, window_evict, window_ahead, window_count
 
 -- Teaches bucket b (loaded in session s) what OpenAI reported: when it says
 -- fewer tokens remain than the bucket believes (another client on the key,
@@ -65,12 +65,7 @@ local function limiter_learn(s, b, rem_req, rem_tok, reset_req_ms, reset_tok_ms,
         local at = math.min(now, now + math.min(reset_tok_ms, c.period) - c.hold)
         local id = limiter_new_id(s)
         redis.call('ZADD', b.wkey, at, 'x' .. id .. ':' .. missing)
-        b.n = b.n + 1
-        b.tok = b.tok + missing
-        if b.oldest == nil or at < b.oldest then
-            b.oldest = at
-        end
-        b.dirty = true
+        window_count(b, missing, at)
     end
 end
 

@@ -172,17 +172,26 @@ local function window_wait(b, c, cost, frac, now, wait, dim)
     return wait, dim
 end
 
--- Records an admission of cost with member text "<id>:<cost>" in window
--- bucket b at now (now_text: its decimal text, the log's score), in memory
--- (limiter_record; limiter_flush writes it).
-local function window_record(b, member, cost, now, now_text)
-    b.adds[#b.adds + 1] = now_text
-    b.adds[#b.adds + 1] = member
+-- Counts one more entry of tokens admitted at `at` (ms) in window bucket b's
+-- cached counters (limiter_flush writes them): every way an entry joins a
+-- window (an admission, the copy of a user's shared entries, a learnt
+-- entry) counts it here.
+local function window_count(b, tokens, at)
     b.n = b.n + 1
-    b.tok = b.tok + cost
-    if b.oldest == nil then
-        b.oldest = now
+    b.tok = b.tok + tokens
+    if b.oldest == nil or at < b.oldest then
+        b.oldest = at
     end
+    b.dirty = true
+end
+
+-- Records an entry "<id>:<cost>" (member) of cost tokens in window bucket b
+-- at `at` (at_text: its decimal text, the log's score), in memory
+-- (limiter_record; limiter_flush writes it and its log).
+local function window_record(b, member, cost, at, at_text)
+    b.adds[#b.adds + 1] = at_text
+    b.adds[#b.adds + 1] = member
+    window_count(b, cost, at)
 end
 
 -- Writes window bucket b's cached counters (limiter_flush; its log first).
