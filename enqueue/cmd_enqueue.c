@@ -705,6 +705,10 @@ static int enqueue_wait(struct llmq_cli *cli, redisContext **cp, const char *pre
                                      .on_tick = on_tick,
                                      .ud = &w,
                                      .tick_ms = w.progress.tty ? 200 : 1000};
+    /* The first view at once, before the wait counts any result: a fast
+     * worker may end a job before the first tick, and the bar then never
+     * showed where the jobs started. */
+    on_tick(0, b->n_jobs, &w);
     enum llmq_rc rc = wait_reconnecting(&w, o, b, ids, &waiter, &err);
     *cp = w.c;
     if (w.show_progress) {
