@@ -284,46 +284,89 @@ local function ep_route_model(s, cache, m, model, tenant, user, cost, cost_str, 
     return 'denied', least or EP_ALL_DISABLED_RECHECK_MS, bucket, 'endpoints_out', 'model', true
 end
 
+-- True when no endpoint of routing m that a job of pin (a name set or nil)
+-- may use can be sent a job at now: every one cooling, probed or disabled.
+local function ep_all_out(m, pin, now)
+    for _, e in ipairs(m.list) do
+        if (pin == nil or pin[e.name]) and ep_usable(e, now) then
+            return false
+        end
+    end
+    return true
+end
+
 -- Routes one job (see ep_route_model) of key model, falling back to the
 -- model's fallback (P epfb) when every endpoint of model is out (cooling,
 -- probing, disabled) or the least wait on them passes the job's deadline.
--- m: ep_model(model), nil for the implicit endpoint.
-local function ep_route(s, cache, m, model, tenant, user, cost, cost_str, job)
+-- m: ep_model(model), nil for the implicit endpoint. job: as for
+-- ep_route_model, and the job's charge as asked (job.charge: model, cost,
+-- cost_str, est, and its spend budgets' verdict bv and worst case nusd,
+-- lua/lib/sched_decide.lua) and job.charge_of(fallback), the same as the
+-- fallback would run it: its own cost and its own price. The fallback is
+-- tried only when its budgets afford it at that price; a job over its
+-- budgets as asked may still run on its fallback when every endpoint of
+-- model is out and the fallback's budgets afford it. Returns what
+-- ep_route_model returns ('budget' for a job its budgets refuse as asked),
+-- then the charge it was decided on (the fallback's for a grant there).
+local function ep_route(s, cache, m, model, tenant, user, job)
+    local ch = job.charge
     local st, r1, r2, r3, r4, r5
     if m == nil then
+        if ch.bv ~= nil then
+            return 'budget', nil, nil, nil, nil, ch
+        end
         if not cache.serves[''] then
-            return 'skip', nil -- others serve the implicit endpoint; a wake brings this one back
+            -- others serve the implicit endpoint; a wake brings this one back
+            return 'skip', nil, nil, nil, nil, ch
         end
         local path = limiter_path(s, model, tenant, user)
-        st, r1, r2, r3, r4 = limiter_try(s, path, cost, cost_str)
+        st, r1, r2, r3, r4 = limiter_try(s, path, ch.cost, ch.cost_str)
         if st == 'granted' then
-            return st, r1, path, nil, model
+            return st, r1, path, nil, model, ch
         end
-        return st, r1, r2, r3, r4
+        return st, r1, r2, r3, r4, ch
     end
-    st, r1, r2, r3, r4, r5 = ep_route_model(s, cache, m, model, tenant, user, cost, cost_str, job)
+    if ch.bv == nil then
+        st, r1, r2, r3, r4, r5 = ep_route_model(s, cache, m, model, tenant, user, ch.cost,
+            ch.cost_str, job)
+        if st == 'granted' then
+            return st, r1, r2, r3, r4, ch
+        end
+    else
+        st, r5 = 'budget', ep_all_out(m, job.pin, s.now)
+    end
     local late = st == 'denied' and job.deadline > 0 and s.now + r1 >= job.deadline
-    if m.fallback ~= nil and m.fallback ~= model and st == 'denied' and r4 == 'model' and
-        (r5 or late) then
-        local fm = ep_model(s.P, cache, m.fallback)
-        local fst, f1, f2, f3, f4
-        if fm == nil then
-            if cache.serves[''] then
-                local path = limiter_path(s, m.fallback, tenant, user, m.fallback)
-                fst, f1, f2, f3, f4 = limiter_try(s, path, cost, cost_str)
-                if fst == 'granted' then
-                    return fst, f1, path, nil, m.fallback
-                end
-            end
-        else
-            fst, f1, f2, f3, f4 = ep_route_model(s, cache, fm, m.fallback, tenant, user, cost,
-                cost_str, { pin = nil, failed = job.failed, deadline = job.deadline })
-            if fst == 'granted' then
-                return fst, f1, f2, f3, f4
-            end
+    if m.fallback == nil or m.fallback == model or
+        not (st == 'budget' or (st == 'denied' and r4 == 'model')) or not (r5 or late) then
+        return st, r1, r2, r3, r4, ch
+    end
+    local fch = job.charge_of(m.fallback)
+    if fch.bv ~= nil then
+        return st, r1, r2, r3, r4, ch -- not at the fallback's price either: it waits as asked
+    end
+    local fm = ep_model(s.P, cache, m.fallback)
+    local fst, f1, f2, f3, f4
+    if fm == nil then
+        if not cache.serves[''] then
+            return st, r1, r2, r3, r4, ch
+        end
+        local path = limiter_path(s, m.fallback, tenant, user, m.fallback)
+        fst, f1, f2, f3, f4 = limiter_try(s, path, fch.cost, fch.cost_str)
+        if fst == 'granted' then
+            return fst, f1, path, nil, m.fallback, fch
+        end
+    else
+        fst, f1, f2, f3, f4 = ep_route_model(s, cache, fm, m.fallback, tenant, user, fch.cost,
+            fch.cost_str, { pin = nil, failed = job.failed, deadline = job.deadline })
+        if fst == 'granted' then
+            return fst, f1, f2, f3, f4, fch
         end
     end
-    return st, r1, r2, r3, r4
+    if st == 'budget' and fst ~= 'never' then
+        -- only the fallback may run it: it waits for the fallback's room
+        return fst, f1, f2, f3, f4, fch
+    end
+    return st, r1, r2, r3, r4, ch
 end
 
 -- The models endpoint name serves (its "m:<model>" fields).

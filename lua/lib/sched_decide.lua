@@ -162,22 +162,35 @@ local function sched_budget_park(d, c, v, job)
     return nil
 end
 
+-- The charge of a job of chain c on budget path bp (budget_path) when it
+-- runs as model, with cost tokens (cost_str: as text) of which est are its
+-- prompt (-1: unknown): {model, cost, cost_str, est, nusd: its worst case
+-- in nano-USD at model's price (0 without a USD budget), bv: the budgets'
+-- verdict (budget_decide; nil when it fits them all)}.
+local function sched_charge(d, bp, model, cost, cost_str, est)
+    local ch = { model = model, cost = cost, cost_str = cost_str, est = est, nusd = 0 }
+    if #bp > 0 then
+        ch.bv, ch.nusd = budget_decide(d.bs, bp, model, cost, est)
+    end
+    return ch
+end
+
 -- Decides job (examine's fields) of cost on chain c in limiter session s:
--- its budgets, then its buckets on the endpoint that may serve it. Returns
--- st ('granted', 'budget', 'no_endpoint', or what limiter_try and ep_route
+-- its budgets and its buckets on the endpoint that may serve it, as asked
+-- or on its model's fallback (ep_route: each at its own price). Returns st
+-- ('granted', 'budget', 'no_endpoint', or what limiter_try and ep_route
 -- return) and its values; for a grant also the path, the endpoint (nil:
--- implicit) and the model served, and for a budget's verdict bv; bp and
--- nusd: the budget path and the job's worst case in nano-USD.
+-- implicit) and the model served; bp, the budget path; and ch, the charge
+-- it was decided on (sched_charge: the fallback's when a fallback serves
+-- it; for 'budget' its verdict bv).
 local function sched_route(d, s, c, job, cost, deadline)
     local routes = d.routes
     local bp = budget_path(d.bs, c.t.name, c.u.name, job[14])
-    local bv, nusd = nil, 0
-    if #bp > 0 then
-        bv, nusd = budget_decide(d.bs, bp, c.m.name, cost, tonumber(job[9]) or -1)
-    end
+    local est = tonumber(job[9]) or -1
+    local ch = sched_charge(d, bp, c.m.name, cost, job[4], est)
     local route = ep_model(d.P, routes, c.m.name)
     local path, st, r1, r2, r3, r4, ep, served
-    if bv ~= nil then
+    if ch.bv ~= nil and (route == nil or route.fallback == nil) then
         st = 'budget'
     elseif route == nil and not job[15] and routes.serves[''] then
         -- the implicit endpoint: the key's names (the chain's), not the
@@ -189,28 +202,33 @@ local function sched_route(d, s, c, job, cost, deadline)
     elseif job[15] and not ep_pins_any(route, job[15]) then
         st = 'no_endpoint'
     else
-        st, r1, r2, r3, r4 = ep_route(s, routes, route, c.m.name, c.t.name, c.u.name, cost,
-            job[4], { pin = ep_name_set(job[15]), failed = ep_name_set(job[16]),
-            deadline = deadline })
+        local function charge_of(fallback)
+            return sched_charge(d, bp, fallback, cost, job[4], est)
+        end
+        st, r1, r2, r3, r4, ch = ep_route(s, routes, route, c.m.name, c.t.name, c.u.name,
+            { pin = ep_name_set(job[15]), failed = ep_name_set(job[16]), deadline = deadline,
+            charge = ch, charge_of = charge_of })
         if st == 'granted' then
             path, ep, served = r2, r3, r4
         end
     end
-    return st, r1, r2, r3, r4, path, ep, served, bv, bp, nusd
+    return st, r1, r2, r3, r4, path, ep, served, bp, ch
 end
 
--- Grants job id (examine's fields; attempts so far, max_attempts, cost) of
+-- Grants job id (examine's fields; attempts so far, max_attempts) of
 -- chain c at priority prio, reservation resid on path, on endpoint ep (nil:
--- implicit) for model served: its handle (limiter and budget parts), its
--- state running, its charge to the three levels (the chain ends when a node
--- passes its runner-up or the key's ids run out). Returns the grant as
+-- implicit) for model served, charged ch (sched_charge: its cost and worst
+-- case as served) on budget path bp: its handle (limiter and budget parts),
+-- its state running, its charge to the three levels (the chain ends when a
+-- node passes its runner-up or the key's ids run out). Returns the grant as
 -- dispatch replies it, its entry id still ''.
-local function sched_grant(d, s, c, prio, id, job, attempts, max_attempts, cost, resid, path,
-                           ep, served, bp, nusd)
+local function sched_grant(d, s, c, prio, id, job, attempts, max_attempts, resid, path, ep,
+                           served, bp, ch)
     local P = d.P
+    local cost = ch.cost
     c.idx, c.pops = c.idx + 1, c.pops + 1
-    local handle = (path.tags == '' and '' or limiter_handle(path, resid, job[4], s.now_text)) ..
-        budget_charge(bp, cost, nusd, c.t.name, c.u.name)
+    local handle = (path.tags == '' and '' or limiter_handle(path, resid, ch.cost_str,
+        s.now_text)) .. budget_charge(bp, cost, ch.nusd, c.t.name, c.u.name)
     -- (a record becomes its hash here: lua/lib/job_record.lua)
     llmq_job_write(P, id, job, 'state', 'running', 'attempts', llmq_int_text(attempts + 1),
         'consumer', d.consumer, 'run_ms', s.now_text)
@@ -224,7 +242,7 @@ local function sched_grant(d, s, c, prio, id, job, attempts, max_attempts, cost,
         end
     end
     local g = { '', prio, id, handle, job[10] or '', job[12], served, attempts + 1, cost,
-        max_attempts, tonumber(job[9]) or -1, lifetime, guard, ep and ep.name or '',
+        max_attempts, ch.est, lifetime, guard, ep and ep.name or '',
         ep and ep.base_url or '', ep and ep.api_version or '', ep and ep.deps[served] or '',
         served ~= c.m.name and c.m.name or '', job[13] or '' }
     d.taken = d.taken + 1
@@ -302,13 +320,12 @@ local function sched_decide_job(d, s, c, prio, id, job)
             'no attempts left (' .. attempts .. ' of ' .. max_attempts .. ')'
     end
     s = s or limiter_session(d.P, prio, now)
-    local st, r1, r2, r3, r4, path, ep, served, bv, bp, nusd =
-        sched_route(d, s, c, job, cost, deadline)
+    local st, r1, r2, r3, r4, path, ep, served, bp, ch = sched_route(d, s, c, job, cost, deadline)
     if st == 'granted' then
-        return sched_grant(d, s, c, prio, id, job, attempts, max_attempts, cost, r1, path, ep,
-            served, bp, nusd), s
+        return sched_grant(d, s, c, prio, id, job, attempts, max_attempts, r1, path, ep, served,
+            bp, ch), s
     elseif st == 'budget' then
-        return nil, s, sched_budget_park(d, c, bv, job)
+        return nil, s, sched_budget_park(d, c, ch.bv, job)
     end
     return nil, s, sched_deny(d, s, c, st, r1, r2, r3, r4, path, cost, job[15])
 end
