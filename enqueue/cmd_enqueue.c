@@ -783,9 +783,11 @@ int llmq_cmd_enqueue(struct llmq_cli *cli, int argc, char **argv)
     }
     out = calloc(b.n_jobs + 1, sizeof(*out));
     /* no jobs: nothing is written (prepare would create the streams) */
-    if (out == NULL || (b.n_jobs > 0 &&
-                        (llmq_job_store_prepare(c, prefix, &err) != LLMQ_OK ||
-                         llmq_job_store_push(c, prefix, b.jobs, b.n_jobs, out, &err) != LLMQ_OK))) {
+    if (out == NULL ||
+        (b.n_jobs > 0 &&
+         (llmq_job_store_prepare(c, prefix, &err) != LLMQ_OK ||
+          llmq_job_store_fallbacks(c, prefix, b.jobs, b.n_jobs, o.d.cost, &err) != LLMQ_OK ||
+          llmq_job_store_push(c, prefix, b.jobs, b.n_jobs, out, &err) != LLMQ_OK))) {
         llmq_cli_error(cli, "%s", out ? err.msg : "out of memory");
         /* a job the account refuses (a USD budget and no price): invalid input */
         code = out && err.rc == LLMQ_EINVAL ? LLMQ_EXIT_USAGE : LLMQ_EXIT_FAIL;

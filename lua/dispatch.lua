@@ -142,7 +142,7 @@ end
 -- through llmq_job_record_unpack (granted, ended), untouched otherwise.
 local records = {}
 local JOB_FIELDS = { 'model', 'tenant', 'user', 'cost', 'deadline_ms', 'attempts', 'max_attempts',
-    'state', 'est_prompt_tokens', 'url', 'cancel', 'body', 'lease', 'key', 'pin', 'epx' }
+    'state', 'est_prompt_tokens', 'url', 'cancel', 'body', 'lease', 'key', 'pin', 'epx', 'fb' }
 
 -- Gateway leases (P gw:lease:<name>, lua/gw_lease.lua) looked up in this
 -- call: name -> true while it lives. Only sync calls of llmq-gateway have a

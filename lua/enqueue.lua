@@ -14,6 +14,11 @@
 --            {pins}          each job has a 13th value: the endpoints it may
 --                            run on, comma-separated ('' any; job field pin,
 --                            lua/lib/endpoints.lua)
+--            {fb}            each job has one more value (after its pin, if
+--                            any): its cost as its model's fallback model,
+--                            "<fallback> <cost> <prompt tokens>" ('' none;
+--                            job field fb, charged when the fallback serves
+--                            it: lua/lib/sched_decide.lua)
 --            {key=<id>}      the jobs come through gateway key <id> (16 hex
 --                            digits of its SHA-256; job field key): its
 --                            spend budgets apply (lua/lib/budget.lua)
@@ -39,7 +44,7 @@
 -- uses: KEY
 local P = KEYS[1]
 local JOBS_FIELDS = 12
-local held, lease, key, check, pins = false, nil, nil, false, false
+local held, lease, key, check, pins, fb = false, nil, nil, false, false, false
 local first = 1
 while ARGV[first] ~= nil and string.byte(ARGV[first], 1) == 123 do -- '{'
     local opt = ARGV[first]
@@ -49,7 +54,8 @@ while ARGV[first] ~= nil and string.byte(ARGV[first], 1) == 123 do -- '{'
         check = true
     elseif opt == '{pins}' then
         pins = true
-        JOBS_FIELDS = 13
+    elseif opt == '{fb}' then
+        fb = true
     elseif string.sub(opt, 1, 7) == '{lease=' and string.sub(opt, -1) == '}' and
         worker_name_ok(string.sub(opt, 8, -2)) then
         lease = string.sub(opt, 8, -2)
@@ -61,6 +67,8 @@ while ARGV[first] ~= nil and string.byte(ARGV[first], 1) == 123 do -- '{'
     first = first + 1
 end
 local state = held and 'held' or 'queued'
+JOBS_FIELDS = JOBS_FIELDS + (pins and 1 or 0) + (fb and 1 or 0)
+local FB_AT = pins and 13 or 12 -- the fb value's offset in a job's values
 if (#ARGV - first + 1) % JOBS_FIELDS ~= 0 then
     return redis.error_reply('LLMQ_EINVAL enqueue takes ' .. JOBS_FIELDS .. ' values per job')
 end
@@ -125,7 +133,8 @@ for base = first, #ARGV, JOBS_FIELDS do
             url = ARGV[base + 3], cost = ARGV[base + 5], tenant = tenant, user = user,
             deadline_ms = deadline, max_attempts = ARGV[base + 10], enq_ms = now_text,
             est_prompt_tokens = ARGV[base + 11], lease = lease, key = key,
-            pin = pins and ARGV[base + 12] or nil }, ARGV[base + 4])
+            pin = pins and ARGV[base + 12] or nil, fb = fb and ARGV[base + FB_AT] or nil },
+            ARGV[base + 4])
         if not rec then
             return fail('LLMQ_EINVAL job ' .. id .. ': ' .. bad .. ' holds a newline')
         end

@@ -77,7 +77,34 @@ void llmq_job_clear(struct llmq_job *j)
     free(j->tenant);
     free(j->endpoints);
     free(j->user);
+    free(j->fallback_model);
     memset(j, 0, sizeof(*j));
+}
+
+enum llmq_rc llmq_job_estimate_as(struct llmq_job *j, const char *model,
+                                  const struct llmq_cost_options *opt, struct llmq_error *err)
+{
+    json_error_t jerr;
+    json_t *body = json_loadb(j->body, j->body_len, 0, &jerr);
+    if (body == NULL)
+        return llmq_error_set(err, LLMQ_EINVAL, "body: bad JSON at column %d: %s", jerr.column,
+                              jerr.text);
+    struct llmq_cost cost;
+    char *name = strdup(model);
+    enum llmq_rc rc = LLMQ_OK;
+    if (name == NULL || json_object_set_new(body, "model", json_string(model)) != 0)
+        rc = llmq_error_set(err, LLMQ_ENOMEM, "cost: out of memory");
+    if (rc == LLMQ_OK)
+        rc = llmq_cost_estimate(j->url, body, opt, &cost, err);
+    json_decref(body);
+    if (rc != LLMQ_OK) {
+        free(name);
+        return rc;
+    }
+    free(j->fallback_model);
+    j->fallback_model = name;
+    j->fallback_cost = cost;
+    return LLMQ_OK;
 }
 
 /* strdup that reports failure through err. */

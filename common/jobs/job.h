@@ -53,6 +53,11 @@ struct llmq_job {
     long long ttl_ms;
     int max_attempts;
     struct llmq_cost cost;
+    /* NULL: none known; else the model's fallback model (lua/lib/endpoints.lua)
+     * and the job's cost when it runs as that model (llmq_job_estimate_as):
+     * dispatch charges it if the fallback serves the job */
+    char *fallback_model;
+    struct llmq_cost fallback_cost;
 };
 
 /* Fills *d with: normal priority, no tenant/user/deadline, 5 attempts, 1 MiB
@@ -79,6 +84,15 @@ enum llmq_rc llmq_job_from_request(const char *url, const char *body,
  * LLMQ_EINVAL naming what is wrong. */
 enum llmq_rc llmq_job_endpoints_check(const char *list, char *buf, size_t n,
                                       struct llmq_error *err);
+
+/* Estimates job j (borrowed) as if its body named model (borrowed): its
+ * body's "model" set to model, counted by llmq_cost_estimate with opt (NULL:
+ * defaults; the options j was estimated with), into j->fallback_cost, and
+ * j->fallback_model set to a copy of model. A fallback model may count
+ * tokens with another encoding and images by other rules (cost.h).
+ * Returns LLMQ_OK, or as llmq_cost_estimate (j unchanged). */
+enum llmq_rc llmq_job_estimate_as(struct llmq_job *j, const char *model,
+                                  const struct llmq_cost_options *opt, struct llmq_error *err);
 
 /* Frees j's members and zeroes it; NULL is a no-op. */
 void llmq_job_clear(struct llmq_job *j);

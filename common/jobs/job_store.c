@@ -18,9 +18,11 @@
 #include "redis/redis.h"
 #include "redis/reply_read.h"
 #include "redis/script.h"
+#include "llmq/limiter.h"
 #include "llmq/priority.h"
 
-#define FIELDS_PER_JOB 13 /* with {pins}; 12 without */
+#define FIELDS_PER_JOB 14                              /* with {pins} and {fb}; 12 without */
+#define FB_FIELD_MAX (LLMQ_NAME_MAX + 2 * NUM_LEN + 2) /* "<model> <cost> <prompt>" */
 #define NUMS_PER_JOB 5
 #define NUM_LEN 24
 
@@ -47,8 +49,8 @@ enum llmq_rc llmq_job_store_prepare(redisContext *c, const char *prefix, struct 
 }
 
 /* Options of an enqueue call at most (lua/enqueue.lua: {held}, {lease=..},
- * {key=..}, {pins}). */
-#define OPTS_MAX 4
+ * {key=..}, {pins}, {fb}). */
+#define OPTS_MAX 5
 
 /* The arguments of one enqueue call: KEYS[1], the options, then
  * FIELDS_PER_JOB per job. Numbers, options and packed bodies
@@ -59,6 +61,7 @@ struct call_args {
     const char *argv[1 + OPTS_MAX + LLMQ_JOB_STORE_JOBS_PER_CALL * FIELDS_PER_JOB];
     size_t argvlen[1 + OPTS_MAX + LLMQ_JOB_STORE_JOBS_PER_CALL * FIELDS_PER_JOB];
     char nums[LLMQ_JOB_STORE_JOBS_PER_CALL][NUMS_PER_JOB][NUM_LEN];
+    char fb[LLMQ_JOB_STORE_JOBS_PER_CALL][FB_FIELD_MAX];
     char lease_opt[LLMQ_JOB_ID_MAX + 16];
     char key_opt[80];
     char *packed[LLMQ_JOB_STORE_JOBS_PER_CALL];
@@ -151,6 +154,13 @@ static void build_call(struct call_args *a, const char *prefix, const struct llm
         pins |= jobs[i].endpoints != NULL;
     if (pins)
         arg(a, "{pins}", 6);
+    /* and one more, the cost as the model's fallback, only in calls that
+     * have one (llmq_job_store_fallbacks) */
+    int fb = 0;
+    for (size_t i = 0; i < n; i++)
+        fb |= jobs[i].fallback_model != NULL;
+    if (fb)
+        arg(a, "{fb}", 4);
     for (size_t i = 0; i < n; i++) {
         const struct llmq_job *j = &jobs[i];
         const char *prio = llmq_priority_name(j->priority);
@@ -168,6 +178,14 @@ static void build_call(struct call_args *a, const char *prefix, const struct llm
         num_arg(a, a->nums[i][4], j->cost.prompt_tokens);
         if (pins)
             arg(a, j->endpoints ? j->endpoints : "", j->endpoints ? strlen(j->endpoints) : 0);
+        if (fb) {
+            int len =
+                j->fallback_model == NULL
+                    ? 0
+                    : snprintf(a->fb[i], sizeof(a->fb[i]), "%.200s %lld %lld", j->fallback_model,
+                               j->fallback_cost.total_tokens, j->fallback_cost.prompt_tokens);
+            arg(a, a->fb[i], (size_t)len);
+        }
     }
 }
 
@@ -387,6 +405,35 @@ enum llmq_rc llmq_job_store_push_gated(redisContext *c, const char *prefix,
         rc = redo_calls(c, prefix, gate, jobs, n, redo, a, out, err);
     call_args_free(a);
     free(redo);
+    return rc;
+}
+
+enum llmq_rc llmq_job_store_fallbacks(redisContext *c, const char *prefix, struct llmq_job *jobs,
+                                      size_t n, const struct llmq_cost_options *opt,
+                                      struct llmq_error *err)
+{
+    char key[LLMQ_KEY_FIXED_MAX];
+    enum llmq_rc rc = llmq_key(key, sizeof(key), prefix, LLMQ_KEY_EP_FALLBACKS, NULL, err);
+    if (rc != LLMQ_OK || n == 0)
+        return rc;
+    redisReply *r = llmq_redis_command(c, "HGETALL %s", key);
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+        rc = llmq_redis_error(c, r, "HGETALL fallbacks", err);
+        if (r != NULL)
+            freeReplyObject(r);
+        return rc;
+    }
+    for (size_t i = 0; rc == LLMQ_OK && i < n; i++) {
+        for (size_t k = 0; k + 1 < r->elements; k += 2) {
+            const redisReply *m = r->element[k], *fb = r->element[k + 1];
+            if (m->type == REDIS_REPLY_STRING && fb->type == REDIS_REPLY_STRING &&
+                strcmp(m->str, jobs[i].model) == 0 && strlen(fb->str) <= LLMQ_NAME_MAX) {
+                rc = llmq_job_estimate_as(&jobs[i], fb->str, opt, err);
+                break;
+            }
+        }
+    }
+    freeReplyObject(r);
     return rc;
 }
 

@@ -35,6 +35,17 @@ enum llmq_rc llmq_job_store_prepare(redisContext *c, const char *prefix, struct 
 enum llmq_rc llmq_job_store_push(redisContext *c, const char *prefix, const struct llmq_job *jobs,
                                  size_t n, struct llmq_job_outcome *out, struct llmq_error *err);
 
+/* Before a push: gives each of jobs[0..n) whose model has a fallback model
+ * (P epfb, one HGETALL on c; lua/lib/endpoints.lua) its cost as that model
+ * (llmq_job_estimate_as with opt, the cost options the jobs were estimated
+ * with; NULL: defaults), which the push stores with the job (job field fb)
+ * and dispatch charges when the fallback serves it. A fallback set after the
+ * push is charged the job's own cost. Returns LLMQ_OK; LLMQ_EREDIS; or as
+ * llmq_cost_estimate. */
+enum llmq_rc llmq_job_store_fallbacks(redisContext *c, const char *prefix, struct llmq_job *jobs,
+                                      size_t n, const struct llmq_cost_options *opt,
+                                      struct llmq_error *err);
+
 /* Told once when an asynchronous push has ended: rc LLMQ_OK when every call
  * was answered (the outcomes are filled), else the first failure (err, borrowed
  * for the call; an unknown part may have been written: pushing again is safe). */

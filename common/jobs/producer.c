@@ -170,6 +170,8 @@ enum llmq_rc llmq_producer_enqueue_many(struct llmq_producer *p, const struct ll
     if (rc == LLMQ_OK)
         rc = validate_all(p, reqs, n, jobs, res, err);
     if (rc == LLMQ_OK)
+        rc = llmq_job_store_fallbacks(p->c, p->prefix, jobs, n, NULL, err);
+    if (rc == LLMQ_OK)
         rc = llmq_job_store_push(p->c, p->prefix, jobs, n, outs, err);
     for (size_t i = 0; rc == LLMQ_OK && i < n; i++)
         fill_result(&res[i], &jobs[i], &outs[i]);

@@ -15,25 +15,34 @@
 --   a job has not); then the stored body to the end: the bytes the producer
 --   sent (common/jobs/job_pack.h: packed or JSON text; never looked into)
 -- attempts is 0 for every record (a job that ran is a hash).
+-- Version 2 ('R2'), written only for a job that has a cost as its model's
+-- fallback (field fb, lua/enqueue.lua {fb}), is version 1 with fb after pin:
+-- every other job's record stays one that scripts of version 1 read.
 -- uses: KEY
 
 local JOB_RECORD_FIELDS = { 'prio', 'model', 'url', 'cost', 'tenant', 'user', 'deadline_ms',
     'max_attempts', 'enq_ms', 'est_prompt_tokens', 'lease', 'key', 'pin' }
+local JOB_RECORD_FIELDS_2 = { 'prio', 'model', 'url', 'cost', 'tenant', 'user', 'deadline_ms',
+    'max_attempts', 'enq_ms', 'est_prompt_tokens', 'lease', 'key', 'pin', 'fb' }
 local JOB_RECORD_STATE_AT = 2 -- 0-based offset of the state byte
 local JOB_RECORD_STATES = { q = 'queued', h = 'held' }
 -- fields a job without them has no value for (HMGET gives false)
-local JOB_RECORD_OPTIONAL = { lease = true, key = true, pin = true }
+local JOB_RECORD_OPTIONAL = { lease = true, key = true, pin = true, fb = true }
 -- (spelled out: nothing runs while the library loads) one capture a field
 local JOB_RECORD_PATTERN = '^R1([qh])\n' .. '([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n' ..
     '([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n' ..
     '([^\n]*)\n([^\n]*)\n()'
+local JOB_RECORD_PATTERN_2 = '^R2([qh])\n' .. '([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n' ..
+    '([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n' ..
+    '([^\n]*)\n([^\n]*)\n([^\n]*)\n()'
 
 -- The record of a new job (state 'queued' or 'held'; f: the fields by name,
 -- strings or numbers; body: the stored body). Returns the string, or nil and
 -- the name of a field that holds a newline.
 local function llmq_job_record_make(state, f, body)
-    local parts = { 'R1' .. (state == 'held' and 'h' or 'q') }
-    for i, name in ipairs(JOB_RECORD_FIELDS) do
+    local v2 = f.fb ~= nil and f.fb ~= ''
+    local parts = { (v2 and 'R2' or 'R1') .. (state == 'held' and 'h' or 'q') }
+    for i, name in ipairs(v2 and JOB_RECORD_FIELDS_2 or JOB_RECORD_FIELDS) do
         local v = f[name] or ''
         v = type(v) == 'string' and v or tostring(v)
         if string.find(v, '\n', 1, true) then
@@ -54,12 +63,17 @@ local function llmq_job_record_get(P, id)
     if not v then
         return nil
     end
+    local fields = JOB_RECORD_FIELDS
     local m = { string.match(v, JOB_RECORD_PATTERN) }
+    if #m == 0 then
+        fields = JOB_RECORD_FIELDS_2
+        m = { string.match(v, JOB_RECORD_PATTERN_2) }
+    end
     if #m == 0 then
         error('LLMQ_EINVAL job ' .. id .. ': its record is damaged')
     end
     local r = { state = JOB_RECORD_STATES[m[1]], attempts = '0' }
-    for i, name in ipairs(JOB_RECORD_FIELDS) do
+    for i, name in ipairs(fields) do
         local x = m[i + 1]
         if x ~= '' or not JOB_RECORD_OPTIONAL[name] then
             r[name] = x
@@ -88,7 +102,7 @@ local function llmq_job_record_unpack(P, id, r, ...)
         'prio', r.prio, 'tenant', r.tenant, 'user', r.user, 'deadline_ms', r.deadline_ms,
         'max_attempts', r.max_attempts, 'attempts', '0', 'enq_ms', r.enq_ms, 'state', r.state,
         'est_prompt_tokens', r.est_prompt_tokens }
-    for _, name in ipairs({ 'lease', 'key', 'pin' }) do
+    for _, name in ipairs({ 'lease', 'key', 'pin', 'fb' }) do
         if r[name] then
             args[#args + 1] = name
             args[#args + 1] = r[name]

@@ -203,6 +203,13 @@ local function sched_route(d, s, c, job, cost, deadline)
         st = 'no_endpoint'
     else
         local function charge_of(fallback)
+            -- its cost as the fallback, estimated by its producer (job
+            -- field fb: "<model> <cost> <prompt>"); a fallback set after
+            -- it was queued: its own cost
+            local fm, fc, fp = string.match(job[17] or '', '^(%S+) (%d+) (%-?%d+)$')
+            if fm == fallback then
+                return sched_charge(d, bp, fallback, tonumber(fc), fc, tonumber(fp))
+            end
             return sched_charge(d, bp, fallback, cost, job[4], est)
         end
         st, r1, r2, r3, r4, ch = ep_route(s, routes, route, c.m.name, c.t.name, c.u.name,

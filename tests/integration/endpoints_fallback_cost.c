@@ -11,7 +11,11 @@
  *     wait (queued, no attempt counted, nothing dead), spend never passes the
  *     budget and is exactly the usage at the fallback's price; once the
  *     asked model's endpoint is enabled again they run there, at its price.
- * Prices are the account's own (llmq prices set), 100x apart. */
+ * Prices are the account's own (llmq prices set), 100x apart.
+ *   - its cost too is the fallback's, estimated by the producer for the
+ *     fallback model: an image job of gpt-4o falling back to gpt-4o-mini
+ *     (33 times the image tokens) is charged gpt-4o-mini's tokens against a
+ *     token budget. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -38,7 +42,7 @@ struct fb_spend {
 static long long price_of(const char *model)
 {
     return strncmp(model, "dear", 4) == 0 || strncmp(model, "fb-dear", 7) == 0 ? DEAR_NUSD
-                                                                                 : CHEAP_NUSD;
+                                                                               : CHEAP_NUSD;
 }
 
 static struct fb_spend fb_spend_read(redisContext *c, const char *P, const char *prefix, int n,
@@ -163,11 +167,11 @@ static void test_fallback_priced_and_budgeted(void **state)
     cli_free(&r);
     r = ep_cli(account, 0, "endpoints", "fallback", "cheap", "fb-dear", NULL);
     cli_free(&r);
-    r = ep_cli(account, 0, "budgets", "set", "--tenant", "a", "--usd", "0.001", "--period",
-               "month", NULL);
+    r = ep_cli(account, 0, "budgets", "set", "--tenant", "a", "--usd", "0.001", "--period", "month",
+               NULL);
     cli_free(&r);
-    r = ep_cli(account, 0, "budgets", "set", "--tenant", "b", "--usd", "0.01", "--period",
-               "month", NULL);
+    r = ep_cli(account, 0, "budgets", "set", "--tenant", "b", "--usd", "0.01", "--period", "month",
+               NULL);
     cli_free(&r);
     r = ep_cli(account, 0, "endpoints", "disable", "ep0", "--reason", "maintenance", NULL);
     cli_free(&r);
@@ -196,8 +200,8 @@ static void test_fallback_priced_and_budgeted(void **state)
     /* cheap -> dear: a few on the fallback at its price, the rest wait */
     struct fb_spend b = fb_spend_read(c, P, "b", B_JOBS, "fb-dear", "ep1");
     long long b_spent = budget_spent(account, "t/b#usd/month");
-    printf("# b: %lld done (%lld on fb-dear), %lld waiting, spent %lld of %lld nano-USD\n",
-           b.done, b.by_model, b.queued, b_spent, B_LIMIT_NUSD);
+    printf("# b: %lld done (%lld on fb-dear), %lld waiting, spent %lld of %lld nano-USD\n", b.done,
+           b.by_model, b.queued, b_spent, B_LIMIT_NUSD);
     assert_true(b.done >= 1);
     assert_int_equal(b.by_model, b.done);
     assert_true(b_spent <= B_LIMIT_NUSD);
@@ -213,8 +217,8 @@ static void test_fallback_priced_and_budgeted(void **state)
     wait_settled(c, P, "b", B_JOBS);
     b = fb_spend_read(c, P, "b", B_JOBS, "cheap", "ep0");
     b_spent = budget_spent(account, "t/b#usd/month");
-    printf("# b after enable: %lld done (%lld on cheap), spent %lld nano-USD\n", b.done,
-           b.by_model, b_spent);
+    printf("# b after enable: %lld done (%lld on cheap), spent %lld nano-USD\n", b.done, b.by_model,
+           b_spent);
     assert_int_equal(b.done, B_JOBS);
     assert_int_equal(b.by_model, B_JOBS - fell_back);
     assert_int_equal(b_spent, b.nusd);
@@ -230,10 +234,99 @@ static void test_fallback_priced_and_budgeted(void **state)
     redisFree(c);
 }
 
+/* Writes n chat jobs "<prefix>-<i>" of model and tenant, each with one
+ * remote image (sized 1024 x 1024 at high detail by the estimate: 765
+ * tokens on gpt-4o, 25501 on gpt-4o-mini, common/cost/image_size_tokens.c). */
+static void write_image_jobs(const char *path, const char *prefix, int n, const char *model,
+                             const char *tenant)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (int i = 0; i < n; i++)
+        fprintf(
+            f,
+            "{\"custom_id\":\"%s-%d\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\","
+            "\"body\":{\"model\":\"%s\",\"max_tokens\":20,\"messages\":[{\"role\":\"user\","
+            "\"content\":[{\"type\":\"text\",\"text\":\"what is in picture %d?\"},"
+            "{\"type\":\"image_url\",\"image_url\":{\"url\":\"https://example.com/%d.png\"}}]}]},"
+            "\"llmq\":{\"tenant\":\"%s\"}}\n",
+            prefix, i, model, i, i, tenant);
+    fclose(f);
+}
+
+#define IMG_JOBS 5
+#define IMG_BUDGET_TOKENS 60000 /* 2 image jobs as gpt-4o-mini, all 5 as gpt-4o */
+
+/* A fallback is charged its own cost, re-estimated for its model: an
+ * image costs gpt-4o-mini 33 times the tokens it costs gpt-4o. A token
+ * budget that affords every job as gpt-4o affords two as gpt-4o-mini: with
+ * gpt-4o's endpoint out, at most two run on gpt-4o-mini and the rest wait. */
+static void test_fallback_cost_reestimated(void **state)
+{
+    (void)state;
+    char account[64], P[128], jobs[128];
+    llmq_test_unique_name(account, sizeof(account), "epfbi");
+    snprintf(P, sizeof(P), "llmq:{%s}:", account);
+    snprintf(jobs, sizeof(jobs), "/tmp/llmq-epfbi-%d.jsonl", (int)getpid());
+    redisContext *c = llmq_test_redis_connect();
+    struct ep_sim eps[2];
+    for (int i = 0; i < 2; i++) {
+        ep_init(&eps[i], i);
+        ep_sim_start(&eps[i], NULL);
+        ep_add(account, &eps[i], "/v1", NULL);
+    }
+    ep_limit(account, &eps[0], "gpt-4o", 1000, 60000);
+    ep_limit(account, &eps[1], "gpt-4o-mini", 1000, 60000);
+    struct cli_run r = ep_cli(account, 0, "endpoints", "fallback", "gpt-4o", "gpt-4o-mini", NULL);
+    cli_free(&r);
+    char limit[24];
+    snprintf(limit, sizeof(limit), "%d", IMG_BUDGET_TOKENS);
+    r = ep_cli(account, 0, "budgets", "set", "--tenant", "i", "--tokens", limit, "--period",
+               "month", NULL);
+    cli_free(&r);
+    r = ep_cli(account, 0, "endpoints", "disable", "ep0", NULL);
+    cli_free(&r);
+    write_image_jobs(jobs, "i", IMG_JOBS, "gpt-4o", "i");
+    worker_enqueue(account, jobs);
+
+    char logs[1][128], store[2][96];
+    const char *args[2 + 2 * 2 + 1] = {"--concurrency", "16", NULL};
+    ep_key_args(eps, 2, args, 2, store);
+    pid_t pid;
+    worker_start_n(account, &eps[0].sim, "epfbi", 1, logs, &pid, args);
+    wait_settled(c, P, "i", IMG_JOBS);
+    struct fb_spend s = fb_spend_read(c, P, "i", IMG_JOBS, "gpt-4o-mini", "ep1");
+    printf("# image jobs: %lld done (%lld on gpt-4o-mini), %lld waiting\n", s.done, s.by_model,
+           s.queued);
+    assert_true(s.done >= 1 && s.done <= 2);
+    assert_int_equal(s.by_model, s.done);
+    assert_int_equal(s.queued, IMG_JOBS - s.done);
+    assert_int_equal(s.unattempted_queued, s.queued);
+    assert_true(budget_spent(account, "t/i#tokens/month") <= IMG_BUDGET_TOKENS);
+
+    /* gpt-4o back: the rest run as asked, at its cost */
+    r = ep_cli(account, 0, "endpoints", "enable", "ep0", NULL);
+    cli_free(&r);
+    wait_settled(c, P, "i", IMG_JOBS);
+    long long fell_back = s.done;
+    s = fb_spend_read(c, P, "i", IMG_JOBS, "gpt-4o", "ep0");
+    assert_int_equal(s.done, IMG_JOBS);
+    assert_int_equal(s.by_model, IMG_JOBS - fell_back);
+
+    kill(pid, SIGTERM);
+    worker_wait_n(&pid, 1, 20000);
+    unlink(logs[0]);
+    unlink(jobs);
+    for (int i = 0; i < 2; i++)
+        ep_sim_stop(&eps[i]);
+    redisFree(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fallback_priced_and_budgeted),
+        cmocka_unit_test(test_fallback_cost_reestimated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

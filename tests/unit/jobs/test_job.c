@@ -184,6 +184,36 @@ static void test_request_api(void **state)
                      LLMQ_ETOOBIG);
 }
 
+/* A job estimated as its fallback model: its body unchanged, the cost of
+ * the fallback's image rule (a 1024 x 1024 remote image at high detail:
+ * 765 tokens on gpt-4o, 25501 on gpt-4o-mini) and tokenizer (gpt-4: cl100k). */
+static void test_estimate_as_fallback(void **state)
+{
+    (void)state;
+    struct llmq_job_defaults def;
+    llmq_job_defaults_init(&def);
+    struct llmq_job_options o = {.job_id = "fb-1"};
+    struct llmq_job j;
+    struct llmq_error err = {0};
+    const char *body = "{\"model\":\"gpt-4o\",\"max_tokens\":10,\"messages\":[{\"role\":"
+                       "\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":"
+                       "\"https://example.com/a.png\"}}]}]}";
+    assert_int_equal(llmq_job_from_request("/v1/chat/completions", body, &o, &def, &j, &err),
+                     LLMQ_OK);
+    assert_null(j.fallback_model);
+    char *before = strdup(j.body);
+    long long asked = j.cost.prompt_tokens;
+    assert_int_equal(llmq_job_estimate_as(&j, "gpt-4o-mini", NULL, &err), LLMQ_OK);
+    assert_string_equal(j.fallback_model, "gpt-4o-mini");
+    assert_int_equal(j.fallback_cost.prompt_tokens - asked, 25501 - 765);
+    assert_int_equal(j.fallback_cost.completion_tokens, j.cost.completion_tokens);
+    assert_true(j.fallback_cost.total_tokens > j.cost.total_tokens);
+    assert_string_equal(j.body, before); /* the body keeps the model asked for */
+    assert_string_equal(j.model, "gpt-4o");
+    free(before);
+    llmq_job_clear(&j);
+}
+
 static void test_output_line(void **state)
 {
     (void)state;
@@ -300,6 +330,7 @@ int main(void)
         cmocka_unit_test(test_invalid_corpus),
         cmocka_unit_test(test_line_options_and_defaults),
         cmocka_unit_test(test_request_api),
+        cmocka_unit_test(test_estimate_as_fallback),
         cmocka_unit_test(test_output_line),
         cmocka_unit_test(test_ids_and_names),
         cmocka_unit_test(test_custom_id_required_unless_generated),
