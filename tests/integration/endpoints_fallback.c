@@ -3,6 +3,8 @@
  *     jobs run on gpt-4o-mini's endpoint with the body's model rewritten, and
  *     each result line names the endpoint, the model that served it and the
  *     model asked for; enabled again, gpt-4o's endpoint takes them back;
+ *   - a job whose deadline its model's endpoints cannot meet runs on the
+ *     fallback instead of expiring;
  *   - every endpoint of a model out and no fallback: jobs wait (nothing
  *     dead, no result) and run once one is enabled;
  *   - pins: a Batch line's "llmq": {"endpoints": ...} and the producer API's
@@ -181,10 +183,47 @@ static void test_fallback_and_pins(void **state)
     unlink(jobs);
 }
 
+/* A deadline its model cannot meet: gpt-4o's only endpoint has 2 requests
+ * a minute, the jobs 20 s to live. The first grants run on gpt-4o; the
+ * others, whose wait there (most of a minute) passes their deadline, run on
+ * the fallback at once instead of expiring. */
+static void test_fallback_for_deadline(void **state)
+{
+    (void)state;
+    char account[64], jobs[128];
+    llmq_test_unique_name(account, sizeof(account), "epfbd");
+    struct ep_sim eps[2];
+    for (int i = 0; i < 2; i++) {
+        ep_init(&eps[i], i);
+        ep_sim_start(&eps[i], NULL);
+        ep_add(account, &eps[i], "/v1", NULL);
+    }
+    ep_limit(account, &eps[0], "gpt-4o", 2, 60000);
+    ep_limit(account, &eps[1], "gpt-4o-mini", 1000, 60000);
+    struct cli_run r = ep_cli(account, 0, "endpoints", "fallback", "gpt-4o", "gpt-4o-mini", NULL);
+    cli_free(&r);
+    snprintf(jobs, sizeof(jobs), "/tmp/llmq-epfbd-%d.jsonl", (int)getpid());
+    worker_write_jobs(jobs, "t", 6, "gpt-4o", 20, "{\"ttl_ms\":20000}");
+    worker_enqueue(account, jobs);
+    run_worker(account, eps, 2, "epfbd");
+    ep_assert_results(account, "t", 6, 6); /* none expired */
+    int full, mini, full1, mini1;
+    sim_models(eps[0].sim.log_file, &full, &mini);
+    sim_models(eps[1].sim.log_file, &full1, &mini1);
+    printf("# gpt-4o served %d, gpt-4o-mini %d\n", full, mini1);
+    assert_true(full >= 1 && full <= 2);
+    assert_int_equal(mini + full1, 0);
+    assert_int_equal(full + mini1, 6);
+    for (int i = 0; i < 2; i++)
+        ep_sim_stop(&eps[i]);
+    unlink(jobs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fallback_and_pins),
+        cmocka_unit_test(test_fallback_for_deadline),
     };
     return cmocka_run_group_tests_name("endpoints_fallback", tests, NULL, NULL);
 }
