@@ -148,8 +148,9 @@
  *     custom_id. tenant and user are '' when none.
  *   - extra job fields: est_prompt_tokens (the prompt part of cost), consumer
  *     and run_ms (who took it, when), fin_ms (unix ms the job ended),
- *     dead_entry (its entry id in P dead, while dead). The id is the key's,
- *     not a field.
+ *     dead_entry (its entry id in P dead, while dead), fb (its cost as its
+ *     model's fallback model, "<fallback> <cost> <prompt>": lua/enqueue.lua
+ *     {fb}). The id is the key's, not a field.
  *   - enqueue (lua/enqueue.lua) writes nothing when job:<id> or res:<id>
  *     exists: the id is the idempotency key while either lives.
  *   - a job ends only through llmq_job_finish(P, id, state, output_line, reason,
