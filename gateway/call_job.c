@@ -9,6 +9,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "decode.h"
+#include "fallbacks.h"
 #include "http.h"
 #include "key_policy.h"
 
@@ -37,6 +38,11 @@ int gw_call_job_make(struct gw_request *r, const struct gw_call *call, struct ll
     struct gw_error e;
     if (gw_key_policy_apply(&r->key, job, &e) != GW_KEY_ALLOWS) {
         gw_respond_error(r, &e);
+        return -1;
+    }
+    /* its cost as its model's fallback, charged if the fallback serves it */
+    if (gw_fallbacks_apply(gw->fallbacks, job, &err) != LLMQ_OK) {
+        gw_respond_errorf(r, 400, "invalid_request_error", NULL, NULL, "%s", err.msg);
         return -1;
     }
     return 0;

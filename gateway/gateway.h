@@ -22,6 +22,7 @@ struct gw_http;
 struct gw_waiters;
 struct gw_offload;
 struct gw_lease;
+struct gw_fallbacks;
 struct gw_stage;
 struct gw_streams;
 
@@ -51,8 +52,9 @@ struct gw {
     struct gw_offload *offload; /* checks uploaded files off the loop */
     char id[40];                /* this process's id, "gw-<24 hex>": its lease (lease.h) */
     struct gw_lease *lease;
-    struct gw_stage *stages; /* batches this process is creating or recovering (batches.c) */
-    long long job_body_max;  /* P settings max_body_bytes, read when Redis is ready */
+    struct gw_fallbacks *fallbacks; /* the account's model fallbacks (fallbacks.h) */
+    struct gw_stage *stages;        /* batches this process is creating or recovering (batches.c) */
+    long long job_body_max;         /* P settings max_body_bytes, read when Redis is ready */
     struct gw_stats stats;
 };
 

@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "batches.h"
 #include "calls.h"
+#include "fallbacks.h"
 #include "http.h"
 #include "lease.h"
 #include "llmq/priority.h"
@@ -44,6 +45,7 @@ static void on_redis_state(struct llmq_redis_async *ra, int ready, void *privdat
     if (!ready || ac == NULL)
         return;
     gw_lease_renew(gw->lease);
+    gw_fallbacks_refresh(gw->fallbacks);
     /* the prefix fits LLMQ_KEY_PREFIX_MAX, so these fixed keys fit their buffer */
     char key[LLMQ_KEY_FIXED_MAX];
     if (llmq_key(key, sizeof(key), gw->prefix, LLMQ_KEY_SETTINGS, NULL, NULL) == LLMQ_OK)
@@ -91,6 +93,8 @@ static void stop_parts(struct gw *gw)
     gw->events = gw->redis = NULL;
     gw_lease_free(gw->lease); /* after the connection: its last reply names it */
     gw->lease = NULL;
+    gw_fallbacks_free(gw->fallbacks); /* after the connection too */
+    gw->fallbacks = NULL;
     gw_waiters_free(gw->waiters);
     gw->waiters = NULL;
 }
@@ -99,9 +103,10 @@ int gw_service_start(struct gw *gw, int *port, struct llmq_error *err)
 {
     const struct gw_config *cfg = gw->cfg;
     gw->lease = gw_lease_new(gw, gw_batches_recover);
+    gw->fallbacks = gw_fallbacks_new(gw);
     gw->waiters = gw_waiters_new(gw);
     gw->offload = gw_offload_new(gw->loop, err);
-    if (gw->lease == NULL || gw->waiters == NULL || gw->offload == NULL) {
+    if (gw->lease == NULL || gw->fallbacks == NULL || gw->waiters == NULL || gw->offload == NULL) {
         if (err->msg[0] == '\0')
             llmq_error_set(err, LLMQ_ENOMEM, "out of memory");
         stop_parts(gw);

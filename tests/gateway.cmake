@@ -81,6 +81,12 @@ add_test(NAME gateway_spend_budget
     COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/spend.sh)
 set_tests_properties(gateway_spend_budget PROPERTIES LABELS integration TIMEOUT 120
     ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};GW_FLAGS=--max-wait-ms 5000;SIM_FLAGS=--models gpt-4o-mini")
+#   gateway_fallback_cost a synchronous call's job holds its cost as its
+#                         model's fallback (fallback_cost.sh)
+add_test(NAME gateway_fallback_cost
+    COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/fallback_cost.sh)
+set_tests_properties(gateway_fallback_cost PROPERTIES LABELS integration TIMEOUT 120
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=1")
 #   gateway_stream        streamed calls with the official openai npm package
 #                         (stream.mjs): chat, responses, completions relayed as
 #                         the paced server sends them, usage asked upstream and

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# A synchronous call's job carries its cost as its model's fallback (README
+# "Endpoints", Fallbacks), as a job of llmq enqueue does: the gateway reads
+# the account's fallbacks (gateway/fallbacks.h: when Redis is ready and
+# every 5 s) and estimates the job again as its fallback, so a fallback that
+# serves it is charged that. An image costs gpt-4o-mini 33 times the tokens
+# it costs gpt-4o: the job of a gpt-4o call with one image, while gpt-4o
+# falls back to gpt-4o-mini, holds gpt-4o-mini's cost (job field fb); a
+# gpt-4o-mini call (no fallback) holds none.
+# Run through stack.sh (tests/gateway.cmake).
+set -uo pipefail
+# shellcheck source=tests/gateway/lib.sh
+. "$(dirname "$0")/lib.sh"
+llmq=$LLMQ_BIN_DIR/llmq
+U=$GW_URL
+P="llmq:{$LLMQ_ACCOUNT}:"
+img='{"model":"gpt-4o","max_tokens":20,"messages":[{"role":"user","content":[{"type":"text","text":"what is this?"},{"type":"image_url","image_url":{"url":"https://example.com/a.png"}}]}]}'
+"$llmq" endpoints fallback gpt-4o gpt-4o-mini >/dev/null
+
+# Calls with body $1 until its job (the one id new since the call before)
+# has field fb, at most 12 calls a second apart (the gateway reads the
+# fallbacks every 5 s); prints the last job's fb ('' none).
+fb_of_call() {
+    local before after id fb=''
+    for _ in $(seq 12); do
+        before=$(job_ids "$P")
+        curl -s --max-time 30 -o "$out" "$U/chat/completions" -H "Authorization: Bearer $GW_KEY" \
+            -d "$1"
+        after=$(job_ids "$P")
+        id=$(comm -13 <(echo "$before") <(echo "$after") | head -1)
+        fb=$(job_field "$P" "$id" fb)
+        [ -n "$fb" ] && break
+        sleep 1
+    done
+    echo "$fb"
+}
+
+fb=$(fb_of_call "$img")
+# fb ("<model> <cost> <prompt>") is gpt-4o-mini's: its image alone 25501 tokens
+is_mini_cost() {
+    local m c p
+    read -r m c p <<<"$1"
+    [ "$m" = gpt-4o-mini ] && [ "${p:-0}" -gt 25501 ] && [ "${c:-0}" -gt "$p" ]
+}
+expect "the gpt-4o image call's job holds its cost as gpt-4o-mini ($fb)" is_mini_cost "$fb"
+expect "the call was answered" grep -q '"chat.completion"' "$out"
+before=$(job_ids "$P")
+curl -s --max-time 30 -o "$out" "$U/chat/completions" -H "Authorization: Bearer $GW_KEY" \
+    -d '{"model":"gpt-4o-mini","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}'
+id=$(comm -13 <(echo "$before") <(job_ids "$P") | head -1)
+expect "a gpt-4o-mini call was made (job $id)" [ -n "$id" ]
+expect "a model without a fallback: no fb" [ -z "$(job_field "$P" "$id" fb)" ]
+finish
