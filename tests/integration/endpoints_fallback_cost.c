@@ -23,6 +23,7 @@
 
 #include "endpoints_support.h"
 #include "job_fields.h"
+#include "spend_support.h"
 
 #define DEAR_NUSD 100000 /* 100 USD per 1M tokens, in and out */
 #define CHEAP_NUSD 1000  /* 1 USD per 1M tokens */
@@ -88,49 +89,56 @@ static struct fb_spend fb_spend_read(redisContext *c, const char *P, const char 
     return s;
 }
 
-/* The spent of budget id (llmq budgets list --json). */
-static long long budget_spent(const char *account, const char *id)
+/* One run: an account (spend_support.h), two endpoints ep0 and ep1 each
+ * its own sim, and a worker holding both keys. */
+struct fbc_run {
+    struct spend_account a;
+    char jobs[128];
+    struct ep_sim eps[2];
+    char logs[1][128];
+    pid_t pid;
+};
+
+static void fbc_open(struct fbc_run *t, const char *tag)
 {
-    struct cli_run r = ep_cli(account, 0, "budgets", "list", "--json", NULL);
-    json_t *arr = json_loads(r.out, 0, NULL);
-    cli_free(&r);
-    assert_non_null(arr);
-    long long v = -1;
-    size_t i;
-    json_t *o;
-    json_array_foreach(arr, i, o)
-    {
-        if (strcmp(json_string_value(json_object_get(o, "id")), id) == 0)
-            v = json_integer_value(json_object_get(o, "spent"));
+    spend_account_open(&t->a, tag);
+    snprintf(t->jobs, sizeof(t->jobs), "/tmp/llmq-%s-%d.jsonl", tag, (int)getpid());
+    for (int i = 0; i < 2; i++) {
+        ep_init(&t->eps[i], i);
+        ep_sim_start(&t->eps[i], NULL);
+        ep_add(t->a.name, &t->eps[i], "/v1", NULL);
     }
-    json_decref(arr);
-    return v;
 }
 
-/* Waits (up to 30 s) until no job of "<prefix>-<i>" (i < n) is running or
- * delayed and the done count held still for 800 ms. */
-static void wait_settled(redisContext *c, const char *P, const char *prefix, int n)
+static void fbc_worker_start(struct fbc_run *t, const char *tag)
 {
-    long long deadline = llmq_test_now_ms() + 30000, since = llmq_test_now_ms(), last = -1;
-    while (llmq_test_now_ms() < deadline) {
-        long long done = 0, busy = 0;
-        for (int i = 0; i < n; i++) {
-            char id[64];
-            snprintf(id, sizeof(id), "%s-%d", prefix, i);
-            char *st = llmq_test_job_field(c, P, id, "state");
-            done += st != NULL && strcmp(st, "done") == 0;
-            busy += st != NULL && (strcmp(st, "running") == 0 || strcmp(st, "delayed") == 0);
-            free(st);
-        }
-        if (busy > 0 || done != last) {
-            last = busy > 0 ? -1 : done;
-            since = llmq_test_now_ms();
-        } else if (llmq_test_now_ms() - since >= 800) {
-            return;
-        }
-        usleep(100000);
-    }
-    fail_msg("jobs %s-* did not settle within 30 s", prefix);
+    char store[2][96];
+    const char *args[2 + 2 * 2 + 1] = {"--concurrency", "64", NULL};
+    ep_key_args(t->eps, 2, args, 2, store);
+    worker_start_n(t->a.name, &t->eps[0].sim, tag, 1, t->logs, &t->pid, args);
+}
+
+/* Waits until the jobs "<prefix>-<i>" (i < n) ran or wait (30 s at most). */
+static void fbc_settle(struct fbc_run *t, const char *prefix, int n)
+{
+    const char *groups[] = {prefix};
+    const int counts[] = {n};
+    assert_true(spend_wait_settled(&t->a, groups, counts, 1, 30000));
+}
+
+static long long fbc_spent(struct fbc_run *t, const char *budget)
+{
+    return spend_budget_field(&t->a, budget, "spent");
+}
+
+static void fbc_close(struct fbc_run *t)
+{
+    spend_workers_stop(&t->pid, 1);
+    unlink(t->logs[0]);
+    unlink(t->jobs);
+    for (int i = 0; i < 2; i++)
+        ep_sim_stop(&t->eps[i]);
+    spend_account_close(&t->a);
 }
 
 static void prices(const char *account, const char *model, const char *usd)
@@ -143,63 +151,51 @@ static void prices(const char *account, const char *model, const char *usd)
 static void test_fallback_priced_and_budgeted(void **state)
 {
     (void)state;
-    char account[64], P[128], jobs[128];
-    llmq_test_unique_name(account, sizeof(account), "epfbc");
-    snprintf(P, sizeof(P), "llmq:{%s}:", account);
-    snprintf(jobs, sizeof(jobs), "/tmp/llmq-epfbc-%d.jsonl", (int)getpid());
-    redisContext *c = llmq_test_redis_connect();
-    struct ep_sim eps[2];
-    for (int i = 0; i < 2; i++) {
-        ep_init(&eps[i], i);
-        ep_sim_start(&eps[i], NULL);
-        ep_add(account, &eps[i], "/v1", NULL);
-    }
+    struct fbc_run t;
+    fbc_open(&t, "epfbc");
+    const char *acct = t.a.name;
     /* ep0 serves the models asked for, ep1 their fallbacks */
-    ep_limit(account, &eps[0], "dear", 1000, 60000);
-    ep_limit(account, &eps[0], "cheap", 1000, 60000);
-    ep_limit(account, &eps[1], "fb-cheap", 1000, 60000);
-    ep_limit(account, &eps[1], "fb-dear", 1000, 60000);
-    prices(account, "dear", "100");
-    prices(account, "fb-dear", "100");
-    prices(account, "cheap", "1");
-    prices(account, "fb-cheap", "1");
-    struct cli_run r = ep_cli(account, 0, "endpoints", "fallback", "dear", "fb-cheap", NULL);
+    ep_limit(acct, &t.eps[0], "dear", 1000, 60000);
+    ep_limit(acct, &t.eps[0], "cheap", 1000, 60000);
+    ep_limit(acct, &t.eps[1], "fb-cheap", 1000, 60000);
+    ep_limit(acct, &t.eps[1], "fb-dear", 1000, 60000);
+    prices(acct, "dear", "100");
+    prices(acct, "fb-dear", "100");
+    prices(acct, "cheap", "1");
+    prices(acct, "fb-cheap", "1");
+    struct cli_run r = ep_cli(acct, 0, "endpoints", "fallback", "dear", "fb-cheap", NULL);
     cli_free(&r);
-    r = ep_cli(account, 0, "endpoints", "fallback", "cheap", "fb-dear", NULL);
+    r = ep_cli(acct, 0, "endpoints", "fallback", "cheap", "fb-dear", NULL);
     cli_free(&r);
-    r = ep_cli(account, 0, "budgets", "set", "--tenant", "a", "--usd", "0.001", "--period", "month",
+    r = ep_cli(acct, 0, "budgets", "set", "--tenant", "a", "--usd", "0.001", "--period", "month",
                NULL);
     cli_free(&r);
-    r = ep_cli(account, 0, "budgets", "set", "--tenant", "b", "--usd", "0.01", "--period", "month",
+    r = ep_cli(acct, 0, "budgets", "set", "--tenant", "b", "--usd", "0.01", "--period", "month",
                NULL);
     cli_free(&r);
-    r = ep_cli(account, 0, "endpoints", "disable", "ep0", "--reason", "maintenance", NULL);
+    r = ep_cli(acct, 0, "endpoints", "disable", "ep0", "--reason", "maintenance", NULL);
     cli_free(&r);
-    worker_write_jobs(jobs, "a", A_JOBS, "dear", 20, "{\"tenant\":\"a\"}");
-    worker_enqueue(account, jobs);
-    worker_write_jobs(jobs, "b", B_JOBS, "cheap", 20, "{\"tenant\":\"b\"}");
-    worker_enqueue(account, jobs);
-
-    char logs[1][128], store[2][96];
-    const char *args[4 + 2 * 2 + 1] = {"--concurrency", "64", NULL};
-    ep_key_args(eps, 2, args, 2, store);
-    pid_t pid;
-    worker_start_n(account, &eps[0].sim, "epfbc", 1, logs, &pid, args);
-    wait_settled(c, P, "a", A_JOBS);
-    wait_settled(c, P, "b", B_JOBS);
+    worker_write_jobs(t.jobs, "a", A_JOBS, "dear", 20, "{\"tenant\":\"a\"}");
+    worker_enqueue(acct, t.jobs);
+    worker_write_jobs(t.jobs, "b", B_JOBS, "cheap", 20, "{\"tenant\":\"b\"}");
+    worker_enqueue(acct, t.jobs);
+    fbc_worker_start(&t, "epfbc");
+    fbc_settle(&t, "a", A_JOBS);
+    fbc_settle(&t, "b", B_JOBS);
 
     /* dear -> cheap: all on the fallback, charged at its price */
-    struct fb_spend a = fb_spend_read(c, P, "a", A_JOBS, "fb-cheap", "ep1");
+    struct fb_spend a = fb_spend_read(t.a.c, t.a.prefix, "a", A_JOBS, "fb-cheap", "ep1");
+    long long a_spent = fbc_spent(&t, "t/a#usd/month");
     printf("# a: %lld done (%lld on fb-cheap), spent %lld nano-USD (usage at fb-cheap: %lld)\n",
-           a.done, a.by_model, budget_spent(account, "t/a#usd/month"), a.nusd);
+           a.done, a.by_model, a_spent, a.nusd);
     assert_int_equal(a.done, A_JOBS);
     assert_int_equal(a.by_model, A_JOBS);
-    assert_int_equal(budget_spent(account, "t/a#usd/month"), a.nusd);
+    assert_int_equal(a_spent, a.nusd);
     assert_true(a.nusd <= A_LIMIT_NUSD);
 
     /* cheap -> dear: a few on the fallback at its price, the rest wait */
-    struct fb_spend b = fb_spend_read(c, P, "b", B_JOBS, "fb-dear", "ep1");
-    long long b_spent = budget_spent(account, "t/b#usd/month");
+    struct fb_spend b = fb_spend_read(t.a.c, t.a.prefix, "b", B_JOBS, "fb-dear", "ep1");
+    long long b_spent = fbc_spent(&t, "t/b#usd/month");
     printf("# b: %lld done (%lld on fb-dear), %lld waiting, spent %lld of %lld nano-USD\n", b.done,
            b.by_model, b.queued, b_spent, B_LIMIT_NUSD);
     assert_true(b.done >= 1);
@@ -212,26 +208,19 @@ static void test_fallback_priced_and_budgeted(void **state)
 
     /* the asked model's endpoint back: the rest run there, at its price */
     long long fell_back = b.done;
-    r = ep_cli(account, 0, "endpoints", "enable", "ep0", NULL);
+    r = ep_cli(acct, 0, "endpoints", "enable", "ep0", NULL);
     cli_free(&r);
-    wait_settled(c, P, "b", B_JOBS);
-    b = fb_spend_read(c, P, "b", B_JOBS, "cheap", "ep0");
-    b_spent = budget_spent(account, "t/b#usd/month");
+    fbc_settle(&t, "b", B_JOBS);
+    b = fb_spend_read(t.a.c, t.a.prefix, "b", B_JOBS, "cheap", "ep0");
+    b_spent = fbc_spent(&t, "t/b#usd/month");
     printf("# b after enable: %lld done (%lld on cheap), spent %lld nano-USD\n", b.done, b.by_model,
            b_spent);
     assert_int_equal(b.done, B_JOBS);
     assert_int_equal(b.by_model, B_JOBS - fell_back);
     assert_int_equal(b_spent, b.nusd);
     assert_true(b_spent <= B_LIMIT_NUSD);
-    ep_assert_results(account, "b", B_JOBS, A_JOBS + B_JOBS);
-
-    kill(pid, SIGTERM);
-    worker_wait_n(&pid, 1, 20000);
-    unlink(logs[0]);
-    unlink(jobs);
-    for (int i = 0; i < 2; i++)
-        ep_sim_stop(&eps[i]);
-    redisFree(c);
+    ep_assert_results(acct, "b", B_JOBS, A_JOBS + B_JOBS);
+    fbc_close(&t);
 }
 
 /* Writes n chat jobs "<prefix>-<i>" of model and tenant, each with one
@@ -264,62 +253,42 @@ static void write_image_jobs(const char *path, const char *prefix, int n, const 
 static void test_fallback_cost_reestimated(void **state)
 {
     (void)state;
-    char account[64], P[128], jobs[128];
-    llmq_test_unique_name(account, sizeof(account), "epfbi");
-    snprintf(P, sizeof(P), "llmq:{%s}:", account);
-    snprintf(jobs, sizeof(jobs), "/tmp/llmq-epfbi-%d.jsonl", (int)getpid());
-    redisContext *c = llmq_test_redis_connect();
-    struct ep_sim eps[2];
-    for (int i = 0; i < 2; i++) {
-        ep_init(&eps[i], i);
-        ep_sim_start(&eps[i], NULL);
-        ep_add(account, &eps[i], "/v1", NULL);
-    }
-    ep_limit(account, &eps[0], "gpt-4o", 1000, 60000);
-    ep_limit(account, &eps[1], "gpt-4o-mini", 1000, 60000);
-    struct cli_run r = ep_cli(account, 0, "endpoints", "fallback", "gpt-4o", "gpt-4o-mini", NULL);
+    struct fbc_run t;
+    fbc_open(&t, "epfbi");
+    const char *acct = t.a.name;
+    ep_limit(acct, &t.eps[0], "gpt-4o", 1000, 60000);
+    ep_limit(acct, &t.eps[1], "gpt-4o-mini", 1000, 60000);
+    struct cli_run r = ep_cli(acct, 0, "endpoints", "fallback", "gpt-4o", "gpt-4o-mini", NULL);
     cli_free(&r);
     char limit[24];
     snprintf(limit, sizeof(limit), "%d", IMG_BUDGET_TOKENS);
-    r = ep_cli(account, 0, "budgets", "set", "--tenant", "i", "--tokens", limit, "--period",
-               "month", NULL);
+    r = ep_cli(acct, 0, "budgets", "set", "--tenant", "i", "--tokens", limit, "--period", "month",
+               NULL);
     cli_free(&r);
-    r = ep_cli(account, 0, "endpoints", "disable", "ep0", NULL);
+    r = ep_cli(acct, 0, "endpoints", "disable", "ep0", NULL);
     cli_free(&r);
-    write_image_jobs(jobs, "i", IMG_JOBS, "gpt-4o", "i");
-    worker_enqueue(account, jobs);
-
-    char logs[1][128], store[2][96];
-    const char *args[2 + 2 * 2 + 1] = {"--concurrency", "16", NULL};
-    ep_key_args(eps, 2, args, 2, store);
-    pid_t pid;
-    worker_start_n(account, &eps[0].sim, "epfbi", 1, logs, &pid, args);
-    wait_settled(c, P, "i", IMG_JOBS);
-    struct fb_spend s = fb_spend_read(c, P, "i", IMG_JOBS, "gpt-4o-mini", "ep1");
+    write_image_jobs(t.jobs, "i", IMG_JOBS, "gpt-4o", "i");
+    worker_enqueue(acct, t.jobs);
+    fbc_worker_start(&t, "epfbi");
+    fbc_settle(&t, "i", IMG_JOBS);
+    struct fb_spend s = fb_spend_read(t.a.c, t.a.prefix, "i", IMG_JOBS, "gpt-4o-mini", "ep1");
     printf("# image jobs: %lld done (%lld on gpt-4o-mini), %lld waiting\n", s.done, s.by_model,
            s.queued);
     assert_true(s.done >= 1 && s.done <= 2);
     assert_int_equal(s.by_model, s.done);
     assert_int_equal(s.queued, IMG_JOBS - s.done);
     assert_int_equal(s.unattempted_queued, s.queued);
-    assert_true(budget_spent(account, "t/i#tokens/month") <= IMG_BUDGET_TOKENS);
+    assert_true(fbc_spent(&t, "t/i#tokens/month") <= IMG_BUDGET_TOKENS);
 
     /* gpt-4o back: the rest run as asked, at its cost */
-    r = ep_cli(account, 0, "endpoints", "enable", "ep0", NULL);
+    r = ep_cli(acct, 0, "endpoints", "enable", "ep0", NULL);
     cli_free(&r);
-    wait_settled(c, P, "i", IMG_JOBS);
+    fbc_settle(&t, "i", IMG_JOBS);
     long long fell_back = s.done;
-    s = fb_spend_read(c, P, "i", IMG_JOBS, "gpt-4o", "ep0");
+    s = fb_spend_read(t.a.c, t.a.prefix, "i", IMG_JOBS, "gpt-4o", "ep0");
     assert_int_equal(s.done, IMG_JOBS);
     assert_int_equal(s.by_model, IMG_JOBS - fell_back);
-
-    kill(pid, SIGTERM);
-    worker_wait_n(&pid, 1, 20000);
-    unlink(logs[0]);
-    unlink(jobs);
-    for (int i = 0; i < 2; i++)
-        ep_sim_stop(&eps[i]);
-    redisFree(c);
+    fbc_close(&t);
 }
 
 int main(void)
