@@ -301,8 +301,8 @@ end
 -- m: ep_model(model), nil for the implicit endpoint. job: as for
 -- ep_route_model, and the job's charge as asked (job.charge: model, cost,
 -- cost_str, est, and its spend budgets' verdict bv and worst case nusd,
--- lua/lib/sched_decide.lua) and job.charge_of(fallback), the same as the
--- fallback would run it: its own cost and its own price. The fallback is
+-- lua/lib/sched_decide.lua) and job.charge_of(job, fallback), the same as
+-- the fallback would run it: its own cost and its own price. The fallback is
 -- tried only when its budgets afford it at that price; a job over its
 -- budgets as asked may still run on its fallback when every endpoint of
 -- model is out and the fallback's budgets afford it. Returns what
@@ -340,7 +340,7 @@ local function ep_route(s, cache, m, model, tenant, user, job)
         not (st == 'budget' or (st == 'denied' and r4 == 'model')) or not (r5 or late) then
         return st, r1, r2, r3, r4, ch
     end
-    local fch = job.charge_of(m.fallback)
+    local fch = job.charge_of(job, m.fallback)
     if fch.bv ~= nil then
         return st, r1, r2, r3, r4, ch -- not at the fallback's price either: it waits as asked
     end

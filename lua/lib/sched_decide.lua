@@ -175,6 +175,19 @@ local function sched_charge(d, bp, model, cost, cost_str, est)
     return ch
 end
 
+-- The charge of ep_route's job (sched_route's: its d, bp, charge as asked
+-- and fb, the job's field) when it runs as its model's fallback: its cost as
+-- the fallback, estimated by its producer (field fb: "<model> <cost>
+-- <prompt>"); a job queued before its model had that fallback: its own.
+local function sched_fallback_charge(job, fallback)
+    local ch = job.charge
+    local fm, fc, fp = string.match(job.fb or '', '^(%S+) (%d+) (%-?%d+)$')
+    if fm == fallback then
+        return sched_charge(job.d, job.bp, fallback, tonumber(fc), fc, tonumber(fp))
+    end
+    return sched_charge(job.d, job.bp, fallback, ch.cost, ch.cost_str, ch.est)
+end
+
 -- Decides job (examine's fields) of cost on chain c in limiter session s:
 -- its budgets and its buckets on the endpoint that may serve it, as asked
 -- or on its model's fallback (ep_route: each at its own price). Returns st
@@ -202,19 +215,9 @@ local function sched_route(d, s, c, job, cost, deadline)
     elseif job[15] and not ep_pins_any(route, job[15]) then
         st = 'no_endpoint'
     else
-        local function charge_of(fallback)
-            -- its cost as the fallback, estimated by its producer (job
-            -- field fb: "<model> <cost> <prompt>"); a fallback set after
-            -- it was queued: its own cost
-            local fm, fc, fp = string.match(job[17] or '', '^(%S+) (%d+) (%-?%d+)$')
-            if fm == fallback then
-                return sched_charge(d, bp, fallback, tonumber(fc), fc, tonumber(fp))
-            end
-            return sched_charge(d, bp, fallback, cost, job[4], est)
-        end
         st, r1, r2, r3, r4, ch = ep_route(s, routes, route, c.m.name, c.t.name, c.u.name,
             { pin = ep_name_set(job[15]), failed = ep_name_set(job[16]), deadline = deadline,
-            charge = ch, charge_of = charge_of })
+            charge = ch, charge_of = sched_fallback_charge, d = d, bp = bp, fb = job[17] })
         if st == 'granted' then
             path, ep, served = r2, r3, r4
         end
