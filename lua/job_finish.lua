@@ -4,14 +4,22 @@
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  job id
 -- ARGV[2]  state: done | dead | cancelled
--- ARGV[3]  the Batch output line (JSON text)
+-- ARGV[3]  the Batch output line (as stored: packed or JSON text,
+--          common/jobs/job_pack.h)
 -- ARGV[4]  reason ('' for done; e.g. 'http_400', 'max_attempts', 'deadline')
 -- Reply: 1 when the job ended now, 0 when it had already ended (no change).
 -- uses: llmq_job_finish, llmq_now_ms, llmq_job_record_get, llmq_job_record_unpack
--- A job still a record (never taken: lua/lib/job_record.lua) becomes its
--- hash and body first, as when dispatch ends one.
+-- uses: KEY
+-- A job still a record (never taken: lua/lib/job_record.lua) that ends dead
+-- becomes its hash and body first, as when dispatch ends one (a dead job
+-- keeps them for `llmq dead retry`); done or cancelled, it is its ended
+-- record alone afterwards, so the record just goes.
 local ok, rec = pcall(llmq_job_record_get, KEYS[1], ARGV[1])
 if ok and rec then
-    llmq_job_record_unpack(KEYS[1], ARGV[1], rec)
+    if ARGV[2] == 'dead' then
+        llmq_job_record_unpack(KEYS[1], ARGV[1], rec)
+    elseif ARGV[2] == 'done' or ARGV[2] == 'cancelled' then
+        redis.call('DEL', KEY.job_record(KEYS[1], ARGV[1]))
+    end
 end
 return llmq_job_finish(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4] or '', llmq_now_ms())
