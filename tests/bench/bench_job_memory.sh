@@ -2,18 +2,21 @@
 # Redis memory per job (issue 25), before and after the job layout of
 # common/redis/keys.h (a waiting job one record P jr:<id>, its body packed:
 # common/jobs/job_pack.h; a job a worker took a listpack hash of small
-# fields and its body and result strings of their own), on one
-# redis-server with its default configuration.
+# fields and its body; a done job one ended record P res:<id>, its output
+# line packed), on one redis-server with its default configuration.
 #
 # Memory: for a small (the 183-byte line of `bench_jobs`), a 4 KiB and a 100 KiB
 # body, at two counts each, INFO used_memory before and after `llmq enqueue`
 # of N jobs (per queued job: its record or keys and its queue entries), then
 # after every job is ended done by job_finish (FCALL, as a settle does) with
-# a result line as long as its request line (per finished job: the job
-# hash, the result, its entry of P done; the key queue the jobs were never
+# an output line as long as its request line, shaped as a chat completion's,
+# packed for "after" and as text for "before", as each version's worker
+# sends it (tests/bench/bench_finish_pipe.c) (per finished job: what the
+# finish leaves, its entry of P done; the key queue the jobs were never
 # dispatched from and the events stream, one entry per call here instead of
 # per 64 jobs, are deleted first). Each figure is divided by the line's own
-# bytes. Deterministic: run fully.
+# bytes. Prompts and answers are words of a 12-word vocabulary: real text
+# packs less (README "Sizing Redis"). Deterministic: run fully.
 #
 # Speed (--cpu, or --cpu-only without the memory part): `llmq enqueue`
 # jobs/s of 100,000 small jobs, and tests/bench/bench_redis_cpu.sh (Redis CPU
@@ -37,8 +40,9 @@ esac
 base_ref=${1:-5910dfb}
 scale=${2:-1}
 . "$(dirname "$0")/lib.sh"
-bench_build build-bench llmq-cli llmq-worker openai-sim
+bench_build build-bench llmq-cli llmq-worker openai-sim bench_finish_pipe
 after_bin=$bin
+finish_pipe=build-bench/tests/bench/bench_finish_pipe
 base_dir=/tmp/llmq-bench-base-$base_ref
 if [ ! -x "$base_dir/build/bin/llmq" ]; then
     rm -rf "$base_dir/src"
@@ -69,22 +73,18 @@ jobs() {
             printf "{\"custom_id\":\"%s-%d\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\",\"body\":{\"model\":\"gpt-4o-mini\",\"max_tokens\":64,\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}]}}\n", t, i, pad }' >"$1"
 }
 
-# finish_all FN ACCOUNT FILE: ends every job of FILE done through function FN
-# with a result line as long as the job's line (redis-cli --pipe).
+# finish_all FN ACCOUNT FILE HOW: ends every job of FILE done through
+# function FN with an output line as long as the job's line, shaped as a chat
+# completion's (tests/bench/bench_finish_pipe.c), packed or as text (HOW: as
+# that version's worker sends it), with redis-cli --pipe.
 finish_all() {
-    awk -v fn="$1" -v p="llmq:{$2}:" '{
-        match($0, /"custom_id":"[^"]*"/); id = substr($0, RSTART + 13, RLENGTH - 14)
-        head = "{\"id\":\"batch_req_" id "\",\"custom_id\":\"" id "\",\"response\":{\"status_code\":200,\"body\":\""
-        pad = length($0) - length(head) - 4; if (pad < 1) pad = 1
-        s = "x"; while (length(s) < pad) s = s s; line = head substr(s, 1, pad) "\"}}"
-        printf "*8\r\n$5\r\nFCALL\r\n$%d\r\n%s\r\n$1\r\n1\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$4\r\ndone\r\n$%d\r\n%s\r\n$0\r\n\r\n",
-            length(fn), fn, length(p), p, length(id), id, length(line), line }' "$3" |
-        rc --pipe >/dev/null
+    "$finish_pipe" "$1" "llmq:{$2}:" "$4" <"$3" | rc --pipe >/dev/null
 }
 
 # measure VERSION BIN KIND BODY N: prints one table row.
 measure() {
-    local version=$1 b=$2 kind=$3 size=$4 n=$5 acct=mem fn
+    local version=$1 b=$2 kind=$3 size=$4 n=$5 acct=mem fn how=text
+    [ "$version" = after ] && how=packed
     # Warm-up: one job enqueued and finished loads this version's Functions
     # library (alone: FUNCTION FLUSH first, so FCALL finds this version's
     # job_finish) and creates the account's fixed keys once; FLUSHALL keeps
@@ -94,7 +94,7 @@ measure() {
     jobs "$tmp/jobs.jsonl" 1 warm 0
     LLMQ_ACCOUNT=$acct "$b/llmq" enqueue "$tmp/jobs.jsonl" --quiet >/dev/null 2>&1
     fn=$(rc FUNCTION LIST | tr -d '\r' | grep -o 'llmq_job_finish_[0-9a-f]*' | head -1)
-    finish_all "$fn" "$acct" "$tmp/jobs.jsonl"
+    finish_all "$fn" "$acct" "$tmp/jobs.jsonl" "$how"
     rc FLUSHALL >/dev/null
     jobs "$tmp/jobs.jsonl" "$n" j "$size"
     local line_bytes
@@ -105,7 +105,7 @@ measure() {
     LLMQ_ACCOUNT=$acct "$b/llmq" enqueue "$tmp/jobs.jsonl" --quiet >/dev/null 2>&1
     t1=$(bench_now_ms)
     m1=$(used)
-    finish_all "$fn" "$acct" "$tmp/jobs.jsonl"
+    finish_all "$fn" "$acct" "$tmp/jobs.jsonl" "$how"
     rc DEL "llmq:{$acct}:kq:normal|gpt-4o-mini||" "llmq:{$acct}:backlog:normal" \
         "llmq:{$acct}:events" >/dev/null
     m2=$(used)

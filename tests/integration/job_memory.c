@@ -5,7 +5,8 @@
  *   - a queued job is one key, its record (P jr:<id>, the body packed:
  *     jobs/job_pack.h), and with its queue entries it stays within its
  *     Batch line's bytes + 150 B (issue 25), no job hash and no body key;
- *   - a finished (done) job is one key, its ended record (P res:<id>,
+ *   - a finished (done) job, taken by dispatch (a hash and a body) and ended
+ *     as a settle ends it, is one key, its ended record (P res:<id>,
  *     lua/lib/job_ended.lua: a few fields, then the output line packed as
  *     the worker sends it), and with its entry of P done and its TTL it
  *     stays within its output line's bytes + 150 B (issue 25): no hash, no
@@ -128,6 +129,16 @@ static void key_of(char *buf, size_t n, const char *prefix, enum llmq_key_kind k
     assert_int_equal(llmq_key(buf, n, prefix, kind, id, NULL), LLMQ_OK);
 }
 
+/* Takes the one queued job of a through lua/dispatch.lua, as a worker does:
+ * it becomes its hash of small fields and its body (what a finish ends). */
+static void take_one(const struct llmq_test_account *a)
+{
+    const char *argv[] = {a->prefix, "mem-worker", "1"};
+    redisReply *r = llmq_script_run(a->c, LLMQ_SCRIPT_DISPATCH, 1, 3, argv, NULL, NULL);
+    assert_true(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 5); /* one grant */
+    freeReplyObject(r);
+}
+
 /* Ends job id as done with output line line through lua/job_finish.lua
  * (llmq_job_finish, as a settle does), the line packed as the worker sends
  * a done job's (worker/job_settle.c). */
@@ -181,6 +192,8 @@ static void test_job_memory(void **state)
 
         size_t result_len = n + 200; /* a response about the request's size */
         char *line = output_line_of(id, result_len);
+        take_one(&a);
+        assert_true(usage(a.c, jk) > 0 && usage(a.c, bk) > 0);
         finish_with_line(&a, id, line);
         long long res = usage(a.c, rk);
         long long floor = plain_usage(a.c, rk, result_len);
