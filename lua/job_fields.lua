@@ -1,9 +1,10 @@
 -- job_fields: fields of one job, whether it is still a record (a job no
 -- worker took yet, P jr:<id>: lua/lib/job_record.lua), a hash
 -- (P job:<id>) or, ended done or cancelled, its ended record alone
--- (P res:<id>: lua/lib/job_ended.lua, which keeps state, fin_ms, attempts
--- and last_error), for readers outside the scripts that must not know the
--- records' formats (`llmq results` naming a job's state, tests). Read-only.
+-- (P res:<id>: lua/lib/job_ended.lua, which keeps state, fin_ms, attempts,
+-- enq_ms, run_ms, prio, model, tenant, user and last_error), for readers outside the scripts that must
+-- not know the records' formats (`llmq results` naming a job's state,
+-- tests). Read-only.
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  the job id
 -- ARGV[2..] field names (state, prio, model, attempts, cost, ...; body: the

@@ -9,17 +9,12 @@
 -- ARGV[4]  reason ('' for done; e.g. 'http_400', 'max_attempts', 'deadline')
 -- Reply: 1 when the job ended now, 0 when it had already ended (no change).
 -- uses: llmq_job_finish, llmq_now_ms, llmq_job_record_get, llmq_job_record_unpack
--- uses: KEY
--- A job still a record (never taken: lua/lib/job_record.lua) that ends dead
--- becomes its hash and body first, as when dispatch ends one (a dead job
--- keeps them for `llmq dead retry`); done or cancelled, it is its ended
--- record alone afterwards, so the record just goes.
+-- A job still a record (never taken: lua/lib/job_record.lua) becomes its
+-- hash and body first, as when dispatch ends one: what its ended record
+-- keeps of it (enq_ms) is read from there, and a dead one keeps both for
+-- `llmq dead retry`.
 local ok, rec = pcall(llmq_job_record_get, KEYS[1], ARGV[1])
 if ok and rec then
-    if ARGV[2] == 'dead' then
-        llmq_job_record_unpack(KEYS[1], ARGV[1], rec)
-    elseif ARGV[2] == 'done' or ARGV[2] == 'cancelled' then
-        redis.call('DEL', KEY.job_record(KEYS[1], ARGV[1]))
-    end
+    llmq_job_record_unpack(KEYS[1], ARGV[1], rec)
 end
 return llmq_job_finish(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4] or '', llmq_now_ms())

@@ -68,8 +68,14 @@ static enum llmq_rc copy_line(struct llmq_job_result *out, const char *line, siz
     return LLMQ_OK;
 }
 
-/* When v[0..len) is an ended record ("E1" s fin_ms '\n' attempts '\n'
- * reason '\n' line: lua/lib/job_ended.lua), fills *dead and *fin_ms from it,
+/* The header fields of an ended record after its first line (lua/lib/
+ * job_ended.lua JOB_ENDED_FIELDS: attempts, enq_ms, run_ms, prio, model,
+ * tenant, user, last_error), each ended by '\n'. */
+#define ENDED_FIELDS 8
+
+/* When v[0..len) is an ended record ("E1" s fin_ms '\n', ENDED_FIELDS
+ * more lines, then the line: lua/lib/job_ended.lua), fills *dead and
+ * *fin_ms from it,
  * points *line at its line (borrowed from v) and returns 1; else 0 (a
  * result of the layout before: the bare line). */
 static int take_record(const char *v, size_t len, int *dead, long long *fin_ms, const char **line,
@@ -83,7 +89,7 @@ static int take_record(const char *v, size_t len, int *dead, long long *fin_ms, 
         fin = fin * 10 + (v[i] - '0');
     if (i == 3 || i >= len || v[i] != '\n')
         return 0;
-    for (int fields = 0; fields < 2; fields++) { /* attempts, reason */
+    for (int fields = 0; fields < ENDED_FIELDS; fields++) {
         const char *nl = memchr(v + i + 1, '\n', len - i - 1);
         if (nl == NULL)
             return 0;

@@ -1,9 +1,9 @@
 /* The result of a job, as C code reads it: the one place that knows where it
  * is kept (common/redis/keys.h). A finished job's Batch output line is in
- * its ended record P res:<id> (its state, fin_ms, attempts and reason, then
- * the line, packed or JSON text: jobs/job_pack.h; lua/lib/job_ended.lua has
- * the format), written once by llmq_job_finish (lua/lib/jobs.lua); a done
- * or cancelled job is that record alone. The previous layout kept the bare
+ * its ended record P res:<id> (its state, times, attempts, queue names and
+ * reason, then the line, packed or JSON text: jobs/job_pack.h;
+ * lua/lib/job_ended.lua has the format), written once by llmq_job_finish
+ * (lua/lib/jobs.lua); a done or cancelled job is that record alone. The previous layout kept the bare
  * line there and the state and fin_ms in the hash P job:<id>; the one before
  * kept the line in the hash's field "result". The hash's fields are read in
  * the same round (one HMGET of result, state and fin_ms and one GET per job,

@@ -16,6 +16,7 @@
 -- count (about events_max jobs, at every XADD) and by age (events_ttl_ms,
 -- every 256 finishes).
 -- uses: llmq_hash_table, llmq_int_text, llmq_job_ended_make, llmq_job_ended_peek
+-- uses: JOB_ENDED_HASH_FIELDS
 -- uses: KEY
 
 -- Defaults of the P settings fields the scripts read (see common/redis/keys.h).
@@ -308,12 +309,12 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, bat
     -- guard) or, ended by the layout before, its hash's fin_ms (its result
     -- P res:<id> or, older, the hash's field result). A job whose hash went
     -- while it ran (purged, expired) gets its one result all the same.
-    local h = redis.call('HMGET', jk, 'fin_ms', 'attempts')
+    local h = redis.call('HMGET', jk, 'fin_ms', unpack(JOB_ENDED_HASH_FIELDS))
     if h[1] then
         return 0
     end
     local s = settings or llmq_jobs_settings(P)
-    local rec = llmq_job_ended_make(state, now_text, h[2] or '0', reason, line)
+    local rec = llmq_job_ended_make(state, now_text, h, 2, reason, line)
     if state == 'dead' then
         if not redis.call('SET', rk, rec, 'NX') then
             return 0

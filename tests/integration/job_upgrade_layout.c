@@ -2,7 +2,8 @@
  * are read by this version. Today a waiting job is one record (P jr:<id>,
  * lua/lib/job_record.lua) with its body packed (jobs/job_pack.h), and a
  * done job is one ended record (P res:<id>, lua/lib/job_ended.lua: state,
- * fin_ms, attempts, reason, then its output line packed), no hash.
+ * fin_ms, attempts, enq_ms, run_ms, prio, model, tenant, user, reason,
+ * then its output line packed), no hash.
  * up-2 is queued as the previous version wrote it: the hash P job:<id> of
  * its 12 small fields and its body, JSON text, in P body:<id>. up-0 is
  * queued as the version before that wrote it: the hash holds the same 12
@@ -256,10 +257,10 @@ static void test_previous_layout_runs_and_reads(void **state)
         redisReply *v = redisCommand(c, "GET %s", k);
         assert_true(v != NULL && v->type == REDIS_REPLY_STRING && v->len > 2);
         assert_memory_equal(v->str, "E1", 2);
-        /* the worker sent the line packed: it follows the record's three
+        /* the worker sent the line packed: it follows the record's nine
          * header lines */
         size_t at = 0;
-        for (int nl = 0; nl < 3; nl++) {
+        for (int nl = 0; nl < 9; nl++) {
             const char *p = memchr(v->str + at, '\n', v->len - at);
             assert_non_null(p);
             at = (size_t)(p - v->str) + 1;
