@@ -39,17 +39,17 @@
 
 static const size_t body_sizes[] = {100, 4096, 1048576};
 
-/* What a waiting job may cost over its line (issue 25), and what of that its
- * entries in its key queue and P backlog:<prio> take at scale (lists of
- * listpacks: about 20 B a job, tests/bench/bench_job_memory.sh). */
-#define QUEUED_OVER_LINE_MAX 150
+/* What a waiting job may cost over its Batch line, and a done job over its
+ * output line (issue 25). */
+#define OVER_LINE_MAX 150
+/* What a waiting job takes besides its key: its entries in its key queue
+ * and P backlog:<prio> (lists of listpacks: about 20 B a job,
+ * tests/bench/bench_job_memory.sh). */
 #define QUEUE_ENTRIES_BYTES 24
-/* The same for a finished job over its output line, and what it takes
- * besides its key (MEMORY USAGE counts neither): its entry of P done
- * ("<fin_ms>:<id>" in a list of listpacks, about 30 B for these ids) and its
- * TTL's entry in the keyspace's expires (a dict entry of 24 B in a 32 B
- * class and its bucket, 8-16 B). */
-#define FINISHED_OVER_LINE_MAX 150
+/* What a done job takes besides its key (MEMORY USAGE counts neither): its
+ * entry of P done ("<fin_ms>:<id>" in a list of listpacks, about 30 B for
+ * these ids) and its TTL's entry in the keyspace's expires (a dict entry of
+ * 24 B in a 32 B class and its bucket, 8-16 B). */
 #define FINISHED_ENTRIES_BYTES (32 + 48)
 
 /* head, then letters and spaces of a fixed pseudo-random sequence (seed),
@@ -129,6 +129,18 @@ static void key_of(char *buf, size_t n, const char *prefix, enum llmq_key_kind k
     assert_int_equal(llmq_key(buf, n, prefix, kind, id, NULL), LLMQ_OK);
 }
 
+/* Prints and asserts that a job whose key takes key_bytes (MEMORY USAGE) and
+ * its entries elsewhere entries_bytes stays within line_len + OVER_LINE_MAX. */
+static void assert_within_line(const char *what, long long key_bytes, long long entries_bytes,
+                               size_t line_len)
+{
+    long long total = key_bytes + entries_bytes;
+    print_message("%s line %7zu B: its key %lld B; with its entries %lld B = line + %lld\n", what,
+                  line_len, key_bytes, total, total - (long long)line_len);
+    assert_true(key_bytes > 0);
+    assert_true(total <= (long long)line_len + OVER_LINE_MAX);
+}
+
 /* Takes the one queued job of a through lua/dispatch.lua, as a worker does:
  * it becomes its hash of small fields and its body (what a finish ends). */
 static void take_one(const struct llmq_test_account *a)
@@ -180,13 +192,7 @@ static void test_job_memory(void **state)
 
         char wk[256];
         key_of(wk, sizeof(wk), a.prefix, LLMQ_KEY_JOB_RECORD, id);
-        long long rec = usage(a.c, wk);
-        print_message("queued   body %7zu B, line %7zu B: record %lld B; with its queue entries "
-                      "%lld B = line + %lld\n",
-                      n, line_len, rec, rec + QUEUE_ENTRIES_BYTES,
-                      rec + QUEUE_ENTRIES_BYTES - (long long)line_len);
-        assert_true(rec > 0);
-        assert_true(rec + QUEUE_ENTRIES_BYTES <= (long long)line_len + QUEUED_OVER_LINE_MAX);
+        assert_within_line("queued  ", usage(a.c, wk), QUEUE_ENTRIES_BYTES, line_len);
         assert_int_equal(usage(a.c, jk), 0); /* one key: no hash, no body key */
         assert_int_equal(usage(a.c, bk), 0);
 
@@ -195,14 +201,9 @@ static void test_job_memory(void **state)
         take_one(&a);
         assert_true(usage(a.c, jk) > 0 && usage(a.c, bk) > 0);
         finish_with_line(&a, id, line);
-        long long res = usage(a.c, rk);
-        long long floor = plain_usage(a.c, rk, result_len);
-        print_message("finished output line %7zu B: record %lld B (the line as a plain string: "
-                      "%lld B); with its entries %lld B = line + %lld\n",
-                      result_len, res, floor, res + FINISHED_ENTRIES_BYTES,
-                      res + FINISHED_ENTRIES_BYTES - (long long)result_len);
-        assert_true(res > 0);
-        assert_true(res + FINISHED_ENTRIES_BYTES <= (long long)result_len + FINISHED_OVER_LINE_MAX);
+        print_message("(finished: the output line as a plain string would be %lld B)\n",
+                      plain_usage(a.c, rk, result_len));
+        assert_within_line("finished", usage(a.c, rk), FINISHED_ENTRIES_BYTES, result_len);
         assert_int_equal(usage(a.c, jk), 0); /* one key: no hash, no body, no record */
         assert_int_equal(usage(a.c, bk), 0);
         assert_int_equal(usage(a.c, wk), 0);
