@@ -259,6 +259,30 @@ static void test_status_memory(void **state)
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "memory: backlog ~"));
     cli_free(&r);
+
+    /* ... and the results kept, as MEMORY USAGE of their ended records says */
+    long long results_bytes = 0;
+    for (int i = 0; i < 10; i++) {
+        char id[32], rk[256];
+        snprintf(id, sizeof(id), "st-%d", i);
+        char *line = output_line_of(id, 4096);
+        finish_with_line(&a, id, line);
+        free(line);
+        key_of(rk, sizeof(rk), a.prefix, LLMQ_KEY_RESULT, id);
+        results_bytes += usage(a.c, rk);
+    }
+    r = cli_run(a.name, argv);
+    assert_int_equal(r.status, 0);
+    s = json_loads(r.out, 0, NULL);
+    m = json_object_get(s, "memory");
+    print_message("status: %lld B per result; records %lld B per job\n",
+                  (long long)json_integer_value(json_object_get(m, "bytes_per_result")),
+                  results_bytes / 10);
+    assert_int_equal(json_integer_value(json_object_get(m, "results_sampled")), 10);
+    assert_int_equal(json_integer_value(json_object_get(m, "bytes_per_result")),
+                     results_bytes / 10);
+    json_decref(s);
+    cli_free(&r);
     free(body);
     llmq_test_account_close(&a);
 }
