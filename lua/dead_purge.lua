@@ -6,7 +6,7 @@
 -- ARGV[2..] job ids; none: the oldest ARGV[1] entries of P dead
 -- Reply: one {id, outcome} per job looked at; outcome 'purged', 'not_dead'
 -- (the job is not dead: nothing done) or 'gone' (no such job: entry dropped).
--- uses: dead_each, llmq_job_record_exists
+-- uses: dead_each, llmq_job_record_exists, llmq_job_ended_peek, JOBS_KEPT_ENDED
 -- uses: KEY
 local P = KEYS[1]
 
@@ -14,8 +14,9 @@ local function purge(id, eid)
     local jk = KEY.job(P, id)
     local j = redis.call('HMGET', jk, 'state', 'dead_entry')
     eid = eid or j[2]
-    if (j[1] ~= false and j[1] ~= 'dead') or (j[1] == false and llmq_job_record_exists(P, id) == 1) then
-        return 'not_dead'
+    if (j[1] ~= false and j[1] ~= 'dead') or (j[1] == false and
+            (llmq_job_record_exists(P, id) == 1 or JOBS_KEPT_ENDED[llmq_job_ended_peek(P, id) or ''])) then
+        return 'not_dead' -- waiting (a record), or a done or cancelled job's ended record
     end
     if eid then
         redis.call('XDEL', KEY.dead(P), eid)

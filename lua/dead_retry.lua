@@ -9,7 +9,7 @@
 -- (the job is not dead: nothing done), 'no_body' (its body is gone: the
 -- dead-letter entry is dropped) or 'gone' (no such job: entry dropped).
 -- uses: dead_each, JOBS_PRIORITY_VALID, sched_push, llmq_now_ms, worker_name_ok
--- uses: llmq_job_record_exists
+-- uses: llmq_job_record_exists, llmq_job_ended_peek, JOBS_KEPT_ENDED
 -- uses: KEY
 local P = KEYS[1]
 local now = llmq_now_ms()
@@ -20,8 +20,11 @@ local function retry(id, eid)
     local j = redis.call('HMGET', jk, 'state', 'body', 'prio', 'dead_entry', 'model', 'tenant',
         'user')
     eid = eid or j[4]
-    if j[1] == false and llmq_job_record_exists(P, id) == 1 then
-        return 'not_dead' -- waiting, as a record (lua/lib/job_record.lua)
+    if j[1] == false and (llmq_job_record_exists(P, id) == 1 or
+            JOBS_KEPT_ENDED[llmq_job_ended_peek(P, id) or '']) then
+        -- waiting, as a record (lua/lib/job_record.lua), or ended done or
+        -- cancelled: its ended record alone (lua/lib/job_ended.lua)
+        return 'not_dead'
     end
     if j[1] ~= 'dead' then
         -- An entry left over from a job that lives again: drop it when listed.

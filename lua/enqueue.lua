@@ -40,7 +40,7 @@
 -- P kq:<prio>|<model>|<tenant>|<user>); workers are woken when it may run now.
 -- uses: budget_path, budget_price, budget_session, JOBS_PRIORITY_VALID, sched_backlog_add
 -- uses: sched_push, llmq_int_text, llmq_now_ms, worker_name_ok
--- uses: llmq_job_record_get, llmq_job_record_make
+-- uses: llmq_job_record_get, llmq_job_record_make, llmq_job_ended_peek
 -- uses: KEY
 local P = KEYS[1]
 local JOBS_FIELDS = 12
@@ -116,7 +116,8 @@ for base = first, #ARGV, JOBS_FIELDS do
     local rk = KEY.job_record(P, id)
     if redis.call('EXISTS', rk, jk, KEY.result(P, id)) > 0 then
         local r = llmq_job_record_get(P, id)
-        out[#out + 1] = { 0, r and r.state or redis.call('HGET', jk, 'state') or 'done' }
+        out[#out + 1] = { 0, r and r.state or redis.call('HGET', jk, 'state') or
+            llmq_job_ended_peek(P, id) or 'done' }
     else
         local deadline, ttl = tonumber(ARGV[base + 8]), tonumber(ARGV[base + 9])
         if not deadline or not ttl then

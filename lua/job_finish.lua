@@ -4,12 +4,15 @@
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  job id
 -- ARGV[2]  state: done | dead | cancelled
--- ARGV[3]  the Batch output line (JSON text)
+-- ARGV[3]  the Batch output line (as stored: packed or JSON text,
+--          common/jobs/job_pack.h)
 -- ARGV[4]  reason ('' for done; e.g. 'http_400', 'max_attempts', 'deadline')
 -- Reply: 1 when the job ended now, 0 when it had already ended (no change).
 -- uses: llmq_job_finish, llmq_now_ms, llmq_job_record_get, llmq_job_record_unpack
 -- A job still a record (never taken: lua/lib/job_record.lua) becomes its
--- hash and body first, as when dispatch ends one.
+-- hash and body first, as when dispatch ends one: what its ended record
+-- keeps of it (enq_ms) is read from there, and a dead one keeps both for
+-- `llmq dead retry`.
 local ok, rec = pcall(llmq_job_record_get, KEYS[1], ARGV[1])
 if ok and rec then
     llmq_job_record_unpack(KEYS[1], ARGV[1], rec)

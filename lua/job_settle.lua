@@ -33,7 +33,7 @@
 -- ARGV[4]  id: the job id
 -- ARGV[5]  handle: reservation handle without the account ('' none)
 -- ARGV[6]  actual: actual tokens (done/dead; -1: refund instead)
--- ARGV[7]  line: Batch output line (done/dead)
+-- ARGV[7]  line: Batch output line (done/dead; done: packed, common/jobs/job_pack.h)
 -- ARGV[8]  reason: why (dead, retry; a handback of a stale grant: stale_grant)
 -- ARGV[9]  delay_ms: retry: due this long after now
 -- ARGV[10] refund: retry: 0|1, give the reservation back
@@ -227,7 +227,10 @@ local function settle(base)
         settings = settings or llmq_jobs_settings(P)
         finished = llmq_job_finish(P, id, mode, ARGV[base + 7], ARGV[base + 8], now, settings,
             tally)
-    elseif owned == 1 then -- retry, handback, authpause, moved
+    elseif owned == 1 and redis.call('EXISTS', KEY.result(P, id)) == 0 then
+        -- retry, handback, authpause, moved; not a job another delivery
+        -- ended meanwhile (a reclaimed one's): its hash may be gone with
+        -- the finish, and would come back as a stub of these fields
         local due = mode == 'retry' and now + tonumber(ARGV[base + 9]) or now
         local jk = KEY.job(P, id)
         sched_delay(P, id, due)

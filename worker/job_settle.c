@@ -11,12 +11,19 @@
  * holds one settle and nothing changes.
  *
  * A settle whose reply is lost with the connection is kept and sent again
- * when Redis is back: a result, once the API returned it, is never dropped. */
+ * when Redis is back: a result, once the API returned it, is never dropped.
+ *
+ * A done job's output line goes packed (jobs/job_pack.h): it is kept as
+ * the job's ended record for result_ttl_ms, and packing keeps that within
+ * the line's own bytes (README "Sizing Redis"). The job keeps the text (the
+ * spool writes it as JSON); the packed copy lives only while the call is
+ * sent. A dead job's line goes as text: the script reads its error. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
+#include "jobs/job_pack.h"
 #include "redis/script.h"
 #include "job_settle.h"
 #include "settle_request.h"
@@ -80,27 +87,75 @@ static void on_settled(redisAsyncContext *ac, redisReply *r, void *privdata)
     free(call);
 }
 
+/* The argument of job's output line at argv[0] (and its length at *len):
+ * a done job's packed into *packed (new; NULL when it is sent as it is:
+ * short, or packing did not shrink it, or memory ran out, which only costs
+ * bytes). */
+static void line_arg(struct worker_account *a, const struct worker_job *job, const char **argv,
+                     size_t *len, char **packed)
+{
+    *packed = NULL;
+    *len = strlen(argv[0]);
+    if (job->settle.mode != WORKER_SETTLE_DONE || job->settle.line == NULL)
+        return;
+    if (a->settles.packer == NULL)
+        a->settles.packer = llmq_job_packer_new();
+    size_t n = 0;
+    if (a->settles.packer != NULL &&
+        llmq_job_packer_pack(a->settles.packer, job->settle.line, *len, packed, &n, NULL) ==
+            LLMQ_OK &&
+        *packed != NULL) {
+        argv[0] = *packed;
+        *len = n;
+    }
+}
+
+/* The ARGV index of the output line (the settle field table's "line"). */
+static int line_argv(void)
+{
+    static int at = 0;
+    for (int i = 1; at == 0 && i < LLMQ_WORKER_SETTLE_ARGC; i++)
+        if (strcmp(llmq_worker_settle_argv_name(i), "line") == 0)
+            at = i;
+    return at;
+}
+
 /* Sends call's deliveries as one script call; on failure each is kept for a
  * resend. Frees call unless it was sent. */
 static void settle_send(struct settle_call *call)
 {
     struct worker_account *a = call->acct;
     const int per = LLMQ_WORKER_SETTLE_ARGC - 1; /* ARGV values of one delivery */
+    const int line_at = line_argv();
+    size_t total = 1 + (size_t)call->n * per;
     struct worker_settle_argv *args = malloc((size_t)call->n * sizeof(*args));
-    const char **argv = malloc((1 + (size_t)call->n * per) * sizeof(*argv));
+    const char **argv = malloc(total * sizeof(*argv));
+    size_t *lens = malloc(total * sizeof(*lens));
+    char *packed[SETTLE_BATCH_MAX] = {NULL};
     redisAsyncContext *ac = llmq_redis_async_context(a->cmd);
-    int argc = 1, ok = args != NULL && argv != NULL && ac != NULL;
+    int argc = 1, ok = args != NULL && argv != NULL && lens != NULL && ac != NULL;
     for (int i = 0; ok && i < call->n; i++) {
         ok = llmq_worker_settle_argv(call->jobs[i], a->prefix, a->cfg->key_id, &args[i]) ==
              LLMQ_WORKER_SETTLE_ARGC;
         memcpy(&argv[argc], &args[i].argv[1], (size_t)per * sizeof(*argv));
+        for (int k = 0; ok && k < per; k++)
+            lens[argc + k] = k + 1 == line_at ? 0 : strlen(argv[argc + k]);
+        if (ok)
+            line_arg(a, call->jobs[i], &argv[argc + line_at - 1], &lens[argc + line_at - 1],
+                     &packed[i]);
         argc += per;
     }
     if (ok) {
         argv[0] = a->prefix;
-        ok = llmq_script_run_async(ac, LLMQ_SCRIPT_JOB_SETTLE, 1, argc, argv, NULL, on_settled,
+        lens[0] = strlen(a->prefix);
+        /* (hiredis copies the arguments into its buffer: the packed lines
+         * can go once this returns) */
+        ok = llmq_script_run_async(ac, LLMQ_SCRIPT_JOB_SETTLE, 1, argc, argv, lens, on_settled,
                                    call) == LLMQ_OK;
     }
+    for (int i = 0; i < call->n; i++)
+        free(packed[i]);
+    free(lens);
     free(argv);
     free(args);
     if (!ok) {
@@ -195,6 +250,8 @@ void llmq_worker_settle_keep(struct worker_job *job)
 
 void llmq_worker_settle_free(struct worker_account *a)
 {
+    llmq_job_packer_free(a->settles.packer);
+    a->settles.packer = NULL;
     while (a->settles.waiting != NULL) {
         struct worker_job *j = a->settles.waiting;
         a->settles.waiting = j->next;

@@ -68,7 +68,8 @@ struct worker_dispatch_state {
 struct worker_settle_state {
     struct worker_job *queue, **queue_tail;
     ev_timer timer;
-    struct worker_job *waiting; /* to resend once Redis is back (or spool) */
+    struct worker_job *waiting;     /* to resend once Redis is back (or spool) */
+    struct llmq_job_packer *packer; /* packs done results (created at the first) */
 };
 
 /* auth_pause.c's (auth_pause.h): the API refused this account's key (P

@@ -1,12 +1,17 @@
 /* Reading a job's result (job_result.h): HMGET of the job hash's state,
- * fin_ms and result (the previous layout's), and GET of P res:<id>, pipelined.
- * The replies are taken by the same functions on the synchronous and the
- * asynchronous path, so the two read the same way. */
+ * fin_ms and result (the layouts before), and GET of P res:<id>, pipelined.
+ * P res:<id> is the job's ended record (its state and fin_ms, then the line:
+ * lua/lib/job_ended.lua has the format) or, written before it, the bare
+ * line, whose state and fin_ms are the hash's. A line stored packed is
+ * unpacked (jobs/job_pack.h). The replies are taken by the same functions
+ * on the synchronous and the asynchronous path, so the two read the same
+ * way. */
 #include "jobs/job_result.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "jobs/job_pack.h"
 #include "llmq/llmq.h"
 #include "redis/keys.h"
 #include "redis/redis.h"
@@ -51,21 +56,55 @@ static int take_hash(const redisReply *r, const redisReply **line, int *dead, lo
     return *line != NULL;
 }
 
-/* Copies len bytes at line into out; LLMQ_ENOMEM when it cannot. */
+/* The text of stored line line[0..len) (packed or JSON text) into out;
+ * LLMQ_ENOMEM or LLMQ_EINVAL (a damaged packed line) when it cannot. */
 static enum llmq_rc copy_line(struct llmq_job_result *out, const char *line, size_t len,
                               struct llmq_error *err)
 {
-    out->line = malloc(len + 1);
-    if (out->line == NULL)
-        return llmq_error_set(err, LLMQ_ENOMEM, "reading results: out of memory");
-    memcpy(out->line, line, len);
-    out->line[len] = '\0';
-    out->len = len;
+    struct llmq_error e = {0};
+    enum llmq_rc rc = llmq_job_unpack(line, len, LLMQ_JOB_PACK_TEXT_MAX, &out->line, &out->len, &e);
+    if (rc != LLMQ_OK)
+        return llmq_error_set(err, rc, "reading results: %s", e.msg);
     return LLMQ_OK;
 }
 
+/* The header fields of an ended record after its first line (lua/lib/
+ * job_ended.lua JOB_ENDED_FIELDS: attempts, enq_ms, run_ms, prio, model,
+ * tenant, user, last_error), each ended by '\n'. */
+#define ENDED_FIELDS 8
+
+/* When v[0..len) is an ended record ("E1" s fin_ms '\n', ENDED_FIELDS
+ * more lines, then the line: lua/lib/job_ended.lua), fills *dead and
+ * *fin_ms from it,
+ * points *line at its line (borrowed from v) and returns 1; else 0 (a
+ * result of the layout before: the bare line). */
+static int take_record(const char *v, size_t len, int *dead, long long *fin_ms, const char **line,
+                       size_t *line_len)
+{
+    if (len < 4 || v[0] != 'E' || v[1] != '1' || strchr("dxc", v[2]) == NULL || v[2] == '\0')
+        return 0;
+    long long fin = 0;
+    size_t i = 3;
+    for (; i < len && v[i] >= '0' && v[i] <= '9' && fin < (1LL << 53); i++)
+        fin = fin * 10 + (v[i] - '0');
+    if (i == 3 || i >= len || v[i] != '\n')
+        return 0;
+    for (int fields = 0; fields < ENDED_FIELDS; fields++) {
+        const char *nl = memchr(v + i + 1, '\n', len - i - 1);
+        if (nl == NULL)
+            return 0;
+        i = (size_t)(nl - v);
+    }
+    *dead = v[2] == 'x';
+    *fin_ms = fin;
+    *line = v + i + 1;
+    *line_len = len - i - 1;
+    return 1;
+}
+
 /* Takes the pair of replies of one job (h: the HMGET's, g: the GET's) into
- * out: the result string, else the hash's field of the previous layout. */
+ * out: the ended record, else the result string and the hash's state,
+ * else the hash's field of the layout before that. */
 static enum llmq_rc take_pair(const redisReply *h, const redisReply *g, struct llmq_job_result *out,
                               struct llmq_error *err)
 {
@@ -73,8 +112,17 @@ static enum llmq_rc take_pair(const redisReply *h, const redisReply *g, struct l
     if (take_hash(h, &old_line, &out->dead, &out->fin_ms) < 0 ||
         (g->type != REDIS_REPLY_STRING && g->type != REDIS_REPLY_NIL))
         return llmq_error_set(err, LLMQ_EREDIS, "reading results: unexpected reply");
-    const redisReply *line = g->type == REDIS_REPLY_STRING ? g : old_line;
-    return line != NULL ? copy_line(out, line->str, line->len, err) : LLMQ_OK;
+    const char *line = NULL;
+    size_t len = 0;
+    if (g->type == REDIS_REPLY_STRING &&
+        !take_record(g->str, g->len, &out->dead, &out->fin_ms, &line, &len)) {
+        line = g->str;
+        len = g->len;
+    } else if (g->type != REDIS_REPLY_STRING && old_line != NULL) {
+        line = old_line->str;
+        len = old_line->len;
+    }
+    return line != NULL ? copy_line(out, line, len, err) : LLMQ_OK;
 }
 
 enum llmq_rc llmq_job_result_read(redisContext *c, const char *prefix, const char *const *ids,
@@ -142,13 +190,30 @@ static void async_done(struct result_async *a, enum llmq_rc rc, const char *line
     free(a);
 }
 
+/* Ends the read with the text of stored line line[0..len) (packed or not). */
+static void async_line(struct result_async *a, const char *line, size_t len)
+{
+    struct llmq_job_result text = {NULL, 0, 0, -1};
+    if (copy_line(&text, line, len, NULL) != LLMQ_OK) {
+        async_done(a, LLMQ_EREDIS, NULL, 0);
+        return;
+    }
+    async_done(a, LLMQ_OK, text.line, text.len);
+    llmq_job_result_clear(&text);
+}
+
 static void on_hash(redisAsyncContext *ac, void *reply, void *privdata)
 {
     (void)ac;
     struct result_async *a = privdata;
     const redisReply *line = NULL;
     int got = take_hash(reply, &line, &a->hash.dead, &a->hash.fin_ms);
-    if (got < 0 || (got > 0 && copy_line(&a->hash, line->str, line->len, NULL) != LLMQ_OK))
+    if (got < 0)
+        a->hash_failed = 1;
+    else if (got > 0 && (a->hash.line = malloc(line->len + 1)) != NULL) {
+        memcpy(a->hash.line, line->str, line->len); /* as stored: async_line unpacks it */
+        a->hash.len = line->len;
+    } else if (got > 0)
         a->hash_failed = 1;
     if (a->alone)
         async_done(a, LLMQ_EREDIS, NULL, 0);
@@ -162,10 +227,15 @@ static void on_result(redisAsyncContext *ac, void *reply, void *privdata)
     if (a->hash_failed || r == NULL ||
         (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL))
         async_done(a, LLMQ_EREDIS, NULL, 0);
-    else if (r->type == REDIS_REPLY_STRING)
-        async_done(a, LLMQ_OK, r->str, r->len);
+    else if (r->type == REDIS_REPLY_STRING) {
+        const char *line = r->str;
+        size_t len = r->len;
+        take_record(r->str, r->len, &a->hash.dead, &a->hash.fin_ms, &line, &len);
+        async_line(a, line, len);
+    } else if (a->hash.line != NULL)
+        async_line(a, a->hash.line, a->hash.len);
     else
-        async_done(a, LLMQ_OK, a->hash.line, a->hash.len);
+        async_done(a, LLMQ_OK, NULL, 0);
 }
 
 enum llmq_rc llmq_job_result_read_async(redisAsyncContext *ac, const char *prefix, const char *id,

@@ -61,7 +61,8 @@
  *                            (lua/lib/job_record.lua has the format; README
  *                            "Sizing Redis"). Written by enqueue; turned into
  *                            job:<id> + body:<id> by whatever writes the job
- *                            next (dispatch's grant, a dead letter, a cancel)
+ *                            next (dispatch's grant, a dead letter, a cancel,
+ *                            job_finish), until it ends (res:<id>)
  *   P job:<id>         HASH  model, url, cost (tokens), prio (high|normal|low),
  *                            tenant, user, deadline_ms (unix ms, 0 = none),
  *                            max_attempts, attempts, enq_ms, state
@@ -72,13 +73,17 @@
  *                            lease it needs): small
  *                            fields only, so Redis keeps it a listpack (every
  *                            value within hash-max-listpack-value, 64 bytes by
- *                            default; README "Sizing Redis"). A hash of the
- *                            previous layout also holds body (and, once ended,
- *                            result): read as such (README "Upgrading")
+ *                            default; README "Sizing Redis"). From a job's
+ *                            grant (or dead letter, cancel) until it ends;
+ *                            kept by a dead job only (state dead). A hash of
+ *                            the layouts before also holds state done (and
+ *                            their body, result fields): read as such (README
+ *                            "Upgrading")
  *   P body:<id>        STRING the job's request body (as stored: packed or JSON
  *                            text, common/jobs/job_pack.h) while it may
- *                            run again: from enqueue until it is done (deleted
- *                            then), kept while it is dead (for `llmq dead retry`)
+ *                            run again: from its grant until it is done or
+ *                            cancelled (deleted then, with job:<id>), kept
+ *                            while it is dead (for `llmq dead retry`)
  *   P q:<prio>         STREAM delivery: dispatch XADDs {id: <job id>} for each job it
  *                            grants and delivers it at once to the worker's consumer of
  *                            group "workers" (PEL, XAUTOCLAIM, hand-back as before).
@@ -132,12 +137,23 @@
  *   whole tenant across models).
  *   A spend budget is one more bucket on the path (lua/lib/budget.lua; see
  *   Spend below), blocking the node of its scope.
- *   P res:<id>         STRING the result of an ended job (its Batch output line,
- *                            JSON): written by llmq_job_finish, with the job hash's
- *                            TTL when done, none when dead; the previous layout kept
- *                            it in the job hash's field result, read when res:<id>
- *                            is absent (common/jobs/job_result.h); deleted with its
- *                            job (sweep, dead purge/retry)
+ *   P res:<id>         STRING the ended record of a job that ended
+ *                            (lua/lib/job_ended.lua has the format): "E1", its
+ *                            state and fin_ms, then attempts, enq_ms, run_ms,
+ *                            prio, model, tenant, user and last_error as text,
+ *                            then its Batch output line (a done job's packed,
+ *                            common/jobs/job_pack.h); one key, so a done job
+ *                            costs its line and about 100 B (README "Sizing
+ *                            Redis"). Written once by llmq_job_finish (SET NX),
+ *                            with the result's TTL when done or cancelled (the
+ *                            job's hash and body deleted then: the record is
+ *                            the job), none when dead (hash and body kept).
+ *                            The previous layout's is the bare line (JSON
+ *                            text, never starting with 'E'), its state and
+ *                            fin_ms in the hash; the one before kept the line
+ *                            in the hash's field result (both read:
+ *                            common/jobs/job_result.h); deleted with its job
+ *                            (sweep, dead purge/retry)
  *   P events           STREAM for waiters: an entry per call that finished jobs,
  *                            {id, state: done|dead|cancelled} for each (at most 64)
  *   P dead             STREAM {id, reason, error, ts}: dead-lettered jobs
@@ -151,26 +167,30 @@
  *     dead_entry (its entry id in P dead, while dead), fb (its cost as its
  *     model's fallback model, "<fallback> <cost> <prompt>": lua/enqueue.lua
  *     {fb}). The id is the key's, not a field.
- *   - enqueue (lua/enqueue.lua) writes nothing when job:<id> or res:<id>
- *     exists: the id is the idempotency key while either lives.
+ *   - enqueue (lua/enqueue.lua) writes nothing when jr:<id>, job:<id> or
+ *     res:<id> exists: the id is the idempotency key while any lives.
  *   - a job ends only through llmq_job_finish(P, id, state, output_line, reason,
- *     now_ms) in lua/lib/jobs.lua (state done|dead|cancelled): HSETNX of the field
- *     fin_ms is its once-only guard (every layout's finish sets it; it creates
- *     the hash of a job whose hash went while it ran); it writes res:<id>,
- *     sets state, tells events (one entry for the finishes of one call,
- *     llmq_jobs_finish_flush; and XADDs dead with dead_entry, last_error =
- *     reason), and applies retention. A done job loses body:<id> and its hash
- *     and result get the result's TTL (result_ttl_ms); a dead one keeps its
- *     hash, body and result without a TTL, until `llmq dead retry` (back to
- *     queued, attempts 0, no result) or `llmq dead purge` (all deleted).
+ *     now_ms) in lua/lib/jobs.lua (state done|dead|cancelled): the SET NX of
+ *     its ended record res:<id> is its once-only guard, with the hash's fin_ms
+ *     (which the finishes of the layouts before set; a job whose hash went
+ *     while it ran gets its one result all the same); it tells events (one
+ *     entry for the finishes of one call, llmq_jobs_finish_flush; and, dead,
+ *     XADDs dead and sets the hash's state, fin_ms, last_error = reason and
+ *     dead_entry), and applies retention. A done or cancelled job's record
+ *     gets the result's TTL (result_ttl_ms) and its hash and body go (one DEL
+ *     per call); a dead one keeps its hash, body and record without a TTL,
+ *     until `llmq dead retry` (back to queued, attempts 0, no result) or
+ *     `llmq dead purge` (all deleted).
  *   P done             LIST  "<fin_ms>:<id>" of each done or cancelled job, in finish
  *                            order
  *                            (one RPUSH per settle call): the retention index.
  *                            Beyond settings result_max or older than
- *                            result_ttl_ms, job:<id>, res:<id>, body:<id> are deleted
- *                            (oldest first, at most 64 per finish; PEXPIRE too),
- *                            unless job:<id> is live again or its fin_ms is not
- *                            the entry's (a later finish of the id: its own entry)
+ *                            result_ttl_ms, res:<id> (and job:<id>, body:<id> of
+ *                            the layouts before) are deleted (oldest first, at
+ *                            most 64 per finish; the TTL too), unless the job is
+ *                            not done or cancelled (live again) or its fin_ms
+ *                            (the record's head, else the hash's) is not the
+ *                            entry's (a later finish of the id: its own entry)
  *   P results          ZSET  the index of older versions (ids scored by fin_ms):
  *                            each settle call moves its newest 256 to the head
  *                            of P done until it is gone (README "Upgrading")
@@ -200,7 +220,8 @@
  *                            resume`, or a worker starting with another key).
  *   job field cancel = 1: cancelled (lua/job_cancel.lua): a queued or delayed
  *   job ends at once with state cancelled (last_error cancelled; kept like a
- *   done job: TTL, P done, stats cancelled; never in P dead) and leaves its
+ *   done job: its ended record alone, TTL, P done, stats cancelled; never in
+ *   P dead) and leaves its
  *   kq: list and P backlog:<prio> in the same call; a running one is never
  *   sent again should it come back to dispatch (it ends cancelled then).
  *

@@ -2,10 +2,10 @@
 -- retention that keeps results and streams bounded. Used by job_finish.lua and
 -- by the worker's dispatch/settle scripts; the key layout is in common/redis/keys.h.
 --
--- Retention: a done job's hash and result (P res:<id>; its body P body:<id>
--- deleted) are indexed in P done in finish order and deleted past
--- result_ttl_ms or beyond result_max, oldest first, a bounded number per
--- finish so no call is slow; a PEXPIRE backs that up while nothing finishes.
+-- Retention: a done job is its ended record P res:<id> (lua/lib/job_ended.lua:
+-- its hash and body deleted), indexed in P done in finish order and deleted
+-- past result_ttl_ms or beyond result_max, oldest first, a bounded number per
+-- finish so no call is slow; its TTL backs that up while nothing finishes.
 -- Dead jobs keep hash, body and result until `llmq dead retry|purge`:
 -- nothing a human has not looked at is dropped. Queue streams
 -- keep acknowledged entries until a trim (every 256 done or dead jobs), which
@@ -15,7 +15,8 @@
 -- them as {id, state} pairs (at most JOBS_EVENT_JOBS an entry); it is kept by
 -- count (about events_max jobs, at every XADD) and by age (events_ttl_ms,
 -- every 256 finishes).
--- uses: llmq_hash_table, llmq_int_text
+-- uses: llmq_hash_table, llmq_int_text, llmq_job_ended_make, llmq_job_ended_peek
+-- uses: JOB_ENDED_HASH_FIELDS
 -- uses: KEY
 
 -- Defaults of the P settings fields the scripts read (see common/redis/keys.h).
@@ -42,6 +43,9 @@ local LLMQ_JOBS_GROUP = 'workers' -- consumer group of the queue streams
 -- The states of a job that has ended (llmq_job_finish): done, dead
 -- (dead-lettered) and cancelled (job_cancel.lua: never sent, not dead).
 local JOBS_ENDED = { done = true, dead = true, cancelled = true }
+-- Those of them kept like results (result_ttl_ms, P done): their ended
+-- record alone is the job (lua/lib/job_ended.lua).
+local JOBS_KEPT_ENDED = { done = true, cancelled = true }
 
 -- The effective retention settings of account P: P settings over defaults.
 local function llmq_jobs_settings(P)
@@ -150,11 +154,17 @@ local function jobs_sweep_results(P, s, now_ms, len, finishes)
         n = i
         if id then -- (an entry that is none is dropped)
             local jk = KEY.job(P, id)
-            local j = redis.call('HMGET', jk, 'state', 'fin_ms')
+            -- its ended record says, or (a job ended by the layout before)
+            -- its hash
+            local state, fin = llmq_job_ended_peek(P, id)
+            if not state then
+                local j = redis.call('HMGET', jk, 'state', 'fin_ms')
+                state, fin = j[1], tonumber(j[2])
+            end
             -- The id may have been enqueued again since (a live job) or have
             -- finished again (a later entry is its own): leave those alone.
-            if (j[1] == 'done' or j[1] == 'cancelled') and tonumber(j[2]) == ms then
-                -- (body: is gone with the finish, unless the layout was older)
+            if JOBS_KEPT_ENDED[state] and fin == ms then
+                -- (hash, body: gone with the finish, unless the layout was older)
                 redis.call('DEL', jk, KEY.result(P, id), KEY.job_body(P, id))
             end
         end
@@ -228,9 +238,9 @@ end
 
 -- The bookkeeping of finishes counted in tally ({done = n, dead = n,
 -- done_entries = the done jobs' entries of P done, in finish order,
--- done_bodies = their P body:<id>, events = their {id, state} pairs}): the
--- call's entry of P events, the stats counters, the done jobs' bodies (one
--- DEL), the done index (one RPUSH) and its sweep, and every
+-- done_keys = their hashes and bodies, events = their {id, state} pairs}):
+-- the call's entry of P events, the stats counters, the done jobs' hashes
+-- and bodies (one DEL: each is its ended record from here on), the done index (one RPUSH) and its sweep, and every
 -- JOBS_TRIM_EVERY done and every JOBS_TRIM_EVERY dead jobs the trim of the
 -- streams (settles only acknowledge their entries, worker_ack, so
 -- dead-letter-only traffic must trim too). Once per call for the finishes
@@ -259,7 +269,7 @@ local function llmq_jobs_finish_flush(P, tally, s, now_ms)
     end
     local kept = tally.done_entries and #tally.done_entries or 0
     if kept > 0 then
-        redis.call('DEL', unpack(tally.done_bodies))
+        redis.call('DEL', unpack(tally.done_keys))
         local idx = KEY.done(P)
         jobs_done_migrate(P, idx)
         local len = redis.call('RPUSH', idx, unpack(tally.done_entries))
@@ -276,51 +286,51 @@ end
 
 -- Ends job id of account P. state: 'done', 'dead' or 'cancelled' (kept like
 -- a done job: its result lives result_ttl_ms, indexed in P done; never in
--- P dead); line: its Batch output line (JSON text; a dead or cancelled one
--- carries "error"); reason: why it did not succeed ('' for done); now_ms:
--- Redis time. Stores the result, sets the state, tells waiters
--- (P events), dead-letters (P dead) and applies retention. settings: the
--- account's llmq_jobs_settings when the caller read them (one read for the
--- many finishes of one call), else nil. batch: when given, a tally the
--- caller passes to llmq_jobs_finish_flush once after its finishes (stats,
--- sweep, trims), else that is done now. Returns 1, or 0 when the job had
--- already ended (nothing changes: one result per job id).
+-- P dead); line: its Batch output line (as stored: packed or JSON text,
+-- common/jobs/job_pack.h; a dead or cancelled one is JSON text carrying
+-- "error"); reason: why it did not succeed ('' for done); now_ms: Redis
+-- time. Stores the result as the job's ended record P res:<id>
+-- (lua/lib/job_ended.lua), tells waiters (P events), dead-letters (P dead)
+-- and applies retention. A done or cancelled job is that record alone
+-- afterwards: its hash and body go in the flush. A dead one keeps both
+-- (state dead, fin_ms, last_error, dead_entry), for `llmq dead retry`.
+-- settings: the account's llmq_jobs_settings when the caller read them
+-- (one read for the many finishes of one call), else nil. batch: when
+-- given, a tally the caller passes to llmq_jobs_finish_flush once after its
+-- finishes (stats, sweep, trims), else that is done now. Returns 1, or 0
+-- when the job had already ended (nothing changes: one result per job id).
 local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, batch)
     if not JOBS_ENDED[state] then
         error('LLMQ_EINVAL state must be done, dead or cancelled, got ' .. tostring(state))
     end
     local jk, rk = KEY.job(P, id), KEY.result(P, id)
     local now_text = llmq_int_text(now_ms)
-    -- One result per job id: fin_ms is written only if there is none, and
-    -- every finish (of this layout and of the previous one, whose result is
-    -- the hash's field result) writes it. A hash gone while the job ran
-    -- (purged, expired) is created by it, so that job too gets its one
-    -- result, state and fin_ms (and a done one its TTL). Results of the
-    -- layout before that (P res:<id> without fin_ms) are not looked at here
-    -- (README "Upgrading").
-    if redis.call('HSETNX', jk, 'fin_ms', now_text) == 0 then
+    -- One result per job id: a job that ended has its record (SET NX is the
+    -- guard) or, ended by the layout before, its hash's fin_ms (its result
+    -- P res:<id> or, older, the hash's field result). A job whose hash went
+    -- while it ran (purged, expired) gets its one result all the same.
+    local h = redis.call('HMGET', jk, 'fin_ms', unpack(JOB_ENDED_HASH_FIELDS))
+    if h[1] then
         return 0
     end
     local s = settings or llmq_jobs_settings(P)
+    local rec = llmq_job_ended_make(state, now_text, h, 2, reason, line)
     if state == 'dead' then
-        redis.call('SET', rk, line)
+        if not redis.call('SET', rk, rec, 'NX') then
+            return 0
+        end
         local eid = redis.call('XADD', KEY.dead(P), '*', 'id', id, 'reason', reason,
             'error', jobs_error_text(line), 'ts', now_text)
-        redis.call('HSET', jk, 'state', state, 'last_error', reason, 'dead_entry', eid)
-    else
-        -- the result lives result_ttl_ms with the hash (0 or less: both gone
-        -- at once); the body goes in the flush (one DEL for the call)
-        if tonumber(s.result_ttl_text) > 0 then
-            redis.call('SET', rk, line, 'PX', s.result_ttl_text)
-        else
-            redis.call('DEL', rk)
+        redis.call('HSET', jk, 'state', state, 'fin_ms', now_text, 'last_error', reason,
+            'dead_entry', eid)
+    elseif tonumber(s.result_ttl_text) > 0 then
+        -- the record lives result_ttl_ms; the hash and body go in the flush
+        -- (one DEL for the call)
+        if not redis.call('SET', rk, rec, 'NX', 'PX', s.result_ttl_text) then
+            return 0
         end
-        if state == 'cancelled' then
-            redis.call('HSET', jk, 'state', state, 'last_error', reason)
-        else
-            redis.call('HSET', jk, 'state', state)
-        end
-        redis.call('PEXPIRE', jk, s.result_ttl_text)
+    elseif redis.call('EXISTS', rk) == 1 then
+        return 0 -- (no result kept: retention 0 or less, the job gone at once)
     end
     jobs_batch_count(P, id, state, reason, now_ms)
     local tally = batch or {}
@@ -336,9 +346,10 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, bat
         local entries = tally.done_entries or {}
         entries[#entries + 1] = jobs_done_entry(now_text, id)
         tally.done_entries = entries
-        local bodies = tally.done_bodies or {}
-        bodies[#bodies + 1] = KEY.job_body(P, id)
-        tally.done_bodies = bodies
+        local gone = tally.done_keys or {}
+        gone[#gone + 1] = jk
+        gone[#gone + 1] = KEY.job_body(P, id)
+        tally.done_keys = gone
     end
     if batch == nil then
         llmq_jobs_finish_flush(P, tally, s, now_ms)

@@ -40,8 +40,10 @@ run() {
     sleep $(( (llmq_period / 1000) + 1 ))
     kill -TERM "$w"; wait "$w" 2>/dev/null || true
     bench_stop_sim
+    # (a done job is its ended record: lua/job_fields.lua reads either layout)
+    fn=$(redis-cli -p "$rport" FUNCTION LIST | tr -d '\r' | grep -o 'llmq_job_fields_[0-9a-f]*' | head -1)
     for i in $(seq 0 $((highs - 1))); do
-        enq=$(redis-cli -p "$rport" HGET "llmq:{$acct}:job:high$i-0" enq_ms | tr -d '\r')
+        enq=$(redis-cli -p "$rport" FCALL "$fn" 1 "llmq:{$acct}:" "high$i-0" enq_ms | tr -d '\r')
         at=$(grep -o "\"t_ms\":[0-9]*[^}]*\"client_request_id\":\"high$i-0\"" "$log" | head -1 |
             sed 's/"t_ms":\([0-9]*\).*/\1/')
         [ -n "$at" ] && echo $((at - enq))

@@ -82,12 +82,18 @@ arrivals() {
         print t, o, j, c }' "$1" | sort -n
 }
 
+# The loaded job_fields function: a job's fields whatever its layout (a done
+# job is its ended record: lua/job_fields.lua).
+fields_fn() { rcli FUNCTION LIST | grep -o 'llmq_job_fields_[0-9a-f]*' | head -1; }
+
 # "run_ms job" of every ok request of the access log, by admission time
 # (the job's run_ms: Redis TIME when dispatch granted it; no transit jitter).
 admissions() {
     arrivals "$1" | awk '$2 == "ok" { print $3 }' >"$tmp/ids"
-    awk -v a="$acct" '{ printf "HGET llmq:{%s}:job:%s run_ms\n", a, $1 }' "$tmp/ids" |
-        redis-cli -p "$rport" | tr -d '\r' | paste -d ' ' - "$tmp/ids" | sort -n
+    local fn
+    fn=$(fields_fn)
+    awk -v a="$acct" -v fn="$fn" '{ printf "FCALL %s 1 llmq:{%s}: %s run_ms\n", fn, a, $1 }' \
+        "$tmp/ids" | redis-cli -p "$rport" | tr -d '\r' | paste -d ' ' - "$tmp/ids" | sort -n
 }
 
 # ---------------------------------------------------------------- (a)
@@ -172,7 +178,7 @@ run_b() {
     stop_workers
     bench_stop_sim
     local enq
-    enq=$(rcli HGET "llmq:{$acct}:job:b-0" enq_ms)
+    enq=$(rcli FCALL "$(fields_fn)" 1 "llmq:{$acct}:" b-0 enq_ms)
     admissions "$log" >"$tmp/b-$1.adm"
     awk -v enq="$enq" -v hold=$b_hold -v r=$b_rpm -v na=$b_na -v nb=$b_nb -v w="$w" '
         { if (!t0) t0 = $1; t[++n] = $1; j[n] = $2; if ($2 ~ /^b-/) lastb = $1 }

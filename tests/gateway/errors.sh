@@ -134,14 +134,16 @@ obid=$(curl -s "$U/batches" -H "Authorization: Bearer $low" \
 got=$(job_field "llmq:{$LLMQ_ACCOUNT}:" "$obid.own" tenant prio user | tr '\n' ' ')
 expect "a line's llmq options keep the key's tenant and priority (got: $got)" [ "$got" = "acme low u1 " ]
 # ... and once it is done, its output file is read from the result even when
-# the previous version wrote it (the job hash's field result, not res:<id>)
+# an older version wrote it (the job hash's field result, not res:<id>): its
+# line (as llmq results prints it) written there in place of its record
 ojk="llmq:{$LLMQ_ACCOUNT}:job:$obid.own"
 for _ in $(seq 400); do
-    [ "$(redis-cli -p "$REDIS_PORT" HGET "$ojk" state)" = done ] && break
+    [ "$(job_field "llmq:{$LLMQ_ACCOUNT}:" "$obid.own" state)" = done ] && break
     sleep 0.05
 done
-moved=$(redis-cli -p "$REDIS_PORT" EVAL "redis.call('HSET', KEYS[1], 'result', redis.call('GET', KEYS[2]))
-    return redis.call('DEL', KEYS[2])" 2 "$ojk" "llmq:{$LLMQ_ACCOUNT}:res:$obid.own")
+oline_own=$("$LLMQ_BIN_DIR/llmq" results "$obid.own")
+redis-cli -p "$REDIS_PORT" HSET "$ojk" state done result "$oline_own" >/dev/null
+moved=$(redis-cli -p "$REDIS_PORT" DEL "llmq:{$LLMQ_ACCOUNT}:res:$obid.own")
 expect "the result moved into the job hash (got: $moved)" [ "$moved" = 1 ]
 ocontent=$(curl -s "$U/files/file-out_$obid/content" -H "Authorization: Bearer $low")
 expect "the previous version's result is in the output file" grep -q '"custom_id":"own"' <<<"$ocontent"

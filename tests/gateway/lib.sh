@@ -8,7 +8,8 @@
 #   expect NAME CONDITION-COMMAND...                 a plain assertion
 #   json_field FILE EXPR   prints EXPR (JavaScript, of the parsed body b) of FILE
 #   job_ids P              the ids of account prefix P's jobs (P ends in ':'),
-#                          records (jr:<id>, waiting) and hashes (job:<id>), sorted
+#                          records (jr:<id>, waiting), hashes (job:<id>) and ended
+#                          records (res:<id>), sorted
 #   job_field P ID FIELD...  the job's fields, one a line, whatever its layout
 #                          (lua/job_fields.lua; the library is loaded by then)
 #   finish                 prints the counts; its status is 0 when none failed
@@ -59,6 +60,7 @@ job_ids() {
     {
         redis-cli -p "$REDIS_PORT" --scan --pattern "${1}jr:*" | sed "s|^${1}jr:||"
         redis-cli -p "$REDIS_PORT" --scan --pattern "${1}job:*" | sed "s|^${1}job:||"
+        redis-cli -p "$REDIS_PORT" --scan --pattern "${1}res:*" | sed "s|^${1}res:||"
     } | sort -u
 }
 job_field() {

@@ -12,44 +12,64 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "job_fields.h"
 #include "jobs/calibration.h"
 #include "worker_support.h"
 
 #define MODEL "gpt-4o-mini"
 
-/* The sums N separate samples give: each job's est_prompt_tokens (its
- * hash) against its result's usage.prompt_tokens (P res:<id>). */
+/* The est_prompt_tokens of jobs tag-0 .. tag-(n-1) of account, read while
+ * they wait (a done job keeps only its ended record). New array. */
+static long long *estimates_of(const char *account, const char *tag, int n)
+{
+    char prefix[128], id[64];
+    snprintf(prefix, sizeof(prefix), "llmq:{%s}:", account);
+    redisContext *c = llmq_test_redis_connect();
+    long long *est = calloc((size_t)n, sizeof(*est));
+    assert_non_null(est);
+    for (int i = 0; i < n; i++) {
+        snprintf(id, sizeof(id), "%s-%d", tag, i);
+        est[i] = llmq_test_job_int(c, prefix, id, "est_prompt_tokens", -1);
+        assert_true(est[i] >= 0);
+    }
+    redisFree(c);
+    return est;
+}
+
+/* The sums N separate samples give: each job's est_prompt_tokens (est[i])
+ * against its result's usage.prompt_tokens. */
 static void expected_sums(redisContext *c, const char *prefix, const char *tag, int n,
-                          struct llmq_calib_increments *sum)
+                          const long long *est, struct llmq_calib_increments *sum)
 {
     memset(sum, 0, sizeof(*sum));
     for (int i = 0; i < n; i++) {
-        char key[256];
-        snprintf(key, sizeof(key), "%sjob:%s-%d", prefix, tag, i);
-        long long est = redis_int(c, "HGET %s %s", key, "est_prompt_tokens");
-        redisReply *r = redisCommand(c, "GET %sres:%s-%d", prefix, tag, i);
-        assert_true(r != NULL && r->type == REDIS_REPLY_STRING);
-        json_t *line = json_loads(r->str, 0, NULL);
-        freeReplyObject(r);
+        char id[64];
+        snprintf(id, sizeof(id), "%s-%d", tag, i);
+        char *text = llmq_test_job_result(c, prefix, id);
+        assert_non_null(text);
+        json_t *line = json_loads(text, 0, NULL);
+        free(text);
         json_t *usage =
             json_object_get(json_object_get(json_object_get(line, "response"), "body"), "usage");
         json_t *pt = json_object_get(usage, "prompt_tokens");
         assert_true(json_is_integer(pt));
-        assert_int_equal(llmq_calib_sum_add(sum, est, json_integer_value(pt)), LLMQ_OK);
+        assert_int_equal(llmq_calib_sum_add(sum, est[i], json_integer_value(pt)), LLMQ_OK);
         json_decref(line);
     }
 }
 
 /* Asserts that account's calibration of MODEL is exactly n samples with the
- * sums of the jobs tag-0 .. tag-(n-1), in P calib and in `llmq status`. */
-static void check_calibration(const char *account, const char *tag, int n)
+ * sums of the jobs tag-0 .. tag-(n-1) (their estimates est, estimates_of),
+ * in P calib and in `llmq status`. Frees est. */
+static void check_calibration(const char *account, const char *tag, int n, long long *est)
 {
     char prefix[128], key[256];
     snprintf(prefix, sizeof(prefix), "llmq:{%s}:", account);
     snprintf(key, sizeof(key), "%scalib", prefix);
     redisContext *c = llmq_test_redis_connect();
     struct llmq_calib_increments want;
-    expected_sums(c, prefix, tag, n, &want);
+    expected_sums(c, prefix, tag, n, est, &want);
+    free(est);
     assert_int_equal(want.n, n);
     const char *fields[] = {"n", "est", "act", "abs", "under", "rel", "rel2"};
     const long long values[] = {want.n,     want.est,    want.act,    want.abs,
@@ -88,9 +108,10 @@ static void test_batch_run_counts_every_sample(void **state)
     snprintf(log, sizeof(log), "/tmp/llmq-calbatch-%d.log", (int)getpid());
     worker_write_jobs(jobs, "b", N, MODEL, 16, NULL);
     worker_enqueue(account, jobs);
+    long long *est = estimates_of(account, "b", N);
     const char *args[] = {"--concurrency", "64", "--exit-when-idle-ms", "300", NULL};
     assert_int_equal(worker_wait(worker_start(account, &sim, log, args), 120000), 0);
-    check_calibration(account, "b", N);
+    check_calibration(account, "b", N, est);
     assert_int_equal(sim_proc_stop(&sim), 0);
     unlink(jobs);
     unlink(log);
@@ -108,6 +129,7 @@ static void test_sigterm_after_last_job_flushes(void **state)
     snprintf(log, sizeof(log), "/tmp/llmq-calterm-%d.log", (int)getpid());
     worker_write_jobs(jobs, "t", N, MODEL, 16, NULL);
     worker_enqueue(account, jobs);
+    long long *est = estimates_of(account, "t", N);
     /* No idle exit: the worker runs until told to stop. */
     const char *args[] = {"--concurrency", "64", NULL};
     pid_t w = worker_start(account, &sim, log, args);
@@ -124,7 +146,7 @@ static void test_sigterm_after_last_job_flushes(void **state)
     printf("# %lld of %d samples written when SIGTERM was sent\n", before, N);
     redisFree(c);
     assert_int_equal(worker_wait(w, 30000), 0);
-    check_calibration(account, "t", N);
+    check_calibration(account, "t", N, est);
     assert_int_equal(sim_proc_stop(&sim), 0);
     unlink(jobs);
     unlink(log);

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "endpoints_support.h"
+#include "job_fields.h"
 #include "llmq/llmq.h"
 
 /* The models the sim at log saw, as counts of "gpt-4o" and "gpt-4o-mini". */
@@ -41,10 +42,11 @@ static void sim_models(const char *log, int *full, int *mini)
 static json_t *result_of(const char *account, const char *id)
 {
     redisContext *c = llmq_test_redis_connect();
-    redisReply *r = redisCommand(c, "GET llmq:{%s}:res:%s", account, id);
-    json_t *o = r && r->type == REDIS_REPLY_STRING ? json_loads(r->str, 0, NULL) : NULL;
-    if (r)
-        freeReplyObject(r);
+    char prefix[128];
+    snprintf(prefix, sizeof(prefix), "llmq:{%s}:", account);
+    char *text = llmq_test_job_result(c, prefix, id);
+    json_t *o = text != NULL ? json_loads(text, 0, NULL) : NULL;
+    free(text);
     redisFree(c);
     return o;
 }

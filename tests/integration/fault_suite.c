@@ -25,6 +25,7 @@
 #include <cmocka.h>
 
 #include "llmq/priority.h"
+#include "job_fields.h"
 #include "worker_support.h"
 
 #define JOBS 1000  /* good jobs */
@@ -189,20 +190,17 @@ static void check_redis(struct fault_run *fr, long long *retries, int *done, int
         job_id(i, id, sizeof(id));
         snprintf(key, sizeof(key), "%sres:%s", fr->prefix, id);
         missing += redis_int(c, "EXISTS %s%s", key, "") != 1;
-        snprintf(key, sizeof(key), "%sjob:%s", fr->prefix, id);
-        long long att = redis_int(c, "HGET %s %s", key, "attempts");
+        long long att = llmq_test_job_int(c, fr->prefix, id, "attempts", 0);
         if (att > 1)
             *retries += att - 1;
         /* The job's state agrees with its end (a stale requeue must not
          * overwrite it). */
-        redisReply *st = redisCommand(c, "HGET %s state", key);
-        int ended_state = st != NULL && st->type == REDIS_REPLY_STRING &&
-                          (strcmp(st->str, "done") == 0 || strcmp(st->str, "dead") == 0);
+        char *st = llmq_test_job_field(c, fr->prefix, id, "state");
+        int ended_state = st != NULL && (strcmp(st, "done") == 0 || strcmp(st, "dead") == 0);
         if (!ended_state)
-            fprintf(stderr, "# job %s: state %s after it ended\n", id,
-                    st && st->type == REDIS_REPLY_STRING ? st->str : "(none)");
+            fprintf(stderr, "# job %s: state %s after it ended\n", id, st ? st : "(none)");
         bad_state += !ended_state;
-        freeReplyObject(st);
+        free(st);
     }
     assert_int_equal(missing, 0);
     assert_int_equal(bad_state, 0);
@@ -212,11 +210,9 @@ static void check_redis(struct fault_run *fr, long long *retries, int *done, int
     int good_not_done = 0, bad_not_dead = 0;
     for (int i = 0; i < total; i++) {
         job_id(i, id, sizeof(id));
-        snprintf(key, sizeof(key), "%sjob:%s", fr->prefix, id);
-        redisReply *st = redisCommand(c, "HMGET %s state last_error", key);
-        assert_true(st != NULL && st->type == REDIS_REPLY_ARRAY && st->elements == 2);
-        const char *state = st->element[0]->type == REDIS_REPLY_STRING ? st->element[0]->str : "";
-        const char *err = st->element[1]->type == REDIS_REPLY_STRING ? st->element[1]->str : "";
+        char *st = llmq_test_job_field(c, fr->prefix, id, "state");
+        char *last = llmq_test_job_field(c, fr->prefix, id, "last_error");
+        const char *state = st != NULL ? st : "", *err = last != NULL ? last : "";
         if (i < JOBS && strcmp(state, "done") != 0) {
             fprintf(stderr, "# good job %s: %s (%s)\n", id, state, err);
             good_not_done++;
@@ -225,7 +221,8 @@ static void check_redis(struct fault_run *fr, long long *retries, int *done, int
             fprintf(stderr, "# bad job %s: %s (%s), want dead (http 404 ...)\n", id, state, err);
             bad_not_dead++;
         }
-        freeReplyObject(st);
+        free(st);
+        free(last);
     }
     assert_int_equal(good_not_done, 0);
     assert_int_equal(bad_not_dead, 0);

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "account.h"
+#include "job_fields.h"
 #include "llmq/llmq.h"
 #include "redis/redis.h"
 #include "redis/script.h"
@@ -92,9 +93,8 @@ static long long events_naming(struct llmq_test_account *e, const char *id, cons
 
 static void assert_cancelled(struct llmq_test_account *e, const char *id)
 {
-    char key[256];
-    snprintf(key, sizeof(key), "job:%s", id);
-    char *state = hget(e, key, "state"), *err = hget(e, key, "last_error");
+    char *state = llmq_test_job_field(e->c, e->prefix, id, "state");
+    char *err = llmq_test_job_field(e->c, e->prefix, id, "last_error");
     assert_string_equal(state, "cancelled");
     assert_string_equal(err, "cancelled");
     free(state);

@@ -5,8 +5,12 @@
  *   - a queued job is one key, its record (P jr:<id>, the body packed:
  *     jobs/job_pack.h), and with its queue entries it stays within its
  *     Batch line's bytes + 150 B (issue 25), no job hash and no body key;
- *   - a finished job is the hash of small fields (a listpack: no value over
- *     64 bytes), the result line a string of its own, the body gone;
+ *   - a finished (done) job, taken by dispatch (a hash and a body) and ended
+ *     as a settle ends it, is one key, its ended record (P res:<id>,
+ *     lua/lib/job_ended.lua: a few fields, then the output line packed as
+ *     the worker sends it), and with its entry of P done and its TTL it
+ *     stays within its output line's bytes + 150 B (issue 25): no hash, no
+ *     body, no waiting record;
  *   - `llmq status --json` reports the backlog's memory per job as MEMORY
  *     USAGE of the jobs' keys says.
  * The sizes are printed against the line's bytes for the README. A size
@@ -24,6 +28,8 @@
 #include <cmocka.h>
 
 #include "account.h"
+#include "job_fields.h"
+#include "jobs/job_pack.h"
 #include "jobs_cli_run.h"
 #include "llmq/llmq.h"
 #include "redis/keys.h"
@@ -31,44 +37,61 @@
 #include "redis/script.h"
 #include "testsupport.h"
 
-/* The listpack of a job hash's small fields, queued or finished, at most
- * (about 190 B of fields and values, in jemalloc's 192 or 224 B class). */
-#define JOB_LISTPACK_MAX 256
-
-/* What a hash of key (name length) costs at most with such a listpack: the
- * listpack, the key's sds (header 3 B, NUL; in a class of 16 B), the object
- * (16 B) and its entry in the keyspace (24 B). */
-static long long job_hash_max(const char *key)
-{
-    return JOB_LISTPACK_MAX + (long long)((strlen(key) + 4 + 15) / 16 * 16) + 16 + 24;
-}
-
 static const size_t body_sizes[] = {100, 4096, 1048576};
 
-/* What a waiting job may cost over its line (issue 25), and what of that its
- * entries in its key queue and P backlog:<prio> take at scale (lists of
- * listpacks: about 20 B a job, tests/bench/bench_job_memory.sh). */
-#define QUEUED_OVER_LINE_MAX 150
+/* What a waiting job may cost over its Batch line, and a done job over its
+ * output line (issue 25). */
+#define OVER_LINE_MAX 150
+/* What a waiting job takes besides its key: its entries in its key queue
+ * and P backlog:<prio> (lists of listpacks: about 20 B a job,
+ * tests/bench/bench_job_memory.sh). */
 #define QUEUE_ENTRIES_BYTES 24
+/* What a done job takes besides its key (MEMORY USAGE counts neither): its
+ * entry of P done ("<fin_ms>:<id>" in a list of listpacks, about 30 B for
+ * these ids) and its TTL's entry in the keyspace's expires (a dict entry of
+ * 24 B in a 32 B class and its bucket, 8-16 B). */
+#define FINISHED_ENTRIES_BYTES (32 + 48)
 
-/* A chat body of exactly n bytes (n >= 80): words of a fixed pseudo-random
- * sequence as the prompt. New string. */
-static char *body_of(size_t n)
+/* head, then letters and spaces of a fixed pseudo-random sequence (seed),
+ * then tail: exactly n bytes (n > both). New string. */
+static char *text_of(const char *head, const char *tail, size_t n, unsigned seed)
 {
-    const char *head = "{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":\"";
-    const char *tail = "\"}]}";
     size_t h = strlen(head), t = strlen(tail);
     assert_true(n > h + t);
     char *b = malloc(n + 1);
     assert_non_null(b);
     memcpy(b, head, h);
-    unsigned x = 12345;
+    unsigned x = seed;
     for (size_t i = h; i < n - t; i++) {
         x = x * 1103515245u + 12345u;
         b[i] = (x >> 16) % 7 == 0 ? ' ' : (char)('a' + (x >> 8) % 26);
     }
     memcpy(b + n - t, tail, t + 1);
     return b;
+}
+
+/* A chat body of exactly n bytes (n >= 80): those letters as the prompt. */
+static char *body_of(size_t n)
+{
+    return text_of("{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":\"",
+                   "\"}]}", n, 12345);
+}
+
+/* A Batch output line of job id of exactly n bytes, shaped as the worker
+ * writes a chat completion's, its answer those letters (another sequence:
+ * no copy of the prompt to pack against). New string. */
+static char *output_line_of(const char *id, size_t n)
+{
+    char head[512];
+    snprintf(head, sizeof(head),
+             "{\"id\":\"batch_req_%s\",\"custom_id\":\"%s\",\"response\":{\"status_code\":200,"
+             "\"body\":{\"object\":\"chat.completion\",\"choices\":[{\"message\":{\"role\":"
+             "\"assistant\",\"content\":\"",
+             id, id);
+    return text_of(head,
+                   "\"},\"finish_reason\":\"stop\"}],\"usage\":{\"total_tokens\":65}}},"
+                   "\"error\":null}",
+                   n, 777);
 }
 
 /* MEMORY USAGE of key (every element), 0 when it does not exist. */
@@ -101,33 +124,48 @@ static long long plain_usage(redisContext *c, const char *key, size_t len)
     return u;
 }
 
-static char *encoding(redisContext *c, const char *key)
-{
-    redisReply *r = redisCommand(c, "OBJECT ENCODING %s", key);
-    char *v = r != NULL && r->type == REDIS_REPLY_STRING ? strdup(r->str) : strdup("(none)");
-    freeReplyObject(r);
-    return v;
-}
-
 static void key_of(char *buf, size_t n, const char *prefix, enum llmq_key_kind kind, const char *id)
 {
     assert_int_equal(llmq_key(buf, n, prefix, kind, id, NULL), LLMQ_OK);
 }
 
-/* Ends job id as done with an output line of line_len bytes through
- * lua/job_finish.lua (llmq_job_finish, as a settle does). */
-static void finish_with_line(const struct llmq_test_account *a, const char *id, size_t line_len)
+/* Prints and asserts that a job whose key takes key_bytes (MEMORY USAGE) and
+ * its entries elsewhere entries_bytes stays within line_len + OVER_LINE_MAX. */
+static void assert_within_line(const char *what, long long key_bytes, long long entries_bytes,
+                               size_t line_len)
 {
-    char *line = malloc(line_len + 1);
-    assert_non_null(line);
-    int head = snprintf(line, line_len + 1, "{\"custom_id\":\"%s\",\"response\":{\"body\":\"", id);
-    memset(line + head, 'r', line_len - (size_t)head - 3);
-    memcpy(line + line_len - 3, "\"}}", 4);
-    const char *argv[] = {a->prefix, id, "done", line, ""};
-    redisReply *r = llmq_script_run(a->c, LLMQ_SCRIPT_JOB_FINISH, 1, 5, argv, NULL, NULL);
+    long long total = key_bytes + entries_bytes;
+    print_message("%s line %7zu B: its key %lld B; with its entries %lld B = line + %lld\n", what,
+                  line_len, key_bytes, total, total - (long long)line_len);
+    assert_true(key_bytes > 0);
+    assert_true(total <= (long long)line_len + OVER_LINE_MAX);
+}
+
+/* Takes the one queued job of a through lua/dispatch.lua, as a worker does:
+ * it becomes its hash of small fields and its body (what a finish ends). */
+static void take_one(const struct llmq_test_account *a)
+{
+    const char *argv[] = {a->prefix, "mem-worker", "1"};
+    redisReply *r = llmq_script_run(a->c, LLMQ_SCRIPT_DISPATCH, 1, 3, argv, NULL, NULL);
+    assert_true(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 5); /* one grant */
+    freeReplyObject(r);
+}
+
+/* Ends job id as done with output line line through lua/job_finish.lua
+ * (llmq_job_finish, as a settle does), the line packed as the worker sends
+ * a done job's (worker/job_settle.c). */
+static void finish_with_line(const struct llmq_test_account *a, const char *id, const char *line)
+{
+    char *packed = NULL;
+    size_t packed_len = 0;
+    assert_int_equal(llmq_job_pack(line, strlen(line), &packed, &packed_len, NULL), LLMQ_OK);
+    assert_non_null(packed);
+    const char *argv[] = {a->prefix, id, "done", packed, ""};
+    const size_t lens[] = {strlen(a->prefix), strlen(id), 4, packed_len, 0};
+    redisReply *r = llmq_script_run(a->c, LLMQ_SCRIPT_JOB_FINISH, 1, 5, argv, lens, NULL);
     assert_true(r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
     freeReplyObject(r);
-    free(line);
+    free(packed);
 }
 
 static void test_job_memory(void **state)
@@ -154,32 +192,26 @@ static void test_job_memory(void **state)
 
         char wk[256];
         key_of(wk, sizeof(wk), a.prefix, LLMQ_KEY_JOB_RECORD, id);
-        long long rec = usage(a.c, wk);
-        print_message("queued   body %7zu B, line %7zu B: record %lld B; with its queue entries "
-                      "%lld B = line + %lld\n",
-                      n, line_len, rec, rec + QUEUE_ENTRIES_BYTES,
-                      rec + QUEUE_ENTRIES_BYTES - (long long)line_len);
-        assert_true(rec > 0);
-        assert_true(rec + QUEUE_ENTRIES_BYTES <= (long long)line_len + QUEUED_OVER_LINE_MAX);
+        assert_within_line("queued  ", usage(a.c, wk), QUEUE_ENTRIES_BYTES, line_len);
         assert_int_equal(usage(a.c, jk), 0); /* one key: no hash, no body key */
         assert_int_equal(usage(a.c, bk), 0);
 
         size_t result_len = n + 200; /* a response about the request's size */
-        finish_with_line(&a, id, result_len);
-        char *enc = encoding(a.c, jk);
-        long long hash = usage(a.c, jk);
-        long long res = usage(a.c, rk);
-        long long floor = plain_usage(a.c, rk, result_len);
-        print_message("finished result line %7zu B: job hash %lld B (%s), result %lld B "
-                      "(plain string %lld B); total %lld B = line + %lld\n",
-                      result_len, hash, enc, res, floor, hash + res,
-                      hash + res - (long long)result_len);
-        assert_string_equal(enc, "listpack");
-        assert_true(hash <= job_hash_max(jk));
-        assert_true(res > 0 && res <= floor);
-        assert_int_equal(usage(a.c, bk), 0); /* the body went with the finish */
+        char *line = output_line_of(id, result_len);
+        take_one(&a);
+        assert_true(usage(a.c, jk) > 0 && usage(a.c, bk) > 0);
+        finish_with_line(&a, id, line);
+        print_message("(finished: the output line as a plain string would be %lld B)\n",
+                      plain_usage(a.c, rk, result_len));
+        assert_within_line("finished", usage(a.c, rk), FINISHED_ENTRIES_BYTES, result_len);
+        assert_int_equal(usage(a.c, jk), 0); /* one key: no hash, no body, no record */
+        assert_int_equal(usage(a.c, bk), 0);
         assert_int_equal(usage(a.c, wk), 0);
-        free(enc);
+        char *back = llmq_test_job_result(a.c, a.prefix, id); /* and it reads back as text */
+        assert_non_null(back);
+        assert_string_equal(back, line);
+        free(back);
+        free(line);
         free(body);
     }
     llmq_test_account_close(&a);
@@ -226,6 +258,30 @@ static void test_status_memory(void **state)
     r = cli_run(a.name, text);
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "memory: backlog ~"));
+    cli_free(&r);
+
+    /* ... and the results kept, as MEMORY USAGE of their ended records says */
+    long long results_bytes = 0;
+    for (int i = 0; i < 10; i++) {
+        char id[32], rk[256];
+        snprintf(id, sizeof(id), "st-%d", i);
+        char *line = output_line_of(id, 4096);
+        finish_with_line(&a, id, line);
+        free(line);
+        key_of(rk, sizeof(rk), a.prefix, LLMQ_KEY_RESULT, id);
+        results_bytes += usage(a.c, rk);
+    }
+    r = cli_run(a.name, argv);
+    assert_int_equal(r.status, 0);
+    s = json_loads(r.out, 0, NULL);
+    m = json_object_get(s, "memory");
+    print_message("status: %lld B per result; records %lld B per job\n",
+                  (long long)json_integer_value(json_object_get(m, "bytes_per_result")),
+                  results_bytes / 10);
+    assert_int_equal(json_integer_value(json_object_get(m, "results_sampled")), 10);
+    assert_int_equal(json_integer_value(json_object_get(m, "bytes_per_result")),
+                     results_bytes / 10);
+    json_decref(s);
     cli_free(&r);
     free(body);
     llmq_test_account_close(&a);

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "job_fields.h"
 #include "redis/script.h"
 #include "worker_support.h"
 
@@ -250,7 +251,7 @@ static void test_batch_sweep_keeps_finish_order(void **state)
     }
     freeReplyObject(settle(&a, vals, 5));
     for (int i = 0; i < 5; i++)
-        assert_int_equal(key_int(&a, "EXISTS %sjob:%s", ids[i]), i >= 3); /* b and a */
+        assert_int_equal(key_int(&a, "EXISTS %sres:%s", ids[i]), i >= 3); /* b and a */
     /* the index lists the kept ones in finish order */
     redisReply *r = redisCommand(a.c, "LRANGE %sdone 0 -1", a.P);
     assert_true(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
@@ -261,8 +262,9 @@ static void test_batch_sweep_keeps_finish_order(void **state)
 }
 
 /* A job whose hash went while it ran (purged, expired) still gets its one
- * result: the settle creates the hash with the result, state and fin_ms (a
- * done one with its TTL, a dead one kept), and a resent settle adds none. */
+ * result: the settle writes its ended record with its state and fin_ms (a
+ * done one with its TTL, and no hash; a dead one kept, and the hash of a
+ * dead job), and a resent settle adds none. */
 static void test_missing_hash_gets_one_result(void **state)
 {
     (void)state;
@@ -282,19 +284,18 @@ static void test_missing_hash_gets_one_result(void **state)
         freeReplyObject(r);
     }
     for (int i = 0; i < 2; i++) {
-        char key[128];
-        snprintf(key, sizeof(key), "%sjob:%s", a.P, g[i].id);
-        redisReply *r = redisCommand(a.c, "HMGET %s state fin_ms", key);
-        assert_true(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
-        assert_string_equal(r->element[0]->str, i == 0 ? "done" : "dead");
-        assert_int_equal(r->element[1]->type, REDIS_REPLY_STRING);
-        freeReplyObject(r);
-        r = redisCommand(a.c, "GET %sres:%s", a.P, g[i].id);
-        assert_true(r->type == REDIS_REPLY_STRING && strstr(r->str, g[i].id) != NULL);
-        freeReplyObject(r);
-        long long ttl = redis_int(a.c, "PTTL %s", key, NULL);
-        assert_true(i == 0 ? ttl > 0 : ttl == -1);
-        ttl = redis_int(a.c, "PTTL %sres:%s", a.P, g[i].id);
+        char *st = llmq_test_job_field(a.c, a.P, g[i].id, "state");
+        char *fin = llmq_test_job_field(a.c, a.P, g[i].id, "fin_ms");
+        assert_string_equal(st, i == 0 ? "done" : "dead");
+        assert_non_null(fin);
+        free(st);
+        free(fin);
+        char *line = llmq_test_job_result(a.c, a.P, g[i].id);
+        assert_true(line != NULL && strstr(line, g[i].id) != NULL);
+        free(line);
+        long long ttl = key_int(&a, "PTTL %sjob:%s", g[i].id);
+        assert_true(i == 0 ? ttl == -2 : ttl == -1); /* done: no hash */
+        ttl = key_int(&a, "PTTL %sres:%s", g[i].id);
         assert_true(i == 0 ? ttl > 0 : ttl == -1);
     }
     assert_int_equal(worker_event_jobs(a.c, a.P), 2); /* once: the second round tells none */

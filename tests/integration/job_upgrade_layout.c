@@ -1,15 +1,23 @@
 /* Upgrading (README "Upgrading"): jobs written in the layouts before, run and
  * are read by this version. Today a waiting job is one record (P jr:<id>,
- * lua/lib/job_record.lua) with its body packed (jobs/job_pack.h).
+ * lua/lib/job_record.lua) with its body packed (jobs/job_pack.h), and a
+ * done job is one ended record (P res:<id>, lua/lib/job_ended.lua: state,
+ * fin_ms, attempts, enq_ms, run_ms, prio, model, tenant, user, reason,
+ * then its output line packed), no hash.
  * up-2 is queued as the previous version wrote it: the hash P job:<id> of
  * its 12 small fields and its body, JSON text, in P body:<id>. up-0 is
  * queued as the version before that wrote it: the hash holds the same 12
  * fields and body among them, no P body:<id>. A real llmq-worker runs both
- * against openai-sim and their results are read. old-done ended under the
- * oldest layout: its result is the hash's field result, no P res:<id>; the
- * C readers (job_result.h, sync: the producer API, and async: the gateway)
- * and `llmq results` print it. A job of today's layout (up-1) runs beside
- * them. */
+ * against openai-sim and their results are read. Ended jobs, written by
+ * hand as those versions left them: old-done under the oldest layout (its
+ * result the hash's field result, no P res:<id>); prev-done under the
+ * previous one (the hash with state done and fin_ms, its line bare in
+ * P res:<id>, an entry of P done); prev-dead the same dead (hash, body and
+ * bare line kept, an entry of P dead), which `llmq dead retry` runs again.
+ * The C readers (job_result.h, sync: the producer API, and async: the
+ * gateway's Batch output and calls), `llmq results`, job_fields and
+ * enqueue's idempotency read each. A job of today's layout (up-1) runs
+ * beside them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -110,6 +118,49 @@ static void into_hash(redisContext *c, const char *from, const char *to, const c
     freeReplyObject(v);
 }
 
+/* A Batch output line of id, bare (as the layouts before stored it). */
+static void line_of(char *buf, size_t n, const char *id, int dead)
+{
+    snprintf(buf, n,
+             dead ? "{\"custom_id\":\"%s\",\"response\":null,\"error\":{\"code\":\"http_400\"}}"
+                  : "{\"custom_id\":\"%s\",\"response\":{\"status_code\":200}}",
+             id);
+}
+
+/* Ends queued job id (its record made the previous layout's hash and body
+ * first: as_previous_layout) as the previous version did: state done or
+ * dead, fin_ms, attempts 1 in the hash, the bare line in P res:<id>; a done
+ * one with the result's TTL and its entry of P done, a dead one with its
+ * body and an entry of P dead; out of its key queue (it was dispatched). */
+static void ended_as_previous_layout(redisContext *c, const char *prefix, const char *id, int dead)
+{
+    char jk[256], rk[256], line[256];
+    as_previous_layout(c, prefix, id);
+    assert_int_equal(redis_int(c, "LREM %skq:normal|gpt-4o-mini|| 0 %s", prefix, id), 1);
+    freeReplyObject(redisCommand(c, "LPOP %sbacklog:normal", prefix));
+    key_of(jk, sizeof(jk), prefix, LLMQ_KEY_JOB, id);
+    key_of(rk, sizeof(rk), prefix, LLMQ_KEY_RESULT, id);
+    line_of(line, sizeof(line), id, dead);
+    redisReply *t = redisCommand(c, "TIME"); /* fin_ms is Redis time, unix ms */
+    assert_true(t != NULL && t->type == REDIS_REPLY_ARRAY && t->elements == 2);
+    long long fin = strtoll(t->element[0]->str, NULL, 10) * 1000;
+    freeReplyObject(t);
+    freeReplyObject(redisCommand(c, "HSET %s state %s fin_ms %lld attempts 1", jk,
+                                 dead ? "dead" : "done", fin));
+    freeReplyObject(redisCommand(c, "SET %s %s", rk, line));
+    if (dead) {
+        redisReply *e = redisCommand(c, "XADD %sdead * id %s reason http_400 error {} ts %lld",
+                                     prefix, id, fin);
+        assert_true(e != NULL && e->type == REDIS_REPLY_STRING);
+        freeReplyObject(redisCommand(c, "HSET %s last_error http_400 dead_entry %s", jk, e->str));
+        freeReplyObject(e);
+    } else {
+        freeReplyObject(redisCommand(c, "PEXPIRE %s 600000", jk));
+        freeReplyObject(redisCommand(c, "PEXPIRE %s 600000", rk));
+        freeReplyObject(redisCommand(c, "RPUSH %sdone %lld:%s", prefix, fin, id));
+    }
+}
+
 static void test_previous_layout_runs_and_reads(void **state)
 {
     (void)state;
@@ -120,17 +171,39 @@ static void test_previous_layout_runs_and_reads(void **state)
     snprintf(log, sizeof(log), "/tmp/llmq-upgrade-%d.log", (int)getpid());
     redisContext *c = llmq_test_redis_connect();
 
-    /* old-done: ended, then its result moved into its hash */
+    /* old-done: ended under the oldest layout, its result moved into its
+     * hash; prev-done and prev-dead: ended under the previous one */
     worker_write_jobs(jobs, "old-done", 1, "gpt-4o-mini", 20, NULL);
     worker_enqueue(account, jobs);
-    const char *fin[] = {prefix, "old-done-0", "done",
-                         "{\"custom_id\":\"old-done-0\",\"response\":{\"status_code\":200}}", ""};
-    redisReply *r = llmq_script_run(c, LLMQ_SCRIPT_JOB_FINISH, 1, 5, fin, NULL, NULL);
-    assert_true(r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
-    freeReplyObject(r);
+    ended_as_previous_layout(c, prefix, "old-done-0", 0);
     key_of(jk, sizeof(jk), prefix, LLMQ_KEY_JOB, "old-done-0");
     key_of(rk, sizeof(rk), prefix, LLMQ_KEY_RESULT, "old-done-0");
     into_hash(c, rk, jk, "result");
+    worker_write_jobs(jobs, "prev-done", 1, "gpt-4o-mini", 20, NULL);
+    worker_enqueue(account, jobs);
+    ended_as_previous_layout(c, prefix, "prev-done-0", 0);
+    worker_write_jobs(jobs, "prev-dead", 1, "gpt-4o-mini", 20, NULL);
+    worker_enqueue(account, jobs);
+    ended_as_previous_layout(c, prefix, "prev-dead-0", 1);
+    /* every reader sees them as ended, before anything runs */
+    static const char *const ended[][2] = {
+        {"old-done-0", "done"}, {"prev-done-0", "done"}, {"prev-dead-0", "dead"}};
+    for (int i = 0; i < 3; i++) {
+        char *st = llmq_test_job_field(c, prefix, ended[i][0], "state");
+        assert_string_equal(st, ended[i][1]);
+        free(st);
+        char *line = llmq_test_job_result(c, prefix, ended[i][0]);
+        assert_true(line != NULL && strstr(line, ended[i][0]) != NULL);
+        free(line);
+    }
+    /* the previous layout's dead job is retried: queued from its hash and body */
+    const char *retry[] = {"llmq", "dead", "retry", "prev-dead-0", NULL};
+    struct cli_run cr = cli_run(account, retry);
+    assert_int_equal(cr.status, 0);
+    cli_free(&cr);
+    char *st = llmq_test_job_field(c, prefix, "prev-dead-0", "state");
+    assert_string_equal(st, "queued");
+    free(st);
 
     /* up-0 as the enqueue before the previous one wrote it, up-2 as the
      * previous one did, up-1 as today's */
@@ -159,11 +232,11 @@ static void test_previous_layout_runs_and_reads(void **state)
     assert_int_equal(worker_wait(w, 60000), 0);
     assert_int_equal(sim_proc_stop(&sim), 0);
 
-    /* All three ran: the old ones' bodies reached the API (the sim answers
+    /* All four ran: the old ones' bodies reached the API (the sim answers
      * only a well-formed chat request with 200). */
     size_t n = 0;
     struct sim_entry *e = sim_log_read(sim.log_file, &n);
-    assert_int_equal(n, 3);
+    assert_int_equal(n, 4);
     for (size_t i = 0; i < n; i++)
         assert_int_equal(e[i].status, 200);
     free(e);
@@ -172,12 +245,36 @@ static void test_previous_layout_runs_and_reads(void **state)
     assert_int_equal(redis_int(c, "EXISTS %s%s", bk2, ""), 0);
     assert_int_equal(redis_int(c, "EXISTS %s%s", wk1, ""), 0); /* a hash since dispatch */
 
+    /* The jobs that ran here ended as today's layout: one ended record, no
+     * hash, no body. */
+    const char *ids[] = {"up-0", "up-1", "up-2", "prev-dead-0", "old-done-0", "prev-done-0"};
+    enum { N_IDS = 6, N_RAN = 4 };
+    for (int i = 0; i < N_RAN; i++) {
+        char k[256];
+        key_of(k, sizeof(k), prefix, LLMQ_KEY_JOB, ids[i]);
+        assert_int_equal(redis_int(c, "EXISTS %s%s", k, ""), 0);
+        key_of(k, sizeof(k), prefix, LLMQ_KEY_RESULT, ids[i]);
+        redisReply *v = redisCommand(c, "GET %s", k);
+        assert_true(v != NULL && v->type == REDIS_REPLY_STRING && v->len > 2);
+        assert_memory_equal(v->str, "E1", 2);
+        /* the worker sent the line packed: it follows the record's nine
+         * header lines */
+        size_t at = 0;
+        for (int nl = 0; nl < 9; nl++) {
+            const char *p = memchr(v->str + at, '\n', v->len - at);
+            assert_non_null(p);
+            at = (size_t)(p - v->str) + 1;
+        }
+        assert_true(llmq_job_packed(v->str + at, v->len - at));
+        freeReplyObject(v);
+        assert_int_equal(llmq_test_job_int(c, prefix, ids[i], "attempts", -1), 1);
+    }
+
     /* Every result reads back: the C reader, the producer API, the CLI. */
-    const char *ids[] = {"up-0", "up-1", "up-2", "old-done-0"};
-    struct llmq_job_result out[4];
+    struct llmq_job_result out[N_IDS];
     struct llmq_error err = {0};
-    assert_int_equal(llmq_job_result_read(c, prefix, ids, 4, out, &err), LLMQ_OK);
-    for (int i = 0; i < 4; i++) {
+    assert_int_equal(llmq_job_result_read(c, prefix, ids, N_IDS, out, &err), LLMQ_OK);
+    for (int i = 0; i < N_IDS; i++) {
         char want[64];
         snprintf(want, sizeof(want), "\"custom_id\":\"%s\"", ids[i]);
         assert_non_null(out[i].line);
@@ -186,27 +283,42 @@ static void test_previous_layout_runs_and_reads(void **state)
         assert_true(out[i].fin_ms > 0);
         llmq_job_result_clear(&out[i]);
     }
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < N_IDS; i++) {
         struct async_told t = read_async(prefix, ids[i]);
         assert_int_equal(t.calls, 1);
         assert_int_equal(t.rc, LLMQ_OK);
         assert_int_equal(t.dead, 0);
         assert_non_null(strstr(t.line, ids[i]));
     }
-    const char *argv[] = {"llmq", "results", "up-0", "up-2", "old-done-0", NULL};
-    struct cli_run cr = cli_run(account, argv);
+    const char *argv[] = {"llmq",        "results",    "up-0",        "up-2",
+                          "prev-dead-0", "old-done-0", "prev-done-0", NULL};
+    cr = cli_run(account, argv);
     assert_int_equal(cr.status, 0);
-    assert_int_equal(cli_count_lines(cr.out), 3);
-    assert_non_null(strstr(cr.out, "\"custom_id\":\"up-2\""));
-    assert_non_null(strstr(cr.out, "\"custom_id\":\"up-0\""));
-    assert_non_null(strstr(cr.out, "\"custom_id\":\"old-done-0\""));
+    assert_int_equal(cli_count_lines(cr.out), 5);
+    for (int i = 0; argv[2 + i] != NULL; i++) {
+        char want[64];
+        snprintf(want, sizeof(want), "\"custom_id\":\"%s\"", argv[2 + i]);
+        assert_non_null(strstr(cr.out, want));
+    }
     cli_free(&cr);
-    /* An id whose previous-layout result exists is not enqueued again. */
-    worker_write_jobs(jobs, "old-done", 1, "gpt-4o-mini", 20, NULL);
-    const char *again[] = {"llmq", "enqueue", jobs, NULL};
-    cr = cli_run(account, again);
-    assert_non_null(strstr(cr.err, "job old-done-0 already exists (done)"));
+    /* --all walks P done: today's records and the previous layout's entry */
+    const char *all[] = {"llmq", "results", "--all", NULL};
+    cr = cli_run(account, all);
+    assert_int_equal(cr.status, 0);
+    assert_non_null(strstr(cr.out, "\"custom_id\":\"prev-done-0\""));
+    assert_non_null(strstr(cr.out, "\"custom_id\":\"up-1\""));
     cli_free(&cr);
+    /* An id whose result exists, in either layout, is not enqueued again. */
+    static const char *const taken[] = {"old-done", "prev-done", "up"};
+    for (int i = 0; i < 3; i++) {
+        worker_write_jobs(jobs, taken[i], 1, "gpt-4o-mini", 20, NULL);
+        const char *again[] = {"llmq", "enqueue", jobs, NULL};
+        cr = cli_run(account, again);
+        char want[64];
+        snprintf(want, sizeof(want), "job %s-0 already exists (done)", taken[i]);
+        assert_non_null(strstr(cr.err, want));
+        cli_free(&cr);
+    }
     redisFree(c);
     unlink(jobs);
     unlink(log);

@@ -62,13 +62,13 @@ static void test_rollover_resumes_parked_jobs(void **state)
     long long used[64] = {0};
     int periods = 0;
     for (int i = 0; i < JOBS; i++) {
-        char key[256];
-        snprintf(key, sizeof(key), "%sjob:r-%d", a.prefix, i);
-        long long run_ms = redis_int(a.c, "HGET %s %s", key, "run_ms");
-        snprintf(key, sizeof(key), "%sres:r-%d", a.prefix, i);
-        redisReply *r = redisCommand(a.c, "GET %s", key);
-        json_t *line = json_loads(r->str, 0, NULL);
-        freeReplyObject(r);
+        char id[32];
+        snprintf(id, sizeof(id), "r-%d", i);
+        long long run_ms = llmq_test_job_int(a.c, a.prefix, id, "run_ms", -1);
+        char *text = llmq_test_job_result(a.c, a.prefix, id);
+        assert_non_null(text);
+        json_t *line = json_loads(text, 0, NULL);
+        free(text);
         long long tok = json_integer_value(json_object_get(
             json_object_get(json_object_get(json_object_get(line, "response"), "body"), "usage"),
             "total_tokens"));

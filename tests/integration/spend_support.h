@@ -90,12 +90,10 @@ static inline struct spend_real spend_real_read(const struct spend_account *a, c
         if (!done)
             continue;
         s.attempts_1 += attempts == 1;
-        char key[256];
-        snprintf(key, sizeof(key), "%sres:%s-%d", a->prefix, prefix, i);
-        redisReply *r = redisCommand(a->c, "GET %s", key);
-        assert_true(r != NULL && r->type == REDIS_REPLY_STRING);
-        json_t *line = json_loads(r->str, 0, NULL);
-        freeReplyObject(r);
+        char *text = llmq_test_job_result(a->c, a->prefix, id);
+        assert_non_null(text);
+        json_t *line = json_loads(text, 0, NULL);
+        free(text);
         json_t *u =
             json_object_get(json_object_get(json_object_get(line, "response"), "body"), "usage");
         assert_non_null(u);

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "job_fields.h"
 #include "worker_support.h"
 
 #define RUNS 3
@@ -84,14 +85,11 @@ static struct arrival *read_arrivals(const char *log, const char *prefix, size_t
             struct arrival *e = &a[(*n)++];
             e->t_ms = json_integer_value(json_object_get(o, "t_ms"));
             e->charged = json_integer_value(json_object_get(o, "charged_tokens"));
-            char key[256];
             const char *id = json_string_value(json_object_get(o, "client_request_id"));
-            snprintf(key, sizeof(key), "%sjob:%s", prefix, id ? id : "");
-            redisReply *r = redisCommand(c, "HGET %s run_ms", key);
-            assert_non_null(r);
-            assert_int_equal(r->type, REDIS_REPLY_STRING);
-            e->delay_ms = e->t_ms - atoll(r->str);
-            freeReplyObject(r);
+            char *run_ms = llmq_test_job_field(c, prefix, id ? id : "", "run_ms");
+            assert_non_null(run_ms);
+            e->delay_ms = e->t_ms - strtoll(run_ms, NULL, 10);
+            free(run_ms);
         }
         json_decref(o);
     }

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "job_fields.h"
 #include "worker_support.h"
 
 #define JOBS 3
@@ -78,15 +79,17 @@ static void run_fault(const char *fault, const char *why)
     for (int i = 0; i < JOBS; i++) {
         char jk[256];
         snprintf(jk, sizeof(jk), "%sjob:iv-%d", prefix, i);
-        r = redisCommand(c, "GET %sres:iv-%d", prefix, i);
-        assert_true(r != NULL && r->type == REDIS_REPLY_STRING);
-        json_t *line = json_loads(r->str, 0, NULL);
+        char id[32];
+        snprintf(id, sizeof(id), "iv-%d", i);
+        char *text = llmq_test_job_result(c, prefix, id);
+        assert_non_null(text);
+        json_t *line = json_loads(text, 0, NULL);
+        free(text);
         assert_non_null(line);
         json_t *err = json_object_get(line, "error");
         assert_true(json_is_object(err));
         assert_string_equal(json_string_value(json_object_get(err, "code")), "invalid_response");
         json_decref(line);
-        freeReplyObject(r);
         r = redisCommand(c, "HGET %s state", jk);
         assert_string_equal(r->str, "dead");
         freeReplyObject(r);

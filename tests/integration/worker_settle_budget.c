@@ -61,7 +61,6 @@ static void run_case(const char *const *sim_args, const char *settle, const char
     worker_enqueue(account, jobs);
     redisContext *c = llmq_test_redis_connect();
     b->cost = llmq_test_job_int(c, prefix, "g-0", "cost", -1);
-    snprintf(key, sizeof(key), "%sjob:g-0", prefix);
     assert_true(b->cost > 0);
 
     snprintf(log, sizeof(log), "/tmp/llmq-budget-%d.log", (int)getpid());
@@ -71,10 +70,10 @@ static void run_case(const char *const *sim_args, const char *settle, const char
     assert_int_equal(worker_wait(w, 60000), 0);
     assert_int_equal(sim_proc_stop(&sim), 0);
 
-    redisReply *st = redisCommand(c, "HGET %s state", key);
-    assert_true(st != NULL && st->type == REDIS_REPLY_STRING);
-    assert_string_equal(st->str, want_state);
-    freeReplyObject(st);
+    char *st = llmq_test_job_field(c, prefix, "g-0", "state");
+    assert_non_null(st);
+    assert_string_equal(st, want_state);
+    free(st);
 
     snprintf(key, sizeof(key), "%slimit:%s", prefix, MODEL);
     b->n = redis_int(c, "HGET %s %s", key, "n");
@@ -92,17 +91,16 @@ static void run_case(const char *const *sim_args, const char *settle, const char
     freeReplyObject(z);
 
     *usage_total = -1;
-    snprintf(key, sizeof(key), "%sres:g-0", prefix);
-    redisReply *res = redisCommand(c, "GET %s", key);
-    if (res != NULL && res->type == REDIS_REPLY_STRING) {
-        json_t *line = json_loads(res->str, 0, NULL);
+    char *res = llmq_test_job_result(c, prefix, "g-0");
+    if (res != NULL) {
+        json_t *line = json_loads(res, 0, NULL);
         json_t *usage =
             json_object_get(json_object_get(json_object_get(line, "response"), "body"), "usage");
         if (json_is_integer(json_object_get(usage, "total_tokens")))
             *usage_total = json_integer_value(json_object_get(usage, "total_tokens"));
         json_decref(line);
     }
-    freeReplyObject(res);
+    free(res);
     redisFree(c);
     printf("# %s: cost %lld; bucket n %lld tok %lld; log %lld entries, %lld tokens\n", want_state,
            b->cost, b->n, b->tok, b->log_n, b->log_tok);

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "job_fields.h"
 #include "worker_support.h"
 
 #define LATENCY_MS "2500"
@@ -97,11 +98,10 @@ static void test_two_settles_of_one_job(void **state)
     assert_int_equal(redis_int(c, "HGET %s %s", key, "done"), 1);
     snprintf(key, sizeof(key), "%sdone", prefix);
     assert_int_equal(redis_int(c, "LLEN %s", key, NULL), 1);
-    snprintf(key, sizeof(key), "%sjob:r-0", prefix);
-    redisReply *r = redisCommand(c, "HGET %s state", key);
-    assert_true(r != NULL && r->type == REDIS_REPLY_STRING);
-    assert_string_equal(r->str, "done");
-    freeReplyObject(r);
+    char *st = llmq_test_job_field(c, prefix, "r-0", "state");
+    assert_non_null(st);
+    assert_string_equal(st, "done");
+    free(st);
     assert_int_equal(worker_pending(c, prefix, "normal"), 0);
     redisFree(c);
     unlink(jobs);

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "job_fields.h"
 #include "worker_support.h"
 
 #define JOBS 40
@@ -49,8 +50,8 @@ static void test_killed_worker_jobs_are_reclaimed(void **state)
         snprintf(key, sizeof(key), "%sres:k-%d", prefix, i);
         missing += redis_int(c, "EXISTS %s%s", key, "") != 1;
         /* Delivered to A, then reclaimed and delivered to B. */
-        snprintf(key, sizeof(key), "%sjob:k-%d", prefix, i);
-        redelivered += redis_int(c, "HGET %s %s", key, "attempts") == 2;
+        snprintf(key, sizeof(key), "k-%d", i);
+        redelivered += llmq_test_job_int(c, prefix, key, "attempts", -1) == 2;
     }
     assert_int_equal(missing, 0);
     assert_int_equal(redelivered, JOBS);

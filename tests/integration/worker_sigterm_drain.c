@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "job_fields.h"
 #include "worker_support.h"
 
 #define JOBS 60
@@ -45,14 +46,11 @@ static void run_drain(const char *latency, const char *grace, int expect_finishe
      * charged an attempt when it is dispatched). */
     int taken_back = 0, counted = 0;
     for (int i = 0; i < JOBS; i++) {
-        snprintf(key, sizeof(key), "%sjob:t-%d", prefix, i);
-        redisReply *st = redisCommand(c, "HMGET %s state attempts", key);
-        assert_true(st != NULL && st->type == REDIS_REPLY_ARRAY && st->elements == 2);
-        int is_done =
-            st->element[0]->type == REDIS_REPLY_STRING && strcmp(st->element[0]->str, "done") == 0;
-        long long att =
-            st->element[1]->type == REDIS_REPLY_STRING ? strtoll(st->element[1]->str, NULL, 10) : 0;
-        freeReplyObject(st);
+        snprintf(key, sizeof(key), "t-%d", i);
+        char *st = llmq_test_job_field(c, prefix, key, "state");
+        int is_done = st != NULL && strcmp(st, "done") == 0;
+        free(st);
+        long long att = llmq_test_job_int(c, prefix, key, "attempts", 0);
         if (!is_done) {
             counted += att != 0;
             taken_back += 1;
@@ -69,8 +67,8 @@ static void run_drain(const char *latency, const char *grace, int expect_finishe
     assert_int_equal(worker_event_jobs(c, prefix), JOBS);
     /* Every job was called exactly once for its result: one attempt each. */
     for (int i = 0; i < JOBS; i++) {
-        snprintf(key, sizeof(key), "%sjob:t-%d", prefix, i);
-        assert_int_equal(redis_int(c, "HGET %s %s", key, "attempts"), 1);
+        snprintf(key, sizeof(key), "t-%d", i);
+        assert_int_equal(llmq_test_job_int(c, prefix, key, "attempts", -1), 1);
     }
     redisFree(c);
     assert_int_equal(sim_proc_stop(&sim), 0);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jobs/job_result.h"
 #include "redis/script.h"
 
 char *llmq_test_job_bytes(redisContext *c, const char *prefix, const char *id, const char *field,
@@ -52,4 +53,15 @@ int llmq_test_job_exists(redisContext *c, const char *prefix, const char *id)
     int yes = v != NULL;
     free(v);
     return yes;
+}
+
+char *llmq_test_job_result(redisContext *c, const char *prefix, const char *id)
+{
+    struct llmq_job_result r;
+    struct llmq_error err = {0};
+    if (llmq_job_result_read(c, prefix, &id, 1, &r, &err) != LLMQ_OK) {
+        fprintf(stderr, "reading the result of %s: %s\n", id, err.msg);
+        abort();
+    }
+    return r.line; /* taken: new */
 }

@@ -1,6 +1,8 @@
 /* A job's fields as a test reads them from outside, whatever its layout: a
- * record (a job no worker took yet, P jr:<id>) or a hash (P job:<id>),
- * through lua/job_fields.lua, so no test knows the record's format. */
+ * record (a job no worker took yet, P jr:<id>), a hash (P job:<id>) or,
+ * once it ended done or cancelled, its ended record (P res:<id>), through
+ * lua/job_fields.lua, so no test knows the records' formats; and its result
+ * line as text (jobs/job_result.h). */
 #ifndef LLMQ_TEST_JOB_FIELDS_H
 #define LLMQ_TEST_JOB_FIELDS_H
 
@@ -20,7 +22,11 @@ char *llmq_test_job_bytes(redisContext *c, const char *prefix, const char *id, c
 long long llmq_test_job_int(redisContext *c, const char *prefix, const char *id, const char *field,
                             long long def);
 
-/* 1 when job id exists as a record or a hash. */
+/* 1 when job id exists: a record, a hash or an ended record. */
 int llmq_test_job_exists(redisContext *c, const char *prefix, const char *id);
+
+/* Job id's result line as text (returns new, free; NULL when it has none),
+ * through llmq_job_result_read. Fails the test when that fails. */
+char *llmq_test_job_result(redisContext *c, const char *prefix, const char *id);
 
 #endif
