@@ -52,7 +52,7 @@ static void usage(FILE *out)
             "                          exit 1 if Redis was never reached\n"
             "  --max-response-bytes N  longest response body accepted (default 16777216)\n"
             "  --stream-coalesce-ms MS a streamed answer's events are relayed together at most\n"
-            "                          this often (default 10; 0: each event at once)\n"
+            "                          this often (default 20; 0: each event at once)\n"
             "  --spool-dir DIR         results Redis could not take are kept here at exit and\n"
             "                          replayed at the next start (env LLMQ_SPOOL_DIR; default\n"
             "                          /var/tmp/llmq-spool)\n"

@@ -38,10 +38,15 @@
  *   r  the attempt ended before any event (a 429, a 5xx, a stale grant):
  *      the job is back in the queue and the client waits on
  * Coalescing: frames wait for the relay's next tick of --stream-coalesce-ms
- * (default 10) on the loop clock, shared by every relay of the worker (at
+ * (default 20) on the loop clock, shared by every relay of the worker (at
  * once after a quiet spell), so a gateway costs Redis at most one PUBLISH
  * per tick however many streams and tokens it carries; a stream's first
- * events wait at most one tick too. A draining worker sends an attempt's
+ * events wait at most one tick too. Why 20 ms: Redis's cost of a PUBLISH
+ * is its wake-up (its own and the two readers'), some 150 µs on a shared
+ * host against 10 µs of the command, whatever the bytes, so the tick is
+ * what streams cost Redis; 20 ms keeps a streamed call within 3× a whole
+ * one and the gaps the client sees within 20 ms of the API's
+ * (tests/bench/bench_stream.sh, docs/BENCHMARKS.md). A draining worker sends an attempt's
  * last frames at once (its last settle may follow).
  *
  * Usage: the upstream request of a chat or completions stream always asks

@@ -386,6 +386,15 @@ static void on_handshake_step(redisAsyncContext *ac, void *reply, void *privdata
     redisAsyncDisconnect(ac);
 }
 
+/* The connection proved usable: the next failure reconnects after the
+ * shortest delay and is logged as news. */
+static void mark_healthy(struct llmq_redis_async *ra)
+{
+    ra->backoff_ms = ra->cfg.reconnect_min_ms;
+    ra->logged_error[0] = '\0';
+    ra->unlogged_failures = 0;
+}
+
 static void on_ping(redisAsyncContext *ac, void *reply, void *privdata)
 {
     struct llmq_redis_async *ra = privdata;
@@ -401,11 +410,10 @@ static void on_ping(redisAsyncContext *ac, void *reply, void *privdata)
     ev_timer_stop(ra->loop, &ra->connect_timer);
     ra->heard_at = ev_now(ra->loop);
     arm_command_timer(ra, bound_s(ra));
-    ra->backoff_ms = ra->cfg.reconnect_min_ms;
+    if (!ra->cfg.setup_by_user)
+        mark_healthy(ra);
     ra->ever_ready = 1;
     ra->last_error[0] = '\0';
-    ra->logged_error[0] = '\0'; /* the next failure is news */
-    ra->unlogged_failures = 0;
     ra->moving = 0;
     set_state(ra, RA_READY);
     if (ra->deferred != NULL && ra->state == RA_READY) {
@@ -808,6 +816,12 @@ int llmq_redis_async_ever_ready(const struct llmq_redis_async *ra)
 const char *llmq_redis_async_last_error(const struct llmq_redis_async *ra)
 {
     return ra->state == RA_READY ? "" : ra->last_error;
+}
+
+void llmq_redis_async_setup_done(struct llmq_redis_async *ra)
+{
+    if (ra->state == RA_READY)
+        mark_healthy(ra);
 }
 
 void llmq_redis_async_reset(struct llmq_redis_async *ra)

@@ -43,6 +43,14 @@ struct llmq_redis_async_config {
     int reconnect_min_ms;   /* 0: 100 */
     int reconnect_max_ms;   /* 0: 5000 */
     const char *name;       /* for log lines ("limiter", "worker"); static */
+    /* 1: the user sets the connection up further once it is ready (a
+     * SUBSCRIBE) and says when that worked (llmq_redis_async_setup_done);
+     * until then the connection has not proved usable: dropped (say the
+     * setup was refused), it reconnects after a backoff that goes on
+     * growing, and a repeated cause is logged at the rate of failed
+     * attempts. 0: ready is usable (the backoff starts again from
+     * reconnect_min_ms). */
+    int setup_by_user;
 };
 
 /* Starts connecting to url (copied) on loop (borrowed) with cfg (copied; its
@@ -68,6 +76,11 @@ int llmq_redis_async_ever_ready(const struct llmq_redis_async *ra);
  * ("" while ready or before any attempt failed). Borrowed, valid until the
  * next loop iteration. */
 const char *llmq_redis_async_last_error(const struct llmq_redis_async *ra);
+
+/* The user's setup of a ready connection (setup_by_user) worked: from now
+ * on the connection counts as usable (the next failure reconnects after
+ * reconnect_min_ms). No effect when not ready. */
+void llmq_redis_async_setup_done(struct llmq_redis_async *ra);
 
 /* Drops the connection now (not ready; pending callbacks run with NULL, at
  * the end of the running callback when called from one) and reconnects

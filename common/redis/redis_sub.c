@@ -43,6 +43,7 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
         return;
     const char *what = r->element[0]->str;
     if (strcmp(what, "subscribe") == 0) {
+        llmq_redis_async_setup_done(s->ra);
         set_state(s, 1);
     } else if (strcmp(what, "message") == 0 && r->element[2]->type == REDIS_REPLY_STRING &&
                !s->freeing) {
@@ -83,7 +84,13 @@ struct llmq_redis_sub *llmq_redis_sub_new(struct ev_loop *loop, const struct llm
     s->on_message = on_message;
     s->on_state = on_state;
     s->privdata = privdata;
-    s->ra = llmq_redis_async_new(loop, url, cfg, on_conn_state, s, err);
+    /* a connection whose SUBSCRIBE is refused is no usable one: its
+     * reconnects back off as failed attempts do */
+    struct llmq_redis_async_config c = {0};
+    if (cfg != NULL) /* NULL: llmq_redis_async_new says so */
+        c = *cfg;
+    c.setup_by_user = 1;
+    s->ra = llmq_redis_async_new(loop, url, cfg != NULL ? &c : NULL, on_conn_state, s, err);
     if (s->ra == NULL) {
         free(s);
         return NULL;

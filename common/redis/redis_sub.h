@@ -6,8 +6,11 @@
  * (an ACL without the channel) drops the connection (hiredis 0.14 takes an
  * error reply nobody waits for as the connection's), which connects again
  * after its backoff: a subscription refused for a while comes back by
- * itself. The channel is never unsubscribed: hiredis 0.14 leaves subscribe
- * mode when its count of channels reaches 0.
+ * itself. Until a SUBSCRIBE is confirmed the connection has not proved
+ * usable (redis_async.h, setup_by_user), so refusals back off as failed
+ * connects do (tests/integration/redis_sub_refused.c) instead of retrying
+ * every ~70 ms behind each good handshake. The channel is never unsubscribed: hiredis 0.14 leaves
+ * subscribe mode when its count of channels reaches 0.
  *
  * Callbacks run on the loop: on_message with each message's bytes
  * (borrowed for the call), on_state on every change between subscribed (1)

@@ -13,10 +13,17 @@
 #      gateway; the non-streamed server takes as long to answer (its latency
 #      is the stream's 2.5 s) so Redis's idle work weighs on both alike.
 #      ROUNDS (default 3) interleaved rounds of both, the median of each (on
-#      a shared host one round's figure moves by half).
+#      a shared host one round's figure moves by half). Where it goes: the
+#      client reads Redis serves per call (INFO stats total_reads_processed:
+#      each is a wake-up of its event loop, which costs far more CPU than a
+#      short command; a worker pipelines a whole call's commands into a few),
+#      the PUBLISHes per call and their command time (INFO commandstats),
+#      and Redis's idle CPU per second with the gateway and a worker up and
+#      nothing to do (which weighs on both sides alike: both last 2.5 s).
 # usage: [COALESCE_MS=MS] [ROUNDS=R] tests/bench/bench_stream.sh [BUILD_DIR] [N] [C] [CPU_CALLS]
 #   (defaults build-bench 200 10 40; a Release build, built if missing;
-#   COALESCE_MS: the workers' --stream-coalesce-ms, default theirs; CPU_C:
+#   COALESCE_MS: the workers' --stream-coalesce-ms, default theirs; CMDSTATS=1:
+#   each run's INFO commandstats to stderr; CPU_C:
 #   the concurrency of part 3, default 20 — at low concurrency Redis's idle
 #   work per call dominates both sides).
 # Needs node (fetch), redis-server. Loopback only; bounded (each wait).
@@ -34,6 +41,7 @@ rc() { redis-cli -p "$rport" "$@"; }
 cpu_us() {
     rc INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(user|sys):/ { s += $2 } END { printf "%.0f", s * 1e6 }'
 }
+reads() { rc INFO stats | tr -d '\r' | sed -n 's/^total_reads_processed://p'; }
 "$bin/llmq" limits set gpt-4o-mini --rpm 100000000 --tpm 100000000000 >/dev/null
 "$bin/llmq-gateway" --listen 127.0.0.1:0 --port-file "$tmp/gw.port" --log-level warn \
     --max-wait-ms 60000 2>>"$tmp/gw.err" &
@@ -88,48 +96,63 @@ bench_stop_sim
 
 # 3: Redis CPU per call, streamed against whole, 500 tokens, 2.5 s each, in
 # interleaved rounds.
-cpu_run() { # MODE: Redis CPU microseconds per call
-    local c0 c1
+cpu_run() { # MODE: "CPU READS" per call (Redis CPU µs, client reads served)
+    local c0 c1 r0 r1
+    rc CONFIG RESETSTAT >/dev/null
     c0=$(cpu_us)
+    r0=$(reads)
     client "$tmp/cpu.json" "$gw_url" "$key" "$cpu_calls" "${CPU_C:-20}" "$1"
     c1=$(cpu_us)
-    if [ -n "${CMDSTATS:-}" ]; then
-        rc INFO commandstats | tr -d '\r' | grep cmdstat | sort -t= -k3 -n -r | head -12 >&2
-        rc CONFIG RESETSTAT >/dev/null
+    r1=$(reads)
+    if [ -n "${CMDSTATS:-}" ]; then # the commands' own time, to stderr
+        echo "INFO commandstats, $cpu_calls $1 calls:" >&2
+        rc INFO commandstats | tr -d '\r' | grep cmdstat | sed 's/,rejected_calls.*//' |
+            sort -t= -k3 -n -r | head -12 >&2
     fi
     node -e 'const d = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
         if (d.failed) process.exit(1)' "$tmp/cpu.json" ||
         { echo "bench_stream: $1 calls failed" >&2; exit 1; }
-    echo $(((c1 - c0) / cpu_calls))
+    awk -v c=$((c1 - c0)) -v r=$((r1 - r0)) -v n="$cpu_calls" 'BEGIN { printf "%d %.1f\n", c / n, r / n }'
+}
+idle_per_s() { # Redis CPU µs per second with the stack up and no calls, over 3 s
+    local c0 c1
+    c0=$(cpu_us)
+    sleep 3
+    c1=$(cpu_us)
+    echo $(((c1 - c0) / 3))
 }
 rounds=${ROUNDS:-3}
-s_all=() w_all=()
+s_all=() w_all=() s_reads=() w_reads=()
 for _ in $(seq "$rounds"); do
     bench_start_sim --latency-ms 0 --stream-gap-ms 5 --completion-tokens 500:500
     start_worker
     client "$tmp/warm" "$gw_url" "$key" 4 4 stream
-    rc CONFIG RESETSTAT >/dev/null
-    s_all+=("$(cpu_run stream)")
+    read -r cpu rd <<<"$(cpu_run stream)"
+    s_all+=("$cpu") s_reads+=("$rd")
     publish=$(rc INFO commandstats | tr -d '\r' |
         sed -n 's/^cmdstat_publish:calls=\([0-9]*\),usec=[0-9]*,usec_per_call=\([0-9.]*\).*/\1 \2/p')
+    [ -n "${idle:-}" ] || idle=$(idle_per_s)
     stop_worker
     bench_stop_sim
     bench_start_sim --latency-ms 2500 --completion-tokens 500:500
     start_worker
     client "$tmp/warm" "$gw_url" "$key" 4 4 whole
-    w_all+=("$(cpu_run whole)")
+    read -r cpu rd <<<"$(cpu_run whole)"
+    w_all+=("$cpu") w_reads+=("$rd")
     stop_worker
     bench_stop_sim
 done
 median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 s_cpu=$(median "${s_all[@]}")
 w_cpu=$(median "${w_all[@]}")
+s_rd=$(median "${s_reads[@]}")
+w_rd=$(median "${w_reads[@]}")
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf (b > 0 ? "%.2f" : "-"), a / b }'; }
 add() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.1f", a - b }'; }
 echo "bench_stream: $n streamed calls at concurrency $c (50 tokens, ${gap} ms apart, 50 ms latency);"
 echo "Redis CPU over $cpu_calls calls at concurrency ${CPU_C:-20} (500 tokens; streamed 5 ms apart, whole after 2.5 s), median of $rounds interleaved rounds."
-echo "Workers' --stream-coalesce-ms: ${COALESCE_MS:-default (10)}. Host: $(nproc) cores, $(bench_load) processes runnable at the end."
+echo "Workers' --stream-coalesce-ms: ${COALESCE_MS:-default (20)}. Host: $(nproc) cores, $(bench_load) processes runnable at the end."
 echo
 echo "| measure | direct | via llmq-gateway | added | ratio |"
 echo "|---|---|---|---|---|"
@@ -143,5 +166,13 @@ echo "|---|---|---|---|"
 echo "| 500-token answer | $w_cpu | $s_cpu | $(ratio "$s_cpu" "$w_cpu") |"
 read -r pub_calls pub_us <<<"${publish:-0 0}"
 echo
-echo "Streamed: $((pub_calls / cpu_calls)) PUBLISH per call, ${pub_us} µs each (INFO commandstats, last round)."
+echo "| where it goes, per call (medians) | non-streamed | streamed | added |"
+echo "|---|---|---|---|"
+echo "| client reads Redis served (each a wake-up) | $w_rd | $s_rd | $(add "$s_rd" "$w_rd") |"
+echo "| Redis CPU (µs) | $w_cpu | $s_cpu | $(add "$s_cpu" "$w_cpu") |"
+echo "| Redis CPU per added read (µs) | | | $(awk -v c="$s_cpu" -v d="$w_cpu" -v r="$s_rd" -v q="$w_rd" \
+    'BEGIN { printf (r > q ? "%.0f" : "-"), (c - d) / (r - q) }') |"
+echo
+echo "Streamed: $((pub_calls / cpu_calls)) PUBLISH per call, ${pub_us} µs of command time each (INFO commandstats, last round)."
+echo "Redis idle with the gateway and a worker up: ${idle} µs CPU per second (both kinds of call last 2.5 s)."
 echo "Rounds (µs per call): non-streamed ${w_all[*]}; streamed ${s_all[*]}."
