@@ -17,18 +17,36 @@ P="llmq:{$LLMQ_ACCOUNT}:"
 img='{"model":"gpt-4o","max_tokens":20,"messages":[{"role":"user","content":[{"type":"text","text":"what is this?"},{"type":"image_url","image_url":{"url":"https://example.com/a.png"}}]}]}'
 "$llmq" endpoints fallback gpt-4o gpt-4o-mini >/dev/null
 
-# Calls with body $1 until its job (the one id new since the call before)
-# has field fb, at most 12 calls a second apart (the gateway reads the
-# fallbacks every 5 s); prints the last job's fb ('' none).
+# Calls with body $1 while the workers are stopped, so that its job (the
+# one id new since before the call) waits, and prints its field fb ('' none)
+# as it waits: a job that ended is its ended record, which keeps no cost.
+# The workers go on and the call is answered; its answer is left in $out.
+waiting_fb() {
+    local before id='' fb='' cpid
+    before=$(job_ids "$P")
+    # shellcheck disable=SC2086 # WORKER_PIDS is a list
+    kill -STOP $WORKER_PIDS
+    curl -s --max-time 30 -o "$out" "$U/chat/completions" -H "Authorization: Bearer $GW_KEY" \
+        -d "$1" &
+    cpid=$!
+    for _ in $(seq 100); do
+        id=$(comm -13 <(echo "$before") <(job_ids "$P") | head -1)
+        [ -n "$id" ] && break
+        sleep 0.1
+    done
+    [ -n "$id" ] && fb=$(job_field "$P" "$id" fb)
+    # shellcheck disable=SC2086
+    kill -CONT $WORKER_PIDS
+    wait "$cpid"
+    echo "${id:-none} $fb"
+}
+
+# The gateway reads the fallbacks every 5 s: calls until the job has fb,
+# at most 12 calls a second apart; prints the last job's fb.
 fb_of_call() {
-    local before after id fb=''
+    local id fb=''
     for _ in $(seq 12); do
-        before=$(job_ids "$P")
-        curl -s --max-time 30 -o "$out" "$U/chat/completions" -H "Authorization: Bearer $GW_KEY" \
-            -d "$1"
-        after=$(job_ids "$P")
-        id=$(comm -13 <(echo "$before") <(echo "$after") | head -1)
-        fb=$(job_field "$P" "$id" fb)
+        read -r id fb <<<"$(waiting_fb "$1")"
         [ -n "$fb" ] && break
         sleep 1
     done
@@ -44,10 +62,8 @@ is_mini_cost() {
 }
 expect "the gpt-4o image call's job holds its cost as gpt-4o-mini ($fb)" is_mini_cost "$fb"
 expect "the call was answered" grep -q '"chat.completion"' "$out"
-before=$(job_ids "$P")
-curl -s --max-time 30 -o "$out" "$U/chat/completions" -H "Authorization: Bearer $GW_KEY" \
-    -d '{"model":"gpt-4o-mini","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}'
-id=$(comm -13 <(echo "$before") <(job_ids "$P") | head -1)
-expect "a gpt-4o-mini call was made (job $id)" [ -n "$id" ]
-expect "a model without a fallback: no fb" [ -z "$(job_field "$P" "$id" fb)" ]
+read -r id fb <<<"$(waiting_fb '{"model":"gpt-4o-mini","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}')"
+expect "a gpt-4o-mini call was made and waited (job $id)" [ "$id" != none ]
+expect "a model without a fallback: no fb ($fb)" [ -z "$fb" ]
+expect "the gpt-4o-mini call was answered" grep -q '"chat.completion"' "$out"
 finish

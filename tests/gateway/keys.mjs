@@ -130,14 +130,15 @@ async function batches() {
 }
 
 // A pinned user: the call and the batch line as "bob" run as alice; seen in
-// the job hashes (job ids of sync calls are new: found by listing jobs).
+// the jobs' fields (job ids of sync calls are new: found by listing jobs).
 async function pinnedUser() {
     const { execFileSync } = await import('node:child_process');
     const redis = (...a) => execFileSync('redis-cli', ['-p', process.env.REDIS_PORT, ...a],
         { encoding: 'utf8' }).trim();
     const prefix = `llmq:{${process.env.LLMQ_ACCOUNT}}`;
-    // job ids, waiting ones as records (jr:<id>) and the others as hashes
-    const jobs = () => new Set(['jr', 'job'].flatMap((k) =>
+    // job ids: waiting ones as records (jr:<id>), taken ones as hashes
+    // (job:<id>), ended ones as ended records (res:<id>)
+    const jobs = () => new Set(['jr', 'job', 'res'].flatMap((k) =>
         redis('--scan', '--pattern', `${prefix}:${k}:*`).split('\n').filter((l) => l)
             .map((l) => l.slice(prefix.length + k.length + 2))));
     // a job's fields whatever its layout (lua/job_fields.lua)

@@ -51,7 +51,7 @@ static struct fb_spend fb_spend_read(redisContext *c, const char *P, const char 
 {
     struct fb_spend s = {0};
     for (int i = 0; i < n; i++) {
-        char id[64], key[256];
+        char id[64];
         snprintf(id, sizeof(id), "%s-%d", prefix, i);
         char *state = llmq_test_job_field(c, P, id, "state");
         const char *st = state ? state : "";
@@ -66,11 +66,10 @@ static struct fb_spend fb_spend_read(redisContext *c, const char *P, const char 
         if (!done)
             continue;
         s.done++;
-        snprintf(key, sizeof(key), "%sres:%s", P, id);
-        redisReply *r = redisCommand(c, "GET %s", key);
-        assert_true(r != NULL && r->type == REDIS_REPLY_STRING);
-        json_t *line = json_loads(r->str, 0, NULL);
-        freeReplyObject(r);
+        char *text = llmq_test_job_result(c, P, id);
+        assert_non_null(text);
+        json_t *line = json_loads(text, 0, NULL);
+        free(text);
         assert_non_null(line);
         const char *model = json_string_value(json_object_get(line, "model"));
         const char *ep = json_string_value(json_object_get(line, "endpoint"));
