@@ -1,7 +1,10 @@
 /* Redis memory of one job (common/redis/keys.h, README "Sizing Redis"), read
  * with MEMORY USAGE ... SAMPLES 0 (every element counted), under the fixture
- * redis-server's default configuration. For request bodies of 100 B, 4 KiB
- * and 1 MiB:
+ * redis-server's default configuration. For request bodies of 100 B, 4 KiB,
+ * 100 KiB and 1 MiB of prose, and of 4 KiB, 100 KiB and 1 MiB holding a
+ * base64 image (the most random text a JSON body holds: 6 bits a byte, what
+ * packing cannot squeeze below three quarters), with results of the same
+ * two kinds (an answer, or a base64 embedding):
  *   - a queued job is one key, its record (P jr:<id>, the body packed:
  *     jobs/job_pack.h), and with its queue entries it stays within its
  *     Batch line's bytes + 150 B (issue 25), no job hash and no body key;
@@ -37,7 +40,16 @@
 #include "redis/script.h"
 #include "testsupport.h"
 
-static const size_t body_sizes[] = {100, 4096, 1048576};
+/* A body's or a result's text: prose (letters and spaces) or base64. */
+enum text_kind { TEXT_PROSE, TEXT_BASE64 };
+
+static const struct {
+    size_t bytes;
+    enum text_kind kind;
+} bodies[] = {
+    {100, TEXT_PROSE},   {4096, TEXT_PROSE},    {102400, TEXT_PROSE},   {1048576, TEXT_PROSE},
+    {4096, TEXT_BASE64}, {102400, TEXT_BASE64}, {1048576, TEXT_BASE64},
+};
 
 /* What a waiting job may cost over its Batch line, and a done job over its
  * output line (issue 25). */
@@ -52,10 +64,14 @@ static const size_t body_sizes[] = {100, 4096, 1048576};
  * 24 B in a 32 B class and its bucket, 8-16 B). */
 #define FINISHED_ENTRIES_BYTES (32 + 48)
 
-/* head, then letters and spaces of a fixed pseudo-random sequence (seed),
- * then tail: exactly n bytes (n > both). New string. */
-static char *text_of(const char *head, const char *tail, size_t n, unsigned seed)
+/* head, then text of kind from a fixed pseudo-random sequence (seed), then
+ * tail: exactly n bytes (n > both). Prose is letters with a space one time
+ * in seven; base64 is its 64 characters alike, as the base64 of random
+ * bytes (an image) is. New string. */
+static char *text_of(enum text_kind kind, const char *head, const char *tail, size_t n,
+                     unsigned seed)
 {
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     size_t h = strlen(head), t = strlen(tail);
     assert_true(n > h + t);
     char *b = malloc(n + 1);
@@ -64,31 +80,53 @@ static char *text_of(const char *head, const char *tail, size_t n, unsigned seed
     unsigned x = seed;
     for (size_t i = h; i < n - t; i++) {
         x = x * 1103515245u + 12345u;
-        b[i] = (x >> 16) % 7 == 0 ? ' ' : (char)('a' + (x >> 8) % 26);
+        if (kind == TEXT_BASE64)
+            b[i] = b64[(x >> 16) & 63];
+        else
+            b[i] = (x >> 16) % 7 == 0 ? ' ' : (char)('a' + (x >> 8) % 26);
     }
     memcpy(b + n - t, tail, t + 1);
     return b;
 }
 
-/* A chat body of exactly n bytes (n >= 80): those letters as the prompt. */
-static char *body_of(size_t n)
+/* A chat body of exactly n bytes (n >= 200): the prompt in prose, or an
+ * image as a base64 data URL. */
+static char *body_of(enum text_kind kind, size_t n)
 {
-    return text_of("{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":\"",
+    if (kind == TEXT_BASE64)
+        return text_of(kind,
+                       "{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":"
+                       "[{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,",
+                       "\"}}]}]}", n, 12345);
+    return text_of(kind,
+                   "{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":\"",
                    "\"}]}", n, 12345);
 }
 
-/* A Batch output line of job id of exactly n bytes, shaped as the worker
- * writes a chat completion's, its answer those letters (another sequence:
- * no copy of the prompt to pack against). New string. */
-static char *output_line_of(const char *id, size_t n)
+/* A Batch output line of job id of exactly n bytes: a chat completion's as
+ * the worker writes it, its answer in prose, or an embedding's in base64
+ * (encoding_format base64); another sequence than the body's, so there is
+ * no copy of the prompt to pack against. New string. */
+static char *output_line_of(enum text_kind kind, const char *id, size_t n)
 {
     char head[512];
+    if (kind == TEXT_BASE64) {
+        snprintf(head, sizeof(head),
+                 "{\"id\":\"batch_req_%s\",\"custom_id\":\"%s\",\"response\":{\"status_code\":"
+                 "200,\"body\":{\"object\":\"list\",\"data\":[{\"object\":\"embedding\","
+                 "\"index\":0,\"embedding\":\"",
+                 id, id);
+        return text_of(kind, head,
+                       "\"}],\"model\":\"text-embedding-3-small\",\"usage\":{\"prompt_tokens\":"
+                       "8,\"total_tokens\":8}}},\"error\":null}",
+                       n, 777);
+    }
     snprintf(head, sizeof(head),
              "{\"id\":\"batch_req_%s\",\"custom_id\":\"%s\",\"response\":{\"status_code\":200,"
              "\"body\":{\"object\":\"chat.completion\",\"choices\":[{\"message\":{\"role\":"
              "\"assistant\",\"content\":\"",
              id, id);
-    return text_of(head,
+    return text_of(kind, head,
                    "\"},\"finish_reason\":\"stop\"}],\"usage\":{\"total_tokens\":65}}},"
                    "\"error\":null}",
                    n, 777);
@@ -173,11 +211,13 @@ static void test_job_memory(void **state)
     (void)state;
     struct llmq_test_account a;
     llmq_test_account_open(&a, "mem");
-    for (size_t i = 0; i < sizeof(body_sizes) / sizeof(body_sizes[0]); i++) {
-        size_t n = body_sizes[i];
+    for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+        size_t n = bodies[i].bytes;
+        enum text_kind kind = bodies[i].kind;
         char id[32], jk[256], bk[256], rk[256];
-        snprintf(id, sizeof(id), "mem-%zu", n);
-        char *body = body_of(n);
+        snprintf(id, sizeof(id), "mem-%s-%zu", kind == TEXT_BASE64 ? "b64" : "prose", n);
+        print_message("%s body of %zu B:\n", kind == TEXT_BASE64 ? "base64" : "prose", n);
+        char *body = body_of(kind, n);
         struct llmq_job_options jo = {.job_id = id};
         assert_int_equal(
             llmq_producer_enqueue(a.producer, "/v1/chat/completions", body, &jo, NULL, NULL),
@@ -197,7 +237,7 @@ static void test_job_memory(void **state)
         assert_int_equal(usage(a.c, bk), 0);
 
         size_t result_len = n + 200; /* a response about the request's size */
-        char *line = output_line_of(id, result_len);
+        char *line = output_line_of(kind, id, result_len);
         take_one(&a);
         assert_true(usage(a.c, jk) > 0 && usage(a.c, bk) > 0);
         finish_with_line(&a, id, line);
@@ -224,7 +264,7 @@ static void test_status_memory(void **state)
     (void)state;
     struct llmq_test_account a;
     llmq_test_account_open(&a, "memst");
-    char *body = body_of(4096);
+    char *body = body_of(TEXT_PROSE, 4096);
     long long keys_bytes = 0;
     for (int i = 0; i < 10; i++) {
         char id[32], jk[256], bk[256];
@@ -265,7 +305,7 @@ static void test_status_memory(void **state)
     for (int i = 0; i < 10; i++) {
         char id[32], rk[256];
         snprintf(id, sizeof(id), "st-%d", i);
-        char *line = output_line_of(id, 4096);
+        char *line = output_line_of(TEXT_PROSE, id, 4096);
         finish_with_line(&a, id, line);
         free(line);
         key_of(rk, sizeof(rk), a.prefix, LLMQ_KEY_RESULT, id);
