@@ -80,12 +80,21 @@ void gw_fallbacks_free(struct gw_fallbacks *f)
     free(f);
 }
 
-enum llmq_rc gw_fallbacks_apply(const struct gw_fallbacks *f, struct llmq_job *job,
-                                struct llmq_error *err)
+enum llmq_rc gw_fallbacks_map_apply(const json_t *map, struct llmq_job *job, struct llmq_error *err)
 {
-    const char *fb =
-        f != NULL && f->map != NULL ? json_string_value(json_object_get(f->map, job->model)) : NULL;
+    const char *fb = map != NULL ? json_string_value(json_object_get(map, job->model)) : NULL;
     if (fb == NULL)
         return LLMQ_OK;
     return llmq_job_estimate_as(job, fb, NULL, err);
+}
+
+enum llmq_rc gw_fallbacks_apply(const struct gw_fallbacks *f, struct llmq_job *job,
+                                struct llmq_error *err)
+{
+    return gw_fallbacks_map_apply(f != NULL ? f->map : NULL, job, err);
+}
+
+json_t *gw_fallbacks_map(const struct gw_fallbacks *f)
+{
+    return f != NULL && f->map != NULL ? json_incref(f->map) : NULL;
 }

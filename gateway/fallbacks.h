@@ -1,12 +1,18 @@
 /* The account's model fallbacks as the gateway knows them (P epfb,
- * lua/lib/endpoints.lua), so that a synchronous call's job carries its cost
- * as its model's fallback, as a job of llmq enqueue does
- * (llmq_job_store_fallbacks). Read with one HGETALL when the command
- * connection becomes ready and every GW_FALLBACKS_REFRESH_MS after: a
- * fallback set meanwhile is charged the job's own cost (README "Endpoints").
- * Runs on the gateway's loop. */
+ * lua/lib/endpoints.lua), so that a synchronous call's job, and a job of an
+ * uploaded Batch file, carries its cost as its model's fallback, as a job
+ * of llmq enqueue does (llmq_job_store_fallbacks). Read with one HGETALL
+ * when the command connection becomes ready and every
+ * GW_FALLBACKS_REFRESH_MS after: a fallback set meanwhile is charged the
+ * job's own cost (README "Endpoints"); a file's jobs carry the fallbacks
+ * known when it was uploaded.
+ * Runs on the gateway's loop, except gw_fallbacks_map_apply: a map taken
+ * with gw_fallbacks_map is never changed (a read replaces it whole), so any
+ * thread may read it and drop its reference. */
 #ifndef LLMQ_GW_FALLBACKS_H
 #define LLMQ_GW_FALLBACKS_H
+
+#include <jansson.h>
 
 #include "gateway.h"
 #include "jobs/job.h"
@@ -31,5 +37,14 @@ void gw_fallbacks_refresh(struct gw_fallbacks *f);
  * llmq_job_estimate_as (job unchanged). */
 enum llmq_rc gw_fallbacks_apply(const struct gw_fallbacks *f, struct llmq_job *job,
                                 struct llmq_error *err);
+
+/* A new reference to the fallbacks known now (model -> fallback model;
+ * json_decref it, from any thread), or NULL when none are known. */
+json_t *gw_fallbacks_map(const struct gw_fallbacks *f);
+
+/* gw_fallbacks_apply with a map from gw_fallbacks_map (NULL: none). Pure:
+ * any thread. */
+enum llmq_rc gw_fallbacks_map_apply(const json_t *map, struct llmq_job *job,
+                                    struct llmq_error *err);
 
 #endif

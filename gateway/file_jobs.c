@@ -10,8 +10,10 @@
 #include "llmq/priority.h"
 
 #define MAGIC "J1 "
-#define NUMS 15 /* the header's numbers: all but the priority */
-#define HEAD_MAX (16 + NUMS * 22)
+#define MAGIC_FB "J2 " /* J1 and the job's cost as its model's fallback */
+#define NUMS 15        /* J1's header numbers: all but the priority */
+#define NUMS_FB 3      /* J2's more: the fallback's total and prompt, its name's length */
+#define HEAD_MAX (16 + (NUMS + NUMS_FB) * 22)
 
 static size_t opt_len(const char *s)
 {
@@ -22,27 +24,33 @@ int gw_file_job_encode(const struct llmq_job *j, long line, char **out, size_t *
 {
     size_t id = strlen(j->id), model = strlen(j->model), url = strlen(j->url);
     size_t tenant = opt_len(j->tenant), user = opt_len(j->user);
+    size_t fb = opt_len(j->fallback_model);
+    int has_fb = j->fallback_model != NULL;
     char head[HEAD_MAX];
     int hl = snprintf(head, sizeof(head),
-                      MAGIC "%s %ld %lld %lld %d %lld %lld %lld %lld %lld %zu %zu %zu %lld %lld "
-                            "%zu\n",
-                      llmq_priority_name(j->priority), line, j->deadline_ms, j->ttl_ms,
-                      j->max_attempts, j->cost.prompt_tokens, j->cost.completion_tokens,
-                      j->cost.estimated_tokens, j->cost.margin_tokens, j->cost.total_tokens, id,
-                      model, url, j->tenant ? (long long)tenant : -1LL,
+                      "%s%s %ld %lld %lld %d %lld %lld %lld %lld %lld %zu %zu %zu %lld %lld %zu",
+                      has_fb ? MAGIC_FB : MAGIC, llmq_priority_name(j->priority), line,
+                      j->deadline_ms, j->ttl_ms, j->max_attempts, j->cost.prompt_tokens,
+                      j->cost.completion_tokens, j->cost.estimated_tokens, j->cost.margin_tokens,
+                      j->cost.total_tokens, id, model, url, j->tenant ? (long long)tenant : -1LL,
                       j->user ? (long long)user : -1LL, j->body_len);
+    if (hl >= 0 && (size_t)hl < sizeof(head))
+        hl += has_fb ? snprintf(head + hl, sizeof(head) - (size_t)hl, " %lld %lld %zu\n",
+                                j->fallback_cost.total_tokens, j->fallback_cost.prompt_tokens, fb)
+                     : snprintf(head + hl, sizeof(head) - (size_t)hl, "\n");
     if (hl < 0 || (size_t)hl >= sizeof(head))
         return -1;
-    size_t n = (size_t)hl + id + model + url + tenant + user + j->body_len + 6;
+    int n_parts = has_fb ? 7 : 6;
+    size_t n = (size_t)hl + id + model + url + tenant + user + j->body_len + fb + (size_t)n_parts;
     char *p = malloc(n);
     if (p == NULL)
         return -1;
     size_t k = 0;
     memcpy(p, head, (size_t)hl);
     k += (size_t)hl;
-    const char *parts[] = {j->id, j->model, j->url, j->tenant, j->user, j->body};
-    const size_t lens[] = {id, model, url, tenant, user, j->body_len};
-    for (int i = 0; i < 6; i++) {
+    const char *parts[] = {j->id, j->model, j->url, j->tenant, j->user, j->body, j->fallback_model};
+    const size_t lens[] = {id, model, url, tenant, user, j->body_len, fb};
+    for (int i = 0; i < n_parts; i++) {
         if (lens[i] > 0)
             memcpy(p + k, parts[i], lens[i]);
         k += lens[i];
@@ -86,8 +94,12 @@ int gw_file_job_decode(const char *rec, size_t len, struct llmq_job *j, long *li
 {
     const char *end = rec + len;
     size_t ml = strlen(MAGIC);
-    if (len < ml + 2 * NUMS || memcmp(rec, MAGIC, ml) != 0)
+    if (len < ml + 2 * NUMS)
         return -1;
+    int has_fb = memcmp(rec, MAGIC_FB, ml) == 0;
+    if (!has_fb && memcmp(rec, MAGIC, ml) != 0)
+        return -1;
+    int nums = NUMS + (has_fb ? NUMS_FB : 0), n_parts = has_fb ? 7 : 6;
     /* the priority's name, then the numbers */
     const char *word = rec + ml;
     const char *sp = memchr(word, ' ', (size_t)(end - word) < 8 ? (size_t)(end - word) : 8);
@@ -99,23 +111,27 @@ int gw_file_job_decode(const char *rec, size_t len, struct llmq_job *j, long *li
     name[sp - word] = '\0';
     if (llmq_priority_parse(name, &prio) != 0)
         return -1;
-    long long v[NUMS];
-    const char *p = read_nums(sp + 1, end, v, NUMS);
+    long long v[NUMS + NUMS_FB];
+    const char *p = read_nums(sp + 1, end, v, nums);
     if (p == NULL)
         return -1;
     /* v: line, deadline, ttl, attempts, 5 costs, then the six strings'
-     * lengths; the strings, each with its NUL, fill the rest exactly */
-    const long long *lens = v + 9;
+     * lengths (J2: the fallback's total and prompt, then the seventh's);
+     * the strings, each with its NUL, fill the rest exactly */
+    long long lens[7];
+    memcpy(lens, v + 9, 6 * sizeof(lens[0]));
+    if (has_fb)
+        lens[6] = v[17];
     long long want = 0;
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < n_parts; i++) {
         if (lens[i] < ((i == 3 || i == 4) ? -1 : 0) || lens[i] > (long long)len)
             return -1;
         want += (lens[i] < 0 ? 0 : lens[i]) + 1;
     }
     if (want != end - p)
         return -1;
-    const char *s[6];
-    for (int i = 0; i < 6; i++) {
+    const char *s[7];
+    for (int i = 0; i < n_parts; i++) {
         long long l = lens[i] < 0 ? 0 : lens[i];
         if (p[l] != '\0')
             return -1;
@@ -124,7 +140,7 @@ int gw_file_job_decode(const char *rec, size_t len, struct llmq_job *j, long *li
     }
     const char *url = llmq_job_url_known(s[2]);
     if (url == NULL || s[0][0] == '\0' || s[1][0] == '\0' || v[3] < 0 ||
-        v[3] > LLMQ_JOB_MAX_ATTEMPTS_LIMIT)
+        v[3] > LLMQ_JOB_MAX_ATTEMPTS_LIMIT || (has_fb && s[6][0] == '\0'))
         return -1;
     memset(j, 0, sizeof(*j));
     j->id = (char *)s[0];
@@ -143,6 +159,11 @@ int gw_file_job_decode(const char *rec, size_t len, struct llmq_job *j, long *li
     j->cost.estimated_tokens = v[6];
     j->cost.margin_tokens = v[7];
     j->cost.total_tokens = v[8];
+    if (has_fb) {
+        j->fallback_model = (char *)s[6];
+        j->fallback_cost.total_tokens = v[15];
+        j->fallback_cost.prompt_tokens = v[16];
+    }
     *line = (long)v[0];
     return 0;
 }

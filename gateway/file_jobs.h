@@ -11,8 +11,12 @@
  *    <tenant len|-1> <user len|-1> <body len>\n" id\0 model\0 url\0 tenant\0
  *   user\0 body\0
  * (-1: none; ttl_ms 0: the line set none, the batch's completion window
- * applies). Decoding points the job's strings into the record itself: no
- * copy, no allocation.
+ * applies). A job whose model had a fallback when the file was uploaded
+ * (fallbacks.h) is a J2 record: J1's numbers, then "<fallback total>
+ * <fallback prompt> <fallback len>", and after body\0 the fallback's
+ * name\0 (a gateway before J2 reads it as damaged: gateways are upgraded
+ * together, README "Upgrading"). Decoding points the job's strings into the
+ * record itself: no copy, no allocation.
  *
  * Pure, no I/O; thread-safe. */
 #ifndef LLMQ_GW_FILE_JOBS_H
@@ -29,10 +33,10 @@
  * free) of *len bytes. Returns 0, or -1 when out of memory. */
 int gw_file_job_encode(const struct llmq_job *j, long line, char **out, size_t *len);
 
-/* Decodes the record rec[0..len) into *j and *line. j's strings point into
- * rec, which must outlive j (never llmq_job_clear it); j->url is the static
- * spelling. Returns 0, or -1 when rec is not a well-formed record (j
- * unchanged). */
+/* Decodes the record rec[0..len) into *j and *line. j's strings (and
+ * j->fallback_model, a J2 record's) point into rec, which must outlive j
+ * (never llmq_job_clear it); j->url is the static spelling. Returns 0, or -1 when rec is not a
+ * well-formed record (j unchanged). */
 int gw_file_job_decode(const char *rec, size_t len, struct llmq_job *j, long *line);
 
 #endif

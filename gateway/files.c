@@ -25,6 +25,7 @@
 
 #include "base/clock.h"
 #include "batches.h"
+#include "fallbacks.h"
 #include "http.h"
 #include "ids.h"
 #include "jobs/batch.h"
@@ -141,10 +142,13 @@ static void on_stored(redisAsyncContext *ac, void *reply, void *privdata)
 
 /* Checks an uploaded file as `llmq enqueue` would and makes its records:
  * 0, or -1 with e set. Pure (runs on the offload thread): borrows body;
- * job_body_max and max_lines are the limits read on the loop. *lines: the
+ * job_body_max and max_lines are the limits read on the loop, fallbacks
+ * the model fallbacks known then (gw_fallbacks_map; NULL: none), whose
+ * cost each job of a model with one carries (J2 records). *lines: the
  * file's requests; *out: their records, in file order. */
 static int check_file(const char *body, size_t len, size_t job_body_max, long long max_lines,
-                      long long *lines, struct records *out, struct gw_error *e)
+                      const json_t *fallbacks, long long *lines, struct records *out,
+                      struct gw_error *e)
 {
     struct llmq_job_defaults d;
     llmq_job_defaults_init(&d);
@@ -172,6 +176,10 @@ static int check_file(const char *body, size_t len, size_t job_body_max, long lo
                               "line %ld: custom_id is too long: its job id may have %d bytes "
                               "(whitespace, control characters, '/', '|', '{' and '}' take 3)",
                               b.job_lines[i], CUSTOM_ID_MAX);
+    for (size_t i = 0; rc == 0 && i < b.n_jobs; i++)
+        if (gw_fallbacks_map_apply(fallbacks, &b.jobs[i], &err) != LLMQ_OK)
+            rc = gw_error_set(e, 400, INVALID, "file", "invalid_file",
+                              "line %ld: as its model's fallback: %s", b.job_lines[i], err.msg);
     if (rc == 0) {
         out->rec = calloc(b.n_jobs, sizeof(*out->rec));
         out->len = calloc(b.n_jobs, sizeof(*out->len));
@@ -276,6 +284,7 @@ struct check_task {
     const char *body; /* r's, borrowed */
     size_t len, job_body_max;
     long long max_lines;
+    json_t *fallbacks;      /* gw_fallbacks_map at the upload; NULL: none */
     long long lines;        /* out */
     struct records records; /* out */
     int rc;                 /* out: 0, or -1 with e */
@@ -285,8 +294,8 @@ struct check_task {
 static void check_work(struct gw_offload_task *t)
 {
     struct check_task *c = (struct check_task *)t;
-    c->rc =
-        check_file(c->body, c->len, c->job_body_max, c->max_lines, &c->lines, &c->records, &c->e);
+    c->rc = check_file(c->body, c->len, c->job_body_max, c->max_lines, c->fallbacks, &c->lines,
+                       &c->records, &c->e);
 }
 
 static void check_done(struct gw_offload_task *t)
@@ -302,6 +311,7 @@ static void check_done(struct gw_offload_task *t)
     else if (!r->gone)
         store(r, c->lines, &c->records);
     records_free(&c->records);
+    json_decref(c->fallbacks);
     gw_request_release(r);
     free(c);
 }
@@ -355,6 +365,7 @@ static void upload(struct gw_request *r)
     c->len = r->body_len;
     c->job_body_max = (size_t)r->gw->job_body_max;
     c->max_lines = r->gw->cfg->max_file_lines;
+    c->fallbacks = gw_fallbacks_map(r->gw->fallbacks);
     gw_request_hold(r);
     r->gw->stats.uploads_validating++;
     gw_offload_submit(r->gw->offload, &c->task);

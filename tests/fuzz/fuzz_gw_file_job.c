@@ -26,7 +26,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct llmq_job k;
         long line2 = 0;
         if (gw_file_job_decode(again, len, &k, &line2) != 0 || line2 != line ||
-            k.body_len != j.body_len || strcmp(k.id, j.id) != 0)
+            k.body_len != j.body_len || strcmp(k.id, j.id) != 0 ||
+            (k.fallback_model == NULL) != (j.fallback_model == NULL) ||
+            (j.fallback_model != NULL &&
+             (strcmp(k.fallback_model, j.fallback_model) != 0 ||
+              k.fallback_cost.total_tokens != j.fallback_cost.total_tokens)))
             __builtin_trap();
         free(again);
     }

@@ -6,7 +6,10 @@
 # serves it is charged that. An image costs gpt-4o-mini 33 times the tokens
 # it costs gpt-4o: the job of a gpt-4o call with one image, while gpt-4o
 # falls back to gpt-4o-mini, holds gpt-4o-mini's cost (job field fb); a
-# gpt-4o-mini call (no fallback) holds none.
+# gpt-4o-mini call (no fallback) holds none. The same for the jobs of a
+# Batch file uploaded once the gateway knows the fallback: each request is
+# estimated again as its fallback at the upload (off the loop) and its job
+# carries that cost.
 # Run through stack.sh (tests/gateway.cmake).
 set -uo pipefail
 # shellcheck source=tests/gateway/lib.sh
@@ -66,4 +69,34 @@ read -r id fb <<<"$(waiting_fb '{"model":"gpt-4o-mini","max_tokens":5,"messages"
 expect "a gpt-4o-mini call was made and waited (job $id)" [ "$id" != none ]
 expect "a model without a fallback: no fb ($fb)" [ -z "$fb" ]
 expect "the gpt-4o-mini call was answered" grep -q '"chat.completion"' "$out"
+
+# A Batch file of the same two requests (the gateway knows the fallback by
+# now: the calls above saw it), its batch created while the workers are
+# stopped so that its jobs wait, and read as they wait.
+file=$STACK_DIR/fallback_batch.jsonl
+{
+    printf '{"custom_id":"img","method":"POST","url":"/v1/chat/completions","body":%s}\n' "$img"
+    printf '{"custom_id":"mini","method":"POST","url":"/v1/chat/completions","body":%s}\n' \
+        '{"model":"gpt-4o-mini","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}'
+} >"$file"
+curl -s --max-time 30 -o "$out" "$U/files" -H "Authorization: Bearer $GW_KEY" \
+    -F purpose=batch -F "file=@$file"
+fid=$(json_field "$out" b.id)
+# shellcheck disable=SC2016 # $1 is sh -c's
+expect "the file was uploaded ($fid)" sh -c '[ -n "$1" ] && [ "$1" != undefined ]' _ "$fid"
+# shellcheck disable=SC2086 # WORKER_PIDS is a list
+kill -STOP $WORKER_PIDS
+curl -s --max-time 30 -o "$out" "$U/batches" -H "Authorization: Bearer $GW_KEY" \
+    -d "{\"input_file_id\":\"$fid\",\"endpoint\":\"/v1/chat/completions\",\"completion_window\":\"24h\"}"
+bid=$(json_field "$out" b.id)
+fb_img=$(job_field "$P" "$bid.img" fb)
+st_mini=$(job_field "$P" "$bid.mini" state)
+fb_mini=$(job_field "$P" "$bid.mini" fb)
+# shellcheck disable=SC2086
+kill -CONT $WORKER_PIDS
+expect "the batch's gpt-4o image job holds its cost as gpt-4o-mini ($bid: $fb_img)" \
+    is_mini_cost "$fb_img"
+# shellcheck disable=SC2016
+expect "the batch's gpt-4o-mini job waits ($st_mini) and holds no fb ($fb_mini)" \
+    sh -c '[ "$1" = queued ] && [ -z "$2" ]' _ "$st_mini" "$fb_mini"
 finish

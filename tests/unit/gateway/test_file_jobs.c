@@ -1,6 +1,7 @@
 /* The stored records of an uploaded file's requests (gateway/file_jobs.h):
  * what is encoded decodes to the same job, with its strings pointing into
- * the record; every damaged record is refused, never read past its end. */
+ * the record, a job with its cost as its model's fallback as a J2 record;
+ * every damaged record is refused, never read past its end. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -68,6 +69,49 @@ static void test_round_trip(void **state)
     free(rec);
 }
 
+/* A job with its cost as its model's fallback (gateway/fallbacks.h) is a J2
+ * record and comes back with it; one without stays J1, as before J2. */
+static void test_fallback_cost_round_trip(void **state)
+{
+    (void)state;
+    struct llmq_job in = sample(NULL, "bob");
+    char *rec = NULL;
+    size_t len = 0;
+    assert_int_equal(gw_file_job_encode(&in, 3, &rec, &len), 0);
+    assert_memory_equal(rec, "J1 ", 3);
+    struct llmq_job out;
+    long line = 0;
+    assert_int_equal(gw_file_job_decode(rec, len, &out, &line), 0);
+    assert_null(out.fallback_model);
+    free(rec);
+
+    in.fallback_model = "gpt-4o-mini";
+    in.fallback_cost.total_tokens = 28083;
+    in.fallback_cost.prompt_tokens = 25512;
+    assert_int_equal(gw_file_job_encode(&in, 3, &rec, &len), 0);
+    assert_memory_equal(rec, "J2 ", 3);
+    assert_int_equal(gw_file_job_decode(rec, len, &out, &line), 0);
+    assert_int_equal(line, 3);
+    assert_string_equal(out.fallback_model, "gpt-4o-mini");
+    assert_int_equal(out.fallback_cost.total_tokens, 28083);
+    assert_int_equal(out.fallback_cost.prompt_tokens, 25512);
+    assert_string_equal(out.model, "gpt-4o-mini");
+    assert_null(out.tenant);
+    assert_string_equal(out.user, "bob");
+    assert_int_equal(out.body_len, in.body_len);
+    assert_memory_equal(out.body, in.body, in.body_len);
+    assert_int_equal(out.cost.total_tokens, 4113);
+    assert_true(out.fallback_model > out.body && out.fallback_model < rec + len);
+    /* every cut of it is refused */
+    for (size_t cut = 0; cut < len; cut++) {
+        char *copy = malloc(cut ? cut : 1);
+        memcpy(copy, rec, cut);
+        assert_int_equal(gw_file_job_decode(copy, cut, &out, &line), -1);
+        free(copy);
+    }
+    free(rec);
+}
+
 static void test_empty_and_absent_names_differ(void **state)
 {
     (void)state;
@@ -112,7 +156,8 @@ static void test_damaged_records_refused(void **state)
         assert_string_equal(out.body, "{}");
     }
     const char *bad[] = {
-        "J2 normal 1 0 0 5 1 0 0 0 1 1 1 20 -1 -1 2\n" /* another version */,
+        "J3 normal 1 0 0 5 1 0 0 0 1 1 1 20 -1 -1 2\n" /* another version */,
+        "J2 normal 1 0 0 5 1 0 0 0 1 1 1 20 -1 -1 2\n" /* J2 without the fallback's numbers */,
         "J1 urgent 1 0 0 5 1 0 0 0 1 1 1 20 -1 -1 2\n" /* no such priority */,
         "J1 normal 1 0 0 5 1 0 0 0 1 1 1 20 -2 -1 2\n" /* a length below -1 */,
         "J1 normal 1 0 0 500 1 0 0 0 1 1 1 20 -1 -1 2\n" /* attempts over the limit */,
@@ -144,6 +189,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_fallback_cost_round_trip),
         cmocka_unit_test(test_empty_and_absent_names_differ),
         cmocka_unit_test(test_damaged_records_refused),
     };
