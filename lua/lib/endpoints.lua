@@ -306,8 +306,10 @@ end
 -- tried only when its budgets afford it at that price; a job over its
 -- budgets as asked may still run on its fallback when every endpoint of
 -- model is out and the fallback's budgets afford it. Returns what
--- ep_route_model returns ('budget' for a job its budgets refuse as asked),
--- then the charge it was decided on (the fallback's for a grant there).
+-- ep_route_model returns ('budget' for a job its budgets refuse as asked;
+-- the fallback's denial when it waits for the fallback's room sooner than
+-- for model's), then the charge it was decided on (the fallback's for a
+-- grant there).
 local function ep_route(s, cache, m, model, tenant, user, job)
     local ch = job.charge
     local st, r1, r2, r3, r4, r5
@@ -364,6 +366,12 @@ local function ep_route(s, cache, m, model, tenant, user, job)
     end
     if st == 'budget' and fst ~= 'never' then
         -- only the fallback may run it: it waits for the fallback's room
+        return fst, f1, f2, f3, f4, fch
+    end
+    if st == 'denied' and fst == 'denied' and f4 == 'model' and f1 < r1 then
+        -- model's endpoints all out (or too late) and the fallback full: it
+        -- is looked at again when the fallback has room, if that comes
+        -- first (not at the all-out recheck, a minute away)
         return fst, f1, f2, f3, f4, fch
     end
     return st, r1, r2, r3, r4, ch

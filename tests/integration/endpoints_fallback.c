@@ -5,6 +5,8 @@
  *     model asked for; enabled again, gpt-4o's endpoint takes them back;
  *   - a job whose deadline its model's endpoints cannot meet runs on the
  *     fallback instead of expiring;
+ *   - every endpoint out and the fallback's bucket full: the jobs run as
+ *     the fallback's window reopens, not after the all-out recheck;
  *   - every endpoint of a model out and no fallback: jobs wait (nothing
  *     dead, no result) and run once one is enabled;
  *   - pins: a Batch line's "llmq": {"endpoints": ...} and the producer API's
@@ -221,11 +223,60 @@ static void test_fallback_for_deadline(void **state)
     unlink(jobs);
 }
 
+/* lua/lib/endpoints.lua EP_ALL_DISABLED_RECHECK_MS: when a worker looks
+ * again at a model whose endpoints are all out */
+#define ALL_OUT_RECHECK_MS 60000
+
+/* Every endpoint of gpt-4o out and its fallback's bucket full: the job
+ * waits for the fallback's room, not for the recheck of endpoints that are
+ * all out (EP_ALL_DISABLED_RECHECK_MS, 60 s). gpt-4o-mini has 2 requests per
+ * 2 s; of 6 jobs, 2 run at once and the rest as its window reopens, all
+ * within a few seconds: the last arrives well before the 60 s recheck. */
+static void test_fallback_waits_for_its_room(void **state)
+{
+    (void)state;
+    char account[64], jobs[128];
+    llmq_test_unique_name(account, sizeof(account), "epfbr");
+    struct ep_sim eps[2];
+    for (int i = 0; i < 2; i++) {
+        ep_init(&eps[i], i);
+        ep_sim_start(&eps[i], NULL);
+        ep_add(account, &eps[i], "/v1", NULL);
+    }
+    ep_limit(account, &eps[0], "gpt-4o", 1000, 60000);
+    ep_limit(account, &eps[1], "gpt-4o-mini", 2, 2000);
+    struct cli_run r = ep_cli(account, 0, "endpoints", "fallback", "gpt-4o", "gpt-4o-mini", NULL);
+    cli_free(&r);
+    r = ep_cli(account, 0, "endpoints", "disable", "ep0", NULL);
+    cli_free(&r);
+    snprintf(jobs, sizeof(jobs), "/tmp/llmq-epfbr-%d.jsonl", (int)getpid());
+    worker_write_jobs(jobs, "w", 6, "gpt-4o", 20, NULL);
+    worker_enqueue(account, jobs);
+    run_worker(account, eps, 2, "epfbr");
+    ep_assert_results(account, "w", 6, 6);
+    size_t n = 0;
+    struct sim_entry *e = sim_log_read(eps[1].sim.log_file, &n);
+    assert_int_equal(n, 6);
+    long long first = e[0].t_ms, last = e[0].t_ms;
+    for (size_t i = 0; i < n; i++) {
+        first = e[i].t_ms < first ? e[i].t_ms : first;
+        last = e[i].t_ms > last ? e[i].t_ms : last;
+    }
+    printf("# 6 jobs on the fallback within %lld ms (2 per 2 s window)\n", last - first);
+    /* three windows' worth: about 4.4 s; the recheck would put it past 60 s */
+    assert_true(last - first < ALL_OUT_RECHECK_MS / 2);
+    free(e);
+    for (int i = 0; i < 2; i++)
+        ep_sim_stop(&eps[i]);
+    unlink(jobs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fallback_and_pins),
         cmocka_unit_test(test_fallback_for_deadline),
+        cmocka_unit_test(test_fallback_waits_for_its_room),
     };
     return cmocka_run_group_tests_name("endpoints_fallback", tests, NULL, NULL);
 }
