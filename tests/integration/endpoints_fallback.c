@@ -187,6 +187,33 @@ static void test_fallback_and_pins(void **state)
     unlink(jobs);
 }
 
+/* Two endpoints of account, each its own sim: ep0 serves gpt-4o with
+ * full_rpm per full_period_ms, ep1 gpt-4o-mini with mini_rpm per
+ * mini_period_ms, and gpt-4o falls back to gpt-4o-mini. Jobs go to a file
+ * named after tag, in jobs. */
+static void fallback_pair_open(const char *account, const char *tag, struct ep_sim eps[2],
+                               int full_rpm, long long full_period_ms, int mini_rpm,
+                               long long mini_period_ms, char *jobs, size_t jobs_len)
+{
+    for (int i = 0; i < 2; i++) {
+        ep_init(&eps[i], i);
+        ep_sim_start(&eps[i], NULL);
+        ep_add(account, &eps[i], "/v1", NULL);
+    }
+    ep_limit(account, &eps[0], "gpt-4o", full_rpm, full_period_ms);
+    ep_limit(account, &eps[1], "gpt-4o-mini", mini_rpm, mini_period_ms);
+    struct cli_run r = ep_cli(account, 0, "endpoints", "fallback", "gpt-4o", "gpt-4o-mini", NULL);
+    cli_free(&r);
+    snprintf(jobs, jobs_len, "/tmp/llmq-%s-%d.jsonl", tag, (int)getpid());
+}
+
+static void fallback_pair_close(struct ep_sim eps[2], const char *jobs)
+{
+    for (int i = 0; i < 2; i++)
+        ep_sim_stop(&eps[i]);
+    unlink(jobs);
+}
+
 /* A deadline its model cannot meet: gpt-4o's only endpoint has 2 requests
  * a minute, the jobs 20 s to live. The first grants run on gpt-4o; the
  * others, whose wait there (most of a minute) passes their deadline, run on
@@ -197,16 +224,7 @@ static void test_fallback_for_deadline(void **state)
     char account[64], jobs[128];
     llmq_test_unique_name(account, sizeof(account), "epfbd");
     struct ep_sim eps[2];
-    for (int i = 0; i < 2; i++) {
-        ep_init(&eps[i], i);
-        ep_sim_start(&eps[i], NULL);
-        ep_add(account, &eps[i], "/v1", NULL);
-    }
-    ep_limit(account, &eps[0], "gpt-4o", 2, 60000);
-    ep_limit(account, &eps[1], "gpt-4o-mini", 1000, 60000);
-    struct cli_run r = ep_cli(account, 0, "endpoints", "fallback", "gpt-4o", "gpt-4o-mini", NULL);
-    cli_free(&r);
-    snprintf(jobs, sizeof(jobs), "/tmp/llmq-epfbd-%d.jsonl", (int)getpid());
+    fallback_pair_open(account, "epfbd", eps, 2, 60000, 1000, 60000, jobs, sizeof(jobs));
     worker_write_jobs(jobs, "t", 6, "gpt-4o", 20, "{\"ttl_ms\":20000}");
     worker_enqueue(account, jobs);
     run_worker(account, eps, 2, "epfbd");
@@ -218,9 +236,7 @@ static void test_fallback_for_deadline(void **state)
     assert_true(full >= 1 && full <= 2);
     assert_int_equal(mini + full1, 0);
     assert_int_equal(full + mini1, 6);
-    for (int i = 0; i < 2; i++)
-        ep_sim_stop(&eps[i]);
-    unlink(jobs);
+    fallback_pair_close(eps, jobs);
 }
 
 /* lua/lib/endpoints.lua EP_ALL_DISABLED_RECHECK_MS: when a worker looks
@@ -238,18 +254,9 @@ static void test_fallback_waits_for_its_room(void **state)
     char account[64], jobs[128];
     llmq_test_unique_name(account, sizeof(account), "epfbr");
     struct ep_sim eps[2];
-    for (int i = 0; i < 2; i++) {
-        ep_init(&eps[i], i);
-        ep_sim_start(&eps[i], NULL);
-        ep_add(account, &eps[i], "/v1", NULL);
-    }
-    ep_limit(account, &eps[0], "gpt-4o", 1000, 60000);
-    ep_limit(account, &eps[1], "gpt-4o-mini", 2, 2000);
-    struct cli_run r = ep_cli(account, 0, "endpoints", "fallback", "gpt-4o", "gpt-4o-mini", NULL);
+    fallback_pair_open(account, "epfbr", eps, 1000, 60000, 2, 2000, jobs, sizeof(jobs));
+    struct cli_run r = ep_cli(account, 0, "endpoints", "disable", "ep0", NULL);
     cli_free(&r);
-    r = ep_cli(account, 0, "endpoints", "disable", "ep0", NULL);
-    cli_free(&r);
-    snprintf(jobs, sizeof(jobs), "/tmp/llmq-epfbr-%d.jsonl", (int)getpid());
     worker_write_jobs(jobs, "w", 6, "gpt-4o", 20, NULL);
     worker_enqueue(account, jobs);
     run_worker(account, eps, 2, "epfbr");
@@ -266,9 +273,7 @@ static void test_fallback_waits_for_its_room(void **state)
     /* three windows' worth: about 4.4 s; the recheck would put it past 60 s */
     assert_true(last - first < ALL_OUT_RECHECK_MS / 2);
     free(e);
-    for (int i = 0; i < 2; i++)
-        ep_sim_stop(&eps[i]);
-    unlink(jobs);
+    fallback_pair_close(eps, jobs);
 }
 
 int main(void)

@@ -109,27 +109,23 @@ static char *body_of(enum text_kind kind, size_t n)
  * no copy of the prompt to pack against. New string. */
 static char *output_line_of(enum text_kind kind, const char *id, size_t n)
 {
-    char head[512];
-    if (kind == TEXT_BASE64) {
-        snprintf(head, sizeof(head),
-                 "{\"id\":\"batch_req_%s\",\"custom_id\":\"%s\",\"response\":{\"status_code\":"
-                 "200,\"body\":{\"object\":\"list\",\"data\":[{\"object\":\"embedding\","
-                 "\"index\":0,\"embedding\":\"",
-                 id, id);
-        return text_of(kind, head,
-                       "\"}],\"model\":\"text-embedding-3-small\",\"usage\":{\"prompt_tokens\":"
-                       "8,\"total_tokens\":8}}},\"error\":null}",
-                       n, 777);
-    }
+    /* the response body around the answer, as chat completion or embedding */
+    static const char *const around[][2] = {
+        [TEXT_PROSE] = {"{\"object\":\"chat.completion\",\"choices\":[{\"message\":{\"role\":"
+                        "\"assistant\",\"content\":\"",
+                        "\"},\"finish_reason\":\"stop\"}],\"usage\":{\"total_tokens\":65}}"},
+        [TEXT_BASE64] = {"{\"object\":\"list\",\"data\":[{\"object\":\"embedding\",\"index\":0,"
+                         "\"embedding\":\"",
+                         "\"}],\"model\":\"text-embedding-3-small\",\"usage\":{\"prompt_tokens\":"
+                         "8,\"total_tokens\":8}}"},
+    };
+    char head[512], tail[256];
     snprintf(head, sizeof(head),
              "{\"id\":\"batch_req_%s\",\"custom_id\":\"%s\",\"response\":{\"status_code\":200,"
-             "\"body\":{\"object\":\"chat.completion\",\"choices\":[{\"message\":{\"role\":"
-             "\"assistant\",\"content\":\"",
-             id, id);
-    return text_of(kind, head,
-                   "\"},\"finish_reason\":\"stop\"}],\"usage\":{\"total_tokens\":65}}},"
-                   "\"error\":null}",
-                   n, 777);
+             "\"body\":%s",
+             id, id, around[kind][0]);
+    snprintf(tail, sizeof(tail), "%s},\"error\":null}", around[kind][1]);
+    return text_of(kind, head, tail, n, 777);
 }
 
 /* MEMORY USAGE of key (every element), 0 when it does not exist. */
