@@ -119,6 +119,7 @@ after_crash() {
             bash -c "[ -z \"\$(redis-cli -p $REDIS_PORT --scan --pattern '${P}job:batch_*' | head -1)\" ] &&
                      [ -z \"\$(redis-cli -p $REDIS_PORT --scan --pattern '${P}jr:batch_*' | head -1)\" ] &&
                      [ -z \"\$(redis-cli -p $REDIS_PORT --scan --pattern '${P}body:batch_*' | head -1)\" ] &&
+                     [ -z \"\$(redis-cli -p $REDIS_PORT --scan --pattern '${P}res:batch_*' | head -1)\" ] &&
                      [ -z \"\$(redis-cli -p $REDIS_PORT --scan --pattern '${P}gw:batch:*' | head -1)\" ]"
         return
     fi
