@@ -143,6 +143,8 @@ struct sim_entry {
     int status;
     char outcome[32];
     char job[96];
+    long long conn; /* the connection it came on (numbered from 1) */
+    int inflight;   /* requests being answered when its answer started, itself included */
 };
 
 /* Reads the sim's access log; returns a new array (count in *n). */
@@ -166,6 +168,8 @@ static inline struct sim_entry *sim_log_read(const char *path, size_t *n)
                  json_string_value(json_object_get(o, "outcome")) ?: "");
         snprintf(e->job, sizeof(e->job), "%s",
                  json_string_value(json_object_get(o, "client_request_id")) ?: "");
+        e->conn = json_integer_value(json_object_get(o, "conn"));
+        e->inflight = (int)json_integer_value(json_object_get(o, "inflight"));
         json_decref(o);
     }
     if (f != NULL)

@@ -6,8 +6,12 @@
  *    or "-","model":"...","path":"...","status":<HTTP status, 0 for a reset>,
  *    "outcome":"ok|limit_requests|...","prompt_tokens":N,"completion_tokens":N,
  *    "charged_tokens":N,"client_request_id":"<X-Client-Request-Id or empty>",
- *    "request_id":"<x-request-id>"[,"stream":true,"include_usage":B],"latency_ms":N}
- * (stream and include_usage only for stream: true requests, as asked). A
+ *    "request_id":"<x-request-id>"[,"stream":true,"include_usage":B],"conn":N,
+ *    "inflight":N,"latency_ms":N}
+ * (stream and include_usage only for stream: true requests, as asked; conn:
+ * the number of the connection it came on, counted from 1 as accepted;
+ * inflight: the requests being answered, itself included, when its answer
+ * started). A
  * stream the client left counts the completion tokens sent before it left.
  * Lines are buffered and written at most 5 ms after they are made, when
  * 256 KiB are pending, and at exit (SIGTERM/SIGINT), so a reader after exit sees every line. The
@@ -105,6 +109,8 @@ void sim_alog_write(struct sim_server *srv, const struct sim_exchange *ex, int64
     if (ex->stream)
         sim_buf_addf(b, ",\"stream\":true,\"include_usage\":%s",
                      ex->include_usage ? "true" : "false");
+    sim_buf_addf(b, ",\"conn\":%llu,\"inflight\":%llu", (unsigned long long)ex->conn_id,
+                 (unsigned long long)ex->inflight);
     sim_buf_addf(b, ",\"latency_ms\":%lld}\n", (long long)latency_ms);
     if (b->len >= 256 * 1024)
         sim_alog_flush(srv);

@@ -36,6 +36,8 @@ static void exchange_begin(struct sim_conn *c)
     ex->model[0] = ex->path[0] = ex->client_id[0] = '\0';
     ex->prompt_tokens = ex->completion_tokens = ex->charged_tokens = 0;
     ex->bucket = NULL;
+    ex->conn_id = c->id;
+    ex->inflight = 0;
     uint64_t st = srv->id_salt ^ (++srv->req_counter * 0xd1b54a32d192ed03ULL);
     uint64_t a = llmq_rng_next(&st), b = llmq_rng_next(&st);
     snprintf(ex->request_id, sizeof(ex->request_id), "req_%016llx%016llx", (unsigned long long)a,

@@ -171,6 +171,8 @@ int sim_conn_start_exchange(struct sim_conn *c, int64_t delay_ms)
     ex->sent = 0;
     if (++srv->stats.inflight_now > srv->stats.inflight_max)
         srv->stats.inflight_max = srv->stats.inflight_now;
+    ex->conn_id = c->id;
+    ex->inflight = srv->stats.inflight_now;
     if (delay_ms <= 0 && !ex->reset) {
         ex->released = ex->n_marks;
         return conn_flush(c);
@@ -313,7 +315,7 @@ static void conn_new(struct sim_server *srv, int fd)
     if (srv->conns != NULL)
         srv->conns->prev = c;
     srv->conns = c;
-    srv->stats.conns_accepted++;
+    c->id = ++srv->stats.conns_accepted;
     if (++srv->stats.conns_now > srv->stats.conns_max)
         srv->stats.conns_max = srv->stats.conns_now;
 }

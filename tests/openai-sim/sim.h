@@ -150,11 +150,14 @@ struct sim_exchange {
     int64_t prompt_tokens, completion_tokens, charged_tokens;
     struct sim_bucket *bucket; /* borrowed; NULL when nothing was charged */
     uint64_t seq;
+    uint64_t conn_id;  /* the connection's number (sim_conn.id); 0: none */
+    uint64_t inflight; /* exchanges in progress once this one started, itself included */
 };
 
 struct sim_conn {
     struct sim_server *srv;
     struct sim_conn *prev, *next;
+    uint64_t id; /* accepted as the id-th connection (from 1) */
     int fd;
     ev_io io;
     ev_timer timer;
