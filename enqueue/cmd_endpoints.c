@@ -260,6 +260,9 @@ void llmq_cli_endpoint_state(const json_t *e, long long now_ms, char *buf, size_
         snprintf(buf, n, "probing (one request in flight)");
     else if (strcmp(state, "disabled") == 0)
         snprintf(buf, n, "disabled: %s", str_of(e, "why"));
+    else if (json_is_true(json_object_get(e, "probe_next")))
+        snprintf(buf, n, "ok (cooled down after %s; its next request is a probe)",
+                 str_of(e, "why"));
     else
         snprintf(buf, n, "ok");
 }

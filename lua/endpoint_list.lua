@@ -2,8 +2,9 @@
 -- list` and `llmq status` (it also drops window entries that aged out).
 -- KEYS[1]  P, the account prefix
 -- Reply: JSON text {now_ms, endpoints: [{name, kind, base_url, api_version,
---   tier, weight, state (ok|cooling|disabled), why, since_ms, cool_until_ms,
---   probe_until_ms, lat_ms, n_ok, n_fail, n_429, models: [{model, bucket,
+--   tier, weight, state (ok|cooling|probing|disabled), probe_next (true: ok
+--   because its cooling is over, and its next request is the half-open
+--   probe), why, since_ms, cool_until_ms, probe_until_ms, lat_ms, n_ok, n_fail, n_429, models: [{model, bucket,
 --   deployment, requests_used, tokens_used, requests_limit, tokens_limit
 --   (-1: none), period_ms, paused_ms}]}], routing: {model: strategy},
 --   fallbacks: {model: model}}; empty lists and maps may come as {}.
@@ -23,9 +24,16 @@ for _, name in ipairs(redis.call('ZRANGE', KEY.endpoints(P), 0, -1)) do
         state = h.state or 'ok', why = h.why or '', since_ms = tonumber(h.since_ms) or 0,
         cool_until_ms = tonumber(h.cool_until) or 0, probe_until_ms = tonumber(h.probe_until) or 0,
         lat_ms = tonumber(h.lat_ms) or -1, n_ok = tonumber(h.n_ok) or 0,
-        n_fail = tonumber(h.n_fail) or 0, n_429 = tonumber(h.n_429) or 0, models = {} }
+        n_fail = tonumber(h.n_fail) or 0, n_429 = tonumber(h.n_429) or 0, models = {},
+        probe_next = false }
+    -- Its hash says cooling until the probe settles; past cool_until it is
+    -- probing (one request in flight) or usable again (ep_usable: 'probe').
     if e.state == 'cooling' and now >= e.cool_until_ms then
-        e.state = now < e.probe_until_ms and 'probing' or 'cooling'
+        if now < e.probe_until_ms then
+            e.state = 'probing'
+        else
+            e.state, e.probe_next = 'ok', true
+        end
     end
     local models = {}
     for f in pairs(cfg) do
