@@ -82,14 +82,15 @@ static int run(struct llmq_worker_config *cfg)
     w.cfg = cfg;
     llmq_worker_slots_init(&w.slots);
     llmq_rng_seed(&w.rng, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32));
-    /* HTTP/2 over TLS multiplexes ~100 streams per connection; curl 7.88
+    /* Connections are kept per endpoint (origin) by what it speaks
+     * (worker/http/http.h): one per call for HTTP/1.1 (cleartext, --http1, or
+     * an https:// endpoint that negotiated it), so up to the concurrency; a few
+     * for HTTP/2 over TLS, which multiplexes ~100 streams each (curl 7.88
      * opens a new connection per overflowing transfer unless capped, so cap
-     * at what the concurrency needs. HTTP/1.1 needs a connection per call. */
-    int h2 = strncmp(cfg->base_url, "https://", 8) == 0 && !cfg->http1_only;
-    int conns = h2 ? cfg->concurrency / 100 + 2 : cfg->concurrency;
+     * at what the concurrency needs). */
     struct llmq_http_config hc = {
-        .max_connections = conns,
-        .max_host_connections = conns,
+        .max_connections = cfg->concurrency,
+        .h2_host_connections = cfg->concurrency / 100 + 2,
         .connect_timeout_ms = (long)cfg->connect_timeout_ms,
         .timeout_ms = (long)cfg->request_timeout_ms,
         .ca_file = cfg->ca_file[0] ? cfg->ca_file : NULL,

@@ -15,7 +15,7 @@
  * (c) Memory over h2 + TLS: the same N requests against Node's http2 server
  *     (tests/http_testserver/h2_server.mjs, 100 streams per connection,
  *     self-signed certificate made with the openssl tool), with
- *     max_host_connections = N / 100 + 2. Skipped without node or openssl.
+ *     h2_host_connections = N / 100 + 2. Skipped without node or openssl.
  * --sim PATH runs everything against openai-sim (tests/openai-sim, limits
  * off) instead of tests/http_testserver. The server runs in child processes, so its memory is not
  * counted; each memory run is its own forked process. */
@@ -248,7 +248,7 @@ static void bench_memory(const char *url, int n, long buffer_bytes, long latency
     struct llmq_http_config cfg = {.max_connections = n + 16,
                                    .version = ca_file ? LLMQ_HTTP_PREFER_H2 : LLMQ_HTTP_1_1,
                                    .ca_file = ca_file,
-                                   .max_host_connections = ca_file ? n / 100 + 2 : 0,
+                                   .h2_host_connections = ca_file ? n / 100 + 2 : 0,
                                    .buffer_bytes = buffer_bytes,
                                    .timeout_ms = latency_ms + 30000};
     r.http = llmq_http_new(r.loop, &cfg, NULL);
@@ -301,7 +301,7 @@ static void bench_h2(int inflight, long latency_ms)
     int port = llmq_test_wait_port_file(pf, pid, 5000);
     char url[128];
     snprintf(url, sizeof(url), "https://127.0.0.1:%d/v1/chat/completions", port);
-    printf("\n(c) memory over h2 + TLS, %d in flight, latency %ld ms, max_host_connections %d\n",
+    printf("\n(c) memory over h2 + TLS, %d in flight, latency %ld ms, h2_host_connections %d\n",
            inflight, latency_ms, inflight / 100 + 2);
     printf("%-10s %10s %10s %8s %12s %12s %14s %15s %8s\n", "buffer_B", "submitted", "inflight",
            "open_fds", "rss_base_KiB", "rss_peak_KiB", "KiB/transfer", "ok/total", "secs");

@@ -650,21 +650,22 @@ static void test_openai_sim(void **state)
     helper_pid = 0;
 }
 
-/* h2 over TLS against Node's http2 server (node and openssl are installed by
- * scripts/bootstrap; without them the test fails, naming what is missing):
- * 150 concurrent requests are multiplexed over ceil(150/100) connections. */
-static void test_h2_multiplex(void **state)
+/* Starts tests/http_testserver/h2_server.mjs (node and openssl are
+ * installed by scripts/bootstrap; without them the test fails, naming what
+ * is missing) in a new directory dir (a mkdtemp template) with a new
+ * certificate (its path into cert, 512 bytes), in mode "h2" or "h1" (HTTP/1.1
+ * over TLS only); returns its port, its pid in helper_pid. */
+static int start_node_tls(char *dir, char *cert, const char *mode)
 {
-    (void)state;
     const char *src = getenv("LLMQ_SOURCE_DIR");
-    char dir[] = "/tmp/llmq-http-h2-XXXXXX", cert[512], key[600], script[1024], port_file[700];
+    char key[600], script[1024], port_file[700];
     if (src == NULL)
         fail_msg("LLMQ_SOURCE_DIR is not set (run under ctest)");
     if (system("node --version >/dev/null 2>&1") != 0)
         fail_msg("node is not on PATH (scripts/bootstrap installs nodejs)");
     if (mkdtemp(dir) == NULL)
         fail_msg("mkdtemp %s", dir);
-    if (make_cert(dir, cert, sizeof(cert)) != 0) {
+    if (make_cert(dir, cert, 512) != 0) {
         rmdir(dir);
         fail_msg("the openssl tool could not make a certificate (scripts/bootstrap installs "
                  "openssl)");
@@ -676,15 +677,44 @@ static void test_h2_multiplex(void **state)
     if (pid == 0) {
         if (freopen("/dev/null", "w", stdout) == NULL)
             _exit(127);
-        execlp("node", "node", script, port_file, cert, key, "0", "100", (char *)NULL);
+        execlp("node", "node", script, port_file, cert, key, "0", "100", mode, (char *)NULL);
         _exit(127);
     }
     int port = wait_port_file(port_file, pid);
     helper_pid = pid;
     assert_true(port > 0);
-    /* max_host_connections bounds the connections curl 7.88 opens while the
+    return port;
+}
+
+/* The TLS connections ("sessions") and requests ("streams") the node server
+ * saw, from its /stats (request number i, on c), then stops it. */
+static void node_tls_stats(struct ctx *c, int i, int *sessions, int *streams)
+{
+    c->expected = c->done + 1;
+    submit_one(c, i, "/stats", 0);
+    run_until_done(c, 10.0);
+    kill(helper_pid, SIGTERM);
+    waitpid(helper_pid, NULL, 0);
+    helper_pid = 0;
+    *sessions = *streams = -1;
+    const char *p = strstr(c->last_body, "\"sessions\":");
+    if (p != NULL)
+        *sessions = parse_int(p + 11);
+    p = strstr(c->last_body, "\"streams\":");
+    if (p != NULL)
+        *streams = parse_int(p + 10);
+}
+
+/* h2 over TLS against Node's http2 server: 150 concurrent requests are
+ * multiplexed over ceil(150/100) connections. */
+static void test_h2_multiplex(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/llmq-http-h2-XXXXXX", cert[512];
+    int port = start_node_tls(dir, cert, "h2");
+    /* h2_host_connections bounds the connections curl 7.88 opens while the
      * next connection's capacity is unknown (see worker/http/http.h). */
-    struct llmq_http_config cfg = {.ca_file = cert, .max_host_connections = 2};
+    struct llmq_http_config cfg = {.ca_file = cert, .h2_host_connections = 2};
     struct ctx *c = ctx_new(&cfg);
     const int n = 150;
     snprintf(base_url, sizeof(base_url), "https://127.0.0.1:%d", port);
@@ -701,19 +731,8 @@ static void test_h2_multiplex(void **state)
     assert_int_equal(c->last_usage.total_tokens, 15);
     assert_string_equal(c->last_headers.request_id, "req_h2");
     assert_int_equal(c->last_version, CURL_HTTP_VERSION_2_0);
-    c->expected = n + 1;
-    submit_one(c, n, "/stats", 0);
-    run_until_done(c, 10.0);
-    kill(pid, SIGTERM);
-    waitpid(pid, NULL, 0);
-    helper_pid = 0;
-    int sessions = -1, streams = -1;
-    const char *p = strstr(c->last_body, "\"sessions\":");
-    if (p != NULL)
-        sessions = parse_int(p + 11);
-    p = strstr(c->last_body, "\"streams\":");
-    if (p != NULL)
-        streams = parse_int(p + 10);
+    int sessions, streams;
+    node_tls_stats(c, n, &sessions, &streams);
     if (sessions < 1 || sessions > 2 || streams != n)
         fail_msg("h2: %d connections for %d streams (%s)", sessions, streams, c->last_body);
     ctx_free(c);
@@ -721,15 +740,109 @@ static void test_h2_multiplex(void **state)
     remove_cert(dir);
 }
 
+/* An https:// origin that negotiates HTTP/1.1 (no h2 in its ALPN) is
+ * learned from its first answer: its calls then get a connection each (up
+ * to max_connections), not the 2 sized for multiplexing. 40 requests held
+ * 300 ms by the server all answer, and the server saw more than 2 TLS
+ * connections; before, every request queued for the 2. Counted, not timed. */
+static void test_h1_over_tls_learned(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/llmq-http-h1tls-XXXXXX", cert[512];
+    int port = start_node_tls(dir, cert, "h1");
+    struct llmq_http_config cfg = {
+        .ca_file = cert, .h2_host_connections = 2, .max_connections = 64};
+    struct ctx *c = ctx_new(&cfg);
+    const int n = 40;
+    snprintf(base_url, sizeof(base_url), "https://127.0.0.1:%d", port);
+    for (int i = 0; i < n; i++)
+        submit_one(c, i, "/v1/chat/completions?delay=300", 0);
+    c->expected = n;
+    run_until_done(c, 30.0);
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(c->calls[i], 1);
+        assert_int_equal(c->outcome[i], LLMQ_HTTP_OK);
+        assert_int_equal(c->status[i], 200);
+    }
+    assert_false(c->bad);
+    assert_int_equal(c->last_version, CURL_HTTP_VERSION_1_1);
+    int sessions, streams;
+    node_tls_stats(c, n, &sessions, &streams);
+    printf("# HTTP/1.1 over TLS: %d requests on %d connections\n", streams, sessions);
+    assert_int_equal(streams, n);
+    assert_true(sessions > 2);
+    assert_true(sessions <= n + 3); /* the ones opened before it was learned, and /stats */
+    ctx_free(c);
+    snprintf(base_url, sizeof(base_url), "http://127.0.0.1:%d", server_port);
+    remove_cert(dir);
+}
+
+static void on_done_pool(struct llmq_http_response *resp, void *privdata)
+{
+    int *slot = privdata; /* [0] calls, [1] pool_full, [2] pool_ahead, [3] pool_connections */
+    slot[0]++;
+    slot[1] = resp->pool_full;
+    slot[2] = (int)resp->pool_ahead;
+    slot[3] = resp->pool_connections;
+}
+
+static void pool_check_cb(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+    (void)revents;
+    int(*slots)[4] = w->data;
+    for (int i = 0; i < 5; i++)
+        if (slots[i][0] == 0)
+            return;
+    ev_break(loop, EVBREAK_ALL);
+}
+
+/* A transfer submitted while every connection the client keeps to its
+ * origin is taken says so (pool_full, with the transfers ahead and the
+ * connections): 5 to one HTTP/1.1 origin with 2 connections, the first 2
+ * have a connection, the other 3 wait. Decided at submit: no timing. */
+static void test_pool_full_marked(void **state)
+{
+    (void)state;
+    struct llmq_http_config cfg = {.max_connections = 2, .version = LLMQ_HTTP_1_1};
+    struct ctx *c = ctx_new(&cfg);
+    static int slots[5][4];
+    memset(slots, 0, sizeof(slots));
+    char url[256];
+    snprintf(url, sizeof(url), "%s/ok?delay=200", base_url);
+    for (int i = 0; i < 5; i++) {
+        struct llmq_http_request req = {
+            .url = url, .body = "{}", .body_len = 2, .auth = LLMQ_HTTP_AUTH_NONE};
+        assert_int_equal(llmq_http_submit(c->http, &req, on_done_pool, slots[i], NULL), LLMQ_OK);
+    }
+    ev_prepare chk;
+    ev_prepare_init(&chk, pool_check_cb);
+    chk.data = slots;
+    ev_prepare_start(c->loop, &chk);
+    ev_timer guard;
+    ev_timer_init(&guard, guard_cb, 20.0, 0.);
+    ev_timer_start(c->loop, &guard);
+    ev_run(c->loop, 0);
+    ev_timer_stop(c->loop, &guard);
+    ev_prepare_stop(c->loop, &chk);
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(slots[i][0], 1);
+        assert_int_equal(slots[i][1], i >= 2);
+        assert_int_equal(slots[i][2], i);
+        assert_int_equal(slots[i][3], 2);
+    }
+    ctx_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_many_concurrent),   cmocka_unit_test(test_timeout),
-        cmocka_unit_test(test_reset_and_refused), cmocka_unit_test(test_too_big),
-        cmocka_unit_test(test_status_and_sse),    cmocka_unit_test(test_take_body),
-        cmocka_unit_test(test_free_cancels),      cmocka_unit_test(test_free_inside_callback),
-        cmocka_unit_test(test_submit_errors),     cmocka_unit_test(test_tls_verification),
-        cmocka_unit_test(test_openai_sim),        cmocka_unit_test(test_h2_multiplex),
+        cmocka_unit_test(test_many_concurrent),     cmocka_unit_test(test_timeout),
+        cmocka_unit_test(test_reset_and_refused),   cmocka_unit_test(test_too_big),
+        cmocka_unit_test(test_status_and_sse),      cmocka_unit_test(test_take_body),
+        cmocka_unit_test(test_free_cancels),        cmocka_unit_test(test_free_inside_callback),
+        cmocka_unit_test(test_submit_errors),       cmocka_unit_test(test_tls_verification),
+        cmocka_unit_test(test_openai_sim),          cmocka_unit_test(test_h2_multiplex),
+        cmocka_unit_test(test_h1_over_tls_learned), cmocka_unit_test(test_pool_full_marked),
     };
     return cmocka_run_group_tests(tests, start_server, stop_server);
 }

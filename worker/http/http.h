@@ -14,6 +14,11 @@
  *     llmq_http_free runs (from inside llmq_http_free).
  * If llmq_http_submit fails it returns an error and the callback never runs.
  *
+ * Connections: kept per origin (scheme, host, port) by what it speaks — one
+ * per call in flight for HTTP/1.1, a few multiplexed ones for h2 over TLS,
+ * learned from the answers (http.c). A transfer that had to wait because
+ * its origin's connections were all taken says so (pool_full).
+ *
  * Secrets: the API key is copied only into the transfer's curl header list,
  * which is wiped and freed when the transfer ends; it is never logged, and
  * CURLOPT_VERBOSE is never set.
@@ -32,21 +37,23 @@
 struct llmq_http;
 
 struct llmq_http_config {
-    int max_connections;      /* CURLMOPT_MAX_TOTAL_CONNECTIONS and the connection cache
-                                 size; transfers beyond it wait in curl's queue (their
-                                 timeout runs while queued). 0: 256 */
-    int max_host_connections; /* CURLMOPT_MAX_HOST_CONNECTIONS; 0: max_connections.
-                                 For https + h2 set it near inflight / 100 + 2: curl
-                                 7.88 (Debian 12) opens one new connection per transfer
-                                 that overflows a full connection while the next one's
-                                 capacity is unknown (fixed in curl 8.0, PR #10456);
-                                 measured: 1000 requests, 0 → 256 connections, 12 → 12.
-                                 For cleartext HTTP/1.1 it must cover every transfer. */
-    int max_streams;          /* h2 streams per connection; 0: 100 */
-    long connect_timeout_ms;  /* 0: 10000 */
-    long timeout_ms;          /* whole transfer, default for requests; 0: 600000 */
-    const char *ca_file;      /* PEM bundle to verify servers with (copied); NULL: system
-                                 store. Verification of peer and host is always on. */
+    int max_connections;     /* connections per origin that speaks HTTP/1.1 (one call each:
+                                cleartext http://, LLMQ_HTTP_1_1, or an https:// origin that
+                                negotiated HTTP/1.1), and the most kept in all, per pool
+                                (http.c); transfers beyond it wait in curl's queue (their
+                                timeout runs while queued). 0: 256 */
+    int h2_host_connections; /* connections per origin that multiplexes (h2 over TLS).
+                                0: max_connections / max_streams + 2. Keep it near
+                                inflight / max_streams + 2: curl 7.88 (Debian 12) opens
+                                one new connection per transfer that overflows a full
+                                connection while the next one's capacity is unknown
+                                (fixed in curl 8.0, PR #10456); measured: 1000 requests,
+                                256 allowed → 256 connections, 12 → 12. */
+    int max_streams;         /* h2 streams per connection; 0: 100 */
+    long connect_timeout_ms; /* 0: 10000 */
+    long timeout_ms;         /* whole transfer, default for requests; 0: 600000 */
+    const char *ca_file;     /* PEM bundle to verify servers with (copied); NULL: system
+                                store. Verification of peer and host is always on. */
     enum llmq_http_version version;
     size_t max_body_bytes;  /* response body limit; over it → LLMQ_HTTP_TOO_BIG. 0: 16 MiB */
     long buffer_bytes;      /* curl receive buffer per transfer; 0: 16384 (min 1024) */

@@ -77,14 +77,19 @@ enum llmq_http_outcome {
  * copy what you keep, or take the body with llmq_http_response_take_body. */
 struct llmq_http_response {
     enum llmq_http_outcome outcome;
-    int curl_code;     /* CURLcode, 0 on success */
-    const char *error; /* curl's message, "" when outcome is LLMQ_HTTP_OK; never NULL */
-    long status;       /* HTTP status of the final response; 0 if none arrived */
-    long http_version; /* CURL_HTTP_VERSION_* used (CURLINFO_HTTP_VERSION), 0 unknown */
-    int request_sent;  /* 1 when some request bytes went out (the call may have been
-                          billed); 0 means it surely never reached the server */
-    int aborted;       /* ended by llmq_http_abort or a data callback */
-    char *body;        /* response body, NUL-terminated (never NULL: "" when empty) */
+    int curl_code;        /* CURLcode, 0 on success */
+    const char *error;    /* curl's message, "" when outcome is LLMQ_HTTP_OK; never NULL */
+    long status;          /* HTTP status of the final response; 0 if none arrived */
+    long http_version;    /* CURL_HTTP_VERSION_* used (CURLINFO_HTTP_VERSION), 0 unknown */
+    int request_sent;     /* 1 when some request bytes went out (the call may have been
+                             billed); 0 means it surely never reached the server */
+    int aborted;          /* ended by llmq_http_abort or a data callback */
+    int pool_full;        /* when it was submitted, every connection the client keeps to
+                             its origin was taken (pool_ahead transfers for pool_connections
+                             connections): it waited in the client's queue for one */
+    int pool_connections; /* connections the client keeps to its origin */
+    size_t pool_ahead;    /* transfers to its origin in flight when it was submitted */
+    char *body;           /* response body, NUL-terminated (never NULL: "" when empty) */
     size_t body_len;
     struct llmq_ratelimit_headers headers; /* rate-limit headers of the final response */
     int64_t elapsed_ms;                    /* submit to completion, monotonic */

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
 #include "base/clock.h"
@@ -169,7 +168,8 @@ static int on_prereq(void *userdata, char *conn_primary_ip, char *conn_local_ip,
     (void)conn_primary_port;
     (void)conn_local_port;
     struct llmq_http_xfer *x = userdata;
-    if (llmq_monotonic_ms() <= x->send_by_ms)
+    x->prereq_seen = 1;
+    if (x->send_by_ms == 0 || llmq_monotonic_ms() <= x->send_by_ms)
         return CURL_PREREQFUNC_OK;
     x->stale = 1;
     return CURL_PREREQFUNC_ABORT;
@@ -201,21 +201,13 @@ static int set_options(struct llmq_http_xfer *x, const struct llmq_http_settings
     SETOPT(CURLOPT_WRITEDATA, x);
     SETOPT(CURLOPT_HEADERFUNCTION, on_header);
     SETOPT(CURLOPT_HEADERDATA, x);
-    if (req->send_by_ms > 0) {
-        x->send_by_ms = req->send_by_ms;
-        SETOPT(CURLOPT_PREREQFUNCTION, on_prereq);
-        SETOPT(CURLOPT_PREREQDATA, x);
-    }
+    /* Always: the client moves a transfer that has not reached it to another
+     * pool (http.c); a send-by time is checked there too. */
+    x->send_by_ms = req->send_by_ms > 0 ? req->send_by_ms : 0;
+    SETOPT(CURLOPT_PREREQFUNCTION, on_prereq);
+    SETOPT(CURLOPT_PREREQDATA, x);
     SETOPT(CURLOPT_TIMEOUT_MS, req->timeout_ms > 0 ? req->timeout_ms : s->timeout_ms);
     SETOPT(CURLOPT_CONNECTTIMEOUT_MS, s->connect_timeout_ms);
-    SETOPT(CURLOPT_HTTP_VERSION, s->version == LLMQ_HTTP_1_1 ? (long)CURL_HTTP_VERSION_1_1
-                                                             : (long)CURL_HTTP_VERSION_2TLS);
-    /* PIPEWAIT (wait for a connection that may multiplex instead of opening
-     * another) only where ALPN answers quickly: over TLS with h2 preferred.
-     * Over cleartext HTTP/1.1 the answer comes with the first response, so a
-     * slow first request would hold every other transfer back. */
-    if (s->version == LLMQ_HTTP_PREFER_H2 && strncasecmp(req->url, "https://", 8) == 0)
-        SETOPT(CURLOPT_PIPEWAIT, 1L);
     SETOPT(CURLOPT_TCP_KEEPALIVE, 1L);
     SETOPT(CURLOPT_BUFFERSIZE, s->buffer_bytes);
     SETOPT(CURLOPT_UPLOAD_BUFFERSIZE, 16384L);
@@ -225,6 +217,22 @@ static int set_options(struct llmq_http_xfer *x, const struct llmq_http_settings
     if (s->ca_file != NULL)
         SETOPT(CURLOPT_CAINFO, s->ca_file);
     SETOPT(CURLOPT_USERAGENT, s->user_agent);
+    return 0;
+fail:
+    return -1;
+}
+
+int llmq_http_xfer_use_pool(struct llmq_http_xfer *x, const struct llmq_http_settings *s,
+                            int per_request)
+{
+    CURL *e = x->easy;
+    int mux = !per_request && s->version == LLMQ_HTTP_PREFER_H2;
+    SETOPT(CURLOPT_HTTP_VERSION, mux ? (long)CURL_HTTP_VERSION_2TLS : (long)CURL_HTTP_VERSION_1_1);
+    /* PIPEWAIT (wait for a connection that may multiplex instead of opening
+     * another) only where ALPN answers quickly: over TLS with h2 preferred,
+     * the multiplexed pool. Over HTTP/1.1 a connection carries one request
+     * at a time: waiting would hold every other transfer back. */
+    SETOPT(CURLOPT_PIPEWAIT, mux ? 1L : 0L);
     return 0;
 fail:
     return -1;
@@ -304,6 +312,9 @@ void llmq_http_xfer_response(struct llmq_http_xfer *x, struct llmq_http_response
     memset(resp, 0, sizeof(*resp));
     resp->curl_code = (int)x->result;
     resp->aborted = x->aborted;
+    resp->pool_full = x->pool_full;
+    resp->pool_connections = x->pool_connections;
+    resp->pool_ahead = x->pool_ahead;
     if (x->cancelled || x->aborted)
         resp->outcome = LLMQ_HTTP_CANCELLED;
     else if (x->too_big)

@@ -9,6 +9,9 @@
 #include "http/http_request.h"
 #include "llmq/error.h"
 
+struct llmq_http_pool;
+struct llmq_http_origin;
+
 /* One transfer. Lives from submit until its callback has returned; linked in
  * exactly one of http->active (curl owns it in the multi) or the done queue
  * (removed from the multi, waiting for delivery). */
@@ -27,8 +30,15 @@ struct llmq_http_xfer {
     int aborted;                /* llmq_http_abort or on_data ended it */
     llmq_http_data_cb *on_data; /* the request's; NULL: none */
     void *data_privdata;
-    int stale;          /* the pre-request callback found send_by_ms passed */
-    int64_t send_by_ms; /* the request's; 0: none */
+    int stale;                   /* the pre-request callback found send_by_ms passed */
+    int64_t send_by_ms;          /* the request's; 0: none */
+    int prereq_seen;             /* its connection was ready: the request went (or was to go) out */
+    struct llmq_http_pool *pool; /* the multi it is in (http.c) */
+    struct llmq_http_origin *origin; /* where it goes (http.c) */
+    int pool_full;                   /* when submitted, its origin's connections of its pool were
+                                        all taken: it waited for one */
+    int pool_connections;            /* its pool's connections per origin, at submit */
+    size_t pool_ahead;               /* transfers to its origin already in its pool, at submit */
     CURLcode result;
     int64_t start_ms;
     struct llmq_ratelimit_headers rl;
@@ -38,7 +48,7 @@ struct llmq_http_xfer {
 /* Settings after defaults are applied; strings owned by the client. */
 struct llmq_http_settings {
     int max_connections;
-    int max_host_connections;
+    int h2_host_connections;
     int max_streams;
     long connect_timeout_ms;
     long timeout_ms;
@@ -55,6 +65,13 @@ struct llmq_http_settings {
 enum llmq_rc llmq_http_xfer_new(const struct llmq_http_settings *s,
                                 const struct llmq_http_request *req, struct llmq_http_xfer **out,
                                 struct llmq_error *err);
+
+/* Sets x up for the pool it goes to: per_request (HTTP/1.1, one request per
+ * connection at a time) or multiplexed (h2 over TLS preferred, waiting for a
+ * connection that may multiplex). Returns 0, -1 when curl refuses. x must not
+ * be in a multi. */
+int llmq_http_xfer_use_pool(struct llmq_http_xfer *x, const struct llmq_http_settings *s,
+                            int per_request);
 
 /* Fills resp (borrowing x's body and headers) from a finished transfer. */
 void llmq_http_xfer_response(struct llmq_http_xfer *x, struct llmq_http_response *resp,
