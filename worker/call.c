@@ -235,10 +235,25 @@ static void apply_class(struct llmq_worker *w, struct worker_job *job,
             /* The reason tells the settle to lengthen the model's grant
              * lifetime (lua/job_settle.lua). */
             snprintf(job->settle.reason, sizeof(job->settle.reason), "%s", c->reason);
-            LLMQ_LOG_JOB(LLMQ_LOG_INFO, acct, job->id,
-                         "grant stale: the connection was ready %lld ms past its lifetime; "
-                         "handed back untried",
-                         (long long)(llmq_monotonic_ms() - job->send_by_ms));
+            if (resp->pool_full) {
+                /* Not the network nor the host: the worker's own pool had
+                 * fewer connections to the endpoint than calls for it. */
+                w->stats.stale_pool++;
+                LLMQ_LOG_JOB(LLMQ_LOG_WARN, acct, job->id,
+                             "grant stale because the worker's connection pool held it: %zu "
+                             "calls were in flight to its endpoint on %d connections when it "
+                             "was submitted, and it waited %lld ms past its lifetime for one; "
+                             "a bug in llmq's connection sizing (%lld such grants so far), "
+                             "handed back untried",
+                             resp->pool_ahead, resp->pool_connections,
+                             (long long)(llmq_monotonic_ms() - job->send_by_ms),
+                             (long long)w->stats.stale_pool);
+            } else {
+                LLMQ_LOG_JOB(LLMQ_LOG_INFO, acct, job->id,
+                             "grant stale: the connection was ready %lld ms past its lifetime; "
+                             "handed back untried",
+                             (long long)(llmq_monotonic_ms() - job->send_by_ms));
+            }
         }
         return;
     case LLMQ_CALL_AUTH:

@@ -44,6 +44,7 @@ struct worker_spool;
 struct llmq_worker_stats {
     int64_t dispatched, succeeded, retried, dead, rate_limited, server_errors, transport_errors,
         handed_back, tokens_reserved, tokens_used, invalid_responses, auth_refused;
+    int64_t stale_pool; /* stale grants the worker's own connection pool held (a bug) */
 };
 
 /* Each module's own state in an account, a member of struct worker_account

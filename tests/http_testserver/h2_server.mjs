@@ -1,6 +1,7 @@
 // h2_server.mjs: an HTTP/2-over-TLS test server (Node's http2 module) for the
 // worker HTTP client's multiplexing test and benchmark. Not an OpenAI
-// simulator: every POST gets a small chat.completion after a delay.
+// simulator: every POST gets a small chat.completion after a delay (enough of
+// one for the worker to take it as a result).
 //
 //   node h2_server.mjs PORT_FILE CERT KEY LATENCY_MS [MAX_STREAMS [h1]]
 //
@@ -37,6 +38,8 @@ function answer(path, id, isGone, send) {
         }, JSON.stringify({
             object: 'chat.completion',
             echo_id: id,
+            choices: [{ index: 0, message: { role: 'assistant', content: 'ok' },
+                finish_reason: 'stop' }],
             usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
         }));
     }, delay);

@@ -45,7 +45,7 @@ struct llmq_worker_metrics {
     struct llmq_metric *in_flight, *in_hand, *queue, *pending, *delayed, *dead_jobs;
     struct llmq_metric *wait_s, *latency_s, *tok_reserved, *tok_used, *prompt_est, *prompt_act;
     struct llmq_metric *redis_up, *ready, *draining, *auth_paused, *invalid_resp;
-    struct llmq_metric *stale, *guard;
+    struct llmq_metric *stale, *stale_pool, *guard;
     /* per endpoint (`llmq endpoints`): this worker's calls, and the shared
      * state polled from Redis with the depths (lua/endpoint_list.lua) */
     struct llmq_metric *ep_requests, *ep_latency, *ep_up, *ep_used, *ep_limit, *ep_lat_shared;
@@ -93,6 +93,12 @@ static int register_jobs(struct llmq_worker_metrics *m)
         "Grants handed back unsent: their lifetime passed before the connection was ready "
         "(the arrival guard's bound; refunded, granted again, no attempt counted).",
         c, am, NULL, 0);
+    m->stale_pool = llmq_metrics_register(
+        r, "llmq_grants_stale_pool_total",
+        "Stale grants whose call waited for one of the worker's own connections (all those "
+        "to its endpoint were taken): a bug in llmq's connection sizing, logged as a warning "
+        "(also counted in llmq_grants_stale_total).",
+        c, am, NULL, 0);
     m->http_429 = llmq_metrics_register(
         r, "llmq_http_429_total",
         "429 responses from the API, by cause (rate_limit or insufficient_quota).", c, amc, NULL,
@@ -116,8 +122,8 @@ static int register_jobs(struct llmq_worker_metrics *m)
         "stream): failed attempts, retried, dead-lettered as invalid_response.",
         c, am, NULL, 0);
     return m->dispatched && m->succeeded && m->retried && m->dead && m->handed_back && m->stale &&
-           m->http_429 && m->tok_reserved && m->tok_used && m->prompt_est && m->prompt_act &&
-           m->invalid_resp;
+           m->stale_pool && m->http_429 && m->tok_reserved && m->tok_used && m->prompt_est &&
+           m->prompt_act && m->invalid_resp;
 }
 
 static int register_gauges(struct llmq_worker_metrics *m)
@@ -612,6 +618,8 @@ void llmq_worker_count_outcome(struct llmq_worker *w, const struct worker_job *j
     llmq_metrics_add(family, l, 1);
     if (resp != NULL && resp->outcome == LLMQ_HTTP_STALE)
         llmq_metrics_add(m->stale, l, 1);
+    if (resp != NULL && resp->outcome == LLMQ_HTTP_STALE && resp->pool_full)
+        llmq_metrics_add(m->stale_pool, l, 1);
     if (job->settle.mode == WORKER_SETTLE_DONE)
         llmq_metrics_add(m->tok_used, l, (double)used);
     if (job->endpoint != NULL && job->endpoint[0] != '\0') {
