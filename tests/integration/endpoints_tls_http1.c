@@ -1,10 +1,10 @@
 /* An https:// endpoint that negotiates HTTP/1.1 (a proxy without HTTP/2,
- * here tests/http_testserver/h2_server.mjs in h1 mode, answering after 2 s)
+ * here tests/http_testserver/h2_server.mjs in h1 mode, answering after 3 s)
  * served by a worker that holds only its key: the worker sends https://
  * calls over the multiplexed pool (2 connections at concurrency 16) until
  * the first answer shows HTTP/1.1; then its calls get a connection each.
  * The calls that waited meanwhile for one of those 2 connections outlived
- * their grants (lifetime 100 ms: period 4 s / 40): the worker reports each
+ * their grants (lifetime 500 ms: period 20 s / 40): the worker reports each
  * as its own pool's fault — a warning naming the calls ahead and the
  * connections, llmq_grants_stale_pool_total — hands it back, and every job
  * then runs on the learned connections (16 done, none dead). Before, such
@@ -111,12 +111,12 @@ static void test_tls_http1_endpoint_learned_and_stale_reported(void **state)
     llmq_test_unique_name(account, sizeof(account), "eptls1");
     struct ep_sim ep;
     ep_init(&ep, 0);
-    ep.sim.port = start_h1_tls(dir, "2000");
+    ep.sim.port = start_h1_tls(dir, "3000");
     char url[128];
     snprintf(url, sizeof(url), "https://127.0.0.1:%d/v1", ep.sim.port);
     struct cli_run r = ep_cli(account, 0, "endpoints", "add", "ep0", "--base-url", url, NULL);
     cli_free(&r);
-    ep_limit(account, &ep, "gpt-4o-mini", 1000, 4000);
+    ep_limit(account, &ep, "gpt-4o-mini", 1000, 20000);
     snprintf(jobs, sizeof(jobs), "/tmp/llmq-eptls1-%d.jsonl", (int)getpid());
     worker_write_jobs(jobs, "t", JOBS, "gpt-4o-mini", 10, "{\"max_attempts\":20}");
     worker_enqueue(account, jobs);
@@ -140,6 +140,8 @@ static void test_tls_http1_endpoint_learned_and_stale_reported(void **state)
     printf("# %d grants reported stale for want of a connection; metric %g\n", warned, stale_pool);
     assert_true(worker_log_count(log, "negotiated HTTP/1.1") == 1);
     assert_true(warned >= 1);
+    /* what held them: the 2 connections sized for multiplexing */
+    assert_int_equal(worker_log_count(log, "on 2 connections when it was submitted"), warned);
     assert_true(stale_pool >= 1);
     unlink(jobs);
     unlink(log);

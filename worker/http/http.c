@@ -286,11 +286,18 @@ static void move_learned(struct llmq_http *http)
         next = x->next;
         if (!x->origin->move || x->pool != mux || x->prereq_seen)
             continue;
+        /* It waited for a connection sized for multiplexing: what held it
+         * is the multiplexed pool as it was when it was submitted. */
+        int held_connections = x->pool_connections;
+        size_t held_ahead = x->pool_ahead;
         pool_remove(x);
-        if (llmq_http_xfer_use_pool(x, &http->s, 1) != 0 || pool_add(pr, x) != CURLM_OK)
+        if (llmq_http_xfer_use_pool(x, &http->s, 1) != 0 || pool_add(pr, x) != CURLM_OK) {
             fail_now(http, x);
-        else
-            x->pool_full = 1; /* it waited for a connection sized for multiplexing */
+            continue;
+        }
+        x->pool_full = 1;
+        x->pool_connections = held_connections;
+        x->pool_ahead = held_ahead;
     }
     for (struct llmq_http_origin *o = http->origins; o != NULL; o = o->next)
         o->move = 0;

@@ -86,7 +86,9 @@ struct llmq_http_response {
     int aborted;          /* ended by llmq_http_abort or a data callback */
     int pool_full;        /* when it was submitted, every connection the client keeps to
                              its origin was taken (pool_ahead transfers for pool_connections
-                             connections): it waited in the client's queue for one */
+                             connections), or it waited in the multiplexed pool for an
+                             origin that turned out to speak HTTP/1.1: it waited in the
+                             client's queue for a connection */
     int pool_connections; /* connections the client keeps to its origin */
     size_t pool_ahead;    /* transfers to its origin in flight when it was submitted */
     char *body;           /* response body, NUL-terminated (never NULL: "" when empty) */
