@@ -10,7 +10,10 @@
  * (which would answer it now): the preferred endpoint sees exactly one call
  * (the 500), the other exactly one (the 200), the job is done and nothing
  * is dead. One failure is below the endpoints' threshold: no cooling is
- * involved, only the job's own record of the endpoints that failed it. */
+ * involved, only the job's own record of the endpoints that failed it.
+ * The worker's log says what happened: the job failed over (not counted as
+ * an attempt), no "retry (attempt 2 of 5)" and, with one attempt allowed
+ * (the spillover run), no "dead-lettered: attempts_exhausted". */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,7 +24,8 @@
 /* Runs one job "<tag>-0" of account through one worker holding the keys of
  * both endpoints, allowing it max_attempts, then checks: eps[0] (the
  * preferred one) saw one call, a 500; eps[1] one call, a 200; the job has
- * its result, nothing is dead. */
+ * its result, nothing is dead; the worker logged one failover from eps[0]
+ * and neither a retry nor a dead letter. */
 static void run_one_job_and_check(const char *account, struct ep_sim *eps, const char *tag,
                                   const char *max_attempts)
 {
@@ -49,6 +53,17 @@ static void run_one_job_and_check(const char *account, struct ep_sim *eps, const
     assert_int_equal(e1[0].status, 200);
     free(e0);
     free(e1);
+    char want[128];
+    snprintf(want, sizeof(want), "failed over from endpoint %s", eps[0].name);
+    int failed_over = worker_log_count(logs[0], want),
+        retried = worker_log_count(logs[0], "retry (attempt"),
+        dead = worker_log_count(logs[0], "dead-lettered");
+    printf("# log: %d failover(s), %d retry line(s), %d dead letter line(s)\n", failed_over,
+           retried, dead);
+    assert_int_equal(failed_over, 1);
+    assert_int_equal(worker_log_count(logs[0], "not counted as an attempt"), 1);
+    assert_int_equal(retried, 0);
+    assert_int_equal(dead, 0);
     unlink(jobs);
     unlink(logs[0]);
 }
