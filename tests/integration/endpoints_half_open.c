@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "endpoints_support.h"
+#include "job_fields.h"
 
 #define JOBS 20
 #define WORKERS 3
@@ -89,22 +90,35 @@ static void test_one_probe_until_it_answers(void **state)
     const char *args[6 + 2 + 1] = {"--concurrency",       "1",   "--max-attempts", "20",
                                    "--exit-when-idle-ms", "2500"};
     ep_key_args(&ep, 1, args, 6, store);
+    worker_enqueue(account, jobs); /* first: the workers exit once idle */
     pid_t pids[WORKERS];
     worker_start_n(account, &ep.sim, "epprobe", WORKERS, logs, pids, args);
-    for (int i = 0; i < WORKERS; i++)
-        assert_true(worker_wait_log(logs[i], "redis connected", 30000));
-    worker_enqueue(account, jobs);
 
-    /* the first refused call cools it; then its server comes up */
-    char st[32];
+    /* The first refused call cools it; then its server comes up, once no
+     * job is running: every call granted before the cooling has ended
+     * (refused), and whatever reaches the server is a probe. */
+    char st[32], prefix[128];
+    snprintf(prefix, sizeof(prefix), "llmq:{%s}:", account);
+    redisContext *c = llmq_test_redis_connect();
     long long deadline = llmq_test_now_ms() + 30000;
+    int cooling = 0, running = 0;
     do {
         usleep(20000);
         ep_state_of(account, ep.name, st, sizeof(st));
-    } while (strcmp(st, "cooling") != 0 && strcmp(st, "probing") != 0 &&
-             llmq_test_now_ms() < deadline);
-    printf("# endpoint %s before its server is up\n", st);
-    assert_true(strcmp(st, "cooling") == 0 || strcmp(st, "probing") == 0);
+        cooling = strcmp(st, "cooling") == 0 || strcmp(st, "probing") == 0;
+        running = 0;
+        for (int i = 0; cooling && i < JOBS; i++) {
+            char id[32];
+            snprintf(id, sizeof(id), "p-%d", i);
+            char *v = llmq_test_job_field(c, prefix, id, "state");
+            running += v != NULL && strcmp(v, "running") == 0;
+            free(v);
+        }
+    } while (!(cooling && running == 0) && llmq_test_now_ms() < deadline);
+    redisFree(c);
+    printf("# endpoint %s, %d job(s) running, before its server is up\n", st, running);
+    assert_true(cooling);
+    assert_int_equal(running, 0);
     const char *slow_first[] = {"--latency-ms", "20", "--slow-first", "1", "--slow-ms",
                                 "3000",         NULL};
     ep_sim_restart(&ep, ep.sim.port, NULL, slow_first);

@@ -140,9 +140,9 @@ static void test_settle_after_rollover_leaves_new_period_alone(void **state)
     (void)state;
     struct spend_account a;
     spend_account_open(&a, "spendbleed");
-    /* Every answer takes 4 s: two periods of 2 s. */
+    /* Every answer takes 6 s: three periods of 2 s. */
     struct sim_proc sim;
-    const char *sim_args[] = {"--latency-ms", "4000", NULL};
+    const char *sim_args[] = {"--latency-ms", "6000", NULL};
     assert_int_equal(sim_proc_start(&sim, sim_args), 0);
     const char *b[] = {"llmq",     "budgets", "set",        "--tenant", "acme",
                        "--tokens", "1000000", "--period-s", "2",        NULL};
@@ -151,13 +151,13 @@ static void test_settle_after_rollover_leaves_new_period_alone(void **state)
     char log[128], jobs[128];
     snprintf(log, sizeof(log), "/tmp/llmq-spendbleed-%d.log", (int)getpid());
     snprintf(jobs, sizeof(jobs), "/tmp/llmq-spendbleed-%d.jsonl", (int)getpid());
-    const char *args[] = {"--concurrency", "4", "--exit-when-idle-ms", "1500", NULL};
-    pid_t w = worker_start(a.name, &sim, log, args);
-    assert_true(worker_wait_log(log, "redis connected", 30000));
-
-    /* Job A is granted in one period: its charge (prompt + 200) is spent. */
+    /* Job A is granted in one period: its charge (prompt + 200) is spent.
+     * (Enqueued first: the worker exits once idle, and has A in hand from
+     * its first dispatch until B is enqueued.) */
     spend_write_jobs(jobs, "a", 1, "acme", NULL, 200);
     worker_enqueue(a.name, jobs);
+    const char *args[] = {"--concurrency", "4", "--exit-when-idle-ms", "1500", NULL};
+    pid_t w = worker_start(a.name, &sim, log, args);
     wait_job_state(&a, "a-0", "running");
     long long p_a, spent_a;
     budget_period_spent(&a, id, &p_a, &spent_a);
