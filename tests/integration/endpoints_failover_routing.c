@@ -27,14 +27,15 @@
  * its result, nothing is dead; the worker logged one failover from eps[0]
  * and neither a retry nor a dead letter. */
 static void run_one_job_and_check(const char *account, struct ep_sim *eps, const char *tag,
-                                  const char *max_attempts)
+                                  int max_attempts)
 {
     char jobs[128], logs[1][128], store[2][96];
     snprintf(jobs, sizeof(jobs), "/tmp/llmq-%s-%d.jsonl", tag, (int)getpid());
-    worker_write_jobs(jobs, tag, 1, "gpt-4o-mini", 20, NULL);
-    const char *args[6 + 4 + 1] = {"--concurrency",       "1",   "--max-attempts", max_attempts,
-                                   "--exit-when-idle-ms", "1500"};
-    ep_key_args(eps, 2, args, 6, store);
+    char opts[48]; /* the job's own: enqueue stores one for every job */
+    snprintf(opts, sizeof(opts), "{\"max_attempts\":%d}", max_attempts);
+    worker_write_jobs(jobs, tag, 1, "gpt-4o-mini", 20, opts);
+    const char *args[4 + 4 + 1] = {"--concurrency", "1", "--exit-when-idle-ms", "1500"};
+    ep_key_args(eps, 2, args, 4, store);
     worker_enqueue(account, jobs); /* first: the worker exits once idle */
     pid_t pid;
     worker_start_n(account, &eps[0].sim, tag, 1, logs, &pid, args);
@@ -86,7 +87,7 @@ static void test_spillover_retry_goes_to_tier_two(void **state)
     ep_add(account, &eps[1], "/v1", t2);
     for (int i = 0; i < 2; i++)
         ep_limit(account, &eps[i], "gpt-4o-mini", 10000, 60000);
-    run_one_job_and_check(account, eps, "fospill", "1");
+    run_one_job_and_check(account, eps, "fospill", 1);
 }
 
 static void test_fastest_retry_goes_to_the_slower_one(void **state)
@@ -122,7 +123,7 @@ static void test_fastest_retry_goes_to_the_slower_one(void **state)
         freeReplyObject(x);
     }
     redisFree(c);
-    run_one_job_and_check(account, eps, "fofast", "5");
+    run_one_job_and_check(account, eps, "fofast", 5);
 }
 
 int main(void)
