@@ -25,7 +25,7 @@
  * both endpoints, allowing it max_attempts, then checks: eps[0] (the
  * preferred one) saw one call, a 500; eps[1] one call, a 200; the job has
  * its result, nothing is dead; the worker logged one failover from eps[0]
- * and neither a retry nor a dead letter. */
+ * and neither a retry nor a dead letter, and its summary counts none dead. */
 static void run_one_job_and_check(const char *account, struct ep_sim *eps, const char *tag,
                                   int max_attempts)
 {
@@ -64,6 +64,9 @@ static void run_one_job_and_check(const char *account, struct ep_sim *eps, const
     assert_int_equal(worker_log_count(logs[0], "not counted as an attempt"), 1);
     assert_int_equal(retried, 0);
     assert_int_equal(dead, 0);
+    /* and the exit summary counts no dead letter */
+    assert_int_equal(worker_log_count(logs[0], "summary: "), 1);
+    assert_int_equal(worker_log_count(logs[0], ", dead 0, "), 1);
     unlink(jobs);
     unlink(logs[0]);
 }
