@@ -67,10 +67,12 @@
 -- dollars (its prompt, cached prompt and output tokens; a usage without
 -- them keeps the dollar charge); a refund gives both back. A done job's
 -- usage is added to the spend counters (P spend:<day>).
--- Reply: {owned, finished} per delivery, flat and in order: owned 0 when
--- the entry was no longer pending for anyone (reclaimed and redelivered):
--- the job's state is then left to the current owner, except that a result is
--- still stored once (finished 1). Every delivery's arguments are checked
+-- Reply: {owned, finished, moved} per delivery, flat and in order: owned 0
+-- when the entry was no longer pending for anyone (reclaimed and
+-- redelivered): the job's state is then left to the current owner, except
+-- that a result is still stored once (finished 1); moved 1 when a retry or
+-- dead letter for an endpoint's fault went back to the queue at once for
+-- another endpoint instead, its attempt uncounted (ARGV[24]). Every delivery's arguments are checked
 -- before anything is written (a script's writes stay when it fails), so an
 -- error reply means none of the call's deliveries was settled.
 -- uses: budget_day_text, budget_price, budget_settle, budget_spend_add, budget_spend_flush
@@ -263,6 +265,7 @@ local function settle(base)
     learn(base, pause_ms, bucket)
     reply[#reply + 1] = owned
     reply[#reply + 1] = finished
+    reply[#reply + 1] = moved and 1 or 0
 end
 
 for base = 0, #ARGV - 1, SETTLE_FIELDS do

@@ -135,9 +135,8 @@ static void plan_retry(struct llmq_worker *w, struct worker_job *job, const char
     job->settle.refund = refund;
     job->settle.delay_ms = llmq_backoff_delay_ms(&policy, job->attempts, hint_ms, &w->rng);
     snprintf(job->settle.reason, sizeof(job->settle.reason), "%s", reason);
-    LLMQ_LOG_JOB(LLMQ_LOG_INFO, job->acct->cfg->name, job->id,
-                 "retry (attempt %d of %d) in %lld ms: %s", job->attempts + 1, job->max_attempts,
-                 (long long)job->settle.delay_ms, reason);
+    /* logged once its settle says what became of it (job_settle.c): a
+     * named endpoint's fault may send it to another endpoint instead */
 }
 
 /* Records how far enqueue's prompt estimate was from the real prompt tokens
@@ -304,9 +303,6 @@ static void end_attempt(struct llmq_worker *w, struct worker_job *job,
                         const struct worker_attempt_end *at)
 {
     llmq_worker_job_set_phase(job, WORKER_JOB_DECIDED);
-    if (job->settle.mode == WORKER_SETTLE_DEAD)
-        LLMQ_LOG_JOB(LLMQ_LOG_WARN, job->acct->cfg->name, job->id, "dead-lettered: %s",
-                     job->settle.reason);
     llmq_worker_count_outcome(w, job, at);
     llmq_worker_settle(job);
 }

@@ -57,20 +57,61 @@ static void keep_queued_for_retry(struct worker_account *a)
     a->settles.queue_tail = &a->settles.queue;
 }
 
+/* The values of one delivery in the script's reply: owned, finished, moved. */
+#define SETTLE_REPLY_VALUES 3
+
+/* What became of job's delivery, once its settle said (moved: the settle
+ * sent it back to the queue at once for another endpoint of its model, the
+ * attempt uncounted, instead of the retry or dead letter the call's result
+ * alone asked for): logged only now, so a failover is not logged as a retry
+ * with its attempt number or as a dead letter that never happened, and the
+ * summary counts such a dead letter as the retry it became. */
+static void log_fate(const struct worker_job *job, int moved)
+{
+    const char *acct = job->acct->cfg->name;
+    const struct worker_settle *st = &job->settle;
+    if (moved) {
+        static const char exhausted[] = "attempts_exhausted: ";
+        const char *why = st->reason;
+        if (strncmp(why, exhausted, sizeof(exhausted) - 1) == 0)
+            why += sizeof(exhausted) - 1;
+        LLMQ_LOG_JOB(LLMQ_LOG_INFO, acct, job->id,
+                     "failed over from endpoint %s to the model's other endpoints (not counted "
+                     "as an attempt): %s",
+                     job->endpoint != NULL ? job->endpoint : "", why);
+        if (st->mode == WORKER_SETTLE_DEAD) {
+            /* counted dead when decided (llmq_worker_count_outcome): it is
+             * retried instead, in the summary's counts */
+            job->acct->w->stats.dead--;
+            job->acct->w->stats.retried++;
+        }
+    } else if (st->mode == WORKER_SETTLE_RETRY) {
+        LLMQ_LOG_JOB(LLMQ_LOG_INFO, acct, job->id, "retry (attempt %d of %d) in %lld ms: %s",
+                     job->attempts + 1, job->max_attempts, (long long)st->delay_ms, st->reason);
+    } else if (st->mode == WORKER_SETTLE_DEAD) {
+        LLMQ_LOG_JOB(LLMQ_LOG_WARN, acct, job->id, "dead-lettered: %s", st->reason);
+    }
+}
+
 /* The end of one delivery's settle: r is the reply of the call it went in
- * (its {owned, finished} pairs), an error reply, or NULL (connection lost). */
-static void settled(struct worker_job *job, const redisReply *r)
+ * (its {owned, finished, moved} values; this delivery's from index at), an
+ * error reply, or NULL (connection lost). */
+static void settled(struct worker_job *job, const redisReply *r, size_t at)
 {
     if (r == NULL) {
         keep_for_retry(job);
         return;
     }
-    if (r->type == REDIS_REPLY_ERROR)
+    if (r->type == REDIS_REPLY_ERROR) {
         LLMQ_LOG_JOB(LLMQ_LOG_ERROR, job->acct->cfg->name, job->id, "settle failed: %s", r->str);
-    else
+    } else {
+        const redisReply *moved =
+            r->type == REDIS_REPLY_ARRAY && at + 2 < r->elements ? r->element[at + 2] : NULL;
+        log_fate(job, moved != NULL && moved->type == REDIS_REPLY_INTEGER && moved->integer == 1);
         LLMQ_LOG_JOB(LLMQ_LOG_DEBUG, job->acct->cfg->name, job->id, "settled: %s%s%s",
                      llmq_worker_settle_mode_name(job->settle.mode),
                      job->settle.reason[0] ? " " : "", job->settle.reason);
+    }
     llmq_worker_job_release(job);
 }
 
@@ -78,12 +119,13 @@ static void on_settled(redisAsyncContext *ac, redisReply *r, void *privdata)
 {
     (void)ac;
     struct settle_call *call = privdata;
-    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements != 2 * (size_t)call->n) {
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY &&
+        r->elements != SETTLE_REPLY_VALUES * (size_t)call->n) {
         LLMQ_LOG(LLMQ_LOG_ERROR, "settle of %d deliveries: %zu values in the reply", call->n,
                  r->elements);
     }
     for (int i = 0; i < call->n; i++)
-        settled(call->jobs[i], r);
+        settled(call->jobs[i], r, SETTLE_REPLY_VALUES * (size_t)i);
     free(call);
 }
 

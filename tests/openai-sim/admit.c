@@ -229,6 +229,15 @@ int sim_fault_before(struct sim_conn *c, const struct sim_call *call)
 {
     struct sim_server *srv = c->srv;
     const struct sim_config *cfg = &srv->cfg;
+    if (srv->failed_first < cfg->fail_first) {
+        srv->failed_first++;
+        c->ex.outcome = SIM_OUT_FAIL_500;
+        sim_reply_error(srv, &c->ex, 500, "server_error", NULL, NULL,
+                        "The server had an error while processing your request. Sorry about "
+                        "that!",
+                        NULL, call->azure);
+        return 1;
+    }
     double sum = cfg->insufficient_quota_pct + cfg->fail_500_pct + cfg->fail_503_pct +
                  cfg->bad_200_html_pct + cfg->bad_200_shape_pct;
     if (sum <= 0.0)

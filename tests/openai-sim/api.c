@@ -159,7 +159,8 @@ static void not_found(struct sim_conn *c, int azure)
     sim_reply_error(c->srv, &c->ex, 404, "invalid_request_error", NULL, NULL, msg, NULL, 0);
 }
 
-/* Latency of a successful answer: base + jitter + injected slowness. */
+/* Latency of a successful answer: base + jitter + injected slowness (--slow,
+ * --slow-first). */
 static int64_t answer_delay(struct sim_server *srv)
 {
     const struct sim_config *cfg = &srv->cfg;
@@ -169,6 +170,10 @@ static int64_t answer_delay(struct sim_server *srv)
     if (cfg->slow_pct > 0.0 &&
         (double)(llmq_rng_next(&srv->rng) >> 11) * (100.0 / 9007199254740992.0) < cfg->slow_pct)
         d += cfg->slow_ms;
+    if (srv->slowed_first < cfg->slow_first) {
+        srv->slowed_first++;
+        d += cfg->slow_ms;
+    }
     return d;
 }
 

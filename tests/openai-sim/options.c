@@ -51,6 +51,8 @@ static const char usage_text[] =
     "  --bad-200-shape P        200 with JSON that lacks the endpoint's fields\n"
     "  --reset P                send an answer's first line, then reset the connection\n"
     "  --slow P                 add --slow-ms N (default 2000) to the latency\n"
+    "  --fail-first N           the first N calls answer 500 (then as configured)\n"
+    "  --slow-first N           the first N admitted answers get --slow-ms more latency\n"
     "  --stream-error P         a stream breaks off half-way with an error event\n"
     "  --late P                 count the arrival --late-ms N (default 300) late: the\n"
     "                           request waits that long before the window sees it\n"
@@ -232,6 +234,8 @@ static int take_number(const char *f, const char *v, struct sim_config *cfg, int
         {"--idle-timeout-ms", 0, day_ms, &cfg->idle_timeout_ms},
         {"--stream-gap-ms", 0, day_ms, &cfg->stream_gap_ms},
         {"--cached-pct", 0, 100, &cfg->cached_pct},
+        {"--fail-first", 0, big, &cfg->fail_first},
+        {"--slow-first", 0, big, &cfg->slow_first},
     };
     for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
         if (strcmp(f, ints[i].name) == 0) {

@@ -69,7 +69,9 @@ struct sim_config {
     double bad_200_html_pct;  /* 200 with an HTML page (a captive portal, a proxy) */
     double bad_200_shape_pct; /* 200 with JSON lacking the endpoint's fields */
     int64_t slow_ms;
-    double late_pct; /* --late: requests counted --late-ms after they arrive */
+    int64_t fail_first; /* --fail-first: the first N calls answer 500 */
+    int64_t slow_first; /* --slow-first: the first N admitted answers are --slow-ms slower */
+    double late_pct;    /* --late: requests counted --late-ms after they arrive */
     int64_t late_ms;
     int64_t spurious_retry_ms;
     int64_t idle_timeout_ms; /* close keep-alive connections idle this long; 0 = never */
@@ -201,6 +203,8 @@ struct sim_server {
     struct sim_stats stats;
     uint64_t rng; /* fault-injection stream, seeded by --seed */
     uint64_t req_counter;
+    int64_t failed_first;   /* calls answered 500 by --fail-first so far */
+    int64_t slowed_first;   /* answers slowed by --slow-first so far */
     int stopping;           /* closing every connection at exit */
     uint64_t id_salt;       /* start time and pid: request ids differ between runs */
     struct sim_buf scratch; /* response bodies are built here first */
