@@ -314,6 +314,7 @@ static void on_response(struct llmq_http_response *resp, void *privdata)
     struct llmq_call_class c;
     llmq_call_classify(&in, &c);
     note_endpoint(job, resp, &c);
+    job->settle.late_ms = resp->late_ms;
     struct worker_attempt_end at = {.resp = resp, .c = &c};
     at.by_class = !llmq_worker_stream_decide(w, job, resp, &c);
     if (at.by_class)

@@ -88,6 +88,16 @@ struct llmq_http_response {
     size_t body_len;
     struct llmq_ratelimit_headers headers; /* rate-limit headers of the final response */
     int64_t elapsed_ms;                    /* submit to completion, monotonic */
+    /* How late the request may have reached the API after the pre-request
+     * callback let it go (send_by_ms): the time from then to the first
+     * byte of the answer (curl's PRETRANSFER to STARTTRANSFER) less the
+     * time the API says it worked on it (openai-processing-ms), at least 0:
+     * the send on a loaded host, the network both ways, the API's queue
+     * before it counted the request. An upper bound of the part of the
+     * admission-to-arrival delay the grant's lifetime does not bound
+     * (lua/lib/limiter_window.lua, the arrival guard). -1: not measured (no
+     * such header, or no complete response). */
+    int64_t late_ms;
 };
 
 /* Called exactly once per successfully submitted request; resp is borrowed

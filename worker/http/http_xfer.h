@@ -31,6 +31,7 @@ struct llmq_http_xfer {
     int64_t send_by_ms; /* the request's; 0: none */
     CURLcode result;
     int64_t start_ms;
+    int64_t processing_ms; /* the final response's openai-processing-ms; -1: none */
     struct llmq_ratelimit_headers rl;
     char errbuf[CURL_ERROR_SIZE];
 };
