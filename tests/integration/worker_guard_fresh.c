@@ -6,12 +6,16 @@
  * exactly the API's limit and period (2 s, tokens), openai-sim counting as
  * OpenAI does (prompt + max_tokens at arrival, answers after 50-200 ms),
  * mixed jobs (prompts of 10-200 words, max_tokens 16-512) through 3 workers
- * of 20, while BUSY processes spin beside them on the host's cores (started
+ * of 40, while BUSY processes spin beside them on the host's cores (started
  * here, ended by the teardown). Asserted: every job has its result, the
  * API answered no limit 429 at all, and what the guard learnt is in Redis
  * in the model's bucket (the safe start's first use, the lateness samples
  * the workers measured). Printed, not asserted: admission->arrival delays
- * and the guard at the end. */
+ * and the lateness measured. The version before this test fails it on
+ * what is stored; on the 2-core host it was written on, that version met
+ * no limit 429 here either (0 in 260, 500 and 400 requests: its header
+ * learning, limiter_learn, absorbed the late arrivals), so the 429 count
+ * guards against a regression rather than showing the old fault. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,11 +24,11 @@
 #include "job_fields.h"
 #include "worker_support.h"
 
-#define JOBS 260
+#define JOBS 400
 #define WORKERS 3
 #define BUSY 4
 #define PERIOD_MS 2000
-#define TPM 20000
+#define TPM 40000
 #define MODEL "gpt-4o"
 
 static pid_t busy[BUSY];
@@ -100,7 +104,7 @@ static void test_fresh_model_loaded_host_no_429(void **state)
     worker_enqueue(account, jobs);
     busy_start();
     pid_t pids[WORKERS];
-    const char *args[] = {"--concurrency", "20", "--exit-when-idle-ms", "4000", NULL};
+    const char *args[] = {"--concurrency", "40", "--exit-when-idle-ms", "4000", NULL};
     worker_start_n(account, &sim, "fresh", WORKERS, logs, pids, args);
     worker_wait_n(pids, WORKERS, 240000);
     busy_stop(NULL);
