@@ -63,8 +63,9 @@
 --          all the same
 -- ARGV[25] latency_ms: the call's latency (-1: not measured)
 -- ARGV[26] late_ms: how late the call may have reached the API after its
---          grant's lifetime check (the time to its answer's first byte less
---          the API's openai-processing-ms; -1: not measured), which the
+--          admission (from before the dispatch call to its answer's first
+--          byte, less the API's openai-processing-ms; -1: not measured),
+--          an upper bound, which the
 --          arrival guard of its model's (endpoint's) bucket learns from
 --          (limiter_late_sample)
 -- The reservation's budget part (lua/lib/budget.lua) is settled with the

@@ -394,6 +394,7 @@ void llmq_worker_call(struct llmq_worker *w, struct worker_job *job)
         .api_key = key,
         .client_request_id = job->id,
         .send_by_ms = job->send_by_ms,
+        .asked_ms = job->send_by_ms > 0 ? job->asked_ms : 0,
     };
     /* stream: true relays the answer as it comes (stream_call.h) */
     (void)llmq_worker_stream_begin(w, job, &req);

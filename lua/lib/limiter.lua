@@ -205,8 +205,8 @@ local function limiter_bucket(s, name)
         elseif slash == nil then
             cfg.lifetime = guard_part('lifetime', cfg.period, tonumber(v[21]), lifetime_at, s.now)
             local late = v[26] and math.max(tonumber(v[24]) or 0, tonumber(v[25]) or 0) or nil
-            cfg.allowance = guard_allowance(cfg.period, tonumber(v[19]), allowance_at, late,
-                tonumber(v[23]), s.now)
+            cfg.allowance = guard_allowance(cfg.period, cfg.lifetime, tonumber(v[19]),
+                allowance_at, late, tonumber(v[23]), s.now)
             born_new = not v[23]
         else
             cfg.lifetime = guard_part('lifetime', cfg.period, nil, nil, s.now)

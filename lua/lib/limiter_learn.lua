@@ -147,8 +147,8 @@ local function limiter_lifetime_stale(s, b, admitted_ms)
 end
 
 -- Records a worker's lateness sample late (ms, >= 0: how late a call of
--- bucket name may have reached the API after its lifetime check, the
--- settle's late_ms) at now, in P limit:<name> of a model or endpoint with a
+-- bucket name may have reached the API after its admission, the settle's
+-- late_ms) at now, in P limit:<name> of a model or endpoint with a
 -- window of its own (others are left alone). The bucket keeps the highest
 -- sample of the current sample period (late_ms, from late_at on) and of the
 -- one before (late_prev_ms); a sample one period or more after late_at

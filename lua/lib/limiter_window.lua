@@ -36,8 +36,9 @@
 -- floor. The allowance is learned without 429s as well (guard_allowance):
 -- a bucket starts at the allowance's ceiling (safe on a loaded host, the
 -- first window included) and comes down from what the workers measure,
--- each call's lateness after its lifetime check (limiter_late_sample:
--- late_ms, late_prev_ms, late_at), or, where nothing is measured, by the
+-- each call's lateness from its admission to its arrival, an upper bound
+-- (limiter_late_sample: late_ms, late_prev_ms, late_at): the guard covers
+-- the highest of them; or, where nothing is measured, by the
 -- decay from its first use (guard_born_ms). The tenant and user buckets of
 -- a model use its guard. The policy's window_guard_ms pins the guard of
 -- every bucket instead (the lifetime is still learned: it bounds what the
@@ -73,17 +74,18 @@ end
 --   - what 429s grew it to (grown, at: guard_part's decay);
 --   - the measured lateness: late, the highest lateness sample of the last
 --     two sample periods (limiter_late_sample; kept however old, so a
---     restart starts from it), plus half the floor (the part of the way no
---     worker sees: the API counting a request it has read);
+--     restart starts from it), less the lifetime (the guard is lifetime +
+--     allowance), plus half the floor (the part of the way no worker sees:
+--     the API counting a request it has read);
 --   - never measured (late nil): the safe start, the ceiling as of the
 --     bucket's first use born (nil: now), decaying from there;
 -- within the allowance's floor and ceiling.
-local function guard_allowance(period, grown, at, late, born, now)
+local function guard_allowance(period, lifetime, grown, at, late, born, now)
     local lo, hi = guard_part_bounds('allowance', period)
     local a = guard_part('allowance', period, grown, at, now)
     local seen
     if late ~= nil then
-        seen = late + math.floor(lo / 2)
+        seen = math.max(late - lifetime, 0) + math.floor(lo / 2)
     else
         seen = guard_part('allowance', period, hi, born or now, now)
     end

@@ -180,8 +180,9 @@ static void test_window_guard(void **state)
  * guard_allowance), on a clock the test sets through the times the bucket
  * stores: a bucket never used starts at the allowance's ceiling, which its
  * first admission records (guard_born_ms) and which decays while nothing is
- * measured; the workers' lateness samples bring it down at once to what
- * they measured (+ half the floor), and a higher sample widens it at once.
+ * measured; the workers' lateness samples (admission to arrival) bring it
+ * down at once to what they measured less the lifetime (+ half the floor),
+ * and a higher sample widens it at once.
  * A 5 s window: lifetime 125 (its floor), allowance 125..1250. */
 static void test_guard_learns_down(void **state)
 {
@@ -209,15 +210,15 @@ static void test_guard_learns_down(void **state)
     d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
     assert_int_equal(d.wait_ms, g.at_ms + 5000 + 125 + 757 - d.at_ms);
     /* Workers measured at most 40 ms (this sample period) and 10 (the one
-     * before): down to the floor at once, 40 + 62 < 125. */
+     * before): down to the floor at once, 40 is within the lifetime. */
     snprintf(fields, sizeof(fields), "late_ms 40 late_prev_ms 10 late_at %lld", (long long)d.at_ms);
     hset(f, "limit:m", fields);
     d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
     assert_int_equal(d.wait_ms, g.at_ms + 5000 + 125 + 125 - d.at_ms);
-    /* A loaded host: the previous sample period saw 400 ms: 400 + 62. */
+    /* A loaded host: the previous sample period saw 400 ms: 400 - 125 + 62. */
     hset(f, "limit:m", "late_prev_ms 400");
     d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
-    assert_int_equal(d.wait_ms, g.at_ms + 5000 + 125 + 462 - d.at_ms);
+    assert_int_equal(d.wait_ms, g.at_ms + 5000 + 125 + 337 - d.at_ms);
     /* A 429's growth still counts when it is larger: 900 grown just now. */
     snprintf(fields, sizeof(fields), "allowance_ms 900 allowance_at %lld", (long long)d.at_ms);
     hset(f, "limit:m", fields);

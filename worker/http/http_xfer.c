@@ -278,6 +278,7 @@ enum llmq_rc llmq_http_xfer_new(const struct llmq_http_settings *s,
         llmq_http_xfer_free(x);
         return llmq_error_set(err, LLMQ_EHTTP, "http: curl rejected an option (URL or body)");
     }
+    x->asked_ms = req->asked_ms;
     x->on_data = req->on_data;
     x->data_privdata = req->data_privdata;
     x->start_ms = llmq_monotonic_ms();
@@ -324,18 +325,19 @@ static enum llmq_http_outcome outcome_of(CURLcode rc)
     }
 }
 
-/* The transfer's lateness after its pre-request callback (http_request.h,
+/* The transfer's lateness after its admission (http_request.h,
  * llmq_http_response.late_ms), or -1. */
 static int64_t late_ms_of(struct llmq_http_xfer *x)
 {
     curl_off_t pre_us = 0, first_us = 0;
-    if (x->processing_ms < 0 || x->result != CURLE_OK ||
+    if (x->asked_ms <= 0 || x->processing_ms < 0 || x->result != CURLE_OK ||
         curl_easy_getinfo(x->easy, CURLINFO_PRETRANSFER_TIME_T, &pre_us) != CURLE_OK ||
         curl_easy_getinfo(x->easy, CURLINFO_STARTTRANSFER_TIME_T, &first_us) != CURLE_OK ||
         first_us <= 0 || first_us < pre_us)
         return -1;
-    int64_t late = (int64_t)(first_us - pre_us) / 1000 - x->processing_ms;
-    return late > 0 ? late : 0;
+    int64_t after = (int64_t)(first_us - pre_us) / 1000 - x->processing_ms;
+    int64_t before = x->start_ms + (int64_t)pre_us / 1000 - x->asked_ms;
+    return (before > 0 ? before : 0) + (after > 0 ? after : 0);
 }
 
 void llmq_http_xfer_response(struct llmq_http_xfer *x, struct llmq_http_response *resp,

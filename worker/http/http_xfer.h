@@ -29,6 +29,7 @@ struct llmq_http_xfer {
     void *data_privdata;
     int stale;          /* the pre-request callback found send_by_ms passed */
     int64_t send_by_ms; /* the request's; 0: none */
+    int64_t asked_ms;   /* the request's; 0: none */
     CURLcode result;
     int64_t start_ms;
     int64_t processing_ms; /* the final response's openai-processing-ms; -1: none */
