@@ -62,6 +62,12 @@
 --          reached its client (reason stream_error: ...), which ends dead
 --          all the same
 -- ARGV[25] latency_ms: the call's latency (-1: not measured)
+-- ARGV[26] late_ms: how late the call may have reached the API after its
+--          admission (from before the dispatch call to its answer's first
+--          byte, less the API's openai-processing-ms; -1: not measured),
+--          an upper bound, which the
+--          arrival guard of its model's (endpoint's) bucket learns from
+--          (limiter_late_sample)
 -- The reservation's budget part (lua/lib/budget.lua) is settled with the
 -- limiter's: to actual tokens and, at the model's price, to the usage's
 -- dollars (its prompt, cached prompt and output tokens; a usage without
@@ -80,10 +86,11 @@
 -- uses: handle_budget_names, handle_split, llmq_job_finish, llmq_jobs_finish_flush
 -- uses: llmq_jobs_settings, limiter_adjust, limiter_bucket, limiter_bucket_pause, limiter_flush
 -- uses: limiter_session, limiter_guard_429, limiter_learn, limiter_lifetime_stale, sched_delay
+-- uses: limiter_late_sample
 -- uses: sched_wake_buckets, llmq_int_arg, llmq_now_ms, worker_ack
 -- uses: KEY
 local P = KEYS[1]
-local SETTLE_FIELDS = 25
+local SETTLE_FIELDS = 26
 local MODES = { done = true, retry = true, dead = true, handback = true, authpause = true }
 if #ARGV == 0 or #ARGV % SETTLE_FIELDS ~= 0 then
     return redis.error_reply('LLMQ_EINVAL job_settle takes ' .. SETTLE_FIELDS ..
@@ -212,6 +219,11 @@ local function settle(base)
         if bud ~= '' and (settled or refund) then
             settle_budgets(base, bud, settled and math.max(actual, 0) or nil, mode)
         end
+    end
+
+    local late = tonumber(ARGV[base + 26]) or -1
+    if late >= 0 and handle ~= '' and ARGV[base + 11] ~= '' then
+        limiter_late_sample(P, bucket, math.floor(late), now)
     end
 
     if mode == 'handback' and string.find(ARGV[base + 8], '^stale_grant') then

@@ -325,6 +325,7 @@ static void on_response(struct llmq_http_response *resp, void *privdata)
     struct llmq_call_class c;
     llmq_call_classify(&in, &c);
     note_endpoint(job, resp, &c);
+    job->settle.late_ms = resp->late_ms;
     struct worker_attempt_end at = {.resp = resp, .c = &c};
     at.by_class = !llmq_worker_stream_decide(w, job, resp, &c);
     if (at.by_class)
@@ -404,6 +405,7 @@ void llmq_worker_call(struct llmq_worker *w, struct worker_job *job)
         .api_key = key,
         .client_request_id = job->id,
         .send_by_ms = job->send_by_ms,
+        .asked_ms = job->send_by_ms > 0 ? job->asked_ms : 0,
     };
     /* stream: true relays the answer as it comes (stream_call.h) */
     (void)llmq_worker_stream_begin(w, job, &req);

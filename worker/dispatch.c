@@ -60,6 +60,7 @@ static struct worker_job *job_from_reply(struct worker_account *a, const redisRe
     job->max_attempts = d.max_attempts > 0 ? d.max_attempts : a->w->cfg->max_attempts;
     job->est_prompt_tokens = d.est_prompt_tokens;
     job->send_by_ms = d.lifetime_ms > 0 ? a->dispatch.asked_ms + d.lifetime_ms : 0;
+    job->asked_ms = a->dispatch.asked_ms;
     if (d.guard_ms >= 0)
         llmq_worker_metrics_guard(a, job->model, d.guard_ms);
     return job;

@@ -92,6 +92,8 @@ struct worker_job {
     int64_t est_prompt_tokens;    /* enqueue's estimate, for calibration; -1 none */
     int64_t send_by_ms;           /* llmq_monotonic_ms() past which its grant is stale and
                                      it is handed back unsent (call.c); 0: no bound */
+    int64_t asked_ms;             /* llmq_monotonic_ms() before the dispatch call that
+                                     granted it (its lateness is counted from then) */
     struct worker_settle settle;  /* the outcome to send (settle_request.h) */
     int from_spool;               /* loaded from a previous run's spool file (spool.h) */
     struct worker_stream *stream; /* a stream: true call's relay while it runs

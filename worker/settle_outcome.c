@@ -30,7 +30,7 @@ void llmq_worker_settle_init(struct worker_settle *s)
     memset(s, 0, sizeof(*s));
     s->rem_req = s->rem_tok = s->reset_req_ms = s->reset_tok_ms = -1;
     s->lim_req = s->lim_tok = -1;
-    s->latency_ms = -1;
+    s->latency_ms = s->late_ms = -1;
     s->in_tokens = s->cached_tokens = s->out_tokens = -1;
 }
 

@@ -46,6 +46,10 @@ struct worker_settle {
      * (lua/lib/endpoints.lua): ok | fail | limit | auth | quota | "" */
     char outcome[8];
     int64_t latency_ms; /* the call's, -1 when none was measured */
+    /* The call's lateness after its lifetime check (llmq_http_response
+     * late_ms), which the model's (endpoint's) arrival guard learns from;
+     * -1 when none was measured */
+    int64_t late_ms;
 };
 
 /* Sets s up for a job just dispatched: nothing decided, no header seen. */

@@ -23,7 +23,7 @@
 -- once, updated in Lua, and written back by limiter_flush.
 -- uses: handle_bucket_tag, handle_buckets, handle_cost, handle_has_usage, handle_limiter
 -- uses: handle_limiter_decode, gcra_fits, gcra_record, gcra_settle, gcra_use, gcra_wait
--- uses: gcra_write, guard_part, window_evict, window_fits, window_member_tokens, window_record
+-- uses: gcra_write, guard_allowance, guard_part, window_evict, window_fits, window_member_tokens, window_record
 -- uses: window_settle, window_stale, window_use, window_wait, window_write, window_write_log
 -- uses: llmq_int_text
 -- uses: KEY
@@ -33,7 +33,7 @@
 local BUCKET_FIELDS = { 'requests', 'tokens', 'period_ms', 'mode', 'burst_requests',
     'burst_tokens', 'soft', 'settle', 'tok', 'n', 'oldest', 'pause', 'rtat', 'ttat', 'exp',
     'learned_requests', 'learned_tokens', 'learned_until', 'allowance_ms', 'allowance_at',
-    'lifetime_ms', 'lifetime_at' }
+    'lifetime_ms', 'lifetime_at', 'guard_born_ms', 'late_ms', 'late_prev_ms', 'late_at' }
 local CONFIG_FIELDS = 8
 
 local HEADROOM_FIELDS = { high = 'headroom_high', normal = 'headroom_normal', low = 'headroom_low' }
@@ -196,6 +196,7 @@ local function limiter_bucket(s, name)
         end
     end
     local allowance_at, lifetime_at = tonumber(v[20]), tonumber(v[22])
+    local born_new = false
     if cfg ~= nil and cfg.mode ~= 'gcra' then
         local slash = string.find(name, '/', 1, true)
         local m = slash ~= nil and limiter_bucket(s, string.sub(name, 1, slash - 1)).cfg
@@ -203,8 +204,10 @@ local function limiter_bucket(s, name)
             cfg.lifetime, cfg.allowance = m.lifetime, m.allowance
         elseif slash == nil then
             cfg.lifetime = guard_part('lifetime', cfg.period, tonumber(v[21]), lifetime_at, s.now)
-            cfg.allowance = guard_part('allowance', cfg.period, tonumber(v[19]), allowance_at,
-                s.now)
+            local late = v[26] and math.max(tonumber(v[24]) or 0, tonumber(v[25]) or 0) or nil
+            cfg.allowance = guard_allowance(cfg.period, cfg.lifetime, tonumber(v[19]),
+                allowance_at, late, tonumber(v[23]), s.now)
+            born_new = not v[23]
         else
             cfg.lifetime = guard_part('lifetime', cfg.period, nil, nil, s.now)
             cfg.allowance = guard_part('allowance', cfg.period, nil, nil, s.now)
@@ -222,6 +225,7 @@ local function limiter_bucket(s, name)
         exp = tonumber(v[15]) or 0, allowance_at = allowance_at, lifetime_at = lifetime_at,
         rtat = rtat > now and rtat or now,
         ttat = ttat > now and ttat or now, adds = {}, live = cfg ~= nil or pause > now,
+        born_new = born_new,
         dirty = false, binds = false, soft = false }
     -- Limits the API reported lower than configured (limiter_learn) bind
     -- until they are re-learned or lapse.

@@ -4,9 +4,12 @@
 -- arrival guard's growth (lua/lib/limiter_window.lua states the guard): a
 -- limit 429 the ledger did not predict grows its allowance
 -- (limiter_guard_429), a grant that went stale unsent grows its lifetime
--- (limiter_lifetime_stale). Called by job_settle.
+-- (limiter_lifetime_stale), and each call's measured lateness brings it
+-- to what the host needs, down without a 429 or up before one
+-- (limiter_late_sample). Called by job_settle.
 -- uses: limiter_bucket_pause, limiter_new_id, limiter_fits
 -- uses: guard_part_bounds, window_stale, window_evict, window_ahead, window_count
+-- uses: KEY
 
 -- Teaches bucket b (loaded in session s) what OpenAI reported: when it says
 -- fewer tokens remain than the bucket believes (another client on the key,
@@ -141,4 +144,29 @@ local function limiter_lifetime_stale(s, b, admitted_ms)
     c.guard = s.pinned_guard or l + c.allowance
     c.hold = c.period + c.guard
     return l
+end
+
+-- Records a worker's lateness sample late (ms, >= 0: how late a call of
+-- bucket name may have reached the API after its admission, the settle's
+-- late_ms) at now, in P limit:<name> of a model or endpoint with a
+-- window of its own (others are left alone). The bucket keeps the highest
+-- sample of the current sample period (late_ms, from late_at on) and of the
+-- one before (late_prev_ms); a sample one period or more after late_at
+-- starts a new one, the current becoming the previous. Their maximum is
+-- the measured part of the allowance (guard_allowance): a higher sample
+-- widens the guard at once, and a host that got quieter brings it down
+-- within two periods of samples. Writes only when something changed.
+local function limiter_late_sample(P, name, late, now)
+    local key = KEY.limit(P, name)
+    local v = redis.call('HMGET', key, 'period_ms', 'mode', 'late_ms', 'late_at')
+    local period = tonumber(v[1])
+    if period == nil or v[2] == 'gcra' then
+        return
+    end
+    local cur, at = tonumber(v[3]), tonumber(v[4])
+    if at == nil or now - at >= period then
+        redis.call('HSET', key, 'late_prev_ms', cur or late, 'late_ms', late, 'late_at', now)
+    elseif cur == nil or late > cur then
+        redis.call('HSET', key, 'late_ms', late)
+    end
 end

@@ -19,12 +19,13 @@
 --     worker sends it only while its age, counted from before it sent the
 --     dispatch call, is within it, and hands it back untried otherwise
 --     (worker/http: curl's pre-request callback);
---   - going out -> counted by the API (network, the API's own queue): an
---     allowance.
--- guard = lifetime + allowance, per account+model. Both are learned, each
--- within its bounds (fractions of the period, so one rule fits 2 s windows
--- and OpenAI's 60 s ones), and lose GUARD_DECAY of their excess over their
--- floor per period that passes without a reason to grow:
+--   - going out -> counted by the API (the send on a loaded host, the
+--     network, the API's own queue): an allowance.
+-- guard = lifetime + allowance, per account+model and per endpoint of a
+-- model (its bucket "<model>@<endpoint>"). Both are learned, each within
+-- its bounds (fractions of the period, so one rule fits 2 s windows and
+-- OpenAI's 60 s ones), and lose GUARD_DECAY of their excess over their floor
+-- per period that passes without a reason to grow:
 --   lifetime  grows when a grant went stale (limiter_lifetime_stale: this
 --             host does not send within it; a lifetime it can never meet
 --             would hand every grant back);
@@ -32,9 +33,16 @@
 --             predict (limiter_guard_429).
 -- Each is stored in the model's bucket as what it grew to and when
 -- (lifetime_ms/lifetime_at, allowance_ms/allowance_at); never grown, its
--- floor. The tenant and user buckets of a model use its guard. The policy's
--- window_guard_ms pins the guard of every bucket instead (the lifetime is
--- still learned: it bounds what the worker sends).
+-- floor. The allowance is learned without 429s as well (guard_allowance):
+-- a bucket starts at the allowance's ceiling (safe on a loaded host, the
+-- first window included) and comes down from what the workers measure,
+-- each call's lateness from its admission to its arrival, an upper bound
+-- (limiter_late_sample: late_ms, late_prev_ms, late_at): the guard covers
+-- the highest of them; or, where nothing is measured, by the
+-- decay from its first use (guard_born_ms). The tenant and user buckets of
+-- a model use its guard. The policy's window_guard_ms pins the guard of
+-- every bucket instead (the lifetime is still learned: it bounds what the
+-- worker sends).
 local GUARD_DECAY = 0.75
 
 -- Floor and ceiling (ms) of part 'lifetime' or 'allowance' of the guard of
@@ -59,6 +67,29 @@ local function guard_part(part, period, grown, at, now)
         g = lo + math.floor((g - lo) * GUARD_DECAY ^ math.floor((now - at) / period))
     end
     return math.min(math.max(g, lo), hi)
+end
+
+-- The allowance in force at now of a model (or endpoint) bucket of a
+-- window of period ms: the largest of
+--   - what 429s grew it to (grown, at: guard_part's decay);
+--   - the measured lateness: late, the highest lateness sample of the last
+--     two sample periods (limiter_late_sample; kept however old, so a
+--     restart starts from it), less the lifetime (the guard is lifetime +
+--     allowance), plus half the floor (the part of the way no worker sees:
+--     the API counting a request it has read);
+--   - never measured (late nil): the safe start, the ceiling as of the
+--     bucket's first use born (nil: now), decaying from there;
+-- within the allowance's floor and ceiling.
+local function guard_allowance(period, lifetime, grown, at, late, born, now)
+    local lo, hi = guard_part_bounds('allowance', period)
+    local a = guard_part('allowance', period, grown, at, now)
+    local seen
+    if late ~= nil then
+        seen = math.max(late - lifetime, 0) + math.floor(lo / 2)
+    else
+        seen = guard_part('allowance', period, hi, born or now, now)
+    end
+    return math.min(math.max(a, seen, lo), hi)
 end
 
 local function window_member_tokens(m)
@@ -198,6 +229,12 @@ end
 -- Returns until when its keys must live: one hold from now.
 local function window_write(b, now)
     redis.call('HSET', b.key, 'n', b.n, 'tok', b.tok, 'oldest', b.oldest or 0)
+    if b.born_new then
+        -- the first use of a model's bucket: its guard's safe start decays
+        -- from now (guard_allowance)
+        redis.call('HSET', b.key, 'guard_born_ms', now)
+        b.born_new = false
+    end
     return now + b.cfg.hold
 end
 

@@ -143,14 +143,18 @@ static void test_window_guard(void **state)
     assert_int_equal(d.wait_ms, g.at_ms + 5000 + 700 - d.at_ms);
     /* Without a policy value the model's learned guard applies (README "What a
      * bucket is charged"): grant lifetime + allowance, never grown their
-     * floors, for a 5 s window 125 + 125 (period / 40 each). */
+     * floors, for a 5 s window 125 + 125 (period / 40 each), once the
+     * allowance's safe start has decayed (test_guard_learns_down): first
+     * used long ago. */
     redisReply *r = redisCommand(f->c, "HDEL llmq:{%s}:policy window_guard_ms", f->account);
     freeReplyObject(r);
+    char fields[128];
+    snprintf(fields, sizeof(fields), "guard_born_ms %lld", (long long)d.at_ms - 1000000);
+    hset(f, "limit:m", fields);
     d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
     assert_int_equal(d.decision, LLMQ_DENIED);
     assert_int_equal(d.wait_ms, g.at_ms + 5000 + 250 - d.at_ms);
     /* The allowance grown to 275 ms just now (what a settle records): 400. */
-    char fields[128];
     snprintf(fields, sizeof(fields), "allowance_ms 275 allowance_at %lld", (long long)d.at_ms);
     hset(f, "limit:m", fields);
     d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
@@ -170,6 +174,60 @@ static void test_window_guard(void **state)
     hset(f, "limit:m", fields);
     d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
     assert_int_equal(d.wait_ms, g.at_ms + 5000 + 1875 - d.at_ms);
+}
+
+/* The learned allowance without 429s (lua/lib/limiter_window.lua,
+ * guard_allowance), on a clock the test sets through the times the bucket
+ * stores: a bucket never used starts at the allowance's ceiling, which its
+ * first admission records (guard_born_ms) and which decays while nothing is
+ * measured; the workers' lateness samples (admission to arrival) bring it
+ * down at once to what they measured less the lifetime (+ half the floor),
+ * and a higher sample widens it at once.
+ * A 5 s window: lifetime 125 (its floor), allowance 125..1250. */
+static void test_guard_learns_down(void **state)
+{
+    struct fixture *f = *state;
+    redisReply *r = redisCommand(f->c, "HDEL llmq:{%s}:policy window_guard_ms", f->account);
+    freeReplyObject(r);
+    hset(f, "limit:m", "requests 1 period_ms 5000");
+    struct llmq_grant g = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
+    assert_int_equal(g.decision, LLMQ_GRANTED);
+    struct llmq_grant d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
+    assert_int_equal(d.decision, LLMQ_DENIED);
+    assert_int_equal(d.wait_ms, g.at_ms + 5000 + 125 + 1250 - d.at_ms);
+    /* the first use is kept in Redis: a restart starts from it */
+    char key[128];
+    snprintf(key, sizeof(key), "llmq:{%s}:limit:m", f->account);
+    r = redisCommand(f->c, "HGET %s guard_born_ms", key);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_int_equal(strtoll(r->str, NULL, 10), g.at_ms);
+    freeReplyObject(r);
+    /* Nothing measured, first used two whole windows ago: 0.75^2 of the
+     * 1125 ms over the floor is left: 125 + 632. */
+    char fields[160];
+    snprintf(fields, sizeof(fields), "guard_born_ms %lld", (long long)d.at_ms - 10000);
+    hset(f, "limit:m", fields);
+    d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
+    assert_int_equal(d.wait_ms, g.at_ms + 5000 + 125 + 757 - d.at_ms);
+    /* Workers measured at most 40 ms (this sample period) and 10 (the one
+     * before): down to the floor at once, 40 is within the lifetime. */
+    snprintf(fields, sizeof(fields), "late_ms 40 late_prev_ms 10 late_at %lld", (long long)d.at_ms);
+    hset(f, "limit:m", fields);
+    d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
+    assert_int_equal(d.wait_ms, g.at_ms + 5000 + 125 + 125 - d.at_ms);
+    /* A loaded host: the previous sample period saw 400 ms: 400 - 125 + 62. */
+    hset(f, "limit:m", "late_prev_ms 400");
+    d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
+    assert_int_equal(d.wait_ms, g.at_ms + 5000 + 125 + 337 - d.at_ms);
+    /* A 429's growth still counts when it is larger: 900 grown just now. */
+    snprintf(fields, sizeof(fields), "allowance_ms 900 allowance_at %lld", (long long)d.at_ms);
+    hset(f, "limit:m", fields);
+    d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
+    assert_int_equal(d.wait_ms, g.at_ms + 5000 + 125 + 900 - d.at_ms);
+    /* Never past the ceiling: 5000 measured is held at 1250. */
+    hset(f, "limit:m", "late_ms 5000 allowance_ms 100");
+    d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
+    assert_int_equal(d.wait_ms, g.at_ms + 5000 + 125 + 1250 - d.at_ms);
 }
 
 /* A bucket set to --settle usage replaces the charge with the usage. */
@@ -495,6 +553,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_never_fits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_admission_ledger, setup, teardown),
         cmocka_unit_test_setup_teardown(test_window_guard, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_guard_learns_down, setup, teardown),
         cmocka_unit_test_setup_teardown(test_settle_both_ways_and_refund, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pause, setup, teardown),
         cmocka_unit_test_setup_teardown(test_priority_headroom, setup, teardown),

@@ -6,8 +6,10 @@
  *     later) is handed back unsent, refunded, granted again and sent, its
  *     attempt uncounted;
  *   - the part it does not control is learned: limit 429s the ledger did not
- *     predict (the sim counting some arrivals late) grow the model's guard,
- *     which decays back to its floor once the windows are clean;
+ *     predict (the sim counting some arrivals late, and not saying so in
+ *     openai-processing-ms) grow the model's guard, which decays back to its
+ *     floor once the windows are clean (worker_guard_fresh: the lateness
+ *     the worker measures, without a 429);
  *   - a limit 429 that another client on the key explains (the API counted
  *     far more ahead of the request than llmq had sent) does not grow it. */
 #include <arpa/inet.h>
@@ -181,18 +183,24 @@ static void test_guard_grows_on_late_arrivals_and_decays(void **state)
      * not requests: a window the API reports as full (0 remaining) pauses the
      * bucket until the API's reset, which waits out the late ones too. */
     worker_limits_set(account, MODEL, "--tpm", 720, 1000);
+    /* A bucket whose safe start has decayed long ago (first used 1,000
+     * windows back): at its floor. */
+    redisContext *c = llmq_test_redis_connect();
+    char key[256], born[32];
+    snprintf(key, sizeof(key), "llmq:{%s}:limit:" MODEL, account);
+    snprintf(born, sizeof(born), "%lld", llmq_test_now_ms() - 1000000);
+    freeReplyObject(redisCommand(c, "HSET %s guard_born_ms %s", key, born));
     long long floor_ms = limits_get_field(account, "guard_floor_ms");
     assert_int_equal(limits_get_field(account, "guard_ms"), floor_ms);
     /* The sim counts a fifth of the arrivals 150 ms late: the requests llmq
      * sent next can reach its window first, while the late ones still count. */
     struct sim_proc sim;
-    const char *late_args[] = {"--tpm", "720",       "--period-ms", "1000", "--late",
-                               "20",    "--late-ms", "150",         NULL};
+    const char *late_args[] = {"--tpm",     "720", "--period-ms",        "1000", "--late", "20",
+                               "--late-ms", "150", "--no-processing-ms", NULL};
     assert_int_equal(sim_proc_start(&sim, late_args), 0);
     run_jobs(account, &sim, "a", 120);
     assert_int_equal(sim_proc_stop(&sim), 0);
     int requests = 0, limited = limited_of(sim.log_file, "a-", &requests);
-    redisContext *c = llmq_test_redis_connect();
     long long grown = bucket_field(c, account, "allowance_ms");
     printf("# late arrivals: %d limit 429s in %d requests; the allowance grew to %lld ms (the "
            "guard's floor %lld)\n",
@@ -202,7 +210,7 @@ static void test_guard_grows_on_late_arrivals_and_decays(void **state)
     unlink(sim.log_file);
 
     /* Arrivals on time again: the guard decays back to its floor. */
-    const char *clean_args[] = {"--tpm", "720", "--period-ms", "1000", NULL};
+    const char *clean_args[] = {"--tpm", "720", "--period-ms", "1000", "--no-processing-ms", NULL};
     assert_int_equal(sim_proc_start(&sim, clean_args), 0);
     run_jobs(account, &sim, "b", 40);
     assert_int_equal(sim_proc_stop(&sim), 0);
@@ -265,7 +273,9 @@ static void test_guard_pinned_and_unpinned(void **state)
     char account[64];
     llmq_test_unique_name(account, sizeof(account), "pin");
     worker_limits_set(account, MODEL, "--tpm", 1000, 2000);
-    long long floor_ms = limits_get_field(account, "guard_floor_ms");
+    /* never used: lifetime at its floor (50), allowance at its safe start,
+     * the ceiling (period / 4) */
+    long long start_ms = 50 + 500;
     const char *pin[] = {"llmq", "limits", "policy", "--window-guard-ms", "300", NULL};
     struct cli_run r = cli_run(account, pin);
     assert_int_equal(r.status, 0);
@@ -282,7 +292,7 @@ static void test_guard_pinned_and_unpinned(void **state)
     r = cli_run(account, learn);
     assert_int_equal(r.status, 0);
     cli_free(&r);
-    assert_int_equal(limits_get_field(account, "guard_ms"), floor_ms);
+    assert_int_equal(limits_get_field(account, "guard_ms"), start_ms);
     r = cli_run(account, get);
     assert_non_null(strstr(r.out, "window guard learned per model"));
     cli_free(&r);

@@ -25,6 +25,7 @@ static void exchange_begin(struct sim_conn *c)
     ex->stream_tokens = 0;
     ex->stream = ex->include_usage = 0;
     ex->first_s = 0.0;
+    ex->processing_ms = 0;
     ex->reset = 0;
     ex->close_after = !c->req.keep_alive;
     ex->status = 0;
@@ -220,6 +221,10 @@ static int64_t answer(struct sim_conn *c, struct sim_call *call, const struct si
     ex->completion_tokens = call->completion_total;
     ex->charged_tokens = call->reserve_tokens;
     int64_t delay = answer_delay(srv);
+    /* OpenAI's openai-processing-ms: the time it took after counting the
+     * request, so a client can tell its own lateness (the time to the first
+     * byte less this) from the API's work. */
+    ex->processing_ms = call->stream && srv->cfg.stream_gap_ms <= 0 ? 0 : delay;
     if (srv->cfg.reset_pct > 0.0 &&
         (double)(llmq_rng_next(&srv->rng) >> 11) * (100.0 / 9007199254740992.0) <
             srv->cfg.reset_pct) {

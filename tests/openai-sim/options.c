@@ -40,6 +40,7 @@ static const char usage_text[] =
     "latency:\n"
     "  --latency-ms N           delay before the response (streams spread over it)\n"
     "  --latency-jitter-ms N    plus a uniform 0..N ms\n"
+    "  --no-processing-ms       omit openai-processing-ms (the time after admission)\n"
     "  --stream-gap-ms N        streams: one token per chunk, N ms apart after the\n"
     "                           latency (default 0: 8 pieces spread over the latency)\n"
     "usage:\n"
@@ -197,6 +198,7 @@ static int take_switch(const char *name, struct sim_config *cfg)
         {"--azure", &cfg->azure},
         {"--should-retry", &cfg->should_retry},
         {"--no-retry-after", &cfg->no_retry_after},
+        {"--no-processing-ms", &cfg->no_processing_ms},
         {"--quiet", &cfg->quiet},
         {"--accept-paused", &cfg->accept_paused},
     };

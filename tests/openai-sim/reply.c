@@ -122,13 +122,16 @@ void sim_reply_head(struct sim_server *srv, struct sim_exchange *ex, int status,
                         "Transfer-Encoding: chunked\r\n");
     sim_buf_adds(b, "x-request-id: ");
     sim_buf_adds(b, ex->request_id);
-    sim_buf_adds(b, azure ? "\r\napim-request-id: "
-                          : "\r\nopenai-version: 2020-10-01\r\n"
-                            "openai-processing-ms: ");
-    if (azure)
+    if (azure) {
+        sim_buf_adds(b, "\r\napim-request-id: ");
         sim_buf_adds(b, ex->request_id);
-    else
-        sim_buf_addi(b, srv->cfg.latency_ms);
+    } else {
+        sim_buf_adds(b, "\r\nopenai-version: 2020-10-01");
+        if (!srv->cfg.no_processing_ms) {
+            sim_buf_adds(b, "\r\nopenai-processing-ms: ");
+            sim_buf_addi(b, ex->processing_ms);
+        }
+    }
     sim_buf_adds(b, "\r\n");
     rl_headers(&srv->cfg, b, rl, azure);
     if (extra != NULL)

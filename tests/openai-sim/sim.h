@@ -76,11 +76,12 @@ struct sim_config {
     int64_t spurious_retry_ms;
     int64_t idle_timeout_ms; /* close keep-alive connections idle this long; 0 = never */
     uint64_t seed;
-    int stats;          /* print totals at exit */
-    int static_mode;    /* fixed response, no parsing: the benchmark baseline */
-    int azure;          /* accept Azure OpenAI deployment paths */
-    int should_retry;   /* send x-should-retry */
-    int no_retry_after; /* omit retry-after and retry-after-ms on 429 */
+    int stats;            /* print totals at exit */
+    int static_mode;      /* fixed response, no parsing: the benchmark baseline */
+    int azure;            /* accept Azure OpenAI deployment paths */
+    int should_retry;     /* send x-should-retry */
+    int no_retry_after;   /* omit retry-after and retry-after-ms on 429 */
+    int no_processing_ms; /* omit openai-processing-ms */
     enum sim_rl_mode rl_mode;
     int64_t max_body_bytes;
     int completion_min, completion_max; /* default completion tokens per choice */
@@ -143,6 +144,9 @@ struct sim_exchange {
     int status;
     enum sim_outcome outcome;
     int64_t t_unix_ms, t_mono_ms;
+    int64_t processing_ms; /* openai-processing-ms: admission to the first byte of the
+                              answer as built (0: answered at once, and a stream not paced
+                              by --stream-gap-ms, whose first piece comes sooner) */
     char key8[9];
     unsigned char key_sha[32];
     char model[128];

@@ -52,6 +52,9 @@ struct llmq_http_request {
                                    checked when the connection is ready, just before the
                                    request is sent (curl's pre-request callback); past it the
                                    transfer ends LLMQ_HTTP_STALE with nothing sent. 0: none */
+    int64_t asked_ms;           /* llmq_monotonic_ms() the request's grant was asked for (before
+                                   its admission): what llmq_http_response.late_ms counts
+                                   from. 0: none (late_ms -1) */
     llmq_http_data_cb *on_data; /* NULL: none; see llmq_http_data_cb */
     void *data_privdata;
     struct llmq_http_xfer **xfer_out; /* not NULL: receives the transfer for
@@ -95,6 +98,17 @@ struct llmq_http_response {
     size_t body_len;
     struct llmq_ratelimit_headers headers; /* rate-limit headers of the final response */
     int64_t elapsed_ms;                    /* submit to completion, monotonic */
+    /* How late the request may have reached the API after its admission:
+     * from asked_ms to the pre-request callback letting it go (curl's
+     * PRETRANSFER), plus from then to the first byte of the answer
+     * (STARTTRANSFER) less the time the API says it worked on it
+     * (openai-processing-ms, at least 0 left): the dispatch trip, the
+     * worker's loop, connecting, the send on a loaded host, the network
+     * both ways, the API's queue before it counted the request. An upper
+     * bound of the admission-to-arrival delay the arrival guard must cover
+     * (lua/lib/limiter_window.lua). -1: not measured (no asked_ms, no such
+     * header, or no complete response). */
+    int64_t late_ms;
 };
 
 /* Called exactly once per successfully submitted request; resp is borrowed

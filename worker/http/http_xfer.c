@@ -148,12 +148,38 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata)
     return len;
 }
 
+#define PROCESSING_HEADER "openai-processing-ms:"
+
+/* The value of an "openai-processing-ms: N" line data[0..len) (the API's
+ * time spent on the request after it counted it), or -1 for another line
+ * or a value that is not a small decimal integer. */
+static int64_t processing_ms_of(const char *data, size_t len)
+{
+    size_t n = sizeof(PROCESSING_HEADER) - 1, i;
+    if (len <= n || strncasecmp(data, PROCESSING_HEADER, n) != 0)
+        return -1;
+    for (i = n; i < len && (data[i] == ' ' || data[i] == '\t'); i++)
+        ;
+    int64_t v = 0;
+    size_t digits = 0;
+    for (; i < len && data[i] >= '0' && data[i] <= '9' && digits < 12; i++, digits++)
+        v = v * 10 + (data[i] - '0');
+    return digits > 0 ? v : -1;
+}
+
 /* CURLOPT_HEADERFUNCTION: one header line (or a status line, which resets). */
 static size_t on_header(char *data, size_t size, size_t nmemb, void *userdata)
 {
     struct llmq_http_xfer *x = userdata;
     size_t len = size * nmemb;
     llmq_ratelimit_headers_feed_line(&x->rl, data, len, llmq_wall_ms());
+    if (len >= 5 && strncmp(data, "HTTP/", 5) == 0)
+        x->processing_ms = -1;
+    else if (len > 0 && (data[0] == 'o' || data[0] == 'O')) {
+        int64_t v = processing_ms_of(data, len);
+        if (v >= 0)
+            x->processing_ms = v;
+    }
     return len;
 }
 
@@ -250,6 +276,7 @@ enum llmq_rc llmq_http_xfer_new(const struct llmq_http_settings *s,
     if (x == NULL)
         return llmq_error_set(err, LLMQ_ENOMEM, "http: out of memory for a transfer");
     x->max_body = s->max_body_bytes;
+    x->processing_ms = -1;
     x->easy = curl_easy_init();
     if (x->easy == NULL || build_headers(x, req) != 0) {
         llmq_http_xfer_free(x);
@@ -259,6 +286,7 @@ enum llmq_rc llmq_http_xfer_new(const struct llmq_http_settings *s,
         llmq_http_xfer_free(x);
         return llmq_error_set(err, LLMQ_EHTTP, "http: curl rejected an option (URL or body)");
     }
+    x->asked_ms = req->asked_ms;
     x->on_data = req->on_data;
     x->data_privdata = req->data_privdata;
     x->start_ms = llmq_monotonic_ms();
@@ -305,6 +333,21 @@ static enum llmq_http_outcome outcome_of(CURLcode rc)
     }
 }
 
+/* The transfer's lateness after its admission (http_request.h,
+ * llmq_http_response.late_ms), or -1. */
+static int64_t late_ms_of(struct llmq_http_xfer *x)
+{
+    curl_off_t pre_us = 0, first_us = 0;
+    if (x->asked_ms <= 0 || x->processing_ms < 0 || x->result != CURLE_OK ||
+        curl_easy_getinfo(x->easy, CURLINFO_PRETRANSFER_TIME_T, &pre_us) != CURLE_OK ||
+        curl_easy_getinfo(x->easy, CURLINFO_STARTTRANSFER_TIME_T, &first_us) != CURLE_OK ||
+        first_us <= 0 || first_us < pre_us)
+        return -1;
+    int64_t after = (int64_t)(first_us - pre_us) / 1000 - x->processing_ms;
+    int64_t before = x->start_ms + (int64_t)pre_us / 1000 - x->asked_ms;
+    return (before > 0 ? before : 0) + (after > 0 ? after : 0);
+}
+
 void llmq_http_xfer_response(struct llmq_http_xfer *x, struct llmq_http_response *resp,
                              int64_t now_ms)
 {
@@ -348,6 +391,7 @@ void llmq_http_xfer_response(struct llmq_http_xfer *x, struct llmq_http_response
     empty[0] = '\0';
     resp->headers = x->rl;
     resp->elapsed_ms = now_ms - x->start_ms;
+    resp->late_ms = late_ms_of(x);
 }
 
 void llmq_http_xfer_free(struct llmq_http_xfer *x)

@@ -39,8 +39,10 @@ struct llmq_http_xfer {
                                         all taken: it waited for one */
     int pool_connections;            /* its pool's connections per origin, at submit */
     size_t pool_ahead;               /* transfers to its origin already in its pool, at submit */
+    int64_t asked_ms;                /* the request's; 0: none */
     CURLcode result;
     int64_t start_ms;
+    int64_t processing_ms; /* the final response's openai-processing-ms; -1: none */
     struct llmq_ratelimit_headers rl;
     char errbuf[CURL_ERROR_SIZE];
 };
