@@ -16,8 +16,6 @@
 #include "base/log.h"
 #include "admin/metrics_worker.h"
 #include "openai/usage.h"
-#include "jobs/job.h"
-#include "jobs/job_id.h"
 #include "base/clock.h"
 #include "auth_pause.h"
 #include "calib_batch.h"
@@ -26,70 +24,9 @@
 #include "job_settle.h"
 #include "learn_throttle.h"
 #include "model_state.h"
+#include "result_line.h"
 #include "stream_call.h"
 #include "worker.h"
-
-/* A job a named endpoint or a fallback model served says so in its line:
- * "endpoint" and "model" (the model that served it), next to the Batch
- * fields. A job of the implicit endpoint's line is as before. */
-static void add_served_by(const struct worker_job *job, json_t *line)
-{
-    int named = job->endpoint != NULL && job->endpoint[0] != '\0';
-    int fallback = job->asked_model != NULL && job->asked_model[0] != '\0';
-    if (line == NULL || (!named && !fallback))
-        return;
-    if (named)
-        json_object_set_new(line, "endpoint", json_string(job->endpoint));
-    json_object_set_new(line, "model", json_string(job->model));
-    if (fallback)
-        json_object_set_new(line, "asked_model", json_string(job->asked_model));
-}
-
-/* The Batch output line of a response (status, body: JSON when it parses,
- * else the text; error: null for 2xx, else {code, message}; err_code and
- * err_message, when not NULL, give the error of a 2xx that is no result).
- * Returns new. */
-static char *output_line(const struct worker_job *job, const struct llmq_http_response *resp,
-                         const struct llmq_errorbody *eb, const char *err_code,
-                         const char *err_message)
-{
-    json_t *body = json_loadb(resp->body, resp->body_len, 0, NULL);
-    if (body == NULL)
-        body = json_stringn_nocheck(resp->body, resp->body_len);
-    const char *rid = resp->headers.request_id[0] ? resp->headers.request_id : "";
-    json_t *error = json_null();
-    if (err_code != NULL)
-        error = json_pack("{s:s, s:s}", "code", err_code, "message", err_message);
-    else if (resp->status < 200 || resp->status > 299)
-        error = json_pack("{s:s, s:s}", "code",
-                          eb->code[0]   ? eb->code
-                          : eb->type[0] ? eb->type
-                                        : "http_error",
-                          "message", eb->message[0] ? eb->message : "request failed");
-    char id[LLMQ_JOB_OUTPUT_ID_MAX], custom_id[LLMQ_JOB_ID_MAX + 1];
-    llmq_job_output_id(rid, job->id, id, sizeof(id));
-    llmq_job_id_to_custom(job->id, custom_id, sizeof(custom_id));
-    json_t *line = json_pack("{s:s, s:s, s:{s:i, s:s, s:o}, s:o}", "id", id, "custom_id", custom_id,
-                             "response", "status_code", (int)resp->status, "request_id", rid,
-                             "body", body ? body : json_null(), "error", error);
-    add_served_by(job, line);
-    char *text = line ? json_dumps(line, JSON_COMPACT) : NULL;
-    json_decref(line);
-    return text;
-}
-
-/* A line for a job that ended without a usable response. Returns new. */
-static char *error_line(const struct worker_job *job, const char *code, const char *message)
-{
-    char id[LLMQ_JOB_OUTPUT_ID_MAX], custom_id[LLMQ_JOB_ID_MAX + 1];
-    llmq_job_output_id(NULL, job->id, id, sizeof(id));
-    llmq_job_id_to_custom(job->id, custom_id, sizeof(custom_id));
-    json_t *line = json_pack("{s:s, s:s, s:n, s:{s:s, s:s}}", "id", id, "custom_id", custom_id,
-                             "response", "error", "code", code, "message", message);
-    char *text = line ? json_dumps(line, JSON_COMPACT) : NULL;
-    json_decref(line);
-    return text;
-}
 
 /* Puts the response's header values into job's settle when the throttle
  * (learn_throttle.h) says they can matter; else they stay -1, not sent. An
@@ -123,7 +60,7 @@ static void plan_retry(struct llmq_worker *w, struct worker_job *job, const char
         job->settle.mode = WORKER_SETTLE_DEAD;
         snprintf(job->settle.reason, sizeof(job->settle.reason), "attempts_exhausted: %s", reason);
         job->settle.line =
-            line_if_dead ? line_if_dead : error_line(job, "attempts_exhausted", reason);
+            line_if_dead ? line_if_dead : llmq_worker_error_line(job, "attempts_exhausted", reason);
         job->settle.actual_tokens = refund ? -1 : job->cost;
         return;
     }
@@ -223,7 +160,8 @@ static void apply_class(struct llmq_worker *w, struct worker_job *job,
             llmq_worker_settle_usage(&job->settle, &c->usage); /* spend budgets price it */
             record_calibration(job, c->usage.input_tokens);
         }
-        job->settle.line = output_line(job, resp, &c->eb, NULL, NULL);
+        job->settle.line =
+            llmq_worker_result_line(job, resp, resp->body, resp->body_len, &c->eb, NULL, NULL);
         LLMQ_LOG_JOB(LLMQ_LOG_DEBUG, acct, job->id,
                      "done: http %ld, %lld tokens used of %lld reserved, %lld ms", resp->status,
                      (long long)job->settle.actual_tokens, (long long)job->cost,
@@ -252,11 +190,12 @@ static void apply_class(struct llmq_worker *w, struct worker_job *job,
         job->settle.mode = WORKER_SETTLE_DEAD;
         snprintf(job->settle.reason, sizeof(job->settle.reason), "%s", c->reason);
         if (c->cause == LLMQ_CALL_CAUSE_TOO_BIG) {
-            job->settle.line =
-                error_line(job, "response_too_big", "the response exceeded the size limit");
+            job->settle.line = llmq_worker_error_line(job, "response_too_big",
+                                                      "the response exceeded the size limit");
             job->settle.actual_tokens = job->cost;
         } else {
-            job->settle.line = output_line(job, resp, &c->eb, NULL, NULL);
+            job->settle.line =
+                llmq_worker_result_line(job, resp, resp->body, resp->body_len, &c->eb, NULL, NULL);
             job->settle.actual_tokens = c->refund ? -1 : job->cost;
         }
         return;
@@ -267,10 +206,11 @@ static void apply_class(struct llmq_worker *w, struct worker_job *job,
     if (c->cause == LLMQ_CALL_CAUSE_INVALID_RESPONSE) {
         /* The body is kept for whoever looks at the dead letter, but the
          * line says it is no result. */
-        line = output_line(job, resp, &c->eb, "invalid_response", c->reason);
+        line = llmq_worker_result_line(job, resp, resp->body, resp->body_len, &c->eb,
+                                       "invalid_response", c->reason);
         LLMQ_LOG_JOB(LLMQ_LOG_WARN, acct, job->id, "%s", c->reason);
     } else if (c->cause != LLMQ_CALL_CAUSE_TRANSPORT) {
-        line = output_line(job, resp, &c->eb, NULL, NULL);
+        line = llmq_worker_result_line(job, resp, resp->body, resp->body_len, &c->eb, NULL, NULL);
     }
     if (c->cause == LLMQ_CALL_CAUSE_RATE_LIMIT) {
         job->settle.pause_ms = c->hint_ms > 0 ? c->hint_ms : w->cfg->backoff_base_ms;
@@ -379,7 +319,8 @@ void llmq_worker_call(struct llmq_worker *w, struct worker_job *job)
     if (target != 0) {
         job->settle.mode = WORKER_SETTLE_DEAD;
         snprintf(job->settle.reason, sizeof(job->settle.reason), "invalid_url");
-        job->settle.line = error_line(job, "invalid_url", "the request URL is too long");
+        job->settle.line =
+            llmq_worker_error_line(job, "invalid_url", "the request URL is too long");
         job->settle.actual_tokens = -1;
         end_attempt(w, job, NULL);
         return;

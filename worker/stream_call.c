@@ -20,8 +20,7 @@
 #include "admin/metrics_worker.h"
 #include "base/bytes.h"
 #include "base/log.h"
-#include "jobs/job.h"
-#include "jobs/job_id.h"
+#include "result_line.h"
 #include "stream_assemble.h"
 #include "stream_relay.h"
 
@@ -280,28 +279,16 @@ void llmq_worker_stream_sent(struct worker_job *job)
         ev_timer_again(s->w->loop, &s->beat_timer);
 }
 
-/* The Batch output line of a streamed answer: its assembled body, and
- * error {code, message} when err_code is not NULL. Returns new. */
+/* The result line (result_line.h) of a streamed answer: its assembled body,
+ * and error {code, message} when err_code is not NULL. Returns new. */
 static char *stream_line(const struct worker_stream *s, const struct llmq_http_response *resp,
                          const char *err_code, const char *err_message)
 {
-    const struct worker_job *job = s->job;
-    size_t len;
+    size_t len = 0;
     char *text = llmq_stream_asm_result(s->as, &len);
-    json_t *body = text ? json_loadb(text, len, 0, NULL) : NULL;
+    char *line = llmq_worker_result_line(s->job, resp, text, len, NULL, err_code, err_message);
     free(text);
-    const char *rid = resp->headers.request_id[0] ? resp->headers.request_id : "";
-    json_t *error =
-        err_code ? json_pack("{s:s, s:s}", "code", err_code, "message", err_message) : json_null();
-    char id[LLMQ_JOB_OUTPUT_ID_MAX], custom_id[LLMQ_JOB_ID_MAX + 1];
-    llmq_job_output_id(rid, job->id, id, sizeof(id));
-    llmq_job_id_to_custom(job->id, custom_id, sizeof(custom_id));
-    json_t *line = json_pack("{s:s, s:s, s:{s:i, s:s, s:o}, s:o}", "id", id, "custom_id", custom_id,
-                             "response", "status_code", (int)resp->status, "request_id", rid,
-                             "body", body ? body : json_null(), "error", error);
-    char *out = line ? json_dumps(line, JSON_COMPACT) : NULL;
-    json_decref(line);
-    return out;
+    return line;
 }
 
 int llmq_worker_stream_decide(struct llmq_worker *w, struct worker_job *job,
