@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "redis/redis.h"
+#include "redis/node.h"
 #include "redis/script.h"
 
 struct llmq_cluster {
@@ -76,11 +76,9 @@ redisContext *llmq_cluster_connect_node(struct llmq_cluster *cl, const char *hos
                                         int timeout_ms, struct llmq_error *err)
 {
     struct llmq_redis_url u = cl->url;
-    u.n_seeds = 0; /* a plain connection to that node */
-    u.n_sentinels = 0;
     snprintf(u.host, sizeof(u.host), "%s", host);
     u.port = port;
-    redisContext *c = llmq_redis_connect_parsed(&u, timeout_ms, err);
+    redisContext *c = llmq_redis_node_connect(&u, timeout_ms, err);
     memset(&u, 0, sizeof(u)); /* the password */
     if (c != NULL)
         llmq_cluster_attach(c, cl);
