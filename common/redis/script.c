@@ -143,6 +143,16 @@ enum llmq_rc llmq_script_ensure_loaded(redisContext *c, struct llmq_error *err)
     return llmq_script_load_all(c, err);
 }
 
+/* Every primary of a Redis Cluster this process meets is given the library
+ * (cluster.h): the cluster knows no script, the runner tells it what a new
+ * primary needs. Set before main, so the first map fetched already hands
+ * its primaries over; a program that runs no script links no script.c and
+ * gives nodes nothing. */
+__attribute__((constructor)) static void cluster_primaries_get_library(void)
+{
+    llmq_cluster_on_new_primary(llmq_script_ensure_loaded);
+}
+
 redisReply *llmq_script_run(redisContext *c, enum llmq_script_id id, int nkeys, int argc,
                             const char **argv, const size_t *argvlen, struct llmq_error *err)
 {
