@@ -17,9 +17,10 @@
  * (llmq_cluster_on_new_primary: the script runner gives it the Functions
  * library, FUNCTION LOAD when FUNCTION LIST does not have it); a node that
  * loses it later answers "Function not found" and script.c loads it there.
- * This module knows no script: it calls only node.h below it.
+ * This module knows no script: it connects through node.h, below it.
  *
- * Redirections (cluster_reply.h) never ran, so script.c sends the call again:
+ * Redirections (cluster_reply.h) never ran, so the call is sent again
+ * (redis.c for a synchronous call, routed_async.c for an async one):
  * MOVED on the connection moved to the new owner, ASK as ASKING + the call on
  * the target, TRYAGAIN/CLUSTERDOWN after a short backoff. Every call declares
  * the account's slot guard key (keys.h, never written) beside its
@@ -102,8 +103,9 @@ void llmq_cluster_on_new_primary(llmq_cluster_primary_fn *fn);
  * user and password are the cluster's. */
 const struct llmq_redis_url *llmq_cluster_url(const struct llmq_cluster *cl);
 
-/* Ties the synchronous context c to cl (script.c then follows the cluster's
- * redirections on it), and reads it back: NULL for a context made otherwise. */
+/* Ties the synchronous context c to cl (llmq_redis_routed, redis.h, then
+ * follows the cluster's redirections on it), and reads it back: NULL for a context made otherwise.
+ */
 void llmq_cluster_attach(redisContext *c, struct llmq_cluster *cl);
 struct llmq_cluster *llmq_cluster_of_context(const redisContext *c);
 
