@@ -194,33 +194,6 @@ redisContext *llmq_redis_connect(const char *url, int timeout_ms, struct llmq_er
     return llmq_redis_connect_parsed(&u, timeout_ms, err);
 }
 
-int llmq_name_valid(const char *s)
-{
-    if (s == NULL)
-        return 0;
-    size_t n = strlen(s);
-    if (n == 0 || n > 200)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c <= 0x20 || c == 0x7f || c == '/' || c == '|' || c == '{' || c == '}')
-            return 0;
-    }
-    return 1;
-}
-
-enum llmq_rc llmq_account_prefix(const char *account, char *buf, size_t n, struct llmq_error *err)
-{
-    if (!llmq_name_valid(account))
-        return llmq_error_set(err, LLMQ_EINVAL,
-                              "account name must be 1..200 bytes without spaces, '/', '|', "
-                              "'{' or '}'");
-    int len = snprintf(buf, n, "llmq:{%s}:", account);
-    if (len < 0 || (size_t)len >= n)
-        return llmq_error_set(err, LLMQ_EINVAL, "account name too long");
-    return LLMQ_OK;
-}
-
 const char *llmq_redis_field_next(const redisReply *flat, const char *name, size_t *pos)
 {
     if (flat == NULL || flat->type != REDIS_REPLY_ARRAY)

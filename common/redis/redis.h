@@ -1,13 +1,17 @@
 /* Synchronous Redis connections (CLIs, tests, the inline limiter): the
  * address resolved through Sentinel (sentinel.h) or a cluster's slot map
  * (cluster.h), the node connected (node.h: its handshake and errors, which
- * async clients share too), and a cluster's redirections followed. */
+ * async clients share too), and a cluster's redirections followed. The
+ * names and the account prefix keys are built from are keys.h's
+ * (llmq_name_valid, llmq_account_prefix), included here for the callers
+ * that find them through this header. */
 #ifndef LLMQ_REDIS_H
 #define LLMQ_REDIS_H
 
 #include <hiredis/hiredis.h>
 
 #include "llmq/error.h"
+#include "redis/keys.h"
 #include "redis/node.h"
 #include "redis/redis_url.h"
 
@@ -62,15 +66,6 @@ const char *llmq_redis_field(const redisReply *flat, const char *name);
  * "id" field), or NULL when there is none; *pos moves past it. Start with
  * *pos = 0. Borrowed from the reply. */
 const char *llmq_redis_field_next(const redisReply *flat, const char *name, size_t *pos);
-
-/* Key prefix of an account: "llmq:{ACCOUNT}:" into buf of size n. Returns
- * LLMQ_EINVAL when the account is not a valid name (see llmq_name_valid). */
-enum llmq_rc llmq_account_prefix(const char *account, char *buf, size_t n, struct llmq_error *err);
-
-/* A name (account, model, tenant, user, job id) is 1..200 bytes of printable
- * ASCII or UTF-8 without whitespace, control characters, '/', '|', '{' or '}':
- * those separate the parts of keys and reservation handles. Returns 1 if ok. */
-int llmq_name_valid(const char *s);
 
 /* Called by llmq_redis_scan for each key found (borrowed: valid during the
  * call); returns 0 to go on, nonzero to stop the scan. */
