@@ -1,95 +1,29 @@
-/* One job's call to the API (docs/DESIGN.md §3.3-3.5): sends it, classifies the
- * outcome with the pure llmq_call_classify (classify.h, where the table of
- * statuses lives) and turns the verdict into the settle to send (job_settle.c),
- * counters, metrics and log lines. A response's x-ratelimit-* headers go to
- * the settle, where the model bucket learns from them, when they can matter
- * (learn_throttle.h); its calibration sample is summed in memory and written
- * in batches (calib_batch.h). */
+/* One job's call to the API (docs/DESIGN.md §3.3-3.5): sends it and takes
+ * its response one way: classified with the pure llmq_call_classify
+ * (classify.h, where the table of statuses lives), decided by the stream
+ * when the answer was streamed (stream_call.h) or else by its class
+ * (call_decide.h, which builds the result line: result_line.h), counted
+ * once and handed to the settle (job_settle.c). A response's x-ratelimit-*
+ * headers go to the settle, where the model bucket learns from them, when
+ * they can matter (learn_throttle.h). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/backoff.h"
-#include "openai/errorbody.h"
 #include "http/http.h"
 #include "base/log.h"
 #include "admin/metrics_worker.h"
-#include "openai/usage.h"
-#include "jobs/job.h"
-#include "jobs/job_id.h"
 #include "base/clock.h"
-#include "auth_pause.h"
-#include "calib_batch.h"
 #include "call.h"
+#include "call_decide.h"
 #include "classify.h"
 #include "job_settle.h"
 #include "learn_throttle.h"
 #include "model_state.h"
+#include "result_line.h"
 #include "stream_call.h"
 #include "worker.h"
-
-/* A job a named endpoint or a fallback model served says so in its line:
- * "endpoint" and "model" (the model that served it), next to the Batch
- * fields. A job of the implicit endpoint's line is as before. */
-static void add_served_by(const struct worker_job *job, json_t *line)
-{
-    int named = job->endpoint != NULL && job->endpoint[0] != '\0';
-    int fallback = job->asked_model != NULL && job->asked_model[0] != '\0';
-    if (line == NULL || (!named && !fallback))
-        return;
-    if (named)
-        json_object_set_new(line, "endpoint", json_string(job->endpoint));
-    json_object_set_new(line, "model", json_string(job->model));
-    if (fallback)
-        json_object_set_new(line, "asked_model", json_string(job->asked_model));
-}
-
-/* The Batch output line of a response (status, body: JSON when it parses,
- * else the text; error: null for 2xx, else {code, message}; err_code and
- * err_message, when not NULL, give the error of a 2xx that is no result).
- * Returns new. */
-static char *output_line(const struct worker_job *job, const struct llmq_http_response *resp,
-                         const struct llmq_errorbody *eb, const char *err_code,
-                         const char *err_message)
-{
-    json_t *body = json_loadb(resp->body, resp->body_len, 0, NULL);
-    if (body == NULL)
-        body = json_stringn_nocheck(resp->body, resp->body_len);
-    const char *rid = resp->headers.request_id[0] ? resp->headers.request_id : "";
-    json_t *error = json_null();
-    if (err_code != NULL)
-        error = json_pack("{s:s, s:s}", "code", err_code, "message", err_message);
-    else if (resp->status < 200 || resp->status > 299)
-        error = json_pack("{s:s, s:s}", "code",
-                          eb->code[0]   ? eb->code
-                          : eb->type[0] ? eb->type
-                                        : "http_error",
-                          "message", eb->message[0] ? eb->message : "request failed");
-    char id[LLMQ_JOB_OUTPUT_ID_MAX], custom_id[LLMQ_JOB_ID_MAX + 1];
-    llmq_job_output_id(rid, job->id, id, sizeof(id));
-    llmq_job_id_to_custom(job->id, custom_id, sizeof(custom_id));
-    json_t *line = json_pack("{s:s, s:s, s:{s:i, s:s, s:o}, s:o}", "id", id, "custom_id", custom_id,
-                             "response", "status_code", (int)resp->status, "request_id", rid,
-                             "body", body ? body : json_null(), "error", error);
-    add_served_by(job, line);
-    char *text = line ? json_dumps(line, JSON_COMPACT) : NULL;
-    json_decref(line);
-    return text;
-}
-
-/* A line for a job that ended without a usable response. Returns new. */
-static char *error_line(const struct worker_job *job, const char *code, const char *message)
-{
-    char id[LLMQ_JOB_OUTPUT_ID_MAX], custom_id[LLMQ_JOB_ID_MAX + 1];
-    llmq_job_output_id(NULL, job->id, id, sizeof(id));
-    llmq_job_id_to_custom(job->id, custom_id, sizeof(custom_id));
-    json_t *line = json_pack("{s:s, s:s, s:n, s:{s:s, s:s}}", "id", id, "custom_id", custom_id,
-                             "response", "error", "code", code, "message", message);
-    char *text = line ? json_dumps(line, JSON_COMPACT) : NULL;
-    json_decref(line);
-    return text;
-}
 
 /* Puts the response's header values into job's settle when the throttle
  * (learn_throttle.h) says they can matter; else they stay -1, not sent. An
@@ -113,38 +47,6 @@ static void copy_headers(struct worker_job *job, long status,
         job->settle.lim_req = v;
     if (llmq_ratelimit_headers_get(h, LLMQ_RLH_LIMIT_TOKENS, &v))
         job->settle.lim_tok = v;
-}
-
-/* Sets job up to retry (or, out of attempts, to die) after reason. */
-static void plan_retry(struct llmq_worker *w, struct worker_job *job, const char *reason,
-                       int64_t hint_ms, int refund, char *line_if_dead)
-{
-    if (job->attempts >= job->max_attempts) {
-        job->settle.mode = WORKER_SETTLE_DEAD;
-        snprintf(job->settle.reason, sizeof(job->settle.reason), "attempts_exhausted: %s", reason);
-        job->settle.line =
-            line_if_dead ? line_if_dead : error_line(job, "attempts_exhausted", reason);
-        job->settle.actual_tokens = refund ? -1 : job->cost;
-        return;
-    }
-    free(line_if_dead);
-    struct llmq_backoff_policy policy = {.base_ms = w->cfg->backoff_base_ms,
-                                         .cap_ms = w->cfg->backoff_cap_ms,
-                                         .hint_jitter_ms = 100};
-    job->settle.mode = WORKER_SETTLE_RETRY;
-    job->settle.refund = refund;
-    job->settle.delay_ms = llmq_backoff_delay_ms(&policy, job->attempts, hint_ms, &w->rng);
-    snprintf(job->settle.reason, sizeof(job->settle.reason), "%s", reason);
-    /* logged once its settle says what became of it (job_settle.c): a
-     * named endpoint's fault may send it to another endpoint instead */
-}
-
-/* Records how far enqueue's prompt estimate was from the real prompt tokens
- * (shown by llmq status; calib_batch.h sums and writes them). */
-static void record_calibration(const struct worker_job *job, int64_t actual_prompt_tokens)
-{
-    if (job->est_prompt_tokens >= 0)
-        llmq_worker_calib_add(job->acct, job->model, job->est_prompt_tokens, actual_prompt_tokens);
 }
 
 /* What call class c says about the endpoint that answered (settle outcome,
@@ -173,7 +75,7 @@ static const char *endpoint_outcome(const struct llmq_call_class *c)
 /* What every answered call of a named endpoint tells its shared health and
  * latency (the settle's outcome and latency_ms), streamed or not: a stream
  * that went to its client may revise the outcome
- * (llmq_worker_stream_decide). */
+ * (llmq_worker_stream_finish). */
 static void note_endpoint(struct worker_job *job, const struct llmq_http_response *resp,
                           const struct llmq_call_class *c)
 {
@@ -181,117 +83,6 @@ static void note_endpoint(struct worker_job *job, const struct llmq_http_respons
         return;
     snprintf(job->settle.outcome, sizeof(job->settle.outcome), "%s", endpoint_outcome(c));
     job->settle.latency_ms = resp->elapsed_ms;
-}
-
-/* A named endpoint refused its key (401/403) or has no quota left: the
- * endpoint is out until an operator enables it (the settle disables it),
- * not the account, and the job goes back untried to run elsewhere. Returns
- * 1 when that is c, with job's settle decided. */
-static int endpoint_refused(struct worker_job *job, const struct llmq_http_response *resp,
-                            const struct llmq_call_class *c)
-{
-    if (c->cause != LLMQ_CALL_CAUSE_AUTH && c->cause != LLMQ_CALL_CAUSE_QUOTA)
-        return 0;
-    const char *detail = c->eb.code[0] ? c->eb.code : c->eb.message;
-    snprintf(job->settle.reason, sizeof(job->settle.reason), "http %ld %.200s", resp->status,
-             detail[0] ? detail : (c->cause == LLMQ_CALL_CAUSE_AUTH ? "key refused" : "no quota"));
-    LLMQ_LOG_JOB(LLMQ_LOG_ERROR, job->acct->cfg->name, job->id,
-                 "endpoint %s: %s; it is disabled until `llmq endpoints enable %s`, its jobs go "
-                 "to the model's other endpoints",
-                 job->endpoint, job->settle.reason, job->endpoint);
-    job->settle.mode = WORKER_SETTLE_HANDBACK;
-    job->settle.refund = 1;
-    return 1;
-}
-
-/* Acts on a classified result (classify.h): the settle to send and logs
- * (what it counts is derived from c by llmq_worker_count_outcome). */
-static void apply_class(struct llmq_worker *w, struct worker_job *job,
-                        const struct llmq_http_response *resp, const struct llmq_call_class *c)
-{
-    const char *acct = job->acct->cfg->name;
-    if (job->endpoint != NULL && job->endpoint[0] != '\0' && endpoint_refused(job, resp, c))
-        return;
-    switch (c->verdict) {
-    case LLMQ_CALL_DONE:
-        job->settle.mode = WORKER_SETTLE_DONE;
-        job->settle.actual_tokens = job->cost; /* no usage reported: keep the reservation */
-        if (c->has_usage && (c->usage.present & LLMQ_USAGE_TOTAL))
-            job->settle.actual_tokens = c->usage.total_tokens;
-        if (c->has_usage && (c->usage.present & LLMQ_USAGE_INPUT)) {
-            llmq_worker_settle_usage(&job->settle, &c->usage); /* spend budgets price it */
-            record_calibration(job, c->usage.input_tokens);
-        }
-        job->settle.line = output_line(job, resp, &c->eb, NULL, NULL);
-        LLMQ_LOG_JOB(LLMQ_LOG_DEBUG, acct, job->id,
-                     "done: http %ld, %lld tokens used of %lld reserved, %lld ms", resp->status,
-                     (long long)job->settle.actual_tokens, (long long)job->cost,
-                     (long long)resp->elapsed_ms);
-        return;
-    case LLMQ_CALL_HANDBACK:
-        job->settle.mode = WORKER_SETTLE_HANDBACK;
-        if (c->cause == LLMQ_CALL_CAUSE_STALE) {
-            /* The reason tells the settle to lengthen the model's grant
-             * lifetime (lua/job_settle.lua). */
-            snprintf(job->settle.reason, sizeof(job->settle.reason), "%s", c->reason);
-            if (resp->pool_full) {
-                /* Not the network nor the host: the worker's own pool had
-                 * fewer connections to the endpoint than calls for it. */
-                w->stats.stale_pool++;
-                LLMQ_LOG_JOB(LLMQ_LOG_WARN, acct, job->id,
-                             "grant stale because the worker's connection pool held it: %zu "
-                             "calls were in flight to its endpoint on %d connections when it "
-                             "was submitted, and it waited %lld ms past its lifetime for one; "
-                             "a bug in llmq's connection sizing (%lld such grants so far), "
-                             "handed back untried",
-                             resp->pool_ahead, resp->pool_connections,
-                             (long long)(llmq_monotonic_ms() - job->send_by_ms),
-                             (long long)w->stats.stale_pool);
-            } else {
-                LLMQ_LOG_JOB(LLMQ_LOG_INFO, acct, job->id,
-                             "grant stale: the connection was ready %lld ms past its lifetime; "
-                             "handed back untried",
-                             (long long)(llmq_monotonic_ms() - job->send_by_ms));
-            }
-        }
-        return;
-    case LLMQ_CALL_AUTH:
-        llmq_worker_auth_refused(job->acct, resp->status,
-                                 c->eb.code[0] ? c->eb.code : c->eb.message);
-        job->settle.mode = WORKER_SETTLE_AUTHPAUSE;
-        snprintf(job->settle.reason, sizeof(job->settle.reason), "%s", c->reason);
-        job->settle.refund = 1;
-        return;
-    case LLMQ_CALL_DEAD:
-        job->settle.mode = WORKER_SETTLE_DEAD;
-        snprintf(job->settle.reason, sizeof(job->settle.reason), "%s", c->reason);
-        if (c->cause == LLMQ_CALL_CAUSE_TOO_BIG) {
-            job->settle.line =
-                error_line(job, "response_too_big", "the response exceeded the size limit");
-            job->settle.actual_tokens = job->cost;
-        } else {
-            job->settle.line = output_line(job, resp, &c->eb, NULL, NULL);
-            job->settle.actual_tokens = c->refund ? -1 : job->cost;
-        }
-        return;
-    case LLMQ_CALL_RETRY:
-        break;
-    }
-    char *line = NULL;
-    if (c->cause == LLMQ_CALL_CAUSE_INVALID_RESPONSE) {
-        /* The body is kept for whoever looks at the dead letter, but the
-         * line says it is no result. */
-        line = output_line(job, resp, &c->eb, "invalid_response", c->reason);
-        LLMQ_LOG_JOB(LLMQ_LOG_WARN, acct, job->id, "%s", c->reason);
-    } else if (c->cause != LLMQ_CALL_CAUSE_TRANSPORT) {
-        line = output_line(job, resp, &c->eb, NULL, NULL);
-    }
-    if (c->cause == LLMQ_CALL_CAUSE_RATE_LIMIT) {
-        job->settle.pause_ms = c->hint_ms > 0 ? c->hint_ms : w->cfg->backoff_base_ms;
-        LLMQ_LOG_JOB(LLMQ_LOG_WARN, acct, job->id, "429 from the API; pausing %s for %lld ms",
-                     job->model, (long long)job->settle.pause_ms);
-    }
-    plan_retry(w, job, c->reason, c->hint_ms, c->refund, line);
 }
 
 /* Every attempt ends here once its mode is decided, however it ended (a
@@ -326,11 +117,11 @@ static void on_response(struct llmq_http_response *resp, void *privdata)
     llmq_call_classify(&in, &c);
     note_endpoint(job, resp, &c);
     job->settle.late_ms = resp->late_ms;
-    struct worker_attempt_end at = {.resp = resp, .c = &c};
-    at.by_class = !llmq_worker_stream_decide(w, job, resp, &c);
-    if (at.by_class)
-        apply_class(w, job, resp, &c);
-    llmq_worker_stream_end(job, resp);
+    struct worker_attempt_end at = {.resp = resp, .c = &c, .by_class = 1};
+    if (job->stream != NULL) /* decided by the stream or by c, and its end sent */
+        at.by_class = !llmq_worker_stream_finish(w, job, resp, &c);
+    else
+        llmq_worker_call_decide(w, job, resp, &c, resp->body, resp->body_len);
     end_attempt(w, job, &at);
 }
 
@@ -391,7 +182,8 @@ void llmq_worker_call(struct llmq_worker *w, struct worker_job *job)
     if (target != 0) {
         job->settle.mode = WORKER_SETTLE_DEAD;
         snprintf(job->settle.reason, sizeof(job->settle.reason), "invalid_url");
-        job->settle.line = error_line(job, "invalid_url", "the request URL is too long");
+        job->settle.line =
+            llmq_worker_error_line(job, "invalid_url", "the request URL is too long");
         job->settle.actual_tokens = -1;
         end_attempt(w, job, NULL);
         return;
@@ -411,7 +203,7 @@ void llmq_worker_call(struct llmq_worker *w, struct worker_job *job)
     (void)llmq_worker_stream_begin(w, job, &req);
     if (llmq_http_submit(w->http, &req, on_response, job, &err) != LLMQ_OK) {
         LLMQ_LOG_JOB(LLMQ_LOG_ERROR, job->acct->cfg->name, job->id, "cannot send: %s", err.msg);
-        plan_retry(w, job, err.msg, -1, 1, NULL);
+        llmq_worker_plan_retry(w, job, err.msg, -1, 1, NULL);
         llmq_worker_stream_end(job, NULL);
         end_attempt(w, job, NULL);
         return;

@@ -20,8 +20,8 @@
 #include "admin/metrics_worker.h"
 #include "base/bytes.h"
 #include "base/log.h"
-#include "jobs/job.h"
-#include "jobs/job_id.h"
+#include "call_decide.h"
+#include "result_line.h"
 #include "stream_assemble.h"
 #include "stream_relay.h"
 
@@ -280,35 +280,23 @@ void llmq_worker_stream_sent(struct worker_job *job)
         ev_timer_again(s->w->loop, &s->beat_timer);
 }
 
-/* The Batch output line of a streamed answer: its assembled body, and
- * error {code, message} when err_code is not NULL. Returns new. */
+/* The result line (result_line.h) of a streamed answer: its assembled body,
+ * and error {code, message} when err_code is not NULL. Returns new. */
 static char *stream_line(const struct worker_stream *s, const struct llmq_http_response *resp,
                          const char *err_code, const char *err_message)
 {
-    const struct worker_job *job = s->job;
-    size_t len;
+    size_t len = 0;
     char *text = llmq_stream_asm_result(s->as, &len);
-    json_t *body = text ? json_loadb(text, len, 0, NULL) : NULL;
+    char *line = llmq_worker_result_line(s->job, resp, text, len, NULL, err_code, err_message);
     free(text);
-    const char *rid = resp->headers.request_id[0] ? resp->headers.request_id : "";
-    json_t *error =
-        err_code ? json_pack("{s:s, s:s}", "code", err_code, "message", err_message) : json_null();
-    char id[LLMQ_JOB_OUTPUT_ID_MAX], custom_id[LLMQ_JOB_ID_MAX + 1];
-    llmq_job_output_id(rid, job->id, id, sizeof(id));
-    llmq_job_id_to_custom(job->id, custom_id, sizeof(custom_id));
-    json_t *line = json_pack("{s:s, s:s, s:{s:i, s:s, s:o}, s:o}", "id", id, "custom_id", custom_id,
-                             "response", "status_code", (int)resp->status, "request_id", rid,
-                             "body", body ? body : json_null(), "error", error);
-    char *out = line ? json_dumps(line, JSON_COMPACT) : NULL;
-    json_decref(line);
-    return out;
+    return line;
 }
 
-int llmq_worker_stream_decide(struct llmq_worker *w, struct worker_job *job,
-                              const struct llmq_http_response *resp,
-                              const struct llmq_call_class *c)
+/* When the stream reached the client (or the client left), decides
+ * job->settle itself and returns 1; else returns 0. */
+static int decide_relayed(struct worker_job *job, const struct llmq_http_response *resp,
+                          const struct llmq_call_class *c)
 {
-    (void)w;
     struct worker_stream *s = job->stream;
     if (s == NULL || (!s->relayed && !s->aborting && s->out_len == 0))
         return 0;
@@ -424,15 +412,6 @@ void llmq_worker_stream_end(struct worker_job *job, const struct llmq_http_respo
     struct worker_stream *s = job->stream;
     if (s == NULL)
         return;
-    if (s->relay != RELAY_ON && job->settle.mode == WORKER_SETTLE_DONE && resp != NULL &&
-        resp->status >= 200 && resp->status <= 299) {
-        /* collected: the result is the assembled answer, not the event text */
-        char *line = stream_line(s, resp, NULL, NULL);
-        if (line != NULL) {
-            free(job->settle.line);
-            job->settle.line = line;
-        }
-    }
     ev_timer_stop(s->w->loop, &s->beat_timer);
     if (resp != NULL) /* else nothing was sent, and no s message either */
         publish_end(s, job);
@@ -440,4 +419,34 @@ void llmq_worker_stream_end(struct worker_job *job, const struct llmq_http_respo
     llmq_worker_relay_leave(&s->member);
     job->stream = NULL;
     stream_free(s);
+}
+
+/* Decides job's settle as any call's (call_decide.h); a collected stream
+ * that answered has the answer assembled from its events as its result,
+ * not the event text. */
+static void decide_by_class(struct llmq_worker *w, struct worker_job *job,
+                            const struct llmq_http_response *resp, const struct llmq_call_class *c)
+{
+    struct worker_stream *s = job->stream;
+    char *answer = NULL;
+    size_t len = 0;
+    if (s->relay != RELAY_ON && c->verdict == LLMQ_CALL_DONE && resp->status >= 200 &&
+        resp->status <= 299)
+        answer = llmq_stream_asm_result(s->as, &len);
+    if (answer != NULL)
+        llmq_worker_call_decide(w, job, resp, c, answer, len);
+    else
+        llmq_worker_call_decide(w, job, resp, c, resp->body, resp->body_len);
+    free(answer);
+}
+
+int llmq_worker_stream_finish(struct llmq_worker *w, struct worker_job *job,
+                              const struct llmq_http_response *resp,
+                              const struct llmq_call_class *c)
+{
+    int by_stream = decide_relayed(job, resp, c);
+    if (!by_stream)
+        decide_by_class(w, job, resp, c);
+    llmq_worker_stream_end(job, resp);
+    return by_stream;
 }

@@ -79,16 +79,19 @@ int llmq_worker_stream_begin(struct llmq_worker *w, struct worker_job *job,
 /* The request was submitted: announces it to the gateway (frame s). */
 void llmq_worker_stream_sent(struct worker_job *job);
 
-/* The call ended (resp borrowed, c its classification). When the stream
- * reached the client (or the client left), decides job->settle itself and
- * returns 1; else returns 0 and the caller decides as for any call. */
-int llmq_worker_stream_decide(struct llmq_worker *w, struct worker_job *job,
+/* The call of job (which has a stream) ended with resp, classified c (both
+ * borrowed): decides job->settle — itself when the stream reached the
+ * client (or the client left), else as any call (call_decide.h), a
+ * collected stream with the answer assembled from its events as its result
+ * — then sends the last frames and frees job->stream. Returns 1 when the
+ * stream decided, 0 when c did. */
+int llmq_worker_stream_finish(struct llmq_worker *w, struct worker_job *job,
                               const struct llmq_http_response *resp,
                               const struct llmq_call_class *c);
 
-/* After the settle is decided: sends the last frames, puts the
- * assembled answer in a done job's result line, and frees job->stream
- * (NULL-safe: a job without a stream is left alone). */
+/* After the settle is decided: sends the last frames (resp NULL: nothing
+ * was sent) and frees job->stream (NULL-safe: a job without a stream is
+ * left alone). */
 void llmq_worker_stream_end(struct worker_job *job, const struct llmq_http_response *resp);
 
 #endif

@@ -12,8 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "redis/redis.h"
-#include "redis/script.h"
+#include "redis/node.h"
 
 struct llmq_cluster {
     struct llmq_redis_url url; /* seeds and credentials; host/port unused */
@@ -21,7 +20,7 @@ struct llmq_cluster {
     struct llmq_cluster_map *map; /* NULL: none fetched yet */
     int stale;                    /* fetch before the next resolve */
     long long fetched_ms;         /* monotonic time of the map's fetch */
-    /* primaries given the library by this process */
+    /* primaries the hook took (llmq_cluster_on_new_primary) in this process */
     struct llmq_cluster_node loaded[LLMQ_CLUSTER_NODES_MAX];
     int n_loaded;
 };
@@ -31,6 +30,8 @@ static struct llmq_cluster *registry[LLMQ_CLUSTERS_MAX];
 static int n_registry;
 
 static struct llmq_cluster_counts counts;
+
+static llmq_cluster_primary_fn *primary_hook; /* read and set atomically */
 
 static long long monotonic_ms(void)
 {
@@ -76,11 +77,9 @@ redisContext *llmq_cluster_connect_node(struct llmq_cluster *cl, const char *hos
                                         int timeout_ms, struct llmq_error *err)
 {
     struct llmq_redis_url u = cl->url;
-    u.n_seeds = 0; /* a plain connection to that node */
-    u.n_sentinels = 0;
     snprintf(u.host, sizeof(u.host), "%s", host);
     u.port = port;
-    redisContext *c = llmq_redis_connect_parsed(&u, timeout_ms, err);
+    redisContext *c = llmq_redis_node_connect(&u, timeout_ms, err);
     memset(&u, 0, sizeof(u)); /* the password */
     if (c != NULL)
         llmq_cluster_attach(c, cl);
@@ -108,13 +107,20 @@ static int fetch_from(struct llmq_cluster *cl, const char *host, int port, int t
     return covered > 0 ? 0 : -1;
 }
 
-/* Gives the library to each primary of map this process has not given it
- * to yet. A node that cannot take it now is tried again at the next fetch
- * (and a call there loads it on "Function not found" anyway). */
-static void load_library_on_new_primaries(struct llmq_cluster *cl,
-                                          const struct llmq_cluster_map *map, int timeout_ms)
+void llmq_cluster_on_new_primary(llmq_cluster_primary_fn *fn)
 {
-    for (int i = 0; i < map->n_nodes; i++) {
+    __atomic_store_n(&primary_hook, fn, __ATOMIC_RELEASE);
+}
+
+/* Hands each primary of map this process has not handed over yet to the
+ * hook (the script runner's: the library). A node that cannot take it now
+ * is tried again at the next fetch (and a call there loads the library on
+ * "Function not found" anyway). */
+static void hand_over_new_primaries(struct llmq_cluster *cl, const struct llmq_cluster_map *map,
+                                    int timeout_ms)
+{
+    llmq_cluster_primary_fn *hook = __atomic_load_n(&primary_hook, __ATOMIC_ACQUIRE);
+    for (int i = 0; hook != NULL && i < map->n_nodes; i++) {
         const struct llmq_cluster_node *n = &map->nodes[i];
         int known = 0;
         pthread_mutex_lock(&cl->lock);
@@ -125,7 +131,7 @@ static void load_library_on_new_primaries(struct llmq_cluster *cl,
             continue;
         struct llmq_error e = {0};
         redisContext *c = llmq_cluster_connect_node(cl, n->host, n->port, timeout_ms, &e);
-        int loaded = c != NULL && llmq_script_ensure_loaded(c, &e) == LLMQ_OK;
+        int loaded = c != NULL && hook(c, &e) == LLMQ_OK;
         if (c != NULL)
             redisFree(c);
         if (!loaded)
@@ -166,7 +172,7 @@ static enum llmq_rc fetch(struct llmq_cluster *cl, int timeout_ms, struct llmq_e
                               last.msg[0] ? last.msg : "none asked");
     }
     __atomic_add_fetch(&counts.map_fetches, 1, __ATOMIC_RELAXED);
-    load_library_on_new_primaries(cl, map, timeout_ms);
+    hand_over_new_primaries(cl, map, timeout_ms);
     pthread_mutex_lock(&cl->lock);
     free(cl->map);
     cl->map = map;

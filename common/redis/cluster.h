@@ -13,11 +13,14 @@
  * failure (that is how a failover is followed: the killed primary's replica
  * now serves its slots) and when a MOVED names a node; a MOVED also updates
  * its slot at once. Each primary of a freshly fetched map that this process
- * has not seen before is given the library (FUNCTION LOAD when FUNCTION LIST
- * does not have it); a node that loses it later answers "Function not found"
- * and script.c loads it there.
+ * has not seen before is handed to the hook of the layer above
+ * (llmq_cluster_on_new_primary: the script runner gives it the Functions
+ * library, FUNCTION LOAD when FUNCTION LIST does not have it); a node that
+ * loses it later answers "Function not found" and script.c loads it there.
+ * This module knows no script: it connects through node.h, below it.
  *
- * Redirections (cluster_reply.h) never ran, so script.c sends the call again:
+ * Redirections (cluster_reply.h) never ran, so the call is sent again
+ * (redis.c for a synchronous call, routed_async.c for an async one):
  * MOVED on the connection moved to the new owner, ASK as ASKING + the call on
  * the target, TRYAGAIN/CLUSTERDOWN after a short backoff. Every call declares
  * the account's slot guard key (keys.h, never written) beside its
@@ -85,12 +88,24 @@ int llmq_cluster_primaries(struct llmq_cluster *cl, struct llmq_cluster_node *ou
 redisContext *llmq_cluster_connect_node(struct llmq_cluster *cl, const char *host, int port,
                                         int timeout_ms, struct llmq_error *err);
 
+/* Told of a primary this process meets for the first time in a fetched
+ * map, with a new connection c to it (borrowed: closed after): what the
+ * node must be given before calls reach it. Returns LLMQ_OK, or an error
+ * (err) and the node is handed over again at the next fetch. */
+typedef enum llmq_rc llmq_cluster_primary_fn(redisContext *c, struct llmq_error *err);
+
+/* Sets the one hook of the process (fn, NULL: none) that each primary new
+ * to it is handed to, from the layer above the cluster (script.c sets
+ * llmq_script_ensure_loaded before main runs). Thread-safe. */
+void llmq_cluster_on_new_primary(llmq_cluster_primary_fn *fn);
+
 /* The credentials of cl (borrowed, for the async handshake): a URL whose
  * user and password are the cluster's. */
 const struct llmq_redis_url *llmq_cluster_url(const struct llmq_cluster *cl);
 
-/* Ties the synchronous context c to cl (script.c then follows the cluster's
- * redirections on it), and reads it back: NULL for a context made otherwise. */
+/* Ties the synchronous context c to cl (llmq_redis_routed, redis.h, then
+ * follows the cluster's redirections on it), and reads it back: NULL for a context made otherwise.
+ */
 void llmq_cluster_attach(redisContext *c, struct llmq_cluster *cl);
 struct llmq_cluster *llmq_cluster_of_context(const redisContext *c);
 
@@ -101,7 +116,8 @@ int llmq_cluster_retry_delay_ms(int tries);
 /* Redirections followed and retries made by this process, for tests and
  * logs (monotonic). */
 struct llmq_cluster_counts {
-    long long moved, ask, retried, map_fetches, library_loads;
+    long long moved, ask, retried, map_fetches;
+    long long library_loads; /* primaries the hook (llmq_cluster_on_new_primary) took */
 };
 void llmq_cluster_counts(struct llmq_cluster_counts *out);
 void llmq_cluster_count_moved(void);

@@ -1,10 +1,12 @@
 /* The key builder of keys.h: one table of the key names below an account
- * prefix, so no other code spells a key out. The Lua scripts' key helpers
+ * prefix, so no other code spells a key out; and the names and the prefix
+ * a key is made of (llmq_name_valid, llmq_account_prefix). The Lua scripts' key helpers
  * (KEY.<kind> in lua/: KEY.job(P, id)) are generated from this table by
  * cmake/embed_lua.cmake, which reads its rows as they are written here. */
 #include "redis/keys.h"
 
 #include <stdio.h>
+#include <string.h>
 
 struct key_name {
     const char *head; /* after the prefix, before the name */
@@ -95,5 +97,32 @@ enum llmq_rc llmq_key(char *buf, size_t len, const char *prefix, enum llmq_key_k
         return llmq_error_set(err, LLMQ_EINVAL, "key %s%s%s is longer than %zu bytes", k->head,
                               name != NULL ? name : "", k->tail, len - 1);
     }
+    return LLMQ_OK;
+}
+
+int llmq_name_valid(const char *s)
+{
+    if (s == NULL)
+        return 0;
+    size_t n = strlen(s);
+    if (n == 0 || n > 200)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c <= 0x20 || c == 0x7f || c == '/' || c == '|' || c == '{' || c == '}')
+            return 0;
+    }
+    return 1;
+}
+
+enum llmq_rc llmq_account_prefix(const char *account, char *buf, size_t n, struct llmq_error *err)
+{
+    if (!llmq_name_valid(account))
+        return llmq_error_set(err, LLMQ_EINVAL,
+                              "account name must be 1..200 bytes without spaces, '/', '|', "
+                              "'{' or '}'");
+    int len = snprintf(buf, n, "llmq:{%s}:", account);
+    if (len < 0 || (size_t)len >= n)
+        return llmq_error_set(err, LLMQ_EINVAL, "account name too long");
     return LLMQ_OK;
 }

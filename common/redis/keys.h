@@ -400,6 +400,15 @@ enum llmq_key_kind {
     LLMQ_KEY_KIND_COUNT
 };
 
+/* Key prefix of an account: "llmq:{ACCOUNT}:" into buf of size n. Returns
+ * LLMQ_EINVAL when the account is not a valid name (see llmq_name_valid). */
+enum llmq_rc llmq_account_prefix(const char *account, char *buf, size_t n, struct llmq_error *err);
+
+/* A name (account, model, tenant, user, job id) is 1..200 bytes of printable
+ * ASCII or UTF-8 without whitespace, control characters, '/', '|', '{' or '}':
+ * those separate the parts of keys and reservation handles. Returns 1 if ok. */
+int llmq_name_valid(const char *s);
+
 /* Writes the key of that kind of the account with prefix P (from
  * llmq_account_prefix) into buf (len bytes, caller-owned; borrows prefix and
  * name). name is required for the kinds that take one and must be NULL for

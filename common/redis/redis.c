@@ -1,118 +1,18 @@
-/* Synchronous Redis connections and key naming shared by every binary. */
+/* Synchronous Redis connections shared by every binary: resolved (Sentinel,
+ * cluster), connected (node.h), a cluster's redirections followed; the
+ * readers of flat field replies and SCAN. */
 #include "redis/redis.h"
 
 #include "redis/cluster.h"
+#include "redis/node.h"
 #include "redis/reply_read.h"
 #include "redis/sentinel.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static struct timeval ms_to_timeval(int ms)
-{
-    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
-    return tv;
-}
-
-/* 1 when c's error is its timeout running out: hiredis says errno's text
- * (SO_RCVTIMEO, SO_SNDTIMEO: EAGAIN; the connect's poll: ETIMEDOUT), or our
- * message once llmq_redis_context_error rewrote it. */
-static int timed_out(const redisContext *c)
-{
-    return c->err == REDIS_ERR_IO &&
-           (strcmp(c->errstr, strerror(EAGAIN)) == 0 ||
-            strcmp(c->errstr, strerror(ETIMEDOUT)) == 0 || strncmp(c->errstr, "Redis at ", 9) == 0);
-}
-
-const char *llmq_redis_context_error(redisContext *c)
-{
-    if (c == NULL || !c->err)
-        return "no error";
-    if (timed_out(c) && c->tcp.host != NULL && c->timeout != NULL)
-        snprintf(c->errstr, sizeof(c->errstr), "Redis at %s:%d did not answer within %g s",
-                 c->tcp.host, c->tcp.port,
-                 (double)c->timeout->tv_sec + (double)c->timeout->tv_usec / 1e6);
-    return c->errstr;
-}
-
-enum llmq_rc llmq_redis_error(redisContext *c, const redisReply *reply, const char *what,
-                              struct llmq_error *err)
-{
-    if (reply != NULL && reply->type == REDIS_REPLY_ERROR) {
-        /* A script's own error names its kind first: LLMQ_EINVAL is input the
-         * account refuses (the caller's to fix), any other a script failure. */
-        enum llmq_rc rc = strncmp(reply->str, "LLMQ_EINVAL ", 12) == 0 ? LLMQ_EINVAL
-                          : strncmp(reply->str, "LLMQ_", 5) == 0       ? LLMQ_ESCRIPT
-                                                                       : LLMQ_EREDIS;
-        return llmq_error_set(err, rc, "%s: %s", what, reply->str);
-    }
-    if (c != NULL && c->err)
-        return llmq_error_set(err, LLMQ_EREDIS, "%s: %s", what, llmq_redis_context_error(c));
-    return llmq_error_set(err, LLMQ_EREDIS, "%s: no reply", what);
-}
-
-enum llmq_rc llmq_redis_handshake(redisContext *c, const struct llmq_redis_url *u,
-                                  struct llmq_error *err)
-{
-    redisReply *r;
-    if (u->password[0] != '\0') {
-        if (u->user[0] != '\0')
-            r = redisCommand(c, "AUTH %s %s", u->user, u->password);
-        else
-            r = redisCommand(c, "AUTH %s", u->password);
-        if (r == NULL || r->type == REDIS_REPLY_ERROR) {
-            /* The server's message never contains the password. */
-            enum llmq_rc rc = llmq_redis_error(c, r, "redis AUTH", err);
-            if (r != NULL)
-                freeReplyObject(r);
-            return rc;
-        }
-        freeReplyObject(r);
-    }
-    if (u->db != 0) {
-        r = redisCommand(c, "SELECT %d", u->db);
-        if (r == NULL || r->type == REDIS_REPLY_ERROR) {
-            enum llmq_rc rc = llmq_redis_error(c, r, "redis SELECT", err);
-            if (r != NULL)
-                freeReplyObject(r);
-            return rc;
-        }
-        freeReplyObject(r);
-    }
-    return LLMQ_OK;
-}
-
-/* Connects to u->host:u->port (resolved) and runs the handshake. */
-static redisContext *connect_resolved(const struct llmq_redis_url *u, int timeout_ms,
-                                      struct llmq_error *err)
-{
-    struct timeval tv = ms_to_timeval(timeout_ms);
-    redisContext *c = redisConnectWithTimeout(u->host, u->port, tv);
-    if (c == NULL) {
-        llmq_error_set(err, LLMQ_ENOMEM, "redis connect: out of memory");
-        return NULL;
-    }
-    if (c->err) {
-        if (timed_out(c)) /* the message names the address */
-            llmq_error_set(err, LLMQ_EREDIS, "redis connect: %s", llmq_redis_context_error(c));
-        else
-            llmq_error_set(err, LLMQ_EREDIS, "redis connect %s:%d: %s", u->host, u->port,
-                           c->errstr);
-        redisFree(c);
-        return NULL;
-    }
-    if (redisSetTimeout(c, tv) != REDIS_OK || llmq_redis_handshake(c, u, err) != LLMQ_OK) {
-        if (err != NULL && err->rc == LLMQ_OK)
-            llmq_error_set(err, LLMQ_EREDIS, "redis connect: cannot set timeout");
-        redisFree(c);
-        return NULL;
-    }
-    return c;
-}
 
 redisContext *llmq_redis_connect_parsed(const struct llmq_redis_url *url, int timeout_ms,
                                         struct llmq_error *err)
@@ -122,7 +22,7 @@ redisContext *llmq_redis_connect_parsed(const struct llmq_redis_url *url, int ti
     if (llmq_sentinel_resolve(&resolved, timeout_ms, err) != LLMQ_OK ||
         llmq_cluster_resolve(&resolved, 0, timeout_ms, err) != LLMQ_OK)
         return NULL;
-    redisContext *c = connect_resolved(u, timeout_ms, err);
+    redisContext *c = llmq_redis_node_connect(u, timeout_ms, err);
     if (c == NULL && llmq_redis_url_is_cluster(u)) {
         /* The node the map names may be gone (a failover): ask again. */
         struct llmq_error again = {0};
@@ -130,7 +30,7 @@ redisContext *llmq_redis_connect_parsed(const struct llmq_redis_url *url, int ti
             llmq_error_set(err, again.rc, "%s", again.msg);
             return NULL;
         }
-        c = connect_resolved(u, timeout_ms, err);
+        c = llmq_redis_node_connect(u, timeout_ms, err);
     }
     if (c != NULL && llmq_redis_url_is_cluster(u))
         llmq_cluster_attach(c, llmq_cluster_of(u));
@@ -292,33 +192,6 @@ redisContext *llmq_redis_connect(const char *url, int timeout_ms, struct llmq_er
     if (llmq_redis_url_parse(url, &u, err) != LLMQ_OK)
         return NULL;
     return llmq_redis_connect_parsed(&u, timeout_ms, err);
-}
-
-int llmq_name_valid(const char *s)
-{
-    if (s == NULL)
-        return 0;
-    size_t n = strlen(s);
-    if (n == 0 || n > 200)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c <= 0x20 || c == 0x7f || c == '/' || c == '|' || c == '{' || c == '}')
-            return 0;
-    }
-    return 1;
-}
-
-enum llmq_rc llmq_account_prefix(const char *account, char *buf, size_t n, struct llmq_error *err)
-{
-    if (!llmq_name_valid(account))
-        return llmq_error_set(err, LLMQ_EINVAL,
-                              "account name must be 1..200 bytes without spaces, '/', '|', "
-                              "'{' or '}'");
-    int len = snprintf(buf, n, "llmq:{%s}:", account);
-    if (len < 0 || (size_t)len >= n)
-        return llmq_error_set(err, LLMQ_EINVAL, "account name too long");
-    return LLMQ_OK;
 }
 
 const char *llmq_redis_field_next(const redisReply *flat, const char *name, size_t *pos)

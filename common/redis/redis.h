@@ -1,11 +1,18 @@
-/* Redis connections: synchronous (CLIs, tests, the inline limiter) and the
- * helpers async clients share. */
+/* Synchronous Redis connections (CLIs, tests, the inline limiter): the
+ * address resolved through Sentinel (sentinel.h) or a cluster's slot map
+ * (cluster.h), the node connected (node.h: its handshake and errors, which
+ * async clients share too), and a cluster's redirections followed. The
+ * names and the account prefix keys are built from are keys.h's
+ * (llmq_name_valid, llmq_account_prefix), included here for the callers
+ * that find them through this header. */
 #ifndef LLMQ_REDIS_H
 #define LLMQ_REDIS_H
 
 #include <hiredis/hiredis.h>
 
 #include "llmq/error.h"
+#include "redis/keys.h"
+#include "redis/node.h"
 #include "redis/redis_url.h"
 
 /* Connects to url (borrowed), with connect and command timeouts of timeout_ms,
@@ -49,22 +56,6 @@ redisReply *llmq_redis_command(redisContext *c, const char *fmt, ...);
  * be reached); otherwise r itself. */
 redisReply *llmq_redis_redo(redisContext *c, redisReply *r, const char *fmt, ...);
 
-/* Runs AUTH and SELECT as u asks on a fresh synchronous context. */
-enum llmq_rc llmq_redis_handshake(redisContext *c, const struct llmq_redis_url *u,
-                                  struct llmq_error *err);
-
-/* Why c failed, for a message (borrowed from c): its errstr, except that a
- * command or connect that ran into the context's timeout becomes "Redis at
- * HOST:PORT did not answer within N s" (written into c->errstr, so later
- * readers see it too). "no error" when c (may be NULL) has none. */
-const char *llmq_redis_context_error(redisContext *c);
-
-/* Fills err from a context error or an error reply; returns LLMQ_EREDIS,
- * LLMQ_EINVAL (a script's error reply "LLMQ_EINVAL ...": input it refuses) or
- * LLMQ_ESCRIPT (a script's other error replies). reply may be NULL. */
-enum llmq_rc llmq_redis_error(redisContext *c, const redisReply *reply, const char *what,
-                              struct llmq_error *err);
-
 /* The value of field name in a flat field/value array (a stream entry's
  * fields, an HGETALL reply), or NULL when absent or not a string. Borrowed
  * from the reply. */
@@ -75,15 +66,6 @@ const char *llmq_redis_field(const redisReply *flat, const char *name);
  * "id" field), or NULL when there is none; *pos moves past it. Start with
  * *pos = 0. Borrowed from the reply. */
 const char *llmq_redis_field_next(const redisReply *flat, const char *name, size_t *pos);
-
-/* Key prefix of an account: "llmq:{ACCOUNT}:" into buf of size n. Returns
- * LLMQ_EINVAL when the account is not a valid name (see llmq_name_valid). */
-enum llmq_rc llmq_account_prefix(const char *account, char *buf, size_t n, struct llmq_error *err);
-
-/* A name (account, model, tenant, user, job id) is 1..200 bytes of printable
- * ASCII or UTF-8 without whitespace, control characters, '/', '|', '{' or '}':
- * those separate the parts of keys and reservation handles. Returns 1 if ok. */
-int llmq_name_valid(const char *s);
 
 /* Called by llmq_redis_scan for each key found (borrowed: valid during the
  * call); returns 0 to go on, nonzero to stop the scan. */

@@ -98,7 +98,7 @@ void llmq_redis_async_reset(struct llmq_redis_async *ra);
  * failure, so what is sent then queues behind the handshake (and gets
  * reply NULL only if that node fails) instead of finding no connection.
  * Calls that must survive a redirection are sent again by their runner
- * (script.c) through the functions below. */
+ * (routed_async.c) through the functions below. */
 
 /* Moves the connection to host:port (a MOVED's target, borrowed) unless it
  * is there already. No effect on a connection that is not a cluster's. */

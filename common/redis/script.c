@@ -11,31 +11,20 @@
  * library's name, a few hundred bytes) and sends the ~140 KB library only
  * when Redis does not have it.
  *
- * Async runs keep a private copy of their arguments until the reply comes, so
- * a missing function can be answered by loading the library and sending the
- * same call again; the user callback then runs with that second reply.
- *
- * On a Redis Cluster (cluster.h) a call is sent again, as often as the
- * cluster asks within LLMQ_CLUSTER_REDIRECTS_MAX and LLMQ_CLUSTER_RETRIES_MAX,
- * when its reply is a redirection, and only then: a node decides MOVED, ASK,
- * TRYAGAIN and CLUSTERDOWN before it runs a command (cluster_reply.h), so
- * such a call never ran, and any other reply (a result, a script's error)
- * is the call's one run, handed to the caller. A connection lost with calls
- * in flight is never resent (they may have run): the caller gets NULL, as
- * without a cluster. Every call declares, after its own keys, the account's
- * slot guard key (keys.h), so that while the slot migrates every call
- * is refused before it runs (cluster.h). A plain command sent through
- * llmq_redis_command_async is followed the same way (by the same code),
- * without the library's handling. */
+ * On a Redis Cluster (cluster.h) a call is sent again when its reply is a
+ * redirection, and only then (redis.c for a synchronous call, routed_async.c
+ * for an async one, which keeps the formatted call until its final reply
+ * and does the library's resend too). Every call declares, after its own
+ * keys, the account's slot guard key (keys.h), so that while the slot
+ * migrates every call is refused before it runs (cluster.h). */
 #include "redis/script.h"
 
 #include "redis/cluster.h"
 #include "redis/keys.h"
 #include "redis/redis.h"
-#include "redis/redis_async.h"
+#include "redis/routed_async.h"
 #include "redis/sentinel.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +132,16 @@ enum llmq_rc llmq_script_ensure_loaded(redisContext *c, struct llmq_error *err)
     return llmq_script_load_all(c, err);
 }
 
+/* Every primary of a Redis Cluster this process meets is given the library
+ * (cluster.h): the cluster knows no script, the runner tells it what a new
+ * primary needs. Set before main, so the first map fetched already hands
+ * its primaries over; a program that runs no script links no script.c and
+ * gives nodes nothing. */
+__attribute__((constructor)) static void cluster_primaries_get_library(void)
+{
+    llmq_cluster_on_new_primary(llmq_script_ensure_loaded);
+}
+
 redisReply *llmq_script_run(redisContext *c, enum llmq_script_id id, int nkeys, int argc,
                             const char **argv, const size_t *argvlen, struct llmq_error *err)
 {
@@ -202,203 +201,29 @@ enum llmq_rc llmq_script_append(redisContext *c, enum llmq_script_id id, int nke
     return redisAppendCommandArgv(c, n, cmd, cmdlen) == REDIS_OK ? LLMQ_OK : LLMQ_EREDIS;
 }
 
-/* One async run: the arguments copied into one allocation, kept until the
- * final reply so a missing function can be loaded and the call resent. */
-struct async_run {
-    enum llmq_script_id id;
-    int nkeys;
-    int argc;
-    int retried;   /* the library was loaded for it */
-    int redirects; /* MOVED and ASK followed */
-    int tries;     /* TRYAGAIN/CLUSTERDOWN/LOADING answers */
-    int asking;    /* its next send goes to an ASK target: ASKING first */
-    /* The cluster connection it was first sent on (NULL: not a cluster's):
-     * alive whenever a reply to it comes (freeing a connection answers its
-     * calls, deferred ones included, with NULL). */
-    struct llmq_redis_async *home;
-    llmq_script_cb *cb;
-    void *privdata;
-    const char **argv;
-    size_t *argvlen;
-    /* A plain command (llmq_redis_command_async), not a script: its RESP
-     * bytes, sent as they are (NULL for a script call). */
-    char *plain;
-    size_t plain_len;
-    redisCallbackFn *plain_cb;
-};
-
-static void async_run_reply(redisAsyncContext *ac, void *reply, void *privdata);
-
-/* Sends run (its FCALL, or its plain command); after_load first sends
- * FUNCTION LOAD REPLACE (its reply is not needed: the FCALL's reply says
- * whether it worked). */
-static int async_run_send(redisAsyncContext *ac, struct async_run *run, int after_load)
+/* The resend of an async call Redis answered "Function not found": the
+ * library first (FUNCTION LOAD REPLACE, its reply not read: the call's
+ * reply says whether it worked), then the call again, once. */
+static int send_library(redisAsyncContext *ac)
 {
-    const char *cmd[run->argc + CALL_EXTRA_ARGS];
-    size_t cmdlen[run->argc + CALL_EXTRA_ARGS];
-    char nkeys_buf[16], guard_buf[LLMQ_KEY_FIXED_MAX];
-    if (after_load) {
-        size_t lens[4] = {8, 4, 7, strlen(llmq_script_library)};
-        if (redisAsyncCommandArgv(ac, NULL, NULL, 4, (const char **)load_argv, lens) != REDIS_OK)
-            return REDIS_ERR;
-    }
-    /* ASKING holds for the one command after it: nothing may come between. */
-    if (run->asking && redisAsyncCommand(ac, NULL, NULL, "ASKING") != REDIS_OK)
-        return REDIS_ERR;
-    if (run->plain != NULL)
-        return redisAsyncFormattedCommand(ac, async_run_reply, run, run->plain, run->plain_len);
-    int n = build_command(run->id, nkeys_buf, guard_buf, run->nkeys, run->argc, run->argv,
-                          run->argvlen, cmd, cmdlen);
-    return redisAsyncCommandArgv(ac, async_run_reply, run, n, cmd, cmdlen);
+    size_t lens[4] = {8, 4, 7, strlen(llmq_script_library)};
+    return redisAsyncCommandArgv(ac, NULL, NULL, 4, (const char **)load_argv, lens);
 }
 
-/* Hands run its final reply (NULL: lost) and frees it. */
-static void async_run_finish(redisAsyncContext *ac, struct async_run *run, redisReply *r)
-{
-    if (run->plain != NULL) {
-        run->plain_cb(ac, r, run->privdata);
-        redisFreeCommand(run->plain);
-    } else {
-        run->cb(ac, r, run->privdata);
-    }
-    free(run);
-}
-
-/* A run sent again once its connection is ready (llmq_redis_async_defer). */
-static void async_run_resend(redisAsyncContext *ac, void *ud)
-{
-    struct async_run *run = ud;
-    if (ac != NULL && async_run_send(ac, run, 0) == REDIS_OK)
-        return;
-    /* the connection failed first: as for a lost connection */
-    async_run_finish(ac, run, NULL);
-}
-
-/* Sends run again as the redirection rd (a reply to it on ac) asks.
- * Returns 0 when it will be sent again (its callback runs later), -1 when it
- * has followed enough: the caller gets the error reply. */
-static int async_run_redirect(redisAsyncContext *ac, struct async_run *run,
-                              const struct llmq_cluster_redirect *rd)
-{
-    struct llmq_redis_async *home = run->home;
-    struct llmq_cluster *cl = llmq_redis_async_cluster(home);
-    if (cl == NULL)
-        return -1;
-    if (rd->kind == LLMQ_REDIRECT_RETRY) {
-        if (++run->tries > LLMQ_CLUSTER_RETRIES_MAX)
-            return -1;
-        llmq_cluster_count_retry();
-        run->asking = 0; /* from the owner again: the migration may be over */
-        return llmq_redis_async_defer(home, llmq_cluster_retry_delay_ms(run->tries),
-                                      async_run_resend, run);
-    }
-    if (++run->redirects > LLMQ_CLUSTER_REDIRECTS_MAX)
-        return -1;
-    const char *from = ac->c.tcp.host != NULL ? ac->c.tcp.host : "";
-    char host[256];
-    int port;
-    if (rd->kind == LLMQ_REDIRECT_MOVED) {
-        llmq_cluster_note_moved(cl, rd, from, host, sizeof(host), &port);
-        llmq_redis_async_follow(home, host, port);
-        run->asking = 0;
-        return llmq_redis_async_defer(home, 0, async_run_resend, run);
-    }
-    snprintf(host, sizeof(host), "%s", rd->host[0] ? rd->host : from);
-    struct llmq_redis_async *target = llmq_redis_async_asking(home, host, rd->port);
-    if (target == NULL)
-        return -1;
-    llmq_cluster_count_ask();
-    run->asking = 1;
-    return llmq_redis_async_defer(target, 0, async_run_resend, run);
-}
-
-static void async_run_reply(redisAsyncContext *ac, void *reply, void *privdata)
-{
-    struct async_run *run = privdata;
-    redisReply *r = reply;
-    struct llmq_cluster_redirect rd;
-    if (run->home != NULL && llmq_cluster_redirect_of(r, &rd) != LLMQ_REDIRECT_NONE &&
-        async_run_redirect(ac, run, &rd) == 0)
-        return;
-    if (r != NULL && r->type == REDIS_REPLY_ERROR && llmq_sentinel_is_stale_error(r->str)) {
-        /* A replica now (failover): drop the connection so it is made
-         * again to the new master, and answer as for a lost connection. */
-        redisAsyncDisconnect(ac);
-        r = NULL;
-    }
-    if (run->plain == NULL && llmq_script_is_missing(r) && !run->retried) {
-        run->retried = 1;
-        if (async_run_send(ac, run, 1) == REDIS_OK)
-            return;
-        r = NULL; /* could not resend: report as a connection failure */
-    }
-    async_run_finish(ac, run, r);
-}
-
-enum llmq_rc llmq_redis_vcommand_async(redisAsyncContext *ac, redisCallbackFn *cb, void *privdata,
-                                       const char *fmt, va_list ap)
-{
-    struct llmq_redis_async *owner = llmq_redis_async_owner(ac);
-    if (llmq_redis_async_cluster(owner) == NULL) /* nothing to follow: as hiredis */
-        return redisvAsyncCommand(ac, cb, privdata, fmt, ap) == REDIS_OK ? LLMQ_OK : LLMQ_EREDIS;
-    struct async_run *run = calloc(1, sizeof(*run));
-    if (run == NULL)
-        return LLMQ_ENOMEM;
-    int len = redisvFormatCommand(&run->plain, fmt, ap);
-    if (len < 0) {
-        free(run);
-        return LLMQ_ENOMEM;
-    }
-    run->plain_len = (size_t)len;
-    run->plain_cb = cb;
-    run->privdata = privdata;
-    run->home = owner;
-    if (async_run_send(ac, run, 0) != REDIS_OK) {
-        redisFreeCommand(run->plain);
-        free(run);
-        return LLMQ_EREDIS;
-    }
-    return LLMQ_OK;
-}
-
-enum llmq_rc llmq_redis_command_async(redisAsyncContext *ac, redisCallbackFn *cb, void *privdata,
-                                      const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    enum llmq_rc rc = llmq_redis_vcommand_async(ac, cb, privdata, fmt, ap);
-    va_end(ap);
-    return rc;
-}
+static const struct llmq_redis_resend_once library_reload = {llmq_script_is_missing, send_library};
 
 enum llmq_rc llmq_script_run_async(redisAsyncContext *ac, enum llmq_script_id id, int nkeys,
                                    int argc, const char **argv, const size_t *argvlen,
                                    llmq_script_cb *cb, void *privdata)
 {
-    size_t total = sizeof(struct async_run) + (size_t)argc * (sizeof(char *) + sizeof(size_t));
-    for (int i = 0; i < argc; i++)
-        total += (argvlen ? argvlen[i] : strlen(argv[i])) + 1;
-    struct async_run *run = malloc(total);
-    if (run == NULL)
+    const char *cmd[argc + CALL_EXTRA_ARGS];
+    size_t cmdlen[argc + CALL_EXTRA_ARGS];
+    char nkeys_buf[16], guard_buf[LLMQ_KEY_FIXED_MAX];
+    int n = build_command(id, nkeys_buf, guard_buf, nkeys, argc, argv, argvlen, cmd, cmdlen);
+    char *formatted = NULL;
+    int len = redisFormatCommandArgv(&formatted, n, cmd, cmdlen);
+    if (len < 0)
         return LLMQ_ENOMEM;
-    *run =
-        (struct async_run){.id = id, .nkeys = nkeys, .argc = argc, .cb = cb, .privdata = privdata};
-    run->argv = (const char **)(run + 1);
-    run->argvlen = (size_t *)(run->argv + argc);
-    char *data = (char *)(run->argvlen + argc);
-    for (int i = 0; i < argc; i++) {
-        size_t len = argvlen ? argvlen[i] : strlen(argv[i]);
-        memcpy(data, argv[i], len);
-        data[len] = '\0';
-        run->argv[i] = data;
-        run->argvlen[i] = len;
-        data += len + 1;
-    }
-    struct llmq_redis_async *owner = llmq_redis_async_owner(ac);
-    run->home = llmq_redis_async_cluster(owner) != NULL ? owner : NULL;
-    if (async_run_send(ac, run, 0) != REDIS_OK) {
-        free(run);
-        return LLMQ_EREDIS;
-    }
-    return LLMQ_OK;
+    /* redirections of a cluster followed there (routed_async.h) */
+    return llmq_redis_formatted_async(ac, formatted, (size_t)len, &library_reload, cb, privdata);
 }

@@ -6,16 +6,18 @@
  * found": a restart without persistence, FUNCTION FLUSH, a failover to a
  * replica that never saw it) the runner loads it and calls again, once, and
  * hands that reply to the caller. The caller never sees the miss. On a Redis
- * Cluster the runner also follows the cluster's redirections (script.c). */
+ * Cluster the runner also follows the cluster's redirections (redis.h for
+ * a synchronous run, routed_async.h for an async one, which also offers
+ * plain commands followed the same way: llmq_redis_command_async). */
 #ifndef LLMQ_SCRIPT_H
 #define LLMQ_SCRIPT_H
 
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
-#include <stdarg.h>
 #include <stddef.h>
 
 #include "llmq/error.h"
+#include "redis/routed_async.h"
 #include "scripts_gen.h"
 
 struct llmq_script {
@@ -62,7 +64,7 @@ enum llmq_rc llmq_script_ensure_loaded(redisContext *c, struct llmq_error *err);
 /* Callback of an async run: runs exactly once, with reply NULL when the
  * connection failed or closed before the reply came. The reply lives only for
  * the call. */
-typedef void llmq_script_cb(redisAsyncContext *ac, redisReply *reply, void *privdata);
+typedef llmq_redis_reply_fn llmq_script_cb;
 
 /* Runs script id on ac. The arguments are copied (borrowed for the call only).
  * Returns LLMQ_OK, after which cb runs exactly once later; otherwise cb never
@@ -70,20 +72,5 @@ typedef void llmq_script_cb(redisAsyncContext *ac, redisReply *reply, void *priv
 enum llmq_rc llmq_script_run_async(redisAsyncContext *ac, enum llmq_script_id id, int nkeys,
                                    int argc, const char **argv, const size_t *argvlen,
                                    llmq_script_cb *cb, void *privdata);
-
-/* Sends the plain command fmt (printf-like, as redisAsyncCommand) on ac,
- * following a cluster's redirections as a script call is (script.c): on a
- * cluster connection a reply MOVED, ASK, TRYAGAIN or CLUSTERDOWN never ran,
- * so the command is sent again where the cluster says, and cb gets the one
- * final reply (NULL when the connection was lost). For a command whose key
- * is in an account's slot (a key look-up, a result read) that must not
- * fail for a failover or a moving slot. On other connections it is
- * redisAsyncCommand. Returns LLMQ_OK (cb runs exactly once, later), or
- * LLMQ_EREDIS/LLMQ_ENOMEM (cb never runs). Not for MULTI/EXEC: each command
- * is followed alone. */
-enum llmq_rc llmq_redis_command_async(redisAsyncContext *ac, redisCallbackFn *cb, void *privdata,
-                                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-enum llmq_rc llmq_redis_vcommand_async(redisAsyncContext *ac, redisCallbackFn *cb, void *privdata,
-                                       const char *fmt, va_list ap);
 
 #endif

@@ -50,7 +50,7 @@ struct llmq_call_class;
 struct worker_attempt_end {
     const struct llmq_http_response *resp; /* borrowed; NULL: nothing was sent */
     const struct llmq_call_class *c;       /* resp's classification (classify.h); NULL: none */
-    int by_class; /* 1: c decided the settle (call.c); 0: the stream relay did (stream_call.h) */
+    int by_class; /* 1: c decided the settle (call_decide.h); 0: the stream relay did */
 };
 
 /* The job's attempt ended with job->settle.mode decided: counts its
