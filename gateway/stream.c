@@ -16,6 +16,14 @@
  * and are routed by job id through the waiters' table (the stream's waiter):
  * a frame for a job that has no stream here (its client left) is answered
  * with a cancel to its worker.
+ * Attempts: a job handed back (or reclaimed) and taken by another worker
+ * has two attempts whose frames come on two connections, in any order
+ * between them. Every frame names its attempt (its delivery's entry id,
+ * greater for a later one): the stream follows the newest attempt it has
+ * seen, drops the frames of older ones (and tells an older attempt's
+ * worker that is still sending to stop), and within its attempt the
+ * sequence numbers run without a gap; a newer attempt after the stream
+ * began is an error (the client has half an answer).
  * References on the request: the HTTP side's; the wait's (dropped at DONE);
  * one per Redis command in flight. */
 #include "stream.h"
@@ -77,6 +85,7 @@ struct stream {
     enum stream_phase phase;
     char worker[LLMQ_RELAY_NAME_MAX + 1]; /* the sender of its s message ("" none yet) */
     int responses;                        /* the Responses API's error event shape */
+    struct llmq_relay_attempt attempt;    /* the newest attempt seen ({0, 0} none) */
     long long next_seq;
     char *buf; /* bytes for the client not yet handed to MHD */
     size_t len, off, cap;
@@ -240,13 +249,16 @@ static void end_streaming(struct stream *st, const char *bytes, size_t n, const 
     stream_finish(st);
 }
 
-/* Something broke: an error event when streaming, else a 502. */
+/* Something broke: an error event when streaming, else a 502; either way
+ * the stream counts as ended with an error. */
 static void fail(struct stream *st, const char *why)
 {
     if (st->phase == ST_STREAMING) {
         end_streaming(st, NULL, 0, why, 1);
         return;
     }
+    st->ss->failed++;
+    LLMQ_LOG_JOB(LLMQ_LOG_WARN, st->r->gw->cfg->account, st->job.id, "stream failed: %s", why);
     gw_respond_errorf(st->r, 502, "server_error", NULL, "stream_interrupted", "%s; the job is %s",
                       why, st->job.id);
     stream_finish(st);
@@ -394,23 +406,48 @@ static void push_job(struct stream *st)
 
 /* ---- the worker's messages ---- */
 
-/* One frame of its stream (jobs/stream_relay.h), in order. */
-static void on_relay_frame(struct stream *st, const struct llmq_relay_frame *f)
+/* Where frame f of its stream stands among the attempts: 1 to take it, 0
+ * to drop it (an older attempt's), -1 when the stream failed (a gap, a new
+ * attempt after it began). sender (name[0..n)) is the worker that sent it. */
+static int frame_attempt(struct stream *st, const struct llmq_relay_frame *f, const char *sender,
+                         size_t sender_len)
+{
+    int cmp = llmq_relay_attempt_cmp(&f->attempt, &st->attempt);
+    if (cmp < 0) { /* superseded: a worker still sending it stops */
+        if ((sender_len != strlen(st->worker) || memcmp(sender, st->worker, sender_len) != 0) &&
+            f->kind != 'e' && f->kind != 'x' && f->kind != 'r')
+            tell_worker_gone(st->ss, sender, sender_len, st->job.id);
+        return 0;
+    }
+    int unnumbered = f->attempt.ms == 0 && f->attempt.n == 0; /* an earlier release's worker */
+    if (cmp > 0 || (f->kind == 's' && unnumbered)) {          /* a new attempt */
+        if (st->phase == ST_STREAMING) {
+            fail(st, "the call was started again after its stream had begun");
+            return -1;
+        }
+        st->attempt = f->attempt;
+        st->next_seq = f->seq == 0 ? 0 : -1;
+        if (sender_len <= LLMQ_RELAY_NAME_MAX) {
+            memcpy(st->worker, sender, sender_len);
+            st->worker[sender_len] = '\0';
+        }
+    }
+    if (f->seq != st->next_seq) {
+        fail(st, "a relayed part of the stream is missing");
+        return -1;
+    }
+    return 1;
+}
+
+/* One frame of its stream (jobs/stream_relay.h) from sender (name[0..n)). */
+static void on_relay_frame(struct stream *st, const struct llmq_relay_frame *f, const char *sender,
+                           size_t sender_len)
 {
     char kind = f->kind;
     const char *payload = f->payload;
     size_t plen = f->payload_len;
-    if (kind == 's') {
-        if (st->phase == ST_STREAMING) {
-            fail(st, "the call was started again after its stream had begun");
-            return;
-        }
-        st->next_seq = 0; /* a new attempt */
-    }
-    if (f->seq != st->next_seq) {
-        fail(st, "a relayed part of the stream is missing");
+    if (frame_attempt(st, f, sender, sender_len) <= 0)
         return;
-    }
     st->next_seq++;
     if (kind == 'r') { /* back in the queue: wait as before */
         st->phase = ST_WAITING;
@@ -519,11 +556,7 @@ static void on_relay_message(const char *m, size_t n, void *privdata)
             memcpy(told, id, sizeof(told));
             continue;
         }
-        if (f.kind == 's') {
-            memcpy(st->worker, sender, sender_len);
-            st->worker[sender_len] = '\0';
-        }
-        on_relay_frame(st, &f);
+        on_relay_frame(st, &f, sender, sender_len);
     }
     if (rc < 0)
         LLMQ_LOG(LLMQ_LOG_WARN, "stream relay: a malformed frame on %s: the rest ignored",
@@ -659,7 +692,8 @@ void gw_streams_metrics(const struct gw_streams *ss, FILE *f)
             "# TYPE llmq_gateway_streams_in_progress gauge\n"
             "llmq_gateway_streams_in_progress %lld\n"
             "# HELP llmq_gateway_streams_total Streamed answers by how they ended (started: "
-            "the first event reached the client).\n"
+            "the first event reached the client; error: an error event, or a 502 before the "
+            "first event).\n"
             "# TYPE llmq_gateway_streams_total counter\n"
             "llmq_gateway_streams_total{end=\"started\"} %llu\n"
             "llmq_gateway_streams_total{end=\"completed\"} %llu\n"

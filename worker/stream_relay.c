@@ -259,7 +259,7 @@ int llmq_worker_relay_frame(struct worker_relay_member *m, char kind, long long 
 {
     struct worker_relay *r = m->relay;
     char head[LLMQ_RELAY_HEAD_MAX];
-    int k = llmq_relay_frame_head(head, sizeof(head), kind, seq, m->job_id, n);
+    int k = llmq_relay_frame_head(head, sizeof(head), kind, seq, m->job_id, m->attempt, n);
     if (r == NULL || k < 0)
         return -1;
     size_t was = r->out_len;

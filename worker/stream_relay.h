@@ -32,7 +32,8 @@ struct worker_account;
 struct worker_relay;
 
 struct worker_relay_member {
-    const char *job_id; /* borrowed while a member */
+    const char *job_id;  /* borrowed while a member */
+    const char *attempt; /* its delivery's entry id (jobs/stream_relay.h); borrowed */
     /* appends the member's waiting events (llmq_worker_relay_frame) */
     void (*flush)(struct worker_relay_member *m);
     /* the gateway or the relay is gone, or the client left: why is
@@ -44,7 +45,7 @@ struct worker_relay_member {
     int dirty;
 };
 
-/* Makes m (job_id, flush, lost set) a member of the relay to gateway of
+/* Makes m (job_id, attempt, flush, lost set) a member of the relay to gateway of
  * account a. Returns 0, or -1 without memory or when gateway is no valid
  * name (m is no member then). */
 int llmq_worker_relay_join(struct llmq_worker *w, struct worker_account *a, const char *gateway,
