@@ -72,6 +72,13 @@ struct gw_streams {
     long long in_progress;
     unsigned long long started, completed, aborted, failed, messages, events, bytes;
     struct histogram ttft, duration;
+    /* Is Redis reachable from here (stream.h, the watchdog)? A PING every
+     * second while streams are active: doubt_s is when it last looked
+     * stalled or away (no connection, no subscription, a PING unanswered
+     * or answered late). */
+    ev_timer probe;
+    int probing;
+    double probe_sent_s, doubt_s;
 };
 
 struct stream {
@@ -93,6 +100,7 @@ struct stream {
     int paused; /* the connection waits in the content reader */
     int looking, cancelling;
     double t0_s, t_first_s;
+    double last_frame_s; /* ev_now of the last frame taken (the watchdog's) */
 };
 
 static void observe(struct histogram *h, const double *bounds, size_t n, double v)
@@ -324,6 +332,7 @@ static void on_cancelled(redisAsyncContext *ac, redisReply *rep, void *privdata)
             break;
         case GW_CANCEL_SENT: /* its messages decide now */
             st->phase = ST_RUNNING;
+            st->last_frame_s = ev_now(st->r->gw->loop);
             arm(st, GW_STREAM_WATCHDOG_MS / 1000.0);
             break;
         case GW_CANCEL_ENDED:
@@ -354,14 +363,59 @@ static void cancel_job(struct stream *st, llmq_script_cb *cb)
     }
 }
 
+/* 1 while Redis may be stalled or away from here, or was within the last
+ * GW_STREAM_STALL_GRACE_MS: a silent worker may be waiting for it too. */
+static int redis_doubtful(struct gw_streams *ss, double now)
+{
+    if (gw_redis(ss->gw) == NULL || !llmq_redis_sub_ready(ss->relay) ||
+        (ss->probing && now - ss->probe_sent_s > GW_STREAM_PROBE_SLOW_MS / 1000.0))
+        ss->doubt_s = now;
+    return ss->doubt_s > 0 && now - ss->doubt_s < GW_STREAM_STALL_GRACE_MS / 1000.0;
+}
+
+static void on_pong(redisAsyncContext *ac, void *reply, void *privdata)
+{
+    (void)ac;
+    struct gw *gw = privdata; /* the streams may be gone by now */
+    struct gw_streams *ss = gw->streams;
+    if (ss == NULL)
+        return;
+    ss->probing = 0;
+    double now = ev_now(gw->loop);
+    if (reply == NULL || now - ss->probe_sent_s > GW_STREAM_PROBE_SLOW_MS / 1000.0)
+        ss->doubt_s = now;
+}
+
+static void on_probe(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)revents;
+    struct gw_streams *ss = t->data;
+    if (ss->active == NULL) {
+        ev_timer_stop(loop, t);
+        return;
+    }
+    double now = ev_now(loop);
+    redisAsyncContext *ac = gw_redis(ss->gw);
+    (void)redis_doubtful(ss, now); /* notes a connection down, a PING late */
+    if (ac != NULL && !ss->probing && redisAsyncCommand(ac, on_pong, ss->gw, "PING") == REDIS_OK) {
+        ss->probing = 1;
+        ss->probe_sent_s = now;
+    }
+}
+
 static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
-    (void)loop;
     (void)revents;
     struct stream *st = t->data;
     if (st->phase == ST_WAITING && !st->cancelling) {
         cancel_job(st, on_cancelled);
     } else if (st->phase == ST_RUNNING || st->phase == ST_STREAMING) {
+        double now = ev_now(loop);
+        if (now - st->last_frame_s < (LLMQ_RELAY_HOLD_MS + GW_STREAM_WATCHDOG_MS) / 1000.0 &&
+            redis_doubtful(st->ss, now)) {
+            arm(st, 1.0); /* Redis stalled: its worker holds the frames (stream.h) */
+            return;
+        }
         cancel_job(st, NULL); /* should its worker be gone, it is never sent again */
         fail(st, "the worker relaying this stream stopped answering");
     }
@@ -407,7 +461,7 @@ static void push_job(struct stream *st)
 /* ---- the worker's messages ---- */
 
 /* Where frame f of its stream stands among the attempts: 1 to take it, 0
- * to drop it (an older attempt's), -1 when the stream failed (a gap, a new
+ * to drop it (an older attempt's, or a repeat), -1 when the stream failed (a gap, a new
  * attempt after it began). sender (name[0..n)) is the worker that sent it. */
 static int frame_attempt(struct stream *st, const struct llmq_relay_frame *f, const char *sender,
                          size_t sender_len)
@@ -432,6 +486,8 @@ static int frame_attempt(struct stream *st, const struct llmq_relay_frame *f, co
             st->worker[sender_len] = '\0';
         }
     }
+    if (f->seq < st->next_seq)
+        return 0; /* a repeat: a worker sends again what Redis may have taken */
     if (f->seq != st->next_seq) {
         fail(st, "a relayed part of the stream is missing");
         return -1;
@@ -456,6 +512,7 @@ static void on_relay_frame(struct stream *st, const struct llmq_relay_frame *f, 
     }
     if (st->phase == ST_WAITING)
         st->phase = ST_RUNNING;
+    st->last_frame_s = ev_now(st->r->gw->loop);
     arm(st, GW_STREAM_WATCHDOG_MS / 1000.0);
     if ((kind == 'd' || kind == 'e' || kind == 'x') && plen > 0 && st->phase == ST_RUNNING) {
         st->ss->in_progress++;
@@ -576,8 +633,16 @@ struct gw_streams *gw_streams_new(struct gw *gw, struct llmq_error *err)
         free(ss);
         return NULL;
     }
+    /* a stalled Redis must not cost the subscription (what is published
+     * meanwhile would be lost): it outlasts what workers hold */
     struct llmq_redis_async_config rc = {.name = "gateway-relay",
-                                         .command_timeout_ms = gw->cfg->redis_timeout_ms};
+                                         .command_timeout_ms =
+                                             gw->cfg->redis_timeout_ms > LLMQ_RELAY_HOLD_MS
+                                                 ? gw->cfg->redis_timeout_ms
+                                                 : LLMQ_RELAY_HOLD_MS};
+    ev_init(&ss->probe, on_probe);
+    ss->probe.repeat = 1.0;
+    ss->probe.data = ss;
     ss->relay = llmq_redis_sub_new(gw->loop, &gw->url, &rc, ss->channel, on_relay_message,
                                    on_relay_state, ss, err);
     if (ss->relay == NULL) {
@@ -630,6 +695,8 @@ void gw_stream_handle(struct gw_request *r)
     if (st->next != NULL)
         st->next->prev = st;
     st->ss->active = st;
+    if (!ev_is_active(&st->ss->probe))
+        ev_timer_again(gw->loop, &st->ss->probe);
     snprintf(st->w.job_id, sizeof(st->w.job_id), "%s", st->job.id);
     st->w.on_maybe_ended = on_maybe_ended;
     gw_request_hold(r); /* the wait's, dropped by stream_finish */
@@ -666,6 +733,7 @@ void gw_streams_free(struct gw_streams *ss)
 {
     if (ss == NULL)
         return;
+    ev_timer_stop(ss->gw->loop, &ss->probe);
     llmq_redis_sub_free(ss->relay);
     free(ss);
 }

@@ -149,3 +149,9 @@ set_tests_properties(gateway_stream_metrics PROPERTIES LABELS integration TIMEOU
 add_test(NAME gateway_stream_attempts COMMAND ${LLMQ_GW_DIR}/run_sdk.sh ${PROJECT_BINARY_DIR}/bin stream_attempts.mjs)
 set_tests_properties(gateway_stream_attempts PROPERTIES LABELS integration TIMEOUT 300
     ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=1;SIM_FLAGS=--latency-ms 3000 --stream-gap-ms 20 --completion-tokens 30:30 --period-ms 6000 --limit gpt-4o-mini=1:0 --models gpt-4o-mini")
+#   gateway_stream_stall  Redis stopped (SIGSTOP) for 10 s mid-stream: every
+#                         stream whose answer the API finished reaches its
+#                         client whole once Redis is back (stream_stall.mjs)
+add_test(NAME gateway_stream_stall COMMAND ${LLMQ_GW_DIR}/run_sdk.sh ${PROJECT_BINARY_DIR}/bin stream_stall.mjs)
+set_tests_properties(gateway_stream_stall PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=1;SIM_FLAGS=--stream-gap-ms 200 --completion-tokens 40:40 --models gpt-4o-mini;LIMITS=gpt-4o-mini --rpm 100000 --tpm 100000000 --settle usage")

@@ -35,6 +35,15 @@
     (1 + 20 + 1 + LLMQ_RELAY_NAME_MAX + 1 + LLMQ_RELAY_ATTEMPT_MAX + 1 + 20 + 2)
 #define LLMQ_RELAY_PAYLOAD_MAX (64 * 1024 * 1024)
 
+/* While Redis is unreachable a worker holds the frames it cannot publish
+ * (worker/stream_relay.h) this long at most, at most this many bytes of
+ * one stream and of the whole worker; the gateway waits for a stream's
+ * frames this long (plus its watchdog) while Redis looks stalled from
+ * where it runs too (gateway/stream.h). */
+#define LLMQ_RELAY_HOLD_MS 30000
+#define LLMQ_RELAY_HOLD_STREAM_BYTES (8 * 1024 * 1024)
+#define LLMQ_RELAY_HOLD_WORKER_BYTES (256 * 1024 * 1024)
+
 /* An attempt's number: a delivery's entry id; {0, 0} none. */
 struct llmq_relay_attempt {
     long long ms, n;
