@@ -155,3 +155,12 @@ set_tests_properties(gateway_stream_attempts PROPERTIES LABELS integration TIMEO
 add_test(NAME gateway_stream_stall COMMAND ${LLMQ_GW_DIR}/run_sdk.sh ${PROJECT_BINARY_DIR}/bin stream_stall.mjs)
 set_tests_properties(gateway_stream_stall PROPERTIES LABELS integration TIMEOUT 300
     ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=1;SIM_FLAGS=--stream-gap-ms 200 --completion-tokens 40:40 --models gpt-4o-mini;LIMITS=gpt-4o-mini --rpm 100000 --tpm 100000000 --settle usage")
+#   gateway_slow_clients  sockets that trickle a request head (slowloris)
+#                         are closed by the head deadline, and at the
+#                         connection limit /healthz and keyed calls are
+#                         still answered; a trickled body is closed by the
+#                         body deadline (slow_clients.mjs)
+add_test(NAME gateway_slow_clients
+    COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin node ${LLMQ_GW_DIR}/slow_clients.mjs)
+set_tests_properties(gateway_slow_clients PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=0;GW_FLAGS=--max-connections 200 --body-timeout-ms 3000")
