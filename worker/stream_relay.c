@@ -227,8 +227,6 @@ static void on_published(redisAsyncContext *ac, void *reply, void *privdata)
             r->trouble_s = 0;
             for (struct worker_relay_member *m = r->members; m != NULL; m = m->next)
                 m->held_bytes = 0;
-        } else if (r->trouble_s > 0) {
-            send_held(r); /* the next one */
         }
     } else if (rep != NULL && rep->type == REDIS_REPLY_INTEGER && r->trouble_s == 0) {
         held_drop(r); /* nobody listens on the gateway's channel: it is gone */
@@ -242,10 +240,11 @@ static void on_published(redisAsyncContext *ac, void *reply, void *privdata)
     relay_maybe_free(r);
 }
 
-/* Sends every message of r's queue not in flight, oldest first; while
- * the relay has trouble, one at a time (a message that reached nobody is
- * sent again before the next one leaves, so none overtakes it). r is not
- * freed here. */
+/* Sends every message of r's queue not in flight, oldest first (r is not
+ * freed here). Pipelined, in trouble too: a lost connection fails every
+ * message after the first one that failed, so order holds; a message that
+ * reached nobody while later ones reached the gateway shows there as a gap
+ * (an error event, never a silent cut). */
 static void send_held(struct worker_relay *r)
 {
     struct llmq_worker *w = r->hub->w;
@@ -253,8 +252,6 @@ static void send_held(struct worker_relay *r)
     for (struct held *h = r->held; h != NULL; h = h->next) {
         if (h->sent)
             continue;
-        if (r->trouble_s > 0 && r->inflight > 0)
-            return;
         if (ac == NULL || redisAsyncCommand(ac, on_published, h, "PUBLISH %s %b", r->channel,
                                             h->data, h->len) != REDIS_OK) {
             trouble(r);
