@@ -99,6 +99,7 @@ struct stream {
     int ended;  /* no more bytes after buf */
     int paused; /* the connection waits in the content reader */
     int looking, cancelling;
+    int asking; /* whether its worker lives (ask_worker) */
     double t0_s, t_first_s;
     double last_frame_s; /* ev_now of the last frame taken (the watchdog's) */
 };
@@ -403,6 +404,52 @@ static void on_probe(struct ev_loop *loop, ev_timer *t, int revents)
     }
 }
 
+/* The stream's worker is gone: the stream ends. */
+static void worker_gone(struct stream *st)
+{
+    cancel_job(st, NULL); /* should its worker be gone, it is never sent again */
+    fail(st, "the worker relaying this stream stopped answering");
+}
+
+static void on_numsub(redisAsyncContext *ac, void *reply, void *privdata)
+{
+    (void)ac;
+    struct stream *st = privdata;
+    const redisReply *rep = reply;
+    st->asking = 0;
+    if (st->phase == ST_RUNNING || st->phase == ST_STREAMING) {
+        if (rep == NULL ||
+            (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+             rep->element[1]->type == REDIS_REPLY_INTEGER && rep->element[1]->integer > 0))
+            arm(st, 1.0); /* the worker lives (or Redis went away): wait on */
+        else
+            worker_gone(st);
+    }
+    gw_request_release(st->r);
+}
+
+/* Asks Redis whether st's worker still holds its channel P ssw:<worker>
+ * (a process that died lost its connection, and the channel with it): the
+ * answer decides (on_numsub). Returns 0, or -1 when it cannot ask. */
+static int ask_worker(struct stream *st)
+{
+    char channel[LLMQ_KEY_PREFIX_MAX + LLMQ_RELAY_NAME_MAX + 8];
+    redisAsyncContext *ac = gw_redis(st->r->gw);
+    if (st->asking)
+        return 0;
+    if (st->worker[0] == '\0' || ac == NULL ||
+        llmq_key(channel, sizeof(channel), st->r->gw->prefix, LLMQ_KEY_SSE_WORKER, st->worker,
+                 NULL) != LLMQ_OK)
+        return -1;
+    gw_request_hold(st->r);
+    if (redisAsyncCommand(ac, on_numsub, st, "PUBSUB NUMSUB %s", channel) != REDIS_OK) {
+        gw_request_release(st->r);
+        return -1;
+    }
+    st->asking = 1;
+    return 0;
+}
+
 static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)revents;
@@ -411,13 +458,15 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
         cancel_job(st, on_cancelled);
     } else if (st->phase == ST_RUNNING || st->phase == ST_STREAMING) {
         double now = ev_now(loop);
-        if (now - st->last_frame_s < (LLMQ_RELAY_HOLD_MS + GW_STREAM_WATCHDOG_MS) / 1000.0 &&
-            redis_doubtful(st->ss, now)) {
+        int patient =
+            now - st->last_frame_s < (LLMQ_RELAY_HOLD_MS + GW_STREAM_WATCHDOG_MS) / 1000.0;
+        if (patient && redis_doubtful(st->ss, now)) {
             arm(st, 1.0); /* Redis stalled: its worker holds the frames (stream.h) */
             return;
         }
-        cancel_job(st, NULL); /* should its worker be gone, it is never sent again */
-        fail(st, "the worker relaying this stream stopped answering");
+        if (patient && ask_worker(st) == 0)
+            return; /* a worker alive but slow (a busy host) is waited for */
+        worker_gone(st);
     }
 }
 

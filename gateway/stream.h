@@ -28,7 +28,9 @@
  *     away from here too (the command connection or the subscription
  *     down, a PING sent every second while streams run unanswered for
  *     GW_STREAM_PROBE_SLOW_MS), and for GW_STREAM_STALL_GRACE_MS after, a
- *     silent stream waits on, up to LLMQ_RELAY_HOLD_MS plus the watchdog:
+ *     silent stream waits on, up to LLMQ_RELAY_HOLD_MS plus the watchdog
+ *     (so does one whose worker still holds its channel P ssw:<worker>,
+ *     PUBSUB NUMSUB: a live worker on a busy host; a killed one lost it):
  *     its worker holds the frames Redis did not take and sends them again
  *     (worker/stream_relay.h); repeats are dropped by sequence number. The
  *     subscription's own command timeout is at least LLMQ_RELAY_HOLD_MS, so
