@@ -87,7 +87,13 @@ static void usage(FILE *out)
           "  --max-file-lines N        requests per batch file (50000, as OpenAI)\n"
           "  --max-window-hours N      longest completion_window (168)\n"
           "  --max-body-bytes N        JSON request body limit (4194304)\n"
-          "  --max-connections N       open connections (10000)\n"
+          "  --max-connections N       open connections (10000); at most half of them wait\n"
+          "                            for a request head (beyond, the oldest is closed)\n"
+          "  --max-connections-per-ip N  open connections per client address (0: no bound)\n"
+          "  --header-timeout-ms MS    a request head must arrive whole within this (10000),\n"
+          "                            else the connection is closed\n"
+          "  --body-timeout-ms MS      a request body must arrive whole within this of its\n"
+          "                            head (300000), else the connection is closed\n"
           "  --port-file PATH          write the bound API port there\n"
           "  --log-level L, --log-format text|json\n"
           "  --version                 print the version and exit\n"
@@ -119,6 +125,8 @@ static void defaults(struct gw_config *cfg)
     cfg->max_window_ms = 168LL * 3600 * 1000;
     cfg->max_body_bytes = 4 * 1024 * 1024;
     cfg->max_connections = 10000;
+    cfg->header_timeout_ms = 10000;
+    cfg->body_timeout_ms = 300000;
     cfg->log_level = LLMQ_LOG_INFO;
     cfg->log_format = LLMQ_LOG_TEXT;
 }
@@ -155,6 +163,9 @@ int gw_config_parse(struct gw_config *cfg, int argc, char **argv)
                                          {"max-window-hours", required_argument, NULL, 'W'},
                                          {"max-body-bytes", required_argument, NULL, 'B'},
                                          {"max-connections", required_argument, NULL, 'c'},
+                                         {"max-connections-per-ip", required_argument, NULL, 'I'},
+                                         {"header-timeout-ms", required_argument, NULL, 'H'},
+                                         {"body-timeout-ms", required_argument, NULL, 'D'},
                                          {"port-file", required_argument, NULL, 'p'},
                                          {"log-level", required_argument, NULL, 'L'},
                                          {"log-format", required_argument, NULL, 'F'},
@@ -222,6 +233,16 @@ int gw_config_parse(struct gw_config *cfg, int argc, char **argv)
         case 'c':
             rc = num("--max-connections", optarg, 1, 1000000, &v);
             cfg->max_connections = (int)v;
+            break;
+        case 'I':
+            rc = num("--max-connections-per-ip", optarg, 0, 1000000, &v);
+            cfg->max_connections_per_ip = (int)v;
+            break;
+        case 'H':
+            rc = num("--header-timeout-ms", optarg, 100, 3600LL * 1000, &cfg->header_timeout_ms);
+            break;
+        case 'D':
+            rc = num("--body-timeout-ms", optarg, 100, 24LL * 3600 * 1000, &cfg->body_timeout_ms);
             break;
         case 'L':
             lvl = optarg;

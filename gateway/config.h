@@ -24,6 +24,9 @@ struct gw_config {
     long long max_window_ms;  /* longest completion_window */
     long long max_body_bytes; /* raw body of a JSON request */
     int max_connections;
+    int max_connections_per_ip;  /* 0: no bound */
+    long long header_timeout_ms; /* a request head, whole (http.h) */
+    long long body_timeout_ms;   /* a request body, whole, once its head was admitted */
     enum llmq_log_level log_level;
     enum llmq_log_format log_format;
 };

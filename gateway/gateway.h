@@ -31,6 +31,7 @@ struct gw_stats {
     unsigned long long requests, responses_2xx, responses_4xx, responses_5xx;
     unsigned long long calls_enqueued, calls_cancelled, calls_timed_out;
     unsigned long long files_created, batches_created, batches_cancelled;
+    unsigned long long body_timeouts; /* connections closed: a body too slow (http.c) */
     long long calls_waiting;
     long long uploads_validating; /* files being checked now */
     /* batches made of a file stored before layout jobs1, whose requests were

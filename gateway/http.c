@@ -1,7 +1,10 @@
 /* The gateway's HTTP server: libmicrohttpd on the gateway's libev loop
- * through common/httpd (httpd.h says how MHD is run there), and one
- * request's life (see http.h). MHD_ALLOW_SUSPEND_RESUME lets a request wait
- * for Redis without holding the loop; llmq_httpd_resume wakes it.
+ * through common/httpd (httpd.h says how MHD is run there, and how a
+ * request head is time-limited: --header-timeout-ms, at most half of
+ * --max-connections waiting for one), and one request's life (see
+ * http.h). A request's body must be whole within --body-timeout-ms of its
+ * head, else its connection is closed (a client trickling its body). MHD_ALLOW_SUSPEND_RESUME lets
+ * a request wait for Redis without holding the loop; llmq_httpd_resume wakes it.
  *
  * A suspended connection is not polled by MHD, so a client hanging up would
  * go unnoticed until the answer: while suspended, its socket is watched for
@@ -51,6 +54,28 @@ void gw_request_release(struct gw_request *r)
     free(r->body);
     free(r->resp);
     free(r);
+}
+
+static void stop_body_deadline(struct gw_request *r)
+{
+    ev_timer_stop(r->gw->loop, &r->body_deadline);
+}
+
+static void on_body_deadline(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)revents;
+    struct gw_request *r = t->data;
+    if (r->started || r->answered || r->conn == NULL)
+        return;
+    if (r->suspended) { /* waiting for its key's check (Redis): not the client's doing */
+        ev_timer_set(t, 1.0, 0.);
+        ev_timer_start(loop, t);
+        return;
+    }
+    r->gw->stats.body_timeouts++;
+    LLMQ_LOG(LLMQ_LOG_INFO, "gateway http: %s %s: the body did not arrive within %lld ms: closed",
+             r->method, r->path, r->gw->cfg->body_timeout_ms);
+    llmq_httpd_close(r->conn);
 }
 
 static void stop_watch(struct gw_request *r)
@@ -323,6 +348,9 @@ static struct gw_request *request_new(struct gw_http *h, struct MHD_Connection *
             r->pp = MHD_create_post_processor(conn, POST_BUFFER_BYTES, on_post_part, r);
         }
     }
+    ev_timer_init(&r->body_deadline, on_body_deadline, h->gw->cfg->body_timeout_ms / 1000.0, 0.);
+    r->body_deadline.data = r;
+    ev_timer_start(h->gw->loop, &r->body_deadline);
     llmq_job_id_generate(r->request_id, sizeof(r->request_id));
     memcpy(r->request_id, "req", 3); /* "req-<ms hex>-<random>" */
     r->gw->stats.requests++;
@@ -364,6 +392,7 @@ static void watch_client(struct gw_request *r);
  * big is refused here, for the routes that read one (those with a key). */
 static void start(struct gw_request *r)
 {
+    stop_body_deadline(r);
     if (gw_route_needs_key(r->m.route)) {
         if (r->upload.is_multipart && !multipart_complete(&r->upload)) {
             gw_respond_errorf(r, 400, "invalid_request_error", "file", "invalid_multipart",
@@ -485,6 +514,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         return;
     *con_cls = NULL;
     stop_watch(r);
+    stop_body_deadline(r);
     if (r->pp != NULL)
         MHD_destroy_post_processor(r->pp);
     r->pp = NULL;
@@ -535,6 +565,9 @@ struct gw_http *gw_http_start(struct gw *gw, const char *host, int port, int met
         .tls = tls,
         .max_connections = (unsigned int)(metrics_only ? 64 : cfg->max_connections),
         .idle_timeout_s = IDLE_TIMEOUT_S,
+        .head_timeout_ms = (unsigned int)cfg->header_timeout_ms,
+        .max_pending_heads = (unsigned int)(metrics_only ? 32 : cfg->max_connections / 2),
+        .per_ip_limit = (unsigned int)(metrics_only ? 0 : cfg->max_connections_per_ip),
         .log_name = "gateway http",
         .on_request = on_request,
         .request_cls = h,
@@ -548,6 +581,12 @@ struct gw_http *gw_http_start(struct gw *gw, const char *host, int port, int met
         return NULL;
     }
     return h;
+}
+
+void gw_http_slow_counts(const struct gw_http *h, unsigned long long *head_timeouts,
+                         unsigned long long *pending_evicted)
+{
+    llmq_httpd_slow_counts(h != NULL ? h->httpd : NULL, head_timeouts, pending_evicted);
 }
 
 void gw_http_free(struct gw_http *h)

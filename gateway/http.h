@@ -65,8 +65,9 @@ struct gw_request {
     void (*key_then)(struct gw_request *r); /* auth.c: what runs once the key is valid */
     int refs;
     int admitting, admitted, started, suspended, answered, gone;
-    int admit_repeat; /* admitted while suspended: MHD repeats the headers' call */
-    ev_io watch;      /* the client socket, while suspended */
+    int admit_repeat;       /* admitted while suspended: MHD repeats the headers' call */
+    ev_io watch;            /* the client socket, while suspended */
+    ev_timer body_deadline; /* --body-timeout-ms: from the head to the body whole */
     /* the answer, once chosen */
     unsigned int status;
     char *resp;
@@ -98,6 +99,11 @@ struct gw_http_hooks {
 struct gw_http *gw_http_start(struct gw *gw, const char *host, int port, int metrics_only,
                               const struct gw_http_hooks *hooks, int *bound,
                               struct llmq_error *err);
+
+/* Connections of h (NULL-safe: 0) closed for a request head that did not
+ * arrive within --header-timeout-ms, and for too many heads pending. */
+void gw_http_slow_counts(const struct gw_http *h, unsigned long long *head_timeouts,
+                         unsigned long long *pending_evicted);
 
 /* Stops the server (suspended requests must have been answered). */
 void gw_http_free(struct gw_http *h);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "gateway.h"
+#include "http.h"
 #include "stream.h"
 
 char *gw_metrics_text(struct gw *gw, size_t *len)
@@ -63,6 +64,17 @@ char *gw_metrics_text(struct gw *gw, size_t *len)
             s->files_created, s->batches_created, s->batches_cancelled,
             s->batch_inputs_checked_again,
             llmq_redis_async_ready(gw->redis) && llmq_redis_async_ready(gw->events));
+    unsigned long long head_timeouts, evicted;
+    gw_http_slow_counts(gw->http, &head_timeouts, &evicted);
+    fprintf(f,
+            "# HELP llmq_gateway_slow_clients_closed_total Connections closed for a request "
+            "head or body that did not arrive in time (--header-timeout-ms, "
+            "--body-timeout-ms), or as the oldest of too many waiting for a head.\n"
+            "# TYPE llmq_gateway_slow_clients_closed_total counter\n"
+            "llmq_gateway_slow_clients_closed_total{why=\"head_timeout\"} %llu\n"
+            "llmq_gateway_slow_clients_closed_total{why=\"body_timeout\"} %llu\n"
+            "llmq_gateway_slow_clients_closed_total{why=\"too_many_pending\"} %llu\n",
+            head_timeouts, s->body_timeouts, evicted);
     gw_streams_metrics(gw->streams, f);
     if (fclose(f) != 0) {
         free(buf);

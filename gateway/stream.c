@@ -16,6 +16,14 @@
  * and are routed by job id through the waiters' table (the stream's waiter):
  * a frame for a job that has no stream here (its client left) is answered
  * with a cancel to its worker.
+ * Attempts: a job handed back (or reclaimed) and taken by another worker
+ * has two attempts whose frames come on two connections, in any order
+ * between them. Every frame names its attempt (its delivery's entry id,
+ * greater for a later one): the stream follows the newest attempt it has
+ * seen, drops the frames of older ones (and tells an older attempt's
+ * worker that is still sending to stop), and within its attempt the
+ * sequence numbers run without a gap; a newer attempt after the stream
+ * began is an error (the client has half an answer).
  * References on the request: the HTTP side's; the wait's (dropped at DONE);
  * one per Redis command in flight. */
 #include "stream.h"
@@ -64,6 +72,13 @@ struct gw_streams {
     long long in_progress;
     unsigned long long started, completed, aborted, failed, messages, events, bytes;
     struct histogram ttft, duration;
+    /* Is Redis reachable from here (stream.h, the watchdog)? A PING every
+     * second while streams are active: doubt_s is when it last looked
+     * stalled or away (no connection, no subscription, a PING unanswered
+     * or answered late). */
+    ev_timer probe;
+    int probing;
+    double probe_sent_s, doubt_s;
 };
 
 struct stream {
@@ -77,13 +92,16 @@ struct stream {
     enum stream_phase phase;
     char worker[LLMQ_RELAY_NAME_MAX + 1]; /* the sender of its s message ("" none yet) */
     int responses;                        /* the Responses API's error event shape */
+    struct llmq_relay_attempt attempt;    /* the newest attempt seen ({0, 0} none) */
     long long next_seq;
     char *buf; /* bytes for the client not yet handed to MHD */
     size_t len, off, cap;
     int ended;  /* no more bytes after buf */
     int paused; /* the connection waits in the content reader */
     int looking, cancelling;
+    int asking; /* whether its worker lives (ask_worker) */
     double t0_s, t_first_s;
+    double last_frame_s; /* ev_now of the last frame taken (the watchdog's) */
 };
 
 static void observe(struct histogram *h, const double *bounds, size_t n, double v)
@@ -240,13 +258,16 @@ static void end_streaming(struct stream *st, const char *bytes, size_t n, const 
     stream_finish(st);
 }
 
-/* Something broke: an error event when streaming, else a 502. */
+/* Something broke: an error event when streaming, else a 502; either way
+ * the stream counts as ended with an error. */
 static void fail(struct stream *st, const char *why)
 {
     if (st->phase == ST_STREAMING) {
         end_streaming(st, NULL, 0, why, 1);
         return;
     }
+    st->ss->failed++;
+    LLMQ_LOG_JOB(LLMQ_LOG_WARN, st->r->gw->cfg->account, st->job.id, "stream failed: %s", why);
     gw_respond_errorf(st->r, 502, "server_error", NULL, "stream_interrupted", "%s; the job is %s",
                       why, st->job.id);
     stream_finish(st);
@@ -312,6 +333,7 @@ static void on_cancelled(redisAsyncContext *ac, redisReply *rep, void *privdata)
             break;
         case GW_CANCEL_SENT: /* its messages decide now */
             st->phase = ST_RUNNING;
+            st->last_frame_s = ev_now(st->r->gw->loop);
             arm(st, GW_STREAM_WATCHDOG_MS / 1000.0);
             break;
         case GW_CANCEL_ENDED:
@@ -342,16 +364,109 @@ static void cancel_job(struct stream *st, llmq_script_cb *cb)
     }
 }
 
+/* 1 while Redis may be stalled or away from here, or was within the last
+ * GW_STREAM_STALL_GRACE_MS: a silent worker may be waiting for it too. */
+static int redis_doubtful(struct gw_streams *ss, double now)
+{
+    if (gw_redis(ss->gw) == NULL || !llmq_redis_sub_ready(ss->relay) ||
+        (ss->probing && now - ss->probe_sent_s > GW_STREAM_PROBE_SLOW_MS / 1000.0))
+        ss->doubt_s = now;
+    return ss->doubt_s > 0 && now - ss->doubt_s < GW_STREAM_STALL_GRACE_MS / 1000.0;
+}
+
+static void on_pong(redisAsyncContext *ac, void *reply, void *privdata)
+{
+    (void)ac;
+    struct gw *gw = privdata; /* the streams may be gone by now */
+    struct gw_streams *ss = gw->streams;
+    if (ss == NULL)
+        return;
+    ss->probing = 0;
+    double now = ev_now(gw->loop);
+    if (reply == NULL || now - ss->probe_sent_s > GW_STREAM_PROBE_SLOW_MS / 1000.0)
+        ss->doubt_s = now;
+}
+
+static void on_probe(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)revents;
+    struct gw_streams *ss = t->data;
+    if (ss->active == NULL) {
+        ev_timer_stop(loop, t);
+        return;
+    }
+    double now = ev_now(loop);
+    redisAsyncContext *ac = gw_redis(ss->gw);
+    (void)redis_doubtful(ss, now); /* notes a connection down, a PING late */
+    if (ac != NULL && !ss->probing && redisAsyncCommand(ac, on_pong, ss->gw, "PING") == REDIS_OK) {
+        ss->probing = 1;
+        ss->probe_sent_s = now;
+    }
+}
+
+/* The stream's worker is gone: the stream ends. */
+static void worker_gone(struct stream *st)
+{
+    cancel_job(st, NULL); /* should its worker be gone, it is never sent again */
+    fail(st, "the worker relaying this stream stopped answering");
+}
+
+static void on_numsub(redisAsyncContext *ac, void *reply, void *privdata)
+{
+    (void)ac;
+    struct stream *st = privdata;
+    const redisReply *rep = reply;
+    st->asking = 0;
+    if (st->phase == ST_RUNNING || st->phase == ST_STREAMING) {
+        if (rep == NULL ||
+            (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+             rep->element[1]->type == REDIS_REPLY_INTEGER && rep->element[1]->integer > 0))
+            arm(st, 1.0); /* the worker lives (or Redis went away): wait on */
+        else
+            worker_gone(st);
+    }
+    gw_request_release(st->r);
+}
+
+/* Asks Redis whether st's worker still holds its channel P ssw:<worker>
+ * (a process that died lost its connection, and the channel with it): the
+ * answer decides (on_numsub). Returns 0, or -1 when it cannot ask. */
+static int ask_worker(struct stream *st)
+{
+    char channel[LLMQ_KEY_PREFIX_MAX + LLMQ_RELAY_NAME_MAX + 8];
+    redisAsyncContext *ac = gw_redis(st->r->gw);
+    if (st->asking)
+        return 0;
+    if (st->worker[0] == '\0' || ac == NULL ||
+        llmq_key(channel, sizeof(channel), st->r->gw->prefix, LLMQ_KEY_SSE_WORKER, st->worker,
+                 NULL) != LLMQ_OK)
+        return -1;
+    gw_request_hold(st->r);
+    if (redisAsyncCommand(ac, on_numsub, st, "PUBSUB NUMSUB %s", channel) != REDIS_OK) {
+        gw_request_release(st->r);
+        return -1;
+    }
+    st->asking = 1;
+    return 0;
+}
+
 static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
-    (void)loop;
     (void)revents;
     struct stream *st = t->data;
     if (st->phase == ST_WAITING && !st->cancelling) {
         cancel_job(st, on_cancelled);
     } else if (st->phase == ST_RUNNING || st->phase == ST_STREAMING) {
-        cancel_job(st, NULL); /* should its worker be gone, it is never sent again */
-        fail(st, "the worker relaying this stream stopped answering");
+        double now = ev_now(loop);
+        int patient =
+            now - st->last_frame_s < (LLMQ_RELAY_HOLD_MS + GW_STREAM_WATCHDOG_MS) / 1000.0;
+        if (patient && redis_doubtful(st->ss, now)) {
+            arm(st, 1.0); /* Redis stalled: its worker holds the frames (stream.h) */
+            return;
+        }
+        if (patient && ask_worker(st) == 0)
+            return; /* a worker alive but slow (a busy host) is waited for */
+        worker_gone(st);
     }
 }
 
@@ -394,23 +509,50 @@ static void push_job(struct stream *st)
 
 /* ---- the worker's messages ---- */
 
-/* One frame of its stream (jobs/stream_relay.h), in order. */
-static void on_relay_frame(struct stream *st, const struct llmq_relay_frame *f)
+/* Where frame f of its stream stands among the attempts: 1 to take it, 0
+ * to drop it (an older attempt's, or a repeat), -1 when the stream failed (a gap, a new
+ * attempt after it began). sender (name[0..n)) is the worker that sent it. */
+static int frame_attempt(struct stream *st, const struct llmq_relay_frame *f, const char *sender,
+                         size_t sender_len)
+{
+    int cmp = llmq_relay_attempt_cmp(&f->attempt, &st->attempt);
+    if (cmp < 0) { /* superseded: a worker still sending it stops */
+        if ((sender_len != strlen(st->worker) || memcmp(sender, st->worker, sender_len) != 0) &&
+            f->kind != 'e' && f->kind != 'x' && f->kind != 'r')
+            tell_worker_gone(st->ss, sender, sender_len, st->job.id);
+        return 0;
+    }
+    int unnumbered = f->attempt.ms == 0 && f->attempt.n == 0; /* an earlier release's worker */
+    if (cmp > 0 || (f->kind == 's' && unnumbered)) {          /* a new attempt */
+        if (st->phase == ST_STREAMING) {
+            fail(st, "the call was started again after its stream had begun");
+            return -1;
+        }
+        st->attempt = f->attempt;
+        st->next_seq = f->seq == 0 ? 0 : -1;
+        if (sender_len <= LLMQ_RELAY_NAME_MAX) {
+            memcpy(st->worker, sender, sender_len);
+            st->worker[sender_len] = '\0';
+        }
+    }
+    if (f->seq < st->next_seq)
+        return 0; /* a repeat: a worker sends again what Redis may have taken */
+    if (f->seq != st->next_seq) {
+        fail(st, "a relayed part of the stream is missing");
+        return -1;
+    }
+    return 1;
+}
+
+/* One frame of its stream (jobs/stream_relay.h) from sender (name[0..n)). */
+static void on_relay_frame(struct stream *st, const struct llmq_relay_frame *f, const char *sender,
+                           size_t sender_len)
 {
     char kind = f->kind;
     const char *payload = f->payload;
     size_t plen = f->payload_len;
-    if (kind == 's') {
-        if (st->phase == ST_STREAMING) {
-            fail(st, "the call was started again after its stream had begun");
-            return;
-        }
-        st->next_seq = 0; /* a new attempt */
-    }
-    if (f->seq != st->next_seq) {
-        fail(st, "a relayed part of the stream is missing");
+    if (frame_attempt(st, f, sender, sender_len) <= 0)
         return;
-    }
     st->next_seq++;
     if (kind == 'r') { /* back in the queue: wait as before */
         st->phase = ST_WAITING;
@@ -419,6 +561,7 @@ static void on_relay_frame(struct stream *st, const struct llmq_relay_frame *f)
     }
     if (st->phase == ST_WAITING)
         st->phase = ST_RUNNING;
+    st->last_frame_s = ev_now(st->r->gw->loop);
     arm(st, GW_STREAM_WATCHDOG_MS / 1000.0);
     if ((kind == 'd' || kind == 'e' || kind == 'x') && plen > 0 && st->phase == ST_RUNNING) {
         st->ss->in_progress++;
@@ -519,11 +662,7 @@ static void on_relay_message(const char *m, size_t n, void *privdata)
             memcpy(told, id, sizeof(told));
             continue;
         }
-        if (f.kind == 's') {
-            memcpy(st->worker, sender, sender_len);
-            st->worker[sender_len] = '\0';
-        }
-        on_relay_frame(st, &f);
+        on_relay_frame(st, &f, sender, sender_len);
     }
     if (rc < 0)
         LLMQ_LOG(LLMQ_LOG_WARN, "stream relay: a malformed frame on %s: the rest ignored",
@@ -543,8 +682,16 @@ struct gw_streams *gw_streams_new(struct gw *gw, struct llmq_error *err)
         free(ss);
         return NULL;
     }
+    /* a stalled Redis must not cost the subscription (what is published
+     * meanwhile would be lost): it outlasts what workers hold */
     struct llmq_redis_async_config rc = {.name = "gateway-relay",
-                                         .command_timeout_ms = gw->cfg->redis_timeout_ms};
+                                         .command_timeout_ms =
+                                             gw->cfg->redis_timeout_ms > LLMQ_RELAY_HOLD_MS
+                                                 ? gw->cfg->redis_timeout_ms
+                                                 : LLMQ_RELAY_HOLD_MS};
+    ev_init(&ss->probe, on_probe);
+    ss->probe.repeat = 1.0;
+    ss->probe.data = ss;
     ss->relay = llmq_redis_sub_new(gw->loop, &gw->url, &rc, ss->channel, on_relay_message,
                                    on_relay_state, ss, err);
     if (ss->relay == NULL) {
@@ -597,6 +744,8 @@ void gw_stream_handle(struct gw_request *r)
     if (st->next != NULL)
         st->next->prev = st;
     st->ss->active = st;
+    if (!ev_is_active(&st->ss->probe))
+        ev_timer_again(gw->loop, &st->ss->probe);
     snprintf(st->w.job_id, sizeof(st->w.job_id), "%s", st->job.id);
     st->w.on_maybe_ended = on_maybe_ended;
     gw_request_hold(r); /* the wait's, dropped by stream_finish */
@@ -633,6 +782,7 @@ void gw_streams_free(struct gw_streams *ss)
 {
     if (ss == NULL)
         return;
+    ev_timer_stop(ss->gw->loop, &ss->probe);
     llmq_redis_sub_free(ss->relay);
     free(ss);
 }
@@ -659,7 +809,8 @@ void gw_streams_metrics(const struct gw_streams *ss, FILE *f)
             "# TYPE llmq_gateway_streams_in_progress gauge\n"
             "llmq_gateway_streams_in_progress %lld\n"
             "# HELP llmq_gateway_streams_total Streamed answers by how they ended (started: "
-            "the first event reached the client).\n"
+            "the first event reached the client; error: an error event, or a 502 before the "
+            "first event).\n"
             "# TYPE llmq_gateway_streams_total counter\n"
             "llmq_gateway_streams_total{end=\"started\"} %llu\n"
             "llmq_gateway_streams_total{end=\"completed\"} %llu\n"

@@ -22,7 +22,19 @@
  *   - a stream that breaks off — the API's error, the worker gone silent
  *     for GW_STREAM_WATCHDOG_MS (it sends a heartbeat every second), the
  *     relay connection lost, a message missing, this gateway stopping —
- *     ends with an error event in the API's shape, never a silent cut.
+ *     ends with an error event in the API's shape, never a silent cut
+ *     (before its first event: a 502);
+ *   - a stalled Redis is no silent worker: while Redis looks stalled or
+ *     away from here too (the command connection or the subscription
+ *     down, a PING sent every second while streams run unanswered for
+ *     GW_STREAM_PROBE_SLOW_MS), and for GW_STREAM_STALL_GRACE_MS after, a
+ *     silent stream waits on, up to LLMQ_RELAY_HOLD_MS plus the watchdog
+ *     (so does one whose worker still holds its channel P ssw:<worker>,
+ *     PUBSUB NUMSUB: a live worker on a busy host; a killed one lost it):
+ *     its worker holds the frames Redis did not take and sends them again
+ *     (worker/stream_relay.h); repeats are dropped by sequence number. The
+ *     subscription's own command timeout is at least LLMQ_RELAY_HOLD_MS, so
+ *     a stall does not drop it (what is published meanwhile would be lost).
  *
  * Memory per stream: its request, a job copy and the bytes relayed but not
  * yet written to the client socket.
@@ -37,6 +49,8 @@
 #include "gateway.h"
 
 #define GW_STREAM_WATCHDOG_MS 5000
+#define GW_STREAM_PROBE_SLOW_MS 1000
+#define GW_STREAM_STALL_GRACE_MS 10000
 
 struct gw_request;
 struct gw_streams;

@@ -142,3 +142,25 @@ set_tests_properties(gateway_stream_load PROPERTIES LABELS integration TIMEOUT 3
 add_test(NAME gateway_stream_metrics COMMAND ${LLMQ_GW_DIR}/run_sdk.sh ${PROJECT_BINARY_DIR}/bin stream_metrics.mjs)
 set_tests_properties(gateway_stream_metrics PROPERTIES LABELS integration TIMEOUT 300
     ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=0;SIM_FLAGS=--stream-gap-ms 20 --completion-tokens 30:30 --latency-ms 800;LIMITS=gpt-4o-mini --rpm 100000 --tpm 100000000 --settle usage")
+#   gateway_stream_attempts a job's superseded attempt whose frames come late
+#                         (handed back, taken again): one whole stream; a
+#                         stream failing before its first event is a 502
+#                         counted as an error (stream_attempts.mjs)
+add_test(NAME gateway_stream_attempts COMMAND ${LLMQ_GW_DIR}/run_sdk.sh ${PROJECT_BINARY_DIR}/bin stream_attempts.mjs)
+set_tests_properties(gateway_stream_attempts PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=1;SIM_FLAGS=--latency-ms 3000 --stream-gap-ms 20 --completion-tokens 30:30 --period-ms 6000 --limit gpt-4o-mini=1:0 --models gpt-4o-mini")
+#   gateway_stream_stall  Redis stopped (SIGSTOP) for 10 s mid-stream: every
+#                         stream whose answer the API finished reaches its
+#                         client whole once Redis is back (stream_stall.mjs)
+add_test(NAME gateway_stream_stall COMMAND ${LLMQ_GW_DIR}/run_sdk.sh ${PROJECT_BINARY_DIR}/bin stream_stall.mjs)
+set_tests_properties(gateway_stream_stall PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=1;SIM_FLAGS=--stream-gap-ms 200 --completion-tokens 40:40 --models gpt-4o-mini;LIMITS=gpt-4o-mini --rpm 100000 --tpm 100000000 --settle usage")
+#   gateway_slow_clients  sockets that trickle a request head (slowloris)
+#                         are closed by the head deadline, and at the
+#                         connection limit /healthz and keyed calls are
+#                         still answered; a trickled body is closed by the
+#                         body deadline (slow_clients.mjs)
+add_test(NAME gateway_slow_clients
+    COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin node ${LLMQ_GW_DIR}/slow_clients.mjs)
+set_tests_properties(gateway_slow_clients PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=0;GW_FLAGS=--max-connections 200 --body-timeout-ms 3000")

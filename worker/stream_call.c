@@ -244,6 +244,7 @@ int llmq_worker_stream_begin(struct llmq_worker *w, struct worker_job *job,
     /* relayed when a gateway's caller waits for it (its lease); else (a
      * Batch line, llmq enqueue) it runs collected */
     s->member.job_id = job->id;
+    s->member.attempt = job->eid; /* a later delivery's is greater */
     s->member.flush = on_relay_flush;
     s->member.lost = on_relay_lost;
     if (job->lease != NULL && job->lease[0] != '\0') {

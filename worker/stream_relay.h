@@ -11,8 +11,12 @@
  * then the buffer leaves as one PUBLISH P sse:<gateway>. Ticks fall on the
  * loop clock's grid shared by every relay, so the publishes due together
  * leave in one write. The PUBLISH's answer is checked: no subscriber means
- * the gateway is gone, an error or a lost connection that the relay is;
- * either way every member is told (its lost callback) and aborts its call.
+ * the gateway is gone, and every member is told (its lost callback) and
+ * aborts its call. A PUBLISH that did not arrive (Redis stalled or away)
+ * is held and sent again, in order, once Redis answers: a stall costs the
+ * client a pause, not its stream. Held frames are bounded (a stream's, the
+ * worker's, and how long: LLMQ_RELAY_HOLD_*); past a bound the streams
+ * concerned are lost as above.
  *
  * The worker's channel P ssw:<--consumer> is subscribed on one more
  * connection per account, opened with the account's first relayed stream
@@ -32,7 +36,8 @@ struct worker_account;
 struct worker_relay;
 
 struct worker_relay_member {
-    const char *job_id; /* borrowed while a member */
+    const char *job_id;  /* borrowed while a member */
+    const char *attempt; /* its delivery's entry id (jobs/stream_relay.h); borrowed */
     /* appends the member's waiting events (llmq_worker_relay_frame) */
     void (*flush)(struct worker_relay_member *m);
     /* the gateway or the relay is gone, or the client left: why is
@@ -42,9 +47,10 @@ struct worker_relay_member {
     struct worker_relay *relay;
     struct worker_relay_member *prev, *next;
     int dirty;
+    size_t held_bytes; /* its frames held while the relay has trouble */
 };
 
-/* Makes m (job_id, flush, lost set) a member of the relay to gateway of
+/* Makes m (job_id, attempt, flush, lost set) a member of the relay to gateway of
  * account a. Returns 0, or -1 without memory or when gateway is no valid
  * name (m is no member then). */
 int llmq_worker_relay_join(struct llmq_worker *w, struct worker_account *a, const char *gateway,
@@ -55,7 +61,8 @@ int llmq_worker_relay_join(struct llmq_worker *w, struct worker_account *a, cons
 void llmq_worker_relay_leave(struct worker_relay_member *m);
 
 /* Appends a frame of m's stream (payload[0..n) borrowed) to the message
- * being built. Returns 0, or -1 without memory. */
+ * being built. Returns 0, or -1 without memory or past a bound of what the
+ * relay may hold while Redis is unreachable (the caller aborts the call). */
 int llmq_worker_relay_frame(struct worker_relay_member *m, char kind, long long seq,
                             const char *payload, size_t n);
 

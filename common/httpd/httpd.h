@@ -21,6 +21,18 @@
  * started with MHD_ALLOW_SUSPEND_RESUME when the config asks for it) and must
  * not free the server.
  *
+ * Slow clients: MHD's own timeout (idle_timeout_s) is an idle timeout, which
+ * a client trickling a header line every few seconds never trips. With
+ * head_timeout_ms a connection's request head must arrive whole within that
+ * time of the connection's start (a kept-alive connection's next head within
+ * idle_timeout_s of its previous answer, counted whole too); else the
+ * connection is closed (its socket shut down: MHD sees the end and frees
+ * it). With max_pending_heads, beyond that many connections waiting for a
+ * head the oldest waiting one is closed, so sockets that never finish a head
+ * cannot take every connection: the rest stay for requests that arrive
+ * whole (probes, keyed calls). per_ip_limit caps connections per client
+ * address (MHD_OPTION_PER_IP_CONNECTION_LIMIT).
+ *
  * Ownership: the config is read during llmq_httpd_start only (strings
  * copied, closures and options borrowed: memory an option points to, such as
  * a TLS key, must live until llmq_httpd_free). The server owns the daemon and
@@ -44,7 +56,10 @@ struct llmq_httpd_config {
     int tls;            /* 1: MHD_USE_TLS (certificate and key in options) */
     unsigned int max_connections;
     unsigned int idle_timeout_s;
-    const char *log_name; /* prefix of MHD's log lines, e.g. "admin http" */
+    unsigned int head_timeout_ms;   /* 0: none (see the file comment) */
+    unsigned int max_pending_heads; /* 0: no bound */
+    unsigned int per_ip_limit;      /* connections per client address; 0: no bound */
+    const char *log_name;           /* prefix of MHD's log lines, e.g. "admin http" */
     MHD_AccessHandlerCallback on_request;
     void *request_cls;
     MHD_RequestCompletedCallback on_completed; /* NULL: none */
@@ -64,6 +79,16 @@ struct llmq_httpd *llmq_httpd_start(struct ev_loop *loop, const struct llmq_http
 /* Resumes a connection suspended with MHD_suspend_connection and runs MHD
  * on the next loop iteration so the connection is served at once. */
 void llmq_httpd_resume(struct llmq_httpd *h, struct MHD_Connection *conn);
+
+/* Closes conn (a connection of h's, borrowed) now: its socket is shut down,
+ * MHD frees it on its next run (the completion callback runs). For a client
+ * too slow to send its body. */
+void llmq_httpd_close(struct MHD_Connection *conn);
+
+/* Connections closed so far for a head that did not arrive in time, and
+ * for too many heads pending (the oldest closed). */
+void llmq_httpd_slow_counts(const struct llmq_httpd *h, unsigned long long *head_timeouts,
+                            unsigned long long *pending_evicted);
 
 /* Closes the listener and every connection (running on_completed for each)
  * and frees. Call while the loop lives. NULL is a no-op. */

@@ -19,14 +19,37 @@ static int name_ok(const char *s, size_t n)
     return llmq_name_valid(b);
 }
 
-int llmq_relay_frame_head(char *out, size_t n, char kind, long long seq, const char *job_id,
-                          size_t payload_len)
+int llmq_relay_attempt_parse(const char *s, size_t n, struct llmq_relay_attempt *a)
 {
+    const char *dash = s != NULL ? memchr(s, '-', n) : NULL;
+    int64_t ms, k;
+    if (dash == NULL || n > LLMQ_RELAY_ATTEMPT_MAX ||
+        llmq_parse_digits(s, (size_t)(dash - s), 0, INT64_MAX, &ms) != 0 ||
+        llmq_parse_digits(dash + 1, n - (size_t)(dash - s) - 1, 0, INT64_MAX, &k) != 0)
+        return -1;
+    a->ms = (long long)ms;
+    a->n = (long long)k;
+    return 0;
+}
+
+int llmq_relay_attempt_cmp(const struct llmq_relay_attempt *a, const struct llmq_relay_attempt *b)
+{
+    if (a->ms != b->ms)
+        return a->ms < b->ms ? -1 : 1;
+    return a->n < b->n ? -1 : a->n > b->n;
+}
+
+int llmq_relay_frame_head(char *out, size_t n, char kind, long long seq, const char *job_id,
+                          const char *attempt, size_t payload_len)
+{
+    struct llmq_relay_attempt a;
     if (job_id == NULL || !name_ok(job_id, strlen(job_id)) || seq < 0 ||
         strchr(LLMQ_RELAY_KINDS, kind) == NULL || kind == '\0' ||
-        payload_len > LLMQ_RELAY_PAYLOAD_MAX)
+        payload_len > LLMQ_RELAY_PAYLOAD_MAX || attempt == NULL ||
+        llmq_relay_attempt_parse(attempt, strlen(attempt), &a) != 0)
         return -1;
-    int k = snprintf(out, n, "%c%lld %s %zu\n", kind, seq, job_id, payload_len);
+    int k =
+        snprintf(out, n, "%c%lld %s %lld-%lld %zu\n", kind, seq, job_id, a.ms, a.n, payload_len);
     return k > 0 && (size_t)k < n ? k : -1;
 }
 
@@ -67,6 +90,16 @@ int llmq_relay_frame_next(const char *m, size_t n, size_t *off, struct llmq_rela
     const char *num = id + id_len + 1;
     rest -= (size_t)id_len + 1;
     long len_len = field(num, rest, '\n');
+    f->attempt = (struct llmq_relay_attempt){0, 0};
+    const char *sp = len_len > 0 ? memchr(num, ' ', (size_t)len_len) : NULL;
+    if (sp != NULL) { /* <attempt> <len> */
+        if (llmq_relay_attempt_parse(num, (size_t)(sp - num), &f->attempt) != 0)
+            return -1;
+        size_t skip = (size_t)(sp - num) + 1;
+        num += skip;
+        rest -= skip;
+        len_len -= (long)skip;
+    }
     if (len_len <= 0 ||
         llmq_parse_digits(num, (size_t)len_len, 0, LLMQ_RELAY_PAYLOAD_MAX, &len) != 0 ||
         (size_t)len > rest - (size_t)len_len - 1)
