@@ -37,7 +37,14 @@ check "the call over budget: 429 insufficient_quota" 429 insufficient_quota null
 expect "its message names the budget" grep -q 't/acme#tokens/month' "$out"
 check "a streamed call over budget: 429 insufficient_quota" 429 insufficient_quota null \
     insufficient_quota -- "$U/chat/completions" -H "Authorization: Bearer $GW_KEY" \
-    -d '{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"hi"}]}'
+    -d '{"model":"gpt-4o-mini","stream":true,"max_tokens":30,"messages":[{"role":"user","content":"hi"}]}'
+# a call that needs more than the budget's whole limit (1024 tokens reserved
+# for the reply by default, of 400) can never fit, whatever was spent
+check "a call that can never fit the budget: 400 never_fits" 400 invalid_request_error null \
+    never_fits -- "$U/chat/completions" -H "Authorization: Bearer $GW_KEY" \
+    -d '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}'
+expect "its message says it can never fit, not that the budget is exhausted" \
+    grep -q 'budget t/acme#tokens/month can never fit the job: it needs 10[0-9][0-9] tokens' "$out"
 expect "no retry-after: waiting would not help" bash -c \
     "! curl -s -D - -o /dev/null '$U/chat/completions' -H 'Authorization: Bearer $GW_KEY' \
        -d '$chat' | grep -qi '^retry-after'"
