@@ -101,6 +101,16 @@ check "not multipart" 400 $I file invalid_request -- "$U/files" "${auth[@]}" -d 
 check "an invalid line (named)" 400 $I file invalid_file -- "$U/files" "${auth[@]}" \
     -F purpose=batch -F "file=@$STACK_DIR/bad.jsonl"
 expect "  ... the message names line 2" grep -q 'line 2' "$out"
+pin='{"endpoints":"e1"}'
+printf '%s\n%s\n' "$good" "${good/\"a\",/\"b\",\"llmq\":$pin,}" >"$STACK_DIR/pinned.jsonl"
+check "a line's own endpoint pin (not taken: the key's is)" 400 $I file invalid_file -- \
+    "$U/files" "${auth[@]}" -F purpose=batch -F "file=@$STACK_DIR/pinned.jsonl"
+expect "  ... the message names line 2 and llmq.endpoints" grep -q 'line 2: ..llmq\.endpoints' "$out"
+# the batch file's lines bound their counts as a call's body does
+printf '%s\n' "${good/\"hi\"\}\]/\"hi\"\}\],\"n\":2305843009213693952}" >"$STACK_DIR/bign.jsonl"
+check "a line's n out of bounds (named)" 400 $I file invalid_file -- "$U/files" "${auth[@]}" \
+    -F purpose=batch -F "file=@$STACK_DIR/bign.jsonl"
+expect "  ... the message names line 1 and n" grep -q "line 1: Invalid 'n'" "$out"
 check "more lines than --max-file-lines" 400 $I file too_many_requests_in_file -- "$U/files" \
     "${auth[@]}" -F purpose=batch -F "file=@$STACK_DIR/four.jsonl"
 check "file over --max-file-bytes" 413 $I file request_too_large -- "$U/files" "${auth[@]}" \
