@@ -94,6 +94,13 @@ void gw_route_decode(const char *method, const char *path, struct gw_route_match
         out->route = get ? GW_ROUTE_FILE_CONTENT : GW_ROUTE_METHOD_NOT_ALLOWED;
     if (m != 0)
         return;
+    m = match_collection(path, "/v1/models", out->id, &tail);
+    if (m == 1 || m == 2)
+        out->route = !get     ? GW_ROUTE_METHOD_NOT_ALLOWED
+                     : m == 1 ? GW_ROUTE_MODEL_LIST
+                              : GW_ROUTE_MODEL_GET;
+    if (m != 0)
+        return;
     m = match_collection(path, "/v1/batches", out->id, &tail);
     if (m == 1)
         out->route = strcmp(method, "POST") == 0 ? GW_ROUTE_BATCH_CREATE

@@ -29,6 +29,8 @@ enum gw_route {
     GW_ROUTE_BATCH_LIST,   /* GET /v1/batches */
     GW_ROUTE_BATCH_GET,    /* GET /v1/batches/{id} */
     GW_ROUTE_BATCH_CANCEL, /* POST /v1/batches/{id}/cancel */
+    GW_ROUTE_MODEL_LIST,   /* GET /v1/models */
+    GW_ROUTE_MODEL_GET,    /* GET /v1/models/{id} */
 };
 
 struct gw_route_match {
