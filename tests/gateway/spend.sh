@@ -2,9 +2,11 @@
 # Spend budgets at the gateway (README "Spend budgets"), with curl: once a
 # budget on a synchronous call's path is spent, the call is answered at once
 # with OpenAI's 429 insufficient_quota, its message naming the budget (the
-# job is dead-lettered budget_exhausted, never sent, never parked: a parked
+# job ends budget_exhausted, never sent, never parked, and is not a dead
+# letter: its caller had the answer, it is counted sync_dead; a parked
 # call would wait --max-wait-ms and get rate_limit_exceeded instead), streamed
-# or not. A
+# or not. A call that needs more than a budget's whole limit gets 400
+# never_fits, saying so. A
 # tenant's token budget and a gateway key's USD budget; spend stays within
 # each. A model without a price under a USD budget is refused (400).
 # Run through stack.sh with the GW_FLAGS and SIM_FLAGS of tests/gateway.cmake.
@@ -52,8 +54,13 @@ spent=$("$llmq" budgets list --json | node -e '
     const b = JSON.parse(require("fs").readFileSync(0, "utf8"));
     console.log(b.find((x) => x.id === "t/acme#tokens/month").spent)')
 expect "tenant acme spent $spent of 400 tokens" [ "$spent" -le 400 ] && [ "$spent" -gt 300 ]
-reasons=$(redis-cli -p "$REDIS_PORT" XRANGE "llmq:{$LLMQ_ACCOUNT}:dead" - + | grep -c budget_exhausted)
-expect "the refused calls were dead-lettered budget_exhausted ($reasons)" [ "$reasons" -ge 3 ]
+# the callers had their answers: nothing to retry, so nothing in the dead
+# list; each is counted (llmq status: sync_dead_ever)
+dead=$(redis-cli -p "$REDIS_PORT" XLEN "llmq:{$LLMQ_ACCOUNT}:dead")
+expect "the refused calls are not in the dead list ($dead entries)" [ "$dead" = 0 ]
+counted=$("$llmq" status --json | node -e '
+    console.log(JSON.parse(require("fs").readFileSync(0, "utf8")).totals.sync_dead_ever)')
+expect "they are counted: sync_dead_ever $counted" [ "$counted" -ge 4 ]
 sent=$(grep -c '"outcome":"ok"' "$SIM_LOG" 2>/dev/null || echo 0)
 expect "only the calls that ran reached the API ($sent)" [ "$sent" -eq "$ok" ]
 
