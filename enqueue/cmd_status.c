@@ -116,6 +116,9 @@ static int add_queues(json_t *o, const redisReply *r)
                                   llmq_reply_int_or(t->element[3], 0), "dead_ever",
                                   llmq_reply_int_or(t->element[4], 0), "http_429",
                                   llmq_reply_int_or(t->element[5], 0)));
+    /* a script before sync_dead_ever replies 6 totals */
+    json_object_set_new(json_object_get(o, "totals"), "sync_dead_ever",
+                        json_integer(t->elements > 6 ? llmq_reply_int_or(t->element[6], 0) : 0));
     for (size_t i = 0; i < r->element[2]->elements; i++) {
         const redisReply *c = r->element[2]->element[i];
         if (shape_ok(c, 4))
@@ -545,6 +548,10 @@ static void print_queues(const json_t *o)
            jint(t, "results_kept"));
     printf("  ended ever: %lld done, %lld dead; 429s seen %lld\n", jint(t, "done_ever"),
            jint(t, "dead_ever"), jint(t, "http_429"));
+    if (jint(t, "sync_dead_ever") > 0)
+        printf("  gateway calls that ended without the API's answer (answered by the gateway, "
+               "not dead-lettered): %lld\n",
+               jint(t, "sync_dead_ever"));
     print_memory(json_object_get(o, "memory"));
     if (jint(t, "insufficient_quota") > 0)
         printf("  %lld of those 429s were insufficient_quota: the account is out of credit;\n"

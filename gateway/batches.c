@@ -635,6 +635,7 @@ static int prepare_jobs(struct gw_request *r)
         j->tenant = (char *)terms.tenant;
         j->user = (char *)terms.user;
         j->priority = terms.priority;
+        gw_key_policy_fallback(&r->key, j, 0); /* its models hold for the fallback too */
         if (strcmp(j->url, c->req.endpoint) != 0) {
             gw_respond_errorf(r, 400, INVALID, "endpoint", "mismatched_endpoint",
                               "line %ld: url %s is not the batch's endpoint %s", in->lines[i],

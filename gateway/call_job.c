@@ -45,6 +45,7 @@ int gw_call_job_make(struct gw_request *r, const struct gw_call *call, struct ll
         gw_respond_errorf(r, 400, "invalid_request_error", NULL, NULL, "%s", err.msg);
         return -1;
     }
+    gw_key_policy_fallback(&r->key, job, 1); /* the key's models hold for the fallback too */
     return 0;
 }
 
@@ -116,8 +117,9 @@ void gw_call_respond_waited_too_long(struct gw_request *r)
     snprintf(r->retry_after, sizeof(r->retry_after), "%lld", s > 0 ? s : 1);
     r->gw->stats.calls_timed_out++;
     gw_respond_errorf(r, 429, "requests", NULL, "rate_limit_exceeded",
-                      "The request waited %lld ms in llmq's queue for the shared rate limit "
-                      "and was not sent (nothing was charged). Please try again later.",
+                      "The request waited %lld ms in llmq's queue for room (the shared rate "
+                      "limits, or its model's endpoints) and was not sent (nothing was "
+                      "charged). Please try again later.",
                       r->gw->cfg->max_wait_ms);
 }
 

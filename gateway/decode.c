@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "jobs/job.h"
+#include "llmq/cost.h"
 #include "redis/redis.h"
 
 #define INVALID "invalid_request_error"
@@ -91,6 +92,13 @@ void gw_route_decode(const char *method, const char *path, struct gw_route_match
                                                      : GW_ROUTE_METHOD_NOT_ALLOWED;
     else if (m == 3 && strcmp(tail, "content") == 0)
         out->route = get ? GW_ROUTE_FILE_CONTENT : GW_ROUTE_METHOD_NOT_ALLOWED;
+    if (m != 0)
+        return;
+    m = match_collection(path, "/v1/models", out->id, &tail);
+    if (m == 1 || m == 2)
+        out->route = !get     ? GW_ROUTE_METHOD_NOT_ALLOWED
+                     : m == 1 ? GW_ROUTE_MODEL_LIST
+                              : GW_ROUTE_MODEL_GET;
     if (m != 0)
         return;
     m = match_collection(path, "/v1/batches", out->id, &tail);
@@ -178,6 +186,20 @@ static int json_invalid(json_error_t *je, struct gw_error *e)
                         je->text, je->position);
 }
 
+/* The fields that size a call's cost (llmq/cost.h), refused here with their
+ * param so that no cost is computed from a value out of OpenAI's bounds. */
+static int cost_params_check(const json_t *root, struct gw_error *e)
+{
+    const char *param = NULL;
+    struct llmq_error ce = {0};
+    if (llmq_cost_check_params(root, &param, &ce) == LLMQ_OK)
+        return 0;
+    return gw_error_set(e, 400, INVALID, param,
+                        json_is_integer(json_object_get(root, param)) ? "invalid_value"
+                                                                      : "invalid_type",
+                        "%s", ce.msg);
+}
+
 int gw_call_decode(const char *url, const char *body, size_t len, struct gw_call *out,
                    struct gw_error *e)
 {
@@ -213,6 +235,8 @@ int gw_call_decode(const char *url, const char *body, size_t len, struct gw_call
                           "%s does not stream: send the request without \"stream\": true", url);
     else if (user != NULL && !json_is_string(user) && !json_is_null(user))
         rc = gw_error_set(e, 400, INVALID, "user", "invalid_type", "'user' must be a string");
+    else
+        rc = cost_params_check(root, e);
     if (rc == 0) {
         out->stream = json_is_true(stream);
         snprintf(out->model, sizeof(out->model), "%s", json_string_value(model));

@@ -29,6 +29,8 @@ enum gw_route {
     GW_ROUTE_BATCH_LIST,   /* GET /v1/batches */
     GW_ROUTE_BATCH_GET,    /* GET /v1/batches/{id} */
     GW_ROUTE_BATCH_CANCEL, /* POST /v1/batches/{id}/cancel */
+    GW_ROUTE_MODEL_LIST,   /* GET /v1/models */
+    GW_ROUTE_MODEL_GET,    /* GET /v1/models/{id} */
 };
 
 struct gw_route_match {
@@ -70,7 +72,8 @@ struct gw_call {
  * field checked): a JSON object with a string "model", the endpoint's prompt
  * field (llmq_job_prompt_field: "messages" for chat), "stream" a boolean (true
  * only where the API streams: chat, completions, responses), an optional
- * string "user". Returns 0, or -1
+ * string "user", the fields that size its cost within their bounds
+ * (llmq_cost_check_params: n, max_tokens, ...). Returns 0, or -1
  * with *e filled (400s, naming the param). */
 int gw_call_decode(const char *url, const char *body, size_t len, struct gw_call *out,
                    struct gw_error *e);

@@ -177,6 +177,13 @@ static int check_file(const char *body, size_t len, size_t job_body_max, long lo
                               "(whitespace, control characters, '/', '|', '{' and '}' take 3)",
                               b.job_lines[i], CUSTOM_ID_MAX);
     for (size_t i = 0; rc == 0 && i < b.n_jobs; i++)
+        if (b.jobs[i].endpoints != NULL) /* the record keeps none: refused, not dropped */
+            rc = gw_error_set(e, 400, INVALID, "file", "invalid_file",
+                              "line %ld: \"llmq.endpoints\" is not taken by llmq-gateway: the "
+                              "endpoints a key's jobs run on are the key's (llmq keys create "
+                              "--endpoints)",
+                              b.job_lines[i]);
+    for (size_t i = 0; rc == 0 && i < b.n_jobs; i++)
         if (gw_fallbacks_map_apply(fallbacks, &b.jobs[i], &err) != LLMQ_OK)
             rc = gw_error_set(e, 400, INVALID, "file", "invalid_file",
                               "line %ld: as its model's fallback: %s", b.job_lines[i], err.msg);

@@ -53,6 +53,19 @@ static int changed(const char *had, const char *now)
     return now != had && (had == NULL || strcmp(had, now) != 0);
 }
 
+void gw_key_policy_fallback(const struct gw_key *k, struct llmq_job *j, int owned)
+{
+    if (k->models[0] == '\0')
+        return;
+    j->fallback_only = 1;
+    if (j->fallback_model != NULL && !model_listed(k->models, j->fallback_model)) {
+        if (owned)
+            free(j->fallback_model);
+        j->fallback_model = NULL;
+        memset(&j->fallback_cost, 0, sizeof(j->fallback_cost));
+    }
+}
+
 enum gw_key_verdict gw_key_policy_apply(const struct gw_key *k, struct llmq_job *j,
                                         struct gw_error *e)
 {

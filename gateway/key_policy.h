@@ -8,7 +8,10 @@
  *   models    a comma list; the job's model must be one of them exactly
  *             ("gpt-4o" allows neither "gpt-4o-mini" nor "gpt-4"); "" all.
  *             The only restriction that refuses: a request for another model
- *             is an error and nothing runs.
+ *             is an error and nothing runs. It holds for the model that
+ *             serves the job too: a fallback (`llmq endpoints fallback`) the
+ *             list does not hold never serves the key's jobs, which wait for
+ *             their own model instead (gw_key_policy_fallback).
  *   tenant    pinned: the job is the key's tenant whatever the request (a
  *             batch line's own "llmq" tenant) says; "" leaves the request's.
  *   user      pinned the same way: the key's user replaces the request's
@@ -65,6 +68,15 @@ enum gw_key_verdict {
  * priority replaced by what k pins, or GW_KEY_REFUSES with *e. */
 enum gw_key_verdict gw_key_policy_decide(const struct gw_key *k, struct gw_job_terms *t,
                                          struct gw_error *e);
+
+/* Applies k's model list to the model that may serve j as its fallback
+ * (call it after the fallback was set, gw_fallbacks_apply): with a list, j
+ * may be served by no other model than its own and its fallback_model, which
+ * is dropped when the list does not hold it (j->fallback_only = 1; dispatch
+ * then never serves j as another fallback, lua/lib/sched_decide.lua);
+ * without a list j is unchanged. owned: 1 when j owns its fallback_model
+ * (freed when dropped), 0 when it borrows it (a batch's jobs, batch_input.h). */
+void gw_key_policy_fallback(const struct gw_key *k, struct llmq_job *j, int owned);
 
 /* The same decision for a job already built from a request or a batch line:
  * on GW_KEY_ALLOWS j's tenant, user and priority are what k pins (new

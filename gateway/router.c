@@ -6,6 +6,7 @@
 #include "calls.h"
 #include "files.h"
 #include "http.h"
+#include "models.h"
 #include "probes.h"
 
 static void not_found(struct gw_request *r)
@@ -38,6 +39,8 @@ static const struct gw_route_entry routes[] = {
     [GW_ROUTE_BATCH_LIST] = {GW_ROUTE_BATCH_LIST, gw_batches_handle},
     [GW_ROUTE_BATCH_GET] = {GW_ROUTE_BATCH_GET, gw_batches_handle},
     [GW_ROUTE_BATCH_CANCEL] = {GW_ROUTE_BATCH_CANCEL, gw_batches_handle},
+    [GW_ROUTE_MODEL_LIST] = {GW_ROUTE_MODEL_LIST, gw_models_handle},
+    [GW_ROUTE_MODEL_GET] = {GW_ROUTE_MODEL_GET, gw_models_handle},
 };
 
 const struct gw_route_entry *gw_router_entry(enum gw_route route)

@@ -18,7 +18,9 @@
 --                            any): its cost as its model's fallback model,
 --                            "<fallback> <cost> <prompt tokens>" ('' none;
 --                            job field fb, charged when the fallback serves
---                            it: lua/lib/sched_decide.lua)
+--                            it: lua/lib/sched_decide.lua); "=" first: no
+--                            other fallback may serve it ("=" alone: none;
+--                            a gateway key's model list)
 --            {key=<id>}      the jobs come through gateway key <id> (16 hex
 --                            digits of its SHA-256; job field key): its
 --                            spend budgets apply (lua/lib/budget.lua)

@@ -9,7 +9,9 @@
 --             queued = jobs waiting in the priority's keys (P backlog:<prio>)
 --             and stream entries after the group's last delivered id, in_flight = delivered and
 --             not acknowledged; delayed/dead -1 when too many to count
---   totals    {delayed, dead, results_kept, done_ever, dead_ever, http_429}
+--   totals    {delayed, dead, results_kept, done_ever, dead_ever, http_429,
+--             sync_dead_ever: gateway synchronous calls that ended without
+--             the API's answer, never dead-lettered (lua/lib/jobs.lua)}
 --   consumers one {prio, name, pending, idle_ms} per consumer of "workers"
 --   settings  flat {field, value, ...}: P settings over the defaults
 --   unlimited models of waiting or running jobs (the first 1000 models with
@@ -116,12 +118,12 @@ for _, prio in ipairs(JOBS_PRIORITIES) do
         delayed and delayed[prio] or -1, dead and dead[prio] or -1 }
 end
 
-local st = redis.call('HMGET', KEY.stats(P), 'done', 'dead', 'http_429')
+local st = redis.call('HMGET', KEY.stats(P), 'done', 'dead', 'http_429', 'sync_dead')
 -- results kept: the done index, and what is left of an older version's
 -- (a ZSET, moved into P done by the finishes: lib/jobs.lua)
 local ok, n_legacy = pcall(redis.call, 'ZCARD', KEY.old_results(P))
 local totals = { n_delayed, n_dead, redis.call('LLEN', KEY.done(P)) + (ok and n_legacy or 0),
-    tonumber(st[1]) or 0, tonumber(st[2]) or 0, tonumber(st[3]) or 0 }
+    tonumber(st[1]) or 0, tonumber(st[2]) or 0, tonumber(st[3]) or 0, tonumber(st[4]) or 0 }
 
 local eff = llmq_jobs_settings(P)
 local settings = {}

@@ -87,6 +87,12 @@ add_test(NAME gateway_fallback_cost
     COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/fallback_cost.sh)
 set_tests_properties(gateway_fallback_cost PROPERTIES LABELS integration TIMEOUT 120
     ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=1")
+#   gateway_fallback_key_models  a key's --models holds for the fallback that
+#                         would serve its job (fallback_key_models.sh)
+add_test(NAME gateway_fallback_key_models
+    COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/fallback_key_models.sh)
+set_tests_properties(gateway_fallback_key_models PROPERTIES LABELS integration TIMEOUT 120
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=1;GW_FLAGS=--max-wait-ms 2000;WORKER_FLAGS=--endpoint-key mini=OPENAI_API_KEY --endpoint-key full=OPENAI_API_KEY")
 #   gateway_stream        streamed calls with the official openai npm package
 #                         (stream.mjs): chat, responses, completions relayed as
 #                         the paced server sends them, usage asked upstream and

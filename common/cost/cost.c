@@ -442,23 +442,89 @@ static enum llmq_rc count_inputs(struct walk *w, const json_t *v, const char *fi
     return w->rc;
 }
 
-static long long completion_reservation(const char *url_path, const json_t *body,
-                                        const struct llmq_cost_options *opt)
+/* The fields that size the completion reservation, with OpenAI's bounds
+ * (cost.h). */
+static const struct {
+    const char *name;
+    long long min, max;
+} count_fields[] = {
+    {"max_completion_tokens", 1, LLMQ_COST_MAX_COMPLETION_TOKENS},
+    {"max_output_tokens", 1, LLMQ_COST_MAX_COMPLETION_TOKENS},
+    {"max_tokens", 1, LLMQ_COST_MAX_COMPLETION_TOKENS},
+    {"n", 1, LLMQ_COST_MAX_N},
+    {"best_of", 1, LLMQ_COST_MAX_BEST_OF},
+};
+
+enum llmq_rc llmq_cost_check_params(const json_t *body, const char **param, struct llmq_error *err)
 {
-    if (strstr(url_path, "embeddings") != NULL)
-        return 0;
-    long long max = opt->default_completion_tokens;
-    const char *fields[] = {"max_completion_tokens", "max_output_tokens", "max_tokens"};
-    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-        json_t *m = json_object_get(body, fields[i]);
-        if (json_is_integer(m) && json_integer_value(m) >= 0) {
-            max = json_integer_value(m);
-            break;
-        }
+    if (param != NULL)
+        *param = NULL;
+    for (size_t i = 0; i < sizeof(count_fields) / sizeof(count_fields[0]); i++) {
+        const char *name = count_fields[i].name;
+        json_t *v = json_object_get(body, name);
+        if (v == NULL || json_is_null(v))
+            continue;
+        if (param != NULL)
+            *param = name;
+        if (!json_is_integer(v))
+            return llmq_error_set(err, LLMQ_EINVAL,
+                                  "Invalid type for '%s': expected an integer, but got %s instead.",
+                                  name, json_is_number(v) ? "a decimal number" : "another type");
+        long long x = json_integer_value(v);
+        if (x < count_fields[i].min)
+            return llmq_error_set(err, LLMQ_EINVAL,
+                                  "Invalid '%s': integer below minimum value. Expected a value >= "
+                                  "%lld, but got %lld instead.",
+                                  name, count_fields[i].min, x);
+        if (x > count_fields[i].max)
+            return llmq_error_set(err, LLMQ_EINVAL,
+                                  "Invalid '%s': integer above maximum value. Expected a value <= "
+                                  "%lld, but got %lld instead.",
+                                  name, count_fields[i].max, x);
     }
-    json_t *n = json_object_get(body, "n");
-    long long choices = json_is_integer(n) && json_integer_value(n) > 0 ? json_integer_value(n) : 1;
-    return max * choices;
+    if (param != NULL)
+        *param = NULL;
+    return LLMQ_OK;
+}
+
+/* a + b and a * b of non-negative counts into *out; 0 on overflow. */
+static int add_ok(long long a, long long b, long long *out)
+{
+    return !__builtin_add_overflow(a, b, out);
+}
+
+static int mul_ok(long long a, long long b, long long *out)
+{
+    return !__builtin_mul_overflow(a, b, out);
+}
+
+/* The completion tokens reserved for body's reply into *out: the largest
+ * max-tokens field set (else opt's default) times the choices (n, or for
+ * legacy completions best_of when larger). Fields already checked by
+ * llmq_cost_check_params. */
+static enum llmq_rc completion_reservation(const char *url_path, const json_t *body,
+                                           const struct llmq_cost_options *opt, long long *out,
+                                           struct llmq_error *err)
+{
+    *out = 0;
+    if (strstr(url_path, "embeddings") != NULL)
+        return LLMQ_OK;
+    long long max = -1, choices = 1;
+    for (size_t i = 0; i < 3; i++) { /* the three max-tokens fields */
+        json_t *m = json_object_get(body, count_fields[i].name);
+        if (json_is_integer(m) && json_integer_value(m) > max)
+            max = json_integer_value(m);
+    }
+    if (max < 0)
+        max = opt->default_completion_tokens < 0 ? 0 : opt->default_completion_tokens;
+    for (size_t i = 3; i < 5; i++) { /* n, best_of */
+        json_t *c = json_object_get(body, count_fields[i].name);
+        if (json_is_integer(c) && json_integer_value(c) > choices)
+            choices = json_integer_value(c);
+    }
+    if (!mul_ok(max, choices, out))
+        return llmq_error_set(err, LLMQ_EINVAL, "cost: completion tokens overflow");
+    return LLMQ_OK;
 }
 
 /* Walks the prompt of body by its endpoint. */
@@ -508,6 +574,9 @@ static enum llmq_rc walk_request(struct walk *w, const char *url_path, const jso
     }
     if (url_path == NULL || !json_is_object(body))
         return llmq_error_set(err, LLMQ_EINVAL, "cost: request body must be a JSON object");
+    enum llmq_rc rc = llmq_cost_check_params(body, NULL, err);
+    if (rc != LLMQ_OK)
+        return rc;
     walk_init(w, body, *opt, exact < 0 ? (*opt)->charge_model != LLMQ_CHARGE_CHARS : exact, err);
     if (walk_prompt(w, url_path, body) != LLMQ_OK)
         return w->rc;
@@ -538,24 +607,39 @@ enum llmq_rc llmq_cost_estimate(const char *url_path, const json_t *body,
         return rc;
     int chars_rule = opt->charge_model == LLMQ_CHARGE_CHARS;
     long long margin_pct = opt->margin_pct < 0 ? 0 : opt->margin_pct;
-    out->completion_tokens = completion_reservation(url_path, body, opt);
+    rc = completion_reservation(url_path, body, opt, &out->completion_tokens, err);
+    if (rc != LLMQ_OK)
+        return rc;
     /* The margin covers only what is estimated: the completion reservation
      * is exact (the API charges max tokens x n), and so are prompt tokens
-     * counted with the model's own tokenizer. */
+     * counted with the model's own tokenizer. Every sum and product is
+     * checked: a cost that wrapped would be charged below the true one. */
+    long long est, margin, sum;
+    int ok;
     if (chars_rule) {
-        out->prompt_tokens = (w.chars + 3) / 4;
-        out->estimated_tokens = out->prompt_tokens; /* characters / 4 is a guess */
-        long long with_margin = out->prompt_tokens + (out->prompt_tokens * margin_pct + 99) / 100;
-        long long base = out->prompt_tokens > out->completion_tokens ? out->prompt_tokens
-                                                                     : out->completion_tokens;
+        out->prompt_tokens = w.chars / 4 + (w.chars % 4 != 0);
+        est = out->prompt_tokens;
+    } else {
+        out->prompt_tokens = w.tokens < 0 ? 0 : w.tokens;
+        est = w.estimated < 0 ? 0 : w.estimated;
+    }
+    out->estimated_tokens = est; /* characters / 4 is a guess */
+    ok = mul_ok(est, margin_pct, &margin) && add_ok(margin, 99, &margin);
+    margin /= 100;
+    if (ok && chars_rule) {
+        long long with_margin, base;
+        ok = add_ok(out->prompt_tokens, margin, &with_margin);
+        base = out->prompt_tokens > out->completion_tokens ? out->prompt_tokens
+                                                           : out->completion_tokens;
         out->total_tokens =
             with_margin > out->completion_tokens ? with_margin : out->completion_tokens;
         out->margin_tokens = out->total_tokens - base;
-    } else {
-        out->prompt_tokens = w.tokens < 0 ? 0 : w.tokens;
-        out->estimated_tokens = w.estimated < 0 ? 0 : w.estimated;
-        out->margin_tokens = (out->estimated_tokens * margin_pct + 99) / 100;
-        out->total_tokens = out->prompt_tokens + out->completion_tokens + out->margin_tokens;
+    } else if (ok) {
+        out->margin_tokens = margin;
+        ok = add_ok(out->prompt_tokens, out->completion_tokens, &sum) &&
+             add_ok(sum, margin, &out->total_tokens);
     }
+    if (!ok)
+        return llmq_error_set(err, LLMQ_EINVAL, "cost: the request's token count overflows");
     return LLMQ_OK;
 }

@@ -58,6 +58,10 @@ struct llmq_job {
      * dispatch charges it if the fallback serves the job */
     char *fallback_model;
     struct llmq_cost fallback_cost;
+    /* 1: no model but its own and fallback_model (NULL: none) may serve the
+     * job, whatever fallback the account sets later (a gateway key's model
+     * list, gateway/key_policy.h); 0: its model's fallback at the time */
+    int fallback_only;
 };
 
 /* Fills *d with: normal priority, no tenant/user/deadline, 5 attempts, 1 MiB

@@ -22,7 +22,7 @@
 #include "llmq/priority.h"
 
 #define FIELDS_PER_JOB 14                              /* with {pins} and {fb}; 12 without */
-#define FB_FIELD_MAX (LLMQ_NAME_MAX + 2 * NUM_LEN + 2) /* "<model> <cost> <prompt>" */
+#define FB_FIELD_MAX (LLMQ_NAME_MAX + 2 * NUM_LEN + 3) /* "[=]<model> <cost> <prompt>" */
 #define NUMS_PER_JOB 5
 #define NUM_LEN 24
 
@@ -158,7 +158,7 @@ static void build_call(struct call_args *a, const char *prefix, const struct llm
      * have one (llmq_job_store_fallbacks) */
     int fb = 0;
     for (size_t i = 0; i < n; i++)
-        fb |= jobs[i].fallback_model != NULL;
+        fb |= jobs[i].fallback_model != NULL || jobs[i].fallback_only;
     if (fb)
         arg(a, "{fb}", 4);
     for (size_t i = 0; i < n; i++) {
@@ -179,11 +179,13 @@ static void build_call(struct call_args *a, const char *prefix, const struct llm
         if (pins)
             arg(a, j->endpoints ? j->endpoints : "", j->endpoints ? strlen(j->endpoints) : 0);
         if (fb) {
-            int len =
-                j->fallback_model == NULL
-                    ? 0
-                    : snprintf(a->fb[i], sizeof(a->fb[i]), "%.200s %lld %lld", j->fallback_model,
-                               j->fallback_cost.total_tokens, j->fallback_cost.prompt_tokens);
+            /* "=" first: that fallback only (lua/lib/sched_decide.lua) */
+            const char *only = j->fallback_only ? "=" : "";
+            int len = j->fallback_model == NULL
+                          ? snprintf(a->fb[i], sizeof(a->fb[i]), "%s", only)
+                          : snprintf(a->fb[i], sizeof(a->fb[i]), "%s%.200s %lld %lld", only,
+                                     j->fallback_model, j->fallback_cost.total_tokens,
+                                     j->fallback_cost.prompt_tokens);
             arg(a, a->fb[i], (size_t)len);
         }
     }

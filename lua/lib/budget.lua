@@ -276,8 +276,10 @@ end
 
 -- Decides a job of model, cost tokens and est_prompt tokens on budget path
 -- bp (session bs): nil and its worst case in nano-USD (0 without a USD
--- budget) when it fits every budget; else a verdict {kind = 'exhausted',
--- budget = the budget that binds (the one that rolls over last), message}
+-- budget) when it fits every budget; else a verdict {kind = 'never',
+-- budget, message} when the job needs more than a budget's whole limit (no
+-- period will fit it), {kind = 'exhausted', budget = the budget that binds
+-- (the one that rolls over last), message}
 -- or {kind = 'unpriced', message} when a USD budget applies and model has
 -- no price (never run unpriced).
 local function budget_decide(bs, bp, model, cost, est_prompt)
@@ -290,13 +292,22 @@ local function budget_decide(bs, bp, model, cost, est_prompt)
         end
         nusd = budget_worst_nusd(p, cost, est_prompt)
     end
-    local worst = nil
+    local worst, never = nil, nil
     for i = 1, #bp do
         local b = bp[i]
         local amount = b.usd and nusd or cost
-        if b.spent + amount > b.limit and (worst == nil or b.stop > worst.stop) then
+        if amount > b.limit and never == nil then
+            never = b
+        elseif b.spent + amount > b.limit and (worst == nil or b.stop > worst.stop) then
             worst = b
         end
+    end
+    if never ~= nil then
+        local unit = never.usd and 'nano-USD' or 'tokens'
+        return { kind = 'never', budget = never, message = 'budget ' .. never.id ..
+            ' can never fit the job: it needs ' .. llmq_int_text(never.usd and nusd or cost) ..
+            ' ' .. unit .. ', more than the whole limit of ' .. llmq_int_text(never.limit) ..
+            ' a period' }, nusd
     end
     if worst ~= nil then
         local unit = worst.usd and 'nano-USD' or 'tokens'

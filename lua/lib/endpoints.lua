@@ -302,13 +302,18 @@ end
 -- ep_route_model, and the job's charge as asked (job.charge: model, cost,
 -- cost_str, est, and its spend budgets' verdict bv and worst case nusd,
 -- lua/lib/sched_decide.lua) and job.charge_of(job, fallback), the same as
--- the fallback would run it: its own cost and its own price. The fallback is
+-- the fallback would run it: its own cost and its own price (nil: the job
+-- may not run as that model, never tried). The fallback is
 -- tried only when its budgets afford it at that price; a job over its
 -- budgets as asked may still run on its fallback when every endpoint of
--- model is out and the fallback's budgets afford it. Returns what
+-- model is out and the fallback's budgets afford it. A synchronous call
+-- (job.lease) its model cannot serve before its deadline and its budgets
+-- refuse at the fallback's price is 'budget' with the fallback's charge (its
+-- verdict naming both). Returns what
 -- ep_route_model returns ('budget' for a job its budgets refuse as asked;
 -- the fallback's denial when it waits for the fallback's room sooner than
--- for model's), then the charge it was decided on (the fallback's for a
+-- for model's; level 'key' instead of 'model' for a job that may not run as
+-- the fallback), then the charge it was decided on (the fallback's for a
 -- grant there).
 local function ep_route(s, cache, m, model, tenant, user, job)
     local ch = job.charge
@@ -343,7 +348,24 @@ local function ep_route(s, cache, m, model, tenant, user, job)
         return st, r1, r2, r3, r4, ch
     end
     local fch = job.charge_of(job, m.fallback)
-    if fch.bv ~= nil then
+    if fch == nil then
+        -- the job may not run as the fallback (its gateway key's models): it
+        -- waits for its model, and a denial blocks its key only, as a pinned
+        -- job's does: other jobs of the model may still take the fallback
+        return st, r1, r2, r3, st == 'denied' and r4 == 'model' and 'key' or r4, ch
+    elseif fch.bv ~= nil then
+        if late and job.lease then
+            -- a synchronous call (its caller waits) that its model cannot
+            -- serve before its deadline and its budgets refuse at the
+            -- fallback's price: waiting cannot help, it ends now with the
+            -- budget's verdict as the cause (lua/lib/sched_decide.lua)
+            -- (a budget the fallback's price can never fit is no reason to
+            -- refuse the request: its own model may serve it later)
+            fch.bv.message = model .. ' has no endpoint with room before the deadline and ' ..
+                'at its fallback ' .. m.fallback .. "'s price " .. fch.bv.message
+            fch.bv.kind = fch.bv.kind == 'never' and 'exhausted' or fch.bv.kind
+            return 'budget', nil, nil, nil, nil, fch
+        end
         return st, r1, r2, r3, r4, ch -- not at the fallback's price either: it waits as asked
     end
     local fm = ep_model(s.P, cache, m.fallback)

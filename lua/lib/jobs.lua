@@ -260,7 +260,7 @@ local function llmq_jobs_finish_flush(P, tally, s, now_ms)
         end
     end
     local trim = false
-    for _, state in ipairs({ 'done', 'dead', 'cancelled' }) do
+    for _, state in ipairs({ 'done', 'dead', 'cancelled', 'sync_dead' }) do
         local k = tally[state] or 0
         if k > 0 then
             local n = redis.call('HINCRBY', KEY.stats(P), state, k)
@@ -286,7 +286,7 @@ end
 
 -- Ends job id of account P. state: 'done', 'dead' or 'cancelled' (kept like
 -- a done job: its result lives result_ttl_ms, indexed in P done; never in
--- P dead); line: its Batch output line (as stored: packed or JSON text,
+-- P dead; nor is a dead gateway synchronous call, counted sync_dead); line: its Batch output line (as stored: packed or JSON text,
 -- common/jobs/job_pack.h; a dead or cancelled one is JSON text carrying
 -- "error"); reason: why it did not succeed ('' for done); now_ms: Redis
 -- time. Stores the result as the job's ended record P res:<id>
@@ -315,7 +315,12 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, bat
     end
     local s = settings or llmq_jobs_settings(P)
     local rec = llmq_job_ended_make(state, now_text, h, 2, reason, line)
-    if state == 'dead' then
+    -- A gateway's synchronous call (job field lease) that ends dead: its
+    -- caller was answered (a 429, an error) or is gone, and nobody would
+    -- read a retry: it is kept like a done job, out of P dead, and counted
+    -- in P stats sync_dead.
+    local sync = state == 'dead' and redis.call('HEXISTS', jk, 'lease') == 1
+    if state == 'dead' and not sync then
         if not redis.call('SET', rk, rec, 'NX') then
             return 0
         end
@@ -334,7 +339,8 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, bat
     end
     jobs_batch_count(P, id, state, reason, now_ms)
     local tally = batch or {}
-    tally[state] = (tally[state] or 0) + 1
+    local counted = sync and 'sync_dead' or state
+    tally[counted] = (tally[counted] or 0) + 1
     -- waiters are told in the flush, after every result of the call is stored
     local events = tally.events or {}
     events[#events + 1] = 'id'
@@ -342,7 +348,7 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, bat
     events[#events + 1] = 'state'
     events[#events + 1] = state
     tally.events = events
-    if state ~= 'dead' then
+    if state ~= 'dead' or sync then
         local entries = tally.done_entries or {}
         entries[#entries + 1] = jobs_done_entry(now_text, id)
         tally.done_entries = entries

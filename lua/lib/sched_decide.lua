@@ -145,12 +145,15 @@ end
 -- kind, reason, message; or nil once it is parked: the node of the
 -- budget's scope is blocked until the period rolls over, noted under the
 -- budget's index name '$<id>' (a settle that gives spend back, a raise or a
--- removal unblocks it). It stays queued and no attempt is counted. A
+-- removal unblocks it). It stays queued and no attempt is counted. A job
+-- that needs more than a budget's whole limit ends never_fits. A
 -- budget set to dead-letter, and a gateway's synchronous call (its caller
 -- waits: job field lease), end it budget_exhausted.
 local function sched_budget_park(d, c, v, job)
     if v.kind == 'unpriced' then
         return 'dead', 'unpriced', v.message
+    elseif v.kind == 'never' then
+        return 'dead', 'never_fits', v.message -- no period will fit it: no wait
     end
     if v.budget.dead or job[13] then
         return 'dead', 'budget_exhausted', v.message
@@ -179,11 +182,18 @@ end
 -- and fb, the job's field) when it runs as its model's fallback: its cost as
 -- the fallback, estimated by its producer (field fb: "<model> <cost>
 -- <prompt>"); a job queued before its model had that fallback: its own.
+-- nil when the job may not run as fallback: its fb starts with "=" (a
+-- gateway key's model list, gateway/key_policy.h) and names another model or
+-- none ("=" alone).
 local function sched_fallback_charge(job, fallback)
     local ch = job.charge
-    local fm, fc, fp = string.match(job.fb or '', '^(%S+) (%d+) (%-?%d+)$')
+    local fb = job.fb or ''
+    local fm, fc, fp = string.match(fb, '^=?(%S+) (%d+) (%-?%d+)$')
     if fm == fallback then
         return sched_charge(job.d, job.bp, fallback, tonumber(fc), fc, tonumber(fp))
+    end
+    if string.sub(fb, 1, 1) == '=' then
+        return nil
     end
     return sched_charge(job.d, job.bp, fallback, ch.cost, ch.cost_str, ch.est)
 end
@@ -217,7 +227,8 @@ local function sched_route(d, s, c, job, cost, deadline)
     else
         st, r1, r2, r3, r4, ch = ep_route(s, routes, route, c.m.name, c.t.name, c.u.name,
             { pin = ep_name_set(job[15]), failed = ep_name_set(job[16]), deadline = deadline,
-            charge = ch, charge_of = sched_fallback_charge, d = d, bp = bp, fb = job[17] })
+            charge = ch, charge_of = sched_fallback_charge, d = d, bp = bp, fb = job[17],
+            lease = job[13] })
         if st == 'granted' then
             path, ep, served = r2, r3, r4
         end

@@ -63,12 +63,25 @@ check "stream not a boolean" 400 $I stream invalid_type -- "$U/chat/completions"
     "${auth[@]}" -d '{"model":"gpt-4o-mini","stream":"yes","messages":[]}'
 check "user not a string" 400 $I user invalid_type -- "$U/chat/completions" "${auth[@]}" \
     -d '{"model":"gpt-4o-mini","user":5,"messages":[]}'
+# the counts that size the cost: OpenAI's bounds, no arithmetic that wraps
+msg='"messages":[{"role":"user","content":"hi"}]'
+check "n that wrapped the cost (2^61 x 8)" 400 $I n invalid_value -- "$U/chat/completions" \
+    "${auth[@]}" -d "{\"model\":\"gpt-4o-mini\",$msg,\"n\":2305843009213693952,\"max_tokens\":8}"
+check "n above 128" 400 $I n invalid_value -- "$U/chat/completions" "${auth[@]}" \
+    -d "{\"model\":\"gpt-4o-mini\",$msg,\"n\":129}"
+check "max_tokens beyond 2^53" 400 $I max_tokens invalid_value -- "$U/chat/completions" \
+    "${auth[@]}" -d "{\"model\":\"gpt-4o-mini\",$msg,\"max_tokens\":9007199254740993}"
+check "max_completion_tokens 2^63-1" 400 $I max_completion_tokens invalid_value -- \
+    "$U/chat/completions" "${auth[@]}" \
+    -d "{\"model\":\"gpt-4o-mini\",$msg,\"max_completion_tokens\":9223372036854775807}"
+check "max_output_tokens not an integer" 400 $I max_output_tokens invalid_type -- \
+    "$U/responses" "${auth[@]}" -d '{"model":"gpt-4o-mini","input":"hi","max_output_tokens":1e30}'
 big=$(head -c 70000 /dev/zero | tr '\0' a)
 check "body over --max-body-bytes" 413 $I null request_too_large -- "$U/chat/completions" \
     "${auth[@]}" -d "{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":\"$big\"}]}"
 check "unknown model at the API (relayed)" 404 $I null model_not_found -- "$U/chat/completions" \
     "${auth[@]}" -d '{"model":"gpt-nope","messages":[{"role":"user","content":"hi"}]}'
-check "unknown URL" 404 $I null unknown_url -- "$U/models" "${auth[@]}"
+check "unknown URL" 404 $I null unknown_url -- "$U/nope" "${auth[@]}"
 check "wrong method" 405 $I null method_not_allowed -- -X DELETE "$U/batches" "${auth[@]}"
 check "GET on a call URL" 405 $I null method_not_allowed -- "$U/chat/completions" "${auth[@]}"
 
@@ -88,6 +101,16 @@ check "not multipart" 400 $I file invalid_request -- "$U/files" "${auth[@]}" -d 
 check "an invalid line (named)" 400 $I file invalid_file -- "$U/files" "${auth[@]}" \
     -F purpose=batch -F "file=@$STACK_DIR/bad.jsonl"
 expect "  ... the message names line 2" grep -q 'line 2' "$out"
+pin='{"endpoints":"e1"}'
+printf '%s\n%s\n' "$good" "${good/\"a\",/\"b\",\"llmq\":$pin,}" >"$STACK_DIR/pinned.jsonl"
+check "a line's own endpoint pin (not taken: the key's is)" 400 $I file invalid_file -- \
+    "$U/files" "${auth[@]}" -F purpose=batch -F "file=@$STACK_DIR/pinned.jsonl"
+expect "  ... the message names line 2 and llmq.endpoints" grep -q 'line 2: ..llmq\.endpoints' "$out"
+# the batch file's lines bound their counts as a call's body does
+printf '%s\n' "${good/\"hi\"\}\]/\"hi\"\}\],\"n\":2305843009213693952}" >"$STACK_DIR/bign.jsonl"
+check "a line's n out of bounds (named)" 400 $I file invalid_file -- "$U/files" "${auth[@]}" \
+    -F purpose=batch -F "file=@$STACK_DIR/bign.jsonl"
+expect "  ... the message names line 1 and n" grep -q "line 1: Invalid 'n'" "$out"
 check "more lines than --max-file-lines" 400 $I file too_many_requests_in_file -- "$U/files" \
     "${auth[@]}" -F purpose=batch -F "file=@$STACK_DIR/four.jsonl"
 check "file over --max-file-bytes" 413 $I file request_too_large -- "$U/files" "${auth[@]}" \

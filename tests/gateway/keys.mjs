@@ -8,7 +8,8 @@
 //      batch creation. A refused call is a NotFoundError model_not_found
 //      (param model); a refused batch a BadRequestError model_not_found
 //      naming the line, custom_id and model, with no batch listed after.
-//   2. Tenant isolation of content: another tenant's key and a key without a
+//   2. models.list() and models.retrieve(): what each key may use.
+//   3. Tenant isolation of content: another tenant's key and a key without a
 //      tenant get NotFoundError for a tenant's file content, its deletion,
 //      its batch's output and error files, the batch, its cancel, and a
 //      batch made from the file; the owner's objects are untouched after.
@@ -204,6 +205,37 @@ async function tenantIsolation() {
     assert.ok(['cancelling', 'cancelled'].includes(cancelled.status), cancelled.status);
 }
 
-await runSteps([['every key on every sync path', syncCalls],
+// models.list() and models.retrieve(): a key lists the models it may use
+// (its --models; without a list, the models llmq knows: the priced ones);
+// another model is a NotFoundError model_not_found.
+async function modelsApi() {
+    const ids = async (c) => {
+        const out = [];
+        for await (const m of c.models.list()) {
+            assert.equal(m.object, 'model');
+            assert.equal(typeof m.created, 'number');
+            assert.equal(typeof m.owned_by, 'string');
+            out.push(m.id);
+        }
+        return out.sort();
+    };
+    assert.deepEqual(await ids(keys['--models list']), ['gpt-4o-mini', 'text-embedding-3-small']);
+    assert.deepEqual(await ids(keys['--models gpt-4o']), ['gpt-4o']);
+    const all = await ids(acme);
+    for (const m of ['gpt-4o', 'gpt-4o-mini', 'text-embedding-3-small'])
+        assert.ok(all.includes(m), `no restriction: ${m} not listed in ${all}`);
+    const m = await keys['--models gpt-4o'].models.retrieve('gpt-4o');
+    assert.deepEqual([m.id, m.object], ['gpt-4o', 'model']);
+    assert.equal((await acme.models.retrieve('gpt-4o-mini')).id, 'gpt-4o-mini');
+    for (const [k, id] of [['--models gpt-4o', 'gpt-4o-mini'], ['no restriction', 'no-such-model']])
+        await assert.rejects(keys[k].models.retrieve(id), (e) => {
+            assert.equal(e.status, 404, `${k}: ${id}`);
+            assert.equal(e.code, 'model_not_found');
+            assert.equal(e.param, 'model');
+            return true;
+        });
+}
+
+await runSteps([['every key on every sync path', syncCalls], ['the models API', modelsApi],
     ['every key on upload + batch', batches], ['a pinned user', pinnedUser],
     ['tenant isolation of content', tenantIsolation]]);

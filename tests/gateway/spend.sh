@@ -2,9 +2,11 @@
 # Spend budgets at the gateway (README "Spend budgets"), with curl: once a
 # budget on a synchronous call's path is spent, the call is answered at once
 # with OpenAI's 429 insufficient_quota, its message naming the budget (the
-# job is dead-lettered budget_exhausted, never sent, never parked: a parked
+# job ends budget_exhausted, never sent, never parked, and is not a dead
+# letter: its caller had the answer, it is counted sync_dead; a parked
 # call would wait --max-wait-ms and get rate_limit_exceeded instead), streamed
-# or not. A
+# or not. A call that needs more than a budget's whole limit gets 400
+# never_fits, saying so. A
 # tenant's token budget and a gateway key's USD budget; spend stays within
 # each. A model without a price under a USD budget is refused (400).
 # Run through stack.sh with the GW_FLAGS and SIM_FLAGS of tests/gateway.cmake.
@@ -37,7 +39,14 @@ check "the call over budget: 429 insufficient_quota" 429 insufficient_quota null
 expect "its message names the budget" grep -q 't/acme#tokens/month' "$out"
 check "a streamed call over budget: 429 insufficient_quota" 429 insufficient_quota null \
     insufficient_quota -- "$U/chat/completions" -H "Authorization: Bearer $GW_KEY" \
-    -d '{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"hi"}]}'
+    -d '{"model":"gpt-4o-mini","stream":true,"max_tokens":30,"messages":[{"role":"user","content":"hi"}]}'
+# a call that needs more than the budget's whole limit (1024 tokens reserved
+# for the reply by default, of 400) can never fit, whatever was spent
+check "a call that can never fit the budget: 400 never_fits" 400 invalid_request_error null \
+    never_fits -- "$U/chat/completions" -H "Authorization: Bearer $GW_KEY" \
+    -d '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}'
+expect "its message says it can never fit, not that the budget is exhausted" \
+    grep -q 'budget t/acme#tokens/month can never fit the job: it needs 10[0-9][0-9] tokens' "$out"
 expect "no retry-after: waiting would not help" bash -c \
     "! curl -s -D - -o /dev/null '$U/chat/completions' -H 'Authorization: Bearer $GW_KEY' \
        -d '$chat' | grep -qi '^retry-after'"
@@ -45,8 +54,13 @@ spent=$("$llmq" budgets list --json | node -e '
     const b = JSON.parse(require("fs").readFileSync(0, "utf8"));
     console.log(b.find((x) => x.id === "t/acme#tokens/month").spent)')
 expect "tenant acme spent $spent of 400 tokens" [ "$spent" -le 400 ] && [ "$spent" -gt 300 ]
-reasons=$(redis-cli -p "$REDIS_PORT" XRANGE "llmq:{$LLMQ_ACCOUNT}:dead" - + | grep -c budget_exhausted)
-expect "the refused calls were dead-lettered budget_exhausted ($reasons)" [ "$reasons" -ge 3 ]
+# the callers had their answers: nothing to retry, so nothing in the dead
+# list; each is counted (llmq status: sync_dead_ever)
+dead=$(redis-cli -p "$REDIS_PORT" XLEN "llmq:{$LLMQ_ACCOUNT}:dead")
+expect "the refused calls are not in the dead list ($dead entries)" [ "$dead" = 0 ]
+counted=$("$llmq" status --json | node -e '
+    console.log(JSON.parse(require("fs").readFileSync(0, "utf8")).totals.sync_dead_ever)')
+expect "they are counted: sync_dead_ever $counted" [ "$counted" -ge 4 ]
 sent=$(grep -c '"outcome":"ok"' "$SIM_LOG" 2>/dev/null || echo 0)
 expect "only the calls that ran reached the API ($sent)" [ "$sent" -eq "$ok" ]
 

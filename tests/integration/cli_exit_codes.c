@@ -61,6 +61,9 @@ static const struct exit_case cases[] = {
     {{"enqueue", "@FILE", "@FILE"}, 2, "unexpected argument", NULL},
     {{"enqueue", "/nonexistent/jobs.jsonl"}, 2, "/nonexistent/jobs.jsonl", NULL},
     {{"enqueue", "--check", "@FILE"}, 0, "1 valid job(s)", NULL},
+    /* a count that would wrap the cost: line and field named, nothing enqueued */
+    {{"enqueue", "@BIGN"}, 2, ":2: Invalid 'n': integer above maximum value", NULL},
+    {{"enqueue", "--check", "@BIGN"}, 2, "1 invalid line(s)", NULL},
     {{"enqueue", "@FILE", "--redis", UNREACHABLE}, 1, "Connection refused", NULL},
     {{"enqueue", "@FILE", "--redis", MALFORMED}, 2, "--redis: redis url", NULL},
     {{"enqueue", "@FILE", "--account", "a b"}, 2, "--account: account name", NULL},
@@ -197,6 +200,7 @@ static const struct exit_case cases[] = {
 };
 
 static char batch_file[64];
+static char bign_file[64]; /* line 2 asks for n = 2^61 choices */
 
 static void write_batch_file(void)
 {
@@ -207,6 +211,15 @@ static void write_batch_file(void)
           "\"text-embedding-3-small\",\"input\":\"x\"}}\n",
           f);
     fclose(f);
+    snprintf(bign_file, sizeof(bign_file), "/tmp/llmq-exit-n-%d.jsonl", (int)getpid());
+    f = fopen(bign_file, "w");
+    assert_non_null(f);
+    fputs("{\"custom_id\":\"n1\",\"url\":\"/v1/chat/completions\",\"body\":{\"model\":"
+          "\"gpt-4o-mini\",\"messages\":[],\"max_tokens\":8}}\n"
+          "{\"custom_id\":\"n2\",\"url\":\"/v1/chat/completions\",\"body\":{\"model\":"
+          "\"gpt-4o-mini\",\"messages\":[],\"max_tokens\":8,\"n\":2305843009213693952}}\n",
+          f);
+    fclose(f);
 }
 
 /* Runs one case; prints what went wrong and returns 0 when it failed. */
@@ -215,7 +228,9 @@ static int run_case(const char *account, const struct exit_case *t)
     const char *argv[MAX_ARGS + 2] = {"llmq"};
     char shown[512] = "llmq";
     for (int i = 0; i < MAX_ARGS && t->argv[i] != NULL; i++) {
-        argv[i + 1] = strcmp(t->argv[i], "@FILE") == 0 ? batch_file : t->argv[i];
+        argv[i + 1] = strcmp(t->argv[i], "@FILE") == 0   ? batch_file
+                      : strcmp(t->argv[i], "@BIGN") == 0 ? bign_file
+                                                         : t->argv[i];
         size_t len = strlen(shown);
         snprintf(shown + len, sizeof(shown) - len, " %s", argv[i + 1]);
     }
@@ -278,9 +293,11 @@ static void test_exit_code_table(void **state)
     h = redisCommand(c, "HGET %ssettings result_max", prefix);
     assert_int_equal(h->type, REDIS_REPLY_NIL);
     freeReplyObject(h);
+    assert_int_equal(llmq_test_job_exists(c, prefix, "n1"), 0);
     redisFree(c);
     unlink(path);
     unlink(batch_file);
+    unlink(bign_file);
 }
 
 /* --rpm 0 / --tpm 0 mean no limit on that dimension (as openai-sim): the

@@ -72,6 +72,19 @@ static void test_enqueue_one_and_duplicate(void **state)
     assert_int_equal(llmq_producer_enqueue(f->producer, "/v1/nope", BODY, NULL, &res, &err),
                      LLMQ_EINVAL);
     assert_non_null(strstr(err.msg, "unknown url"));
+    /* a count that would wrap the cost (2^61 x 8 = 0) is refused, naming it */
+    assert_int_equal(llmq_producer_enqueue(f->producer, "/v1/chat/completions",
+                                           "{\"model\":\"gpt-4o-mini\",\"messages\":[],"
+                                           "\"max_tokens\":8,\"n\":2305843009213693952}",
+                                           NULL, &res, &err),
+                     LLMQ_EINVAL);
+    assert_non_null(strstr(err.msg, "Invalid 'n'"));
+    assert_int_equal(llmq_producer_enqueue(f->producer, "/v1/chat/completions",
+                                           "{\"model\":\"gpt-4o-mini\",\"messages\":[],"
+                                           "\"max_tokens\":9007199254740993}",
+                                           NULL, &res, &err),
+                     LLMQ_EINVAL);
+    assert_non_null(strstr(err.msg, "Invalid 'max_tokens'"));
 }
 
 static void test_many_invalid_writes_nothing(void **state)

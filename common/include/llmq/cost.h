@@ -61,6 +61,18 @@ struct llmq_cost {
     long long total_tokens; /* what the limiter is charged */
 };
 
+/* Bounds of the request fields that size the completion reservation, checked
+ * before any cost is computed (llmq_cost_check_params). n and best_of are
+ * OpenAI's own bounds (chat and completions: n 1..128; completions: best_of
+ * 1..20). llmq has no table of each model's output limit, so max_tokens,
+ * max_completion_tokens and max_output_tokens are bounded by 2^20 = 1,048,576,
+ * above every OpenAI model's output limit and context window (the largest,
+ * gpt-4.1's, is 1,047,576 tokens): the API refuses a value above its model's
+ * limit anyway, and with these bounds no cost comes near overflowing. */
+#define LLMQ_COST_MAX_N 128
+#define LLMQ_COST_MAX_BEST_OF 20
+#define LLMQ_COST_MAX_COMPLETION_TOKENS 1048576LL
+
 /* Fills *opt with the defaults above. */
 void llmq_cost_options_default(struct llmq_cost_options *opt);
 
@@ -70,11 +82,19 @@ void llmq_cost_options_default(struct llmq_cost_options *opt);
  * borrowed), body the request body (borrowed); the model comes from
  * body["model"] (unknown or missing: o200k_base). opt may be NULL for
  * defaults. Returns LLMQ_OK; LLMQ_EINVAL naming what in the body could not be
- * read; or a tokenizer error (LLMQ_ENOTFOUND when no vocabulary file is
- * found, LLMQ_ENOMEM). */
+ * read, a field out of its bounds (llmq_cost_check_params) or a count that
+ * would overflow (never a cost below the true one); or a tokenizer error (LLMQ_ENOTFOUND when no
+ * vocabulary file is found, LLMQ_ENOMEM). */
 enum llmq_rc llmq_cost_estimate(const char *url_path, const json_t *body,
                                 const struct llmq_cost_options *opt, struct llmq_cost *out,
                                 struct llmq_error *err);
+
+/* Checks the fields of body (borrowed) that feed its cost: max_tokens,
+ * max_completion_tokens, max_output_tokens, n and best_of are each absent,
+ * null, or an integer within the bounds above. Returns LLMQ_OK, or LLMQ_EINVAL
+ * with a message in OpenAI's words and *param (may be NULL) the offending
+ * field's name (static). llmq_cost_estimate calls it first. */
+enum llmq_rc llmq_cost_check_params(const json_t *body, const char **param, struct llmq_error *err);
 
 /* Prompt tokens of body as llmq_cost_estimate counts them under
  * LLMQ_CHARGE_EXACT (opt may be NULL; only its image defaults matter), into

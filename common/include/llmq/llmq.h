@@ -90,7 +90,8 @@ const char *llmq_producer_account(const struct llmq_producer *p);
 /* Enqueues one job: validates url and body, estimates its cost, and adds it
  * unless its id already exists. opt may be NULL. Returns LLMQ_OK for a new job,
  * LLMQ_EDUPLICATE when the id is taken (res->state says by what), LLMQ_EINVAL
- * or LLMQ_ETOOBIG for an invalid request (LLMQ_EINVAL also for one the account
+ * or LLMQ_ETOOBIG for an invalid request (err names the field: e.g. an n or
+ * max_tokens out of its bounds, llmq/cost.h) (LLMQ_EINVAL also for one the account
  * refuses: a USD budget applies and its model has no price),
  * LLMQ_EREDIS/LLMQ_ESCRIPT on failure.
  * res (may be NULL) receives the details. */

@@ -373,6 +373,66 @@ static void test_bad_bodies(void **state)
     assert_int_equal(llmq_cost_estimate(NULL, NULL, NULL, &c, NULL), LLMQ_EINVAL);
 }
 
+/* The counts that size the reservation are refused out of OpenAI's bounds,
+ * naming the field, and no cost wraps: an n of 2^61 with max_tokens 8 once
+ * multiplied to 0 and passed any budget. */
+static void test_count_bounds(void **state)
+{
+    (void)state;
+    struct llmq_cost c;
+    struct llmq_error err;
+    const char *param;
+    static const struct {
+        const char *fields, *param;
+    } bad[] = {
+        {"\"n\": 2305843009213693952, \"max_tokens\": 8", "n"},
+        {"\"n\": 129", "n"},
+        {"\"n\": 0", "n"},
+        {"\"n\": 1.5", "n"},
+        {"\"max_tokens\": 9007199254740993", "max_tokens"},
+        {"\"max_tokens\": 9223372036854775807", "max_tokens"},
+        {"\"max_tokens\": -1", "max_tokens"},
+        {"\"max_tokens\": \"8\"", "max_tokens"},
+        {"\"max_completion_tokens\": 1048577", "max_completion_tokens"},
+        {"\"max_output_tokens\": 0", "max_output_tokens"},
+        {"\"best_of\": 21", "best_of"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char text[256];
+        snprintf(text, sizeof(text),
+                 "{\"model\": \"gpt-4o\", \"messages\": [{\"role\": \"user\", "
+                 "\"content\": \"hi\"}], %s}",
+                 bad[i].fields);
+        json_t *b = parse(text);
+        for (int chars = 0; chars < 2; chars++) {
+            struct llmq_cost_options opt;
+            llmq_cost_options_default(&opt);
+            opt.charge_model = chars ? LLMQ_CHARGE_CHARS : LLMQ_CHARGE_EXACT;
+            assert_int_equal(llmq_cost_estimate("/v1/chat/completions", b, &opt, &c, &err),
+                             LLMQ_EINVAL);
+            assert_non_null(strstr(err.msg, bad[i].param));
+        }
+        assert_int_equal(llmq_cost_check_params(b, &param, NULL), LLMQ_EINVAL);
+        assert_string_equal(param, bad[i].param);
+        json_decref(b);
+    }
+    /* The bounds themselves are accepted; the largest max field and the
+     * larger of n and best_of are what the API may bill. */
+    json_t *b = parse("{\"model\": \"gpt-4o\", \"prompt\": \"x\", \"n\": 128, "
+                      "\"max_tokens\": 1048576, \"best_of\": 20, \"max_completion_tokens\": 5}");
+    assert_int_equal(llmq_cost_check_params(b, &param, NULL), LLMQ_OK);
+    assert_null(param);
+    assert_int_equal(llmq_cost_estimate("/v1/completions", b, NULL, &c, NULL), LLMQ_OK);
+    assert_int_equal(c.completion_tokens, 128LL * 1048576);
+    assert_int_equal(c.total_tokens, c.prompt_tokens + 128LL * 1048576);
+    json_decref(b);
+    b = parse("{\"model\": \"gpt-4o\", \"prompt\": \"x\", \"n\": 2, \"best_of\": 5, "
+              "\"max_tokens\": 10, \"max_completion_tokens\": null}");
+    assert_int_equal(llmq_cost_estimate("/v1/completions", b, NULL, &c, NULL), LLMQ_OK);
+    assert_int_equal(c.completion_tokens, 50);
+    json_decref(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -386,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_responses_input),
         cmocka_unit_test(test_reservation_and_margin),
         cmocka_unit_test(test_bad_bodies),
+        cmocka_unit_test(test_count_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -44,6 +44,12 @@ static void test_routes(void **state)
     assert_int_equal(route("GET", "/v1/files/a{b}", id), GW_ROUTE_NOT_FOUND);
     assert_string_equal(id, "");
     assert_int_equal(route("GET", "/v1/filesx", NULL), GW_ROUTE_NOT_FOUND);
+    assert_int_equal(route("GET", "/v1/models", NULL), GW_ROUTE_MODEL_LIST);
+    assert_int_equal(route("GET", "/v1/models/gpt-4o-mini", id), GW_ROUTE_MODEL_GET);
+    assert_string_equal(id, "gpt-4o-mini");
+    assert_int_equal(route("POST", "/v1/models", NULL), GW_ROUTE_METHOD_NOT_ALLOWED);
+    assert_int_equal(route("GET", "/v1/models/a/b", NULL), GW_ROUTE_NOT_FOUND);
+    assert_true(gw_route_needs_key(GW_ROUTE_MODEL_LIST));
     assert_int_equal(route("GET", "/healthz", NULL), GW_ROUTE_HEALTHZ);
     assert_int_equal(route("POST", "/metrics", NULL), GW_ROUTE_METHOD_NOT_ALLOWED);
     assert_false(gw_route_needs_key(GW_ROUTE_HEALTHZ));
