@@ -146,8 +146,10 @@ static int add_queues(json_t *o, const redisReply *r)
 
 /* Live workers and silent consumers into o["workers"]: every consumer of the
  * heartbeat hash P workers and of the queues' group, with when it was last
- * seen (-1: never, it has no heartbeat), its pending jobs, and live (seen
- * within LLMQ_WORKER_LIVE_MS). now_ms is Redis TIME. */
+ * seen, its pending jobs, and live (seen within LLMQ_WORKER_LIVE_MS). now_ms
+ * is Redis TIME. Seen is its heartbeat's age; a consumer without one (a
+ * worker that exited cleanly took it away) was last seen when it last read
+ * from the queues: its least idle time in the group (XINFO CONSUMERS). */
 static void add_workers(json_t *o, redisContext *c, const char *prefix)
 {
     json_t *workers = json_object();
@@ -171,6 +173,7 @@ static void add_workers(json_t *o, redisContext *c, const char *prefix)
         freeReplyObject(r);
     size_t i;
     json_t *cons;
+    json_t *silent = json_object(); /* consumers without a heartbeat */
     json_array_foreach(json_object_get(o, "consumers"), i, cons)
     {
         const char *name = json_string_value(json_object_get(cons, "name"));
@@ -179,11 +182,17 @@ static void add_workers(json_t *o, redisContext *c, const char *prefix)
             w = json_pack("{s:I, s:I, s:b}", "seen_ms_ago", (json_int_t)-1, "pending",
                           (json_int_t)0, "live", 0);
             json_object_set_new(workers, name, w);
+            json_object_set_new(silent, name, json_true());
         }
+        json_int_t idle = json_integer_value(json_object_get(cons, "idle_ms"));
+        json_int_t seen = json_integer_value(json_object_get(w, "seen_ms_ago"));
+        if (json_object_get(silent, name) != NULL && idle >= 0 && (seen < 0 || idle < seen))
+            json_object_set_new(w, "seen_ms_ago", json_integer(idle));
         json_object_set_new(w, "pending",
                             json_integer(json_integer_value(json_object_get(w, "pending")) +
                                          json_integer_value(json_object_get(cons, "pending"))));
     }
+    json_decref(silent);
     json_t *list = json_array();
     const char *name;
     json_t *w;

@@ -1,13 +1,15 @@
 /* llmq top: a live view of an account, like top(1): per model and per tenant
- * the requests and tokens per minute (from the spend counters' growth,
- * P spend:<day>), bucket use, jobs queued, the backlog's ETA at that pace,
- * spend today against budgets, and errors. One read script per refresh
+ * the requests and tokens per minute (the jobs done in the last minute, as
+ * Redis counts them per second: P done_sec:<s>, so the first frame has them
+ * too), bucket use, jobs queued, the backlog's ETA at that pace, spend today
+ * against budgets, and errors. One read script per refresh
  * (lua/top_snapshot.lua) plus the day's counters and the budgets.
  *
  * The terminal: plain ANSI (clear, home, bold) and termios (no echo, no line
  * buffering) on standard input, so it works over SSH with no library; `q`
  * (or Ctrl-C) quits and restores the terminal. Without a terminal on
- * standard input it refreshes until killed; --once prints one frame. */
+ * standard input it refreshes until killed; --once prints one frame. ANSI
+ * codes only go to a terminal: to a file or a pipe, frames are plain text. */
 #include <getopt.h>
 #include <jansson.h>
 #include <poll.h>
@@ -33,17 +35,16 @@ static void usage(FILE *out)
           "window against the limit), jobs queued and, at the current pace, when the\n"
           "backlog is done; spend today and every budget's use; jobs in flight, dead\n"
           "letters and 429s. Refreshes every MS (default 1000); q quits. --once prints\n"
-          "one frame (the rates need two: they show '-').\n\n"
+          "one frame. Colour and screen control only on a terminal.\n\n"
           "Options: --redis URL, --account NAME, --help\n"
           "Exit: 0 ok; 1 Redis failure; 2 usage error.\n",
           out);
 }
 
-#define RATE_SAMPLES 64 /* refreshes remembered for the per-minute rates */
 #define GROUPS_MAX 512
 
 /* A model ("gpt-4o") or a model's tenant ("gpt-4o|acme") and what is known
- * of it this frame; samples of its counters for the rates. */
+ * of it this frame. */
 struct group {
     char name[256];
     int is_tenant;
@@ -52,9 +53,8 @@ struct group {
     int blocked;                           /* a node waits (limit or budget) */
     long long req, tokb, req_lim, tok_lim; /* its bucket: used, limits (-1 none) */
     int has_bucket;
-    long long s_ms[RATE_SAMPLES], s_n[RATE_SAMPLES], s_tok[RATE_SAMPLES];
-    int s_len;
-    int seen; /* in this frame */
+    long long rpm, tpm; /* jobs done and their tokens in the last minute */
+    int seen;           /* in this frame */
 };
 
 struct top {
@@ -64,6 +64,9 @@ struct top {
     long long base_dead, base_429; /* at start, for "since top started" */
     int first;
     json_t *budgets;
+    /* ANSI codes on a terminal, nothing elsewhere; the line end ("\r\n" on a
+     * terminal, whose input top makes raw) */
+    const char *bold, *plain, *nl;
 };
 
 static struct group *group_get(struct top *t, const char *name, int is_tenant)
@@ -154,7 +157,7 @@ static int read_snapshot(redisContext *c, const char *prefix, struct top *t)
             argv[argc++] = t->g[i].name;
     struct llmq_error err = {0};
     redisReply *r = llmq_script_run(c, LLMQ_SCRIPT_TOP_SNAPSHOT, 1, argc, argv, NULL, &err);
-    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 5) {
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 6) {
         if (r != NULL)
             freeReplyObject(r);
         return -1;
@@ -196,57 +199,32 @@ static int read_snapshot(redisContext *c, const char *prefix, struct top *t)
         g->req_lim = elem_ll(b->element[i + 3]);
         g->tok_lim = elem_ll(b->element[i + 4]);
     }
+    for (size_t i = 0; i < t->n; i++)
+        t->g[i].rpm = t->g[i].tpm = 0;
+    const redisReply *m = r->element[5];
+    for (size_t i = 0; i + 1 < m->elements; i += 2) {
+        /* "<model>|<tenant>|<n|tok>" */
+        char f[512];
+        snprintf(f, sizeof(f), "%s", m->element[i]->str ? m->element[i]->str : "");
+        char *b1 = strchr(f, '|'), *b2 = b1 ? strrchr(b1 + 1, '|') : NULL;
+        if (b2 == NULL)
+            continue;
+        *b1 = *b2 = '\0';
+        long long v = elem_ll(m->element[i + 1]);
+        char tname[520];
+        snprintf(tname, sizeof(tname), "%s|%s", f, b1[1] ? b1 + 1 : "(none)");
+        struct group *gs[2] = {group_get(t, f, 0), group_get(t, tname, 1)};
+        for (int k = 0; k < 2; k++) {
+            if (gs[k] == NULL)
+                continue;
+            if (strcmp(b2 + 1, "n") == 0)
+                gs[k]->rpm += v;
+            else if (strcmp(b2 + 1, "tok") == 0)
+                gs[k]->tpm += v;
+        }
+    }
     freeReplyObject(r);
     return 0;
-}
-
-/* Remembers this frame's counters of g at now_ms, keeping about a minute
- * (samples oldest first). */
-static void sample(struct group *g, long long now_ms)
-{
-    int drop = 0;
-    while (drop < g->s_len - 1 && now_ms - g->s_ms[drop] > 60000)
-        drop++;
-    if (g->s_len - drop == RATE_SAMPLES)
-        drop++;
-    if (drop > 0) {
-        g->s_len -= drop;
-        memmove(g->s_ms, g->s_ms + drop, (size_t)g->s_len * sizeof(g->s_ms[0]));
-        memmove(g->s_n, g->s_n + drop, (size_t)g->s_len * sizeof(g->s_n[0]));
-        memmove(g->s_tok, g->s_tok + drop, (size_t)g->s_len * sizeof(g->s_tok[0]));
-    }
-    g->s_ms[g->s_len] = now_ms;
-    g->s_n[g->s_len] = g->n;
-    g->s_tok[g->s_len] = g->tok;
-    g->s_len++;
-}
-
-/* Per-minute rates of g over its samples; 0 when fewer than two. */
-static int rates(const struct group *g, double *rpm, double *tpm)
-{
-    *rpm = *tpm = 0;
-    if (g->s_len < 2)
-        return 0;
-    int last = g->s_len - 1;
-    double ms = (double)(g->s_ms[last] - g->s_ms[0]);
-    if (ms <= 0)
-        return 0;
-    long long dn = g->s_n[last] - g->s_n[0];
-    long long dt = g->s_tok[last] - g->s_tok[0];
-    *rpm = dn > 0 ? (double)dn * 60000.0 / ms : 0;
-    *tpm = dt > 0 ? (double)dt * 60000.0 / ms : 0;
-    return 1;
-}
-
-/* Whether g's done count grew over the last 5 s of samples. */
-static int progressed(const struct group *g)
-{
-    if (g->s_len < 2)
-        return 1;
-    int last = g->s_len - 1, from = last;
-    while (from > 0 && g->s_ms[last] - g->s_ms[from - 1] <= 5000)
-        from--;
-    return from == last || g->s_n[last] > g->s_n[from];
 }
 
 static void use_text(long long used, long long lim, char *buf, size_t n)
@@ -257,14 +235,17 @@ static void use_text(long long used, long long lim, char *buf, size_t n)
         snprintf(buf, n, "%lld%%", used * 100 / lim);
 }
 
-static void eta_text(long long queued, double rpm, int blocked, char *buf, size_t n)
+/* The backlog's ETA at the pace of the last minute (rpm jobs): "waiting"
+ * when nothing was done in it while a node waits (a limit or a budget), "?"
+ * when nothing was done and nothing waits. */
+static void eta_text(long long queued, long long rpm, int blocked, char *buf, size_t n)
 {
     if (queued == 0)
         snprintf(buf, n, "-");
     else if (rpm <= 0)
         snprintf(buf, n, blocked ? "waiting" : "?");
     else {
-        long long s = (long long)((double)queued / rpm * 60.0 + 0.5);
+        long long s = (long long)((double)queued / (double)rpm * 60.0 + 0.5);
         if (s < 60)
             snprintf(buf, n, "%llds", s);
         else if (s < 3600)
@@ -274,23 +255,12 @@ static void eta_text(long long queued, double rpm, int blocked, char *buf, size_
     }
 }
 
-static void print_group(const struct group *g, int have_rates)
+static void print_group(const struct top *t, const struct group *g)
 {
-    double rpm, tpm;
-    int ok = rates(g, &rpm, &tpm) && have_rates;
-    char r[24], k[24], ru[16], tu[16], eta[24], usd[40];
-    if (ok) {
-        snprintf(r, sizeof(r), "%.0f", rpm);
-        snprintf(k, sizeof(k), "%.0f", tpm);
-    } else {
-        snprintf(r, sizeof(r), "-");
-        snprintf(k, sizeof(k), "-");
-    }
+    char ru[16], tu[16], eta[24], usd[40];
     use_text(g->req, g->req_lim, ru, sizeof(ru));
     use_text(g->tokb, g->tok_lim, tu, sizeof(tu));
-    /* a blocked group that made no progress of late waits (a budget, a pause) */
-    eta_text(g->queued, ok && (progressed(g) || !g->blocked) ? rpm : 0, g->blocked, eta,
-             sizeof(eta));
+    eta_text(g->queued, g->rpm, g->blocked, eta, sizeof(eta));
     usd[0] = '$';
     llmq_usd_format(g->nusd, usd + 1, sizeof(usd) - 1);
     const char *name = g->name;
@@ -300,8 +270,8 @@ static void print_group(const struct group *g, int have_rates)
         snprintf(shown, sizeof(shown), "  %s", bar ? bar + 1 : g->name);
         name = shown;
     }
-    printf("%-28s %8s %10s %6s %6s %8lld%s %9s %8lld %14s\r\n", name, r, k, ru, tu, g->queued,
-           g->blocked ? "*" : " ", eta, g->n, usd);
+    printf("%-28s %8lld %10lld %6s %6s %8lld%s %9s %8lld %14s%s", name, g->rpm, g->tpm, ru, tu,
+           g->queued, g->blocked ? "*" : " ", eta, g->n, usd, t->nl);
 }
 
 static int group_cmp(const void *a, const void *b)
@@ -319,23 +289,24 @@ static void frame(const struct llmq_cli *cli, struct top *t, int clear)
     strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
     if (clear)
         fputs("\033[H\033[2J", stdout);
-    printf("\033[1mllmq top\033[0m  account %s  %s UTC  (q quits)\r\n", cli->account, when);
+    printf("%sllmq top%s  account %s  %s UTC%s%s", t->bold, t->plain, cli->account, when,
+           clear ? "  (q quits)" : "", t->nl);
     printf("in flight %lld   done %lld   dead %lld (+%lld)   429s %lld (+%lld)   "
-           "insufficient_quota %lld\r\n\r\n",
+           "insufficient_quota %lld%s%s",
            t->inflight, t->stats[0], t->stats[1], t->stats[1] - t->base_dead, t->stats[3],
-           t->stats[3] - t->base_429, t->stats[4]);
-    printf("\033[1m%-28s %8s %10s %6s %6s %9s %9s %8s %14s\033[0m\r\n", "MODEL / TENANT", "RPM",
-           "TPM", "REQ%", "TOK%", "QUEUED", "ETA", "DONE", "SPENT TODAY");
+           t->stats[3] - t->base_429, t->stats[4], t->nl, t->nl);
+    printf("%s%-28s %8s %10s %6s %6s %9s %9s %8s %14s%s%s", t->bold, "MODEL / TENANT", "RPM", "TPM",
+           "REQ%", "TOK%", "QUEUED", "ETA", "DONE", "SPENT TODAY", t->plain, t->nl);
     qsort(t->g, t->n, sizeof(*t->g), group_cmp); /* a model, then its tenants */
     for (size_t i = 0; i < t->n; i++)
         if (t->g[i].seen)
-            print_group(&t->g[i], !t->first);
-    printf("(* waits for a limit or a budget)\r\n");
+            print_group(t, &t->g[i]);
+    printf("(* waits for a limit or a budget)%s", t->nl);
     size_t i;
     json_t *b;
     if (json_array_size(t->budgets) > 0)
-        printf("\r\n\033[1m%-34s %16s %16s %6s %s\033[0m\r\n", "BUDGET", "SPENT", "LIMIT", "USED",
-               "WAITING");
+        printf("%s%s%-34s %16s %16s %6s %s%s%s", t->nl, t->bold, "BUDGET", "SPENT", "LIMIT", "USED",
+               "WAITING", t->plain, t->nl);
     json_array_foreach(t->budgets, i, b)
     {
         int usd = strcmp(json_string_value(json_object_get(b, "unit")), "usd") == 0;
@@ -350,9 +321,9 @@ static void frame(const struct llmq_cli *cli, struct top *t, int clear)
             snprintf(ls, sizeof(ls), "%lld", lim);
             snprintf(ss, sizeof(ss), "%lld", sp);
         }
-        printf("%-34s %16s %16s %5.1f%% %lld jobs\r\n", json_string_value(json_object_get(b, "id")),
+        printf("%-34s %16s %16s %5.1f%% %lld jobs%s", json_string_value(json_object_get(b, "id")),
                ss, ls, lim > 0 ? 100.0 * (double)sp / (double)lim : 0.0,
-               (long long)json_integer_value(json_object_get(b, "waiting_jobs")));
+               (long long)json_integer_value(json_object_get(b, "waiting_jobs")), t->nl);
     }
     fflush(stdout);
 }
@@ -404,8 +375,6 @@ static int refresh(const struct llmq_cli *cli, redisContext *c, const char *pref
         llmq_cli_error(cli, "budgets: %s", err.msg[0] ? err.msg : llmq_redis_context_error(c));
         return -1;
     }
-    for (size_t i = 0; i < t->n; i++)
-        sample(&t->g[i], t->now_ms);
     if (t->first) {
         t->base_dead = t->stats[1];
         t->base_429 = t->stats[3];
@@ -421,6 +390,9 @@ static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix, 
     if (t.g == NULL)
         return LLMQ_EXIT_FAIL;
     int tty = isatty(STDIN_FILENO), code = LLMQ_EXIT_OK, stdin_done = 0;
+    int out_tty = isatty(STDOUT_FILENO);
+    t.bold = out_tty ? "\033[1m" : "";
+    t.plain = out_tty ? "\033[0m" : "";
     struct termios saved;
     if (!o->once && tty && tcgetattr(STDIN_FILENO, &saved) == 0) {
         struct termios raw = saved;
@@ -428,10 +400,12 @@ static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix, 
         raw.c_cc[VMIN] = 0;
         raw.c_cc[VTIME] = 0;
         tcsetattr(STDIN_FILENO, TCSANOW, &raw);
-        fputs("\033[?25l", stdout); /* hide the cursor */
+        if (out_tty)
+            fputs("\033[?25l", stdout); /* hide the cursor */
     } else {
         tty = 0;
     }
+    t.nl = out_tty ? "\r\n" : "\n";
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     while (!stop) {
@@ -439,7 +413,7 @@ static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix, 
             code = LLMQ_EXIT_FAIL;
             break;
         }
-        frame(cli, &t, !o->once);
+        frame(cli, &t, !o->once && out_tty);
         t.first = 0;
         if (o->once)
             break;
@@ -461,7 +435,7 @@ static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix, 
     }
     if (tty) {
         tcsetattr(STDIN_FILENO, TCSANOW, &saved);
-        fputs("\033[?25h\r\n", stdout);
+        fputs(out_tty ? "\033[?25h\r\n" : "\n", stdout);
         fflush(stdout);
     }
     json_decref(t.budgets);

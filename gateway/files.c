@@ -5,14 +5,14 @@
  * `llmq enqueue` (llmq_batch_parse) on the offload thread (offload.h), so the
  * loop serves other requests meanwhile: a file with any bad line is refused
  * with the line's number and reason, and nothing is stored. An accepted file
- * is written in one MULTI/EXEC (common/redis/keys.h): its hash P gw:file:<id>
- * (layout jobs1), its bytes P gw:file:<id>:data, the checked requests as
- * records P gw:file:<id>:jobs (file_jobs.h, made on the offload thread with
- * the check, so a batch made of the file reads them instead of checking the
- * JSON again) and its index entry. Files stored before that layout keep
- * their bytes in the hash's field content: read, listed, served and deleted
- * the same. A batch's output and error files are not
- * stored: they are built from its jobs' results when read
+ * (common/redis/keys.h) is its hash P gw:file:<id> (layout jobs1), its bytes
+ * P gw:file:<id>:data, the checked requests as records P gw:file:<id>:jobs
+ * (file_jobs.h, made on the offload thread with the check, so a batch made
+ * of the file reads them instead of checking the JSON again) and its index
+ * entry: the bytes and records are staged in bounded steps, the hash and
+ * the index entry written last, in one MULTI/EXEC (store, below). Files stored before that layout
+ * keep their bytes in the hash's field content: read, listed, served and deleted the same. A
+ * batch's output and error files are not stored: they are built from its jobs' results when read
  * ("file-out_<batch id>", "file-err_<batch id>"). Files belong to the tenant
  * of the key that uploaded them: other tenants get 404. */
 #include "files.h"
@@ -109,11 +109,17 @@ static void records_free(struct records *rs)
     memset(rs, 0, sizeof(*rs));
 }
 
+/* An accepted file being stored (store below): its answer, its records and
+ * how far the staging has got. */
 struct upload {
     char id[40];
-    long long bytes, created_at;
+    long long bytes, created_at, lines;
     json_t *answer; /* the File object, built before anything is stored */
     struct records records;
+    char key[LLMQ_KEY_FIXED_MAX + GW_ID_MAX], jkey[LLMQ_KEY_FIXED_MAX + GW_ID_MAX];
+    char dkey[LLMQ_KEY_FIXED_MAX + GW_ID_MAX], ikey[LLMQ_KEY_FIXED_MAX];
+    size_t data_sent;    /* bytes of the file staged in dkey */
+    size_t records_sent; /* records staged in jkey */
 };
 
 static void upload_free(void *p)
@@ -122,22 +128,6 @@ static void upload_free(void *p)
     json_decref(u->answer);
     records_free(&u->records);
     free(u);
-}
-
-static void on_stored(redisAsyncContext *ac, void *reply, void *privdata)
-{
-    (void)ac;
-    struct gw_request *r = privdata;
-    redisReply *rep = reply;
-    struct upload *u = r->state;
-    if (rep == NULL || rep->type != REDIS_REPLY_ARRAY) {
-        gw_respond_no_redis(r);
-    } else {
-        r->gw->stats.files_created++;
-        gw_respond_json(r, 200, u->answer);
-        u->answer = NULL;
-    }
-    gw_request_release(r);
 }
 
 /* Checks an uploaded file as `llmq enqueue` would and makes its records:
@@ -203,21 +193,170 @@ static int check_file(const char *body, size_t len, size_t job_body_max, long lo
     return rc;
 }
 
-/* Records per RPUSH: bounds one command's argument vector. */
+/* Storing a checked file. Its bytes and records are tens of megabytes for
+ * a large file. Sent at once, they sat in the connection's output buffer,
+ * which hiredis grows by a copy per command and shifts after every partial
+ * write: seconds of the loop (issue 33), during which no reply was read, so
+ * every other request waited and the connection's command timeout fired.
+ * So they are staged a bounded step at a time, the next step sent when
+ * Redis has answered the last: the bytes in pieces of STAGE_BYTES (SET,
+ * then APPEND, to P gw:file:<id>:data), the records in RPUSHes of at most
+ * RECORDS_PER_COMMAND records and about STAGE_BYTES (P gw:file:<id>:jobs),
+ * each step with a PEXPIRE of STAGE_TTL_MS, so the parts of an upload whose
+ * gateway died go away by themselves. Nothing is visible meanwhile: the file
+ * is its hash and its index entry, written with the PERSIST of both parts
+ * in one MULTI/EXEC at the end, all or nothing. */
+#define STAGE_BYTES (1024 * 1024)
 #define RECORDS_PER_COMMAND 1000
+#define STAGE_TTL_MS "3600000"
 
-/* Stores a checked file in one MULTI/EXEC, all or nothing: its hash (what
- * it is, layout jobs1), its bytes (P gw:file:<id>:data), its records
- * (P gw:file:<id>:jobs) and its index entry; its answer is built first, so
- * a stored file is always answered. Takes rs. */
+static void stage_next(struct gw_request *r);
+
+/* Gives up a store: the staged parts are deleted (or expire, when Redis
+ * cannot be reached) and the upload is answered 503. */
+static void stage_fail(struct gw_request *r, const char *why)
+{
+    struct upload *u = r->state;
+    redisAsyncContext *ac = gw_redis(r->gw);
+    if (ac != NULL)
+        redisAsyncCommand(ac, NULL, NULL, "DEL %s %s", u->dkey, u->jkey);
+    LLMQ_LOG(LLMQ_LOG_WARN, "gateway: upload %s not stored: %s", u->id, why);
+    gw_respond_no_redis(r);
+}
+
+/* The reply to the commit: HSET, PERSIST of the bytes, PERSIST of the
+ * records, ZADD. */
+static void on_stored(redisAsyncContext *ac, void *reply, void *privdata)
+{
+    (void)ac;
+    struct gw_request *r = privdata;
+    redisReply *rep = reply;
+    struct upload *u = r->state;
+    if (rep == NULL || rep->type != REDIS_REPLY_ARRAY || rep->elements != 4) {
+        stage_fail(r, rep && rep->type == REDIS_REPLY_ERROR ? rep->str : "Redis did not answer");
+    } else if (rep->element[1]->type != REDIS_REPLY_INTEGER || rep->element[1]->integer != 1 ||
+               rep->element[2]->type != REDIS_REPLY_INTEGER || rep->element[2]->integer != 1) {
+        /* a part expired before the commit (Redis stalled for STAGE_TTL_MS):
+           the file is taken back */
+        redisAsyncContext *now = gw_redis(r->gw);
+        if (now != NULL)
+            redisAsyncCommand(now, NULL, NULL, "ZREM %s %s", u->ikey, u->id);
+        if (now != NULL)
+            redisAsyncCommand(now, NULL, NULL, "DEL %s", u->key);
+        stage_fail(r, "a staged part expired before the commit");
+    } else {
+        r->gw->stats.files_created++;
+        gw_respond_json(r, 200, u->answer);
+        u->answer = NULL;
+    }
+    gw_request_release(r);
+}
+
+static void on_staged(redisAsyncContext *ac, void *reply, void *privdata)
+{
+    (void)ac;
+    struct gw_request *r = privdata;
+    redisReply *rep = reply;
+    if (rep == NULL || rep->type == REDIS_REPLY_ERROR)
+        stage_fail(r, rep ? rep->str : "Redis did not answer");
+    else if (r->gone)
+        stage_fail(r, "the client hung up");
+    else
+        stage_next(r);
+    gw_request_release(r);
+}
+
+/* Sends one step, argv (argc, lens), and a PEXPIRE of its key argv[1],
+ * whose reply runs on_staged. 0, or -1 when it could not be sent. */
+static int stage_send(struct gw_request *r, redisAsyncContext *ac, int argc, const char **argv,
+                      const size_t *lens)
+{
+    gw_request_hold(r);
+    if (redisAsyncCommandArgv(ac, NULL, NULL, argc, argv, lens) != REDIS_OK ||
+        redisAsyncCommand(ac, on_staged, r, "PEXPIRE %s %s", argv[1], STAGE_TTL_MS) != REDIS_OK) {
+        gw_request_release(r);
+        return -1;
+    }
+    return 0;
+}
+
+/* The commit: the file's hash, both parts kept, its index entry. */
+static void stage_commit(struct gw_request *r, redisAsyncContext *ac)
+{
+    struct upload *u = r->state;
+    char bytes[24], created[24], nlines[24];
+    snprintf(bytes, sizeof(bytes), "%lld", u->bytes);
+    snprintf(created, sizeof(created), "%lld", u->created_at);
+    snprintf(nlines, sizeof(nlines), "%lld", u->lines);
+    const char *argv[] = {"HSET",    u->key,        "filename",   r->upload.filename,
+                          "purpose", "batch",       "bytes",      bytes,
+                          "lines",   nlines,        "created_at", created,
+                          "tenant",  r->key.tenant, "layout",     GW_FILE_LAYOUT_JOBS};
+    gw_request_hold(r);
+    if (redisAsyncCommand(ac, NULL, NULL, "MULTI") != REDIS_OK ||
+        redisAsyncCommandArgv(ac, NULL, NULL, 16, argv, NULL) != REDIS_OK ||
+        redisAsyncCommand(ac, NULL, NULL, "PERSIST %s", u->dkey) != REDIS_OK ||
+        redisAsyncCommand(ac, NULL, NULL, "PERSIST %s", u->jkey) != REDIS_OK ||
+        redisAsyncCommand(ac, NULL, NULL, "ZADD %s %lld %s", u->ikey, (long long)llmq_wall_ms(),
+                          u->id) != REDIS_OK ||
+        redisAsyncCommand(ac, on_stored, r, "EXEC") != REDIS_OK) {
+        gw_request_release(r);
+        stage_fail(r, "cannot send to Redis");
+    }
+}
+
+/* Sends the next step of the store (see above). */
+static void stage_next(struct gw_request *r)
+{
+    struct upload *u = r->state;
+    redisAsyncContext *ac = gw_redis(r->gw);
+    if (ac == NULL) {
+        stage_fail(r, "Redis is not connected");
+        return;
+    }
+    if (u->data_sent < r->body_len) {
+        size_t left = r->body_len - u->data_sent, k = left < STAGE_BYTES ? left : STAGE_BYTES;
+        const char *argv[] = {u->data_sent == 0 ? "SET" : "APPEND", u->dkey,
+                              r->body + u->data_sent};
+        size_t lens[] = {strlen(argv[0]), strlen(u->dkey), k};
+        if (stage_send(r, ac, 3, argv, lens) != 0)
+            stage_fail(r, "cannot send to Redis");
+        else
+            u->data_sent += k;
+        return;
+    }
+    const struct records *rec = &u->records;
+    if (u->records_sent == rec->n) {
+        records_free(&u->records); /* all staged */
+        stage_commit(r, ac);
+        return;
+    }
+    const char *push[2 + RECORDS_PER_COMMAND];
+    size_t push_lens[2 + RECORDS_PER_COMMAND], k = 0, bytes = 0;
+    push[0] = "RPUSH";
+    push[1] = u->jkey;
+    push_lens[0] = 5;
+    push_lens[1] = strlen(u->jkey);
+    while (u->records_sent + k < rec->n && k < RECORDS_PER_COMMAND && bytes < STAGE_BYTES) {
+        push[2 + k] = rec->rec[u->records_sent + k];
+        push_lens[2 + k] = rec->len[u->records_sent + k];
+        bytes += push_lens[2 + k];
+        k++;
+    }
+    if (stage_send(r, ac, (int)(2 + k), push, push_lens) != 0)
+        stage_fail(r, "cannot send to Redis");
+    else
+        u->records_sent += k;
+}
+
+/* Stores a checked file (see above); its answer is built first, so a
+ * stored file is always answered. Takes rs. */
 static void store(struct gw_request *r, long long lines, struct records *rs)
 {
-    redisAsyncContext *ac = gw_redis(r->gw);
     struct upload *u = calloc(1, sizeof(*u));
-    if (ac == NULL || u == NULL) {
-        free(u);
+    if (u == NULL) {
         records_free(rs);
-        gw_respond_no_redis(r);
+        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
         return;
     }
     r->state = u;
@@ -227,58 +366,21 @@ static void store(struct gw_request *r, long long lines, struct records *rs)
     gw_new_id("file-", u->id, sizeof(u->id));
     u->bytes = (long long)r->body_len;
     u->created_at = gw_unix_s();
+    u->lines = lines;
     u->answer = file_object(u->id, r->upload.filename, "batch", u->bytes, u->created_at);
     if (u->answer == NULL) {
         gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
         return;
     }
     const char *p = r->gw->prefix;
-    char bytes[24], created[24], nlines[24];
-    snprintf(bytes, sizeof(bytes), "%lld", u->bytes);
-    snprintf(created, sizeof(created), "%lld", u->created_at);
-    snprintf(nlines, sizeof(nlines), "%lld", lines);
-    char key[LLMQ_KEY_FIXED_MAX + GW_ID_MAX], ikey[LLMQ_KEY_FIXED_MAX];
-    char jkey[sizeof(key)], dkey[sizeof(key)];
-    if (llmq_key(key, sizeof(key), p, LLMQ_KEY_GW_FILE, u->id, NULL) != LLMQ_OK ||
-        llmq_key(jkey, sizeof(jkey), p, LLMQ_KEY_GW_FILE_JOBS, u->id, NULL) != LLMQ_OK ||
-        llmq_key(dkey, sizeof(dkey), p, LLMQ_KEY_GW_FILE_DATA, u->id, NULL) != LLMQ_OK ||
-        llmq_key(ikey, sizeof(ikey), p, LLMQ_KEY_GW_FILES, NULL, NULL) != LLMQ_OK) {
+    if (llmq_key(u->key, sizeof(u->key), p, LLMQ_KEY_GW_FILE, u->id, NULL) != LLMQ_OK ||
+        llmq_key(u->jkey, sizeof(u->jkey), p, LLMQ_KEY_GW_FILE_JOBS, u->id, NULL) != LLMQ_OK ||
+        llmq_key(u->dkey, sizeof(u->dkey), p, LLMQ_KEY_GW_FILE_DATA, u->id, NULL) != LLMQ_OK ||
+        llmq_key(u->ikey, sizeof(u->ikey), p, LLMQ_KEY_GW_FILES, NULL, NULL) != LLMQ_OK) {
         gw_respond_errorf(r, 500, "server_error", NULL, NULL, "file key too long");
         return;
     }
-    const char *argv[] = {"HSET",    key,           "filename",   r->upload.filename,
-                          "purpose", "batch",       "bytes",      bytes,
-                          "lines",   nlines,        "created_at", created,
-                          "tenant",  r->key.tenant, "layout",     GW_FILE_LAYOUT_JOBS};
-    const char *data[] = {"SET", dkey, r->body ? r->body : ""};
-    size_t data_lens[] = {3, strlen(dkey), r->body_len};
-    const char *push[2 + RECORDS_PER_COMMAND];
-    size_t push_lens[2 + RECORDS_PER_COMMAND];
-    push[0] = "RPUSH";
-    push[1] = jkey;
-    push_lens[0] = 5;
-    push_lens[1] = strlen(jkey);
-    int ok = redisAsyncCommand(ac, NULL, NULL, "MULTI") == REDIS_OK &&
-             redisAsyncCommandArgv(ac, NULL, NULL, 16, argv, NULL) == REDIS_OK &&
-             redisAsyncCommandArgv(ac, NULL, NULL, 3, data, data_lens) == REDIS_OK;
-    const struct records *rec = &u->records;
-    for (size_t first = 0; ok && first < rec->n; first += RECORDS_PER_COMMAND) {
-        size_t k = rec->n - first < RECORDS_PER_COMMAND ? rec->n - first : RECORDS_PER_COMMAND;
-        for (size_t i = 0; i < k; i++) {
-            push[2 + i] = rec->rec[first + i];
-            push_lens[2 + i] = rec->len[first + i];
-        }
-        ok = redisAsyncCommandArgv(ac, NULL, NULL, (int)(2 + k), push, push_lens) == REDIS_OK;
-    }
-    records_free(&u->records); /* copied into the connection's output */
-    gw_request_hold(r);
-    if (!ok ||
-        redisAsyncCommand(ac, NULL, NULL, "ZADD %s %lld %s", ikey, (long long)llmq_wall_ms(),
-                          u->id) != REDIS_OK ||
-        redisAsyncCommand(ac, on_stored, r, "EXEC") != REDIS_OK) {
-        gw_request_release(r);
-        gw_respond_no_redis(r);
-    }
+    stage_next(r);
 }
 
 /* An uploaded file being checked on the offload thread (offload.h): the

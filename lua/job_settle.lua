@@ -72,7 +72,8 @@
 -- limiter's: to actual tokens and, at the model's price, to the usage's
 -- dollars (its prompt, cached prompt and output tokens; a usage without
 -- them keeps the dollar charge); a refund gives both back. A done job's
--- usage is added to the spend counters (P spend:<day>).
+-- usage is added to the spend counters (P spend:<day>) and to the second's
+-- (P done_sec:<s>).
 -- Reply: {owned, finished, moved} per delivery, flat and in order: owned 0
 -- when the entry was no longer pending for anyone (reclaimed and
 -- redelivered): the job's state is then left to the current owner, except
@@ -286,7 +287,7 @@ end
 if settings ~= nil then
     llmq_jobs_finish_flush(P, tally, settings, now)
 end
-budget_spend_flush(P, spend)
+budget_spend_flush(P, spend, now)
 if #freed_budgets > 0 then
     sched_wake_buckets(P, freed_budgets)
 end

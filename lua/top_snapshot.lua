@@ -11,6 +11,9 @@
 --       budget), ... for at most 2000 key queues
 --   [5] the model and tenant buckets of those, flat: name, requests used,
 --       tokens used, requests limit, tokens limit (-1: none), period_ms, ...
+--   [6] the jobs done and their tokens in the last minute (the seconds
+--       now - 59 s .. now of P done_sec), flat: "<model>|<tenant>|<n|tok>",
+--       count, ...
 -- uses: JOBS_PRIORITIES, LLMQ_JOBS_GROUP, limiter_bucket, limiter_flush, limiter_session
 -- uses: window_evict, window_stale, llmq_now_ms, worker_name_ok
 -- uses: KEY
@@ -128,4 +131,16 @@ for _, name in ipairs(names) do
     buckets[#buckets + 1] = c and c.period or 0
 end
 limiter_flush(s)
-return { now, stats, inflight, queues, buckets }
+local minute, last = {}, {}
+local s_now = math.floor(now / 1000)
+for sec = s_now - 59, s_now do
+    local f = redis.call('HGETALL', KEY.done_sec(P, tostring(sec)))
+    for i = 1, #f, 2 do
+        minute[f[i]] = (minute[f[i]] or 0) + (tonumber(f[i + 1]) or 0)
+    end
+end
+for field, n in pairs(minute) do
+    last[#last + 1] = field
+    last[#last + 1] = n
+end
+return { now, stats, inflight, queues, buckets, last }

@@ -55,6 +55,12 @@ add_test(NAME gateway_redis_hung
     COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/redis_hung.sh)
 set_tests_properties(gateway_redis_hung PROPERTIES LABELS integration TIMEOUT 300
     ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=1;GW_FLAGS=--redis-timeout-ms 1000 --max-wait-ms 4000;WORKER_FLAGS=--redis-timeout-ms 1000;SIM_FLAGS=--models gpt-4o-mini,gpt-4o;LIMITS=gpt-4o --rpm 1 --period-ms 60000")
+#   gateway_descheduled   a gateway stopped (SIGSTOP) longer than its Redis
+#                         bound while Redis answers keeps its connections
+add_test(NAME gateway_descheduled
+    COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/descheduled.sh)
+set_tests_properties(gateway_descheduled PROPERTIES LABELS integration TIMEOUT 120
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=0;GW_FLAGS=--redis-timeout-ms 1000")
 #   gateway_orphans       kill -9 of a gateway: its queued sync call is never
 #                         sent (lease); a half-written batch's cancel ends
 add_test(NAME gateway_orphans

@@ -69,6 +69,7 @@ static const struct key_name key_names[LLMQ_KEY_KIND_COUNT] = {
     [LLMQ_KEY_EP_ROUTES] = {"eproute", "", 0},
     [LLMQ_KEY_EP_FALLBACKS] = {"epfb", "", 0},
     [LLMQ_KEY_GW_BATCH_LIVE] = {"gw:batch:", ":live", 1},
+    [LLMQ_KEY_DONE_SEC] = {"done_sec:", "", 1},
 };
 
 const char *llmq_key_head(enum llmq_key_kind kind)

@@ -244,6 +244,9 @@
  *                            "<model>|<tenant>|<user>|<n|in|cached|out|tok|nusd>" (jobs,
  *                            prompt, cached prompt, output, total tokens, nano-USD; nusd
  *                            only for priced models); expires 400 days after its last write
+ *   P done_sec:<s>     HASH  the jobs done in unix second s (their spend counters' share),
+ *                            field "<model>|<tenant>|<n|tok>"; expires after 2 minutes:
+ *                            `llmq top`'s rates over the last minute (lua/top_snapshot.lua)
  *   job field key: the gateway key a job came through (its budgets apply)
  *
  * Gateway (gateway/, `llmq keys`)
@@ -397,6 +400,7 @@ enum llmq_key_kind {
     LLMQ_KEY_EP_ROUTES,     /* P eproute */
     LLMQ_KEY_EP_FALLBACKS,  /* P epfb */
     LLMQ_KEY_GW_BATCH_LIVE, /* P gw:batch:<id>:live */
+    LLMQ_KEY_DONE_SEC,      /* P done_sec:<unix s> */
     LLMQ_KEY_KIND_COUNT
 };
 

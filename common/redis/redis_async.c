@@ -14,13 +14,16 @@
  * sent onto an idle connection; one lazy timer per connection compares it
  * with the bound (command timeout plus the connection's longest block) when
  * it fires and re-arms for the rest, so a reply costs one assignment and a
- * command none. To see reads and sends, the connection is bound to the loop
- * by our own hooks (ac->ev) rather than hiredis's adapters/libev.h. A
- * connection quiet for the bound with nothing outstanding is sent a PING, so
- * a hung server is noticed (and /readyz says so) without traffic too. */
+ * command none; an answer already waiting on the socket when it fires (our
+ * own process stood still, not the server) counts as heard. To see reads and
+ * sends, the connection is bound to the loop by our own hooks (ac->ev)
+ * rather than hiredis's adapters/libev.h. A connection quiet for the bound
+ * with nothing outstanding is sent a PING, so a hung server is noticed (and
+ * /readyz says so) without traffic too. */
 #include "redis/redis_async.h"
 
 #include <ev.h>
+#include <poll.h>
 #include <stddef.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -342,6 +345,17 @@ static void arm_command_timer(struct llmq_redis_async *ra, double after_s)
     ev_timer_start(ra->loop, &ra->command_timer);
 }
 
+/* Whether an answer of the server already waits on the socket. After the
+ * process itself stood still (a loaded host, SIGSTOP), this timer and the
+ * read that says the server answered become pending in the same loop
+ * iteration, and libev may run the timer first: it must not blame the
+ * server for our own stall (issue 33). */
+static int answer_waiting(const struct llmq_redis_async *ra)
+{
+    struct pollfd p = {.fd = ra->ac->c.fd, .events = POLLIN};
+    return ra->ac->c.fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & POLLIN) != 0;
+}
+
 /* See the file comment. */
 static void on_command_timer(struct ev_loop *loop, ev_timer *w, int revents)
 {
@@ -352,6 +366,11 @@ static void on_command_timer(struct ev_loop *loop, ev_timer *w, int revents)
     double bound = bound_s(ra), quiet = ev_now(loop) - ra->heard_at;
     if (quiet + 0.001 < bound) { /* heard from since the timer was set */
         arm_command_timer(ra, bound - quiet);
+        return;
+    }
+    if (answer_waiting(ra)) { /* the read runs next: heard now */
+        ra->heard_at = ev_now(loop);
+        arm_command_timer(ra, bound);
         return;
     }
     if (ra->ac->replies.head == NULL && redisAsyncCommand(ra->ac, NULL, NULL, "PING") == REDIS_OK) {

@@ -403,14 +403,33 @@ end
 -- Spend counters are kept this long (ms) after their day.
 local BUDGET_SPEND_KEEP_MS = 400 * BUDGET_DAY_MS
 
-local function budget_spend_flush(P, tally)
+-- The jobs done per second (P done_sec:<s>) are kept this long (ms): `llmq
+-- top` reads the last minute of them (lua/top_snapshot.lua).
+local BUDGET_DONE_SEC_KEEP_MS = 120000
+
+-- Writes tally (budget_spend_add) to the spend counters, and its jobs and
+-- tokens per model and tenant to the second of now_ms (P done_sec:<s>,
+-- fields "<model>|<tenant>|<n|tok>").
+local function budget_spend_flush(P, tally, now_ms)
+    local sec = {}
     for day, t in pairs(tally) do
         local key = KEY.spend(P, day)
         for field, n in pairs(t) do
             if n ~= 0 then
                 redis.call('HINCRBY', key, field, llmq_int_text(n))
+                local mt, kind = string.match(field, '^([^|]*|[^|]*)|.*|([^|]*)$')
+                if kind == 'n' or kind == 'tok' then
+                    sec[mt .. '|' .. kind] = (sec[mt .. '|' .. kind] or 0) + n
+                end
             end
         end
         redis.call('PEXPIRE', key, BUDGET_SPEND_KEEP_MS)
+    end
+    if next(sec) ~= nil then
+        local key = KEY.done_sec(P, tostring(math.floor(now_ms / 1000)))
+        for field, n in pairs(sec) do
+            redis.call('HINCRBY', key, field, llmq_int_text(n))
+        end
+        redis.call('PEXPIRE', key, BUDGET_DONE_SEC_KEEP_MS)
     end
 end

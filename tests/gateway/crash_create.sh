@@ -32,12 +32,28 @@ gw=$GW_PID
 url=$GW_URL
 n=0
 
-# start_gateway: a new gateway (after a kill); sets gw and url
+# Every gateway this script starts is stopped when it ends, on every path
+# (one left running would outlive the test; stack.sh stops only its own).
+started=()
+stop_started() {
+    local p
+    for p in "${started[@]}"; do kill -TERM "$p" 2>/dev/null; done
+    for p in "${started[@]}"; do wait "$p" 2>/dev/null; done
+}
+trap stop_started EXIT
+
+# start_gateway: a new gateway in place of the current one (killed, or
+# still running when a step went otherwise than planned); sets gw and url
 start_gateway() {
+    if kill -0 "$gw" 2>/dev/null; then
+        kill -TERM "$gw"
+        wait "$gw" 2>/dev/null
+    fi
     n=$((n + 1))
-    "$LLMQ_BIN_DIR/llmq-gateway" --listen 127.0.0.1:0 --port-file "$STACK_DIR/gw$n.port" \
+    $LLMQ_SPAWN "$LLMQ_BIN_DIR/llmq-gateway" --listen 127.0.0.1:0 --port-file "$STACK_DIR/gw$n.port" \
         --log-level info ${GW_FLAGS:-} 2>"$STACK_DIR/gateway$n.err" &
     gw=$!
+    started+=("$gw")
     wait_for 30 [ -s "$STACK_DIR/gw$n.port" ]
     url=http://127.0.0.1:$(cat "$STACK_DIR/gw$n.port")/v1
     wait_for 30 curl -sf "${url%/v1}/readyz" -o /dev/null

@@ -196,7 +196,7 @@ new_queued_job() {
 }
 jobs_in >"$STACK_DIR/jobs.before"
 dead_before=$(redis-cli -p "$REDIS_PORT" XLEN "llmq:{$LLMQ_ACCOUNT}:dead")
-"$LLMQ_BIN_DIR/llmq-gateway" --listen 127.0.0.1:0 --port-file "$STACK_DIR/long.port" \
+$LLMQ_SPAWN "$LLMQ_BIN_DIR/llmq-gateway" --listen 127.0.0.1:0 --port-file "$STACK_DIR/long.port" \
     --max-wait-ms 60000 --log-level warn 2>"$STACK_DIR/long-gw.err" &
 long_pid=$!
 for _ in $(seq 400); do [ -s "$STACK_DIR/long.port" ] && break; sleep 0.05; done
@@ -257,7 +257,7 @@ done
 # ---- TLS and a separate metrics port ----
 if openssl req -x509 -newkey rsa:2048 -nodes -keyout "$STACK_DIR/tls.key" -out "$STACK_DIR/tls.crt" \
     -days 1 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1; then
-    "$LLMQ_BIN_DIR/llmq-gateway" --listen 127.0.0.1:0 --port-file "$STACK_DIR/tls.port" \
+    $LLMQ_SPAWN "$LLMQ_BIN_DIR/llmq-gateway" --listen 127.0.0.1:0 --port-file "$STACK_DIR/tls.port" \
         --tls-cert "$STACK_DIR/tls.crt" --tls-key "$STACK_DIR/tls.key" \
         --metrics-listen 127.0.0.1:0 --log-level warn 2>"$STACK_DIR/tls-gw.err" &
     tls_pid=$!

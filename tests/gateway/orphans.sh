@@ -62,7 +62,7 @@ expect "  ... cancelled, not sent (state, reason: $got)" \
 expect "  ... and the API never saw it (gpt-4o requests: $(sent_gpt4o))" [ "$(sent_gpt4o)" = 2 ]
 
 # A new gateway for part 2 (the stack's was killed).
-"$LLMQ_BIN_DIR/llmq-gateway" --listen 127.0.0.1:0 --port-file "$STACK_DIR/gw2.port" \
+$LLMQ_SPAWN "$LLMQ_BIN_DIR/llmq-gateway" --listen 127.0.0.1:0 --port-file "$STACK_DIR/gw2.port" \
     --log-level warn ${GW_FLAGS:-} 2>"$STACK_DIR/gateway2.err" &
 gw2=$!
 wait_for 20 [ -s "$STACK_DIR/gw2.port" ]

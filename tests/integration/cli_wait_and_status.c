@@ -114,9 +114,30 @@ static void test_wait_without_worker_then_with_one(void **state)
     assert_int_equal(exited ? 0 : worker_wait(worker, 60000), 0);
     st = cli_run(account, status);
     assert_int_equal(st.status, 0);
-    if (strstr(st.out, "workers live (seen within 30 s): 0") == NULL)
-        fail_msg("an exited worker is still listed as live:\n%s", st.out);
+    /* it exited cleanly: stopped, and seen when it last worked, not "never"
+     * (issue 33 item 14) */
+    int not_live = strstr(st.out, "workers live (seen within 30 s): 0") != NULL;
+    int stopped_seen = strstr(st.out, "stopped (silent, nothing pending): 1") != NULL &&
+                       strstr(st.out, "seen never") == NULL && strstr(st.out, " ago ") != NULL;
+    if (!not_live || !stopped_seen)
+        printf("%s", st.out);
     cli_free(&st);
+    if (!not_live)
+        fail_msg("an exited worker is still listed as live");
+    if (!stopped_seen)
+        fail_msg("an exited worker is not listed as stopped, seen a moment ago");
+    const char *status_json[] = {"llmq", "status", "--json", NULL};
+    st = cli_run(account, status_json);
+    assert_int_equal(st.status, 0);
+    json_t *o = json_loads(st.out, 0, NULL);
+    json_t *ws = json_object_get(o, "workers");
+    long long seen = json_array_size(ws) == 1
+                         ? json_integer_value(json_object_get(json_array_get(ws, 0), "seen_ms_ago"))
+                         : -2;
+    json_decref(o);
+    cli_free(&st);
+    printf("# the stopped worker was seen %lld ms ago\n", seen);
+    assert_true(seen >= 0);
     assert_int_equal(sim_proc_stop(&sim), 0);
     unlink(jobs);
     unlink(log);

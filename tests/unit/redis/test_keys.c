@@ -74,6 +74,7 @@ static void test_layout(void **state)
         {LLMQ_KEY_EP_ROUTES, NULL, P "eproute"},
         {LLMQ_KEY_EP_FALLBACKS, NULL, P "epfb"},
         {LLMQ_KEY_GW_BATCH_LIVE, "batch_1", P "gw:batch:batch_1:live"},
+        {LLMQ_KEY_DONE_SEC, "1764664502", P "done_sec:1764664502"},
     };
     assert_int_equal(sizeof(cases) / sizeof(cases[0]), LLMQ_KEY_KIND_COUNT);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
