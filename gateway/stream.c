@@ -79,6 +79,7 @@ struct gw_streams {
     ev_timer probe;
     int probing;
     double probe_sent_s, doubt_s;
+    double last_message_s; /* ev_now of the relay's last message (for any stream) */
 };
 
 struct stream {
@@ -102,6 +103,13 @@ struct stream {
     int asking; /* whether its worker lives (ask_worker) */
     double t0_s, t_first_s;
     double last_frame_s; /* ev_now of the last frame taken (the watchdog's) */
+    /* Its job ended done before its frames came: they are behind the ended
+     * event on the relay connection (a gateway slow to read it), so they are
+     * waited for rather than answering a streaming client with a JSON body
+     * it would read as an empty stream. 0: no; 1: waiting for them (since
+     * ended_s); 2: they never came, the result answers. */
+    int ended_done;
+    double ended_s;
 };
 
 static void observe(struct histogram *h, const double *bounds, size_t n, double v)
@@ -283,14 +291,24 @@ static void respond_result(struct stream *st, const char *line, size_t len)
     stream_finish(st);
 }
 
+static void arm(struct stream *st, double s);
+
 static void on_result(enum llmq_rc rc, const char *line, size_t len, int dead, void *ud)
 {
-    (void)dead;
     struct stream *st = ud;
     st->looking = 0;
     /* once events flow, the stream's own end message ends it */
-    if ((st->phase == ST_WAITING || st->phase == ST_RUNNING) && rc == LLMQ_OK && line != NULL)
-        respond_result(st, line, len);
+    if ((st->phase == ST_WAITING || st->phase == ST_RUNNING) && rc == LLMQ_OK && line != NULL) {
+        if (!dead && st->ended_done == 0) {
+            /* a worker relayed it: its frames are on their way */
+            st->ended_done = 1;
+            st->ended_s = ev_now(st->r->gw->loop);
+            st->phase = ST_RUNNING;
+            arm(st, GW_STREAM_WATCHDOG_MS / 1000.0);
+        } else if (dead || st->ended_done == 2) {
+            respond_result(st, line, len);
+        }
+    }
     gw_request_release(st->r);
 }
 
@@ -456,6 +474,19 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
     struct stream *st = t->data;
     if (st->phase == ST_WAITING && !st->cancelling) {
         cancel_job(st, on_cancelled);
+    } else if (st->phase == ST_RUNNING && st->ended_done == 1) {
+        /* its job is done: wait for its frames while the relay still
+         * delivers (a backlog drains), then answer from the result */
+        double now = ev_now(loop);
+        if (now - st->ss->last_message_s < 1.0 && now - st->ended_s < GW_STREAM_DONE_WAIT_S) {
+            arm(st, 1.0);
+            return;
+        }
+        LLMQ_LOG_JOB(LLMQ_LOG_WARN, st->r->gw->cfg->account, st->job.id,
+                     "stream: its job is done but its relayed frames never came; answered "
+                     "with the stored result as one body");
+        st->ended_done = 2;
+        look_up(st);
     } else if (st->phase == ST_RUNNING || st->phase == ST_STREAMING) {
         double now = ev_now(loop);
         int patient =
@@ -577,6 +608,7 @@ static void on_relay_frame(struct stream *st, const struct llmq_relay_frame *f, 
     } else if (kind == 'e' && st->phase == ST_STREAMING) {
         end_streaming(st, payload, plen, NULL, 0);
     } else if (kind == 'e') {
+        st->ended_done = 2;
         look_up(st); /* ended without events: its result answers */
     } else if (kind == 'x' && st->phase == ST_STREAMING) {
         LLMQ_LOG_JOB(LLMQ_LOG_INFO, st->r->gw->cfg->account, st->job.id,
@@ -644,6 +676,7 @@ static void on_relay_message(const char *m, size_t n, void *privdata)
         return;
     }
     ss->messages++;
+    ss->last_message_s = ev_now(ss->gw->loop);
     size_t off = (size_t)first;
     struct llmq_relay_frame f;
     char id[LLMQ_JOB_ID_MAX + 1], told[LLMQ_JOB_ID_MAX + 1] = "";

@@ -49,6 +49,10 @@
 #include "gateway.h"
 
 #define GW_STREAM_WATCHDOG_MS 5000
+/* A stream whose job ended done before its relayed frames came waits for
+ * them while the relay still delivers messages, up to this long after the
+ * end (then its stored result answers as one body). */
+#define GW_STREAM_DONE_WAIT_S 30.0
 #define GW_STREAM_PROBE_SLOW_MS 1000
 #define GW_STREAM_STALL_GRACE_MS 10000
 
