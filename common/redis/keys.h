@@ -66,7 +66,8 @@
  *   P job:<id>         HASH  model, url, cost (tokens), prio (high|normal|low),
  *                            tenant, user, deadline_ms (unix ms, 0 = none),
  *                            max_attempts, attempts, enq_ms, state
- *                            (held|queued|delayed|running|done|dead|cancelled;
+ *                            (held|queued|delayed|running|done|dead|cancelled,
+ *                            staged|offloaded: offload, field pb, below;
  *                            held: a gateway batch's job waiting for the batch
  *                            to be whole, in no queue: lua/batch_stage.lua),
  *                            last_error, lease (a sync call's: the gateway

@@ -2,13 +2,13 @@
 -- §3.10; keys P offload, pbs:, pbsi, pb:, pbj:, pbl, pba in
 -- common/redis/keys.h). What the scripts of lua/pbatch_*.lua and enqueue
 -- share: a model's policy, staging a job for the next provider batch, a
--- provider batch's record and its lease.
+-- provider batch's record and its lease, and the batch price.
 --
 -- A job lives in exactly one place: queued for a live call (a key queue),
 -- staged (state staged, its id in P pbs:<model>|<url>), or in one provider
 -- batch (state offloaded, job field pb = the batch's id, its id in
 -- P pbj:<id>); it ends through llmq_job_finish as a live job does.
--- uses: llmq_int_text
+-- uses: budget_price, LLMQ_PRICE_TABLE_JSON, llmq_int_text
 -- uses: KEY
 
 -- The provider's completion window (OpenAI: "24h", the only one it offers).
@@ -17,6 +17,13 @@ local PBATCH_WINDOW_MS = 86400000
 -- requests and 200 MB per input file).
 local PBATCH_DEFAULTS = { mode = 'off', poll_ms = 30000, horizon_s = 1800, max_requests = 50000,
     max_bytes = 200 * 1000 * 1000 }
+-- The batch price is this share of the list price unless data/prices.json
+-- says batch_discount or the account sets "<model>@batch" (`llmq prices set`).
+local PBATCH_DISCOUNT_DEFAULT = 0.5
+local pbatch_discount = nil
+
+-- The offload policy of model in account P: a table of PBATCH_DEFAULTS'
+-- fields (a stored value of the wrong type is ignored).
 local function pbatch_policy(P, model)
     local p = {}
     for k, d in pairs(PBATCH_DEFAULTS) do
@@ -43,6 +50,28 @@ local function pbatch_stage(P, id, model, url)
     redis.call('HSET', KEY.job(P, id), 'state', 'staged', 'pb', '')
     redis.call('RPUSH', KEY.pb_stage(P, name), id)
     redis.call('SADD', KEY.pb_staged(P), name)
+end
+
+-- The batch price of model for account P: {input, cached, output} nano-USD
+-- per token and its source, or nil when the model has no price. An
+-- account's "<model>@batch" price wins; else the list price (budget_price)
+-- times the table's batch_discount.
+local function pbatch_price(P, model, cache)
+    local own = budget_price(P, model .. '@batch', cache)
+    if own then
+        return own
+    end
+    local list = budget_price(P, model, cache)
+    if not list then
+        return nil
+    end
+    if pbatch_discount == nil then
+        local t = cjson.decode(LLMQ_PRICE_TABLE_JSON)
+        pbatch_discount = tonumber(t.batch_discount) or PBATCH_DISCOUNT_DEFAULT
+    end
+    local d = pbatch_discount
+    return { math.floor(list[1] * d + 0.5), math.floor(list[2] * d + 0.5),
+        math.floor(list[3] * d + 0.5), 'batch' }
 end
 
 -- The reply that hands provider batch id (fields b) to a worker: {id,
