@@ -9,7 +9,9 @@
  *   - a line the provider fails once (500) is retried in a later batch and
  *     ends done; a line it refuses (400) is dead-lettered with its reason;
  *   - the day's spend is the offloaded usage at the batch price (half the
- *     list price) plus the live usage at the list price, to the nano-dollar. */
+ *     list price) plus the live usage at the list price, to the nano-dollar;
+ *   - `llmq offload list` and `show` name each batch, its provider batch id,
+ *     state and counts. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -216,9 +218,24 @@ static void five_hundred_jobs_as_provider_batches(void **state)
     redisReply *ids = redisCommand(a.c, "ZRANGE %spbl 0 -1", a.prefix);
     assert_true(ids->elements >= 10); /* 250 + 250 jobs, at most 60 a file */
     long long done = 0, retried = 0, dead = 0;
+    const char *list[] = {"llmq", "offload", "list", "--limit", "1000", NULL};
+    struct cli_run lr = cli_run(a.name, list);
+    assert_int_equal(lr.status, 0);
     for (size_t i = 0; i < ids->elements; i++) {
-        redisReply *b = redisCommand(a.c, "HMGET %spb:%s n state done retried dead", a.prefix,
-                                     ids->element[i]->str);
+        redisReply *b = redisCommand(a.c, "HMGET %spb:%s n state done retried dead batch_id",
+                                     a.prefix, ids->element[i]->str);
+        /* the list and show print it */
+        assert_non_null(strstr(lr.out, ids->element[i]->str));
+        assert_non_null(strstr(lr.out, b->element[5]->str));
+        const char *show[] = {"llmq", "offload", "show", ids->element[i]->str, NULL};
+        struct cli_run sr = cli_run(a.name, show);
+        assert_int_equal(sr.status, 0);
+        char want[256];
+        snprintf(want, sizeof(want), "batch_id: %s\n", b->element[5]->str);
+        assert_non_null(strstr(sr.out, want));
+        assert_non_null(strstr(sr.out, "state: ended\n"));
+        assert_non_null(strstr(sr.out, "status: completed\n"));
+        cli_free(&sr);
         assert_true(strtoll(b->element[0]->str, NULL, 10) <= 60);
         assert_string_equal(b->element[1]->str, "ended");
         done += strtoll(b->element[2]->str, NULL, 10);
@@ -227,6 +244,7 @@ static void five_hundred_jobs_as_provider_batches(void **state)
         freeReplyObject(b);
     }
     freeReplyObject(ids);
+    cli_free(&lr);
     assert_int_equal(done, 498);
     assert_int_equal(retried, 3);
     assert_int_equal(dead, 2);

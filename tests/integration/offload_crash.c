@@ -5,7 +5,9 @@
  * creating. A second worker takes it over when the lease ends, finds the
  * provider's file (by its name, "<id>.jsonl") or batch (by its metadata
  * llmq_batch_id) instead of sending it again, and finishes: no provider
- * batch or file twice, no job lost, none answered twice. */
+ * batch or file twice, no job lost, none answered twice. One killed during
+ * the collection, after lines were settled, leaves it collecting: the taker
+ * downloads and settles again, and no job gets a second result. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -92,12 +94,19 @@ static void killed_after_create(void **state)
     killed_at("after_create", "not creating another");
 }
 
+static void killed_while_collecting(void **state)
+{
+    (void)state;
+    killed_at("after_settle", "again (a turn ended mid-way)");
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(killed_after_upload),
         cmocka_unit_test(killed_after_create),
+        cmocka_unit_test(killed_while_collecting),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();

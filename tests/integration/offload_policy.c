@@ -10,7 +10,9 @@
  *   - a marked job whose deadline or ttl is shorter than the window is
  *     refused naming the field, and so is a streamed one.
  *   - setting the model back to off sends its staged jobs live (worker-side
- *     script pbatch_next). */
+ *     script pbatch_next);
+ *   - a staged job that is cancelled (job_cancel.lua) ends cancelled and is
+ *     left out of the next provider batch. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -238,6 +240,45 @@ static void policy_off_sends_staged_jobs_live(void **state)
     llmq_test_account_close(&a);
 }
 
+static void cancelled_staged_job_is_left_out(void **state)
+{
+    (void)state;
+    struct llmq_test_account a;
+    llmq_test_account_open(&a, "offcancel");
+    const char *set[] = {"llmq", "offload", "set", "gpt-4o-mini", "--mode", "all", NULL};
+    struct cli_run r = llmq(&a, set);
+    cli_free(&r);
+    struct llmq_enqueue_result res;
+    struct llmq_job_options o = {.job_id = "k1", .completion_window = "24h"};
+    assert_int_equal(
+        llmq_producer_enqueue(a.producer, "/v1/chat/completions", chat, &o, &res, NULL), LLMQ_OK);
+    o.job_id = "k2";
+    assert_int_equal(
+        llmq_producer_enqueue(a.producer, "/v1/chat/completions", chat, &o, &res, NULL), LLMQ_OK);
+    const char *cancel[] = {a.prefix, "", "k1"};
+    redisReply *x = llmq_script_run(a.c, LLMQ_SCRIPT_JOB_CANCEL, 1, 3, cancel, NULL, NULL);
+    assert_non_null(x);
+    assert_int_equal(x->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(x->element[0]->integer, 1); /* cancelled */
+    freeReplyObject(x);
+    const char *next[] = {a.prefix, "test-worker", "60000"};
+    x = llmq_script_run(a.c, LLMQ_SCRIPT_PBATCH_NEXT, 1, 3, next, NULL, NULL);
+    assert_int_equal(x->type, REDIS_REPLY_ARRAY);
+    assert_true(x->elements > 1); /* a new provider batch: k2 only */
+    char jobs_key[256];
+    snprintf(jobs_key, sizeof(jobs_key), "%spbj:%s", a.prefix, x->element[0]->str);
+    freeReplyObject(x);
+    x = redisCommand(a.c, "LRANGE %s 0 -1", jobs_key);
+    assert_int_equal(x->elements, 1);
+    assert_string_equal(x->element[0]->str, "k2");
+    freeReplyObject(x);
+    assert_string_equal(job_field(&a, "k2", "state"), "offloaded");
+    x = redisCommand(a.c, "EXISTS %sres:k1", a.prefix);
+    assert_int_equal(x->integer, 1); /* k1 ended (cancelled) */
+    freeReplyObject(x);
+    llmq_test_account_close(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -245,6 +286,7 @@ int main(void)
         cmocka_unit_test(marked_jobs_staged_under_all_only),
         cmocka_unit_test(short_deadline_and_stream_refused),
         cmocka_unit_test(policy_off_sends_staged_jobs_live),
+        cmocka_unit_test(cancelled_staged_job_is_left_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

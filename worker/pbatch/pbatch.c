@@ -11,7 +11,8 @@
  *
  * Test hook: LLMQ_TEST_PBATCH_CRASH=after_upload|after_create makes the
  * worker SIGKILL itself right after that provider call answered, before
- * it is recorded (the window the takeover must cover). */
+ * it is recorded (the window the takeover must cover); after_settle, once
+ * the first lines of a collection are settled and before the batch ends. */
 #include <curl/curl.h>
 #include <jansson.h>
 #include <signal.h>
@@ -553,6 +554,7 @@ static void on_settled(redisAsyncContext *ac, redisReply *r, void *privdata)
     struct worker_pbatch *pb = privdata;
     if (script_failed(pb, r, "settling lines"))
         return;
+    crash_hook(pb, "after_settle");
     settle_more(pb);
 }
 
@@ -673,10 +675,13 @@ static void run(struct worker_pbatch *pb)
         creating(pb);
     else if (strcmp(s, "submitted") == 0)
         poll_batch(pb);
-    else if (strcmp(s, "collecting") == 0)
+    else if (strcmp(s, "collecting") == 0) {
+        LLMQ_LOG(LLMQ_LOG_INFO, "offload %s: collecting %s again (a turn ended mid-way)", pb->id,
+                 pb->batch_id);
         collect(pb);
-    else
+    } else {
         turn_end(pb);
+    }
 }
 
 static void copy_field(const redisReply *r, size_t i, char *buf, size_t n)
