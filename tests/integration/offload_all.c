@@ -145,6 +145,7 @@ static void five_hundred_jobs_as_provider_batches(void **state)
     }
     offload_wait_all(a.c, a.prefix, marked.ids, marked.n);
     offload_wait_all(a.c, a.prefix, live.ids, live.n);
+    offload_wait_ended(a.c, a.prefix);
     for (int i = 0; i < 2; i++) {
         kill(w[i], SIGTERM);
         assert_int_equal(worker_wait(w[i], 60000), 0);

@@ -7,7 +7,9 @@
  * llmq_batch_id) instead of sending it again, and finishes: no provider
  * batch or file twice, no job lost, none answered twice. One killed during
  * the collection, after lines were settled, leaves it collecting: the taker
- * downloads and settles again, and no job gets a second result. */
+ * downloads and settles again, and no job gets a second result. The
+ * account's own batch price (`llmq prices set MODEL@batch`) is what the
+ * spend counts. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,6 +30,18 @@ static void killed_at(const char *hook, const char *takeover_says)
     struct llmq_test_account a;
     llmq_test_account_open(&a, "offcrash");
     offload_policy_all(a.name, "gpt-4o-mini", 50);
+    const char *price[] = {"llmq",
+                           "prices",
+                           "set",
+                           "gpt-4o-mini@batch",
+                           "--input-usd-per-1m",
+                           "0.01",
+                           "--output-usd-per-1m",
+                           "0.02",
+                           NULL};
+    struct cli_run pr = cli_run(a.name, price);
+    assert_int_equal(pr.status, 0);
+    cli_free(&pr);
     const char *path = "/tmp/offload-crash.jsonl";
     FILE *f = fopen(path, "w");
     assert_non_null(f);
@@ -51,6 +65,7 @@ static void killed_at(const char *hook, const char *takeover_says)
     const char *extra2[] = {"--consumer", "crash-w2", "--offload-lease-ms", "1000", NULL};
     pid_t w2 = worker_start(a.name, &sim, log2, extra2);
     offload_wait_all(a.c, a.prefix, ids, JOBS);
+    offload_wait_ended(a.c, a.prefix);
     kill(w2, SIGTERM);
     assert_int_equal(worker_wait(w2, 60000), 0);
     /* the taker found what the dead worker had done at the provider */
@@ -66,9 +81,14 @@ static void killed_at(const char *hook, const char *takeover_says)
     }
     freeReplyObject(pbs);
     /* every job answered, once, from a provider batch */
+    long long want_nusd = 0;
     for (int i = 0; i < JOBS; i++) {
         char *text = offload_result(a.c, a.prefix, ids[i]);
         json_t *l = json_loads(text, 0, NULL);
+        const json_t *u =
+            json_object_get(json_object_get(json_object_get(l, "response"), "body"), "usage");
+        want_nusd += json_integer_value(json_object_get(u, "prompt_tokens")) * 10 +
+                     json_integer_value(json_object_get(u, "completion_tokens")) * 20;
         assert_true(json_is_true(json_object_get(l, "offloaded")));
         assert_int_equal(
             json_integer_value(json_object_get(json_object_get(l, "response"), "status_code")),
@@ -78,6 +98,14 @@ static void killed_at(const char *hook, const char *takeover_says)
         free(ids[i]);
     }
     assert_int_equal(redis_int(a.c, "HGET %sstats %s", a.prefix, "done"), JOBS);
+    /* spend at the account's batch price: 0.01 and 0.02 USD per 1M = 10 and
+     * 20 nano-USD per token */
+    redisReply *k = redisCommand(a.c, "KEYS %sspend:*", a.prefix);
+    long long nusd = 0;
+    for (size_t i = 0; i < k->elements; i++)
+        nusd += redis_int(a.c, "HGET %s %s", k->element[i]->str, "gpt-4o-mini|||nusd");
+    freeReplyObject(k);
+    assert_int_equal(nusd, want_nusd);
     assert_int_equal(sim_proc_stop(&sim), 0);
     llmq_test_account_close(&a);
 }

@@ -73,6 +73,22 @@ static inline void offload_wait_all(redisContext *c, const char *prefix, char **
     }
 }
 
+/* Waits until every provider batch of the account has ended (its results
+ * may all be stored before its end is recorded). */
+static inline void offload_wait_ended(redisContext *c, const char *prefix)
+{
+    for (;;) {
+        redisReply *due = redisCommand(c, "ZCARD %spba", prefix);
+        redisReply *staged = redisCommand(c, "SCARD %spbsi", prefix);
+        int idle = due->integer == 0 && staged->integer == 0;
+        freeReplyObject(due);
+        freeReplyObject(staged);
+        if (idle)
+            return;
+        usleep(100 * 1000);
+    }
+}
+
 /* The sim's list (GET path: /v1/files or /v1/batches) as JSON (new). */
 static inline json_t *offload_sim_list(const struct sim_proc *sim, const char *path)
 {
