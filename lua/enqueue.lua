@@ -171,12 +171,14 @@ for base = first, #ARGV, JOBS_FIELDS do
             policies[model] = policies[model] or pbatch_policy(P, model)
             offload = policies[model].mode == 'all'
         end
-        if offload then
-            -- never in the live path: a hash from here on, staged
-            llmq_job_record_unpack(P, id, llmq_job_record_get(P, id))
-            pbatch_stage(P, id, model, ARGV[base + 3])
-        elseif not held then
-            sched_push(P, id, prio, ARGV[base + 2], ARGV[base + 6], ARGV[base + 7], false, vt, backlog)
+        if not held then
+            if offload then
+                -- never in the live path: a hash from here on, staged
+                llmq_job_record_unpack(P, id, llmq_job_record_get(P, id))
+                pbatch_stage(P, id, model, ARGV[base + 3])
+            else
+                sched_push(P, id, prio, model, ARGV[base + 6], ARGV[base + 7], false, vt, backlog)
+            end
         end
         out[#out + 1] = { 1, offload and 'staged' or state }
     end

@@ -109,8 +109,9 @@ static int run(struct llmq_worker_config *cfg)
         a->cfg = &cfg->accounts[i];
         llmq_account_prefix(a->cfg->name, a->prefix, sizeof(a->prefix), NULL);
         llmq_worker_account_start(a);
-        llmq_worker_pbatch_start(a); /* offload: provider batches (llmq offload) */
-        llmq_worker_spool_load(a);   /* a previous run's results, sent once redis answers */
+        llmq_worker_spool_load(a); /* a previous run's results, sent once redis answers */
+        /* offload: the steps of provider batches (llmq offload) */
+        llmq_worker_pbatch_start(a);
         LLMQ_LOG(LLMQ_LOG_INFO, "serving account %s (key %s…) as %s, concurrency %d", a->cfg->name,
                  a->cfg->api_key ? a->cfg->key_id : "none: endpoints only", cfg->consumer,
                  cfg->concurrency);
