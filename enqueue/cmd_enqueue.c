@@ -43,7 +43,9 @@ static void usage(FILE *out)
     fputs("usage: llmq enqueue FILE|- [options]\n\n"
           "Reads OpenAI Batch input lines ({\"custom_id\", \"method\": \"POST\", \"url\", "
           "\"body\"},\nplus optional \"llmq\": {\"priority\", \"tenant\", \"user\", "
-          "\"deadline_ms\", \"ttl_ms\",\n\"max_attempts\", \"endpoints\"}), checks every line, "
+          "\"deadline_ms\", \"ttl_ms\",\n\"max_attempts\", \"endpoints\", \"completion_window\"}), "
+          "checks every "
+          "line, "
           "then enqueues "
           "them. custom_id is required and\nis the job id (the idempotency key): an id already "
           "queued, running or done is\nreported, not enqueued again. Job ids go to stdout (with "
@@ -55,6 +57,10 @@ static void usage(FILE *out)
           "                      endpoint of their model; see llmq endpoints)\n"
           "  --max-attempts N    attempts for lines that set none (default 5)\n"
           "  --ttl-ms MS         deadline relative to enqueue for lines that set none\n"
+          "  --completion-window 24h  the lines that set none may wait the provider's Batch\n"
+          "                      window: their model's offload policy (llmq offload) may run\n"
+          "                      them in the provider's Batch API at the batch price; a\n"
+          "                      deadline must then be 24 h away or more (none: 24 h)\n"
           "  --max-body-bytes N  body size limit (default: settings max_body_bytes, 1 MiB)\n"
           "  --skip-invalid      enqueue the valid lines, report the invalid ones\n"
           "  --generate-ids      give lines without custom_id a generated id (a re-run of\n"
@@ -89,6 +95,7 @@ enum {
     OPT_NO_PROGRESS,
     OPT_GENERATE_IDS,
     OPT_ENDPOINTS,
+    OPT_WINDOW,
 };
 
 static const struct option long_opts[] = {
@@ -107,6 +114,7 @@ static const struct option long_opts[] = {
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
     {"generate-ids", no_argument, NULL, OPT_GENERATE_IDS},
     {"endpoints", required_argument, NULL, OPT_ENDPOINTS},
+    {"completion-window", required_argument, NULL, OPT_WINDOW},
     LLMQ_CLI_COMMON_OPTIONS,
     {NULL, 0, NULL, 0},
 };
@@ -147,6 +155,13 @@ static int take_option(struct llmq_cli *cli, struct enqueue_opts *o, int opt, co
         return 0;
     case OPT_TTL:
         return llmq_cli_parse_int64(cli, "--ttl-ms", arg, 1, 1LL << 50, &o->d.ttl_ms);
+    case OPT_WINDOW: {
+        struct llmq_error err = {0};
+        if (llmq_job_completion_window_parse(arg, &o->d.completion_window_ms, &err) == LLMQ_OK)
+            return 0;
+        llmq_cli_error(cli, "--completion-window: %s", err.msg);
+        return -1;
+    }
     case OPT_MAX_BODY:
         return llmq_cli_parse_int64(cli, "--max-body-bytes", arg, 1, LLMQ_JOB_MAX_BODY_BYTES_LIMIT,
                                     &o->max_body_bytes);

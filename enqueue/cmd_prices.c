@@ -24,7 +24,9 @@ static void usage(FILE *out)
           "Prices of models in USD per 1M tokens: the table shipped in data/prices.json\n"
           "(list says when it was taken from OpenAI's price page), and the account's own,\n"
           "which win (set; rm goes back to the table). Cached input defaults to the input\n"
-          "price. A model with no price cannot run under a USD budget.\n\n"
+          "price. A model with no price cannot run under a USD budget. MODEL@batch is the\n"
+          "model's price in the provider's Batch API (llmq offload; default: the table's\n"
+          "batch_discount, 50%, of its price).\n\n"
           "Options: --redis URL, --account NAME, --help\n"
           "Exit: 0 ok; 1 Redis failure; 2 usage error.\n",
           out);

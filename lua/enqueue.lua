@@ -21,6 +21,14 @@
 --                            it: lua/lib/sched_decide.lua); "=" first: no
 --                            other fallback may serve it ("=" alone: none;
 --                            a gateway key's model list)
+--            {ow}            each job has one more value (the last): the
+--                            provider's completion window in ms it may wait
+--                            ('0' none: never offloaded). Such a job with
+--                            no deadline gets now + window as its deadline;
+--                            one whose deadline comes sooner is refused
+--                            (naming deadline_ms); under its model's offload
+--                            policy 'all' it is staged for a provider batch
+--                            (lua/lib/pbatch.lua) instead of queued
 --            {key=<id>}      the jobs come through gateway key <id> (16 hex
 --                            digits of its SHA-256; job field key): its
 --                            spend budgets apply (lua/lib/budget.lua)
@@ -42,11 +50,12 @@
 -- P kq:<prio>|<model>|<tenant>|<user>); workers are woken when it may run now.
 -- uses: budget_path, budget_price, budget_session, JOBS_PRIORITY_VALID, sched_backlog_add
 -- uses: sched_push, llmq_int_text, llmq_now_ms, worker_name_ok
--- uses: llmq_job_record_get, llmq_job_record_make, llmq_job_ended_peek
+-- uses: llmq_job_record_get, llmq_job_record_make, llmq_job_ended_peek, llmq_job_record_unpack
+-- uses: pbatch_policy, pbatch_stage, PBATCH_WINDOW_MS
 -- uses: KEY
 local P = KEYS[1]
 local JOBS_FIELDS = 12
-local held, lease, key, check, pins, fb = false, nil, nil, false, false, false
+local held, lease, key, check, pins, fb, ow = false, nil, nil, false, false, false, false
 local first = 1
 while ARGV[first] ~= nil and string.byte(ARGV[first], 1) == 123 do -- '{'
     local opt = ARGV[first]
@@ -58,6 +67,8 @@ while ARGV[first] ~= nil and string.byte(ARGV[first], 1) == 123 do -- '{'
         pins = true
     elseif opt == '{fb}' then
         fb = true
+    elseif opt == '{ow}' then
+        ow = true
     elseif string.sub(opt, 1, 7) == '{lease=' and string.sub(opt, -1) == '}' and
         worker_name_ok(string.sub(opt, 8, -2)) then
         lease = string.sub(opt, 8, -2)
@@ -69,13 +80,14 @@ while ARGV[first] ~= nil and string.byte(ARGV[first], 1) == 123 do -- '{'
     first = first + 1
 end
 local state = held and 'held' or 'queued'
-JOBS_FIELDS = JOBS_FIELDS + (pins and 1 or 0) + (fb and 1 or 0)
+JOBS_FIELDS = JOBS_FIELDS + (pins and 1 or 0) + (fb and 1 or 0) + (ow and 1 or 0)
 local FB_AT = pins and 13 or 12 -- the fb value's offset in a job's values
 if (#ARGV - first + 1) % JOBS_FIELDS ~= 0 then
     return redis.error_reply('LLMQ_EINVAL enqueue takes ' .. JOBS_FIELDS .. ' values per job')
 end
 local now = llmq_now_ms()
 local now_text = llmq_int_text(now)
+local policies = {} -- model -> its offload policy (pbatch_policy), read once a call
 local bs = budget_session(P, now)
 if bs.any then
     for base = first, #ARGV, JOBS_FIELDS do
@@ -128,6 +140,19 @@ for base = first, #ARGV, JOBS_FIELDS do
         if ttl > 0 and (deadline == 0 or now + ttl < deadline) then
             deadline = now + ttl
         end
+        -- a job that may wait the provider's window (enqueue's C checks this
+        -- first, against the producer's clock; this is the Redis clock's)
+        local window = ow and tonumber(ARGV[base + JOBS_FIELDS - 1]) or 0
+        if window ~= PBATCH_WINDOW_MS and window ~= 0 then
+            return fail('LLMQ_EINVAL job ' .. id .. ': completion window must be 24h')
+        end
+        if window > 0 and deadline == 0 then
+            deadline = now + window
+        elseif window > 0 and deadline < now + window then
+            return fail('LLMQ_EINVAL job ' .. id .. ': deadline_ms (or ttl_ms) leaves less ' ..
+                'than the completion window 24h: a job marked completion_window must be ' ..
+                'able to wait the provider\'s whole window')
+        end
         -- an integer as %d text (llmq_int_text); anything else as before
         if deadline == math.floor(deadline) and math.abs(deadline) < 2 ^ 53 then
             deadline = llmq_int_text(deadline)
@@ -142,10 +167,22 @@ for base = first, #ARGV, JOBS_FIELDS do
             return fail('LLMQ_EINVAL job ' .. id .. ': ' .. bad .. ' holds a newline')
         end
         redis.call('SET', rk, rec)
-        if not held then
-            sched_push(P, id, prio, ARGV[base + 2], ARGV[base + 6], ARGV[base + 7], false, vt, backlog)
+        local model = ARGV[base + 2]
+        local offload = false
+        if window > 0 and not held and not lease then
+            policies[model] = policies[model] or pbatch_policy(P, model)
+            offload = policies[model].mode == 'all'
         end
-        out[#out + 1] = { 1, state }
+        if not held then
+            if offload then
+                -- never in the live path: a hash from here on, staged
+                llmq_job_record_unpack(P, id, llmq_job_record_get(P, id))
+                pbatch_stage(P, id, model, ARGV[base + 3])
+            else
+                sched_push(P, id, prio, model, ARGV[base + 6], ARGV[base + 7], false, vt, backlog)
+            end
+        end
+        out[#out + 1] = { 1, offload and 'staged' or state }
     end
 end
 sched_backlog_add(P, backlog)

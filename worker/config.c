@@ -58,6 +58,9 @@ static void usage(FILE *out)
             "                          /var/tmp/llmq-spool)\n"
             "  --spool-max-jobs N      results kept in memory while Redis is away; at N no new\n"
             "                          jobs are taken (default 10000)\n"
+            "  --offload-lease-ms MS   a step of a provider batch (llmq offload) is this worker's\n"
+            "                          for MS; a worker that dies is taken over after it\n"
+            "                          (default 60000)\n"
             "  --metrics-port N        serve /metrics, /healthz, /readyz on port N (env\n"
             "                          LLMQ_METRICS_PORT; default 0: off)\n"
             "  --metrics-host ADDR     numeric address to listen on (env LLMQ_METRICS_HOST;\n"
@@ -244,6 +247,7 @@ enum {
     O_MAXRESP,
     O_SPOOLDIR,
     O_SPOOLMAX,
+    O_OFFLEASE,
     O_MPORT,
     O_MHOST,
     O_RTIMEOUT,
@@ -278,6 +282,7 @@ static const struct option options[] = {
     {"stream-coalesce-ms", required_argument, NULL, O_COALESCE},
     {"spool-dir", required_argument, NULL, O_SPOOLDIR},
     {"spool-max-jobs", required_argument, NULL, O_SPOOLMAX},
+    {"offload-lease-ms", required_argument, NULL, O_OFFLEASE},
     {"metrics-port", required_argument, NULL, O_MPORT},
     {"metrics-host", required_argument, NULL, O_MHOST},
     {"endpoint-key", required_argument, NULL, O_EPKEY},
@@ -303,6 +308,7 @@ static void set_defaults(struct llmq_worker_config *cfg)
     cfg->max_response_bytes = 16 << 20;
     snprintf(cfg->spool_dir, sizeof(cfg->spool_dir), "%s", "/var/tmp/llmq-spool");
     cfg->spool_max_jobs = 10000;
+    cfg->offload_lease_ms = 60000;
     cfg->grace_ms = 30000;
     cfg->log_level = LLMQ_LOG_INFO;
     snprintf(cfg->metrics_host, sizeof(cfg->metrics_host), "0.0.0.0");
@@ -385,6 +391,9 @@ static int apply(struct llmq_worker_config *cfg, int opt, const char *arg, const
         if (arg[0] == '\0' || strlen(arg) >= sizeof(cfg->spool_dir) - 300)
             return bad("--spool-dir", "expected a directory path (at most 700 bytes)", arg);
         snprintf(cfg->spool_dir, sizeof(cfg->spool_dir), "%s", arg);
+        break;
+    case O_OFFLEASE:
+        rc = parse_int_option("--offload-lease-ms", arg, 100, 3600000, &cfg->offload_lease_ms);
         break;
     case O_SPOOLMAX:
         rc = parse_int_option("--spool-max-jobs", arg, 1, 10000000, &v);

@@ -56,10 +56,11 @@ struct llmq_worker_config {
     int64_t max_response_bytes; /* a longer response body is cut: the job dies, response_too_big */
     int64_t stream_coalesce_ms; /* a streamed answer's events wait at most this long to be
                                    relayed together (stream_call.h); 0: each at once */
-    char spool_dir[1024];  /* settles Redis could not take are written here at exit (spool.h) */
-    int spool_max_jobs;    /* settles kept in memory at most; at it, no new jobs are taken */
-    int metrics_port;      /* > 0: serve /metrics, /healthz, /readyz on it; 0: off */
-    char metrics_host[64]; /* numeric address to bind; default 0.0.0.0 (reachable in a pod) */
+    char spool_dir[1024];     /* settles Redis could not take are written here at exit (spool.h) */
+    int spool_max_jobs;       /* settles kept in memory at most; at it, no new jobs are taken */
+    int64_t offload_lease_ms; /* a provider batch's step is one worker's this long (pbatch.h) */
+    int metrics_port;         /* > 0: serve /metrics, /healthz, /readyz on it; 0: off */
+    char metrics_host[64];    /* numeric address to bind; default 0.0.0.0 (reachable in a pod) */
     struct llmq_worker_endpoint_key endpoint_keys[LLMQ_WORKER_MAX_ENDPOINTS];
     int n_endpoint_keys;
     /* What dispatch is told this worker serves (lua/dispatch.lua ARGV[3]):

@@ -15,6 +15,7 @@
 #include "admin/metrics_worker.h"
 #include "redis/redis.h"
 #include "model_state.h"
+#include "pbatch/pbatch.h"
 #include "dispatch.h"
 #include "job_settle.h"
 #include "recover.h"
@@ -110,6 +111,8 @@ static int run(struct llmq_worker_config *cfg)
         llmq_account_prefix(a->cfg->name, a->prefix, sizeof(a->prefix), NULL);
         llmq_worker_account_start(a);
         llmq_worker_spool_load(a); /* a previous run's results, sent once redis answers */
+        /* offload: the steps of provider batches (llmq offload) */
+        llmq_worker_pbatch_start(a);
         LLMQ_LOG(LLMQ_LOG_INFO, "serving account %s (key %s…) as %s, concurrency %d", a->cfg->name,
                  a->cfg->api_key ? a->cfg->key_id : "none: endpoints only", cfg->consumer,
                  cfg->concurrency);
@@ -131,11 +134,14 @@ static int run(struct llmq_worker_config *cfg)
     else
         w.exit_code = 1; /* asked to be scraped but cannot listen */
     /* Shutdown order: curl while the loop lives, then Redis, then the loop. */
+    for (int i = 0; i < w.n_accounts; i++)
+        llmq_worker_pbatch_stop(&w.accounts[i]); /* a step in flight is taken over later */
     llmq_http_free(w.http);
     w.http = NULL;
     for (int i = 0; i < w.n_accounts; i++) {
         struct worker_account *a = &w.accounts[i];
         llmq_worker_account_stop(a);
+        llmq_worker_pbatch_free(a); /* after the connection: its callbacks use it */
         llmq_worker_models_free(a); /* after the connection: its callbacks use them */
         /* Results redis never took (it is away): kept for the next start. */
         if (llmq_worker_spool_write(a) < 0)

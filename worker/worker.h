@@ -39,6 +39,7 @@ struct worker_job;
 struct worker_relays;
 struct worker_model;
 struct worker_spool;
+struct worker_pbatch;
 
 /* Counters printed at exit (and later exported as metrics). */
 struct llmq_worker_stats {
@@ -97,6 +98,7 @@ struct worker_account {
     struct worker_auth_state auth;         /* auth_pause.c */
     struct worker_spool *spool;            /* spool.c: files claimed at start; NULL: none */
     struct worker_model *models;           /* model_state.c (calib_batch.c sums in its entries) */
+    struct worker_pbatch *pbatch;          /* pbatch/pbatch.c: offload; NULL when not run */
 };
 
 struct llmq_worker {

@@ -153,6 +153,7 @@ struct job_opts {
     const char *user;
     long long deadline_ms;
     long long ttl_ms;
+    long long completion_window_ms;
     long long max_attempts;
     const char *endpoints; /* checked, normalised: ep_buf or NULL */
     char ep_buf[LLMQ_JOB_ENDPOINTS_MAX + 1];
@@ -226,6 +227,7 @@ static void opts_from_defaults(const struct llmq_job_defaults *d, struct job_opt
         o->endpoints = o->ep_buf;
     o->deadline_ms = d->deadline_ms;
     o->ttl_ms = d->ttl_ms;
+    o->completion_window_ms = d->completion_window_ms;
     o->max_attempts = d->max_attempts > 0 ? d->max_attempts : LLMQ_JOB_MAX_ATTEMPTS_DEFAULT;
 }
 
@@ -250,9 +252,16 @@ static enum llmq_rc line_option(const char *key, const json_t *v, struct job_opt
         return int_field(v, key, 1, LLMQ_JOB_MAX_ATTEMPTS_LIMIT, &o->max_attempts, err);
     if (strcmp(key, "endpoints") == 0)
         return endpoints_field(v, o, err);
+    if (strcmp(key, "completion_window") == 0) {
+        if (!json_is_string(v))
+            return llmq_error_set(err, LLMQ_EINVAL,
+                                  "llmq.completion_window must be the string \"24h\"");
+        return llmq_job_completion_window_parse(json_string_value(v), &o->completion_window_ms,
+                                                err);
+    }
     return llmq_error_set(err, LLMQ_EINVAL,
                           "unknown llmq option \"%.40s\" (expected priority, tenant, user, "
-                          "deadline_ms, ttl_ms, max_attempts, endpoints)",
+                          "deadline_ms, ttl_ms, max_attempts, endpoints, completion_window)",
                           key);
 }
 
@@ -315,6 +324,43 @@ static enum llmq_rc check_body(const char *url, const json_t *body,
     return LLMQ_OK;
 }
 
+enum llmq_rc llmq_job_completion_window_parse(const char *s, long long *ms, struct llmq_error *err)
+{
+    if (s == NULL || strcmp(s, "24h") != 0)
+        return llmq_error_set(err, LLMQ_EINVAL,
+                              "completion_window \"%.20s\": expected \"24h\" (the provider's "
+                              "Batch window)",
+                              s ? s : "(null)");
+    *ms = LLMQ_JOB_COMPLETION_WINDOW_MS;
+    return LLMQ_OK;
+}
+
+/* A job that may wait the provider's window (o->completion_window_ms) must
+ * be able to: its deadline (deadline_ms, or ttl_ms from now) at least the
+ * window away, and no stream (the Batch API answers whole). */
+static enum llmq_rc window_check(const json_t *body, const struct job_opts *o,
+                                 const struct llmq_job_defaults *d, struct llmq_error *err)
+{
+    long long w = o->completion_window_ms;
+    if (w <= 0)
+        return LLMQ_OK;
+    if (json_is_true(json_object_get(body, "stream")))
+        return llmq_error_set(err, LLMQ_EINVAL,
+                              "completion_window: a streamed request (body.stream: true) "
+                              "cannot wait for the provider's Batch API");
+    if (o->ttl_ms > 0 && o->ttl_ms < w)
+        return llmq_error_set(err, LLMQ_EINVAL,
+                              "ttl_ms %lld is shorter than the completion window 24h (%lld ms): "
+                              "a job marked completion_window must be able to wait it",
+                              o->ttl_ms, w);
+    if (o->deadline_ms > 0 && d->now_ms > 0 && o->deadline_ms < d->now_ms + w)
+        return llmq_error_set(err, LLMQ_EINVAL,
+                              "deadline_ms %lld comes before the completion window 24h ends: a "
+                              "job marked completion_window must be able to wait it",
+                              o->deadline_ms);
+    return LLMQ_OK;
+}
+
 /* Builds *out from a checked url + body and resolved options. */
 static enum llmq_rc job_build(const char *url, const json_t *body, const struct job_opts *o,
                               const struct llmq_job_defaults *d, struct llmq_job *out,
@@ -325,13 +371,16 @@ static enum llmq_rc job_build(const char *url, const json_t *body, const struct 
     enum llmq_rc rc;
     if (o->deadline_ms > 0 && d->now_ms > 0 && o->deadline_ms <= d->now_ms)
         return llmq_error_set(err, LLMQ_EINVAL, "deadline_ms %lld is in the past", o->deadline_ms);
-    rc = check_body(url, body, d, &model, &j.body, &j.body_len, err);
+    rc = window_check(body, o, d, err);
+    if (rc == LLMQ_OK)
+        rc = check_body(url, body, d, &model, &j.body, &j.body_len, err);
     if (rc == LLMQ_OK)
         rc = llmq_cost_estimate(url, body, d->cost, &j.cost, err);
     j.url = url;
     j.priority = o->priority;
     j.deadline_ms = o->deadline_ms;
     j.ttl_ms = o->ttl_ms;
+    j.completion_window_ms = o->completion_window_ms;
     j.max_attempts = (int)o->max_attempts;
     if (rc == LLMQ_OK)
         rc = dup_str(model, &j.model, err);
@@ -465,6 +514,12 @@ static enum llmq_rc api_options(const struct llmq_job_options *a, struct job_opt
         if (rc != LLMQ_OK)
             return rc;
         o->endpoints = o->ep_buf;
+    }
+    if (a->completion_window != NULL) {
+        enum llmq_rc rc =
+            llmq_job_completion_window_parse(a->completion_window, &o->completion_window_ms, err);
+        if (rc != LLMQ_OK)
+            return rc;
     }
     o->id = a->job_id;
     o->priority = a->priority;

@@ -3,9 +3,10 @@
  *
  * A Batch input line is {"custom_id", "method": "POST", "url", "body"} plus
  * llmq's own optional "llmq": {"priority", "tenant", "user", "deadline_ms",
- * "ttl_ms", "max_attempts", "endpoints"}; per-line options win over the
- * defaults. "endpoints" pins the job to some endpoints of its model: a
- * comma-separated string or an array of names. */
+ * "ttl_ms", "max_attempts", "endpoints", "completion_window"}; per-line options
+ * win over the defaults. "completion_window": "24h" marks a job that may wait
+ * the provider's Batch window (offload, llmq.h llmq_job_options). "endpoints" pins the job to some
+ * endpoints of its model: a comma-separated string or an array of names. */
 #ifndef LLMQ_JOB_H
 #define LLMQ_JOB_H
 
@@ -20,6 +21,8 @@
 #define LLMQ_JOB_MAX_ATTEMPTS_DEFAULT 5
 #define LLMQ_JOB_MAX_ATTEMPTS_LIMIT 100
 #define LLMQ_JOB_ENDPOINTS_MAX 400 /* bytes of a job's endpoint pin list */
+/* The provider's Batch completion window (OpenAI offers "24h" only). */
+#define LLMQ_JOB_COMPLETION_WINDOW_MS 86400000LL
 
 /* What a line does not say. Strings borrowed; they must outlive the parse. */
 struct llmq_job_defaults {
@@ -29,6 +32,7 @@ struct llmq_job_defaults {
     const char *endpoints; /* NULL: none (the pin of llmq_job_options) */
     long long deadline_ms;
     long long ttl_ms;
+    long long completion_window_ms; /* 0: none; LLMQ_JOB_COMPLETION_WINDOW_MS: may wait it */
     int max_attempts;
     size_t max_body_bytes;                /* compact body size limit */
     const struct llmq_cost_options *cost; /* NULL: llmq_cost_options_default */
@@ -51,6 +55,7 @@ struct llmq_job {
     char *endpoints; /* NULL: any endpoint; else the pin, comma-separated names */
     long long deadline_ms;
     long long ttl_ms;
+    long long completion_window_ms; /* 0: live only; else it may be offloaded (offload) */
     int max_attempts;
     struct llmq_cost cost;
     /* NULL: none known; else the model's fallback model (lua/lib/endpoints.lua)
@@ -97,6 +102,10 @@ enum llmq_rc llmq_job_endpoints_check(const char *list, char *buf, size_t n,
  * Returns LLMQ_OK, or as llmq_cost_estimate (j unchanged). */
 enum llmq_rc llmq_job_estimate_as(struct llmq_job *j, const char *model,
                                   const struct llmq_cost_options *opt, struct llmq_error *err);
+
+/* Parses a completion window ("24h", the provider's only one) into *ms.
+ * LLMQ_EINVAL naming what is expected. */
+enum llmq_rc llmq_job_completion_window_parse(const char *s, long long *ms, struct llmq_error *err);
 
 /* Frees j's members and zeroes it; NULL is a no-op. */
 void llmq_job_clear(struct llmq_job *j);

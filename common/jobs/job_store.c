@@ -21,9 +21,9 @@
 #include "llmq/limiter.h"
 #include "llmq/priority.h"
 
-#define FIELDS_PER_JOB 14                              /* with {pins} and {fb}; 12 without */
+#define FIELDS_PER_JOB 15                              /* with {pins}, {fb} and {ow}; 12 without */
 #define FB_FIELD_MAX (LLMQ_NAME_MAX + 2 * NUM_LEN + 3) /* "[=]<model> <cost> <prompt>" */
-#define NUMS_PER_JOB 5
+#define NUMS_PER_JOB 6
 #define NUM_LEN 24
 
 enum llmq_rc llmq_job_store_prepare(redisContext *c, const char *prefix, struct llmq_error *err)
@@ -49,8 +49,8 @@ enum llmq_rc llmq_job_store_prepare(redisContext *c, const char *prefix, struct 
 }
 
 /* Options of an enqueue call at most (lua/enqueue.lua: {held}, {lease=..},
- * {key=..}, {pins}, {fb}). */
-#define OPTS_MAX 5
+ * {key=..}, {pins}, {fb}, {ow}). */
+#define OPTS_MAX 6
 
 /* The arguments of one enqueue call: KEYS[1], the options, then
  * FIELDS_PER_JOB per job. Numbers, options and packed bodies
@@ -161,6 +161,12 @@ static void build_call(struct call_args *a, const char *prefix, const struct llm
         fb |= jobs[i].fallback_model != NULL || jobs[i].fallback_only;
     if (fb)
         arg(a, "{fb}", 4);
+    /* and one more, the completion window (offload), only in calls that have one */
+    int ow = 0;
+    for (size_t i = 0; i < n; i++)
+        ow |= jobs[i].completion_window_ms > 0;
+    if (ow)
+        arg(a, "{ow}", 4);
     for (size_t i = 0; i < n; i++) {
         const struct llmq_job *j = &jobs[i];
         const char *prio = llmq_priority_name(j->priority);
@@ -188,6 +194,8 @@ static void build_call(struct call_args *a, const char *prefix, const struct llm
                                      j->fallback_cost.prompt_tokens);
             arg(a, a->fb[i], (size_t)len);
         }
+        if (ow)
+            num_arg(a, a->nums[i][5], j->completion_window_ms);
     }
 }
 

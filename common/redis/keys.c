@@ -70,6 +70,13 @@ static const struct key_name key_names[LLMQ_KEY_KIND_COUNT] = {
     [LLMQ_KEY_EP_FALLBACKS] = {"epfb", "", 0},
     [LLMQ_KEY_GW_BATCH_LIVE] = {"gw:batch:", ":live", 1},
     [LLMQ_KEY_DONE_SEC] = {"done_sec:", "", 1},
+    [LLMQ_KEY_OFFLOAD] = {"offload", "", 0},
+    [LLMQ_KEY_PB_STAGE] = {"pbs:", "", 1},
+    [LLMQ_KEY_PB_STAGED] = {"pbsi", "", 0},
+    [LLMQ_KEY_PBATCH] = {"pb:", "", 1},
+    [LLMQ_KEY_PBATCH_JOBS] = {"pbj:", "", 1},
+    [LLMQ_KEY_PBATCHES] = {"pbl", "", 0},
+    [LLMQ_KEY_PBATCH_DUE] = {"pba", "", 0},
 };
 
 const char *llmq_key_head(enum llmq_key_kind kind)

@@ -66,7 +66,8 @@
  *   P job:<id>         HASH  model, url, cost (tokens), prio (high|normal|low),
  *                            tenant, user, deadline_ms (unix ms, 0 = none),
  *                            max_attempts, attempts, enq_ms, state
- *                            (held|queued|delayed|running|done|dead|cancelled;
+ *                            (held|queued|delayed|running|done|dead|cancelled,
+ *                            staged|offloaded: offload, field pb, below;
  *                            held: a gateway batch's job waiting for the batch
  *                            to be whole, in no queue: lua/batch_stage.lua),
  *                            last_error, lease (a sync call's: the gateway
@@ -249,6 +250,25 @@
  *                            `llmq top`'s rates over the last minute (lua/top_snapshot.lua)
  *   job field key: the gateway key a job came through (its budgets apply)
  *
+ * Offload (lua/lib/pbatch.lua, worker/pbatch/, `llmq offload`; docs/DESIGN.md §3.10)
+ *   P offload          HASH  model -> its offload policy, JSON {"mode": "off"|"all",
+ *                            "poll_ms", "horizon_s", "max_requests", "max_bytes"}
+ *   P pbs:<model>|<url> LIST  staged jobs: ids of jobs of that model and Batch url
+ *                            (job state staged) waiting for a provider batch
+ *   P pbsi             SET   the "<model>|<url>" whose staging list is not empty
+ *   P pb:<id>          HASH  one provider batch of llmq's, id "pb-<ms hex>-<n>": state
+ *                            (building|uploading|uploaded|creating|submitted|
+ *                            collecting|ended), model, url, n (jobs), owner and
+ *                            lease_until (ms: the worker doing its step), file_id,
+ *                            batch_id (the provider's), status (the provider's),
+ *                            output_file_id, error_file_id, polls, created_ms,
+ *                            ended_ms, done, retried, dead, reason
+ *   P pbj:<id>         LIST  its job ids, in input file order (job field pb = <id>,
+ *                            state offloaded while the provider has it)
+ *   P pbl              ZSET  every provider batch id, score = created ms
+ *   P pba              ZSET  unfinished provider batches, score = when a worker
+ *                            should look at it next (ms: its poll, or its lease's end)
+ *
  * Gateway (gateway/, `llmq keys`)
  *   P gw:key:<sha256>  HASH  a gateway key, known only by the SHA-256 (hex) of
  *                            its text: tenant ('' none), user ('' none: the
@@ -401,6 +421,13 @@ enum llmq_key_kind {
     LLMQ_KEY_EP_FALLBACKS,  /* P epfb */
     LLMQ_KEY_GW_BATCH_LIVE, /* P gw:batch:<id>:live */
     LLMQ_KEY_DONE_SEC,      /* P done_sec:<unix s> */
+    LLMQ_KEY_OFFLOAD,       /* P offload */
+    LLMQ_KEY_PB_STAGE,      /* P pbs:<model>|<url> */
+    LLMQ_KEY_PB_STAGED,     /* P pbsi */
+    LLMQ_KEY_PBATCH,        /* P pb:<id> */
+    LLMQ_KEY_PBATCH_JOBS,   /* P pbj:<id> */
+    LLMQ_KEY_PBATCHES,      /* P pbl */
+    LLMQ_KEY_PBATCH_DUE,    /* P pba */
     LLMQ_KEY_KIND_COUNT
 };
 

@@ -285,6 +285,11 @@ int64_t sim_api_handle(struct sim_conn *c)
     memset(&call, 0, sizeof(call));
     json_t *root = NULL;
     int64_t delay = 0;
+    if (sim_batch_route(c)) {
+        if (authenticate(c, 0) == 0)
+            sim_batch_handle(c);
+        goto done;
+    }
     call.ep = route_checked(c, &call.azure);
     if (call.ep == SIM_EP_NONE || authenticate(c, call.azure) != 0 ||
         sim_call_parse(c, &call, &root) != 0 || sim_fault_before(c, &call))

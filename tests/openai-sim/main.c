@@ -148,6 +148,7 @@ int main(int argc, char **argv)
         sim_stats_print(&srv);
     free_buckets(&srv);
     sim_buf_free(&srv.scratch);
+    sim_batch_free(&srv);
     sim_buf_free(&srv.static_resp);
     sim_options_free(&srv.cfg);
     ev_loop_destroy(srv.loop);

@@ -43,6 +43,10 @@ static const char usage_text[] =
     "  --no-processing-ms       omit openai-processing-ms (the time after admission)\n"
     "  --stream-gap-ms N        streams: one token per chunk, N ms apart after the\n"
     "                           latency (default 0: 8 pieces spread over the latency)\n"
+    "batches (/v1/files, /v1/batches):\n"
+    "  --batch-pace-ms N        a batch completes N ms after its creation (default 1000)\n"
+    "  --batch-fail-once S      lines whose custom_id contains S fail with 500 the first\n"
+    "                           time the sim runs them (a line error to retry)\n"
     "usage:\n"
     "  --cached-pct P           report P percent of chat and responses prompt tokens cached\n"
     "                           (prompt_tokens_details.cached_tokens; default 0)\n"
@@ -184,6 +188,7 @@ static void set_defaults(struct sim_config *cfg)
     cfg->completion_min = 16;
     cfg->completion_max = 64;
     cfg->embedding_dims = 8;
+    cfg->batch_pace_ms = 1000;
 }
 
 /* Flags that take no value. Returns 1 when name was one, 0 otherwise. */
@@ -238,6 +243,7 @@ static int take_number(const char *f, const char *v, struct sim_config *cfg, int
         {"--cached-pct", 0, 100, &cfg->cached_pct},
         {"--fail-first", 0, big, &cfg->fail_first},
         {"--slow-first", 0, big, &cfg->slow_first},
+        {"--batch-pace-ms", 0, day_ms, &cfg->batch_pace_ms},
     };
     for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
         if (strcmp(f, ints[i].name) == 0) {
@@ -289,6 +295,8 @@ static int take_value(const char *f, const char *v, struct sim_config *cfg)
         cfg->port_file = v;
     } else if (strcmp(f, "--api-key") == 0) {
         cfg->api_key = v;
+    } else if (strcmp(f, "--batch-fail-once") == 0) {
+        cfg->batch_fail_once = v;
     } else if (strcmp(f, "--access-log") == 0) {
         cfg->access_log = v;
     } else if (strcmp(f, "--models") == 0) {

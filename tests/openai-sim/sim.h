@@ -89,7 +89,11 @@ struct sim_config {
     enum sim_charge charge;
     int embedding_dims;
     int quiet;
-    int accept_paused; /* --accept-paused: backlog 0, no accept until SIGUSR2 */
+    int accept_paused;           /* --accept-paused: backlog 0, no accept until SIGUSR2 */
+    int64_t batch_pace_ms;       /* --batch-pace-ms: a Batch completes this long after its
+                                    creation (batch.c) */
+    const char *batch_fail_once; /* --batch-fail-once: Batch lines whose custom_id holds it
+                                    fail with 500 the first time (borrowed from argv) */
 };
 
 /* Outcome of one request, as the access log names it. */
@@ -213,6 +217,7 @@ struct sim_server {
     uint64_t id_salt;       /* start time and pid: request ids differ between runs */
     struct sim_buf scratch; /* response bodies are built here first */
     struct sim_buf static_resp;
+    struct sim_batches *batches; /* batch.c: the Files and Batches; NULL until the first */
 };
 
 /* admit.c: a uniform draw in [0, 100) from the fault stream. */
@@ -242,6 +247,13 @@ int64_t sim_api_handle(struct sim_conn *c);
 void sim_api_http_error(struct sim_conn *c, int status, const char *why);
 /* Settles the exchange's charge to its real usage (at the end of a response). */
 void sim_api_settle(struct sim_server *srv, struct sim_exchange *ex);
+
+/* batch.c: the Files and Batches APIs. sim_batch_route returns 1 when c's
+ * path is one of theirs (/v1/files..., /v1/batches...); sim_batch_handle
+ * then builds the answer into c->ex. sim_batch_free frees what they hold. */
+int sim_batch_route(const struct sim_conn *c);
+void sim_batch_handle(struct sim_conn *c);
+void sim_batch_free(struct sim_server *srv);
 
 /* alog.c */
 int sim_alog_open(struct sim_server *srv);

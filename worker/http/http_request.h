@@ -35,6 +35,7 @@ enum llmq_http_auth {
 
 struct llmq_http_request {
     const char *url;  /* full URL, http:// or https:// (copied by curl) */
+    int get;          /* 1: a GET (body unused; the provider batches' reads, worker/pbatch/) */
     const char *body; /* request body, sent as POST */
     size_t body_len;
     int body_borrowed;        /* 0: body is copied at submit; 1: body is borrowed

@@ -216,12 +216,16 @@ static int set_options(struct llmq_http_xfer *x, const struct llmq_http_settings
     SETOPT(CURLOPT_NOSIGNAL, 1L);
     SETOPT(CURLOPT_PRIVATE, x);
     SETOPT(CURLOPT_ERRORBUFFER, x->errbuf);
-    SETOPT(CURLOPT_POST, 1L);
-    SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
-    if (req->body_borrowed || req->body_len == 0)
-        SETOPT(CURLOPT_POSTFIELDS, req->body_len ? req->body : "");
-    else
-        SETOPT(CURLOPT_COPYPOSTFIELDS, req->body);
+    if (req->get) {
+        SETOPT(CURLOPT_HTTPGET, 1L);
+    } else {
+        SETOPT(CURLOPT_POST, 1L);
+        SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+        if (req->body_borrowed || req->body_len == 0)
+            SETOPT(CURLOPT_POSTFIELDS, req->body_len ? req->body : "");
+        else
+            SETOPT(CURLOPT_COPYPOSTFIELDS, req->body);
+    }
     SETOPT(CURLOPT_HTTPHEADER, x->headers);
     SETOPT(CURLOPT_WRITEFUNCTION, on_body);
     SETOPT(CURLOPT_WRITEDATA, x);

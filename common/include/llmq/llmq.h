@@ -47,14 +47,20 @@ struct llmq_job_options {
                            LLMQ_EREDIS, makes a second job: pass an id of your own
                            whenever a call may be repeated */
     enum llmq_priority priority;
-    const char *tenant;    /* NULL: none */
-    const char *user;      /* NULL: none */
-    long long deadline_ms; /* unix ms after which the job is not started; 0: none */
-    long long ttl_ms;      /* deadline relative to enqueue time (Redis clock); 0: none */
-    int max_attempts;      /* 1..100; 0: the default, 5 */
-    const char *endpoints; /* NULL: any endpoint of the model (`llmq endpoints`); else the
-                              endpoints the job may run on, comma-separated names
-                              ("azure-east,azure-west"; each 1..64 of A-Z a-z 0-9 . _ -) */
+    const char *tenant;            /* NULL: none */
+    const char *user;              /* NULL: none */
+    long long deadline_ms;         /* unix ms after which the job is not started; 0: none */
+    long long ttl_ms;              /* deadline relative to enqueue time (Redis clock); 0: none */
+    int max_attempts;              /* 1..100; 0: the default, 5 */
+    const char *endpoints;         /* NULL: any endpoint of the model (`llmq endpoints`); else the
+                                      endpoints the job may run on, comma-separated names
+                                      ("azure-east,azure-west"; each 1..64 of A-Z a-z 0-9 . _ -) */
+    const char *completion_window; /* NULL: the job runs live only; "24h": it may wait the
+                                      provider's Batch window, so its model's offload policy
+                                      may send it to the provider's Batch API at the batch
+                                      price (`llmq offload`). Its deadline, if any, must be 24 h
+                                      away or more (else LLMQ_EINVAL naming deadline_ms or
+                                      ttl_ms); without one it gets 24 h. Not for stream: true */
 };
 
 /* One request of llmq_producer_enqueue_many. */

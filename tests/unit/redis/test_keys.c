@@ -75,6 +75,13 @@ static void test_layout(void **state)
         {LLMQ_KEY_EP_FALLBACKS, NULL, P "epfb"},
         {LLMQ_KEY_GW_BATCH_LIVE, "batch_1", P "gw:batch:batch_1:live"},
         {LLMQ_KEY_DONE_SEC, "1764664502", P "done_sec:1764664502"},
+        {LLMQ_KEY_OFFLOAD, NULL, P "offload"},
+        {LLMQ_KEY_PB_STAGE, "m|/v1/embeddings", P "pbs:m|/v1/embeddings"},
+        {LLMQ_KEY_PB_STAGED, NULL, P "pbsi"},
+        {LLMQ_KEY_PBATCH, "pb-1-2", P "pb:pb-1-2"},
+        {LLMQ_KEY_PBATCH_JOBS, "pb-1-2", P "pbj:pb-1-2"},
+        {LLMQ_KEY_PBATCHES, NULL, P "pbl"},
+        {LLMQ_KEY_PBATCH_DUE, NULL, P "pba"},
     };
     assert_int_equal(sizeof(cases) / sizeof(cases[0]), LLMQ_KEY_KIND_COUNT);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

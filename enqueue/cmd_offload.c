@@ -1,0 +1,323 @@
+/* llmq offload: the offload policy per model (P offload, lua/lib/pbatch.lua)
+ * and the provider batches llmq-worker made of offloaded jobs
+ * (lua/pbatch_list.lua; docs/DESIGN.md §3.10).
+ *
+ *   set MODEL --mode off|all [--poll-ms N] [--horizon-s N] [--max-requests N]
+ *       [--max-bytes N]    writes the model's policy (fields not given keep
+ *                          their stored value, else the default)
+ *   get [MODEL]            prints one policy, or every stored one
+ *   list                   the staged jobs per model and url, and the provider
+ *                          batches, newest first
+ *   show ID                one provider batch's record
+ *
+ * `--mode auto` is refused: this version does not decide between live and
+ * batch by the live budget's room yet. A model with endpoints (`llmq
+ * endpoints`) is refused too: offload runs on the implicit endpoint only. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "jobs/job.h"
+#include "llmq/error.h"
+#include "redis/redis.h"
+#include "redis/script.h"
+
+static void usage(FILE *out)
+{
+    fputs("usage: llmq offload set MODEL --mode off|all [--poll-ms N] [--horizon-s N]\n"
+          "                            [--max-requests N] [--max-bytes N]\n"
+          "       llmq offload get [MODEL]\n"
+          "       llmq offload list [--limit N]\n"
+          "       llmq offload show ID\n\n"
+          "Offload runs jobs that may wait (marked completion_window \"24h\": llmq enqueue\n"
+          "--completion-window 24h, a Batch line's \"llmq\": {\"completion_window\": \"24h\"})\n"
+          "in the provider's Batch API at the batch price (data/prices.json batch_discount,\n"
+          "50% at OpenAI; `llmq prices set MODEL@batch` overrides). Policy per model:\n"
+          "  off   (default) every job runs live, as without offload\n"
+          "  all   every marked job goes to a provider batch, never live; llmq-worker\n"
+          "        builds input files (at most --max-requests lines, default 50000, and\n"
+          "        --max-bytes, default 200000000), uploads them, creates the batches,\n"
+          "        polls them every --poll-ms (default 30000, growing while one runs)\n"
+          "        and stores each answer as the job's result\n"
+          "  auto  not yet: refused\n"
+          "--horizon-s (default 1800) is kept for auto. Unmarked jobs, and jobs enqueued\n"
+          "before the policy was all, run live; setting a model back to off sends its\n"
+          "staged jobs live. A model with endpoints cannot be offloaded yet.\n"
+          "list shows the staged jobs and the provider batches (newest first, --limit,\n"
+          "default 50); show one batch: its provider batch id, state and counts.\n\n"
+          "Options: --redis URL, --account NAME, --help\n"
+          "Exit: 0 ok; 1 Redis failure; 2 usage error (or ID unknown).\n",
+          out);
+}
+
+struct offload_opts {
+    const char *verb, *model, *mode;
+    long long poll_ms, horizon_s, max_requests, max_bytes, limit;
+};
+
+enum { OPT_MODE = 300, OPT_POLL, OPT_HORIZON, OPT_MAX_REQ, OPT_MAX_BYTES, OPT_LIMIT };
+
+static struct llmq_cli *g_cli; /* for messages of take_option */
+
+static int take_option(int opt, const char *arg, void *ud)
+{
+    struct offload_opts *o = ud;
+    switch (opt) {
+    case OPT_MODE:
+        o->mode = arg;
+        return 0;
+    case OPT_POLL:
+        return llmq_cli_parse_int64(g_cli, "--poll-ms", arg, 10, 86400000, &o->poll_ms) ? 2 : 0;
+    case OPT_HORIZON:
+        return llmq_cli_parse_int64(g_cli, "--horizon-s", arg, 1, 86400, &o->horizon_s) ? 2 : 0;
+    case OPT_MAX_REQ:
+        return llmq_cli_parse_int64(g_cli, "--max-requests", arg, 1, 50000, &o->max_requests) ? 2
+                                                                                              : 0;
+    case OPT_MAX_BYTES:
+        return llmq_cli_parse_int64(g_cli, "--max-bytes", arg, 1024, 200000000, &o->max_bytes) ? 2
+                                                                                               : 0;
+    case OPT_LIMIT:
+        return llmq_cli_parse_int64(g_cli, "--limit", arg, 1, 100000, &o->limit) ? 2 : 0;
+    default:
+        return LLMQ_EXIT_USAGE;
+    }
+}
+
+/* Prints a script's error reply (or the connection's) and returns 1. */
+static int redis_failed(const struct llmq_cli *cli, redisReply *r, const struct llmq_error *err)
+{
+    if (r != NULL && r->type == REDIS_REPLY_ERROR)
+        llmq_cli_error(cli, "%s", r->str);
+    else
+        llmq_cli_error(cli, "%s", err && err->msg[0] ? err->msg : "redis failed");
+    if (r != NULL)
+        freeReplyObject(r);
+    return LLMQ_EXIT_FAIL;
+}
+
+/* One stored policy as a line: MODEL mode=... poll_ms=... */
+static void print_policy(const char *model, const char *json)
+{
+    json_t *p = json ? json_loads(json, 0, NULL) : NULL;
+    const char *mode = json_string_value(json_object_get(p, "mode"));
+    printf("%s mode=%s", model, mode ? mode : "off");
+    static const char *const nums[] = {"poll_ms", "horizon_s", "max_requests", "max_bytes"};
+    for (size_t i = 0; i < 4; i++) {
+        json_t *v = json_object_get(p, nums[i]);
+        if (json_is_integer(v))
+            printf(" %s=%lld", nums[i], (long long)json_integer_value(v));
+    }
+    printf("%s\n", p == NULL ? " (default)" : "");
+    json_decref(p);
+}
+
+static int policy_set(const struct llmq_cli *cli, redisContext *c, const char *prefix,
+                      const struct offload_opts *o)
+{
+    char key[LLMQ_KEY_FIXED_MAX + 256];
+    if (llmq_cli_key(cli, key, sizeof(key), prefix, LLMQ_KEY_MODEL_EPS, o->model) != 0)
+        return LLMQ_EXIT_USAGE;
+    redisReply *r = llmq_redis_command(c, "EXISTS %s", key);
+    if (r == NULL || r->type != REDIS_REPLY_INTEGER)
+        return redis_failed(cli, r, NULL);
+    int has_eps = r->integer > 0;
+    freeReplyObject(r);
+    if (has_eps && strcmp(o->mode, "off") != 0) {
+        llmq_cli_error(cli,
+                       "model %s has endpoints (llmq endpoints): offload runs on the implicit "
+                       "endpoint only in this version, not on named endpoints yet",
+                       o->model);
+        return LLMQ_EXIT_USAGE;
+    }
+    if (llmq_cli_key(cli, key, sizeof(key), prefix, LLMQ_KEY_OFFLOAD, NULL) != 0)
+        return LLMQ_EXIT_USAGE;
+    r = llmq_redis_command(c, "HGET %s %s", key, o->model);
+    if (r == NULL || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL))
+        return redis_failed(cli, r, NULL);
+    json_t *p = r->type == REDIS_REPLY_STRING ? json_loads(r->str, 0, NULL) : NULL;
+    freeReplyObject(r);
+    if (!json_is_object(p)) {
+        json_decref(p);
+        p = json_object();
+    }
+    json_object_set_new(p, "mode", json_string(o->mode));
+    const struct {
+        const char *name;
+        long long v;
+    } nums[] = {{"poll_ms", o->poll_ms},
+                {"horizon_s", o->horizon_s},
+                {"max_requests", o->max_requests},
+                {"max_bytes", o->max_bytes}};
+    for (size_t i = 0; i < 4; i++)
+        if (nums[i].v > 0)
+            json_object_set_new(p, nums[i].name, json_integer(nums[i].v));
+    char *text = json_dumps(p, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(p);
+    if (text == NULL) {
+        llmq_cli_error(cli, "out of memory");
+        return LLMQ_EXIT_FAIL;
+    }
+    r = llmq_redis_command(c, "HSET %s %s %s", key, o->model, text);
+    if (r == NULL || r->type == REDIS_REPLY_ERROR) {
+        free(text);
+        return redis_failed(cli, r, NULL);
+    }
+    freeReplyObject(r);
+    print_policy(o->model, text);
+    free(text);
+    return LLMQ_EXIT_OK;
+}
+
+static int policy_get(const struct llmq_cli *cli, redisContext *c, const char *prefix,
+                      const struct offload_opts *o)
+{
+    char key[LLMQ_KEY_FIXED_MAX];
+    if (llmq_cli_key(cli, key, sizeof(key), prefix, LLMQ_KEY_OFFLOAD, NULL) != 0)
+        return LLMQ_EXIT_USAGE;
+    redisReply *r = o->model ? llmq_redis_command(c, "HGET %s %s", key, o->model)
+                             : llmq_redis_command(c, "HGETALL %s", key);
+    if (r == NULL || r->type == REDIS_REPLY_ERROR)
+        return redis_failed(cli, r, NULL);
+    if (o->model != NULL)
+        print_policy(o->model, r->type == REDIS_REPLY_STRING ? r->str : NULL);
+    for (size_t i = 0; o->model == NULL && r->type == REDIS_REPLY_ARRAY && i + 1 < r->elements;
+         i += 2)
+        print_policy(r->element[i]->str, r->element[i + 1]->str);
+    freeReplyObject(r);
+    return LLMQ_EXIT_OK;
+}
+
+/* The value of field name in a flat field/value array from index from. */
+static const char *field(const redisReply *a, size_t from, const char *name)
+{
+    for (size_t i = from; a != NULL && i + 1 < a->elements; i += 2)
+        if (a->element[i]->type == REDIS_REPLY_STRING && strcmp(a->element[i]->str, name) == 0)
+            return a->element[i + 1]->type == REDIS_REPLY_STRING ? a->element[i + 1]->str : "";
+    return "";
+}
+
+static const char *or_dash(const char *s)
+{
+    return s && s[0] ? s : "-";
+}
+
+static int batches_list(const struct llmq_cli *cli, redisContext *c, const char *prefix,
+                        const struct offload_opts *o)
+{
+    char limit[24];
+    snprintf(limit, sizeof(limit), "%lld", o->limit > 0 ? o->limit : 50);
+    const char *argv[] = {prefix, "", limit};
+    struct llmq_error err = {0};
+    redisReply *r = llmq_script_run(c, LLMQ_SCRIPT_PBATCH_LIST, 1, 3, argv, NULL, &err);
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 1)
+        return redis_failed(cli, r, &err);
+    const redisReply *st = r->element[0];
+    for (size_t i = 0; st->type == REDIS_REPLY_ARRAY && i + 1 < st->elements; i += 2)
+        printf("staged %s: %lld jobs\n", st->element[i]->str, st->element[i + 1]->integer);
+    printf("%-28s %-10s %-20s %-6s %-10s %-36s %6s %7s %5s\n", "ID", "STATE", "MODEL", "JOBS",
+           "STATUS", "PROVIDER_BATCH", "DONE", "RETRIED", "DEAD");
+    for (size_t i = 1; i < r->elements; i++) {
+        const redisReply *b = r->element[i];
+        if (b->type != REDIS_REPLY_ARRAY || b->elements < 1)
+            continue;
+        printf("%-28s %-10s %-20s %-6s %-10s %-36s %6s %7s %5s\n", b->element[0]->str,
+               field(b, 1, "state"), field(b, 1, "model"), field(b, 1, "n"),
+               or_dash(field(b, 1, "status")), or_dash(field(b, 1, "batch_id")),
+               field(b, 1, "done"), field(b, 1, "retried"), field(b, 1, "dead"));
+    }
+    freeReplyObject(r);
+    return LLMQ_EXIT_OK;
+}
+
+static int batch_show(const struct llmq_cli *cli, redisContext *c, const char *prefix,
+                      const struct offload_opts *o)
+{
+    const char *argv[] = {prefix, o->model, "1"};
+    struct llmq_error err = {0};
+    redisReply *r = llmq_script_run(c, LLMQ_SCRIPT_PBATCH_LIST, 1, 3, argv, NULL, &err);
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY)
+        return redis_failed(cli, r, &err);
+    if (r->elements == 0) {
+        llmq_cli_error(cli, "no provider batch %s", o->model);
+        freeReplyObject(r);
+        return LLMQ_EXIT_USAGE;
+    }
+    printf("id: %s\n", o->model);
+    for (size_t i = 0; i + 1 < r->elements; i += 2)
+        if (strcmp(r->element[i]->str, "owner") != 0 || r->element[i + 1]->str[0])
+            printf("%s: %s\n", r->element[i]->str, r->element[i + 1]->str);
+    freeReplyObject(r);
+    return LLMQ_EXIT_OK;
+}
+
+static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix, void *ud)
+{
+    const struct offload_opts *o = ud;
+    if (strcmp(o->verb, "set") == 0)
+        return policy_set(cli, c, prefix, o);
+    if (strcmp(o->verb, "get") == 0)
+        return policy_get(cli, c, prefix, o);
+    if (strcmp(o->verb, "list") == 0)
+        return batches_list(cli, c, prefix, o);
+    return batch_show(cli, c, prefix, o);
+}
+
+int llmq_cmd_offload(struct llmq_cli *cli, int argc, char **argv)
+{
+    static const struct option opts[] = {{"mode", required_argument, NULL, OPT_MODE},
+                                         {"poll-ms", required_argument, NULL, OPT_POLL},
+                                         {"horizon-s", required_argument, NULL, OPT_HORIZON},
+                                         {"max-requests", required_argument, NULL, OPT_MAX_REQ},
+                                         {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
+                                         {"limit", required_argument, NULL, OPT_LIMIT},
+                                         LLMQ_CLI_COMMON_OPTIONS,
+                                         {NULL, 0, NULL, 0}};
+    struct offload_opts o = {0};
+    char *pos[3];
+    int n = 0;
+    g_cli = cli;
+    int rc = llmq_cli_getopt(cli, argc, argv, opts, take_option, &o, usage, pos, 3, &n);
+    if (rc >= 0)
+        return rc;
+    const char *verbs[] = {"set", "get", "list", "show"};
+    const int min_args[] = {2, 1, 1, 2}, max_args[] = {2, 2, 1, 2};
+    size_t v = 0;
+    while (n > 0 && v < 4 && strcmp(pos[0], verbs[v]) != 0)
+        v++;
+    if (n == 0 || v == 4) {
+        llmq_cli_error(cli, "expected set, get, list or show (see --help)");
+        return LLMQ_EXIT_USAGE;
+    }
+    if (n < min_args[v] || n > max_args[v]) {
+        llmq_cli_error(cli, "%s takes %s", verbs[v],
+                       v == 0   ? "MODEL"
+                       : v == 1 ? "at most MODEL"
+                       : v == 2 ? "nothing"
+                                : "ID");
+        return LLMQ_EXIT_USAGE;
+    }
+    o.verb = verbs[v];
+    o.model = n > 1 ? pos[1] : NULL;
+    if (o.model != NULL && !llmq_name_valid(o.model)) {
+        llmq_cli_error(cli, "'%s' is not a valid %s", o.model, v == 3 ? "id" : "model name");
+        return LLMQ_EXIT_USAGE;
+    }
+    if (v == 0) {
+        if (o.mode == NULL) {
+            llmq_cli_error(cli, "set needs --mode off|all");
+            return LLMQ_EXIT_USAGE;
+        }
+        if (strcmp(o.mode, "auto") == 0) {
+            llmq_cli_error(cli, "--mode auto: not yet: this version offloads with off or all "
+                                "only (auto, which keeps eligible jobs live while the live "
+                                "budget has room, is not built)");
+            return LLMQ_EXIT_USAGE;
+        }
+        if (strcmp(o.mode, "off") != 0 && strcmp(o.mode, "all") != 0) {
+            llmq_cli_error(cli, "--mode: expected off or all, got '%s'", o.mode);
+            return LLMQ_EXIT_USAGE;
+        }
+    }
+    return llmq_cli_on_account(cli, act, &o);
+}

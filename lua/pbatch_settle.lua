@@ -1,0 +1,78 @@
+-- pbatch_settle: settles lines of a provider batch's output and error files
+-- into their jobs (docs/DESIGN.md §3.10), through llmq_job_finish as a live
+-- result: the ended record, the events waiters read, the retention. Only a
+-- job still in this batch (state offloaded, field pb = the batch) is
+-- touched, so settling the same lines again (a worker that took over the
+-- collection) changes nothing.
+--   done   the result line is stored; its usage is added to the day's spend
+--          counters at the model's batch price (pbatch_price)
+--   retry  an attempt is counted; under max_attempts the job is staged for
+--          the next provider batch, else dead-lettered with the reason
+--   dead   dead-lettered with the reason (the provider refused the request)
+-- KEYS[1]  P, the account prefix
+-- ARGV[1]  provider batch id   ARGV[2] the worker's name (its lease holder)
+-- ARGV[3..] 7 values per line: job id, kind (done|retry|dead), line (the
+--          Batch output line as stored: packed or JSON text,
+--          common/jobs/job_pack.h), prompt tokens, cached prompt tokens,
+--          output tokens (-1 unknown), reason ('' for done)
+-- Reply: {done, retried, dead} of this call. Error LLMQ_ECONFLICT when the
+--        batch's lease is another worker's.
+-- uses: llmq_job_finish, llmq_jobs_finish_flush, llmq_jobs_settings, llmq_now_ms
+-- uses: budget_day_text, budget_spend_add, budget_spend_flush, budget_usage_nusd
+-- uses: pbatch_price, pbatch_stage
+-- uses: KEY
+local P = KEYS[1]
+local id, worker = ARGV[1], ARGV[2]
+if (#ARGV - 2) % 7 ~= 0 then
+    return redis.error_reply('LLMQ_EINVAL pbatch_settle takes 7 values per line')
+end
+local bk = KEY.pbatch(P, id)
+local b = redis.call('HMGET', bk, 'owner', 'model', 'url')
+if b[1] ~= worker then
+    return redis.error_reply('LLMQ_ECONFLICT provider batch ' .. id .. ' is held by ' ..
+        tostring(b[1]))
+end
+local now = llmq_now_ms()
+local today = budget_day_text(now)
+local s = llmq_jobs_settings(P)
+local tally, spend, prices = {}, {}, {}
+local done, retried, dead = 0, 0, 0
+for base = 3, #ARGV, 7 do
+    local jid, kind, line, reason = ARGV[base], ARGV[base + 1], ARGV[base + 2], ARGV[base + 6]
+    local jk = KEY.job(P, jid)
+    local j = redis.call('HMGET', jk, 'state', 'pb', 'tenant', 'user', 'attempts', 'max_attempts')
+    if j[1] == 'offloaded' and j[2] == id then
+        local attempts = (tonumber(j[5]) or 0) + 1
+        if kind == 'retry' and attempts < (tonumber(j[6]) or 1) then
+            redis.call('HSET', jk, 'attempts', attempts, 'last_error', reason)
+            pbatch_stage(P, jid, b[2], b[3])
+            retried = retried + 1
+        elseif kind == 'done' then
+            redis.call('HSET', jk, 'attempts', attempts)
+            if llmq_job_finish(P, jid, 'done', line, '', now, s, tally) == 1 then
+                local prompt, cached = tonumber(ARGV[base + 3]) or -1, tonumber(ARGV[base + 4]) or -1
+                local output = tonumber(ARGV[base + 5]) or -1
+                if prompt >= 0 then
+                    local p = pbatch_price(P, b[2], prices)
+                    local nusd = p and budget_usage_nusd(p, prompt, math.max(cached, 0),
+                        math.max(output, 0))
+                    budget_spend_add(spend, today, b[2], j[3] or '', j[4] or '', prompt,
+                        math.max(cached, 0), math.max(output, 0), prompt + math.max(output, 0),
+                        nusd)
+                end
+                done = done + 1
+            end
+        else
+            redis.call('HSET', jk, 'attempts', attempts)
+            if llmq_job_finish(P, jid, 'dead', line, reason, now, s, tally) == 1 then
+                dead = dead + 1
+            end
+        end
+    end
+end
+llmq_jobs_finish_flush(P, tally, s, now)
+budget_spend_flush(P, spend)
+redis.call('HINCRBY', bk, 'done', done)
+redis.call('HINCRBY', bk, 'retried', retried)
+redis.call('HINCRBY', bk, 'dead', dead)
+return { done, retried, dead }

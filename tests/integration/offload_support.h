@@ -1,0 +1,132 @@
+/* Helpers of the offload tests (offload_*.c): a sim with the Batch API, a
+ * policy, eligible and live job files, waiting for results, the provider's
+ * files and batches as the sim lists them. Header-only: each test is its
+ * own executable. */
+#ifndef LLMQ_TEST_OFFLOAD_SUPPORT_H
+#define LLMQ_TEST_OFFLOAD_SUPPORT_H
+
+#include "jobs/job_result.h"
+#include "jobs_cli_run.h"
+#include "openai_sim_support.h"
+#include "worker_support.h"
+
+/* Sets model's offload policy to all in account, files of at most
+ * max_requests lines, polled every 100 ms. */
+static inline void offload_policy_all(const char *account, const char *model, int max_requests)
+{
+    char maxr[24];
+    snprintf(maxr, sizeof(maxr), "%d", max_requests);
+    const char *argv[] = {"llmq", "offload",        "set", model, "--mode", "all", "--poll-ms",
+                          "100",  "--max-requests", maxr,  NULL};
+    struct cli_run r = cli_run(account, argv);
+    assert_int_equal(r.status, 0);
+    cli_free(&r);
+}
+
+/* Appends n chat jobs "<prefix><i>" of model to file f, marked
+ * completion_window 24h when marked; the ids listed in bad (NULL-ended)
+ * ask for n = 200 choices, which the provider refuses (400). */
+static inline void offload_write_jobs(FILE *f, const char *prefix, int n, const char *model,
+                                      int marked, const char *const *bad)
+{
+    for (int i = 0; i < n; i++) {
+        char id[96];
+        snprintf(id, sizeof(id), "%s%d", prefix, i);
+        int is_bad = 0;
+        for (int k = 0; bad != NULL && bad[k] != NULL; k++)
+            is_bad |= strcmp(bad[k], id) == 0;
+        fprintf(f,
+                "{\"custom_id\":\"%s\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\","
+                "\"body\":{\"model\":\"%s\",%s\"messages\":[{\"role\":\"user\",\"content\":"
+                "\"tell me about %s\"}]}%s}\n",
+                id, model, is_bad ? "\"n\":200," : "", id,
+                marked ? ",\"llmq\":{\"completion_window\":\"24h\"}" : "");
+    }
+}
+
+/* The ended record's output line of job id (new), or NULL while it has none. */
+static inline char *offload_result(redisContext *c, const char *prefix, const char *id)
+{
+    struct llmq_job_result res;
+    memset(&res, 0, sizeof(res));
+    const char *ids[] = {id};
+    if (llmq_job_result_read(c, prefix, ids, 1, &res, NULL) != LLMQ_OK)
+        return NULL;
+    char *line = res.line;
+    res.line = NULL;
+    llmq_job_result_clear(&res);
+    return line;
+}
+
+/* Waits until every job of ids[0..n) has ended (the ctest timeout bounds a
+ * hang: no timing threshold here). */
+static inline void offload_wait_all(redisContext *c, const char *prefix, char **ids, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        char *line = offload_result(c, prefix, ids[i]);
+        if (line == NULL) {
+            usleep(100 * 1000);
+            continue;
+        }
+        free(line);
+        i++;
+    }
+}
+
+/* Waits until every provider batch of the account has ended (its results
+ * may all be stored before its end is recorded). */
+static inline void offload_wait_ended(redisContext *c, const char *prefix)
+{
+    for (;;) {
+        redisReply *due = redisCommand(c, "ZCARD %spba", prefix);
+        redisReply *staged = redisCommand(c, "SCARD %spbsi", prefix);
+        int idle = due->integer == 0 && staged->integer == 0;
+        freeReplyObject(due);
+        freeReplyObject(staged);
+        if (idle)
+            return;
+        usleep(100 * 1000);
+    }
+}
+
+/* The sim's list (GET path: /v1/files or /v1/batches) as JSON (new). */
+static inline json_t *offload_sim_list(const struct sim_proc *sim, const char *path)
+{
+    const char *h[] = {"Authorization: Bearer " WORKER_TEST_KEY, NULL};
+    struct sim_resp r;
+    sim_http(sim, path, NULL, h, &r);
+    assert_int_equal(r.status, 200);
+    json_t *j = sim_json(&r);
+    sim_resp_free(&r);
+    assert_non_null(j);
+    return j;
+}
+
+/* How many of the provider's input files are named "<id>.jsonl" and how many
+ * batches carry metadata llmq_batch_id = id. */
+static inline void offload_sim_count(const struct sim_proc *sim, const char *id, int *files,
+                                     int *batches)
+{
+    char name[128];
+    snprintf(name, sizeof(name), "%s.jsonl", id);
+    json_t *fl = offload_sim_list(sim, "/v1/files");
+    json_t *bl = offload_sim_list(sim, "/v1/batches");
+    size_t i;
+    json_t *x;
+    *files = *batches = 0;
+    json_array_foreach(json_object_get(fl, "data"), i, x)
+    {
+        const char *fn = json_string_value(json_object_get(x, "filename"));
+        *files += fn != NULL && strcmp(fn, name) == 0;
+    }
+    json_array_foreach(json_object_get(bl, "data"), i, x)
+    {
+        const char *m =
+            json_string_value(json_object_get(json_object_get(x, "metadata"), "llmq_batch_id"));
+        *batches += m != NULL && strcmp(m, id) == 0;
+    }
+    json_decref(fl);
+    json_decref(bl);
+}
+
+#endif

@@ -1,0 +1,294 @@
+/* Batches of openai-sim: the input file's validation at creation, and its
+ * lines run when the batch is due (batch.h).
+ *
+ * Validation, as OpenAI's: every non-empty line a JSON object with a
+ * non-empty string custom_id, unique in the file, method "POST", url equal
+ * to the batch's endpoint and an object body naming a model, the same model
+ * on every line; at most 50,000 lines. Any error fails the whole batch
+ * (status failed, errors.data [{code, message, param, line}]).
+ *
+ * Running: each line's body goes through the same checks and answer
+ * builders as a live request (admit.c sim_call_parse, bodies.c), without the
+ * rate-limit window and never streamed. A 200 is an output line
+ *   {"id":"batch_req_…","custom_id":…,"response":{"status_code":200,
+ *    "request_id":"req_…","body":{…, "usage":…}},"error":null}
+ * and a refusal (400, 404) the same shape in the error file;
+ * --batch-fail-once S answers 500 for a line whose custom_id holds S the
+ * first time the sim runs it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "batch.h"
+
+#define SIM_BATCH_MAX_LINES 50000
+
+static const struct {
+    const char *url;
+    enum sim_endpoint ep;
+} batch_eps[] = {
+    {"/v1/chat/completions", SIM_EP_CHAT},
+    {"/v1/embeddings", SIM_EP_EMBEDDINGS},
+    {"/v1/completions", SIM_EP_COMPLETIONS},
+    {"/v1/responses", SIM_EP_RESPONSES},
+};
+
+static enum sim_endpoint endpoint_of(const char *url)
+{
+    for (size_t i = 0; i < sizeof(batch_eps) / sizeof(batch_eps[0]); i++)
+        if (strcmp(url, batch_eps[i].url) == 0)
+            return batch_eps[i].ep;
+    return SIM_EP_NONE;
+}
+
+int sim_batch_endpoint_ok(const char *ep)
+{
+    return endpoint_of(ep) != SIM_EP_NONE;
+}
+
+/* Calls fn(line, len, line_no, ud) for each non-empty line of f; stops when
+ * it returns nonzero. */
+static void each_line(const struct sim_file *f, int (*fn)(const char *, size_t, int, void *),
+                      void *ud)
+{
+    const char *p = f->data.data, *end = p + f->data.len;
+    int no = 0;
+    while (p != NULL && p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        no++;
+        if (n > 0 && p[n - 1] == '\r')
+            n--;
+        if (n > 0 && fn(p, n, no, ud) != 0)
+            return;
+        p = nl ? nl + 1 : end;
+    }
+}
+
+struct validate_ctx {
+    const struct sim_batch *x;
+    json_t *ids; /* custom_id -> true */
+    char model[128];
+    json_t *errors; /* array */
+    int lines;
+};
+
+static void add_error(struct validate_ctx *v, const char *code, const char *param, int line,
+                      const char *msg)
+{
+    json_array_append_new(v->errors, json_pack("{s:s, s:s, s:s?, s:i}", "code", code, "message",
+                                               msg, "param", param, "line", line));
+}
+
+static int validate_line(const char *s, size_t n, int no, void *ud)
+{
+    struct validate_ctx *v = ud;
+    json_t *o = json_loadb(s, n, 0, NULL);
+    const json_t *body = json_object_get(o, "body");
+    const char *cid = json_string_value(json_object_get(o, "custom_id"));
+    const char *method = json_string_value(json_object_get(o, "method"));
+    const char *url = json_string_value(json_object_get(o, "url"));
+    const char *model = json_string_value(json_object_get(body, "model"));
+    char msg[256];
+    v->lines++;
+    if (!json_is_object(o))
+        add_error(v, "invalid_json_line", NULL, no, "This line is not parseable as valid JSON.");
+    else if (cid == NULL || cid[0] == '\0')
+        add_error(v, "missing_required_parameter", "custom_id", no,
+                  "Missing required parameter: 'custom_id'.");
+    else if (json_object_get(v->ids, cid) != NULL)
+        add_error(v, "duplicate_custom_id", "custom_id", no,
+                  "The custom_id for this request is a duplicate of another request. The "
+                  "custom_id parameter must be unique for each request in a batch.");
+    else if (method == NULL || strcmp(method, "POST") != 0)
+        add_error(v, "invalid_value", "method", no, "Invalid value for 'method': expected POST.");
+    else if (url == NULL || strcmp(url, v->x->endpoint) != 0) {
+        snprintf(msg, sizeof(msg), "The provided url does not match the batch endpoint '%s'.",
+                 v->x->endpoint);
+        add_error(v, "invalid_url", "url", no, msg);
+    } else if (!json_is_object(body) || model == NULL || model[0] == '\0')
+        add_error(v, "missing_required_parameter", "body.model", no,
+                  "Missing required parameter: 'body.model'.");
+    else if (v->model[0] != '\0' && strcmp(v->model, model) != 0) {
+        snprintf(msg, sizeof(msg),
+                 "The model for this request (%.64s) differs from the batch's other requests "
+                 "(%.64s): a batch file holds requests of one model.",
+                 model, v->model);
+        add_error(v, "mismatched_model", "body.model", no, msg);
+    } else {
+        json_object_set_new(v->ids, cid, json_true());
+        if (v->model[0] == '\0')
+            snprintf(v->model, sizeof(v->model), "%s", model);
+    }
+    json_decref(o);
+    return json_array_size(v->errors) >= 100; /* OpenAI names at most some */
+}
+
+void sim_batch_validate(struct sim_server *srv, struct sim_batch *x, const struct sim_file *f)
+{
+    (void)srv;
+    struct validate_ctx v = {.x = x, .ids = json_object(), .errors = json_array()};
+    if (strcmp(f->purpose, "batch") != 0)
+        add_error(&v, "invalid_file", "input_file_id", 0,
+                  "The input file must have purpose 'batch'.");
+    else
+        each_line(f, validate_line, &v);
+    if (json_array_size(v.errors) == 0 && v.lines == 0)
+        add_error(&v, "empty_file", "input_file_id", 0, "The input file is empty.");
+    if (v.lines > SIM_BATCH_MAX_LINES)
+        add_error(&v, "too_many_requests", "input_file_id", 0,
+                  "The input file holds more than 50,000 requests.");
+    if (json_array_size(v.errors) > 0) {
+        snprintf(x->status, sizeof(x->status), "failed");
+        x->failed_ms = x->created_ms;
+        x->errors = json_pack("{s:s, s:O}", "object", "list", "data", v.errors);
+    } else {
+        snprintf(x->status, sizeof(x->status), "in_progress");
+        x->in_progress_ms = x->created_ms;
+        x->total = v.lines;
+    }
+    json_decref(v.ids);
+    json_decref(v.errors);
+}
+
+struct run_ctx {
+    struct sim_server *srv;
+    struct sim_batch *x;
+    struct sim_buf out, err;
+};
+
+/* 1 the first time --batch-fail-once picks custom_id cid (then remembered). */
+static int fail_once(struct sim_server *srv, const char *cid)
+{
+    const char *s = srv->cfg.batch_fail_once;
+    struct sim_batches *bs = srv->batches;
+    if (s == NULL || s[0] == '\0' || strstr(cid, s) == NULL)
+        return 0;
+    for (size_t i = 0; i < bs->n_failed; i++)
+        if (strcmp(bs->failed_ids[i], cid) == 0)
+            return 0;
+    if (bs->n_failed == bs->cap_failed) {
+        size_t cap = bs->cap_failed ? bs->cap_failed * 2 : 16;
+        char **ids = realloc(bs->failed_ids, cap * sizeof(*ids));
+        if (ids == NULL)
+            return 0;
+        bs->failed_ids = ids;
+        bs->cap_failed = cap;
+    }
+    bs->failed_ids[bs->n_failed] = strdup(cid);
+    if (bs->failed_ids[bs->n_failed] == NULL)
+        return 0;
+    bs->n_failed++;
+    return 1;
+}
+
+/* Appends one output or error line: the response of status with the body in
+ * srv->scratch (its trailing newline dropped). */
+static void add_line(struct run_ctx *r, struct sim_buf *b, const char *cid, int status,
+                     const char *request_id)
+{
+    struct sim_buf *s = &r->srv->scratch;
+    size_t n = s->len;
+    while (n > 0 && (s->data[n - 1] == '\n' || s->data[n - 1] == '\r'))
+        n--;
+    sim_buf_addf(b, "{\"id\":\"batch_req_%s\",\"custom_id\":\"", request_id + 4);
+    sim_buf_add_json_esc(b, cid, strlen(cid));
+    sim_buf_addf(b, "\",\"response\":{\"status_code\":%d,\"request_id\":\"%s\",\"body\":", status,
+                 request_id);
+    sim_buf_add(b, s->data, n);
+    sim_buf_adds(b, "},\"error\":null}\n");
+}
+
+static int run_line(const char *s, size_t n, int no, void *ud)
+{
+    (void)no;
+    struct run_ctx *r = ud;
+    struct sim_server *srv = r->srv;
+    json_t *o = json_loadb(s, n, 0, NULL);
+    const char *cid = json_string_value(json_object_get(o, "custom_id"));
+    char *text = json_dumps(json_object_get(o, "body"), JSON_COMPACT);
+    if (cid == NULL || text == NULL) { /* validated: only memory can fail */
+        json_decref(o);
+        free(text);
+        return 0;
+    }
+    struct sim_conn tc;
+    memset(&tc, 0, sizeof(tc));
+    tc.srv = srv;
+    tc.in.data = text;
+    tc.in.len = strlen(text);
+    tc.req.content_length = (int64_t)tc.in.len;
+    tc.ex.t_unix_ms = llmq_wall_ms();
+    sim_batch_new_id(srv, "req_", tc.ex.request_id, sizeof(tc.ex.request_id));
+    struct sim_call call;
+    memset(&call, 0, sizeof(call));
+    call.ep = endpoint_of(r->x->endpoint);
+    json_t *root = NULL;
+    struct sim_rl_info rl;
+    memset(&rl, 0, sizeof(rl));
+    if (sim_call_parse(&tc, &call, &root) != 0) {
+        add_line(r, &r->err, cid, tc.ex.status, tc.ex.request_id);
+        r->x->failed++;
+    } else if (fail_once(srv, cid)) {
+        sim_reply_error(srv, &tc.ex, 500, "server_error", NULL, NULL,
+                        "The server had an error while processing your request. Sorry about "
+                        "that!",
+                        NULL, 0);
+        add_line(r, &r->err, cid, 500, tc.ex.request_id);
+        r->x->failed++;
+    } else {
+        call.stream = call.include_usage = 0;
+        if (call.ep == SIM_EP_CHAT)
+            sim_body_chat(srv, &tc.ex, &call, &rl);
+        else if (call.ep == SIM_EP_EMBEDDINGS)
+            sim_body_embeddings(srv, &tc.ex, &call, &rl);
+        else if (call.ep == SIM_EP_COMPLETIONS)
+            sim_body_completions(srv, &tc.ex, &call, &rl);
+        else
+            sim_body_responses(srv, &tc.ex, &call, &rl);
+        add_line(r, &r->out, cid, 200, tc.ex.request_id);
+        r->x->completed++;
+        srv->stats.prompt_tokens += (uint64_t)call.prompt_tokens;
+        srv->stats.completion_tokens += (uint64_t)call.completion_total;
+    }
+    json_decref(root);
+    sim_buf_free(&tc.ex.out);
+    free(tc.ex.marks);
+    free(tc.ex.mark_tokens);
+    free(text);
+    json_decref(o);
+    return 0;
+}
+
+void sim_batch_advance(struct sim_server *srv, struct sim_batch *x)
+{
+    int64_t now = llmq_wall_ms();
+    if (strcmp(x->status, "in_progress") != 0 || now < x->created_ms + srv->cfg.batch_pace_ms)
+        return;
+    const struct sim_file *f = NULL;
+    for (const struct sim_file *g = srv->batches->files; g; g = g->next)
+        if (strcmp(g->id, x->input_file_id) == 0)
+            f = g;
+    struct run_ctx r = {.srv = srv, .x = x};
+    x->completed = x->failed = 0;
+    if (f != NULL)
+        each_line(f, run_line, &r);
+    char name[96];
+    if (r.out.len > 0) {
+        snprintf(name, sizeof(name), "%s_output.jsonl", x->id);
+        struct sim_file *o = sim_file_add(srv, name, "batch_output", r.out.data, r.out.len);
+        if (o != NULL)
+            snprintf(x->output_file_id, sizeof(x->output_file_id), "%s", o->id);
+    }
+    if (r.err.len > 0) {
+        snprintf(name, sizeof(name), "%s_error.jsonl", x->id);
+        struct sim_file *e = sim_file_add(srv, name, "batch_output", r.err.data, r.err.len);
+        if (e != NULL)
+            snprintf(x->error_file_id, sizeof(x->error_file_id), "%s", e->id);
+    }
+    sim_buf_free(&r.out);
+    sim_buf_free(&r.err);
+    snprintf(x->status, sizeof(x->status), "completed");
+    x->completed_ms = now;
+}

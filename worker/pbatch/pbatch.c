@@ -1,0 +1,814 @@
+/* Offload's steps in llmq-worker (pbatch.h; docs/DESIGN.md §3.10).
+ *
+ * One struct worker_pbatch per account holds at most one provider batch at
+ * a time (the one this worker has the lease of) and walks it through the
+ * states of lua/pbatch_step.lua, one Redis call or one HTTP call at a time,
+ * each continuing in the callback of the one before: nothing blocks the
+ * loop. A step whose lease another worker took (LLMQ_ECONFLICT), a lost
+ * Redis reply or a failed provider call ends this worker's turn: the batch
+ * stays recorded where it was and is looked at again when its lease or its
+ * next poll comes (P pba). The state here is a copy for the turn only.
+ *
+ * Test hook: LLMQ_TEST_PBATCH_CRASH=after_upload|after_create makes the
+ * worker SIGKILL itself right after that provider call answered, before
+ * it is recorded (the window the takeover must cover); after_settle, once
+ * the first lines of a collection are settled and before the batch ends. */
+#include <curl/curl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "http/http.h"
+#include "jobs/job_pack.h"
+#include "pbatch/pbatch.h"
+#include "pbatch/pbatch_file.h"
+#include "redis/reply_read.h"
+#include "redis/script.h"
+#include "worker.h"
+
+#define PBATCH_TICK_MIN_MS 250
+#define PBATCH_TICK_MAX_MS 2000
+#define PBATCH_BODIES_PER_CALL 500
+#define PBATCH_LINES_PER_SETTLE 200
+#define PBATCH_RETRY_MS 5000 /* a failed provider call is tried again this much later */
+
+struct worker_pbatch;
+typedef void pbatch_next_fn(struct worker_pbatch *pb);
+
+struct worker_pbatch {
+    struct worker_account *a;
+    ev_timer tick;
+    int busy;    /* a batch is in hand (a call in flight) */
+    int stopped; /* draining: no new turn */
+    int64_t idle_ms;
+    const char *crash_at; /* LLMQ_TEST_PBATCH_CRASH */
+    /* the batch in hand */
+    char id[64], state[16], model[201], url[64], status[32];
+    char file_id[128], batch_id[128], out_id[128], err_id[128];
+    int64_t n, poll_ms, polls, max_bytes;
+    pbatch_next_fn *then; /* what follows a recorded step */
+    /* building the input file */
+    struct llmq_pbatch_buf file;
+    int64_t next_index, keep;
+    int trim; /* 1: a new batch (its job list is cut to what fits); 0: a rebuild */
+    /* collecting */
+    char *text[2]; /* output and error file */
+    size_t text_len[2], pos;
+    int which;
+    struct llmq_job_packer *packer;
+};
+
+static void turn_end(struct worker_pbatch *pb);
+static void run(struct worker_pbatch *pb);
+
+/* --- the turn ------------------------------------------------------------ */
+
+static void arm(struct worker_pbatch *pb, int64_t ms)
+{
+    ev_timer_stop(pb->a->w->loop, &pb->tick);
+    ev_timer_set(&pb->tick, (double)ms / 1000.0, 0.0);
+    ev_timer_start(pb->a->w->loop, &pb->tick);
+}
+
+static void batch_reset(struct worker_pbatch *pb)
+{
+    llmq_pbatch_buf_free(&pb->file);
+    for (int i = 0; i < 2; i++) {
+        free(pb->text[i]);
+        pb->text[i] = NULL;
+        pb->text_len[i] = 0;
+    }
+    pb->id[0] = pb->state[0] = pb->status[0] = '\0';
+    pb->file_id[0] = pb->batch_id[0] = pb->out_id[0] = pb->err_id[0] = '\0';
+    pb->pos = 0;
+    pb->which = 0;
+    pb->then = NULL;
+}
+
+/* This worker's turn with the batch ends (done, or left for later). */
+static void turn_end(struct worker_pbatch *pb)
+{
+    batch_reset(pb);
+    pb->busy = 0;
+    if (!pb->stopped)
+        arm(pb, 1); /* more may be due: ask again soon */
+}
+
+static void crash_hook(struct worker_pbatch *pb, const char *at)
+{
+    if (pb->crash_at != NULL && strcmp(pb->crash_at, at) == 0) {
+        LLMQ_LOG(LLMQ_LOG_WARN, "offload %s: LLMQ_TEST_PBATCH_CRASH=%s: killing myself", pb->id,
+                 at);
+        raise(SIGKILL);
+    }
+}
+
+/* Runs script id with the account prefix as KEYS[1] and argv[0..argc);
+ * cb(reply, pb) runs once (reply NULL: Redis lost). On a failed send the
+ * turn ends. */
+static void script(struct worker_pbatch *pb, enum llmq_script_id id, int argc, const char **argv,
+                   const size_t *argvlen, llmq_script_cb *cb)
+{
+    const char *av[1 + PBATCH_LINES_PER_SETTLE * 7 + 8];
+    size_t al[1 + PBATCH_LINES_PER_SETTLE * 7 + 8];
+    av[0] = pb->a->prefix;
+    al[0] = strlen(pb->a->prefix);
+    for (int i = 0; i < argc; i++) {
+        av[i + 1] = argv[i];
+        al[i + 1] = argvlen ? argvlen[i] : strlen(argv[i]);
+    }
+    redisAsyncContext *ac = llmq_redis_async_context(pb->a->cmd);
+    if (ac == NULL || llmq_script_run_async(ac, id, 1, argc + 1, av, al, cb, pb) != LLMQ_OK)
+        turn_end(pb);
+}
+
+/* A script's error reply or a lost connection ends the turn, logged. */
+static int script_failed(struct worker_pbatch *pb, const redisReply *r, const char *what)
+{
+    if (r != NULL && r->type != REDIS_REPLY_ERROR)
+        return 0;
+    LLMQ_LOG(r != NULL && strstr(r->str, "LLMQ_ECONFLICT") ? LLMQ_LOG_INFO : LLMQ_LOG_WARN,
+             "offload %s: %s: %s", pb->id[0] ? pb->id : "-", what,
+             r != NULL ? r->str : "redis connection lost");
+    turn_end(pb);
+    return 1;
+}
+
+/* --- recording steps (lua/pbatch_step.lua) --------------------------------- */
+
+static void on_step(redisAsyncContext *ac, redisReply *r, void *privdata)
+{
+    (void)ac;
+    struct worker_pbatch *pb = privdata;
+    if (script_failed(pb, r, "recording a step"))
+        return;
+    pbatch_next_fn *then = pb->then;
+    pb->then = NULL;
+    if (then != NULL)
+        then(pb);
+    else
+        turn_end(pb);
+}
+
+/* Records the batch's move from its state to state to (field/value pairs
+ * kv[0..nkv), keep: jobs kept or -1), then runs then (NULL: the turn ends).
+ * next_ms > 0 gives the lease up: a worker looks again in next_ms. */
+static void step(struct worker_pbatch *pb, const char *to, int64_t next_ms, int64_t keep,
+                 const char **kv, int nkv, pbatch_next_fn *then)
+{
+    char next[24], lease[24], kp[24], from[sizeof(pb->state)];
+    snprintf(from, sizeof(from), "%s", pb->state);
+    snprintf(next, sizeof(next), "%lld", (long long)next_ms);
+    snprintf(lease, sizeof(lease), "%lld", (long long)pb->a->w->cfg->offload_lease_ms);
+    if (keep >= 0)
+        snprintf(kp, sizeof(kp), "%lld", (long long)keep);
+    else
+        kp[0] = '\0';
+    const char *argv[7 + 16] = {pb->id, pb->a->w->cfg->consumer, from, to, next, lease, kp};
+    for (int i = 0; i < nkv && i < 16; i++)
+        argv[7 + i] = kv[i];
+    snprintf(pb->state, sizeof(pb->state), "%s", to);
+    pb->then = then;
+    script(pb, LLMQ_SCRIPT_PBATCH_STEP, 7 + nkv, argv, NULL, on_step);
+}
+
+static void on_ended(redisAsyncContext *ac, redisReply *r, void *privdata)
+{
+    (void)ac;
+    struct worker_pbatch *pb = privdata;
+    if (script_failed(pb, r, "ending the batch"))
+        return;
+    LLMQ_LOG(LLMQ_LOG_INFO, "offload %s (%s): ended, %lld jobs back to staging, %lld dead", pb->id,
+             pb->batch_id[0] ? pb->batch_id : "never submitted",
+             llmq_reply_int_or(llmq_reply_at(r, 0), 0), llmq_reply_int_or(llmq_reply_at(r, 1), 0));
+    turn_end(pb);
+}
+
+/* Ends the batch: its jobs without an answer go back to staging (an attempt
+ * counted when count_attempt), reason logged on each. */
+static void end_batch(struct worker_pbatch *pb, const char *reason, int count_attempt)
+{
+    const char *argv[] = {pb->id, pb->a->w->cfg->consumer, reason, count_attempt ? "1" : "0"};
+    script(pb, LLMQ_SCRIPT_PBATCH_END, 4, argv, NULL, on_ended);
+}
+
+/* --- the provider's API ---------------------------------------------------- */
+
+typedef void pbatch_http_fn(struct worker_pbatch *pb, struct llmq_http_response *resp,
+                            json_t *answer);
+
+struct pbatch_http {
+    struct worker_pbatch *pb;
+    pbatch_http_fn *fn;
+    int raw; /* hand over the body text (file content), not JSON */
+};
+
+static void on_http(struct llmq_http_response *resp, void *privdata)
+{
+    struct pbatch_http *h = privdata;
+    struct worker_pbatch *pb = h->pb;
+    pbatch_http_fn *fn = h->fn;
+    int raw = h->raw;
+    free(h);
+    if (resp->outcome == LLMQ_HTTP_CANCELLED) { /* the worker is stopping */
+        batch_reset(pb);
+        pb->busy = 0;
+        return;
+    }
+    json_t *answer = NULL;
+    if (!raw && resp->outcome == LLMQ_HTTP_OK)
+        answer = json_loadb(resp->body, resp->body_len, 0, NULL);
+    fn(pb, resp, answer);
+    json_decref(answer);
+}
+
+/* Sends a GET (body NULL) or POST of path to the provider; fn runs with the
+ * response and its JSON (NULL when none). */
+static void provider(struct worker_pbatch *pb, const char *path, const char *body, size_t len,
+                     const char *ctype, int raw, pbatch_http_fn *fn)
+{
+    const struct llmq_worker_config *cfg = pb->a->w->cfg;
+    char url[2048];
+    struct pbatch_http *h = malloc(sizeof(*h));
+    struct llmq_error err = {0};
+    if (h == NULL || llmq_worker_request_url(cfg, path, url, sizeof(url)) != 0 ||
+        pb->a->w->http == NULL) {
+        free(h);
+        turn_end(pb);
+        return;
+    }
+    h->pb = pb;
+    h->fn = fn;
+    h->raw = raw;
+    struct llmq_http_request req = {
+        .url = url,
+        .get = body == NULL,
+        .body = body,
+        .body_len = len,
+        .content_type = ctype,
+        .auth = LLMQ_HTTP_AUTH_BEARER,
+        .api_key = pb->a->cfg->api_key,
+        .client_request_id = pb->id,
+    };
+    if (llmq_http_submit(pb->a->w->http, &req, on_http, h, &err) != LLMQ_OK) {
+        LLMQ_LOG(LLMQ_LOG_WARN, "offload %s: %s", pb->id, err.msg);
+        free(h);
+        turn_end(pb);
+    }
+}
+
+/* 1 when a provider call's answer refuses the request itself (a 4xx other
+ * than 408, 409, 429): trying it again would get the same. */
+static int refused(const struct llmq_http_response *resp)
+{
+    return resp->outcome == LLMQ_HTTP_OK && resp->status >= 400 && resp->status < 500 &&
+           resp->status != 408 && resp->status != 409 && resp->status != 429;
+}
+
+/* The provider's error message of resp into why (n bytes). */
+static void provider_error(const struct llmq_http_response *resp, const json_t *answer,
+                           const char *what, char *why, size_t n)
+{
+    const char *msg =
+        json_string_value(json_object_get(json_object_get(answer, "error"), "message"));
+    if (resp->outcome != LLMQ_HTTP_OK)
+        snprintf(why, n, "%s: %s", what, llmq_http_outcome_name(resp->outcome));
+    else
+        snprintf(why, n, "%s: HTTP %ld: %.180s", what, resp->status, msg ? msg : "");
+}
+
+/* A provider call failed: a refusal ends the batch (its jobs retried under
+ * their attempts), anything else is tried again later in the same state. */
+static void call_failed(struct worker_pbatch *pb, struct llmq_http_response *resp,
+                        const json_t *answer, const char *what)
+{
+    char why[256];
+    provider_error(resp, answer, what, why, sizeof(why));
+    LLMQ_LOG(LLMQ_LOG_WARN, "offload %s: %s", pb->id, why);
+    if (refused(resp)) {
+        end_batch(pb, why, 1);
+        return;
+    }
+    char state[16];
+    snprintf(state, sizeof(state), "%s", pb->state);
+    step(pb, state, PBATCH_RETRY_MS, -1, NULL, 0, NULL);
+}
+
+/* --- creating and polling -------------------------------------------------- */
+
+static void on_created(struct worker_pbatch *pb, struct llmq_http_response *resp, json_t *a)
+{
+    const char *bid = json_string_value(json_object_get(a, "id"));
+    if (resp->outcome != LLMQ_HTTP_OK || resp->status != 200 || bid == NULL) {
+        call_failed(pb, resp, a, "creating the provider batch");
+        return;
+    }
+    crash_hook(pb, "after_create");
+    snprintf(pb->batch_id, sizeof(pb->batch_id), "%s", bid);
+    LLMQ_LOG(LLMQ_LOG_INFO, "offload %s: %lld jobs of %s submitted as provider batch %s", pb->id,
+             (long long)pb->n, pb->model, bid);
+    const char *kv[] = {"batch_id", pb->batch_id, "status",
+                        json_string_value(json_object_get(a, "status"))
+                            ? json_string_value(json_object_get(a, "status"))
+                            : "validating"};
+    step(pb, "submitted", pb->poll_ms, -1, kv, 4, NULL);
+}
+
+static void create(struct worker_pbatch *pb)
+{
+    json_t *body =
+        json_pack("{s:s, s:s, s:s, s:{s:s}}", "input_file_id", pb->file_id, "endpoint", pb->url,
+                  "completion_window", "24h", "metadata", "llmq_batch_id", pb->id);
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    if (text == NULL) {
+        turn_end(pb);
+        return;
+    }
+    provider(pb, "/v1/batches", text, strlen(text), NULL, 0, on_created);
+    free(text);
+}
+
+/* Takeover in creating: the batch may have been created (the metadata
+ * names this id); if so it is recorded, else created now. */
+static void on_batches_listed(struct worker_pbatch *pb, struct llmq_http_response *resp, json_t *a)
+{
+    if (resp->outcome != LLMQ_HTTP_OK || resp->status != 200 || a == NULL) {
+        call_failed(pb, resp, a, "listing the provider's batches");
+        return;
+    }
+    size_t i;
+    json_t *b;
+    json_array_foreach(json_object_get(a, "data"), i, b)
+    {
+        const char *m =
+            json_string_value(json_object_get(json_object_get(b, "metadata"), "llmq_batch_id"));
+        const char *bid = json_string_value(json_object_get(b, "id"));
+        if (m != NULL && bid != NULL && strcmp(m, pb->id) == 0) {
+            LLMQ_LOG(LLMQ_LOG_INFO,
+                     "offload %s: found provider batch %s created before a "
+                     "takeover: not creating another",
+                     pb->id, bid);
+            snprintf(pb->batch_id, sizeof(pb->batch_id), "%s", bid);
+            const char *kv[] = {"batch_id", pb->batch_id};
+            step(pb, "submitted", 1, -1, kv, 2, NULL);
+            return;
+        }
+    }
+    create(pb);
+}
+
+static void creating(struct worker_pbatch *pb)
+{
+    provider(pb, "/v1/batches?limit=100", NULL, 0, NULL, 0, on_batches_listed);
+}
+
+static void collect(struct worker_pbatch *pb);
+
+static void on_polled(struct worker_pbatch *pb, struct llmq_http_response *resp, json_t *a)
+{
+    const char *st = json_string_value(json_object_get(a, "status"));
+    if (resp->outcome != LLMQ_HTTP_OK || resp->status != 200 || st == NULL) {
+        call_failed(pb, resp, a, "polling the provider batch");
+        return;
+    }
+    snprintf(pb->status, sizeof(pb->status), "%s", st);
+    char polls[24];
+    snprintf(polls, sizeof(polls), "%lld", (long long)pb->polls + 1);
+    if (strcmp(st, "completed") == 0 || strcmp(st, "expired") == 0 ||
+        strcmp(st, "cancelled") == 0) {
+        const char *o = json_string_value(json_object_get(a, "output_file_id"));
+        const char *e = json_string_value(json_object_get(a, "error_file_id"));
+        snprintf(pb->out_id, sizeof(pb->out_id), "%s", o ? o : "");
+        snprintf(pb->err_id, sizeof(pb->err_id), "%s", e ? e : "");
+        const char *kv[] = {"status",         pb->status, "polls",         polls,
+                            "output_file_id", pb->out_id, "error_file_id", pb->err_id};
+        step(pb, "collecting", 0, -1, kv, 8, collect);
+    } else if (strcmp(st, "failed") == 0) {
+        const json_t *e0 = json_array_get(json_object_get(json_object_get(a, "errors"), "data"), 0);
+        const char *msg = json_string_value(json_object_get(e0, "message"));
+        char why[256];
+        snprintf(why, sizeof(why), "the provider failed the batch: %.200s",
+                 msg ? msg : "no reason given");
+        LLMQ_LOG(LLMQ_LOG_WARN, "offload %s (%s): %s", pb->id, pb->batch_id, why);
+        end_batch(pb, why, 1);
+    } else {
+        const char *kv[] = {"status", pb->status, "polls", polls};
+        step(pb, "submitted", llmq_pbatch_poll_delay_ms(pb->poll_ms, pb->polls + 1), -1, kv, 4,
+             NULL);
+    }
+}
+
+static void poll_batch(struct worker_pbatch *pb)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/v1/batches/%s", pb->batch_id);
+    provider(pb, path, NULL, 0, NULL, 0, on_polled);
+}
+
+/* --- building and uploading ------------------------------------------------ */
+
+static void on_uploaded(struct worker_pbatch *pb, struct llmq_http_response *resp, json_t *a)
+{
+    const char *fid = json_string_value(json_object_get(a, "id"));
+    if (resp->outcome != LLMQ_HTTP_OK || resp->status != 200 || fid == NULL) {
+        call_failed(pb, resp, a, "uploading the input file");
+        return;
+    }
+    crash_hook(pb, "after_upload");
+    snprintf(pb->file_id, sizeof(pb->file_id), "%s", fid);
+    const char *kv[] = {"file_id", pb->file_id};
+    step(pb, "uploaded", 0, -1, kv, 2, run);
+}
+
+static void upload(struct worker_pbatch *pb)
+{
+    struct llmq_pbatch_buf body;
+    char ctype[128], name[96];
+    snprintf(name, sizeof(name), "%s.jsonl", pb->id);
+    if (llmq_pbatch_multipart(name, pb->file.data, pb->file.len, &body, ctype, sizeof(ctype)) !=
+        LLMQ_OK) {
+        turn_end(pb);
+        return;
+    }
+    llmq_pbatch_buf_free(&pb->file);
+    provider(pb, "/v1/files", body.data, body.len, ctype, 0, on_uploaded);
+    llmq_pbatch_buf_free(&body);
+}
+
+static void fetch_bodies(struct worker_pbatch *pb);
+
+/* The file is built: a new batch records what it kept, then uploads. */
+static void built(struct worker_pbatch *pb)
+{
+    if (pb->file.len == 0) { /* every job ended meanwhile (cancelled) */
+        end_batch(pb, "", 0);
+        return;
+    }
+    if (pb->trim) {
+        pb->n = pb->keep;
+        step(pb, "uploading", 0, pb->keep, NULL, 0, upload);
+    } else {
+        upload(pb);
+    }
+}
+
+static void on_bodies(redisAsyncContext *ac, redisReply *r, void *privdata)
+{
+    (void)ac;
+    struct worker_pbatch *pb = privdata;
+    if (script_failed(pb, r, "reading the jobs' bodies"))
+        return;
+    size_t pairs = r->type == REDIS_REPLY_ARRAY ? r->elements / 2 : 0;
+    for (size_t i = 0; i < pairs; i++) {
+        const redisReply *id = r->element[2 * i], *body = r->element[2 * i + 1];
+        pb->next_index++;
+        if (body->type != REDIS_REPLY_STRING || id->type != REDIS_REPLY_STRING)
+            continue; /* the job ended meanwhile: no line */
+        char *text = NULL;
+        size_t len = 0;
+        struct llmq_error err = {0};
+        if (llmq_job_unpack(body->str, body->len, LLMQ_JOB_PACK_TEXT_MAX, &text, &len, &err) !=
+            LLMQ_OK) {
+            LLMQ_LOG(LLMQ_LOG_WARN, "offload %s: job %s: %s: left out", pb->id, id->str, err.msg);
+            continue;
+        }
+        size_t mark = pb->file.len;
+        enum llmq_rc rc = llmq_pbatch_input_line(&pb->file, id->str, pb->url, text, len);
+        free(text);
+        if (rc == LLMQ_ENOMEM) {
+            turn_end(pb);
+            return;
+        }
+        if (pb->trim && pb->keep > 0 && (int64_t)pb->file.len > pb->max_bytes) {
+            pb->file.len = mark; /* over the file's byte limit: the rest waits */
+            built(pb);
+            return;
+        }
+        pb->keep = pb->next_index;
+    }
+    if (pairs < PBATCH_BODIES_PER_CALL)
+        built(pb);
+    else
+        fetch_bodies(pb);
+}
+
+static void fetch_bodies(struct worker_pbatch *pb)
+{
+    char first[24], count[24];
+    snprintf(first, sizeof(first), "%lld", (long long)pb->next_index);
+    snprintf(count, sizeof(count), "%d", PBATCH_BODIES_PER_CALL);
+    const char *argv[] = {pb->id, first, count};
+    script(pb, LLMQ_SCRIPT_PBATCH_BODIES, 3, argv, NULL, on_bodies);
+}
+
+static void build(struct worker_pbatch *pb, int trim)
+{
+    llmq_pbatch_buf_free(&pb->file);
+    pb->next_index = pb->keep = 0;
+    pb->trim = trim;
+    fetch_bodies(pb);
+}
+
+/* Takeover in uploading: the file may be there (named "<id>.jsonl"); if so
+ * it is recorded, else the file is built again and uploaded. */
+static void on_files_listed(struct worker_pbatch *pb, struct llmq_http_response *resp, json_t *a)
+{
+    if (resp->outcome != LLMQ_HTTP_OK || resp->status != 200 || a == NULL) {
+        call_failed(pb, resp, a, "listing the provider's files");
+        return;
+    }
+    char name[96];
+    snprintf(name, sizeof(name), "%s.jsonl", pb->id);
+    size_t i;
+    json_t *f;
+    json_array_foreach(json_object_get(a, "data"), i, f)
+    {
+        const char *fn = json_string_value(json_object_get(f, "filename"));
+        const char *fid = json_string_value(json_object_get(f, "id"));
+        if (fn != NULL && fid != NULL && strcmp(fn, name) == 0) {
+            LLMQ_LOG(LLMQ_LOG_INFO,
+                     "offload %s: found input file %s uploaded before a "
+                     "takeover: not uploading again",
+                     pb->id, fid);
+            snprintf(pb->file_id, sizeof(pb->file_id), "%s", fid);
+            const char *kv[] = {"file_id", pb->file_id};
+            step(pb, "uploaded", 0, -1, kv, 2, run);
+            return;
+        }
+    }
+    build(pb, 0);
+}
+
+/* --- collecting ------------------------------------------------------------ */
+
+static void settle_more(struct worker_pbatch *pb);
+
+static void on_settled(redisAsyncContext *ac, redisReply *r, void *privdata)
+{
+    (void)ac;
+    struct worker_pbatch *pb = privdata;
+    if (script_failed(pb, r, "settling lines"))
+        return;
+    crash_hook(pb, "after_settle");
+    settle_more(pb);
+}
+
+/* Settles the next lines of the output and error files; at the end, ends
+ * the batch (jobs that got no line go back to staging). */
+static void settle_more(struct worker_pbatch *pb)
+{
+    static const char *const kinds[] = {"done", "retry", "dead"};
+    const char *argv[2 + PBATCH_LINES_PER_SETTLE * 7];
+    size_t argvlen[2 + PBATCH_LINES_PER_SETTLE * 7];
+    char nums[PBATCH_LINES_PER_SETTLE][3][24];
+    struct llmq_pbatch_line lines[PBATCH_LINES_PER_SETTLE];
+    char *owned[PBATCH_LINES_PER_SETTLE * 2];
+    int argc = 2, k = 0, n_owned = 0;
+    argv[0] = pb->id;
+    argv[1] = pb->a->w->cfg->consumer;
+    argvlen[0] = strlen(argv[0]);
+    argvlen[1] = strlen(argv[1]);
+    while (pb->which < 2 && k < PBATCH_LINES_PER_SETTLE) {
+        const char *t = pb->text[pb->which];
+        size_t len = pb->text_len[pb->which];
+        if (t == NULL || pb->pos >= len) {
+            pb->which++;
+            pb->pos = 0;
+            continue;
+        }
+        const char *nl = memchr(t + pb->pos, '\n', len - pb->pos);
+        size_t ln = nl ? (size_t)(nl - (t + pb->pos)) : len - pb->pos;
+        const char *line = t + pb->pos;
+        pb->pos += ln + 1;
+        struct llmq_pbatch_line *pl = &lines[k];
+        if (ln == 0 || llmq_pbatch_line_parse(line, ln, pl) != LLMQ_OK)
+            continue;
+        char *text = llmq_pbatch_result_line(pl, line, ln, pb->batch_id);
+        if (text == NULL)
+            continue;
+        char *packed = NULL;
+        size_t plen = 0;
+        owned[n_owned++] = text;
+        if (pb->packer != NULL &&
+            llmq_job_packer_pack(pb->packer, text, strlen(text), &packed, &plen, NULL) == LLMQ_OK &&
+            packed != NULL)
+            owned[n_owned++] = packed;
+        int has = pl->usage.present & LLMQ_USAGE_INPUT;
+        snprintf(nums[k][0], 24, "%lld", has ? (long long)pl->usage.input_tokens : -1LL);
+        snprintf(nums[k][1], 24, "%lld", (long long)pl->usage.cached_tokens);
+        snprintf(nums[k][2], 24, "%lld", (long long)pl->usage.output_tokens);
+        const char *vals[7] = {pl->job_id, kinds[pl->verdict], packed ? packed : text,
+                               nums[k][0], nums[k][1],         nums[k][2],
+                               pl->reason};
+        for (int i = 0; i < 7; i++) {
+            argv[argc] = vals[i];
+            argvlen[argc] = i == 2 ? (packed ? plen : strlen(text)) : strlen(vals[i]);
+            argc++;
+        }
+        k++;
+    }
+    if (k > 0)
+        script(pb, LLMQ_SCRIPT_PBATCH_SETTLE, argc, argv, argvlen, on_settled);
+    for (int i = 0; i < n_owned; i++)
+        free(owned[i]);
+    if (k > 0)
+        return;
+    const char *st = pb->status;
+    end_batch(pb, strcmp(st, "completed") == 0 ? "" : st, 0);
+}
+
+static void fetch_file(struct worker_pbatch *pb);
+
+static void on_file(struct worker_pbatch *pb, struct llmq_http_response *resp, json_t *a)
+{
+    if (resp->outcome != LLMQ_HTTP_OK || resp->status != 200) {
+        call_failed(pb, resp, a, "downloading a result file");
+        return;
+    }
+    pb->text[pb->which] = llmq_http_response_take_body(resp, &pb->text_len[pb->which]);
+    pb->which++;
+    fetch_file(pb);
+}
+
+/* Downloads the output file, then the error file, then settles. */
+static void fetch_file(struct worker_pbatch *pb)
+{
+    while (pb->which < 2) {
+        const char *id = pb->which == 0 ? pb->out_id : pb->err_id;
+        if (id[0] != '\0') {
+            char path[256];
+            snprintf(path, sizeof(path), "/v1/files/%s/content", id);
+            provider(pb, path, NULL, 0, NULL, 1, on_file);
+            return;
+        }
+        pb->which++;
+    }
+    pb->which = 0;
+    pb->pos = 0;
+    settle_more(pb);
+}
+
+static void collect(struct worker_pbatch *pb)
+{
+    pb->which = 0;
+    fetch_file(pb);
+}
+
+/* --- taking a step --------------------------------------------------------- */
+
+/* Goes on from the batch's recorded state. */
+static void run(struct worker_pbatch *pb)
+{
+    const char *s = pb->state;
+    if (strcmp(s, "building") == 0)
+        build(pb, 1);
+    else if (strcmp(s, "uploading") == 0)
+        provider(pb, "/v1/files?purpose=batch", NULL, 0, NULL, 0, on_files_listed);
+    else if (strcmp(s, "uploaded") == 0)
+        step(pb, "creating", 0, -1, NULL, 0, create);
+    else if (strcmp(s, "creating") == 0)
+        creating(pb);
+    else if (strcmp(s, "submitted") == 0)
+        poll_batch(pb);
+    else if (strcmp(s, "collecting") == 0) {
+        LLMQ_LOG(LLMQ_LOG_INFO, "offload %s: collecting %s again (a turn ended mid-way)", pb->id,
+                 pb->batch_id);
+        collect(pb);
+    } else {
+        turn_end(pb);
+    }
+}
+
+static void copy_field(const redisReply *r, size_t i, char *buf, size_t n)
+{
+    if (llmq_reply_copy(r->element[i + 1], buf, n) != 0)
+        buf[0] = '\0';
+}
+
+static void on_next(redisAsyncContext *ac, redisReply *r, void *privdata)
+{
+    (void)ac;
+    struct worker_pbatch *pb = privdata;
+    if (script_failed(pb, r, "asking for offload work"))
+        return;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || pb->stopped) {
+        batch_reset(pb);
+        pb->busy = 0;
+        pb->idle_ms = pb->idle_ms * 2 > PBATCH_TICK_MAX_MS ? PBATCH_TICK_MAX_MS : pb->idle_ms * 2;
+        if (!pb->stopped)
+            arm(pb, pb->idle_ms);
+        return;
+    }
+    pb->idle_ms = PBATCH_TICK_MIN_MS;
+    batch_reset(pb);
+    if (llmq_reply_copy(r->element[0], pb->id, sizeof(pb->id)) != 0) {
+        turn_end(pb);
+        return;
+    }
+    static const struct {
+        const char *name;
+        size_t off, n;
+    } strs[] = {
+        {"state", offsetof(struct worker_pbatch, state),
+         sizeof(((struct worker_pbatch *)0)->state)},
+        {"model", offsetof(struct worker_pbatch, model),
+         sizeof(((struct worker_pbatch *)0)->model)},
+        {"url", offsetof(struct worker_pbatch, url), sizeof(((struct worker_pbatch *)0)->url)},
+        {"status", offsetof(struct worker_pbatch, status),
+         sizeof(((struct worker_pbatch *)0)->status)},
+        {"file_id", offsetof(struct worker_pbatch, file_id),
+         sizeof(((struct worker_pbatch *)0)->file_id)},
+        {"batch_id", offsetof(struct worker_pbatch, batch_id),
+         sizeof(((struct worker_pbatch *)0)->batch_id)},
+        {"output_file_id", offsetof(struct worker_pbatch, out_id),
+         sizeof(((struct worker_pbatch *)0)->out_id)},
+        {"error_file_id", offsetof(struct worker_pbatch, err_id),
+         sizeof(((struct worker_pbatch *)0)->err_id)},
+    };
+    pb->n = pb->polls = 0;
+    pb->poll_ms = 30000;
+    pb->max_bytes = 200000000;
+    for (size_t i = 1; i + 1 < r->elements; i += 2) {
+        const char *name = llmq_reply_str_or(r->element[i], "");
+        for (size_t k = 0; k < sizeof(strs) / sizeof(strs[0]); k++)
+            if (strcmp(name, strs[k].name) == 0)
+                copy_field(r, i, (char *)pb + strs[k].off, strs[k].n);
+        if (strcmp(name, "n") == 0)
+            pb->n = llmq_reply_int_or(r->element[i + 1], 0);
+        else if (strcmp(name, "polls") == 0)
+            pb->polls = llmq_reply_int_or(r->element[i + 1], 0);
+        else if (strcmp(name, "poll_ms") == 0)
+            pb->poll_ms = llmq_reply_int_or(r->element[i + 1], 30000);
+        else if (strcmp(name, "max_bytes") == 0)
+            pb->max_bytes = llmq_reply_int_or(r->element[i + 1], 200000000);
+    }
+    LLMQ_LOG(LLMQ_LOG_DEBUG, "offload %s: taking it in state %s", pb->id, pb->state);
+    run(pb);
+}
+
+static void on_tick(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct worker_pbatch *pb = t->data;
+    if (pb->busy || pb->stopped)
+        return;
+    if (pb->a->w->draining) {
+        pb->stopped = 1;
+        return;
+    }
+    if (!llmq_redis_async_ready(pb->a->cmd)) {
+        arm(pb, PBATCH_TICK_MAX_MS);
+        return;
+    }
+    pb->busy = 1;
+    char lease[24];
+    snprintf(lease, sizeof(lease), "%lld", (long long)pb->a->w->cfg->offload_lease_ms);
+    const char *argv[] = {pb->a->w->cfg->consumer, lease};
+    script(pb, LLMQ_SCRIPT_PBATCH_NEXT, 2, argv, NULL, on_next);
+}
+
+void llmq_worker_pbatch_start(struct worker_account *a)
+{
+    const struct llmq_worker_config *cfg = a->w->cfg;
+    if (a->cfg->api_key == NULL || cfg->azure_api_version[0] != '\0' || a->pbatch != NULL)
+        return;
+    struct worker_pbatch *pb = calloc(1, sizeof(*pb));
+    if (pb == NULL)
+        return;
+    pb->a = a;
+    pb->idle_ms = PBATCH_TICK_MIN_MS;
+    pb->packer = llmq_job_packer_new();
+    const char *crash = getenv("LLMQ_TEST_PBATCH_CRASH");
+    pb->crash_at = crash != NULL && crash[0] ? crash : NULL;
+    ev_timer_init(&pb->tick, on_tick, 0.0, 0.0);
+    pb->tick.data = pb;
+    a->pbatch = pb;
+    arm(pb, PBATCH_TICK_MIN_MS);
+}
+
+void llmq_worker_pbatch_stop(struct worker_account *a)
+{
+    struct worker_pbatch *pb = a->pbatch;
+    if (pb == NULL)
+        return;
+    pb->stopped = 1;
+    ev_timer_stop(a->w->loop, &pb->tick);
+}
+
+void llmq_worker_pbatch_free(struct worker_account *a)
+{
+    struct worker_pbatch *pb = a->pbatch;
+    if (pb == NULL)
+        return;
+    ev_timer_stop(a->w->loop, &pb->tick);
+    batch_reset(pb);
+    llmq_job_packer_free(pb->packer);
+    free(pb);
+    a->pbatch = NULL;
+}
