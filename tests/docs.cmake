@@ -6,3 +6,6 @@
 add_test(NAME docs_options
     COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/docs/check_docs.sh options ${PROJECT_BINARY_DIR}/bin ${PROJECT_SOURCE_DIR})
 set_tests_properties(docs_options PROPERTIES LABELS unit TIMEOUT 300)
+add_test(NAME docs_links
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/docs/check_docs.sh links ${PROJECT_SOURCE_DIR})
+set_tests_properties(docs_links PROPERTIES LABELS unit TIMEOUT 300)
