@@ -38,7 +38,7 @@
 # versions run their own code side by side during an upgrade.
 # Why Functions and not EVALSHA of per-operation scripts: an EVALSHA runs the
 # script's whole chunk on every call, creating a closure per local function
-# of the library it carries; a loaded library did that once (README,
+# of the library it carries; a loaded library did that once (docs/operations.md,
 # "Script loading").
 # Inputs: LUA_DIR, OUT_C, OUT_H, OUT_HEADROOM (optional).
 cmake_policy(SET CMP0007 NEW) # lists keep empty elements (a key without a tail)

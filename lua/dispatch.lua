@@ -271,7 +271,7 @@ local granted = {}
 -- of their P body:<id>; a job that was a record brought its body along. A job
 -- of the layout before the previous one has its body in its hash
 -- (read by examine): it moves to P body:<id>, so its finish finds the layout
--- of today (README "Upgrading"). A body that is gone is sent as ''.
+-- of today (docs/upgrading.md). A body that is gone is sent as ''.
 local function grants_bodies(grants)
     local keys, at = {}, {}
     for i, g in ipairs(grants) do

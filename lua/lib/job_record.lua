@@ -1,7 +1,7 @@
 -- Job records: a waiting job that no worker has taken yet is one STRING,
 -- P jr:<id> (common/redis/keys.h), not a hash and a body: one key instead
 -- of two, and no field names, so a queued job costs its line and about a
--- hundred bytes (README "Sizing Redis"). Written by enqueue.lua; the first
+-- hundred bytes (docs/operations.md "Sizing Redis"). Written by enqueue.lua; the first
 -- time anything else writes the job (dispatch grants it, dead-letters or
 -- cancels it, job_cancel) it becomes the hash P job:<id> and the string
 -- P body:<id> of the layout before (llmq_job_record_unpack), which every

@@ -112,7 +112,7 @@ end
 -- Moves the newest JOBS_MIGRATE_MAX entries of the done index of older
 -- versions (P results, a ZSET of ids scored by fin_ms) to the head of
 -- P done, newest first, so the list stays in finish order and the ZSET
--- disappears after a bounded number of calls (README "Upgrading"). A key
+-- disappears after a bounded number of calls (docs/upgrading.md). A key
 -- P results of another type is left alone.
 local function jobs_done_migrate(P, idx)
     local old = KEY.old_results(P)

@@ -146,7 +146,7 @@ local function limiter_default_values(s, name)
 end
 
 -- Older versions kept one bucket "<model>/u/<user>" for that user of every
--- tenant (README "Upgrading"). A tenant's user bucket b that has no state
+-- tenant (docs/upgrading.md). A tenant's user bucket b that has no state
 -- yet, while admissions made before this version's first call (P policy
 -- users_by_tenant_ms, s.users_since) may still count, starts with those of
 -- the shared bucket: the user of each tenant is charged what the user of

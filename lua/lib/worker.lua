@@ -23,7 +23,7 @@ end
 -- still pending (so this caller owned it). The entry stays in the stream
 -- until llmq_jobs_trim_acked drops every acknowledged one (each
 -- JOBS_TRIM_EVERY finishes): an XDEL per settle cost more Redis CPU than the
--- rest of the settle's stream work (tests/bench/bench_redis_cpu.sh; README,
+-- rest of the settle's stream work (tests/bench/bench_redis_cpu.sh; docs/BENCHMARKS.md,
 -- "Redis CPU per job"), one trim per 256 finishes frees whole nodes.
 local function worker_ack(q, eid)
     return redis.call('XACK', q, LLMQ_JOBS_GROUP, eid)
