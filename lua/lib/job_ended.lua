@@ -20,7 +20,7 @@
 -- result of the layout before is the bare line (JSON text: it starts with
 -- '{', never with 'E'), its state and fin_ms in the hash (job_result.c reads
 -- both).
--- uses: KEY
+-- uses keys: KEY
 
 local JOB_ENDED_FIELDS = { 'attempts', 'enq_ms', 'run_ms', 'prio', 'model', 'tenant', 'user',
     'last_error' }

@@ -18,7 +18,7 @@
 -- Version 2 ('R2'), written only for a job that has a cost as its model's
 -- fallback (field fb, lua/enqueue.lua {fb}), is version 1 with fb after pin:
 -- every other job's record stays one that scripts of version 1 read.
--- uses: KEY
+-- uses keys: KEY
 
 local JOB_RECORD_FIELDS = { 'prio', 'model', 'url', 'cost', 'tenant', 'user', 'deadline_ms',
     'max_attempts', 'enq_ms', 'est_prompt_tokens', 'lease', 'key', 'pin' }

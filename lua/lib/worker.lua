@@ -1,8 +1,8 @@
 -- Worker-side helpers: Batch output lines for jobs that end in the worker,
 -- acknowledgements, and the checks of hostile data. (Learning from OpenAI's
 -- rate-limit headers is the limiter's: limiter_learn in limiter_learn.lua.)
--- uses: LLMQ_JOBS_GROUP
--- uses: KEY
+-- uses jobs: LLMQ_JOBS_GROUP
+-- uses keys: KEY
 
 -- The custom_id of job id id: every "%XX" decoded (common/jobs/job_id.h,
 -- llmq_job_id_to_custom, writes the same).
