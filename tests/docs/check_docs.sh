@@ -9,7 +9,8 @@
 #       (`llmq --help`), llmq-<command>.md for each command `llmq --help` names,
 #       llmq-worker.md, llmq-gateway.md.
 #   check_docs.sh links SRC_DIR             every relative link of README.md,
-#       CONTRIBUTING.md and docs/**/*.md names a file that exists and, with
+#       CONTRIBUTING.md, docs/**/*.md, examples/README.md and
+#       tests/mutation/README.md names a file that exists and, with
 #       #anchor, a heading of that file (GitHub's slug of it).
 # Prints each mismatch and exits 1 when there is one; 0 when all agree.
 set -uo pipefail
@@ -126,7 +127,8 @@ link_targets() {
 
 check_links() {
     declare -A heads # each target's anchors, read once
-    local files=("$src/README.md" "$src/CONTRIBUTING.md")
+    local files=("$src/README.md" "$src/CONTRIBUTING.md" "$src/examples/README.md"
+        "$src/tests/mutation/README.md")
     local f
     while IFS= read -r f; do files+=("$f"); done < <(find "$src/docs" -name '*.md' | sort)
     local n=0 t path anchor dir target
