@@ -11,7 +11,8 @@
 #   check_docs.sh links SRC_DIR             every relative link of README.md,
 #       CONTRIBUTING.md, docs/**/*.md, examples/README.md and
 #       tests/mutation/README.md names a file that exists and, with
-#       #anchor, a heading of that file (GitHub's slug of it).
+#       #anchor, a heading of that file (GitHub's slug of it); and the
+#       README's test command is the one .ci/run runs (scripts/test).
 # Prints each mismatch and exits 1 when there is one; 0 when all agree.
 set -uo pipefail
 
@@ -156,6 +157,9 @@ check_links() {
         done < <(link_targets "$f")
     done
     [ "$n" -ge 20 ] || problem "only $n relative links found: is the link pattern still right?"
+    # CI runs "exactly the README's test command" (.ci/run): both say scripts/test
+    grep -q '^scripts/test ' "$src/README.md" || problem "README.md: no line starting 'scripts/test' (the test command .ci/run runs)"
+    grep -q '^exec scripts/test' "$src/.ci/run" || problem ".ci/run: does not exec scripts/test, the README's test command"
 }
 
 case ${1:-} in
