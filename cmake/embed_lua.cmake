@@ -7,7 +7,8 @@
 #      load-time `redis`. Its names need no declaration.
 #   2. LLMQ_LIB, the registry: a table of every name a module defines.
 #   3. Each module lua/lib/<name>.lua in its own `do ... end` block: the
-#      names it declares (`-- uses: a, b, ...` lines) bound as locals from
+#      names it declares (`-- uses <module>: a, b, ...` lines, one group per
+#      module the names come from) bound as locals from
 #      LLMQ_LIB, its text, then each name it defines at its top level
 #      (`local function f`, `local X =`, at column 0) stored into LLMQ_LIB.
 #      Modules are ordered by what they use (a module comes after every
@@ -30,15 +31,18 @@
 #
 # The declarations are checked here, and the build fails naming the file and
 # the name when a file uses a name another module defines without declaring
-# it, declares a name no module defines, declares one it does not use, or
-# when two modules define one name.
+# it, declares a name no module defines, declares one it does not use,
+# declares one under a module that does not define it (or under none), or
+# when two modules define one name. A declaration's <module> is the file name
+# of lua/lib/<module>.lua; `keys` for KEY (common/redis/keys.c) and `prices`
+# for LLMQ_PRICE_TABLE_JSON (data/prices.json).
 #
 # <tag> is the first 12 hex digits of the SHA-1 of all the Lua text, so the
 # library of each build has its own name ("llmq_<tag>") and workers of two
 # versions run their own code side by side during an upgrade.
 # Why Functions and not EVALSHA of per-operation scripts: an EVALSHA runs the
 # script's whole chunk on every call, creating a closure per local function
-# of the library it carries; a loaded library did that once (README,
+# of the library it carries; a loaded library did that once (docs/operations.md,
 # "Script loading").
 # Inputs: LUA_DIR, OUT_C, OUT_H, OUT_HEADROOM (optional).
 cmake_policy(SET CMP0007 NEW) # lists keep empty elements (a key without a tail)
@@ -56,12 +60,19 @@ function(lua_fail file msg)
     message(FATAL_ERROR "${rel}: ${msg}")
 endfunction()
 
-# The names file declares (its `-- uses:` lines) into out_var.
+# The names file declares (its `-- uses <module>: a, b` lines) into out_var,
+# and the module each line names, per name, into out_var_groups ("-" for a
+# line that names none: `-- uses: a, b`, an error lua_check_uses reports).
 function(lua_uses file text out_var)
-    string(REGEX MATCHALL "(^|\n)-- uses:[^\n]*" lines "${text}")
+    string(REGEX MATCHALL "(^|\n)-- uses( [A-Za-z_][A-Za-z0-9_]*)?:[^\n]*" lines "${text}")
     set(uses "")
+    set(groups "")
     foreach(l ${lines})
-        string(REGEX REPLACE "^\n?-- uses:" "" l "${l}")
+        set(group "-")
+        if(l MATCHES "^\n?-- uses ([A-Za-z_][A-Za-z0-9_]*):")
+            set(group "${CMAKE_MATCH_1}")
+        endif()
+        string(REGEX REPLACE "^\n?-- uses( [A-Za-z_][A-Za-z0-9_]*)?:" "" l "${l}")
         string(REGEX MATCHALL "[^ ,\t]+" names "${l}")
         foreach(n ${names})
             if(NOT n MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")
@@ -72,9 +83,11 @@ function(lua_uses file text out_var)
                 lua_fail("${file}" "declares ${n} twice")
             endif()
             list(APPEND uses "${n}")
+            list(APPEND groups "${group}")
         endforeach()
     endforeach()
     set(${out_var} "${uses}" PARENT_SCOPE)
+    set(${out_var}_groups "${groups}" PARENT_SCOPE)
 endfunction()
 
 # The names text defines at its top level (column 0) into out_var.
@@ -110,6 +123,7 @@ foreach(f ${lib_files})
     lua_uses("${f}" "${t}" u)
     lua_defines("${t}" d)
     set(uses_${mod} "${u}")
+    set(groups_${mod} "${u_groups}")
     set(defs_${mod} "${d}")
     foreach(n ${d})
         if(DEFINED owner_${n})
@@ -122,6 +136,7 @@ endforeach()
 # The price table (data/prices.json) is a name of the registry too, as a Lua
 # string: lua/lib/budget.lua decodes it at its first use.
 set(owner_LLMQ_PRICE_TABLE_JSON "(data/prices.json)")
+set(group_LLMQ_PRICE_TABLE_JSON prices)
 
 # KEY, the scripts' key helpers, made from the one key table of C
 # (common/redis/keys.c, its rows `[LLMQ_KEY_JOB] = {"job:", "", 1},`): per
@@ -130,6 +145,7 @@ set(owner_LLMQ_PRICE_TABLE_JSON "(data/prices.json)")
 # without LLMQ_KEY_: KEY.job(P, id) is P .. 'job:' .. id. Lua code spells
 # keys only through these (scripts/check-source checks it).
 set(owner_KEY "(common/redis/keys.c)")
+set(group_KEY keys)
 file(READ "${LUA_DIR}/../common/redis/keys.c" key_table)
 string(REGEX MATCHALL "\\[LLMQ_KEY_[A-Z0-9_]+\\] = {\"[^\"]*\", \"[^\"]*\", [01]}" key_rows "${key_table}")
 list(LENGTH key_rows key_count)
@@ -156,11 +172,15 @@ foreach(row ${key_rows})
 endforeach()
 string(APPEND key_text "LLMQ_LIB.KEY = KEY\nend\n")
 
-# Checks file's declarations (uses) against what its code refers to; defs:
-# its own top-level names, which it refers to without declaring.
-function(lua_check_uses file text uses defs)
+# Checks file's declarations (uses, each under the module groups names)
+# against what its code refers to; defs: its own top-level names, which it
+# refers to without declaring.
+function(lua_check_uses file text uses groups defs)
     lua_identifiers("${text}" ids)
+    set(i 0)
     foreach(n ${uses})
+        list(GET groups ${i} group)
+        math(EXPR i "${i} + 1")
         if(NOT DEFINED owner_${n})
             lua_fail("${file}" "declares ${n} (-- uses:), which no module of lua/lib defines")
         endif()
@@ -172,13 +192,22 @@ function(lua_check_uses file text uses defs)
         if(at EQUAL -1)
             lua_fail("${file}" "declares ${n} (-- uses:) but does not use it")
         endif()
+        set(want "${owner_${n}}")
+        if(DEFINED group_${n})
+            set(want "${group_${n}}")
+        endif()
+        if(group STREQUAL "-")
+            lua_fail("${file}" "declares ${n} on a '-- uses:' line without its module: write it as '-- uses ${want}: ${n}'")
+        elseif(NOT group STREQUAL want)
+            lua_fail("${file}" "declares ${n} under '-- uses ${group}:', but it comes from '${want}': move it to a '-- uses ${want}:' line")
+        endif()
     endforeach()
     foreach(n ${ids})
         if(DEFINED owner_${n})
             list(FIND uses "${n}" at)
             list(FIND defs "${n}" own)
             if(at EQUAL -1 AND own EQUAL -1)
-                lua_fail("${file}" "uses ${n} (lua/lib/${owner_${n}}.lua) without declaring it: add it to a '-- uses:' line")
+                lua_fail("${file}" "uses ${n} (lua/lib/${owner_${n}}.lua) without declaring it: add it to a '-- uses ${owner_${n}}:' line")
             endif()
         endif()
     endforeach()
@@ -186,7 +215,7 @@ endfunction()
 
 foreach(f ${lib_files})
     get_filename_component(mod "${f}" NAME_WE)
-    lua_check_uses("${f}" "${text_${mod}}" "${uses_${mod}}" "${defs_${mod}}")
+    lua_check_uses("${f}" "${text_${mod}}" "${uses_${mod}}" "${groups_${mod}}" "${defs_${mod}}")
 endforeach()
 
 # Modules in dependency order: repeatedly the first (by name) whose every
@@ -291,7 +320,7 @@ foreach(f ${op_files})
     get_filename_component(op "${f}" NAME_WE)
     file(READ "${f}" op_text)
     lua_uses("${f}" "${op_text}" uses)
-    lua_check_uses("${f}" "${op_text}" "${uses}" "")
+    lua_check_uses("${f}" "${op_text}" "${uses}" "${uses_groups}" "")
     lua_bind("${uses}" bind)
     string(APPEND library "\ndo -- lua/${op}.lua\n${bind}local function op_${op}(KEYS, ARGV)\nllmq_bind_globals()\n${op_text}\nend\nllmq_load_api.register_function('llmq_${op}_${tag}', op_${op})\nend\n")
     # The headroom copy: unused locals in the block and the function, and

@@ -47,7 +47,8 @@ static void usage(FILE *out)
           "counts it).\n"
           "--window-guard-ms pins the arrival guard: each window admission counts that\n"
           "much longer than its period, for requests that reach the API late (default:\n"
-          "learned per model from the API's 429s, shown by get; 'learn' unpins it).\n\n"
+          "learned per model from the calls' lateness and the API's 429s, shown by get;\n"
+          "'learn' unpins it).\n\n"
           "Options: --json (get: numbers as numbers), --redis URL, --account NAME, --help\n"
           "Exit: 0 ok; 1 Redis failure; 2 usage error, a value out of range, or unset of a\n"
           "bucket that has no limit.\n",

@@ -56,8 +56,8 @@ static int print_ids(const struct llmq_cli *cli, redisContext *c, const char *pr
 }
 
 /* Where --all reads ids, in the order it prints them: the index of older
- * versions (what is left of it: the oldest done results, README
- * "Upgrading"), the done index P done (finish order), then P dead. */
+ * versions (what is left of it: the oldest done results, docs/upgrading.md), the done index P done
+ * (finish order), then P dead. */
 enum all_source { ALL_OLD, ALL_DONE, ALL_DEAD, ALL_SOURCES };
 
 static redisReply *all_chunk(redisContext *c, enum all_source src, const char *key, long long start,

@@ -70,7 +70,7 @@ static long long queued_total(const json_t *o)
 /* The backlog's and the kept results' memory into o["memory"], from the
  * sample of lua/status.lua (m: {queued_sampled, queued_bytes, done_sampled,
  * done_bytes}; NULL from an older script) scaled by the counts: what an
- * operator sizes Redis by (README "Sizing Redis"). */
+ * operator sizes Redis by (docs/operations.md "Sizing Redis"). */
 static void add_memory(json_t *o, const redisReply *m)
 {
     if (!shape_ok(m, 4))

@@ -1,5 +1,8 @@
-/* llmq: the command-line front end. Dispatches to one subcommand per file
- * (cmd_<name>.c); global defaults come from the environment. */
+/* llmq: the command-line front end. The folder enqueue/ holds the whole
+ * `llmq` CLI (it is named for its first command): this file dispatches to one
+ * subcommand per file (cmd_<name>.c), cli.c has what they share. Global
+ * defaults come from the environment (LLMQ_REDIS_URL, LLMQ_ACCOUNT); each
+ * command's options are on its page docs/man/llmq-<name>.md. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

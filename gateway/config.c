@@ -1,4 +1,4 @@
-/* llmq-gateway's flags (see config.h and the README's gateway section). */
+/* llmq-gateway's flags (see config.h; every flag is on docs/man/llmq-gateway.md). */
 #include "config.h"
 
 #include <errno.h>

@@ -4,7 +4,7 @@
  * of llmq enqueue does (llmq_job_store_fallbacks). Read with one HGETALL
  * when the command connection becomes ready and every
  * GW_FALLBACKS_REFRESH_MS after: a fallback set meanwhile is charged the
- * job's own cost (README "Endpoints"); a file's jobs carry the fallbacks
+ * job's own cost (docs/endpoints.md); a file's jobs carry the fallbacks
  * known when it was uploaded.
  * Runs on the gateway's loop, except gw_fallbacks_map_apply: a map taken
  * with gw_fallbacks_map is never changed (a read replaces it whole), so any

@@ -15,7 +15,7 @@
  * (fallbacks.h) is a J2 record: J1's numbers, then "<fallback total>
  * <fallback prompt> <fallback len>", and after body\0 the fallback's
  * name\0 (a gateway before J2 reads it as damaged: gateways are upgraded
- * together, README "Upgrading"). Decoding points the job's strings into the
+ * together, docs/upgrading.md). Decoding points the job's strings into the
  * record itself: no copy, no allocation.
  *
  * Pure, no I/O; thread-safe. */

@@ -6,7 +6,7 @@
 --          only when the pause names another key (a worker that starts with
 --          a new key)
 -- Reply: {resumed (0|1), fingerprint of the paused key ('' when none)}
--- uses: KEY
+-- uses keys: KEY
 local P = KEYS[1]
 local k = KEY.auth_pause(P)
 local fp = redis.call('HGET', k, 'key_id')

@@ -15,8 +15,9 @@
 --       "<id>|<cost>|<now_ms>" .. [9]
 --   [10] L, then L x {bucket, requests, tokens, period_ms} (-1 = no limit), so
 --       the client can run a local share of them when Redis is unreachable.
--- uses: limiter_flush, limiter_limits_flat, limiter_path, limiter_reserve_ids, limiter_session
--- uses: limiter_try, llmq_int_arg, llmq_now_ms
+-- uses limiter: limiter_flush, limiter_limits_flat, limiter_path, limiter_reserve_ids
+-- uses limiter: limiter_session, limiter_try
+-- uses util: llmq_int_arg, llmq_now_ms
 local P = KEYS[1]
 if #ARGV < 5 then
     return redis.error_reply('LLMQ_EINVAL acquire needs model, tenant, user, priority, cost...')

@@ -25,8 +25,10 @@
 -- Reply: the batch's status after the call ('gone' after the last abort).
 -- Errors: LLMQ_ENOTFOUND a commit of no such batch; LLMQ_ECONFLICT a commit of a
 -- validating batch another gateway holds, or an abort of a visible one.
--- uses: sched_backlog_add, sched_push, llmq_now_ms, llmq_job_read, JOB_RECORD_STATE_AT
--- uses: KEY
+-- uses job_record: llmq_job_read, JOB_RECORD_STATE_AT
+-- uses keys: KEY
+-- uses sched: sched_backlog_add, sched_push
+-- uses util: llmq_now_ms
 local P = KEYS[1]
 local bid, gw, mode, last = ARGV[1], ARGV[2], ARGV[3], ARGV[#ARGV] == '{last}'
 local ids_end = last and #ARGV - 1 or #ARGV

@@ -9,8 +9,9 @@
 -- arrival guard in force and the bounds it is learned within (all three the
 -- pinned value when the policy pins it), lifetime_ms: its grants' lifetime
 -- (-1 for no window).
--- uses: limiter_bucket, limiter_flush, limiter_session, window_evict, window_guard_range
--- uses: window_stale, llmq_now_ms
+-- uses limiter: limiter_bucket, limiter_flush, limiter_session
+-- uses limiter_window: window_evict, window_guard_range, window_stale
+-- uses util: llmq_now_ms
 local P = KEYS[1]
 local now = llmq_now_ms()
 local s = limiter_session(P, 'normal', now)

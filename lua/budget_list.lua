@@ -8,8 +8,9 @@
 --   limit and spent in tokens or nano-USD; parked_nodes: the scheduler's
 --   nodes blocked on it now; parked_jobs: the jobs queued under them
 --   ("waiting for budget"; counted up to 100000).
--- uses: budget_load, llmq_hash_table, llmq_int_text, llmq_now_ms, llmq_split
--- uses: KEY
+-- uses budget: budget_load
+-- uses keys: KEY
+-- uses util: llmq_hash_table, llmq_int_text, llmq_now_ms, llmq_split
 local P = KEYS[1]
 local now = llmq_now_ms()
 local PARKED_MAX = 100000

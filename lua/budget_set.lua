@@ -11,8 +11,10 @@
 -- rm:  ARGV[2] scope, ARGV[3] unit ('' any), ARGV[4] period ('' any), or
 --      ARGV[2] '' and ARGV[3..] budget ids
 -- Reply: set: the budget's id; rm: the ids removed.
--- uses: budget_period, sched_wake_buckets, worker_name_ok
--- uses: KEY
+-- uses budget: budget_period
+-- uses keys: KEY
+-- uses sched: sched_wake_buckets
+-- uses worker: worker_name_ok
 local P = KEYS[1]
 local verb = ARGV[1]
 local index = KEY.budgets(P)

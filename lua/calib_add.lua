@@ -13,8 +13,8 @@
 -- ARGV[7]  rel: sum of (actual - estimated) / actual, in basis points
 -- ARGV[8]  rel2: sum of the squares of the same (basis points squared)
 -- Reply: the model's sample count (M|n) after the add.
--- uses: llmq_int_arg
--- uses: KEY
+-- uses keys: KEY
+-- uses util: llmq_int_arg
 local model = ARGV[1]
 if model == nil or model == '' or string.find(model, '|', 1, true) then
     return redis.error_reply('LLMQ_EINVAL calib_add needs a model name without "|"')

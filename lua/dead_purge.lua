@@ -6,8 +6,11 @@
 -- ARGV[2..] job ids; none: the oldest ARGV[1] entries of P dead
 -- Reply: one {id, outcome} per job looked at; outcome 'purged', 'not_dead'
 -- (the job is not dead: nothing done) or 'gone' (no such job: entry dropped).
--- uses: dead_each, llmq_job_record_exists, llmq_job_ended_peek, JOBS_KEPT_ENDED
--- uses: KEY
+-- uses dead: dead_each
+-- uses job_ended: llmq_job_ended_peek
+-- uses job_record: llmq_job_record_exists
+-- uses jobs: JOBS_KEPT_ENDED
+-- uses keys: KEY
 local P = KEYS[1]
 
 local function purge(id, eid)

@@ -8,9 +8,14 @@
 -- Reply: one {id, outcome} per job looked at; outcome 'queued', 'not_dead'
 -- (the job is not dead: nothing done), 'no_body' (its body is gone: the
 -- dead-letter entry is dropped) or 'gone' (no such job: entry dropped).
--- uses: dead_each, JOBS_PRIORITY_VALID, sched_push, llmq_now_ms, worker_name_ok
--- uses: llmq_job_record_exists, llmq_job_ended_peek, JOBS_KEPT_ENDED
--- uses: KEY
+-- uses dead: dead_each
+-- uses job_ended: llmq_job_ended_peek
+-- uses job_record: llmq_job_record_exists
+-- uses jobs: JOBS_PRIORITY_VALID, JOBS_KEPT_ENDED
+-- uses keys: KEY
+-- uses sched: sched_push
+-- uses util: llmq_now_ms
+-- uses worker: worker_name_ok
 local P = KEYS[1]
 local now = llmq_now_ms()
 local vt = {} -- virtual times read in this call

@@ -59,12 +59,15 @@
 --       within this many ms of asking for it, else hand it back untried (0:
 --       no bound; lua/lib/limiter_window.lua, the arrival guard); guard_ms: the
 --       model's arrival guard in force (-1: its bucket is no window).
--- uses: ep_cache_new, JOBS_ENDED, JOBS_PRIORITIES, JOBS_PRIORITY_VALID, LLMQ_JOBS_GROUP
--- uses: llmq_job_finish, sched_push, sched_unblock_due, sched_decide_flush, sched_decide_new
--- uses: sched_decide_priority, llmq_hash_table, llmq_int_arg, llmq_now_ms, worker_ack
--- uses: worker_dead_entry, worker_error_line, worker_heartbeat, worker_job_invalid, worker_name_ok
--- uses: llmq_job_read, llmq_job_record_exists, llmq_job_record_unpack, llmq_job_write
--- uses: KEY
+-- uses endpoints: ep_cache_new
+-- uses job_record: llmq_job_read, llmq_job_record_exists, llmq_job_record_unpack, llmq_job_write
+-- uses jobs: JOBS_ENDED, JOBS_PRIORITIES, JOBS_PRIORITY_VALID, LLMQ_JOBS_GROUP, llmq_job_finish
+-- uses keys: KEY
+-- uses sched: sched_push, sched_unblock_due
+-- uses sched_decide: sched_decide_flush, sched_decide_new, sched_decide_priority
+-- uses util: llmq_hash_table, llmq_int_arg, llmq_now_ms
+-- uses worker: worker_ack, worker_dead_entry, worker_error_line, worker_heartbeat
+-- uses worker: worker_job_invalid, worker_name_ok
 local P = KEYS[1]
 local consumer = ARGV[1]
 local max_jobs = llmq_int_arg(ARGV[2], 'max jobs')
@@ -271,7 +274,7 @@ local granted = {}
 -- of their P body:<id>; a job that was a record brought its body along. A job
 -- of the layout before the previous one has its body in its hash
 -- (read by examine): it moves to P body:<id>, so its finish finds the layout
--- of today (README "Upgrading"). A body that is gone is sent as ''.
+-- of today (docs/upgrading.md). A body that is gone is sent as ''.
 local function grants_bodies(grants)
     local keys, at = {}, {}
     for i, g in ipairs(grants) do

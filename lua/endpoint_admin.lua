@@ -16,8 +16,11 @@
 --   fallback MODEL FB           FB serves MODEL's jobs when MODEL's endpoints
 --                               are out ('' removes it)
 -- Reply: 'OK', or an error LLMQ_ENOTFOUND / LLMQ_EEXISTS / LLMQ_EINVAL.
--- uses: ep_wake_model, ep_wake_models, sched_wake, llmq_now_ms, worker_name_ok
--- uses: KEY
+-- uses endpoints: ep_wake_model, ep_wake_models
+-- uses keys: KEY
+-- uses sched: sched_wake
+-- uses util: llmq_now_ms
+-- uses worker: worker_name_ok
 local P = KEYS[1]
 local op, name = ARGV[1], ARGV[2]
 local now = llmq_now_ms()

@@ -8,9 +8,11 @@
 --   deployment, requests_used, tokens_used, requests_limit, tokens_limit
 --   (-1: none), period_ms, paused_ms}]}], routing: {model: strategy},
 --   fallbacks: {model: model}}; empty lists and maps may come as {}.
--- uses: ep_bucket, limiter_bucket, limiter_flush, limiter_session, window_evict, window_stale
--- uses: llmq_hash_table, llmq_now_ms
--- uses: KEY
+-- uses endpoints: ep_bucket
+-- uses keys: KEY
+-- uses limiter: limiter_bucket, limiter_flush, limiter_session
+-- uses limiter_window: window_evict, window_stale
+-- uses util: llmq_hash_table, llmq_now_ms
 local P = KEYS[1]
 local now = llmq_now_ms()
 local s = limiter_session(P, 'normal', now)

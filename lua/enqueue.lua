@@ -48,11 +48,15 @@
 -- state and small fields, then the body as sent: common/jobs/job_pack.h),
 -- and its id in its key's queue (lua/lib/sched.lua:
 -- P kq:<prio>|<model>|<tenant>|<user>); workers are woken when it may run now.
--- uses: budget_path, budget_price, budget_session, JOBS_PRIORITY_VALID, sched_backlog_add
--- uses: sched_push, llmq_int_text, llmq_now_ms, worker_name_ok
--- uses: llmq_job_record_get, llmq_job_record_make, llmq_job_ended_peek, llmq_job_record_unpack
--- uses: pbatch_policy, pbatch_stage, PBATCH_WINDOW_MS
--- uses: KEY
+-- uses budget: budget_path, budget_price, budget_session
+-- uses job_ended: llmq_job_ended_peek
+-- uses job_record: llmq_job_record_get, llmq_job_record_make, llmq_job_record_unpack
+-- uses jobs: JOBS_PRIORITY_VALID
+-- uses keys: KEY
+-- uses pbatch: pbatch_policy, pbatch_stage, PBATCH_WINDOW_MS
+-- uses sched: sched_backlog_add, sched_push
+-- uses util: llmq_int_text, llmq_now_ms
+-- uses worker: worker_name_ok
 local P = KEYS[1]
 local JOBS_FIELDS = 12
 local held, lease, key, check, pins, fb, ow = false, nil, nil, false, false, false, false

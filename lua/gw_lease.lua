@@ -11,8 +11,9 @@
 -- ARGV[1]  the gateway's id (a name)   ARGV[2] lease ms (> 0)
 -- Reply: {batch id, status, ...} for every staged batch the caller holds
 -- now, those it is creating itself included (it skips them).
--- uses: llmq_int_arg, llmq_int_text, llmq_now_ms, worker_name_ok
--- uses: KEY
+-- uses keys: KEY
+-- uses util: llmq_int_arg, llmq_int_text, llmq_now_ms
+-- uses worker: worker_name_ok
 local P = KEYS[1]
 local gw = ARGV[1]
 local ms = llmq_int_arg(ARGV[2], 'lease ms')

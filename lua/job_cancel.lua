@@ -23,9 +23,12 @@
 --          ids have no braces) says this call ends a cancel that gave every
 --          id of the batch's job list
 -- Reply: {cancelled, running, ended}: how many jobs were in each case.
--- uses: JOBS_ENDED, JOBS_PRIORITY_VALID, llmq_job_finish, llmq_jobs_batch_settle, sched_key
--- uses: sched_unqueue, llmq_now_ms, worker_error_line, llmq_job_read, llmq_job_record_unpack
--- uses: KEY
+-- uses job_record: llmq_job_read, llmq_job_record_unpack
+-- uses jobs: JOBS_ENDED, JOBS_PRIORITY_VALID, llmq_job_finish, llmq_jobs_batch_settle
+-- uses keys: KEY
+-- uses sched: sched_key, sched_unqueue
+-- uses util: llmq_now_ms
+-- uses worker: worker_error_line
 local P = KEYS[1]
 local now = llmq_now_ms()
 local cancelled, running, ended = 0, 0, 0

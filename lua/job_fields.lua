@@ -12,8 +12,9 @@
 -- Reply: one value per field name, nil for a field the job has not (every
 -- field nil: no such job); a job key of the wrong type, or a damaged record,
 -- is an error.
--- uses: llmq_job_read, llmq_job_ended_get
--- uses: KEY
+-- uses job_ended: llmq_job_ended_get
+-- uses job_record: llmq_job_read
+-- uses keys: KEY
 local names = {}
 for i = 2, #ARGV do
     names[#names + 1] = ARGV[i]

@@ -8,7 +8,9 @@
 --          common/jobs/job_pack.h)
 -- ARGV[4]  reason ('' for done; e.g. 'http_400', 'max_attempts', 'deadline')
 -- Reply: 1 when the job ended now, 0 when it had already ended (no change).
--- uses: llmq_job_finish, llmq_now_ms, llmq_job_record_get, llmq_job_record_unpack
+-- uses job_record: llmq_job_record_get, llmq_job_record_unpack
+-- uses jobs: llmq_job_finish
+-- uses util: llmq_now_ms
 -- A job still a record (never taken: lua/lib/job_record.lua) becomes its
 -- hash and body first, as when dispatch ends one: what its ended record
 -- keeps of it (enq_ms) is read from there, and a dead one keeps both for

@@ -82,14 +82,18 @@
 -- another endpoint instead, its attempt uncounted (ARGV[24]). Every delivery's arguments are checked
 -- before anything is written (a script's writes stay when it fails), so an
 -- error reply means none of the call's deliveries was settled.
--- uses: budget_day_text, budget_price, budget_settle, budget_spend_add, budget_spend_flush
--- uses: budget_usage_nusd, ep_bucket, ep_health_settle, ep_job_elsewhere, handle_admitted
--- uses: handle_budget_names, handle_split, llmq_job_finish, llmq_jobs_finish_flush
--- uses: llmq_jobs_settings, limiter_adjust, limiter_bucket, limiter_bucket_pause, limiter_flush
--- uses: limiter_session, limiter_guard_429, limiter_learn, limiter_lifetime_stale, sched_delay
--- uses: limiter_late_sample
--- uses: sched_wake_buckets, llmq_int_arg, llmq_now_ms, worker_ack
--- uses: KEY
+-- uses budget: budget_day_text, budget_price, budget_settle, budget_spend_add, budget_spend_flush
+-- uses budget: budget_usage_nusd
+-- uses endpoints: ep_bucket, ep_health_settle, ep_job_elsewhere
+-- uses handle: handle_admitted, handle_budget_names, handle_split
+-- uses jobs: llmq_job_finish, llmq_jobs_finish_flush, llmq_jobs_settings
+-- uses keys: KEY
+-- uses limiter: limiter_adjust, limiter_bucket, limiter_bucket_pause, limiter_flush
+-- uses limiter: limiter_session
+-- uses limiter_learn: limiter_guard_429, limiter_learn, limiter_lifetime_stale, limiter_late_sample
+-- uses sched: sched_delay, sched_wake_buckets
+-- uses util: llmq_int_arg, llmq_now_ms
+-- uses worker: worker_ack
 local P = KEYS[1]
 local SETTLE_FIELDS = 26
 local MODES = { done = true, retry = true, dead = true, handback = true, authpause = true }

@@ -8,7 +8,9 @@
 -- waiting on that bucket and wakes idle workers (sched_wake_buckets).
 -- Reply: number of buckets adjusted (entries older than one period no longer
 -- count and are left alone).
--- uses: limiter_adjust, sched_wake_buckets, llmq_int_arg
+-- uses limiter: limiter_adjust
+-- uses sched: sched_wake_buckets
+-- uses util: llmq_int_arg
 local actual = llmq_int_arg(ARGV[2], 'actual tokens')
 if actual < 0 then
     return redis.error_reply('LLMQ_EINVAL actual tokens must be >= 0')

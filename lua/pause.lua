@@ -4,7 +4,8 @@
 -- ARGV[2]  ms to pause (integer > 0)
 -- Reply: the pause's end, ms of Redis TIME (the later of this and any pause
 -- already set).
--- uses: limiter_pause, llmq_int_arg, llmq_now_ms
+-- uses limiter: limiter_pause
+-- uses util: llmq_int_arg, llmq_now_ms
 local ms = llmq_int_arg(ARGV[2], 'pause ms')
 if ms <= 0 then
     return redis.error_reply('LLMQ_EINVAL pause ms must be > 0')

@@ -5,7 +5,7 @@
 -- Reply: {id1, body1, id2, body2, ...} in the batch's job order; a body as
 --        stored (common/jobs/job_pack.h: packed or JSON text), false when
 --        the job's body is gone (it ended meanwhile: cancelled).
--- uses: KEY
+-- uses keys: KEY
 local P = KEYS[1]
 local id, first, count = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 if not first or not count or first < 0 or count < 1 then

@@ -9,9 +9,11 @@
 -- ARGV[3]  reason ('' none: every line came back)   ARGV[4] '1': count an attempt
 -- Reply: {restaged, dead}. Error LLMQ_ECONFLICT when the lease is another
 --        worker's.
--- uses: llmq_job_finish, llmq_jobs_finish_flush, llmq_jobs_settings, llmq_now_ms
--- uses: pbatch_stage, worker_error_line, llmq_int_text
--- uses: KEY
+-- uses jobs: llmq_job_finish, llmq_jobs_finish_flush, llmq_jobs_settings
+-- uses keys: KEY
+-- uses pbatch: pbatch_stage
+-- uses util: llmq_now_ms, llmq_int_text
+-- uses worker: worker_error_line
 local P = KEYS[1]
 local id, worker, reason, count = ARGV[1], ARGV[2], ARGV[3] or '', ARGV[4] == '1'
 local bk = KEY.pbatch(P, id)

@@ -6,8 +6,8 @@
 --        {{name, staged jobs}, ...} of the staging lists, then
 --        {id, field, value, ...} per provider batch, newest first:
 --        {staging, batch1, batch2, ...}.
--- uses: pbatch_reply
--- uses: KEY
+-- uses keys: KEY
+-- uses pbatch: pbatch_reply
 local P = KEYS[1]
 local id, n = ARGV[1], tonumber(ARGV[2]) or 100
 if id ~= '' then

@@ -15,9 +15,11 @@
 -- ARGV[1]  the worker's name   ARGV[2] lease_ms: how long the step is its
 -- Reply: {} when there is nothing to do; else {id, field, value, ...}: the
 --        batch's id and every field of its hash pb:<id>.
--- uses: pbatch_policy, pbatch_lease, pbatch_reply, sched_push, sched_backlog_add
--- uses: llmq_now_ms, llmq_int_text, worker_name_ok
--- uses: KEY
+-- uses keys: KEY
+-- uses pbatch: pbatch_policy, pbatch_lease, pbatch_reply
+-- uses sched: sched_push, sched_backlog_add
+-- uses util: llmq_now_ms, llmq_int_text
+-- uses worker: worker_name_ok
 local P = KEYS[1]
 local worker, lease_ms = ARGV[1], tonumber(ARGV[2])
 if not worker_name_ok(worker) or not lease_ms or lease_ms < 1 then

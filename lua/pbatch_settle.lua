@@ -17,10 +17,11 @@
 --          output tokens (-1 unknown), reason ('' for done)
 -- Reply: {done, retried, dead} of this call. Error LLMQ_ECONFLICT when the
 --        batch's lease is another worker's.
--- uses: llmq_job_finish, llmq_jobs_finish_flush, llmq_jobs_settings, llmq_now_ms
--- uses: budget_day_text, budget_spend_add, budget_spend_flush, budget_usage_nusd
--- uses: pbatch_price, pbatch_stage
--- uses: KEY
+-- uses budget: budget_day_text, budget_spend_add, budget_spend_flush, budget_usage_nusd
+-- uses jobs: llmq_job_finish, llmq_jobs_finish_flush, llmq_jobs_settings
+-- uses keys: KEY
+-- uses pbatch: pbatch_price, pbatch_stage
+-- uses util: llmq_now_ms
 local P = KEYS[1]
 local id, worker = ARGV[1], ARGV[2]
 if (#ARGV - 2) % 7 ~= 0 then

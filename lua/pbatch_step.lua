@@ -18,8 +18,8 @@
 -- ARGV[8..] field, value pairs to set on pb:<id>
 -- Reply: 1. Error LLMQ_ECONFLICT when the batch is not in ARGV[3] or its lease
 --        is another worker's (that worker took over: this one stops).
--- uses: llmq_now_ms, llmq_int_text
--- uses: KEY
+-- uses keys: KEY
+-- uses util: llmq_now_ms, llmq_int_text
 local P = KEYS[1]
 local id, worker, from, to = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local next_ms, lease_ms = tonumber(ARGV[5]), tonumber(ARGV[6])

@@ -7,8 +7,9 @@
 -- from, then per model {model, input, cached_input, output (nano-USD per
 -- token), 'account' | 'table'}, ordered by model (for ARGV[1], its row only,
 -- none when it has no price).
--- uses: budget_price, budget_table_price, LLMQ_PRICE_TABLE_JSON
--- uses: KEY
+-- uses budget: budget_price, budget_table_price
+-- uses keys: KEY
+-- uses prices: LLMQ_PRICE_TABLE_JSON
 local P = KEYS[1]
 budget_table_price('') -- decodes the table
 local meta = cjson.decode(LLMQ_PRICE_TABLE_JSON)

@@ -9,9 +9,11 @@
 -- ARGV[1]  consumer name (this worker)   ARGV[2] min idle ms
 -- Also records this worker's heartbeat (P workers, lib/worker.lua).
 -- Reply: number of jobs requeued.
--- uses: JOBS_PRIORITIES, LLMQ_JOBS_GROUP, sched_delay, llmq_hash_table, llmq_int_arg, llmq_now_ms
--- uses: worker_ack, worker_heartbeat
--- uses: KEY
+-- uses jobs: JOBS_PRIORITIES, LLMQ_JOBS_GROUP
+-- uses keys: KEY
+-- uses sched: sched_delay
+-- uses util: llmq_hash_table, llmq_int_arg, llmq_now_ms
+-- uses worker: worker_ack, worker_heartbeat
 local P = KEYS[1]
 local min_idle = llmq_int_arg(ARGV[2], 'min idle ms')
 local now = llmq_now_ms()

@@ -5,7 +5,8 @@
 -- The room given back unblocks the scheduler's nodes waiting on those buckets
 -- and wakes idle workers (sched_wake_buckets).
 -- Reply: number of buckets adjusted.
--- uses: limiter_adjust, sched_wake_buckets
+-- uses limiter: limiter_adjust
+-- uses sched: sched_wake_buckets
 local adjusted, freed = limiter_adjust(KEYS[1], ARGV[1], nil)
 sched_wake_buckets(KEYS[1], freed)
 return adjusted

@@ -24,9 +24,11 @@
 --             or hash and body, and their share of their key queue and backlog list) and
 --             of the newest done results (job hash and result), for `llmq
 --             status` to scale by the counts
--- uses: JOBS_DEFAULTS, JOBS_PRIORITIES, LLMQ_JOBS_GROUP, jobs_done_parse, llmq_jobs_settings
--- uses: sched_children_key, llmq_hash_table, llmq_int_arg, llmq_split, llmq_job_read
--- uses: KEY
+-- uses job_record: llmq_job_read
+-- uses jobs: JOBS_DEFAULTS, JOBS_PRIORITIES, LLMQ_JOBS_GROUP, jobs_done_parse, llmq_jobs_settings
+-- uses keys: KEY
+-- uses sched: sched_children_key
+-- uses util: llmq_hash_table, llmq_int_arg, llmq_split
 local P = KEYS[1]
 local cap = llmq_int_arg(ARGV[1], 'cap')
 local sample_max = llmq_int_arg(ARGV[2] or '0', 'sample')

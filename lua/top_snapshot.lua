@@ -14,9 +14,12 @@
 --   [6] the jobs done and their tokens in the last minute (the seconds
 --       now - 59 s .. now of P done_sec), flat: "<model>|<tenant>|<n|tok>",
 --       count, ...
--- uses: JOBS_PRIORITIES, LLMQ_JOBS_GROUP, limiter_bucket, limiter_flush, limiter_session
--- uses: window_evict, window_stale, llmq_now_ms, worker_name_ok
--- uses: KEY
+-- uses jobs: JOBS_PRIORITIES, LLMQ_JOBS_GROUP
+-- uses keys: KEY
+-- uses limiter: limiter_bucket, limiter_flush, limiter_session
+-- uses limiter_window: window_evict, window_stale
+-- uses util: llmq_now_ms
+-- uses worker: worker_name_ok
 local P = KEYS[1]
 local now = llmq_now_ms()
 local MAX_KEYS = 2000

@@ -7,7 +7,7 @@
  * SETTLE_BATCH_MAX deliveries: a zero-delay timer sends them once the turn's
  * callbacks have run (no delivery waits for another turn). Under load many
  * calls end in one turn, and one call for all of them costs Redis far less
- * CPU than one call each (README, "Redis CPU per job"); at low rates a turn
+ * CPU than one call each (docs/BENCHMARKS.md, "Redis CPU per job"); at low rates a turn
  * holds one settle and nothing changes.
  *
  * A settle whose reply is lost with the connection is kept and sent again
@@ -15,7 +15,7 @@
  *
  * A done job's output line goes packed (jobs/job_pack.h): it is kept as
  * the job's ended record for result_ttl_ms, and packing keeps that within
- * the line's own bytes (README "Sizing Redis"). The job keeps the text (the
+ * the line's own bytes (docs/operations.md "Sizing Redis"). The job keeps the text (the
  * spool writes it as JSON); the packed copy lives only while the call is
  * sent. A dead job's line goes as text: the script reads its error. */
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* A job's result line: the Batch output line a job that ended leaves (its
- * ended record, `llmq results`; README "Results"). One builder for every
+ * ended record, `llmq results`; docs/concepts.md "Jobs in and results out"). One builder for every
  * answer, whole or streamed (a collected stream's line carries the answer
  * assembled from its events, a relayed one's what the client saw), so the
  * fields a line promises are written once: id, custom_id, response

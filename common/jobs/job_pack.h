@@ -1,5 +1,5 @@
 /* A job's body (and a result line) as stored in Redis: the one codec of
- * stored values (README "Sizing Redis", common/redis/keys.h).
+ * stored values (docs/operations.md "Sizing Redis", common/redis/keys.h).
  *
  * A stored value is either the JSON text itself (every version before this
  * one, and values too short to be worth packing) or packed:

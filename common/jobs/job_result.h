@@ -6,8 +6,8 @@
  * (lua/lib/jobs.lua); a done or cancelled job is that record alone. The previous layout kept the
  * bare line there and the state and fin_ms in the hash P job:<id>; the one before kept the line in
  * the hash's field "result". The hash's fields are read in the same round (one HMGET of result,
- * state and fin_ms and one GET per job, pipelined) and used when P res:<id> is no record (README
- * "Upgrading"). Every reader gets the line as text (unpacked).
+ * state and fin_ms and one GET per job, pipelined) and used when P res:<id> is no record
+ * (docs/upgrading.md). Every reader gets the line as text (unpacked).
  *
  * Synchronous reads are for the CLI, the producer API and tests (never the
  * worker's loop); the asynchronous one is for event loops (llmq-gateway). */

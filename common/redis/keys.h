@@ -50,7 +50,7 @@
  *   without --tenant), "<model>/u/" + "*" (every user of every tenant). A
  *   bucket under a default keeps its own state. Older versions named
  *   every tenant's user "<model>/u/<user>": their limits and weights keep
- *   their meaning for every tenant's user (README "Upgrading").
+ *   their meaning for every tenant's user (docs/upgrading.md).
  *
  * Jobs
  *   P jr:<id>          STRING the record of a job no worker has taken yet
@@ -58,7 +58,7 @@
  *                            packed as text, then its body as the producer
  *                            stored it (common/jobs/job_pack.h); one key, so a
  *                            waiting job costs its line and about 100 B
- *                            (lua/lib/job_record.lua has the format; README
+ *                            (lua/lib/job_record.lua has the format; docs/operations.md
  *                            "Sizing Redis"). Written by enqueue; turned into
  *                            job:<id> + body:<id> by whatever writes the job
  *                            next (dispatch's grant, a dead letter, a cancel,
@@ -74,12 +74,11 @@
  *                            lease it needs): small
  *                            fields only, so Redis keeps it a listpack (every
  *                            value within hash-max-listpack-value, 64 bytes by
- *                            default; README "Sizing Redis"). From a job's
+ *                            default; docs/operations.md "Sizing Redis"). From a job's
  *                            grant (or dead letter, cancel) until it ends;
  *                            kept by a dead job only (state dead). A hash of
  *                            the layouts before also holds state done (and
- *                            their body, result fields): read as such (README
- *                            "Upgrading")
+ *                            their body, result fields): read as such (docs/upgrading.md)
  *   P body:<id>        STRING the job's request body (as stored: packed or JSON
  *                            text, common/jobs/job_pack.h) while it may
  *                            run again: from its grant until it is done or
@@ -144,7 +143,7 @@
  *                            prio, model, tenant, user and last_error as text,
  *                            then its Batch output line (a done job's packed,
  *                            common/jobs/job_pack.h); one key, so a done job
- *                            costs its line and about 100 B (README "Sizing
+ *                            costs its line and about 100 B (docs/operations.md "Sizing
  *                            Redis"). Written once by llmq_job_finish (SET NX),
  *                            with the result's TTL when done or cancelled (the
  *                            job's hash and body deleted then: the record is
@@ -194,7 +193,7 @@
  *                            entry's (a later finish of the id: its own entry)
  *   P results          ZSET  the index of older versions (ids scored by fin_ms):
  *                            each settle call moves its newest 256 to the head
- *                            of P done until it is gone (README "Upgrading")
+ *                            of P done until it is gone (docs/upgrading.md)
  *   P workers          HASH  consumer name -> unix ms it last ran dispatch or
  *                            reclaim (its heartbeat; live = seen within
  *                            LLMQ_WORKER_LIVE_MS); removed by a worker that exits

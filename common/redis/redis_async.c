@@ -520,8 +520,8 @@ static void start_connect(struct llmq_redis_async *ra)
     }
     ra->refresh_map = 0;
     ra->keep_addr_once = 0;
-    /* hiredis 0.14 resolves the name here, blocking (see STYLE.md); a name
-     * that does not resolve is reported in ac->errstr. */
+    /* hiredis 0.14 resolves the name here, blocking the loop (docs/DESIGN.md
+     * §5.5); a name that does not resolve is reported in ac->errstr. */
     redisAsyncContext *ac = redisAsyncConnect(ra->url.host, ra->url.port);
     if (ac == NULL || ac->err) {
         note_failure(ra, "cannot connect: %s", ac != NULL ? ac->errstr : "out of memory");

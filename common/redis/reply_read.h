@@ -1,5 +1,7 @@
-/* Reading values out of a redisReply: the one set of accessors every parser
- * of Redis replies uses (the limiter's, the dispatch reply's, the CLI's).
+/* Reading values out of a redisReply: the accessors a parser of Redis
+ * replies should use (the limiter's, the dispatch reply's and some of the
+ * CLI's do; many older parsers still index element[] themselves,
+ * CONTRIBUTING.md "Where code goes").
  *
  * Replies are untrusted (a hostile stream entry, a broken proxy): every
  * accessor checks the type and size of what it reads and takes NULL for a

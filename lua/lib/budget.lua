@@ -36,9 +36,10 @@
 -- limiter's (its format: lua/lib/handle.lua). A settle in a later period
 -- than the charge leaves the new period's spend alone (the old one is
 -- over).
--- uses: handle_budget_charge, handle_budget_entries, handle_budget_entry, handle_budget_head
--- uses: LLMQ_PRICE_TABLE_JSON, llmq_int_text
--- uses: KEY
+-- uses handle: handle_budget_charge, handle_budget_entries, handle_budget_entry, handle_budget_head
+-- uses keys: KEY
+-- uses prices: LLMQ_PRICE_TABLE_JSON
+-- uses util: llmq_int_text
 
 local BUDGET_DAY_MS = 86400000
 local BUDGET_NONE = {} -- the path of a job no budget applies to (never written)

@@ -1,7 +1,7 @@
 -- The dead-letter list P dead, as `llmq dead retry` and `llmq dead purge`
 -- (dead_retry.lua, dead_purge.lua) walk it.
--- uses: llmq_hash_table, llmq_int_arg
--- uses: KEY
+-- uses keys: KEY
+-- uses util: llmq_hash_table, llmq_int_arg
 
 -- Calls act(id, entry_id) for each job named in argv[2..], or, when none is
 -- named, for the oldest argv[1] entries of P dead (entry_id nil for a named

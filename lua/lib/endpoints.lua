@@ -24,9 +24,12 @@
 -- model's, so their rules apply on top whichever endpoint serves the job.
 -- A model no endpoint serves runs on the implicit endpoint: bucket
 -- "<model>", the worker's own base URL and key (today's setup).
--- uses: llmq_job_fields, llmq_job_set, limiter_bucket, limiter_fits, limiter_path, limiter_try
--- uses: limiter_use, window_evict, window_stale, llmq_int_text, llmq_split
--- uses: KEY, sched_wake_buckets
+-- uses jobs: llmq_job_fields, llmq_job_set
+-- uses keys: KEY
+-- uses limiter: limiter_bucket, limiter_fits, limiter_path, limiter_try, limiter_use
+-- uses limiter_window: window_evict, window_stale
+-- uses sched: sched_wake_buckets
+-- uses util: llmq_int_text, llmq_split
 
 local EP_DEFAULTS = { fail_threshold = 5, fail_window_ms = 10000, cooldown_ms = 1000,
     cooldown_max_ms = 60000, probe_ms = 30000 }

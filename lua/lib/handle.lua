@@ -17,7 +17,7 @@
 -- limiter API is "<account>|" .. limiter part (common/limiter/reservation.h:
 -- the same format, built and split there); acquire returns the parts that
 -- C puts together.
--- uses: llmq_int_text
+-- uses util: llmq_int_text
 
 -- The tag of a bucket named name in mode ('window' or 'gcra') under the
 -- usage ledger (usage true) or the admission one: "|<m><name>".

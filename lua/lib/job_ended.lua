@@ -3,7 +3,7 @@
 -- readers need (state, its times, attempts, its queue's names, reason) in
 -- front of its output line: one key for a done or cancelled job, whose hash
 -- and body are deleted with the finish (lua/lib/jobs.lua llmq_job_finish),
--- so a result kept costs its line and about a hundred bytes (README
+-- so a result kept costs its line and about a hundred bytes (docs/operations.md
 -- "Sizing Redis"). A dead job keeps its hash and body beside it, for
 -- `llmq dead retry`.
 --
@@ -20,7 +20,7 @@
 -- result of the layout before is the bare line (JSON text: it starts with
 -- '{', never with 'E'), its state and fin_ms in the hash (job_result.c reads
 -- both).
--- uses: KEY
+-- uses keys: KEY
 
 local JOB_ENDED_FIELDS = { 'attempts', 'enq_ms', 'run_ms', 'prio', 'model', 'tenant', 'user',
     'last_error' }

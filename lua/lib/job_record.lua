@@ -1,7 +1,7 @@
 -- Job records: a waiting job that no worker has taken yet is one STRING,
 -- P jr:<id> (common/redis/keys.h), not a hash and a body: one key instead
 -- of two, and no field names, so a queued job costs its line and about a
--- hundred bytes (README "Sizing Redis"). Written by enqueue.lua; the first
+-- hundred bytes (docs/operations.md "Sizing Redis"). Written by enqueue.lua; the first
 -- time anything else writes the job (dispatch grants it, dead-letters or
 -- cancels it, job_cancel) it becomes the hash P job:<id> and the string
 -- P body:<id> of the layout before (llmq_job_record_unpack), which every
@@ -18,7 +18,7 @@
 -- Version 2 ('R2'), written only for a job that has a cost as its model's
 -- fallback (field fb, lua/enqueue.lua {fb}), is version 1 with fb after pin:
 -- every other job's record stays one that scripts of version 1 read.
--- uses: KEY
+-- uses keys: KEY
 
 local JOB_RECORD_FIELDS = { 'prio', 'model', 'url', 'cost', 'tenant', 'user', 'deadline_ms',
     'max_attempts', 'enq_ms', 'est_prompt_tokens', 'lease', 'key', 'pin' }

@@ -15,9 +15,9 @@
 -- them as {id, state} pairs (at most JOBS_EVENT_JOBS an entry); it is kept by
 -- count (about events_max jobs, at every XADD) and by age (events_ttl_ms,
 -- every 256 finishes).
--- uses: llmq_hash_table, llmq_int_text, llmq_job_ended_make, llmq_job_ended_peek
--- uses: JOB_ENDED_HASH_FIELDS
--- uses: KEY
+-- uses job_ended: llmq_job_ended_make, llmq_job_ended_peek, JOB_ENDED_HASH_FIELDS
+-- uses keys: KEY
+-- uses util: llmq_hash_table, llmq_int_text
 
 -- Defaults of the P settings fields the scripts read (see common/redis/keys.h).
 local JOBS_DEFAULTS = {
@@ -112,7 +112,7 @@ end
 -- Moves the newest JOBS_MIGRATE_MAX entries of the done index of older
 -- versions (P results, a ZSET of ids scored by fin_ms) to the head of
 -- P done, newest first, so the list stays in finish order and the ZSET
--- disappears after a bounded number of calls (README "Upgrading"). A key
+-- disappears after a bounded number of calls (docs/upgrading.md). A key
 -- P results of another type is left alone.
 local function jobs_done_migrate(P, idx)
     local old = KEY.old_results(P)

@@ -21,12 +21,14 @@
 --
 -- A session decides many requests in one script call: bucket state is read
 -- once, updated in Lua, and written back by limiter_flush.
--- uses: handle_bucket_tag, handle_buckets, handle_cost, handle_has_usage, handle_limiter
--- uses: handle_limiter_decode, gcra_fits, gcra_record, gcra_settle, gcra_use, gcra_wait
--- uses: gcra_write, guard_allowance, guard_part, window_evict, window_fits, window_member_tokens, window_record
--- uses: window_settle, window_stale, window_use, window_wait, window_write, window_write_log
--- uses: llmq_int_text
--- uses: KEY
+-- uses handle: handle_bucket_tag, handle_buckets, handle_cost, handle_has_usage, handle_limiter
+-- uses handle: handle_limiter_decode
+-- uses keys: KEY
+-- uses limiter_gcra: gcra_fits, gcra_record, gcra_settle, gcra_use, gcra_wait, gcra_write
+-- uses limiter_window: guard_allowance, guard_part, window_evict, window_fits, window_member_tokens
+-- uses limiter_window: window_record, window_settle, window_stale, window_use, window_wait
+-- uses limiter_window: window_write, window_write_log
+-- uses util: llmq_int_text
 
 -- Configuration fields first (CONFIG_FIELDS of them: a default bucket is read
 -- for those only), then live state.
@@ -146,7 +148,7 @@ local function limiter_default_values(s, name)
 end
 
 -- Older versions kept one bucket "<model>/u/<user>" for that user of every
--- tenant (README "Upgrading"). A tenant's user bucket b that has no state
+-- tenant (docs/upgrading.md). A tenant's user bucket b that has no state
 -- yet, while admissions made before this version's first call (P policy
 -- users_by_tenant_ms, s.users_since) may still count, starts with those of
 -- the shared bucket: the user of each tenant is charged what the user of

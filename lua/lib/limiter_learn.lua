@@ -7,9 +7,9 @@
 -- (limiter_lifetime_stale), and each call's measured lateness brings it
 -- to what the host needs, down without a 429 or up before one
 -- (limiter_late_sample). Called by job_settle.
--- uses: limiter_bucket_pause, limiter_new_id, limiter_fits
--- uses: guard_part_bounds, window_stale, window_evict, window_ahead, window_count
--- uses: KEY
+-- uses keys: KEY
+-- uses limiter: limiter_bucket_pause, limiter_new_id, limiter_fits
+-- uses limiter_window: guard_part_bounds, window_stale, window_evict, window_ahead, window_count
 
 -- Teaches bucket b (loaded in session s) what OpenAI reported: when it says
 -- fewer tokens remain than the bucket believes (another client on the key,

@@ -10,9 +10,9 @@
 -- sums overcount, so "fits by the cache" is exact), and otherwise once they
 -- are a quarter period stale, which bounds memory.
 -- b: a bucket of a limiter session (limiter_bucket), c its config b.cfg.
--- uses: llmq_int_text
+-- uses util: llmq_int_text
 
--- The arrival guard (README "What a bucket is charged"). A request's delay
+-- The arrival guard (docs/limiter.md "What a bucket is charged"). A request's delay
 -- from its admission (Redis TIME) to its arrival at the API has two parts:
 --   - admission -> the request going out (the dispatch reply's trip, the
 --     worker's loop, connecting): bounded. Each grant has a lifetime; the

@@ -8,8 +8,10 @@
 -- staged (state staged, its id in P pbs:<model>|<url>), or in one provider
 -- batch (state offloaded, job field pb = the batch's id, its id in
 -- P pbj:<id>); it ends through llmq_job_finish as a live job does.
--- uses: budget_price, LLMQ_PRICE_TABLE_JSON, llmq_int_text
--- uses: KEY
+-- uses budget: budget_price
+-- uses keys: KEY
+-- uses prices: LLMQ_PRICE_TABLE_JSON
+-- uses util: llmq_int_text
 
 -- The provider's completion window (OpenAI: "24h", the only one it offers).
 local PBATCH_WINDOW_MS = 86400000

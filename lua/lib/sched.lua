@@ -26,8 +26,8 @@
 -- (new runnable work, a delayed job due sooner, room given back to a bucket);
 -- idle workers block on it (XREAD) from the cursor their last dispatch
 -- returned.
--- uses: limiter_default_names
--- uses: KEY
+-- uses keys: KEY
+-- uses limiter: limiter_default_names
 
 local SCHED_WAKE_MAXLEN = 1000
 

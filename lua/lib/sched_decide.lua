@@ -27,12 +27,15 @@
 -- chain ends (sched_chain_end), before anything else reads or changes those
 -- ZSETs or the list. A tie with the runner-up ends the chain (Redis orders
 -- ties by name). Same decisions as re-reading every time, in fewer commands.
--- uses: budget_charge, budget_decide, budget_flush, budget_path, budget_scope_level, budget_session
--- uses: ep_model, ep_name_set, ep_pins_any, ep_route
--- uses: limiter_flush, limiter_grant_lifetime, limiter_handle, limiter_path, limiter_session
--- uses: limiter_try, limiter_user_bucket, limiter_wait
--- uses: sched_block, sched_deactivate, sched_weight, llmq_int_text, llmq_job_write
--- uses: KEY
+-- uses budget: budget_charge, budget_decide, budget_flush, budget_path, budget_scope_level
+-- uses budget: budget_session
+-- uses endpoints: ep_model, ep_name_set, ep_pins_any, ep_route
+-- uses job_record: llmq_job_write
+-- uses keys: KEY
+-- uses limiter: limiter_flush, limiter_grant_lifetime, limiter_handle, limiter_path
+-- uses limiter: limiter_session, limiter_try, limiter_user_bucket, limiter_wait
+-- uses sched: sched_block, sched_deactivate, sched_weight
+-- uses util: llmq_int_text
 
 -- The decisions of a dispatch call of consumer for at most max_jobs jobs of
 -- account P at now; vt, weights, routes: read by the call's earlier steps;

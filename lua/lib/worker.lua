@@ -1,8 +1,8 @@
 -- Worker-side helpers: Batch output lines for jobs that end in the worker,
 -- acknowledgements, and the checks of hostile data. (Learning from OpenAI's
 -- rate-limit headers is the limiter's: limiter_learn in limiter_learn.lua.)
--- uses: LLMQ_JOBS_GROUP
--- uses: KEY
+-- uses jobs: LLMQ_JOBS_GROUP
+-- uses keys: KEY
 
 -- The custom_id of job id id: every "%XX" decoded (common/jobs/job_id.h,
 -- llmq_job_id_to_custom, writes the same).
@@ -23,7 +23,7 @@ end
 -- still pending (so this caller owned it). The entry stays in the stream
 -- until llmq_jobs_trim_acked drops every acknowledged one (each
 -- JOBS_TRIM_EVERY finishes): an XDEL per settle cost more Redis CPU than the
--- rest of the settle's stream work (tests/bench/bench_redis_cpu.sh; README,
+-- rest of the settle's stream work (tests/bench/bench_redis_cpu.sh; docs/BENCHMARKS.md,
 -- "Redis CPU per job"), one trim per 256 finishes frees whole nodes.
 local function worker_ack(q, eid)
     return redis.call('XACK', q, LLMQ_JOBS_GROUP, eid)

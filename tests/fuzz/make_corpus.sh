@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates the committed seed corpus tests/fuzz/corpus/<target>/ from the
-# data-driven test cases in tests/data/ (STYLE.md item 18) plus the
+# data-driven test cases in tests/data/ (CONTRIBUTING.md "Add a parser") plus the
 # hand-written edge cases below. Run from anywhere; rewrites the corpus
 # directories (not crashes/, which holds regression inputs found by fuzzing).
 #

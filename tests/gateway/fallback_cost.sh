@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A synchronous call's job carries its cost as its model's fallback (README
+# A synchronous call's job carries its cost as its model's fallback (docs/endpoints.md
 # "Endpoints", Fallbacks), as a job of llmq enqueue does: the gateway reads
 # the account's fallbacks (gateway/fallbacks.h: when Redis is ready and
 # every 5 s) and estimates the job again as its fallback, so a fallback that

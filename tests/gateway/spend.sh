@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Spend budgets at the gateway (README "Spend budgets"), with curl: once a
+# Spend budgets at the gateway (docs/spend.md), with curl: once a
 # budget on a synchronous call's path is spent, the call is answered at once
 # with OpenAI's 429 insufficient_quota, its message naming the budget (the
 # job ends budget_exhausted, never sent, never parked, and is not a dead

@@ -3,7 +3,7 @@
 // with the official openai npm package: every stream completes with the
 // whole text. Prints the gateway's resident memory per stream in progress
 // (VmRSS at the peak of in-progress streams minus before, divided by that
-// peak), the figure README "Gateway" quotes.
+// peak), the figure docs/gateway.md quotes.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';

@@ -1,4 +1,4 @@
-/* A worker set up as the README's multi-endpoint example is — only
+/* A worker set up as docs/endpoints.md's worked configuration is — only
  * --endpoint-key, no account key and no OPENAI_BASE_URL, so its implicit
  * base URL is https://api.openai.com/v1 — sizes its connections by what each
  * endpoint speaks, not by that default: its one endpoint is cleartext

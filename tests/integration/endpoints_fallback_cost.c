@@ -1,4 +1,4 @@
-/* A fallback model's price and spend budgets (README "Endpoints", "Model
+/* A fallback model's price and spend budgets (docs/endpoints.md, "Model
  * fallbacks and budgets"): a job that runs on its model's fallback is
  * decided and charged as the fallback, at the fallback's price.
  *   - dear -> cheap: tenant a's USD budget cannot afford one job of the

@@ -1,5 +1,5 @@
 /* A collected stream's result line says who served it as a whole answer's
- * does (README "Endpoints": "endpoint", "model", "asked_model"). A job
+ * does (docs/endpoints.md: "endpoint", "model", "asked_model"). A job
  * with "stream": true that no gateway waits for (`llmq enqueue`: no lease)
  * runs collected: its result line carries the answer assembled from the
  * events. Two endpoints: ep0 serves gpt-4o and is disabled, ep1 serves

@@ -190,7 +190,7 @@ static void test_reenqueue_reports(void **state)
     freeReplyObject(redisCommand(c, "HSET %sjob:r1 state running", prefix));
     assert_int_equal(fake_worker_finish(c, prefix, "d1", 0), 1);
     assert_int_equal(fake_worker_finish(c, prefix, "x1", 0), 1);
-    /* x1: only a result an older version wrote is left (README "Upgrading") */
+    /* x1: only a result an older version wrote is left (docs/upgrading.md) */
     freeReplyObject(redisCommand(c, "DEL %sjob:x1", prefix));
     freeReplyObject(redisCommand(c, "SET %sres:x1 {}", prefix));
     r = cli_run(account, argv);

@@ -1,4 +1,4 @@
-/* Redis memory of one job (common/redis/keys.h, README "Sizing Redis"), read
+/* Redis memory of one job (common/redis/keys.h, docs/operations.md "Sizing Redis"), read
  * with MEMORY USAGE ... SAMPLES 0 (every element counted), under the fixture
  * redis-server's default configuration. For request bodies of 100 B, 4 KiB,
  * 100 KiB and 1 MiB of prose, and of 4 KiB, 100 KiB and 1 MiB holding a
@@ -16,7 +16,7 @@
  *     body, no waiting record;
  *   - `llmq status --json` reports the backlog's memory per job as MEMORY
  *     USAGE of the jobs' keys says.
- * The sizes are printed against the line's bytes for the README. A size
+ * The sizes are printed against the line's bytes for docs/operations.md. A size
  * bound on a deterministic quantity (jemalloc size classes, Redis 7's
  * encodings, zlib's output for fixed input), not a timing. */
 #include <jansson.h>

@@ -1,4 +1,4 @@
-/* Upgrading (README "Upgrading"): jobs written in the layouts before, run and
+/* Upgrading (docs/upgrading.md): jobs written in the layouts before, run and
  * are read by this version. Today a waiting job is one record (P jr:<id>,
  * lua/lib/job_record.lua) with its body packed (jobs/job_pack.h), and a
  * done job is one ended record (P res:<id>, lua/lib/job_ended.lua: state,

@@ -141,7 +141,7 @@ static void test_window_guard(void **state)
     struct llmq_grant d = acquire(f, NULL, NULL, 1, LLMQ_PRIORITY_NORMAL);
     assert_int_equal(d.decision, LLMQ_DENIED);
     assert_int_equal(d.wait_ms, g.at_ms + 5000 + 700 - d.at_ms);
-    /* Without a policy value the model's learned guard applies (README "What a
+    /* Without a policy value the model's learned guard applies (docs/limiter.md "What a
      * bucket is charged"): grant lifetime + allowance, never grown their
      * floors, for a 5 s window 125 + 125 (period / 40 each), once the
      * allowance's safe start has decayed (test_guard_learns_down): first

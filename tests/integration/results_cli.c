@@ -64,7 +64,7 @@ static void test_results(void **state)
 }
 
 /* Results written by an older version (P res:<id>, indexed in the ZSET
- * P results; README "Upgrading") are found by every reader: llmq results by
+ * P results; docs/upgrading.md) are found by every reader: llmq results by
  * id, --wait and --all, llmq status, the producer API, and enqueue's
  * idempotency. o1 still has its hash (state done, no result field), o2 only
  * its result; n1 finished with this version. */

@@ -100,7 +100,7 @@ static void test_dead_kept(void **state)
 }
 
 /* The done index of older versions (a ZSET P results of ids scored by
- * fin_ms, README "Upgrading"): each finish moves its newest 256 entries to
+ * fin_ms, docs/upgrading.md): each finish moves its newest 256 entries to
  * the head of P done, so the list stays in finish order and the ZSET goes;
  * the moved results are then swept as the list's own, oldest first. */
 static void test_old_index_moved(void **state)

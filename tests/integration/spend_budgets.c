@@ -1,4 +1,4 @@
-/* Spend budgets hold exactly under concurrency (README "Spend budgets"):
+/* Spend budgets hold exactly under concurrency (docs/spend.md):
  * four workers run two tenants' jobs against openai-sim, tenant acme under
  * a token budget and tenant beta under a USD budget. What each really spent
  * (the results' usage; beta's at data/prices.json's gpt-4o-mini price) is

@@ -1,5 +1,5 @@
 /* What `llmq estimate` says a file will cost before it runs, and what `llmq
- * spend` reports after (README "Spend budgets"). The estimate writes nothing
+ * spend` reports after (docs/spend.md). The estimate writes nothing
  * (the account's keys are the same before and after); its prompt tokens are
  * exactly what the API counted (openai-sim counts as tiktoken does), and the
  * run's real cost (usage at the gpt-4o-mini price) lies within its cost

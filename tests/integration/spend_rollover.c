@@ -1,4 +1,4 @@
-/* A budget's period rolls over (README "Spend budgets"):
+/* A budget's period rolls over (docs/spend.md):
  *   - a tenant's token budget of a 3-second period parks its jobs once
  *     spent and resumes them at each roll-over, by itself (no raise), until
  *     all ran: nothing is dead-lettered, every job runs once, and what the

@@ -1,4 +1,4 @@
-/* Several budgets on one job's path (README "Spend budgets"): all must fit,
+/* Several budgets on one job's path (docs/spend.md): all must fit,
  * so the tighter binds. Tenant acme has 3000 tokens and its user bob 800:
  * bob's jobs stop at his 800, alice's (acme, no budget of her own) run on
  * to acme's 3000, and bob's count inside acme's too. Tenant beta has 900

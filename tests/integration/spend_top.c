@@ -1,4 +1,4 @@
-/* `llmq top` in a real terminal (README "llmq top"): run in a pseudo-terminal
+/* `llmq top` in a real terminal (docs/man/llmq-top.md "llmq top"): run in a pseudo-terminal
  * (forkpty) while a tenant's jobs run against openai-sim under a token
  * budget, it shows that run's numbers, refreshing: the model and tenant
  * rows with the jobs done so far and the parked ones queued and marked

@@ -1,4 +1,4 @@
-/* The arrival guard (README "What a bucket is charged"), end to end against
+/* The arrival guard (docs/limiter.md "What a bucket is charged"), end to end against
  * openai-sim:
  *   - the part llmq controls is bounded: a grant whose connection is ready
  *     only after its lifetime (a slow connect: the sim accepts nothing, its

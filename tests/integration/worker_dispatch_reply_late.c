@@ -1,4 +1,4 @@
-/* The grant lifetime starts before the dispatch call is sent (README "What
+/* The grant lifetime starts before the dispatch call is sent (docs/limiter.md "What
  * a bucket is charged"): the worker cannot know when in the round trip
  * Redis admitted a grant, so a grant whose dispatch reply came back later
  * than its lifetime is stale however fast the request could go out.

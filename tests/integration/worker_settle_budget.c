@@ -1,7 +1,7 @@
-/* What the account+model bucket holds after each kind of answer (README
+/* What the account+model bucket holds after each kind of answer (docs/concepts.md
  * "settle"): one job, two attempts at most, a one-minute window so nothing
  * ages out while the test looks.
- *   200       by default (the admission ledger, README "What a bucket is
+ *   200       by default (the admission ledger, docs/limiter.md "What a bucket is
  *             charged") the bucket keeps the admission charge: one request,
  *             the job's cost (usage is below it here); with --settle usage
  *             the reservation is replaced by the real usage:

@@ -1,6 +1,6 @@
 /* Priorities of jobs (llmq.h) and of limiter requests (limiter.h): one type,
  * one spelling. Dispatch serves high first, then normal, then low; the limiter
- * lets low fill less of a bucket (README "Priority headroom"). The names are
+ * lets low fill less of a bucket (docs/limiter.md "Priority headroom"). The names are
  * what Redis stores (queue stream q:<name>, the job hash's prio field) and
  * what the CLI and the scripts read; the list is written once in C
  * (common/base/priority.c) and once in Lua (JOBS_PRIORITIES, lua/lib/jobs.lua). */

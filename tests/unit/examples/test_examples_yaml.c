@@ -329,13 +329,13 @@ static void test_secret_has_placeholder_only(void **state)
     }
 }
 
-/* The README's Deploying section says what the ScaledObject above measures:
+/* docs/operations.md's Deploying section says what the ScaledObject above measures:
  * the backlog lists (redis triggers) and the pending entries (redis-streams),
  * and not the group's lag, which no trigger reads. */
-static void check_readme_describes_triggers(void)
+static void check_docs_describe_triggers(void)
 {
     char path[600];
-    snprintf(path, sizeof(path), "%s/README.md", getenv("LLMQ_SOURCE_DIR"));
+    snprintf(path, sizeof(path), "%s/docs/operations.md", getenv("LLMQ_SOURCE_DIR"));
     FILE *f = fopen(path, "r");
     assert_non_null(f);
     static char text[1 << 20];
@@ -352,9 +352,11 @@ static void check_readme_describes_triggers(void)
                           "llmq:{default}:q:high|normal|low"};
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
         if (strstr(start, want[i]) == NULL)
-            fail_msg("README's examples/k8s/ item does not say %s:\n%s", want[i], start);
+            fail_msg("docs/operations.md's examples/k8s/ item does not say %s:\n%s", want[i],
+                     start);
     if (strstr(start, "lag") != NULL)
-        fail_msg("README's examples/k8s/ item names a lag no trigger reads:\n%s", start);
+        fail_msg("docs/operations.md's examples/k8s/ item names a lag no trigger reads:\n%s",
+                 start);
 }
 
 /* The priority (0 high, 1 normal, 2 low) of key "llmq:{ACCOUNT}:<kind>:<prio>"
@@ -455,7 +457,7 @@ static void test_scaled_object(void **state)
     struct doc *d = find("ScaledObject", "llmq-worker");
     assert_non_null(d);
     check_scaled_object(d, 0);
-    check_readme_describes_triggers();
+    check_docs_describe_triggers();
 }
 
 /* The ScaledObject for a Redis Cluster: the same keys of two accounts
