@@ -2,7 +2,7 @@
  * and the provider batches llmq-worker made of offloaded jobs
  * (lua/pbatch_list.lua; docs/DESIGN.md §3.10).
  *
- *   set MODEL --mode off|all [--poll-ms N] [--horizon-s N] [--max-requests N]
+ *   set MODEL --mode off|all|auto [--poll-ms N] [--horizon-s N] [--max-requests N]
  *       [--max-bytes N]    writes the model's policy (fields not given keep
  *                          their stored value, else the default)
  *   get [MODEL]            prints one policy, or every stored one
@@ -10,9 +10,8 @@
  *                          batches, newest first
  *   show ID                one provider batch's record
  *
- * `--mode auto` is refused: this version does not decide between live and
- * batch by the live budget's room yet. A model with endpoints (`llmq
- * endpoints`) is refused too: offload runs on the implicit endpoint only. */
+ * A model with endpoints (`llmq endpoints`) is refused: offload runs on the
+ * implicit endpoint only. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +24,7 @@
 
 static void usage(FILE *out)
 {
-    fputs("usage: llmq offload set MODEL --mode off|all [--poll-ms N] [--horizon-s N]\n"
+    fputs("usage: llmq offload set MODEL --mode off|all|auto [--poll-ms N] [--horizon-s N]\n"
           "                            [--max-requests N] [--max-bytes N]\n"
           "       llmq offload get [MODEL]\n"
           "       llmq offload list [--limit N]\n"
@@ -40,10 +39,14 @@ static void usage(FILE *out)
           "        --max-bytes, default 200000000), uploads them, creates the batches,\n"
           "        polls them every --poll-ms (default 30000, growing while one runs)\n"
           "        and stores each answer as the job's result\n"
-          "  auto  not yet: refused\n"
-          "--horizon-s (default 1800) is kept for auto. Unmarked jobs, and jobs enqueued\n"
-          "before the policy was all, run live; setting a model back to off sends its\n"
-          "staged jobs live. A model with endpoints cannot be offloaded yet.\n"
+          "  auto  marked jobs are queued live at priority low (after every urgent job)\n"
+          "        and run live while the model's live limit has room; the part of them\n"
+          "        that limit would not finish within --horizon-s (default 1800) after\n"
+          "        the urgent work ahead goes to provider batches as under all; a job\n"
+          "        already sent live is never offloaded\n"
+          "Unmarked jobs, and jobs enqueued before the policy was all or auto, run live;\n"
+          "setting a model back to off sends its staged jobs live. A model with\n"
+          "endpoints cannot be offloaded yet.\n"
           "list shows the staged jobs and the provider batches (newest first, --limit,\n"
           "default 50); show one batch: its provider batch id, state and counts.\n\n"
           "Options: --redis URL, --account NAME, --help\n"
@@ -305,17 +308,12 @@ int llmq_cmd_offload(struct llmq_cli *cli, int argc, char **argv)
     }
     if (v == 0) {
         if (o.mode == NULL) {
-            llmq_cli_error(cli, "set needs --mode off|all");
+            llmq_cli_error(cli, "set needs --mode off|all|auto");
             return LLMQ_EXIT_USAGE;
         }
-        if (strcmp(o.mode, "auto") == 0) {
-            llmq_cli_error(cli, "--mode auto: not yet: this version offloads with off or all "
-                                "only (auto, which keeps eligible jobs live while the live "
-                                "budget has room, is not built)");
-            return LLMQ_EXIT_USAGE;
-        }
-        if (strcmp(o.mode, "off") != 0 && strcmp(o.mode, "all") != 0) {
-            llmq_cli_error(cli, "--mode: expected off or all, got '%s'", o.mode);
+        if (strcmp(o.mode, "off") != 0 && strcmp(o.mode, "all") != 0 &&
+            strcmp(o.mode, "auto") != 0) {
+            llmq_cli_error(cli, "--mode: expected off, all or auto, got '%s'", o.mode);
             return LLMQ_EXIT_USAGE;
         }
     }

@@ -1,8 +1,8 @@
 /* Offload's eligibility and policy, without a worker: which jobs are staged
  * for a provider batch and which queue live (docs/DESIGN.md §3.10).
  *   - `llmq offload set` stores the policy per model under the account's
- *     hash tag; `get` prints it; `--mode auto` and a model with endpoints are
- *     refused saying why; a default model is off.
+ *     hash tag; `get` prints it (auto too); an unknown mode and a model with
+ *     endpoints are refused saying why; a default model is off.
  *   - under `all`, a line marked completion_window "24h" (or a file enqueued
  *     with --completion-window 24h, or the producer API's option) is staged,
  *     with the window as its deadline when it had none; an unmarked line of
@@ -82,10 +82,16 @@ static void policy_set_get_and_refusals(void **state)
     r = llmq(&a, other);
     assert_non_null(strstr(r.out, "m2 mode=off (default)"));
     cli_free(&r);
-    const char *autom[] = {"llmq", "offload", "set", "m1", "--mode", "auto", NULL};
+    const char *autom[] = {"llmq", "offload",     "set", "m4", "--mode",
+                           "auto", "--horizon-s", "60",  NULL};
     r = llmq(&a, autom);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "m4 mode=auto horizon_s=60"));
+    cli_free(&r);
+    const char *bogus[] = {"llmq", "offload", "set", "m1", "--mode", "sometimes", NULL};
+    r = llmq(&a, bogus);
     assert_int_equal(r.status, 2);
-    assert_non_null(strstr(r.err, "not yet"));
+    assert_non_null(strstr(r.err, "expected off, all or auto"));
     cli_free(&r);
     const char *ep[] = {"llmq", "endpoints", "add", "m3", "east", "--base-url", "http://x", NULL};
     r = llmq(&a, ep);
