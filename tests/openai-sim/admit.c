@@ -34,6 +34,16 @@ static int64_t opt_positive(const json_t *root, const char *name)
     return json_integer_value(v);
 }
 
+/* OpenAI's sampling temperature bound (0 to 2), which llmq itself does not
+ * check: a line llmq accepts and the provider refuses. */
+static int temperature_invalid(const json_t *root)
+{
+    const json_t *t = json_object_get(root, "temperature");
+    if (t == NULL || json_is_null(t))
+        return 0;
+    return !json_is_number(t) || json_number_value(t) < 0 || json_number_value(t) > 2;
+}
+
 /* Takes the model from the body (or the Azure path) and checks --models. */
 static int check_model(struct sim_conn *c, struct sim_call *call, const json_t *root)
 {
@@ -81,6 +91,9 @@ static const char *chat_fields(const json_t *root, struct sim_call *call, const 
     if (n == -2 || n > SIM_MAX_CHOICES)
         return "'n' must be an integer from 1 to 128";
     call->n = n > 0 ? (int)n : 1;
+    *param = "temperature";
+    if (temperature_invalid(root))
+        return "Invalid 'temperature': expected a number from 0 to 2.";
     call->max_tokens = opt_positive(root, "max_completion_tokens");
     if (call->max_tokens == -1)
         call->max_tokens = opt_positive(root, "max_tokens");
