@@ -6,6 +6,7 @@
  *       [--max-bytes N]    writes the model's policy (fields not given keep
  *                          their stored value, else the default)
  *   get [MODEL]            prints one policy, or every stored one
+ *   --tenant T (set, get)  tenant T's own policy of MODEL (field MODEL/t/T)
  *   list                   the staged jobs per model and url, and the provider
  *                          batches, newest first
  *   show ID                one provider batch's record
@@ -25,8 +26,8 @@
 static void usage(FILE *out)
 {
     fputs("usage: llmq offload set MODEL --mode off|all|auto [--poll-ms N] [--horizon-s N]\n"
-          "                            [--max-requests N] [--max-bytes N]\n"
-          "       llmq offload get [MODEL]\n"
+          "                            [--max-requests N] [--max-bytes N] [--tenant T]\n"
+          "       llmq offload get [MODEL [--tenant T]]\n"
           "       llmq offload list [--limit N]\n"
           "       llmq offload show ID\n\n"
           "Offload runs jobs that may wait (marked completion_window \"24h\": llmq enqueue\n"
@@ -44,6 +45,9 @@ static void usage(FILE *out)
           "        that limit would not finish within --horizon-s (default 1800) after\n"
           "        the urgent work ahead goes to provider batches as under all; a job\n"
           "        already sent live is never offloaded\n"
+          "--tenant T: tenant T's own policy of the model, which wins over the model's for\n"
+          "T's jobs (get prints it as MODEL/t/T); files and polls follow the model's\n"
+          "policy, and so does auto's horizon when the model's policy is auto too.\n"
           "Unmarked jobs, and jobs enqueued before the policy was all or auto, run live;\n"
           "setting a model back to off sends its staged jobs live. A model with\n"
           "endpoints cannot be offloaded yet.\n"
@@ -55,11 +59,12 @@ static void usage(FILE *out)
 }
 
 struct offload_opts {
-    const char *verb, *model, *mode;
+    const char *verb, *model, *mode, *tenant;
+    const char *field; /* the policy's field of P offload: MODEL or MODEL/t/TENANT */
     long long poll_ms, horizon_s, max_requests, max_bytes, limit;
 };
 
-enum { OPT_MODE = 300, OPT_POLL, OPT_HORIZON, OPT_MAX_REQ, OPT_MAX_BYTES, OPT_LIMIT };
+enum { OPT_MODE = 300, OPT_POLL, OPT_HORIZON, OPT_MAX_REQ, OPT_MAX_BYTES, OPT_LIMIT, OPT_TENANT };
 
 static struct llmq_cli *g_cli; /* for messages of take_option */
 
@@ -69,6 +74,13 @@ static int take_option(int opt, const char *arg, void *ud)
     switch (opt) {
     case OPT_MODE:
         o->mode = arg;
+        return 0;
+    case OPT_TENANT:
+        if (!llmq_name_valid(arg)) {
+            llmq_cli_error(g_cli, "--tenant: '%s' is not a valid tenant name", arg);
+            return LLMQ_EXIT_USAGE;
+        }
+        o->tenant = arg;
         return 0;
     case OPT_POLL:
         return llmq_cli_parse_int64(g_cli, "--poll-ms", arg, 10, 86400000, &o->poll_ms) ? 2 : 0;
@@ -135,7 +147,7 @@ static int policy_set(const struct llmq_cli *cli, redisContext *c, const char *p
     }
     if (llmq_cli_key(cli, key, sizeof(key), prefix, LLMQ_KEY_OFFLOAD, NULL) != 0)
         return LLMQ_EXIT_USAGE;
-    r = llmq_redis_command(c, "HGET %s %s", key, o->model);
+    r = llmq_redis_command(c, "HGET %s %s", key, o->field);
     if (r == NULL || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL))
         return redis_failed(cli, r, NULL);
     json_t *p = r->type == REDIS_REPLY_STRING ? json_loads(r->str, 0, NULL) : NULL;
@@ -161,13 +173,13 @@ static int policy_set(const struct llmq_cli *cli, redisContext *c, const char *p
         llmq_cli_error(cli, "out of memory");
         return LLMQ_EXIT_FAIL;
     }
-    r = llmq_redis_command(c, "HSET %s %s %s", key, o->model, text);
+    r = llmq_redis_command(c, "HSET %s %s %s", key, o->field, text);
     if (r == NULL || r->type == REDIS_REPLY_ERROR) {
         free(text);
         return redis_failed(cli, r, NULL);
     }
     freeReplyObject(r);
-    print_policy(o->model, text);
+    print_policy(o->field, text);
     free(text);
     return LLMQ_EXIT_OK;
 }
@@ -178,12 +190,12 @@ static int policy_get(const struct llmq_cli *cli, redisContext *c, const char *p
     char key[LLMQ_KEY_FIXED_MAX];
     if (llmq_cli_key(cli, key, sizeof(key), prefix, LLMQ_KEY_OFFLOAD, NULL) != 0)
         return LLMQ_EXIT_USAGE;
-    redisReply *r = o->model ? llmq_redis_command(c, "HGET %s %s", key, o->model)
+    redisReply *r = o->model ? llmq_redis_command(c, "HGET %s %s", key, o->field)
                              : llmq_redis_command(c, "HGETALL %s", key);
     if (r == NULL || r->type == REDIS_REPLY_ERROR)
         return redis_failed(cli, r, NULL);
     if (o->model != NULL)
-        print_policy(o->model, r->type == REDIS_REPLY_STRING ? r->str : NULL);
+        print_policy(o->field, r->type == REDIS_REPLY_STRING ? r->str : NULL);
     for (size_t i = 0; o->model == NULL && r->type == REDIS_REPLY_ARRAY && i + 1 < r->elements;
          i += 2)
         print_policy(r->element[i]->str, r->element[i + 1]->str);
@@ -274,6 +286,7 @@ int llmq_cmd_offload(struct llmq_cli *cli, int argc, char **argv)
                                          {"max-requests", required_argument, NULL, OPT_MAX_REQ},
                                          {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
                                          {"limit", required_argument, NULL, OPT_LIMIT},
+                                         {"tenant", required_argument, NULL, OPT_TENANT},
                                          LLMQ_CLI_COMMON_OPTIONS,
                                          {NULL, 0, NULL, 0}};
     struct offload_opts o = {0};
@@ -306,6 +319,14 @@ int llmq_cmd_offload(struct llmq_cli *cli, int argc, char **argv)
         llmq_cli_error(cli, "'%s' is not a valid %s", o.model, v == 3 ? "id" : "model name");
         return LLMQ_EXIT_USAGE;
     }
+    char field[512];
+    if (o.tenant != NULL && (v > 1 || o.model == NULL)) {
+        llmq_cli_error(cli, "--tenant belongs to 'offload set|get MODEL'");
+        return LLMQ_EXIT_USAGE;
+    }
+    snprintf(field, sizeof(field), "%s%s%s", o.model ? o.model : "", o.tenant ? "/t/" : "",
+             o.tenant ? o.tenant : "");
+    o.field = field;
     if (v == 0) {
         if (o.mode == NULL) {
             llmq_cli_error(cli, "set needs --mode off|all|auto");

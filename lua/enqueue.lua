@@ -26,7 +26,7 @@
 --                            ('0' none: never offloaded). Such a job with
 --                            no deadline gets now + window as its deadline;
 --                            one whose deadline comes sooner is refused
---                            (naming deadline_ms); under its model's offload
+--                            (naming deadline_ms); under its offload
 --                            policy 'all' it is staged for a provider batch
 --                            (lua/lib/pbatch.lua) instead of queued; under
 --                            'auto' it is queued at priority low and listed
@@ -89,7 +89,7 @@ if (#ARGV - first + 1) % JOBS_FIELDS ~= 0 then
 end
 local now = llmq_now_ms()
 local now_text = llmq_int_text(now)
-local policies = {} -- model -> its offload policy (pbatch_policy), read once a call
+local policies = {} -- model|tenant -> its offload policy (pbatch_policy), read once a call
 local bs = budget_session(P, now)
 if bs.any then
     for base = first, #ARGV, JOBS_FIELDS do
@@ -162,8 +162,9 @@ for base = first, #ARGV, JOBS_FIELDS do
         local model = ARGV[base + 2]
         local mode = 'off'
         if window > 0 and not held and not lease then
-            policies[model] = policies[model] or pbatch_policy(P, model)
-            mode = policies[model].mode
+            local pk = model .. '|' .. tenant
+            policies[pk] = policies[pk] or pbatch_policy(P, model, tenant)
+            mode = policies[pk].mode
         end
         if mode == 'auto' then
             prio = 'low' -- an eligible job under auto yields to every urgent one

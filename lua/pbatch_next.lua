@@ -7,8 +7,9 @@
 --   auto     first, for each model whose policy is auto, its auto step
 --            (lua/lib/pbatch_auto.lua): the eligible jobs the live budget
 --            would not finish within the horizon are staged.
---   new      else, for one "<model>|<url>" of P pbsi whose model's policy is
---            still 'all' or 'auto': up to max_requests staged jobs are popped into a
+--   new      else, for one "<model>|<url>" of P pbsi whose model's policy
+--            (or one of its tenants') is still 'all' or 'auto': up to
+--            max_requests staged jobs are popped into a
 --            new batch pb:<id> (state building, its job list pbj:<id>, each
 --            job state offloaded with field pb = <id>), leased to this
 --            worker. Ids of jobs that are no longer staged (ended, cancelled)
@@ -16,13 +17,14 @@
 --            it: only the jobs whose estimated prompt tokens fit the room
 --            its limit leaves (the batch's charge, field qtok, is added to
 --            used); none while it is full or held after a
---            token_limit_exceeded. A model whose policy is now 'off' has its
---            staged jobs queued live again (at most 1000 a call).
+--            token_limit_exceeded. A model whose policies (its own and
+--            its tenants') are all 'off' now has its staged jobs queued
+--            live again (at most 1000 a call).
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  the worker's name   ARGV[2] lease_ms: how long the step is its
 -- Reply: {} when there is nothing to do; else {id, field, value, ...}: the
 --        batch's id and every field of its hash pb:<id>.
--- uses: pbatch_auto, pbatch_policy, pbatch_lease, pbatch_reply, sched_push, sched_backlog_add
+-- uses: pbatch_active, pbatch_auto, pbatch_policy, pbatch_lease, pbatch_reply, sched_push, sched_backlog_add
 -- uses: pbatch_queue, pbatch_job_tokens
 -- uses: llmq_now_ms, llmq_int_text, worker_name_ok
 -- uses: KEY
@@ -48,10 +50,11 @@ for _, name in ipairs(staged) do
     local list = KEY.pb_stage(P, name)
     local model, url = string.match(name, '^([^|]+)|(.+)$')
     local pol = model and pbatch_policy(P, model)
-    local q = model and pol.mode ~= 'off' and pbatch_queue(P, model, now)
+    local active = model and pbatch_active(P, model)
+    local q = active and pbatch_queue(P, model, now)
     if not model then
         redis.call('SREM', KEY.pb_staged(P), name)
-    elseif pol.mode == 'off' then
+    elseif not active then
         -- the policy changed: the staged jobs go back to the live path
         local ids = redis.call('LPOP', list, 1000) or {}
         local vt, backlog = {}, {}

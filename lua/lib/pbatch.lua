@@ -22,14 +22,19 @@ local PBATCH_DEFAULTS = { mode = 'off', poll_ms = 30000, horizon_s = 1800, max_r
 local PBATCH_DISCOUNT_DEFAULT = 0.5
 local pbatch_discount = nil
 
--- The offload policy of model in account P: a table of PBATCH_DEFAULTS'
--- fields (a stored value of the wrong type is ignored).
-local function pbatch_policy(P, model)
+-- The offload policy of model in account P for a job of tenant (nil or '':
+-- the model's): a table of PBATCH_DEFAULTS' fields (a stored value of the
+-- wrong type is ignored). A tenant's own policy (field "<model>/t/<tenant>"
+-- of P offload, `llmq offload set --tenant`) wins over the model's.
+local function pbatch_policy(P, model, tenant)
     local p = {}
     for k, d in pairs(PBATCH_DEFAULTS) do
         p[k] = d
     end
-    local v = redis.call('HGET', KEY.offload(P), model)
+    local v = tenant and tenant ~= '' and redis.call('HGET', KEY.offload(P), model .. '/t/' .. tenant)
+    if not v then
+        v = redis.call('HGET', KEY.offload(P), model)
+    end
     if v then
         local ok, t = pcall(cjson.decode, v)
         if ok and type(t) == 'table' then
@@ -41,6 +46,21 @@ local function pbatch_policy(P, model)
         end
     end
     return p
+end
+
+-- 1 when model of account P offloads for anyone: its policy or one of its
+-- tenants' is not 'off' (its staged jobs then go to provider batches).
+local function pbatch_active(P, model)
+    local all = redis.call('HGETALL', KEY.offload(P))
+    local head = model .. '/t/'
+    for i = 1, #all, 2 do
+        local f = all[i]
+        if (f == model or string.sub(f, 1, #head) == head) and
+            not string.find(all[i + 1], '"mode":"off"', 1, true) then
+            return true
+        end
+    end
+    return false
 end
 
 -- Stages job id (model, Batch url) of account P for the next provider batch

@@ -197,15 +197,27 @@ local function pbatch_auto_step(P, model, pol, now)
     return pbatch_auto_stage(P, model, tail)
 end
 
--- The auto step for every model of account P whose policy is auto.
+-- The auto step for every model of account P whose policy, or one of its
+-- tenants' ("<model>/t/<tenant>"), is auto: the model's eligible list holds
+-- the jobs of all of them, under the horizon of the model's policy when it
+-- is auto, else of one of its tenants' auto policies.
 local function pbatch_auto(P, now)
     local pols = redis.call('HGETALL', KEY.offload(P))
+    local chosen, order = {}, {}
     for i = 1, #pols, 2 do
         if string.find(pols[i + 1], '"auto"', 1, true) then
-            local pol = pbatch_policy(P, pols[i])
-            if pol.mode == 'auto' then
-                pbatch_auto_step(P, pols[i], pol, now)
+            local model, tenant = string.match(pols[i], '^(.-)/t/(.+)$')
+            local pol = pbatch_policy(P, model or pols[i], tenant)
+            model = model or pols[i]
+            if pol.mode == 'auto' and (chosen[model] == nil or tenant == nil) then
+                if chosen[model] == nil then
+                    order[#order + 1] = model
+                end
+                chosen[model] = pol
             end
         end
+    end
+    for _, model in ipairs(order) do
+        pbatch_auto_step(P, model, chosen[model], now)
     end
 end
