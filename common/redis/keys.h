@@ -252,7 +252,8 @@
  *
  * Offload (lua/lib/pbatch.lua, worker/pbatch/, `llmq offload`; docs/DESIGN.md §3.10)
  *   P offload          HASH  model -> its offload policy, JSON {"mode": "off"|"all"|"auto",
- *                            "poll_ms", "horizon_s", "max_requests", "max_bytes"}
+ *                            "poll_ms", "horizon_s", "max_requests", "max_bytes"};
+ *                            "<model>/t/<tenant>" -> a tenant's own policy of it
  *   P pbs:<model>|<url> LIST  staged jobs: ids of jobs of that model and Batch url
  *                            (job state staged) waiting for a provider batch
  *   P pbsi             SET   the "<model>|<url>" whose staging list is not empty
