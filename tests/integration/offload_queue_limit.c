@@ -127,6 +127,14 @@ static void batches_wait_for_room(void **state)
     struct run r;
     stage_jobs(&r, "offq");
     queue_limit_set(&r, r.tokens / 3);
+    /* the option goes alone: mixed with a live limit it is refused */
+    const char *mixed[] = {"llmq", "limits", "set", MINI, "--rpm", "5", "--batch-queue-tokens",
+                           "5",    NULL};
+    struct cli_run m = cli_run(r.a.name, mixed);
+    assert_int_equal(m.status, 2);
+    assert_non_null(strstr(m.err, "--batch-queue-tokens goes alone"));
+    cli_free(&m);
+    assert_int_equal(redis_int(r.a.c, "HGET %spbq:%s limit", r.a.prefix, MINI), r.limit);
     json_t *list = run_all(&r, r.limit, "offq");
     size_t created = json_array_size(json_object_get(list, "data"));
     fprintf(stderr,
