@@ -22,6 +22,7 @@ static void usage(FILE *out)
           "                        [--burst-requests N] [--burst-tokens N] [--soft | --hard]\n"
           "                        [--weight W]\n"
           "                        [--settle admission|usage]\n"
+          "       llmq limits set MODEL [--endpoint NAME] --batch-queue-tokens N\n"
           "       llmq limits unset MODEL [--endpoint NAME | --tenant T] [--user U]\n"
           "       llmq limits get [--json]\n"
           "       llmq limits policy [--headroom-low PCT] [--headroom-normal PCT]\n"
@@ -48,7 +49,11 @@ static void usage(FILE *out)
           "--window-guard-ms pins the arrival guard: each window admission counts that\n"
           "much longer than its period, for requests that reach the API late (default:\n"
           "learned per model from the calls' lateness and the API's 429s, shown by get;\n"
-          "'learn' unpins it).\n\n"
+          "'learn' unpins it).\n"
+          "--batch-queue-tokens N: the provider's enqueued-token limit of the model's\n"
+          "Batch queue (prompt tokens of unfinished provider batches, per model at\n"
+          "OpenAI; 0 none): offload submits no batch past it (a token_limit_exceeded\n"
+          "teaches a lower one, forgotten when this is set again).\n\n"
           "Options: --json (get: numbers as numbers), --redis URL, --account NAME, --help\n"
           "Exit: 0 ok; 1 Redis failure; 2 usage error, a value out of range, or unset of a\n"
           "bucket that has no limit.\n",
@@ -490,6 +495,7 @@ enum {
     OPT_GUARD,
     OPT_ENDPOINT,
     OPT_DEPLOYMENT,
+    OPT_BATCH_QUEUE,
 };
 
 static const struct option long_options[] = {
@@ -513,6 +519,7 @@ static const struct option long_options[] = {
     {"window-guard-ms", required_argument, NULL, OPT_GUARD},
     {"endpoint", required_argument, NULL, OPT_ENDPOINT},
     {"deployment", required_argument, NULL, OPT_DEPLOYMENT},
+    {"batch-queue-tokens", required_argument, NULL, OPT_BATCH_QUEUE},
     LLMQ_CLI_COMMON_OPTIONS,
     {NULL, 0, NULL, 0},
 };
@@ -544,6 +551,7 @@ struct limits_opts {
     const char *tenant, *user;
     const char *endpoint, *deployment; /* --endpoint, --deployment; NULL: none */
     const char *weight;                /* --weight: the fair-share weight text, NULL unchanged */
+    long long batch_queue_tokens;      /* --batch-queue-tokens; -1 unchanged */
     int as_json;
 };
 
@@ -593,6 +601,11 @@ static int take_option(int opt, const char *arg, void *ud)
     case OPT_JSON:
         o->as_json = 1;
         return 0;
+    case OPT_BATCH_QUEUE:
+        return llmq_cli_parse_int64(o->cli, "--batch-queue-tokens", arg, 0, 1000000000000LL,
+                                    &o->batch_queue_tokens)
+                   ? LLMQ_EXIT_USAGE
+                   : 0;
     case OPT_WEIGHT: {
         char *end = NULL;
         double v = strtod(arg, &end);
@@ -649,6 +662,39 @@ static int is_policy_field(const char *f)
            strcmp(f, "window_guard_ms") == 0;
 }
 
+/* `limits set MODEL [--endpoint NAME] --batch-queue-tokens N`: the
+ * provider's enqueued-token limit of the bucket's batch queue (P pbq:<bucket>,
+ * lua/lib/pbatch.lua); 0 removes it. A limit learned from a
+ * token_limit_exceeded is forgotten (the new value is the one to trust). */
+static int batch_queue_set(const struct llmq_cli *cli, redisContext *c, const char *prefix,
+                           const char *bucket, long long tokens)
+{
+    char key[LLMQ_KEY_FIXED_MAX + LLMQ_BUCKET_NAME_MAX];
+    if (llmq_cli_key(cli, key, sizeof(key), prefix, LLMQ_KEY_PB_QUEUE, bucket) != 0)
+        return LLMQ_EXIT_USAGE;
+    redisReply *r = tokens > 0 ? redisCommand(c, "HSET %s limit %lld", key, tokens)
+                               : redisCommand(c, "HDEL %s limit", key);
+    int ok = r != NULL && r->type != REDIS_REPLY_ERROR;
+    if (r != NULL)
+        freeReplyObject(r);
+    r = ok ? redisCommand(c, "HDEL %s learned learned_until hold_until refusals", key) : NULL;
+    ok = r != NULL && r->type != REDIS_REPLY_ERROR;
+    if (!ok) {
+        struct llmq_error err = {0};
+        llmq_redis_error(c, r, "HSET", &err);
+        llmq_cli_error(cli, "%s", err.msg);
+    }
+    if (r != NULL)
+        freeReplyObject(r);
+    if (!ok)
+        return LLMQ_EXIT_FAIL;
+    if (tokens > 0)
+        printf("%s batch_queue_tokens=%lld\n", bucket, tokens);
+    else
+        printf("%s batch_queue_tokens=none\n", bucket);
+    return LLMQ_EXIT_OK;
+}
+
 /* Checks the options against the subcommand. Returns 0 or an exit code. */
 static int check_sub(const struct llmq_cli *cli, const struct limits_opts *o, const char *sub,
                      int n_pos)
@@ -700,6 +746,14 @@ static int check_sub(const struct llmq_cli *cli, const struct limits_opts *o, co
             return LLMQ_EXIT_USAGE;
         }
     }
+    if (o->batch_queue_tokens >= 0 &&
+        (!is_set || o->tenant || o->user || o->weight || o->deployment || o->ch.n > 0 ||
+         o->ch.mode || o->ch.settle || o->ch.soft >= 0)) {
+        llmq_cli_error(cli, "--batch-queue-tokens goes alone: 'llmq limits set MODEL "
+                            "[--endpoint NAME] --batch-queue-tokens N' (no other limit, "
+                            "--tenant or --user)");
+        return LLMQ_EXIT_USAGE;
+    }
     if (o->as_json && !is_get) {
         llmq_cli_error(cli, "--json belongs to 'llmq limits get'");
         return LLMQ_EXIT_USAGE;
@@ -709,7 +763,7 @@ static int check_sub(const struct llmq_cli *cli, const struct limits_opts *o, co
 
 int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv)
 {
-    struct limits_opts o = {.cli = cli, .ch = {.soft = -1}};
+    struct limits_opts o = {.cli = cli, .ch = {.soft = -1}, .batch_queue_tokens = -1};
     char *pos[3];
     int n_pos = 0;
     int rc = llmq_cli_getopt(cli, argc, argv, long_options, take_option, &o, usage, pos, 3, &n_pos);
@@ -753,6 +807,11 @@ int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv)
     redisContext *c = llmq_cli_connect(cli, &rc);
     if (c == NULL)
         return rc;
+    if (o.batch_queue_tokens >= 0) {
+        rc = batch_queue_set(cli, c, prefix, bucket, o.batch_queue_tokens);
+        redisFree(c);
+        return rc;
+    }
     if ((is_set || is_unset) && o.endpoint != NULL) {
         /* first: an unknown endpoint changes nothing */
         rc = endpoint_serve(cli, c, prefix, o.endpoint, model, o.deployment, is_set);

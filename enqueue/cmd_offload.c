@@ -2,17 +2,17 @@
  * and the provider batches llmq-worker made of offloaded jobs
  * (lua/pbatch_list.lua; docs/DESIGN.md §3.10).
  *
- *   set MODEL --mode off|all [--poll-ms N] [--horizon-s N] [--max-requests N]
+ *   set MODEL --mode off|all|auto [--poll-ms N] [--horizon-s N] [--max-requests N]
  *       [--max-bytes N]    writes the model's policy (fields not given keep
  *                          their stored value, else the default)
  *   get [MODEL]            prints one policy, or every stored one
+ *   --tenant T (set, get)  tenant T's own policy of MODEL (field MODEL/t/T)
  *   list                   the staged jobs per model and url, and the provider
  *                          batches, newest first
  *   show ID                one provider batch's record
  *
- * `--mode auto` is refused: this version does not decide between live and
- * batch by the live budget's room yet. A model with endpoints (`llmq
- * endpoints`) is refused too: offload runs on the implicit endpoint only. */
+ * A model with endpoints (`llmq endpoints`) is refused: offload runs on the
+ * implicit endpoint only. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,9 +25,9 @@
 
 static void usage(FILE *out)
 {
-    fputs("usage: llmq offload set MODEL --mode off|all [--poll-ms N] [--horizon-s N]\n"
-          "                            [--max-requests N] [--max-bytes N]\n"
-          "       llmq offload get [MODEL]\n"
+    fputs("usage: llmq offload set MODEL --mode off|all|auto [--poll-ms N] [--horizon-s N]\n"
+          "                            [--max-requests N] [--max-bytes N] [--tenant T]\n"
+          "       llmq offload get [MODEL [--tenant T]]\n"
           "       llmq offload list [--limit N]\n"
           "       llmq offload show ID\n\n"
           "Offload runs jobs that may wait (marked completion_window \"24h\":\n"
@@ -41,10 +41,17 @@ static void usage(FILE *out)
           "        --max-bytes, default 200000000), uploads them, creates the batches,\n"
           "        polls them every --poll-ms (default 30000, growing while one runs)\n"
           "        and stores each answer as the job's result\n"
-          "  auto  not yet: refused\n"
-          "--horizon-s (default 1800) is kept for auto. Unmarked jobs, and jobs enqueued\n"
-          "before the policy was all, run live; setting a model back to off sends its\n"
-          "staged jobs live. A model with endpoints cannot be offloaded yet.\n"
+          "  auto  marked jobs are queued live at priority low (after every urgent job)\n"
+          "        and run live while the model's live limit has room; the part of them\n"
+          "        that limit would not finish within --horizon-s (default 1800) after\n"
+          "        the urgent work ahead goes to provider batches as under all; a job\n"
+          "        already sent live is never offloaded\n"
+          "--tenant T: tenant T's own policy of the model, which wins over the model's for\n"
+          "T's jobs (get prints it as MODEL/t/T); files and polls follow the model's\n"
+          "policy, and so does auto's horizon when the model's policy is auto too.\n"
+          "Unmarked jobs, and jobs enqueued before the policy was all or auto, run live;\n"
+          "setting a model back to off sends its staged jobs live. A model with\n"
+          "endpoints cannot be offloaded yet.\n"
           "list shows the staged jobs and the provider batches (newest first, --limit,\n"
           "default 50); show one batch: its provider batch id, state and counts.\n\n"
           "Options: --redis URL, --account NAME, --help\n"
@@ -53,11 +60,12 @@ static void usage(FILE *out)
 }
 
 struct offload_opts {
-    const char *verb, *model, *mode;
+    const char *verb, *model, *mode, *tenant;
+    const char *field; /* the policy's field of P offload: MODEL or MODEL/t/TENANT */
     long long poll_ms, horizon_s, max_requests, max_bytes, limit;
 };
 
-enum { OPT_MODE = 300, OPT_POLL, OPT_HORIZON, OPT_MAX_REQ, OPT_MAX_BYTES, OPT_LIMIT };
+enum { OPT_MODE = 300, OPT_POLL, OPT_HORIZON, OPT_MAX_REQ, OPT_MAX_BYTES, OPT_LIMIT, OPT_TENANT };
 
 static struct llmq_cli *g_cli; /* for messages of take_option */
 
@@ -67,6 +75,13 @@ static int take_option(int opt, const char *arg, void *ud)
     switch (opt) {
     case OPT_MODE:
         o->mode = arg;
+        return 0;
+    case OPT_TENANT:
+        if (!llmq_name_valid(arg)) {
+            llmq_cli_error(g_cli, "--tenant: '%s' is not a valid tenant name", arg);
+            return LLMQ_EXIT_USAGE;
+        }
+        o->tenant = arg;
         return 0;
     case OPT_POLL:
         return llmq_cli_parse_int64(g_cli, "--poll-ms", arg, 10, 86400000, &o->poll_ms) ? 2 : 0;
@@ -133,7 +148,7 @@ static int policy_set(const struct llmq_cli *cli, redisContext *c, const char *p
     }
     if (llmq_cli_key(cli, key, sizeof(key), prefix, LLMQ_KEY_OFFLOAD, NULL) != 0)
         return LLMQ_EXIT_USAGE;
-    r = llmq_redis_command(c, "HGET %s %s", key, o->model);
+    r = llmq_redis_command(c, "HGET %s %s", key, o->field);
     if (r == NULL || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL))
         return redis_failed(cli, r, NULL);
     json_t *p = r->type == REDIS_REPLY_STRING ? json_loads(r->str, 0, NULL) : NULL;
@@ -159,13 +174,13 @@ static int policy_set(const struct llmq_cli *cli, redisContext *c, const char *p
         llmq_cli_error(cli, "out of memory");
         return LLMQ_EXIT_FAIL;
     }
-    r = llmq_redis_command(c, "HSET %s %s %s", key, o->model, text);
+    r = llmq_redis_command(c, "HSET %s %s %s", key, o->field, text);
     if (r == NULL || r->type == REDIS_REPLY_ERROR) {
         free(text);
         return redis_failed(cli, r, NULL);
     }
     freeReplyObject(r);
-    print_policy(o->model, text);
+    print_policy(o->field, text);
     free(text);
     return LLMQ_EXIT_OK;
 }
@@ -176,12 +191,12 @@ static int policy_get(const struct llmq_cli *cli, redisContext *c, const char *p
     char key[LLMQ_KEY_FIXED_MAX];
     if (llmq_cli_key(cli, key, sizeof(key), prefix, LLMQ_KEY_OFFLOAD, NULL) != 0)
         return LLMQ_EXIT_USAGE;
-    redisReply *r = o->model ? llmq_redis_command(c, "HGET %s %s", key, o->model)
+    redisReply *r = o->model ? llmq_redis_command(c, "HGET %s %s", key, o->field)
                              : llmq_redis_command(c, "HGETALL %s", key);
     if (r == NULL || r->type == REDIS_REPLY_ERROR)
         return redis_failed(cli, r, NULL);
     if (o->model != NULL)
-        print_policy(o->model, r->type == REDIS_REPLY_STRING ? r->str : NULL);
+        print_policy(o->field, r->type == REDIS_REPLY_STRING ? r->str : NULL);
     for (size_t i = 0; o->model == NULL && r->type == REDIS_REPLY_ARRAY && i + 1 < r->elements;
          i += 2)
         print_policy(r->element[i]->str, r->element[i + 1]->str);
@@ -272,6 +287,7 @@ int llmq_cmd_offload(struct llmq_cli *cli, int argc, char **argv)
                                          {"max-requests", required_argument, NULL, OPT_MAX_REQ},
                                          {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
                                          {"limit", required_argument, NULL, OPT_LIMIT},
+                                         {"tenant", required_argument, NULL, OPT_TENANT},
                                          LLMQ_CLI_COMMON_OPTIONS,
                                          {NULL, 0, NULL, 0}};
     struct offload_opts o = {0};
@@ -304,19 +320,22 @@ int llmq_cmd_offload(struct llmq_cli *cli, int argc, char **argv)
         llmq_cli_error(cli, "'%s' is not a valid %s", o.model, v == 3 ? "id" : "model name");
         return LLMQ_EXIT_USAGE;
     }
+    char field[512];
+    if (o.tenant != NULL && (v > 1 || o.model == NULL)) {
+        llmq_cli_error(cli, "--tenant belongs to 'offload set|get MODEL'");
+        return LLMQ_EXIT_USAGE;
+    }
+    snprintf(field, sizeof(field), "%s%s%s", o.model ? o.model : "", o.tenant ? "/t/" : "",
+             o.tenant ? o.tenant : "");
+    o.field = field;
     if (v == 0) {
         if (o.mode == NULL) {
-            llmq_cli_error(cli, "set needs --mode off|all");
+            llmq_cli_error(cli, "set needs --mode off|all|auto");
             return LLMQ_EXIT_USAGE;
         }
-        if (strcmp(o.mode, "auto") == 0) {
-            llmq_cli_error(cli, "--mode auto: not yet: this version offloads with off or all "
-                                "only (auto, which keeps eligible jobs live while the live "
-                                "budget has room, is not built)");
-            return LLMQ_EXIT_USAGE;
-        }
-        if (strcmp(o.mode, "off") != 0 && strcmp(o.mode, "all") != 0) {
-            llmq_cli_error(cli, "--mode: expected off or all, got '%s'", o.mode);
+        if (strcmp(o.mode, "off") != 0 && strcmp(o.mode, "all") != 0 &&
+            strcmp(o.mode, "auto") != 0) {
+            llmq_cli_error(cli, "--mode: expected off, all or auto, got '%s'", o.mode);
             return LLMQ_EXIT_USAGE;
         }
     }

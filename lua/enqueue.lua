@@ -26,9 +26,11 @@
 --                            ('0' none: never offloaded). Such a job with
 --                            no deadline gets now + window as its deadline;
 --                            one whose deadline comes sooner is refused
---                            (naming deadline_ms); under its model's offload
+--                            (naming deadline_ms); under its offload
 --                            policy 'all' it is staged for a provider batch
---                            (lua/lib/pbatch.lua) instead of queued
+--                            (lua/lib/pbatch.lua) instead of queued; under
+--                            'auto' it is queued at priority low and listed
+--                            in P pbe:<model> (lua/lib/pbatch_auto.lua)
 --            {key=<id>}      the jobs come through gateway key <id> (16 hex
 --                            digits of its SHA-256; job field key): its
 --                            spend budgets apply (lua/lib/budget.lua)
@@ -91,7 +93,7 @@ if (#ARGV - first + 1) % JOBS_FIELDS ~= 0 then
 end
 local now = llmq_now_ms()
 local now_text = llmq_int_text(now)
-local policies = {} -- model -> its offload policy (pbatch_policy), read once a call
+local policies = {} -- model|tenant -> its offload policy (pbatch_policy), read once a call
 local bs = budget_session(P, now)
 if bs.any then
     for base = first, #ARGV, JOBS_FIELDS do
@@ -161,6 +163,16 @@ for base = first, #ARGV, JOBS_FIELDS do
         if deadline == math.floor(deadline) and math.abs(deadline) < 2 ^ 53 then
             deadline = llmq_int_text(deadline)
         end
+        local model = ARGV[base + 2]
+        local mode = 'off'
+        if window > 0 and not held and not lease then
+            local pk = model .. '|' .. tenant
+            policies[pk] = policies[pk] or pbatch_policy(P, model, tenant)
+            mode = policies[pk].mode
+        end
+        if mode == 'auto' then
+            prio = 'low' -- an eligible job under auto yields to every urgent one
+        end
         local rec, bad = llmq_job_record_make(state, { prio = prio, model = ARGV[base + 2],
             url = ARGV[base + 3], cost = ARGV[base + 5], tenant = tenant, user = user,
             deadline_ms = deadline, max_attempts = ARGV[base + 10], enq_ms = now_text,
@@ -171,11 +183,9 @@ for base = first, #ARGV, JOBS_FIELDS do
             return fail('LLMQ_EINVAL job ' .. id .. ': ' .. bad .. ' holds a newline')
         end
         redis.call('SET', rk, rec)
-        local model = ARGV[base + 2]
-        local offload = false
-        if window > 0 and not held and not lease then
-            policies[model] = policies[model] or pbatch_policy(P, model)
-            offload = policies[model].mode == 'all'
+        local offload = mode == 'all'
+        if mode == 'auto' then
+            redis.call('RPUSH', KEY.pb_eligible(P, model), id)
         end
         if not held then
             if offload then

@@ -6,16 +6,22 @@
 -- batch that failed as a whole), dead-lettered when that was its last.
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  provider batch id   ARGV[2] the worker's name (its lease holder)
--- ARGV[3]  reason ('' none: every line came back)   ARGV[4] '1': count an attempt
+-- ARGV[3]  reason ('' none: every line came back)   ARGV[4] '1': count an attempt;
+--          'limit': the provider refused the batch for its enqueued-token
+--          limit (token_limit_exceeded): no attempt counted, the model's
+--          batch queue learns (pbatch_queue_learn) the limit ARGV[5] the
+--          provider named ('' none named)
+-- The batch's charge on its model's batch queue is given back.
 -- Reply: {restaged, dead}. Error LLMQ_ECONFLICT when the lease is another
 --        worker's.
 -- uses jobs: llmq_job_finish, llmq_jobs_finish_flush, llmq_jobs_settings
 -- uses keys: KEY
--- uses pbatch: pbatch_stage
+-- uses pbatch: pbatch_stage, pbatch_queue_learn, pbatch_queue_release
 -- uses util: llmq_now_ms, llmq_int_text
 -- uses worker: worker_error_line
 local P = KEYS[1]
 local id, worker, reason, count = ARGV[1], ARGV[2], ARGV[3] or '', ARGV[4] == '1'
+local refused_for_limit = ARGV[4] == 'limit'
 local bk = KEY.pbatch(P, id)
 local b = redis.call('HMGET', bk, 'owner', 'model', 'url')
 if b[1] ~= worker then
@@ -23,6 +29,12 @@ if b[1] ~= worker then
         tostring(b[1]))
 end
 local now = llmq_now_ms()
+if refused_for_limit then
+    pbatch_queue_learn(P, id, b[2], tonumber(ARGV[5] or ''), now)
+elseif reason == '' then
+    redis.call('HDEL', KEY.pb_queue(P, b[2]), 'refusals') -- the queue took a batch again
+end
+pbatch_queue_release(P, id)
 local s = llmq_jobs_settings(P)
 local tally = {}
 local restaged, dead = 0, 0

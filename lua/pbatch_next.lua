@@ -4,19 +4,30 @@
 --   due      the first batch of P pba whose score (next poll, or lease end)
 --            has come: this worker takes its lease; the worker then goes
 --            on from the batch's recorded state (its step is the state's).
---   new      else, for one "<model>|<url>" of P pbsi whose model's policy is
---            still 'all': up to max_requests staged jobs are popped into a
+--   auto     first, for each model whose policy is auto, its auto step
+--            (lua/lib/pbatch_auto.lua): the eligible jobs the live budget
+--            would not finish within the horizon are staged.
+--   new      else, for one "<model>|<url>" of P pbsi whose model's policy
+--            (or one of its tenants') is still 'all' or 'auto': up to
+--            max_requests staged jobs are popped into a
 --            new batch pb:<id> (state building, its job list pbj:<id>, each
 --            job state offloaded with field pb = <id>), leased to this
 --            worker. Ids of jobs that are no longer staged (ended, cancelled)
---            are dropped. A model whose policy is no longer 'all' has its
---            staged jobs queued live again (at most 1000 a call).
+--            are dropped. The model's batch queue (P pbq:<model>) bounds
+--            it: only the jobs whose estimated prompt tokens fit the room
+--            its limit leaves (the batch's charge, field qtok, is added to
+--            used); none while it is full or held after a
+--            token_limit_exceeded. A model whose policies (its own and
+--            its tenants') are all 'off' now has its staged jobs queued
+--            live again (at most 1000 a call).
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  the worker's name   ARGV[2] lease_ms: how long the step is its
 -- Reply: {} when there is nothing to do; else {id, field, value, ...}: the
 --        batch's id and every field of its hash pb:<id>.
 -- uses keys: KEY
--- uses pbatch: pbatch_policy, pbatch_lease, pbatch_reply
+-- uses pbatch: pbatch_active, pbatch_policy, pbatch_lease, pbatch_reply, pbatch_queue
+-- uses pbatch: pbatch_job_tokens
+-- uses pbatch_auto: pbatch_auto
 -- uses sched: sched_push, sched_backlog_add
 -- uses util: llmq_now_ms, llmq_int_text
 -- uses worker: worker_name_ok
@@ -26,6 +37,7 @@ if not worker_name_ok(worker) or not lease_ms or lease_ms < 1 then
     return redis.error_reply('LLMQ_EINVAL pbatch_next: worker name and lease_ms')
 end
 local now = llmq_now_ms()
+pbatch_auto(P, now)
 local due = redis.call('ZRANGEBYSCORE', KEY.pbatch_due(P), '-inf', now, 'LIMIT', 0, 1)
 if #due > 0 then
     local id = due[1]
@@ -41,9 +53,11 @@ for _, name in ipairs(staged) do
     local list = KEY.pb_stage(P, name)
     local model, url = string.match(name, '^([^|]+)|(.+)$')
     local pol = model and pbatch_policy(P, model)
+    local active = model and pbatch_active(P, model)
+    local q = active and pbatch_queue(P, model, now)
     if not model then
         redis.call('SREM', KEY.pb_staged(P), name)
-    elseif pol.mode ~= 'all' then
+    elseif not active then
         -- the policy changed: the staged jobs go back to the live path
         local ids = redis.call('LPOP', list, 1000) or {}
         local vt, backlog = {}, {}
@@ -58,28 +72,43 @@ for _, name in ipairs(staged) do
         if redis.call('LLEN', list) == 0 then
             redis.call('SREM', KEY.pb_staged(P), name)
         end
-    else
-        local ids = redis.call('LPOP', list, math.max(1, math.floor(pol.max_requests))) or {}
+    elseif q.hold <= now then
+        -- the provider's batch queue (lib/pbatch.lua): the jobs that fit
+        -- its room, in order; none while it is full (the first job alone
+        -- when the queue holds nothing: the provider decides)
+        local room = q.limit and (q.limit - q.used) or nil
+        local cand = redis.call('LRANGE', list, 0, math.max(1, math.floor(pol.max_requests)) - 1)
+        local jobs, qtok, taken = {}, 0, 0
+        for _, jid in ipairs(cand) do
+            if redis.call('HGET', KEY.job(P, jid), 'state') == 'staged' then
+                local t = math.floor(pbatch_job_tokens(P, jid))
+                if room and qtok + t > room and (#jobs > 0 or q.used > 0) then
+                    break
+                end
+                jobs[#jobs + 1] = jid
+                qtok = qtok + t
+            end
+            taken = taken + 1
+        end
+        if taken > 0 then
+            redis.call('LTRIM', list, taken, -1)
+        end
         if redis.call('LLEN', list) == 0 then
             redis.call('SREM', KEY.pb_staged(P), name)
         end
-        local id = string.format('pb-%x-%d', now, redis.call('INCR', KEY.seq(P)))
-        local jobs = {}
-        for _, jid in ipairs(ids) do
-            local jk = KEY.job(P, jid)
-            if redis.call('HGET', jk, 'state') == 'staged' then
-                redis.call('HSET', jk, 'state', 'offloaded', 'pb', id)
-                jobs[#jobs + 1] = jid
-            end
-        end
         if #jobs > 0 then
+            local id = string.format('pb-%x-%d', now, redis.call('INCR', KEY.seq(P)))
+            for _, jid in ipairs(jobs) do
+                redis.call('HSET', KEY.job(P, jid), 'state', 'offloaded', 'pb', id)
+            end
             for i = 1, #jobs, 1000 do
                 redis.call('RPUSH', KEY.pbatch_jobs(P, id), unpack(jobs, i, math.min(i + 999, #jobs)))
             end
             redis.call('HSET', KEY.pbatch(P, id), 'state', 'building', 'model', model, 'url', url,
                 'n', #jobs, 'created_ms', llmq_int_text(now), 'polls', 0, 'done', 0, 'retried', 0,
                 'dead', 0, 'poll_ms', llmq_int_text(pol.poll_ms), 'max_bytes',
-                llmq_int_text(pol.max_bytes))
+                llmq_int_text(pol.max_bytes), 'qtok', llmq_int_text(qtok))
+            redis.call('HINCRBY', KEY.pb_queue(P, model), 'used', qtok)
             redis.call('ZADD', KEY.pbatches(P), now, id)
             pbatch_lease(P, id, worker, now, lease_ms)
             return pbatch_reply(P, id)

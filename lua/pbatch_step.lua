@@ -14,11 +14,13 @@
 -- ARGV[6]  lease_ms
 -- ARGV[7]  keep: '' or k: the batch keeps its first k jobs (its input file
 --          held no more) and the rest go back to the head of their staging
---          list (state staged)
+--          list (state staged), their estimated tokens given back to the
+--          model's batch queue (lib/pbatch.lua pbatch_queue_release)
 -- ARGV[8..] field, value pairs to set on pb:<id>
 -- Reply: 1. Error LLMQ_ECONFLICT when the batch is not in ARGV[3] or its lease
 --        is another worker's (that worker took over: this one stops).
 -- uses keys: KEY
+-- uses pbatch: pbatch_job_tokens, pbatch_queue_release
 -- uses util: llmq_now_ms, llmq_int_text
 local P = KEYS[1]
 local id, worker, from, to = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
@@ -40,13 +42,16 @@ if keep then
     if #rest > 0 then
         local name = b[3] .. '|' .. b[4]
         local list = KEY.pb_stage(P, name)
+        local back_tokens = 0
         for i = #rest, 1, -1 do
             local jk = KEY.job(P, rest[i])
             if redis.call('HGET', jk, 'pb') == id then
                 redis.call('HSET', jk, 'state', 'staged', 'pb', '')
                 redis.call('LPUSH', list, rest[i])
             end
+            back_tokens = back_tokens + math.floor(pbatch_job_tokens(P, rest[i]))
         end
+        pbatch_queue_release(P, id, back_tokens)
         redis.call('SADD', KEY.pb_staged(P), name)
         redis.call('LTRIM', jl, 0, keep - 1)
     end

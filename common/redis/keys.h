@@ -250,8 +250,9 @@
  *   job field key: the gateway key a job came through (its budgets apply)
  *
  * Offload (lua/lib/pbatch.lua, worker/pbatch/, `llmq offload`; docs/DESIGN.md §3.10)
- *   P offload          HASH  model -> its offload policy, JSON {"mode": "off"|"all",
- *                            "poll_ms", "horizon_s", "max_requests", "max_bytes"}
+ *   P offload          HASH  model -> its offload policy, JSON {"mode": "off"|"all"|"auto",
+ *                            "poll_ms", "horizon_s", "max_requests", "max_bytes"};
+ *                            "<model>/t/<tenant>" -> a tenant's own policy of it
  *   P pbs:<model>|<url> LIST  staged jobs: ids of jobs of that model and Batch url
  *                            (job state staged) waiting for a provider batch
  *   P pbsi             SET   the "<model>|<url>" whose staging list is not empty
@@ -261,12 +262,26 @@
  *                            lease_until (ms: the worker doing its step), file_id,
  *                            batch_id (the provider's), status (the provider's),
  *                            output_file_id, error_file_id, polls, created_ms,
- *                            ended_ms, done, retried, dead, reason
+ *                            ended_ms, done, retried, dead, reason, qtok
+ *                            (its charge on pbq:<model>, released when it ends)
  *   P pbj:<id>         LIST  its job ids, in input file order (job field pb = <id>,
  *                            state offloaded while the provider has it)
  *   P pbl              ZSET  every provider batch id, score = created ms
  *   P pba              ZSET  unfinished provider batches, score = when a worker
  *                            should look at it next (ms: its poll, or its lease's end)
+ *   P pbe:<model>      LIST  policy auto: ids of eligible jobs queued live (priority
+ *                            low), in enqueue order; the auto step stages its tail
+ *                            (lua/lib/pbatch_auto.lua); entries of jobs sent live
+ *                            or ended are dropped as it meets them
+ *   P pbau:<model>     STRING policy auto: present (PX) while the model's last auto
+ *                            step is recent: one step per interval per account
+ *   P pbq:<bucket>     HASH  the provider's batch queue limit of bucket "<model>"
+ *                            (or "<model>@<endpoint>"): limit (prompt tokens,
+ *                            `llmq limits set --batch-queue-tokens`), used (the
+ *                            estimated prompt tokens of llmq's unfinished provider
+ *                            batches: pb:<id> field qtok each), learned and
+ *                            learned_until (a lower limit a token_limit_exceeded
+ *                            taught), hold_until (no new batch before, ms)
  *
  * Gateway (gateway/, `llmq keys`)
  *   P gw:key:<sha256>  HASH  a gateway key, known only by the SHA-256 (hex) of
@@ -427,6 +442,9 @@ enum llmq_key_kind {
     LLMQ_KEY_PBATCH_JOBS,   /* P pbj:<id> */
     LLMQ_KEY_PBATCHES,      /* P pbl */
     LLMQ_KEY_PBATCH_DUE,    /* P pba */
+    LLMQ_KEY_PB_ELIGIBLE,   /* P pbe:<model> */
+    LLMQ_KEY_PB_AUTO,       /* P pbau:<model> */
+    LLMQ_KEY_PB_QUEUE,      /* P pbq:<bucket> */
     LLMQ_KEY_KIND_COUNT
 };
 

@@ -24,14 +24,19 @@ local PBATCH_DEFAULTS = { mode = 'off', poll_ms = 30000, horizon_s = 1800, max_r
 local PBATCH_DISCOUNT_DEFAULT = 0.5
 local pbatch_discount = nil
 
--- The offload policy of model in account P: a table of PBATCH_DEFAULTS'
--- fields (a stored value of the wrong type is ignored).
-local function pbatch_policy(P, model)
+-- The offload policy of model in account P for a job of tenant (nil or '':
+-- the model's): a table of PBATCH_DEFAULTS' fields (a stored value of the
+-- wrong type is ignored). A tenant's own policy (field "<model>/t/<tenant>"
+-- of P offload, `llmq offload set --tenant`) wins over the model's.
+local function pbatch_policy(P, model, tenant)
     local p = {}
     for k, d in pairs(PBATCH_DEFAULTS) do
         p[k] = d
     end
-    local v = redis.call('HGET', KEY.offload(P), model)
+    local v = tenant and tenant ~= '' and redis.call('HGET', KEY.offload(P), model .. '/t/' .. tenant)
+    if not v then
+        v = redis.call('HGET', KEY.offload(P), model)
+    end
     if v then
         local ok, t = pcall(cjson.decode, v)
         if ok and type(t) == 'table' then
@@ -43,6 +48,21 @@ local function pbatch_policy(P, model)
         end
     end
     return p
+end
+
+-- 1 when model of account P offloads for anyone: its policy or one of its
+-- tenants' is not 'off' (its staged jobs then go to provider batches).
+local function pbatch_active(P, model)
+    local all = redis.call('HGETALL', KEY.offload(P))
+    local head = model .. '/t/'
+    for i = 1, #all, 2 do
+        local f = all[i]
+        if (f == model or string.sub(f, 1, #head) == head) and
+            not string.find(all[i + 1], '"mode":"off"', 1, true) then
+            return true
+        end
+    end
+    return false
 end
 
 -- Stages job id (model, Batch url) of account P for the next provider batch
@@ -74,6 +94,78 @@ local function pbatch_price(P, model, cache)
     local d = pbatch_discount
     return { math.floor(list[1] * d + 0.5), math.floor(list[2] * d + 0.5),
         math.floor(list[3] * d + 0.5), 'batch' }
+end
+
+-- The provider's batch queue limit (OpenAI: prompt tokens enqueued per model
+-- across an organization's unfinished batches) as a bucket, P pbq:<bucket>
+-- (bucket "<model>": offload runs on the implicit endpoint). A limit
+-- learned from a token_limit_exceeded binds for PBATCH_QUEUE_LEARN_MS.
+local PBATCH_QUEUE_LEARN_MS = 3600000
+-- After a token_limit_exceeded no new batch of the model is made for
+-- PBATCH_QUEUE_HOLD_MS, doubling with each refusal in a row up to
+-- PBATCH_QUEUE_HOLD_MAX_MS (a completed batch resets it).
+local PBATCH_QUEUE_HOLD_MS = 1000
+local PBATCH_QUEUE_HOLD_MAX_MS = 60000
+
+-- The batch queue of bucket in account P at now: {limit (nil: none known),
+-- used (tokens charged by unfinished batches), hold (ms: no new batch
+-- before)}. The limit is the configured one or, while it binds, the
+-- learned one when lower.
+local function pbatch_queue(P, bucket, now)
+    local v = redis.call('HMGET', KEY.pb_queue(P, bucket), 'limit', 'used', 'learned',
+        'learned_until', 'hold_until')
+    local limit, learned = tonumber(v[1]), tonumber(v[3])
+    if learned and (tonumber(v[4]) or 0) > now and (limit == nil or learned < limit) then
+        limit = learned
+    end
+    return { limit = limit, used = math.max(0, tonumber(v[2]) or 0), hold = tonumber(v[5]) or 0 }
+end
+
+-- The prompt tokens staged (or offloaded) job id of account P is estimated
+-- to put in the provider's batch queue: its est_prompt_tokens, else its cost.
+local function pbatch_job_tokens(P, id)
+    local v = redis.call('HMGET', KEY.job(P, id), 'est_prompt_tokens', 'cost')
+    local est = tonumber(v[1])
+    if est and est >= 0 then
+        return est
+    end
+    return tonumber(v[2]) or 0
+end
+
+-- Gives back tokens of bucket's queue charged by provider batch id (all of
+-- its charge when tokens is nil): the batch ended, or kept fewer jobs.
+local function pbatch_queue_release(P, id, tokens)
+    local bk = KEY.pbatch(P, id)
+    local v = redis.call('HMGET', bk, 'qtok', 'model')
+    local charged = tonumber(v[1]) or 0
+    local give = math.min(charged, tokens or charged)
+    if give <= 0 or not v[2] then
+        return
+    end
+    local qk = KEY.pb_queue(P, v[2])
+    local used = (tonumber(redis.call('HGET', qk, 'used')) or 0) - give
+    redis.call('HSET', qk, 'used', llmq_int_text(math.max(0, used)))
+    redis.call('HSET', bk, 'qtok', llmq_int_text(charged - give))
+end
+
+-- A token_limit_exceeded of provider batch id (model's queue) at now: the
+-- limit the provider named (limit_tokens, nil when its message named none)
+-- is learned, else what the queue held without this batch (half of the
+-- batch when it held nothing else); no new batch for a growing hold.
+local function pbatch_queue_learn(P, id, model, limit_tokens, now)
+    local qk = KEY.pb_queue(P, model)
+    local mine = tonumber(redis.call('HGET', KEY.pbatch(P, id), 'qtok')) or 0
+    local q = pbatch_queue(P, model, now)
+    local learned = limit_tokens
+    if not learned then
+        local others = q.used - mine
+        learned = others > 0 and others or math.floor(mine / 2)
+    end
+    local refusals = redis.call('HINCRBY', qk, 'refusals', 1)
+    local hold = math.min(PBATCH_QUEUE_HOLD_MAX_MS, PBATCH_QUEUE_HOLD_MS * 2 ^ (refusals - 1))
+    redis.call('HSET', qk, 'learned', llmq_int_text(math.max(1, learned)), 'learned_until',
+        llmq_int_text(now + PBATCH_QUEUE_LEARN_MS), 'learned_at', llmq_int_text(now),
+        'hold_until', llmq_int_text(now + hold))
 end
 
 -- The reply that hands provider batch id (fields b) to a worker: {id,

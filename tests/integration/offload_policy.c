@@ -1,12 +1,13 @@
 /* Offload's eligibility and policy, without a worker: which jobs are staged
  * for a provider batch and which queue live (docs/DESIGN.md §3.10).
  *   - `llmq offload set` stores the policy per model under the account's
- *     hash tag; `get` prints it; `--mode auto` and a model with endpoints are
- *     refused saying why; a default model is off.
+ *     hash tag; `get` prints it (auto too); an unknown mode and a model with
+ *     endpoints are refused saying why; a default model is off.
  *   - under `all`, a line marked completion_window "24h" (or a file enqueued
  *     with --completion-window 24h, or the producer API's option) is staged,
  *     with the window as its deadline when it had none; an unmarked line of
  *     the same file queues live; under `off` a marked line queues live.
+ *   - a tenant's own policy (--tenant) wins over the model's for its jobs;
  *   - a marked job whose deadline or ttl is shorter than the window is
  *     refused naming the field, and so is a streamed one.
  *   - setting the model back to off sends its staged jobs live (worker-side
@@ -82,10 +83,16 @@ static void policy_set_get_and_refusals(void **state)
     r = llmq(&a, other);
     assert_non_null(strstr(r.out, "m2 mode=off (default)"));
     cli_free(&r);
-    const char *autom[] = {"llmq", "offload", "set", "m1", "--mode", "auto", NULL};
+    const char *autom[] = {"llmq", "offload",     "set", "m4", "--mode",
+                           "auto", "--horizon-s", "60",  NULL};
     r = llmq(&a, autom);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "m4 mode=auto horizon_s=60"));
+    cli_free(&r);
+    const char *bogus[] = {"llmq", "offload", "set", "m1", "--mode", "sometimes", NULL};
+    r = llmq(&a, bogus);
     assert_int_equal(r.status, 2);
-    assert_non_null(strstr(r.err, "not yet"));
+    assert_non_null(strstr(r.err, "expected off, all or auto"));
     cli_free(&r);
     const char *ep[] = {"llmq", "endpoints", "add", "m3", "east", "--base-url", "http://x", NULL};
     r = llmq(&a, ep);
@@ -106,6 +113,60 @@ static void policy_set_get_and_refusals(void **state)
 #define LINE(id, llmq)                                                                             \
     "{\"custom_id\":\"" id "\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\",\"body\":"     \
     "{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}" llmq "}\n"
+
+#define MARKED(t) ",\"llmq\":{\"completion_window\":\"24h\",\"tenant\":\"" t "\"}"
+
+/* A tenant's own policy wins over its model's for that tenant's jobs: under
+ * a model left off, tenant acme's marked job is staged (all), tenant beta's
+ * is queued live at priority low and listed for the auto step (auto), and
+ * another tenant's queues live as before. */
+static void tenant_policy_wins(void **state)
+{
+    (void)state;
+    struct llmq_test_account a;
+    llmq_test_account_open(&a, "offten");
+    const char *acme[] = {"llmq", "offload",  "set",  "gpt-4o-mini", "--mode",
+                          "all",  "--tenant", "acme", NULL};
+    struct cli_run r = llmq(&a, acme);
+    assert_int_equal(r.status, 0);
+    cli_free(&r);
+    const char *beta[] = {"llmq", "offload",  "set",  "gpt-4o-mini", "--mode",
+                          "auto", "--tenant", "beta", NULL};
+    r = llmq(&a, beta);
+    assert_int_equal(r.status, 0);
+    cli_free(&r);
+    const char *get[] = {"llmq", "offload", "get", "gpt-4o-mini", "--tenant", "acme", NULL};
+    r = llmq(&a, get);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "gpt-4o-mini/t/acme mode=all"));
+    cli_free(&r);
+    const char *bad[] = {"llmq", "offload", "list", "--tenant", "acme", NULL};
+    r = llmq(&a, bad);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "--tenant belongs to"));
+    cli_free(&r);
+    const char *path = "/tmp/offload-policy-tenant.jsonl";
+    write_file(path,
+               LINE("ta", MARKED("acme")) LINE("tb", MARKED("beta")) LINE("tc", MARKED("other")));
+    const char *enq[] = {"llmq", "enqueue", path, NULL};
+    r = llmq(&a, enq);
+    assert_int_equal(r.status, 0);
+    cli_free(&r);
+    assert_string_equal(job_field(&a, "ta", "state"), "staged");
+    redisReply *x = redisCommand(a.c, "LRANGE %skq:low|gpt-4o-mini|beta| 0 -1", a.prefix);
+    assert_int_equal(x->elements, 1);
+    assert_string_equal(x->element[0]->str, "tb");
+    freeReplyObject(x);
+    x = redisCommand(a.c, "LRANGE %spbe:gpt-4o-mini 0 -1", a.prefix);
+    assert_int_equal(x->elements, 1);
+    assert_string_equal(x->element[0]->str, "tb");
+    freeReplyObject(x);
+    x = redisCommand(a.c, "LRANGE %skq:normal|gpt-4o-mini|other| 0 -1", a.prefix);
+    assert_int_equal(x->elements, 1);
+    assert_string_equal(x->element[0]->str, "tc");
+    freeReplyObject(x);
+    llmq_test_account_close(&a);
+}
 
 static void marked_jobs_staged_under_all_only(void **state)
 {
@@ -284,6 +345,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(policy_set_get_and_refusals),
         cmocka_unit_test(marked_jobs_staged_under_all_only),
+        cmocka_unit_test(tenant_policy_wins),
         cmocka_unit_test(short_deadline_and_stream_refused),
         cmocka_unit_test(policy_off_sends_staged_jobs_live),
         cmocka_unit_test(cancelled_staged_job_is_left_out),

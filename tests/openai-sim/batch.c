@@ -5,7 +5,9 @@
  *   GET  /v1/files/{id}            a file object
  *   GET  /v1/files/{id}/content    its bytes
  *   POST /v1/batches               {input_file_id, endpoint, completion_window, metadata}
- *   GET  /v1/batches               the list (every batch, newest first: no pagination)
+ *   GET  /v1/batches               the list (every batch, newest first: no pagination),
+ *                                  plus "sim_queue" (not OpenAI's): the enqueued-token
+ *                                  limit's record (batch_run.c)
  *   GET  /v1/batches/{id}          a batch object
  *   POST /v1/batches/{id}/cancel   cancels an unfinished batch
  *
@@ -402,7 +404,13 @@ static void batches_list(struct sim_conn *c)
         batch_json(b, x);
         first = 0;
     }
-    sim_buf_adds(b, "],\"has_more\":false}");
+    /* not OpenAI's: the enqueued-token limit's record, for tests */
+    const struct sim_batches *bs = c->srv->batches;
+    sim_buf_addf(b,
+                 "],\"has_more\":false,\"sim_queue\":{\"limit\":%lld,\"max_tokens\":%lld,"
+                 "\"refused\":%lld}}",
+                 (long long)c->srv->cfg.batch_queue_tokens, (long long)bs->queue_max_tokens,
+                 (long long)bs->queue_refused);
     reply_scratch(c);
 }
 

@@ -31,6 +31,8 @@ struct sim_batch {
     int64_t created_ms, in_progress_ms, completed_ms, failed_ms, cancelled_ms; /* unix ms; 0 */
     char output_file_id[48], error_file_id[48]; /* "" until there is one */
     int64_t total, completed, failed;
+    char model[128];      /* of its lines (validated: one model) */
+    int64_t queue_tokens; /* its lines' prompt tokens, counted while it is unfinished */
 };
 
 struct sim_batches {
@@ -39,6 +41,10 @@ struct sim_batches {
     uint64_t seq;              /* ids */
     char **failed_ids;         /* custom_ids --batch-fail-once failed already */
     size_t n_failed, cap_failed;
+    /* the enqueued-token limit (--batch-queue-tokens), for tests: the most
+     * prompt tokens any model's unfinished batches held at once, and the
+     * batches failed with token_limit_exceeded */
+    int64_t queue_max_tokens, queue_refused;
 };
 
 /* batch.c */

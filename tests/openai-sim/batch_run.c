@@ -5,7 +5,12 @@
  * non-empty string custom_id, unique in the file, method "POST", url equal
  * to the batch's endpoint and an object body naming a model, the same model
  * on every line; at most 50,000 lines. Any error fails the whole batch
- * (status failed, errors.data [{code, message, param, line}]).
+ * (status failed, errors.data [{code, message, param, line}]). With
+ * --batch-queue-tokens N, a valid batch whose prompt tokens (counted as a
+ * live request's) with those of its model's unfinished batches pass N fails
+ * the same way with code token_limit_exceeded, as OpenAI's enqueued-token
+ * limit does; the most any model held is kept for tests (GET /v1/batches
+ * lists it as sim_queue).
  *
  * Running: each line's body goes through the same checks and answer
  * builders as a live request (admit.c sim_call_parse, bodies.c), without the
@@ -67,11 +72,13 @@ static void each_line(const struct sim_file *f, int (*fn)(const char *, size_t, 
 }
 
 struct validate_ctx {
+    struct sim_server *srv;
     const struct sim_batch *x;
     json_t *ids; /* custom_id -> true */
     char model[128];
     json_t *errors; /* array */
     int lines;
+    int64_t tokens; /* prompt tokens of the valid lines */
 };
 
 static void add_error(struct validate_ctx *v, const char *code, const char *param, int line,
@@ -120,15 +127,58 @@ static int validate_line(const char *s, size_t n, int no, void *ud)
         json_object_set_new(v->ids, cid, json_true());
         if (v->model[0] == '\0')
             snprintf(v->model, sizeof(v->model), "%s", model);
+        int64_t t = 0;
+        if (sim_prompt_tokens(&v->srv->cfg, endpoint_of(url), model, body, &t) == 0)
+            v->tokens += t;
     }
     json_decref(o);
     return json_array_size(v->errors) >= 100; /* OpenAI names at most some */
 }
 
+/* The prompt tokens the unfinished batches of model hold (those due are
+ * completed first, so they no longer count). */
+static int64_t queue_tokens(struct sim_server *srv, const char *model)
+{
+    int64_t sum = 0;
+    for (struct sim_batch *b = srv->batches->batches; b; b = b->next) {
+        sim_batch_advance(srv, b);
+        if (strcmp(b->model, model) == 0 &&
+            (strcmp(b->status, "in_progress") == 0 || strcmp(b->status, "validating") == 0))
+            sum += b->queue_tokens;
+    }
+    return sum;
+}
+
+/* OpenAI's enqueued-token limit: a valid batch whose prompt tokens with
+ * those of its model's unfinished batches pass --batch-queue-tokens fails
+ * as a whole with token_limit_exceeded. Returns 1 when x is refused. */
+static int queue_refuses(struct sim_server *srv, struct validate_ctx *v)
+{
+    int64_t limit = srv->cfg.batch_queue_tokens;
+    if (limit <= 0)
+        return 0;
+    int64_t held = queue_tokens(srv, v->model);
+    if (held + v->tokens <= limit) {
+        if (held + v->tokens > srv->batches->queue_max_tokens)
+            srv->batches->queue_max_tokens = held + v->tokens;
+        return 0;
+    }
+    char msg[256];
+    snprintf(msg, sizeof(msg),
+             "Enqueued token limit reached for %.64s in organization org-sim. Limit: %lld "
+             "enqueued tokens. Please try again once some in_progress batches have been "
+             "completed.",
+             v->model, (long long)limit);
+    json_array_append_new(v->errors,
+                          json_pack("{s:s, s:s, s:n, s:n}", "code", "token_limit_exceeded",
+                                    "message", msg, "param", "line"));
+    srv->batches->queue_refused++;
+    return 1;
+}
+
 void sim_batch_validate(struct sim_server *srv, struct sim_batch *x, const struct sim_file *f)
 {
-    (void)srv;
-    struct validate_ctx v = {.x = x, .ids = json_object(), .errors = json_array()};
+    struct validate_ctx v = {.srv = srv, .x = x, .ids = json_object(), .errors = json_array()};
     if (strcmp(f->purpose, "batch") != 0)
         add_error(&v, "invalid_file", "input_file_id", 0,
                   "The input file must have purpose 'batch'.");
@@ -139,6 +189,10 @@ void sim_batch_validate(struct sim_server *srv, struct sim_batch *x, const struc
     if (v.lines > SIM_BATCH_MAX_LINES)
         add_error(&v, "too_many_requests", "input_file_id", 0,
                   "The input file holds more than 50,000 requests.");
+    snprintf(x->model, sizeof(x->model), "%s", v.model);
+    x->queue_tokens = v.tokens;
+    if (json_array_size(v.errors) == 0)
+        queue_refuses(srv, &v);
     if (json_array_size(v.errors) > 0) {
         snprintf(x->status, sizeof(x->status), "failed");
         x->failed_ms = x->created_ms;

@@ -45,6 +45,9 @@ static const char usage_text[] =
     "                           latency (default 0: 8 pieces spread over the latency)\n"
     "batches (/v1/files, /v1/batches):\n"
     "  --batch-pace-ms N        a batch completes N ms after its creation (default 1000)\n"
+    "  --batch-queue-tokens N   the enqueued-token limit: a new batch whose prompt tokens\n"
+    "                           with those of its model's unfinished batches pass N fails\n"
+    "                           with token_limit_exceeded, as OpenAI's (default 0: none)\n"
     "  --batch-fail-once S      lines whose custom_id contains S fail with 500 the first\n"
     "                           time the sim runs them (a line error to retry)\n"
     "usage:\n"
@@ -244,6 +247,7 @@ static int take_number(const char *f, const char *v, struct sim_config *cfg, int
         {"--fail-first", 0, big, &cfg->fail_first},
         {"--slow-first", 0, big, &cfg->slow_first},
         {"--batch-pace-ms", 0, day_ms, &cfg->batch_pace_ms},
+        {"--batch-queue-tokens", 0, big, &cfg->batch_queue_tokens},
     };
     for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
         if (strcmp(f, ints[i].name) == 0) {

@@ -94,6 +94,8 @@ struct sim_config {
                                     creation (batch.c) */
     const char *batch_fail_once; /* --batch-fail-once: Batch lines whose custom_id holds it
                                     fail with 500 the first time (borrowed from argv) */
+    int64_t batch_queue_tokens;  /* --batch-queue-tokens: prompt tokens a model's unfinished
+                                    batches may hold (0: no limit; batch_run.c) */
 };
 
 /* Outcome of one request, as the access log names it. */

@@ -196,6 +196,35 @@ static void end_batch(struct worker_pbatch *pb, const char *reason, int count_at
     script(pb, LLMQ_SCRIPT_PBATCH_END, 4, argv, NULL, on_ended);
 }
 
+/* The limit a token_limit_exceeded message names ("... Limit: 2,000,000
+ * enqueued tokens ...") as decimal text into out (n bytes), or "" when it
+ * names none. */
+static void queue_limit_named(const char *msg, char *out, size_t n)
+{
+    const char *p = msg ? strstr(msg, "Limit: ") : NULL;
+    size_t k = 0;
+    out[0] = '\0';
+    if (p == NULL)
+        return;
+    for (p += 7; (*p >= '0' && *p <= '9') || *p == ','; p++)
+        if (*p != ',' && k + 1 < n && k < 18)
+            out[k++] = *p;
+    out[k] = '\0';
+    if (strncmp(p, " enqueued tokens", 16) != 0)
+        out[0] = '\0';
+}
+
+/* Ends a batch the provider refused for its enqueued-token limit: its jobs
+ * back to staging without an attempt, the model's batch queue taught the
+ * limit (lua/pbatch_end.lua). */
+static void end_batch_queue_full(struct worker_pbatch *pb, const char *reason, const char *msg)
+{
+    char limit[24];
+    queue_limit_named(msg, limit, sizeof(limit));
+    const char *argv[] = {pb->id, pb->a->w->cfg->consumer, reason, "limit", limit};
+    script(pb, LLMQ_SCRIPT_PBATCH_END, 5, argv, NULL, on_ended);
+}
+
 /* --- the provider's API ---------------------------------------------------- */
 
 typedef void pbatch_http_fn(struct worker_pbatch *pb, struct llmq_http_response *resp,
@@ -391,11 +420,15 @@ static void on_polled(struct worker_pbatch *pb, struct llmq_http_response *resp,
     } else if (strcmp(st, "failed") == 0) {
         const json_t *e0 = json_array_get(json_object_get(json_object_get(a, "errors"), "data"), 0);
         const char *msg = json_string_value(json_object_get(e0, "message"));
+        const char *code = json_string_value(json_object_get(e0, "code"));
         char why[256];
         snprintf(why, sizeof(why), "the provider failed the batch: %.200s",
                  msg ? msg : "no reason given");
         LLMQ_LOG(LLMQ_LOG_WARN, "offload %s (%s): %s", pb->id, pb->batch_id, why);
-        end_batch(pb, why, 1);
+        if (code != NULL && strcmp(code, "token_limit_exceeded") == 0)
+            end_batch_queue_full(pb, why, msg);
+        else
+            end_batch(pb, why, 1);
     } else {
         const char *kv[] = {"status", pb->status, "polls", polls};
         step(pb, "submitted", llmq_pbatch_poll_delay_ms(pb->poll_ms, pb->polls + 1), -1, kv, 4,
