@@ -9,14 +9,21 @@
 --            new batch pb:<id> (state building, its job list pbj:<id>, each
 --            job state offloaded with field pb = <id>), leased to this
 --            worker. Ids of jobs that are no longer staged (ended, cancelled)
---            are dropped. A model whose policy is no longer 'all' has its
+--            are dropped. Each job's spend budgets decide at the batch price
+--            as dispatch decides a live job's (pbatch_budget_take): it is
+--            charged its worst case, or parks (staged, at the head; when no
+--            job of the list fits, the list is not looked at again until
+--            P pbp says), or is dead-lettered. A model whose policy is no longer 'all' has its
 --            staged jobs queued live again (at most 1000 a call).
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  the worker's name   ARGV[2] lease_ms: how long the step is its
+-- First, staged and offloaded jobs whose deadline passed end dead
+-- (pbatch_expire, at most 100 a call).
 -- Reply: {} when there is nothing to do; else {id, field, value, ...}: the
 --        batch's id and every field of its hash pb:<id>.
--- uses: pbatch_policy, pbatch_lease, pbatch_reply, sched_push, sched_backlog_add
--- uses: llmq_now_ms, llmq_int_text, worker_name_ok
+-- uses: pbatch_policy, pbatch_lease, pbatch_reply, pbatch_expire, sched_push, sched_backlog_add
+-- uses: llmq_now_ms, llmq_int_text, worker_name_ok, worker_error_line, llmq_job_finish
+-- uses: pbatch_budget_take, budget_session, budget_flush
 -- uses: KEY
 local P = KEYS[1]
 local worker, lease_ms = ARGV[1], tonumber(ARGV[2])
@@ -24,6 +31,7 @@ if not worker_name_ok(worker) or not lease_ms or lease_ms < 1 then
     return redis.error_reply('LLMQ_EINVAL pbatch_next: worker name and lease_ms')
 end
 local now = llmq_now_ms()
+pbatch_expire(P, now)
 local due = redis.call('ZRANGEBYSCORE', KEY.pbatch_due(P), '-inf', now, 'LIMIT', 0, 1)
 if #due > 0 then
     local id = due[1]
@@ -35,6 +43,7 @@ if #due > 0 then
     return pbatch_reply(P, id)
 end
 local staged = redis.call('SMEMBERS', KEY.pb_staged(P))
+local bs, prices = nil, {}
 for _, name in ipairs(staged) do
     local list = KEY.pb_stage(P, name)
     local model, url = string.match(name, '^([^|]+)|(.+)$')
@@ -56,19 +65,45 @@ for _, name in ipairs(staged) do
         if redis.call('LLEN', list) == 0 then
             redis.call('SREM', KEY.pb_staged(P), name)
         end
-    else
+    elseif (tonumber(redis.call('HGET', KEY.pb_parked(P), name)) or 0) <= now then
+        -- a new provider batch of the list's jobs (those whose budgets wait
+        -- park; the list waits when all do: P pbp)
         local ids = redis.call('LPOP', list, math.max(1, math.floor(pol.max_requests))) or {}
-        if redis.call('LLEN', list) == 0 then
-            redis.call('SREM', KEY.pb_staged(P), name)
-        end
         local id = string.format('pb-%x-%d', now, redis.call('INCR', KEY.seq(P)))
-        local jobs = {}
+        local jobs, parked, park_until = {}, {}, nil
+        bs = bs or budget_session(P, now)
         for _, jid in ipairs(ids) do
             local jk = KEY.job(P, jid)
             if redis.call('HGET', jk, 'state') == 'staged' then
-                redis.call('HSET', jk, 'state', 'offloaded', 'pb', id)
-                jobs[#jobs + 1] = jid
+                -- its spend budgets decide, at the batch price
+                local verdict, a1, a2 = pbatch_budget_take(bs, P, jid, model, prices)
+                if verdict == 'ok' then
+                    redis.call('HSET', jk, 'state', 'offloaded', 'pb', id)
+                    jobs[#jobs + 1] = jid
+                elseif verdict == 'park' then
+                    parked[#parked + 1] = jid
+                    park_until = math.max(park_until or 0, a1)
+                else
+                    redis.call('ZREM', KEY.pb_deadlines(P), jid)
+                    llmq_job_finish(P, jid, 'dead', worker_error_line(jid, a1, a2), a1, now)
+                end
             end
+        end
+        budget_flush(bs)
+        if #parked > 0 then
+            -- they wait for their budgets, in their order, at the head
+            for i = #parked, 1, -1 do
+                redis.call('LPUSH', list, parked[i])
+            end
+            if #jobs == 0 then
+                redis.call('HSET', KEY.pb_parked(P), name, llmq_int_text(park_until))
+            end
+        end
+        if #jobs > 0 or #parked == 0 then
+            redis.call('HDEL', KEY.pb_parked(P), name)
+        end
+        if redis.call('LLEN', list) == 0 then
+            redis.call('SREM', KEY.pb_staged(P), name)
         end
         if #jobs > 0 then
             for i = 1, #jobs, 1000 do

@@ -18,7 +18,7 @@
 -- ARGV[8..] field, value pairs to set on pb:<id>
 -- Reply: 1. Error LLMQ_ECONFLICT when the batch is not in ARGV[3] or its lease
 --        is another worker's (that worker took over: this one stops).
--- uses: llmq_now_ms, llmq_int_text
+-- uses: llmq_now_ms, llmq_int_text, pbatch_budget_back
 -- uses: KEY
 local P = KEYS[1]
 local id, worker, from, to = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
@@ -40,12 +40,19 @@ if keep then
     if #rest > 0 then
         local name = b[3] .. '|' .. b[4]
         local list = KEY.pb_stage(P, name)
+        local left = 0 -- jobs of the cut part that ended meanwhile (counted in gone)
         for i = #rest, 1, -1 do
             local jk = KEY.job(P, rest[i])
             if redis.call('HGET', jk, 'pb') == id then
+                pbatch_budget_back(P, rest[i]) -- charged again when it joins a batch
                 redis.call('HSET', jk, 'state', 'staged', 'pb', '')
                 redis.call('LPUSH', list, rest[i])
+            else
+                left = left + 1
             end
+        end
+        if left > 0 then
+            redis.call('HINCRBY', bk, 'gone', -left)
         end
         redis.call('SADD', KEY.pb_staged(P), name)
         redis.call('LTRIM', jl, 0, keep - 1)

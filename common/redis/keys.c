@@ -77,6 +77,8 @@ static const struct key_name key_names[LLMQ_KEY_KIND_COUNT] = {
     [LLMQ_KEY_PBATCH_JOBS] = {"pbj:", "", 1},
     [LLMQ_KEY_PBATCHES] = {"pbl", "", 0},
     [LLMQ_KEY_PBATCH_DUE] = {"pba", "", 0},
+    [LLMQ_KEY_PB_DEADLINES] = {"pbd", "", 0},
+    [LLMQ_KEY_PB_PARKED] = {"pbp", "", 0},
 };
 
 const char *llmq_key_head(enum llmq_key_kind kind)

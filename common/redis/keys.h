@@ -268,6 +268,16 @@
  *   P pbl              ZSET  every provider batch id, score = created ms
  *   P pba              ZSET  unfinished provider batches, score = when a worker
  *                            should look at it next (ms: its poll, or its lease's end)
+ *   P pbd              ZSET  staged and offloaded jobs that have a deadline, score =
+ *                            it (unix ms): pbatch_next ends those whose time passed
+ *   P pbp              HASH  "<model>|<url>" -> ms until which its staging list is
+ *                            not looked at: its jobs wait for a spend budget
+ *                            (at most 10 s, so a raised budget is seen soon)
+ *   job field bh: an offloaded job's budget charge (lua/lib/handle.lua's budget
+ *                            part), settled at collection, refunded when it leaves
+ *   pb:<id> also: cancel (1: all its jobs ended, the provider batch is to be
+ *                            cancelled), cancel_sent, fails (job field pb_fails:
+ *                            provider batches of it that failed as a whole)
  *
  * Gateway (gateway/, `llmq keys`)
  *   P gw:key:<sha256>  HASH  a gateway key, known only by the SHA-256 (hex) of
@@ -428,6 +438,8 @@ enum llmq_key_kind {
     LLMQ_KEY_PBATCH_JOBS,   /* P pbj:<id> */
     LLMQ_KEY_PBATCHES,      /* P pbl */
     LLMQ_KEY_PBATCH_DUE,    /* P pba */
+    LLMQ_KEY_PB_DEADLINES,  /* P pbd */
+    LLMQ_KEY_PB_PARKED,     /* P pbp */
     LLMQ_KEY_KIND_COUNT
 };
 

@@ -209,7 +209,7 @@ static void five_hundred_jobs_as_provider_batches(void **state)
         const redisReply *fv = d->element[i]->element[1];
         for (size_t k = 0; k + 1 < fv->elements; k += 2)
             if (strcmp(fv->element[k]->str, "reason") == 0)
-                assert_non_null(strstr(fv->element[k + 1]->str, "'n' must be"));
+                assert_non_null(strstr(fv->element[k + 1]->str, "must be a boolean"));
     }
     freeReplyObject(d);
     /* each job answered once */

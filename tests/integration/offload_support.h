@@ -25,7 +25,8 @@ static inline void offload_policy_all(const char *account, const char *model, in
 
 /* Appends n chat jobs "<prefix><i>" of model to file f, marked
  * completion_window 24h when marked; the ids listed in bad (NULL-ended)
- * ask for n = 200 choices, which the provider refuses (400). */
+ * have a stream flag that is no boolean: llmq takes it, the provider
+ * refuses it (400). */
 static inline void offload_write_jobs(FILE *f, const char *prefix, int n, const char *model,
                                       int marked, const char *const *bad)
 {
@@ -39,7 +40,7 @@ static inline void offload_write_jobs(FILE *f, const char *prefix, int n, const 
                 "{\"custom_id\":\"%s\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\","
                 "\"body\":{\"model\":\"%s\",%s\"messages\":[{\"role\":\"user\",\"content\":"
                 "\"tell me about %s\"}]}%s}\n",
-                id, model, is_bad ? "\"n\":200," : "", id,
+                id, model, is_bad ? "\"stream\":\"no\"," : "", id,
                 marked ? ",\"llmq\":{\"completion_window\":\"24h\"}" : "");
     }
 }
