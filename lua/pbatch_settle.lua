@@ -46,7 +46,7 @@ for base = 3, #ARGV, 7 do
     local jid, kind, line, reason = ARGV[base], ARGV[base + 1], ARGV[base + 2], ARGV[base + 6]
     local jk = KEY.job(P, jid)
     local j = redis.call('HMGET', jk, 'state', 'pb', 'tenant', 'user', 'attempts', 'max_attempts',
-        'deadline_ms')
+        'deadline_ms', 'bh')
     local deadline = tonumber(j[7]) or 0
     if j[1] == 'offloaded' and j[2] == id and deadline > 0 and deadline <= now then
         -- its deadline passed while the provider had it: ended as live
@@ -72,7 +72,7 @@ for base = 3, #ARGV, 7 do
         elseif kind == 'done' then
             redis.call('HSET', jk, 'attempts', attempts)
             redis.call('ZREM', KEY.pb_deadlines(P), jid)
-            local bh = redis.call('HGET', jk, 'bh')
+            local bh = j[8]
             if llmq_job_finish(P, jid, 'done', line, '', now, s, tally) == 1 then
                 local prompt, cached = tonumber(ARGV[base + 3]) or -1, tonumber(ARGV[base + 4]) or -1
                 local output = tonumber(ARGV[base + 5]) or -1

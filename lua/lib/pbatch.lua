@@ -91,6 +91,9 @@ end
 -- attempt); 'dead', reason, message when it never fits, its model has no
 -- price for a USD budget, or the budget dead-letters (on_exhaust dead).
 local function pbatch_budget_take(bs, P, id, model, price_cache)
+    if not bs.any then
+        return 'ok' -- the account has no budget: nothing to read
+    end
     local j = redis.call('HMGET', KEY.job(P, id), 'tenant', 'user', 'key', 'cost',
         'est_prompt_tokens')
     local bp = budget_path(bs, j[1], j[2], j[3])
