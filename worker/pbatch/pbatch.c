@@ -236,14 +236,16 @@ struct pbatch_http {
     int raw; /* hand over the body text (file content), not JSON */
 };
 
+/* A renewal's answer: only logged. A lease another worker holds (the
+ * renewal came too late) shows again in the step after the call, which then
+ * ends this worker's turn (LLMQ_ECONFLICT). */
 static void on_renewed(redisAsyncContext *ac, redisReply *r, void *privdata)
 {
     (void)ac;
-    struct worker_pbatch *pb = privdata;
+    (void)privdata;
     if (r == NULL || r->type == REDIS_REPLY_ERROR)
         LLMQ_LOG(LLMQ_LOG_WARN, "offload: renewing a lease while the provider answers: %s",
                  r != NULL ? r->str : "redis connection lost");
-    (void)pb;
 }
 
 /* Every third of the lease while a provider call is in flight: the lease is
