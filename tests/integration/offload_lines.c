@@ -487,6 +487,7 @@ static void budget_caps_offloaded_jobs(void **state)
     offload_wait_all(a.c, a.prefix, first, 2);
     redisReply *pbs = batches(&a);
     assert_int_equal(pbs->elements, 1);
+    assert_string_equal(pb_field(&a, pbs->element[0]->str, "n"), "2"); /* the budget's two */
     while (strcmp(pb_field(&a, pbs->element[0]->str, "state"), "ended") != 0)
         usleep(50 * 1000);
     /* the worker looked again since: the list is parked (P pbp), not empty */
