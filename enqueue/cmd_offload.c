@@ -10,6 +10,10 @@
  *   list                   the staged jobs per model and url, and the provider
  *                          batches, newest first
  *   show ID                one provider batch's record
+ *   cancel ID              cancels provider batch ID and its jobs (lua/pbatch_cancel.lua)
+ *   cancel --job JOB       cancels one job not sent yet (lua/job_cancel.lua): a staged
+ *                          or offloaded one ends cancelled at once; its provider batch
+ *                          is cancelled once none of its jobs is left
  *
  * A model with endpoints (`llmq endpoints`) is refused: offload runs on the
  * implicit endpoint only. */
@@ -29,7 +33,8 @@ static void usage(FILE *out)
           "                            [--max-requests N] [--max-bytes N] [--tenant T]\n"
           "       llmq offload get [MODEL [--tenant T]]\n"
           "       llmq offload list [--limit N]\n"
-          "       llmq offload show ID\n\n"
+          "       llmq offload show ID\n"
+          "       llmq offload cancel ID | --job JOB\n\n"
           "Offload runs jobs that may wait (marked completion_window \"24h\":\n"
           "`llmq enqueue --completion-window 24h`, a Batch line's\n"
           "\"llmq\": {\"completion_window\": \"24h\"}) in the provider's Batch API at the\n"
@@ -53,19 +58,32 @@ static void usage(FILE *out)
           "setting a model back to off sends its staged jobs live. A model with\n"
           "endpoints cannot be offloaded yet.\n"
           "list shows the staged jobs and the provider batches (newest first, --limit,\n"
-          "default 50); show one batch: its provider batch id, state and counts.\n\n"
+          "default 50); show one batch: its provider batch id, state and counts.\n"
+          "cancel ID ends every job still in provider batch ID cancelled and has a worker\n"
+          "cancel the batch at the provider (lines that come back are ignored); cancel\n"
+          "--job JOB cancels one job that was not sent (queued, staged, offloaded): its\n"
+          "provider batch is cancelled once none of its jobs is left.\n\n"
           "Options: --redis URL, --account NAME, --help\n"
           "Exit: 0 ok; 1 Redis failure; 2 usage error (or ID unknown).\n",
           out);
 }
 
 struct offload_opts {
-    const char *verb, *model, *mode, *tenant;
+    const char *verb, *model, *mode, *tenant, *job;
     const char *field; /* the policy's field of P offload: MODEL or MODEL/t/TENANT */
     long long poll_ms, horizon_s, max_requests, max_bytes, limit;
 };
 
-enum { OPT_MODE = 300, OPT_POLL, OPT_HORIZON, OPT_MAX_REQ, OPT_MAX_BYTES, OPT_LIMIT, OPT_TENANT };
+enum {
+    OPT_MODE = 300,
+    OPT_POLL,
+    OPT_HORIZON,
+    OPT_MAX_REQ,
+    OPT_MAX_BYTES,
+    OPT_LIMIT,
+    OPT_TENANT,
+    OPT_JOB
+};
 
 static struct llmq_cli *g_cli; /* for messages of take_option */
 
@@ -95,6 +113,9 @@ static int take_option(int opt, const char *arg, void *ud)
                                                                                                : 0;
     case OPT_LIMIT:
         return llmq_cli_parse_int64(g_cli, "--limit", arg, 1, 100000, &o->limit) ? 2 : 0;
+    case OPT_JOB:
+        o->job = arg;
+        return 0;
     default:
         return LLMQ_EXIT_USAGE;
     }
@@ -267,6 +288,46 @@ static int batch_show(const struct llmq_cli *cli, redisContext *c, const char *p
     return LLMQ_EXIT_OK;
 }
 
+/* cancel ID (a provider batch) or cancel --job JOB. */
+static int batch_cancel(const struct llmq_cli *cli, redisContext *c, const char *prefix,
+                        const struct offload_opts *o)
+{
+    struct llmq_error err = {0};
+    redisReply *r;
+    if (o->job != NULL) {
+        const char *argv[] = {prefix, "", o->job};
+        r = llmq_script_run(c, LLMQ_SCRIPT_JOB_CANCEL, 1, 3, argv, NULL, &err);
+    } else {
+        const char *argv[] = {prefix, o->model};
+        r = llmq_script_run(c, LLMQ_SCRIPT_PBATCH_CANCEL, 1, 2, argv, NULL, &err);
+    }
+    if (r != NULL && r->type == REDIS_REPLY_ERROR && strstr(r->str, "LLMQ_ENOTFOUND")) {
+        llmq_cli_error(cli, "no provider batch %s", o->model);
+        freeReplyObject(r);
+        return LLMQ_EXIT_USAGE;
+    }
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 2)
+        return redis_failed(cli, r, &err);
+    if (o->job != NULL) {
+        long long cancelled = r->element[0]->integer, running = r->element[1]->integer;
+        printf("job %s: %s\n", o->job,
+               cancelled ? "cancelled"
+               : running ? "running live: it ends cancelled if it is handed back"
+                         : "already ended (or unknown): nothing to cancel");
+    } else {
+        printf("provider batch %s: %lld jobs cancelled (it was %s)%s\n", o->model,
+               r->element[0]->integer,
+               r->element[1]->type == REDIS_REPLY_STRING ? r->element[1]->str : "?",
+               r->element[1]->type == REDIS_REPLY_STRING &&
+                       (strcmp(r->element[1]->str, "ended") == 0 ||
+                        strcmp(r->element[1]->str, "collecting") == 0)
+                   ? ""
+                   : "; a worker cancels it at the provider");
+    }
+    freeReplyObject(r);
+    return LLMQ_EXIT_OK;
+}
+
 static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix, void *ud)
 {
     const struct offload_opts *o = ud;
@@ -276,6 +337,8 @@ static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix, 
         return policy_get(cli, c, prefix, o);
     if (strcmp(o->verb, "list") == 0)
         return batches_list(cli, c, prefix, o);
+    if (strcmp(o->verb, "cancel") == 0)
+        return batch_cancel(cli, c, prefix, o);
     return batch_show(cli, c, prefix, o);
 }
 
@@ -288,6 +351,7 @@ int llmq_cmd_offload(struct llmq_cli *cli, int argc, char **argv)
                                          {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
                                          {"limit", required_argument, NULL, OPT_LIMIT},
                                          {"tenant", required_argument, NULL, OPT_TENANT},
+                                         {"job", required_argument, NULL, OPT_JOB},
                                          LLMQ_CLI_COMMON_OPTIONS,
                                          {NULL, 0, NULL, 0}};
     struct offload_opts o = {0};
@@ -297,13 +361,22 @@ int llmq_cmd_offload(struct llmq_cli *cli, int argc, char **argv)
     int rc = llmq_cli_getopt(cli, argc, argv, opts, take_option, &o, usage, pos, 3, &n);
     if (rc >= 0)
         return rc;
-    const char *verbs[] = {"set", "get", "list", "show"};
-    const int min_args[] = {2, 1, 1, 2}, max_args[] = {2, 2, 1, 2};
+    const char *verbs[] = {"set", "get", "list", "show", "cancel"};
+    const int min_args[] = {2, 1, 1, 2, 1}, max_args[] = {2, 2, 1, 2, 2};
     size_t v = 0;
-    while (n > 0 && v < 4 && strcmp(pos[0], verbs[v]) != 0)
+    while (n > 0 && v < 5 && strcmp(pos[0], verbs[v]) != 0)
         v++;
-    if (n == 0 || v == 4) {
-        llmq_cli_error(cli, "expected set, get, list or show (see --help)");
+    if (n == 0 || v == 5) {
+        llmq_cli_error(cli, "expected set, get, list, show or cancel (see --help)");
+        return LLMQ_EXIT_USAGE;
+    }
+    if (v == 4 && (n == 2) == (o.job != NULL)) {
+        llmq_cli_error(cli, "cancel takes a provider batch ID or --job JOB (one of them)");
+        return LLMQ_EXIT_USAGE;
+    }
+    if (o.job != NULL && (v != 4 || !llmq_name_valid(o.job))) {
+        llmq_cli_error(cli, v != 4 ? "--job goes with cancel" : "--job: '%s' is not a valid id",
+                       o.job);
         return LLMQ_EXIT_USAGE;
     }
     if (n < min_args[v] || n > max_args[v]) {
@@ -317,7 +390,7 @@ int llmq_cmd_offload(struct llmq_cli *cli, int argc, char **argv)
     o.verb = verbs[v];
     o.model = n > 1 ? pos[1] : NULL;
     if (o.model != NULL && !llmq_name_valid(o.model)) {
-        llmq_cli_error(cli, "'%s' is not a valid %s", o.model, v == 3 ? "id" : "model name");
+        llmq_cli_error(cli, "'%s' is not a valid %s", o.model, v >= 3 ? "id" : "model name");
         return LLMQ_EXIT_USAGE;
     }
     char field[512];

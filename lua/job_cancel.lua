@@ -10,6 +10,10 @@
 --                         dispatch ends it as cancelled instead of sending it.
 --   held               -> the same (a batch's job not yet committed,
 --                         lua/batch_stage.lua: in no queue).
+--   staged, offloaded  -> ended as cancelled at once (offload, lua/lib/pbatch.lua);
+--                         a provider batch none of whose jobs is left is
+--                         marked to be cancelled at the provider
+--                         (pbatch_job_left).
 --   ended, none        -> nothing.
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  batch id ('' none): an in_progress batch becomes cancelling
@@ -26,6 +30,7 @@
 -- uses job_record: llmq_job_read, llmq_job_record_unpack
 -- uses jobs: JOBS_ENDED, JOBS_PRIORITY_VALID, llmq_job_finish, llmq_jobs_batch_settle
 -- uses keys: KEY
+-- uses pbatch: pbatch_job_left, pbatch_budget_back
 -- uses sched: sched_key, sched_unqueue
 -- uses util: llmq_now_ms
 -- uses worker: worker_error_line
@@ -46,7 +51,8 @@ local unqueue = {} -- key path -> {prio, ids = set of job ids, n}
 for i = 2, all and #ARGV - 1 or #ARGV do
     local id = ARGV[i]
     local jk = KEY.job(P, id)
-    local ok, j, rec = pcall(llmq_job_read, P, id, { 'state', 'prio', 'model', 'tenant', 'user' })
+    local ok, j, rec = pcall(llmq_job_read, P, id,
+        { 'state', 'prio', 'model', 'tenant', 'user', 'pb' })
     local state = ok and j[1]
     if rec and state then
         -- a record (queued or held, lua/lib/job_record.lua): a hash from here on
@@ -69,8 +75,17 @@ for i = 2, all and #ARGV - 1 or #ARGV do
             u.ids[id], u.n = true, u.n + 1
             unqueue[key] = u
         end
+        if state == 'offloaded' or state == 'staged' then
+            pbatch_budget_back(P, id) -- (before its hash may go)
+        end
         llmq_job_finish(P, id, 'cancelled', worker_error_line(id, 'cancelled',
             'cancelled before it was sent'), 'cancelled', now)
+        if state == 'offloaded' and j[6] and j[6] ~= '' then
+            -- its line, should it come back, is ignored (pbatch_settle
+            -- touches only offloaded jobs); the provider batch is cancelled
+            -- once none of its jobs is left
+            pbatch_job_left(P, j[6], now)
+        end
         cancelled = cancelled + 1
     end
 end

@@ -17,26 +17,36 @@
 --            it: only the jobs whose estimated prompt tokens fit the room
 --            its limit leaves (the batch's charge, field qtok, is added to
 --            used); none while it is full or held after a
---            token_limit_exceeded. A model whose policies (its own and
---            its tenants') are all 'off' now has its staged jobs queued
---            live again (at most 1000 a call).
+--            token_limit_exceeded. Each job's spend budgets decide at the
+--            batch price as dispatch decides a live job's
+--            (pbatch_budget_take): it is charged its worst case, or parks
+--            (staged, at the head; when no job of the list fits, the list
+--            is not looked at again until P pbp says), or is
+--            dead-lettered. A model whose policies (its own and its
+--            tenants') are all 'off' now has its staged jobs queued live
+--            again (at most 1000 a call).
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  the worker's name   ARGV[2] lease_ms: how long the step is its
+-- First, staged and offloaded jobs whose deadline passed end dead
+-- (pbatch_expire, at most 100 a call).
 -- Reply: {} when there is nothing to do; else {id, field, value, ...}: the
 --        batch's id and every field of its hash pb:<id>.
+-- uses budget: budget_session, budget_flush
+-- uses jobs: llmq_job_finish
 -- uses keys: KEY
 -- uses pbatch: pbatch_active, pbatch_policy, pbatch_lease, pbatch_reply, pbatch_queue
--- uses pbatch: pbatch_job_tokens
+-- uses pbatch: pbatch_job_tokens, pbatch_expire, pbatch_budget_take
 -- uses pbatch_auto: pbatch_auto
 -- uses sched: sched_push, sched_backlog_add
 -- uses util: llmq_now_ms, llmq_int_text
--- uses worker: worker_name_ok
+-- uses worker: worker_name_ok, worker_error_line
 local P = KEYS[1]
 local worker, lease_ms = ARGV[1], tonumber(ARGV[2])
 if not worker_name_ok(worker) or not lease_ms or lease_ms < 1 then
     return redis.error_reply('LLMQ_EINVAL pbatch_next: worker name and lease_ms')
 end
 local now = llmq_now_ms()
+pbatch_expire(P, now)
 pbatch_auto(P, now)
 local due = redis.call('ZRANGEBYSCORE', KEY.pbatch_due(P), '-inf', now, 'LIMIT', 0, 1)
 if #due > 0 then
@@ -49,6 +59,7 @@ if #due > 0 then
     return pbatch_reply(P, id)
 end
 local staged = redis.call('SMEMBERS', KEY.pb_staged(P))
+local bs, prices = nil, {}
 for _, name in ipairs(staged) do
     local list = KEY.pb_stage(P, name)
     local model, url = string.match(name, '^([^|]+)|(.+)$')
@@ -72,26 +83,51 @@ for _, name in ipairs(staged) do
         if redis.call('LLEN', list) == 0 then
             redis.call('SREM', KEY.pb_staged(P), name)
         end
-    elseif q.hold <= now then
-        -- the provider's batch queue (lib/pbatch.lua): the jobs that fit
-        -- its room, in order; none while it is full (the first job alone
-        -- when the queue holds nothing: the provider decides)
+    elseif q.hold <= now and (tonumber(redis.call('HGET', KEY.pb_parked(P), name)) or 0) <= now then
+        -- a new provider batch of the list's jobs, in order: those that fit
+        -- the provider's batch queue (lib/pbatch.lua; none while it is full,
+        -- the first job alone when it holds nothing: the provider decides),
+        -- each charged on its spend budgets at the batch price (those whose
+        -- budgets wait park; the list waits when all do: P pbp)
         local room = q.limit and (q.limit - q.used) or nil
         local cand = redis.call('LRANGE', list, 0, math.max(1, math.floor(pol.max_requests)) - 1)
-        local jobs, qtok, taken = {}, 0, 0
+        local jobs, parked, park_until, qtok, taken = {}, {}, nil, 0, 0
+        bs = bs or budget_session(P, now)
         for _, jid in ipairs(cand) do
             if redis.call('HGET', KEY.job(P, jid), 'state') == 'staged' then
                 local t = math.floor(pbatch_job_tokens(P, jid))
                 if room and qtok + t > room and (#jobs > 0 or q.used > 0) then
                     break
                 end
-                jobs[#jobs + 1] = jid
-                qtok = qtok + t
+                local verdict, a1, a2 = pbatch_budget_take(bs, P, jid, model, prices)
+                if verdict == 'ok' then
+                    jobs[#jobs + 1] = jid
+                    qtok = qtok + t
+                elseif verdict == 'park' then
+                    parked[#parked + 1] = jid
+                    park_until = math.max(park_until or 0, a1)
+                else
+                    redis.call('ZREM', KEY.pb_deadlines(P), jid)
+                    llmq_job_finish(P, jid, 'dead', worker_error_line(jid, a1, a2), a1, now)
+                end
             end
             taken = taken + 1
         end
+        budget_flush(bs)
         if taken > 0 then
             redis.call('LTRIM', list, taken, -1)
+        end
+        if #parked > 0 then
+            -- they wait for their budgets, in their order, at the head
+            for i = #parked, 1, -1 do
+                redis.call('LPUSH', list, parked[i])
+            end
+            if #jobs == 0 then
+                redis.call('HSET', KEY.pb_parked(P), name, llmq_int_text(park_until))
+            end
+        end
+        if #jobs > 0 or #parked == 0 then
+            redis.call('HDEL', KEY.pb_parked(P), name)
         end
         if redis.call('LLEN', list) == 0 then
             redis.call('SREM', KEY.pb_staged(P), name)

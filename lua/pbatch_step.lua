@@ -20,7 +20,7 @@
 -- Reply: 1. Error LLMQ_ECONFLICT when the batch is not in ARGV[3] or its lease
 --        is another worker's (that worker took over: this one stops).
 -- uses keys: KEY
--- uses pbatch: pbatch_job_tokens, pbatch_queue_release
+-- uses pbatch: pbatch_budget_back, pbatch_job_tokens, pbatch_queue_release
 -- uses util: llmq_now_ms, llmq_int_text
 local P = KEYS[1]
 local id, worker, from, to = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
@@ -43,15 +43,22 @@ if keep then
         local name = b[3] .. '|' .. b[4]
         local list = KEY.pb_stage(P, name)
         local back_tokens = 0
+        local left = 0 -- jobs of the cut part that ended meanwhile (counted in gone)
         for i = #rest, 1, -1 do
             local jk = KEY.job(P, rest[i])
             if redis.call('HGET', jk, 'pb') == id then
+                pbatch_budget_back(P, rest[i]) -- charged again when it joins a batch
                 redis.call('HSET', jk, 'state', 'staged', 'pb', '')
                 redis.call('LPUSH', list, rest[i])
+            else
+                left = left + 1
             end
             back_tokens = back_tokens + math.floor(pbatch_job_tokens(P, rest[i]))
         end
         pbatch_queue_release(P, id, back_tokens)
+        if left > 0 then
+            redis.call('HINCRBY', bk, 'gone', -left)
+        end
         redis.call('SADD', KEY.pb_staged(P), name)
         redis.call('LTRIM', jl, 0, keep - 1)
     end

@@ -60,7 +60,10 @@ static void usage(FILE *out)
             "                          jobs are taken (default 10000)\n"
             "  --offload-lease-ms MS   a step of a provider batch (llmq offload) is this worker's\n"
             "                          for MS; a worker that dies is taken over after it\n"
-            "                          (default 60000)\n"
+            "                          (default 60000; renewed while a provider call runs)\n"
+            "  --offload-max-file-bytes N  a provider batch's output or error file larger\n"
+            "                          than N bytes is not downloaded: the batch ends, its\n"
+            "                          jobs staged again with an attempt (default 1073741824)\n"
             "  --metrics-port N        serve /metrics, /healthz, /readyz on port N (env\n"
             "                          LLMQ_METRICS_PORT; default 0: off)\n"
             "  --metrics-host ADDR     numeric address to listen on (env LLMQ_METRICS_HOST;\n"
@@ -248,6 +251,7 @@ enum {
     O_SPOOLDIR,
     O_SPOOLMAX,
     O_OFFLEASE,
+    O_OFFMAXFILE,
     O_MPORT,
     O_MHOST,
     O_RTIMEOUT,
@@ -283,6 +287,7 @@ static const struct option options[] = {
     {"spool-dir", required_argument, NULL, O_SPOOLDIR},
     {"spool-max-jobs", required_argument, NULL, O_SPOOLMAX},
     {"offload-lease-ms", required_argument, NULL, O_OFFLEASE},
+    {"offload-max-file-bytes", required_argument, NULL, O_OFFMAXFILE},
     {"metrics-port", required_argument, NULL, O_MPORT},
     {"metrics-host", required_argument, NULL, O_MHOST},
     {"endpoint-key", required_argument, NULL, O_EPKEY},
@@ -309,6 +314,7 @@ static void set_defaults(struct llmq_worker_config *cfg)
     snprintf(cfg->spool_dir, sizeof(cfg->spool_dir), "%s", "/var/tmp/llmq-spool");
     cfg->spool_max_jobs = 10000;
     cfg->offload_lease_ms = 60000;
+    cfg->offload_max_file_bytes = (int64_t)1 << 30;
     cfg->grace_ms = 30000;
     cfg->log_level = LLMQ_LOG_INFO;
     snprintf(cfg->metrics_host, sizeof(cfg->metrics_host), "0.0.0.0");
@@ -394,6 +400,10 @@ static int apply(struct llmq_worker_config *cfg, int opt, const char *arg, const
         break;
     case O_OFFLEASE:
         rc = parse_int_option("--offload-lease-ms", arg, 100, 3600000, &cfg->offload_lease_ms);
+        break;
+    case O_OFFMAXFILE:
+        rc = parse_int_option("--offload-max-file-bytes", arg, 1024, (int64_t)1 << 40,
+                              &cfg->offload_max_file_bytes);
         break;
     case O_SPOOLMAX:
         rc = parse_int_option("--spool-max-jobs", arg, 1, 10000000, &v);

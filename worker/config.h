@@ -59,8 +59,9 @@ struct llmq_worker_config {
     char spool_dir[1024];     /* settles Redis could not take are written here at exit (spool.h) */
     int spool_max_jobs;       /* settles kept in memory at most; at it, no new jobs are taken */
     int64_t offload_lease_ms; /* a provider batch's step is one worker's this long (pbatch.h) */
-    int metrics_port;         /* > 0: serve /metrics, /healthz, /readyz on it; 0: off */
-    char metrics_host[64];    /* numeric address to bind; default 0.0.0.0 (reachable in a pod) */
+    int64_t offload_max_file_bytes; /* a provider batch's result file larger is not taken */
+    int metrics_port;               /* > 0: serve /metrics, /healthz, /readyz on it; 0: off */
+    char metrics_host[64]; /* numeric address to bind; default 0.0.0.0 (reachable in a pod) */
     struct llmq_worker_endpoint_key endpoint_keys[LLMQ_WORKER_MAX_ENDPOINTS];
     int n_endpoint_keys;
     /* What dispatch is told this worker serves (lua/dispatch.lua ARGV[3]):

@@ -80,6 +80,8 @@ static const struct key_name key_names[LLMQ_KEY_KIND_COUNT] = {
     [LLMQ_KEY_PB_ELIGIBLE] = {"pbe:", "", 1},
     [LLMQ_KEY_PB_AUTO] = {"pbau:", "", 1},
     [LLMQ_KEY_PB_QUEUE] = {"pbq:", "", 1},
+    [LLMQ_KEY_PB_DEADLINES] = {"pbd", "", 0},
+    [LLMQ_KEY_PB_PARKED] = {"pbp", "", 0},
 };
 
 const char *llmq_key_head(enum llmq_key_kind kind)

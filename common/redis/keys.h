@@ -282,6 +282,16 @@
  *                            batches: pb:<id> field qtok each), learned and
  *                            learned_until (a lower limit a token_limit_exceeded
  *                            taught), hold_until (no new batch before, ms)
+ *   P pbd              ZSET  staged and offloaded jobs that have a deadline, score =
+ *                            it (unix ms): pbatch_next ends those whose time passed
+ *   P pbp              HASH  "<model>|<url>" -> ms until which its staging list is
+ *                            not looked at: its jobs wait for a spend budget
+ *                            (at most 10 s, so a raised budget is seen soon)
+ *   job field bh: an offloaded job's budget charge (lua/lib/handle.lua's budget
+ *                            part), settled at collection, refunded when it leaves
+ *   pb:<id> also: cancel (1: all its jobs ended, the provider batch is to be
+ *                            cancelled), cancel_sent, fails (job field pb_fails:
+ *                            provider batches of it that failed as a whole)
  *
  * Gateway (gateway/, `llmq keys`)
  *   P gw:key:<sha256>  HASH  a gateway key, known only by the SHA-256 (hex) of
@@ -445,6 +455,8 @@ enum llmq_key_kind {
     LLMQ_KEY_PB_ELIGIBLE,   /* P pbe:<model> */
     LLMQ_KEY_PB_AUTO,       /* P pbau:<model> */
     LLMQ_KEY_PB_QUEUE,      /* P pbq:<bucket> */
+    LLMQ_KEY_PB_DEADLINES,  /* P pbd */
+    LLMQ_KEY_PB_PARKED,     /* P pbp */
     LLMQ_KEY_KIND_COUNT
 };
 

@@ -282,11 +282,13 @@ end
 -- period will fit it), {kind = 'exhausted', budget = the budget that binds
 -- (the one that rolls over last), message}
 -- or {kind = 'unpriced', message} when a USD budget applies and model has
--- no price (never run unpriced).
-local function budget_decide(bs, bp, model, cost, est_prompt)
+-- no price (never run unpriced). price: the price to use instead of the
+-- model's list price (offload's batch price, lua/lib/pbatch.lua); nil: the
+-- list price.
+local function budget_decide(bs, bp, model, cost, est_prompt, price)
     local nusd = 0
     if bp.has_usd then
-        local p = budget_price(bs.P, model, bs.prices)
+        local p = price or budget_price(bs.P, model, bs.prices)
         if p == nil then
             return { kind = 'unpriced', message = 'model ' .. model ..
                 ' has no price and a USD budget applies (llmq prices set ' .. model .. ' ...)' }

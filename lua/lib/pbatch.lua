@@ -8,10 +8,13 @@
 -- staged (state staged, its id in P pbs:<model>|<url>), or in one provider
 -- batch (state offloaded, job field pb = the batch's id, its id in
 -- P pbj:<id>); it ends through llmq_job_finish as a live job does.
--- uses budget: budget_price
+-- uses budget: budget_price, budget_path, budget_decide, budget_charge, budget_settle
+-- uses jobs: llmq_job_finish
 -- uses keys: KEY
 -- uses prices: LLMQ_PRICE_TABLE_JSON
+-- uses sched: sched_wake_buckets
 -- uses util: llmq_int_text
+-- uses worker: worker_error_line
 
 -- The provider's completion window (OpenAI: "24h", the only one it offers).
 local PBATCH_WINDOW_MS = 86400000
@@ -63,15 +66,6 @@ local function pbatch_active(P, model)
         end
     end
     return false
-end
-
--- Stages job id (model, Batch url) of account P for the next provider batch
--- of its model and url: its state staged, its id at the tail of the list.
-local function pbatch_stage(P, id, model, url)
-    local name = model .. '|' .. url
-    redis.call('HSET', KEY.job(P, id), 'state', 'staged', 'pb', '')
-    redis.call('RPUSH', KEY.pb_stage(P, name), id)
-    redis.call('SADD', KEY.pb_staged(P), name)
 end
 
 -- The batch price of model for account P: {input, cached, output} nano-USD
@@ -166,6 +160,128 @@ local function pbatch_queue_learn(P, id, model, limit_tokens, now)
     redis.call('HSET', qk, 'learned', llmq_int_text(math.max(1, learned)), 'learned_until',
         llmq_int_text(now + PBATCH_QUEUE_LEARN_MS), 'learned_at', llmq_int_text(now),
         'hold_until', llmq_int_text(now + hold))
+end
+
+-- Gives back the spend budget charge job id took when it joined a provider
+-- batch (job field bh, pbatch_budget_take), if it has one: it left the
+-- batch without a result to pay for. Live jobs parked on those budgets are
+-- woken.
+local function pbatch_budget_back(P, id)
+    local jk = KEY.job(P, id)
+    local bh = redis.call('HGET', jk, 'bh')
+    if bh and bh ~= '' then
+        local freed = {}
+        budget_settle(P, bh, nil, nil, freed)
+        redis.call('HDEL', jk, 'bh')
+        if #freed > 0 then
+            sched_wake_buckets(P, freed)
+        end
+    end
+end
+
+-- Decides staged job id (of model) against the spend budgets on its path
+-- (budget session bs) at the batch price, as dispatch decides a live job at
+-- its price: 'ok' when it fits every one (charged its worst case, the
+-- charge kept in job field bh until its line is settled or it leaves the
+-- batch); 'park', until_ms when one is exhausted (it stays staged, no
+-- attempt); 'dead', reason, message when it never fits, its model has no
+-- price for a USD budget, or the budget dead-letters (on_exhaust dead).
+local function pbatch_budget_take(bs, P, id, model, price_cache)
+    if not bs.any then
+        return 'ok' -- the account has no budget: nothing to read
+    end
+    local j = redis.call('HMGET', KEY.job(P, id), 'tenant', 'user', 'key', 'cost',
+        'est_prompt_tokens')
+    local bp = budget_path(bs, j[1], j[2], j[3])
+    if #bp == 0 then
+        return 'ok'
+    end
+    local cost = tonumber(j[4]) or 0
+    local est = tonumber(j[5]) or -1
+    local v, nusd = budget_decide(bs, bp, model, cost, est,
+        bp.has_usd and pbatch_price(P, model, price_cache) or nil)
+    if v == nil then
+        redis.call('HSET', KEY.job(P, id), 'bh',
+            budget_charge(bp, cost, nusd, j[1] or '', j[2] or ''))
+        return 'ok'
+    elseif v.kind == 'unpriced' then
+        return 'dead', 'unpriced', v.message
+    elseif v.kind == 'never' then
+        return 'dead', 'never_fits', v.message
+    elseif v.budget.dead then
+        return 'dead', 'budget_exhausted', v.message
+    end
+    return 'park', math.min(v.budget.stop, bs.now + 10000)
+end
+
+-- Stages job id (model, Batch url) of account P for the next provider batch
+-- of its model and url: its state staged, its id at the tail of the list,
+-- and its deadline (if it has one) watched in P pbd (pbatch_expire). A
+-- budget charge it holds is given back (pbatch_budget_back).
+local function pbatch_stage(P, id, model, url)
+    local name = model .. '|' .. url
+    local jk = KEY.job(P, id)
+    pbatch_budget_back(P, id)
+    redis.call('HSET', jk, 'state', 'staged', 'pb', '')
+    redis.call('RPUSH', KEY.pb_stage(P, name), id)
+    redis.call('SADD', KEY.pb_staged(P), name)
+    local deadline = tonumber(redis.call('HGET', jk, 'deadline_ms'))
+    if deadline and deadline > 0 then
+        redis.call('ZADD', KEY.pb_deadlines(P), deadline, id)
+    end
+end
+
+-- Marks provider batch bid (its owner: '' none) to be cancelled at the
+-- provider by the next worker that takes it.
+local function pbatch_cancel_mark(P, bid, owner, now)
+    redis.call('HSET', KEY.pbatch(P, bid), 'cancel', 1)
+    if not owner or owner == '' then
+        redis.call('ZADD', KEY.pbatch_due(P), now, bid)
+    end
+end
+
+-- A job of provider batch bid left it before the provider answered (it was
+-- cancelled, or its deadline passed). When no job is left in it, the batch
+-- is marked to be cancelled at the provider (field cancel) and, when no
+-- worker holds it, put where the next worker looks (P pba, now).
+local function pbatch_job_left(P, bid, now)
+    local bk = KEY.pbatch(P, bid)
+    local b = redis.call('HMGET', bk, 'state', 'n', 'owner')
+    if not b[1] or b[1] == 'collecting' or b[1] == 'ended' then
+        return
+    end
+    local gone = redis.call('HINCRBY', bk, 'gone', 1)
+    if gone >= (tonumber(b[2]) or 0) then
+        pbatch_cancel_mark(P, bid, b[3], now)
+    end
+end
+
+-- Ends the staged and offloaded jobs of P pbd whose deadline passed (at most
+-- 100 a call), as dispatch ends a live job past its deadline: dead, reason
+-- expired. An offloaded one leaves its provider batch (pbatch_job_left);
+-- its line, should it come back, is ignored (the job is no longer offloaded).
+-- Returns how many it ended.
+local function pbatch_expire(P, now)
+    local ids = redis.call('ZRANGEBYSCORE', KEY.pb_deadlines(P), '-inf', now, 'LIMIT', 0, 100)
+    local ended = 0
+    for _, id in ipairs(ids) do
+        redis.call('ZREM', KEY.pb_deadlines(P), id)
+        local j = redis.call('HMGET', KEY.job(P, id), 'state', 'pb', 'deadline_ms')
+        local deadline = tonumber(j[3]) or 0
+        if (j[1] == 'staged' or j[1] == 'offloaded') and deadline > 0 and deadline <= now then
+            pbatch_budget_back(P, id)
+            local why = j[1] == 'staged' and 'deadline passed before the job could be offloaded'
+                or 'deadline passed before its provider batch answered'
+            if llmq_job_finish(P, id, 'dead', worker_error_line(id, 'expired', why), 'expired',
+                now) == 1 then
+                ended = ended + 1
+            end
+            if j[1] == 'offloaded' and j[2] and j[2] ~= '' then
+                pbatch_job_left(P, j[2], now)
+            end
+        end
+    end
+    return ended
 end
 
 -- The reply that hands provider batch id (fields b) to a worker: {id,

@@ -236,9 +236,13 @@ static void cancel_ends_an_unfinished_batch(void **state)
     json_t *c = call(path, "", &st);
     /* the pace is 300 ms: a cancel right after creation finds it running */
     assert_int_equal(st, 200);
-    assert_string_equal(sim_jstr(c, "status"), "cancelled");
+    /* as OpenAI: cancelling, then cancelled (the lines done by then kept:
+     * none at this pace, so no output file) */
+    assert_string_equal(sim_jstr(c, "status"), "cancelling");
     json_t *again = wait_batch(sim_jstr(b, "id")); /* returns at once: not in_progress */
     assert_string_equal(sim_jstr(again, "status"), "cancelled");
+    assert_true(json_is_null(json_object_get(again, "output_file_id")));
+    assert_true(json_is_integer(json_object_get(again, "cancelling_at")));
     json_t *nf = call("/v1/batches/batch_nope", NULL, &st);
     assert_int_equal(st, 404);
     json_decref(nf);

@@ -287,7 +287,7 @@ int64_t sim_api_handle(struct sim_conn *c)
     int64_t delay = 0;
     if (sim_batch_route(c)) {
         if (authenticate(c, 0) == 0)
-            sim_batch_handle(c);
+            delay = sim_batch_handle(c);
         goto done;
     }
     call.ep = route_checked(c, &call.azure);

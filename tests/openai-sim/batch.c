@@ -9,7 +9,9 @@
  *                                  plus "sim_queue" (not OpenAI's): the enqueued-token
  *                                  limit's record (batch_run.c)
  *   GET  /v1/batches/{id}          a batch object
- *   POST /v1/batches/{id}/cancel   cancels an unfinished batch
+ *   POST /v1/batches/{id}/cancel   cancels an unfinished batch: cancelling, then
+ *                                  cancelled at the next look with the lines
+ *                                  done by then in its output file
  *
  * A batch is validated when it is created (batch_run.c): a file that is no
  * Batch input (a line that is not a JSON object with custom_id, method POST,
@@ -19,6 +21,10 @@
  * when it is read (no timer), then every line runs as a live request would
  * (the same validation and bodies, no rate limit): a 2xx goes to the output
  * file, anything else to the error file, both with OpenAI's line shape.
+ * --batch-expire-after-ms makes the first batches expire early (batch_run.c);
+ * --batch-api-slow-ms makes the first POSTs of files and batches take
+ * effect and answer late: what they make is not seen (listed, found) before
+ * the answer leaves, as with a provider that is slow to accept a request.
  * Everything lives until the server exits. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,16 +97,18 @@ struct sim_file *sim_file_add(struct sim_server *srv, const char *filename, cons
 
 static struct sim_file *file_find(struct sim_server *srv, const char *id, size_t n)
 {
+    int64_t now = llmq_wall_ms();
     for (struct sim_file *f = srv->batches ? srv->batches->files : NULL; f; f = f->next)
-        if (strlen(f->id) == n && memcmp(f->id, id, n) == 0)
+        if (f->visible_ms <= now && strlen(f->id) == n && memcmp(f->id, id, n) == 0)
             return f;
     return NULL;
 }
 
 static struct sim_batch *batch_find(struct sim_server *srv, const char *id, size_t n)
 {
+    int64_t now = llmq_wall_ms();
     for (struct sim_batch *b = srv->batches ? srv->batches->batches : NULL; b; b = b->next)
-        if (strlen(b->id) == n && memcmp(b->id, id, n) == 0)
+        if (b->visible_ms <= now && strlen(b->id) == n && memcmp(b->id, id, n) == 0)
             return b;
     return NULL;
 }
@@ -240,7 +248,7 @@ static int multipart_part(const char *body, size_t len, const char *name, const 
     return -1;
 }
 
-static void files_create(struct sim_conn *c)
+static void files_create(struct sim_conn *c, int64_t late_ms)
 {
     const char *body = c->in.data + c->req.head_len;
     size_t len = (size_t)(c->req.content_length > 0 ? c->req.content_length : 0);
@@ -264,6 +272,7 @@ static void files_create(struct sim_conn *c)
         c->ex.out.oom = 1;
         return;
     }
+    f->visible_ms = late_ms > 0 ? llmq_wall_ms() + late_ms : 0;
     sim_buf_reset(&c->srv->scratch);
     file_json(&c->srv->scratch, f);
     reply_scratch(c);
@@ -275,7 +284,10 @@ static void files_list(struct sim_conn *c)
     sim_buf_reset(b);
     sim_buf_adds(b, "{\"object\":\"list\",\"data\":[");
     int first = 1;
+    int64_t now = llmq_wall_ms();
     for (struct sim_file *f = c->srv->batches ? c->srv->batches->files : NULL; f; f = f->next) {
+        if (f->visible_ms > now)
+            continue;
         if (!first)
             sim_buf_adds(b, ",");
         file_json(b, f);
@@ -330,8 +342,8 @@ static void batch_json(struct sim_buf *b, const struct sim_batch *x)
     ts_or_null(b, "finalizing_at", x->completed_ms);
     ts_or_null(b, "completed_at", x->completed_ms);
     ts_or_null(b, "failed_at", x->failed_ms);
-    ts_or_null(b, "expired_at", 0);
-    ts_or_null(b, "cancelling_at", x->cancelled_ms);
+    ts_or_null(b, "expired_at", x->expired_ms);
+    ts_or_null(b, "cancelling_at", x->cancelling_ms);
     ts_or_null(b, "cancelled_at", x->cancelled_ms);
     sim_buf_addf(b, ",\"request_counts\":{\"total\":%lld,\"completed\":%lld,\"failed\":%lld}",
                  (long long)x->total, (long long)x->completed, (long long)x->failed);
@@ -341,7 +353,7 @@ static void batch_json(struct sim_buf *b, const struct sim_batch *x)
 }
 
 /* POST /v1/batches */
-static void batches_create(struct sim_conn *c)
+static void batches_create(struct sim_conn *c, int64_t late_ms)
 {
     struct sim_server *srv = c->srv;
     const char *body = c->in.data + c->req.head_len;
@@ -379,6 +391,7 @@ static void batches_create(struct sim_conn *c)
         snprintf(x->window, sizeof(x->window), "%s", win);
         x->metadata = json_is_object(meta) ? json_incref(meta) : json_null();
         x->created_ms = llmq_wall_ms();
+        x->visible_ms = late_ms > 0 ? x->created_ms + late_ms : 0;
         sim_batch_validate(srv, x, f);
         x->next = srv->batches->batches;
         srv->batches->batches = x;
@@ -398,7 +411,10 @@ static void batches_list(struct sim_conn *c)
     sim_buf_reset(b);
     sim_buf_adds(b, "{\"object\":\"list\",\"data\":[");
     int first = 1;
+    int64_t now = llmq_wall_ms();
     for (struct sim_batch *x = c->srv->batches ? c->srv->batches->batches : NULL; x; x = x->next) {
+        if (x->visible_ms > now)
+            continue;
         if (!first)
             sim_buf_adds(b, ",");
         batch_json(b, x);
@@ -414,13 +430,15 @@ static void batches_list(struct sim_conn *c)
     reply_scratch(c);
 }
 
+/* As OpenAI: an unfinished batch becomes cancelling, and cancelled (its
+ * lines done by the time of the cancel kept) when it is next looked at. */
 static void batch_cancel(struct sim_conn *c, struct sim_batch *x)
 {
     sim_batch_advance(c->srv, x);
     if (strcmp(x->status, "in_progress") == 0 || strcmp(x->status, "validating") == 0) {
-        snprintf(x->status, sizeof(x->status), "cancelled");
-        x->cancelled_ms = llmq_wall_ms();
-    } else if (strcmp(x->status, "cancelled") != 0) {
+        snprintf(x->status, sizeof(x->status), "cancelling");
+        x->cancelling_ms = llmq_wall_ms();
+    } else if (strcmp(x->status, "cancelled") != 0 && strcmp(x->status, "cancelling") != 0) {
         char msg[128];
         snprintf(msg, sizeof(msg), "Cannot cancel a batch with status '%s'.", x->status);
         c->ex.outcome = SIM_OUT_BAD_REQUEST;
@@ -432,7 +450,7 @@ static void batch_cancel(struct sim_conn *c, struct sim_batch *x)
     reply_scratch(c);
 }
 
-void sim_batch_handle(struct sim_conn *c)
+int64_t sim_batch_handle(struct sim_conn *c)
 {
     const char *id;
     size_t n;
@@ -440,15 +458,22 @@ void sim_batch_handle(struct sim_conn *c)
     int post = sim_span_eq(c->in.data, c->req.method, "POST");
     int get = sim_span_eq(c->in.data, c->req.method, "GET");
     int want_post = r == BR_BATCH_CANCEL || ((r == BR_FILES || r == BR_BATCHES) && post);
-    if (sim_batches_get(c->srv) == NULL) {
+    struct sim_batches *bs = sim_batches_get(c->srv);
+    if (bs == NULL) {
         c->ex.out.oom = 1;
-        return;
+        return 0;
     }
     if ((want_post && !post) || (!want_post && !get)) {
         c->ex.outcome = SIM_OUT_BAD_REQUEST;
         sim_reply_error(c->srv, &c->ex, 405, "invalid_request_error", NULL, NULL,
                         "Method not allowed", NULL, 0);
-        return;
+        return 0;
+    }
+    int64_t late_ms = 0;
+    if (post && (r == BR_FILES || r == BR_BATCHES) &&
+        bs->slowed < c->srv->cfg.batch_api_slow_first) {
+        bs->slowed++;
+        late_ms = c->srv->cfg.batch_api_slow_ms;
     }
     struct sim_file *f = NULL;
     struct sim_batch *x = NULL;
@@ -456,18 +481,18 @@ void sim_batch_handle(struct sim_conn *c)
         f = file_find(c->srv, id, n);
         if (f == NULL) {
             reply_404(c, "file", id, n);
-            return;
+            return 0;
         }
     } else if (r == BR_BATCH || r == BR_BATCH_CANCEL) {
         x = batch_find(c->srv, id, n);
         if (x == NULL) {
             reply_404(c, "batch", id, n);
-            return;
+            return 0;
         }
     }
     switch (r) {
     case BR_FILES:
-        post ? files_create(c) : files_list(c);
+        post ? files_create(c, late_ms) : files_list(c);
         break;
     case BR_FILE:
         sim_buf_reset(&c->srv->scratch);
@@ -478,7 +503,7 @@ void sim_batch_handle(struct sim_conn *c)
         file_content(c, f);
         break;
     case BR_BATCHES:
-        post ? batches_create(c) : batches_list(c);
+        post ? batches_create(c, late_ms) : batches_list(c);
         break;
     case BR_BATCH:
         sim_batch_advance(c->srv, x);
@@ -492,4 +517,7 @@ void sim_batch_handle(struct sim_conn *c)
     case BR_NONE:
         break;
     }
+    /* the answer leaves a little after what it made is seen: the loop's
+     * timers count from its cached time, which may be behind the clock */
+    return late_ms > 0 ? late_ms + 100 : 0;
 }

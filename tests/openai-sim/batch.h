@@ -16,6 +16,7 @@ struct sim_file {
     char filename[256];
     char purpose[32]; /* batch, batch_output */
     int64_t created_s;
+    int64_t visible_ms; /* unix ms from which lists and look-ups see it (--batch-api-slow-ms) */
     struct sim_buf data;
 };
 
@@ -27,8 +28,13 @@ struct sim_batch {
     char window[16];
     json_t *metadata; /* owned: an object, or JSON null */
     json_t *errors;   /* owned: NULL, or {"object":"list","data":[...]} */
-    char status[16];  /* validating, failed, in_progress, completed, cancelled */
+    char status[16];  /* validating, failed, in_progress, completed, expired, cancelling,
+                         cancelled */
     int64_t created_ms, in_progress_ms, completed_ms, failed_ms, cancelled_ms; /* unix ms; 0 */
+    int64_t visible_ms;                                                        /* as sim_file's */
+    int64_t expires_ms;    /* --batch-expire-after-ms: it expires then (0: never early) */
+    int64_t expired_ms;    /* when it expired; 0 */
+    int64_t cancelling_ms; /* when a cancel was asked; 0 */
     char output_file_id[48], error_file_id[48]; /* "" until there is one */
     int64_t total, completed, failed;
     char model[128];      /* of its lines (validated: one model) */
@@ -45,6 +51,9 @@ struct sim_batches {
      * prompt tokens any model's unfinished batches held at once, and the
      * batches failed with token_limit_exceeded */
     int64_t queue_max_tokens, queue_refused;
+    int64_t expiring;    /* batches --batch-expire-after-ms made expire so far */
+    int64_t slowed;      /* POSTs --batch-api-slow-first slowed so far */
+    int64_t released_ms; /* --batch-hold: when SIGUSR2 let the batches go on; 0 */
 };
 
 /* batch.c */

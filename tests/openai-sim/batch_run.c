@@ -18,8 +18,17 @@
  *   {"id":"batch_req_…","custom_id":…,"response":{"status_code":200,
  *    "request_id":"req_…","body":{…, "usage":…}},"error":null}
  * and a refusal (400, 404) the same shape in the error file;
- * --batch-fail-once S answers 500 for a line whose custom_id holds S the
- * first time the sim runs it. */
+ * --batch-fail-once S answers 500 (--batch-fail-status) for a line whose
+ * custom_id holds S the first time the sim runs it, --batch-fail-always S
+ * every time; --batch-invalid S fails the validation of a file with such a
+ * line, naming it.
+ *
+ * Progress is linear over the pace: by t ms after its creation a batch has
+ * done the first total * t / pace lines. A batch that expires
+ * (--batch-expire-after-ms, the first --batch-expire-count of them) keeps
+ * the lines done by then in its output and error files and lists the rest
+ * in its error file with code batch_expired, as OpenAI does; a cancelled
+ * one keeps the lines done by the cancel and says nothing of the rest. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +126,10 @@ static int validate_line(const char *s, size_t n, int no, void *ud)
     } else if (!json_is_object(body) || model == NULL || model[0] == '\0')
         add_error(v, "missing_required_parameter", "body.model", no,
                   "Missing required parameter: 'body.model'.");
+    else if (v->srv->cfg.batch_invalid != NULL && v->srv->cfg.batch_invalid[0] != '\0' &&
+             strstr(cid, v->srv->cfg.batch_invalid) != NULL)
+        add_error(v, "invalid_request", "body", no,
+                  "This request is invalid: openai-sim's --batch-invalid names it.");
     else if (v->model[0] != '\0' && strcmp(v->model, model) != 0) {
         snprintf(msg, sizeof(msg),
                  "The model for this request (%.64s) differs from the batch's other requests "
@@ -201,6 +214,11 @@ void sim_batch_validate(struct sim_server *srv, struct sim_batch *x, const struc
         snprintf(x->status, sizeof(x->status), "in_progress");
         x->in_progress_ms = x->created_ms;
         x->total = v.lines;
+        struct sim_batches *bs = srv->batches;
+        if (srv->cfg.batch_expire_after_ms > 0 && bs->expiring < srv->cfg.batch_expire_count) {
+            bs->expiring++;
+            x->expires_ms = x->created_ms + srv->cfg.batch_expire_after_ms;
+        }
     }
     json_decref(v.ids);
     json_decref(v.errors);
@@ -210,14 +228,24 @@ struct run_ctx {
     struct sim_server *srv;
     struct sim_batch *x;
     struct sim_buf out, err;
+    int64_t run;  /* lines to run; the later ones are not done */
+    int64_t seen; /* lines looked at so far */
+    int expired;  /* list the lines not done as batch_expired */
 };
+
+/* 1 when custom_id cid holds the non-empty pattern s. */
+static int picks(const char *s, const char *cid)
+{
+    return s != NULL && s[0] != '\0' && strstr(cid, s) != NULL;
+}
 
 /* 1 the first time --batch-fail-once picks custom_id cid (then remembered). */
 static int fail_once(struct sim_server *srv, const char *cid)
 {
-    const char *s = srv->cfg.batch_fail_once;
     struct sim_batches *bs = srv->batches;
-    if (s == NULL || s[0] == '\0' || strstr(cid, s) == NULL)
+    if (picks(srv->cfg.batch_fail_always, cid))
+        return 1;
+    if (!picks(srv->cfg.batch_fail_once, cid))
         return 0;
     for (size_t i = 0; i < bs->n_failed; i++)
         if (strcmp(bs->failed_ids[i], cid) == 0)
@@ -267,6 +295,20 @@ static int run_line(const char *s, size_t n, int no, void *ud)
         free(text);
         return 0;
     }
+    if (r->seen++ >= r->run) { /* not done when the batch ended */
+        if (r->expired) {
+            sim_buf_addf(&r->err, "{\"id\":\"batch_req_%016llx\",\"custom_id\":\"",
+                         (unsigned long long)r->seen);
+            sim_buf_add_json_esc(&r->err, cid, strlen(cid));
+            sim_buf_adds(&r->err, "\",\"response\":null,\"error\":{\"code\":\"batch_expired\","
+                                  "\"message\":\"This request could not be executed before the "
+                                  "completion window expired.\"}}\n");
+            r->x->failed++;
+        }
+        json_decref(o);
+        free(text);
+        return 0;
+    }
     struct sim_conn tc;
     memset(&tc, 0, sizeof(tc));
     tc.srv = srv;
@@ -285,11 +327,16 @@ static int run_line(const char *s, size_t n, int no, void *ud)
         add_line(r, &r->err, cid, tc.ex.status, tc.ex.request_id);
         r->x->failed++;
     } else if (fail_once(srv, cid)) {
-        sim_reply_error(srv, &tc.ex, 500, "server_error", NULL, NULL,
-                        "The server had an error while processing your request. Sorry about "
-                        "that!",
-                        NULL, 0);
-        add_line(r, &r->err, cid, 500, tc.ex.request_id);
+        int st = (int)srv->cfg.batch_fail_status;
+        if (st == 429)
+            sim_reply_error(srv, &tc.ex, 429, "rate_limit_exceeded", NULL, "rate_limit_exceeded",
+                            "Rate limit reached for requests. Please try again later.", NULL, 0);
+        else
+            sim_reply_error(srv, &tc.ex, st, "server_error", NULL, NULL,
+                            "The server had an error while processing your request. Sorry "
+                            "about that!",
+                            NULL, 0);
+        add_line(r, &r->err, cid, st, tc.ex.request_id);
         r->x->failed++;
     } else {
         call.stream = call.include_usage = 0;
@@ -315,16 +362,16 @@ static int run_line(const char *s, size_t n, int no, void *ud)
     return 0;
 }
 
-void sim_batch_advance(struct sim_server *srv, struct sim_batch *x)
+/* Ends x as status at time now with its first `run` lines done (the files
+ * written, the counts set). */
+static void batch_finish(struct sim_server *srv, struct sim_batch *x, const char *status,
+                         int64_t run, int64_t now)
 {
-    int64_t now = llmq_wall_ms();
-    if (strcmp(x->status, "in_progress") != 0 || now < x->created_ms + srv->cfg.batch_pace_ms)
-        return;
     const struct sim_file *f = NULL;
     for (const struct sim_file *g = srv->batches->files; g; g = g->next)
         if (strcmp(g->id, x->input_file_id) == 0)
             f = g;
-    struct run_ctx r = {.srv = srv, .x = x};
+    struct run_ctx r = {.srv = srv, .x = x, .run = run, .expired = strcmp(status, "expired") == 0};
     x->completed = x->failed = 0;
     if (f != NULL)
         each_line(f, run_line, &r);
@@ -343,6 +390,52 @@ void sim_batch_advance(struct sim_server *srv, struct sim_batch *x)
     }
     sim_buf_free(&r.out);
     sim_buf_free(&r.err);
-    snprintf(x->status, sizeof(x->status), "completed");
-    x->completed_ms = now;
+    snprintf(x->status, sizeof(x->status), "%s", status);
+    if (strcmp(status, "completed") == 0)
+        x->completed_ms = now;
+    else if (r.expired)
+        x->expired_ms = now;
+    else
+        x->cancelled_ms = now;
+}
+
+/* When batch x starts to progress: its creation, or under --batch-hold the
+ * release if later (INT64_MAX while held). */
+static int64_t start_of(const struct sim_server *srv, const struct sim_batch *x)
+{
+    if (!srv->cfg.batch_hold)
+        return x->created_ms;
+    int64_t r = srv->batches->released_ms;
+    return r == 0 ? INT64_MAX : (r > x->created_ms ? r : x->created_ms);
+}
+
+/* The lines a batch has done by time t (linear over the pace). */
+static int64_t done_by(const struct sim_server *srv, const struct sim_batch *x, int64_t t)
+{
+    int64_t start = start_of(srv, x);
+    if (start == INT64_MAX)
+        return 0;
+    int64_t pace = srv->cfg.batch_pace_ms, el = t - start;
+    if (pace <= 0 || el >= pace)
+        return x->total;
+    return el <= 0 ? 0 : x->total * el / pace;
+}
+
+void sim_batch_advance(struct sim_server *srv, struct sim_batch *x)
+{
+    int64_t now = llmq_wall_ms();
+    if (strcmp(x->status, "cancelling") == 0) {
+        batch_finish(srv, x, "cancelled", done_by(srv, x, x->cancelling_ms), now);
+        return;
+    }
+    if (strcmp(x->status, "in_progress") != 0)
+        return;
+    int64_t start = start_of(srv, x);
+    if (start == INT64_MAX)
+        return;
+    int64_t due = start + srv->cfg.batch_pace_ms;
+    if (x->expires_ms > 0 && x->expires_ms < due && now >= x->expires_ms)
+        batch_finish(srv, x, "expired", done_by(srv, x, x->expires_ms), now);
+    else if (now >= due)
+        batch_finish(srv, x, "completed", x->total, now);
 }

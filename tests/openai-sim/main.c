@@ -4,7 +4,7 @@
  * concurrent connections), listens, writes the port file once listening
  * (atomically, by rename, so a reader never sees half a number) and runs the
  * loop until SIGTERM/SIGINT, which flush the access log and exit 0. SIGUSR2
- * ends --accept-paused. SIGUSR1
+ * ends --accept-paused and --batch-hold. SIGUSR1
  * prints the totals to stderr. */
 #include <signal.h>
 #include <stdio.h>
@@ -13,6 +13,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "batch.h"
 #include "sim.h"
 #include "llmq/tokens.h"
 
@@ -74,7 +75,11 @@ static void on_usr2(struct ev_loop *loop, ev_signal *w, int revents)
 {
     (void)loop;
     (void)revents;
-    sim_conn_accept_start(w->data); /* the end of --accept-paused */
+    struct sim_server *srv = w->data;
+    if (srv->cfg.accept_paused)
+        sim_conn_accept_start(srv); /* the end of --accept-paused */
+    if (srv->cfg.batch_hold && sim_batches_get(srv) != NULL && srv->batches->released_ms == 0)
+        srv->batches->released_ms = llmq_wall_ms(); /* the end of --batch-hold */
 }
 
 static void start_signals(struct sim_server *srv)

@@ -50,6 +50,17 @@ static const char usage_text[] =
     "                           with token_limit_exceeded, as OpenAI's (default 0: none)\n"
     "  --batch-fail-once S      lines whose custom_id contains S fail with 500 the first\n"
     "                           time the sim runs them (a line error to retry)\n"
+    "  --batch-fail-always S    lines whose custom_id contains S fail every time\n"
+    "  --batch-fail-status N    the status of those failed lines (default 500; 429 too)\n"
+    "  --batch-invalid S        a file with a line whose custom_id contains S fails\n"
+    "                           validation (the batch failed, the line named)\n"
+    "  --batch-expire-after-ms N  the first --batch-expire-count (default 1) batches\n"
+    "                           expire N ms after creation, the share N / pace of their\n"
+    "                           lines done, the rest batch_expired in the error file\n"
+    "  --batch-hold             batches make no progress until SIGUSR2 (then at their\n"
+    "                           pace from it)\n"
+    "  --batch-api-slow-ms N    the first --batch-api-slow-first K POSTs of /v1/files\n"
+    "                           and /v1/batches take effect and answer N ms late\n"
     "usage:\n"
     "  --cached-pct P           report P percent of chat and responses prompt tokens cached\n"
     "                           (prompt_tokens_details.cached_tokens; default 0)\n"
@@ -192,6 +203,8 @@ static void set_defaults(struct sim_config *cfg)
     cfg->completion_max = 64;
     cfg->embedding_dims = 8;
     cfg->batch_pace_ms = 1000;
+    cfg->batch_fail_status = 500;
+    cfg->batch_expire_count = 1;
 }
 
 /* Flags that take no value. Returns 1 when name was one, 0 otherwise. */
@@ -209,6 +222,7 @@ static int take_switch(const char *name, struct sim_config *cfg)
         {"--no-processing-ms", &cfg->no_processing_ms},
         {"--quiet", &cfg->quiet},
         {"--accept-paused", &cfg->accept_paused},
+        {"--batch-hold", &cfg->batch_hold},
     };
     for (size_t i = 0; i < sizeof(sw) / sizeof(sw[0]); i++) {
         if (strcmp(name, sw[i].name) == 0) {
@@ -248,6 +262,11 @@ static int take_number(const char *f, const char *v, struct sim_config *cfg, int
         {"--slow-first", 0, big, &cfg->slow_first},
         {"--batch-pace-ms", 0, day_ms, &cfg->batch_pace_ms},
         {"--batch-queue-tokens", 0, big, &cfg->batch_queue_tokens},
+        {"--batch-fail-status", 400, 599, &cfg->batch_fail_status},
+        {"--batch-expire-after-ms", 0, day_ms, &cfg->batch_expire_after_ms},
+        {"--batch-expire-count", 0, big, &cfg->batch_expire_count},
+        {"--batch-api-slow-ms", 0, day_ms, &cfg->batch_api_slow_ms},
+        {"--batch-api-slow-first", 0, big, &cfg->batch_api_slow_first},
     };
     for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
         if (strcmp(f, ints[i].name) == 0) {
@@ -301,6 +320,10 @@ static int take_value(const char *f, const char *v, struct sim_config *cfg)
         cfg->api_key = v;
     } else if (strcmp(f, "--batch-fail-once") == 0) {
         cfg->batch_fail_once = v;
+    } else if (strcmp(f, "--batch-fail-always") == 0) {
+        cfg->batch_fail_always = v;
+    } else if (strcmp(f, "--batch-invalid") == 0) {
+        cfg->batch_invalid = v;
     } else if (strcmp(f, "--access-log") == 0) {
         cfg->access_log = v;
     } else if (strcmp(f, "--models") == 0) {

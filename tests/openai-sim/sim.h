@@ -89,13 +89,24 @@ struct sim_config {
     enum sim_charge charge;
     int embedding_dims;
     int quiet;
-    int accept_paused;           /* --accept-paused: backlog 0, no accept until SIGUSR2 */
-    int64_t batch_pace_ms;       /* --batch-pace-ms: a Batch completes this long after its
-                                    creation (batch.c) */
-    const char *batch_fail_once; /* --batch-fail-once: Batch lines whose custom_id holds it
-                                    fail with 500 the first time (borrowed from argv) */
-    int64_t batch_queue_tokens;  /* --batch-queue-tokens: prompt tokens a model's unfinished
-                                    batches may hold (0: no limit; batch_run.c) */
+    int accept_paused;             /* --accept-paused: backlog 0, no accept until SIGUSR2 */
+    int64_t batch_pace_ms;         /* --batch-pace-ms: a Batch completes this long after its
+                                      creation (batch.c) */
+    const char *batch_fail_once;   /* --batch-fail-once: Batch lines whose custom_id holds it
+                                      fail with 500 the first time (borrowed from argv) */
+    const char *batch_fail_always; /* --batch-fail-always: ... every time */
+    int64_t batch_fail_status;     /* --batch-fail-status: those lines' status (500) */
+    const char *batch_invalid;     /* --batch-invalid: a line whose custom_id holds it fails
+                                      its file's validation */
+    int64_t batch_expire_after_ms; /* --batch-expire-after-ms: 0 none */
+    int64_t batch_expire_count;    /* --batch-expire-count: how many batches expire (1) */
+    /* --batch-api-slow-ms N / --batch-api-slow-first K: the first K POSTs of
+     * files and batches answer N ms late, and what they make is seen only then */
+    int64_t batch_api_slow_ms;
+    int64_t batch_api_slow_first;
+    int batch_hold;             /* --batch-hold: no batch progresses before SIGUSR2 */
+    int64_t batch_queue_tokens; /* --batch-queue-tokens: prompt tokens a model's unfinished
+                                   batches may hold (0: no limit; batch_run.c) */
 };
 
 /* Outcome of one request, as the access log names it. */
@@ -252,9 +263,10 @@ void sim_api_settle(struct sim_server *srv, struct sim_exchange *ex);
 
 /* batch.c: the Files and Batches APIs. sim_batch_route returns 1 when c's
  * path is one of theirs (/v1/files..., /v1/batches...); sim_batch_handle
- * then builds the answer into c->ex. sim_batch_free frees what they hold. */
+ * then builds the answer into c->ex and returns how late it is sent
+ * (--batch-api-slow-ms). sim_batch_free frees what they hold. */
 int sim_batch_route(const struct sim_conn *c);
-void sim_batch_handle(struct sim_conn *c);
+int64_t sim_batch_handle(struct sim_conn *c); /* returns the answer's delay, ms */
 void sim_batch_free(struct sim_server *srv);
 
 /* alog.c */

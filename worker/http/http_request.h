@@ -49,6 +49,8 @@ struct llmq_http_request {
     const char *const *extra_headers; /* NULL-terminated "Name: value" lines (copied); may
                                          be NULL */
     long timeout_ms;                  /* whole transfer; 0: the config's timeout_ms */
+    size_t max_body_bytes;            /* response body limit; 0: the config's (a provider
+                                         batch's result file may be larger, worker/pbatch/) */
     int64_t send_by_ms;         /* llmq_monotonic_ms() after which the request must not go out:
                                    checked when the connection is ready, just before the
                                    request is sent (curl's pre-request callback); past it the

@@ -241,7 +241,8 @@ static int set_options(struct llmq_http_xfer *x, const struct llmq_http_settings
     SETOPT(CURLOPT_TCP_KEEPALIVE, 1L);
     SETOPT(CURLOPT_BUFFERSIZE, s->buffer_bytes);
     SETOPT(CURLOPT_UPLOAD_BUFFERSIZE, 16384L);
-    SETOPT(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)s->max_body_bytes);
+    SETOPT(CURLOPT_MAXFILESIZE_LARGE,
+           (curl_off_t)(req->max_body_bytes > 0 ? req->max_body_bytes : s->max_body_bytes));
     SETOPT(CURLOPT_SSL_VERIFYPEER, 1L);
     SETOPT(CURLOPT_SSL_VERIFYHOST, 2L);
     if (s->ca_file != NULL)
@@ -279,7 +280,7 @@ enum llmq_rc llmq_http_xfer_new(const struct llmq_http_settings *s,
     struct llmq_http_xfer *x = calloc(1, sizeof(*x));
     if (x == NULL)
         return llmq_error_set(err, LLMQ_ENOMEM, "http: out of memory for a transfer");
-    x->max_body = s->max_body_bytes;
+    x->max_body = req->max_body_bytes > 0 ? req->max_body_bytes : s->max_body_bytes;
     x->processing_ms = -1;
     x->easy = curl_easy_init();
     if (x->easy == NULL || build_headers(x, req) != 0) {

@@ -9,6 +9,21 @@
  * stays recorded where it was and is looked at again when its lease or its
  * next poll comes (P pba). The state here is a copy for the turn only.
  *
+ * While a provider call is in flight its lease is renewed every third of
+ * --offload-lease-ms (a step recorded in the same state), so a provider
+ * slower than the lease never lets a second worker take the batch over
+ * and send the same call again; a worker that dies stops renewing and is
+ * taken over as before.
+ *
+ * A batch the provider failed as a whole (validation, or a refused upload
+ * or create) ends "failed" (lua/pbatch_end.lua): the jobs the provider named
+ * (its errors' line numbers, looked up in the input file it holds) are
+ * dead-lettered the second time, the rest go back. A batch marked cancel
+ * (every job of it cancelled, or `llmq offload cancel`) is cancelled at the
+ * provider (POST /v1/batches/{id}/cancel), or ended unsubmitted when it
+ * never was. A result file over --offload-max-file-bytes ends the batch,
+ * its jobs staged again with an attempt counted: never a download loop.
+ *
  * Test hook: LLMQ_TEST_PBATCH_CRASH=after_upload|after_create makes the
  * worker SIGKILL itself right after that provider call answered, before
  * it is recorded (the window the takeover must cover); after_settle, once
@@ -35,6 +50,7 @@
 #define PBATCH_BODIES_PER_CALL 500
 #define PBATCH_LINES_PER_SETTLE 200
 #define PBATCH_RETRY_MS 5000 /* a failed provider call is tried again this much later */
+#define PBATCH_NAMED_MAX 100 /* jobs a failed batch's errors may name */
 
 struct worker_pbatch;
 typedef void pbatch_next_fn(struct worker_pbatch *pb);
@@ -50,7 +66,14 @@ struct worker_pbatch {
     char id[64], state[16], model[201], url[64], status[32];
     char file_id[128], batch_id[128], out_id[128], err_id[128];
     int64_t n, poll_ms, polls, max_bytes;
-    pbatch_next_fn *then; /* what follows a recorded step */
+    int cancel, cancel_sent; /* to be cancelled at the provider; the cancel was sent */
+    pbatch_next_fn *then;    /* what follows a recorded step */
+    ev_timer renew;          /* renews the lease while a provider call is in flight */
+    /* a failed batch: the provider's reason and the lines its errors name */
+    char fail_why[256];
+    int64_t fail_line[PBATCH_NAMED_MAX];
+    char fail_msg[PBATCH_NAMED_MAX][160];
+    int n_fail;
     /* building the input file */
     struct llmq_pbatch_buf file;
     int64_t next_index, keep;
@@ -82,7 +105,8 @@ static void batch_reset(struct worker_pbatch *pb)
         pb->text[i] = NULL;
         pb->text_len[i] = 0;
     }
-    pb->id[0] = pb->state[0] = pb->status[0] = '\0';
+    pb->id[0] = pb->state[0] = pb->status[0] = pb->fail_why[0] = '\0';
+    pb->cancel = pb->cancel_sent = pb->n_fail = 0;
     pb->file_id[0] = pb->batch_id[0] = pb->out_id[0] = pb->err_id[0] = '\0';
     pb->pos = 0;
     pb->which = 0;
@@ -188,12 +212,17 @@ static void on_ended(redisAsyncContext *ac, redisReply *r, void *privdata)
     turn_end(pb);
 }
 
-/* Ends the batch: its jobs without an answer go back to staging (an attempt
- * counted when count_attempt), reason logged on each. */
-static void end_batch(struct worker_pbatch *pb, const char *reason, int count_attempt)
+/* Ends the batch: its jobs without an answer go back to staging, as mode
+ * says (lua/pbatch_end.lua: "" none counted, "attempt", "failed"), reason
+ * logged on each; named[0..2*n_named) are job id, reason pairs the provider
+ * named (mode failed). */
+static void end_batch(struct worker_pbatch *pb, const char *reason, const char *mode,
+                      const char **named, int n_named)
 {
-    const char *argv[] = {pb->id, pb->a->w->cfg->consumer, reason, count_attempt ? "1" : "0"};
-    script(pb, LLMQ_SCRIPT_PBATCH_END, 4, argv, NULL, on_ended);
+    const char *argv[4 + 2 * PBATCH_NAMED_MAX] = {pb->id, pb->a->w->cfg->consumer, reason, mode};
+    for (int i = 0; i < 2 * n_named && i < 2 * PBATCH_NAMED_MAX; i++)
+        argv[4 + i] = named[i];
+    script(pb, LLMQ_SCRIPT_PBATCH_END, 4 + 2 * n_named, argv, NULL, on_ended);
 }
 
 /* The limit a token_limit_exceeded message names ("... Limit: 2,000,000
@@ -236,10 +265,42 @@ struct pbatch_http {
     int raw; /* hand over the body text (file content), not JSON */
 };
 
+/* A renewal's answer: only logged. A lease another worker holds (the
+ * renewal came too late) shows again in the step after the call, which then
+ * ends this worker's turn (LLMQ_ECONFLICT). */
+static void on_renewed(redisAsyncContext *ac, redisReply *r, void *privdata)
+{
+    (void)ac;
+    (void)privdata;
+    if (r == NULL || r->type == REDIS_REPLY_ERROR)
+        LLMQ_LOG(LLMQ_LOG_WARN, "offload: renewing a lease while the provider answers: %s",
+                 r != NULL ? r->str : "redis connection lost");
+}
+
+/* Every third of the lease while a provider call is in flight: the lease is
+ * extended (a step from the state to itself), so no other worker takes the
+ * batch over and repeats the call. */
+static void on_renew(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct worker_pbatch *pb = t->data;
+    char lease[24];
+    snprintf(lease, sizeof(lease), "%lld", (long long)pb->a->w->cfg->offload_lease_ms);
+    const char *argv[] = {pb->a->prefix, pb->id, pb->a->w->cfg->consumer, pb->state, pb->state, "0",
+                          lease,         ""};
+    redisAsyncContext *ac = llmq_redis_async_context(pb->a->cmd);
+    if (ac != NULL)
+        (void)llmq_script_run_async(ac, LLMQ_SCRIPT_PBATCH_STEP, 1, 8, argv, NULL, on_renewed, pb);
+    LLMQ_LOG(LLMQ_LOG_DEBUG, "offload %s: the provider is slow: lease renewed in %s", pb->id,
+             pb->state);
+}
+
 static void on_http(struct llmq_http_response *resp, void *privdata)
 {
     struct pbatch_http *h = privdata;
     struct worker_pbatch *pb = h->pb;
+    ev_timer_stop(pb->a->w->loop, &pb->renew);
     pbatch_http_fn *fn = h->fn;
     int raw = h->raw;
     free(h);
@@ -256,7 +317,9 @@ static void on_http(struct llmq_http_response *resp, void *privdata)
 }
 
 /* Sends a GET (body NULL) or POST of path to the provider; fn runs with the
- * response and its JSON (NULL when none). */
+ * response and its JSON (NULL when none); raw: a file's content (its own
+ * size bound, --offload-max-file-bytes). The lease is renewed until it
+ * answers. */
 static void provider(struct worker_pbatch *pb, const char *path, const char *body, size_t len,
                      const char *ctype, int raw, pbatch_http_fn *fn)
 {
@@ -282,12 +345,17 @@ static void provider(struct worker_pbatch *pb, const char *path, const char *bod
         .auth = LLMQ_HTTP_AUTH_BEARER,
         .api_key = pb->a->cfg->api_key,
         .client_request_id = pb->id,
+        .max_body_bytes = raw ? (size_t)cfg->offload_max_file_bytes : 0,
     };
     if (llmq_http_submit(pb->a->w->http, &req, on_http, h, &err) != LLMQ_OK) {
         LLMQ_LOG(LLMQ_LOG_WARN, "offload %s: %s", pb->id, err.msg);
         free(h);
         turn_end(pb);
+        return;
     }
+    double every = (double)cfg->offload_lease_ms / 3000.0;
+    ev_timer_set(&pb->renew, every, every);
+    ev_timer_start(pb->a->w->loop, &pb->renew);
 }
 
 /* 1 when a provider call's answer refuses the request itself (a 4xx other
@@ -319,7 +387,7 @@ static void call_failed(struct worker_pbatch *pb, struct llmq_http_response *res
     provider_error(resp, answer, what, why, sizeof(why));
     LLMQ_LOG(LLMQ_LOG_WARN, "offload %s: %s", pb->id, why);
     if (refused(resp)) {
-        end_batch(pb, why, 1);
+        end_batch(pb, why, "failed", NULL, 0);
         return;
     }
     char state[16];
@@ -398,6 +466,104 @@ static void creating(struct worker_pbatch *pb)
 
 static void collect(struct worker_pbatch *pb);
 
+/* The input file of a failed batch is in: the lines its errors named are
+ * looked up (their custom_id: the job), and the batch ends failed. */
+static void on_input_file(struct worker_pbatch *pb, struct llmq_http_response *resp, json_t *a)
+{
+    if (resp->outcome != LLMQ_HTTP_OK || resp->status != 200) {
+        call_failed(pb, resp, a, "reading the failed batch's input file");
+        return;
+    }
+    const char *named[2 * PBATCH_NAMED_MAX];
+    char ids[PBATCH_NAMED_MAX][256];
+    int k = 0;
+    int64_t no = 0;
+    const char *p = resp->body, *end = resp->body + resp->body_len;
+    while (p < end && k < PBATCH_NAMED_MAX) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        no++;
+        for (int i = 0; i < pb->n_fail; i++) {
+            if (pb->fail_line[i] != no || k >= PBATCH_NAMED_MAX)
+                continue;
+            json_t *l = json_loadb(p, n, 0, NULL);
+            const char *cid = json_string_value(json_object_get(l, "custom_id"));
+            if (cid != NULL && strlen(cid) < sizeof(ids[k])) {
+                snprintf(ids[k], sizeof(ids[k]), "%s", cid);
+                named[2 * k] = ids[k];
+                named[2 * k + 1] = pb->fail_msg[i];
+                k++;
+            }
+            json_decref(l);
+        }
+        p = nl ? nl + 1 : end;
+    }
+    LLMQ_LOG(LLMQ_LOG_WARN, "offload %s (%s): %s; it names %d of its jobs", pb->id, pb->batch_id,
+             pb->fail_why, k);
+    end_batch(pb, pb->fail_why, "failed", named, k);
+}
+
+/* The provider failed the batch as a whole (errors: its errors.data, each
+ * {code, message, line}): ends it failed, with the jobs on the lines it
+ * names (the input file is read to find them). */
+static void failed(struct worker_pbatch *pb, const json_t *errors)
+{
+    const json_t *e0 = json_array_get(errors, 0);
+    const char *msg = json_string_value(json_object_get(e0, "message"));
+    snprintf(pb->fail_why, sizeof(pb->fail_why), "the provider failed the batch: %.200s",
+             msg ? msg : "no reason given");
+    pb->n_fail = 0;
+    size_t i;
+    const json_t *e;
+    json_array_foreach(errors, i, e)
+    {
+        const json_t *line = json_object_get(e, "line");
+        const char *m = json_string_value(json_object_get(e, "message"));
+        const char *code = json_string_value(json_object_get(e, "code"));
+        if (!json_is_integer(line) || json_integer_value(line) < 1 ||
+            pb->n_fail >= PBATCH_NAMED_MAX)
+            continue;
+        pb->fail_line[pb->n_fail] = json_integer_value(line);
+        snprintf(pb->fail_msg[pb->n_fail], sizeof(pb->fail_msg[0]), "%.40s: %.110s",
+                 code ? code : "invalid", m ? m : "invalid line");
+        pb->n_fail++;
+    }
+    if (pb->n_fail == 0 || pb->file_id[0] == '\0') {
+        LLMQ_LOG(LLMQ_LOG_WARN, "offload %s (%s): %s", pb->id, pb->batch_id, pb->fail_why);
+        end_batch(pb, pb->fail_why, "failed", NULL, 0);
+        return;
+    }
+    char path[256];
+    snprintf(path, sizeof(path), "/v1/files/%s/content", pb->file_id);
+    provider(pb, path, NULL, 0, NULL, 1, on_input_file);
+}
+
+static void on_cancel_sent(struct worker_pbatch *pb, struct llmq_http_response *resp, json_t *a)
+{
+    if (resp->outcome != LLMQ_HTTP_OK || (resp->status != 200 && !refused(resp))) {
+        call_failed(pb, resp, a, "cancelling the provider batch");
+        return;
+    }
+    /* 200 (cancelling) or a refusal (it ended meanwhile): either way the
+     * polls go on and collect what it did; the cancelled jobs' lines are
+     * ignored */
+    const char *st = json_string_value(json_object_get(a, "status"));
+    if (st != NULL)
+        snprintf(pb->status, sizeof(pb->status), "%s", st);
+    LLMQ_LOG(LLMQ_LOG_INFO, "offload %s (%s): none of its jobs is left: cancel sent (HTTP %ld)",
+             pb->id, pb->batch_id, resp->status);
+    const char *kv[] = {"cancel_sent", "1", "status", pb->status};
+    step(pb, "submitted", pb->poll_ms, -1, kv, 4, NULL);
+}
+
+/* POST /v1/batches/{id}/cancel: every job of the batch was cancelled. */
+static void cancel_at_provider(struct worker_pbatch *pb)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/v1/batches/%s/cancel", pb->batch_id);
+    provider(pb, path, "{}", 2, NULL, 0, on_cancel_sent);
+}
+
 static void on_polled(struct worker_pbatch *pb, struct llmq_http_response *resp, json_t *a)
 {
     const char *st = json_string_value(json_object_get(a, "status"));
@@ -418,17 +584,21 @@ static void on_polled(struct worker_pbatch *pb, struct llmq_http_response *resp,
                             "output_file_id", pb->out_id, "error_file_id", pb->err_id};
         step(pb, "collecting", 0, -1, kv, 8, collect);
     } else if (strcmp(st, "failed") == 0) {
-        const json_t *e0 = json_array_get(json_object_get(json_object_get(a, "errors"), "data"), 0);
-        const char *msg = json_string_value(json_object_get(e0, "message"));
+        const json_t *errors = json_object_get(json_object_get(a, "errors"), "data");
+        const json_t *e0 = json_array_get(errors, 0);
         const char *code = json_string_value(json_object_get(e0, "code"));
-        char why[256];
-        snprintf(why, sizeof(why), "the provider failed the batch: %.200s",
-                 msg ? msg : "no reason given");
-        LLMQ_LOG(LLMQ_LOG_WARN, "offload %s (%s): %s", pb->id, pb->batch_id, why);
-        if (code != NULL && strcmp(code, "token_limit_exceeded") == 0)
+        if (code != NULL && strcmp(code, "token_limit_exceeded") == 0) {
+            const char *msg = json_string_value(json_object_get(e0, "message"));
+            char why[256];
+            snprintf(why, sizeof(why), "the provider failed the batch: %.200s",
+                     msg ? msg : "no reason given");
+            LLMQ_LOG(LLMQ_LOG_WARN, "offload %s (%s): %s", pb->id, pb->batch_id, why);
             end_batch_queue_full(pb, why, msg);
-        else
-            end_batch(pb, why, 1);
+        } else {
+            failed(pb, errors);
+        }
+    } else if (pb->cancel && !pb->cancel_sent) {
+        cancel_at_provider(pb);
     } else {
         const char *kv[] = {"status", pb->status, "polls", polls};
         step(pb, "submitted", llmq_pbatch_poll_delay_ms(pb->poll_ms, pb->polls + 1), -1, kv, 4,
@@ -479,7 +649,7 @@ static void fetch_bodies(struct worker_pbatch *pb);
 static void built(struct worker_pbatch *pb)
 {
     if (pb->file.len == 0) { /* every job ended meanwhile (cancelled) */
-        end_batch(pb, "", 0);
+        end_batch(pb, "", "", NULL, 0);
         return;
     }
     if (pb->trim) {
@@ -595,7 +765,7 @@ static void on_settled(redisAsyncContext *ac, redisReply *r, void *privdata)
  * the batch (jobs that got no line go back to staging). */
 static void settle_more(struct worker_pbatch *pb)
 {
-    static const char *const kinds[] = {"done", "retry", "dead"};
+    static const char *const kinds[] = {"done", "retry", "dead", "back"};
     const char *argv[2 + PBATCH_LINES_PER_SETTLE * 7];
     size_t argvlen[2 + PBATCH_LINES_PER_SETTLE * 7];
     char nums[PBATCH_LINES_PER_SETTLE][3][24];
@@ -652,13 +822,26 @@ static void settle_more(struct worker_pbatch *pb)
     if (k > 0)
         return;
     const char *st = pb->status;
-    end_batch(pb, strcmp(st, "completed") == 0 ? "" : st, 0);
+    end_batch(pb, strcmp(st, "completed") == 0 ? "" : st, "", NULL, 0);
 }
 
 static void fetch_file(struct worker_pbatch *pb);
 
 static void on_file(struct worker_pbatch *pb, struct llmq_http_response *resp, json_t *a)
 {
+    if (resp->outcome == LLMQ_HTTP_TOO_BIG) {
+        /* it never fits: no retry of the download, the jobs go back (an
+         * attempt each, so a batch too large every time ends them) */
+        char why[256];
+        snprintf(why, sizeof(why),
+                 "its %s file is larger than --offload-max-file-bytes %lld: not downloaded "
+                 "(raise it, or lower the model's --max-requests)",
+                 pb->which == 0 ? "output" : "error",
+                 (long long)pb->a->w->cfg->offload_max_file_bytes);
+        LLMQ_LOG(LLMQ_LOG_ERROR, "offload %s (%s): %s", pb->id, pb->batch_id, why);
+        end_batch(pb, why, "attempt", NULL, 0);
+        return;
+    }
     if (resp->outcome != LLMQ_HTTP_OK || resp->status != 200) {
         call_failed(pb, resp, a, "downloading a result file");
         return;
@@ -698,7 +881,10 @@ static void collect(struct worker_pbatch *pb)
 static void run(struct worker_pbatch *pb)
 {
     const char *s = pb->state;
-    if (strcmp(s, "building") == 0)
+    if (pb->cancel && (strcmp(s, "uploading") == 0 || strcmp(s, "uploaded") == 0)) {
+        LLMQ_LOG(LLMQ_LOG_INFO, "offload %s: cancelled before it was submitted", pb->id);
+        end_batch(pb, "cancelled before it was submitted", "", NULL, 0);
+    } else if (strcmp(s, "building") == 0)
         build(pb, 1);
     else if (strcmp(s, "uploading") == 0)
         provider(pb, "/v1/files?purpose=batch", NULL, 0, NULL, 0, on_files_listed);
@@ -779,6 +965,10 @@ static void on_next(redisAsyncContext *ac, redisReply *r, void *privdata)
             pb->poll_ms = llmq_reply_int_or(r->element[i + 1], 30000);
         else if (strcmp(name, "max_bytes") == 0)
             pb->max_bytes = llmq_reply_int_or(r->element[i + 1], 200000000);
+        else if (strcmp(name, "cancel") == 0)
+            pb->cancel = llmq_reply_int_or(r->element[i + 1], 0) == 1;
+        else if (strcmp(name, "cancel_sent") == 0)
+            pb->cancel_sent = llmq_reply_int_or(r->element[i + 1], 0) == 1;
     }
     LLMQ_LOG(LLMQ_LOG_DEBUG, "offload %s: taking it in state %s", pb->id, pb->state);
     run(pb);
@@ -821,6 +1011,8 @@ void llmq_worker_pbatch_start(struct worker_account *a)
     pb->crash_at = crash != NULL && crash[0] ? crash : NULL;
     ev_timer_init(&pb->tick, on_tick, 0.0, 0.0);
     pb->tick.data = pb;
+    ev_timer_init(&pb->renew, on_renew, 0.0, 0.0);
+    pb->renew.data = pb;
     a->pbatch = pb;
     arm(pb, PBATCH_TICK_MIN_MS);
 }
@@ -832,6 +1024,7 @@ void llmq_worker_pbatch_stop(struct worker_account *a)
         return;
     pb->stopped = 1;
     ev_timer_stop(a->w->loop, &pb->tick);
+    ev_timer_stop(a->w->loop, &pb->renew);
 }
 
 void llmq_worker_pbatch_free(struct worker_account *a)
@@ -840,6 +1033,7 @@ void llmq_worker_pbatch_free(struct worker_account *a)
     if (pb == NULL)
         return;
     ev_timer_stop(a->w->loop, &pb->tick);
+    ev_timer_stop(a->w->loop, &pb->renew);
     batch_reset(pb);
     llmq_job_packer_free(pb->packer);
     free(pb);

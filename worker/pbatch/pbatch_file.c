@@ -134,6 +134,10 @@ enum llmq_rc llmq_pbatch_line_parse(const char *line, size_t len, struct llmq_pb
          * (408) or a conflict (409) that another try may pass */
         int refused = st4 && out->status != 408 && out->status != 409 && out->status != 429;
         out->verdict = refused ? LLMQ_PBATCH_DEAD : LLMQ_PBATCH_RETRY;
+        const char *code = json_string_value(json_object_get(json_object_get(j, "error"), "code"));
+        if (out->status == 0 && code != NULL &&
+            (strcmp(code, "batch_expired") == 0 || strcmp(code, "batch_cancelled") == 0))
+            out->verdict = LLMQ_PBATCH_BACK;
         line_reason(j, body, out->status, out->reason, sizeof(out->reason));
     }
     json_decref(j);

@@ -41,8 +41,10 @@ enum llmq_rc llmq_pbatch_multipart(const char *filename, const char *data, size_
 /* What a line of an output or error file means for its job. */
 enum llmq_pbatch_verdict {
     LLMQ_PBATCH_DONE = 0, /* a 2xx with a body: the job's result */
-    LLMQ_PBATCH_RETRY,    /* 5xx, 429, a timeout, expired, no response: try again later */
+    LLMQ_PBATCH_RETRY,    /* 5xx, 429, a timeout, no response: try again later (an attempt) */
     LLMQ_PBATCH_DEAD,     /* the provider refused the request (4xx): dead-letter it */
+    LLMQ_PBATCH_BACK,     /* never run: the batch expired or was cancelled first (error
+                             code batch_expired or batch_cancelled): staged again, no attempt */
 };
 
 struct llmq_pbatch_line {

@@ -85,6 +85,8 @@ static void test_layout(void **state)
         {LLMQ_KEY_PB_ELIGIBLE, "gpt-4o-mini", P "pbe:gpt-4o-mini"},
         {LLMQ_KEY_PB_AUTO, "gpt-4o-mini", P "pbau:gpt-4o-mini"},
         {LLMQ_KEY_PB_QUEUE, "gpt-4o-mini@east", P "pbq:gpt-4o-mini@east"},
+        {LLMQ_KEY_PB_DEADLINES, NULL, P "pbd"},
+        {LLMQ_KEY_PB_PARKED, NULL, P "pbp"},
     };
     assert_int_equal(sizeof(cases) / sizeof(cases[0]), LLMQ_KEY_KIND_COUNT);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -77,7 +77,13 @@ static void line_verdicts(void **state)
         {"{\"custom_id\":\"e\",\"response\":null,\"error\":{\"code\":\"batch_expired\","
          "\"message\":\"This request could not be executed before the completion window "
          "expired.\"}}",
-         LLMQ_OK, LLMQ_PBATCH_RETRY, "batch_expired: This request"},
+         LLMQ_OK, LLMQ_PBATCH_BACK, "batch_expired: This request"},
+        {"{\"custom_id\":\"f\",\"response\":null,\"error\":{\"code\":\"batch_cancelled\","
+         "\"message\":\"cancelled\"}}",
+         LLMQ_OK, LLMQ_PBATCH_BACK, "batch_cancelled: cancelled"},
+        {"{\"custom_id\":\"g\",\"response\":null,\"error\":{\"code\":\"server_error\","
+         "\"message\":\"oops\"}}",
+         LLMQ_OK, LLMQ_PBATCH_RETRY, "server_error: oops"},
         {"not json", LLMQ_EINVAL, LLMQ_PBATCH_DONE, NULL},
         {"{\"response\":{}}", LLMQ_EINVAL, LLMQ_PBATCH_DONE, NULL},
     };
