@@ -77,7 +77,11 @@
 -- Reply: {owned, finished, moved} per delivery, flat and in order: owned 0
 -- when the entry was no longer pending for anyone (reclaimed and
 -- redelivered): the job's state is then left to the current owner, except
--- that a result is still stored once (finished 1); moved 1 when a retry or
+-- that a result is still stored once; finished 0 when nothing was stored
+-- (a retry, a handback, a job already ended: cancelled, or finished by
+-- another delivery), 1 when its result was, 2 when its result and its dead
+-- letter (an entry of P dead) were: what the worker counts as dead-lettered
+-- (not a gateway's synchronous call, kept out of P dead); moved 1 when a retry or
 -- dead letter for an endpoint's fault went back to the queue at once for
 -- another endpoint instead, its attempt uncounted (ARGV[24]). Every delivery's arguments are checked
 -- before anything is written (a script's writes stay when it fails), so an
@@ -244,8 +248,12 @@ local function settle(base)
     end
     if mode == 'done' or mode == 'dead' then
         settings = settings or llmq_jobs_settings(P)
+        local letters = tally.dead or 0
         finished = llmq_job_finish(P, id, mode, ARGV[base + 7], ARGV[base + 8], now, settings,
             tally)
+        if finished == 1 and (tally.dead or 0) > letters then
+            finished = 2 -- its dead letter was written (P dead), what the worker counts
+        end
     elseif owned == 1 and redis.call('EXISTS', KEY.result(P, id)) == 0 then
         -- retry, handback, authpause, moved; not a job another delivery
         -- ended meanwhile (a reclaimed one's): its hash may be gone with

@@ -66,7 +66,7 @@ set_tests_properties(gateway_descheduled PROPERTIES LABELS integration TIMEOUT 1
 add_test(NAME gateway_orphans
     COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/orphans.sh)
 set_tests_properties(gateway_orphans PROPERTIES LABELS integration TIMEOUT 300
-    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};GW_FLAGS=--lease-ms 1500;SIM_FLAGS=--latency-ms 1500;LIMITS=gpt-4o --rpm 1 --period-ms 5000")
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};GW_FLAGS=--lease-ms 1500;SIM_FLAGS=--latency-ms 1500;LIMITS=gpt-4o --rpm 1 --period-ms 20000")
 #   gateway_crash_create  kill -9 during POST /v1/batches of 20,000 lines: the
 #                         batch is whole or absent after a restart
 add_test(NAME gateway_crash_create

@@ -25,6 +25,7 @@
 #include "base/log.h"
 #include "jobs/job_pack.h"
 #include "redis/script.h"
+#include "admin/metrics_worker.h"
 #include "job_settle.h"
 #include "settle_request.h"
 #include "worker.h"
@@ -60,13 +61,21 @@ static void keep_queued_for_retry(struct worker_account *a)
 /* The values of one delivery in the script's reply: owned, finished, moved. */
 #define SETTLE_REPLY_VALUES 3
 
+/* finished, in the script's reply: what the settle stored */
+enum settle_finished {
+    SETTLE_STORED_NOTHING = 0, /* retry, handback, or the job had ended already */
+    SETTLE_STORED_RESULT = 1,  /* its result (done; a synchronous call's dead end) */
+    SETTLE_STORED_DEAD = 2,    /* its result and its dead letter (an entry of P dead) */
+};
+
 /* What became of job's delivery, once its settle said (moved: the settle
  * sent it back to the queue at once for another endpoint of its model, the
  * attempt uncounted, instead of the retry or dead letter the call's result
- * alone asked for): logged only now, so a failover is not logged as a retry
- * with its attempt number or as a dead letter that never happened, and the
- * summary counts such a dead letter as the retry it became. */
-static void log_fate(const struct worker_job *job, int moved)
+ * alone asked for; finished: what it stored): logged only now, so a failover
+ * is not logged as a retry with its attempt number, and a dead letter is
+ * logged and counted only when it was written — not for a job cancelled or
+ * ended by another delivery meanwhile, or a failover. */
+static void log_fate(struct worker_job *job, int moved, long long finished)
 {
     const char *acct = job->acct->cfg->name;
     const struct worker_settle *st = &job->settle;
@@ -79,17 +88,24 @@ static void log_fate(const struct worker_job *job, int moved)
                      "failed over from endpoint %s to the model's other endpoints (not counted "
                      "as an attempt): %s",
                      job->endpoint != NULL ? job->endpoint : "", why);
-        if (st->mode == WORKER_SETTLE_DEAD) {
-            /* counted dead when decided (llmq_worker_count_outcome): it is
-             * retried instead, in the summary's counts */
-            job->acct->w->stats.dead--;
-            job->acct->w->stats.retried++;
-        }
+        if (st->mode == WORKER_SETTLE_DEAD)
+            job->acct->w->stats.retried++; /* in the summary, the retry it became */
     } else if (st->mode == WORKER_SETTLE_RETRY) {
         LLMQ_LOG_JOB(LLMQ_LOG_INFO, acct, job->id, "retry (attempt %d of %d) in %lld ms: %s",
                      job->attempts + 1, job->max_attempts, (long long)st->delay_ms, st->reason);
-    } else if (st->mode == WORKER_SETTLE_DEAD) {
+    } else if (st->mode == WORKER_SETTLE_DEAD && finished == SETTLE_STORED_DEAD) {
         LLMQ_LOG_JOB(LLMQ_LOG_WARN, acct, job->id, "dead-lettered: %s", st->reason);
+        llmq_worker_count_dead_letter(job->acct->w, job);
+    } else if (st->mode == WORKER_SETTLE_DEAD && finished == SETTLE_STORED_RESULT) {
+        LLMQ_LOG_JOB(LLMQ_LOG_INFO, acct, job->id,
+                     "ended dead, kept out of the dead letters (a gateway's synchronous call, "
+                     "its caller answered): %s",
+                     st->reason);
+    } else if (st->mode == WORKER_SETTLE_DEAD) {
+        LLMQ_LOG_JOB(LLMQ_LOG_INFO, acct, job->id,
+                     "not dead-lettered: the job had ended meanwhile (cancelled, or finished "
+                     "by another delivery); the call's end was: %s",
+                     st->reason);
     }
 }
 
@@ -105,9 +121,12 @@ static void settled(struct worker_job *job, const redisReply *r, size_t at)
     if (r->type == REDIS_REPLY_ERROR) {
         LLMQ_LOG_JOB(LLMQ_LOG_ERROR, job->acct->cfg->name, job->id, "settle failed: %s", r->str);
     } else {
+        const redisReply *fin =
+            r->type == REDIS_REPLY_ARRAY && at + 1 < r->elements ? r->element[at + 1] : NULL;
         const redisReply *moved =
             r->type == REDIS_REPLY_ARRAY && at + 2 < r->elements ? r->element[at + 2] : NULL;
-        log_fate(job, moved != NULL && moved->type == REDIS_REPLY_INTEGER && moved->integer == 1);
+        log_fate(job, moved != NULL && moved->type == REDIS_REPLY_INTEGER && moved->integer == 1,
+                 fin != NULL && fin->type == REDIS_REPLY_INTEGER ? fin->integer : 0);
         LLMQ_LOG_JOB(LLMQ_LOG_DEBUG, job->acct->cfg->name, job->id, "settled: %s%s%s",
                      llmq_worker_settle_mode_name(job->settle.mode),
                      job->settle.reason[0] ? " " : "", job->settle.reason);

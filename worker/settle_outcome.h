@@ -50,6 +50,11 @@ struct worker_settle {
      * late_ms), which the model's (endpoint's) arrival guard learns from;
      * -1 when none was measured */
     int64_t late_ms;
+    /* The status label of the attempt's metrics ("200", "timeout",
+     * "not_sent"), chosen when its outcome is counted
+     * (llmq_worker_count_outcome); a dead letter is counted under it once
+     * its settle wrote it */
+    char status_label[32];
 };
 
 /* Sets s up for a job just dispatched: nothing decided, no header seen. */

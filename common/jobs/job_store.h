@@ -16,6 +16,8 @@
  * memory of replies in flight. */
 #define LLMQ_JOB_STORE_JOBS_PER_CALL 64
 #define LLMQ_JOB_STORE_CALLS_PER_ROUND 64
+/* Calls of one asynchronous push in flight at most (llmq_job_store_push_async). */
+#define LLMQ_JOB_STORE_ASYNC_WINDOW 4
 
 /* What enqueue did with one job. */
 struct llmq_job_outcome {
@@ -71,10 +73,14 @@ enum llmq_rc llmq_job_store_push_gated(redisContext *c, const char *prefix,
 
 /* The same push as llmq_job_store_push (same script, same arguments) on an
  * asynchronous connection (borrowed): for event loops (llmq-gateway). gate
- * (NULL: none, borrowed for the call) applies to every job. jobs
- * are borrowed for the call only (arguments are copied); out (n entries) must
- * live until cb runs. Returns LLMQ_OK, after which cb runs exactly once, from
- * the loop, never before this returns; otherwise cb never runs. */
+ * (NULL: none, copied) applies to every job; prefix is copied. At most
+ * LLMQ_JOB_STORE_ASYNC_WINDOW calls (of LLMQ_JOB_STORE_JOBS_PER_CALL jobs)
+ * are in flight, the next sent as one is answered, on the connection's
+ * current context when ac belongs to a llmq_redis_async (it may follow a
+ * MOVED). jobs and out (n entries) must live until cb runs (jobs are read
+ * only while this runs when n <= LLMQ_JOB_STORE_JOBS_PER_CALL *
+ * LLMQ_JOB_STORE_ASYNC_WINDOW). Returns LLMQ_OK, after which cb runs exactly
+ * once, from the loop, never before this returns; otherwise cb never runs. */
 enum llmq_rc llmq_job_store_push_async(redisAsyncContext *ac, const char *prefix,
                                        const struct llmq_job_gate *gate,
                                        const struct llmq_job *jobs, size_t n,

@@ -30,7 +30,8 @@
  * other; the account waits until the slot has moved.
  *
  * The fetch is synchronous (as Sentinel's lookup): rare, bounded by the
- * connect timeout per node. Thread-safe: one mutex per cluster, never held
+ * connect timeout per node; an event loop's connection (redis_async.c)
+ * resolves in a thread of its own, off the loop. Thread-safe: one mutex per cluster, never held
  * across I/O. A cluster's state lives until the process ends (at most
  * LLMQ_CLUSTERS_MAX cluster URLs per process). */
 #ifndef LLMQ_CLUSTER_H

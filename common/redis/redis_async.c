@@ -19,11 +19,24 @@
  * sends, the connection is bound to the loop by our own hooks (ac->ev)
  * rather than hiredis's adapters/libev.h. A connection quiet for the bound
  * with nothing outstanding is sent a PING, so a hung server is noticed (and
- * /readyz says so) without traffic too. */
+ * /readyz says so) without traffic too.
+ *
+ * Nothing of a (re)connect blocks the loop: what would — asking Sentinel for
+ * the master, fetching a cluster's slot map (CLUSTER SLOTS, and the library
+ * loaded on a new primary), resolving a host name (hiredis 0.14's
+ * redisAsyncConnect calls getaddrinfo) — runs in a thread of its own (one
+ * at a time per connection, struct ra_resolve), which hands the node's
+ * numeric address back through an ev_async; the connect itself then goes to
+ * that address. A connection whose address is already numeric and needs no
+ * lookup (a plain URL with an IP, a MOVED or ASK naming one) connects at
+ * once, as before. */
 #include "redis/redis_async.h"
 
+#include <arpa/inet.h>
 #include <ev.h>
+#include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -53,6 +66,8 @@ struct ra_deferred {
     llmq_redis_async_deferred_fn *fn;
     void *ud;
 };
+
+struct ra_resolve;
 
 struct llmq_redis_async {
     struct ev_loop *loop;
@@ -89,6 +104,10 @@ struct llmq_redis_async {
                              handshake is answered (they queue behind it) */
     char moved_host[256]; /* a MOVED the reader saw on this connection... */
     int moved_port;       /* ...0: none (followed after the read) */
+    /* The lookup off the loop (file comment): resolving runs, resolved is
+     * its result once handed back (both under resolve_lock). */
+    struct ra_resolve *resolving, *resolved;
+    ev_async resolve_w;
 };
 
 #define RA_LOG_REPEAT_MS 30000
@@ -499,30 +518,210 @@ static void on_reconnect_timer(struct ev_loop *loop, ev_timer *w, int revents)
     start_connect(RA_OF(w, reconnect_timer));
 }
 
-static void start_connect(struct llmq_redis_async *ra)
+/* One lookup off the loop: the Sentinel's master, the cluster node of the
+ * account's slot, the host's numeric address. The thread owns it while it
+ * runs; ra (NULL once ra gave it up, under resolve_lock) takes it back. */
+struct ra_resolve {
+    struct llmq_redis_async *ra;
+    struct ev_loop *loop;
+    struct llmq_redis_url url; /* in: ra's; out: host and port of the node */
+    int refresh, timeout_ms, sentinel, cluster;
+    enum llmq_rc rc;
+    char addr[INET6_ADDRSTRLEN]; /* out: url.host as a numeric address */
+    char error[256];
+};
+
+static pthread_mutex_t resolve_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void resolve_free(struct ra_resolve *r)
 {
+    if (r == NULL)
+        return;
+    memset(&r->url, 0, sizeof(r->url)); /* the password */
+    free(r);
+}
+
+/* Whether host is a numeric IPv4 or IPv6 address (connecting to it needs no
+ * name lookup). */
+static int host_numeric(const char *host)
+{
+    unsigned char buf[sizeof(struct in6_addr)];
+    return inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1;
+}
+
+/* r->url.host's address as hiredis 0.14 would pick it (IPv4 first, then
+ * IPv6), numeric, into r->addr. Returns 0, or -1 with r->error. */
+static int resolve_host(struct ra_resolve *r)
+{
+    const char *host = r->url.host;
+    if (host_numeric(host)) {
+        snprintf(r->addr, sizeof(r->addr), "%s", host);
+        return 0;
+    }
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    int rc = getaddrinfo(host, NULL, &hints, &res);
+    if (rc != 0) {
+        hints.ai_family = AF_INET6;
+        rc = getaddrinfo(host, NULL, &hints, &res);
+    }
+    if (rc != 0 || res == NULL) {
+        snprintf(r->error, sizeof(r->error), "cannot connect: cannot resolve %s: %s", host,
+                 rc != 0 ? gai_strerror(rc) : "no address");
+        return -1;
+    }
+    const void *a = res->ai_family == AF_INET
+                        ? (const void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr
+                        : (const void *)&((struct sockaddr_in6 *)res->ai_addr)->sin6_addr;
+    const char *ok = inet_ntop(res->ai_family, a, r->addr, sizeof(r->addr));
+    freeaddrinfo(res);
+    if (ok == NULL) {
+        snprintf(r->error, sizeof(r->error), "cannot connect: cannot resolve %s", host);
+        return -1;
+    }
+    return 0;
+}
+
+/* The thread of a lookup: the blocking steps, then the hand-back (or, ra
+ * gone, the free). */
+static void *resolve_main(void *arg)
+{
+    struct ra_resolve *r = arg;
+    struct llmq_error err = {0};
+    r->rc = LLMQ_OK;
     /* Behind Sentinel, ask for the master again at every (re)connect: that
      * is how a failover is followed. */
-    struct llmq_error err = {0};
-    if (llmq_sentinel_resolve(&ra->url, ra->cfg.timeout_ms, &err) != LLMQ_OK) {
-        note_failure(ra, "%s", err.msg[0] ? err.msg : "no sentinel knows the master");
+    if (r->sentinel && llmq_sentinel_resolve(&r->url, r->timeout_ms, &err) != LLMQ_OK) {
+        r->rc = LLMQ_EREDIS;
+        snprintf(r->error, sizeof(r->error), "%s",
+                 err.msg[0] ? err.msg : "no sentinel knows the master");
+    } else if (r->cluster &&
+               llmq_cluster_resolve(&r->url, r->refresh, r->timeout_ms, &err) != LLMQ_OK) {
+        r->rc = LLMQ_EREDIS;
+        snprintf(r->error, sizeof(r->error), "%s",
+                 err.msg[0] ? err.msg : "no cluster node answered");
+    } else if (resolve_host(r) != 0) {
+        r->rc = LLMQ_EREDIS;
+    }
+    pthread_mutex_lock(&resolve_lock);
+    struct llmq_redis_async *ra = r->ra;
+    if (ra != NULL) {
+        ra->resolving = NULL;
+        ra->resolved = r;
+        ev_async_send(r->loop, &ra->resolve_w);
+    }
+    pthread_mutex_unlock(&resolve_lock);
+    if (ra == NULL)
+        resolve_free(r);
+    return NULL;
+}
+
+/* Gives up ra's lookups: a running one frees itself when it ends, a result
+ * not taken yet is freed now. */
+static void resolve_abandon(struct llmq_redis_async *ra)
+{
+    pthread_mutex_lock(&resolve_lock);
+    if (ra->resolving != NULL)
+        ra->resolving->ra = NULL;
+    ra->resolving = NULL;
+    struct ra_resolve *done = ra->resolved;
+    ra->resolved = NULL;
+    pthread_mutex_unlock(&resolve_lock);
+    resolve_free(done);
+}
+
+static void connect_to(struct llmq_redis_async *ra, const char *addr);
+
+/* The lookup's result, handed back to the loop. */
+static void on_resolved(struct ev_loop *loop, ev_async *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct llmq_redis_async *ra = RA_OF(w, resolve_w);
+    pthread_mutex_lock(&resolve_lock);
+    struct ra_resolve *r = ra->resolved;
+    ra->resolved = NULL;
+    pthread_mutex_unlock(&resolve_lock);
+    if (r == NULL || ra->closing) {
+        resolve_free(r);
+        return;
+    }
+    if (r->rc != LLMQ_OK) {
+        note_failure(ra, "%s", r->error);
+        resolve_free(r);
         schedule_reconnect(ra);
         return;
     }
-    /* On a cluster, the node serving the account's slot (cluster.h): asked
-     * of the cluster again after a failure, not after a MOVED (which named
-     * the node), never for an ASK connection (whose node is the target). */
-    if (ra->cluster != NULL && !ra->fixed_addr && !ra->keep_addr_once &&
-        llmq_cluster_resolve(&ra->url, ra->refresh_map, ra->cfg.timeout_ms, &err) != LLMQ_OK) {
-        note_failure(ra, "%s", err.msg[0] ? err.msg : "no cluster node answered");
-        schedule_reconnect(ra);
-        return;
-    }
+    snprintf(ra->url.host, sizeof(ra->url.host), "%s", r->url.host);
+    ra->url.port = r->url.port;
+    char addr[INET6_ADDRSTRLEN];
+    snprintf(addr, sizeof(addr), "%s", r->addr);
+    resolve_free(r);
     ra->refresh_map = 0;
     ra->keep_addr_once = 0;
-    /* hiredis 0.14 resolves the name here, blocking the loop (docs/DESIGN.md
-     * §5.5); a name that does not resolve is reported in ac->errstr. */
-    redisAsyncContext *ac = redisAsyncConnect(ra->url.host, ra->url.port);
+    connect_to(ra, addr);
+}
+
+/* Starts the lookup of ra's node in a thread (file comment). */
+static void start_resolve(struct llmq_redis_async *ra, int sentinel, int cluster)
+{
+    resolve_abandon(ra); /* an older one's answer is of no use now */
+    struct ra_resolve *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        note_failure(ra, "cannot look the server up: out of memory");
+        schedule_reconnect(ra);
+        return;
+    }
+    r->ra = ra;
+    r->loop = ra->loop;
+    r->url = ra->url;
+    r->refresh = ra->refresh_map;
+    r->timeout_ms = ra->cfg.timeout_ms;
+    r->sentinel = sentinel;
+    r->cluster = cluster;
+    pthread_attr_t attr;
+    pthread_t t;
+    int rc = pthread_attr_init(&attr);
+    if (rc == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_mutex_lock(&resolve_lock);
+        ra->resolving = r;
+        rc = pthread_create(&t, &attr, resolve_main, r);
+        if (rc != 0)
+            ra->resolving = NULL;
+        pthread_mutex_unlock(&resolve_lock);
+        pthread_attr_destroy(&attr);
+    }
+    if (rc != 0) {
+        resolve_free(r);
+        note_failure(ra, "cannot look the server up: no thread (%s)", strerror(rc));
+        schedule_reconnect(ra);
+    }
+}
+
+static void start_connect(struct llmq_redis_async *ra)
+{
+    /* Behind Sentinel, the master is asked for at every (re)connect; on a
+     * cluster, the node serving the account's slot (cluster.h): asked of the
+     * cluster again after a failure, not after a MOVED (which named the
+     * node), never for an ASK connection (whose node is the target). Either,
+     * or a host name, is looked up off the loop. */
+    int sentinel = ra->url.n_sentinels > 0;
+    int cluster = ra->cluster != NULL && !ra->fixed_addr && !ra->keep_addr_once;
+    if (sentinel || cluster || !host_numeric(ra->url.host)) {
+        start_resolve(ra, sentinel, cluster);
+        return;
+    }
+    resolve_abandon(ra);
+    ra->refresh_map = 0;
+    ra->keep_addr_once = 0;
+    connect_to(ra, ra->url.host);
+}
+
+/* Connects to addr (numeric: nothing blocks) at ra->url's port. */
+static void connect_to(struct llmq_redis_async *ra, const char *addr)
+{
+    redisAsyncContext *ac = redisAsyncConnect(addr, ra->url.port);
+
     if (ac == NULL || ac->err) {
         note_failure(ra, "cannot connect: %s", ac != NULL ? ac->errstr : "out of memory");
         if (ac != NULL)
@@ -811,6 +1010,9 @@ static struct llmq_redis_async *async_new(struct ev_loop *loop, const struct llm
     ev_timer_init(&ra->command_timer, on_command_timer, 0.0, 0.0);
     ev_timer_init(&ra->drain_timer, on_drain_timer, 0.0, 0.0);
     ev_timer_init(&ra->defer_timer, on_defer_timer, 0.0, 0.0);
+    ev_async_init(&ra->resolve_w, on_resolved);
+    ev_async_start(loop, &ra->resolve_w);
+    ev_unref(loop); /* a lookup's hand-back keeps no loop running */
     start_connect(ra);
     return ra;
 }
@@ -861,6 +1063,9 @@ void llmq_redis_async_free(struct llmq_redis_async *ra)
     ev_timer_stop(ra->loop, &ra->command_timer);
     ev_timer_stop(ra->loop, &ra->drain_timer);
     ev_timer_stop(ra->loop, &ra->defer_timer);
+    resolve_abandon(ra);
+    ev_ref(ra->loop);
+    ev_async_stop(ra->loop, &ra->resolve_w);
     fail_deferred(ra);
     llmq_redis_async_free(ra->ask);
     ra->ask = NULL;

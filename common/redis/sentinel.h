@@ -5,7 +5,9 @@
  * old master refuses writes (READONLY) or drops the connection, the client
  * reconnects, and the question is asked again — so clients follow a failover.
  * The question is a short synchronous exchange (timeout per sentinel): it
- * runs only when a connection is (re)made, which is rare and backed off. */
+ * runs only when a connection is (re)made, which is rare and backed off; an
+ * event loop's connection (redis_async.c) asks it in a thread of its own,
+ * off the loop. Thread-safe (it touches only its arguments). */
 #ifndef LLMQ_SENTINEL_H
 #define LLMQ_SENTINEL_H
 

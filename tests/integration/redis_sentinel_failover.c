@@ -2,6 +2,10 @@
  * name, and follow a failover: after SENTINEL FAILOVER the old master turns
  * replica, the client's next command sees READONLY or a dropped connection,
  * it reconnects, asks the sentinel again and carries on with the new master.
+ * An event loop's connection asks the sentinel off the loop: with the
+ * sentinel stopped (SIGSTOP) in the middle of the question, the loop keeps
+ * serving (its timers fire, another connection on it gets ready) and the
+ * connection is ready once the sentinel answers (SIGCONT).
  * Real processes: a master, a replica and a sentinel (redis-server
  * --sentinel), on free loopback ports. */
 #include <setjmp.h>
@@ -17,6 +21,8 @@
 #include <unistd.h>
 
 #include "llmq/limiter.h"
+#include "redis/redis_async.h"
+#include "redis/redis_url.h"
 #include "testsupport.h"
 
 static struct llmq_test_redis master, replica;
@@ -124,6 +130,7 @@ static int teardown(void **state)
 {
     (void)state;
     if (sentinel_pid > 0) {
+        kill(sentinel_pid, SIGCONT); /* a test that failed may have left it stopped */
         kill(sentinel_pid, SIGTERM);
         waitpid(sentinel_pid, NULL, 0);
     }
@@ -194,8 +201,77 @@ static void test_follows_failover(void **state)
             freeReplyObject(r);
     }
     printf("# bucket count on the new master: %lld before, %lld after\n", before, after);
+    llmq_limiter_free(lim); /* before the assertion: no leak on its failure path */
     assert_true(after > before);
-    llmq_limiter_free(lim);
+}
+
+struct loop_seen {
+    int ticks;
+    int ready; /* the connection to the master, by its IP */
+};
+
+static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    ((struct loop_seen *)w->data)->ticks++;
+}
+
+static void on_plain_state(struct llmq_redis_async *ra, int ready, void *privdata)
+{
+    (void)ra;
+    ((struct loop_seen *)privdata)->ready = ready;
+}
+
+static void test_lookup_off_the_loop(void **state)
+{
+    (void)state;
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    struct loop_seen seen = {0};
+    ev_timer tick;
+    ev_timer_init(&tick, on_tick, 0.05, 0.05);
+    tick.data = &seen;
+    ev_timer_start(loop, &tick);
+    /* a bound against hanging, taken before the connection is made (a lookup
+     * on the loop blocked in llmq_redis_async_new for its whole timeout) */
+    long long deadline = llmq_test_now_ms() + 30000;
+    assert_int_equal(kill(sentinel_pid, SIGSTOP), 0);
+    char text[128];
+    snprintf(text, sizeof(text), "redis-sentinel://127.0.0.1:%d/m/0", sentinel_port);
+    struct llmq_redis_url url;
+    struct llmq_error err = {0};
+    assert_int_equal(llmq_redis_url_parse(text, &url, &err), LLMQ_OK);
+    /* the sentinel's answer may take as long as it likes: 120 s */
+    struct llmq_redis_async_config cfg = {.name = "test-sentinel", .timeout_ms = 120000};
+    struct llmq_redis_async *ra = llmq_redis_async_new(loop, &url, &cfg, NULL, NULL, &err);
+    assert_non_null(ra);
+    /* meanwhile the loop serves: its timer, and another connection */
+    snprintf(text, sizeof(text), "redis://127.0.0.1:%d/0", replica.port);
+    struct llmq_redis_url plain_url;
+    assert_int_equal(llmq_redis_url_parse(text, &plain_url, &err), LLMQ_OK);
+    struct llmq_redis_async_config plain_cfg = {.name = "test-plain"};
+    struct llmq_redis_async *plain =
+        llmq_redis_async_new(loop, &plain_url, &plain_cfg, on_plain_state, &seen, &err);
+    assert_non_null(plain);
+    while ((seen.ticks < 10 || !seen.ready) && llmq_test_now_ms() < deadline)
+        ev_run(loop, EVRUN_ONCE);
+    print_message("with the sentinel stopped: %d ticks, other connection ready %d\n", seen.ticks,
+                  seen.ready);
+    int served = seen.ticks >= 10 && seen.ready;
+    int waiting = !llmq_redis_async_ready(ra); /* the question is still unanswered */
+    kill(sentinel_pid, SIGCONT);
+    /* the sentinel answers: the connection is made */
+    deadline = llmq_test_now_ms() + 30000;
+    while (!llmq_redis_async_ready(ra) && llmq_test_now_ms() < deadline)
+        ev_run(loop, EVRUN_ONCE);
+    int ready = llmq_redis_async_ready(ra);
+    llmq_redis_async_free(plain);
+    llmq_redis_async_free(ra);
+    ev_timer_stop(loop, &tick);
+    ev_loop_destroy(loop);
+    assert_true(served);
+    assert_true(waiting);
+    assert_true(ready);
 }
 
 static void test_unknown_master_is_an_error(void **state)
@@ -214,6 +290,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_follows_failover),
         cmocka_unit_test(test_unknown_master_is_an_error),
+        cmocka_unit_test(test_lookup_off_the_loop),
     };
     return cmocka_run_group_tests_name("redis_sentinel_failover", tests, setup, teardown);
 }

@@ -570,7 +570,7 @@ static void count_cause(struct llmq_worker *w, const struct worker_job *job,
     }
 }
 
-void llmq_worker_count_outcome(struct llmq_worker *w, const struct worker_job *job,
+void llmq_worker_count_outcome(struct llmq_worker *w, struct worker_job *job,
                                const struct worker_attempt_end *at)
 {
     const struct llmq_http_response *resp = at != NULL ? at->resp : NULL;
@@ -592,8 +592,12 @@ void llmq_worker_count_outcome(struct llmq_worker *w, const struct worker_job *j
         family = m ? m->retried : NULL;
         break;
     case WORKER_SETTLE_DEAD:
-        stat = &s->dead;
-        family = m ? m->dead : NULL;
+        /* counted once its settle says the dead letter was written
+         * (llmq_worker_count_dead_letter): a job cancelled or ended by
+         * another delivery meanwhile, or a gateway's synchronous call, is
+         * none; only the label is chosen now, from the response */
+        stat = NULL;
+        family = NULL;
         break;
     case WORKER_SETTLE_HANDBACK:
     case WORKER_SETTLE_AUTHPAUSE: /* handed back too; the refusal is counted apart */
@@ -603,19 +607,23 @@ void llmq_worker_count_outcome(struct llmq_worker *w, const struct worker_job *j
     default:
         return;
     }
-    (*stat)++;
+    if (stat != NULL)
+        (*stat)++;
     s->tokens_used += used;
+    char *status = job->settle.status_label;
+    snprintf(status, sizeof(job->settle.status_label), "not_sent");
+    if (resp != NULL && resp->outcome == LLMQ_HTTP_OK)
+        snprintf(status, sizeof(job->settle.status_label), "%ld", resp->status);
+    else if (resp != NULL)
+        snprintf(status, sizeof(job->settle.status_label), "%s",
+                 llmq_http_outcome_name(resp->outcome));
     if (m == NULL)
         return;
-    char status[32] = "not_sent";
-    if (resp != NULL && resp->outcome == LLMQ_HTTP_OK)
-        snprintf(status, sizeof(status), "%ld", resp->status);
-    else if (resp != NULL)
-        snprintf(status, sizeof(status), "%s", llmq_http_outcome_name(resp->outcome));
     const char *l[] = {job->acct->cfg->name, job->model, status};
     if (resp != NULL && resp->outcome != LLMQ_HTTP_CANCELLED)
         llmq_metrics_observe(m->latency_s, l, resp->elapsed_ms / 1000.0);
-    llmq_metrics_add(family, l, 1);
+    if (family != NULL)
+        llmq_metrics_add(family, l, 1);
     if (resp != NULL && resp->outcome == LLMQ_HTTP_STALE)
         llmq_metrics_add(m->stale, l, 1);
     if (resp != NULL && resp->outcome == LLMQ_HTTP_STALE && resp->pool_full)
@@ -629,4 +637,14 @@ void llmq_worker_count_outcome(struct llmq_worker *w, const struct worker_job *j
         if (resp != NULL && resp->outcome != LLMQ_HTTP_CANCELLED)
             llmq_metrics_observe(m->ep_latency, le, resp->elapsed_ms / 1000.0);
     }
+}
+
+void llmq_worker_count_dead_letter(struct llmq_worker *w, const struct worker_job *job)
+{
+    w->stats.dead++;
+    if (w->metrics == NULL)
+        return;
+    const char *l[] = {job->acct->cfg->name, job->model,
+                       job->settle.status_label[0] ? job->settle.status_label : "not_sent"};
+    llmq_metrics_add(w->metrics->dead, l, 1);
 }

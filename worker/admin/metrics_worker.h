@@ -61,8 +61,18 @@ struct worker_attempt_end {
  * in the metrics alike — the one place either counts an attempt, derived
  * from (job, at) alone, so the two cannot disagree. at (borrowed; NULL:
  * nothing was sent, nothing classified) gives the status label and the
- * call's duration. Counts w->stats also without metrics. */
-void llmq_worker_count_outcome(struct llmq_worker *w, const struct worker_job *job,
+ * call's duration; job->settle.status_label is set to that label. A dead
+ * decision is counted later, by what its settle wrote
+ * (llmq_worker_count_dead_letter). Counts w->stats also without metrics. */
+void llmq_worker_count_outcome(struct llmq_worker *w, struct worker_job *job,
                                const struct worker_attempt_end *at);
+
+/* The settle of job (borrowed), decided dead, wrote its dead letter (an
+ * entry of P dead: lua/job_settle.lua's reply says so): counts it, in the
+ * summary and in llmq_jobs_dead_total under the status label its outcome
+ * chose (job->settle.status_label). A dead decision whose settle wrote none
+ * (the job cancelled or ended meanwhile, a gateway's synchronous call, a
+ * failover) is not counted dead. */
+void llmq_worker_count_dead_letter(struct llmq_worker *w, const struct worker_job *job);
 
 #endif

@@ -52,6 +52,12 @@ static void test_every_outcome_counts_the_same_in_summary_and_metrics(void **sta
         job->settle.mode = modes[i];
         job->settle.actual_tokens = actual[i];
         llmq_worker_count_outcome(w, job, NULL);
+        /* a dead decision counts nothing until its settle wrote the letter */
+        if (modes[i] == WORKER_SETTLE_DEAD) {
+            assert_int_equal(w->stats.dead, 0);
+            assert_string_equal(job->settle.status_label, "not_sent");
+            llmq_worker_count_dead_letter(w, job);
+        }
         llmq_worker_job_free(job);
     }
     /* Not decided: counted nowhere. */
