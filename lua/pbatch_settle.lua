@@ -71,7 +71,7 @@ for base = 3, #ARGV, 7 do
     end
 end
 llmq_jobs_finish_flush(P, tally, s, now)
-budget_spend_flush(P, spend)
+budget_spend_flush(P, spend, now)
 redis.call('HINCRBY', bk, 'done', done)
 redis.call('HINCRBY', bk, 'retried', retried)
 redis.call('HINCRBY', bk, 'dead', dead)
