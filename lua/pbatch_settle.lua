@@ -9,6 +9,9 @@
 --   retry  an attempt is counted; under max_attempts the job is staged for
 --          the next provider batch, else dead-lettered with the reason
 --   dead   dead-lettered with the reason (the provider refused the request)
+-- P stats counts per model the jobs done and dead (pb_done|<model>,
+-- pb_failed|<model>) and what the batch price saved against the list price
+-- (pb_saved_nusd|<model>, nano-USD; lua/offload_stats.lua).
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  provider batch id   ARGV[2] the worker's name (its lease holder)
 -- ARGV[3..] 7 values per line: job id, kind (done|retry|dead), line (the
@@ -19,7 +22,7 @@
 --        batch's lease is another worker's.
 -- uses: llmq_job_finish, llmq_jobs_finish_flush, llmq_jobs_settings, llmq_now_ms
 -- uses: budget_day_text, budget_spend_add, budget_spend_flush, budget_usage_nusd
--- uses: pbatch_price, pbatch_stage
+-- uses: pbatch_price, pbatch_stage, budget_price
 -- uses: KEY
 local P = KEYS[1]
 local id, worker = ARGV[1], ARGV[2]
@@ -37,6 +40,7 @@ local today = budget_day_text(now)
 local s = llmq_jobs_settings(P)
 local tally, spend, prices = {}, {}, {}
 local done, retried, dead = 0, 0, 0
+local saved = 0 -- nano-USD: list price - batch price of the usage settled
 for base = 3, #ARGV, 7 do
     local jid, kind, line, reason = ARGV[base], ARGV[base + 1], ARGV[base + 2], ARGV[base + 6]
     local jk = KEY.job(P, jid)
@@ -59,6 +63,11 @@ for base = 3, #ARGV, 7 do
                     budget_spend_add(spend, today, b[2], j[3] or '', j[4] or '', prompt,
                         math.max(cached, 0), math.max(output, 0), prompt + math.max(output, 0),
                         nusd)
+                    local list = nusd and budget_price(P, b[2], prices)
+                    if list then
+                        saved = saved + budget_usage_nusd(list, prompt, math.max(cached, 0),
+                            math.max(output, 0)) - nusd
+                    end
                 end
                 done = done + 1
             end
@@ -75,4 +84,14 @@ budget_spend_flush(P, spend, now)
 redis.call('HINCRBY', bk, 'done', done)
 redis.call('HINCRBY', bk, 'retried', retried)
 redis.call('HINCRBY', bk, 'dead', dead)
+local sk = KEY.stats(P)
+if done > 0 then
+    redis.call('HINCRBY', sk, 'pb_done|' .. b[2], done)
+end
+if dead > 0 then
+    redis.call('HINCRBY', sk, 'pb_failed|' .. b[2], dead)
+end
+if saved ~= 0 then
+    redis.call('HINCRBY', sk, 'pb_saved_nusd|' .. b[2], saved)
+end
 return { done, retried, dead }

@@ -3,11 +3,15 @@
 -- prices set`), which win. Reads only.
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  a model name to price alone ('' all)
+-- ARGV[2]  'batch': the batch prices instead, what an offloaded job is
+--          charged (lua/lib/pbatch.lua pbatch_price: the account's
+--          "<model>@batch", else the list price times batch_discount; source
+--          'batch' or the account's); absent or '': the list prices
 -- Reply: {taken, source, rows...}: the table's date and where it was taken
 -- from, then per model {model, input, cached_input, output (nano-USD per
 -- token), 'account' | 'table'}, ordered by model (for ARGV[1], its row only,
 -- none when it has no price).
--- uses: budget_price, budget_table_price, LLMQ_PRICE_TABLE_JSON
+-- uses: budget_price, budget_table_price, LLMQ_PRICE_TABLE_JSON, pbatch_price
 -- uses: KEY
 local P = KEYS[1]
 budget_table_price('') -- decodes the table
@@ -28,8 +32,14 @@ else
     table.sort(names)
 end
 local out = { tostring(meta.taken or ''), tostring(meta.source or '') }
+local batch = ARGV[2] == 'batch'
 for _, name in ipairs(names) do
-    local p = budget_price(P, name, nil)
+    local p
+    if batch then
+        p = pbatch_price(P, name, {})
+    else
+        p = budget_price(P, name, nil)
+    end
     if p ~= nil then
         out[#out + 1] = { name, p[1], p[2], p[3], p[4] }
     end
