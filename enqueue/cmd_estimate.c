@@ -371,7 +371,7 @@ static void print_offload(const struct estimate *e)
         const struct model_sum *m = &e->models[i];
         if (m->elig_jobs == 0)
             continue;
-        char live[64], pol[64], tl[32], tp[32];
+        char live[128], pol[128], tl[48], tp[48];
         range_text(m->priced, m->low_nusd, m->high_nusd, live, sizeof(live));
         range_text(m->priced, m->pol_low_nusd, m->pol_high_nusd, pol, sizeof(pol));
         if (m->finish_ms < 0)
@@ -385,7 +385,7 @@ static void print_offload(const struct estimate *e)
         printf("%-24s %-5s %7lld %9lld %24s %24s %10s %10s\n", m->model, m->mode, m->elig_jobs,
                m->off_jobs, live, pol, tl, tp);
     }
-    char live[64], pol[64];
+    char live[128], pol[128];
     range_text(1, e->low, e->high, live, sizeof(live));
     range_text(1, e->pol_low, e->pol_high, pol, sizeof(pol));
     printf("file: %s all live, %s under the policies%s; TIME POLICY is the live part's, the "

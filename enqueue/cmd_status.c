@@ -734,7 +734,7 @@ static void print_offload(const json_t *o)
     const json_t *m;
     json_array_foreach(list, i, m)
     {
-        char name[30], staged[12], off[12], tok[12], lim[12], done[12], failed[12];
+        char name[30], staged[24], off[24], tok[24], lim[24], done[24], failed[24];
         fit(name, sizeof(name), json_string_value(json_object_get(m, "model")), 26);
         fmt_count(staged, sizeof(staged), jint(m, "staged"));
         fmt_count(off, sizeof(off), jint(m, "offloaded"));
