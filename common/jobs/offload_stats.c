@@ -4,16 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "redis/reply_read.h"
 #include "redis/script.h"
 
 #define FIELDS 13 /* values per model in the reply */
 #define NANO_PER_USD 1e9
 
+/* An integer of the reply (or its decimal text); 0 when it is neither. */
 static long long num(const redisReply *e)
 {
-    if (e->type == REDIS_REPLY_INTEGER)
-        return e->integer;
-    return e->type == REDIS_REPLY_STRING ? strtoll(e->str, NULL, 10) : 0;
+    return llmq_reply_int_or(e, 0);
 }
 
 /* One model's entry m as its object, or NULL when m is of the wrong shape. */
