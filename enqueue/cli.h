@@ -142,6 +142,11 @@ json_t *llmq_cli_budgets_json(redisContext *c, const char *prefix, struct llmq_e
  * output (nano-USD per token), source}]}, or NULL with err filled. */
 json_t *llmq_cli_prices_json(redisContext *c, const char *prefix, const char *model,
                              struct llmq_error *err);
+/* cmd_prices.c: the batch prices of model (NULL: all), what an offloaded
+ * job is charged (lua/lib/pbatch.lua pbatch_price), in the same object as
+ * llmq_cli_prices_json, or NULL with err filled. */
+json_t *llmq_cli_batch_prices_json(redisContext *c, const char *prefix, const char *model,
+                                   struct llmq_error *err);
 
 /* cmd_keys.c: finds the one gateway key whose hash (64 hex digits) starts
  * with id (8+ hex digits, as `llmq keys list` shows); returns 0 and fills

@@ -2,7 +2,11 @@
  * before anything is written: its jobs checked and costed exactly as enqueue
  * does (the tokenizer's prompt count, the completion reservation, the margin),
  * priced by `llmq prices`, held against the account's limits (`llmq limits`)
- * and spend budgets (`llmq budgets`). Reads Redis, writes nothing. */
+ * and spend budgets (`llmq budgets`), and, for the lines that may wait the
+ * provider's Batch window, what offload changes under each model's policy
+ * (`llmq offload`, docs/DESIGN.md §3.10): the jobs offloaded cost the batch
+ * price (price_list.lua's batch prices, lua/lib/pbatch.lua pbatch_price) and
+ * take none of the live limits. Reads Redis, writes nothing. */
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
@@ -20,13 +24,20 @@
 
 static void usage(FILE *out)
 {
-    fputs("usage: llmq estimate FILE [--tenant T] [--user U] [--json]\n\n"
+    fputs("usage: llmq estimate FILE [--tenant T] [--user U] [--completion-window 24h] [--json]\n\n"
           "Checks and costs a Batch file as `llmq enqueue` would, and writes nothing:\n"
           "its jobs, prompt tokens (counted as OpenAI counts them), reserved completion\n"
           "tokens, the cost range in USD (prompt only .. the full reservation: what the\n"
           "file costs lies between), and the time it takes to finish at the account's\n"
           "current limits, waiting for budget roll-overs when its worst case exceeds\n"
-          "what a budget has left. --tenant/--user: as for enqueue (lines may say).\n\n"
+          "what a budget has left. --tenant/--user: as for enqueue (lines may say).\n"
+          "Lines marked completion_window \"24h\" (or every line that sets none, with\n"
+          "--completion-window 24h, as for enqueue) may be offloaded: per model, the\n"
+          "jobs its offload policy (llmq offload) sends to the provider's Batch API,\n"
+          "their cost at the batch price, and cost and time live vs under the policy\n"
+          "(all: every marked job offloaded; auto: the marked jobs the live limits\n"
+          "would not finish within the policy's horizon; off: none). Offloaded jobs finish\n"
+          "within the provider's 24 h window.\n\n"
           "Options: --redis URL, --account NAME, --help\n"
           "Exit: 0 ok; 1 Redis failure; 2 usage error or invalid lines.\n",
           out);
@@ -34,8 +45,11 @@ static void usage(FILE *out)
 
 struct estimate_opts {
     const char *file, *tenant, *user;
+    long long window_ms; /* --completion-window: 0 none */
     int json;
 };
+
+static struct llmq_cli *g_cli; /* for take_option's messages */
 
 static int take_option(int opt, const char *arg, void *ud)
 {
@@ -50,6 +64,13 @@ static int take_option(int opt, const char *arg, void *ud)
     case 'j':
         o->json = 1;
         return 0;
+    case 'w': {
+        struct llmq_error err = {0};
+        if (llmq_job_completion_window_parse(arg, &o->window_ms, &err) == LLMQ_OK)
+            return 0;
+        llmq_cli_error(g_cli, "--completion-window: %s", err.msg);
+        return LLMQ_EXIT_USAGE;
+    }
     default:
         return LLMQ_EXIT_USAGE;
     }
@@ -64,6 +85,15 @@ struct model_sum {
     long long low_nusd, high_nusd; /* prompt only; full reservation */
     long long rpm, tpm, period_ms; /* 0: no limit */
     double finish_ms;              /* at the limits' pace; -1 unlimited */
+    /* offload (docs/DESIGN.md §3.10) */
+    char mode[8];                 /* the model's policy: off, all, auto */
+    long long horizon_s;          /* auto's horizon */
+    int batch_priced;             /* bin, bcached, bout known */
+    long long bin, bcached, bout; /* batch price, nano-USD per token */
+    long long elig_jobs, elig_prompt, elig_completion, elig_charged; /* may wait 24 h */
+    long long off_jobs, off_prompt, off_completion, off_charged;     /* offloaded */
+    long long pol_low_nusd, pol_high_nusd;                           /* cost under the policy */
+    double pol_finish_ms; /* the live part's time; -1 unlimited */
 };
 
 /* What a job's budget charge is (lua/lib/budget.lua budget_worst_nusd). */
@@ -104,6 +134,49 @@ static long long reply_ll(const redisReply *r)
     return r != NULL && r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
 }
 
+/* Reads model m's offload policy (P offload: its mode and horizon, the
+ * defaults of lua/lib/pbatch.lua when unset) and batch price. Returns 0, or
+ * -1 on a Redis failure (printed). */
+static int offload_read(const struct llmq_cli *cli, redisContext *c, const char *prefix,
+                        struct model_sum *m)
+{
+    snprintf(m->mode, sizeof(m->mode), "off");
+    m->horizon_s = 1800;
+    char key[LLMQ_KEY_PREFIX_MAX + 16];
+    if (llmq_cli_key(cli, key, sizeof(key), prefix, LLMQ_KEY_OFFLOAD, NULL) != 0)
+        return -1;
+    redisReply *r = redisCommand(c, "HGET %s %s", key, m->model);
+    if (r == NULL || r->type == REDIS_REPLY_ERROR) {
+        llmq_cli_error(cli, "offload: %s", r && r->str ? r->str : llmq_redis_context_error(c));
+        if (r != NULL)
+            freeReplyObject(r);
+        return -1;
+    }
+    json_t *pol = r->type == REDIS_REPLY_STRING ? json_loads(r->str, 0, NULL) : NULL;
+    freeReplyObject(r);
+    const char *mode = json_string_value(json_object_get(pol, "mode"));
+    if (mode != NULL && (strcmp(mode, "all") == 0 || strcmp(mode, "auto") == 0))
+        snprintf(m->mode, sizeof(m->mode), "%s", mode);
+    if (json_is_integer(json_object_get(pol, "horizon_s")))
+        m->horizon_s = json_integer_value(json_object_get(pol, "horizon_s"));
+    json_decref(pol);
+    struct llmq_error err = {0};
+    json_t *p = llmq_cli_batch_prices_json(c, prefix, m->model, &err);
+    if (p == NULL) {
+        llmq_cli_error(cli, "prices: %s", err.msg[0] ? err.msg : llmq_redis_context_error(c));
+        return -1;
+    }
+    json_t *row = json_array_get(json_object_get(p, "prices"), 0);
+    m->batch_priced = row != NULL;
+    if (row != NULL) {
+        m->bin = json_integer_value(json_object_get(row, "input"));
+        m->bcached = json_integer_value(json_object_get(row, "cached_input"));
+        m->bout = json_integer_value(json_object_get(row, "output"));
+    }
+    json_decref(p);
+    return 0;
+}
+
 /* Reads model m's price and account+model limits. Returns 0, or -1 on a
  * Redis failure (printed). */
 static int model_read(const struct llmq_cli *cli, redisContext *c, const char *prefix,
@@ -137,22 +210,36 @@ static int model_read(const struct llmq_cli *cli, redisContext *c, const char *p
     m->tpm = reply_ll(r->element[1]);
     m->period_ms = r->element[2]->type == REDIS_REPLY_STRING ? reply_ll(r->element[2]) : 60000;
     freeReplyObject(r);
-    return 0;
+    return offload_read(cli, c, prefix, m);
 }
 
-/* Time (ms) the sliding window takes to admit jobs requests and charged
- * tokens: the first window's worth at once, then a window per limit's worth;
- * -1 when the model has no limit. */
-static double pace_ms(const struct model_sum *m)
+/* The windows of model m's limits that jobs requests and charged tokens
+ * fill (0 when it has no limit). */
+static double windows_of(const struct model_sum *m, long long jobs, long long charged)
+{
+    double windows = 0;
+    if (m->rpm > 0)
+        windows = (double)jobs / (double)m->rpm;
+    if (m->tpm > 0 && (double)charged / (double)m->tpm > windows)
+        windows = (double)charged / (double)m->tpm;
+    return windows;
+}
+
+/* Time (ms) the sliding window of model m takes to admit jobs requests and
+ * charged tokens: the first window's worth at once, then a window per
+ * limit's worth; -1 when the model has no limit. */
+static double pace_of(const struct model_sum *m, long long jobs, long long charged)
 {
     if (m->rpm <= 0 && m->tpm <= 0)
         return -1;
-    double windows = 0;
-    if (m->rpm > 0)
-        windows = (double)m->jobs / (double)m->rpm;
-    if (m->tpm > 0 && (double)m->charged / (double)m->tpm > windows)
-        windows = (double)m->charged / (double)m->tpm;
+    double windows = windows_of(m, jobs, charged);
     return windows <= 1 ? 0 : (windows - 1) * (double)m->period_ms;
+}
+
+/* Time (ms) the sliding window takes to admit the file's jobs of m. */
+static double pace_ms(const struct model_sum *m)
+{
+    return pace_of(m, m->jobs, m->charged);
 }
 
 static void duration_text(double ms, char *buf, size_t n)
@@ -178,6 +265,7 @@ struct estimate {
     struct model_sum *models;
     size_t n_models;
     long long jobs, prompt, completion, charged, low, high;
+    long long marked, offloaded, pol_low, pol_high; /* offload */
     int unpriced;
     double finish_ms; /* the slowest model; then budgets */
     json_t *budgets;  /* per budget that applies: {id, need, left, limit, ...} */
@@ -255,6 +343,56 @@ static void hold_budgets(struct estimate *e, const struct llmq_batch *b, json_t 
     }
 }
 
+/* A cost range "$a .. $b", or "no price". */
+static void range_text(int priced, long long low, long long high, char *buf, size_t n)
+{
+    char a[48], z[48];
+    if (!priced) {
+        snprintf(buf, n, "no price");
+        return;
+    }
+    usd_text(low, a, sizeof(a));
+    usd_text(high, z, sizeof(z));
+    snprintf(buf, n, "%s .. %s", a, z);
+}
+
+/* The offload rows: per model with marked lines, live vs under its policy. */
+static void print_offload(const struct estimate *e)
+{
+    if (e->marked == 0)
+        return;
+    printf("\noffload: %lld of %lld jobs may wait the provider's Batch window (completion_window "
+           "24h);\nunder each model's policy (llmq offload) %lld of them go to provider batches "
+           "at the batch price:\n",
+           e->marked, e->jobs, e->offloaded);
+    printf("%-24s %-5s %7s %9s %24s %24s %10s %10s\n", "MODEL", "MODE", "MARKED", "OFFLOADED",
+           "COST ALL LIVE", "COST UNDER POLICY", "TIME LIVE", "TIME POLICY");
+    for (size_t i = 0; i < e->n_models; i++) {
+        const struct model_sum *m = &e->models[i];
+        if (m->elig_jobs == 0)
+            continue;
+        char live[128], pol[128], tl[48], tp[48];
+        range_text(m->priced, m->low_nusd, m->high_nusd, live, sizeof(live));
+        range_text(m->priced, m->pol_low_nusd, m->pol_high_nusd, pol, sizeof(pol));
+        if (m->finish_ms < 0)
+            snprintf(tl, sizeof(tl), "no limit");
+        else
+            duration_text(m->finish_ms, tl, sizeof(tl));
+        if (m->pol_finish_ms < 0)
+            snprintf(tp, sizeof(tp), "no limit");
+        else
+            duration_text(m->pol_finish_ms, tp, sizeof(tp));
+        printf("%-24s %-5s %7lld %9lld %24s %24s %10s %10s\n", m->model, m->mode, m->elig_jobs,
+               m->off_jobs, live, pol, tl, tp);
+    }
+    char live[128], pol[128];
+    range_text(1, e->low, e->high, live, sizeof(live));
+    range_text(1, e->pol_low, e->pol_high, pol, sizeof(pol));
+    printf("file: %s all live, %s under the policies%s; TIME POLICY is the live part's, the "
+           "offloaded jobs end within the provider's 24 h window\n",
+           live, pol, e->unpriced ? " (priced models only)" : "");
+}
+
 static void print_text(const struct estimate_opts *o, const struct estimate *e)
 {
     char lo[48], hi[48], t[48];
@@ -321,6 +459,7 @@ static void print_text(const struct estimate_opts *o, const struct estimate *e)
             printf(": fits\n");
         }
     }
+    print_offload(e);
     if (isinf(e->finish_ms))
         snprintf(t, sizeof(t), "never, until a budget is raised");
     else if (e->finish_ms < 0)
@@ -349,9 +488,24 @@ static json_t *as_json(const struct estimate *e)
         json_object_set_new(o, "finish_ms",
                             m->finish_ms < 0 ? json_null()
                                              : json_integer((json_int_t)m->finish_ms));
+        json_t *off = json_pack(
+            "{s:s,s:I,s:I,s:I,s:b,s:o}", "mode", m->mode, "horizon_s", (json_int_t)m->horizon_s,
+            "marked_jobs", (json_int_t)m->elig_jobs, "offloaded_jobs", (json_int_t)m->off_jobs,
+            "batch_priced", m->batch_priced, "finish_ms_live_part",
+            m->pol_finish_ms < 0 ? json_null() : json_integer((json_int_t)m->pol_finish_ms));
+        if (m->priced) {
+            json_object_set_new(off, "cost_low_nano_usd", json_integer(m->pol_low_nusd));
+            json_object_set_new(off, "cost_high_nano_usd", json_integer(m->pol_high_nusd));
+        }
+        if (m->batch_priced)
+            json_object_set_new(off, "batch_price",
+                                json_pack("{s:I,s:I,s:I}", "input", (json_int_t)m->bin,
+                                          "cached_input", (json_int_t)m->bcached, "output",
+                                          (json_int_t)m->bout));
+        json_object_set_new(o, "offload", off);
         json_array_append_new(models, o);
     }
-    return json_pack(
+    json_t *doc = json_pack(
         "{s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:b,s:o,s:O,s:o}", "jobs", (json_int_t)e->jobs,
         "prompt_tokens", (json_int_t)e->prompt, "completion_tokens", (json_int_t)e->completion,
         "charged_tokens", (json_int_t)e->charged, "cost_low_nano_usd", (json_int_t)e->low,
@@ -360,6 +514,55 @@ static json_t *as_json(const struct estimate *e)
         "unpriced", e->unpriced, "models", models, "budgets", e->budgets, "finish_ms",
         isinf(e->finish_ms) || e->finish_ms < 0 ? json_null()
                                                 : json_integer((json_int_t)e->finish_ms));
+    json_object_set_new(doc, "offload",
+                        json_pack("{s:I,s:I,s:I,s:I,s:I}", "marked_jobs", (json_int_t)e->marked,
+                                  "offloaded_jobs", (json_int_t)e->offloaded, "cost_low_nano_usd",
+                                  (json_int_t)e->pol_low, "cost_high_nano_usd",
+                                  (json_int_t)e->pol_high, "window_ms",
+                                  (json_int_t)LLMQ_JOB_COMPLETION_WINDOW_MS));
+    return doc;
+}
+
+/* The cost of prompt and completion tokens at a price (nano-USD per token):
+ * prompt only (*low) .. the full reservation (*high), added. */
+static void cost_add(long long in, long long out, long long prompt, long long completion,
+                     long long *low, long long *high)
+{
+    *low += prompt * in;
+    *high += prompt * in + completion * out;
+}
+
+/* Decides which of m's marked jobs its policy offloads (off: none; all:
+ * every one; auto: those the live limits would not admit within the
+ * horizon once the unmarked jobs, which only run live, had theirs: a share
+ * of the marked ones, in proportion) and prices the file under the policy:
+ * the live part at the list price, the offloaded part at the batch price
+ * (the list price when the model has no batch price), and the live part's
+ * time at the limits' pace. */
+static void offload_plan(struct model_sum *m)
+{
+    double share = 0; /* of the marked jobs, offloaded */
+    if (m->elig_jobs > 0 && strcmp(m->mode, "all") == 0) {
+        share = 1;
+    } else if (m->elig_jobs > 0 && strcmp(m->mode, "auto") == 0 && (m->rpm > 0 || m->tpm > 0)) {
+        /* the first window's worth at once, then one per period (pace_of) */
+        double room = (double)m->horizon_s * 1000.0 / (double)m->period_ms + 1;
+        room -= windows_of(m, m->jobs - m->elig_jobs, m->charged - m->elig_charged);
+        double need = windows_of(m, m->elig_jobs, m->elig_charged);
+        share = room <= 0 ? 1 : room >= need ? 0 : 1 - room / need;
+    }
+    m->off_jobs = (long long)llround(share * (double)m->elig_jobs);
+    double f = m->elig_jobs > 0 ? (double)m->off_jobs / (double)m->elig_jobs : 0;
+    m->off_prompt = (long long)llround(f * (double)m->elig_prompt);
+    m->off_completion = (long long)llround(f * (double)m->elig_completion);
+    m->off_charged = (long long)llround(f * (double)m->elig_charged);
+    if (m->priced) {
+        cost_add(m->in, m->out, m->prompt - m->off_prompt, m->completion - m->off_completion,
+                 &m->pol_low_nusd, &m->pol_high_nusd);
+        cost_add(m->batch_priced ? m->bin : m->in, m->batch_priced ? m->bout : m->out,
+                 m->off_prompt, m->off_completion, &m->pol_low_nusd, &m->pol_high_nusd);
+    }
+    m->pol_finish_ms = pace_of(m, m->jobs - m->off_jobs, m->charged - m->off_charged);
 }
 
 /* Sums b per model and reads each model's price and limits. */
@@ -386,10 +589,17 @@ static int sum_models(const struct llmq_cli *cli, redisContext *c, const char *p
             m->low_nusd += j->cost.prompt_tokens * m->in;
             m->high_nusd += j->cost.prompt_tokens * m->in + j->cost.completion_tokens * m->out;
         }
+        if (j->completion_window_ms > 0) {
+            m->elig_jobs++;
+            m->elig_prompt += j->cost.prompt_tokens;
+            m->elig_completion += j->cost.completion_tokens;
+            m->elig_charged += j->cost.total_tokens;
+        }
     }
     e->finish_ms = -1;
     for (size_t i = 0; i < e->n_models; i++) {
         struct model_sum *m = &e->models[i];
+        offload_plan(m);
         m->finish_ms = pace_ms(m);
         if (m->finish_ms > e->finish_ms)
             e->finish_ms = m->finish_ms;
@@ -399,6 +609,10 @@ static int sum_models(const struct llmq_cli *cli, redisContext *c, const char *p
         e->charged += m->charged;
         e->low += m->low_nusd;
         e->high += m->high_nusd;
+        e->marked += m->elig_jobs;
+        e->offloaded += m->off_jobs;
+        e->pol_low += m->priced ? m->pol_low_nusd : 0;
+        e->pol_high += m->priced ? m->pol_high_nusd : 0;
         e->unpriced |= !m->priced;
     }
     return 0;
@@ -446,9 +660,11 @@ int llmq_cmd_estimate(struct llmq_cli *cli, int argc, char **argv)
     static const struct option opts[] = {{"tenant", required_argument, NULL, 't'},
                                          {"user", required_argument, NULL, 'u'},
                                          {"json", no_argument, NULL, 'j'},
+                                         {"completion-window", required_argument, NULL, 'w'},
                                          LLMQ_CLI_COMMON_OPTIONS,
                                          {NULL, 0, NULL, 0}};
     struct estimate_opts o = {0};
+    g_cli = cli;
     char *pos[2];
     int n = 0;
     int rc = llmq_cli_getopt(cli, argc, argv, opts, take_option, &o, usage, pos, 2, &n);
@@ -468,6 +684,7 @@ int llmq_cmd_estimate(struct llmq_cli *cli, int argc, char **argv)
     llmq_job_defaults_init(&d);
     d.tenant = o.tenant;
     d.user = o.user;
+    d.completion_window_ms = o.window_ms;
     char *buf = NULL;
     size_t len = 0;
     struct llmq_error err = {0};

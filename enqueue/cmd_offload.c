@@ -58,7 +58,9 @@ static void usage(FILE *out)
           "setting a model back to off sends its staged jobs live. A model with\n"
           "endpoints cannot be offloaded yet.\n"
           "list shows the staged jobs and the provider batches (newest first, --limit,\n"
-          "default 50); show one batch: its provider batch id, state and counts.\n"
+          "default 50); show one batch: its provider batch id, state and counts. TOKENS:\n"
+          "the estimated prompt tokens of its jobs, what the provider's enqueued-token\n"
+          "limit counts while it runs. llmq status and llmq top show offload per model.\n"
           "cancel ID ends every job still in provider batch ID cancelled and has a worker\n"
           "cancel the batch at the provider (lines that come back are ignored); cancel\n"
           "--job JOB cancels one job that was not sent (queued, staged, offloaded): its\n"
@@ -252,16 +254,17 @@ static int batches_list(const struct llmq_cli *cli, redisContext *c, const char 
     const redisReply *st = r->element[0];
     for (size_t i = 0; st->type == REDIS_REPLY_ARRAY && i + 1 < st->elements; i += 2)
         printf("staged %s: %lld jobs\n", st->element[i]->str, st->element[i + 1]->integer);
-    printf("%-28s %-10s %-20s %-6s %-10s %-36s %6s %7s %5s\n", "ID", "STATE", "MODEL", "JOBS",
-           "STATUS", "PROVIDER_BATCH", "DONE", "RETRIED", "DEAD");
+    printf("%-28s %-10s %-20s %-6s %-10s %-36s %6s %7s %5s %10s\n", "ID", "STATE", "MODEL", "JOBS",
+           "STATUS", "PROVIDER_BATCH", "DONE", "RETRIED", "DEAD", "TOKENS");
     for (size_t i = 1; i < r->elements; i++) {
         const redisReply *b = r->element[i];
         if (b->type != REDIS_REPLY_ARRAY || b->elements < 1)
             continue;
-        printf("%-28s %-10s %-20s %-6s %-10s %-36s %6s %7s %5s\n", b->element[0]->str,
+        printf("%-28s %-10s %-20s %-6s %-10s %-36s %6s %7s %5s %10s\n", b->element[0]->str,
                field(b, 1, "state"), field(b, 1, "model"), field(b, 1, "n"),
                or_dash(field(b, 1, "status")), or_dash(field(b, 1, "batch_id")),
-               field(b, 1, "done"), field(b, 1, "retried"), field(b, 1, "dead"));
+               field(b, 1, "done"), field(b, 1, "retried"), field(b, 1, "dead"),
+               or_dash(field(b, 1, "tokens")));
     }
     freeReplyObject(r);
     return LLMQ_EXIT_OK;

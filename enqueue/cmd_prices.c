@@ -67,11 +67,13 @@ static void per_1m(long long nano_per_token, char *buf, size_t n)
     llmq_usd_format(nano_per_token * 1000000, buf, n);
 }
 
-json_t *llmq_cli_prices_json(redisContext *c, const char *prefix, const char *model,
-                             struct llmq_error *err)
+/* The prices (batch: the batch prices) of model (NULL: all) as
+ * llmq_cli_prices_json gives them. */
+static json_t *prices_json(redisContext *c, const char *prefix, const char *model, int batch,
+                           struct llmq_error *err)
 {
-    const char *argv[] = {prefix, model ? model : ""};
-    redisReply *r = llmq_script_run(c, LLMQ_SCRIPT_PRICE_LIST, 1, 2, argv, NULL, err);
+    const char *argv[] = {prefix, model ? model : "", batch ? "batch" : ""};
+    redisReply *r = llmq_script_run(c, LLMQ_SCRIPT_PRICE_LIST, 1, 3, argv, NULL, err);
     if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 2) {
         if (r != NULL && r->type == REDIS_REPLY_ERROR)
             llmq_error_set(err, LLMQ_ESCRIPT, "%s", r->str);
@@ -94,6 +96,18 @@ json_t *llmq_cli_prices_json(redisContext *c, const char *prefix, const char *mo
                           r->element[1]->str, "unit", "nano-USD per token", "prices", rows);
     freeReplyObject(r);
     return o;
+}
+
+json_t *llmq_cli_prices_json(redisContext *c, const char *prefix, const char *model,
+                             struct llmq_error *err)
+{
+    return prices_json(c, prefix, model, 0, err);
+}
+
+json_t *llmq_cli_batch_prices_json(redisContext *c, const char *prefix, const char *model,
+                                   struct llmq_error *err)
+{
+    return prices_json(c, prefix, model, 1, err);
 }
 
 static int list(const struct llmq_cli *cli, redisContext *c, const char *prefix, int as_json)

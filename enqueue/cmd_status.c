@@ -13,6 +13,7 @@
 #include "jobs/calibration.h"
 #include "jobs/job_store.h"
 #include "cli.h"
+#include "jobs/offload_stats.h"
 #include "limiter/path.h"
 #include "redis/cluster.h"
 #include "redis/keys.h"
@@ -217,6 +218,16 @@ static void add_endpoints(json_t *o, redisContext *c, const char *prefix)
     if (e != NULL)
         json_object_set_new(o, "endpoints_now_ms", json_incref(json_object_get(e, "now_ms")));
     json_decref(e);
+}
+
+/* What offload holds and did per model (jobs/offload_stats.h) into
+ * o["offload"]; an empty list when nothing is offloaded (or Redis failed:
+ * the rest of status still shows). */
+static void add_offload(json_t *o, redisContext *c, const char *prefix)
+{
+    struct llmq_error err = {0};
+    json_t *list = llmq_offload_stats_read(c, prefix, &err);
+    json_object_set_new(o, "offload", list ? list : json_array());
 }
 
 /* The endpoint rows of status, when the account has endpoints. */
@@ -447,6 +458,7 @@ static json_t *gather(const struct llmq_cli *cli, redisContext *c, const char *a
         json_t *pause = llmq_cli_auth_pause(c, prefix); /* NULL: not paused */
         json_object_set_new(o, "auth_pause", pause ? pause : json_null());
         add_endpoints(o, c, prefix);
+        add_offload(o, c, prefix);
     }
     return o;
 }
@@ -711,11 +723,55 @@ static void print_workers(const json_t *o)
     }
 }
 
+/* The offload rows (docs/DESIGN.md §3.10), when a model has offload. */
+static void print_offload(const json_t *o)
+{
+    const json_t *list = json_object_get(o, "offload");
+    if (json_array_size(list) == 0)
+        return;
+    printf("  offload (provider batches; llmq offload list):\n");
+    size_t i;
+    const json_t *m;
+    json_array_foreach(list, i, m)
+    {
+        char name[30], staged[24], off[24], tok[24], lim[24], done[24], failed[24];
+        fit(name, sizeof(name), json_string_value(json_object_get(m, "model")), 26);
+        fmt_count(staged, sizeof(staged), jint(m, "staged"));
+        fmt_count(off, sizeof(off), jint(m, "offloaded"));
+        fmt_count(tok, sizeof(tok), jint(m, "enqueued_tokens"));
+        const json_t *l = json_object_get(m, "queue_limit_tokens");
+        if (json_is_integer(l))
+            fmt_count(lim, sizeof(lim), json_integer_value(l));
+        else
+            snprintf(lim, sizeof(lim), "-");
+        fmt_count(done, sizeof(done), jint(m, "done_ever"));
+        fmt_count(failed, sizeof(failed), jint(m, "failed_ever"));
+        printf("    %-26s %-4s staged %-6s offloaded %-6s enqueued tok %s/%s\n", name,
+               json_string_value(json_object_get(m, "mode")), staged, off, tok, lim);
+        char states[64] = "";
+        size_t k = 0;
+        const char *st;
+        const json_t *n;
+        json_object_foreach((json_t *)json_object_get(m, "batches"), st, n)
+        {
+            int w = snprintf(states + k, sizeof(states) - k, "%s%s %lld", k ? ", " : "", st,
+                             (long long)json_integer_value(n));
+            if (w < 0 || (size_t)w >= sizeof(states) - k)
+                break;
+            k += (size_t)w;
+        }
+        printf("    %-26s batches: %s; ended %lld; jobs done %s, failed %s; saved $%.2f\n", "",
+               k ? states : "none open", jint(m, "batches_ended"), done, failed,
+               json_real_value(json_object_get(m, "saved_usd")));
+    }
+}
+
 static void print_text(const json_t *o)
 {
     print_queues(o);
     print_buckets(o);
     print_endpoints(o);
+    print_offload(o);
     print_calibration(o);
     print_workers(o);
 }

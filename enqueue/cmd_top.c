@@ -24,6 +24,7 @@
 #include "base/clock.h"
 #include "cli.h"
 #include "cost/money.h"
+#include "jobs/offload_stats.h"
 #include "redis/redis.h"
 #include "redis/script.h"
 
@@ -34,7 +35,10 @@ static void usage(FILE *out)
           "minute done (over the last minute), bucket use (requests and tokens of the\n"
           "window against the limit), jobs queued and, at the current pace, when the\n"
           "backlog is done; spend today and every budget's use; jobs in flight, dead\n"
-          "letters and 429s. Refreshes every MS (default 1000); q quits. --once prints\n"
+          "letters and 429s; per model with offload (llmq offload) its jobs staged and\n"
+          "offloaded, open provider batches by state, enqueued tokens against the queue\n"
+          "limit, jobs done and failed and the money saved. Refreshes every MS (default 1000); q "
+          "quits. --once prints\n"
           "one frame. Colour and screen control only on a terminal.\n\n"
           "Options: --redis URL, --account NAME, --help\n"
           "Exit: 0 ok; 1 Redis failure; 2 usage error.\n",
@@ -64,6 +68,7 @@ struct top {
     long long base_dead, base_429; /* at start, for "since top started" */
     int first;
     json_t *budgets;
+    json_t *offload; /* jobs/offload_stats.h: offload per model */
     /* ANSI codes on a terminal, nothing elsewhere; the line end ("\r\n" on a
      * terminal, whose input top makes raw) */
     const char *bold, *plain, *nl;
@@ -280,6 +285,52 @@ static int group_cmp(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
+/* The offload table (docs/DESIGN.md §3.10): per model its policy, jobs
+ * staged and offloaded, open provider batches by state, the provider's
+ * enqueued tokens against its queue limit, and jobs done, failed and money
+ * saved by offload. Only when a model has offload. */
+static void print_offload(const struct top *t)
+{
+    if (json_array_size(t->offload) == 0)
+        return;
+    printf("%s%s%-28s %-4s %8s %9s %-24s %14s %8s %6s %9s%s%s", t->nl, t->bold, "OFFLOAD MODEL",
+           "MODE", "STAGED", "OFFLOADED", "BATCHES OPEN", "ENQUEUED/LIMIT", "DONE", "FAILED",
+           "SAVED", t->plain, t->nl);
+    size_t i;
+    const json_t *m;
+    json_array_foreach(t->offload, i, m)
+    {
+        char states[25] = "-", tok[40], saved[40];
+        size_t k = 0;
+        const char *st;
+        const json_t *n;
+        json_object_foreach((json_t *)json_object_get(m, "batches"), st, n)
+        {
+            int w = snprintf(states + k, sizeof(states) - k, "%s%.4s:%lld", k ? " " : "", st,
+                             (long long)json_integer_value(n));
+            if (w < 0 || (size_t)w >= sizeof(states) - k)
+                break;
+            k += (size_t)w;
+        }
+        const json_t *lim = json_object_get(m, "queue_limit_tokens");
+        long long enq = (long long)json_integer_value(json_object_get(m, "enqueued_tokens"));
+        if (json_is_integer(lim))
+            snprintf(tok, sizeof(tok), "%lld/%lld", enq, (long long)json_integer_value(lim));
+        else
+            snprintf(tok, sizeof(tok), "%lld/-", enq);
+        saved[0] = '$';
+        llmq_usd_format((long long)(json_real_value(json_object_get(m, "saved_usd")) * 1e9 + 0.5),
+                        saved + 1, sizeof(saved) - 1);
+        printf("%-28.28s %-4s %8lld %9lld %-24s %14s %8lld %6lld %9s%s",
+               json_string_value(json_object_get(m, "model")),
+               json_string_value(json_object_get(m, "mode")),
+               (long long)json_integer_value(json_object_get(m, "staged")),
+               (long long)json_integer_value(json_object_get(m, "offloaded")), states, tok,
+               (long long)json_integer_value(json_object_get(m, "done_ever")),
+               (long long)json_integer_value(json_object_get(m, "failed_ever")), saved, t->nl);
+    }
+}
+
 static void frame(const struct llmq_cli *cli, struct top *t, int clear)
 {
     char when[32];
@@ -325,6 +376,7 @@ static void frame(const struct llmq_cli *cli, struct top *t, int clear)
                ss, ls, lim > 0 ? 100.0 * (double)sp / (double)lim : 0.0,
                (long long)json_integer_value(json_object_get(b, "waiting_jobs")), t->nl);
     }
+    print_offload(t);
     fflush(stdout);
 }
 
@@ -373,6 +425,12 @@ static int refresh(const struct llmq_cli *cli, redisContext *c, const char *pref
     t->budgets = llmq_cli_budgets_json(c, prefix, &err);
     if (t->budgets == NULL) {
         llmq_cli_error(cli, "budgets: %s", err.msg[0] ? err.msg : llmq_redis_context_error(c));
+        return -1;
+    }
+    json_decref(t->offload);
+    t->offload = llmq_offload_stats_read(c, prefix, &err);
+    if (t->offload == NULL) {
+        llmq_cli_error(cli, "offload: %s", err.msg[0] ? err.msg : llmq_redis_context_error(c));
         return -1;
     }
     if (t->first) {
@@ -439,6 +497,7 @@ static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix, 
         fflush(stdout);
     }
     json_decref(t.budgets);
+    json_decref(t.offload);
     free(t.g);
     return code;
 }

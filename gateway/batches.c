@@ -8,7 +8,9 @@
  * hidden (status validating), every line is enqueued held as a job
  * "<batch id>.<custom_id>" (llmq_job_store_push_async, lua/enqueue.lua
  * {held}) with the completion window as the jobs' ttl, and
- * lua/batch_stage.lua commits it: visible, in_progress, every job queued.
+ * lua/batch_stage.lua commits it: visible, in_progress, every job queued
+ * (or, for a batch of completion_window "24h" whose model's offload policy
+ * is 'all', staged for a provider batch: docs/DESIGN.md §3.10).
  * From then on the batch's counts and its end are kept by the scripts that
  * end jobs (lua/lib/jobs.lua llmq_jobs_batch_settle): GET only reads.
  * A cancel always ends: the last of its job_cancel calls says every id was
@@ -654,6 +656,13 @@ static int prepare_jobs(struct gw_request *r)
         next += n;
         if (j->ttl_ms == 0) /* the line set none: the completion window */
             j->ttl_ms = c->req.window_ms;
+        /* "24h", OpenAI's window: a line that can wait it may be offloaded
+         * (lua/enqueue.lua {ow} gives it the window as its deadline;
+         * lua/batch_stage.lua stages it under its model's policy 'all'); a
+         * line whose own deadline or ttl comes sooner runs live */
+        if (c->req.window_ms == LLMQ_JOB_COMPLETION_WINDOW_MS && j->deadline_ms <= 0 &&
+            j->ttl_ms >= LLMQ_JOB_COMPLETION_WINDOW_MS)
+            j->completion_window_ms = LLMQ_JOB_COMPLETION_WINDOW_MS;
     }
     return 0;
 }

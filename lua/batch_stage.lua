@@ -10,6 +10,14 @@
 --           Every call queues the jobs still held (sched_push); a job no
 --           longer held (queued by an earlier commit, cancelled since) is
 --           left alone, so a commit can run again over the same ids.
+--           A batch created with completion_window "24h" (OpenAI's only
+--           window) marks its jobs as able to wait the provider's Batch
+--           window: a held job whose deadline leaves that window (the
+--           gateway enqueued it with lua/enqueue.lua {ow}: deadline = enqueue
+--           time + 24 h unless its line set a later one) is staged for a
+--           provider batch instead (lua/lib/pbatch.lua) when its model's
+--           offload policy is 'all', as `llmq enqueue --completion-window
+--           24h` would stage it (docs/DESIGN.md §3.10).
 --   abort   only while the batch is validating (never seen) or gone: deletes
 --           its held jobs (record, or hash and body), and at the last call the batch itself (hash, job
 --           list).
@@ -25,15 +33,16 @@
 -- Reply: the batch's status after the call ('gone' after the last abort).
 -- Errors: LLMQ_ENOTFOUND a commit of no such batch; LLMQ_ECONFLICT a commit of a
 -- validating batch another gateway holds, or an abort of a visible one.
--- uses job_record: llmq_job_read, JOB_RECORD_STATE_AT
+-- uses job_record: llmq_job_read, llmq_job_record_unpack, JOB_RECORD_STATE_AT
 -- uses keys: KEY
+-- uses pbatch: pbatch_policy, pbatch_stage, PBATCH_WINDOW_MS
 -- uses sched: sched_backlog_add, sched_push
 -- uses util: llmq_now_ms
 local P = KEYS[1]
 local bid, gw, mode, last = ARGV[1], ARGV[2], ARGV[3], ARGV[#ARGV] == '{last}'
 local ids_end = last and #ARGV - 1 or #ARGV
 local bk = KEY.gw_batch(P, bid)
-local v = redis.call('HMGET', bk, 'status', 'lease')
+local v = redis.call('HMGET', bk, 'status', 'lease', 'completion_window')
 local status = v[1]
 if not status and mode ~= 'abort' then
     redis.call('SREM', KEY.gw_staging(P), bid)
@@ -72,10 +81,33 @@ if status == 'validating' then
     redis.call('ZADD', KEY.gw_batches(P), now, bid)
 end
 local vt, backlog = {}, {}
+local window = v[3] == '24h'
+local policies = {} -- model -> its offload policy, read once a call
+local staged = {} -- model -> jobs staged (P stats pb_staged|<model>: lua/offload_stats.lua)
+-- 1 when held job j (fields of llmq_job_read below) goes to a provider batch
+local function offloaded(j)
+    if not window then
+        return false
+    end
+    local deadline, enq = tonumber(j[6]), tonumber(j[7])
+    if not deadline or not enq or deadline - enq < PBATCH_WINDOW_MS then
+        return false
+    end
+    policies[j[3]] = policies[j[3]] or pbatch_policy(P, j[3])
+    return policies[j[3]].mode == 'all'
+end
 for i = 4, ids_end do
     local id = ARGV[i]
-    local j, rec = llmq_job_read(P, id, { 'state', 'prio', 'model', 'tenant', 'user' })
-    if j[1] == 'held' and rec then
+    local j, rec = llmq_job_read(P, id,
+        { 'state', 'prio', 'model', 'tenant', 'user', 'deadline_ms', 'enq_ms', 'url' })
+    if j[1] == 'held' and offloaded(j) then
+        -- never in the live path: a hash from here on, staged
+        if rec then
+            llmq_job_record_unpack(P, id, rec)
+        end
+        pbatch_stage(P, id, j[3], j[8])
+        staged[j[3]] = (staged[j[3]] or 0) + 1
+    elseif j[1] == 'held' and rec then
         -- the record's state byte, in place (lua/lib/job_record.lua)
         redis.call('SETRANGE', KEY.job_record(P, id), JOB_RECORD_STATE_AT, 'q')
         sched_push(P, id, j[2], j[3], j[4], j[5], false, vt, backlog)
@@ -85,6 +117,9 @@ for i = 4, ids_end do
     end
 end
 sched_backlog_add(P, backlog)
+for model, n in pairs(staged) do
+    redis.call('HINCRBY', KEY.stats(P), 'pb_staged|' .. model, n)
+end
 if last then
     redis.call('HDEL', bk, 'lease')
     redis.call('SREM', KEY.gw_staging(P), bid)

@@ -115,10 +115,18 @@ end
 local out = {}
 local vt = {} -- virtual times read in this call
 local backlog = {} -- jobs queued per priority (sched_backlog_add)
+local staged = {} -- model -> jobs staged for a provider batch in this call
+-- P stats pb_staged|<model>: jobs that entered offload (lua/offload_stats.lua)
+local function count_staged()
+    for model, n in pairs(staged) do
+        redis.call('HINCRBY', KEY.stats(P), 'pb_staged|' .. model, n)
+    end
+end
 -- An error reply after the jobs before it were queued: their backlog is
 -- written first (a script's writes stay when it returns an error).
 local function fail(msg)
     sched_backlog_add(P, backlog)
+    count_staged()
     return redis.error_reply(msg)
 end
 for base = first, #ARGV, JOBS_FIELDS do
@@ -192,6 +200,7 @@ for base = first, #ARGV, JOBS_FIELDS do
                 -- never in the live path: a hash from here on, staged
                 llmq_job_record_unpack(P, id, llmq_job_record_get(P, id))
                 pbatch_stage(P, id, model, ARGV[base + 3])
+                staged[model] = (staged[model] or 0) + 1
             else
                 sched_push(P, id, prio, model, ARGV[base + 6], ARGV[base + 7], false, vt, backlog)
             end
@@ -200,4 +209,5 @@ for base = first, #ARGV, JOBS_FIELDS do
     end
 end
 sched_backlog_add(P, backlog)
+count_staged()
 return out

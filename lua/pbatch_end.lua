@@ -101,4 +101,9 @@ redis.call('HSET', bk, 'state', 'ended', 'ended_ms', llmq_int_text(now), 'owner'
 redis.call('HINCRBY', bk, 'restaged', restaged)
 redis.call('HINCRBY', bk, 'dead', dead)
 redis.call('ZREM', KEY.pbatch_due(P), id)
+-- lua/offload_stats.lua: batches ended and jobs dead-lettered, per model
+redis.call('HINCRBY', KEY.stats(P), 'pb_ended|' .. b[2], 1)
+if dead > 0 then
+    redis.call('HINCRBY', KEY.stats(P), 'pb_failed|' .. b[2], dead)
+end
 return { restaged, dead }

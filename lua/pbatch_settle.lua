@@ -13,6 +13,9 @@
 --          attempt counted
 -- A job whose deadline passed ends dead (reason expired) whatever its line
 -- says, as a live job past its deadline does; its line is not stored.
+-- P stats counts per model the jobs done and dead (pb_done|<model>,
+-- pb_failed|<model>) and what the batch price saved against the list price
+-- (pb_saved_nusd|<model>, nano-USD; lua/offload_stats.lua).
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  provider batch id   ARGV[2] the worker's name (its lease holder)
 -- ARGV[3..] 7 values per line: job id, kind (done|retry|dead|back), line (the
@@ -22,7 +25,7 @@
 -- Reply: {done, retried, dead, back, expired} of this call. Error LLMQ_ECONFLICT when the
 --        batch's lease is another worker's.
 -- uses budget: budget_day_text, budget_spend_add, budget_spend_flush, budget_usage_nusd
--- uses budget: budget_settle
+-- uses budget: budget_settle, budget_price
 -- uses jobs: llmq_job_finish, llmq_jobs_finish_flush, llmq_jobs_settings
 -- uses keys: KEY
 -- uses pbatch: pbatch_price, pbatch_stage, pbatch_budget_back
@@ -45,6 +48,7 @@ local today = budget_day_text(now)
 local s = llmq_jobs_settings(P)
 local tally, spend, prices, freed = {}, {}, {}, {}
 local done, retried, dead, back, expired = 0, 0, 0, 0, 0
+local saved = 0 -- nano-USD: list price - batch price of the usage settled
 for base = 3, #ARGV, 7 do
     local jid, kind, line, reason = ARGV[base], ARGV[base + 1], ARGV[base + 2], ARGV[base + 6]
     local jk = KEY.job(P, jid)
@@ -87,6 +91,11 @@ for base = 3, #ARGV, 7 do
                     budget_spend_add(spend, today, b[2], j[3] or '', j[4] or '', prompt,
                         math.max(cached, 0), math.max(output, 0), prompt + math.max(output, 0),
                         nusd)
+                    local list = nusd and budget_price(P, b[2], prices)
+                    if list then
+                        saved = saved + budget_usage_nusd(list, prompt, math.max(cached, 0),
+                            math.max(output, 0)) - nusd
+                    end
                 end
                 if bh and bh ~= '' then
                     -- its budgets' charge becomes what it spent (at the batch
@@ -115,4 +124,14 @@ redis.call('HINCRBY', bk, 'done', done)
 redis.call('HINCRBY', bk, 'retried', retried)
 redis.call('HINCRBY', bk, 'dead', dead + expired)
 redis.call('HINCRBY', bk, 'restaged', back)
+local sk = KEY.stats(P)
+if done > 0 then
+    redis.call('HINCRBY', sk, 'pb_done|' .. b[2], done)
+end
+if dead + expired > 0 then
+    redis.call('HINCRBY', sk, 'pb_failed|' .. b[2], dead + expired)
+end
+if saved ~= 0 then
+    redis.call('HINCRBY', sk, 'pb_saved_nusd|' .. b[2], saved)
+end
 return { done, retried, dead, back, expired }

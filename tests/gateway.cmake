@@ -176,3 +176,11 @@ add_test(NAME gateway_slow_clients
     COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin node ${LLMQ_GW_DIR}/slow_clients.mjs)
 set_tests_properties(gateway_slow_clients PROPERTIES LABELS integration TIMEOUT 300
     ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=0;GW_FLAGS=--max-connections 200 --body-timeout-ms 3000")
+#   gateway_offload       the official openai npm package (offload.mjs): a
+#                         Batch of completion_window "24h" under the model's
+#                         offload policy all runs in openai-sim's Batch API
+#                         (no live call), its output file a live one's shape;
+#                         a bad completion_window is OpenAI's 400
+add_test(NAME gateway_offload COMMAND ${LLMQ_GW_DIR}/run_sdk.sh ${PROJECT_BINARY_DIR}/bin offload.mjs)
+set_tests_properties(gateway_offload PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};SIM_FLAGS=--batch-pace-ms 300 --models gpt-4o-mini,gpt-4o")

@@ -200,7 +200,11 @@
  *                            cleanly, dropped by reclaim after a day of silence
  *   P stats            HASH  counters: done, dead, cancelled (jobs ended, ever), http_429
  *                            (429 replies seen; the worker HINCRBYs it),
- *                            insufficient_quota (those of them that were)
+ *                            insufficient_quota (those of them that were);
+ *                            offload's per model (lua/offload_stats.lua):
+ *                            pb_staged|<model>, pb_offloaded|<model>,
+ *                            pb_done|<model>, pb_failed|<model>,
+ *                            pb_saved_nusd|<model>, pb_ended|<model>
  *   P calib            HASH  prompt-token estimate calibration per model:
  *                            "<model>|n", "|est", "|act", "|abs", "|under",
  *                            "|rel", "|rel2" (common/jobs/calibration.h)
@@ -263,7 +267,9 @@
  *                            batch_id (the provider's), status (the provider's),
  *                            output_file_id, error_file_id, polls, created_ms,
  *                            ended_ms, done, retried, dead, reason, qtok
- *                            (its charge on pbq:<model>, released when it ends)
+ *                            (its charge on pbq:<model>, released when it ends),
+ *                            tokens (the estimated prompt tokens of its jobs,
+ *                            set when its input file is built)
  *   P pbj:<id>         LIST  its job ids, in input file order (job field pb = <id>,
  *                            state offloaded while the provider has it)
  *   P pbl              ZSET  every provider batch id, score = created ms

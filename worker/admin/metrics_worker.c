@@ -22,6 +22,7 @@
 #include "base/log.h"
 #include "admin/metrics.h"
 #include "admin/metrics_spend.h"
+#include "admin/metrics_offload.h"
 #include "admin/metrics_stream.h"
 #include "auth_pause.h"
 #include "classify.h"
@@ -51,8 +52,9 @@ struct llmq_worker_metrics {
     struct llmq_metric *ep_requests, *ep_latency, *ep_up, *ep_used, *ep_limit, *ep_lat_shared;
     int ep_pending[LLMQ_WORKER_MAX_ACCOUNTS];
     struct llmq_admin_http *admin;
-    struct worker_spend_metrics *spend;    /* budgets and today's spend, polled with the depths */
-    struct worker_stream_metrics *streams; /* streamed calls (metrics_stream.h) */
+    struct worker_spend_metrics *spend;     /* budgets and today's spend, polled with the depths */
+    struct worker_offload_metrics *offload; /* offload per model, polled with the depths */
+    struct worker_stream_metrics *streams;  /* streamed calls (metrics_stream.h) */
     ev_timer depth_timer;
     struct depth_probe probes[LLMQ_WORKER_MAX_ACCOUNTS][DEPTH_PROBES];
     int depth_pending[LLMQ_WORKER_MAX_ACCOUNTS]; /* probes unanswered */
@@ -405,6 +407,8 @@ static void on_depth_timer(struct ev_loop *loop, ev_timer *t, int revents)
         struct worker_account *a = &m->w->accounts[i];
         llmq_worker_spend_metrics_poll(m->spend, i, llmq_redis_async_context(a->cmd), a->prefix,
                                        a->cfg->name);
+        llmq_worker_offload_metrics_poll(m->offload, i, llmq_redis_async_context(a->cmd), a->prefix,
+                                         a->cfg->name);
         endpoints_send(m, i);
     }
 }
@@ -417,10 +421,12 @@ int llmq_worker_metrics_start(struct llmq_worker *w)
     if (m == NULL || (m->reg = llmq_metrics_new()) == NULL || !register_jobs(m) ||
         !register_gauges(m) || !register_endpoints(m) ||
         (m->spend = llmq_worker_spend_metrics_new(m->reg)) == NULL ||
+        (m->offload = llmq_worker_offload_metrics_new(m->reg)) == NULL ||
         (m->streams = llmq_worker_stream_metrics_new(m->reg)) == NULL) {
         LLMQ_LOG(LLMQ_LOG_ERROR, "metrics: out of memory; running without metrics");
         if (m != NULL) {
             llmq_worker_spend_metrics_free(m->spend);
+            llmq_worker_offload_metrics_free(m->offload);
             llmq_metrics_free(m->reg);
         }
         free(m);
@@ -453,6 +459,7 @@ void llmq_worker_metrics_free(struct llmq_worker *w)
     ev_timer_stop(w->loop, &m->depth_timer);
     llmq_admin_http_free(m->admin);
     llmq_worker_spend_metrics_free(m->spend);
+    llmq_worker_offload_metrics_free(m->offload);
     llmq_worker_stream_metrics_free(m->streams);
     llmq_metrics_free(m->reg);
     free(m);
