@@ -764,23 +764,22 @@ static void on_cancel_batch(struct gw_request *r, const redisReply *v)
     gw_request_command(r, on_cancel_ids, "LRANGE %s 0 -1", key);
 }
 
-void gw_batches_handle(struct gw_request *r)
+void gw_batches_create(struct gw_request *r)
 {
-    switch (r->m.route) {
-    case GW_ROUTE_BATCH_CREATE:
-        create(r);
-        break;
-    case GW_ROUTE_BATCH_LIST:
-        gw_list_respond(r, &batch_list);
-        break;
-    case GW_ROUTE_BATCH_GET:
-        respond_batch(r);
-        break;
-    case GW_ROUTE_BATCH_CANCEL:
-        gw_object_fetch(r, LLMQ_KEY_GW_BATCH, r->m.id, batch_fields, on_cancel_batch);
-        break;
-    default:
-        gw_respond_errorf(r, 404, INVALID, NULL, NULL, "Unknown request URL");
-        break;
-    }
+    create(r);
+}
+
+void gw_batches_list(struct gw_request *r)
+{
+    gw_list_respond(r, &batch_list);
+}
+
+void gw_batches_get(struct gw_request *r)
+{
+    respond_batch(r);
+}
+
+void gw_batches_cancel(struct gw_request *r)
+{
+    gw_object_fetch(r, LLMQ_KEY_GW_BATCH, r->m.id, batch_fields, on_cancel_batch);
 }

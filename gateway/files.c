@@ -777,14 +777,17 @@ static void on_outfile_batch(struct gw_request *r, const redisReply *v)
     gw_request_command(r, on_job_ids, "LRANGE %s 0 -1", key);
 }
 
+/* What is asked of a batch's output or error file. */
+enum outfile_ask { OUTFILE_META, OUTFILE_CONTENT, OUTFILE_DELETE };
+
 /* Serves a batch's output or error file; returns 0 when id is not one. */
-static int outfile(struct gw_request *r, int meta)
+static int outfile(struct gw_request *r, enum outfile_ask ask)
 {
     const char *id = r->m.id;
     int errors = strncmp(id, GW_FILE_ERR_PREFIX, strlen(GW_FILE_ERR_PREFIX)) == 0;
     if (!errors && strncmp(id, GW_FILE_OUT_PREFIX, strlen(GW_FILE_OUT_PREFIX)) != 0)
         return 0;
-    if (r->m.route == GW_ROUTE_FILE_DELETE) {
+    if (ask == OUTFILE_DELETE) {
         gw_respond_errorf(r, 400, INVALID, "id", "invalid_value",
                           "%s is built from its batch's results and cannot be deleted", id);
         return 1;
@@ -795,7 +798,7 @@ static int outfile(struct gw_request *r, int meta)
         return 1;
     }
     o->errors = errors;
-    o->meta = meta;
+    o->meta = ask == OUTFILE_META;
     snprintf(o->batch_id, sizeof(o->batch_id), "%s", id + strlen(GW_FILE_OUT_PREFIX));
     r->state = o;
     r->state_free = outfile_free;
@@ -803,29 +806,30 @@ static int outfile(struct gw_request *r, int meta)
     return 1;
 }
 
-void gw_files_handle(struct gw_request *r)
+void gw_files_create(struct gw_request *r)
 {
-    switch (r->m.route) {
-    case GW_ROUTE_FILE_CREATE:
-        upload(r);
-        break;
-    case GW_ROUTE_FILE_LIST:
-        gw_list_respond(r, &file_list);
-        break;
-    case GW_ROUTE_FILE_GET:
-        if (!outfile(r, 1))
-            gw_object_fetch(r, LLMQ_KEY_GW_FILE, r->m.id, meta_fields, on_meta);
-        break;
-    case GW_ROUTE_FILE_CONTENT:
-        if (!outfile(r, 0))
-            gw_object_fetch(r, LLMQ_KEY_GW_FILE, r->m.id, content_fields, on_content);
-        break;
-    case GW_ROUTE_FILE_DELETE:
-        if (!outfile(r, 0))
-            gw_object_fetch(r, LLMQ_KEY_GW_FILE, r->m.id, meta_fields, on_delete_meta);
-        break;
-    default:
-        gw_respond_errorf(r, 404, INVALID, NULL, NULL, "Unknown request URL");
-        break;
-    }
+    upload(r);
+}
+
+void gw_files_list(struct gw_request *r)
+{
+    gw_list_respond(r, &file_list);
+}
+
+void gw_files_get(struct gw_request *r)
+{
+    if (!outfile(r, OUTFILE_META))
+        gw_object_fetch(r, LLMQ_KEY_GW_FILE, r->m.id, meta_fields, on_meta);
+}
+
+void gw_files_content(struct gw_request *r)
+{
+    if (!outfile(r, OUTFILE_CONTENT))
+        gw_object_fetch(r, LLMQ_KEY_GW_FILE, r->m.id, content_fields, on_content);
+}
+
+void gw_files_delete(struct gw_request *r)
+{
+    if (!outfile(r, OUTFILE_DELETE))
+        gw_object_fetch(r, LLMQ_KEY_GW_FILE, r->m.id, meta_fields, on_delete_meta);
 }
