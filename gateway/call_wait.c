@@ -1,7 +1,6 @@
-/* The core of a call a caller waits for (see call_wait.h). The references
- * it keeps on the request: one for the wait (begin to finish), one per
- * Redis command in flight (the push, a result read, a job_cancel whose
- * reply counts), each dropped when its callback ends. */
+/* The core of a call a caller waits for (see call_wait.h). Its steps
+ * (request_step.h): the wait (begin to finish), and each Redis command in
+ * flight (the push, a result read, a job_cancel whose reply counts). */
 #include "call_wait.h"
 
 #include <hiredis/async.h>
@@ -11,6 +10,7 @@
 #include "http.h"
 #include "jobs/job_result.h"
 #include "redis/script.h"
+#include "request_step.h"
 
 static struct gw_call_wait *of_waiter(struct gw_waiter *w)
 {
@@ -25,13 +25,11 @@ static int may_look(const struct gw_call_wait *cw)
 static void on_result(enum llmq_rc rc, const char *line, size_t len, int dead, void *ud)
 {
     struct gw_call_wait *cw = ud;
-    struct gw_request *r = cw->r;
     cw->looking = 0;
     /* no result yet (line NULL) or Redis failed: the next event or the
      * timer looks again */
     if (may_look(cw) && rc == LLMQ_OK && line != NULL)
         cw->kind->on_result(cw, line, len, dead);
-    gw_request_release(r);
 }
 
 void gw_call_wait_look_up(struct gw_call_wait *cw)
@@ -39,12 +37,10 @@ void gw_call_wait_look_up(struct gw_call_wait *cw)
     redisAsyncContext *ac = gw_redis(cw->r->gw);
     if (!may_look(cw) || cw->looking || ac == NULL)
         return;
-    gw_request_hold(cw->r);
-    if (llmq_job_result_read_async(ac, cw->r->gw->prefix, cw->job.id, on_result, cw, NULL) ==
+    /* (an id too long cannot happen: checked at enqueue) */
+    if (gw_step_result_read(cw->r, ac, cw->r->gw->prefix, cw->job.id, on_result, cw, NULL) ==
         LLMQ_OK)
         cw->looking = 1;
-    else
-        gw_request_release(cw->r); /* (an id too long cannot happen: checked at enqueue) */
 }
 
 static void on_maybe_ended(struct gw_waiter *w)
@@ -77,25 +73,21 @@ static void on_cancelled(redisAsyncContext *ac, redisReply *rep, void *privdata)
             break;
         }
     }
-    gw_request_release(r);
 }
 
 void gw_call_wait_cancel(struct gw_call_wait *cw, int with_reply)
 {
     if (with_reply && cw->cancelling)
         return; /* one reply decides */
-    if (gw_call_job_cancel(cw->r->gw, cw->job.id, with_reply ? on_cancelled : NULL, cw) !=
-        LLMQ_OK) {
+    if (gw_call_job_cancel(cw->r->gw, cw->job.id, with_reply ? on_cancelled : NULL, cw,
+                           with_reply ? cw->r : NULL) != LLMQ_OK) {
         if (with_reply) {
             gw_respond_no_redis(cw->r);
             gw_call_wait_finish(cw);
         }
         return;
     }
-    if (with_reply) {
-        cw->cancelling = 1;
-        gw_request_hold(cw->r);
-    }
+    cw->cancelling = with_reply;
 }
 
 void gw_call_wait_arm(struct gw_call_wait *cw, double s)
@@ -138,16 +130,14 @@ void gw_call_wait_finish(struct gw_call_wait *cw)
     gw_waiters_remove(r->gw->waiters, &cw->w);
     ev_timer_stop(r->gw->loop, &cw->timer);
     r->on_gone = NULL;
-    gw_request_release(r); /* the wait's */
+    gw_step_wait_end(r);
 }
 
 static void on_pushed(enum llmq_rc rc, const struct llmq_error *err, void *ud)
 {
     struct gw_call_wait *cw = ud;
-    struct gw_request *r = cw->r;
-    if (cw->waiting && gw_call_job_pushed(r, rc, err, &cw->out) != 0)
+    if (cw->waiting && gw_call_job_pushed(cw->r, rc, err, &cw->out) != 0)
         gw_call_wait_finish(cw);
-    gw_request_release(r);
 }
 
 int gw_call_wait_make(struct gw_call_wait *cw, struct gw_request *r,
@@ -165,7 +155,7 @@ void gw_call_wait_begin(struct gw_call_wait *cw)
     snprintf(cw->w.job_id, sizeof(cw->w.job_id), "%s", cw->job.id);
     cw->w.on_maybe_ended = on_maybe_ended;
     cw->waiting = 1;
-    gw_request_hold(r); /* the wait's, dropped by gw_call_wait_finish */
+    gw_step_wait_begin(r); /* ended by gw_call_wait_finish */
     gw_waiters_add(gw->waiters, &cw->w);
     ev_timer_init(&cw->timer, on_timer, gw->cfg->max_wait_ms / 1000.0, 0.0);
     cw->timer.data = cw;
@@ -173,9 +163,7 @@ void gw_call_wait_begin(struct gw_call_wait *cw)
     r->on_gone = on_gone;
     /* registered: its job's end (and a stream's frames) find it from now on */
     struct llmq_error err = {0};
-    gw_request_hold(r); /* the push's */
     if (gw_call_job_push(r, &cw->job, &cw->out, on_pushed, cw, &err) != LLMQ_OK) {
-        gw_request_release(r);
         gw_respond_no_redis(r);
         gw_call_wait_finish(cw);
     }

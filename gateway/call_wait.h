@@ -26,10 +26,9 @@
  *
  * Ownership: the kind's struct begins with its struct gw_call_wait and is
  * r->state (freed by r->state_free, which calls gw_call_wait_clear). r is
- * borrowed: the request lives as long as its server keeps it (http.h); this
- * core keeps it (gw_request_hold) while the call waits and while each of its
- * Redis commands is in flight, and nothing else in a call does. Threads:
- * the gateway's loop only. */
+ * borrowed (http.h, "Lifetime"): the wait, from begin to finish, and each
+ * Redis command in flight are steps of it (request_step.h). Threads: the
+ * gateway's loop only. */
 #ifndef LLMQ_GW_CALL_WAIT_H
 #define LLMQ_GW_CALL_WAIT_H
 

@@ -1,6 +1,6 @@
 /* GET /v1/models and /v1/models/{id} (see models.h). A key's model list is
- * answered at once; the account's known models take one price_list call,
- * to which the request is held (gw_request_hold) until its reply. */
+ * answered at once; the account's known models take one price_list call
+ * (a step of the request, request_step.h). */
 #include "models.h"
 
 #include <hiredis/async.h>
@@ -12,6 +12,7 @@
 #include "fallbacks.h"
 #include "http.h"
 #include "redis/script.h"
+#include "request_step.h"
 
 static json_t *model_object(const char *id)
 {
@@ -77,7 +78,6 @@ static void on_prices(redisAsyncContext *ac, redisReply *reply, void *privdata)
     if (reply == NULL || reply->type != REDIS_REPLY_ARRAY) {
         if (!r->gone)
             gw_respond_no_redis(r);
-        gw_request_release(r);
         return;
     }
     json_t *names = json_object();
@@ -101,7 +101,6 @@ static void on_prices(redisAsyncContext *ac, redisReply *reply, void *privdata)
     else if (!r->gone)
         nw->answer(r, names);
     json_decref(names);
-    gw_request_release(r);
 }
 
 /* Answers r with answer over the names its key may use (see models.h). */
@@ -133,12 +132,9 @@ static void with_names(struct gw_request *r, answer_fn *answer)
     r->state_free = free;
     redisAsyncContext *ac = gw_redis(r->gw);
     const char *argv[] = {r->gw->prefix, ""};
-    gw_request_hold(r);
-    if (ac == NULL || llmq_script_run_async(ac, LLMQ_SCRIPT_PRICE_LIST, 1, 2, argv, NULL, on_prices,
-                                            r) != LLMQ_OK) {
+    if (ac == NULL ||
+        gw_step_script(r, ac, LLMQ_SCRIPT_PRICE_LIST, 1, 2, argv, NULL, on_prices, r) != LLMQ_OK)
         gw_respond_no_redis(r);
-        gw_request_release(r);
-    }
 }
 
 void gw_models_list(struct gw_request *r)

@@ -27,8 +27,8 @@
  * The push, the wait, the result's look-up, the cancel and a client gone
  * are call_wait.h's, shared with synchronous calls: struct stream begins
  * with its struct gw_call_wait, and stream_kind says what a stream does at
- * each of those steps. References on the request: call_wait.h's, and one
- * for its PUBSUB NUMSUB in flight (ask_worker). */
+ * each of those steps. Its own step besides (request_step.h): a PUBSUB
+ * NUMSUB in flight (ask_worker). */
 #include "stream.h"
 #include "call_job.h"
 #include "call_wait.h"
@@ -49,6 +49,7 @@
 #include "jobs/stream_relay.h"
 #include "redis/redis_sub.h"
 #include "redis/script.h"
+#include "request_step.h"
 #include "waiters.h"
 
 enum stream_phase { ST_WAITING, ST_RUNNING, ST_STREAMING, ST_DONE };
@@ -408,7 +409,6 @@ static void on_numsub(redisAsyncContext *ac, void *reply, void *privdata)
         else
             worker_gone(st);
     }
-    gw_request_release(st->cw.r);
 }
 
 /* Asks Redis whether st's worker still holds its channel P ssw:<worker>
@@ -424,11 +424,8 @@ static int ask_worker(struct stream *st)
         llmq_key(channel, sizeof(channel), st->cw.r->gw->prefix, LLMQ_KEY_SSE_WORKER, st->worker,
                  NULL) != LLMQ_OK)
         return -1;
-    gw_request_hold(st->cw.r);
-    if (redisAsyncCommand(ac, on_numsub, st, "PUBSUB NUMSUB %s", channel) != REDIS_OK) {
-        gw_request_release(st->cw.r);
+    if (gw_step_command(st->cw.r, ac, on_numsub, st, "PUBSUB NUMSUB %s", channel) != REDIS_OK)
         return -1;
-    }
     st->asking = 1;
     return 0;
 }
