@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "http.h"
+#include "request_step.h"
 #include "jobs/job.h"
 #include "base/log.h"
 #include "redis/keys.h"
@@ -49,7 +50,6 @@ static void on_key(redisAsyncContext *ac, void *reply, void *privdata)
             then(r);
         }
     }
-    gw_request_release(r);
 }
 
 void gw_auth_check(struct gw_request *r, void (*then)(struct gw_request *r))

@@ -13,6 +13,7 @@
 #include "list.h"
 #include "offload.h"
 #include "redis/keys.h"
+#include "request_step.h"
 
 #define RECORDS_PER_PAGE 1000 /* per LRANGE: bounds one reply */
 
@@ -45,7 +46,6 @@ static void finish(struct read_op *op, enum gw_batch_input_status st)
     op->done(r, st, op->in);
     free(op->content);
     free(op);
-    gw_request_release(r);
 }
 
 /* Appends one record (a copy) to the arena. Returns 0 or -1 (memory). */
@@ -110,8 +110,8 @@ static void read_page(struct read_op *op)
         finish(op, GW_BATCH_INPUT_NO_REDIS);
         return;
     }
-    if (redisAsyncCommand(ac, on_page, op, "LRANGE %s %lld %lld", key, (long long)op->next,
-                          (long long)(op->next + RECORDS_PER_PAGE - 1)) != REDIS_OK)
+    if (gw_step_command(op->r, ac, on_page, op, "LRANGE %s %lld %lld", key, (long long)op->next,
+                        (long long)(op->next + RECORDS_PER_PAGE - 1)) != REDIS_OK)
         finish(op, GW_BATCH_INPUT_NO_REDIS);
 }
 
@@ -202,7 +202,8 @@ static void on_content(redisAsyncContext *ac, void *reply, void *privdata)
     op->content_len = rep->len;
     op->task.work = check_work;
     op->task.done = check_done;
-    gw_offload_submit(op->r->gw->offload, &op->task);
+    if (gw_step_offload(op->r, op->r->gw->offload, &op->task) != 0)
+        finish(op, GW_BATCH_INPUT_FAILED);
 }
 
 /* ---- the file's hash ---- */
@@ -232,7 +233,7 @@ static void on_file(redisAsyncContext *ac, void *reply, void *privdata)
         char key[LLMQ_KEY_FIXED_MAX + GW_ID_MAX];
         if (llmq_key(key, sizeof(key), r->gw->prefix, LLMQ_KEY_GW_FILE, op->file_id, NULL) !=
                 LLMQ_OK ||
-            redisAsyncCommand(ac, on_content, op, "HGET %s content", key) != REDIS_OK)
+            gw_step_command(r, ac, on_content, op, "HGET %s content", key) != REDIS_OK)
             finish(op, GW_BATCH_INPUT_NO_REDIS);
     }
 }
@@ -261,10 +262,10 @@ int gw_batch_input_read(struct gw_request *r, const char *file_id, size_t job_bo
     op->done = done;
     op->job_body_max = job_body_max;
     snprintf(op->file_id, sizeof(op->file_id), "%s", file_id);
-    gw_request_hold(r); /* the op's, dropped by finish */
-    if (redisAsyncCommand(ac, on_file, op, "HMGET %s purpose tenant layout", key) != REDIS_OK) {
+    /* each of the op's Redis commands and its check are steps of r
+     * (request_step.h), one after the other until finish */
+    if (gw_step_command(r, ac, on_file, op, "HMGET %s purpose tenant layout", key) != REDIS_OK) {
         free(op);
-        gw_request_release(r);
         gw_respond_no_redis(r);
         return -1;
     }

@@ -32,6 +32,7 @@
 #include "list.h"
 #include "base/log.h"
 #include "redis/script.h"
+#include "request_step.h"
 
 #define INVALID "invalid_request_error"
 #define IDS_PER_COMMAND 1000
@@ -208,11 +209,13 @@ static void on_chunk(redisAsyncContext *ac, redisReply *reply, void *privdata)
 /* Runs script over ids[0..n) (borrowed for the call): each call's arguments
  * are head[0..nh) (head[0] the prefix, KEYS[1]), then up to IDS_PER_CALL ids,
  * then on the last call mark. Calls go in order on one connection, so the
- * last one runs last. done runs once, from the loop, after every reply.
- * Returns 0, or -1 when nothing could be sent (done will not run). */
-static int run_chunked(struct gw *gw, enum llmq_script_id script, const char *const *head, int nh,
-                       const char *const *ids, size_t n, const char *mark,
-                       void (*done)(const struct chunked *ch, void *ud), void *ud)
+ * last one runs last. done runs once, from the loop, after every reply
+ * (inside the last reply's callback). Each call is a step of r
+ * (request_step.h; NULL: of no request). Returns 0, or -1 when nothing
+ * could be sent (done will not run). */
+static int run_chunked(struct gw_request *r, struct gw *gw, enum llmq_script_id script,
+                       const char *const *head, int nh, const char *const *ids, size_t n,
+                       const char *mark, void (*done)(const struct chunked *ch, void *ud), void *ud)
 {
     redisAsyncContext *ac = gw_redis(gw);
     struct chunked *ch = ac ? calloc(1, sizeof(*ch)) : NULL;
@@ -236,7 +239,7 @@ static int run_chunked(struct gw *gw, enum llmq_script_id script, const char *co
         if (first >= n)
             argv[argc++] = mark;
         ch->left++;
-        if (llmq_script_run_async(ac, script, 1, argc, argv, NULL, on_chunk, ch) != LLMQ_OK) {
+        if (gw_step_script(r, ac, script, 1, argc, argv, NULL, on_chunk, ch) != LLMQ_OK) {
             ch->left--;
             chunked_fail(ch, "cannot send to Redis");
             break;
@@ -308,12 +311,14 @@ static int stage_active(const struct gw *gw, const char *id)
     return 0;
 }
 
-/* Runs batch_stage mode (commit|abort) over every id of batch bid. */
-static int stage_run(struct gw *gw, const char *bid, const char *mode, const char *const *ids,
-                     size_t n, void (*done)(const struct chunked *ch, void *ud), void *ud)
+/* Runs batch_stage mode (commit|abort) over every id of batch bid, as
+ * steps of r (NULL: none). */
+static int stage_run(struct gw_request *r, struct gw *gw, const char *bid, const char *mode,
+                     const char *const *ids, size_t n,
+                     void (*done)(const struct chunked *ch, void *ud), void *ud)
 {
     const char *head[] = {gw->prefix, bid, gw->id, mode};
-    return run_chunked(gw, LLMQ_SCRIPT_BATCH_STAGE, head, 4, ids, n, "{last}", done, ud);
+    return run_chunked(r, gw, LLMQ_SCRIPT_BATCH_STAGE, head, 4, ids, n, "{last}", done, ud);
 }
 
 /* 1 when a batch_stage error says the batch is visible (an abort refused). */
@@ -354,8 +359,8 @@ static void on_recover_ids(redisAsyncContext *ac, void *reply, void *privdata)
     (void)ac;
     struct recovery *rc = privdata;
     const char **ids = reply_strings(reply);
-    if (ids == NULL || stage_run(rc->stage.gw, rc->stage.id, rc->commit ? "commit" : "abort", ids,
-                                 ((redisReply *)reply)->elements, on_recovered, rc) != 0)
+    if (ids == NULL || stage_run(NULL, rc->stage.gw, rc->stage.id, rc->commit ? "commit" : "abort",
+                                 ids, ((redisReply *)reply)->elements, on_recovered, rc) != 0)
         recovery_end(rc); /* tried again at the next renewal */
     free(ids);
 }
@@ -421,7 +426,6 @@ static void on_aborted(const struct chunked *ch, void *ud)
         /* hidden still: rolled back once Redis answers (gw_lease.lua) */
         gw_respond_no_redis(r);
     }
-    gw_request_release(r);
 }
 
 /* Rolls the batch back, then answers. */
@@ -429,10 +433,8 @@ static void abort_batch(struct gw_request *r, const char *why)
 {
     struct create *c = r->state;
     snprintf(c->why, sizeof(c->why), "%s", why);
-    if (stage_run(r->gw, c->id, "abort", c->ids, c->in.n, on_aborted, r) != 0) {
+    if (stage_run(r, r->gw, c->id, "abort", c->ids, c->in.n, on_aborted, r) != 0)
         gw_respond_no_redis(r);
-        gw_request_release(r);
-    }
 }
 
 static void on_committed(const struct chunked *ch, void *ud)
@@ -441,14 +443,13 @@ static void on_committed(const struct chunked *ch, void *ud)
     struct create *c = r->state;
     if (ch->failed) {
         LLMQ_LOG(LLMQ_LOG_WARN, "gateway: batch %s: commit failed: %s", c->id, ch->error);
-        abort_batch(r, ch->error); /* keeps the reference */
+        abort_batch(r, ch->error);
         return;
     }
     r->gw->stats.batches_created++;
     LLMQ_LOG(LLMQ_LOG_INFO, "gateway: batch %s: %zu jobs enqueued", c->id, c->in.n);
     snprintf(r->m.id, sizeof(r->m.id), "%s", c->id);
     respond_batch(r);
-    gw_request_release(r);
 }
 
 static void on_pushed(enum llmq_rc rc, const struct llmq_error *err, void *ud)
@@ -465,7 +466,7 @@ static void on_pushed(enum llmq_rc rc, const struct llmq_error *err, void *ud)
         abort_batch(r, "job ids of it were taken");
     } else if (r->gone) {
         abort_batch(r, "the client hung up before it was created");
-    } else if (stage_run(r->gw, c->id, "commit", c->ids, c->in.n, on_committed, r) != 0) {
+    } else if (stage_run(r, r->gw, c->id, "commit", c->ids, c->in.n, on_committed, r) != 0) {
         abort_batch(r, "Redis failed before it was committed");
     }
 }
@@ -479,15 +480,15 @@ static void on_written(redisAsyncContext *ac, void *reply, void *privdata)
     if (rep == NULL || rep->type != REDIS_REPLY_ARRAY) {
         /* (nothing, or a hidden batch the lease renewal rolls back) */
         gw_respond_no_redis(r);
-        gw_request_release(r);
         return;
     }
-    /* the reference moves on to the push */
+    /* each step from here (the push, the commit or the abort) is sent from
+     * the callback of the one before: r is kept to the answer */
     char key_id[17]; /* its key's spend budgets apply (lua/lib/budget.lua) */
     snprintf(key_id, sizeof(key_id), "%.16s", r->key.hash);
     const struct llmq_job_gate held = {.held = 1, .key_id = key_id[0] ? key_id : NULL};
-    if (llmq_job_store_push_async(ac, r->gw->prefix, &held, c->in.jobs, c->in.n, c->out, on_pushed,
-                                  r, &err) != LLMQ_OK)
+    if (gw_step_push(r, ac, r->gw->prefix, &held, c->in.jobs, c->in.n, c->out, on_pushed, r,
+                     &err) != LLMQ_OK)
         on_pushed(err.rc ? err.rc : LLMQ_EREDIS, &err, r);
 }
 
@@ -560,11 +561,8 @@ static void write_batch(struct gw_request *r)
         ok = redisAsyncCommandArgv(ac, NULL, NULL, (int)(2 + k), argv, NULL) == REDIS_OK;
     }
     ok = ok && redisAsyncCommand(ac, NULL, NULL, "SADD %s %s", skey, c->id) == REDIS_OK;
-    gw_request_hold(r);
-    if (!ok || redisAsyncCommand(ac, on_written, r, "EXEC") != REDIS_OK) {
-        gw_request_release(r);
+    if (!ok || gw_step_command(r, ac, on_written, r, "EXEC") != REDIS_OK)
         gw_respond_no_redis(r);
-    }
 }
 
 /* Checks the input's jobs against the key and the batch, and names them
@@ -726,7 +724,6 @@ static void on_cancel_done(const struct chunked *ch, void *ud)
         r->gw->stats.batches_cancelled++;
         respond_batch(r);
     }
-    gw_request_release(r);
 }
 
 static void on_cancel_ids(redisAsyncContext *ac, void *reply, void *privdata)
@@ -735,14 +732,12 @@ static void on_cancel_ids(redisAsyncContext *ac, void *reply, void *privdata)
     struct gw_request *r = privdata;
     const char **ids = reply_strings(reply);
     const char *head[] = {r->gw->prefix, r->m.id};
-    /* the reference moves on to the cancel calls; their last, '{all}', lets
-     * job_cancel end the batch even where jobs were never enqueued */
+    /* the cancel calls (steps of r); their last, '{all}', lets job_cancel
+     * end the batch even where jobs were never enqueued */
     if (ids == NULL ||
-        run_chunked(r->gw, LLMQ_SCRIPT_JOB_CANCEL, head, 2, ids, ((redisReply *)reply)->elements,
-                    "{all}", on_cancel_done, r) != 0) {
+        run_chunked(r, r->gw, LLMQ_SCRIPT_JOB_CANCEL, head, 2, ids, ((redisReply *)reply)->elements,
+                    "{all}", on_cancel_done, r) != 0)
         gw_respond_no_redis(r);
-        gw_request_release(r);
-    }
     free(ids);
 }
 
@@ -773,23 +768,22 @@ static void on_cancel_batch(struct gw_request *r, const redisReply *v)
     gw_request_command(r, on_cancel_ids, "LRANGE %s 0 -1", key);
 }
 
-void gw_batches_handle(struct gw_request *r)
+void gw_batches_create(struct gw_request *r)
 {
-    switch (r->m.route) {
-    case GW_ROUTE_BATCH_CREATE:
-        create(r);
-        break;
-    case GW_ROUTE_BATCH_LIST:
-        gw_list_respond(r, &batch_list);
-        break;
-    case GW_ROUTE_BATCH_GET:
-        respond_batch(r);
-        break;
-    case GW_ROUTE_BATCH_CANCEL:
-        gw_object_fetch(r, LLMQ_KEY_GW_BATCH, r->m.id, batch_fields, on_cancel_batch);
-        break;
-    default:
-        gw_respond_errorf(r, 404, INVALID, NULL, NULL, "Unknown request URL");
-        break;
-    }
+    create(r);
+}
+
+void gw_batches_list(struct gw_request *r)
+{
+    gw_list_respond(r, &batch_list);
+}
+
+void gw_batches_get(struct gw_request *r)
+{
+    respond_batch(r);
+}
+
+void gw_batches_cancel(struct gw_request *r)
+{
+    gw_object_fetch(r, LLMQ_KEY_GW_BATCH, r->m.id, batch_fields, on_cancel_batch);
 }

@@ -7,8 +7,12 @@
 struct gw;
 struct gw_request;
 
-/* The route handler (router.h): r's key is checked and its body whole. */
-void gw_batches_handle(struct gw_request *r);
+/* The route handlers (router.h): r's key is checked and its body whole;
+ * r->m.id is the {id} of the path where the route has one. */
+void gw_batches_create(struct gw_request *r); /* POST /v1/batches */
+void gw_batches_list(struct gw_request *r);   /* GET /v1/batches */
+void gw_batches_get(struct gw_request *r);    /* GET /v1/batches/{id} */
+void gw_batches_cancel(struct gw_request *r); /* POST /v1/batches/{id}/cancel */
 
 /* Finishes (status other than validating: the batch was already visible) or
  * rolls back (validating) batch id that gw now holds, unless gw is creating

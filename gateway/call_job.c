@@ -12,6 +12,7 @@
 #include "fallbacks.h"
 #include "http.h"
 #include "key_policy.h"
+#include "request_step.h"
 
 int gw_call_job_make(struct gw_request *r, const struct gw_call *call, struct llmq_job *job)
 {
@@ -60,7 +61,7 @@ enum llmq_rc gw_call_job_push(struct gw_request *r, const struct llmq_job *job,
     char key_id[17];
     snprintf(key_id, sizeof(key_id), "%.16s", r->key.hash);
     const struct llmq_job_gate gate = {.lease = gw->id, .key_id = key_id[0] ? key_id : NULL};
-    return llmq_job_store_push_async(ac, gw->prefix, &gate, job, 1, out, cb, ud, err);
+    return gw_step_push(r, ac, gw->prefix, &gate, job, 1, out, cb, ud, err);
 }
 
 int gw_call_job_pushed(struct gw_request *r, enum llmq_rc rc, const struct llmq_error *err,
@@ -91,14 +92,15 @@ static void on_ignore(redisAsyncContext *ac, redisReply *reply, void *privdata)
     (void)privdata;
 }
 
-enum llmq_rc gw_call_job_cancel(struct gw *gw, const char *id, llmq_script_cb *cb, void *ud)
+enum llmq_rc gw_call_job_cancel(struct gw *gw, const char *id, llmq_script_cb *cb, void *ud,
+                                struct gw_request *r)
 {
     redisAsyncContext *ac = gw_redis(gw);
     const char *argv[] = {gw->prefix, "", id};
     if (ac == NULL)
         return LLMQ_EREDIS;
-    return llmq_script_run_async(ac, LLMQ_SCRIPT_JOB_CANCEL, 1, 3, argv, NULL,
-                                 cb != NULL ? cb : on_ignore, ud);
+    return gw_step_script(r, ac, LLMQ_SCRIPT_JOB_CANCEL, 1, 3, argv, NULL,
+                          cb != NULL ? cb : on_ignore, ud);
 }
 
 enum gw_cancel_outcome gw_call_job_cancel_outcome(const redisReply *rep)

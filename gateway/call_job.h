@@ -4,8 +4,8 @@
  * of call do the same way; each keeps its own waiting and timers.
  *
  * Contract: loop thread only. The functions that answer r do so once
- * (gw_respond*); the caller then ends its call as after any answer. Nothing
- * here holds or releases a reference to r. */
+ * (gw_respond*); the caller then ends its call as after any answer. r is
+ * borrowed; the push is a step of it (request_step.h). */
 #ifndef LLMQ_GW_CALL_JOB_H
 #define LLMQ_GW_CALL_JOB_H
 
@@ -26,7 +26,8 @@ int gw_call_job_make(struct gw_request *r, const struct gw_call *call, struct ll
 
 /* Pushes job under this gateway's lease (lease.h: killed, the gateway leaves
  * no job that is sent for nobody) and r's key id (its spend budgets,
- * lua/lib/budget.lua); cb as llmq_job_store_push_async, which it is.
+ * lua/lib/budget.lua); cb as llmq_job_store_push_async, which it is (a step
+ * of r: request_step.h).
  * job and out must live until cb. */
 enum llmq_rc gw_call_job_push(struct gw_request *r, const struct llmq_job *job,
                               struct llmq_job_outcome *out, llmq_job_store_push_cb *cb, void *ud,
@@ -38,9 +39,11 @@ enum llmq_rc gw_call_job_push(struct gw_request *r, const struct llmq_job *job,
 int gw_call_job_pushed(struct gw_request *r, enum llmq_rc rc, const struct llmq_error *err,
                        const struct llmq_job_outcome *out);
 
-/* Runs lua/job_cancel.lua for job id; cb NULL: fire and forget. Returns
+/* Runs lua/job_cancel.lua for job id; cb NULL: fire and forget. r: the
+ * request cb touches (a step of it, request_step.h), or NULL. Returns
  * LLMQ_OK when sent (cb will run), else an rc (no Redis). */
-enum llmq_rc gw_call_job_cancel(struct gw *gw, const char *id, llmq_script_cb *cb, void *ud);
+enum llmq_rc gw_call_job_cancel(struct gw *gw, const char *id, llmq_script_cb *cb, void *ud,
+                                struct gw_request *r);
 
 /* What job_cancel's reply says. */
 enum gw_cancel_outcome {

@@ -33,6 +33,7 @@
 #include "jobs/job_result.h"
 #include "list.h"
 #include "offload.h"
+#include "request_step.h"
 #include "tokenizer/unicode.h"
 #include "base/log.h"
 #include "file_jobs.h"
@@ -249,7 +250,6 @@ static void on_stored(redisAsyncContext *ac, void *reply, void *privdata)
         gw_respond_json(r, 200, u->answer);
         u->answer = NULL;
     }
-    gw_request_release(r);
 }
 
 static void on_staged(redisAsyncContext *ac, void *reply, void *privdata)
@@ -263,7 +263,6 @@ static void on_staged(redisAsyncContext *ac, void *reply, void *privdata)
         stage_fail(r, "the client hung up");
     else
         stage_next(r);
-    gw_request_release(r);
 }
 
 /* Sends one step, argv (argc, lens), and a PEXPIRE of its key argv[1],
@@ -271,12 +270,9 @@ static void on_staged(redisAsyncContext *ac, void *reply, void *privdata)
 static int stage_send(struct gw_request *r, redisAsyncContext *ac, int argc, const char **argv,
                       const size_t *lens)
 {
-    gw_request_hold(r);
     if (redisAsyncCommandArgv(ac, NULL, NULL, argc, argv, lens) != REDIS_OK ||
-        redisAsyncCommand(ac, on_staged, r, "PEXPIRE %s %s", argv[1], STAGE_TTL_MS) != REDIS_OK) {
-        gw_request_release(r);
+        gw_step_command(r, ac, on_staged, r, "PEXPIRE %s %s", argv[1], STAGE_TTL_MS) != REDIS_OK)
         return -1;
-    }
     return 0;
 }
 
@@ -292,17 +288,14 @@ static void stage_commit(struct gw_request *r, redisAsyncContext *ac)
                           "purpose", "batch",       "bytes",      bytes,
                           "lines",   nlines,        "created_at", created,
                           "tenant",  r->key.tenant, "layout",     GW_FILE_LAYOUT_JOBS};
-    gw_request_hold(r);
     if (redisAsyncCommand(ac, NULL, NULL, "MULTI") != REDIS_OK ||
         redisAsyncCommandArgv(ac, NULL, NULL, 16, argv, NULL) != REDIS_OK ||
         redisAsyncCommand(ac, NULL, NULL, "PERSIST %s", u->dkey) != REDIS_OK ||
         redisAsyncCommand(ac, NULL, NULL, "PERSIST %s", u->jkey) != REDIS_OK ||
         redisAsyncCommand(ac, NULL, NULL, "ZADD %s %lld %s", u->ikey, (long long)llmq_wall_ms(),
                           u->id) != REDIS_OK ||
-        redisAsyncCommand(ac, on_stored, r, "EXEC") != REDIS_OK) {
-        gw_request_release(r);
+        gw_step_command(r, ac, on_stored, r, "EXEC") != REDIS_OK)
         stage_fail(r, "cannot send to Redis");
-    }
 }
 
 /* Sends the next step of the store (see above). */
@@ -385,8 +378,9 @@ static void store(struct gw_request *r, long long lines, struct records *rs)
 
 /* An uploaded file being checked on the offload thread (offload.h): the
  * check takes time in proportion to the file, and on the loop it would hold
- * every other request. The task holds r; the loop does not touch r->body
- * meanwhile (the body is complete and is freed only with r). */
+ * every other request. The task is a step of r (request_step.h); the loop
+ * does not touch r->body meanwhile (the body is complete and is freed only
+ * with r). */
 struct check_task {
     struct gw_offload_task task; /* first: the task is the check */
     struct gw_request *r;
@@ -421,7 +415,6 @@ static void check_done(struct gw_offload_task *t)
         store(r, c->lines, &c->records);
     records_free(&c->records);
     json_decref(c->fallbacks);
-    gw_request_release(r);
     free(c);
 }
 
@@ -475,9 +468,13 @@ static void upload(struct gw_request *r)
     c->job_body_max = (size_t)r->gw->job_body_max;
     c->max_lines = r->gw->cfg->max_file_lines;
     c->fallbacks = gw_fallbacks_map(r->gw->fallbacks);
-    gw_request_hold(r);
     r->gw->stats.uploads_validating++;
-    gw_offload_submit(r->gw->offload, &c->task);
+    if (gw_step_offload(r, r->gw->offload, &c->task) != 0) {
+        r->gw->stats.uploads_validating--;
+        json_decref(c->fallbacks);
+        free(c);
+        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
+    }
 }
 
 /* ---- one uploaded file ---- */
@@ -526,7 +523,6 @@ static void on_data(redisAsyncContext *ac, void *reply, void *privdata)
         respond_no_file(r, r->m.id); /* deleted meanwhile */
     else
         respond_content(r, rep->str, rep->len);
-    gw_request_release(r);
 }
 
 static void on_content(struct gw_request *r, const redisReply *v)
@@ -567,7 +563,6 @@ static void on_deleted(redisAsyncContext *ac, void *reply, void *privdata)
     else
         gw_respond_json(
             r, 200, json_pack("{s:s, s:s, s:b}", "id", r->m.id, "object", "file", "deleted", 1));
-    gw_request_release(r);
 }
 
 static void on_delete_meta(struct gw_request *r, const redisReply *v)
@@ -591,14 +586,11 @@ static void on_delete_meta(struct gw_request *r, const redisReply *v)
         respond_no_file(r, r->m.id);
         return;
     }
-    gw_request_hold(r);
     if (redisAsyncCommand(ac, NULL, NULL, "MULTI") != REDIS_OK ||
         redisAsyncCommand(ac, NULL, NULL, "DEL %s %s %s", key, jkey, dkey) != REDIS_OK ||
         redisAsyncCommand(ac, NULL, NULL, "ZREM %s %s", ikey, r->m.id) != REDIS_OK ||
-        redisAsyncCommand(ac, on_deleted, r, "EXEC") != REDIS_OK) {
-        gw_request_release(r);
+        gw_step_command(r, ac, on_deleted, r, "EXEC") != REDIS_OK)
         gw_respond_no_redis(r);
-    }
 }
 
 static json_t *list_item(struct gw_request *r, const char *id, const redisReply *v)
@@ -709,7 +701,6 @@ static void on_line(enum llmq_rc rc, const char *line, size_t len, int dead, voi
         o->failed = 1; /* Redis failed, or out of memory */
     if (--o->pending == 0)
         outfile_answer(f->r);
-    gw_request_release(f->r);
     free(f);
 }
 
@@ -720,14 +711,12 @@ static void on_job_ids(redisAsyncContext *ac, void *reply, void *privdata)
     redisReply *rep = reply;
     if (rep == NULL || rep->type != REDIS_REPLY_ARRAY) {
         gw_respond_no_redis(r);
-        gw_request_release(r);
         return;
     }
     o->n = rep->elements;
     o->lines = calloc(o->n + 1, sizeof(*o->lines));
     if (o->lines == NULL) {
         gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
-        gw_request_release(r);
         return;
     }
     o->pending = 1; /* held while sending */
@@ -739,20 +728,17 @@ static void on_job_ids(redisAsyncContext *ac, void *reply, void *privdata)
             continue;
         }
         *f = (struct line_fetch){r, i};
-        gw_request_hold(r);
         o->pending++;
         /* (fails for an id too long to be a job's, too) */
-        if (llmq_job_result_read_async(ac, r->gw->prefix, rep->element[i]->str, on_line, f, NULL) !=
+        if (gw_step_result_read(r, ac, r->gw->prefix, rep->element[i]->str, on_line, f, NULL) !=
             LLMQ_OK) {
             o->pending--;
             o->failed = 1;
-            gw_request_release(r);
             free(f);
         }
     }
     if (--o->pending == 0)
         outfile_answer(r);
-    gw_request_release(r);
 }
 
 static const char *const batch_owner_fields[] = {"status", "tenant", NULL};
@@ -777,14 +763,17 @@ static void on_outfile_batch(struct gw_request *r, const redisReply *v)
     gw_request_command(r, on_job_ids, "LRANGE %s 0 -1", key);
 }
 
+/* What is asked of a batch's output or error file. */
+enum outfile_ask { OUTFILE_META, OUTFILE_CONTENT, OUTFILE_DELETE };
+
 /* Serves a batch's output or error file; returns 0 when id is not one. */
-static int outfile(struct gw_request *r, int meta)
+static int outfile(struct gw_request *r, enum outfile_ask ask)
 {
     const char *id = r->m.id;
     int errors = strncmp(id, GW_FILE_ERR_PREFIX, strlen(GW_FILE_ERR_PREFIX)) == 0;
     if (!errors && strncmp(id, GW_FILE_OUT_PREFIX, strlen(GW_FILE_OUT_PREFIX)) != 0)
         return 0;
-    if (r->m.route == GW_ROUTE_FILE_DELETE) {
+    if (ask == OUTFILE_DELETE) {
         gw_respond_errorf(r, 400, INVALID, "id", "invalid_value",
                           "%s is built from its batch's results and cannot be deleted", id);
         return 1;
@@ -795,7 +784,7 @@ static int outfile(struct gw_request *r, int meta)
         return 1;
     }
     o->errors = errors;
-    o->meta = meta;
+    o->meta = ask == OUTFILE_META;
     snprintf(o->batch_id, sizeof(o->batch_id), "%s", id + strlen(GW_FILE_OUT_PREFIX));
     r->state = o;
     r->state_free = outfile_free;
@@ -803,29 +792,30 @@ static int outfile(struct gw_request *r, int meta)
     return 1;
 }
 
-void gw_files_handle(struct gw_request *r)
+void gw_files_create(struct gw_request *r)
 {
-    switch (r->m.route) {
-    case GW_ROUTE_FILE_CREATE:
-        upload(r);
-        break;
-    case GW_ROUTE_FILE_LIST:
-        gw_list_respond(r, &file_list);
-        break;
-    case GW_ROUTE_FILE_GET:
-        if (!outfile(r, 1))
-            gw_object_fetch(r, LLMQ_KEY_GW_FILE, r->m.id, meta_fields, on_meta);
-        break;
-    case GW_ROUTE_FILE_CONTENT:
-        if (!outfile(r, 0))
-            gw_object_fetch(r, LLMQ_KEY_GW_FILE, r->m.id, content_fields, on_content);
-        break;
-    case GW_ROUTE_FILE_DELETE:
-        if (!outfile(r, 0))
-            gw_object_fetch(r, LLMQ_KEY_GW_FILE, r->m.id, meta_fields, on_delete_meta);
-        break;
-    default:
-        gw_respond_errorf(r, 404, INVALID, NULL, NULL, "Unknown request URL");
-        break;
-    }
+    upload(r);
+}
+
+void gw_files_list(struct gw_request *r)
+{
+    gw_list_respond(r, &file_list);
+}
+
+void gw_files_get(struct gw_request *r)
+{
+    if (!outfile(r, OUTFILE_META))
+        gw_object_fetch(r, LLMQ_KEY_GW_FILE, r->m.id, meta_fields, on_meta);
+}
+
+void gw_files_content(struct gw_request *r)
+{
+    if (!outfile(r, OUTFILE_CONTENT))
+        gw_object_fetch(r, LLMQ_KEY_GW_FILE, r->m.id, content_fields, on_content);
+}
+
+void gw_files_delete(struct gw_request *r)
+{
+    if (!outfile(r, OUTFILE_DELETE))
+        gw_object_fetch(r, LLMQ_KEY_GW_FILE, r->m.id, meta_fields, on_delete_meta);
 }

@@ -7,7 +7,12 @@
 
 struct gw_request;
 
-/* The route handler (router.h): r's key is checked and its body whole. */
-void gw_files_handle(struct gw_request *r);
+/* The route handlers (router.h): r's key is checked and its body whole;
+ * r->m.id is the {id} of the path where the route has one. */
+void gw_files_create(struct gw_request *r);  /* POST /v1/files (the upload in r->upload) */
+void gw_files_list(struct gw_request *r);    /* GET /v1/files */
+void gw_files_get(struct gw_request *r);     /* GET /v1/files/{id} */
+void gw_files_content(struct gw_request *r); /* GET /v1/files/{id}/content */
+void gw_files_delete(struct gw_request *r);  /* DELETE /v1/files/{id} */
 
 #endif

@@ -30,6 +30,7 @@ struct gw_streams;
 struct gw_stats {
     unsigned long long requests, responses_2xx, responses_4xx, responses_5xx;
     unsigned long long calls_enqueued, calls_cancelled, calls_timed_out;
+    unsigned long long call_bodies_decoded; /* each call's body, once (calls.h) */
     unsigned long long files_created, batches_created, batches_cancelled;
     unsigned long long body_timeouts; /* connections closed: a body too slow (http.c) */
     long long calls_waiting;

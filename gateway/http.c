@@ -27,7 +27,7 @@
 #include "jobs/job.h"
 #include "base/log.h"
 #include "httpd/httpd.h"
-#include "redis/script.h"
+#include "request_ref.h"
 
 #define POST_BUFFER_BYTES 65536
 #define IDLE_TIMEOUT_S 120
@@ -180,29 +180,6 @@ void gw_respond_no_redis(struct gw_request *r)
     snprintf(r->retry_after, sizeof(r->retry_after), "1");
     gw_respond_errorf(r, 503, "server_error", NULL, "service_unavailable",
                       "llmq-gateway cannot reach Redis right now; retry shortly");
-}
-
-int gw_request_command(struct gw_request *r, void (*cb)(redisAsyncContext *, void *, void *),
-                       const char *fmt, ...)
-{
-    redisAsyncContext *ac = gw_redis(r->gw);
-    if (ac == NULL) {
-        gw_respond_no_redis(r);
-        return -1;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    gw_request_hold(r);
-    /* a cluster's redirection is followed: a key or file look-up does not
-     * fail for a failover or a slot on the move */
-    enum llmq_rc rc = llmq_redis_vcommand_async(ac, cb, r, fmt, ap);
-    va_end(ap);
-    if (rc != LLMQ_OK) {
-        gw_request_release(r);
-        gw_respond_no_redis(r);
-        return -1;
-    }
-    return 0;
 }
 
 /* Collects a body chunk, up to body_max; beyond, remembers it was too big. */

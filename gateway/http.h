@@ -13,11 +13,16 @@
  * by gw_request_admit or gw_respond*. While suspended, the client socket is
  * watched so a caller that hangs up is noticed (on_gone).
  *
- * Lifetime: a struct gw_request is reference-counted. The HTTP side holds one
- * reference until MHD reports the request complete; every asynchronous
- * operation (a Redis command, a waiter) holds one with gw_request_hold and
- * drops it with gw_request_release when its callback ends. After the client
- * is gone, gw_respond* are no-ops, so callbacks need no special case. */
+ * Lifetime, the one rule for every struct gw_request: the server owns it.
+ * It makes it when a request's head arrives and frees it (with r->state,
+ * through r->state_free) once MHD has reported the request complete and no
+ * step of it is in flight. A step is whatever will touch r from a later
+ * callback (a Redis command, an offload task, a call's wait): it is begun
+ * only through request_step.h, whose functions keep r
+ * until its callback has returned. Handlers and callbacks borrow r; none of
+ * them counts references (request_ref.h is for http.c and request_step.c
+ * alone). After the client is gone, gw_respond* are no-ops, so callbacks
+ * need no special case. */
 #ifndef LLMQ_GW_HTTP_H
 #define LLMQ_GW_HTTP_H
 
@@ -81,7 +86,7 @@ struct gw_request {
      * comes from this MHD content reader instead of resp */
     ssize_t (*stream_read)(void *cls, uint64_t pos, char *buf, size_t max);
     void *stream_cls;
-    void *state; /* the handler's, freed by state_free at the last release */
+    void *state; /* the handler's, freed by state_free with r ("Lifetime") */
     void (*state_free)(void *state);
 };
 
@@ -107,9 +112,6 @@ void gw_http_slow_counts(const struct gw_http *h, unsigned long long *head_timeo
 
 /* Stops the server (suspended requests must have been answered). */
 void gw_http_free(struct gw_http *h);
-
-void gw_request_hold(struct gw_request *r);
-void gw_request_release(struct gw_request *r);
 
 /* A streamed answer has nothing to send now: suspends r's connection (call
  * from its content reader only) and watches the client socket meanwhile, so
@@ -138,11 +140,5 @@ void gw_respond_errorf(struct gw_request *r, unsigned int status, const char *ty
 
 /* 503: Redis is not reachable. */
 void gw_respond_no_redis(struct gw_request *r);
-
-/* Sends a Redis command for r: on success r is held for cb, which must call
- * gw_request_release(r) (privdata is r); when Redis is not ready or the
- * command cannot be sent, answers 503 and cb never runs. Returns 0 or -1. */
-int gw_request_command(struct gw_request *r, void (*cb)(redisAsyncContext *, void *, void *),
-                       const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

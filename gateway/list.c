@@ -1,10 +1,15 @@
-/* Lists and single-object reads shared by files.c and batches.c. */
+/* Lists and single-object reads shared by files.c and batches.c. Every
+ * Redis command is a step of its request (request_step.h): a page's next
+ * command is sent from the callback of the one before, so the request is
+ * kept until the page is answered. */
 #include "list.h"
 
 #include <hiredis/async.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "request_step.h"
 
 #define FIELDS_MAX 32
 
@@ -16,11 +21,12 @@ const char *gw_list_val(const redisReply *vals, size_t i)
     return vals->element[i]->str;
 }
 
-/* Sends HMGET <the object's key> fields...; REDIS_ERR (nothing sent) also
- * when id is too long for a key. */
-static int hmget(redisAsyncContext *ac, struct gw *gw, enum llmq_key_kind object, const char *id,
-                 const char *const *fields, redisCallbackFn *cb, void *pd)
+/* Sends HMGET <the object's key> fields... for r; REDIS_ERR (nothing sent)
+ * also when id is too long for a key. */
+static int hmget(struct gw_request *r, redisAsyncContext *ac, enum llmq_key_kind object,
+                 const char *id, const char *const *fields, redisCallbackFn *cb, void *pd)
 {
+    struct gw *gw = r->gw;
     const char *argv[FIELDS_MAX + 2];
     char key[LLMQ_KEY_FIXED_MAX + GW_ID_MAX];
     int argc = 0;
@@ -30,7 +36,7 @@ static int hmget(redisAsyncContext *ac, struct gw *gw, enum llmq_key_kind object
     argv[argc++] = key;
     for (size_t i = 0; fields[i] != NULL && argc < FIELDS_MAX + 2; i++)
         argv[argc++] = fields[i];
-    return redisAsyncCommandArgv(ac, cb, pd, argc, argv, NULL);
+    return gw_step_command_argv(r, ac, cb, pd, argc, argv, NULL);
 }
 
 struct object_fetch {
@@ -47,7 +53,6 @@ static void on_object(redisAsyncContext *ac, void *reply, void *privdata)
         f->cb(f->r, NULL);
     else
         f->cb(f->r, rep);
-    gw_request_release(f->r);
     free(f);
 }
 
@@ -61,9 +66,7 @@ void gw_object_fetch(struct gw_request *r, enum llmq_key_kind object, const char
         return;
     }
     *f = (struct object_fetch){r, cb};
-    gw_request_hold(r);
-    if (hmget(ac, r->gw, object, id, fields, on_object, f) != REDIS_OK) {
-        gw_request_release(r);
+    if (hmget(r, ac, object, id, fields, on_object, f) != REDIS_OK) {
         free(f);
         cb(r, NULL);
     }
@@ -90,7 +93,6 @@ static void page_free(struct page *p)
     free(p->ids);
     free(p->items);
     json_decref(p->data);
-    gw_request_release(p->r);
     free(p);
 }
 
@@ -170,7 +172,7 @@ static void on_ids(redisAsyncContext *ac, void *reply, void *privdata)
         struct item_fetch *f = malloc(sizeof(*f));
         if (f != NULL) {
             *f = (struct item_fetch){p, i};
-            if (hmget(ac, p->r->gw, p->spec->object, p->ids[i], p->spec->fields, on_item, f) ==
+            if (hmget(p->r, ac, p->spec->object, p->ids[i], p->spec->fields, on_item, f) ==
                 REDIS_OK)
                 continue;
             free(f);
@@ -187,8 +189,8 @@ static void read_ids(struct page *p, long long start)
     char key[LLMQ_KEY_FIXED_MAX];
     if (ac == NULL ||
         llmq_key(key, sizeof(key), p->r->gw->prefix, p->spec->index, NULL, NULL) != LLMQ_OK ||
-        redisAsyncCommand(ac, on_ids, p, "ZREVRANGE %s %lld %lld", key, start,
-                          start + p->q.limit) != REDIS_OK) {
+        gw_step_command(p->r, ac, on_ids, p, "ZREVRANGE %s %lld %lld", key, start,
+                        start + p->q.limit) != REDIS_OK) {
         p->failed = 1;
         page_answer(p);
     }
@@ -227,7 +229,6 @@ void gw_list_respond(struct gw_request *r, const struct gw_list_spec *spec)
     }
     p->r = r;
     p->spec = spec;
-    gw_request_hold(r);
     if (p->q.after[0] == '\0') {
         read_ids(p, 0);
         return;
@@ -236,7 +237,7 @@ void gw_list_respond(struct gw_request *r, const struct gw_list_spec *spec)
     char key[LLMQ_KEY_FIXED_MAX];
     if (ac == NULL ||
         llmq_key(key, sizeof(key), r->gw->prefix, spec->index, NULL, NULL) != LLMQ_OK ||
-        redisAsyncCommand(ac, on_rank, p, "ZREVRANK %s %s", key, p->q.after) != REDIS_OK) {
+        gw_step_command(r, ac, on_rank, p, "ZREVRANK %s %s", key, p->q.after) != REDIS_OK) {
         p->failed = 1;
         page_answer(p);
     }

@@ -36,6 +36,10 @@ char *gw_metrics_text(struct gw *gw, size_t *len)
             "too long.\n"
             "# TYPE llmq_gateway_calls_timed_out_total counter\n"
             "llmq_gateway_calls_timed_out_total %llu\n"
+            "# HELP llmq_gateway_call_bodies_decoded_total Call bodies decoded (once per call, "
+            "synchronous or streamed).\n"
+            "# TYPE llmq_gateway_call_bodies_decoded_total counter\n"
+            "llmq_gateway_call_bodies_decoded_total %llu\n"
             "# HELP llmq_gateway_calls_waiting Calls waiting for their job now.\n"
             "# TYPE llmq_gateway_calls_waiting gauge\n"
             "llmq_gateway_calls_waiting %lld\n"
@@ -60,8 +64,8 @@ char *gw_metrics_text(struct gw *gw, size_t *len)
             "# TYPE llmq_gateway_redis_ready gauge\n"
             "llmq_gateway_redis_ready %d\n",
             s->requests, s->responses_2xx, s->responses_4xx, s->responses_5xx, s->calls_enqueued,
-            s->calls_cancelled, s->calls_timed_out, s->calls_waiting, s->uploads_validating,
-            s->files_created, s->batches_created, s->batches_cancelled,
+            s->calls_cancelled, s->calls_timed_out, s->call_bodies_decoded, s->calls_waiting,
+            s->uploads_validating, s->files_created, s->batches_created, s->batches_cancelled,
             s->batch_inputs_checked_again,
             llmq_redis_async_ready(gw->redis) && llmq_redis_async_ready(gw->events));
     unsigned long long head_timeouts, evicted;

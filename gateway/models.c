@@ -1,16 +1,18 @@
 /* GET /v1/models and /v1/models/{id} (see models.h). A key's model list is
- * answered at once; the account's known models take one price_list call,
- * to which the request is held (gw_request_hold) until its reply. */
+ * answered at once; the account's known models take one price_list call
+ * (a step of the request, request_step.h). */
 #include "models.h"
 
 #include <hiredis/async.h>
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "decode.h"
 #include "fallbacks.h"
 #include "http.h"
 #include "redis/script.h"
+#include "request_step.h"
 
 static json_t *model_object(const char *id)
 {
@@ -29,23 +31,25 @@ static void add_name(json_t *names, const char *name, size_t len)
     json_object_set_new(names, buf, json_true());
 }
 
-/* Answers r from names (borrowed): the list, or the model r->m.id names. */
-static void answer(struct gw_request *r, const json_t *names)
+/* GET /v1/models/{id}: the model r->m.id names, when names (borrowed) has it. */
+static void answer_model(struct gw_request *r, const json_t *names)
 {
-    if (r->m.route == GW_ROUTE_MODEL_GET) {
-        if (json_object_get(names, r->m.id) == NULL) {
-            gw_respond_errorf(r, 404, "invalid_request_error", "model", "model_not_found",
-                              "The model `%s` does not exist or you do not have access to it.",
-                              r->m.id);
-            return;
-        }
-        json_t *m = model_object(r->m.id);
-        if (m == NULL)
-            gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
-        else
-            gw_respond_json(r, 200, m);
+    if (json_object_get(names, r->m.id) == NULL) {
+        gw_respond_errorf(r, 404, "invalid_request_error", "model", "model_not_found",
+                          "The model `%s` does not exist or you do not have access to it.",
+                          r->m.id);
         return;
     }
+    json_t *m = model_object(r->m.id);
+    if (m == NULL)
+        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
+    else
+        gw_respond_json(r, 200, m);
+}
+
+/* GET /v1/models: the list of names (borrowed). */
+static void answer_list(struct gw_request *r, const json_t *names)
+{
     json_t *data = json_array();
     const char *name;
     json_t *v;
@@ -57,16 +61,23 @@ static void answer(struct gw_request *r, const json_t *names)
         gw_respond_json(r, 200, list);
 }
 
+typedef void answer_fn(struct gw_request *r, const json_t *names);
+
+/* r->state while the account's known models are read: what answers then. */
+struct names_wait {
+    answer_fn *answer;
+};
+
 /* price_list's reply: {taken, source, {model, ...}...}; then the names of
  * the fallbacks known. */
 static void on_prices(redisAsyncContext *ac, redisReply *reply, void *privdata)
 {
     (void)ac;
     struct gw_request *r = privdata;
+    const struct names_wait *nw = r->state;
     if (reply == NULL || reply->type != REDIS_REPLY_ARRAY) {
         if (!r->gone)
             gw_respond_no_redis(r);
-        gw_request_release(r);
         return;
     }
     json_t *names = json_object();
@@ -88,12 +99,12 @@ static void on_prices(redisAsyncContext *ac, redisReply *reply, void *privdata)
     if (names == NULL)
         gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
     else if (!r->gone)
-        answer(r, names);
+        nw->answer(r, names);
     json_decref(names);
-    gw_request_release(r);
 }
 
-void gw_models_handle(struct gw_request *r)
+/* Answers r with answer over the names its key may use (see models.h). */
+static void with_names(struct gw_request *r, answer_fn *answer)
 {
     if (r->key.models[0] != '\0') {
         json_t *names = json_object();
@@ -111,12 +122,27 @@ void gw_models_handle(struct gw_request *r)
         json_decref(names);
         return;
     }
+    struct names_wait *nw = malloc(sizeof(*nw));
+    if (nw == NULL) {
+        gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
+        return;
+    }
+    nw->answer = answer;
+    r->state = nw;
+    r->state_free = free;
     redisAsyncContext *ac = gw_redis(r->gw);
     const char *argv[] = {r->gw->prefix, ""};
-    gw_request_hold(r);
-    if (ac == NULL || llmq_script_run_async(ac, LLMQ_SCRIPT_PRICE_LIST, 1, 2, argv, NULL, on_prices,
-                                            r) != LLMQ_OK) {
+    if (ac == NULL ||
+        gw_step_script(r, ac, LLMQ_SCRIPT_PRICE_LIST, 1, 2, argv, NULL, on_prices, r) != LLMQ_OK)
         gw_respond_no_redis(r);
-        gw_request_release(r);
-    }
+}
+
+void gw_models_list(struct gw_request *r)
+{
+    with_names(r, answer_list);
+}
+
+void gw_models_get(struct gw_request *r)
+{
+    with_names(r, answer_model);
 }

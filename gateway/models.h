@@ -15,7 +15,8 @@
 
 struct gw_request;
 
-/* Serves GW_ROUTE_MODEL_LIST and GW_ROUTE_MODEL_GET (r->m.id: the id). */
-void gw_models_handle(struct gw_request *r);
+/* The route handlers (router.h): r's key is checked. */
+void gw_models_list(struct gw_request *r); /* GET /v1/models */
+void gw_models_get(struct gw_request *r);  /* GET /v1/models/{id} (r->m.id: the id) */
 
 #endif

@@ -8,7 +8,7 @@
 
 #include "base/log.h"
 #include "batches.h"
-#include "calls.h"
+#include "call_wait.h"
 #include "fallbacks.h"
 #include "http.h"
 #include "lease.h"
@@ -77,7 +77,7 @@ static void stop_parts(struct gw *gw)
 {
     gw_streams_shutdown(gw->streams); /* an error event ends each stream */
     if (gw->waiters != NULL)
-        gw_waiters_each(gw->waiters, gw_calls_shutdown_one);
+        gw_waiters_each(gw->waiters, gw_call_wait_shutdown_one);
     gw_offload_free(gw->offload); /* uploads still being checked get a 503 */
     gw->offload = NULL;
     /* let answers already queued reach their sockets */

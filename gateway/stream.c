@@ -24,10 +24,14 @@
  * worker that is still sending to stop), and within its attempt the
  * sequence numbers run without a gap; a newer attempt after the stream
  * began is an error (the client has half an answer).
- * References on the request: the HTTP side's; the wait's (dropped at DONE);
- * one per Redis command in flight. */
+ * The push, the wait, the result's look-up, the cancel and a client gone
+ * are call_wait.h's, shared with synchronous calls: struct stream begins
+ * with its struct gw_call_wait, and stream_kind says what a stream does at
+ * each of those steps. Its own step besides (request_step.h): a PUBSUB
+ * NUMSUB in flight (ask_worker). */
 #include "stream.h"
 #include "call_job.h"
+#include "call_wait.h"
 
 #include <ev.h>
 #include <hiredis/async.h>
@@ -45,6 +49,7 @@
 #include "jobs/stream_relay.h"
 #include "redis/redis_sub.h"
 #include "redis/script.h"
+#include "request_step.h"
 #include "waiters.h"
 
 enum stream_phase { ST_WAITING, ST_RUNNING, ST_STREAMING, ST_DONE };
@@ -83,13 +88,11 @@ struct gw_streams {
 };
 
 struct stream {
-    struct gw_request *r;
+    /* first: r->state is both; its timer is the max wait (WAITING) or the
+     * watchdog (RUNNING, STREAMING) */
+    struct gw_call_wait cw;
     struct gw_streams *ss;
     struct stream *prev, *next; /* in ss->active while not DONE */
-    struct gw_waiter w;
-    ev_timer timer; /* max wait (WAITING) or watchdog (RUNNING, STREAMING) */
-    struct llmq_job job;
-    struct llmq_job_outcome out;
     enum stream_phase phase;
     char worker[LLMQ_RELAY_NAME_MAX + 1]; /* the sender of its s message ("" none yet) */
     int responses;                        /* the Responses API's error event shape */
@@ -99,7 +102,6 @@ struct stream {
     size_t len, off, cap;
     int ended;  /* no more bytes after buf */
     int paused; /* the connection waits in the content reader */
-    int looking, cancelling;
     int asking; /* whether its worker lives (ask_worker) */
     double t0_s, t_first_s;
     double last_frame_s; /* ev_now of the last frame taken (the watchdog's) */
@@ -125,7 +127,7 @@ static void observe(struct histogram *h, const double *bounds, size_t n, double 
 static void stream_free(void *p)
 {
     struct stream *st = p;
-    llmq_job_clear(&st->job);
+    gw_call_wait_clear(&st->cw);
     free(st->buf);
     free(st);
 }
@@ -176,10 +178,10 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *out, size_t max)
     }
     if (st->ended)
         return MHD_CONTENT_READER_END_OF_STREAM;
-    if (st->r->gone)
+    if (st->cw.r->gone)
         return MHD_CONTENT_READER_END_WITH_ERROR;
     st->paused = 1;
-    gw_request_pause(st->r);
+    gw_request_pause(st->cw.r);
     return 0;
 }
 
@@ -187,14 +189,14 @@ static void wake(struct stream *st)
 {
     if (st->paused) {
         st->paused = 0;
-        gw_request_wake(st->r);
+        gw_request_wake(st->cw.r);
     }
 }
 
 /* Starts the 200 event stream (first bytes came). */
 static void start_streaming(struct stream *st)
 {
-    struct gw_request *r = st->r;
+    struct gw_request *r = st->cw.r;
     st->phase = ST_STREAMING;
     st->t_first_s = ev_now(r->gw->loop);
     observe(&st->ss->ttft, ttft_bounds, TTFT_N, st->t_first_s - st->t0_s);
@@ -209,17 +211,16 @@ static void start_streaming(struct stream *st)
 
 /* ---- the end ---- */
 
-/* Nothing more is expected: leaves the waiters (so the relay finds it no
- * more), the timer. */
-static void stream_finish(struct stream *st)
+/* Nothing more is expected (call_wait.h's on_finish: then it leaves the
+ * waiters, so the relay finds it no more, and its timer stops). */
+static void on_finish(struct gw_call_wait *cw)
 {
-    if (st->phase == ST_DONE)
-        return;
+    struct stream *st = (struct stream *)cw;
     struct gw_streams *ss = st->ss;
     if (st->phase == ST_STREAMING) {
         ss->in_progress--;
         observe(&ss->duration, duration_bounds, DURATION_N,
-                ev_now(st->r->gw->loop) - st->t_first_s);
+                ev_now(cw->r->gw->loop) - st->t_first_s);
     }
     st->phase = ST_DONE;
     if (st->prev != NULL)
@@ -229,9 +230,11 @@ static void stream_finish(struct stream *st)
     if (st->next != NULL)
         st->next->prev = st->prev;
     st->prev = st->next = NULL;
-    gw_waiters_remove(st->r->gw->waiters, &st->w);
-    ev_timer_stop(st->r->gw->loop, &st->timer);
-    gw_request_release(st->r);
+}
+
+static void stream_finish(struct stream *st)
+{
+    gw_call_wait_finish(&st->cw);
 }
 
 /* Ends a started stream with bytes (may be empty) and an error event
@@ -254,7 +257,8 @@ static void end_streaming(struct stream *st, const char *bytes, size_t n, const 
                          t ? t : "{}");
         free(t);
         failed |= buf_add(st, ev, (size_t)k < sizeof(ev) ? (size_t)k : sizeof(ev) - 1) != 0;
-        LLMQ_LOG_JOB(LLMQ_LOG_WARN, st->r->gw->cfg->account, st->job.id, "stream ended: %s", why);
+        LLMQ_LOG_JOB(LLMQ_LOG_WARN, st->cw.r->gw->cfg->account, st->cw.job.id, "stream ended: %s",
+                     why);
     }
     if (failed_end || why != NULL)
         st->ss->failed++;
@@ -275,9 +279,10 @@ static void fail(struct stream *st, const char *why)
         return;
     }
     st->ss->failed++;
-    LLMQ_LOG_JOB(LLMQ_LOG_WARN, st->r->gw->cfg->account, st->job.id, "stream failed: %s", why);
-    gw_respond_errorf(st->r, 502, "server_error", NULL, "stream_interrupted", "%s; the job is %s",
-                      why, st->job.id);
+    LLMQ_LOG_JOB(LLMQ_LOG_WARN, st->cw.r->gw->cfg->account, st->cw.job.id, "stream failed: %s",
+                 why);
+    gw_respond_errorf(st->cw.r, 502, "server_error", NULL, "stream_interrupted",
+                      "%s; the job is %s", why, st->cw.job.id);
     stream_finish(st);
 }
 
@@ -287,99 +292,60 @@ static void fail(struct stream *st, const char *why)
  * call does (the API's error, expired, never fits...). */
 static void respond_result(struct stream *st, const char *line, size_t len)
 {
-    gw_call_respond_result(st->r, st->job.id, line, len);
+    gw_call_respond_result(st->cw.r, st->cw.job.id, line, len);
     stream_finish(st);
-}
-
-static void arm(struct stream *st, double s);
-
-static void on_result(enum llmq_rc rc, const char *line, size_t len, int dead, void *ud)
-{
-    struct stream *st = ud;
-    st->looking = 0;
-    /* once events flow, the stream's own end message ends it */
-    if ((st->phase == ST_WAITING || st->phase == ST_RUNNING) && rc == LLMQ_OK && line != NULL) {
-        if (!dead && st->ended_done == 0) {
-            /* a worker relayed it: its frames are on their way */
-            st->ended_done = 1;
-            st->ended_s = ev_now(st->r->gw->loop);
-            st->phase = ST_RUNNING;
-            arm(st, GW_STREAM_WATCHDOG_MS / 1000.0);
-        } else if (dead || st->ended_done == 2) {
-            respond_result(st, line, len);
-        }
-    }
-    gw_request_release(st->r);
-}
-
-static void look_up(struct stream *st)
-{
-    redisAsyncContext *ac = gw_redis(st->r->gw);
-    if ((st->phase != ST_WAITING && st->phase != ST_RUNNING) || st->looking || ac == NULL)
-        return;
-    gw_request_hold(st->r);
-    if (llmq_job_result_read_async(ac, st->r->gw->prefix, st->job.id, on_result, st, NULL) ==
-        LLMQ_OK)
-        st->looking = 1;
-    else
-        gw_request_release(st->r);
-}
-
-static void on_maybe_ended(struct gw_waiter *w)
-{
-    look_up((struct stream *)((char *)w - offsetof(struct stream, w)));
 }
 
 static void arm(struct stream *st, double s)
 {
-    ev_timer_stop(st->r->gw->loop, &st->timer);
-    ev_timer_set(&st->timer, s, 0.0);
-    ev_timer_start(st->r->gw->loop, &st->timer);
+    gw_call_wait_arm(&st->cw, s);
 }
 
-static void on_cancelled(redisAsyncContext *ac, redisReply *rep, void *privdata)
+/* Its job's result came while WAITING or RUNNING: once events flow, the
+ * stream's own end message ends it. */
+static void on_result(struct gw_call_wait *cw, const char *line, size_t len, int dead)
 {
-    (void)ac;
-    struct stream *st = privdata;
-    st->cancelling = 0;
-    if (st->phase == ST_WAITING) {
-        switch (gw_call_job_cancel_outcome(rep)) {
-        case GW_CANCEL_UNSENT:
-            st->r->gw->stats.calls_cancelled++;
-            gw_call_respond_waited_too_long(st->r);
-            stream_finish(st);
-            break;
-        case GW_CANCEL_SENT: /* its messages decide now */
-            st->phase = ST_RUNNING;
-            st->last_frame_s = ev_now(st->r->gw->loop);
-            arm(st, GW_STREAM_WATCHDOG_MS / 1000.0);
-            break;
-        case GW_CANCEL_ENDED:
-            look_up(st);
-            break;
-        case GW_CANCEL_FAILED:
-            gw_respond_no_redis(st->r);
-            stream_finish(st);
-            break;
-        }
+    struct stream *st = (struct stream *)cw;
+    if (!dead && st->ended_done == 0) {
+        /* a worker relayed it: its frames are on their way */
+        st->ended_done = 1;
+        st->ended_s = ev_now(cw->r->gw->loop);
+        st->phase = ST_RUNNING;
+        arm(st, GW_STREAM_WATCHDOG_MS / 1000.0);
+    } else if (dead || st->ended_done == 2) {
+        respond_result(st, line, len);
     }
-    gw_request_release(st->r);
 }
 
-/* Runs job_cancel for the stream's job; cb NULL: fire and forget. */
-static void cancel_job(struct stream *st, llmq_script_cb *cb)
+static int may_look(const struct gw_call_wait *cw)
 {
-    if (gw_call_job_cancel(st->r->gw, st->job.id, cb, st) != LLMQ_OK) {
-        if (cb != NULL) {
-            gw_respond_no_redis(st->r);
-            stream_finish(st);
-        }
-        return;
-    }
-    if (cb != NULL) {
-        st->cancelling = 1;
-        gw_request_hold(st->r);
-    }
+    const struct stream *st = (const struct stream *)cw;
+    return st->phase == ST_WAITING || st->phase == ST_RUNNING;
+}
+
+static void look_up(struct stream *st)
+{
+    gw_call_wait_look_up(&st->cw);
+}
+
+static int is_queued(const struct gw_call_wait *cw)
+{
+    return ((const struct stream *)cw)->phase == ST_WAITING;
+}
+
+/* job_cancel at --max-wait-ms found it sent: its messages decide now. */
+static void on_sent(struct gw_call_wait *cw)
+{
+    struct stream *st = (struct stream *)cw;
+    st->phase = ST_RUNNING;
+    st->last_frame_s = ev_now(cw->r->gw->loop);
+    arm(st, GW_STREAM_WATCHDOG_MS / 1000.0);
+}
+
+/* Cancels the stream's job unless sent (call_wait.h). */
+static void cancel_job(struct stream *st, int with_reply)
+{
+    gw_call_wait_cancel(&st->cw, with_reply);
 }
 
 /* 1 while Redis may be stalled or away from here, or was within the last
@@ -425,7 +391,7 @@ static void on_probe(struct ev_loop *loop, ev_timer *t, int revents)
 /* The stream's worker is gone: the stream ends. */
 static void worker_gone(struct stream *st)
 {
-    cancel_job(st, NULL); /* should its worker be gone, it is never sent again */
+    cancel_job(st, 0); /* should its worker be gone, it is never sent again */
     fail(st, "the worker relaying this stream stopped answering");
 }
 
@@ -443,7 +409,6 @@ static void on_numsub(redisAsyncContext *ac, void *reply, void *privdata)
         else
             worker_gone(st);
     }
-    gw_request_release(st->r);
 }
 
 /* Asks Redis whether st's worker still holds its channel P ssw:<worker>
@@ -452,28 +417,25 @@ static void on_numsub(redisAsyncContext *ac, void *reply, void *privdata)
 static int ask_worker(struct stream *st)
 {
     char channel[LLMQ_KEY_PREFIX_MAX + LLMQ_RELAY_NAME_MAX + 8];
-    redisAsyncContext *ac = gw_redis(st->r->gw);
+    redisAsyncContext *ac = gw_redis(st->cw.r->gw);
     if (st->asking)
         return 0;
     if (st->worker[0] == '\0' || ac == NULL ||
-        llmq_key(channel, sizeof(channel), st->r->gw->prefix, LLMQ_KEY_SSE_WORKER, st->worker,
+        llmq_key(channel, sizeof(channel), st->cw.r->gw->prefix, LLMQ_KEY_SSE_WORKER, st->worker,
                  NULL) != LLMQ_OK)
         return -1;
-    gw_request_hold(st->r);
-    if (redisAsyncCommand(ac, on_numsub, st, "PUBSUB NUMSUB %s", channel) != REDIS_OK) {
-        gw_request_release(st->r);
+    if (gw_step_command(st->cw.r, ac, on_numsub, st, "PUBSUB NUMSUB %s", channel) != REDIS_OK)
         return -1;
-    }
     st->asking = 1;
     return 0;
 }
 
-static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
+static void on_timer(struct gw_call_wait *cw)
 {
-    (void)revents;
-    struct stream *st = t->data;
-    if (st->phase == ST_WAITING && !st->cancelling) {
-        cancel_job(st, on_cancelled);
+    struct stream *st = (struct stream *)cw;
+    struct ev_loop *loop = cw->r->gw->loop;
+    if (st->phase == ST_WAITING) {
+        cancel_job(st, 1); /* (once: a cancel in flight decides) */
     } else if (st->phase == ST_RUNNING && st->ended_done == 1) {
         /* its job is done: wait for its frames while the relay still
          * delivers (a backlog drains), then answer from the result */
@@ -482,7 +444,7 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
             arm(st, 1.0);
             return;
         }
-        LLMQ_LOG_JOB(LLMQ_LOG_WARN, st->r->gw->cfg->account, st->job.id,
+        LLMQ_LOG_JOB(LLMQ_LOG_WARN, st->cw.r->gw->cfg->account, st->cw.job.id,
                      "stream: its job is done but its relayed frames never came; answered "
                      "with the stored result as one body");
         st->ended_done = 2;
@@ -503,40 +465,27 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
 
 static void tell_worker_gone(struct gw_streams *ss, const char *name, size_t n, const char *job_id);
 
-static void on_gone(struct gw_request *r)
+/* The client left (call_wait.h has cancelled the job: unsent, it is never
+ * sent): a running call's worker is told to abort it. */
+static void on_gone(struct gw_call_wait *cw)
 {
-    struct stream *st = r->state;
-    if (st->phase == ST_DONE)
-        return;
+    struct stream *st = (struct stream *)cw;
     if (st->phase == ST_STREAMING)
         st->ss->aborted++;
-    r->gw->stats.calls_cancelled++;
-    cancel_job(st, NULL); /* unsent: never sent; running: its worker is told */
     if (st->worker[0] != '\0')
-        tell_worker_gone(st->ss, st->worker, strlen(st->worker), st->job.id);
+        tell_worker_gone(st->ss, st->worker, strlen(st->worker), cw->job.id);
     /* else its worker learns from its next frame (on_relay_message) */
-    stream_finish(st);
 }
 
-static void on_pushed(enum llmq_rc rc, const struct llmq_error *err, void *ud)
-{
-    struct stream *st = ud;
-    if (st->phase != ST_DONE && gw_call_job_pushed(st->r, rc, err, &st->out) != 0)
-        stream_finish(st);
-    gw_request_release(st->r);
-}
-
-/* Enqueues the job (its stream is registered: the worker's frames find it). */
-static void push_job(struct stream *st)
-{
-    struct llmq_error err = {0};
-    gw_request_hold(st->r);
-    if (gw_call_job_push(st->r, &st->job, &st->out, on_pushed, st, &err) != LLMQ_OK) {
-        gw_request_release(st->r);
-        gw_respond_no_redis(st->r);
-        stream_finish(st);
-    }
-}
+static const struct gw_call_kind stream_kind = {
+    .on_result = on_result,
+    .may_look = may_look,
+    .is_queued = is_queued,
+    .on_timer = on_timer,
+    .on_sent = on_sent,
+    .on_gone = on_gone,
+    .on_finish = on_finish,
+};
 
 /* ---- the worker's messages ---- */
 
@@ -550,7 +499,7 @@ static int frame_attempt(struct stream *st, const struct llmq_relay_frame *f, co
     if (cmp < 0) { /* superseded: a worker still sending it stops */
         if ((sender_len != strlen(st->worker) || memcmp(sender, st->worker, sender_len) != 0) &&
             f->kind != 'e' && f->kind != 'x' && f->kind != 'r')
-            tell_worker_gone(st->ss, sender, sender_len, st->job.id);
+            tell_worker_gone(st->ss, sender, sender_len, st->cw.job.id);
         return 0;
     }
     int unnumbered = f->attempt.ms == 0 && f->attempt.n == 0; /* an earlier release's worker */
@@ -587,12 +536,12 @@ static void on_relay_frame(struct stream *st, const struct llmq_relay_frame *f, 
     st->next_seq++;
     if (kind == 'r') { /* back in the queue: wait as before */
         st->phase = ST_WAITING;
-        arm(st, st->r->gw->cfg->max_wait_ms / 1000.0);
+        arm(st, st->cw.r->gw->cfg->max_wait_ms / 1000.0);
         return;
     }
     if (st->phase == ST_WAITING)
         st->phase = ST_RUNNING;
-    st->last_frame_s = ev_now(st->r->gw->loop);
+    st->last_frame_s = ev_now(st->cw.r->gw->loop);
     arm(st, GW_STREAM_WATCHDOG_MS / 1000.0);
     if ((kind == 'd' || kind == 'e' || kind == 'x') && plen > 0 && st->phase == ST_RUNNING) {
         st->ss->in_progress++;
@@ -611,7 +560,7 @@ static void on_relay_frame(struct stream *st, const struct llmq_relay_frame *f, 
         st->ended_done = 2;
         look_up(st); /* ended without events: its result answers */
     } else if (kind == 'x' && st->phase == ST_STREAMING) {
-        LLMQ_LOG_JOB(LLMQ_LOG_INFO, st->r->gw->cfg->account, st->job.id,
+        LLMQ_LOG_JOB(LLMQ_LOG_INFO, st->cw.r->gw->cfg->account, st->cw.job.id,
                      "stream ended with an error event");
         end_streaming(st, payload, plen, NULL, 1);
     } else if (kind == 'x') {
@@ -686,8 +635,7 @@ static void on_relay_message(const char *m, size_t n, void *privdata)
             continue;
         memcpy(id, f.job_id, f.job_id_len);
         id[f.job_id_len] = '\0';
-        struct gw_waiter *w = gw_waiters_find(ss->gw->waiters, id, on_maybe_ended);
-        struct stream *st = w ? (struct stream *)((char *)w - offsetof(struct stream, w)) : NULL;
+        struct stream *st = (struct stream *)gw_call_wait_find(ss->gw, id, &stream_kind);
         if (st == NULL || st->phase == ST_DONE) {
             /* its client is gone (or another gateway's id): the worker stops */
             if (strcmp(told, id) != 0 && f.kind != 'e' && f.kind != 'x' && f.kind != 'r')
@@ -744,28 +692,21 @@ int gw_streams_ready(const struct gw_streams *ss, const char **why)
 
 /* ---- the handler ---- */
 
-void gw_stream_handle(struct gw_request *r)
+void gw_stream_start(struct gw_request *r, const struct gw_call *call)
 {
     struct gw *gw = r->gw;
-    struct gw_error e;
-    struct gw_call call;
-    if (gw_call_decode(r->m.call_url, r->body ? r->body : "", r->body_len, &call, &e) != 0) {
-        gw_respond_error(r, &e);
-        return;
-    }
     struct stream *st = calloc(1, sizeof(*st));
     if (st == NULL) {
         gw_respond_errorf(r, 500, "server_error", NULL, NULL, "out of memory");
         return;
     }
-    st->r = r;
     st->ss = gw->streams;
     st->responses = strcmp(r->m.call_url, "/v1/responses") == 0;
     st->t0_s = ev_now(gw->loop);
     st->phase = ST_DONE; /* until it waits */
     r->state = st;
     r->state_free = stream_free;
-    if (gw_call_job_make(r, &call, &st->job) != 0)
+    if (gw_call_wait_make(&st->cw, r, &stream_kind, call) != 0)
         return;
     const char *why;
     if (gw_redis(gw) == NULL || !gw_streams_ready(st->ss, &why)) {
@@ -779,16 +720,7 @@ void gw_stream_handle(struct gw_request *r)
     st->ss->active = st;
     if (!ev_is_active(&st->ss->probe))
         ev_timer_again(gw->loop, &st->ss->probe);
-    snprintf(st->w.job_id, sizeof(st->w.job_id), "%s", st->job.id);
-    st->w.on_maybe_ended = on_maybe_ended;
-    gw_request_hold(r); /* the wait's, dropped by stream_finish */
-    gw_waiters_add(gw->waiters, &st->w);
-    ev_timer_init(&st->timer, on_timer, gw->cfg->max_wait_ms / 1000.0, 0.0);
-    st->timer.data = st;
-    ev_timer_start(gw->loop, &st->timer);
-    r->on_gone = on_gone;
-    /* registered: the worker's frames find it from now on */
-    push_job(st);
+    gw_call_wait_begin(&st->cw); /* registered: the worker's frames find it from now on */
 }
 
 /* ---- shutdown, metrics ---- */
@@ -803,9 +735,9 @@ void gw_streams_shutdown(struct gw_streams *ss)
             end_streaming(st, NULL, 0, "llmq-gateway is shutting down", 1);
             continue;
         }
-        cancel_job(st, NULL);
-        snprintf(st->r->retry_after, sizeof(st->r->retry_after), "1");
-        gw_respond_errorf(st->r, 503, "server_error", NULL, "service_unavailable",
+        cancel_job(st, 0);
+        snprintf(st->cw.r->retry_after, sizeof(st->cw.r->retry_after), "1");
+        gw_respond_errorf(st->cw.r, 503, "server_error", NULL, "service_unavailable",
                           "llmq-gateway is shutting down; retry on another instance");
         stream_finish(st);
     }

@@ -40,7 +40,8 @@
  * yet written to the client socket.
  *
  * Threads: the gateway's loop only. Lifetime: the stream's state is the
- * request's (r->state), freed with its last reference. */
+ * request's (r->state, beginning with its struct gw_call_wait: call_wait.h),
+ * freed with the request. */
 #ifndef LLMQ_GW_STREAM_H
 #define LLMQ_GW_STREAM_H
 
@@ -77,8 +78,9 @@ int gw_streams_ready(const struct gw_streams *ss, const char **why);
 /* Appends the streaming metrics (Prometheus text) to f. */
 void gw_streams_metrics(const struct gw_streams *ss, FILE *f);
 
-/* The handler of a call whose body says "stream": true (calls.c decided:
- * the body was decoded by gw_call_decode). */
-void gw_stream_handle(struct gw_request *r);
+/* Starts the streamed call of r, whose body calls.c decoded as call
+ * (borrowed; "stream": true). */
+struct gw_call;
+void gw_stream_start(struct gw_request *r, const struct gw_call *call);
 
 #endif

@@ -11,6 +11,8 @@
 //     request is aborted at once (the server logs the client gone before its
 //     first chunk was due), the job is settled client_closed with nothing in flight, and
 //     the bucket holds what the server counted, not the reservation;
+//   - each call's body is decoded once by the gateway, streamed or not
+//     (llmq_gateway_call_bodies_decoded_total: one per call);
 //   - /readyz is 503 naming the relay while Redis refuses the gateway's
 //     subscription (an ACL without channels; the subscribed connections
 //     dropped), a streamed call gets a 503, and /readyz is 200 once Redis
@@ -104,6 +106,19 @@ await runSteps([
             assert.ok(d('stream_ttft_seconds_sum') >= (LATENCY_MS - 50) / 1000,
                 `${side}: ttft includes the server's wait`);
         }
+    }],
+    ['a call\'s body is decoded once, streamed or synchronous', async () => {
+        const name = 'llmq_gateway_call_bodies_decoded_total';
+        const b = await scrape(gwMetricsUrl);
+        const got = await collect(await gw.chat.completions.create(
+            { model: MODEL, messages, stream: true }));
+        assert.equal(chatText(got.chunks), 'sim '.repeat(TOKENS));
+        const mid = await scrape(gwMetricsUrl);
+        assert.equal(mid(name) - b(name), 1, 'a streamed call\'s body decoded more than once');
+        const sync = await gw.chat.completions.create({ model: MODEL, messages });
+        assert.equal(sync.choices[0].message.content, 'sim '.repeat(TOKENS));
+        const a = await scrape(gwMetricsUrl);
+        assert.equal(a(name) - mid(name), 1, 'a synchronous call\'s body decoded more than once');
     }],
     ['/metrics of both: a client aborting mid-stream counts one aborted stream', async () => {
         const b = await both();
