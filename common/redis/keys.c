@@ -77,6 +77,7 @@ static const struct key_name key_names[LLMQ_KEY_KIND_COUNT] = {
     [LLMQ_KEY_PBATCH_JOBS] = {"pbj:", "", 1},
     [LLMQ_KEY_PBATCHES] = {"pbl", "", 0},
     [LLMQ_KEY_PBATCH_DUE] = {"pba", "", 0},
+    [LLMQ_KEY_DASH_SESSION] = {"dash:sess:", "", 1},
 };
 
 const char *llmq_key_head(enum llmq_key_kind kind)

@@ -82,6 +82,7 @@ static void test_layout(void **state)
         {LLMQ_KEY_PBATCH_JOBS, "pb-1-2", P "pbj:pb-1-2"},
         {LLMQ_KEY_PBATCHES, NULL, P "pbl"},
         {LLMQ_KEY_PBATCH_DUE, NULL, P "pba"},
+        {LLMQ_KEY_DASH_SESSION, "ab12", P "dash:sess:ab12"},
     };
     assert_int_equal(sizeof(cases) / sizeof(cases[0]), LLMQ_KEY_KIND_COUNT);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
