@@ -53,6 +53,22 @@ void gw_dash_free(struct gw_dash *d)
     free(d);
 }
 
+void gw_dash_metrics(const struct gw_dash *d, FILE *f)
+{
+    unsigned long long runs = 0;
+    int streams = 0;
+    gw_dash_feed_counts(d ? d->feed : NULL, &runs, &streams);
+    fprintf(f,
+            "# HELP llmq_gateway_dashboard_snapshots_total Runs of the dashboard's snapshot "
+            "script (one a second while a dashboard is open, whatever their number).\n"
+            "# TYPE llmq_gateway_dashboard_snapshots_total counter\n"
+            "llmq_gateway_dashboard_snapshots_total %llu\n"
+            "# HELP llmq_gateway_dashboard_streams Dashboard event streams open.\n"
+            "# TYPE llmq_gateway_dashboard_streams gauge\n"
+            "llmq_gateway_dashboard_streams %d\n",
+            runs, streams);
+}
+
 static void serve_asset(struct gw_request *r, const char *name)
 {
     const struct gw_dash_asset *a = gw_dash_asset_find(name);

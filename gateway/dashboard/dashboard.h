@@ -19,6 +19,8 @@
 #ifndef LLMQ_GW_DASHBOARD_H
 #define LLMQ_GW_DASHBOARD_H
 
+#include <stdio.h>
+
 struct gw;
 struct gw_dash;
 struct gw_request;
@@ -31,6 +33,11 @@ void gw_dash_shutdown(struct gw_dash *d);
 
 /* Frees d (NULL: no-op), after gw's Redis connections are freed. */
 void gw_dash_free(struct gw_dash *d);
+
+/* Appends the dashboard's series to a /metrics text (f borrowed; d NULL:
+ * zeros): llmq_gateway_dashboard_snapshots_total (runs of the snapshot
+ * script) and llmq_gateway_dashboard_streams (event streams open). */
+void gw_dash_metrics(const struct gw_dash *d, FILE *f);
 
 /* The router's handler of every path under /dashboard. */
 void gw_dash_handle(struct gw_request *r);

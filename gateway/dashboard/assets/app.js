@@ -93,6 +93,9 @@ function loggedIn() {
   document.body.dataset.tenant = me.tenant;
   for (const id of ['view-endpoints', 'view-workers'])
     document.querySelector('nav button[data-view="' + id.slice(5) + '"]').hidden = !!me.tenant;
+  // account-wide series: a tenant's viewer has none
+  for (const id of ['chart-done', 'chart-queue', 'chart-429'])
+    $(id).parentNode.hidden = !!me.tenant;
   connect();
 }
 
@@ -175,12 +178,14 @@ function svgEl(tag, attrs) {
   return e;
 }
 
-// series: [{name, values: [[t, v], ...]}]; draws them over the last 15 min.
+// series: [{name, values: [[t, v], ...]}]; draws them over the span of the
+// points kept (up to 15 minutes).
 function lineChart(svg, series, legend, ymaxMin) {
   clear(svg);
   const W = 600, H = 160;
   const now = points.length ? points[points.length - 1].t : Date.now();
-  const t0 = now - 15 * 60 * 1000;
+  // the span of the points kept (15 minutes at most), at least a minute
+  const t0 = Math.min(Math.max(now - 15 * 60 * 1000, points.length ? points[0].t : now), now - 60000);
   let ymax = ymaxMin || 1;
   for (const s of series) for (const [, v] of s.values) if (v > ymax) ymax = v;
   for (let i = 1; i < 4; i++)
