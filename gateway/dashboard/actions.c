@@ -11,8 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "batches.h"
 #include "http.h"
 #include "jobs/job_pack.h"
+#include "list.h"
 #include "redis/reply_read.h"
 #include "redis/script.h"
 
@@ -306,4 +308,125 @@ void gw_dash_job_get(struct gw_request *r, const struct gw_dash_viewer *v)
     for (size_t i = 0; i < N_JOB_FIELDS; i++)
         argv[2 + i] = job_fields[i];
     run(r, LLMQ_SCRIPT_JOB_FIELDS, (int)(2 + N_JOB_FIELDS), argv, on_job);
+}
+
+/* ---- batches ---- */
+
+static const char *const batch_fields[] = {"status", "endpoint", "total",      "completed",
+                                           "failed", "tenant",   "created_at", NULL};
+
+static long long field_ll(const redisReply *v, size_t i)
+{
+    const char *s = gw_list_val(v, i);
+    return s != NULL ? strtoll(s, NULL, 10) : 0;
+}
+
+/* A gateway batch with its progress, when the viewer may see it (its
+ * tenant in r->key.tenant: "" every batch). */
+static json_t *batch_item(struct gw_request *r, const char *id, const redisReply *v)
+{
+    const char *status = gw_list_val(v, 0), *tenant = gw_list_val(v, 5);
+    if (!gw_batch_visible(status) ||
+        (r->key.tenant[0] != '\0' && strcmp(tenant ? tenant : "", r->key.tenant) != 0))
+        return NULL;
+    return json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:s, s:I}", "id", id, "status", status,
+                     "endpoint", gw_list_val(v, 1) ? gw_list_val(v, 1) : "", "total",
+                     (json_int_t)field_ll(v, 2), "completed", (json_int_t)field_ll(v, 3), "failed",
+                     (json_int_t)field_ll(v, 4), "tenant", tenant ? tenant : "", "created_at",
+                     (json_int_t)field_ll(v, 6));
+}
+
+static const struct gw_list_spec batch_list = {
+    .index = LLMQ_KEY_GW_BATCHES,
+    .object = LLMQ_KEY_GW_BATCH,
+    .fields = batch_fields,
+    .item = batch_item,
+    .limit_default = 50,
+    .limit_max = 100,
+};
+
+void gw_dash_batches(struct gw_request *r, const struct gw_dash_viewer *v)
+{
+    snprintf(r->key.tenant, sizeof(r->key.tenant), "%s", v->tenant);
+    gw_list_respond(r, &batch_list);
+}
+
+static void on_pbatches(redisAsyncContext *ac, redisReply *x, void *privdata)
+{
+    (void)ac;
+    struct gw_request *r = privdata;
+    if (!script_failed(r, x)) {
+        json_t *list = json_array();
+        /* {staging, {id, field, value, ...}, ...} (lua/pbatch_list.lua) */
+        for (size_t i = 1; x->type == REDIS_REPLY_ARRAY && i < x->elements; i++) {
+            const redisReply *b = x->element[i];
+            if (b->type != REDIS_REPLY_ARRAY || b->elements < 1)
+                continue;
+            json_t *o = json_pack("{s:s}", "id", llmq_reply_str_or(b->element[0], ""));
+            for (size_t k = 1; o != NULL && k + 1 < b->elements; k += 2)
+                json_object_set_new(o, llmq_reply_str_or(b->element[k], ""),
+                                    json_string(llmq_reply_str_or(b->element[k + 1], "")));
+            json_array_append_new(list, o);
+        }
+        gw_respond_json(r, 200, json_pack("{s:o}", "data", list));
+    }
+    gw_request_release(r);
+}
+
+void gw_dash_pbatches(struct gw_request *r, const struct gw_dash_viewer *v)
+{
+    if (v->tenant[0] != '\0') { /* the account's: a tenant's viewer sees none */
+        gw_respond_json(r, 200, json_pack("{s:[]}", "data"));
+        return;
+    }
+    const char *argv[] = {r->gw->prefix, "", "50"};
+    run(r, LLMQ_SCRIPT_PBATCH_LIST, 3, argv, on_pbatches);
+}
+
+/* ---- budgets ---- */
+
+/* 1 when budget scope belongs to tenant ("t/<tenant>" or below it). */
+static int scope_of(const char *scope, const char *tenant)
+{
+    size_t n = strlen(tenant);
+    return strncmp(scope, "t/", 2) == 0 && strncmp(scope + 2, tenant, n) == 0 &&
+           (scope[2 + n] == '\0' || scope[2 + n] == '/');
+}
+
+static void on_budgets(redisAsyncContext *ac, redisReply *x, void *privdata)
+{
+    (void)ac;
+    struct gw_request *r = privdata;
+    if (!script_failed(r, x)) {
+        json_t *list = json_array();
+        /* one {id, scope, unit, limit, period, on_exhaust, spent,
+         * period_start_ms, period_end_ms, parked_nodes, parked_jobs} per
+         * budget (lua/budget_list.lua) */
+        for (size_t i = 0; x->type == REDIS_REPLY_ARRAY && i < x->elements; i++) {
+            const redisReply *b = x->element[i];
+            if (b->type != REDIS_REPLY_ARRAY || b->elements != 11)
+                continue;
+            const char *scope = llmq_reply_str_or(b->element[1], "");
+            if (r->key.tenant[0] != '\0' && !scope_of(scope, r->key.tenant))
+                continue;
+            json_array_append_new(
+                list, json_pack("{s:s, s:s, s:s, s:I, s:s, s:I, s:I, s:I}", "id",
+                                llmq_reply_str_or(b->element[0], ""), "scope", scope, "unit",
+                                llmq_reply_str_or(b->element[2], ""), "limit",
+                                (json_int_t)llmq_reply_int_or(b->element[3], 0), "period",
+                                llmq_reply_str_or(b->element[4], ""), "spent",
+                                (json_int_t)llmq_reply_int_or(b->element[6], 0), "period_end_ms",
+                                (json_int_t)llmq_reply_int_or(b->element[8], 0), "waiting_jobs",
+                                (json_int_t)llmq_reply_int_or(b->element[10], 0)));
+        }
+        gw_respond_json(r, 200, json_pack("{s:o}", "data", list));
+    }
+    gw_request_release(r);
+}
+
+void gw_dash_budgets(struct gw_request *r, const struct gw_dash_viewer *v)
+{
+    snprintf(r->key.tenant, sizeof(r->key.tenant), "%s", v->tenant);
+    const char *argv[] = {r->gw->prefix};
+    run(r, LLMQ_SCRIPT_BUDGET_LIST, 1, argv, on_budgets);
 }

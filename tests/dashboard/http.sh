@@ -88,6 +88,37 @@ curl -s -N --max-time 3 -b "$STACK_DIR/tadmin.jar" -o "$out" "$base/api/events"
 expect "a tenant's stream has no account-wide figures" bash -c \
     "grep -q '\"tenant\":\"acme\"' '$out' && ! grep -q '\"endpoints\"' '$out' && ! grep -q '\"workers\"' '$out'"
 
+# ---- batches: the account's viewer sees all, a tenant's its own ----
+printf '%s\n' '{"custom_id":"b-1","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}}' \
+    '{"custom_id":"b-2","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}}' >"$STACK_DIR/b.jsonl"
+fid=$(curl -s "$GW_URL/files" -H "Authorization: Bearer $GW_KEY" -F purpose=batch -F "file=@$STACK_DIR/b.jsonl" |
+    node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).id))')
+bid=$(curl -s "$GW_URL/batches" -H "Authorization: Bearer $GW_KEY" -H 'Content-Type: application/json' \
+    -d "{\"input_file_id\":\"$fid\",\"endpoint\":\"/v1/chat/completions\",\"completion_window\":\"24h\"}" |
+    node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).id))')
+curl -s -b "$STACK_DIR/viewer.jar" -o "$out" "$base/api/batches"
+expect "batches: the account's viewer sees the batch with its progress (acme, 2 jobs)" [ \
+    "$(json_field "$out" "b.data.filter(x => x.id === '$bid').map(x => x.tenant + '/' + x.total + '/' + x.completed).join()")" = "acme/2/0" ]
+curl -s -b "$STACK_DIR/tadmin.jar" -o "$out" "$base/api/batches"
+expect "batches: acme's admin sees it" [ "$(json_field "$out" "b.data.some(x => x.id === '$bid')")" = true ]
+beta=$("$llmq" keys create --role viewer --tenant beta 2>/dev/null)
+login "$beta" "$STACK_DIR/beta.jar" >/dev/null
+curl -s -b "$STACK_DIR/beta.jar" -o "$out" "$base/api/batches"
+expect "batches: beta's viewer does not" [ "$(json_field "$out" "b.data.length")" = 0 ]
+curl -s -b "$STACK_DIR/beta.jar" -o "$out" "$base/api/pbatches"
+expect "provider batches: none for a tenant's viewer" [ "$(json_field "$out" "b.data.length")" = 0 ]
+curl -s -b "$STACK_DIR/viewer.jar" -o "$out" -w '%{http_code}' "$base/api/pbatches" >"$STACK_DIR/code"
+expect "provider batches: the account's viewer gets the list (200)" [ "$(cat "$STACK_DIR/code")" = 200 ]
+
+# ---- budgets: the account's viewer sees all, a tenant's its own ----
+"$llmq" budgets set --tenant acme --usd 5 --period day >/dev/null
+"$llmq" budgets set --tenant beta --tokens 1000 --period day >/dev/null
+"$llmq" budgets set --tenant acmeplus --tokens 1000 --period day >/dev/null
+curl -s -b "$STACK_DIR/viewer.jar" -o "$out" "$base/api/budgets"
+expect "budgets: the account's viewer sees the three" [ "$(json_field "$out" "b.data.map(x => x.scope).sort().join()")" = "t/acme,t/acmeplus,t/beta" ]
+curl -s -b "$STACK_DIR/tadmin.jar" -o "$out" "$base/api/budgets"
+expect "budgets: acme's admin sees acme's only (not acmeplus)" [ "$(json_field "$out" "b.data.map(x => x.scope + ':' + x.limit).join()")" = "t/acme:5000000000" ]
+
 # ---- the end of a session ----
 "$llmq" keys revoke "$(printf %s "$viewer" | sha256sum | cut -c1-16)" >/dev/null
 check "a revoked key's session: 401" 401 invalid_request_error null invalid_api_key -- \

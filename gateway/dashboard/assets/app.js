@@ -335,33 +335,54 @@ function renderOverview() {
   }
 }
 
+// Rows are kept across snapshots and updated in place: a table rebuilt every
+// second would replace a button between a click's press and release (no
+// click then).
+const epRows = new Map();
 function renderEndpoints() {
   const tb = document.querySelector('#table-endpoints tbody');
-  clear(tb);
   const eps = asList(snap.endpoints && snap.endpoints.endpoints);
   let total = 0;
   for (const e of eps) total += e.n_ok;
+  const seen = new Set();
   for (const e of eps) {
-    const tr = el('tr');
-    tr.dataset.endpoint = e.name;
-    tr.dataset.state = e.state;
-    cell(tr, e.name);
-    let st = e.state;
-    if (e.state === 'cooling') st = 'cooling until ' + fmtTime(e.cool_until_ms);
-    cell(tr, st, 'state-' + e.state);
-    cell(tr, e.why || '');
-    cell(tr, e.lat_ms >= 0 ? Math.round(e.lat_ms) + ' ms' : '-', 'num');
-    cell(tr, fmtInt(e.n_ok), 'num'); cell(tr, fmtInt(e.n_fail), 'num'); cell(tr, fmtInt(e.n_429), 'num');
-    cell(tr, total ? Math.round((100 * e.n_ok) / total) + ' %' : '-', 'num');
-    cell(tr, asList(e.models).map((m) => m.model).join(', '));
-    const td = cell(tr, '');
+    seen.add(e.name);
+    let row = epRows.get(e.name);
+    if (!row) {
+      const tr = el('tr');
+      tr.dataset.endpoint = e.name;
+      const cells = [];
+      for (let i = 0; i < 9; i++) cells.push(cell(tr, ''));
+      const b = el('button', '', 'act');
+      cell(tr, '').appendChild(b);
+      b.addEventListener('click', () => {
+        const op = b.dataset.action;
+        act('endpoint', { name: e.name, op }, (op === 'enable' ? 'Enable ' : 'Disable ') + e.name);
+      });
+      row = { tr, cells, b };
+      epRows.set(e.name, row);
+      tb.appendChild(tr);
+    }
+    const c = row.cells;
+    row.tr.dataset.state = e.state;
+    c[0].textContent = e.name;
+    c[1].textContent = e.state === 'cooling' ? 'cooling until ' + fmtTime(e.cool_until_ms) : e.state;
+    c[1].className = 'state-' + e.state;
+    c[2].textContent = e.why || '';
+    c[3].textContent = e.lat_ms >= 0 ? Math.round(e.lat_ms) + ' ms' : '-';
+    c[4].textContent = fmtInt(e.n_ok);
+    c[5].textContent = fmtInt(e.n_fail);
+    c[6].textContent = fmtInt(e.n_429);
+    c[7].textContent = total ? Math.round((100 * e.n_ok) / total) + ' %' : '-';
+    for (const i of [3, 4, 5, 6, 7]) c[i].className = 'num';
+    c[8].textContent = asList(e.models).map((m) => m.model).join(', ');
     const disabled = e.state === 'disabled';
-    const b = el('button', disabled ? 'Enable' : 'Disable', 'act' + (disabled ? '' : ' danger'));
-    b.dataset.action = disabled ? 'enable' : 'disable';
-    b.addEventListener('click', () => act('endpoint', { name: e.name, op: b.dataset.action },
-      (disabled ? 'Enable ' : 'Disable ') + e.name));
-    td.appendChild(b);
-    tb.appendChild(tr);
+    row.b.textContent = disabled ? 'Enable' : 'Disable';
+    row.b.className = 'act' + (disabled ? '' : ' danger');
+    row.b.dataset.action = disabled ? 'enable' : 'disable';
+  }
+  for (const [name, row] of epRows) {
+    if (!seen.has(name)) { row.tr.remove(); epRows.delete(name); }
   }
 }
 
@@ -479,6 +500,65 @@ async function loadDead() {
   }
 }
 
+function money(unit, n) {
+  return unit === 'usd' ? '$' + (n / 1e9).toFixed(2) : fmtInt(n) + ' tokens';
+}
+
+async function loadBudgets() {
+  try {
+    const j = await api('budgets');
+    const tb = document.querySelector('#table-budgets tbody');
+    clear(tb);
+    for (const b of asList(j.data)) {
+      const tr = el('tr');
+      tr.dataset.budget = b.id;
+      cell(tr, b.scope); cell(tr, b.period);
+      cell(tr, money(b.unit, b.spent) + ' / ' + money(b.unit, b.limit), 'num');
+      cell(tr, b.limit > 0 ? Math.round((100 * b.spent) / b.limit) + ' %' : '-', 'num');
+      cell(tr, fmtTime(b.period_end_ms));
+      cell(tr, fmtInt(b.waiting_jobs), 'num');
+      tb.appendChild(tr);
+    }
+  } catch (e) {
+    toast('Budgets: ' + e.message, true, e.status);
+  }
+}
+
+async function loadBatches() {
+  try {
+    const j = await api('batches?limit=50');
+    const tb = document.querySelector('#table-batches tbody');
+    clear(tb);
+    for (const b of asList(j.data)) {
+      const tr = el('tr');
+      tr.dataset.batch = b.id;
+      cell(tr, b.id); cell(tr, b.tenant || '-'); cell(tr, b.status);
+      const done = b.completed + b.failed;
+      const td = cell(tr, fmtInt(done) + ' / ' + fmtInt(b.total) +
+        (b.total ? ' (' + Math.round((100 * done) / b.total) + ' %)' : ''), 'num');
+      const bar = el('progress');
+      bar.max = b.total || 1;
+      bar.value = done;
+      td.appendChild(bar);
+      cell(tr, fmtInt(b.failed), 'num');
+      cell(tr, fmtTime(b.created_at * 1000));
+      tb.appendChild(tr);
+    }
+    const p = await api('pbatches');
+    const pb = document.querySelector('#table-pbatches tbody');
+    clear(pb);
+    for (const b of asList(p.data)) {
+      const tr = el('tr');
+      for (const k of ['id', 'model', 'state', 'n', 'status', 'done', 'retried', 'dead'])
+        cell(tr, b[k] === undefined ? '-' : b[k]);
+      pb.appendChild(tr);
+    }
+    $('pbatches-title').hidden = $('table-pbatches').hidden = !!me.tenant;
+  } catch (e) {
+    toast('Batches: ' + e.message, true, e.status);
+  }
+}
+
 async function deadAct(kind, all) {
   let body;
   if (all) {
@@ -521,7 +601,8 @@ document.addEventListener('DOMContentLoaded', () => {
       view = b.dataset.view;
       for (const x of document.querySelectorAll('nav button')) x.classList.toggle('on', x === b);
       for (const s of document.querySelectorAll('.view')) s.hidden = s.id !== 'view-' + view;
-      if (view === 'jobs') loadDead();
+      if (view === 'jobs') { loadDead(); loadBatches(); }
+      if (view === 'tenants') loadBudgets();
       render();
     });
   }
