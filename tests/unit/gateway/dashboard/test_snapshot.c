@@ -79,7 +79,8 @@ static json_int_t num(const json_t *o, const char *path)
     const json_t *v = o;
     char *save = NULL;
     for (char *p = strtok_r(buf, ".", &save); p != NULL; p = strtok_r(NULL, ".", &save))
-        v = json_is_array(v) ? json_array_get(v, (size_t)strtol(p, NULL, 10)) : json_object_get(v, p);
+        v = json_is_array(v) ? json_array_get(v, (size_t)strtol(p, NULL, 10))
+                             : json_object_get(v, p);
     assert_true(json_is_integer(v));
     return json_integer_value(v);
 }
@@ -102,7 +103,8 @@ static void test_whole_account(void **state)
     assert_int_equal(json_array_size(json_object_get(s, "rows")), 2);
     assert_string_equal(str(s, "rows", 1, "tenant"), "beta");
     assert_int_equal(num(s, "rows.0.queued"), 4);
-    assert_true(json_is_true(json_object_get(json_array_get(json_object_get(s, "rows"), 0), "blocked")));
+    assert_true(
+        json_is_true(json_object_get(json_array_get(json_object_get(s, "rows"), 0), "blocked")));
     assert_int_equal(num(s, "rows.0.oldest_enq_ms"), 900);
     assert_int_equal(num(s, "rows.1.oldest_enq_ms"), 950);
     assert_int_equal(num(s, "buckets.0.tokens_limit"), 1000);
