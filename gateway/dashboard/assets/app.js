@@ -180,7 +180,7 @@ function svgEl(tag, attrs) {
 
 // series: [{name, values: [[t, v], ...]}]; draws them over the span of the
 // points kept (up to 15 minutes).
-function lineChart(svg, series, legend, ymaxMin) {
+function lineChart(svg, series, legend, ymaxMin, unit) {
   clear(svg);
   const W = 600, H = 160;
   const now = points.length ? points[points.length - 1].t : Date.now();
@@ -200,7 +200,7 @@ function lineChart(svg, series, legend, ymaxMin) {
     }
   });
   const top = svgEl('text', { x: 4, y: 12, 'font-size': 11, fill: '#5b6478' });
-  top.textContent = ymaxMin === 100 ? Math.round(ymax) + ' %' : String(Math.round(ymax * 10) / 10);
+  top.textContent = String(Math.round(ymax * 10) / 10) + (unit || '');
   svg.appendChild(top);
   svg.dataset.points = String(points.length);
   svg.dataset.last = JSON.stringify(last);
@@ -217,10 +217,12 @@ function lineChart(svg, series, legend, ymaxMin) {
   }
 }
 
+// The rate of counter key (less counter sub) over the last 5 points at each
+// point: jobs finish in bursts, a one-second rate is mostly 0 or a spike.
 function rateSeries(key, sub) {
   const out = [];
   for (let i = 1; i < points.length; i++) {
-    const a = points[i - 1], b = points[i];
+    const a = points[Math.max(0, i - 5)], b = points[i];
     const va = sub ? (a[key] || 0) - (a[sub] || 0) : a[key];
     const vb = sub ? (b[key] || 0) - (b[sub] || 0) : b[key];
     if (va === undefined || vb === undefined || b.t <= a.t) continue;
@@ -244,7 +246,7 @@ function drawCharts() {
     if (req.length) util.push({ name: n + ' requests', values: req });
     if (tok.length) util.push({ name: n + ' tokens', values: tok });
   }
-  lineChart($('chart-util'), util, $('legend-util'), 100);
+  lineChart($('chart-util'), util, $('legend-util'), 10, ' %');
   lineChart($('chart-done'), [{ name: 'done/s', values: rateSeries('done') }], null, 1);
   lineChart($('chart-queue'), PRIOS.map((p) => ({
     name: p, values: points.filter((x) => x.queued).map((x) => [x.t, x.queued[p] || 0]),
@@ -324,7 +326,10 @@ function renderOverview() {
   }
   const bb = document.querySelector('#table-buckets tbody');
   clear(bb);
-  for (const b of snap.buckets || []) {
+  const all = (snap.buckets || []).slice();
+  for (const e of asList(snap.endpoints && snap.endpoints.endpoints))
+    for (const m of asList(e.models)) all.push({ ...m, name: m.bucket });
+  for (const b of all) {
     const tr = el('tr');
     tr.dataset.bucket = b.name;
     cell(tr, b.name);
