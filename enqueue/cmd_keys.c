@@ -3,7 +3,13 @@
  * synchronous calls and the models it may use. `create` prints the key once;
  * Redis keeps only its SHA-256 (common/auth/gw_key.h, layout in common/redis/keys.h), so a
  * lost key cannot be recovered, only revoked and replaced. A key is named in
- * `list` and `revoke` by the first hex digits of that hash (its id). */
+ * `list` and `revoke` by the first hex digits of that hash (its id).
+ *
+ * A key made with --role (admin or viewer) is a dashboard key
+ * (docs/dashboard.md): it logs into /dashboard and nothing else; the gateway
+ * refuses it on /v1, and a client key (no role) is refused by the
+ * dashboard. Kept apart so a key pasted into a browser cannot spend money,
+ * and a key given to a program cannot see or act on the whole account. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +30,7 @@ static void usage(FILE *out)
 {
     fputs("usage: llmq keys create [--tenant T] [--user U] [--priority high|normal|low]\n"
           "                        [--models M1,M2,...] [--endpoints A,B,...]\n"
+          "       llmq keys create --role admin|viewer [--tenant T]\n"
           "       llmq keys list [--json]\n"
           "       llmq keys revoke ID...\n\n"
           "Gateway keys for llmq-gateway. create prints a new key once (stdout) and stores\n"
@@ -33,7 +40,10 @@ static void usage(FILE *out)
           "(default: all); --endpoints pins its jobs to those endpoints of their model\n"
           "(`llmq endpoints`; default: any). Every restriction applies to synchronous\n"
           "calls and to every\n"
-          "line of a batch. ID is the first 8+ hex digits of the key's hash as list\n"
+          "line of a batch. --role makes a dashboard key instead (llmq-gateway's\n"
+          "/dashboard; refused on /v1): viewer sees, admin also acts (retry, purge,\n"
+          "enable, disable); with --tenant it sees only that tenant. ID is the first 8+ hex digits "
+          "of the key's hash as list\n"
           "shows them.\n\n"
           "Options: --redis URL, --account NAME, --help\n"
           "Exit: 0 ok; 1 Redis failure; 2 usage error or unknown ID.\n",
@@ -58,7 +68,7 @@ static int models_valid(const char *list)
 
 static int create(const struct llmq_cli *cli, redisContext *c, const char *prefix,
                   const char *tenant, const char *user, const char *prio, const char *models,
-                  const char *endpoints)
+                  const char *endpoints, const char *role)
 {
     char key[LLMQ_GW_KEY_LEN + 1], hash[LLMQ_GW_KEY_HASH_LEN + 1];
     struct llmq_error err = {0};
@@ -76,9 +86,9 @@ static int create(const struct llmq_cli *cli, redisContext *c, const char *prefi
     long long now_ms = llmq_wall_ms();
     redisAppendCommand(c, "MULTI");
     redisAppendCommand(c,
-                       "HSET %s tenant %s user %s priority %s models %s endpoints %s created_ms "
-                       "%lld",
-                       hk, tenant, user, prio, models, endpoints, now_ms);
+                       "HSET %s tenant %s user %s priority %s models %s endpoints %s role %s "
+                       "created_ms %lld",
+                       hk, tenant, user, prio, models, endpoints, role, now_ms);
     redisAppendCommand(c, "ZADD %s %lld %s", ik, now_ms, hash);
     redisAppendCommand(c, "EXEC");
     int rc = LLMQ_EXIT_OK;
@@ -127,7 +137,8 @@ static int list(const struct llmq_cli *cli, redisContext *c, const char *prefix,
         return LLMQ_EXIT_FAIL;
     }
     if (!json)
-        printf("%-16s %-16s %-16s %-8s %s\n", "ID", "TENANT", "USER", "PRIORITY", "MODELS");
+        printf("%-16s %-16s %-16s %-8s %-7s %s\n", "ID", "TENANT", "USER", "PRIORITY", "ROLE",
+               "MODELS");
     int rc = LLMQ_EXIT_OK;
     for (size_t i = 0; i < ids->elements && rc == LLMQ_EXIT_OK; i++) {
         const char *h = ids->element[i]->str;
@@ -142,16 +153,17 @@ static int list(const struct llmq_cli *cli, redisContext *c, const char *prefix,
             rc = LLMQ_EXIT_FAIL;
         } else if (json) {
             printf("{\"id\":\"%.*s\",\"tenant\":\"%s\",\"user\":\"%s\",\"priority\":\"%s\","
-                   "\"models\":\"%s\",\"endpoints\":\"%s\",\"created_ms\":%s}\n",
+                   "\"models\":\"%s\",\"endpoints\":\"%s\",\"role\":\"%s\",\"created_ms\":%s}\n",
                    KEY_ID_LEN, h, field(k, "tenant"), field(k, "user"), field(k, "priority"),
-                   field(k, "models"), field(k, "endpoints"),
+                   field(k, "models"), field(k, "endpoints"), field(k, "role"),
                    field(k, "created_ms")[0] ? field(k, "created_ms") : "0");
         } else {
             const char *u = field(k, "user");
             const char *m = field(k, "models");
-            printf("%-16.*s %-16s %-16s %-8s %s\n", KEY_ID_LEN, h,
+            const char *role = field(k, "role");
+            printf("%-16.*s %-16s %-16s %-8s %-7s %s\n", KEY_ID_LEN, h,
                    field(k, "tenant")[0] ? field(k, "tenant") : "-", u[0] ? u : "(request)",
-                   field(k, "priority"), m[0] ? m : "(all)");
+                   field(k, "priority"), role[0] ? role : "client", m[0] ? m : "(all)");
         }
         if (k != NULL)
             freeReplyObject(k);
@@ -221,8 +233,9 @@ static int revoke(const struct llmq_cli *cli, redisContext *c, const char *prefi
 }
 
 struct keys_opts {
-    const char *tenant, *user, *prio, *models, *endpoints;
+    const char *tenant, *user, *prio, *models, *endpoints, *role;
     int json;
+    int client_option; /* an option that only a client key takes was given */
     /* the command, once checked */
     const char *verb;
     enum llmq_priority p;
@@ -239,15 +252,22 @@ static int take_option(int opt, const char *arg, void *ud)
         return 0;
     case 'u':
         o->user = arg;
+        o->client_option = 1;
         return 0;
     case 'p':
         o->prio = arg;
+        o->client_option = 1;
         return 0;
     case 'm':
         o->models = arg;
+        o->client_option = 1;
         return 0;
     case 'e':
         o->endpoints = arg;
+        o->client_option = 1;
+        return 0;
+    case 'r':
+        o->role = arg;
         return 0;
     case 'j':
         o->json = 1;
@@ -267,6 +287,15 @@ static int check_create_options(const struct llmq_cli *cli, const struct keys_op
     }
     if (o->user[0] && !llmq_name_valid(o->user)) {
         llmq_cli_error(cli, "--user: '%s' is not a valid name", o->user);
+        return LLMQ_EXIT_USAGE;
+    }
+    if (o->role[0] && strcmp(o->role, "admin") != 0 && strcmp(o->role, "viewer") != 0) {
+        llmq_cli_error(cli, "--role: expected admin or viewer, got '%s'", o->role);
+        return LLMQ_EXIT_USAGE;
+    }
+    if (o->role[0] && o->client_option) {
+        llmq_cli_error(cli, "--role makes a dashboard key: it takes --tenant only (not --user, "
+                            "--priority, --models or --endpoints, which are a client key's)");
         return LLMQ_EXIT_USAGE;
     }
     if (llmq_priority_parse(o->prio, p) != 0) {
@@ -293,7 +322,7 @@ static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix, 
     const struct keys_opts *o = ud;
     if (strcmp(o->verb, "create") == 0)
         return create(cli, c, prefix, o->tenant, o->user, llmq_priority_name(o->p), o->models,
-                      o->endpoints);
+                      o->endpoints, o->role);
     if (strcmp(o->verb, "list") == 0)
         return list(cli, c, prefix, o->json);
     return revoke(cli, c, prefix, o->n_ids, o->ids);
@@ -337,6 +366,7 @@ int llmq_cmd_keys(struct llmq_cli *cli, int argc, char **argv)
                                          {"priority", required_argument, NULL, 'p'},
                                          {"models", required_argument, NULL, 'm'},
                                          {"endpoints", required_argument, NULL, 'e'},
+                                         {"role", required_argument, NULL, 'r'},
                                          {"json", no_argument, NULL, 'j'},
                                          LLMQ_CLI_COMMON_OPTIONS,
                                          {NULL, 0, NULL, 0}};
@@ -345,6 +375,7 @@ int llmq_cmd_keys(struct llmq_cli *cli, int argc, char **argv)
                           .prio = "high",
                           .models = "",
                           .endpoints = "",
+                          .role = "",
                           .p = LLMQ_PRIORITY_HIGH};
     char **pos = calloc((size_t)argc + 1, sizeof(*pos));
     int n_pos = 0;

@@ -162,7 +162,7 @@ static int read_snapshot(redisContext *c, const char *prefix, struct top *t)
             argv[argc++] = t->g[i].name;
     struct llmq_error err = {0};
     redisReply *r = llmq_script_run(c, LLMQ_SCRIPT_TOP_SNAPSHOT, 1, argc, argv, NULL, &err);
-    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 6) {
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 6) {
         if (r != NULL)
             freeReplyObject(r);
         return -1;

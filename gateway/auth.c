@@ -30,6 +30,13 @@ static void on_key(redisAsyncContext *ac, void *reply, void *privdata)
         gw_respond_errorf(r, 401, "invalid_request_error", NULL, "invalid_api_key",
                           "Incorrect API key provided. Keys are made with `llmq keys create`; "
                           "a revoked key no longer works.");
+    } else if (field(k, "role")[0] != '\0') {
+        /* a dashboard key (llmq keys create --role): it logs into /dashboard
+         * and runs nothing, so a key pasted into a browser cannot spend */
+        gw_respond_errorf(r, 403, "invalid_request_error", NULL, "dashboard_key",
+                          "This is a dashboard key (role %s): it opens /dashboard and cannot "
+                          "call the API. Use a key made without --role.",
+                          strcmp(field(k, "role"), "admin") == 0 ? "admin" : "viewer");
     } else {
         struct gw_key *key = &r->key;
         snprintf(key->hash, sizeof(key->hash), "%s", r->auth_hash);

@@ -2,7 +2,9 @@
  * (computed when the request arrived, http.c; the key text itself is never
  * kept, logged or sent to Redis) names its hash in Redis (common/redis/keys.h
  * LLMQ_KEY_GW_KEY); its fields say tenant, user, priority and models. A
- * missing, malformed, unknown or revoked key is a 401 in OpenAI's shape.
+ * missing, malformed, unknown or revoked key is a 401 in OpenAI's shape; a
+ * dashboard key (field role set: `llmq keys create --role`) is a 403
+ * (code dashboard_key): it is for /dashboard only (dashboard/session.h).
  * Every request looks its key up again, so a revoke applies to the next
  * request. Runs on the gateway's loop. */
 #ifndef LLMQ_GW_AUTH_H

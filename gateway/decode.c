@@ -74,6 +74,10 @@ void gw_route_decode(const char *method, const char *path, struct gw_route_match
                                       : GW_ROUTE_METRICS;
         return;
     }
+    if (strcmp(path, "/dashboard") == 0 || strncmp(path, "/dashboard/", 11) == 0) {
+        out->route = GW_ROUTE_DASHBOARD; /* its own sub-routes: dashboard/dashboard.c */
+        return;
+    }
     const char *url = llmq_job_url_known(path);
     if (url != NULL) {
         out->route = by_method(method, "POST", GW_ROUTE_CALL);
@@ -115,7 +119,7 @@ void gw_route_decode(const char *method, const char *path, struct gw_route_match
 int gw_route_needs_key(enum gw_route r)
 {
     return r != GW_ROUTE_HEALTHZ && r != GW_ROUTE_READYZ && r != GW_ROUTE_METRICS &&
-           r != GW_ROUTE_NOT_FOUND && r != GW_ROUTE_METHOD_NOT_ALLOWED;
+           r != GW_ROUTE_NOT_FOUND && r != GW_ROUTE_METHOD_NOT_ALLOWED && r != GW_ROUTE_DASHBOARD;
 }
 
 int gw_bearer_decode(const char *header, const char **key, size_t *len)

@@ -31,6 +31,7 @@ enum gw_route {
     GW_ROUTE_BATCH_CANCEL, /* POST /v1/batches/{id}/cancel */
     GW_ROUTE_MODEL_LIST,   /* GET /v1/models */
     GW_ROUTE_MODEL_GET,    /* GET /v1/models/{id} */
+    GW_ROUTE_DASHBOARD,    /* /dashboard and below: a session cookie, no API key */
 };
 
 struct gw_route_match {
@@ -44,7 +45,8 @@ struct gw_route_match {
  * is GW_ROUTE_NOT_FOUND. Never fails otherwise. */
 void gw_route_decode(const char *method, const char *path, struct gw_route_match *out);
 
-/* 1 when the route needs a gateway key (everything under /v1). */
+/* 1 when the route needs a gateway key (everything under /v1; not the
+ * dashboard, whose session is checked by dashboard/session.h). */
 int gw_route_needs_key(enum gw_route r);
 
 /* Finds the key in an Authorization header value ("Bearer KEY", case-

@@ -25,6 +25,7 @@ struct gw_lease;
 struct gw_fallbacks;
 struct gw_stage;
 struct gw_streams;
+struct gw_dash;
 
 /* Counters for /metrics (monotonic since start). */
 struct gw_stats {
@@ -56,6 +57,7 @@ struct gw {
     struct gw_lease *lease;
     struct gw_fallbacks *fallbacks; /* the account's model fallbacks (fallbacks.h) */
     struct gw_stage *stages;        /* batches this process is creating or recovering (batches.c) */
+    struct gw_dash *dash;           /* the dashboard's feed and viewers (dashboard/dashboard.h) */
     long long job_body_max;         /* P settings max_body_bytes, read when Redis is ready */
     struct gw_stats stats;
 };

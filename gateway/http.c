@@ -53,6 +53,7 @@ void gw_request_release(struct gw_request *r)
         r->state_free(r->state);
     free(r->body);
     free(r->resp);
+    free(r->headers);
     free(r);
 }
 
@@ -297,7 +298,7 @@ static struct gw_request *request_new(struct gw_http *h, struct MHD_Connection *
     r->refs = 1;
     snprintf(r->method, sizeof(r->method), "%s", method);
     gw_route_decode(method, url, &r->m);
-    if (h->metrics_only && gw_route_needs_key(r->m.route))
+    if (h->metrics_only && (gw_route_needs_key(r->m.route) || r->m.route == GW_ROUTE_DASHBOARD))
         r->m.route = GW_ROUTE_NOT_FOUND;
     query_value(conn, "after", r->after, sizeof(r->after), &r->has_after);
     query_value(conn, "limit", r->limit, sizeof(r->limit), &r->has_limit);
@@ -334,6 +335,21 @@ static struct gw_request *request_new(struct gw_http *h, struct MHD_Connection *
     return r;
 }
 
+/* Adds lines, "Name: value\n" each (NULL: none), to resp. */
+static void add_headers(struct MHD_Response *resp, char *lines)
+{
+    for (char *l = lines; l != NULL && *l != '\0';) {
+        char *end = strchr(l, '\n'), *colon = strchr(l, ':');
+        if (end == NULL || colon == NULL || colon > end)
+            return;
+        *end = *colon = '\0';
+        MHD_add_response_header(resp, l, colon + 1 + strspn(colon + 1, " "));
+        *end = '\n';
+        *colon = ':';
+        l = end + 1;
+    }
+}
+
 static enum MHD_Result queue_answer(struct gw_request *r)
 {
     struct MHD_Response *resp =
@@ -351,6 +367,7 @@ static enum MHD_Result queue_answer(struct gw_request *r)
     MHD_add_response_header(resp, "x-request-id", r->request_id);
     if (r->retry_after[0] != '\0')
         MHD_add_response_header(resp, "retry-after", r->retry_after);
+    add_headers(resp, r->headers);
     struct gw_stats *s = &r->gw->stats;
     if (r->status < 300)
         s->responses_2xx++;

@@ -80,6 +80,7 @@ struct gw_request {
     const char *content_type;
     char request_id[128];
     char retry_after[24];
+    char *headers; /* more response headers, "Name: value\n" lines (new; freed with r) */
     /* set by a handler: runs once when the client hangs up while waiting */
     void (*on_gone)(struct gw_request *r);
     /* a streamed answer (stream.h): when set before gw_respond, the body

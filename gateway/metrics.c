@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "dashboard/dashboard.h"
 #include "gateway.h"
 #include "http.h"
 #include "stream.h"
@@ -80,6 +81,7 @@ char *gw_metrics_text(struct gw *gw, size_t *len)
             "llmq_gateway_slow_clients_closed_total{why=\"too_many_pending\"} %llu\n",
             head_timeouts, s->body_timeouts, evicted);
     gw_streams_metrics(gw->streams, f);
+    gw_dash_metrics(gw->dash, f);
     if (fclose(f) != 0) {
         free(buf);
         return NULL;

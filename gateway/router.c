@@ -4,6 +4,7 @@
 #include "auth.h"
 #include "batches.h"
 #include "calls.h"
+#include "dashboard/dashboard.h"
 #include "files.h"
 #include "http.h"
 #include "models.h"
@@ -41,6 +42,7 @@ static const struct gw_route_entry routes[] = {
     [GW_ROUTE_BATCH_CANCEL] = {GW_ROUTE_BATCH_CANCEL, gw_batches_cancel},
     [GW_ROUTE_MODEL_LIST] = {GW_ROUTE_MODEL_LIST, gw_models_list},
     [GW_ROUTE_MODEL_GET] = {GW_ROUTE_MODEL_GET, gw_models_get},
+    [GW_ROUTE_DASHBOARD] = {GW_ROUTE_DASHBOARD, gw_dash_handle},
 };
 
 const struct gw_route_entry *gw_router_entry(enum gw_route route)

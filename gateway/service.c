@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "batches.h"
 #include "call_wait.h"
+#include "dashboard/dashboard.h"
 #include "fallbacks.h"
 #include "http.h"
 #include "lease.h"
@@ -76,6 +77,7 @@ static void name_failure(struct llmq_error *err, const char *what)
 static void stop_parts(struct gw *gw)
 {
     gw_streams_shutdown(gw->streams); /* an error event ends each stream */
+    gw_dash_shutdown(gw->dash);       /* its event streams end */
     if (gw->waiters != NULL)
         gw_waiters_each(gw->waiters, gw_call_wait_shutdown_one);
     gw_offload_free(gw->offload); /* uploads still being checked get a 503 */
@@ -91,6 +93,8 @@ static void stop_parts(struct gw *gw)
     llmq_redis_async_free(gw->events);
     llmq_redis_async_free(gw->redis);
     gw->events = gw->redis = NULL;
+    gw_dash_free(gw->dash); /* after the connection: its last replies name it */
+    gw->dash = NULL;
     gw_lease_free(gw->lease); /* after the connection: its last reply names it */
     gw->lease = NULL;
     gw_fallbacks_free(gw->fallbacks); /* after the connection too */
@@ -106,7 +110,9 @@ int gw_service_start(struct gw *gw, int *port, struct llmq_error *err)
     gw->fallbacks = gw_fallbacks_new(gw);
     gw->waiters = gw_waiters_new(gw);
     gw->offload = gw_offload_new(gw->loop, err);
-    if (gw->lease == NULL || gw->fallbacks == NULL || gw->waiters == NULL || gw->offload == NULL) {
+    gw->dash = gw_dash_new(gw);
+    if (gw->dash == NULL || gw->lease == NULL || gw->fallbacks == NULL || gw->waiters == NULL ||
+        gw->offload == NULL) {
         if (err->msg[0] == '\0')
             llmq_error_set(err, LLMQ_ENOMEM, "out of memory");
         stop_parts(gw);

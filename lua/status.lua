@@ -29,6 +29,7 @@
 -- uses keys: KEY
 -- uses sched: sched_children_key
 -- uses util: llmq_hash_table, llmq_int_arg, llmq_split
+-- uses views: views_queue_depth
 local P = KEYS[1]
 local cap = llmq_int_arg(ARGV[1], 'cap')
 local sample_max = llmq_int_arg(ARGV[2] or '0', 'sample')
@@ -65,48 +66,17 @@ if n_dead <= cap then
     dead = by_prio(ids)
 end
 
--- Entries of queue stream q not yet delivered to the workers' group (written
--- by a producer of the old layout or by hand, not yet adopted by dispatch):
--- those after the group's last delivered id, counted (up to
--- UNDELIVERED_MAX). The group's lag is not used: Redis keeps its read counter
--- apart from the last delivered id, and a replay of the AOF (the XCLAIMs a
--- script's XREADGROUP is written as move the id, not the counter) or a
--- counter set behind it leaves a lag of entries that were delivered long ago
--- (issue 24: 50 "queued" jobs that did not exist). Acknowledged entries stay
--- in the stream until trimmed (worker_ack), so XLEN would count them too.
--- Also returns that id (nil: no group).
-local UNDELIVERED_MAX = 100000
-local function stream_undelivered(q)
-    for _, g in ipairs(redis.call('XINFO', 'GROUPS', q)) do
-        local info = llmq_hash_table(g)
-        if info['name'] == LLMQ_JOBS_GROUP then
-            local last = info['last-delivered-id']
-            return #redis.call('XRANGE', q, '(' .. last, '+', 'COUNT', UNDELIVERED_MAX), last
-        end
-    end
-    return redis.call('XLEN', q), nil
-end
-
 local queues, consumers = {}, {}
 -- prio -> where the stream's running (pending) and not yet adopted entries
 -- start: its oldest pending entry, else after the group's last delivered one
 -- (acknowledged entries before it wait for the trim: ended jobs)
 local live_from = {}
 for _, prio in ipairs(JOBS_PRIORITIES) do
-    local q = KEY.queue(P, prio)
-    local pending, undelivered = 0, redis.call('XLEN', q)
-    live_from[prio] = '-'
-    local ok, pend = pcall(redis.call, 'XPENDING', q, LLMQ_JOBS_GROUP)
-    if ok then
-        local last
-        undelivered, last = stream_undelivered(q)
-        pending = tonumber(pend[1])
-        if pending > 0 then
-            live_from[prio] = pend[2]
-        elseif last then
-            live_from[prio] = '(' .. last
-        end
-        local okc, cs = pcall(redis.call, 'XINFO', 'CONSUMERS', q, LLMQ_JOBS_GROUP)
+    local d = views_queue_depth(P, prio)
+    live_from[prio] = d.live_from
+    if d.has_group then
+        local okc, cs = pcall(redis.call, 'XINFO', 'CONSUMERS', KEY.queue(P, prio),
+            LLMQ_JOBS_GROUP)
         if okc then
             for _, c in ipairs(cs) do
                 local t = llmq_hash_table(c)
@@ -114,9 +84,7 @@ for _, prio in ipairs(JOBS_PRIORITIES) do
             end
         end
     end
-    -- waiting in keys, plus entries written to the stream not yet adopted
-    local queued = redis.call('LLEN', KEY.backlog(P, prio)) + undelivered
-    queues[#queues + 1] = { prio, queued, pending,
+    queues[#queues + 1] = { prio, d.queued, d.in_flight,
         delayed and delayed[prio] or -1, dead and dead[prio] or -1 }
 end
 

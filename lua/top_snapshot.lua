@@ -14,12 +14,21 @@
 --   [6] the jobs done and their tokens in the last minute (the seconds
 --       now - 59 s .. now of P done_sec), flat: "<model>|<tenant>|<n|tok>",
 --       count, ...
+--   [7] JSON text of what the dashboard (gateway/dashboard/) shows besides:
+--       {queues: {<prio>: {queued, in_flight, oldest_enq_ms}} (the depth as
+--       `llmq status` counts it, lua/lib/views.lua; oldest_enq_ms: when the
+--       oldest job at the head of one of its keys was enqueued, 0 none),
+--       groups: {"<model>|<tenant>": oldest_enq_ms} (the same per row of [4]),
+--       delayed, dead_letters (entries of P dead), workers: {name: last
+--       heartbeat ms}, endpoints: what endpoint_list.lua replies}
+-- uses job_record: llmq_job_read
 -- uses jobs: JOBS_PRIORITIES, LLMQ_JOBS_GROUP
 -- uses keys: KEY
 -- uses limiter: limiter_bucket, limiter_flush, limiter_session
 -- uses limiter_window: window_evict, window_stale
 -- uses util: llmq_now_ms
 -- uses worker: worker_name_ok
+-- uses views: views_queue_depth, views_endpoints
 local P = KEYS[1]
 local now = llmq_now_ms()
 local MAX_KEYS = 2000
@@ -63,6 +72,23 @@ local function children(path, zkey)
 end
 
 local depth, waits, order = {}, {}, {}
+-- when the oldest job at the head of a key queue was enqueued (ms), per
+-- group and priority
+local oldest_g, oldest_p = {}, {}
+local function head_enq_ms(kq)
+    local id = redis.call('LINDEX', kq, 0)
+    if not id then
+        return nil
+    end
+    -- a job key of the wrong type (hostile data) has no time
+    local ok, v = pcall(llmq_job_read, P, id, { 'enq_ms' })
+    return ok and tonumber(v[1]) or nil
+end
+local function older(a, b)
+    if a == nil then return b end
+    if b == nil then return a end
+    return math.min(a, b)
+end
 local keys = 0
 for _, prio in ipairs(JOBS_PRIORITIES) do
     for _, model in ipairs(children(prio, KEY.sched_models(P, prio))) do
@@ -78,7 +104,11 @@ for _, prio in ipairs(JOBS_PRIORITIES) do
                         depth[g], waits[g] = 0, 0
                         order[#order + 1] = g
                     end
-                    depth[g] = depth[g] + redis.call('LLEN', KEY.key_queue(P, kpath))
+                    local kq = KEY.key_queue(P, kpath)
+                    depth[g] = depth[g] + redis.call('LLEN', kq)
+                    local t = head_enq_ms(kq)
+                    oldest_g[g] = older(oldest_g[g], t)
+                    oldest_p[prio] = older(oldest_p[prio], t)
                     if blocked[mpath] or blocked[tpath] or blocked[kpath] then
                         waits[g] = 1
                     end
@@ -133,7 +163,22 @@ for _, name in ipairs(names) do
     buckets[#buckets + 1] = c and c.tokens or -1
     buckets[#buckets + 1] = c and c.period or 0
 end
+local views = { queues = {}, groups = {}, delayed = redis.call('ZCARD', KEY.delayed(P)),
+    dead_letters = redis.call('XLEN', KEY.dead(P)), workers = {},
+    endpoints = views_endpoints(P, s, now) }
 limiter_flush(s)
+for _, prio in ipairs(JOBS_PRIORITIES) do
+    local d = views_queue_depth(P, prio)
+    views.queues[prio] = { queued = d.queued, in_flight = d.in_flight,
+        oldest_enq_ms = oldest_p[prio] or 0 }
+end
+for g, t in pairs(oldest_g) do
+    views.groups[g] = t
+end
+local w = redis.call('HGETALL', KEY.workers(P))
+for i = 1, #w, 2 do
+    views.workers[w[i]] = tonumber(w[i + 1]) or 0
+end
 local minute, last = {}, {}
 local s_now = math.floor(now / 1000)
 for sec = s_now - 59, s_now do
@@ -146,4 +191,4 @@ for field, n in pairs(minute) do
     last[#last + 1] = field
     last[#last + 1] = n
 end
-return { now, stats, inflight, queues, buckets, last }
+return { now, stats, inflight, queues, buckets, last, cjson.encode(views) }

@@ -82,6 +82,7 @@ static const struct key_name key_names[LLMQ_KEY_KIND_COUNT] = {
     [LLMQ_KEY_PB_QUEUE] = {"pbq:", "", 1},
     [LLMQ_KEY_PB_DEADLINES] = {"pbd", "", 0},
     [LLMQ_KEY_PB_PARKED] = {"pbp", "", 0},
+    [LLMQ_KEY_DASH_SESSION] = {"dash:sess:", "", 1},
 };
 
 const char *llmq_key_head(enum llmq_key_kind kind)

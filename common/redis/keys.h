@@ -303,8 +303,15 @@
  *   P gw:key:<sha256>  HASH  a gateway key, known only by the SHA-256 (hex) of
  *                            its text: tenant ('' none), user ('' none: the
  *                            request's "user" field), priority (sync calls),
- *                            models (comma-separated; '' all), created_ms
+ *                            models (comma-separated; '' all), created_ms,
+ *                            role ('' a client key for /v1; 'admin' or
+ *                            'viewer': a dashboard key, refused on /v1)
  *   P gw:keys          ZSET  the SHA-256 of every key, score = created_ms
+ *   P dash:sess:<sha256> HASH a dashboard session (gateway/dashboard/), known
+ *                            by the SHA-256 of its cookie's token: key (the
+ *                            SHA-256 of the dashboard key that logged in),
+ *                            csrf (the token every action must send back);
+ *                            PEXPIRE --dashboard-session-ms, renewed on use
  *   P gw:file:<id>     HASH  an uploaded file ("file-<24 hex>"): filename,
  *                            purpose, bytes, lines, created_at (unix s), tenant,
  *                            layout ("jobs1": its requests are in
@@ -463,6 +470,7 @@ enum llmq_key_kind {
     LLMQ_KEY_PB_QUEUE,      /* P pbq:<bucket> */
     LLMQ_KEY_PB_DEADLINES,  /* P pbd */
     LLMQ_KEY_PB_PARKED,     /* P pbp */
+    LLMQ_KEY_DASH_SESSION,  /* P dash:sess:<sha256> */
     LLMQ_KEY_KIND_COUNT
 };
 

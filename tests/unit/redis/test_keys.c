@@ -87,6 +87,7 @@ static void test_layout(void **state)
         {LLMQ_KEY_PB_QUEUE, "gpt-4o-mini@east", P "pbq:gpt-4o-mini@east"},
         {LLMQ_KEY_PB_DEADLINES, NULL, P "pbd"},
         {LLMQ_KEY_PB_PARKED, NULL, P "pbp"},
+        {LLMQ_KEY_DASH_SESSION, "ab12", P "dash:sess:ab12"},
     };
     assert_int_equal(sizeof(cases) / sizeof(cases[0]), LLMQ_KEY_KIND_COUNT);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
