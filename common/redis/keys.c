@@ -77,6 +77,11 @@ static const struct key_name key_names[LLMQ_KEY_KIND_COUNT] = {
     [LLMQ_KEY_PBATCH_JOBS] = {"pbj:", "", 1},
     [LLMQ_KEY_PBATCHES] = {"pbl", "", 0},
     [LLMQ_KEY_PBATCH_DUE] = {"pba", "", 0},
+    [LLMQ_KEY_CACHE] = {"cache:", "", 1},
+    [LLMQ_KEY_CACHE_FLIGHT] = {"cachef:", "", 1},
+    [LLMQ_KEY_CACHE_WAIT] = {"cachew:", "", 1},
+    [LLMQ_KEY_CACHE_INDEX] = {"cachei", "", 0},
+    [LLMQ_KEY_CACHE_STATS] = {"caches", "", 0},
 };
 
 const char *llmq_key_head(enum llmq_key_kind kind)
