@@ -203,8 +203,10 @@ for base = first, #ARGV, JOBS_FIELDS do
             policies[model] = policies[model] or pbatch_policy(P, model)
             offload = policies[model].mode == 'all'
         end
-        if not held and not cached then
-            if offload then
+        if not held then
+            if cached then
+                -- answered, or waiting for the job in flight: in no queue
+            elseif offload then
                 -- never in the live path: a hash from here on, staged
                 llmq_job_record_unpack(P, id, llmq_job_record_get(P, id))
                 pbatch_stage(P, id, model, ARGV[base + 3])
