@@ -27,6 +27,7 @@
  * References on the request: the HTTP side's; the wait's (dropped at DONE);
  * one per Redis command in flight. */
 #include "stream.h"
+#include "cache_replay.h"
 #include "call_job.h"
 
 #include <ev.h>
@@ -293,13 +294,31 @@ static void respond_result(struct stream *st, const char *line, size_t len)
 
 static void arm(struct stream *st, double s);
 
+/* When line is an answer from the response cache (no worker relays frames
+ * for it), streams it whole as the API's events (cache_replay.h) and
+ * returns 1; else 0. */
+static int replay_cached(struct stream *st, const char *line, size_t len)
+{
+    size_t n = 0;
+    char *sse = gw_cache_replay_sse(st->r->m.call_url, st->r->body, line, len, &n);
+    if (sse == NULL)
+        return 0;
+    st->ss->in_progress++;
+    start_streaming(st);
+    end_streaming(st, sse, n, NULL, 0);
+    free(sse);
+    return 1;
+}
+
 static void on_result(enum llmq_rc rc, const char *line, size_t len, int dead, void *ud)
 {
     struct stream *st = ud;
     st->looking = 0;
     /* once events flow, the stream's own end message ends it */
     if ((st->phase == ST_WAITING || st->phase == ST_RUNNING) && rc == LLMQ_OK && line != NULL) {
-        if (!dead && st->ended_done == 0) {
+        if (!dead && st->ended_done == 0 && replay_cached(st, line, len)) {
+            /* answered from the response cache: streamed whole */
+        } else if (!dead && st->ended_done == 0) {
             /* a worker relayed it: its frames are on their way */
             st->ended_done = 1;
             st->ended_s = ev_now(st->r->gw->loop);
