@@ -18,7 +18,10 @@
  *   refresh_and_off     refresh calls the API and replaces the entry; off
  *                       neither reads nor writes;
  *   ttl_expiry          an entry with cache_ttl_s 1 is gone after it: the
- *                       same request is a miss. */
+ *                       same request is a miss;
+ *   purge_by_tenant     `llmq cache stats` counts two tenants' entries;
+ *                       `llmq cache purge --tenant acme` deletes acme's
+ *                       only: acme's request is a miss, globex's a hit. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -399,13 +402,57 @@ static void test_ttl_expiry(void **state)
     case_close(&k);
 }
 
+/* `llmq cache ARGS...` for the case's account: its stdout (new). */
+static char *cache_cli(struct cache_case *k, const char *const *args)
+{
+    struct cli_run r = cli_run(k->account, args);
+    if (r.status != 0)
+        fail_msg("llmq cache: exit %d: %s", r.status, r.err);
+    char *out = strdup(r.out);
+    cli_free(&r);
+    return out;
+}
+
+static long long stats_entries(struct cache_case *k)
+{
+    const char *args[] = {"llmq", "cache", "stats", "--json", NULL};
+    char *out = cache_cli(k, args);
+    json_t *o = json_loads(out, 0, NULL);
+    assert_non_null(o);
+    long long n = json_integer_value(json_object_get(o, "entries"));
+    json_decref(o);
+    free(out);
+    return n;
+}
+
+static void test_purge_by_tenant(void **state)
+{
+    (void)state;
+    struct cache_case k;
+    case_open(&k, NULL);
+    enqueue_same(&k, "a", 1, "\"cache\":\"use\",\"tenant\":\"acme\"");
+    enqueue_same(&k, "g", 1, "\"cache\":\"use\",\"tenant\":\"globex\"");
+    run_worker(&k);
+    assert_int_equal(stats_entries(&k), 2);
+    const char *purge[] = {"llmq", "cache", "purge", "--tenant", "acme", NULL};
+    char *out = cache_cli(&k, purge);
+    assert_non_null(strstr(out, "purged 1 entries"));
+    free(out);
+    assert_int_equal(stats_entries(&k), 1);
+    enqueue_same(&k, "b", 1, "\"cache\":\"use\",\"tenant\":\"acme\"");
+    assert_state(&k, "b-0", "queued");
+    enqueue_same(&k, "h", 1, "\"cache\":\"use\",\"tenant\":\"globex\"");
+    assert_state(&k, "h-0", "done");
+    case_close(&k);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hit_spends_nothing), cmocka_unit_test(test_tenant_scoped),
         cmocka_unit_test(test_single_flight),      cmocka_unit_test(test_leader_fails),
         cmocka_unit_test(test_errors_not_stored),  cmocka_unit_test(test_refresh_and_off),
-        cmocka_unit_test(test_ttl_expiry),
+        cmocka_unit_test(test_ttl_expiry),         cmocka_unit_test(test_purge_by_tenant),
     };
     return cmocka_run_group_tests_name("cache_exact", tests, NULL, NULL);
 }
