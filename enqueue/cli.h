@@ -131,6 +131,7 @@ int llmq_cmd_spend(struct llmq_cli *cli, int argc, char **argv);
 int llmq_cmd_estimate(struct llmq_cli *cli, int argc, char **argv);
 int llmq_cmd_top(struct llmq_cli *cli, int argc, char **argv);
 int llmq_cmd_offload(struct llmq_cli *cli, int argc, char **argv);
+int llmq_cmd_cache(struct llmq_cli *cli, int argc, char **argv);
 
 /* cmd_budgets.c: the account's budgets (lua/budget_list.lua) as a new JSON
  * array of {id, scope, unit, period, on_exhaust, limit, spent,

@@ -31,6 +31,7 @@ static const struct command commands[] = {
     {"spend", llmq_cmd_spend, "what jobs spent, by model, tenant, user or day"},
     {"estimate", llmq_cmd_estimate, "tokens, cost range and time a file would take"},
     {"top", llmq_cmd_top, "live view: rates, bucket use, queues, spend, ETA"},
+    {"cache", llmq_cmd_cache, "the response cache: entries, counters, purge"},
     {"offload", llmq_cmd_offload, "policy per model and provider batches of jobs that wait"},
 };
 

@@ -8,6 +8,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "cache_opts.h"
 #include "decode.h"
 #include "fallbacks.h"
 #include "http.h"
@@ -23,6 +24,8 @@ int gw_call_job_make(struct gw_request *r, const struct gw_call *call, struct ll
         .user = call->user[0] ? call->user : NULL,
         .ttl_ms = gw->cfg->max_wait_ms,
     };
+    if (gw_cache_opts(r, &o) != 0)
+        return -1; /* answered */
     struct llmq_job_defaults d;
     llmq_job_defaults_init(&d);
     d.max_body_bytes = (size_t)gw->job_body_max;

@@ -30,6 +30,7 @@
  * each of those steps. Its own step besides (request_step.h): a PUBSUB
  * NUMSUB in flight (ask_worker). */
 #include "stream.h"
+#include "cache_replay.h"
 #include "call_job.h"
 #include "call_wait.h"
 
@@ -296,6 +297,22 @@ static void respond_result(struct stream *st, const char *line, size_t len)
     stream_finish(st);
 }
 
+/* When line is an answer from the response cache (no worker relays frames
+ * for it), streams it whole as the API's events (cache_replay.h) and
+ * returns 1; else 0. */
+static int replay_cached(struct stream *st, const char *line, size_t len)
+{
+    size_t n = 0;
+    char *sse = gw_cache_replay_sse(st->cw.r->m.call_url, st->cw.r->body, line, len, &n);
+    if (sse == NULL)
+        return 0;
+    st->ss->in_progress++;
+    start_streaming(st);
+    end_streaming(st, sse, n, NULL, 0);
+    free(sse);
+    return 1;
+}
+
 static void arm(struct stream *st, double s)
 {
     gw_call_wait_arm(&st->cw, s);
@@ -306,7 +323,9 @@ static void arm(struct stream *st, double s)
 static void on_result(struct gw_call_wait *cw, const char *line, size_t len, int dead)
 {
     struct stream *st = (struct stream *)cw;
-    if (!dead && st->ended_done == 0) {
+    if (!dead && st->ended_done == 0 && replay_cached(st, line, len)) {
+        /* answered from the response cache: streamed whole */
+    } else if (!dead && st->ended_done == 0) {
         /* a worker relayed it: its frames are on their way */
         st->ended_done = 1;
         st->ended_s = ev_now(cw->r->gw->loop);

@@ -21,6 +21,17 @@
 --                            it: lua/lib/sched_decide.lua); "=" first: no
 --                            other fallback may serve it ("=" alone: none;
 --                            a gateway key's model list)
+--            {cache}         each job has one more value (after its fb, if
+--                            any): "<mode> <ttl_s> <key>", mode use or
+--                            refresh, key the 64 hex digits of
+--                            common/jobs/cache_key.h ('' none). A held job
+--                            ignores it. lua/lib/cache.lua decides: mode
+--                            use and a stored entry of the job's tenant,
+--                            model and key: the job ends done at once
+--                            with its answer ('done'); an identical job in
+--                            flight: it waits for that one's answer
+--                            ('coalesced', in no queue); else it is queued
+--                            as the one in flight. Never offloaded
 --            {ow}            each job has one more value (the last): the
 --                            provider's completion window in ms it may wait
 --                            ('0' none: never offloaded). Such a job with
@@ -51,9 +62,10 @@
 -- and its id in its key's queue (lua/lib/sched.lua:
 -- P kq:<prio>|<model>|<tenant>|<user>); workers are woken when it may run now.
 -- uses budget: budget_path, budget_price, budget_session
+-- uses cache: cache_enter, cache_parse
 -- uses job_ended: llmq_job_ended_peek
 -- uses job_record: llmq_job_record_get, llmq_job_record_make, llmq_job_record_unpack
--- uses jobs: JOBS_PRIORITY_VALID
+-- uses jobs: JOBS_PRIORITY_VALID, llmq_job_finish
 -- uses keys: KEY
 -- uses pbatch: pbatch_policy, pbatch_stage, PBATCH_WINDOW_MS
 -- uses sched: sched_backlog_add, sched_push
@@ -62,6 +74,7 @@
 local P = KEYS[1]
 local JOBS_FIELDS = 12
 local held, lease, key, check, pins, fb, ow = false, nil, nil, false, false, false, false
+local cache = false
 local first = 1
 while ARGV[first] ~= nil and string.byte(ARGV[first], 1) == 123 do -- '{'
     local opt = ARGV[first]
@@ -75,6 +88,8 @@ while ARGV[first] ~= nil and string.byte(ARGV[first], 1) == 123 do -- '{'
         fb = true
     elseif opt == '{ow}' then
         ow = true
+    elseif opt == '{cache}' then
+        cache = true
     elseif string.sub(opt, 1, 7) == '{lease=' and string.sub(opt, -1) == '}' and
         worker_name_ok(string.sub(opt, 8, -2)) then
         lease = string.sub(opt, 8, -2)
@@ -87,7 +102,9 @@ while ARGV[first] ~= nil and string.byte(ARGV[first], 1) == 123 do -- '{'
 end
 local state = held and 'held' or 'queued'
 JOBS_FIELDS = JOBS_FIELDS + (pins and 1 or 0) + (fb and 1 or 0) + (ow and 1 or 0)
+JOBS_FIELDS = JOBS_FIELDS + (cache and 1 or 0)
 local FB_AT = pins and 13 or 12 -- the fb value's offset in a job's values
+local CACHE_AT = FB_AT + (fb and 1 or 0) -- the cache value's
 if (#ARGV - first + 1) % JOBS_FIELDS ~= 0 then
     return redis.error_reply('LLMQ_EINVAL enqueue takes ' .. JOBS_FIELDS .. ' values per job')
 end
@@ -172,8 +189,12 @@ for base = first, #ARGV, JOBS_FIELDS do
             deadline = llmq_int_text(deadline)
         end
         local model = ARGV[base + 2]
+        local cmode, cttl, ckey = nil, nil, nil
+        if cache and not held then
+            cmode, cttl, ckey = cache_parse(id, ARGV[base + CACHE_AT])
+        end
         local mode = 'off'
-        if window > 0 and not held and not lease then
+        if window > 0 and not held and not lease and not cmode then
             local pk = model .. '|' .. tenant
             policies[pk] = policies[pk] or pbatch_policy(P, model, tenant)
             mode = policies[pk].mode
@@ -191,12 +212,23 @@ for base = first, #ARGV, JOBS_FIELDS do
             return fail('LLMQ_EINVAL job ' .. id .. ': ' .. bad .. ' holds a newline')
         end
         redis.call('SET', rk, rec)
+        local cached, answer = nil, nil
+        if cmode then
+            cached, answer = cache_enter(P, id, llmq_job_record_get(P, id), tenant, model, cmode,
+                cttl, ckey, now)
+            if cached == 'hit' then
+                llmq_job_finish(P, id, 'done', answer, '', now)
+                cached = 'done'
+            end
+        end
         local offload = mode == 'all'
-        if mode == 'auto' then
+        if mode == 'auto' and not cached then
             redis.call('RPUSH', KEY.pb_eligible(P, model), id)
         end
         if not held then
-            if offload then
+            if cached then
+                -- answered, or waiting for the job in flight: in no queue
+            elseif offload then
                 -- never in the live path: a hash from here on, staged
                 llmq_job_record_unpack(P, id, llmq_job_record_get(P, id))
                 pbatch_stage(P, id, model, ARGV[base + 3])
@@ -205,7 +237,7 @@ for base = first, #ARGV, JOBS_FIELDS do
                 sched_push(P, id, prio, model, ARGV[base + 6], ARGV[base + 7], false, vt, backlog)
             end
         end
-        out[#out + 1] = { 1, offload and 'staged' or state }
+        out[#out + 1] = { 1, cached or (offload and 'staged' or state) }
     end
 end
 sched_backlog_add(P, backlog)

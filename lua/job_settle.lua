@@ -246,6 +246,15 @@ local function settle(base)
     if moved then
         mode = 'moved'
     end
+    if mode == 'done' and ARGV[base + 11] ~= '' then
+        -- a job of the response cache (lua/lib/cache.lua) served by its
+        -- model's fallback: its answer is not stored under the model asked
+        local jk = KEY.job(P, id)
+        local cm = redis.call('HMGET', jk, 'cttl', 'model')
+        if cm[1] and cm[2] and cm[2] ~= ARGV[base + 11] then
+            redis.call('HDEL', jk, 'cttl')
+        end
+    end
     if mode == 'done' or mode == 'dead' then
         settings = settings or llmq_jobs_settings(P)
         local letters = tally.dead or 0

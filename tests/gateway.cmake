@@ -107,6 +107,13 @@ set_tests_properties(gateway_fallback_key_models PROPERTIES LABELS integration T
 add_test(NAME gateway_stream COMMAND ${LLMQ_GW_DIR}/run_sdk.sh ${PROJECT_BINARY_DIR}/bin stream.mjs)
 set_tests_properties(gateway_stream PROPERTIES LABELS integration TIMEOUT 300
     ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};SIM_FLAGS=--stream-gap-ms 20 --completion-tokens 30:30 --period-ms 1500 --limit m429=1:0 --models gpt-4o-mini,m429;LIMITS=gpt-4o-mini --rpm 100000 --tpm 100000000 --settle usage")
+#   gateway_cache         the response cache with the official openai npm
+#                         package (cache.mjs): hits, tenant scope, streams
+#                         replayed from a stored answer and stored whole,
+#                         50 identical calls in flight made once
+add_test(NAME gateway_cache COMMAND ${LLMQ_GW_DIR}/run_sdk.sh ${PROJECT_BINARY_DIR}/bin cache.mjs)
+set_tests_properties(gateway_cache PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};SIM_FLAGS=--models gpt-4o-mini;LIMITS=gpt-4o-mini --rpm 100000 --tpm 100000000")
 #   gateway_upload_auth_first  an upload's key is checked before its body is
 #                         read: refused keys get a 401 with most of the body
 #                         never sent (raw HTTP, curl's 100-continue)

@@ -4,6 +4,7 @@
  * can be checked whole and rejected whole. Every message names the field at
  * fault; the caller adds the line number. A job owns its strings (see job.h). */
 #include "jobs/job.h"
+#include "jobs/cache_key.h"
 #include "jobs/job_id.h"
 
 #include <jansson.h>
@@ -154,6 +155,8 @@ struct job_opts {
     long long deadline_ms;
     long long ttl_ms;
     long long completion_window_ms;
+    enum llmq_job_cache cache;
+    long long cache_ttl_s; /* 0: the default */
     long long max_attempts;
     const char *endpoints; /* checked, normalised: ep_buf or NULL */
     char ep_buf[LLMQ_JOB_ENDPOINTS_MAX + 1];
@@ -228,6 +231,8 @@ static void opts_from_defaults(const struct llmq_job_defaults *d, struct job_opt
     o->deadline_ms = d->deadline_ms;
     o->ttl_ms = d->ttl_ms;
     o->completion_window_ms = d->completion_window_ms;
+    o->cache = d->cache;
+    o->cache_ttl_s = d->cache_ttl_s;
     o->max_attempts = d->max_attempts > 0 ? d->max_attempts : LLMQ_JOB_MAX_ATTEMPTS_DEFAULT;
 }
 
@@ -259,9 +264,18 @@ static enum llmq_rc line_option(const char *key, const json_t *v, struct job_opt
         return llmq_job_completion_window_parse(json_string_value(v), &o->completion_window_ms,
                                                 err);
     }
+    if (strcmp(key, "cache") == 0) {
+        if (!json_is_string(v))
+            return llmq_error_set(err, LLMQ_EINVAL,
+                                  "llmq.cache must be \"use\", \"refresh\" or \"off\"");
+        return llmq_job_cache_parse(json_string_value(v), &o->cache, err);
+    }
+    if (strcmp(key, "cache_ttl_s") == 0)
+        return int_field(v, key, 1, LLMQ_JOB_CACHE_TTL_S_MAX, &o->cache_ttl_s, err);
     return llmq_error_set(err, LLMQ_EINVAL,
                           "unknown llmq option \"%.40s\" (expected priority, tenant, user, "
-                          "deadline_ms, ttl_ms, max_attempts, endpoints, completion_window)",
+                          "deadline_ms, ttl_ms, max_attempts, endpoints, completion_window, "
+                          "cache, cache_ttl_s)",
                           key);
 }
 
@@ -324,6 +338,21 @@ static enum llmq_rc check_body(const char *url, const json_t *body,
     return LLMQ_OK;
 }
 
+enum llmq_rc llmq_job_cache_parse(const char *s, enum llmq_job_cache *mode, struct llmq_error *err)
+{
+    if (s != NULL && strcmp(s, "use") == 0)
+        *mode = LLMQ_JOB_CACHE_USE;
+    else if (s != NULL && strcmp(s, "refresh") == 0)
+        *mode = LLMQ_JOB_CACHE_REFRESH;
+    else if (s != NULL && strcmp(s, "off") == 0)
+        *mode = LLMQ_JOB_CACHE_OFF;
+    else
+        return llmq_error_set(err, LLMQ_EINVAL,
+                              "cache mode \"%.20s\": expected use, refresh or off",
+                              s ? s : "(null)");
+    return LLMQ_OK;
+}
+
 enum llmq_rc llmq_job_completion_window_parse(const char *s, long long *ms, struct llmq_error *err)
 {
     if (s == NULL || strcmp(s, "24h") != 0)
@@ -382,6 +411,11 @@ static enum llmq_rc job_build(const char *url, const json_t *body, const struct 
     j.ttl_ms = o->ttl_ms;
     j.completion_window_ms = o->completion_window_ms;
     j.max_attempts = (int)o->max_attempts;
+    j.cache = o->cache;
+    if (rc == LLMQ_OK && j.cache != LLMQ_JOB_CACHE_OFF) {
+        j.cache_ttl_s = o->cache_ttl_s > 0 ? o->cache_ttl_s : LLMQ_JOB_CACHE_TTL_S_DEFAULT;
+        rc = llmq_cache_key(url, body, j.cache_key, err);
+    }
     if (rc == LLMQ_OK)
         rc = dup_str(model, &j.model, err);
     if (rc == LLMQ_OK && o->tenant != NULL && o->tenant[0] != '\0')
@@ -521,6 +555,16 @@ static enum llmq_rc api_options(const struct llmq_job_options *a, struct job_opt
         if (rc != LLMQ_OK)
             return rc;
     }
+    if (a->cache != NULL) {
+        enum llmq_rc rc = llmq_job_cache_parse(a->cache, &o->cache, err);
+        if (rc != LLMQ_OK)
+            return rc;
+    }
+    if (a->cache_ttl_s < 0 || a->cache_ttl_s > LLMQ_JOB_CACHE_TTL_S_MAX)
+        return llmq_error_set(err, LLMQ_EINVAL, "cache_ttl_s must be in 0..%lld",
+                              LLMQ_JOB_CACHE_TTL_S_MAX);
+    if (a->cache_ttl_s > 0)
+        o->cache_ttl_s = a->cache_ttl_s;
     o->id = a->job_id;
     o->priority = a->priority;
     if (a->tenant != NULL)

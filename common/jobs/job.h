@@ -3,7 +3,8 @@
  *
  * A Batch input line is {"custom_id", "method": "POST", "url", "body"} plus
  * llmq's own optional "llmq": {"priority", "tenant", "user", "deadline_ms",
- * "ttl_ms", "max_attempts", "endpoints", "completion_window"}; per-line options
+ * "ttl_ms", "max_attempts", "endpoints", "completion_window", "cache",
+ * "cache_ttl_s"}; per-line options
  * win over the defaults. "completion_window": "24h" marks a job that may wait
  * the provider's Batch window (offload, llmq.h llmq_job_options). "endpoints" pins the job to some
  * endpoints of its model: a comma-separated string or an array of names. */
@@ -20,9 +21,20 @@
 #define LLMQ_JOB_MAX_BODY_BYTES_LIMIT (1LL << 34) /* the most a setting or flag may ask */
 #define LLMQ_JOB_MAX_ATTEMPTS_DEFAULT 5
 #define LLMQ_JOB_MAX_ATTEMPTS_LIMIT 100
+#define LLMQ_JOB_CACHE_KEY_HEX 64  /* LLMQ_CACHE_KEY_HEX (jobs/cache_key.h) */
 #define LLMQ_JOB_ENDPOINTS_MAX 400 /* bytes of a job's endpoint pin list */
 /* The provider's Batch completion window (OpenAI offers "24h" only). */
 #define LLMQ_JOB_COMPLETION_WINDOW_MS 86400000LL
+/* A stored answer's life when nothing says (s), and the most one may ask. */
+#define LLMQ_JOB_CACHE_TTL_S_DEFAULT 86400LL
+#define LLMQ_JOB_CACHE_TTL_S_MAX (30 * 86400LL)
+
+/* What a job does with the response cache (llmq_job_options.cache). */
+enum llmq_job_cache {
+    LLMQ_JOB_CACHE_OFF = 0, /* neither reads nor writes */
+    LLMQ_JOB_CACHE_USE,     /* answered from the cache or an identical job in flight */
+    LLMQ_JOB_CACHE_REFRESH, /* calls (or waits for one in flight) and replaces */
+};
 
 /* What a line does not say. Strings borrowed; they must outlive the parse. */
 struct llmq_job_defaults {
@@ -33,6 +45,8 @@ struct llmq_job_defaults {
     long long deadline_ms;
     long long ttl_ms;
     long long completion_window_ms; /* 0: none; LLMQ_JOB_COMPLETION_WINDOW_MS: may wait it */
+    enum llmq_job_cache cache;      /* what a job does with the response cache */
+    long long cache_ttl_s;          /* 0: LLMQ_JOB_CACHE_TTL_S_DEFAULT */
     int max_attempts;
     size_t max_body_bytes;                /* compact body size limit */
     const struct llmq_cost_options *cost; /* NULL: llmq_cost_options_default */
@@ -67,6 +81,9 @@ struct llmq_job {
      * job, whatever fallback the account sets later (a gateway key's model
      * list, gateway/key_policy.h); 0: its model's fallback at the time */
     int fallback_only;
+    enum llmq_job_cache cache;
+    long long cache_ttl_s;                      /* > 0 when cache is not off */
+    char cache_key[LLMQ_JOB_CACHE_KEY_HEX + 1]; /* jobs/cache_key.h, when cache is not off */
 };
 
 /* Fills *d with: normal priority, no tenant/user/deadline, 5 attempts, 1 MiB
@@ -106,6 +123,10 @@ enum llmq_rc llmq_job_estimate_as(struct llmq_job *j, const char *model,
 /* Parses a completion window ("24h", the provider's only one) into *ms.
  * LLMQ_EINVAL naming what is expected. */
 enum llmq_rc llmq_job_completion_window_parse(const char *s, long long *ms, struct llmq_error *err);
+
+/* Parses a cache mode ("use", "refresh", "off") into *mode. LLMQ_EINVAL
+ * naming what is expected. */
+enum llmq_rc llmq_job_cache_parse(const char *s, enum llmq_job_cache *mode, struct llmq_error *err);
 
 /* Frees j's members and zeroes it; NULL is a no-op. */
 void llmq_job_clear(struct llmq_job *j);

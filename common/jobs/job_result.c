@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jobs/cache_line.h"
 #include "jobs/job_pack.h"
 #include "llmq/llmq.h"
 #include "redis/keys.h"
@@ -62,7 +63,8 @@ static enum llmq_rc copy_line(struct llmq_job_result *out, const char *line, siz
                               struct llmq_error *err)
 {
     struct llmq_error e = {0};
-    enum llmq_rc rc = llmq_job_unpack(line, len, LLMQ_JOB_PACK_TEXT_MAX, &out->line, &out->len, &e);
+    enum llmq_rc rc =
+        llmq_cache_line_read(line, len, LLMQ_JOB_PACK_TEXT_MAX, &out->line, &out->len, &e);
     if (rc != LLMQ_OK)
         return llmq_error_set(err, rc, "reading results: %s", e.msg);
     return LLMQ_OK;

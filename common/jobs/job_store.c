@@ -22,8 +22,9 @@
 #include "llmq/limiter.h"
 #include "llmq/priority.h"
 
-#define FIELDS_PER_JOB 15                              /* with {pins}, {fb} and {ow}; 12 without */
-#define FB_FIELD_MAX (LLMQ_NAME_MAX + 2 * NUM_LEN + 3) /* "[=]<model> <cost> <prompt>" */
+#define FIELDS_PER_JOB 16 /* with {pins}, {fb}, {cache} and {ow}; 12 without */
+#define CACHE_FIELD_MAX (16 + NUM_LEN + LLMQ_JOB_CACHE_KEY_HEX) /* "<mode> <ttl_s> <key>" */
+#define FB_FIELD_MAX (LLMQ_NAME_MAX + 2 * NUM_LEN + 3)          /* "[=]<model> <cost> <prompt>" */
 #define NUMS_PER_JOB 6
 #define NUM_LEN 24
 
@@ -50,8 +51,8 @@ enum llmq_rc llmq_job_store_prepare(redisContext *c, const char *prefix, struct 
 }
 
 /* Options of an enqueue call at most (lua/enqueue.lua: {held}, {lease=..},
- * {key=..}, {pins}, {fb}, {ow}). */
-#define OPTS_MAX 6
+ * {key=..}, {pins}, {fb}, {cache}, {ow}). */
+#define OPTS_MAX 7
 
 /* The arguments of one enqueue call: KEYS[1], the options, then
  * FIELDS_PER_JOB per job. Numbers, options and packed bodies
@@ -63,6 +64,7 @@ struct call_args {
     size_t argvlen[1 + OPTS_MAX + LLMQ_JOB_STORE_JOBS_PER_CALL * FIELDS_PER_JOB];
     char nums[LLMQ_JOB_STORE_JOBS_PER_CALL][NUMS_PER_JOB][NUM_LEN];
     char fb[LLMQ_JOB_STORE_JOBS_PER_CALL][FB_FIELD_MAX];
+    char cache[LLMQ_JOB_STORE_JOBS_PER_CALL][CACHE_FIELD_MAX];
     char lease_opt[LLMQ_JOB_ID_MAX + 16];
     char key_opt[80];
     char *packed[LLMQ_JOB_STORE_JOBS_PER_CALL];
@@ -162,6 +164,13 @@ static void build_call(struct call_args *a, const char *prefix, const struct llm
         fb |= jobs[i].fallback_model != NULL || jobs[i].fallback_only;
     if (fb)
         arg(a, "{fb}", 4);
+    /* and one more, the job's cache mode, TTL and key, only in calls that
+     * have a job that uses the cache */
+    int cache = 0;
+    for (size_t i = 0; i < n; i++)
+        cache |= jobs[i].cache != LLMQ_JOB_CACHE_OFF;
+    if (cache)
+        arg(a, "{cache}", 7);
     /* and one more, the completion window (offload), only in calls that have one */
     int ow = 0;
     for (size_t i = 0; i < n; i++)
@@ -194,6 +203,14 @@ static void build_call(struct call_args *a, const char *prefix, const struct llm
                                      j->fallback_model, j->fallback_cost.total_tokens,
                                      j->fallback_cost.prompt_tokens);
             arg(a, a->fb[i], (size_t)len);
+        }
+        if (cache) {
+            int len = j->cache == LLMQ_JOB_CACHE_OFF
+                          ? 0
+                          : snprintf(a->cache[i], sizeof(a->cache[i]), "%s %lld %s",
+                                     j->cache == LLMQ_JOB_CACHE_USE ? "use" : "refresh",
+                                     j->cache_ttl_s, j->cache_key);
+            arg(a, a->cache[i], (size_t)len);
         }
         if (ow)
             num_arg(a, a->nums[i][5], j->completion_window_ms);

@@ -83,6 +83,11 @@ static const struct key_name key_names[LLMQ_KEY_KIND_COUNT] = {
     [LLMQ_KEY_PB_DEADLINES] = {"pbd", "", 0},
     [LLMQ_KEY_PB_PARKED] = {"pbp", "", 0},
     [LLMQ_KEY_DASH_SESSION] = {"dash:sess:", "", 1},
+    [LLMQ_KEY_CACHE] = {"cache:", "", 1},
+    [LLMQ_KEY_CACHE_FLIGHT] = {"cachef:", "", 1},
+    [LLMQ_KEY_CACHE_WAIT] = {"cachew:", "", 1},
+    [LLMQ_KEY_CACHE_INDEX] = {"cachei", "", 0},
+    [LLMQ_KEY_CACHE_STATS] = {"caches", "", 0},
 };
 
 const char *llmq_key_head(enum llmq_key_kind kind)

@@ -299,6 +299,23 @@
  *                            cancelled), cancel_sent, fails (job field pb_fails:
  *                            provider batches of it that failed as a whole)
  *
+ * Cache (lua/lib/cache.lua, common/jobs/cache_*.h, `llmq cache`; docs/DESIGN.md §3.12)
+ *   The name of an entry is "<tenant>|<model>|<hash>": tenant '' for a job
+ *   without one, hash the 64 hex digits of common/jobs/cache_key.h.
+ *   P cache:<name>     STRING a stored answer: "<stored unix ms>\n" then the
+ *                            Batch output line of the job that made it, as
+ *                            stored (jobs/job_pack.h); expires at its TTL
+ *   P cachef:<name>    STRING the id of the job in flight for that name (the
+ *                            leader: queued or running), while it is
+ *   P cachew:<name>    LIST  ids of jobs waiting for the leader's answer (job
+ *                            state coalesced, in no queue)
+ *   P cachei           ZSET  every entry's name, score = when it expires (ms):
+ *                            `llmq cache stats|purge` (trimmed as entries are stored)
+ *   P caches           HASH  counters: hits, misses, coalesced, stored,
+ *                            stored_bytes, saved_tokens, saved_nusd
+ *   job fields ck (its entry's name) and cttl (TTL, s): a job that may
+ *   store an answer (cache mode use or refresh)
+ *
  * Gateway (gateway/, `llmq keys`)
  *   P gw:key:<sha256>  HASH  a gateway key, known only by the SHA-256 (hex) of
  *                            its text: tenant ('' none), user ('' none: the
@@ -471,6 +488,11 @@ enum llmq_key_kind {
     LLMQ_KEY_PB_DEADLINES,  /* P pbd */
     LLMQ_KEY_PB_PARKED,     /* P pbp */
     LLMQ_KEY_DASH_SESSION,  /* P dash:sess:<sha256> */
+    LLMQ_KEY_CACHE,         /* P cache:<tenant>|<model>|<hash> */
+    LLMQ_KEY_CACHE_FLIGHT,  /* P cachef:<tenant>|<model>|<hash> */
+    LLMQ_KEY_CACHE_WAIT,    /* P cachew:<tenant>|<model>|<hash> */
+    LLMQ_KEY_CACHE_INDEX,   /* P cachei */
+    LLMQ_KEY_CACHE_STATS,   /* P caches */
     LLMQ_KEY_KIND_COUNT
 };
 

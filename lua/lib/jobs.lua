@@ -15,6 +15,7 @@
 -- them as {id, state} pairs (at most JOBS_EVENT_JOBS an entry); it is kept by
 -- count (about events_max jobs, at every XADD) and by age (events_ttl_ms,
 -- every 256 finishes).
+-- uses cache: cache_answer_line, cache_flight_end
 -- uses job_ended: llmq_job_ended_make, llmq_job_ended_peek, JOB_ENDED_HASH_FIELDS
 -- uses keys: KEY
 -- uses util: llmq_hash_table, llmq_int_text
@@ -309,12 +310,13 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, bat
     -- guard) or, ended by the layout before, its hash's fin_ms (its result
     -- P res:<id> or, older, the hash's field result). A job whose hash went
     -- while it ran (purged, expired) gets its one result all the same.
-    local h = redis.call('HMGET', jk, 'fin_ms', unpack(JOB_ENDED_HASH_FIELDS))
-    if h[1] then
+    -- (ck, cttl: a job that uses the response cache, lua/lib/cache.lua)
+    local h = redis.call('HMGET', jk, 'ck', 'cttl', 'fin_ms', unpack(JOB_ENDED_HASH_FIELDS))
+    if h[3] then
         return 0
     end
     local s = settings or llmq_jobs_settings(P)
-    local rec = llmq_job_ended_make(state, now_text, h, 2, reason, line)
+    local rec = llmq_job_ended_make(state, now_text, h, 4, reason, line)
     -- A gateway's synchronous call (job field lease) that ends dead: its
     -- caller was answered (a 429, an error) or is gone, and nobody would
     -- read a retry: it is kept like a done job, out of P dead, and counted
@@ -356,6 +358,13 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, bat
         gone[#gone + 1] = jk
         gone[#gone + 1] = KEY.job_body(P, id)
         tally.done_keys = gone
+    end
+    if h[1] then
+        -- the one in flight for its cache entry: those waiting for it end
+        -- with its answer, in this call's flush
+        for _, w in ipairs(cache_flight_end(P, id, h[1], h[2], state, reason, line, now_ms)) do
+            llmq_job_finish(P, w, 'done', cache_answer_line(w, 0, line), '', now_ms, s, tally)
+        end
     end
     if batch == nil then
         llmq_jobs_finish_flush(P, tally, s, now_ms)

@@ -61,6 +61,15 @@ struct llmq_job_options {
                                       price (`llmq offload`). Its deadline, if any, must be 24 h
                                       away or more (else LLMQ_EINVAL naming deadline_ms or
                                       ttl_ms); without one it gets 24 h. Not for stream: true */
+    const char *cache;             /* NULL: caching off. "use": answered from the response
+                                      cache when the same request (its url and body, in
+                                      canonical form) of the same tenant was answered
+                                      before, or waits for an identical one in flight;
+                                      its good answer is stored. "refresh": calls the API
+                                      (or waits for an identical call in flight) and
+                                      replaces the stored answer. "off": neither reads
+                                      nor writes (docs/cache.md) */
+    long long cache_ttl_s;         /* how long a stored answer lives, s; 0: one day */
 };
 
 /* One request of llmq_producer_enqueue_many. */

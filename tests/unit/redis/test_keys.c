@@ -88,6 +88,11 @@ static void test_layout(void **state)
         {LLMQ_KEY_PB_DEADLINES, NULL, P "pbd"},
         {LLMQ_KEY_PB_PARKED, NULL, P "pbp"},
         {LLMQ_KEY_DASH_SESSION, "ab12", P "dash:sess:ab12"},
+        {LLMQ_KEY_CACHE, "t1|gpt-4o|ab12", P "cache:t1|gpt-4o|ab12"},
+        {LLMQ_KEY_CACHE_FLIGHT, "|gpt-4o|ab12", P "cachef:|gpt-4o|ab12"},
+        {LLMQ_KEY_CACHE_WAIT, "t1|m|ab", P "cachew:t1|m|ab"},
+        {LLMQ_KEY_CACHE_INDEX, NULL, P "cachei"},
+        {LLMQ_KEY_CACHE_STATS, NULL, P "caches"},
     };
     assert_int_equal(sizeof(cases) / sizeof(cases[0]), LLMQ_KEY_KIND_COUNT);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

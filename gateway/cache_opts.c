@@ -1,0 +1,39 @@
+/* The response cache headers of a call (cache_opts.h). */
+#include "cache_opts.h"
+
+#include <microhttpd.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/parse_int.h"
+#include "jobs/job.h"
+
+int gw_cache_opts(struct gw_request *r, struct llmq_job_options *o)
+{
+    if (r->conn == NULL)
+        return 0;
+    const char *mode = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "x-llmq-cache");
+    const char *ttl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "x-llmq-cache-ttl");
+    if (mode != NULL) {
+        enum llmq_job_cache m;
+        if (llmq_job_cache_parse(mode, &m, NULL) != LLMQ_OK) {
+            gw_respond_errorf(r, 400, "invalid_request_error", NULL, "invalid_cache_header",
+                              "x-llmq-cache must be use, refresh or off");
+            return -1;
+        }
+        o->cache = m == LLMQ_JOB_CACHE_USE       ? "use"
+                   : m == LLMQ_JOB_CACHE_REFRESH ? "refresh"
+                                                 : "off";
+    }
+    if (ttl != NULL) {
+        int64_t s = 0;
+        if (llmq_parse_int64(ttl, 1, LLMQ_JOB_CACHE_TTL_S_MAX, &s) != 0) {
+            gw_respond_errorf(r, 400, "invalid_request_error", NULL, "invalid_cache_header",
+                              "x-llmq-cache-ttl must be whole seconds in 1..%lld",
+                              LLMQ_JOB_CACHE_TTL_S_MAX);
+            return -1;
+        }
+        o->cache_ttl_s = s;
+    }
+    return 0;
+}

@@ -1,0 +1,16 @@
+/* A call's response cache options from its headers (docs/cache.md):
+ *   x-llmq-cache: use | refresh | off
+ *   x-llmq-cache-ttl: N   (seconds a stored answer lives, 1..30 days)
+ * Read on the loop thread while the request's connection is MHD's. */
+#ifndef GW_CACHE_OPTS_H
+#define GW_CACHE_OPTS_H
+
+#include "http.h"
+#include "llmq/llmq.h"
+
+/* Sets o->cache and o->cache_ttl_s from r's headers (o->cache points at a
+ * static string). Returns 0, or -1 after answering r with a 400 naming the
+ * header that is wrong. */
+int gw_cache_opts(struct gw_request *r, struct llmq_job_options *o);
+
+#endif

@@ -1,0 +1,134 @@
+-- The response cache (docs/DESIGN.md §3.12): exact-match answers stored per
+-- tenant, and one job in flight per request. A job that uses the cache
+-- (lua/enqueue.lua {cache}: mode use or refresh, TTL, key) has an entry name
+-- "<tenant>|<model>|<key>" (the tenant is the job's own: one tenant's
+-- entries are never another's). At enqueue (cache_enter), mode use and a
+-- stored entry: the job ends done at once with the entry's answer (a hit:
+-- no queue, no limiter, no budget); else, when a job of that name is in
+-- flight (P cachef:<name>, the leader), the job waits for it (state
+-- coalesced, in P cachew:<name>, in no queue); else it becomes the leader
+-- and is queued. When the leader ends (cache_flight_end, from
+-- llmq_job_finish): done, its answer is stored (a good one: done with no
+-- reason, within CACHE_ENTRY_MAX bytes) and every waiter ends done with it;
+-- dead or cancelled, the first waiter still waiting becomes the leader and
+-- is queued. An answer is a result line Lua cannot read (job_pack.h), so a
+-- cached job's line refers to it (cache_answer_line, the format of
+-- common/jobs/cache_line.h) and readers make the Batch line of it.
+-- uses job_record: llmq_job_record_unpack
+-- uses keys: KEY
+-- uses sched: sched_push
+-- uses util: llmq_int_text
+
+local CACHE_ENTRY_MAX = 4 * 1024 * 1024 -- bytes of a stored line at most (per entry)
+
+-- The {cache} value of a job ("<mode> <ttl_s> <key>", '' none): mode, TTL
+-- (s) and key, or nil when it has none; an error naming the job when it is
+-- no such value.
+local function cache_parse(id, v)
+    if v == '' then
+        return nil
+    end
+    local mode, ttl, key = string.match(v, '^(%l+) (%d+) (%x+)$')
+    if (mode ~= 'use' and mode ~= 'refresh') or #key ~= 64 or tonumber(ttl) < 1 then
+        error('LLMQ_EINVAL job ' .. id .. ': bad cache value')
+    end
+    return mode, tonumber(ttl), key
+end
+
+-- The result line of job id answered with stored line line, whose entry
+-- was age_ms old (common/jobs/cache_line.h).
+local function cache_answer_line(id, age_ms, line)
+    return '\2{"job":' .. cjson.encode(id) .. ',"age_ms":' .. llmq_int_text(age_ms) .. '}\n' ..
+        line
+end
+
+-- 1 when job id still has to end: a record or a hash, and no result.
+local function cache_live(P, id)
+    return redis.call('EXISTS', KEY.result(P, id)) == 0 and
+        redis.call('EXISTS', KEY.job_record(P, id), KEY.job(P, id)) > 0
+end
+
+-- Decides a new job id (its record written, not yet queued) of tenant and
+-- model with cache mode, ttl (s) and key, at now (ms). Returns 'hit' and
+-- the result line to end it with (the caller ends it: llmq_job_finish),
+-- 'coalesced' (it waits, written here), or nil: it leads, and the caller
+-- queues it (its record is a hash from here on, with fields ck and cttl).
+-- rec: the job's record (llmq_job_record_get).
+local function cache_enter(P, id, rec, tenant, model, mode, ttl, key, now)
+    local name = tenant .. '|' .. model .. '|' .. key
+    local stats = KEY.cache_stats(P)
+    if mode == 'use' then
+        local v = redis.call('GET', KEY.cache(P, name))
+        if v then
+            local stored, at = string.match(v, '^(%d+)\n()')
+            if stored then
+                redis.call('HINCRBY', stats, 'hits', 1)
+                redis.call('HINCRBY', stats, 'saved_tokens', tonumber(rec.cost) or 0)
+                llmq_job_record_unpack(P, id, rec)
+                return 'hit', cache_answer_line(id, math.max(now - tonumber(stored), 0),
+                    string.sub(v, at))
+            end
+        end
+    end
+    local fk = KEY.cache_flight(P, name)
+    local leader = redis.call('GET', fk)
+    if leader and leader ~= id and cache_live(P, leader) then
+        llmq_job_record_unpack(P, id, rec, 'state', 'coalesced', 'ck', name, 'cttl', ttl)
+        redis.call('RPUSH', KEY.cache_wait(P, name), id)
+        redis.call('HINCRBY', stats, 'coalesced', 1)
+        return 'coalesced'
+    end
+    redis.call('SET', fk, id)
+    redis.call('HINCRBY', stats, 'misses', 1)
+    llmq_job_record_unpack(P, id, rec, 'ck', name, 'cttl', ttl)
+    return nil
+end
+
+-- Stores line (the stored Batch line of a good answer) under name for
+-- ttl_s seconds from now_ms.
+local function cache_store(P, name, ttl_s, line, now_ms)
+    local ttl_ms = ttl_s * 1000
+    redis.call('SET', KEY.cache(P, name), llmq_int_text(now_ms) .. '\n' .. line, 'PX', ttl_ms)
+    local idx = KEY.cache_index(P)
+    redis.call('ZREMRANGEBYSCORE', idx, '-inf', now_ms)
+    redis.call('ZADD', idx, now_ms + ttl_ms, name)
+    redis.call('HINCRBY', KEY.cache_stats(P), 'stored', 1)
+    redis.call('HINCRBY', KEY.cache_stats(P), 'stored_bytes', #line)
+end
+
+-- Job id, whose hash has ck = name and cttl = ttl (s), ended in state with
+-- reason and stored line at now_ms. Returns the ids of the jobs waiting for
+-- it that are to end done with its answer (the caller ends them:
+-- cache_answer_line); none when it was no leader (a waiter that ended on its
+-- own), or failed (then the first waiter still waiting leads, queued here).
+local function cache_flight_end(P, id, name, ttl, state, reason, line, now_ms)
+    local fk = KEY.cache_flight(P, name)
+    if redis.call('GET', fk) ~= id then
+        return {}
+    end
+    local wk = KEY.cache_wait(P, name)
+    if state == 'done' then
+        if reason == '' and #line <= CACHE_ENTRY_MAX and tonumber(ttl) then
+            cache_store(P, name, tonumber(ttl), line, now_ms)
+        end
+        redis.call('DEL', fk)
+        local ids = redis.call('LRANGE', wk, 0, -1)
+        redis.call('DEL', wk)
+        return ids
+    end
+    while true do
+        local w = redis.call('LPOP', wk)
+        if not w then
+            redis.call('DEL', fk)
+            return {}
+        end
+        local jk = KEY.job(P, w)
+        local f = redis.call('HMGET', jk, 'state', 'prio', 'model', 'tenant', 'user')
+        if f[1] == 'coalesced' then
+            redis.call('SET', fk, w)
+            redis.call('HSET', jk, 'state', 'queued')
+            sched_push(P, w, f[2], f[3], f[4] or '', f[5] or '', false)
+            return {}
+        end
+    end
+end

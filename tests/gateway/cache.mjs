@@ -1,0 +1,106 @@
+// ctest gateway_cache: the response cache through llmq-gateway with the
+// official openai npm package as the client (docs/cache.md), against an
+// openai-sim whose access log counts the upstream calls:
+//   - the same request twice with x-llmq-cache: use: one upstream call; the
+//     second answer is the first's (the same response id);
+//   - another tenant's key asking the same is not answered from it: a call;
+//   - a streamed request hits the entry a non-streamed one stored: a correct
+//     chat stream (the text, a finish_reason, [DONE] ends it), the usage
+//     chunk only when asked; and the reverse: a streamed answer is stored
+//     whole and a non-streamed request gets it;
+//   - the Responses API: a streamed request replayed from a stored response
+//     as its named events, response.completed holding the stored response;
+//   - 50 identical requests at once, sync and streamed mixed: one upstream
+//     call, 50 answers with the same response id;
+//   - x-llmq-cache: off calls the API though an entry is stored; a bad
+//     header value is a 400 naming it.
+import assert from 'node:assert/strict';
+
+import { clientFor, apiKey, newKey, runSteps } from './sdk.mjs';
+import { chatText, collect, simLog } from './stream_lib.mjs';
+
+const gw = clientFor(apiKey); // tenant acme (stack.sh)
+const other = clientFor(newKey('--tenant', 'globex'));
+const MODEL = 'gpt-4o-mini';
+const use = { headers: { 'x-llmq-cache': 'use' } };
+const calls = () => simLog().filter((l) => l.client_request_id !== '').length;
+const ask = (text) => ({ model: MODEL, max_tokens: 16, messages: [{ role: 'user', content: text }] });
+
+await runSteps([
+    ['the same request twice: one upstream call, the same answer', async () => {
+        const before = calls();
+        const a = await gw.chat.completions.create(ask('q1'), use);
+        const b = await gw.chat.completions.create(ask('q1'), use);
+        assert.equal(calls() - before, 1);
+        assert.equal(b.id, a.id);
+        assert.equal(b.choices[0].message.content, a.choices[0].message.content);
+    }],
+    ["another tenant's key is not answered from it", async () => {
+        const before = calls();
+        const a = await gw.chat.completions.create(ask('q1'), use);
+        const o = await other.chat.completions.create(ask('q1'), use);
+        assert.equal(calls() - before, 1, 'globex called the API once, acme not at all');
+        assert.notEqual(o.id, a.id);
+    }],
+    ['a stream hits a non-streamed entry: chunks, finish_reason, usage only when asked', async () => {
+        const whole = await gw.chat.completions.create(ask('q2'), use);
+        const before = calls();
+        const s = await collect(await gw.chat.completions.create({ ...ask('q2'), stream: true }, use));
+        assert.equal(chatText(s.chunks), whole.choices[0].message.content);
+        assert.equal(s.chunks[0].object, 'chat.completion.chunk');
+        assert.equal(s.chunks[0].id, whole.id);
+        assert.equal(s.chunks.at(-1).choices[0].finish_reason, whole.choices[0].finish_reason);
+        for (const c of s.chunks) assert.ok(!('usage' in c), 'a chunk carries usage, not asked');
+        const u = await collect(await gw.chat.completions.create(
+            { ...ask('q2'), stream: true, stream_options: { include_usage: true } }, use));
+        const last = u.chunks.at(-1);
+        assert.deepEqual(last.choices, []);
+        assert.deepEqual(last.usage, whole.usage);
+        assert.equal(u.chunks.filter((c) => c.usage).length, 1);
+        assert.equal(calls() - before, 0);
+    }],
+    ['a streamed answer is stored whole: a non-streamed request gets it', async () => {
+        const before = calls();
+        const s = await collect(await gw.chat.completions.create({ ...ask('q3'), stream: true }, use));
+        const whole = await gw.chat.completions.create(ask('q3'), use);
+        assert.equal(calls() - before, 1);
+        assert.equal(whole.choices[0].message.content, chatText(s.chunks));
+        assert.equal(whole.id, s.chunks[0].id);
+    }],
+    ['the Responses API: a stored response replayed as its events', async () => {
+        const body = { model: MODEL, input: 'q4', max_output_tokens: 16 };
+        const whole = await gw.responses.create(body, use);
+        const before = calls();
+        const s = await collect(await gw.responses.create({ ...body, stream: true }, use));
+        assert.equal(calls() - before, 0);
+        const types = s.chunks.map((e) => e.type);
+        assert.equal(types[0], 'response.created');
+        assert.equal(types.at(-1), 'response.completed');
+        const text = s.chunks.filter((e) => e.type === 'response.output_text.delta')
+            .map((e) => e.delta).join('');
+        assert.equal(text, whole.output_text);
+        assert.equal(s.chunks.at(-1).response.id, whole.id);
+        assert.deepEqual(s.chunks.at(-1).response.usage, whole.usage);
+    }],
+    ['50 identical requests at once, sync and streamed: one upstream call', async () => {
+        const before = calls();
+        const all = [];
+        for (let i = 0; i < 50; i++) {
+            all.push(i % 2
+                ? gw.chat.completions.create(ask('q5'), use).then((r) => r.id)
+                : gw.chat.completions.create({ ...ask('q5'), stream: true }, use)
+                    .then((st) => collect(st)).then((g) => g.chunks[0].id));
+        }
+        const ids = await Promise.all(all);
+        assert.equal(ids.length, 50);
+        assert.equal(new Set(ids).size, 1, `answers of ${new Set(ids).size} calls`);
+        assert.equal(calls() - before, 1);
+    }],
+    ['x-llmq-cache: off calls the API; a bad value is a 400', async () => {
+        const before = calls();
+        await gw.chat.completions.create(ask('q1'), { headers: { 'x-llmq-cache': 'off' } });
+        assert.equal(calls() - before, 1);
+        await assert.rejects(gw.chat.completions.create(ask('q1'),
+            { headers: { 'x-llmq-cache': 'maybe' } }), (e) => e.status === 400);
+    }],
+]);
