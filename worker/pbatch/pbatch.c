@@ -41,6 +41,7 @@
 #include "jobs/job_pack.h"
 #include "pbatch/pbatch.h"
 #include "pbatch/pbatch_file.h"
+#include "redis/keys.h"
 #include "redis/reply_read.h"
 #include "redis/script.h"
 #include "worker.h"
@@ -62,6 +63,9 @@ struct worker_pbatch {
     int stopped; /* draining: no new turn */
     int64_t idle_ms;
     const char *crash_at; /* LLMQ_TEST_PBATCH_CRASH */
+    /* P offload, P pba, P pbsi: while none exists the account has nothing
+     * offload may do (on_tick) */
+    char used_keys[3][LLMQ_KEY_FIXED_MAX];
     /* the batch in hand */
     char id[64], state[16], model[201], url[64], status[32];
     char file_id[128], batch_id[128], out_id[128], err_id[128];
@@ -974,6 +978,29 @@ static void on_next(redisAsyncContext *ac, redisReply *r, void *privdata)
     run(pb);
 }
 
+/* Asks pbatch_next for this worker's next step (on_next). */
+static void look(struct worker_pbatch *pb)
+{
+    char lease[24];
+    snprintf(lease, sizeof(lease), "%lld", (long long)pb->a->w->cfg->offload_lease_ms);
+    const char *argv[] = {pb->a->w->cfg->consumer, lease};
+    script(pb, LLMQ_SCRIPT_PBATCH_NEXT, 2, argv, NULL, on_next);
+}
+
+static void on_offload_used(redisAsyncContext *ac, void *reply, void *privdata)
+{
+    (void)ac;
+    struct worker_pbatch *pb = privdata;
+    const redisReply *r = reply;
+    if (!pb->stopped && r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 0) {
+        pb->busy = 0;
+        pb->idle_ms = PBATCH_TICK_MAX_MS;
+        arm(pb, PBATCH_TICK_MAX_MS);
+        return;
+    }
+    look(pb); /* something to do, or the answer is unknown: the script decides */
+}
+
 static void on_tick(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)loop;
@@ -990,10 +1017,16 @@ static void on_tick(struct ev_loop *loop, ev_timer *t, int revents)
         return;
     }
     pb->busy = 1;
-    char lease[24];
-    snprintf(lease, sizeof(lease), "%lld", (long long)pb->a->w->cfg->offload_lease_ms);
-    const char *argv[] = {pb->a->w->cfg->consumer, lease};
-    script(pb, LLMQ_SCRIPT_PBATCH_NEXT, 2, argv, NULL, on_next);
+    /* One EXISTS, not a script call, while the account has no offload
+     * policy, staged job or provider batch: a worker of an account that
+     * never offloads costs Redis no script call when it has nothing to do
+     * (endpoints_idle counts them). A policy set or a job staged is seen
+     * within PBATCH_TICK_MAX_MS. */
+    redisAsyncContext *ac = llmq_redis_async_context(pb->a->cmd);
+    if (ac == NULL ||
+        redisAsyncCommand(ac, on_offload_used, pb, "EXISTS %s %s %s", pb->used_keys[0],
+                          pb->used_keys[1], pb->used_keys[2]) != REDIS_OK)
+        look(pb);
 }
 
 void llmq_worker_pbatch_start(struct worker_account *a)
@@ -1006,6 +1039,14 @@ void llmq_worker_pbatch_start(struct worker_account *a)
         return;
     pb->a = a;
     pb->idle_ms = PBATCH_TICK_MIN_MS;
+    static const enum llmq_key_kind used[3] = {LLMQ_KEY_OFFLOAD, LLMQ_KEY_PBATCH_DUE,
+                                               LLMQ_KEY_PB_STAGED};
+    for (int i = 0; i < 3; i++)
+        if (llmq_key(pb->used_keys[i], sizeof(pb->used_keys[i]), a->prefix, used[i], NULL, NULL) !=
+            LLMQ_OK) {
+            free(pb);
+            return;
+        }
     pb->packer = llmq_job_packer_new();
     const char *crash = getenv("LLMQ_TEST_PBATCH_CRASH");
     pb->crash_at = crash != NULL && crash[0] ? crash : NULL;
