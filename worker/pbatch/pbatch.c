@@ -66,6 +66,7 @@ struct worker_pbatch {
     /* P offload, P pba, P pbsi: while none exists the account has nothing
      * offload may do (on_tick) */
     char used_keys[3][LLMQ_KEY_FIXED_MAX];
+    int used; /* one of them existed once: ticks go straight to the script */
     /* the batch in hand */
     char id[64], state[16], model[201], url[64], status[32];
     char file_id[128], batch_id[128], out_id[128], err_id[128];
@@ -998,6 +999,8 @@ static void on_offload_used(redisAsyncContext *ac, void *reply, void *privdata)
         arm(pb, PBATCH_TICK_MAX_MS);
         return;
     }
+    if (r != NULL && r->type == REDIS_REPLY_INTEGER)
+        pb->used = 1;
     look(pb); /* something to do, or the answer is unknown: the script decides */
 }
 
@@ -1021,7 +1024,12 @@ static void on_tick(struct ev_loop *loop, ev_timer *t, int revents)
      * policy, staged job or provider batch: a worker of an account that
      * never offloads costs Redis no script call when it has nothing to do
      * (endpoints_idle counts them). A policy set or a job staged is seen
-     * within PBATCH_TICK_MAX_MS. */
+     * within PBATCH_TICK_MAX_MS. Once one existed, the account offloads:
+     * each tick is then the script call alone, not two round trips. */
+    if (pb->used) {
+        look(pb);
+        return;
+    }
     redisAsyncContext *ac = llmq_redis_async_context(pb->a->cmd);
     if (ac == NULL ||
         redisAsyncCommand(ac, on_offload_used, pb, "EXISTS %s %s %s", pb->used_keys[0],
