@@ -8,7 +8,7 @@
 #   2. the same with 4 busy processes per core beside it (started here);
 #   3. one model on two named endpoints, each its own sim (20k and 30k per
 #      2 s), a third endpoint down (nothing listens), workers with
-#      --endpoint-key for the three (and OPENAI_BASE_URL set, see below);
+#      --endpoint-key for the three and no OPENAI_BASE_URL;
 #   4. two models in one queue (gpt-4o 20k, gpt-4o-mini 30k per 2 s), half
 #      the jobs each, one sim.
 # Each case runs twice in the same run: with BUILD's llmq and with BASE's
@@ -20,9 +20,9 @@
 # own budget; case 3 over the endpoints' common active time); wall / floor:
 # the active time / (tokens admitted beyond the first window / the budget
 # rate), 1.00 when every window is used to the last token.
-# OPENAI_BASE_URL is set in case 3 for both builds: a worker given only
-# --endpoint-key sizes its connection pool for HTTP/2 (a bug fixed on
-# another branch), which would cap case 3 by the pool, not the scheduler.
+# Case 3 is the README's multi-endpoint setup as written. A BASE older than
+# the per-endpoint connection pool (issue 33) sizes its pool for HTTP/2 there
+# and so uses a smaller share: that row shows the pool fix.
 # usage: tests/bench/bench_precision.sh [BUILD_DIR] [BASE_BUILD_DIR] [JOBS]
 # (Release builds; BUILD is built if missing; BASE_BUILD: e.g. `git worktree
 # add /tmp/base 43a215d` and a Release build of llmq-cli and llmq-worker
@@ -139,7 +139,7 @@ two_endpoints() {
     "$b/llmq" limits set gpt-4o --endpoint e2 --tpm 30000 --period-ms "$period" >/dev/null
     "$b/llmq" limits set gpt-4o --endpoint e3 --tpm 30000 --period-ms "$period" >/dev/null
     "$b/llmq" enqueue "$tmp/one.jsonl" --quiet >/dev/null
-    OPENAI_BASE_URL="http://127.0.0.1:$p1/v1" workers "$b" --endpoint-key e1=EP_KEY \
+    workers "$b" --endpoint-key e1=EP_KEY \
         --endpoint-key e2=EP_KEY --endpoint-key e3=EP_KEY
     kill -TERM "$q1" "$q2" 2>/dev/null || true
     wait "$q1" "$q2" 2>/dev/null || true
