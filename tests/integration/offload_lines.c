@@ -429,12 +429,18 @@ static void slow_provider_called_once(void **state)
     stop_worker(w1);
     redisReply *pbs = batches(&a);
     assert_int_equal(pbs->elements, 1);
+    const char *id = pbs->element[0]->str;
     int files, created;
-    offload_sim_count(&sim, pbs->element[0]->str, &files, &created);
+    offload_sim_count(&sim, id, &files, &created);
     assert_int_equal(files, 1);
     assert_int_equal(created, 1);
-    assert_string_equal(pb_field(&a, pbs->element[0]->str, "done"), "10");
+    assert_string_equal(pb_field(&a, id, "done"), "10");
     assert_int_equal(sim_proc_stop(&sim), 0);
+    /* what the provider was sent, not only what it shows: a second
+     * worker's upload or create still on its way when the batch ended (it
+     * becomes visible 6 s after it is sent) is in the access log */
+    assert_int_equal(offload_sim_calls(&sim, id, "/v1/files"), 1);
+    assert_int_equal(offload_sim_calls(&sim, id, "/v1/batches"), 1);
     freeReplyObject(pbs);
     free_ids(ids, 10);
     llmq_test_account_close(&a);

@@ -130,4 +130,26 @@ static inline void offload_sim_count(const struct sim_proc *sim, const char *id,
     json_decref(bl);
 }
 
+/* How many requests the sim received for provider batch id (the worker
+ * sends its llmq id as X-Client-Request-Id) on exactly path ("/v1/files":
+ * uploads, "/v1/batches": creates; lists and polls carry a query or an id).
+ * Reads the access log: call after sim_proc_stop, when every request,
+ * answered or not (a worker gone mid-call), has its line. */
+static inline int offload_sim_calls(const struct sim_proc *sim, const char *id, const char *path)
+{
+    FILE *f = fopen(sim->log_file, "r");
+    assert_non_null(f);
+    char line[8192];
+    int n = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        json_t *o = json_loads(line, 0, NULL);
+        const char *p = json_string_value(json_object_get(o, "path"));
+        const char *cid = json_string_value(json_object_get(o, "client_request_id"));
+        n += p != NULL && cid != NULL && strcmp(p, path) == 0 && strcmp(cid, id) == 0;
+        json_decref(o);
+    }
+    fclose(f);
+    return n;
+}
+
 #endif
