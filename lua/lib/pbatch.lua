@@ -303,3 +303,17 @@ local function pbatch_lease(P, id, worker, now, lease_ms)
     redis.call('HSET', KEY.pbatch(P, id), 'owner', worker, 'lease_until', until_ms)
     redis.call('ZADD', KEY.pbatch_due(P), until_ms, id)
 end
+
+-- The record of provider batch id while worker holds its lease (and, when
+-- state is given, while the batch is in it): {owner, model, url, state};
+-- else nil and the LLMQ_ECONFLICT error reply the caller returns (another
+-- worker took the batch over, or it moved on: this worker stops).
+local function pbatch_held(P, id, worker, state)
+    local b = redis.call('HMGET', KEY.pbatch(P, id), 'owner', 'model', 'url', 'state')
+    if b[1] ~= worker or (state and b[4] ~= state) then
+        return nil, redis.error_reply('LLMQ_ECONFLICT provider batch ' .. id .. ' is ' ..
+            tostring(b[4]) .. ' held by ' .. tostring(b[1]) .. ', not ' .. (state or 'any state') ..
+            ' by ' .. worker)
+    end
+    return b
+end
