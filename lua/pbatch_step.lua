@@ -15,10 +15,10 @@
 -- ARGV[7]  keep: '' or k: the batch keeps its first k jobs (its input file
 --          held no more) and the rest go back to the head of their staging
 --          list (state staged), their estimated tokens given back to the
---          model's batch queue (lib/pbatch.lua pbatch_queue_release); the
---          batch records the estimated prompt tokens of the jobs it keeps
---          (field tokens) and P stats counts them offloaded
---          (pb_offloaded|<model>: lua/offload_stats.lua)
+--          model's batch queue (lib/pbatch.lua pbatch_queue_release: the
+--          batch's qtok is then the estimated prompt tokens of the jobs it
+--          keeps) and P stats counts them offloaded (pb_offloaded|<model>:
+--          lua/offload_stats.lua)
 -- ARGV[8..] field, value pairs to set on pb:<id>
 -- Reply: 1. Error LLMQ_ECONFLICT when the batch is not in ARGV[3] or its lease
 --        is another worker's (that worker took over: this one stops).
@@ -64,11 +64,7 @@ if keep then
         redis.call('SADD', KEY.pb_staged(P), name)
         redis.call('LTRIM', jl, 0, keep - 1)
     end
-    local tokens = 0
-    for _, jid in ipairs(redis.call('LRANGE', jl, 0, keep - 1)) do
-        tokens = tokens + (tonumber(redis.call('HGET', KEY.job(P, jid), 'est_prompt_tokens')) or 0)
-    end
-    redis.call('HSET', bk, 'n', keep, 'tokens', llmq_int_text(tokens))
+    redis.call('HSET', bk, 'n', keep)
     redis.call('HINCRBY', KEY.stats(P), 'pb_offloaded|' .. b[2], keep)
 end
 local set = { 'HSET', bk, 'state', to }
