@@ -137,19 +137,12 @@ static void five_hundred_jobs_as_provider_batches(void **state)
     add_ids(&live, "live-", 20);
 
     pid_t w[2];
-    char logs[2][128];
-    for (int i = 0; i < 2; i++) {
-        worker_log_path(logs[i], "offall", i);
-        const char *extra[] = {"--consumer", i ? "offall-w1" : "offall-w0", NULL};
-        w[i] = worker_start(a.name, &sim, logs[i], extra);
-    }
+    for (int i = 0; i < 2; i++)
+        w[i] = offload_worker_start(a.name, &sim, "offall", i, NULL);
     offload_wait_all(a.c, a.prefix, marked.ids, marked.n);
-    offload_wait_all(a.c, a.prefix, live.ids, live.n);
-    offload_wait_ended(a.c, a.prefix);
-    for (int i = 0; i < 2; i++) {
-        kill(w[i], SIGTERM);
-        assert_int_equal(worker_wait(w[i], 60000), 0);
-    }
+    offload_wait_done(a.c, a.prefix, live.ids, live.n);
+    for (int i = 0; i < 2; i++)
+        offload_worker_stop(w[i]);
     assert_int_equal(sim_proc_stop(&sim), 0);
 
     /* the live results: their shape is the reference */

@@ -137,25 +137,6 @@ static void enqueue_file(struct llmq_test_account *a, const char *path)
     worker_enqueue(a->name, path);
 }
 
-static pid_t start_worker(struct llmq_test_account *a, const struct sim_proc *sim, const char *tag,
-                          int i, const char *const *more)
-{
-    char log[128];
-    worker_log_path(log, tag, i);
-    const char *extra[16] = {"--consumer", i ? "lines-w1" : "lines-w0"};
-    int n = 2;
-    for (int k = 0; more != NULL && more[k] != NULL && n < 15; k++)
-        extra[n++] = more[k];
-    extra[n] = NULL;
-    return worker_start(a->name, sim, log, extra);
-}
-
-static void stop_worker(pid_t w)
-{
-    kill(w, SIGTERM);
-    assert_int_equal(worker_wait(w, 60000), 0);
-}
-
 static void line_errors_retried_invalid_dead(void **state)
 {
     (void)state;
@@ -187,12 +168,11 @@ static void line_errors_retried_invalid_dead(void **state)
     job_line(f, "bad-0", 3, 1);
     fclose(f);
     enqueue_file(&a, path);
-    pid_t w = start_worker(&a, &sim, "offlines", 0, NULL);
+    pid_t w = offload_worker_start(a.name, &sim, "offlines", 0, NULL);
     char *all[] = {ok[0], ok[1], ok[2],    ok[3],    ok[4],      ok[5],
                    ok[6], ok[7], flaky[0], flaky[1], "doomed-0", "bad-0"};
-    offload_wait_all(a.c, a.prefix, all, 12);
-    offload_wait_ended(a.c, a.prefix);
-    stop_worker(w);
+    offload_wait_done(a.c, a.prefix, all, 12);
+    offload_worker_stop(w);
     assert_int_equal(sim_proc_stop(&sim), 0);
 
     redisReply *pbs = batches(&a);
@@ -252,10 +232,9 @@ static void expired_batch_keeps_finished_lines(void **state)
         job_line(f, ids[i], 1, 0); /* one attempt: a counted one would kill it */
     fclose(f);
     enqueue_file(&a, path);
-    pid_t w = start_worker(&a, &sim, "offexpire", 0, NULL);
-    offload_wait_all(a.c, a.prefix, ids, 10);
-    offload_wait_ended(a.c, a.prefix);
-    stop_worker(w);
+    pid_t w = offload_worker_start(a.name, &sim, "offexpire", 0, NULL);
+    offload_wait_done(a.c, a.prefix, ids, 10);
+    offload_worker_stop(w);
     assert_int_equal(sim_proc_stop(&sim), 0);
     redisReply *pbs = batches(&a);
     assert_int_equal(pbs->elements, 2);
@@ -307,12 +286,11 @@ static void failed_validation_once_then_named_dead(void **state)
     enqueue_file(&a, path);
     char log[128];
     worker_log_path(log, "offfailed", 0);
-    pid_t w = start_worker(&a, &sim, "offfailed", 0, NULL);
+    pid_t w = offload_worker_start(a.name, &sim, "offfailed", 0, NULL);
     offload_wait_all(a.c, a.prefix, ids, 6);
     char *p[] = {"poison-0"};
-    offload_wait_all(a.c, a.prefix, p, 1);
-    offload_wait_ended(a.c, a.prefix);
-    stop_worker(w);
+    offload_wait_done(a.c, a.prefix, p, 1);
+    offload_worker_stop(w);
     assert_int_equal(sim_proc_stop(&sim), 0);
     redisReply *pbs = batches(&a);
     assert_int_equal(pbs->elements, 3);
@@ -360,10 +338,9 @@ static void result_file_bounds(void **state)
     fclose(f);
     enqueue_file(&a, path);
     const char *small[] = {"--max-response-bytes", "1024", NULL};
-    pid_t w = start_worker(&a, &sim, "offfile", 0, small);
-    offload_wait_all(a.c, a.prefix, ids, 20);
-    offload_wait_ended(a.c, a.prefix);
-    stop_worker(w);
+    pid_t w = offload_worker_start(a.name, &sim, "offfile", 0, small);
+    offload_wait_done(a.c, a.prefix, ids, 20);
+    offload_worker_stop(w);
     redisReply *pbs = batches(&a);
     assert_int_equal(pbs->elements, 1);
     assert_string_equal(pb_field(&a, pbs->element[0]->str, "done"), "20");
@@ -379,10 +356,9 @@ static void result_file_bounds(void **state)
     fclose(f);
     enqueue_file(&a, path);
     const char *tiny[] = {"--offload-max-file-bytes", "2048", NULL};
-    w = start_worker(&a, &sim, "offfile", 1, tiny);
-    offload_wait_all(a.c, a.prefix, more, 20);
-    offload_wait_ended(a.c, a.prefix);
-    stop_worker(w);
+    w = offload_worker_start(a.name, &sim, "offfile", 1, tiny);
+    offload_wait_done(a.c, a.prefix, more, 20);
+    offload_worker_stop(w);
     assert_int_equal(sim_proc_stop(&sim), 0);
     pbs = batches(&a);
     assert_int_equal(pbs->elements, 1 + 2); /* one batch per attempt, no loop */
@@ -421,12 +397,11 @@ static void slow_provider_called_once(void **state)
     fclose(f);
     enqueue_file(&a, path);
     const char *lease[] = {"--offload-lease-ms", "2000", NULL};
-    pid_t w0 = start_worker(&a, &sim, "offslow", 0, lease);
-    pid_t w1 = start_worker(&a, &sim, "offslow", 1, lease);
-    offload_wait_all(a.c, a.prefix, ids, 10);
-    offload_wait_ended(a.c, a.prefix);
-    stop_worker(w0);
-    stop_worker(w1);
+    pid_t w0 = offload_worker_start(a.name, &sim, "offslow", 0, lease);
+    pid_t w1 = offload_worker_start(a.name, &sim, "offslow", 1, lease);
+    offload_wait_done(a.c, a.prefix, ids, 10);
+    offload_worker_stop(w0);
+    offload_worker_stop(w1);
     redisReply *pbs = batches(&a);
     assert_int_equal(pbs->elements, 1);
     const char *id = pbs->element[0]->str;
@@ -488,7 +463,7 @@ static void budget_caps_offloaded_jobs(void **state)
     struct cli_run r = cli_run(a.name, set);
     assert_int_equal(r.status, 0);
     cli_free(&r);
-    pid_t w = start_worker(&a, &sim, "offbudget", 0, NULL);
+    pid_t w = offload_worker_start(a.name, &sim, "offbudget", 0, NULL);
     char *first[] = {ids[0], ids[1]};
     offload_wait_all(a.c, a.prefix, first, 2);
     redisReply *pbs = batches(&a);
@@ -531,7 +506,7 @@ static void budget_caps_offloaded_jobs(void **state)
     assert_int_equal(r.status, 0);
     cli_free(&r);
     offload_wait_all(a.c, a.prefix, ids, 5);
-    stop_worker(w);
+    offload_worker_stop(w);
     assert_int_equal(sim_proc_stop(&sim), 0);
     for (int i = 0; i < 5; i++) {
         json_t *l = result_of(&a, ids[i]);
