@@ -370,6 +370,63 @@ static void result_file_bounds(void **state)
     llmq_test_account_close(&a);
 }
 
+static void over_long_line_dead_alone(void **state)
+{
+    (void)state;
+    struct sim_proc sim;
+    /* an answer without max_tokens is 100,000 tokens long */
+    const char *sim_args[] = {"--batch-pace-ms", "200", "--completion-tokens", "100000:100000",
+                              NULL};
+    assert_int_equal(sim_proc_start(&sim, sim_args), 0);
+    struct llmq_test_account a;
+    llmq_test_account_open(&a, "offlong");
+    offload_policy_all(a.name, MINI, 100);
+    const char *path = "/tmp/offload-lines-7.jsonl";
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    char *ids[4];
+    make_ids(ids, "fine-", 3);
+    ids[3] = strdup("long-0");
+    for (int i = 0; i < 4; i++)
+        fprintf(f,
+                "{\"custom_id\":\"%s\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\","
+                "\"body\":{\"model\":\"" MINI "\",%s\"messages\":[{\"role\":\"user\","
+                "\"content\":\"tell me about %s\"}]},\"llmq\":{\"completion_window\":\"24h\"}}\n",
+                ids[i], i < 3 ? "\"max_tokens\":16," : "", ids[i]);
+    fclose(f);
+    enqueue_file(&a, path);
+    /* a line may be 1024 + 65536 bytes: long-0's is far longer */
+    const char *small[] = {"--max-response-bytes", "1024", NULL};
+    pid_t w = offload_worker_start(a.name, &sim, "offlong", 0, small);
+    offload_wait_done(a.c, a.prefix, ids, 4);
+    offload_worker_stop(w);
+    assert_int_equal(sim_proc_stop(&sim), 0);
+    redisReply *pbs = batches(&a);
+    assert_int_equal(pbs->elements, 1); /* the batch ended: not stuck, not retried */
+    assert_string_equal(pb_field(&a, pbs->element[0]->str, "state"), "ended");
+    assert_string_equal(pb_field(&a, pbs->element[0]->str, "done"), "3");
+    assert_string_equal(pb_field(&a, pbs->element[0]->str, "dead"), "1");
+    freeReplyObject(pbs);
+    for (int i = 0; i < 3; i++) {
+        json_t *l = result_of(&a, ids[i]);
+        assert_true(json_is_true(json_object_get(l, "offloaded")));
+        assert_int_equal(
+            json_integer_value(json_object_get(json_object_get(l, "response"), "status_code")),
+            200);
+        json_decref(l);
+    }
+    assert_non_null(
+        strstr(dead_reason(&a, "long-0"), "over 66560 bytes (--max-response-bytes + 65536)"));
+    json_t *l = result_of(&a, "long-0");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(l, "error"), "code")),
+                        "response_too_big");
+    assert_true(json_is_true(json_object_get(l, "offloaded")));
+    json_decref(l);
+    assert_int_equal(dead_count(&a), 1);
+    free_ids(ids, 4);
+    llmq_test_account_close(&a);
+}
+
 static void slow_provider_called_once(void **state)
 {
     (void)state;
@@ -525,6 +582,7 @@ int main(void)
         cmocka_unit_test(expired_batch_keeps_finished_lines),
         cmocka_unit_test(failed_validation_once_then_named_dead),
         cmocka_unit_test(result_file_bounds),
+        cmocka_unit_test(over_long_line_dead_alone),
         cmocka_unit_test(budget_caps_offloaded_jobs),
         cmocka_unit_test(slow_provider_called_once),
     };
