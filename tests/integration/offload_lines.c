@@ -16,13 +16,17 @@
  *     its own bound); one larger than --offload-max-file-bytes ends the
  *     collection with a clear reason, its jobs staged again with an attempt,
  *     so they end dead after their attempts instead of a download loop;
+ *   - a result line longer than --max-response-bytes + 64 KiB dead-letters
+ *     its job alone (response_too_big): the batch ends, the others done;
  *   - spend budgets cap offloaded jobs: with a token budget that fits two
  *     jobs' worst case at a time, two are offloaded and three wait staged
  *     (parked, no attempt, never in a provider batch), the budget's spend
  *     never over its limit; raised, the budget lets the rest go;
  *   - a provider slower than the lease (--batch-api-slow-ms: the upload and
  *     the create take effect, and answer, three leases late) is not called
- *     twice by a second worker: the lease is renewed while the call runs. */
+ *     twice by a second worker: the lease is renewed while the call runs
+ *     (the sim's access log, read once it stopped, shows one upload and one
+ *     create: a taker's call still in flight counts too). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
