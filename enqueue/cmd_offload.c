@@ -58,9 +58,10 @@ static void usage(FILE *out)
           "setting a model back to off sends its staged jobs live. A model with\n"
           "endpoints cannot be offloaded yet.\n"
           "list shows the staged jobs and the provider batches (newest first, --limit,\n"
-          "default 50); show one batch: its provider batch id, state and counts. TOKENS:\n"
-          "the estimated prompt tokens of its jobs, what the provider's enqueued-token\n"
-          "limit counts while it runs. llmq status and llmq top show offload per model.\n"
+          "default 50); show one batch: its provider batch id, state and counts. TOKENS\n"
+          "(show: qtok): the estimated prompt tokens of its jobs, what the provider's\n"
+          "enqueued-token limit counts while it runs. llmq status and llmq top show\n"
+          "offload per model.\n"
           "cancel ID ends every job still in provider batch ID cancelled and has a worker\n"
           "cancel the batch at the provider (lines that come back are ignored); cancel\n"
           "--job JOB cancels one job that was not sent (queued, staged, offloaded): its\n"
@@ -264,7 +265,7 @@ static int batches_list(const struct llmq_cli *cli, redisContext *c, const char 
                field(b, 1, "state"), field(b, 1, "model"), field(b, 1, "n"),
                or_dash(field(b, 1, "status")), or_dash(field(b, 1, "batch_id")),
                field(b, 1, "done"), field(b, 1, "retried"), field(b, 1, "dead"),
-               or_dash(field(b, 1, "tokens")));
+               or_dash(field(b, 1, "qtok")));
     }
     freeReplyObject(r);
     return LLMQ_EXIT_OK;

@@ -11,9 +11,9 @@
 --   offloaded       jobs of its unfinished provider batches whose line has
 --                   not been settled yet (n - done - retried - dead of each)
 --   enqueued_tokens estimated prompt tokens of its batches the provider holds
---                   unfinished (states creating and submitted: field tokens,
---                   lua/pbatch_step.lua), what the provider's enqueued-token
---                   limit counts
+--                   unfinished (states creating and submitted: field qtok,
+--                   their charge on the batch queue), what the provider's
+--                   enqueued-token limit counts
 --   queue_limit_tokens  the provider's enqueued-token limit of the model's
 --                   batch queue (P pbq:<model>: the one `llmq limits set MODEL
 --                   --batch-queue-tokens N` set, or a lower one a
@@ -53,7 +53,7 @@ for _, name in ipairs(redis.call('SMEMBERS', KEY.pb_staged(P))) do
 end
 for _, id in ipairs(redis.call('ZRANGE', KEY.pbatch_due(P), 0, UNFINISHED_MAX - 1)) do
     local b = redis.call('HMGET', KEY.pbatch(P, id), 'state', 'model', 'n', 'done', 'retried',
-        'dead', 'tokens')
+        'dead', 'qtok')
     if b[1] and b[2] and b[1] ~= 'ended' then
         local e = model(b[2])
         local left = (tonumber(b[3]) or 0) - (tonumber(b[4]) or 0) - (tonumber(b[5]) or 0) -

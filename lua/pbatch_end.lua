@@ -28,6 +28,7 @@
 -- uses jobs: llmq_job_finish, llmq_jobs_finish_flush, llmq_jobs_settings
 -- uses keys: KEY
 -- uses pbatch: pbatch_stage, pbatch_budget_back, pbatch_queue_learn, pbatch_queue_release
+-- uses pbatch: pbatch_held
 -- uses util: llmq_now_ms, llmq_int_text
 -- uses worker: worker_error_line
 local P = KEYS[1]
@@ -41,10 +42,9 @@ elseif mode ~= '' and mode ~= 'attempt' and mode ~= 'failed' or #ARGV % 2 ~= 0 t
     return redis.error_reply('LLMQ_EINVAL pbatch_end: mode and job id, reason pairs')
 end
 local bk = KEY.pbatch(P, id)
-local b = redis.call('HMGET', bk, 'owner', 'model', 'url')
-if b[1] ~= worker then
-    return redis.error_reply('LLMQ_ECONFLICT provider batch ' .. id .. ' is held by ' ..
-        tostring(b[1]))
+local b, conflict = pbatch_held(P, id, worker)
+if not b then
+    return conflict
 end
 local named = {}
 local any_named = false

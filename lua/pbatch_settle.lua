@@ -28,7 +28,7 @@
 -- uses budget: budget_settle, budget_price
 -- uses jobs: llmq_job_finish, llmq_jobs_finish_flush, llmq_jobs_settings
 -- uses keys: KEY
--- uses pbatch: pbatch_price, pbatch_stage, pbatch_budget_back
+-- uses pbatch: pbatch_price, pbatch_stage, pbatch_budget_back, pbatch_held
 -- uses sched: sched_wake_buckets
 -- uses util: llmq_now_ms
 -- uses worker: worker_error_line
@@ -38,10 +38,9 @@ if (#ARGV - 2) % 7 ~= 0 then
     return redis.error_reply('LLMQ_EINVAL pbatch_settle takes 7 values per line')
 end
 local bk = KEY.pbatch(P, id)
-local b = redis.call('HMGET', bk, 'owner', 'model', 'url')
-if b[1] ~= worker then
-    return redis.error_reply('LLMQ_ECONFLICT provider batch ' .. id .. ' is held by ' ..
-        tostring(b[1]))
+local b, conflict = pbatch_held(P, id, worker)
+if not b then
+    return conflict
 end
 local now = llmq_now_ms()
 local today = budget_day_text(now)

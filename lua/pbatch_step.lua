@@ -15,15 +15,15 @@
 -- ARGV[7]  keep: '' or k: the batch keeps its first k jobs (its input file
 --          held no more) and the rest go back to the head of their staging
 --          list (state staged), their estimated tokens given back to the
---          model's batch queue (lib/pbatch.lua pbatch_queue_release); the
---          batch records the estimated prompt tokens of the jobs it keeps
---          (field tokens) and P stats counts them offloaded
---          (pb_offloaded|<model>: lua/offload_stats.lua)
+--          model's batch queue (lib/pbatch.lua pbatch_queue_release: the
+--          batch's qtok is then the estimated prompt tokens of the jobs it
+--          keeps) and P stats counts them offloaded (pb_offloaded|<model>:
+--          lua/offload_stats.lua)
 -- ARGV[8..] field, value pairs to set on pb:<id>
 -- Reply: 1. Error LLMQ_ECONFLICT when the batch is not in ARGV[3] or its lease
 --        is another worker's (that worker took over: this one stops).
 -- uses keys: KEY
--- uses pbatch: pbatch_budget_back, pbatch_job_tokens, pbatch_queue_release
+-- uses pbatch: pbatch_budget_back, pbatch_job_tokens, pbatch_queue_release, pbatch_held
 -- uses util: llmq_now_ms, llmq_int_text
 local P = KEYS[1]
 local id, worker, from, to = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
@@ -32,10 +32,9 @@ if not next_ms or not lease_ms or #ARGV % 2 ~= 1 then
     return redis.error_reply('LLMQ_EINVAL pbatch_step: next_ms, lease_ms, field value pairs')
 end
 local bk = KEY.pbatch(P, id)
-local b = redis.call('HMGET', bk, 'state', 'owner', 'model', 'url')
-if b[1] ~= from or b[2] ~= worker then
-    return redis.error_reply('LLMQ_ECONFLICT provider batch ' .. id .. ' is ' .. tostring(b[1]) ..
-        ' with ' .. tostring(b[2]) .. ', not ' .. from .. ' with ' .. worker)
+local b, conflict = pbatch_held(P, id, worker, from)
+if not b then
+    return conflict
 end
 local now = llmq_now_ms()
 local keep = tonumber(ARGV[7])
@@ -43,7 +42,7 @@ if keep then
     local jl = KEY.pbatch_jobs(P, id)
     local rest = redis.call('LRANGE', jl, keep, -1)
     if #rest > 0 then
-        local name = b[3] .. '|' .. b[4]
+        local name = b[2] .. '|' .. b[3]
         local list = KEY.pb_stage(P, name)
         local back_tokens = 0
         local left = 0 -- jobs of the cut part that ended meanwhile (counted in gone)
@@ -65,12 +64,8 @@ if keep then
         redis.call('SADD', KEY.pb_staged(P), name)
         redis.call('LTRIM', jl, 0, keep - 1)
     end
-    local tokens = 0
-    for _, jid in ipairs(redis.call('LRANGE', jl, 0, keep - 1)) do
-        tokens = tokens + (tonumber(redis.call('HGET', KEY.job(P, jid), 'est_prompt_tokens')) or 0)
-    end
-    redis.call('HSET', bk, 'n', keep, 'tokens', llmq_int_text(tokens))
-    redis.call('HINCRBY', KEY.stats(P), 'pb_offloaded|' .. b[3], keep)
+    redis.call('HSET', bk, 'n', keep)
+    redis.call('HINCRBY', KEY.stats(P), 'pb_offloaded|' .. b[2], keep)
 end
 local set = { 'HSET', bk, 'state', to }
 for i = 8, #ARGV, 2 do

@@ -191,3 +191,12 @@ set_tests_properties(gateway_slow_clients PROPERTIES LABELS integration TIMEOUT 
 add_test(NAME gateway_offload COMMAND ${LLMQ_GW_DIR}/run_sdk.sh ${PROJECT_BINARY_DIR}/bin offload.mjs)
 set_tests_properties(gateway_offload PROPERTIES LABELS integration TIMEOUT 300
     ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};SIM_FLAGS=--batch-pace-ms 300 --models gpt-4o-mini,gpt-4o")
+#   gateway_offload_cancel  the official openai npm package (offload_cancel.mjs):
+#                         batches.cancel of a 24h Batch whose jobs sit in a
+#                         provider batch the sim holds (--batch-hold): the
+#                         batch ends cancelled with nothing stored, the
+#                         provider batch is cancelled at the provider
+add_test(NAME gateway_offload_cancel
+    COMMAND ${LLMQ_GW_DIR}/run_sdk.sh ${PROJECT_BINARY_DIR}/bin offload_cancel.mjs)
+set_tests_properties(gateway_offload_cancel PROPERTIES LABELS integration TIMEOUT 300
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};WORKERS=1;SIM_FLAGS=--batch-hold --models gpt-4o-mini")

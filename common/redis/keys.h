@@ -267,9 +267,8 @@
  *                            batch_id (the provider's), status (the provider's),
  *                            output_file_id, error_file_id, polls, created_ms,
  *                            ended_ms, done, retried, dead, reason, qtok
- *                            (its charge on pbq:<model>, released when it ends),
- *                            tokens (the estimated prompt tokens of its jobs,
- *                            set when its input file is built)
+ *                            (the estimated prompt tokens of its jobs: its
+ *                            charge on pbq:<model>, given back when it ends)
  *   P pbj:<id>         LIST  its job ids, in input file order (job field pb = <id>,
  *                            state offloaded while the provider has it)
  *   P pbl              ZSET  every provider batch id, score = created ms

@@ -126,8 +126,13 @@ local function pbatch_job_tokens(P, id)
     return tonumber(v[2]) or 0
 end
 
--- Gives back tokens of bucket's queue charged by provider batch id (all of
--- its charge when tokens is nil): the batch ended, or kept fewer jobs.
+-- Gives back to its model's batch queue what provider batch id charged it
+-- (field qtok: the estimated prompt tokens of the batch's jobs, its one
+-- token count, which `llmq offload list|show` and offload_stats read).
+-- tokens: the batch kept fewer jobs, and charges (and records) that much
+-- less. nil: the batch ends (pbatch_end, once per batch: it leaves the
+-- unfinished ones), the whole charge is given back and qtok stays as the
+-- record of what the batch held.
 local function pbatch_queue_release(P, id, tokens)
     local bk = KEY.pbatch(P, id)
     local v = redis.call('HMGET', bk, 'qtok', 'model')
@@ -139,7 +144,9 @@ local function pbatch_queue_release(P, id, tokens)
     local qk = KEY.pb_queue(P, v[2])
     local used = (tonumber(redis.call('HGET', qk, 'used')) or 0) - give
     redis.call('HSET', qk, 'used', llmq_int_text(math.max(0, used)))
-    redis.call('HSET', bk, 'qtok', llmq_int_text(charged - give))
+    if tokens then
+        redis.call('HSET', bk, 'qtok', llmq_int_text(charged - give))
+    end
 end
 
 -- A token_limit_exceeded of provider batch id (model's queue) at now: the
@@ -302,4 +309,18 @@ local function pbatch_lease(P, id, worker, now, lease_ms)
     local until_ms = llmq_int_text(now + lease_ms)
     redis.call('HSET', KEY.pbatch(P, id), 'owner', worker, 'lease_until', until_ms)
     redis.call('ZADD', KEY.pbatch_due(P), until_ms, id)
+end
+
+-- The record of provider batch id while worker holds its lease (and, when
+-- state is given, while the batch is in it): {owner, model, url, state};
+-- else nil and the LLMQ_ECONFLICT error reply the caller returns (another
+-- worker took the batch over, or it moved on: this worker stops).
+local function pbatch_held(P, id, worker, state)
+    local b = redis.call('HMGET', KEY.pbatch(P, id), 'owner', 'model', 'url', 'state')
+    if b[1] ~= worker or (state and b[4] ~= state) then
+        return nil, redis.error_reply('LLMQ_ECONFLICT provider batch ' .. id .. ' is ' ..
+            tostring(b[4]) .. ' held by ' .. tostring(b[1]) .. ', not ' .. (state or 'any state') ..
+            ' by ' .. worker)
+    end
+    return b
 end

@@ -1,7 +1,8 @@
 /* Offload under policy `all`, end to end: real Redis, two real llmq-workers,
  * openai-sim's Batch API (docs/DESIGN.md §3.10).
- *   - 500 jobs marked completion_window 24h over two models, with files of at
- *     most 60 requests, end as provider batches of at most 60 jobs, each
+ *   - 5,000 jobs marked completion_window 24h over two models (the issue's
+ *     size), with files of at most 600 requests, end as provider batches of
+ *     at most 600 jobs, each
  *     submitted once; every job is answered exactly once, its result line
  *     shaped like a live one plus "offloaded": true and the provider batch
  *     id, and none of them is ever called live;
@@ -24,9 +25,13 @@
 
 #define MINI "gpt-4o-mini"
 #define NANO "gpt-4.1-nano"
+/* eligible jobs per model (the issue: 5,000 over two models) and the
+ * models' file limit, low to force several files */
+#define N_PER_MODEL 2500
+#define FILE_MAX 600
 
 struct job_set {
-    char *ids[600];
+    char *ids[N_PER_MODEL * 2 + 20];
     size_t n;
 };
 
@@ -110,7 +115,7 @@ static int called_live(const char *log, const char *id)
     return 0;
 }
 
-static void five_hundred_jobs_as_provider_batches(void **state)
+static void five_thousand_jobs_as_provider_batches(void **state)
 {
     (void)state;
     struct sim_proc sim;
@@ -118,38 +123,31 @@ static void five_hundred_jobs_as_provider_batches(void **state)
     assert_int_equal(sim_proc_start(&sim, sim_args), 0);
     struct llmq_test_account a;
     llmq_test_account_open(&a, "offall");
-    offload_policy_all(a.name, MINI, 60);
-    offload_policy_all(a.name, NANO, 60);
+    offload_policy_all(a.name, MINI, FILE_MAX);
+    offload_policy_all(a.name, NANO, FILE_MAX);
     const char *path = "/tmp/offload-all.jsonl";
     FILE *f = fopen(path, "w");
     assert_non_null(f);
     const char *bad[] = {"m-2", "n-5", NULL};
-    offload_write_jobs(f, "m-", 247, MINI, 1, bad);
+    offload_write_jobs(f, "m-", N_PER_MODEL - 3, MINI, 1, bad);
     offload_write_jobs(f, "m-flaky-", 3, MINI, 1, NULL);
-    offload_write_jobs(f, "n-", 250, NANO, 1, bad);
+    offload_write_jobs(f, "n-", N_PER_MODEL, NANO, 1, bad);
     offload_write_jobs(f, "live-", 20, MINI, 0, NULL);
     fclose(f);
     worker_enqueue(a.name, path);
     struct job_set marked = {0}, live = {0};
-    add_ids(&marked, "m-", 247);
+    add_ids(&marked, "m-", N_PER_MODEL - 3);
     add_ids(&marked, "m-flaky-", 3);
-    add_ids(&marked, "n-", 250);
+    add_ids(&marked, "n-", N_PER_MODEL);
     add_ids(&live, "live-", 20);
 
     pid_t w[2];
-    char logs[2][128];
-    for (int i = 0; i < 2; i++) {
-        worker_log_path(logs[i], "offall", i);
-        const char *extra[] = {"--consumer", i ? "offall-w1" : "offall-w0", NULL};
-        w[i] = worker_start(a.name, &sim, logs[i], extra);
-    }
+    for (int i = 0; i < 2; i++)
+        w[i] = offload_worker_start(a.name, &sim, "offall", i, NULL);
     offload_wait_all(a.c, a.prefix, marked.ids, marked.n);
-    offload_wait_all(a.c, a.prefix, live.ids, live.n);
-    offload_wait_ended(a.c, a.prefix);
-    for (int i = 0; i < 2; i++) {
-        kill(w[i], SIGTERM);
-        assert_int_equal(worker_wait(w[i], 60000), 0);
-    }
+    offload_wait_done(a.c, a.prefix, live.ids, live.n);
+    for (int i = 0; i < 2; i++)
+        offload_worker_stop(w[i]);
     assert_int_equal(sim_proc_stop(&sim), 0);
 
     /* the live results: their shape is the reference */
@@ -213,11 +211,12 @@ static void five_hundred_jobs_as_provider_batches(void **state)
     }
     freeReplyObject(d);
     /* each job answered once */
-    assert_int_equal(redis_int(a.c, "HGET %sstats %s", a.prefix, "done"), 498 + 20);
+    assert_int_equal(redis_int(a.c, "HGET %sstats %s", a.prefix, "done"), 2 * N_PER_MODEL - 2 + 20);
     assert_int_equal(redis_int(a.c, "HGET %sstats %s", a.prefix, "dead"), 2);
     /* the provider batches: within the file limit, each submitted once */
     redisReply *ids = redisCommand(a.c, "ZRANGE %spbl 0 -1", a.prefix);
-    assert_true(ids->elements >= 10); /* 250 + 250 jobs, at most 60 a file */
+    /* N_PER_MODEL jobs of each model, at most FILE_MAX a file */
+    assert_true(ids->elements >= 2 * ((N_PER_MODEL + FILE_MAX - 1) / FILE_MAX));
     long long done = 0, retried = 0, dead = 0;
     const char *list[] = {"llmq", "offload", "list", "--limit", "1000", NULL};
     struct cli_run lr = cli_run(a.name, list);
@@ -237,7 +236,7 @@ static void five_hundred_jobs_as_provider_batches(void **state)
         assert_non_null(strstr(sr.out, "state: ended\n"));
         assert_non_null(strstr(sr.out, "status: completed\n"));
         cli_free(&sr);
-        assert_true(strtoll(b->element[0]->str, NULL, 10) <= 60);
+        assert_true(strtoll(b->element[0]->str, NULL, 10) <= FILE_MAX);
         assert_string_equal(b->element[1]->str, "ended");
         done += strtoll(b->element[2]->str, NULL, 10);
         retried += strtoll(b->element[3]->str, NULL, 10);
@@ -246,7 +245,7 @@ static void five_hundred_jobs_as_provider_batches(void **state)
     }
     freeReplyObject(ids);
     cli_free(&lr);
-    assert_int_equal(done, 498);
+    assert_int_equal(done, 2 * N_PER_MODEL - 2);
     assert_int_equal(retried, 3);
     assert_int_equal(dead, 2);
     /* spend: offloaded at the batch price, live at the list price */
@@ -263,7 +262,7 @@ int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(five_hundred_jobs_as_provider_batches),
+        cmocka_unit_test(five_thousand_jobs_as_provider_batches),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();

@@ -154,10 +154,7 @@ static void cancelled_job_line_ignored(void **state)
     offload_policy_all(a.name, MINI, 100);
     const char *ids[] = {"c-0", "c-1", "c-2", "c-3"};
     enqueue_ids(&a, ids, 4);
-    char log[128];
-    worker_log_path(log, "offcjob", 0);
-    const char *extra[] = {"--consumer", "cjob-w0", NULL};
-    pid_t w = worker_start(a.name, &sim, log, extra);
+    pid_t w = offload_worker_start(a.name, &sim, "offcjob", 0, NULL);
     char pb[64];
     wait_batch(&a, 0, "submitted", pb);
     struct cli_run r = offload_cli(&a, "job", "c-0");
@@ -169,10 +166,8 @@ static void cancelled_job_line_ignored(void **state)
     assert_string_equal(pb_field(&a, pb, "cancel"), ""); /* three jobs are left in it */
     kill(sim.pid, SIGUSR2);                              /* the provider runs the batch */
     char *rest[] = {"c-1", "c-2", "c-3"};
-    offload_wait_all(a.c, a.prefix, rest, 3);
-    offload_wait_ended(a.c, a.prefix);
-    kill(w, SIGTERM);
-    assert_int_equal(worker_wait(w, 60000), 0);
+    offload_wait_done(a.c, a.prefix, rest, 3);
+    offload_worker_stop(w);
     /* the provider answered c-0 too: its line came back and was ignored */
     json_t *b = sim_batch(&sim, pb_field(&a, pb, "batch_id"));
     assert_string_equal(sim_jstr(b, "status"), "completed");
@@ -216,10 +211,7 @@ static void cancel_provider_batches(void **state)
     struct llmq_test_account a;
     llmq_test_account_open(&a, "offcbatch");
     offload_policy_all(a.name, MINI, 100);
-    char log[128];
-    worker_log_path(log, "offcbatch", 0);
-    const char *extra[] = {"--consumer", "cbatch-w0", NULL};
-    pid_t w = worker_start(a.name, &sim, log, extra);
+    pid_t w = offload_worker_start(a.name, &sim, "offcbatch", 0, NULL);
     /* a whole provider batch, by its llmq id */
     const char *b_ids[] = {"b-0", "b-1", "b-2"};
     enqueue_ids(&a, b_ids, 3);
@@ -251,8 +243,7 @@ static void cancel_provider_batches(void **state)
     assert_int_equal(r.status, 2);
     assert_non_null(strstr(r.err, "no provider batch pb-nope"));
     cli_free(&r);
-    kill(w, SIGTERM);
-    assert_int_equal(worker_wait(w, 60000), 0);
+    offload_worker_stop(w);
     assert_int_equal(sim_proc_stop(&sim), 0);
     llmq_test_account_close(&a);
 }
@@ -292,10 +283,7 @@ static void deadlines_of_staged_and_offloaded_jobs(void **state)
     const char *s_ids[] = {"s-0"};
     enqueue_ids(&a, s_ids, 1);
     deadline_passes(&a, "s-0", 1);
-    char log[128];
-    worker_log_path(log, "offdeadline", 0);
-    const char *extra[] = {"--consumer", "deadline-w0", NULL};
-    pid_t w = worker_start(a.name, &sim, log, extra);
+    pid_t w = offload_worker_start(a.name, &sim, "offdeadline", 0, NULL);
     char *s0[] = {"s-0"};
     offload_wait_all(a.c, a.prefix, s0, 1);
     assert_string_equal(dead_reason(&a, "s-0"), "expired");
@@ -324,10 +312,8 @@ static void deadlines_of_staged_and_offloaded_jobs(void **state)
     deadline_passes(&a, "d-0", 0); /* not yet swept: the line comes back first */
     kill(sim.pid, SIGUSR2);
     char *d[] = {"d-0", "d-1"};
-    offload_wait_all(a.c, a.prefix, d, 2);
-    offload_wait_ended(a.c, a.prefix);
-    kill(w, SIGTERM);
-    assert_int_equal(worker_wait(w, 60000), 0);
+    offload_wait_done(a.c, a.prefix, d, 2);
+    offload_worker_stop(w);
     json_t *b = sim_batch(&sim, pb_field(&a, pb2, "batch_id"));
     assert_string_equal(sim_jstr(b, "status"), "completed");
     char *out = sim_file(&sim, sim_jstr(b, "output_file_id"));

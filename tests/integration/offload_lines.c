@@ -16,13 +16,17 @@
  *     its own bound); one larger than --offload-max-file-bytes ends the
  *     collection with a clear reason, its jobs staged again with an attempt,
  *     so they end dead after their attempts instead of a download loop;
+ *   - a result line longer than --max-response-bytes + 64 KiB dead-letters
+ *     its job alone (response_too_big): the batch ends, the others done;
  *   - spend budgets cap offloaded jobs: with a token budget that fits two
  *     jobs' worst case at a time, two are offloaded and three wait staged
  *     (parked, no attempt, never in a provider batch), the budget's spend
  *     never over its limit; raised, the budget lets the rest go;
  *   - a provider slower than the lease (--batch-api-slow-ms: the upload and
  *     the create take effect, and answer, three leases late) is not called
- *     twice by a second worker: the lease is renewed while the call runs. */
+ *     twice by a second worker: the lease is renewed while the call runs
+ *     (the sim's access log, read once it stopped, shows one upload and one
+ *     create: a taker's call still in flight counts too). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -137,25 +141,6 @@ static void enqueue_file(struct llmq_test_account *a, const char *path)
     worker_enqueue(a->name, path);
 }
 
-static pid_t start_worker(struct llmq_test_account *a, const struct sim_proc *sim, const char *tag,
-                          int i, const char *const *more)
-{
-    char log[128];
-    worker_log_path(log, tag, i);
-    const char *extra[16] = {"--consumer", i ? "lines-w1" : "lines-w0"};
-    int n = 2;
-    for (int k = 0; more != NULL && more[k] != NULL && n < 15; k++)
-        extra[n++] = more[k];
-    extra[n] = NULL;
-    return worker_start(a->name, sim, log, extra);
-}
-
-static void stop_worker(pid_t w)
-{
-    kill(w, SIGTERM);
-    assert_int_equal(worker_wait(w, 60000), 0);
-}
-
 static void line_errors_retried_invalid_dead(void **state)
 {
     (void)state;
@@ -187,12 +172,11 @@ static void line_errors_retried_invalid_dead(void **state)
     job_line(f, "bad-0", 3, 1);
     fclose(f);
     enqueue_file(&a, path);
-    pid_t w = start_worker(&a, &sim, "offlines", 0, NULL);
+    pid_t w = offload_worker_start(a.name, &sim, "offlines", 0, NULL);
     char *all[] = {ok[0], ok[1], ok[2],    ok[3],    ok[4],      ok[5],
                    ok[6], ok[7], flaky[0], flaky[1], "doomed-0", "bad-0"};
-    offload_wait_all(a.c, a.prefix, all, 12);
-    offload_wait_ended(a.c, a.prefix);
-    stop_worker(w);
+    offload_wait_done(a.c, a.prefix, all, 12);
+    offload_worker_stop(w);
     assert_int_equal(sim_proc_stop(&sim), 0);
 
     redisReply *pbs = batches(&a);
@@ -252,10 +236,9 @@ static void expired_batch_keeps_finished_lines(void **state)
         job_line(f, ids[i], 1, 0); /* one attempt: a counted one would kill it */
     fclose(f);
     enqueue_file(&a, path);
-    pid_t w = start_worker(&a, &sim, "offexpire", 0, NULL);
-    offload_wait_all(a.c, a.prefix, ids, 10);
-    offload_wait_ended(a.c, a.prefix);
-    stop_worker(w);
+    pid_t w = offload_worker_start(a.name, &sim, "offexpire", 0, NULL);
+    offload_wait_done(a.c, a.prefix, ids, 10);
+    offload_worker_stop(w);
     assert_int_equal(sim_proc_stop(&sim), 0);
     redisReply *pbs = batches(&a);
     assert_int_equal(pbs->elements, 2);
@@ -307,12 +290,11 @@ static void failed_validation_once_then_named_dead(void **state)
     enqueue_file(&a, path);
     char log[128];
     worker_log_path(log, "offfailed", 0);
-    pid_t w = start_worker(&a, &sim, "offfailed", 0, NULL);
+    pid_t w = offload_worker_start(a.name, &sim, "offfailed", 0, NULL);
     offload_wait_all(a.c, a.prefix, ids, 6);
     char *p[] = {"poison-0"};
-    offload_wait_all(a.c, a.prefix, p, 1);
-    offload_wait_ended(a.c, a.prefix);
-    stop_worker(w);
+    offload_wait_done(a.c, a.prefix, p, 1);
+    offload_worker_stop(w);
     assert_int_equal(sim_proc_stop(&sim), 0);
     redisReply *pbs = batches(&a);
     assert_int_equal(pbs->elements, 3);
@@ -360,10 +342,9 @@ static void result_file_bounds(void **state)
     fclose(f);
     enqueue_file(&a, path);
     const char *small[] = {"--max-response-bytes", "1024", NULL};
-    pid_t w = start_worker(&a, &sim, "offfile", 0, small);
-    offload_wait_all(a.c, a.prefix, ids, 20);
-    offload_wait_ended(a.c, a.prefix);
-    stop_worker(w);
+    pid_t w = offload_worker_start(a.name, &sim, "offfile", 0, small);
+    offload_wait_done(a.c, a.prefix, ids, 20);
+    offload_worker_stop(w);
     redisReply *pbs = batches(&a);
     assert_int_equal(pbs->elements, 1);
     assert_string_equal(pb_field(&a, pbs->element[0]->str, "done"), "20");
@@ -379,10 +360,9 @@ static void result_file_bounds(void **state)
     fclose(f);
     enqueue_file(&a, path);
     const char *tiny[] = {"--offload-max-file-bytes", "2048", NULL};
-    w = start_worker(&a, &sim, "offfile", 1, tiny);
-    offload_wait_all(a.c, a.prefix, more, 20);
-    offload_wait_ended(a.c, a.prefix);
-    stop_worker(w);
+    w = offload_worker_start(a.name, &sim, "offfile", 1, tiny);
+    offload_wait_done(a.c, a.prefix, more, 20);
+    offload_worker_stop(w);
     assert_int_equal(sim_proc_stop(&sim), 0);
     pbs = batches(&a);
     assert_int_equal(pbs->elements, 1 + 2); /* one batch per attempt, no loop */
@@ -391,6 +371,63 @@ static void result_file_bounds(void **state)
     freeReplyObject(pbs);
     free_ids(ids, 20);
     free_ids(more, 20);
+    llmq_test_account_close(&a);
+}
+
+static void over_long_line_dead_alone(void **state)
+{
+    (void)state;
+    struct sim_proc sim;
+    /* an answer without max_tokens is 100,000 tokens long */
+    const char *sim_args[] = {"--batch-pace-ms", "200", "--completion-tokens", "100000:100000",
+                              NULL};
+    assert_int_equal(sim_proc_start(&sim, sim_args), 0);
+    struct llmq_test_account a;
+    llmq_test_account_open(&a, "offlong");
+    offload_policy_all(a.name, MINI, 100);
+    const char *path = "/tmp/offload-lines-7.jsonl";
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    char *ids[4];
+    make_ids(ids, "fine-", 3);
+    ids[3] = strdup("long-0");
+    for (int i = 0; i < 4; i++)
+        fprintf(f,
+                "{\"custom_id\":\"%s\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\","
+                "\"body\":{\"model\":\"" MINI "\",%s\"messages\":[{\"role\":\"user\","
+                "\"content\":\"tell me about %s\"}]},\"llmq\":{\"completion_window\":\"24h\"}}\n",
+                ids[i], i < 3 ? "\"max_tokens\":16," : "", ids[i]);
+    fclose(f);
+    enqueue_file(&a, path);
+    /* a line may be 1024 + 65536 bytes: long-0's is far longer */
+    const char *small[] = {"--max-response-bytes", "1024", NULL};
+    pid_t w = offload_worker_start(a.name, &sim, "offlong", 0, small);
+    offload_wait_done(a.c, a.prefix, ids, 4);
+    offload_worker_stop(w);
+    assert_int_equal(sim_proc_stop(&sim), 0);
+    redisReply *pbs = batches(&a);
+    assert_int_equal(pbs->elements, 1); /* the batch ended: not stuck, not retried */
+    assert_string_equal(pb_field(&a, pbs->element[0]->str, "state"), "ended");
+    assert_string_equal(pb_field(&a, pbs->element[0]->str, "done"), "3");
+    assert_string_equal(pb_field(&a, pbs->element[0]->str, "dead"), "1");
+    freeReplyObject(pbs);
+    for (int i = 0; i < 3; i++) {
+        json_t *l = result_of(&a, ids[i]);
+        assert_true(json_is_true(json_object_get(l, "offloaded")));
+        assert_int_equal(
+            json_integer_value(json_object_get(json_object_get(l, "response"), "status_code")),
+            200);
+        json_decref(l);
+    }
+    assert_non_null(
+        strstr(dead_reason(&a, "long-0"), "over 66560 bytes (--max-response-bytes + 65536)"));
+    json_t *l = result_of(&a, "long-0");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(l, "error"), "code")),
+                        "response_too_big");
+    assert_true(json_is_true(json_object_get(l, "offloaded")));
+    json_decref(l);
+    assert_int_equal(dead_count(&a), 1);
+    free_ids(ids, 4);
     llmq_test_account_close(&a);
 }
 
@@ -421,20 +458,25 @@ static void slow_provider_called_once(void **state)
     fclose(f);
     enqueue_file(&a, path);
     const char *lease[] = {"--offload-lease-ms", "2000", NULL};
-    pid_t w0 = start_worker(&a, &sim, "offslow", 0, lease);
-    pid_t w1 = start_worker(&a, &sim, "offslow", 1, lease);
-    offload_wait_all(a.c, a.prefix, ids, 10);
-    offload_wait_ended(a.c, a.prefix);
-    stop_worker(w0);
-    stop_worker(w1);
+    pid_t w0 = offload_worker_start(a.name, &sim, "offslow", 0, lease);
+    pid_t w1 = offload_worker_start(a.name, &sim, "offslow", 1, lease);
+    offload_wait_done(a.c, a.prefix, ids, 10);
+    offload_worker_stop(w0);
+    offload_worker_stop(w1);
     redisReply *pbs = batches(&a);
     assert_int_equal(pbs->elements, 1);
+    const char *id = pbs->element[0]->str;
     int files, created;
-    offload_sim_count(&sim, pbs->element[0]->str, &files, &created);
+    offload_sim_count(&sim, id, &files, &created);
     assert_int_equal(files, 1);
     assert_int_equal(created, 1);
-    assert_string_equal(pb_field(&a, pbs->element[0]->str, "done"), "10");
+    assert_string_equal(pb_field(&a, id, "done"), "10");
     assert_int_equal(sim_proc_stop(&sim), 0);
+    /* what the provider was sent, not only what it shows: a second
+     * worker's upload or create still on its way when the batch ended (it
+     * becomes visible 6 s after it is sent) is in the access log */
+    assert_int_equal(offload_sim_calls(&sim, id, "/v1/files"), 1);
+    assert_int_equal(offload_sim_calls(&sim, id, "/v1/batches"), 1);
     freeReplyObject(pbs);
     free_ids(ids, 10);
     llmq_test_account_close(&a);
@@ -482,7 +524,7 @@ static void budget_caps_offloaded_jobs(void **state)
     struct cli_run r = cli_run(a.name, set);
     assert_int_equal(r.status, 0);
     cli_free(&r);
-    pid_t w = start_worker(&a, &sim, "offbudget", 0, NULL);
+    pid_t w = offload_worker_start(a.name, &sim, "offbudget", 0, NULL);
     char *first[] = {ids[0], ids[1]};
     offload_wait_all(a.c, a.prefix, first, 2);
     redisReply *pbs = batches(&a);
@@ -525,7 +567,7 @@ static void budget_caps_offloaded_jobs(void **state)
     assert_int_equal(r.status, 0);
     cli_free(&r);
     offload_wait_all(a.c, a.prefix, ids, 5);
-    stop_worker(w);
+    offload_worker_stop(w);
     assert_int_equal(sim_proc_stop(&sim), 0);
     for (int i = 0; i < 5; i++) {
         json_t *l = result_of(&a, ids[i]);
@@ -544,6 +586,7 @@ int main(void)
         cmocka_unit_test(expired_batch_keeps_finished_lines),
         cmocka_unit_test(failed_validation_once_then_named_dead),
         cmocka_unit_test(result_file_bounds),
+        cmocka_unit_test(over_long_line_dead_alone),
         cmocka_unit_test(budget_caps_offloaded_jobs),
         cmocka_unit_test(slow_provider_called_once),
     };

@@ -182,7 +182,9 @@ static void token_limit_exceeded_is_learnt(void **state)
             refused_llmq++;
             assert_true(strtoll(b->element[1]->str, NULL, 10) <= learned_at);
         }
-        assert_string_equal(b->element[2]->str, "0"); /* its charge given back */
+        /* its charge was given back (the queue's used is 0: run) and its
+         * qtok stays as the record of what it held */
+        assert_true(strtoll(b->element[2]->str, NULL, 10) > 0);
         freeReplyObject(b);
     }
     freeReplyObject(ids);

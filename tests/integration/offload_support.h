@@ -90,6 +90,39 @@ static inline void offload_wait_ended(redisContext *c, const char *prefix)
     }
 }
 
+/* Waits until every job of ids[0..n) has ended and then every provider
+ * batch of the account (offload_wait_all, offload_wait_ended). */
+static inline void offload_wait_done(redisContext *c, const char *prefix, char **ids, size_t n)
+{
+    offload_wait_all(c, prefix, ids, n);
+    offload_wait_ended(c, prefix);
+}
+
+/* Starts llmq-worker number i of the test tagged tag for account against
+ * sim: consumer "<tag>-w<i>", its log at worker_log_path(tag, i), more
+ * arguments (NULL-ended, at most 12; NULL none). Returns its pid. */
+static inline pid_t offload_worker_start(const char *account, const struct sim_proc *sim,
+                                         const char *tag, int i, const char *const *more)
+{
+    char log[128], consumer[96];
+    worker_log_path(log, tag, i);
+    snprintf(consumer, sizeof(consumer), "%s-w%d", tag, i);
+    const char *extra[16] = {"--consumer", consumer};
+    int n = 2;
+    for (int k = 0; more != NULL && more[k] != NULL && n < 14; k++)
+        extra[n++] = more[k];
+    extra[n] = NULL;
+    return worker_start(account, sim, log, extra);
+}
+
+/* Stops worker pid (SIGTERM: it drains) and asserts it exits 0 (within a
+ * minute: a bound against a hang, not a timing check). */
+static inline void offload_worker_stop(pid_t pid)
+{
+    kill(pid, SIGTERM);
+    assert_int_equal(worker_wait(pid, 60000), 0);
+}
+
 /* The sim's list (GET path: /v1/files or /v1/batches) as JSON (new). */
 static inline json_t *offload_sim_list(const struct sim_proc *sim, const char *path)
 {
@@ -128,6 +161,28 @@ static inline void offload_sim_count(const struct sim_proc *sim, const char *id,
     }
     json_decref(fl);
     json_decref(bl);
+}
+
+/* How many requests the sim received for provider batch id (the worker
+ * sends its llmq id as X-Client-Request-Id) on exactly path ("/v1/files":
+ * uploads, "/v1/batches": creates; lists and polls carry a query or an id).
+ * Reads the access log: call after sim_proc_stop, when every request,
+ * answered or not (a worker gone mid-call), has its line. */
+static inline int offload_sim_calls(const struct sim_proc *sim, const char *id, const char *path)
+{
+    FILE *f = fopen(sim->log_file, "r");
+    assert_non_null(f);
+    char line[8192];
+    int n = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        json_t *o = json_loads(line, 0, NULL);
+        const char *p = json_string_value(json_object_get(o, "path"));
+        const char *cid = json_string_value(json_object_get(o, "client_request_id"));
+        n += p != NULL && cid != NULL && strcmp(p, path) == 0 && strcmp(cid, id) == 0;
+        json_decref(o);
+    }
+    fclose(f);
+    return n;
 }
 
 #endif

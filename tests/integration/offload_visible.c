@@ -265,7 +265,7 @@ static void visible(void **state)
     assert_int_equal(r.status, 0);
     snprintf(want, sizeof(want), "batch_id: %s\n", pb_id);
     assert_non_null(strstr(r.out, want));
-    snprintf(want, sizeof(want), "tokens: %lld\n", prompt);
+    snprintf(want, sizeof(want), "qtok: %lld\n", prompt);
     assert_non_null(strstr(r.out, want));
     cli_free(&r);
 

@@ -60,6 +60,10 @@ struct llmq_http_request {
                                    from. 0: none (late_ms -1) */
     llmq_http_data_cb *on_data; /* NULL: none; see llmq_http_data_cb */
     void *data_privdata;
+    int body_discard;                 /* 1 (with on_data): the body is handed to on_data only, not
+                                         kept (the response's body is ""), so a large one costs no
+                                         memory (a provider batch's result file, worker/pbatch/);
+                                         max_body_bytes still bounds its length */
     struct llmq_http_xfer **xfer_out; /* not NULL: receives the transfer for
                                          llmq_http_abort; valid until its done
                                          callback starts */

@@ -116,6 +116,16 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata)
         x->too_big = 1;
         return 0;
     }
+    if (x->body_discard) { /* on_data takes it; only its length is counted */
+        x->body_len += len;
+        long status = 0;
+        (void)curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+        if (x->on_data(data, len, status, x->data_privdata) != 0) {
+            x->aborted = 1;
+            return 0;
+        }
+        return len;
+    }
     size_t need = x->body_len + len + 1;
     if (need > x->body_cap) {
         size_t cap = x->body_cap ? x->body_cap : MIN_BODY_CAP;
@@ -294,6 +304,7 @@ enum llmq_rc llmq_http_xfer_new(const struct llmq_http_settings *s,
     x->asked_ms = req->asked_ms;
     x->on_data = req->on_data;
     x->data_privdata = req->data_privdata;
+    x->body_discard = req->body_discard && req->on_data != NULL;
     x->start_ms = llmq_monotonic_ms();
     *out = x;
     return LLMQ_OK;

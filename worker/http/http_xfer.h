@@ -30,10 +30,11 @@ struct llmq_http_xfer {
     int aborted;                /* llmq_http_abort or on_data ended it */
     llmq_http_data_cb *on_data; /* the request's; NULL: none */
     void *data_privdata;
-    int stale;                   /* the pre-request callback found send_by_ms passed */
-    int64_t send_by_ms;          /* the request's; 0: none */
-    int prereq_seen;             /* its connection was ready: the request went (or was to go) out */
-    struct llmq_http_pool *pool; /* the multi it is in (http.c) */
+    int body_discard;   /* the request's: body_len counts what on_data got, body stays NULL */
+    int stale;          /* the pre-request callback found send_by_ms passed */
+    int64_t send_by_ms; /* the request's; 0: none */
+    int prereq_seen;    /* its connection was ready: the request went (or was to go) out */
+    struct llmq_http_pool *pool;     /* the multi it is in (http.c) */
     struct llmq_http_origin *origin; /* where it goes (http.c) */
     int pool_full;                   /* when submitted, its origin's connections of its pool were
                                         all taken: it waited for one */

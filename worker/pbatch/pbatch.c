@@ -23,12 +23,21 @@
  * provider (POST /v1/batches/{id}/cancel), or ended unsubmitted when it
  * never was. A result file over --offload-max-file-bytes ends the batch,
  * its jobs staged again with an attempt counted: never a download loop.
+ * A result file is never whole in memory: it is spooled to an anonymous
+ * temporary file as it downloads (the HTTP client keeps no body) and read
+ * back a line at a time to be settled, at most PBATCH_LINES_PER_SETTLE lines
+ * and about PBATCH_SETTLE_BYTES a script call. A line longer than
+ * --max-response-bytes + PBATCH_LINE_SLACK (the live limit and room for the
+ * line's own fields) is not kept: its job is dead-lettered with that reason
+ * (response_too_big, as a live response over the limit) and the batch goes
+ * on with the next line.
  *
  * Test hook: LLMQ_TEST_PBATCH_CRASH=after_upload|after_create makes the
  * worker SIGKILL itself right after that provider call answered, before
  * it is recorded (the window the takeover must cover); after_settle, once
  * the first lines of a collection are settled and before the batch ends. */
 #include <curl/curl.h>
+#include <errno.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stddef.h>
@@ -50,8 +59,13 @@
 #define PBATCH_TICK_MAX_MS 2000
 #define PBATCH_BODIES_PER_CALL 500
 #define PBATCH_LINES_PER_SETTLE 200
-#define PBATCH_RETRY_MS 5000 /* a failed provider call is tried again this much later */
-#define PBATCH_NAMED_MAX 100 /* jobs a failed batch's errors may name */
+#define PBATCH_SETTLE_BYTES (8 << 20) /* result line bytes a settle call takes, about */
+#define PBATCH_LINE_SLACK 65536       /* a line's fields beyond its response body */
+#define PBATCH_BODY_JSON 0            /* provider(): the answer parsed as JSON */
+#define PBATCH_BODY_TEXT 1            /* ... the answer's text, in memory (the input file) */
+#define PBATCH_BODY_SPOOL 2           /* ... written to pb->spool[pb->which] as it comes */
+#define PBATCH_RETRY_MS 5000          /* a failed provider call is tried again this much later */
+#define PBATCH_NAMED_MAX 100          /* jobs a failed batch's errors may name */
 
 struct worker_pbatch;
 typedef void pbatch_next_fn(struct worker_pbatch *pb);
@@ -83,9 +97,9 @@ struct worker_pbatch {
     struct llmq_pbatch_buf file;
     int64_t next_index, keep;
     int trim; /* 1: a new batch (its job list is cut to what fits); 0: a rebuild */
-    /* collecting */
-    char *text[2]; /* output and error file */
-    size_t text_len[2], pos;
+    /* collecting: the output and error files, spooled to anonymous
+     * temporary files (removed when closed) and read back line by line */
+    FILE *spool[2];
     int which;
     struct llmq_job_packer *packer;
 };
@@ -106,14 +120,13 @@ static void batch_reset(struct worker_pbatch *pb)
 {
     llmq_pbatch_buf_free(&pb->file);
     for (int i = 0; i < 2; i++) {
-        free(pb->text[i]);
-        pb->text[i] = NULL;
-        pb->text_len[i] = 0;
+        if (pb->spool[i] != NULL)
+            fclose(pb->spool[i]);
+        pb->spool[i] = NULL;
     }
     pb->id[0] = pb->state[0] = pb->status[0] = pb->fail_why[0] = '\0';
     pb->cancel = pb->cancel_sent = pb->n_fail = 0;
     pb->file_id[0] = pb->batch_id[0] = pb->out_id[0] = pb->err_id[0] = '\0';
-    pb->pos = 0;
     pb->which = 0;
     pb->then = NULL;
 }
@@ -267,7 +280,7 @@ typedef void pbatch_http_fn(struct worker_pbatch *pb, struct llmq_http_response 
 struct pbatch_http {
     struct worker_pbatch *pb;
     pbatch_http_fn *fn;
-    int raw; /* hand over the body text (file content), not JSON */
+    int raw; /* PBATCH_BODY_*: how the answer is handed over */
 };
 
 /* A renewal's answer: only logged. A lease another worker holds (the
@@ -309,22 +322,39 @@ static void on_http(struct llmq_http_response *resp, void *privdata)
     pbatch_http_fn *fn = h->fn;
     int raw = h->raw;
     free(h);
-    if (resp->outcome == LLMQ_HTTP_CANCELLED) { /* the worker is stopping */
+    if (resp->outcome == LLMQ_HTTP_CANCELLED && !resp->aborted) { /* the worker is stopping */
         batch_reset(pb);
         pb->busy = 0;
         return;
     }
     json_t *answer = NULL;
-    if (!raw && resp->outcome == LLMQ_HTTP_OK)
+    if (raw == PBATCH_BODY_JSON && resp->outcome == LLMQ_HTTP_OK)
         answer = json_loadb(resp->body, resp->body_len, 0, NULL);
     fn(pb, resp, answer);
     json_decref(answer);
 }
 
+/* A piece of a result file as it downloads (llmq_http_data_cb): appended
+ * to the spool. A failed write aborts the download (tried again later). */
+static int spool_write(const char *data, size_t len, long status, void *privdata)
+{
+    struct worker_pbatch *pb = privdata;
+    FILE *f = pb->spool[pb->which];
+    if (status != 200 || f == NULL)
+        return 0; /* an error's body: not a file's content */
+    if (fwrite(data, 1, len, f) != len) {
+        LLMQ_LOG(LLMQ_LOG_WARN, "offload %s: writing a result file to a temporary file: %s", pb->id,
+                 strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
 /* Sends a GET (body NULL) or POST of path to the provider; fn runs with the
- * response and its JSON (NULL when none); raw: a file's content (its own
- * size bound, --offload-max-file-bytes). The lease is renewed until it
- * answers. */
+ * response and its JSON (NULL when none); raw (PBATCH_BODY_*): the answer
+ * as text, or spooled to pb->spool[pb->which] and not kept (a file's
+ * content: its own size bound, --offload-max-file-bytes). The lease is
+ * renewed until it answers. */
 static void provider(struct worker_pbatch *pb, const char *path, const char *body, size_t len,
                      const char *ctype, int raw, pbatch_http_fn *fn)
 {
@@ -350,8 +380,13 @@ static void provider(struct worker_pbatch *pb, const char *path, const char *bod
         .auth = LLMQ_HTTP_AUTH_BEARER,
         .api_key = pb->a->cfg->api_key,
         .client_request_id = pb->id,
-        .max_body_bytes = raw ? (size_t)cfg->offload_max_file_bytes : 0,
+        .max_body_bytes = raw != PBATCH_BODY_JSON ? (size_t)cfg->offload_max_file_bytes : 0,
     };
+    if (raw == PBATCH_BODY_SPOOL) {
+        req.on_data = spool_write;
+        req.data_privdata = pb;
+        req.body_discard = 1;
+    }
     if (llmq_http_submit(pb->a->w->http, &req, on_http, h, &err) != LLMQ_OK) {
         LLMQ_LOG(LLMQ_LOG_WARN, "offload %s: %s", pb->id, err.msg);
         free(h);
@@ -540,7 +575,7 @@ static void failed(struct worker_pbatch *pb, const json_t *errors)
     }
     char path[256];
     snprintf(path, sizeof(path), "/v1/files/%s/content", pb->file_id);
-    provider(pb, path, NULL, 0, NULL, 1, on_input_file);
+    provider(pb, path, NULL, 0, NULL, PBATCH_BODY_TEXT, on_input_file);
 }
 
 static void on_cancel_sent(struct worker_pbatch *pb, struct llmq_http_response *resp, json_t *a)
@@ -766,8 +801,100 @@ static void on_settled(redisAsyncContext *ac, redisReply *r, void *privdata)
     settle_more(pb);
 }
 
-/* Settles the next lines of the output and error files; at the end, ends
- * the batch (jobs that got no line go back to staging). */
+/* Reads the next line of f (without its '\n') into *line (new,
+ * NUL-terminated, *len bytes): at most max bytes are kept, a longer line is
+ * read to its end with *over set. Returns 1, 0 at the end of f, -1 when
+ * memory runs out. */
+static int spool_line(FILE *f, size_t max, char **line, size_t *len, int *over)
+{
+    char chunk[65536];
+    char *b = NULL;
+    size_t n = 0;
+    int any = 0;
+    *over = 0;
+    while (fgets(chunk, sizeof(chunk), f) != NULL) {
+        any = 1;
+        size_t c = strlen(chunk);
+        int eol = c > 0 && chunk[c - 1] == '\n';
+        c -= (size_t)eol;
+        size_t take = n < max ? (c < max - n ? c : max - n) : 0;
+        *over |= take < c;
+        if (take > 0) {
+            char *nb = realloc(b, n + take + 1);
+            if (nb == NULL) {
+                free(b);
+                return -1;
+            }
+            b = nb;
+            memcpy(b + n, chunk, take);
+            n += take;
+        }
+        if (eol)
+            break;
+    }
+    if (!any)
+        return 0;
+    if (b == NULL && (b = malloc(1)) == NULL)
+        return -1;
+    b[n] = '\0';
+    *line = b;
+    *len = n;
+    return 1;
+}
+
+/* The custom_id a line's head line[0..len) names (a line too long to be
+ * parsed) into out (n bytes); -1 when it names none that can be read
+ * without unescaping. */
+static int head_custom_id(const char *line, size_t len, char *out, size_t n)
+{
+    const char *k = memmem(line, len, "\"custom_id\"", 11), *end = line + len;
+    if (k == NULL)
+        return -1;
+    const char *p = k + 11;
+    while (p < end && (*p == ' ' || *p == ':'))
+        p++;
+    if (p >= end || *p != '"')
+        return -1;
+    size_t i = 0;
+    for (p++; p < end && *p != '"' && *p != '\\' && i + 1 < n; p++)
+        out[i++] = *p;
+    if (p >= end || *p != '"' || i == 0)
+        return -1;
+    out[i] = '\0';
+    return 0;
+}
+
+/* A line over max bytes: its job (pl->job_id, when its head names one) is
+ * dead, response_too_big; the stored line is an error line of the live
+ * shape (new text, or NULL). */
+static char *line_too_long(struct worker_pbatch *pb, const char *head, size_t len, size_t max,
+                           struct llmq_pbatch_line *pl)
+{
+    memset(pl, 0, sizeof(*pl));
+    if (head_custom_id(head, len, pl->job_id, sizeof(pl->job_id)) != 0) {
+        LLMQ_LOG(LLMQ_LOG_WARN,
+                 "offload %s (%s): a result line over %zu bytes names no job: skipped", pb->id,
+                 pb->batch_id, max);
+        return NULL;
+    }
+    pl->verdict = LLMQ_PBATCH_DEAD;
+    snprintf(pl->reason, sizeof(pl->reason),
+             "its result line in the provider's file is over %zu bytes (--max-response-bytes "
+             "+ %d): not stored",
+             max, PBATCH_LINE_SLACK);
+    LLMQ_LOG(LLMQ_LOG_WARN, "offload %s (%s): job %s: %s", pb->id, pb->batch_id, pl->job_id,
+             pl->reason);
+    json_t *l = json_pack("{s:n, s:s, s:n, s:{s:s, s:s}, s:b, s:s}", "id", "custom_id", pl->job_id,
+                          "response", "error", "code", "response_too_big", "message", pl->reason,
+                          "offloaded", 1, "provider_batch_id", pb->batch_id);
+    char *text = l != NULL ? json_dumps(l, JSON_COMPACT) : NULL;
+    json_decref(l);
+    return text;
+}
+
+/* Settles the next lines of the output and error files (read from their
+ * spools: at most PBATCH_LINES_PER_SETTLE lines, about PBATCH_SETTLE_BYTES);
+ * at the end, ends the batch (jobs that got no line go back to staging). */
 static void settle_more(struct worker_pbatch *pb)
 {
     static const char *const kinds[] = {"done", "retry", "dead", "back"};
@@ -777,26 +904,38 @@ static void settle_more(struct worker_pbatch *pb)
     struct llmq_pbatch_line lines[PBATCH_LINES_PER_SETTLE];
     char *owned[PBATCH_LINES_PER_SETTLE * 2];
     int argc = 2, k = 0, n_owned = 0;
+    size_t bytes = 0;
+    size_t max = (size_t)pb->a->w->cfg->max_response_bytes + PBATCH_LINE_SLACK;
     argv[0] = pb->id;
     argv[1] = pb->a->w->cfg->consumer;
     argvlen[0] = strlen(argv[0]);
     argvlen[1] = strlen(argv[1]);
-    while (pb->which < 2 && k < PBATCH_LINES_PER_SETTLE) {
-        const char *t = pb->text[pb->which];
-        size_t len = pb->text_len[pb->which];
-        if (t == NULL || pb->pos >= len) {
+    while (pb->which < 2 && k < PBATCH_LINES_PER_SETTLE && bytes < PBATCH_SETTLE_BYTES) {
+        FILE *f = pb->spool[pb->which];
+        char *line = NULL;
+        size_t ln = 0;
+        int over = 0;
+        int got = f != NULL ? spool_line(f, max, &line, &ln, &over) : 0;
+        if (got < 0) { /* out of memory: this turn ends, the collection is taken again */
+            for (int i = 0; i < n_owned; i++)
+                free(owned[i]);
+            turn_end(pb);
+            return;
+        }
+        if (got == 0) {
+            if (f != NULL && ferror(f))
+                LLMQ_LOG(LLMQ_LOG_WARN, "offload %s: reading a spooled result file failed", pb->id);
             pb->which++;
-            pb->pos = 0;
             continue;
         }
-        const char *nl = memchr(t + pb->pos, '\n', len - pb->pos);
-        size_t ln = nl ? (size_t)(nl - (t + pb->pos)) : len - pb->pos;
-        const char *line = t + pb->pos;
-        pb->pos += ln + 1;
+        bytes += ln;
         struct llmq_pbatch_line *pl = &lines[k];
-        if (ln == 0 || llmq_pbatch_line_parse(line, ln, pl) != LLMQ_OK)
-            continue;
-        char *text = llmq_pbatch_result_line(pl, line, ln, pb->batch_id);
+        char *text = NULL;
+        if (over)
+            text = line_too_long(pb, line, ln, max, pl);
+        else if (ln > 0 && llmq_pbatch_line_parse(line, ln, pl) == LLMQ_OK)
+            text = llmq_pbatch_result_line(pl, line, ln, pb->batch_id);
+        free(line); /* what is stored is text (pl holds copies) */
         if (text == NULL)
             continue;
         char *packed = NULL;
@@ -851,12 +990,13 @@ static void on_file(struct worker_pbatch *pb, struct llmq_http_response *resp, j
         call_failed(pb, resp, a, "downloading a result file");
         return;
     }
-    pb->text[pb->which] = llmq_http_response_take_body(resp, &pb->text_len[pb->which]);
+    rewind(pb->spool[pb->which]); /* read back from its start */
     pb->which++;
     fetch_file(pb);
 }
 
-/* Downloads the output file, then the error file, then settles. */
+/* Downloads the output file, then the error file, each into its spool, then
+ * settles. */
 static void fetch_file(struct worker_pbatch *pb)
 {
     while (pb->which < 2) {
@@ -864,13 +1004,23 @@ static void fetch_file(struct worker_pbatch *pb)
         if (id[0] != '\0') {
             char path[256];
             snprintf(path, sizeof(path), "/v1/files/%s/content", id);
-            provider(pb, path, NULL, 0, NULL, 1, on_file);
+            if (pb->spool[pb->which] != NULL)
+                fclose(pb->spool[pb->which]);
+            pb->spool[pb->which] = tmpfile();
+            if (pb->spool[pb->which] == NULL) {
+                LLMQ_LOG(LLMQ_LOG_WARN, "offload %s: no temporary file for a result file: %s",
+                         pb->id, strerror(errno));
+                char state[16];
+                snprintf(state, sizeof(state), "%s", pb->state);
+                step(pb, state, PBATCH_RETRY_MS, -1, NULL, 0, NULL);
+                return;
+            }
+            provider(pb, path, NULL, 0, NULL, PBATCH_BODY_SPOOL, on_file);
             return;
         }
         pb->which++;
     }
     pb->which = 0;
-    pb->pos = 0;
     settle_more(pb);
 }
 
