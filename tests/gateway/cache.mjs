@@ -24,7 +24,7 @@ const other = clientFor(newKey('--tenant', 'globex'));
 const MODEL = 'gpt-4o-mini';
 const use = { headers: { 'x-llmq-cache': 'use' } };
 const calls = () => simLog().filter((l) => l.client_request_id !== '').length;
-const ask = (text) => ({ model: MODEL, max_tokens: 16, messages: [{ role: 'user', content: text }] });
+const ask = (text) => ({ model: MODEL, max_tokens: 100, messages: [{ role: 'user', content: text }] });
 
 await runSteps([
     ['the same request twice: one upstream call, the same answer', async () => {
@@ -68,7 +68,7 @@ await runSteps([
         assert.equal(whole.id, s.chunks[0].id);
     }],
     ['the Responses API: a stored response replayed as its events', async () => {
-        const body = { model: MODEL, input: 'q4', max_output_tokens: 16 };
+        const body = { model: MODEL, input: 'q4', max_output_tokens: 100 };
         const whole = await gw.responses.create(body, use);
         const before = calls();
         const s = await collect(await gw.responses.create({ ...body, stream: true }, use));

@@ -15,6 +15,8 @@
  *                       calls again: two upstream calls, 49 answers;
  *   errors_not_stored   a request that failed leaves nothing stored: the
  *                       same again is a miss;
+ *   cut_off_not_stored  an answer cut off at max_tokens (finish_reason
+ *                       "length") is not stored: the same again is a miss;
  *   refresh_and_off     refresh calls the API and replaces the entry; off
  *                       neither reads nor writes;
  *   ttl_expiry          an entry with cache_ttl_s 1 is gone after it: the
@@ -32,7 +34,7 @@
 
 #define MODEL "gpt-4o-mini"
 #define BODY                                                                                       \
-    "{\"model\":\"" MODEL "\",\"max_tokens\":20,\"messages\":[{\"role\":\"user\",\"content\":"     \
+    "{\"model\":\"" MODEL "\",\"max_tokens\":100,\"messages\":[{\"role\":\"user\",\"content\":"    \
     "\"the same question every time\"}]}"
 
 struct cache_case {
@@ -66,17 +68,23 @@ static void case_close(struct cache_case *k)
 
 /* Writes n lines of the same request, ids "<tag>-<i>", with llmq options
  * opts (the text inside the "llmq" object), and enqueues them. */
-static void enqueue_same(struct cache_case *k, const char *tag, int n, const char *opts)
+static void enqueue_body(struct cache_case *k, const char *tag, int n, const char *body,
+                         const char *opts)
 {
     FILE *f = fopen(k->jobs, "w");
     assert_non_null(f);
     for (int i = 0; i < n; i++)
         fprintf(f,
                 "{\"custom_id\":\"%s-%d\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\","
-                "\"body\":" BODY ",\"llmq\":{%s}}\n",
-                tag, i, opts);
+                "\"body\":%s,\"llmq\":{%s}}\n",
+                tag, i, body, opts);
     fclose(f);
     worker_enqueue(k->account, k->jobs);
+}
+
+static void enqueue_same(struct cache_case *k, const char *tag, int n, const char *opts)
+{
+    enqueue_body(k, tag, n, BODY, opts);
 }
 
 /* Runs a worker until it has been idle a while. */
@@ -162,7 +170,8 @@ static long long cache_stat(struct cache_case *k, const char *field)
 {
     char key[256];
     snprintf(key, sizeof(key), "%scaches", k->prefix);
-    return redis_int(k->c, "HGET %s %s", key, field);
+    long long v = redis_int(k->c, "HGET %s %s", key, field);
+    return v < 0 ? 0 : v; /* a counter never written is 0 */
 }
 
 /* The hashes of the keys matching pattern (of the account: prefix first),
@@ -340,6 +349,30 @@ static void test_errors_not_stored(void **state)
     case_close(&k);
 }
 
+static void test_cut_off_not_stored(void **state)
+{
+    (void)state;
+    struct cache_case k;
+    case_open(&k, NULL);
+    /* openai-sim answers max_tokens 5 with 5 tokens and finish_reason "length" */
+    const char *cut = "{\"model\":\"" MODEL "\",\"max_tokens\":5,\"messages\":[{\"role\":"
+                      "\"user\",\"content\":\"a long answer\"}]}";
+    enqueue_body(&k, "a", 1, cut, "\"cache\":\"use\"");
+    run_worker(&k);
+    json_t *a = result_of(&k, "a-0");
+    const json_t *ch = json_array_get(
+        json_object_get(json_object_get(json_object_get(a, "response"), "body"), "choices"), 0);
+    assert_string_equal(json_string_value(json_object_get(ch, "finish_reason")), "length");
+    json_decref(a);
+    assert_int_equal(cache_stat(&k, "stored"), 0);
+    enqueue_body(&k, "b", 1, cut, "\"cache\":\"use\"");
+    assert_state(&k, "b-0", "queued"); /* a miss: called again */
+    run_worker(&k);
+    int ok = 0;
+    assert_int_equal(upstream_calls(&k, &ok), 2);
+    case_close(&k);
+}
+
 static void test_refresh_and_off(void **state)
 {
     (void)state;
@@ -451,8 +484,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hit_spends_nothing), cmocka_unit_test(test_tenant_scoped),
         cmocka_unit_test(test_single_flight),      cmocka_unit_test(test_leader_fails),
-        cmocka_unit_test(test_errors_not_stored),  cmocka_unit_test(test_refresh_and_off),
-        cmocka_unit_test(test_ttl_expiry),         cmocka_unit_test(test_purge_by_tenant),
+        cmocka_unit_test(test_errors_not_stored),  cmocka_unit_test(test_cut_off_not_stored),
+        cmocka_unit_test(test_refresh_and_off),    cmocka_unit_test(test_ttl_expiry),
+        cmocka_unit_test(test_purge_by_tenant),
     };
     return cmocka_run_group_tests_name("cache_exact", tests, NULL, NULL);
 }
