@@ -5,6 +5,8 @@
  *                       upstream call; the second ends done at enqueue with
  *                       "cached": true, and the account+model bucket and the
  *                       spend counters are what they were after the first;
+ *                       a worker's /metrics shows the hit, the miss and the
+ *                       stored answer (llmq_cache_*);
  *   tenant_scoped       tenant A's stored answer is not tenant B's: B's
  *                       identical request is a miss and calls the API
  *                       (tests/mutation/specs/cache_key_without_tenant);
@@ -195,6 +197,31 @@ static char *hashes_text(struct cache_case *k, const char *pattern)
     return all;
 }
 
+/* A worker's /metrics shows the account's cache counters after one miss
+ * (stored) and one hit. */
+static void assert_cache_metrics(struct cache_case *k)
+{
+    int port = llmq_test_free_port();
+    char port_s[16], want[256];
+    snprintf(port_s, sizeof(port_s), "%d", port);
+    const char *args[] = {"--metrics-port", port_s, NULL};
+    pid_t w = worker_start(k->account, &k->sim, k->log, args);
+    snprintf(want, sizeof(want), "llmq_cache_requests{account=\"%s\",result=\"hit\"} 1\n",
+             k->account);
+    struct worker_page pg = worker_http_wait_for(port, "/metrics", want, 30000);
+    if (strstr(pg.body, want) == NULL)
+        fail_msg("no %s in /metrics:\n%s", want, pg.body);
+    snprintf(want, sizeof(want), "llmq_cache_requests{account=\"%s\",result=\"miss\"} 1\n",
+             k->account);
+    assert_non_null(strstr(pg.body, want));
+    assert_int_equal(worker_metric_sum(pg.body, "llmq_cache_stored_answers", k->account), 1);
+    assert_true(worker_metric_sum(pg.body, "llmq_cache_stored_bytes", k->account) > 0);
+    assert_true(worker_metric_sum(pg.body, "llmq_cache_saved_tokens", k->account) > 0);
+    free(pg.body);
+    kill(w, SIGTERM);
+    assert_int_equal(worker_wait(w, 60000), 0);
+}
+
 static void test_hit_spends_nothing(void **state)
 {
     (void)state;
@@ -241,6 +268,7 @@ static void test_hit_spends_nothing(void **state)
     free(budget1);
     assert_int_equal(cache_stat(&k, "hits"), 1);
     assert_int_equal(cache_stat(&k, "misses"), 1);
+    assert_cache_metrics(&k);
     case_close(&k);
 }
 
