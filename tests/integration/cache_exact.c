@@ -17,6 +17,9 @@
  *                       calls again: two upstream calls, 49 answers;
  *   errors_not_stored   a request that failed leaves nothing stored: the
  *                       same again is a miss;
+ *   waiter_deadline     a request waiting for an identical one in flight
+ *                       (its leader held back by the rate limit) ends
+ *                       expired at its own deadline, not with the leader;
  *   cut_off_not_stored  an answer cut off at max_tokens (finish_reason
  *                       "length") is not stored: the same again is a miss;
  *   refresh_and_off     refresh calls the API and replaces the entry; off
@@ -377,6 +380,48 @@ static void test_errors_not_stored(void **state)
     case_close(&k);
 }
 
+/* Waits (bounded generously) until job id's state is want. */
+static void wait_state(struct cache_case *k, const char *id, const char *want)
+{
+    long long deadline = llmq_test_now_ms() + 60000;
+    for (;;) {
+        char *st = state_of(k, id);
+        int done = strcmp(st, want) == 0;
+        free(st);
+        if (done)
+            return;
+        if (llmq_test_now_ms() >= deadline)
+            assert_state(k, id, want);
+        usleep(50000);
+    }
+}
+
+static void test_waiter_deadline(void **state)
+{
+    (void)state;
+    struct cache_case k;
+    case_open(&k, NULL);
+    /* one request a minute, and x takes it: the leader a waits for the next */
+    worker_limits_set(k.account, MODEL, "--rpm", 1, 60000);
+    const char *other = "{\"model\":\"" MODEL "\",\"max_tokens\":100,\"messages\":[{\"role\":"
+                        "\"user\",\"content\":\"another question\"}]}";
+    enqueue_body(&k, "x", 1, other, "");
+    enqueue_same(&k, "a", 1, "\"cache\":\"use\"");
+    enqueue_same(&k, "w", 1, "\"cache\":\"use\",\"ttl_ms\":1500");
+    assert_state(&k, "w-0", "coalesced");
+    pid_t wk = worker_start(k.account, &k.sim, k.log, NULL);
+    wait_state(&k, "x-0", "done");
+    wait_state(&k, "w-0", "dead");
+    json_t *w = result_of(&k, "w-0");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(w, "error"), "code")),
+                        "expired");
+    json_decref(w);
+    assert_state(&k, "a-0", "queued"); /* the leader still waits its turn */
+    kill(wk, SIGTERM);
+    assert_int_equal(worker_wait(wk, 60000), 0);
+    case_close(&k);
+}
+
 static void test_cut_off_not_stored(void **state)
 {
     (void)state;
@@ -512,9 +557,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hit_spends_nothing), cmocka_unit_test(test_tenant_scoped),
         cmocka_unit_test(test_single_flight),      cmocka_unit_test(test_leader_fails),
-        cmocka_unit_test(test_errors_not_stored),  cmocka_unit_test(test_cut_off_not_stored),
-        cmocka_unit_test(test_refresh_and_off),    cmocka_unit_test(test_ttl_expiry),
-        cmocka_unit_test(test_purge_by_tenant),
+        cmocka_unit_test(test_errors_not_stored),  cmocka_unit_test(test_waiter_deadline),
+        cmocka_unit_test(test_cut_off_not_stored), cmocka_unit_test(test_refresh_and_off),
+        cmocka_unit_test(test_ttl_expiry),         cmocka_unit_test(test_purge_by_tenant),
     };
     return cmocka_run_group_tests_name("cache_exact", tests, NULL, NULL);
 }
