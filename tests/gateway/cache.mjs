@@ -13,7 +13,9 @@
 //   - 50 identical requests at once, sync and streamed mixed: one upstream
 //     call, 50 answers with the same response id;
 //   - x-llmq-cache: off calls the API though an entry is stored; a bad
-//     header value is a 400 naming it.
+//     header value is a 400 naming it;
+//   - a key made with --cache use caches its calls without the header (a
+//     header still overrides it); a key without it does not.
 import assert from 'node:assert/strict';
 
 import { clientFor, apiKey, newKey, runSteps } from './sdk.mjs';
@@ -102,5 +104,20 @@ await runSteps([
         assert.equal(calls() - before, 1);
         await assert.rejects(gw.chat.completions.create(ask('q1'),
             { headers: { 'x-llmq-cache': 'maybe' } }), (e) => e.status === 400);
+    }],
+    ["a key's default (keys create --cache use): no header needed; a header overrides it", async () => {
+        const keyed = clientFor(newKey('--tenant', 'initech', '--cache', 'use', '--cache-ttl-s', '600'));
+        const before = calls();
+        const a = await keyed.chat.completions.create(ask('q6'));
+        const b = await keyed.chat.completions.create(ask('q6'));
+        assert.equal(calls() - before, 1, 'the second call was answered from the cache');
+        assert.equal(b.id, a.id);
+        await keyed.chat.completions.create(ask('q6'), { headers: { 'x-llmq-cache': 'off' } });
+        assert.equal(calls() - before, 2, 'x-llmq-cache: off called the API');
+        /* a key without the default does not cache: the same request twice, two calls */
+        const plain = clientFor(newKey('--tenant', 'initech'));
+        await plain.chat.completions.create(ask('q7'));
+        await plain.chat.completions.create(ask('q7'));
+        assert.equal(calls() - before, 4);
     }],
 ]);
