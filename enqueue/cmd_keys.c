@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "auth/gw_key.h"
 #include "base/clock.h"
+#include "base/parse_int.h"
 #include "jobs/job.h"
 #include "redis/keys.h"
 #include "redis/redis.h"
@@ -30,6 +31,7 @@ static void usage(FILE *out)
 {
     fputs("usage: llmq keys create [--tenant T] [--user U] [--priority high|normal|low]\n"
           "                        [--models M1,M2,...] [--endpoints A,B,...]\n"
+          "                        [--cache use|refresh|off] [--cache-ttl-s N]\n"
           "       llmq keys create --role admin|viewer [--tenant T]\n"
           "       llmq keys list [--json]\n"
           "       llmq keys revoke ID...\n\n"
@@ -38,7 +40,10 @@ static void usage(FILE *out)
           "field; --priority (default high) is that of synchronous calls and the most a\n"
           "batch line may ask; --models limits the models the key may use, by exact name\n"
           "(default: all); --endpoints pins its jobs to those endpoints of their model\n"
-          "(`llmq endpoints`; default: any). Every restriction applies to synchronous\n"
+          "(`llmq endpoints`; default: any); --cache is the response cache mode of its\n"
+          "calls that send no x-llmq-cache header, --cache-ttl-s their entries' TTL when\n"
+          "they send no x-llmq-cache-ttl (docs/cache.md; default: off, one day). Every\n"
+          "restriction applies to synchronous\n"
           "calls and to every\n"
           "line of a batch. --role makes a dashboard key instead (llmq-gateway's\n"
           "/dashboard; refused on /v1): viewer sees, admin also acts (retry, purge,\n"
@@ -68,7 +73,7 @@ static int models_valid(const char *list)
 
 static int create(const struct llmq_cli *cli, redisContext *c, const char *prefix,
                   const char *tenant, const char *user, const char *prio, const char *models,
-                  const char *endpoints, const char *role)
+                  const char *endpoints, const char *role, const char *cache)
 {
     char key[LLMQ_GW_KEY_LEN + 1], hash[LLMQ_GW_KEY_HASH_LEN + 1];
     struct llmq_error err = {0};
@@ -87,8 +92,8 @@ static int create(const struct llmq_cli *cli, redisContext *c, const char *prefi
     redisAppendCommand(c, "MULTI");
     redisAppendCommand(c,
                        "HSET %s tenant %s user %s priority %s models %s endpoints %s role %s "
-                       "created_ms %lld",
-                       hk, tenant, user, prio, models, endpoints, role, now_ms);
+                       "cache %s created_ms %lld",
+                       hk, tenant, user, prio, models, endpoints, role, cache, now_ms);
     redisAppendCommand(c, "ZADD %s %lld %s", ik, now_ms, hash);
     redisAppendCommand(c, "EXEC");
     int rc = LLMQ_EXIT_OK;
@@ -153,9 +158,10 @@ static int list(const struct llmq_cli *cli, redisContext *c, const char *prefix,
             rc = LLMQ_EXIT_FAIL;
         } else if (json) {
             printf("{\"id\":\"%.*s\",\"tenant\":\"%s\",\"user\":\"%s\",\"priority\":\"%s\","
-                   "\"models\":\"%s\",\"endpoints\":\"%s\",\"role\":\"%s\",\"created_ms\":%s}\n",
+                   "\"models\":\"%s\",\"endpoints\":\"%s\",\"role\":\"%s\",\"cache\":\"%s\","
+                   "\"created_ms\":%s}\n",
                    KEY_ID_LEN, h, field(k, "tenant"), field(k, "user"), field(k, "priority"),
-                   field(k, "models"), field(k, "endpoints"), field(k, "role"),
+                   field(k, "models"), field(k, "endpoints"), field(k, "role"), field(k, "cache"),
                    field(k, "created_ms")[0] ? field(k, "created_ms") : "0");
         } else {
             const char *u = field(k, "user");
@@ -234,6 +240,8 @@ static int revoke(const struct llmq_cli *cli, redisContext *c, const char *prefi
 
 struct keys_opts {
     const char *tenant, *user, *prio, *models, *endpoints, *role;
+    const char *cache, *cache_ttl; /* --cache, --cache-ttl-s ("" not given) */
+    char cache_field[32];          /* the key's field cache: "<mode> <ttl_s>", "" none */
     int json;
     int client_option; /* an option that only a client key takes was given */
     /* the command, once checked */
@@ -269,12 +277,45 @@ static int take_option(int opt, const char *arg, void *ud)
     case 'r':
         o->role = arg;
         return 0;
+    case 'c':
+        o->cache = arg;
+        o->client_option = 1;
+        return 0;
+    case 'T':
+        o->cache_ttl = arg;
+        o->client_option = 1;
+        return 0;
     case 'j':
         o->json = 1;
         return 0;
     default:
         return LLMQ_EXIT_USAGE;
     }
+}
+
+/* Checks --cache and --cache-ttl-s and writes o->cache_field; returns 0 or
+ * an exit code (printed). */
+static int check_cache_options(const struct llmq_cli *cli, struct keys_opts *o)
+{
+    enum llmq_job_cache m = LLMQ_JOB_CACHE_OFF;
+    if (o->cache[0] && llmq_job_cache_parse(o->cache, &m, NULL) != LLMQ_OK) {
+        llmq_cli_error(cli, "--cache: expected use, refresh or off, got '%s'", o->cache);
+        return LLMQ_EXIT_USAGE;
+    }
+    int64_t ttl = 0;
+    if (o->cache_ttl[0] && llmq_parse_int64(o->cache_ttl, 1, LLMQ_JOB_CACHE_TTL_S_MAX, &ttl) != 0) {
+        llmq_cli_error(cli, "--cache-ttl-s: expected whole seconds in 1..%lld, got '%s'",
+                       LLMQ_JOB_CACHE_TTL_S_MAX, o->cache_ttl);
+        return LLMQ_EXIT_USAGE;
+    }
+    if (o->cache_ttl[0] && !o->cache[0]) {
+        llmq_cli_error(cli, "--cache-ttl-s needs --cache (use or refresh)");
+        return LLMQ_EXIT_USAGE;
+    }
+    o->cache_field[0] = '\0';
+    if (o->cache[0])
+        snprintf(o->cache_field, sizeof(o->cache_field), "%s %lld", o->cache, (long long)ttl);
+    return 0;
 }
 
 /* Checks the options of create; returns 0 or an exit code (printed). */
@@ -295,7 +336,8 @@ static int check_create_options(const struct llmq_cli *cli, const struct keys_op
     }
     if (o->role[0] && o->client_option) {
         llmq_cli_error(cli, "--role makes a dashboard key: it takes --tenant only (not --user, "
-                            "--priority, --models or --endpoints, which are a client key's)");
+                            "--priority, --models, --endpoints or --cache, which are a client "
+                            "key's)");
         return LLMQ_EXIT_USAGE;
     }
     if (llmq_priority_parse(o->prio, p) != 0) {
@@ -322,7 +364,7 @@ static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix, 
     const struct keys_opts *o = ud;
     if (strcmp(o->verb, "create") == 0)
         return create(cli, c, prefix, o->tenant, o->user, llmq_priority_name(o->p), o->models,
-                      o->endpoints, o->role);
+                      o->endpoints, o->role, o->cache_field);
     if (strcmp(o->verb, "list") == 0)
         return list(cli, c, prefix, o->json);
     return revoke(cli, c, prefix, o->n_ids, o->ids);
@@ -337,6 +379,8 @@ static int run(const struct llmq_cli *cli, struct keys_opts *o, char **pos, int 
     }
     const char *verb = pos[0];
     int rc = check_create_options(cli, o, &o->p);
+    if (rc == 0)
+        rc = check_cache_options(cli, o);
     if (rc != 0)
         return rc;
     int is_create = strcmp(verb, "create") == 0, is_list = strcmp(verb, "list") == 0;
@@ -367,6 +411,8 @@ int llmq_cmd_keys(struct llmq_cli *cli, int argc, char **argv)
                                          {"models", required_argument, NULL, 'm'},
                                          {"endpoints", required_argument, NULL, 'e'},
                                          {"role", required_argument, NULL, 'r'},
+                                         {"cache", required_argument, NULL, 'c'},
+                                         {"cache-ttl-s", required_argument, NULL, 'T'},
                                          {"json", no_argument, NULL, 'j'},
                                          LLMQ_CLI_COMMON_OPTIONS,
                                          {NULL, 0, NULL, 0}};
@@ -376,6 +422,8 @@ int llmq_cmd_keys(struct llmq_cli *cli, int argc, char **argv)
                           .models = "",
                           .endpoints = "",
                           .role = "",
+                          .cache = "",
+                          .cache_ttl = "",
                           .p = LLMQ_PRIORITY_HIGH};
     char **pos = calloc((size_t)argc + 1, sizeof(*pos));
     int n_pos = 0;

@@ -19,6 +19,22 @@ static const char *field(const redisReply *h, const char *name)
     return v != NULL ? v : "";
 }
 
+/* The key's cache default from its field cache ("<mode> <ttl_s>", written
+ * by llmq keys create --cache): none when absent or not of that form. */
+static void key_cache(struct gw_key *key, const char *v)
+{
+    char mode[8] = "";
+    long long ttl = 0;
+    enum llmq_job_cache m;
+    key->cache[0] = '\0';
+    key->cache_ttl_s = 0;
+    if (sscanf(v, "%7s %lld", mode, &ttl) == 2 && llmq_job_cache_parse(mode, &m, NULL) == LLMQ_OK &&
+        ttl >= 0 && ttl <= LLMQ_JOB_CACHE_TTL_S_MAX) {
+        snprintf(key->cache, sizeof(key->cache), "%s", mode);
+        key->cache_ttl_s = ttl;
+    }
+}
+
 static void on_key(redisAsyncContext *ac, void *reply, void *privdata)
 {
     (void)ac;
@@ -46,6 +62,7 @@ static void on_key(redisAsyncContext *ac, void *reply, void *privdata)
         snprintf(key->endpoints, sizeof(key->endpoints), "%s", field(k, "endpoints"));
         if (llmq_priority_parse(field(k, "priority"), &key->priority) != 0)
             key->priority = LLMQ_PRIORITY_HIGH;
+        key_cache(key, field(k, "cache"));
         if ((key->tenant[0] && !llmq_name_valid(key->tenant)) ||
             (key->user[0] && !llmq_name_valid(key->user))) {
             LLMQ_LOG(LLMQ_LOG_WARN, "gateway key %.16s has an invalid tenant or user", key->hash);

@@ -1,4 +1,5 @@
-/* The response cache headers of a call (cache_opts.h). */
+/* The response cache headers of a call, over its key's defaults
+ * (cache_opts.h). */
 #include "cache_opts.h"
 
 #include <microhttpd.h>
@@ -10,6 +11,11 @@
 
 int gw_cache_opts(struct gw_request *r, struct llmq_job_options *o)
 {
+    /* the key's defaults (llmq keys create --cache), which the headers override */
+    if (r->key.cache[0] != '\0')
+        o->cache = r->key.cache;
+    if (r->key.cache_ttl_s > 0)
+        o->cache_ttl_s = r->key.cache_ttl_s;
     if (r->conn == NULL)
         return 0;
     const char *mode = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "x-llmq-cache");

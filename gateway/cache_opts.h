@@ -1,6 +1,8 @@
 /* A call's response cache options from its headers (docs/cache.md):
  *   x-llmq-cache: use | refresh | off
  *   x-llmq-cache-ttl: N   (seconds a stored answer lives, 1..30 days)
+ * and, where a header is absent, its gateway key's defaults (struct gw_key
+ * cache, cache_ttl_s: llmq keys create --cache, --cache-ttl-s).
  * Read on the loop thread while the request's connection is MHD's. */
 #ifndef GW_CACHE_OPTS_H
 #define GW_CACHE_OPTS_H
@@ -8,9 +10,9 @@
 #include "http.h"
 #include "llmq/llmq.h"
 
-/* Sets o->cache and o->cache_ttl_s from r's headers (o->cache points at a
- * static string). Returns 0, or -1 after answering r with a 400 naming the
- * header that is wrong. */
+/* Sets o->cache and o->cache_ttl_s from r's headers and key (o->cache
+ * points at a static string or into r->key: it lives as long as r). Returns 0, or -1 after
+ * answering r with a 400 naming the header that is wrong. */
 int gw_cache_opts(struct gw_request *r, struct llmq_job_options *o);
 
 #endif

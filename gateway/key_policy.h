@@ -47,6 +47,11 @@ struct gw_key {
     enum llmq_priority priority;
     char models[2048];                          /* comma-separated, "" all */
     char endpoints[LLMQ_JOB_ENDPOINTS_MAX + 1]; /* the pin of its jobs, comma-separated, "" any */
+    /* the response cache of its calls without x-llmq-cache (llmq keys
+     * create --cache): "use", "refresh", "off", or "" none; and their TTL
+     * without x-llmq-cache-ttl (s; 0 the default) */
+    char cache[8];
+    long long cache_ttl_s;
 };
 
 /* What a request asks to run; on GW_KEY_ALLOWS, what it may run as.

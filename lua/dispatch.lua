@@ -20,6 +20,8 @@
 --      dead-lettered; a job that already finished is dropped; a job whose
 --      gateway lease is gone (job field lease: a sync call whose gateway was
 --      killed) ends cancelled, unsent.
+--   A job waiting for an identical one in flight (state coalesced,
+--   lua/lib/cache.lua) whose deadline passed ends expired.
 --   Nothing is granted while the account is auth-paused (P auth_pause): the
 --   reply is then the error LLMQ_AUTH_PAUSED <why>.
 --   Hostile data never stops dispatch: an entry without a usable job id, or
@@ -40,8 +42,9 @@
 -- Reply:
 --   [1] wait_ms: > 0 when fewer than max jobs were granted and some key is
 --       blocked: the exact ms until the first blocked node may run
---   [2] ms until the earliest delayed job is due (-1: none; 0: call again now,
---       this call left work it had no room for)
+--   [2] ms until the earliest delayed job is due or a job waiting for an
+--       identical one in flight reaches its deadline (-1: none; 0: call
+--       again now, this call left work it had no room for)
 --   [3] the wake stream's newest entry id ('0-0' if none), for the worker's
 --       blocking wake-up read
 --   [4] now_ms
@@ -59,6 +62,7 @@
 --       within this many ms of asking for it, else hand it back untried (0:
 --       no bound; lua/lib/limiter_window.lua, the arrival guard); guard_ms: the
 --       model's arrival guard in force (-1: its bucket is no window).
+-- uses cache: cache_waiters_due
 -- uses endpoints: ep_cache_new
 -- uses job_record: llmq_job_read, llmq_job_record_exists, llmq_job_record_unpack, llmq_job_write
 -- uses jobs: JOBS_ENDED, JOBS_PRIORITIES, JOBS_PRIORITY_VALID, LLMQ_JOBS_GROUP, llmq_job_finish
@@ -138,6 +142,17 @@ end
 
 -- 2. Blocked nodes whose wait is over.
 if sched_unblock_due(P, now, vt) == 256 then
+    more = true
+end
+
+-- 2b. Jobs waiting for an identical job in flight (lua/lib/cache.lua) end
+-- expired at their own deadline, as queued jobs do.
+local waiters_due, waiter_next = cache_waiters_due(P, now)
+for _, id in ipairs(waiters_due) do
+    llmq_job_finish(P, id, 'dead', worker_error_line(id, 'expired',
+        'deadline passed while it waited for an identical request in flight'), 'expired', now)
+end
+if #waiters_due == 256 then
     more = true
 end
 
@@ -342,6 +357,9 @@ local next_due = -1
 local first = redis.call('ZRANGE', KEY.delayed(P), 0, 0, 'WITHSCORES')
 if #first > 0 then
     next_due = math.max(tonumber(first[2]) - now, 0)
+end
+if waiter_next >= 0 and (next_due < 0 or waiter_next < next_due) then
+    next_due = waiter_next -- a waiter's deadline: call again then to end it
 end
 if more then
     next_due = 0

@@ -68,6 +68,9 @@
 --          an upper bound, which the
 --          arrival guard of its model's (endpoint's) bucket learns from
 --          (limiter_late_sample)
+-- ARGV[27] nostore: done: 1 when the answer is not to be stored by the
+--          response cache (lua/lib/cache.lua): cut off at its token limit
+--          (finish_reason length), or a stream the client left; else 0
 -- The reservation's budget part (lua/lib/budget.lua) is settled with the
 -- limiter's: to actual tokens and, at the model's price, to the usage's
 -- dollars (its prompt, cached prompt and output tokens; a usage without
@@ -99,7 +102,7 @@
 -- uses util: llmq_int_arg, llmq_now_ms
 -- uses worker: worker_ack
 local P = KEYS[1]
-local SETTLE_FIELDS = 26
+local SETTLE_FIELDS = 27
 local MODES = { done = true, retry = true, dead = true, handback = true, authpause = true }
 if #ARGV == 0 or #ARGV % SETTLE_FIELDS ~= 0 then
     return redis.error_reply('LLMQ_EINVAL job_settle takes ' .. SETTLE_FIELDS ..
@@ -246,12 +249,13 @@ local function settle(base)
     if moved then
         mode = 'moved'
     end
-    if mode == 'done' and ARGV[base + 11] ~= '' then
+    if mode == 'done' and (ARGV[base + 11] ~= '' or ARGV[base + 27] == '1') then
         -- a job of the response cache (lua/lib/cache.lua) served by its
-        -- model's fallback: its answer is not stored under the model asked
+        -- model's fallback (its answer is not stored under the model asked),
+        -- or whose answer must not be stored (ARGV[27]: cut off)
         local jk = KEY.job(P, id)
         local cm = redis.call('HMGET', jk, 'cttl', 'model')
-        if cm[1] and cm[2] and cm[2] ~= ARGV[base + 11] then
+        if cm[1] and (ARGV[base + 27] == '1' or (cm[2] and cm[2] ~= ARGV[base + 11])) then
             redis.call('HDEL', jk, 'cttl')
         end
     end

@@ -50,6 +50,9 @@ struct worker_settle {
      * late_ms), which the model's (endpoint's) arrival guard learns from;
      * -1 when none was measured */
     int64_t late_ms;
+    /* done: 1 when the response cache must not store the answer (cut off
+     * at its token limit: openai/cut_off.h; a stream the client left) */
+    int nostore;
     /* The status label of the attempt's metrics ("200", "timeout",
      * "not_sent"), chosen when its outcome is counted
      * (llmq_worker_count_outcome); a dead letter is counted under it once

@@ -20,6 +20,7 @@
 #include "admin/metrics_worker.h"
 #include "base/bytes.h"
 #include "base/log.h"
+#include "openai/cut_off.h"
 #include "call_decide.h"
 #include "result_line.h"
 #include "stream_assemble.h"
@@ -282,12 +283,15 @@ void llmq_worker_stream_sent(struct worker_job *job)
 }
 
 /* The result line (result_line.h) of a streamed answer: its assembled body,
- * and error {code, message} when err_code is not NULL. Returns new. */
+ * and error {code, message} when err_code is not NULL. Returns new. Marks the
+ * job's settle nostore when the response cache must not keep it: an error
+ * (a stream aborted or broken off) or an answer cut off at its limit. */
 static char *stream_line(const struct worker_stream *s, const struct llmq_http_response *resp,
                          const char *err_code, const char *err_message)
 {
     size_t len = 0;
     char *text = llmq_stream_asm_result(s->as, &len);
+    s->job->settle.nostore = err_code != NULL || llmq_openai_cut_off(text, len);
     char *line = llmq_worker_result_line(s->job, resp, text, len, NULL, err_code, err_message);
     free(text);
     return line;

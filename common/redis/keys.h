@@ -312,6 +312,9 @@
  *                            `llmq cache stats|purge` (trimmed as entries are stored)
  *   P caches           HASH  counters: hits, misses, coalesced, stored,
  *                            stored_bytes, saved_tokens, saved_nusd
+ *   P cachedl          ZSET  ids of coalesced jobs that have a deadline, score =
+ *                            the deadline (ms): dispatch ends those past it
+ *                            expired (a waiter does not outwait its deadline)
  *   job fields ck (its entry's name) and cttl (TTL, s): a job that may
  *   store an answer (cache mode use or refresh)
  *
@@ -492,6 +495,7 @@ enum llmq_key_kind {
     LLMQ_KEY_CACHE_WAIT,    /* P cachew:<tenant>|<model>|<hash> */
     LLMQ_KEY_CACHE_INDEX,   /* P cachei */
     LLMQ_KEY_CACHE_STATS,   /* P caches */
+    LLMQ_KEY_CACHE_DUE,     /* P cachedl */
     LLMQ_KEY_KIND_COUNT
 };
 

@@ -11,7 +11,8 @@
 -- llmq_job_finish): done, its answer is stored (a good one: done with no
 -- reason, within CACHE_ENTRY_MAX bytes) and every waiter ends done with it;
 -- dead or cancelled, the first waiter still waiting becomes the leader and
--- is queued. An answer is a result line Lua cannot read (job_pack.h), so a
+-- is queued. A waiter with a deadline is in P cachedl until it ends: past its
+-- deadline, dispatch ends it expired (cache_waiters_due), as a queued job. An answer is a result line Lua cannot read (job_pack.h), so a
 -- cached job's line refers to it (cache_answer_line, the format of
 -- common/jobs/cache_line.h) and readers make the Batch line of it.
 -- uses job_record: llmq_job_record_unpack
@@ -75,6 +76,10 @@ local function cache_enter(P, id, rec, tenant, model, mode, ttl, key, now)
     if leader and leader ~= id and cache_live(P, leader) then
         llmq_job_record_unpack(P, id, rec, 'state', 'coalesced', 'ck', name, 'cttl', ttl)
         redis.call('RPUSH', KEY.cache_wait(P, name), id)
+        local deadline = tonumber(rec.deadline_ms) or 0
+        if deadline > 0 then
+            redis.call('ZADD', KEY.cache_due(P), deadline, id)
+        end
         redis.call('HINCRBY', stats, 'coalesced', 1)
         return 'coalesced'
     end
@@ -114,6 +119,10 @@ local function cache_flight_end(P, id, name, ttl, state, reason, line, now_ms)
         redis.call('DEL', fk)
         local ids = redis.call('LRANGE', wk, 0, -1)
         redis.call('DEL', wk)
+        local dk = KEY.cache_due(P)
+        for _, w in ipairs(ids) do
+            redis.call('ZREM', dk, w)
+        end
         return ids
     end
     while true do
@@ -125,10 +134,32 @@ local function cache_flight_end(P, id, name, ttl, state, reason, line, now_ms)
         local jk = KEY.job(P, w)
         local f = redis.call('HMGET', jk, 'state', 'prio', 'model', 'tenant', 'user')
         if f[1] == 'coalesced' then
+            redis.call('ZREM', KEY.cache_due(P), w) -- queued: dispatch minds its deadline
             redis.call('SET', fk, w)
             redis.call('HSET', jk, 'state', 'queued')
             sched_push(P, w, f[2], f[3], f[4] or '', f[5] or '', false)
             return {}
         end
     end
+end
+
+-- The ids of waiting jobs (state coalesced) whose deadline passed at now
+-- (ms), at most 256, taken out of P cachedl; the caller ends them expired.
+-- Also returns the ms until the next deadline there (-1: none).
+local function cache_waiters_due(P, now)
+    local dk = KEY.cache_due(P)
+    local ids = redis.call('ZRANGEBYSCORE', dk, '-inf', now, 'LIMIT', 0, 256)
+    local due = {}
+    for _, id in ipairs(ids) do
+        redis.call('ZREM', dk, id)
+        if redis.call('HGET', KEY.job(P, id), 'state') == 'coalesced' then
+            due[#due + 1] = id
+        end
+    end
+    local first = redis.call('ZRANGE', dk, 0, 0, 'WITHSCORES')
+    local next_ms = -1
+    if #first > 0 then
+        next_ms = math.max(tonumber(first[2]) - now, 0)
+    end
+    return due, next_ms
 end

@@ -28,7 +28,7 @@ export secs=${BENCH_SECONDS:-5} conns=${BENCH_CONNS:-8} entries=${BENCH_ENTRIES:
 measure() {
     local sim_port=${SIM_URL##*:} body out
     sim_port=${sim_port%%/*}
-    body='{"model":"gpt-4o-mini","max_tokens":16,"messages":[{"role":"user","content":"The cached question of the benchmark."}]}'
+    body='{"model":"gpt-4o-mini","max_tokens":100,"messages":[{"role":"user","content":"The cached question of the benchmark."}]}'
     rcpu() { redis-cli -p "$REDIS_PORT" INFO cpu | tr -d '\r' |
         awk -F: '/^used_cpu_(user|sys):/ { s += $2 } END { printf "%.6f", s }'; }
     v() { sed -n "s/.*\\b$1=\\([0-9.]*\\).*/\\1/p" <<<"$out"; }
@@ -50,7 +50,7 @@ measure() {
     # 2. entries of distinct prompts, stored by the worker
     local f=$STACK_DIR/entries.jsonl i
     for ((i = 0; i < entries; i++)); do
-        printf '{"custom_id":"e-%d","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","max_tokens":64,"messages":[{"role":"user","content":"Entry %d of the cache benchmark: write a short answer."}]},"llmq":{"cache":"use"}}\n' "$i" "$i"
+        printf '{"custom_id":"e-%d","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","max_tokens":200,"messages":[{"role":"user","content":"Entry %d of the cache benchmark: write a short answer."}]},"llmq":{"cache":"use"}}\n' "$i" "$i"
     done >"$f"
     "$LLMQ_BIN_DIR/llmq" enqueue "$f" --quiet
     "$LLMQ_BIN_DIR/llmq" results --wait --timeout 300 e-$((entries - 1)) >/dev/null

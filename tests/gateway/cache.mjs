@@ -13,7 +13,9 @@
 //   - 50 identical requests at once, sync and streamed mixed: one upstream
 //     call, 50 answers with the same response id;
 //   - x-llmq-cache: off calls the API though an entry is stored; a bad
-//     header value is a 400 naming it.
+//     header value is a 400 naming it;
+//   - a key made with --cache use caches its calls without the header (a
+//     header still overrides it); a key without it does not.
 import assert from 'node:assert/strict';
 
 import { clientFor, apiKey, newKey, runSteps } from './sdk.mjs';
@@ -24,7 +26,7 @@ const other = clientFor(newKey('--tenant', 'globex'));
 const MODEL = 'gpt-4o-mini';
 const use = { headers: { 'x-llmq-cache': 'use' } };
 const calls = () => simLog().filter((l) => l.client_request_id !== '').length;
-const ask = (text) => ({ model: MODEL, max_tokens: 16, messages: [{ role: 'user', content: text }] });
+const ask = (text) => ({ model: MODEL, max_tokens: 100, messages: [{ role: 'user', content: text }] });
 
 await runSteps([
     ['the same request twice: one upstream call, the same answer', async () => {
@@ -68,7 +70,7 @@ await runSteps([
         assert.equal(whole.id, s.chunks[0].id);
     }],
     ['the Responses API: a stored response replayed as its events', async () => {
-        const body = { model: MODEL, input: 'q4', max_output_tokens: 16 };
+        const body = { model: MODEL, input: 'q4', max_output_tokens: 100 };
         const whole = await gw.responses.create(body, use);
         const before = calls();
         const s = await collect(await gw.responses.create({ ...body, stream: true }, use));
@@ -102,5 +104,20 @@ await runSteps([
         assert.equal(calls() - before, 1);
         await assert.rejects(gw.chat.completions.create(ask('q1'),
             { headers: { 'x-llmq-cache': 'maybe' } }), (e) => e.status === 400);
+    }],
+    ["a key's default (keys create --cache use): no header needed; a header overrides it", async () => {
+        const keyed = clientFor(newKey('--tenant', 'initech', '--cache', 'use', '--cache-ttl-s', '600'));
+        const before = calls();
+        const a = await keyed.chat.completions.create(ask('q6'));
+        const b = await keyed.chat.completions.create(ask('q6'));
+        assert.equal(calls() - before, 1, 'the second call was answered from the cache');
+        assert.equal(b.id, a.id);
+        await keyed.chat.completions.create(ask('q6'), { headers: { 'x-llmq-cache': 'off' } });
+        assert.equal(calls() - before, 2, 'x-llmq-cache: off called the API');
+        /* a key without the default does not cache: the same request twice, two calls */
+        const plain = clientFor(newKey('--tenant', 'initech'));
+        await plain.chat.completions.create(ask('q7'));
+        await plain.chat.completions.create(ask('q7'));
+        assert.equal(calls() - before, 4);
     }],
 ]);

@@ -5,6 +5,8 @@
  *                       upstream call; the second ends done at enqueue with
  *                       "cached": true, and the account+model bucket and the
  *                       spend counters are what they were after the first;
+ *                       a worker's /metrics shows the hit, the miss and the
+ *                       stored answer (llmq_cache_*);
  *   tenant_scoped       tenant A's stored answer is not tenant B's: B's
  *                       identical request is a miss and calls the API
  *                       (tests/mutation/specs/cache_key_without_tenant);
@@ -15,6 +17,11 @@
  *                       calls again: two upstream calls, 49 answers;
  *   errors_not_stored   a request that failed leaves nothing stored: the
  *                       same again is a miss;
+ *   waiter_deadline     a request waiting for an identical one in flight
+ *                       (its leader held back by the rate limit) ends
+ *                       expired at its own deadline, not with the leader;
+ *   cut_off_not_stored  an answer cut off at max_tokens (finish_reason
+ *                       "length") is not stored: the same again is a miss;
  *   refresh_and_off     refresh calls the API and replaces the entry; off
  *                       neither reads nor writes;
  *   ttl_expiry          an entry with cache_ttl_s 1 is gone after it: the
@@ -32,7 +39,7 @@
 
 #define MODEL "gpt-4o-mini"
 #define BODY                                                                                       \
-    "{\"model\":\"" MODEL "\",\"max_tokens\":20,\"messages\":[{\"role\":\"user\",\"content\":"     \
+    "{\"model\":\"" MODEL "\",\"max_tokens\":100,\"messages\":[{\"role\":\"user\",\"content\":"    \
     "\"the same question every time\"}]}"
 
 struct cache_case {
@@ -66,17 +73,23 @@ static void case_close(struct cache_case *k)
 
 /* Writes n lines of the same request, ids "<tag>-<i>", with llmq options
  * opts (the text inside the "llmq" object), and enqueues them. */
-static void enqueue_same(struct cache_case *k, const char *tag, int n, const char *opts)
+static void enqueue_body(struct cache_case *k, const char *tag, int n, const char *body,
+                         const char *opts)
 {
     FILE *f = fopen(k->jobs, "w");
     assert_non_null(f);
     for (int i = 0; i < n; i++)
         fprintf(f,
                 "{\"custom_id\":\"%s-%d\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\","
-                "\"body\":" BODY ",\"llmq\":{%s}}\n",
-                tag, i, opts);
+                "\"body\":%s,\"llmq\":{%s}}\n",
+                tag, i, body, opts);
     fclose(f);
     worker_enqueue(k->account, k->jobs);
+}
+
+static void enqueue_same(struct cache_case *k, const char *tag, int n, const char *opts)
+{
+    enqueue_body(k, tag, n, BODY, opts);
 }
 
 /* Runs a worker until it has been idle a while. */
@@ -162,7 +175,8 @@ static long long cache_stat(struct cache_case *k, const char *field)
 {
     char key[256];
     snprintf(key, sizeof(key), "%scaches", k->prefix);
-    return redis_int(k->c, "HGET %s %s", key, field);
+    long long v = redis_int(k->c, "HGET %s %s", key, field);
+    return v < 0 ? 0 : v; /* a counter never written is 0 */
 }
 
 /* The hashes of the keys matching pattern (of the account: prefix first),
@@ -184,6 +198,31 @@ static char *hashes_text(struct cache_case *k, const char *pattern)
     }
     freeReplyObject(keys);
     return all;
+}
+
+/* A worker's /metrics shows the account's cache counters after one miss
+ * (stored) and one hit. */
+static void assert_cache_metrics(struct cache_case *k)
+{
+    int port = llmq_test_free_port();
+    char port_s[16], want[256];
+    snprintf(port_s, sizeof(port_s), "%d", port);
+    const char *args[] = {"--metrics-port", port_s, NULL};
+    pid_t w = worker_start(k->account, &k->sim, k->log, args);
+    snprintf(want, sizeof(want), "llmq_cache_requests{account=\"%s\",result=\"hit\"} 1\n",
+             k->account);
+    struct worker_page pg = worker_http_wait_for(port, "/metrics", want, 30000);
+    if (strstr(pg.body, want) == NULL)
+        fail_msg("no %s in /metrics:\n%s", want, pg.body);
+    snprintf(want, sizeof(want), "llmq_cache_requests{account=\"%s\",result=\"miss\"} 1\n",
+             k->account);
+    assert_non_null(strstr(pg.body, want));
+    assert_int_equal(worker_metric_sum(pg.body, "llmq_cache_stored_answers", k->account), 1);
+    assert_true(worker_metric_sum(pg.body, "llmq_cache_stored_bytes", k->account) > 0);
+    assert_true(worker_metric_sum(pg.body, "llmq_cache_saved_tokens", k->account) > 0);
+    free(pg.body);
+    kill(w, SIGTERM);
+    assert_int_equal(worker_wait(w, 60000), 0);
 }
 
 static void test_hit_spends_nothing(void **state)
@@ -232,6 +271,7 @@ static void test_hit_spends_nothing(void **state)
     free(budget1);
     assert_int_equal(cache_stat(&k, "hits"), 1);
     assert_int_equal(cache_stat(&k, "misses"), 1);
+    assert_cache_metrics(&k);
     case_close(&k);
 }
 
@@ -337,6 +377,72 @@ static void test_errors_not_stored(void **state)
     assert_false(is_cached(b));
     json_decref(b);
     assert_int_equal(cache_stat(&k, "stored"), 1);
+    case_close(&k);
+}
+
+/* Waits (bounded generously) until job id's state is want. */
+static void wait_state(struct cache_case *k, const char *id, const char *want)
+{
+    long long deadline = llmq_test_now_ms() + 60000;
+    for (;;) {
+        char *st = state_of(k, id);
+        int done = strcmp(st, want) == 0;
+        free(st);
+        if (done)
+            return;
+        if (llmq_test_now_ms() >= deadline)
+            assert_state(k, id, want);
+        usleep(50000);
+    }
+}
+
+static void test_waiter_deadline(void **state)
+{
+    (void)state;
+    struct cache_case k;
+    case_open(&k, NULL);
+    /* one request a minute, and x takes it: the leader a waits for the next */
+    worker_limits_set(k.account, MODEL, "--rpm", 1, 60000);
+    const char *other = "{\"model\":\"" MODEL "\",\"max_tokens\":100,\"messages\":[{\"role\":"
+                        "\"user\",\"content\":\"another question\"}]}";
+    enqueue_body(&k, "x", 1, other, "");
+    enqueue_same(&k, "a", 1, "\"cache\":\"use\"");
+    enqueue_same(&k, "w", 1, "\"cache\":\"use\",\"ttl_ms\":1500");
+    assert_state(&k, "w-0", "coalesced");
+    pid_t wk = worker_start(k.account, &k.sim, k.log, NULL);
+    wait_state(&k, "x-0", "done");
+    wait_state(&k, "w-0", "dead");
+    json_t *w = result_of(&k, "w-0");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(w, "error"), "code")),
+                        "expired");
+    json_decref(w);
+    assert_state(&k, "a-0", "queued"); /* the leader still waits its turn */
+    kill(wk, SIGTERM);
+    assert_int_equal(worker_wait(wk, 60000), 0);
+    case_close(&k);
+}
+
+static void test_cut_off_not_stored(void **state)
+{
+    (void)state;
+    struct cache_case k;
+    case_open(&k, NULL);
+    /* openai-sim answers max_tokens 5 with 5 tokens and finish_reason "length" */
+    const char *cut = "{\"model\":\"" MODEL "\",\"max_tokens\":5,\"messages\":[{\"role\":"
+                      "\"user\",\"content\":\"a long answer\"}]}";
+    enqueue_body(&k, "a", 1, cut, "\"cache\":\"use\"");
+    run_worker(&k);
+    json_t *a = result_of(&k, "a-0");
+    const json_t *ch = json_array_get(
+        json_object_get(json_object_get(json_object_get(a, "response"), "body"), "choices"), 0);
+    assert_string_equal(json_string_value(json_object_get(ch, "finish_reason")), "length");
+    json_decref(a);
+    assert_int_equal(cache_stat(&k, "stored"), 0);
+    enqueue_body(&k, "b", 1, cut, "\"cache\":\"use\"");
+    assert_state(&k, "b-0", "queued"); /* a miss: called again */
+    run_worker(&k);
+    int ok = 0;
+    assert_int_equal(upstream_calls(&k, &ok), 2);
     case_close(&k);
 }
 
@@ -451,7 +557,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hit_spends_nothing), cmocka_unit_test(test_tenant_scoped),
         cmocka_unit_test(test_single_flight),      cmocka_unit_test(test_leader_fails),
-        cmocka_unit_test(test_errors_not_stored),  cmocka_unit_test(test_refresh_and_off),
+        cmocka_unit_test(test_errors_not_stored),  cmocka_unit_test(test_waiter_deadline),
+        cmocka_unit_test(test_cut_off_not_stored), cmocka_unit_test(test_refresh_and_off),
         cmocka_unit_test(test_ttl_expiry),         cmocka_unit_test(test_purge_by_tenant),
     };
     return cmocka_run_group_tests_name("cache_exact", tests, NULL, NULL);

@@ -1,4 +1,5 @@
-/* The spend gauges of /metrics; see metrics_spend.h. */
+/* The spend gauges of /metrics, and what the response cache saved; see
+ * metrics_spend.h. */
 #include "admin/metrics_spend.h"
 
 #include <stdio.h>
@@ -16,14 +17,15 @@
 struct spend_probe {
     struct worker_spend_metrics *s;
     int slot;
-    int kind; /* 0: budget_list; 1: HGETALL spend:<today> */
+    int kind; /* 0: budget_list; 1: HGETALL spend:<today>; 2: HGETALL caches */
     char account[128];
 };
 
 struct worker_spend_metrics {
     struct llmq_metric *limit, *spent, *left, *waiting;
     struct llmq_metric *jobs, *tokens, *usd;
-    struct spend_probe probes[SLOTS][2];
+    struct llmq_metric *cache_req, *cache_stored, *cache_bytes, *cache_saved;
+    struct spend_probe probes[SLOTS][3];
     int pending[SLOTS];
 };
 
@@ -59,7 +61,27 @@ struct worker_spend_metrics *llmq_worker_spend_metrics_new(struct llmq_metrics *
     s->usd = llmq_metrics_register(
         reg, "llmq_spend_today_usd",
         "USD spent today (UTC) by model and tenant, at llmq's prices (polled).", g, amt, NULL, 0);
-    if (!s->limit || !s->spent || !s->left || !s->waiting || !s->jobs || !s->tokens || !s->usd) {
+    static const char *const ar[] = {"account", "result", NULL};
+    static const char *const a[] = {"account", NULL};
+    s->cache_req = llmq_metrics_register(
+        reg, "llmq_cache_requests",
+        "Requests that asked the response cache, by result: hit (answered from an entry), miss "
+        "(called the API), coalesced (waited for an identical call in flight); totals (polled).",
+        g, ar, NULL, 0);
+    s->cache_stored =
+        llmq_metrics_register(reg, "llmq_cache_stored_answers",
+                              "Answers the response cache stored, total (polled).", g, a, NULL, 0);
+    s->cache_bytes = llmq_metrics_register(
+        reg, "llmq_cache_stored_bytes",
+        "Bytes of the answers the response cache stored (packed lines), total (polled).", g, a,
+        NULL, 0);
+    s->cache_saved = llmq_metrics_register(
+        reg, "llmq_cache_saved_tokens",
+        "Tokens cache hits did not spend (the estimate each hit would have reserved), total "
+        "(polled).",
+        g, a, NULL, 0);
+    if (!s->limit || !s->spent || !s->left || !s->waiting || !s->jobs || !s->tokens || !s->usd ||
+        !s->cache_req || !s->cache_stored || !s->cache_bytes || !s->cache_saved) {
         free(s);
         return NULL;
     }
@@ -137,6 +159,31 @@ static void on_spend(struct worker_spend_metrics *s, const char *account, const 
     }
 }
 
+/* The account's cache counters (P caches: hits, misses, coalesced, stored,
+ * stored_bytes, saved_tokens; lua/lib/cache.lua) into the gauges. */
+static void on_cache(struct worker_spend_metrics *s, const char *account, const redisReply *r)
+{
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const char *f = r->element[i]->str;
+        double v = (double)elem_ll(r->element[i + 1]);
+        if (f == NULL)
+            continue;
+        const char *res = strcmp(f, "hits") == 0        ? "hit"
+                          : strcmp(f, "misses") == 0    ? "miss"
+                          : strcmp(f, "coalesced") == 0 ? "coalesced"
+                                                        : NULL;
+        const char *l[] = {account, res};
+        if (res != NULL)
+            llmq_metrics_set(s->cache_req, l, v);
+        else if (strcmp(f, "stored") == 0)
+            llmq_metrics_set(s->cache_stored, l, v);
+        else if (strcmp(f, "stored_bytes") == 0)
+            llmq_metrics_set(s->cache_bytes, l, v);
+        else if (strcmp(f, "saved_tokens") == 0)
+            llmq_metrics_set(s->cache_saved, l, v);
+    }
+}
+
 static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
 {
     (void)ac;
@@ -147,8 +194,10 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
         return; /* lost or refused: the last values stay */
     if (p->kind == 0)
         on_budgets(p->s, p->account, r);
-    else
+    else if (p->kind == 1)
         on_spend(p->s, p->account, r);
+    else
+        on_cache(p->s, p->account, r);
 }
 
 static void on_script_reply(redisAsyncContext *ac, redisReply *reply, void *privdata)
@@ -161,7 +210,7 @@ void llmq_worker_spend_metrics_poll(struct worker_spend_metrics *s, int slot, re
 {
     if (s == NULL || ac == NULL || slot < 0 || slot >= SLOTS || s->pending[slot] > 0)
         return;
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         struct spend_probe *p = &s->probes[slot][k];
         *p = (struct spend_probe){.s = s, .slot = slot, .kind = k};
         snprintf(p->account, sizeof(p->account), "%s", account);
@@ -179,6 +228,12 @@ void llmq_worker_spend_metrics_poll(struct worker_spend_metrics *s, int slot, re
         return;
     const char *hv[] = {"HGETALL", key};
     if (redisAsyncCommandArgv(ac, on_reply, &s->probes[slot][1], 2, hv, NULL) == REDIS_OK)
+        s->pending[slot]++;
+    char ck[LLMQ_KEY_FIXED_MAX + 16];
+    if (llmq_key(ck, sizeof(ck), prefix, LLMQ_KEY_CACHE_STATS, NULL, NULL) != LLMQ_OK)
+        return;
+    const char *cv[] = {"HGETALL", ck};
+    if (redisAsyncCommandArgv(ac, on_reply, &s->probes[slot][2], 2, cv, NULL) == REDIS_OK)
         s->pending[slot]++;
 }
 

@@ -1,8 +1,10 @@
 /* Spend on the worker's /metrics: every budget's limit, spend this period,
- * what is left and the jobs waiting on it, and today's spend per model and
- * tenant (jobs, tokens, USD), all shared state read from Redis by a poll
- * (lua/budget_list.lua and P spend:<day>, keys.h) next to the queue depths:
- * every worker of an account reports the same values.
+ * what is left and the jobs waiting on it, today's spend per model and
+ * tenant (jobs, tokens, USD), and what the response cache saved (its
+ * requests by hit, miss and coalesced; answers and bytes stored; tokens
+ * saved), all shared state read from Redis by a poll (lua/budget_list.lua,
+ * P spend:<day> and P caches, keys.h) next to the queue depths: every worker
+ * of an account reports the same values.
  *
  * One struct per worker; the poll's callbacks point into it, so it is freed
  * only after the accounts' Redis connections (as metrics_worker.h says). */

@@ -91,6 +91,7 @@ static void test_layout(void **state)
         {LLMQ_KEY_CACHE, "t1|gpt-4o|ab12", P "cache:t1|gpt-4o|ab12"},
         {LLMQ_KEY_CACHE_FLIGHT, "|gpt-4o|ab12", P "cachef:|gpt-4o|ab12"},
         {LLMQ_KEY_CACHE_WAIT, "t1|m|ab", P "cachew:t1|m|ab"},
+        {LLMQ_KEY_CACHE_DUE, NULL, P "cachedl"},
         {LLMQ_KEY_CACHE_INDEX, NULL, P "cachei"},
         {LLMQ_KEY_CACHE_STATS, NULL, P "caches"},
     };
