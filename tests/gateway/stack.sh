@@ -45,12 +45,14 @@ cleanup() {
     for p in $(descendants $$); do kill -KILL "$p" 2>/dev/null || true; done
     "$here/../support/redis-fixture" stop "$STACK_DIR/redis" >/dev/null 2>&1 || true
     # and what COMMAND left behind whose parent is gone (no longer under
-    # this script): every process started here inherited STACK_DIR
-    for e in /proc/[0-9]*/environ; do
+    # this script): every process started here inherited STACK_DIR. One grep
+    # reads every environment (a grep per process took seconds on a busy
+    # host, for every test).
+    local e
+    for e in $(grep -lsxzF "STACK_DIR=$STACK_DIR" /proc/[0-9]*/environ); do
         p=${e#/proc/}
         p=${p%/environ}
-        [ "$p" != $$ ] && grep -qzx "STACK_DIR=$STACK_DIR" "$e" 2>/dev/null &&
-            kill -KILL "$p" 2>/dev/null
+        [ "$p" != $$ ] && [ "$p" != "$BASHPID" ] && kill -KILL "$p" 2>/dev/null
     done
     rm -rf "$STACK_DIR"
 }
