@@ -7,7 +7,7 @@
 #   GW_FLAGS (extra gateway flags), LIMITS (`llmq limits set` argument lists
 #   separated by '|', applied before the workers start), WORKER_FLAGS.
 # Environment out (for COMMAND): GW_URL (http://127.0.0.1:PORT/v1), GW_KEY,
-#   GW_PORT, GW_PID, WORKER_PIDS (space-separated), SIM_URL, SIM_LOG (the
+#   GW_PORT, GW_PID, WORKER_PIDS (space-separated), SIM_URL, SIM_PID, SIM_LOG (the
 #   server's access log), LLMQ_REDIS_URL,
 #   REDIS_PORT, LLMQ_BIN_DIR, STACK_DIR (scratch; removed at exit),
 #   LLMQ_SPAWN (a prefix for a process COMMAND starts itself:
@@ -73,6 +73,7 @@ export SIM_LOG=$STACK_DIR/sim-access.log
 $LLMQ_SPAWN "$bin/openai-sim" --port 0 --port-file "$STACK_DIR/sim.port" --quiet --access-log "$SIM_LOG" \
     ${SIM_FLAGS:-} 2>"$STACK_DIR/sim.err" &
 pids+=($!)
+export SIM_PID=$!
 wait_file "$STACK_DIR/sim.port" openai-sim
 export SIM_URL=http://127.0.0.1:$(cat "$STACK_DIR/sim.port")/v1
 IFS='|' read -r -a limit_sets <<<"${LIMITS:-}"
