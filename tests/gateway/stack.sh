@@ -7,7 +7,7 @@
 #   GW_FLAGS (extra gateway flags), LIMITS (`llmq limits set` argument lists
 #   separated by '|', applied before the workers start), WORKER_FLAGS.
 # Environment out (for COMMAND): GW_URL (http://127.0.0.1:PORT/v1), GW_KEY,
-#   GW_PORT, GW_PID, WORKER_PIDS (space-separated), SIM_URL, SIM_LOG (the
+#   GW_PORT, GW_PID, WORKER_PIDS (space-separated), SIM_URL, SIM_PID, SIM_LOG (the
 #   server's access log), LLMQ_REDIS_URL,
 #   REDIS_PORT, LLMQ_BIN_DIR, STACK_DIR (scratch; removed at exit),
 #   LLMQ_SPAWN (a prefix for a process COMMAND starts itself:
@@ -45,12 +45,14 @@ cleanup() {
     for p in $(descendants $$); do kill -KILL "$p" 2>/dev/null || true; done
     "$here/../support/redis-fixture" stop "$STACK_DIR/redis" >/dev/null 2>&1 || true
     # and what COMMAND left behind whose parent is gone (no longer under
-    # this script): every process started here inherited STACK_DIR
-    for e in /proc/[0-9]*/environ; do
+    # this script): every process started here inherited STACK_DIR. One grep
+    # reads every environment (a grep per process took seconds on a busy
+    # host, for every test).
+    local e
+    for e in $(grep -lsxzF "STACK_DIR=$STACK_DIR" /proc/[0-9]*/environ); do
         p=${e#/proc/}
         p=${p%/environ}
-        [ "$p" != $$ ] && grep -qzx "STACK_DIR=$STACK_DIR" "$e" 2>/dev/null &&
-            kill -KILL "$p" 2>/dev/null
+        [ "$p" != $$ ] && [ "$p" != "$BASHPID" ] && kill -KILL "$p" 2>/dev/null
     done
     rm -rf "$STACK_DIR"
 }
@@ -71,6 +73,7 @@ export SIM_LOG=$STACK_DIR/sim-access.log
 $LLMQ_SPAWN "$bin/openai-sim" --port 0 --port-file "$STACK_DIR/sim.port" --quiet --access-log "$SIM_LOG" \
     ${SIM_FLAGS:-} 2>"$STACK_DIR/sim.err" &
 pids+=($!)
+export SIM_PID=$!
 wait_file "$STACK_DIR/sim.port" openai-sim
 export SIM_URL=http://127.0.0.1:$(cat "$STACK_DIR/sim.port")/v1
 IFS='|' read -r -a limit_sets <<<"${LIMITS:-}"

@@ -159,18 +159,27 @@ static void test_stale_grant_handed_back_and_sent_later(void **state)
     unlink(sim.log_file);
 }
 
-/* Runs n jobs "<tag>-<i>" of account through one worker against sim. */
-static void run_jobs(const char *account, const struct sim_proc *sim, const char *tag, int n)
+/* Runs n jobs "<tag>-<i>" of account through one worker against sim; before
+ * the worker starts (the jobs enqueued), calls before_start(sim) unless NULL. */
+static void run_jobs_after(const char *account, const struct sim_proc *sim, const char *tag, int n,
+                           void (*before_start)(const struct sim_proc *sim))
 {
     char jobs[128], log[128];
     snprintf(jobs, sizeof(jobs), "/tmp/llmq-%s-%d.jsonl", tag, (int)getpid());
     snprintf(log, sizeof(log), "/tmp/llmq-%s-%d.log", tag, (int)getpid());
     worker_write_jobs(jobs, tag, n, MODEL, 20, NULL);
     worker_enqueue(account, jobs);
+    if (before_start != NULL)
+        before_start(sim);
     const char *args[] = {"--concurrency", "32", "--exit-when-idle-ms", "2500", NULL};
     assert_int_equal(worker_wait(worker_start(account, sim, log, args), 120000), 0);
     unlink(jobs);
     unlink(log);
+}
+
+static void run_jobs(const char *account, const struct sim_proc *sim, const char *tag, int n)
+{
+    run_jobs_after(account, sim, tag, n, NULL);
 }
 
 static void test_guard_grows_on_late_arrivals_and_decays(void **state)
@@ -192,19 +201,25 @@ static void test_guard_grows_on_late_arrivals_and_decays(void **state)
     freeReplyObject(redisCommand(c, "HSET %s guard_born_ms %s", key, born));
     long long floor_ms = limits_get_field(account, "guard_floor_ms");
     assert_int_equal(limits_get_field(account, "guard_ms"), floor_ms);
-    /* The sim counts a fifth of the arrivals 150 ms late: the requests llmq
-     * sent next can reach its window first, while the late ones still count. */
+    /* The sim counts a fifth of the arrivals 320 ms late: the requests llmq
+     * sent next can reach its window first, while the late ones still count.
+     * Later than the guard (100 ms) plus the time a worker takes to send once
+     * a slot frees (~80 ms measured beside two busy loops; with 150 ms late
+     * that time alone covered the lateness there, and no 429 came), yet
+     * within the allowance's ceiling of the floor (250 ms), so that the
+     * API's wait (lateness - guard - that time) lets the guard grow. */
     struct sim_proc sim;
     const char *late_args[] = {"--tpm",     "720", "--period-ms",        "1000", "--late", "20",
-                               "--late-ms", "150", "--no-processing-ms", NULL};
+                               "--late-ms", "320", "--no-processing-ms", NULL};
     assert_int_equal(sim_proc_start(&sim, late_args), 0);
     run_jobs(account, &sim, "a", 120);
     assert_int_equal(sim_proc_stop(&sim), 0);
     int requests = 0, limited = limited_of(sim.log_file, "a-", &requests);
     long long grown = bucket_field(c, account, "allowance_ms");
     printf("# late arrivals: %d limit 429s in %d requests; the allowance grew to %lld ms (the "
-           "guard's floor %lld)\n",
-           limited, requests, grown, floor_ms);
+           "guard's floor %lld; the workers measured %lld ms late, %lld before)\n",
+           limited, requests, grown, floor_ms, bucket_field(c, account, "late_ms"),
+           bucket_field(c, account, "late_prev_ms"));
     assert_true(limited >= 1);
     assert_true(grown > 50); /* its floor (period / 40, at least 50) */
     unlink(sim.log_file);
@@ -226,29 +241,53 @@ static void test_guard_grows_on_late_arrivals_and_decays(void **state)
     unlink(sim.log_file);
 }
 
+/* Another client on the same key takes 12 of the sim's 20 requests, all at
+ * once (one process each: one after another they took 2.4 s of the window). */
+static void other_client_takes_12(const struct sim_proc *sim)
+{
+    const char *hdr[] = {"Authorization: Bearer " WORKER_TEST_KEY, NULL};
+    pid_t kids[12];
+    for (int i = 0; i < 12; i++) {
+        kids[i] = fork();
+        assert_true(kids[i] >= 0);
+        if (kids[i] == 0) {
+            struct sim_resp resp;
+            sim_http(sim, "/v1/chat/completions",
+                     "{\"model\":\"" MODEL "\",\"max_tokens\":1,"
+                     "\"messages\":[{\"role\":\"user\",\"content\":\"the other client\"}]}",
+                     hdr, &resp);
+            _exit(resp.status == 200 ? 0 : 1);
+        }
+    }
+    int ok = 0;
+    for (int i = 0; i < 12; i++) {
+        int status;
+        ok += waitpid(kids[i], &status, 0) == kids[i] && WIFEXITED(status) &&
+              WEXITSTATUS(status) == 0;
+    }
+    assert_int_equal(ok, 12);
+}
+
 static void test_429_explained_by_another_client_keeps_guard(void **state)
 {
     (void)state;
     char account[64];
     llmq_test_unique_name(account, sizeof(account), "otherkey");
     struct sim_proc sim;
-    /* 20 requests per 5 s window; answers take 200 ms (the 429s come first). */
-    const char *sim_args[] = {"--rpm", "20", "--period-ms", "5000", "--latency-ms", "200", NULL};
+    /* 20 requests per 10 s window; answers take 200 ms (the 429s come first).
+     * The other client's requests must still count when llmq's arrive: they
+     * are sent once llmq's jobs are enqueued, just before its worker starts,
+     * and the window is long against a worker's start on a busy host (with a
+     * 5 s window, sent one by one before the enqueue, they had left it
+     * there: no 429 came). Its 429s are not explained by the API's wait
+     * either: that is the rest of the other client's window, above the
+     * allowance's ceiling (a quarter of it) while the worker starts within
+     * 7.5 s. */
+    const char *sim_args[] = {"--rpm", "20", "--period-ms", "10000", "--latency-ms", "200", NULL};
     assert_int_equal(sim_proc_start(&sim, sim_args), 0);
-    worker_limits_set(account, MODEL, "--rpm", 20, 5000);
-    /* Another client on the same key takes 12 of the 20 first. */
-    const char *hdr[] = {"Authorization: Bearer " WORKER_TEST_KEY, NULL};
-    for (int i = 0; i < 12; i++) {
-        struct sim_resp resp;
-        sim_http(&sim, "/v1/chat/completions",
-                 "{\"model\":\"" MODEL "\",\"max_tokens\":1,"
-                 "\"messages\":[{\"role\":\"user\",\"content\":\"the other client\"}]}",
-                 hdr, &resp);
-        assert_int_equal(resp.status, 200);
-        sim_resp_free(&resp);
-    }
+    worker_limits_set(account, MODEL, "--rpm", 20, 10000);
     /* llmq believes all 20 are free: 12 of its requests are refused. */
-    run_jobs(account, &sim, "o", 20);
+    run_jobs_after(account, &sim, "o", 20, other_client_takes_12);
     assert_int_equal(sim_proc_stop(&sim), 0);
     int requests = 0, limited = limited_of(sim.log_file, "o-", &requests);
     redisContext *c = llmq_test_redis_connect();
