@@ -4,7 +4,8 @@
  * --batch-queue-tokens N` with each sim's own limit equal to llmq's for
  * that endpoint: neither sim ever holds more than its limit nor refuses a
  * batch; the charges are on pbq:<model>@<name> and all given back; the
- * model's own bucket is not used. */
+ * model's own bucket is not used; `llmq status` shows the model's limit as
+ * its endpoints' together. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -43,6 +44,25 @@ static void queue_limit_per_endpoint(void **state)
                                   "--batch-queue-tokens", lim, NULL);
         cli_free(&r);
     }
+    /* llmq status: the model's queue limit is its endpoints' together */
+    const char *st_argv[] = {"llmq", "status", "--json", NULL};
+    struct cli_run st = cli_run(a.name, st_argv);
+    assert_int_equal(st.status, 0);
+    json_t *sj = json_loads(st.out, 0, NULL);
+    cli_free(&st);
+    assert_non_null(sj);
+    size_t k;
+    json_t *m;
+    int found = 0;
+    json_array_foreach(json_object_get(sj, "offload"), k, m)
+    {
+        if (strcmp(json_string_value(json_object_get(m, "model")), MINI) != 0)
+            continue;
+        found = 1;
+        assert_int_equal(json_integer_value(json_object_get(m, "queue_limit_tokens")), 2 * limit);
+    }
+    assert_true(found);
+    json_decref(sj);
     char log[128], store[2][96];
     worker_log_path(log, "offepq", 0);
     const char *args[8];
