@@ -61,7 +61,7 @@ static inline size_t ep_count_lines(const struct ep_sim *e, int azure, const cha
                 const char *cid = json_string_value(json_object_get(l, "custom_id"));
                 assert_non_null(cid);
                 assert_int_equal(strncmp(cid, prefix, strlen(prefix)), 0);
-                int k = atoi(cid + strlen(prefix));
+                int k = (int)strtol(cid + strlen(prefix), NULL, 10);
                 assert_true(k >= 0 && k < n);
                 seen[k]++;
                 assert_string_equal(json_string_value(json_object_get(l, "url")), url);

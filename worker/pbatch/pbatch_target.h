@@ -15,9 +15,9 @@
 
 struct llmq_pbatch_target {
     char ep[LLMQ_WORKER_ENDPOINT_NAME_MAX + 1]; /* "" the implicit endpoint */
-    char base_url[1024];                         /* named: as `llmq endpoints` stored it */
-    char api_version[64];                        /* non-empty: Azure */
-    char deployment[201];                        /* Azure: the model's deployment */
+    char base_url[1024];                        /* named: as `llmq endpoints` stored it */
+    char api_version[64];                       /* non-empty: Azure */
+    char deployment[201];                       /* Azure: the model's deployment */
 };
 
 /* 1 when t is an Azure OpenAI resource. */

@@ -68,8 +68,8 @@ static void azure_endpoint_uses_the_resource_paths(void **state)
     char url[512];
     assert_int_equal(llmq_pbatch_target_url(&t, &cfg, "/v1/files", url, sizeof(url)), 0);
     assert_string_equal(url, "https://res.openai.azure.com/openai/files?api-version=2024-10-21");
-    assert_int_equal(
-        llmq_pbatch_target_url(&t, &cfg, "/v1/files?purpose=batch", url, sizeof(url)), 0);
+    assert_int_equal(llmq_pbatch_target_url(&t, &cfg, "/v1/files?purpose=batch", url, sizeof(url)),
+                     0);
     assert_string_equal(url, "https://res.openai.azure.com/openai/files?purpose=batch"
                              "&api-version=2024-10-21");
     /* a deployment URL as the base: the resource is what comes before it */
