@@ -18,6 +18,7 @@ static void usage(FILE *out)
           "                          [--azure-api-version V] [--kind openai|azure|compatible]\n"
           "                          [--fail-threshold N] [--fail-window-ms MS]\n"
           "                          [--cooldown-ms MS] [--cooldown-max-ms MS] [--probe-ms MS]\n"
+          "                          [--batch-max-requests N] [--batch-max-bytes N]\n"
           "       llmq endpoints set NAME [the options of add]\n"
           "       llmq endpoints rm NAME\n"
           "       llmq endpoints enable NAME\n"
@@ -42,6 +43,10 @@ static void usage(FILE *out)
           "doubling up to --cooldown-max-ms (60000) while it keeps failing; then one probe\n"
           "request (answer awaited up to --probe-ms, 30000) decides. 401/403 and\n"
           "insufficient_quota disable it until `llmq endpoints enable NAME`.\n"
+          "Offload (`llmq offload`) submits a model's provider batches to its endpoints,\n"
+          "each input file within --batch-max-requests lines (default 50000) and\n"
+          "--batch-max-bytes (default 200000000), OpenAI's limits; set them for Azure and\n"
+          "compatible servers that take less.\n"
           "A fallback model takes a model's jobs (body's model rewritten) when every\n"
           "endpoint of the model is out, or its wait would pass a job's deadline; a job\n"
           "runs there only within its spend budgets at the fallback's price, and is\n"
@@ -64,6 +69,8 @@ enum {
     OPT_COOLDOWN,
     OPT_COOLDOWN_MAX,
     OPT_PROBE,
+    OPT_BATCH_MAX_REQUESTS,
+    OPT_BATCH_MAX_BYTES,
     OPT_REASON,
     OPT_JSON,
 };
@@ -79,13 +86,15 @@ static const struct option long_options[] = {
     {"cooldown-ms", required_argument, NULL, OPT_COOLDOWN},
     {"cooldown-max-ms", required_argument, NULL, OPT_COOLDOWN_MAX},
     {"probe-ms", required_argument, NULL, OPT_PROBE},
+    {"batch-max-requests", required_argument, NULL, OPT_BATCH_MAX_REQUESTS},
+    {"batch-max-bytes", required_argument, NULL, OPT_BATCH_MAX_BYTES},
     {"reason", required_argument, NULL, OPT_REASON},
     {"json", no_argument, NULL, OPT_JSON},
     LLMQ_CLI_COMMON_OPTIONS,
     {NULL, 0, NULL, 0},
 };
 
-#define MAX_FIELDS 12
+#define MAX_FIELDS 14
 
 struct ep_opts {
     const struct llmq_cli *cli;
@@ -187,6 +196,8 @@ static int take_option(int opt, const char *arg, void *ud)
         {OPT_COOLDOWN, "--cooldown-ms", "cooldown_ms", 1, 86400000},
         {OPT_COOLDOWN_MAX, "--cooldown-max-ms", "cooldown_max_ms", 1, 86400000},
         {OPT_PROBE, "--probe-ms", "probe_ms", 100, 86400000},
+        {OPT_BATCH_MAX_REQUESTS, "--batch-max-requests", "batch_max_requests", 1, 10000000},
+        {OPT_BATCH_MAX_BYTES, "--batch-max-bytes", "batch_max_bytes", 1024, 100000000000LL},
     };
     for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
         if (nums[i].opt != opt)

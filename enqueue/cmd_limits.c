@@ -53,7 +53,8 @@ static void usage(FILE *out)
           "--batch-queue-tokens N: the provider's enqueued-token limit of the model's\n"
           "Batch queue (prompt tokens of unfinished provider batches, per model at\n"
           "OpenAI; 0 none): offload submits no batch past it (a token_limit_exceeded\n"
-          "teaches a lower one, forgotten when this is set again).\n\n"
+          "teaches a lower one, forgotten when this is set again); with --endpoint NAME\n"
+          "that endpoint's queue of the model.\n\n"
           "Options: --json (get: numbers as numbers), --redis URL, --account NAME, --help\n"
           "Exit: 0 ok; 1 Redis failure; 2 usage error, a value out of range, or unset of a\n"
           "bucket that has no limit.\n",

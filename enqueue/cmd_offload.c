@@ -15,8 +15,9 @@
  *                          or offloaded one ends cancelled at once; its provider batch
  *                          is cancelled once none of its jobs is left
  *
- * A model with endpoints (`llmq endpoints`) is refused: offload runs on the
- * implicit endpoint only. */
+ * A model with endpoints (`llmq endpoints`) offloads on them: each provider
+ * batch goes to one of the endpoints its jobs would run on
+ * (lua/lib/pbatch_ep.lua). */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +57,12 @@ static void usage(FILE *out)
           "policy, and so does auto's horizon when the model's policy is auto too.\n"
           "Unmarked jobs, and jobs enqueued before the policy was all or auto, run live;\n"
           "setting a model back to off sends its staged jobs live. A model with\n"
-          "endpoints cannot be offloaded yet.\n"
+          "endpoints (`llmq endpoints`) offloads on them: each provider batch goes to one\n"
+          "endpoint its jobs may use (OpenAI, Azure OpenAI global batch, or a compatible\n"
+          "server with /v1/batches), submitted by a worker that holds its key, within the\n"
+          "endpoint's file limits (`llmq endpoints set NAME --batch-max-requests N\n"
+          "--batch-max-bytes N`) and its queue limit (`llmq limits set MODEL --endpoint\n"
+          "NAME --batch-queue-tokens N`).\n"
           "list shows the staged jobs and the provider batches (newest first, --limit,\n"
           "default 50); show one batch: its provider batch id, state and counts. TOKENS\n"
           "(show: qtok): the estimated prompt tokens of its jobs, what the provider's\n"
@@ -156,23 +162,9 @@ static int policy_set(const struct llmq_cli *cli, redisContext *c, const char *p
                       const struct offload_opts *o)
 {
     char key[LLMQ_KEY_FIXED_MAX + 256];
-    if (llmq_cli_key(cli, key, sizeof(key), prefix, LLMQ_KEY_MODEL_EPS, o->model) != 0)
-        return LLMQ_EXIT_USAGE;
-    redisReply *r = llmq_redis_command(c, "EXISTS %s", key);
-    if (r == NULL || r->type != REDIS_REPLY_INTEGER)
-        return redis_failed(cli, r, NULL);
-    int has_eps = r->integer > 0;
-    freeReplyObject(r);
-    if (has_eps && strcmp(o->mode, "off") != 0) {
-        llmq_cli_error(cli,
-                       "model %s has endpoints (llmq endpoints): offload runs on the implicit "
-                       "endpoint only in this version, not on named endpoints yet",
-                       o->model);
-        return LLMQ_EXIT_USAGE;
-    }
     if (llmq_cli_key(cli, key, sizeof(key), prefix, LLMQ_KEY_OFFLOAD, NULL) != 0)
         return LLMQ_EXIT_USAGE;
-    r = llmq_redis_command(c, "HGET %s %s", key, o->field);
+    redisReply *r = llmq_redis_command(c, "HGET %s %s", key, o->field);
     if (r == NULL || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL))
         return redis_failed(cli, r, NULL);
     json_t *p = r->type == REDIS_REPLY_STRING ? json_loads(r->str, 0, NULL) : NULL;

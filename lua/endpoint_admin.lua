@@ -26,7 +26,7 @@ local op, name = ARGV[1], ARGV[2]
 local now = llmq_now_ms()
 local FIELDS = { base_url = true, api_version = true, kind = true, tier = true, weight = true,
     fail_threshold = true, fail_window_ms = true, cooldown_ms = true, cooldown_max_ms = true,
-    probe_ms = true }
+    probe_ms = true, batch_max_requests = true, batch_max_bytes = true }
 local STRATEGIES = { spillover = true, balanced = true, fastest = true }
 
 local function exists(n)

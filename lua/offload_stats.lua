@@ -17,7 +17,9 @@
 --   queue_limit_tokens  the provider's enqueued-token limit of the model's
 --                   batch queue (P pbq:<model>: the one `llmq limits set MODEL
 --                   --batch-queue-tokens N` set, or a lower one a
---                   token_limit_exceeded taught while it binds), -1 when none
+--                   token_limit_exceeded taught while it binds), -1 when none;
+--                   for a model with named endpoints the sum of its
+--                   endpoints' (pbq:<model>@<name>) that have one
 --   states          flat {state, batches, ...} of its unfinished batches
 --                   (building, uploading, uploaded, creating, submitted,
 --                   collecting), only the states it has
@@ -27,6 +29,7 @@
 --                   price less the batch price of the usage settled (nano-USD);
 --                   ended_batches the provider batches ended
 -- At most UNFINISHED_MAX unfinished batches are read (P pba).
+-- uses endpoints: ep_bucket
 -- uses keys: KEY
 -- uses pbatch: pbatch_policy, pbatch_queue
 -- uses util: llmq_now_ms
@@ -83,7 +86,17 @@ for _, m in ipairs(order) do
     local e = models[m]
     local c = redis.call('HMGET', KEY.stats(P), 'pb_staged|' .. m, 'pb_offloaded|' .. m,
         'pb_done|' .. m, 'pb_failed|' .. m, 'pb_saved_nusd|' .. m, 'pb_ended|' .. m)
-    local lim = pbatch_queue(P, m, now).limit
+    local lim = nil
+    local eps = redis.call('SMEMBERS', KEY.model_eps(P, m))
+    if #eps == 0 then
+        lim = pbatch_queue(P, m, now).limit
+    end
+    for _, n in ipairs(eps) do
+        local l = pbatch_queue(P, ep_bucket(m, n), now).limit
+        if l then
+            lim = (lim or 0) + l
+        end
+    end
     local states = {}
     table.sort(e.state_order)
     for _, s in ipairs(e.state_order) do

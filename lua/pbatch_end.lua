@@ -28,7 +28,7 @@
 -- uses jobs: llmq_job_finish, llmq_jobs_finish_flush, llmq_jobs_settings
 -- uses keys: KEY
 -- uses pbatch: pbatch_stage, pbatch_budget_back, pbatch_queue_learn, pbatch_queue_release
--- uses pbatch: pbatch_held
+-- uses pbatch: pbatch_held, pbatch_bucket
 -- uses util: llmq_now_ms, llmq_int_text
 -- uses worker: worker_error_line
 local P = KEYS[1]
@@ -56,7 +56,7 @@ local now = llmq_now_ms()
 if refused_for_limit then
     pbatch_queue_learn(P, id, b[2], tonumber(ARGV[5] or ''), now)
 elseif reason == '' then
-    redis.call('HDEL', KEY.pb_queue(P, b[2]), 'refusals') -- the queue took a batch again
+    redis.call('HDEL', KEY.pb_queue(P, pbatch_bucket(P, id) or b[2]), 'refusals') -- it took one
 end
 pbatch_queue_release(P, id)
 local s = llmq_jobs_settings(P)

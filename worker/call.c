@@ -127,7 +127,7 @@ static void on_response(struct llmq_http_response *resp, void *privdata)
 
 /* The body with its "model" set to model (a fallback model serves the
  * job), or NULL when it is not a JSON object. Returns new. */
-static char *with_model(const char *body, const char *model)
+char *llmq_worker_body_with_model(const char *body, const char *model)
 {
     json_t *b = json_loads(body, 0, NULL);
     char *out = NULL;
@@ -165,7 +165,7 @@ void llmq_worker_call(struct llmq_worker *w, struct worker_job *job)
     struct llmq_error err = {0};
     char *patched = NULL;
     if (job->asked_model != NULL && job->asked_model[0] != '\0' &&
-        (patched = with_model(job->body, job->model)) != NULL) {
+        (patched = llmq_worker_body_with_model(job->body, job->model)) != NULL) {
         free(job->body);
         job->body = patched;
     }

@@ -12,4 +12,9 @@ struct worker_job;
  * answered). */
 void llmq_worker_call(struct llmq_worker *w, struct worker_job *job);
 
+/* body (a JSON object's text, borrowed) with its "model" set to model:
+ * returns new text, or NULL when body is no JSON object (or memory ran
+ * out). */
+char *llmq_worker_body_with_model(const char *body, const char *model);
+
 #endif

@@ -656,3 +656,19 @@ int llmq_worker_endpoint_url(const char *base_url, const char *api_version, cons
     }
     return len < 0 || (size_t)len >= n ? -1 : 0;
 }
+
+int llmq_worker_endpoint_api_url(const char *base_url, const char *api_version, const char *path,
+                                 char *buf, size_t n)
+{
+    int len;
+    if (api_version != NULL && api_version[0] != '\0') {
+        const char *dep = strstr(base_url, "/openai/");
+        int root = dep != NULL ? (int)(dep - base_url) : (int)strlen(base_url);
+        const char *rest = strncmp(path, "/v1/", 4) == 0 ? path + 3 : path;
+        len = snprintf(buf, n, "%.*s/openai%s%sapi-version=%s", root, base_url, rest,
+                       strchr(rest, '?') != NULL ? "&" : "?", api_version);
+    } else {
+        len = snprintf(buf, n, "%s%s", base_url, path);
+    }
+    return len < 0 || (size_t)len >= n ? -1 : 0;
+}

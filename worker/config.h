@@ -93,4 +93,13 @@ int llmq_worker_request_url(const struct llmq_worker_config *cfg, const char *pa
 int llmq_worker_endpoint_url(const char *base_url, const char *api_version, const char *deployment,
                              const char *path, char *buf, size_t n);
 
+/* The URL of an API path of the resource itself, not of a deployment (the
+ * Files and Batches APIs: "/v1/files?purpose=batch", "/v1/batches/ID") on an
+ * endpoint (base_url as stored) into buf of size n. OpenAI style: base_url
+ * and path. Azure (api_version non-empty): the resource's URL (base_url
+ * up to any "/openai/"), "/openai" and path without its "/v1", with
+ * api-version=V added to its query. Returns 0, or -1 when it does not fit. */
+int llmq_worker_endpoint_api_url(const char *base_url, const char *api_version, const char *path,
+                                 char *buf, size_t n);
+
 #endif

@@ -8,7 +8,9 @@
 --   P ep:<name>      HASH  base_url, api_version ('' OpenAI style; set: Azure),
 --                          kind (openai|azure|compatible), tier, weight,
 --                          fail_threshold, fail_window_ms, cooldown_ms,
---                          cooldown_max_ms, probe_ms, "dep:<model>" (an Azure
+--                          cooldown_max_ms, probe_ms, batch_max_requests and
+--                          batch_max_bytes (offload's input file limits there,
+--                          lib/pbatch_ep.lua), "dep:<model>" (an Azure
 --                          deployment name per model; default the model)
 --   P eph:<name>     HASH  health: state ok|cooling|disabled, why, since_ms,
 --                          fails + fail_t0 (failures in the current window),

@@ -9,6 +9,7 @@
 -- batch (state offloaded, job field pb = the batch's id, its id in
 -- P pbj:<id>); it ends through llmq_job_finish as a live job does.
 -- uses budget: budget_price, budget_path, budget_decide, budget_charge, budget_settle
+-- uses endpoints: ep_bucket
 -- uses jobs: llmq_job_finish
 -- uses keys: KEY
 -- uses prices: LLMQ_PRICE_TABLE_JSON
@@ -92,7 +93,8 @@ end
 
 -- The provider's batch queue limit (OpenAI: prompt tokens enqueued per model
 -- across an organization's unfinished batches) as a bucket, P pbq:<bucket>
--- (bucket "<model>": offload runs on the implicit endpoint). A limit
+-- (bucket "<model>" on the implicit endpoint, "<model>@<endpoint>" on a
+-- named one: pbatch_bucket). A limit
 -- learned from a token_limit_exceeded binds for PBATCH_QUEUE_LEARN_MS.
 local PBATCH_QUEUE_LEARN_MS = 3600000
 -- After a token_limit_exceeded no new batch of the model is made for
@@ -115,6 +117,13 @@ local function pbatch_queue(P, bucket, now)
     return { limit = limit, used = math.max(0, tonumber(v[2]) or 0), hold = tonumber(v[5]) or 0 }
 end
 
+-- The batch queue bucket of provider batch id of account P (nil when it has
+-- no record): its model's on its endpoint (field ep, lib/pbatch_ep.lua).
+local function pbatch_bucket(P, id)
+    local v = redis.call('HMGET', KEY.pbatch(P, id), 'model', 'ep')
+    return v[1] and ep_bucket(v[1], v[2] or '') or nil
+end
+
 -- The prompt tokens staged (or offloaded) job id of account P is estimated
 -- to put in the provider's batch queue: its est_prompt_tokens, else its cost.
 local function pbatch_job_tokens(P, id)
@@ -135,13 +144,13 @@ end
 -- record of what the batch held.
 local function pbatch_queue_release(P, id, tokens)
     local bk = KEY.pbatch(P, id)
-    local v = redis.call('HMGET', bk, 'qtok', 'model')
-    local charged = tonumber(v[1]) or 0
+    local charged = tonumber(redis.call('HGET', bk, 'qtok')) or 0
     local give = math.min(charged, tokens or charged)
-    if give <= 0 or not v[2] then
+    local bucket = pbatch_bucket(P, id)
+    if give <= 0 or not bucket then
         return
     end
-    local qk = KEY.pb_queue(P, v[2])
+    local qk = KEY.pb_queue(P, bucket)
     local used = (tonumber(redis.call('HGET', qk, 'used')) or 0) - give
     redis.call('HSET', qk, 'used', llmq_int_text(math.max(0, used)))
     if tokens then
@@ -149,14 +158,16 @@ local function pbatch_queue_release(P, id, tokens)
     end
 end
 
--- A token_limit_exceeded of provider batch id (model's queue) at now: the
+-- A token_limit_exceeded of provider batch id (model's queue on the batch's
+-- endpoint, pbatch_bucket) at now: the
 -- limit the provider named (limit_tokens, nil when its message named none)
 -- is learned, else what the queue held without this batch (half of the
 -- batch when it held nothing else); no new batch for a growing hold.
 local function pbatch_queue_learn(P, id, model, limit_tokens, now)
-    local qk = KEY.pb_queue(P, model)
+    local bucket = pbatch_bucket(P, id) or model
+    local qk = KEY.pb_queue(P, bucket)
     local mine = tonumber(redis.call('HGET', KEY.pbatch(P, id), 'qtok')) or 0
-    local q = pbatch_queue(P, model, now)
+    local q = pbatch_queue(P, bucket, now)
     local learned = limit_tokens
     if not learned then
         local others = q.used - mine

@@ -8,7 +8,9 @@
 --
 -- The live budget is the model's bucket ("<model>", learned limits
 -- included) over horizon_s, at the share priority low may fill of it (P
--- policy headroom_low, 80% by default): requests and tokens. The work
+-- policy headroom_low, 80% by default): requests and tokens; for a model
+-- with named endpoints, the sum of its usable endpoints' buckets
+-- ("<model>@<name>"; none usable: no live budget). The work
 -- ahead: every job of the model queued at high and normal, and the jobs
 -- queued at low that are not in the eligible list (urgent jobs of priority
 -- low), in requests and in tokens (their count times the mean cost of a
@@ -18,6 +20,7 @@
 -- A job is staged only while it is still a record in state queued (P jr:<id>,
 -- never taken by dispatch): a job sent live once, retried or ended is never
 -- offloaded; its entry is dropped when the step meets it.
+-- uses endpoints: ep_bucket, ep_load, ep_usable
 -- uses job_record: llmq_job_record_get, llmq_job_record_unpack
 -- uses keys: KEY
 -- uses limiter: limiter_session, limiter_bucket
@@ -153,6 +156,34 @@ local function pbatch_auto_stage(P, model, ids)
     return staged
 end
 
+-- The live rate of model in limiter session s at now: requests and tokens
+-- per ms its bucket allows (those of its usable named endpoints added up),
+-- each nil when some bucket does not limit it.
+local function pbatch_auto_rates(P, s, model, now)
+    local names = redis.call('SMEMBERS', KEY.model_eps(P, model))
+    local buckets = {}
+    if #names == 0 then
+        buckets[1] = model
+    else
+        local cache = { eps = {} }
+        for _, n in ipairs(names) do
+            if ep_usable(ep_load(P, cache, n, nil), now) then
+                buckets[#buckets + 1] = ep_bucket(model, n)
+            end
+        end
+    end
+    local rq, tk = 0, 0
+    for _, b in ipairs(buckets) do
+        local c = limiter_bucket(s, b).cfg
+        if c == nil then
+            return nil, nil
+        end
+        rq = (rq and c.requests) and rq + c.requests / c.period or nil
+        tk = (tk and c.tokens) and tk + c.tokens / c.period or nil
+    end
+    return rq, tk
+end
+
 -- One auto step for model (policy pol) of account P at now, unless another
 -- ran within PBATCH_AUTO_EVERY_MS. Returns the number of jobs staged.
 local function pbatch_auto_step(P, model, pol, now)
@@ -173,20 +204,20 @@ local function pbatch_auto_step(P, model, pol, now)
         return 0
     end
     local s = limiter_session(P, 'low', now)
-    local c = limiter_bucket(s, model).cfg
-    if c == nil then
+    local rq, tk = pbatch_auto_rates(P, s, model, now)
+    if rq == nil and tk == nil then
         return 0 -- no live limit: the live budget finishes everything
     end
-    local span = pol.horizon_s * 1000 / c.period * s.frac
+    local span = pol.horizon_s * 1000 * s.frac
     local req, tok = pbatch_auto_ahead(P, model, n_el)
     local keep = n_el
-    if c.requests then
-        keep = math.min(keep, math.max(0, math.floor(c.requests * span - req)))
+    if rq then
+        keep = math.min(keep, math.max(0, math.floor(rq * span - req)))
     end
-    if c.tokens then
+    if tk then
         local mean = pbatch_auto_mean_cost(P, redis.call('LRANGE', el, 0, PBATCH_AUTO_SAMPLE - 1))
         if mean and mean > 0 then
-            keep = math.min(keep, math.max(0, math.floor((c.tokens * span - tok) / mean)))
+            keep = math.min(keep, math.max(0, math.floor((tk * span - tok) / mean)))
         end
     end
     local over = math.min(n_el - keep, PBATCH_AUTO_MAX_MOVES)

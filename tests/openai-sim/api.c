@@ -212,6 +212,30 @@ static enum sim_endpoint route_checked(struct sim_conn *c, int *azure)
     return ep;
 }
 
+/* The Azure form of the Files and Batches APIs: api-version in the query
+ * (else 404, as for a deployment path) and the key in the api-key header
+ * (a key sent as a Bearer token is no Entra token: 401). Returns 1, or 0
+ * with an answer built. */
+static int azure_batch_ok(struct sim_conn *c)
+{
+    struct sim_span q = c->req.query;
+    const char *buf = c->in.data;
+    const char *v = q.len ? memmem(buf + q.off, q.len, "api-version=", 12) : NULL;
+    if (v == NULL || (v != buf + q.off && v[-1] != '&')) {
+        not_found(c, 1);
+        return 0;
+    }
+    if (c->req.api_key.len == 0) {
+        c->ex.outcome = SIM_OUT_UNAUTHORIZED;
+        sim_reply_azure_error(c->srv, &c->ex, 401,
+                              "Access denied due to missing subscription key. Make sure to "
+                              "include subscription key when making requests to an API.",
+                              NULL);
+        return 0;
+    }
+    return 1;
+}
+
 /* Builds the answer of an admitted request. Returns its delay in ms. */
 static int64_t answer(struct sim_conn *c, struct sim_call *call, const struct sim_rl_info *rl)
 {
@@ -285,8 +309,11 @@ int64_t sim_api_handle(struct sim_conn *c)
     memset(&call, 0, sizeof(call));
     json_t *root = NULL;
     int64_t delay = 0;
-    if (sim_batch_route(c)) {
-        if (authenticate(c, 0) == 0)
+    int batch_azure = 0;
+    if (sim_batch_route(c, &batch_azure)) {
+        if (batch_azure && !azure_batch_ok(c))
+            goto done;
+        if (authenticate(c, batch_azure) == 0)
             delay = sim_batch_handle(c);
         goto done;
     }

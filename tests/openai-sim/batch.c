@@ -12,6 +12,13 @@
  *   POST /v1/batches/{id}/cancel   cancels an unfinished batch: cancelling, then
  *                                  cancelled at the next look with the lines
  *                                  done by then in its output file
+ * With --azure also as Azure OpenAI serves them (global batch): the same
+ * under /openai/files and /openai/batches, each with ?api-version=V (else
+ * 404 "Resource not found") and the resource's key in the api-key header
+ * (a key sent as a Bearer token is a 401, as Azure answers one that is no
+ * Entra token); a batch's endpoint and its lines' url are then
+ * "/chat/completions" (or "/v1/chat/completions"), and a line's model the
+ * deployment. Both forms reach the same files and batches.
  *
  * A batch is validated when it is created (batch_run.c): a file that is no
  * Batch input (a line that is not a JSON object with custom_id, method POST,
@@ -124,20 +131,29 @@ enum batch_route {
     BR_BATCH_CANCEL, /* /v1/batches/{id}/cancel */
 };
 
-/* Splits path p[0..n) into its route and the id in it (*id, *id_len). */
-static enum batch_route batch_route_of(const char *p, size_t n, const char **id, size_t *id_len)
+/* Splits path p[0..n) into its route and the id in it (*id, *id_len);
+ * *azure: 1 for the Azure form (/openai/...), taken only when azure_ok. */
+static enum batch_route batch_route_of(const char *p, size_t n, const char **id, size_t *id_len,
+                                       int azure_ok, int *azure)
 {
     static const struct {
         const char *head;
         enum batch_route whole, one, tail_route;
         const char *tail;
+        int azure;
     } r[] = {
-        {"/v1/files", BR_FILES, BR_FILE, BR_FILE_CONTENT, "/content"},
-        {"/v1/batches", BR_BATCHES, BR_BATCH, BR_BATCH_CANCEL, "/cancel"},
+        {"/v1/files", BR_FILES, BR_FILE, BR_FILE_CONTENT, "/content", 0},
+        {"/v1/batches", BR_BATCHES, BR_BATCH, BR_BATCH_CANCEL, "/cancel", 0},
+        {"/openai/files", BR_FILES, BR_FILE, BR_FILE_CONTENT, "/content", 1},
+        {"/openai/batches", BR_BATCHES, BR_BATCH, BR_BATCH_CANCEL, "/cancel", 1},
     };
     *id = NULL;
     *id_len = 0;
-    for (size_t i = 0; i < 2; i++) {
+    *azure = 0;
+    for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
+        if (r[i].azure && !azure_ok)
+            continue;
+        *azure = r[i].azure;
         size_t hl = strlen(r[i].head);
         if (n < hl || memcmp(p, r[i].head, hl) != 0)
             continue;
@@ -161,11 +177,12 @@ static enum batch_route batch_route_of(const char *p, size_t n, const char **id,
     return BR_NONE;
 }
 
-int sim_batch_route(const struct sim_conn *c)
+int sim_batch_route(const struct sim_conn *c, int *azure)
 {
     const char *id;
     size_t n;
-    return batch_route_of(c->in.data + c->req.path.off, c->req.path.len, &id, &n) != BR_NONE;
+    return batch_route_of(c->in.data + c->req.path.off, c->req.path.len, &id, &n, c->srv->cfg.azure,
+                          azure) != BR_NONE;
 }
 
 /* Answers the JSON in srv->scratch with status 200. */
@@ -353,7 +370,7 @@ static void batch_json(struct sim_buf *b, const struct sim_batch *x)
 }
 
 /* POST /v1/batches */
-static void batches_create(struct sim_conn *c, int64_t late_ms)
+static void batches_create(struct sim_conn *c, int64_t late_ms, int azure)
 {
     struct sim_server *srv = c->srv;
     const char *body = c->in.data + c->req.head_len;
@@ -368,10 +385,12 @@ static void batches_create(struct sim_conn *c, int64_t late_ms)
         reply_400(c, NULL, "We could not parse the JSON body of your request.");
     else if (fid == NULL)
         reply_400(c, "input_file_id", "Missing required parameter: 'input_file_id'.");
-    else if (ep == NULL || !sim_batch_endpoint_ok(ep))
+    else if (ep == NULL || !sim_batch_endpoint_ok(ep, azure))
         reply_400(c, "endpoint",
-                  "Invalid 'endpoint': expected one of /v1/chat/completions, /v1/embeddings, "
-                  "/v1/completions, /v1/responses.");
+                  azure ? "Invalid 'endpoint': expected one of /chat/completions, /embeddings, "
+                          "/completions, /responses."
+                        : "Invalid 'endpoint': expected one of /v1/chat/completions, "
+                          "/v1/embeddings, /v1/completions, /v1/responses.");
     else if (win == NULL || strcmp(win, "24h") != 0)
         reply_400(c, "completion_window", "Invalid 'completion_window': expected '24h'.");
     else if (meta != NULL && !json_is_object(meta) && !json_is_null(meta))
@@ -454,7 +473,9 @@ int64_t sim_batch_handle(struct sim_conn *c)
 {
     const char *id;
     size_t n;
-    enum batch_route r = batch_route_of(c->in.data + c->req.path.off, c->req.path.len, &id, &n);
+    int azure = 0;
+    enum batch_route r = batch_route_of(c->in.data + c->req.path.off, c->req.path.len, &id, &n,
+                                        c->srv->cfg.azure, &azure);
     int post = sim_span_eq(c->in.data, c->req.method, "POST");
     int get = sim_span_eq(c->in.data, c->req.method, "GET");
     int want_post = r == BR_BATCH_CANCEL || ((r == BR_FILES || r == BR_BATCHES) && post);
@@ -503,7 +524,7 @@ int64_t sim_batch_handle(struct sim_conn *c)
         file_content(c, f);
         break;
     case BR_BATCHES:
-        post ? batches_create(c, late_ms) : batches_list(c);
+        post ? batches_create(c, late_ms, azure) : batches_list(c);
         break;
     case BR_BATCH:
         sim_batch_advance(c->srv, x);

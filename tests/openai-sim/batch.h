@@ -66,8 +66,9 @@ struct sim_file *sim_file_add(struct sim_server *srv, const char *filename, cons
                               const char *data, size_t len);
 
 /* batch_run.c */
-/* 1 when ep is an endpoint the Batch API takes. */
-int sim_batch_endpoint_ok(const char *ep);
+/* 1 when ep is an endpoint the Batch API takes (azure: Azure's form, also
+ * without "/v1"). */
+int sim_batch_endpoint_ok(const char *ep, int azure);
 /* Checks input file f of new batch x: status failed with errors, or in_progress. */
 void sim_batch_validate(struct sim_server *srv, struct sim_batch *x, const struct sim_file *f);
 /* Completes x when it is in progress and due (--batch-pace-ms after creation):

@@ -48,17 +48,18 @@ static const struct {
     {"/v1/responses", SIM_EP_RESPONSES},
 };
 
+/* The endpoint of a batch's url: OpenAI's form, or Azure's without "/v1". */
 static enum sim_endpoint endpoint_of(const char *url)
 {
     for (size_t i = 0; i < sizeof(batch_eps) / sizeof(batch_eps[0]); i++)
-        if (strcmp(url, batch_eps[i].url) == 0)
+        if (strcmp(url, batch_eps[i].url) == 0 || strcmp(url, batch_eps[i].url + 3) == 0)
             return batch_eps[i].ep;
     return SIM_EP_NONE;
 }
 
-int sim_batch_endpoint_ok(const char *ep)
+int sim_batch_endpoint_ok(const char *ep, int azure)
 {
-    return endpoint_of(ep) != SIM_EP_NONE;
+    return endpoint_of(ep) != SIM_EP_NONE && (azure || strncmp(ep, "/v1/", 4) == 0);
 }
 
 /* Calls fn(line, len, line_no, ud) for each non-empty line of f; stops when

@@ -262,10 +262,11 @@ void sim_api_http_error(struct sim_conn *c, int status, const char *why);
 void sim_api_settle(struct sim_server *srv, struct sim_exchange *ex);
 
 /* batch.c: the Files and Batches APIs. sim_batch_route returns 1 when c's
- * path is one of theirs (/v1/files..., /v1/batches...); sim_batch_handle
+ * path is one of theirs (/v1/files..., /v1/batches...; with --azure also
+ * /openai/files..., /openai/batches..., *azure then 1); sim_batch_handle
  * then builds the answer into c->ex and returns how late it is sent
  * (--batch-api-slow-ms). sim_batch_free frees what they hold. */
-int sim_batch_route(const struct sim_conn *c);
+int sim_batch_route(const struct sim_conn *c, int *azure);
 int64_t sim_batch_handle(struct sim_conn *c); /* returns the answer's delay, ms */
 void sim_batch_free(struct sim_server *srv);
 

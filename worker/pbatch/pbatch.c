@@ -46,10 +46,12 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "call.h"
 #include "http/http.h"
 #include "jobs/job_pack.h"
 #include "pbatch/pbatch.h"
 #include "pbatch/pbatch_file.h"
+#include "pbatch/pbatch_target.h"
 #include "redis/keys.h"
 #include "redis/reply_read.h"
 #include "redis/script.h"
@@ -81,8 +83,12 @@ struct worker_pbatch {
      * offload may do (on_tick) */
     char used_keys[3][LLMQ_KEY_FIXED_MAX];
     int used; /* one of them existed once: ticks go straight to the script */
+    /* the endpoints whose batches this worker may take (pbatch_next ARGV[3]):
+     * names it holds keys for, an empty first name for the implicit one */
+    char serves[sizeof(((struct llmq_worker_config *)0)->serves)];
     /* the batch in hand */
     char id[64], state[16], model[201], url[64], status[32];
+    struct llmq_pbatch_target target; /* its endpoint */
     char file_id[128], batch_id[128], out_id[128], err_id[128];
     int64_t n, poll_ms, polls, max_bytes;
     int cancel, cancel_sent; /* to be cancelled at the provider; the cancel was sent */
@@ -127,6 +133,7 @@ static void batch_reset(struct worker_pbatch *pb)
     pb->id[0] = pb->state[0] = pb->status[0] = pb->fail_why[0] = '\0';
     pb->cancel = pb->cancel_sent = pb->n_fail = 0;
     pb->file_id[0] = pb->batch_id[0] = pb->out_id[0] = pb->err_id[0] = '\0';
+    memset(&pb->target, 0, sizeof(pb->target));
     pb->which = 0;
     pb->then = NULL;
 }
@@ -360,9 +367,16 @@ static void provider(struct worker_pbatch *pb, const char *path, const char *bod
 {
     const struct llmq_worker_config *cfg = pb->a->w->cfg;
     char url[2048];
+    const char *key = llmq_pbatch_target_key(&pb->target, cfg, pb->a->cfg->api_key);
+    if (key == NULL) { /* pbatch_next hands out only the endpoints it holds */
+        LLMQ_LOG(LLMQ_LOG_ERROR, "offload %s: no key for endpoint %s here: left", pb->id,
+                 pb->target.ep);
+        turn_end(pb);
+        return;
+    }
     struct pbatch_http *h = malloc(sizeof(*h));
     struct llmq_error err = {0};
-    if (h == NULL || llmq_worker_request_url(cfg, path, url, sizeof(url)) != 0 ||
+    if (h == NULL || llmq_pbatch_target_url(&pb->target, cfg, path, url, sizeof(url)) != 0 ||
         pb->a->w->http == NULL) {
         free(h);
         turn_end(pb);
@@ -377,8 +391,9 @@ static void provider(struct worker_pbatch *pb, const char *path, const char *bod
         .body = body,
         .body_len = len,
         .content_type = ctype,
-        .auth = LLMQ_HTTP_AUTH_BEARER,
-        .api_key = pb->a->cfg->api_key,
+        .auth =
+            llmq_pbatch_target_azure(&pb->target) ? LLMQ_HTTP_AUTH_API_KEY : LLMQ_HTTP_AUTH_BEARER,
+        .api_key = key,
         .client_request_id = pb->id,
         .max_body_bytes = raw != PBATCH_BODY_JSON ? (size_t)cfg->offload_max_file_bytes : 0,
     };
@@ -457,9 +472,9 @@ static void on_created(struct worker_pbatch *pb, struct llmq_http_response *resp
 
 static void create(struct worker_pbatch *pb)
 {
-    json_t *body =
-        json_pack("{s:s, s:s, s:s, s:{s:s}}", "input_file_id", pb->file_id, "endpoint", pb->url,
-                  "completion_window", "24h", "metadata", "llmq_batch_id", pb->id);
+    json_t *body = json_pack("{s:s, s:s, s:s, s:{s:s}}", "input_file_id", pb->file_id, "endpoint",
+                             llmq_pbatch_target_line_url(&pb->target, pb->url), "completion_window",
+                             "24h", "metadata", "llmq_batch_id", pb->id);
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
     if (text == NULL) {
@@ -720,8 +735,19 @@ static void on_bodies(redisAsyncContext *ac, redisReply *r, void *privdata)
             LLMQ_LOG(LLMQ_LOG_WARN, "offload %s: job %s: %s: left out", pb->id, id->str, err.msg);
             continue;
         }
+        if (llmq_pbatch_target_azure(&pb->target) && pb->target.deployment[0] != '\0' &&
+            strcmp(pb->target.deployment, pb->model) != 0) {
+            /* Azure's global batch names the deployment as each line's model */
+            char *dep = llmq_worker_body_with_model(text, pb->target.deployment);
+            if (dep != NULL) {
+                free(text);
+                text = dep;
+                len = strlen(dep);
+            }
+        }
         size_t mark = pb->file.len;
-        enum llmq_rc rc = llmq_pbatch_input_line(&pb->file, id->str, pb->url, text, len);
+        enum llmq_rc rc = llmq_pbatch_input_line(
+            &pb->file, id->str, llmq_pbatch_target_line_url(&pb->target, pb->url), text, len);
         free(text);
         if (rc == LLMQ_ENOMEM) {
             turn_end(pb);
@@ -1103,6 +1129,14 @@ static void on_next(redisAsyncContext *ac, redisReply *r, void *privdata)
          sizeof(((struct worker_pbatch *)0)->out_id)},
         {"error_file_id", offsetof(struct worker_pbatch, err_id),
          sizeof(((struct worker_pbatch *)0)->err_id)},
+        {"ep", offsetof(struct worker_pbatch, target.ep),
+         sizeof(((struct worker_pbatch *)0)->target.ep)},
+        {"ep_url", offsetof(struct worker_pbatch, target.base_url),
+         sizeof(((struct worker_pbatch *)0)->target.base_url)},
+        {"ep_ver", offsetof(struct worker_pbatch, target.api_version),
+         sizeof(((struct worker_pbatch *)0)->target.api_version)},
+        {"ep_dep", offsetof(struct worker_pbatch, target.deployment),
+         sizeof(((struct worker_pbatch *)0)->target.deployment)},
     };
     pb->n = pb->polls = 0;
     pb->poll_ms = 30000;
@@ -1134,8 +1168,8 @@ static void look(struct worker_pbatch *pb)
 {
     char lease[24];
     snprintf(lease, sizeof(lease), "%lld", (long long)pb->a->w->cfg->offload_lease_ms);
-    const char *argv[] = {pb->a->w->cfg->consumer, lease};
-    script(pb, LLMQ_SCRIPT_PBATCH_NEXT, 2, argv, NULL, on_next);
+    const char *argv[] = {pb->a->w->cfg->consumer, lease, pb->serves};
+    script(pb, LLMQ_SCRIPT_PBATCH_NEXT, 3, argv, NULL, on_next);
 }
 
 static void on_offload_used(redisAsyncContext *ac, void *reply, void *privdata)
@@ -1190,12 +1224,22 @@ static void on_tick(struct ev_loop *loop, ev_timer *t, int revents)
 void llmq_worker_pbatch_start(struct worker_account *a)
 {
     const struct llmq_worker_config *cfg = a->w->cfg;
-    if (a->cfg->api_key == NULL || cfg->azure_api_version[0] != '\0' || a->pbatch != NULL)
+    /* the implicit endpoint only with the account's key and an OpenAI-style
+     * base URL (an Azure --base-url is one deployment, not a resource) */
+    int implicit = a->cfg->api_key != NULL && cfg->azure_api_version[0] == '\0';
+    if ((!implicit && cfg->n_endpoint_keys == 0) || a->pbatch != NULL)
         return;
     struct worker_pbatch *pb = calloc(1, sizeof(*pb));
     if (pb == NULL)
         return;
     pb->a = a;
+    size_t len = 0;
+    for (int i = 0; i < cfg->n_endpoint_keys; i++) {
+        int n = snprintf(pb->serves + len, sizeof(pb->serves) - len, "%s%s",
+                         i > 0 || implicit ? "," : "", cfg->endpoint_keys[i].name);
+        if (n > 0 && (size_t)n < sizeof(pb->serves) - len)
+            len += (size_t)n;
+    }
     pb->idle_ms = PBATCH_TICK_MIN_MS;
     static const enum llmq_key_kind used[3] = {LLMQ_KEY_OFFLOAD, LLMQ_KEY_PBATCH_DUE,
                                                LLMQ_KEY_PB_STAGED};

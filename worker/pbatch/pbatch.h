@@ -14,17 +14,22 @@
  * "<id>.jsonl", a batch whose metadata names the id): nothing is submitted
  * twice and no job is lost.
  *
- * Runs only in an account whose key the worker holds, against an
- * OpenAI-style base URL (not with --azure-api-version); the account's key
- * is sent as for live calls and never stored. */
+ * A batch belongs to one endpoint (pbatch_target.h): the implicit one, run
+ * only by a worker that holds the account's key with an OpenAI-style base
+ * URL (not with --azure-api-version), or a named one (`llmq endpoints`:
+ * OpenAI, Azure OpenAI global batch, a compatible server), run only by a
+ * worker that holds its key (--endpoint-key): pbatch_next hands a worker
+ * only the batches of endpoints it names. Keys are sent as for live calls
+ * and never stored. */
 #ifndef LLMQ_WORKER_PBATCH_H
 #define LLMQ_WORKER_PBATCH_H
 
 struct worker_account;
 
 /* Starts offload for account a (borrowed; its command connection is up or
- * coming): a timer asks for work from then on. Without the account's key or
- * with Azure it does nothing. */
+ * coming): a timer asks for work from then on. A worker that can reach no
+ * endpoint's Batch API (neither the account's key with an OpenAI-style
+ * --base-url nor an --endpoint-key) does nothing. */
 void llmq_worker_pbatch_start(struct worker_account *a);
 
 /* Stops asking for new steps (drain): a step in flight ends where it is, its
