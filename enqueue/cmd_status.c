@@ -13,6 +13,7 @@
 #include "jobs/calibration.h"
 #include "jobs/job_store.h"
 #include "cli.h"
+#include "cli_opts.h"
 #include "jobs/offload_stats.h"
 #include "limiter/path.h"
 #include "redis/cluster.h"
@@ -27,22 +28,6 @@
 /* Queued jobs and done results whose keys status measures (MEMORY USAGE). */
 #define MEMORY_SAMPLE "32"
 #define MAX_BUCKETS 1000
-
-static void usage(FILE *out)
-{
-    fputs("usage: llmq status [--json] [--all-accounts]\n\n"
-          "Per priority: queued (not yet delivered), in flight (delivered, not\n"
-          "acknowledged), delayed (waiting for backoff or a tenant bucket), dead;\n"
-          "results kept; the Redis memory of the backlog and of the results kept\n"
-          "(MEMORY USAGE of a sample of their keys, times the counts); each bucket's\n"
-          "use against its limits right now; each consumer\n"
-          "of the queues with its pending jobs and idle time; the settings.\n"
-          "Delayed and dead are '-' per priority when there are over " PER_PRIO_CAP " of them.\n\n"
-          "Options: --json (one JSON object per account), --all-accounts, --redis URL,\n"
-          "--account NAME, --help\n"
-          "Exit: 0 ok; 1 Redis failure; 2 usage error.\n",
-          out);
-}
 
 static int shape_ok(const redisReply *r, size_t min_elements)
 {
@@ -843,23 +828,31 @@ struct status_opts {
     int as_json, all;
 };
 
-static int take_option(int opt, const char *arg, void *ud)
-{
-    struct status_opts *o = ud;
-    (void)arg;
-    *(opt == 'j' ? &o->as_json : &o->all) = 1;
-    return 0;
-}
+static const struct llmq_cli_opt options[] = {
+    LLMQ_CLI_OPT_FLAG("json", struct status_opts, as_json, "one JSON object per account"),
+    LLMQ_CLI_OPT_FLAG("all-accounts", struct status_opts, all, "every account, not only --account"),
+    LLMQ_CLI_OPT_END,
+};
+
+static const struct llmq_cli_spec spec = {
+    .usage = "usage: llmq status [--json] [--all-accounts]\n",
+    .about =
+        "Per priority: queued (not yet delivered), in flight (delivered, not\n"
+        "acknowledged), delayed (waiting for backoff or a tenant bucket), dead;\n"
+        "results kept; the Redis memory of the backlog and of the results kept\n"
+        "(MEMORY USAGE of a sample of their keys, times the counts); each bucket's\n"
+        "use against its limits right now; each consumer\n"
+        "of the queues with its pending jobs and idle time; the settings.\n"
+        "Delayed and dead are '-' per priority when there are over " PER_PRIO_CAP " of them.\n",
+    .opts = options,
+    .exit = "Exit: 0 ok; 1 Redis failure; 2 usage error.\n",
+};
 
 int llmq_cmd_status(struct llmq_cli *cli, int argc, char **argv)
 {
-    static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
-                                         {"all-accounts", no_argument, NULL, 'A'},
-                                         LLMQ_CLI_COMMON_OPTIONS,
-                                         {NULL, 0, NULL, 0}};
     struct status_opts o = {0};
     int n_pos = 0;
-    int code = llmq_cli_getopt(cli, argc, argv, opts, take_option, &o, usage, NULL, 0, &n_pos);
+    int code = llmq_cli_parse(cli, &spec, argc, argv, &o, NULL, 0, &n_pos);
     if (code >= 0)
         return code;
     char prefix[LLMQ_KEY_PREFIX_MAX];
