@@ -14,6 +14,7 @@
 #include "jobs/job_store.h"
 #include "cli.h"
 #include "cli_opts.h"
+#include "offload_table.h"
 #include "jobs/offload_stats.h"
 #include "limiter/path.h"
 #include "redis/cluster.h"
@@ -715,40 +716,7 @@ static void print_offload(const json_t *o)
     if (json_array_size(list) == 0)
         return;
     printf("  offload (provider batches; llmq offload list):\n");
-    size_t i;
-    const json_t *m;
-    json_array_foreach(list, i, m)
-    {
-        char name[30], staged[24], off[24], tok[24], lim[24], done[24], failed[24];
-        fit(name, sizeof(name), json_string_value(json_object_get(m, "model")), 26);
-        fmt_count(staged, sizeof(staged), jint(m, "staged"));
-        fmt_count(off, sizeof(off), jint(m, "offloaded"));
-        fmt_count(tok, sizeof(tok), jint(m, "enqueued_tokens"));
-        const json_t *l = json_object_get(m, "queue_limit_tokens");
-        if (json_is_integer(l))
-            fmt_count(lim, sizeof(lim), json_integer_value(l));
-        else
-            snprintf(lim, sizeof(lim), "-");
-        fmt_count(done, sizeof(done), jint(m, "done_ever"));
-        fmt_count(failed, sizeof(failed), jint(m, "failed_ever"));
-        printf("    %-26s %-4s staged %-6s offloaded %-6s enqueued tok %s/%s\n", name,
-               json_string_value(json_object_get(m, "mode")), staged, off, tok, lim);
-        char states[64] = "";
-        size_t k = 0;
-        const char *st;
-        const json_t *n;
-        json_object_foreach((json_t *)json_object_get(m, "batches"), st, n)
-        {
-            int w = snprintf(states + k, sizeof(states) - k, "%s%s %lld", k ? ", " : "", st,
-                             (long long)json_integer_value(n));
-            if (w < 0 || (size_t)w >= sizeof(states) - k)
-                break;
-            k += (size_t)w;
-        }
-        printf("    %-26s batches: %s; ended %lld; jobs done %s, failed %s; saved $%.2f\n", "",
-               k ? states : "none open", jint(m, "batches_ended"), done, failed,
-               json_real_value(json_object_get(m, "saved_usd")));
-    }
+    llmq_cli_offload_table(stdout, list, "    ", "", "", "\n");
 }
 
 static void print_text(const json_t *o)

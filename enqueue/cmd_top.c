@@ -23,6 +23,7 @@
 #include "base/clock.h"
 #include "cli.h"
 #include "cli_opts.h"
+#include "offload_table.h"
 #include "cost/money.h"
 #include "jobs/offload_stats.h"
 #include "redis/redis.h"
@@ -268,52 +269,6 @@ static int group_cmp(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-/* The offload table (docs/DESIGN.md §3.10): per model its policy, jobs
- * staged and offloaded, open provider batches by state, the provider's
- * enqueued tokens against its queue limit, and jobs done, failed and money
- * saved by offload. Only when a model has offload. */
-static void print_offload(const struct top *t)
-{
-    if (json_array_size(t->offload) == 0)
-        return;
-    printf("%s%s%-28s %-4s %8s %9s %-24s %14s %8s %6s %9s%s%s", t->nl, t->bold, "OFFLOAD MODEL",
-           "MODE", "STAGED", "OFFLOADED", "BATCHES OPEN", "ENQUEUED/LIMIT", "DONE", "FAILED",
-           "SAVED", t->plain, t->nl);
-    size_t i;
-    const json_t *m;
-    json_array_foreach(t->offload, i, m)
-    {
-        char states[25] = "-", tok[40], saved[40];
-        size_t k = 0;
-        const char *st;
-        const json_t *n;
-        json_object_foreach((json_t *)json_object_get(m, "batches"), st, n)
-        {
-            int w = snprintf(states + k, sizeof(states) - k, "%s%.4s:%lld", k ? " " : "", st,
-                             (long long)json_integer_value(n));
-            if (w < 0 || (size_t)w >= sizeof(states) - k)
-                break;
-            k += (size_t)w;
-        }
-        const json_t *lim = json_object_get(m, "queue_limit_tokens");
-        long long enq = (long long)json_integer_value(json_object_get(m, "enqueued_tokens"));
-        if (json_is_integer(lim))
-            snprintf(tok, sizeof(tok), "%lld/%lld", enq, (long long)json_integer_value(lim));
-        else
-            snprintf(tok, sizeof(tok), "%lld/-", enq);
-        saved[0] = '$';
-        llmq_usd_format((long long)(json_real_value(json_object_get(m, "saved_usd")) * 1e9 + 0.5),
-                        saved + 1, sizeof(saved) - 1);
-        printf("%-28.28s %-4s %8lld %9lld %-24s %14s %8lld %6lld %9s%s",
-               json_string_value(json_object_get(m, "model")),
-               json_string_value(json_object_get(m, "mode")),
-               (long long)json_integer_value(json_object_get(m, "staged")),
-               (long long)json_integer_value(json_object_get(m, "offloaded")), states, tok,
-               (long long)json_integer_value(json_object_get(m, "done_ever")),
-               (long long)json_integer_value(json_object_get(m, "failed_ever")), saved, t->nl);
-    }
-}
-
 static void frame(const struct llmq_cli *cli, struct top *t, int clear)
 {
     char when[32];
@@ -359,7 +314,10 @@ static void frame(const struct llmq_cli *cli, struct top *t, int clear)
                ss, ls, lim > 0 ? 100.0 * (double)sp / (double)lim : 0.0,
                (long long)json_integer_value(json_object_get(b, "waiting_jobs")), t->nl);
     }
-    print_offload(t);
+    if (json_array_size(t->offload) > 0) { /* docs/DESIGN.md §3.10 */
+        printf("%s", t->nl);
+        llmq_cli_offload_table(stdout, t->offload, "", t->bold, t->plain, t->nl);
+    }
     fflush(stdout);
 }
 
