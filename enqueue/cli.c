@@ -164,56 +164,6 @@ void llmq_cli_job_ids_free(char **ids, size_t n)
     }
 }
 
-static int negative_number(const char *s)
-{
-    return s[0] == '-' && s[1] >= '0' && s[1] <= '9';
-}
-
-int llmq_cli_getopt(struct llmq_cli *cli, int argc, char **argv, const struct option *opts,
-                    int (*take)(int opt, const char *arg, void *ud), void *ud,
-                    void (*help)(FILE *out), char **pos, int max, int *n_pos)
-{
-    *n_pos = 0;
-    optind = 1;
-    /* "-": non-options come back in order as opt 1, never permuted */
-    while (optind < argc) {
-        const char *word = argv[optind];
-        int opt = 1;
-        if (negative_number(word))
-            optind++;
-        else if ((opt = getopt_long(argc, argv, "-h", opts, NULL)) == -1)
-            break;
-        else if (opt == 1)
-            word = optarg;
-        if (opt == 1) {
-            if (*n_pos == max) {
-                llmq_cli_error(cli, "unexpected argument '%s' (see %s --help)", word, cli->prog);
-                return LLMQ_EXIT_USAGE;
-            }
-            pos[(*n_pos)++] = (char *)word;
-        } else if (opt == 'h') {
-            help(stdout);
-            return LLMQ_EXIT_OK;
-        } else if (opt == '?') {
-            fprintf(stderr, "(see %s --help)\n", cli->prog);
-            return LLMQ_EXIT_USAGE;
-        } else if (!llmq_cli_common_option(cli, opt, optarg)) {
-            int code = take(opt, optarg, ud);
-            if (code != 0)
-                return code;
-        }
-    }
-    while (optind < argc) { /* after "--": all positional */
-        if (*n_pos == max) {
-            llmq_cli_error(cli, "unexpected argument '%s' (see %s --help)", argv[optind],
-                           cli->prog);
-            return LLMQ_EXIT_USAGE;
-        }
-        pos[(*n_pos)++] = argv[optind++];
-    }
-    return -1;
-}
-
 int llmq_cli_parse_int64(const struct llmq_cli *cli, const char *name, const char *arg,
                          long long min, long long max, long long *out)
 {

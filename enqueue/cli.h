@@ -1,13 +1,13 @@
 /* The llmq CLI: shared context, options and exit codes of every subcommand.
  *
- * Conventions: data on stdout, messages on stderr, `--help` on every command.
+ * Conventions: data on stdout, messages on stderr, `--help` on every command;
+ * each command's options are a table parsed by cli_opts.h.
  * Exit codes (documented in the README):
  *   0 success; 1 runtime failure (Redis unreachable, a script error);
  *   2 usage error or invalid input; 3 jobs ended in the dead-letter stream. */
 #ifndef LLMQ_CLI_H
 #define LLMQ_CLI_H
 
-#include <getopt.h>
 #include <hiredis/hiredis.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -25,18 +25,12 @@ struct llmq_cli {
     const char *prog;      /* "llmq limits" etc., for messages */
 };
 
-/* Options every subcommand accepts; append to a command's own long options
- * with LLMQ_CLI_COMMON_OPTIONS and let llmq_cli_common_option() take them. */
+/* The options every subcommand accepts (the parser, cli_opts.h, adds them to
+ * each command's table): their getopt codes, and the handler that takes
+ * them; it returns 1 if opt was one, 0 otherwise. */
 #define LLMQ_CLI_OPT_REDIS 1000
 #define LLMQ_CLI_OPT_ACCOUNT 1001
-#define LLMQ_CLI_COMMON_OPTIONS                                                                    \
-    {"redis", required_argument, NULL, LLMQ_CLI_OPT_REDIS},                                        \
-        {"account", required_argument, NULL, LLMQ_CLI_OPT_ACCOUNT},                                \
-    {                                                                                              \
-        "help", no_argument, NULL, 'h'                                                             \
-    }
 
-/* Handles a common option; returns 1 if opt was one, 0 otherwise. */
 int llmq_cli_common_option(struct llmq_cli *cli, int opt, const char *arg);
 
 /* Writes the key prefix of the CLI's account into prefix (size n); prints
@@ -94,18 +88,6 @@ void llmq_cli_job_ids_free(char **ids, size_t n);
  * when it is not one. name is printed as given ("--rpm", "result_max"). */
 int llmq_cli_parse_int64(const struct llmq_cli *cli, const char *name, const char *arg,
                          long long min, long long max, long long *out);
-
-/* Collects the positional arguments of argv while taking options with
- * getopt_long (short options "h" only): pos[0..*n_pos) receive them in order
- * (at most max; more is a usage error). A word that reads as a negative number
- * ("-5") is a positional argument, so a bad value gets its range message and
- * not "invalid option". Each option other than -h/--help and the common ones
- * goes to take(opt, optarg, ud), which returns 0 or an exit code. Returns -1
- * when parsing is done and the command goes on; else an exit code (--help:
- * 0 after printing help(stdout); a bad option: 2 after a message). */
-int llmq_cli_getopt(struct llmq_cli *cli, int argc, char **argv, const struct option *opts,
-                    int (*take)(int opt, const char *arg, void *ud), void *ud,
-                    void (*help)(FILE *out), char **pos, int max, int *n_pos);
 
 /* 1 when r (a field of a bucket hash: requests or tokens) sets a limit: a
  * number above 0 (0 and absent mean no limit on that dimension). */

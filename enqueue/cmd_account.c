@@ -14,22 +14,30 @@
 #include <time.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 #include "redis/keys.h"
 #include "redis/redis.h"
 #include "redis/script.h"
 
-static void usage(FILE *out)
-{
-    fputs("usage: llmq account status [--json]\n"
-          "       llmq account resume\n\n"
-          "When the API refuses an account's key (401/403), the workers pause the account:\n"
-          "its jobs stay queued and none is dead-lettered. status shows the pause; resume\n"
-          "lifts it (workers take jobs again within seconds). A worker started with another\n"
-          "key lifts it by itself.\n\n"
-          "Options: --redis URL, --account NAME, --json (status), --help\n"
-          "Exit: 0 ok; 1 Redis failure; 2 usage error.\n",
-          out);
-}
+struct account_opts {
+    int json;
+};
+
+static const struct llmq_cli_opt options[] = {
+    LLMQ_CLI_OPT_FLAG("json", struct account_opts, json, "status as JSON"),
+    LLMQ_CLI_OPT_END,
+};
+
+static const struct llmq_cli_spec spec = {
+    .usage = "usage: llmq account status [--json]\n"
+             "       llmq account resume\n",
+    .about = "When the API refuses an account's key (401/403), the workers pause the account:\n"
+             "its jobs stay queued and none is dead-lettered. status shows the pause; resume\n"
+             "lifts it (workers take jobs again within seconds). A worker started with another\n"
+             "key lifts it by itself.\n",
+    .opts = options,
+    .exit = "Exit: 0 ok; 1 Redis failure; 2 usage error.\n",
+};
 
 json_t *llmq_cli_auth_pause(redisContext *c, const char *prefix)
 {
@@ -123,22 +131,12 @@ static int resume(const struct llmq_cli *cli, redisContext *c, const char *prefi
     return LLMQ_EXIT_OK;
 }
 
-static int take_option(int opt, const char *arg, void *ud)
-{
-    (void)arg;
-    if (opt != 'j')
-        return LLMQ_EXIT_USAGE;
-    *(int *)ud = 1;
-    return 0;
-}
-
 int llmq_cmd_account(struct llmq_cli *cli, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"json", no_argument, NULL, 'j'}, LLMQ_CLI_COMMON_OPTIONS, {NULL, 0, NULL, 0}};
-    int as_json = 0, n = 0;
+    struct account_opts o = {0};
+    int n = 0;
     char *pos[1];
-    int code = llmq_cli_getopt(cli, argc, argv, opts, take_option, &as_json, usage, pos, 1, &n);
+    int code = llmq_cli_parse(cli, &spec, argc, argv, &o, pos, 1, &n);
     if (code >= 0)
         return code;
     const char *verb = n > 0 ? pos[0] : "";
@@ -151,9 +149,9 @@ int llmq_cmd_account(struct llmq_cli *cli, int argc, char **argv)
         llmq_cli_error(cli, "unknown subcommand '%s' (status or resume; see --help)", verb);
         return LLMQ_EXIT_USAGE;
     }
-    if (is_resume && as_json) {
+    if (is_resume && o.json) {
         llmq_cli_error(cli, "--json belongs to 'account status' (see --help)");
         return LLMQ_EXIT_USAGE;
     }
-    return llmq_cli_on_account(cli, is_status ? status : resume, &as_json);
+    return llmq_cli_on_account(cli, is_status ? status : resume, &o.json);
 }

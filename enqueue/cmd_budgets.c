@@ -3,7 +3,6 @@
  * lua/budget_set.lua and lua/budget_list.lua change and read them; keys in
  * common/redis/keys.h). A change applies to the next dispatch: a raise or a
  * removal runs what was parked on the budget at once. */
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,41 +10,16 @@
 #include <time.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 #include "cost/money.h"
 #include "jobs/job.h"
 #include "redis/redis.h"
 #include "redis/script.h"
 
-static void usage(FILE *out)
-{
-    fputs("usage: llmq budgets set [--tenant T] [--user U] [--key ID] (--tokens N | --usd X)\n"
-          "                        (--period day|month | --period-s S) [--on-exhaust park|dead]\n"
-          "       llmq budgets list [--json]\n"
-          "       llmq budgets rm [--tenant T] [--user U] [--key ID] [--unit tokens|usd]\n"
-          "                       [--period day|month | --period-s S]\n"
-          "       llmq budgets rm BUDGET...\n\n"
-          "Spend budgets: the jobs of a scope spend at most N tokens or X USD per UTC\n"
-          "calendar day or month, or per S seconds. Scope: the account (no flag), a\n"
-          "tenant, a user of a tenant (--tenant T --user U), a user of jobs without a\n"
-          "tenant (--user U), or a gateway key (--key ID, as `llmq keys list` shows it).\n"
-          "Several budgets may apply to one job; it runs only when it fits them all. A job\n"
-          "is charged its worst case when it is granted (USD: prompt at the input price,\n"
-          "the completion reservation at the output price) and settled to its real usage,\n"
-          "so spend never exceeds a budget. A job that does not fit parks: it stays queued\n"
-          "('waiting for budget' in list) and runs when the period rolls over or the\n"
-          "budget is raised or removed; --on-exhaust dead dead-letters it instead (reason\n"
-          "budget_exhausted). A USD budget needs a price for each model (llmq prices).\n"
-          "set on an existing budget (same scope, unit and period) changes it and keeps\n"
-          "this period's spend. rm takes a scope (all its budgets, or those of one unit or\n"
-          "period) or budget ids as list shows them.\n\n"
-          "Options: --redis URL, --account NAME, --help\n"
-          "Exit: 0 ok; 1 Redis failure; 2 usage error.\n",
-          out);
-}
-
 struct budgets_opts {
     const char *tenant, *user, *key;
     const char *tokens, *usd;
+    const char *unit;          /* rm's --unit */
     int unit_tokens, unit_usd; /* --tokens/--usd, or rm's --unit */
     const char *period, *period_s;
     const char *on_exhaust;
@@ -57,53 +31,50 @@ struct budgets_opts {
     long long limit;
 };
 
-enum { OPT_TOKENS = 300, OPT_USD, OPT_UNIT, OPT_PERIOD, OPT_PERIOD_S, OPT_ON_EXHAUST, OPT_KEY };
+static const struct llmq_cli_opt options[] = {
+    LLMQ_CLI_OPT_STR("tenant", "T", struct budgets_opts, tenant, "the scope: tenant T"),
+    LLMQ_CLI_OPT_STR("user", "U", struct budgets_opts, user,
+                     "the scope: user U (of tenant T with --tenant)"),
+    LLMQ_CLI_OPT_STR("key", "ID", struct budgets_opts, key,
+                     "the scope: a gateway key (its id as `llmq keys list` shows it)"),
+    LLMQ_CLI_OPT_STR("tokens", "N", struct budgets_opts, tokens, "set: a budget of N tokens"),
+    LLMQ_CLI_OPT_STR("usd", "X", struct budgets_opts, usd, "set: a budget of X USD"),
+    LLMQ_CLI_OPT_WORD("unit", "tokens|usd", struct budgets_opts, unit,
+                      "rm: only the scope's budgets of this unit"),
+    LLMQ_CLI_OPT_STR("period", "day|month", struct budgets_opts, period,
+                     "per UTC calendar day or month"),
+    LLMQ_CLI_OPT_STR("period-s", "S", struct budgets_opts, period_s, "per S seconds"),
+    LLMQ_CLI_OPT_STR("on-exhaust", "park|dead", struct budgets_opts, on_exhaust,
+                     "set: what a job that does not fit does (default park)"),
+    LLMQ_CLI_OPT_FLAG("json", struct budgets_opts, json, "list as JSON"),
+    LLMQ_CLI_OPT_END,
+};
 
-static int take_option(int opt, const char *arg, void *ud)
-{
-    struct budgets_opts *o = ud;
-    switch (opt) {
-    case 't':
-        o->tenant = arg;
-        return 0;
-    case 'u':
-        o->user = arg;
-        return 0;
-    case OPT_KEY:
-        o->key = arg;
-        return 0;
-    case OPT_TOKENS:
-        o->tokens = arg;
-        o->unit_tokens = 1;
-        return 0;
-    case OPT_USD:
-        o->usd = arg;
-        o->unit_usd = 1;
-        return 0;
-    case OPT_UNIT:
-        if (strcmp(arg, "tokens") == 0)
-            o->unit_tokens = 1;
-        else if (strcmp(arg, "usd") == 0)
-            o->unit_usd = 1;
-        else
-            return LLMQ_EXIT_USAGE;
-        return 0;
-    case OPT_PERIOD:
-        o->period = arg;
-        return 0;
-    case OPT_PERIOD_S:
-        o->period_s = arg;
-        return 0;
-    case OPT_ON_EXHAUST:
-        o->on_exhaust = arg;
-        return 0;
-    case 'j':
-        o->json = 1;
-        return 0;
-    default:
-        return LLMQ_EXIT_USAGE;
-    }
-}
+static const struct llmq_cli_spec spec = {
+    .usage =
+        "usage: llmq budgets set [--tenant T] [--user U] [--key ID] (--tokens N | --usd X)\n"
+        "                        (--period day|month | --period-s S) [--on-exhaust park|dead]\n"
+        "       llmq budgets list [--json]\n"
+        "       llmq budgets rm [--tenant T] [--user U] [--key ID] [--unit tokens|usd]\n"
+        "                       [--period day|month | --period-s S]\n"
+        "       llmq budgets rm BUDGET...\n",
+    .about = "Spend budgets: the jobs of a scope spend at most N tokens or X USD per UTC\n"
+             "calendar day or month, or per S seconds. Scope: the account (no flag), a\n"
+             "tenant, a user of a tenant (--tenant T --user U), a user of jobs without a\n"
+             "tenant (--user U), or a gateway key (--key ID, as `llmq keys list` shows it).\n"
+             "Several budgets may apply to one job; it runs only when it fits them all. A job\n"
+             "is charged its worst case when it is granted (USD: prompt at the input price,\n"
+             "the completion reservation at the output price) and settled to its real usage,\n"
+             "so spend never exceeds a budget. A job that does not fit parks: it stays queued\n"
+             "('waiting for budget' in list) and runs when the period rolls over or the\n"
+             "budget is raised or removed; --on-exhaust dead dead-letters it instead (reason\n"
+             "budget_exhausted). A USD budget needs a price for each model (llmq prices).\n"
+             "set on an existing budget (same scope, unit and period) changes it and keeps\n"
+             "this period's spend. rm takes a scope (all its budgets, or those of one unit or\n"
+             "period) or budget ids as list shows them.\n",
+    .opts = options,
+    .exit = "Exit: 0 ok; 1 Redis failure; 2 usage error.\n",
+};
 
 /* Writes the scope of o's flags into out (resolving a key id in Redis);
  * returns 0 or an exit code (printed). */
@@ -398,26 +369,16 @@ static int check(const struct llmq_cli *cli, struct budgets_opts *o, int is_set)
 
 int llmq_cmd_budgets(struct llmq_cli *cli, int argc, char **argv)
 {
-    static const struct option opts[] = {{"tenant", required_argument, NULL, 't'},
-                                         {"user", required_argument, NULL, 'u'},
-                                         {"key", required_argument, NULL, OPT_KEY},
-                                         {"tokens", required_argument, NULL, OPT_TOKENS},
-                                         {"usd", required_argument, NULL, OPT_USD},
-                                         {"unit", required_argument, NULL, OPT_UNIT},
-                                         {"period", required_argument, NULL, OPT_PERIOD},
-                                         {"period-s", required_argument, NULL, OPT_PERIOD_S},
-                                         {"on-exhaust", required_argument, NULL, OPT_ON_EXHAUST},
-                                         {"json", no_argument, NULL, 'j'},
-                                         LLMQ_CLI_COMMON_OPTIONS,
-                                         {NULL, 0, NULL, 0}};
     struct budgets_opts o = {0};
     char **pos = calloc((size_t)argc + 1, sizeof(*pos));
     int n_pos = 0;
     if (pos == NULL)
         return LLMQ_EXIT_FAIL;
-    int rc = llmq_cli_getopt(cli, argc, argv, opts, take_option, &o, usage, pos, argc, &n_pos);
+    int rc = llmq_cli_parse(cli, &spec, argc, argv, &o, pos, argc, &n_pos);
     if (rc >= 0)
         goto out;
+    o.unit_tokens = o.tokens != NULL || (o.unit && strcmp(o.unit, "tokens") == 0);
+    o.unit_usd = o.usd != NULL || (o.unit && strcmp(o.unit, "usd") == 0);
     rc = LLMQ_EXIT_USAGE;
     if (n_pos == 0) {
         llmq_cli_error(cli, "expected set, list or rm (see --help)");

@@ -11,24 +11,10 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 #include "redis/keys.h"
 #include "redis/redis.h"
 #include "redis/script.h"
-
-static void usage(FILE *out)
-{
-    fputs("usage: llmq cache stats [--tenant T] [--model M] [--json]\n"
-          "       llmq cache purge [--tenant T] [--model M]\n\n"
-          "The response cache (docs/cache.md): requests with cache mode use or refresh\n"
-          "(llmq.cache in a Batch line, the producer's cache option, the gateway's\n"
-          "x-llmq-cache header) store their good answers per tenant and model. stats shows\n"
-          "the entries stored and the account's counters (hits, misses, coalesced waits,\n"
-          "answers stored, tokens saved); purge deletes entries. --tenant '' means the\n"
-          "requests without a tenant.\n\n"
-          "Options: --tenant T, --model M, --json (stats), --redis URL, --account NAME, --help\n"
-          "Exit: 0 ok; 1 Redis failure; 2 usage error.\n",
-          out);
-}
 
 struct cache_args {
     const char *tenant; /* "*": any */
@@ -37,19 +23,25 @@ struct cache_args {
     int purge;
 };
 
-static int take_option(int opt, const char *arg, void *ud)
-{
-    struct cache_args *a = ud;
-    if (opt == 't')
-        a->tenant = arg;
-    else if (opt == 'm')
-        a->model = arg;
-    else if (opt == 'j')
-        a->json = 1;
-    else
-        return LLMQ_EXIT_USAGE;
-    return 0;
-}
+static const struct llmq_cli_opt options[] = {
+    LLMQ_CLI_OPT_STR("tenant", "T", struct cache_args, tenant,
+                     "only tenant T's entries ('': the requests without a tenant)"),
+    LLMQ_CLI_OPT_STR("model", "M", struct cache_args, model, "only model M's entries"),
+    LLMQ_CLI_OPT_FLAG("json", struct cache_args, json, "stats as JSON"),
+    LLMQ_CLI_OPT_END,
+};
+
+static const struct llmq_cli_spec spec = {
+    .usage = "usage: llmq cache stats [--tenant T] [--model M] [--json]\n"
+             "       llmq cache purge [--tenant T] [--model M]\n",
+    .about = "The response cache (docs/cache.md): requests with cache mode use or refresh\n"
+             "(llmq.cache in a Batch line, the producer's cache option, the gateway's\n"
+             "x-llmq-cache header) store their good answers per tenant and model. stats shows\n"
+             "the entries stored and the account's counters (hits, misses, coalesced waits,\n"
+             "answers stored, tokens saved); purge deletes entries.\n",
+    .opts = options,
+    .exit = "Exit: 0 ok; 1 Redis failure; 2 usage error.\n",
+};
 
 enum { N_REPLY = 9 };
 
@@ -121,15 +113,10 @@ static int cache_run(const struct llmq_cli *cli, redisContext *c, const char *pr
 
 int llmq_cmd_cache(struct llmq_cli *cli, int argc, char **argv)
 {
-    static const struct option opts[] = {{"tenant", required_argument, NULL, 't'},
-                                         {"model", required_argument, NULL, 'm'},
-                                         {"json", no_argument, NULL, 'j'},
-                                         LLMQ_CLI_COMMON_OPTIONS,
-                                         {NULL, 0, NULL, 0}};
     struct cache_args a = {.tenant = "*", .model = "*"};
     int n = 0;
     char *pos[1];
-    int code = llmq_cli_getopt(cli, argc, argv, opts, take_option, &a, usage, pos, 1, &n);
+    int code = llmq_cli_parse(cli, &spec, argc, argv, &a, pos, 1, &n);
     if (code >= 0)
         return code;
     const char *verb = n > 0 ? pos[0] : "";

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 #include "jobs/job_id.h"
 #include "llmq/llmq.h"
 #include "redis/keys.h"
@@ -18,21 +19,6 @@
 #include "redis/script.h"
 
 #define CHUNK 500
-
-static void usage(FILE *out)
-{
-    fputs("usage: llmq dead list [--json] [--limit N]\n"
-          "       llmq dead retry (--all | ID...)\n"
-          "       llmq dead purge (--all | ID...)\n\n"
-          "list: dead-lettered jobs, oldest first: id, time (UTC), reason, error (tab-separated).\n"
-          "retry: enqueue them again with fresh attempts (same id, same body).\n"
-          "purge: delete them and their results for good.\n\n"
-          "Options: --json (list as JSON lines), --limit N, --all, --redis URL,\n"
-          "--account NAME, --help\n"
-          "Exit: 0 ok; 1 Redis failure; 2 usage error, or a named id that is not dead\n"
-          "or does not exist (named on stderr; the others are still done).\n",
-          out);
-}
 
 static const char *field(const redisReply *f, const char *name)
 {
@@ -179,7 +165,6 @@ static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix,
 }
 
 struct dead_opts {
-    const struct llmq_cli *cli;
     int as_json, all;
     long long limit;
     /* the command, once checked */
@@ -198,16 +183,25 @@ static int act_on(const struct llmq_cli *cli, redisContext *c, const char *prefi
                o->is_retry ? "queued" : "purged", o->ids, o->n_ids);
 }
 
-static int take_option(int opt, const char *arg, void *ud)
-{
-    struct dead_opts *o = ud;
-    if (opt == 'l')
-        return llmq_cli_parse_int64(o->cli, "--limit", arg, 1, 1LL << 40, &o->limit) != 0
-                   ? LLMQ_EXIT_USAGE
-                   : 0;
-    *(opt == 'j' ? &o->as_json : &o->all) = 1;
-    return 0;
-}
+static const struct llmq_cli_opt options[] = {
+    LLMQ_CLI_OPT_FLAG("json", struct dead_opts, as_json, "list as JSON lines"),
+    LLMQ_CLI_OPT_INT("limit", "N", struct dead_opts, limit, 1, 1LL << 40, "list at most N jobs"),
+    LLMQ_CLI_OPT_FLAG("all", struct dead_opts, all, "retry or purge every dead-lettered job"),
+    LLMQ_CLI_OPT_END,
+};
+
+static const struct llmq_cli_spec spec = {
+    .usage = "usage: llmq dead list [--json] [--limit N]\n"
+             "       llmq dead retry (--all | ID...)\n"
+             "       llmq dead purge (--all | ID...)\n",
+    .about =
+        "list: dead-lettered jobs, oldest first: id, time (UTC), reason, error (tab-separated).\n"
+        "retry: enqueue them again with fresh attempts (same id, same body).\n"
+        "purge: delete them and their results for good.\n",
+    .opts = options,
+    .exit = "Exit: 0 ok; 1 Redis failure; 2 usage error, or a named id that is not dead\n"
+            "or does not exist (named on stderr; the others are still done).\n",
+};
 
 /* Runs the parsed command: pos[0] the verb, then the ids. */
 static int run(const struct llmq_cli *cli, struct dead_opts *o, char **pos, int n_pos)
@@ -253,17 +247,12 @@ static int run(const struct llmq_cli *cli, struct dead_opts *o, char **pos, int 
 
 int llmq_cmd_dead(struct llmq_cli *cli, int argc, char **argv)
 {
-    static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
-                                         {"limit", required_argument, NULL, 'l'},
-                                         {"all", no_argument, NULL, 'a'},
-                                         LLMQ_CLI_COMMON_OPTIONS,
-                                         {NULL, 0, NULL, 0}};
-    struct dead_opts o = {.cli = cli};
+    struct dead_opts o = {0};
     char **pos = calloc((size_t)argc + 1, sizeof(*pos));
     int n_pos = 0;
     if (pos == NULL)
         return LLMQ_EXIT_FAIL;
-    int code = llmq_cli_getopt(cli, argc, argv, opts, take_option, &o, usage, pos, argc, &n_pos);
+    int code = llmq_cli_parse(cli, &spec, argc, argv, &o, pos, argc, &n_pos);
     if (code < 0)
         code = run(cli, &o, pos, n_pos);
     free(pos);

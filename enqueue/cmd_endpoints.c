@@ -10,89 +10,8 @@
 #include <time.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 #include "redis/script.h"
-
-static void usage(FILE *out)
-{
-    fputs("usage: llmq endpoints add NAME --base-url URL [--tier K] [--weight W]\n"
-          "                          [--azure-api-version V] [--kind openai|azure|compatible]\n"
-          "                          [--fail-threshold N] [--fail-window-ms MS]\n"
-          "                          [--cooldown-ms MS] [--cooldown-max-ms MS] [--probe-ms MS]\n"
-          "                          [--batch-max-requests N] [--batch-max-bytes N]\n"
-          "       llmq endpoints set NAME [the options of add]\n"
-          "       llmq endpoints rm NAME\n"
-          "       llmq endpoints enable NAME\n"
-          "       llmq endpoints disable NAME [--reason TEXT]\n"
-          "       llmq endpoints list [--json]\n"
-          "       llmq endpoints routing MODEL spillover|balanced|fastest\n"
-          "       llmq endpoints fallback MODEL FALLBACK_MODEL|none\n\n"
-          "An endpoint is one place a model can be called: an OpenAI org or project key,\n"
-          "an Azure OpenAI resource (--azure-api-version: api-key auth, the deployment path\n"
-          "/openai/deployments/DEP; --base-url may also be a deployment URL), any\n"
-          "OpenAI-compatible server. It serves a model once it has limits for it:\n"
-          "`llmq limits set MODEL --endpoint NAME --rpm N --tpm N [--deployment DEP]`.\n"
-          "Workers call it with the key they are given for it\n"
-          "(`llmq-worker --endpoint-key NAME=ENV_VAR`); Redis never holds a key.\n"
-          "Dispatch picks among a model's endpoints with room by its routing:\n"
-          "spillover (default: lowest --tier first, the next tier only when it would\n"
-          "make the job wait), balanced (the most remaining budget,\n"
-          "times --weight), fastest (lowest recent latency). --tier 1.. (default 1),\n"
-          "--weight 0.001..1000000 (default 1).\n"
-          "Health: --fail-threshold failures (5xx, timeouts, refused or reset; default 5)\n"
-          "within --fail-window-ms (10000) cool the endpoint for --cooldown-ms (1000),\n"
-          "doubling up to --cooldown-max-ms (60000) while it keeps failing; then one probe\n"
-          "request (answer awaited up to --probe-ms, 30000) decides. 401/403 and\n"
-          "insufficient_quota disable it until `llmq endpoints enable NAME`.\n"
-          "Offload (`llmq offload`) submits a model's provider batches to its endpoints,\n"
-          "each input file within --batch-max-requests lines (default 50000) and\n"
-          "--batch-max-bytes (default 200000000), OpenAI's limits; set them for Azure and\n"
-          "compatible servers that take less.\n"
-          "A fallback model takes a model's jobs (body's model rewritten) when every\n"
-          "endpoint of the model is out, or its wait would pass a job's deadline; a job\n"
-          "runs there only within its spend budgets at the fallback's price, and is\n"
-          "charged that price and its cost as the fallback.\n"
-          "With no endpoint for a model, the workers' own --base-url and key serve it\n"
-          "(the implicit endpoint), with the model's own limits.\n\n"
-          "Options: --json (list), --redis URL, --account NAME, --help\n"
-          "Exit: 0 ok; 1 Redis failure; 2 usage error, an unknown endpoint, a bad value.\n",
-          out);
-}
-
-enum {
-    OPT_BASE_URL = 256,
-    OPT_TIER,
-    OPT_WEIGHT,
-    OPT_AZURE,
-    OPT_KIND,
-    OPT_FAIL_THRESHOLD,
-    OPT_FAIL_WINDOW,
-    OPT_COOLDOWN,
-    OPT_COOLDOWN_MAX,
-    OPT_PROBE,
-    OPT_BATCH_MAX_REQUESTS,
-    OPT_BATCH_MAX_BYTES,
-    OPT_REASON,
-    OPT_JSON,
-};
-
-static const struct option long_options[] = {
-    {"base-url", required_argument, NULL, OPT_BASE_URL},
-    {"tier", required_argument, NULL, OPT_TIER},
-    {"weight", required_argument, NULL, OPT_WEIGHT},
-    {"azure-api-version", required_argument, NULL, OPT_AZURE},
-    {"kind", required_argument, NULL, OPT_KIND},
-    {"fail-threshold", required_argument, NULL, OPT_FAIL_THRESHOLD},
-    {"fail-window-ms", required_argument, NULL, OPT_FAIL_WINDOW},
-    {"cooldown-ms", required_argument, NULL, OPT_COOLDOWN},
-    {"cooldown-max-ms", required_argument, NULL, OPT_COOLDOWN_MAX},
-    {"probe-ms", required_argument, NULL, OPT_PROBE},
-    {"batch-max-requests", required_argument, NULL, OPT_BATCH_MAX_REQUESTS},
-    {"batch-max-bytes", required_argument, NULL, OPT_BATCH_MAX_BYTES},
-    {"reason", required_argument, NULL, OPT_REASON},
-    {"json", no_argument, NULL, OPT_JSON},
-    LLMQ_CLI_COMMON_OPTIONS,
-    {NULL, 0, NULL, 0},
-};
 
 #define MAX_FIELDS 14
 
@@ -138,78 +57,150 @@ static int put_base_url(struct ep_opts *o, const char *url)
     return 0;
 }
 
-static int take_option(int opt, const char *arg, void *ud)
+/* The options that set a numeric field of the endpoint, and their ranges. */
+static const struct {
+    const char *name, *field;
+    long long min, max;
+} numeric_fields[] = {
+    {"--tier", "tier", 1, 1000},
+    {"--fail-threshold", "fail_threshold", 1, 1000000},
+    {"--fail-window-ms", "fail_window_ms", 1, 86400000},
+    {"--cooldown-ms", "cooldown_ms", 1, 86400000},
+    {"--cooldown-max-ms", "cooldown_max_ms", 1, 86400000},
+    {"--probe-ms", "probe_ms", 100, 86400000},
+    {"--batch-max-requests", "batch_max_requests", 1, 10000000},
+    {"--batch-max-bytes", "batch_max_bytes", 1024, 100000000000LL},
+};
+
+static int take_number(const struct llmq_cli *cli, const char *name, const char *arg, void *target)
 {
-    struct ep_opts *o = ud;
-    long long v = 0;
-    char num[32];
-    switch (opt) {
-    case OPT_BASE_URL:
-        return put_base_url(o, arg);
-    case OPT_AZURE:
-        if (arg[0] == '\0' || strlen(arg) > 40 || strpbrk(arg, " &?#/") != NULL) {
-            llmq_cli_error(o->cli,
-                           "--azure-api-version: expected a version such as "
-                           "2024-10-21, got '%s'",
-                           arg);
-            return LLMQ_EXIT_USAGE;
-        }
-        put(o, "api_version", arg);
-        put(o, "kind", "azure");
-        return 0;
-    case OPT_KIND:
-        if (strcmp(arg, "openai") != 0 && strcmp(arg, "azure") != 0 &&
-            strcmp(arg, "compatible") != 0) {
-            llmq_cli_error(o->cli, "--kind: expected openai, azure or compatible, got '%s'", arg);
-            return LLMQ_EXIT_USAGE;
-        }
-        put(o, "kind", arg);
-        return 0;
-    case OPT_WEIGHT: {
-        char *end = NULL;
-        double w = strtod(arg, &end);
-        if (end == arg || *end != '\0' || !(w >= 0.001 && w <= 1000000)) {
-            llmq_cli_error(o->cli, "--weight: expected a number from 0.001 to 1000000, got '%s'",
-                           arg);
-            return LLMQ_EXIT_USAGE;
-        }
-        put(o, "weight", arg);
-        return 0;
-    }
-    case OPT_REASON:
-        o->reason = arg;
-        return 0;
-    case OPT_JSON:
-        o->as_json = 1;
-        return 0;
-    default:
-        break;
-    }
-    static const struct {
-        int opt;
-        const char *name, *field;
-        long long min, max;
-    } nums[] = {
-        {OPT_TIER, "--tier", "tier", 1, 1000},
-        {OPT_FAIL_THRESHOLD, "--fail-threshold", "fail_threshold", 1, 1000000},
-        {OPT_FAIL_WINDOW, "--fail-window-ms", "fail_window_ms", 1, 86400000},
-        {OPT_COOLDOWN, "--cooldown-ms", "cooldown_ms", 1, 86400000},
-        {OPT_COOLDOWN_MAX, "--cooldown-max-ms", "cooldown_max_ms", 1, 86400000},
-        {OPT_PROBE, "--probe-ms", "probe_ms", 100, 86400000},
-        {OPT_BATCH_MAX_REQUESTS, "--batch-max-requests", "batch_max_requests", 1, 10000000},
-        {OPT_BATCH_MAX_BYTES, "--batch-max-bytes", "batch_max_bytes", 1024, 100000000000LL},
-    };
-    for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
-        if (nums[i].opt != opt)
+    struct ep_opts *o = target;
+    for (size_t i = 0; i < sizeof(numeric_fields) / sizeof(numeric_fields[0]); i++) {
+        long long v = 0;
+        char num[32];
+        if (strcmp(numeric_fields[i].name, name) != 0)
             continue;
-        if (llmq_cli_parse_int64(o->cli, nums[i].name, arg, nums[i].min, nums[i].max, &v) != 0)
+        if (llmq_cli_parse_int64(cli, name, arg, numeric_fields[i].min, numeric_fields[i].max,
+                                 &v) != 0)
             return LLMQ_EXIT_USAGE;
         snprintf(num, sizeof(num), "%lld", v);
-        put(o, nums[i].field, num);
+        put(o, numeric_fields[i].field, num);
         return 0;
     }
-    return LLMQ_EXIT_USAGE;
+    llmq_cli_error(cli, "%s: no field of an endpoint", name); /* a table out of step */
+    return LLMQ_EXIT_FAIL;
 }
+
+static int take_base_url(const struct llmq_cli *cli, const char *name, const char *arg,
+                         void *target)
+{
+    (void)cli, (void)name;
+    return put_base_url(target, arg);
+}
+
+static int take_azure(const struct llmq_cli *cli, const char *name, const char *arg, void *target)
+{
+    if (arg[0] == '\0' || strlen(arg) > 40 || strpbrk(arg, " &?#/") != NULL) {
+        llmq_cli_error(cli, "%s: expected a version such as 2024-10-21, got '%s'", name, arg);
+        return LLMQ_EXIT_USAGE;
+    }
+    put(target, "api_version", arg);
+    put(target, "kind", "azure");
+    return 0;
+}
+
+static int take_kind(const struct llmq_cli *cli, const char *name, const char *arg, void *target)
+{
+    if (strcmp(arg, "openai") != 0 && strcmp(arg, "azure") != 0 && strcmp(arg, "compatible") != 0) {
+        llmq_cli_error(cli, "%s: expected openai, azure or compatible, got '%s'", name, arg);
+        return LLMQ_EXIT_USAGE;
+    }
+    put(target, "kind", arg);
+    return 0;
+}
+
+static int take_weight(const struct llmq_cli *cli, const char *name, const char *arg, void *target)
+{
+    const char *weight = NULL;
+    int code = llmq_cli_take_weight(cli, name, arg, &weight);
+    if (code == 0)
+        put(target, "weight", weight);
+    return code;
+}
+
+static const struct llmq_cli_opt options[] = {
+    LLMQ_CLI_OPT_CALL_ALL("base-url", "URL", take_base_url,
+                          "add, set: the endpoint's base URL (http or https)"),
+    LLMQ_CLI_OPT_CALL_ALL("tier", "K", take_number,
+                          "add, set: spillover tier, 1..1000 (default 1; lowest first)"),
+    LLMQ_CLI_OPT_CALL_ALL("weight", "W", take_weight,
+                          "add, set: balanced routing weight, 0.001..1000000 (default 1)"),
+    LLMQ_CLI_OPT_CALL_ALL("azure-api-version", "V", take_azure,
+                          "add, set: an Azure OpenAI resource with this api-version"),
+    LLMQ_CLI_OPT_CALL_ALL("kind", "openai|azure|compatible", take_kind,
+                          "add, set: what the endpoint is (default openai)"),
+    LLMQ_CLI_OPT_CALL_ALL("fail-threshold", "N", take_number,
+                          "add, set: failures that cool the endpoint (default 5)"),
+    LLMQ_CLI_OPT_CALL_ALL("fail-window-ms", "MS", take_number,
+                          "add, set: the window they are counted in (default 10000)"),
+    LLMQ_CLI_OPT_CALL_ALL("cooldown-ms", "MS", take_number,
+                          "add, set: the first cool-down (default 1000)"),
+    LLMQ_CLI_OPT_CALL_ALL("cooldown-max-ms", "MS", take_number,
+                          "add, set: the longest cool-down (default 60000)"),
+    LLMQ_CLI_OPT_CALL_ALL("probe-ms", "MS", take_number,
+                          "add, set: how long a probe's answer is awaited (default 30000)"),
+    LLMQ_CLI_OPT_CALL_ALL("batch-max-requests", "N", take_number,
+                          "add, set: offload's lines per input file (default 50000)"),
+    LLMQ_CLI_OPT_CALL_ALL("batch-max-bytes", "N", take_number,
+                          "add, set: offload's bytes per input file (default 200000000)"),
+    LLMQ_CLI_OPT_STR("reason", "TEXT", struct ep_opts, reason, "disable: why, shown by list"),
+    LLMQ_CLI_OPT_FLAG("json", struct ep_opts, as_json, "list as JSON"),
+    LLMQ_CLI_OPT_END,
+};
+
+static const struct llmq_cli_spec spec = {
+    .usage = "usage: llmq endpoints add NAME --base-url URL [--tier K] [--weight W]\n"
+             "                          [--azure-api-version V] [--kind openai|azure|compatible]\n"
+             "                          [--fail-threshold N] [--fail-window-ms MS]\n"
+             "                          [--cooldown-ms MS] [--cooldown-max-ms MS] [--probe-ms MS]\n"
+             "                          [--batch-max-requests N] [--batch-max-bytes N]\n"
+             "       llmq endpoints set NAME [the options of add]\n"
+             "       llmq endpoints rm NAME\n"
+             "       llmq endpoints enable NAME\n"
+             "       llmq endpoints disable NAME [--reason TEXT]\n"
+             "       llmq endpoints list [--json]\n"
+             "       llmq endpoints routing MODEL spillover|balanced|fastest\n"
+             "       llmq endpoints fallback MODEL FALLBACK_MODEL|none\n",
+    .about = "An endpoint is one place a model can be called: an OpenAI org or project key,\n"
+             "an Azure OpenAI resource (--azure-api-version: api-key auth, the deployment path\n"
+             "/openai/deployments/DEP; --base-url may also be a deployment URL), any\n"
+             "OpenAI-compatible server. It serves a model once it has limits for it:\n"
+             "`llmq limits set MODEL --endpoint NAME --rpm N --tpm N [--deployment DEP]`.\n"
+             "Workers call it with the key they are given for it\n"
+             "(`llmq-worker --endpoint-key NAME=ENV_VAR`); Redis never holds a key.\n"
+             "Dispatch picks among a model's endpoints with room by its routing:\n"
+             "spillover (default: lowest --tier first, the next tier only when it would\n"
+             "make the job wait), balanced (the most remaining budget,\n"
+             "times --weight), fastest (lowest recent latency). --tier 1.. (default 1),\n"
+             "--weight 0.001..1000000 (default 1).\n"
+             "Health: --fail-threshold failures (5xx, timeouts, refused or reset; default 5)\n"
+             "within --fail-window-ms (10000) cool the endpoint for --cooldown-ms (1000),\n"
+             "doubling up to --cooldown-max-ms (60000) while it keeps failing; then one probe\n"
+             "request (answer awaited up to --probe-ms, 30000) decides. 401/403 and\n"
+             "insufficient_quota disable it until `llmq endpoints enable NAME`.\n"
+             "Offload (`llmq offload`) submits a model's provider batches to its endpoints,\n"
+             "each input file within --batch-max-requests lines (default 50000) and\n"
+             "--batch-max-bytes (default 200000000), OpenAI's limits; set them for Azure and\n"
+             "compatible servers that take less.\n"
+             "A fallback model takes a model's jobs (body's model rewritten) when every\n"
+             "endpoint of the model is out, or its wait would pass a job's deadline; a job\n"
+             "runs there only within its spend budgets at the fallback's price, and is\n"
+             "charged that price and its cost as the fallback.\n"
+             "With no endpoint for a model, the workers' own --base-url and key serve it\n"
+             "(the implicit endpoint), with the model's own limits.\n",
+    .opts = options,
+    .exit = "Exit: 0 ok; 1 Redis failure; 2 usage error, an unknown endpoint, a bad value.\n",
+};
 
 /* Runs endpoint_admin with argv[1..argc) after the prefix; prints the
  * script's error. Returns an exit code. */
@@ -398,7 +389,7 @@ int llmq_cmd_endpoints(struct llmq_cli *cli, int argc, char **argv)
     struct ep_opts o = {.cli = cli};
     char *pos[4];
     int n_pos = 0;
-    int rc = llmq_cli_getopt(cli, argc, argv, long_options, take_option, &o, usage, pos, 4, &n_pos);
+    int rc = llmq_cli_parse(cli, &spec, argc, argv, &o, pos, 4, &n_pos);
     if (rc >= 0)
         return rc;
     if (n_pos == 0) {

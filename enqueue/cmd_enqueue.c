@@ -13,6 +13,7 @@
 
 #include "base/clock.h"
 #include "cli.h"
+#include "cli_opts.h"
 #include "jobs/batch.h"
 #include "jobs/job_id.h"
 #include "jobs/job_idset.h"
@@ -38,172 +39,103 @@ struct enqueue_opts {
     int no_progress;
 };
 
-static void usage(FILE *out)
+static int take_priority(const struct llmq_cli *cli, const char *name, const char *arg,
+                         void *target)
 {
-    fputs("usage: llmq enqueue FILE|- [options]\n\n"
-          "Reads OpenAI Batch input lines ({\"custom_id\", \"method\": \"POST\", \"url\", "
-          "\"body\"},\nplus optional \"llmq\": {\"priority\", \"tenant\", \"user\", "
-          "\"deadline_ms\", \"ttl_ms\",\n\"max_attempts\", \"endpoints\", \"completion_window\"}), "
-          "checks every "
-          "line, "
-          "then enqueues "
-          "them. custom_id is required and\nis the job id (the idempotency key): an id already "
-          "queued, running or done is\nreported, not enqueued again. Job ids go to stdout (with "
-          "--wait: the results do).\n\n"
-          "  --priority P        high|normal|low for lines that set none (default normal)\n"
-          "  --tenant T          tenant for lines that set none\n"
-          "  --user U            user for lines that set none\n"
-          "  --endpoints A,B     endpoints the lines that set none may run on (default any\n"
-          "                      endpoint of their model; see llmq endpoints)\n"
-          "  --max-attempts N    attempts for lines that set none (default 5)\n"
-          "  --ttl-ms MS         deadline relative to enqueue for lines that set none\n"
-          "  --completion-window 24h  the lines that set none may wait the provider's Batch\n"
-          "                      window: their model's offload policy (llmq offload) may run\n"
-          "                      them in the provider's Batch API at the batch price; a\n"
-          "                      deadline must then be 24 h away or more (none: 24 h)\n"
-          "  --max-body-bytes N  body size limit (default: settings max_body_bytes, 1 MiB)\n"
-          "  --skip-invalid      enqueue the valid lines, report the invalid ones\n"
-          "  --generate-ids      give lines without custom_id a generated id (a re-run of\n"
-          "                      the file then runs those lines again); default: rejected\n"
-          "  --check             only check the file; write nothing (no Redis needed)\n"
-          "  --quiet             print counts instead of job ids (and name only the first\n"
-          "                      5 ids already present)\n"
-          "  --wait              stay and print each result (Batch output lines) as it ends;\n"
-          "                      a lost Redis is reconnected to for up to 60 s\n"
-          "  --timeout S         give up waiting after S seconds (exit 1; says how to resume)\n"
-          "  --output FILE       write results there instead of stdout\n"
-          "  --no-progress       no progress on stderr while waiting\n"
-          "  --redis URL, --account NAME, --help\n\n"
-          "Exit: 0 ok; 1 Redis failure or wait timeout; 2 usage or invalid lines (nothing\n"
-          "written); 3 some job was dead-lettered (with --wait).\n",
-          out);
+    if (llmq_priority_parse(arg, target) == 0)
+        return 0;
+    llmq_cli_error(cli, "%s: expected high, normal or low, got '%s'", name, arg);
+    return LLMQ_EXIT_USAGE;
 }
 
-enum {
-    OPT_PRIORITY = 256, /* above 1, which getopt returns for a positional argument */
-    OPT_TENANT,
-    OPT_USER,
-    OPT_MAX_ATTEMPTS,
-    OPT_TTL,
-    OPT_MAX_BODY,
-    OPT_SKIP,
-    OPT_CHECK,
-    OPT_QUIET,
-    OPT_WAIT,
-    OPT_TIMEOUT,
-    OPT_OUTPUT,
-    OPT_NO_PROGRESS,
-    OPT_GENERATE_IDS,
-    OPT_ENDPOINTS,
-    OPT_WINDOW,
-};
+static int take_endpoints_option(const struct llmq_cli *cli, const char *name, const char *arg,
+                                 void *target)
+{
+    char buf[LLMQ_JOB_ENDPOINTS_MAX + 1];
+    struct llmq_error err = {0};
+    if (llmq_job_endpoints_check(arg, buf, sizeof(buf), &err) != LLMQ_OK) {
+        llmq_cli_error(cli, "%s: %s", name, err.msg);
+        return LLMQ_EXIT_USAGE;
+    }
+    *(const char **)target = arg;
+    return 0;
+}
 
-static const struct option long_opts[] = {
-    {"priority", required_argument, NULL, OPT_PRIORITY},
-    {"tenant", required_argument, NULL, OPT_TENANT},
-    {"user", required_argument, NULL, OPT_USER},
-    {"max-attempts", required_argument, NULL, OPT_MAX_ATTEMPTS},
-    {"ttl-ms", required_argument, NULL, OPT_TTL},
-    {"max-body-bytes", required_argument, NULL, OPT_MAX_BODY},
-    {"skip-invalid", no_argument, NULL, OPT_SKIP},
-    {"check", no_argument, NULL, OPT_CHECK},
-    {"quiet", no_argument, NULL, OPT_QUIET},
-    {"wait", no_argument, NULL, OPT_WAIT},
-    {"timeout", required_argument, NULL, OPT_TIMEOUT},
-    {"output", required_argument, NULL, OPT_OUTPUT},
-    {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
-    {"generate-ids", no_argument, NULL, OPT_GENERATE_IDS},
-    {"endpoints", required_argument, NULL, OPT_ENDPOINTS},
-    {"completion-window", required_argument, NULL, OPT_WINDOW},
-    LLMQ_CLI_COMMON_OPTIONS,
-    {NULL, 0, NULL, 0},
-};
-
-/* Handles one option; returns 0, or -1 after printing a usage error. */
-static int take_option(struct llmq_cli *cli, struct enqueue_opts *o, int opt, const char *arg)
+static int take_max_attempts(const struct llmq_cli *cli, const char *name, const char *arg,
+                             void *target)
 {
     long long v = 0;
-    switch (opt) {
-    case OPT_PRIORITY:
-        if (llmq_priority_parse(arg, &o->d.priority) == 0)
-            return 0;
-        llmq_cli_error(cli, "--priority: expected high, normal or low, got '%s'", arg);
-        return -1;
-    case OPT_TENANT:
-    case OPT_USER:
-        if (!llmq_name_valid(arg)) {
-            llmq_cli_error(cli, "--%s: '%s' is not a valid name",
-                           opt == OPT_TENANT ? "tenant" : "user", arg);
-            return -1;
-        }
-        *(opt == OPT_TENANT ? &o->d.tenant : &o->d.user) = arg;
-        return 0;
-    case OPT_ENDPOINTS: {
-        char buf[LLMQ_JOB_ENDPOINTS_MAX + 1];
-        struct llmq_error err = {0};
-        if (llmq_job_endpoints_check(arg, buf, sizeof(buf), &err) != LLMQ_OK) {
-            llmq_cli_error(cli, "--endpoints: %s", err.msg);
-            return -1;
-        }
-        o->d.endpoints = arg;
-        return 0;
-    }
-    case OPT_MAX_ATTEMPTS:
-        if (llmq_cli_parse_int64(cli, "--max-attempts", arg, 1, LLMQ_JOB_MAX_ATTEMPTS_LIMIT, &v))
-            return -1;
-        o->d.max_attempts = (int)v;
-        return 0;
-    case OPT_TTL:
-        return llmq_cli_parse_int64(cli, "--ttl-ms", arg, 1, 1LL << 50, &o->d.ttl_ms);
-    case OPT_WINDOW: {
-        struct llmq_error err = {0};
-        if (llmq_job_completion_window_parse(arg, &o->d.completion_window_ms, &err) == LLMQ_OK)
-            return 0;
-        llmq_cli_error(cli, "--completion-window: %s", err.msg);
-        return -1;
-    }
-    case OPT_MAX_BODY:
-        return llmq_cli_parse_int64(cli, "--max-body-bytes", arg, 1, LLMQ_JOB_MAX_BODY_BYTES_LIMIT,
-                                    &o->max_body_bytes);
-    case OPT_TIMEOUT:
-        return llmq_cli_parse_int64(cli, "--timeout", arg, 0, 1LL << 31, &o->timeout_s);
-    case OPT_OUTPUT:
-        o->output = arg;
-        return 0;
-    case OPT_GENERATE_IDS:
-        o->d.generate_ids = 1;
-        return 0;
-    default:
-        *(opt == OPT_SKIP    ? &o->skip_invalid
-          : opt == OPT_CHECK ? &o->check_only
-          : opt == OPT_QUIET ? &o->quiet
-          : opt == OPT_WAIT  ? &o->wait
-                             : &o->no_progress) = 1;
-        return 0;
-    }
+    if (llmq_cli_parse_int64(cli, name, arg, 1, LLMQ_JOB_MAX_ATTEMPTS_LIMIT, &v) != 0)
+        return LLMQ_EXIT_USAGE;
+    *(int *)target = (int)v;
+    return 0;
 }
 
-struct option_target {
-    struct llmq_cli *cli;
-    struct enqueue_opts *o;
+#define OPTS struct enqueue_opts
+static const struct llmq_cli_opt options[] = {
+    LLMQ_CLI_OPT_CALL("priority", "P", OPTS, d.priority, take_priority,
+                      "high|normal|low for lines that set none (default normal)"),
+    LLMQ_CLI_OPT_NAME("tenant", "T", OPTS, d.tenant, "tenant for lines that set none"),
+    LLMQ_CLI_OPT_NAME("user", "U", OPTS, d.user, "user for lines that set none"),
+    LLMQ_CLI_OPT_CALL("endpoints", "A,B", OPTS, d.endpoints, take_endpoints_option,
+                      "endpoints the lines that set none may run on (default any\n"
+                      "endpoint of their model; see llmq endpoints)"),
+    LLMQ_CLI_OPT_CALL("max-attempts", "N", OPTS, d.max_attempts, take_max_attempts,
+                      "attempts for lines that set none (default 5)"),
+    LLMQ_CLI_OPT_INT("ttl-ms", "MS", OPTS, d.ttl_ms, 1, 1LL << 50,
+                     "deadline relative to enqueue for lines that set none"),
+    LLMQ_CLI_OPT_CALL("completion-window", "24h", OPTS, d.completion_window_ms,
+                      llmq_cli_take_completion_window,
+                      "the lines that set none may wait the provider's Batch\n"
+                      "window: their model's offload policy (llmq offload) may run\n"
+                      "them in the provider's Batch API at the batch price; a\n"
+                      "deadline must then be 24 h away or more (none: 24 h)"),
+    LLMQ_CLI_OPT_INT("max-body-bytes", "N", OPTS, max_body_bytes, 1, LLMQ_JOB_MAX_BODY_BYTES_LIMIT,
+                     "body size limit (default: settings max_body_bytes, 1 MiB)"),
+    LLMQ_CLI_OPT_FLAG("skip-invalid", OPTS, skip_invalid,
+                      "enqueue the valid lines, report the invalid ones"),
+    LLMQ_CLI_OPT_FLAG("generate-ids", OPTS, d.generate_ids,
+                      "give lines without custom_id a generated id (a re-run of\n"
+                      "the file then runs those lines again); default: rejected"),
+    LLMQ_CLI_OPT_FLAG("check", OPTS, check_only,
+                      "only check the file; write nothing (no Redis needed)"),
+    LLMQ_CLI_OPT_FLAG("quiet", OPTS, quiet,
+                      "print counts instead of job ids (and name only the first\n"
+                      "5 ids already present)"),
+    LLMQ_CLI_OPT_FLAG("wait", OPTS, wait,
+                      "stay and print each result (Batch output lines) as it ends;\n"
+                      "a lost Redis is reconnected to for up to 60 s"),
+    LLMQ_CLI_OPT_INT("timeout", "S", OPTS, timeout_s, 0, 1LL << 31,
+                     "give up waiting after S seconds (exit 1; says how to resume)"),
+    LLMQ_CLI_OPT_STR("output", "FILE", OPTS, output, "write results there instead of stdout"),
+    LLMQ_CLI_OPT_FLAG("no-progress", OPTS, no_progress, "no progress on stderr while waiting"),
+    LLMQ_CLI_OPT_END,
 };
+#undef OPTS
 
-static int take_one(int opt, const char *arg, void *ud)
-{
-    struct option_target *t = ud;
-    return take_option(t->cli, t->o, opt, arg) == 0 ? 0 : LLMQ_EXIT_USAGE;
-}
+static const struct llmq_cli_spec spec = {
+    .usage = "usage: llmq enqueue FILE|- [options]\n",
+    .about = "Reads OpenAI Batch input lines ({\"custom_id\", \"method\": \"POST\", \"url\", "
+             "\"body\"},\nplus optional \"llmq\": {\"priority\", \"tenant\", \"user\", "
+             "\"deadline_ms\", \"ttl_ms\",\n\"max_attempts\", \"endpoints\", "
+             "\"completion_window\"}), checks every line, then enqueues them. custom_id is\n"
+             "required and is the job id (the idempotency key): an id already queued, running\n"
+             "or done is reported, not enqueued again. Job ids go to stdout (with --wait: the\n"
+             "results do).\n",
+    .opts = options,
+    .exit = "Exit: 0 ok; 1 Redis failure or wait timeout; 2 usage or invalid lines (nothing\n"
+            "written); 3 some job was dead-lettered (with --wait).\n",
+};
 
 /* Parses argv; returns -1 to exit with *code. */
 static int parse_args(struct llmq_cli *cli, int argc, char **argv, struct enqueue_opts *o,
                       int *code)
 {
-    struct option_target t = {cli, o};
     char *pos[1];
     int n_pos = 0;
     llmq_job_defaults_init(&o->d);
     o->timeout_s = -1;
-    *code = llmq_cli_getopt(cli, argc, argv, long_opts, take_one, &t, usage, pos, 1, &n_pos);
+    *code = llmq_cli_parse(cli, &spec, argc, argv, o, pos, 1, &n_pos);
     if (*code >= 0)
         return -1;
     if (n_pos != 1) {

@@ -7,7 +7,6 @@
  * (`llmq offload`, docs/DESIGN.md §3.10): the jobs offloaded cost the batch
  * price (price_list.lua's batch prices, lua/lib/pbatch.lua pbatch_price) and
  * take none of the live limits. Reads Redis, writes nothing. */
-#include <getopt.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -17,31 +16,11 @@
 
 #include "base/clock.h"
 #include "cli.h"
+#include "cli_opts.h"
 #include "cost/money.h"
 #include "jobs/batch.h"
 #include "jobs/job.h"
 #include "redis/redis.h"
-
-static void usage(FILE *out)
-{
-    fputs("usage: llmq estimate FILE [--tenant T] [--user U] [--completion-window 24h] [--json]\n\n"
-          "Checks and costs a Batch file as `llmq enqueue` would, and writes nothing:\n"
-          "its jobs, prompt tokens (counted as OpenAI counts them), reserved completion\n"
-          "tokens, the cost range in USD (prompt only .. the full reservation: what the\n"
-          "file costs lies between), and the time it takes to finish at the account's\n"
-          "current limits, waiting for budget roll-overs when its worst case exceeds\n"
-          "what a budget has left. --tenant/--user: as for enqueue (lines may say).\n"
-          "Lines marked completion_window \"24h\" (or every line that sets none, with\n"
-          "--completion-window 24h, as for enqueue) may be offloaded: per model, the\n"
-          "jobs its offload policy (llmq offload) sends to the provider's Batch API,\n"
-          "their cost at the batch price, and cost and time live vs under the policy\n"
-          "(all: every marked job offloaded; auto: the marked jobs the live limits\n"
-          "would not finish within the policy's horizon; off: none). Offloaded jobs finish\n"
-          "within the provider's 24 h window.\n\n"
-          "Options: --redis URL, --account NAME, --help\n"
-          "Exit: 0 ok; 1 Redis failure; 2 usage error or invalid lines.\n",
-          out);
-}
 
 struct estimate_opts {
     const char *file, *tenant, *user;
@@ -49,32 +28,37 @@ struct estimate_opts {
     int json;
 };
 
-static struct llmq_cli *g_cli; /* for take_option's messages */
+static const struct llmq_cli_opt options[] = {
+    LLMQ_CLI_OPT_NAME("tenant", "T", struct estimate_opts, tenant,
+                      "tenant for lines that set none (as for enqueue)"),
+    LLMQ_CLI_OPT_NAME("user", "U", struct estimate_opts, user,
+                      "user for lines that set none (as for enqueue)"),
+    LLMQ_CLI_OPT_CALL("completion-window", "24h", struct estimate_opts, window_ms,
+                      llmq_cli_take_completion_window,
+                      "the lines that set none may be offloaded (as for enqueue)"),
+    LLMQ_CLI_OPT_FLAG("json", struct estimate_opts, json, "as JSON"),
+    LLMQ_CLI_OPT_END,
+};
 
-static int take_option(int opt, const char *arg, void *ud)
-{
-    struct estimate_opts *o = ud;
-    switch (opt) {
-    case 't':
-        o->tenant = arg;
-        return 0;
-    case 'u':
-        o->user = arg;
-        return 0;
-    case 'j':
-        o->json = 1;
-        return 0;
-    case 'w': {
-        struct llmq_error err = {0};
-        if (llmq_job_completion_window_parse(arg, &o->window_ms, &err) == LLMQ_OK)
-            return 0;
-        llmq_cli_error(g_cli, "--completion-window: %s", err.msg);
-        return LLMQ_EXIT_USAGE;
-    }
-    default:
-        return LLMQ_EXIT_USAGE;
-    }
-}
+static const struct llmq_cli_spec spec = {
+    .usage =
+        "usage: llmq estimate FILE [--tenant T] [--user U] [--completion-window 24h] [--json]\n",
+    .about = "Checks and costs a Batch file as `llmq enqueue` would, and writes nothing:\n"
+             "its jobs, prompt tokens (counted as OpenAI counts them), reserved completion\n"
+             "tokens, the cost range in USD (prompt only .. the full reservation: what the\n"
+             "file costs lies between), and the time it takes to finish at the account's\n"
+             "current limits, waiting for budget roll-overs when its worst case exceeds\n"
+             "what a budget has left.\n"
+             "Lines marked completion_window \"24h\" (or every line that sets none, with\n"
+             "--completion-window 24h, as for enqueue) may be offloaded: per model, the\n"
+             "jobs its offload policy (llmq offload) sends to the provider's Batch API,\n"
+             "their cost at the batch price, and cost and time live vs under the policy\n"
+             "(all: every marked job offloaded; auto: the marked jobs the live limits\n"
+             "would not finish within the policy's horizon; off: none). Offloaded jobs finish\n"
+             "within the provider's 24 h window.\n",
+    .opts = options,
+    .exit = "Exit: 0 ok; 1 Redis failure; 2 usage error or invalid lines.\n",
+};
 
 /* One model of the file: its sums, price and limits. */
 struct model_sum {
@@ -657,17 +641,10 @@ out:
 
 int llmq_cmd_estimate(struct llmq_cli *cli, int argc, char **argv)
 {
-    static const struct option opts[] = {{"tenant", required_argument, NULL, 't'},
-                                         {"user", required_argument, NULL, 'u'},
-                                         {"json", no_argument, NULL, 'j'},
-                                         {"completion-window", required_argument, NULL, 'w'},
-                                         LLMQ_CLI_COMMON_OPTIONS,
-                                         {NULL, 0, NULL, 0}};
     struct estimate_opts o = {0};
-    g_cli = cli;
     char *pos[2];
     int n = 0;
-    int rc = llmq_cli_getopt(cli, argc, argv, opts, take_option, &o, usage, pos, 2, &n);
+    int rc = llmq_cli_parse(cli, &spec, argc, argv, &o, pos, 2, &n);
     if (rc >= 0)
         return rc;
     if (n != 1) {
@@ -675,11 +652,6 @@ int llmq_cmd_estimate(struct llmq_cli *cli, int argc, char **argv)
         return LLMQ_EXIT_USAGE;
     }
     o.file = pos[0];
-    if ((o.tenant && !llmq_name_valid(o.tenant)) || (o.user && !llmq_name_valid(o.user))) {
-        llmq_cli_error(cli, "--%s: '%s' is not a valid name", o.tenant ? "tenant" : "user",
-                       o.tenant ? o.tenant : o.user);
-        return LLMQ_EXIT_USAGE;
-    }
     struct llmq_job_defaults d;
     llmq_job_defaults_init(&d);
     d.tenant = o.tenant;

@@ -10,13 +10,13 @@
  * refuses it on /v1, and a client key (no role) is refused by the
  * dashboard. Kept apart so a key pasted into a browser cannot spend money,
  * and a key given to a program cannot see or act on the whole account. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 #include "auth/gw_key.h"
 #include "base/clock.h"
 #include "base/parse_int.h"
@@ -26,34 +26,6 @@
 
 #define KEY_ID_LEN 16 /* hex digits of the hash shown as a key's id */
 #define KEY_ID_MIN 8  /* fewest hex digits revoke accepts */
-
-static void usage(FILE *out)
-{
-    fputs("usage: llmq keys create [--tenant T] [--user U] [--priority high|normal|low]\n"
-          "                        [--models M1,M2,...] [--endpoints A,B,...]\n"
-          "                        [--cache use|refresh|off] [--cache-ttl-s N]\n"
-          "       llmq keys create --role admin|viewer [--tenant T]\n"
-          "       llmq keys list [--json]\n"
-          "       llmq keys revoke ID...\n\n"
-          "Gateway keys for llmq-gateway. create prints a new key once (stdout) and stores\n"
-          "only its SHA-256; without --user the gateway takes the request's \"user\"\n"
-          "field; --priority (default high) is that of synchronous calls and the most a\n"
-          "batch line may ask; --models limits the models the key may use, by exact name\n"
-          "(default: all); --endpoints pins its jobs to those endpoints of their model\n"
-          "(`llmq endpoints`; default: any); --cache is the response cache mode of its\n"
-          "calls that send no x-llmq-cache header, --cache-ttl-s their entries' TTL when\n"
-          "they send no x-llmq-cache-ttl (docs/cache.md; default: off, one day). Every\n"
-          "restriction applies to synchronous\n"
-          "calls and to every\n"
-          "line of a batch. --role makes a dashboard key instead (llmq-gateway's\n"
-          "/dashboard; refused on /v1): viewer sees, admin also acts (retry, purge,\n"
-          "enable, disable); with --tenant it sees only that tenant. ID is the first 8+ hex digits "
-          "of the key's hash as list\n"
-          "shows them.\n\n"
-          "Options: --redis URL, --account NAME, --help\n"
-          "Exit: 0 ok; 1 Redis failure; 2 usage error or unknown ID.\n",
-          out);
-}
 
 /* Checks a comma-separated model list: every model a valid name (strtok_r
  * would skip the empty one of "a,,b": no empty names). */
@@ -240,7 +212,7 @@ static int revoke(const struct llmq_cli *cli, redisContext *c, const char *prefi
 
 struct keys_opts {
     const char *tenant, *user, *prio, *models, *endpoints, *role;
-    const char *cache, *cache_ttl; /* --cache, --cache-ttl-s ("" not given) */
+    const char *cache, *cache_ttl; /* --cache, --cache-ttl-s (NULL: not given) */
     char cache_field[32];          /* the key's field cache: "<mode> <ttl_s>", "" none */
     int json;
     int client_option; /* an option that only a client key takes was given */
@@ -251,47 +223,50 @@ struct keys_opts {
     int n_ids;
 };
 
-static int take_option(int opt, const char *arg, void *ud)
-{
-    struct keys_opts *o = ud;
-    switch (opt) {
-    case 't':
-        o->tenant = arg;
-        return 0;
-    case 'u':
-        o->user = arg;
-        o->client_option = 1;
-        return 0;
-    case 'p':
-        o->prio = arg;
-        o->client_option = 1;
-        return 0;
-    case 'm':
-        o->models = arg;
-        o->client_option = 1;
-        return 0;
-    case 'e':
-        o->endpoints = arg;
-        o->client_option = 1;
-        return 0;
-    case 'r':
-        o->role = arg;
-        return 0;
-    case 'c':
-        o->cache = arg;
-        o->client_option = 1;
-        return 0;
-    case 'T':
-        o->cache_ttl = arg;
-        o->client_option = 1;
-        return 0;
-    case 'j':
-        o->json = 1;
-        return 0;
-    default:
-        return LLMQ_EXIT_USAGE;
-    }
-}
+static const struct llmq_cli_opt options[] = {
+    LLMQ_CLI_OPT_STR("tenant", "T", struct keys_opts, tenant, "create: the key's tenant"),
+    LLMQ_CLI_OPT_STR("user", "U", struct keys_opts, user,
+                     "create: the key's user (default: the request's \"user\" field)"),
+    LLMQ_CLI_OPT_STR("priority", "P", struct keys_opts, prio,
+                     "create: high|normal|low, of synchronous calls and the most a batch\n"
+                     "line may ask (default high)"),
+    LLMQ_CLI_OPT_STR("models", "M1,M2,...", struct keys_opts, models,
+                     "create: the models the key may use (default all)"),
+    LLMQ_CLI_OPT_STR("endpoints", "A,B,...", struct keys_opts, endpoints,
+                     "create: pin the key's jobs to these endpoints (default any)"),
+    LLMQ_CLI_OPT_STR("role", "admin|viewer", struct keys_opts, role,
+                     "create: a dashboard key instead of a client key"),
+    LLMQ_CLI_OPT_STR("cache", "use|refresh|off", struct keys_opts, cache,
+                     "create: the cache mode of calls that send no x-llmq-cache (default off)"),
+    LLMQ_CLI_OPT_STR("cache-ttl-s", "N", struct keys_opts, cache_ttl,
+                     "create: their entries' TTL without x-llmq-cache-ttl (default one day)"),
+    LLMQ_CLI_OPT_FLAG("json", struct keys_opts, json, "list as JSON"),
+    LLMQ_CLI_OPT_END,
+};
+
+static const struct llmq_cli_spec spec = {
+    .usage = "usage: llmq keys create [--tenant T] [--user U] [--priority high|normal|low]\n"
+             "                        [--models M1,M2,...] [--endpoints A,B,...]\n"
+             "                        [--cache use|refresh|off] [--cache-ttl-s N]\n"
+             "       llmq keys create --role admin|viewer [--tenant T]\n"
+             "       llmq keys list [--json]\n"
+             "       llmq keys revoke ID...\n",
+    .about = "Gateway keys for llmq-gateway. create prints a new key once (stdout) and stores\n"
+             "only its SHA-256; without --user the gateway takes the request's \"user\"\n"
+             "field; --priority (default high) is that of synchronous calls and the most a\n"
+             "batch line may ask; --models limits the models the key may use, by exact name\n"
+             "(default: all); --endpoints pins its jobs to those endpoints of their model\n"
+             "(`llmq endpoints`; default: any); --cache is the response cache mode of its\n"
+             "calls that send no x-llmq-cache header, --cache-ttl-s their entries' TTL when\n"
+             "they send no x-llmq-cache-ttl (docs/cache.md; default: off, one day). Every\n"
+             "restriction applies to synchronous\n"
+             "calls and to every line of a batch. --role makes a dashboard key instead\n"
+             "(llmq-gateway's /dashboard; refused on /v1): viewer sees, admin also acts\n"
+             "(retry, purge, enable, disable); with --tenant it sees only that tenant. ID is\n"
+             "the first 8+ hex digits of the key's hash as list shows them.\n",
+    .opts = options,
+    .exit = "Exit: 0 ok; 1 Redis failure; 2 usage error or unknown ID.\n",
+};
 
 /* Checks --cache and --cache-ttl-s and writes o->cache_field; returns 0 or
  * an exit code (printed). */
@@ -405,33 +380,24 @@ static int run(const struct llmq_cli *cli, struct keys_opts *o, char **pos, int 
 
 int llmq_cmd_keys(struct llmq_cli *cli, int argc, char **argv)
 {
-    static const struct option opts[] = {{"tenant", required_argument, NULL, 't'},
-                                         {"user", required_argument, NULL, 'u'},
-                                         {"priority", required_argument, NULL, 'p'},
-                                         {"models", required_argument, NULL, 'm'},
-                                         {"endpoints", required_argument, NULL, 'e'},
-                                         {"role", required_argument, NULL, 'r'},
-                                         {"cache", required_argument, NULL, 'c'},
-                                         {"cache-ttl-s", required_argument, NULL, 'T'},
-                                         {"json", no_argument, NULL, 'j'},
-                                         LLMQ_CLI_COMMON_OPTIONS,
-                                         {NULL, 0, NULL, 0}};
-    struct keys_opts o = {.tenant = "",
-                          .user = "",
-                          .prio = "high",
-                          .models = "",
-                          .endpoints = "",
-                          .role = "",
-                          .cache = "",
-                          .cache_ttl = "",
-                          .p = LLMQ_PRIORITY_HIGH};
+    /* user, prio, models, endpoints and the cache options stay NULL unless given: a client
+     * key's options, which --role refuses */
+    struct keys_opts o = {.tenant = "", .role = "", .p = LLMQ_PRIORITY_HIGH};
     char **pos = calloc((size_t)argc + 1, sizeof(*pos));
     int n_pos = 0;
     if (pos == NULL)
         return LLMQ_EXIT_FAIL;
-    int rc = llmq_cli_getopt(cli, argc, argv, opts, take_option, &o, usage, pos, argc, &n_pos);
-    if (rc < 0)
+    int rc = llmq_cli_parse(cli, &spec, argc, argv, &o, pos, argc, &n_pos);
+    if (rc < 0) {
+        o.client_option = o.user || o.prio || o.models || o.endpoints || o.cache || o.cache_ttl;
+        o.user = o.user ? o.user : "";
+        o.prio = o.prio ? o.prio : "high";
+        o.models = o.models ? o.models : "";
+        o.endpoints = o.endpoints ? o.endpoints : "";
+        o.cache = o.cache ? o.cache : "";
+        o.cache_ttl = o.cache_ttl ? o.cache_ttl : "";
         rc = run(cli, &o, pos, n_pos);
+    }
     free(pos);
     return rc;
 }

@@ -8,58 +8,12 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 #include "redis/keys.h"
 #include "limiter/path.h"
 #include "redis/redis.h"
 #include "redis/reply_read.h"
 #include "redis/script.h"
-
-static void usage(FILE *out)
-{
-    fputs("usage: llmq limits set MODEL [--rpm N] [--tpm N] [--period-ms P]\n"
-          "                        [--endpoint NAME [--deployment DEP]]\n"
-          "                        [--tenant T] [--user U] [--mode window|gcra]\n"
-          "                        [--burst-requests N] [--burst-tokens N] [--soft | --hard]\n"
-          "                        [--weight W]\n"
-          "                        [--settle admission|usage]\n"
-          "       llmq limits set MODEL [--endpoint NAME] --batch-queue-tokens N\n"
-          "       llmq limits unset MODEL [--endpoint NAME | --tenant T] [--user U]\n"
-          "       llmq limits get [--json]\n"
-          "       llmq limits policy [--headroom-low PCT] [--headroom-normal PCT]\n"
-          "                          [--headroom-high PCT] [--soft-threshold PCT]\n"
-          "                          [--window-guard-ms MS|learn]\n\n"
-          "--rpm/--tpm are requests and tokens per period (default 60000 ms, OpenAI's\n"
-          "minute); 0 means no limit on that dimension (as in openai-sim), and a bucket\n"
-          "keeps at least one of the two. --tenant T: tenant T's bucket; --tenant T --user U:\n"
-          "user U of tenant T; --user U alone: user U of every tenant (and without one),\n"
-          "each tenant's U still a bucket of its own. '*' as T or U is the default for every\n"
-          "tenant or user without a limit of its own (--tenant T --user '*': T's users).\n"
-          "A user takes the first limit set of: its own, its tenant's '*', --user U alone,\n"
-          "--user '*' alone (weights alike). --soft lets a tenant/user bucket borrow\n"
-          "idle capacity while the model bucket is below the soft threshold. A model with\n"
-          "no limit runs unlimited (enqueue and status warn about it). --weight W (with\n"
-          "--tenant or --user, 0.001..1000000, default 1) is the tenant's or user's fair\n"
-          "share of the model among those with work waiting; unset drops it too.\n"
-          "--endpoint NAME: the model's bucket on endpoint NAME (`llmq endpoints`), which\n"
-          "then serves the model (bucket \"MODEL@NAME\"); --deployment DEP: its Azure\n"
-          "deployment of the model (default the model's name). Unset stops it serving.\n"
-          "--settle usage gives a request's unused reservation back when it is settled\n"
-          "(default admission: the charge at admission stays for the window, as OpenAI\n"
-          "counts it).\n"
-          "--window-guard-ms pins the arrival guard: each window admission counts that\n"
-          "much longer than its period, for requests that reach the API late (default:\n"
-          "learned per model from the calls' lateness and the API's 429s, shown by get;\n"
-          "'learn' unpins it).\n"
-          "--batch-queue-tokens N: the provider's enqueued-token limit of the model's\n"
-          "Batch queue (prompt tokens of unfinished provider batches, per model at\n"
-          "OpenAI; 0 none): offload submits no batch past it (a token_limit_exceeded\n"
-          "teaches a lower one, forgotten when this is set again); with --endpoint NAME\n"
-          "that endpoint's queue of the model.\n\n"
-          "Options: --json (get: numbers as numbers), --redis URL, --account NAME, --help\n"
-          "Exit: 0 ok; 1 Redis failure; 2 usage error, a value out of range, or unset of a\n"
-          "bucket that has no limit.\n",
-          out);
-}
 
 /* --window-guard-ms learn: no pinned guard (each model's is learned). */
 #define GUARD_LEARN "learn"
@@ -475,79 +429,25 @@ static int cmd_get(struct llmq_cli *cli, redisContext *c, const char *prefix, in
     return LLMQ_EXIT_OK;
 }
 
-enum {
-    OPT_RPM = 256, /* above 1, which getopt returns for a positional argument */
-    OPT_TPM,
-    OPT_PERIOD,
-    OPT_TENANT,
-    OPT_USER,
-    OPT_MODE,
-    OPT_BURST_REQ,
-    OPT_BURST_TOK,
-    OPT_SOFT,
-    OPT_HARD,
-    OPT_JSON,
-    OPT_HR_LOW,
-    OPT_HR_NORMAL,
-    OPT_HR_HIGH,
-    OPT_SOFT_THRESHOLD,
-    OPT_WEIGHT,
-    OPT_SETTLE,
-    OPT_GUARD,
-    OPT_ENDPOINT,
-    OPT_DEPLOYMENT,
-    OPT_BATCH_QUEUE,
-};
-
-static const struct option long_options[] = {
-    {"rpm", required_argument, NULL, OPT_RPM},
-    {"tpm", required_argument, NULL, OPT_TPM},
-    {"period-ms", required_argument, NULL, OPT_PERIOD},
-    {"tenant", required_argument, NULL, OPT_TENANT},
-    {"user", required_argument, NULL, OPT_USER},
-    {"mode", required_argument, NULL, OPT_MODE},
-    {"burst-requests", required_argument, NULL, OPT_BURST_REQ},
-    {"burst-tokens", required_argument, NULL, OPT_BURST_TOK},
-    {"soft", no_argument, NULL, OPT_SOFT},
-    {"hard", no_argument, NULL, OPT_HARD},
-    {"json", no_argument, NULL, OPT_JSON},
-    {"headroom-low", required_argument, NULL, OPT_HR_LOW},
-    {"headroom-normal", required_argument, NULL, OPT_HR_NORMAL},
-    {"headroom-high", required_argument, NULL, OPT_HR_HIGH},
-    {"soft-threshold", required_argument, NULL, OPT_SOFT_THRESHOLD},
-    {"weight", required_argument, NULL, OPT_WEIGHT},
-    {"settle", required_argument, NULL, OPT_SETTLE},
-    {"window-guard-ms", required_argument, NULL, OPT_GUARD},
-    {"endpoint", required_argument, NULL, OPT_ENDPOINT},
-    {"deployment", required_argument, NULL, OPT_DEPLOYMENT},
-    {"batch-queue-tokens", required_argument, NULL, OPT_BATCH_QUEUE},
-    LLMQ_CLI_COMMON_OPTIONS,
-    {NULL, 0, NULL, 0},
-};
-
-/* Option -> stored field name and allowed range. */
-struct numeric_option {
-    int opt;
-    const char *name;
-    const char *field;
+/* The options that change a numeric field of a bucket or of the policy: the
+ * field stored and its range. */
+static const struct {
+    const char *name, *field;
     long long min, max;
-};
-
-static const struct numeric_option numeric_options[] = {
-    {OPT_RPM, "--rpm", "requests", 0, 1000000000000LL},
-    {OPT_TPM, "--tpm", "tokens", 0, 1000000000000LL},
-    {OPT_PERIOD, "--period-ms", "period_ms", 1, 86400000LL * 31},
-    {OPT_BURST_REQ, "--burst-requests", "burst_requests", 1, 1000000000000LL},
-    {OPT_BURST_TOK, "--burst-tokens", "burst_tokens", 1, 1000000000000LL},
-    {OPT_HR_LOW, "--headroom-low", "headroom_low", 1, 100},
-    {OPT_HR_NORMAL, "--headroom-normal", "headroom_normal", 1, 100},
-    {OPT_HR_HIGH, "--headroom-high", "headroom_high", 1, 100},
-    {OPT_SOFT_THRESHOLD, "--soft-threshold", "soft_threshold", 0, 100},
-    {OPT_GUARD, "--window-guard-ms", "window_guard_ms", 0, 3600000},
+} numeric_fields[] = {
+    {"--rpm", "requests", 0, 1000000000000LL},
+    {"--tpm", "tokens", 0, 1000000000000LL},
+    {"--period-ms", "period_ms", 1, 86400000LL * 31},
+    {"--burst-requests", "burst_requests", 1, 1000000000000LL},
+    {"--burst-tokens", "burst_tokens", 1, 1000000000000LL},
+    {"--headroom-low", "headroom_low", 1, 100},
+    {"--headroom-normal", "headroom_normal", 1, 100},
+    {"--headroom-high", "headroom_high", 1, 100},
+    {"--soft-threshold", "soft_threshold", 0, 100},
+    {"--window-guard-ms", "window_guard_ms", 0, 3600000},
 };
 
 struct limits_opts {
-    const struct llmq_cli *cli;
     struct limit_change ch;
     const char *tenant, *user;
     const char *endpoint, *deployment; /* --endpoint, --deployment; NULL: none */
@@ -556,21 +456,22 @@ struct limits_opts {
     int as_json;
 };
 
-static int take_option(int opt, const char *arg, void *ud)
+/* A numeric field (numeric_fields); --window-guard-ms also takes "learn". */
+static int take_number(const struct llmq_cli *cli, const char *name, const char *arg, void *target)
 {
-    struct limits_opts *o = ud;
-    for (size_t i = 0; i < sizeof(numeric_options) / sizeof(numeric_options[0]); i++) {
-        const struct numeric_option *no = &numeric_options[i];
+    struct limits_opts *o = target;
+    for (size_t i = 0; i < sizeof(numeric_fields) / sizeof(numeric_fields[0]); i++) {
         long long v = 0;
-        if (no->opt != opt)
+        if (strcmp(numeric_fields[i].name, name) != 0)
             continue;
-        int unpin = opt == OPT_GUARD && strcmp(arg, GUARD_LEARN) == 0;
-        if (!unpin && llmq_cli_parse_int64(o->cli, no->name, arg, no->min, no->max, &v) != 0)
+        int unpin = strcmp(name, "--window-guard-ms") == 0 && strcmp(arg, GUARD_LEARN) == 0;
+        if (!unpin && llmq_cli_parse_int64(cli, name, arg, numeric_fields[i].min,
+                                           numeric_fields[i].max, &v) != 0)
             return LLMQ_EXIT_USAGE;
         int k = 0; /* a repeated option: the last one wins */
-        while (k < o->ch.n && strcmp(o->ch.fields[k], no->field) != 0)
+        while (k < o->ch.n && strcmp(o->ch.fields[k], numeric_fields[i].field) != 0)
             k++;
-        o->ch.fields[k] = no->field;
+        o->ch.fields[k] = numeric_fields[i].field;
         if (unpin)
             snprintf(o->ch.values[k], sizeof(o->ch.values[0]), "%s", GUARD_LEARN);
         else
@@ -578,62 +479,113 @@ static int take_option(int opt, const char *arg, void *ud)
         o->ch.n += k == o->ch.n;
         return 0;
     }
-    switch (opt) {
-    case OPT_TENANT:
-    case OPT_USER:
-        *(opt == OPT_TENANT ? &o->tenant : &o->user) = arg;
-        return 0;
-    case OPT_ENDPOINT:
-    case OPT_DEPLOYMENT:
-        if (arg[0] == '\0' || strlen(arg) > 64 ||
-            strspn(arg, "abcdefghijklmnopqrstuvwxyz"
-                        "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                        "0123456789._-") != strlen(arg)) {
-            llmq_cli_error(o->cli, "%s: 1..64 letters, digits, '.', '_' or '-', got '%s'",
-                           opt == OPT_ENDPOINT ? "--endpoint" : "--deployment", arg);
-            return LLMQ_EXIT_USAGE;
-        }
-        *(opt == OPT_ENDPOINT ? &o->endpoint : &o->deployment) = arg;
-        return 0;
-    case OPT_SOFT:
-    case OPT_HARD:
-        o->ch.soft = opt == OPT_SOFT;
-        return 0;
-    case OPT_JSON:
-        o->as_json = 1;
-        return 0;
-    case OPT_BATCH_QUEUE:
-        return llmq_cli_parse_int64(o->cli, "--batch-queue-tokens", arg, 0, 1000000000000LL,
-                                    &o->batch_queue_tokens)
-                   ? LLMQ_EXIT_USAGE
-                   : 0;
-    case OPT_WEIGHT: {
-        char *end = NULL;
-        double v = strtod(arg, &end);
-        if (end == arg || *end != '\0' || !(v >= 0.001 && v <= 1000000)) {
-            llmq_cli_error(o->cli, "--weight: expected a number from 0.001 to 1000000, got '%s'",
-                           arg);
-            return LLMQ_EXIT_USAGE;
-        }
-        o->weight = arg;
-        return 0;
-    }
-    case OPT_SETTLE:
-        if (strcmp(arg, "admission") != 0 && strcmp(arg, "usage") != 0) {
-            llmq_cli_error(o->cli, "--settle: expected admission or usage, got '%s'", arg);
-            return LLMQ_EXIT_USAGE;
-        }
-        o->ch.settle = arg;
-        return 0;
-    default: /* OPT_MODE */
-        if (strcmp(arg, "window") != 0 && strcmp(arg, "gcra") != 0) {
-            llmq_cli_error(o->cli, "--mode: expected window or gcra, got '%s'", arg);
-            return LLMQ_EXIT_USAGE;
-        }
-        o->ch.mode = arg;
-        return 0;
-    }
+    llmq_cli_error(cli, "%s: no field of a limit", name); /* a table out of step */
+    return LLMQ_EXIT_FAIL;
 }
+
+/* --endpoint, --deployment: 1..64 letters, digits, '.', '_' or '-'. */
+static int take_ident(const struct llmq_cli *cli, const char *name, const char *arg, void *target)
+{
+    if (arg[0] == '\0' || strlen(arg) > 64 ||
+        strspn(arg, "abcdefghijklmnopqrstuvwxyz"
+                    "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                    "0123456789._-") != strlen(arg)) {
+        llmq_cli_error(cli, "%s: 1..64 letters, digits, '.', '_' or '-', got '%s'", name, arg);
+        return LLMQ_EXIT_USAGE;
+    }
+    *(const char **)target = arg;
+    return 0;
+}
+
+static int take_soft(const struct llmq_cli *cli, const char *name, const char *arg, void *target)
+{
+    (void)cli, (void)arg;
+    *(int *)target = strcmp(name, "--soft") == 0;
+    return 0;
+}
+
+static const struct llmq_cli_opt options[] = {
+    LLMQ_CLI_OPT_CALL_ALL("rpm", "N", take_number, "set: requests per period (0: no limit)"),
+    LLMQ_CLI_OPT_CALL_ALL("tpm", "N", take_number, "set: tokens per period (0: no limit)"),
+    LLMQ_CLI_OPT_CALL_ALL("period-ms", "P", take_number, "set: the period (default 60000)"),
+    LLMQ_CLI_OPT_STR("tenant", "T", struct limits_opts, tenant, "set, unset: tenant T's bucket"),
+    LLMQ_CLI_OPT_STR("user", "U", struct limits_opts, user, "set, unset: user U's bucket"),
+    LLMQ_CLI_OPT_WORD("mode", "window|gcra", struct limits_opts, ch.mode,
+                      "set: the limiter (default window)"),
+    LLMQ_CLI_OPT_CALL_ALL("burst-requests", "N", take_number, "set: gcra's request burst"),
+    LLMQ_CLI_OPT_CALL_ALL("burst-tokens", "N", take_number, "set: gcra's token burst"),
+    LLMQ_CLI_OPT_CALL("soft", NULL, struct limits_opts, ch.soft, take_soft,
+                      "set: a tenant/user bucket may borrow idle capacity"),
+    LLMQ_CLI_OPT_CALL("hard", NULL, struct limits_opts, ch.soft, take_soft,
+                      "set: it may not (default)"),
+    LLMQ_CLI_OPT_FLAG("json", struct limits_opts, as_json, "get: as JSON, numbers as numbers"),
+    LLMQ_CLI_OPT_CALL_ALL("headroom-low", "PCT", take_number,
+                          "policy: the share of a bucket low jobs may use"),
+    LLMQ_CLI_OPT_CALL_ALL("headroom-normal", "PCT", take_number,
+                          "policy: the share of a bucket normal jobs may use"),
+    LLMQ_CLI_OPT_CALL_ALL("headroom-high", "PCT", take_number,
+                          "policy: the share of a bucket high jobs may use"),
+    LLMQ_CLI_OPT_CALL_ALL("soft-threshold", "PCT", take_number,
+                          "policy: model use below which soft buckets borrow"),
+    LLMQ_CLI_OPT_CALL("weight", "W", struct limits_opts, weight, llmq_cli_take_weight,
+                      "set: the tenant's or user's fair share, 0.001..1000000 (default 1)"),
+    LLMQ_CLI_OPT_WORD("settle", "admission|usage", struct limits_opts, ch.settle,
+                      "set: when the unused reservation comes back (default admission)"),
+    LLMQ_CLI_OPT_CALL_ALL("window-guard-ms", "MS|learn", take_number,
+                          "policy: pin the arrival guard ('learn' unpins it)"),
+    LLMQ_CLI_OPT_CALL("endpoint", "NAME", struct limits_opts, endpoint, take_ident,
+                      "set, unset: the model's bucket on endpoint NAME"),
+    LLMQ_CLI_OPT_CALL("deployment", "DEP", struct limits_opts, deployment, take_ident,
+                      "set: the endpoint's Azure deployment of the model"),
+    LLMQ_CLI_OPT_INT("batch-queue-tokens", "N", struct limits_opts, batch_queue_tokens, 0,
+                     1000000000000LL, "set: the provider's Batch queue limit (0: none)"),
+    LLMQ_CLI_OPT_END,
+};
+
+static const struct llmq_cli_spec spec = {
+    .usage = "usage: llmq limits set MODEL [--rpm N] [--tpm N] [--period-ms P]\n"
+             "                        [--endpoint NAME [--deployment DEP]]\n"
+             "                        [--tenant T] [--user U] [--mode window|gcra]\n"
+             "                        [--burst-requests N] [--burst-tokens N] [--soft | --hard]\n"
+             "                        [--weight W]\n"
+             "                        [--settle admission|usage]\n"
+             "       llmq limits set MODEL [--endpoint NAME] --batch-queue-tokens N\n"
+             "       llmq limits unset MODEL [--endpoint NAME | --tenant T] [--user U]\n"
+             "       llmq limits get [--json]\n"
+             "       llmq limits policy [--headroom-low PCT] [--headroom-normal PCT]\n"
+             "                          [--headroom-high PCT] [--soft-threshold PCT]\n"
+             "                          [--window-guard-ms MS|learn]\n",
+    .about = "--rpm/--tpm are requests and tokens per period (default 60000 ms, OpenAI's\n"
+             "minute); 0 means no limit on that dimension (as in openai-sim), and a bucket\n"
+             "keeps at least one of the two. --tenant T: tenant T's bucket; --tenant T --user U:\n"
+             "user U of tenant T; --user U alone: user U of every tenant (and without one),\n"
+             "each tenant's U still a bucket of its own. '*' as T or U is the default for every\n"
+             "tenant or user without a limit of its own (--tenant T --user '*': T's users).\n"
+             "A user takes the first limit set of: its own, its tenant's '*', --user U alone,\n"
+             "--user '*' alone (weights alike). --soft lets a tenant/user bucket borrow\n"
+             "idle capacity while the model bucket is below the soft threshold. A model with\n"
+             "no limit runs unlimited (enqueue and status warn about it). --weight W (with\n"
+             "--tenant or --user, 0.001..1000000, default 1) is the tenant's or user's fair\n"
+             "share of the model among those with work waiting; unset drops it too.\n"
+             "--endpoint NAME: the model's bucket on endpoint NAME (`llmq endpoints`), which\n"
+             "then serves the model (bucket \"MODEL@NAME\"); --deployment DEP: its Azure\n"
+             "deployment of the model (default the model's name). Unset stops it serving.\n"
+             "--settle usage gives a request's unused reservation back when it is settled\n"
+             "(default admission: the charge at admission stays for the window, as OpenAI\n"
+             "counts it).\n"
+             "--window-guard-ms pins the arrival guard: each window admission counts that\n"
+             "much longer than its period, for requests that reach the API late (default:\n"
+             "learned per model from the calls' lateness and the API's 429s, shown by get;\n"
+             "'learn' unpins it).\n"
+             "--batch-queue-tokens N: the provider's enqueued-token limit of the model's\n"
+             "Batch queue (prompt tokens of unfinished provider batches, per model at\n"
+             "OpenAI; 0 none): offload submits no batch past it (a token_limit_exceeded\n"
+             "teaches a lower one, forgotten when this is set again); with --endpoint NAME\n"
+             "that endpoint's queue of the model.\n",
+    .opts = options,
+    .exit = "Exit: 0 ok; 1 Redis failure; 2 usage error, a value out of range, or unset of a\n"
+            "bucket that has no limit.\n",
+};
 
 /* Makes endpoint serve model (serve: 1) with deployment dep (NULL: the
  * model's name), or stop serving it (0): lua/endpoint_admin.lua. Returns an
@@ -764,10 +716,10 @@ static int check_sub(const struct llmq_cli *cli, const struct limits_opts *o, co
 
 int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv)
 {
-    struct limits_opts o = {.cli = cli, .ch = {.soft = -1}, .batch_queue_tokens = -1};
+    struct limits_opts o = {.ch = {.soft = -1}, .batch_queue_tokens = -1};
     char *pos[3];
     int n_pos = 0;
-    int rc = llmq_cli_getopt(cli, argc, argv, long_options, take_option, &o, usage, pos, 3, &n_pos);
+    int rc = llmq_cli_parse(cli, &spec, argc, argv, &o, pos, 3, &n_pos);
     if (rc >= 0)
         return rc;
     if (n_pos == 0) {

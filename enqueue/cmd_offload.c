@@ -23,59 +23,11 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 #include "jobs/job.h"
 #include "llmq/error.h"
 #include "redis/redis.h"
 #include "redis/script.h"
-
-static void usage(FILE *out)
-{
-    fputs("usage: llmq offload set MODEL --mode off|all|auto [--poll-ms N] [--horizon-s N]\n"
-          "                            [--max-requests N] [--max-bytes N] [--tenant T]\n"
-          "       llmq offload get [MODEL [--tenant T]]\n"
-          "       llmq offload list [--limit N]\n"
-          "       llmq offload show ID\n"
-          "       llmq offload cancel ID | --job JOB\n\n"
-          "Offload runs jobs that may wait (marked completion_window \"24h\":\n"
-          "`llmq enqueue --completion-window 24h`, a Batch line's\n"
-          "\"llmq\": {\"completion_window\": \"24h\"}) in the provider's Batch API at the\n"
-          "batch price (data/prices.json batch_discount, 50% at OpenAI;\n"
-          "`llmq prices set MODEL@batch` overrides). Policy per model:\n"
-          "  off   (default) every job runs live, as without offload\n"
-          "  all   every marked job goes to a provider batch, never live; llmq-worker\n"
-          "        builds input files (at most --max-requests lines, default 50000, and\n"
-          "        --max-bytes, default 200000000), uploads them, creates the batches,\n"
-          "        polls them every --poll-ms (default 30000, growing while one runs)\n"
-          "        and stores each answer as the job's result\n"
-          "  auto  marked jobs are queued live at priority low (after every urgent job)\n"
-          "        and run live while the model's live limit has room; the part of them\n"
-          "        that limit would not finish within --horizon-s (default 1800) after\n"
-          "        the urgent work ahead goes to provider batches as under all; a job\n"
-          "        already sent live is never offloaded\n"
-          "--tenant T: tenant T's own policy of the model, which wins over the model's for\n"
-          "T's jobs (get prints it as MODEL/t/T); files and polls follow the model's\n"
-          "policy, and so does auto's horizon when the model's policy is auto too.\n"
-          "Unmarked jobs, and jobs enqueued before the policy was all or auto, run live;\n"
-          "setting a model back to off sends its staged jobs live. A model with\n"
-          "endpoints (`llmq endpoints`) offloads on them: each provider batch goes to one\n"
-          "endpoint its jobs may use (OpenAI, Azure OpenAI global batch, or a compatible\n"
-          "server with /v1/batches), submitted by a worker that holds its key, within the\n"
-          "endpoint's file limits (`llmq endpoints set NAME --batch-max-requests N\n"
-          "--batch-max-bytes N`) and its queue limit (`llmq limits set MODEL --endpoint\n"
-          "NAME --batch-queue-tokens N`).\n"
-          "list shows the staged jobs and the provider batches (newest first, --limit,\n"
-          "default 50); show one batch: its provider batch id, state and counts. TOKENS\n"
-          "(show: qtok): the estimated prompt tokens of its jobs, what the provider's\n"
-          "enqueued-token limit counts while it runs. llmq status and llmq top show\n"
-          "offload per model.\n"
-          "cancel ID ends every job still in provider batch ID cancelled and has a worker\n"
-          "cancel the batch at the provider (lines that come back are ignored); cancel\n"
-          "--job JOB cancels one job that was not sent (queued, staged, offloaded): its\n"
-          "provider batch is cancelled once none of its jobs is left.\n\n"
-          "Options: --redis URL, --account NAME, --help\n"
-          "Exit: 0 ok; 1 Redis failure; 2 usage error (or ID unknown).\n",
-          out);
-}
 
 struct offload_opts {
     const char *verb, *model, *mode, *tenant, *job;
@@ -83,52 +35,80 @@ struct offload_opts {
     long long poll_ms, horizon_s, max_requests, max_bytes, limit;
 };
 
-enum {
-    OPT_MODE = 300,
-    OPT_POLL,
-    OPT_HORIZON,
-    OPT_MAX_REQ,
-    OPT_MAX_BYTES,
-    OPT_LIMIT,
-    OPT_TENANT,
-    OPT_JOB
-};
-
-static struct llmq_cli *g_cli; /* for messages of take_option */
-
-static int take_option(int opt, const char *arg, void *ud)
+static int take_tenant(const struct llmq_cli *cli, const char *name, const char *arg, void *target)
 {
-    struct offload_opts *o = ud;
-    switch (opt) {
-    case OPT_MODE:
-        o->mode = arg;
-        return 0;
-    case OPT_TENANT:
-        if (!llmq_name_valid(arg)) {
-            llmq_cli_error(g_cli, "--tenant: '%s' is not a valid tenant name", arg);
-            return LLMQ_EXIT_USAGE;
-        }
-        o->tenant = arg;
-        return 0;
-    case OPT_POLL:
-        return llmq_cli_parse_int64(g_cli, "--poll-ms", arg, 10, 86400000, &o->poll_ms) ? 2 : 0;
-    case OPT_HORIZON:
-        return llmq_cli_parse_int64(g_cli, "--horizon-s", arg, 1, 86400, &o->horizon_s) ? 2 : 0;
-    case OPT_MAX_REQ:
-        return llmq_cli_parse_int64(g_cli, "--max-requests", arg, 1, 50000, &o->max_requests) ? 2
-                                                                                              : 0;
-    case OPT_MAX_BYTES:
-        return llmq_cli_parse_int64(g_cli, "--max-bytes", arg, 1024, 200000000, &o->max_bytes) ? 2
-                                                                                               : 0;
-    case OPT_LIMIT:
-        return llmq_cli_parse_int64(g_cli, "--limit", arg, 1, 100000, &o->limit) ? 2 : 0;
-    case OPT_JOB:
-        o->job = arg;
-        return 0;
-    default:
+    if (!llmq_name_valid(arg)) {
+        llmq_cli_error(cli, "%s: '%s' is not a valid tenant name", name, arg);
         return LLMQ_EXIT_USAGE;
     }
+    *(const char **)target = arg;
+    return 0;
 }
+
+static const struct llmq_cli_opt options[] = {
+    LLMQ_CLI_OPT_STR("mode", "off|all|auto", struct offload_opts, mode, "set: the policy"),
+    LLMQ_CLI_OPT_INT("poll-ms", "N", struct offload_opts, poll_ms, 10, 86400000,
+                     "set: poll open provider batches every N ms (default 30000)"),
+    LLMQ_CLI_OPT_INT("horizon-s", "N", struct offload_opts, horizon_s, 1, 86400,
+                     "set: auto's horizon (default 1800)"),
+    LLMQ_CLI_OPT_INT("max-requests", "N", struct offload_opts, max_requests, 1, 50000,
+                     "set: lines per input file (default 50000)"),
+    LLMQ_CLI_OPT_INT("max-bytes", "N", struct offload_opts, max_bytes, 1024, 200000000,
+                     "set: bytes per input file (default 200000000)"),
+    LLMQ_CLI_OPT_INT("limit", "N", struct offload_opts, limit, 1, 100000,
+                     "list: at most N batches (default 50)"),
+    LLMQ_CLI_OPT_CALL("tenant", "T", struct offload_opts, tenant, take_tenant,
+                      "set, get: tenant T's own policy of the model"),
+    LLMQ_CLI_OPT_STR("job", "JOB", struct offload_opts, job, "cancel: one job that was not sent"),
+    LLMQ_CLI_OPT_END,
+};
+
+static const struct llmq_cli_spec spec = {
+    .usage = "usage: llmq offload set MODEL --mode off|all|auto [--poll-ms N] [--horizon-s N]\n"
+             "                            [--max-requests N] [--max-bytes N] [--tenant T]\n"
+             "       llmq offload get [MODEL [--tenant T]]\n"
+             "       llmq offload list [--limit N]\n"
+             "       llmq offload show ID\n"
+             "       llmq offload cancel ID | --job JOB\n",
+    .about = "Offload runs jobs that may wait (marked completion_window \"24h\":\n"
+             "`llmq enqueue --completion-window 24h`, a Batch line's\n"
+             "\"llmq\": {\"completion_window\": \"24h\"}) in the provider's Batch API at the\n"
+             "batch price (data/prices.json batch_discount, 50% at OpenAI;\n"
+             "`llmq prices set MODEL@batch` overrides). Policy per model:\n"
+             "  off   (default) every job runs live, as without offload\n"
+             "  all   every marked job goes to a provider batch, never live; llmq-worker\n"
+             "        builds input files (at most --max-requests lines, default 50000, and\n"
+             "        --max-bytes, default 200000000), uploads them, creates the batches,\n"
+             "        polls them every --poll-ms (default 30000, growing while one runs)\n"
+             "        and stores each answer as the job's result\n"
+             "  auto  marked jobs are queued live at priority low (after every urgent job)\n"
+             "        and run live while the model's live limit has room; the part of them\n"
+             "        that limit would not finish within --horizon-s (default 1800) after\n"
+             "        the urgent work ahead goes to provider batches as under all; a job\n"
+             "        already sent live is never offloaded\n"
+             "--tenant T: tenant T's own policy of the model, which wins over the model's for\n"
+             "T's jobs (get prints it as MODEL/t/T); files and polls follow the model's\n"
+             "policy, and so does auto's horizon when the model's policy is auto too.\n"
+             "Unmarked jobs, and jobs enqueued before the policy was all or auto, run live;\n"
+             "setting a model back to off sends its staged jobs live. A model with\n"
+             "endpoints (`llmq endpoints`) offloads on them: each provider batch goes to one\n"
+             "endpoint its jobs may use (OpenAI, Azure OpenAI global batch, or a compatible\n"
+             "server with /v1/batches), submitted by a worker that holds its key, within the\n"
+             "endpoint's file limits (`llmq endpoints set NAME --batch-max-requests N\n"
+             "--batch-max-bytes N`) and its queue limit (`llmq limits set MODEL --endpoint\n"
+             "NAME --batch-queue-tokens N`).\n"
+             "list shows the staged jobs and the provider batches (newest first, --limit,\n"
+             "default 50); show one batch: its provider batch id, state and counts. TOKENS\n"
+             "(show: qtok): the estimated prompt tokens of its jobs, what the provider's\n"
+             "enqueued-token limit counts while it runs. llmq status and llmq top show\n"
+             "offload per model.\n"
+             "cancel ID ends every job still in provider batch ID cancelled and has a worker\n"
+             "cancel the batch at the provider (lines that come back are ignored); cancel\n"
+             "--job JOB cancels one job that was not sent (queued, staged, offloaded): its\n"
+             "provider batch is cancelled once none of its jobs is left.\n",
+    .opts = options,
+    .exit = "Exit: 0 ok; 1 Redis failure; 2 usage error (or ID unknown).\n",
+};
 
 /* Prints a script's error reply (or the connection's) and returns 1. */
 static int redis_failed(const struct llmq_cli *cli, redisReply *r, const struct llmq_error *err)
@@ -340,21 +320,10 @@ static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix, 
 
 int llmq_cmd_offload(struct llmq_cli *cli, int argc, char **argv)
 {
-    static const struct option opts[] = {{"mode", required_argument, NULL, OPT_MODE},
-                                         {"poll-ms", required_argument, NULL, OPT_POLL},
-                                         {"horizon-s", required_argument, NULL, OPT_HORIZON},
-                                         {"max-requests", required_argument, NULL, OPT_MAX_REQ},
-                                         {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
-                                         {"limit", required_argument, NULL, OPT_LIMIT},
-                                         {"tenant", required_argument, NULL, OPT_TENANT},
-                                         {"job", required_argument, NULL, OPT_JOB},
-                                         LLMQ_CLI_COMMON_OPTIONS,
-                                         {NULL, 0, NULL, 0}};
     struct offload_opts o = {0};
     char *pos[3];
     int n = 0;
-    g_cli = cli;
-    int rc = llmq_cli_getopt(cli, argc, argv, opts, take_option, &o, usage, pos, 3, &n);
+    int rc = llmq_cli_parse(cli, &spec, argc, argv, &o, pos, 3, &n);
     if (rc >= 0)
         return rc;
     const char *verbs[] = {"set", "get", "list", "show", "cancel"};

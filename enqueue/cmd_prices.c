@@ -3,34 +3,17 @@
  * when it was taken), overridden per account in P prices (keys.h). Prices
  * are USD per 1M tokens on the command line and nano-USD per token in Redis
  * (cost/money.h). */
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 #include "cost/money.h"
 #include "jobs/job.h"
 #include "redis/redis.h"
 #include "redis/script.h"
-
-static void usage(FILE *out)
-{
-    fputs("usage: llmq prices set MODEL --input-usd-per-1m X --output-usd-per-1m Y\n"
-          "                         [--cached-input-usd-per-1m Z]\n"
-          "       llmq prices rm MODEL\n"
-          "       llmq prices list [--json]\n\n"
-          "Prices of models in USD per 1M tokens: the table shipped in data/prices.json\n"
-          "(list says when it was taken from OpenAI's price page), and the account's own,\n"
-          "which win (set; rm goes back to the table). Cached input defaults to the input\n"
-          "price. A model with no price cannot run under a USD budget. MODEL@batch is the\n"
-          "model's price in the provider's Batch API (llmq offload; default: the table's\n"
-          "batch_discount, 50%, of its price).\n\n"
-          "Options: --redis URL, --account NAME, --help\n"
-          "Exit: 0 ok; 1 Redis failure; 2 usage error.\n",
-          out);
-}
 
 struct prices_opts {
     const char *input, *output, *cached;
@@ -38,28 +21,31 @@ struct prices_opts {
     const char *verb, *model;
 };
 
-enum { OPT_INPUT = 300, OPT_OUTPUT, OPT_CACHED };
+static const struct llmq_cli_opt options[] = {
+    LLMQ_CLI_OPT_STR("input-usd-per-1m", "X", struct prices_opts, input,
+                     "set: USD per 1M prompt tokens"),
+    LLMQ_CLI_OPT_STR("output-usd-per-1m", "Y", struct prices_opts, output,
+                     "set: USD per 1M completion tokens"),
+    LLMQ_CLI_OPT_STR("cached-input-usd-per-1m", "Z", struct prices_opts, cached,
+                     "set: USD per 1M cached prompt tokens (default the input price)"),
+    LLMQ_CLI_OPT_FLAG("json", struct prices_opts, json, "list as JSON"),
+    LLMQ_CLI_OPT_END,
+};
 
-static int take_option(int opt, const char *arg, void *ud)
-{
-    struct prices_opts *o = ud;
-    switch (opt) {
-    case OPT_INPUT:
-        o->input = arg;
-        return 0;
-    case OPT_OUTPUT:
-        o->output = arg;
-        return 0;
-    case OPT_CACHED:
-        o->cached = arg;
-        return 0;
-    case 'j':
-        o->json = 1;
-        return 0;
-    default:
-        return LLMQ_EXIT_USAGE;
-    }
-}
+static const struct llmq_cli_spec spec = {
+    .usage = "usage: llmq prices set MODEL --input-usd-per-1m X --output-usd-per-1m Y\n"
+             "                         [--cached-input-usd-per-1m Z]\n"
+             "       llmq prices rm MODEL\n"
+             "       llmq prices list [--json]\n",
+    .about = "Prices of models in USD per 1M tokens: the table shipped in data/prices.json\n"
+             "(list says when it was taken from OpenAI's price page), and the account's own,\n"
+             "which win (set; rm goes back to the table). Cached input defaults to the input\n"
+             "price. A model with no price cannot run under a USD budget. MODEL@batch is the\n"
+             "model's price in the provider's Batch API (llmq offload; default: the table's\n"
+             "batch_discount, 50%, of its price).\n",
+    .opts = options,
+    .exit = "Exit: 0 ok; 1 Redis failure; 2 usage error.\n",
+};
 
 /* Prints nano-USD per token as USD per 1M tokens into buf. */
 static void per_1m(long long nano_per_token, char *buf, size_t n)
@@ -223,17 +209,10 @@ static int check(const struct llmq_cli *cli, const struct prices_opts *o)
 
 int llmq_cmd_prices(struct llmq_cli *cli, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"input-usd-per-1m", required_argument, NULL, OPT_INPUT},
-        {"output-usd-per-1m", required_argument, NULL, OPT_OUTPUT},
-        {"cached-input-usd-per-1m", required_argument, NULL, OPT_CACHED},
-        {"json", no_argument, NULL, 'j'},
-        LLMQ_CLI_COMMON_OPTIONS,
-        {NULL, 0, NULL, 0}};
     struct prices_opts o = {0};
     char *pos[3];
     int n = 0;
-    int rc = llmq_cli_getopt(cli, argc, argv, opts, take_option, &o, usage, pos, 3, &n);
+    int rc = llmq_cli_parse(cli, &spec, argc, argv, &o, pos, 3, &n);
     if (rc >= 0)
         return rc;
     if (n == 0) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 #include "jobs/job_id.h"
 #include "jobs/job_idset.h"
 #include "jobs/job_result.h"
@@ -15,22 +16,6 @@
 #include "redis/script.h"
 
 #define CHUNK 500
-
-static void usage(FILE *out)
-{
-    fputs("usage: llmq results ID... [--wait [--timeout S]] [--output FILE]\n"
-          "       llmq results --all [--output FILE]\n\n"
-          "Prints the Batch output line of each job (one JSON object per line):\n"
-          "{\"id\", \"custom_id\", \"response\": {\"status_code\", \"request_id\", \"body\"}, "
-          "\"error\"}.\n"
-          "--all prints every result kept (done jobs oldest first, then dead ones).\n"
-          "--wait waits for the named jobs to end (--timeout S: at most S seconds).\n\n"
-          "Options: --redis URL, --account NAME, --help\n"
-          "Exit: 0 ok; 1 a job has no result yet (or the wait timed out), Redis failure;\n"
-          "2 usage error, or an id that is no job (named on stderr); 3 some job was\n"
-          "dead-lettered.\n",
-          out);
-}
 
 /* Prints the result of each of ids[0..n) that has one. fin_ms (NULL: none)
  * holds for each id the fin_ms its index entry names, -1 when unknown: a
@@ -277,7 +262,6 @@ static int print_named(const struct llmq_cli *cli, redisContext *c, const char *
 }
 
 struct results_opts {
-    const struct llmq_cli *cli;
     int wait, all;
     long long timeout_s;
     const char *output;
@@ -324,32 +308,37 @@ static int run(const struct llmq_cli *cli, struct results_opts *o, char **ids, s
     return code;
 }
 
-static int take_option(int opt, const char *arg, void *ud)
-{
-    struct results_opts *o = ud;
-    if (opt == 'w' || opt == 'a')
-        *(opt == 'w' ? &o->wait : &o->all) = 1;
-    else if (opt == 'o')
-        o->output = arg;
-    else if (llmq_cli_parse_int64(o->cli, "--timeout", arg, 0, 1LL << 31, &o->timeout_s) != 0)
-        return LLMQ_EXIT_USAGE;
-    return 0;
-}
+static const struct llmq_cli_opt options[] = {
+    LLMQ_CLI_OPT_FLAG("wait", struct results_opts, wait, "wait for the named jobs to end"),
+    LLMQ_CLI_OPT_FLAG("all", struct results_opts, all,
+                      "every result kept (done jobs oldest first, then dead ones)"),
+    LLMQ_CLI_OPT_INT("timeout", "S", struct results_opts, timeout_s, 0, 1LL << 31,
+                     "with --wait: wait at most S seconds"),
+    LLMQ_CLI_OPT_STR("output", "FILE", struct results_opts, output,
+                     "write the results there instead of stdout"),
+    LLMQ_CLI_OPT_END,
+};
+
+static const struct llmq_cli_spec spec = {
+    .usage = "usage: llmq results ID... [--wait [--timeout S]] [--output FILE]\n"
+             "       llmq results --all [--output FILE]\n",
+    .about = "Prints the Batch output line of each job (one JSON object per line):\n"
+             "{\"id\", \"custom_id\", \"response\": {\"status_code\", \"request_id\", \"body\"}, "
+             "\"error\"}.\n",
+    .opts = options,
+    .exit = "Exit: 0 ok; 1 a job has no result yet (or the wait timed out), Redis failure;\n"
+            "2 usage error, or an id that is no job (named on stderr); 3 some job was\n"
+            "dead-lettered.\n",
+};
 
 int llmq_cmd_results(struct llmq_cli *cli, int argc, char **argv)
 {
-    static const struct option opts[] = {{"wait", no_argument, NULL, 'w'},
-                                         {"all", no_argument, NULL, 'a'},
-                                         {"timeout", required_argument, NULL, 't'},
-                                         {"output", required_argument, NULL, 'o'},
-                                         LLMQ_CLI_COMMON_OPTIONS,
-                                         {NULL, 0, NULL, 0}};
-    struct results_opts o = {.cli = cli, .timeout_s = -1};
+    struct results_opts o = {.timeout_s = -1};
     char **ids = calloc((size_t)argc + 1, sizeof(*ids));
     int n_ids = 0;
     if (ids == NULL)
         return LLMQ_EXIT_FAIL;
-    int code = llmq_cli_getopt(cli, argc, argv, opts, take_option, &o, usage, ids, argc, &n_ids);
+    int code = llmq_cli_parse(cli, &spec, argc, argv, &o, ids, argc, &n_ids);
     if (code < 0)
         code = run(cli, &o, ids, (size_t)n_ids);
     free(ids);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 #include "jobs/job.h"
 #include "redis/keys.h"
 #include "redis/redis.h"
@@ -34,21 +35,26 @@ static const struct setting settings[] = {
 };
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
 
-static void usage(FILE *out)
+/* The fields, for --help. */
+static void print_fields(FILE *out)
 {
-    fputs("usage: llmq settings [get [FIELD]]\n"
-          "       llmq settings set FIELD VALUE\n"
-          "       llmq settings unset FIELD\n\n"
-          "Shows or changes an account's settings (integers); unset restores the default.\n"
-          "Fields:\n",
-          out);
+    fputs("Fields:\n", out);
     for (size_t i = 0; i < N_SETTINGS; i++)
         fprintf(out, "  %-16s %s (default %lld)\n", settings[i].name, settings[i].what,
                 settings[i].def);
-    fputs("\nOptions: --redis URL, --account NAME, --help\n"
-          "Exit: 0 ok; 1 Redis failure; 2 usage error.\n",
-          out);
 }
+
+static const struct llmq_cli_opt options[] = {LLMQ_CLI_OPT_END};
+
+static const struct llmq_cli_spec spec = {
+    .usage = "usage: llmq settings [get [FIELD]]\n"
+             "       llmq settings set FIELD VALUE\n"
+             "       llmq settings unset FIELD\n",
+    .about = "Shows or changes an account's settings (integers); unset restores the default.\n",
+    .more = print_fields,
+    .opts = options,
+    .exit = "Exit: 0 ok; 1 Redis failure; 2 usage error.\n",
+};
 
 static const struct setting *find(const char *name)
 {
@@ -123,18 +129,11 @@ static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix, 
                      : show(cli, c, prefix, k->s ? k->s->name : NULL);
 }
 
-static int no_own_option(int opt, const char *arg, void *ud)
-{
-    (void)opt, (void)arg, (void)ud;
-    return LLMQ_EXIT_USAGE;
-}
-
 int llmq_cmd_settings(struct llmq_cli *cli, int argc, char **argv)
 {
-    static const struct option opts[] = {LLMQ_CLI_COMMON_OPTIONS, {NULL, 0, NULL, 0}};
     char *pos[3];
     int n = 0;
-    int code = llmq_cli_getopt(cli, argc, argv, opts, no_own_option, NULL, usage, pos, 3, &n);
+    int code = llmq_cli_parse(cli, &spec, argc, argv, NULL, pos, 3, &n);
     if (code >= 0)
         return code;
     const char *verb = n > 0 ? pos[0] : "get";

@@ -2,7 +2,6 @@
  * keeps per UTC day (P spend:<day>, keys.h: jobs, prompt, cached prompt and
  * output tokens, nano-USD at the price in force when each job settled),
  * summed over days and grouped by model, tenant, user or day. */
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,22 +9,10 @@
 #include <time.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 #include "cost/money.h"
 #include "jobs/job.h"
 #include "redis/redis.h"
-
-static void usage(FILE *out)
-{
-    fputs("usage: llmq spend [--tenant T] [--user U] [--by model|tenant|user|day]\n"
-          "                  [--from YYYY-MM-DD] [--to YYYY-MM-DD] [--json]\n\n"
-          "What done jobs used and cost (USD at the price of their model when they\n"
-          "settled: llmq prices), summed over the UTC days --from..--to (default: this\n"
-          "month so far), for one tenant and/or user (default: all), one row per group\n"
-          "(--by, default model) and a total. Counters are kept 400 days.\n\n"
-          "Options: --redis URL, --account NAME, --help\n"
-          "Exit: 0 ok; 1 Redis failure; 2 usage error.\n",
-          out);
-}
 
 struct spend_opts {
     const char *tenant, *user, *by, *from, *to;
@@ -33,34 +20,28 @@ struct spend_opts {
     long long from_day, to_day; /* days since 1970-01-01 */
 };
 
-enum { OPT_BY = 300, OPT_FROM, OPT_TO };
+static const struct llmq_cli_opt options[] = {
+    LLMQ_CLI_OPT_NAME("tenant", "T", struct spend_opts, tenant, "only tenant T's jobs"),
+    LLMQ_CLI_OPT_NAME("user", "U", struct spend_opts, user, "only user U's jobs"),
+    LLMQ_CLI_OPT_WORD("by", "model|tenant|user|day", struct spend_opts, by,
+                      "one row per group (default model)"),
+    LLMQ_CLI_OPT_STR("from", "YYYY-MM-DD", struct spend_opts, from,
+                     "the first UTC day (default: the 1st of this month)"),
+    LLMQ_CLI_OPT_STR("to", "YYYY-MM-DD", struct spend_opts, to, "the last UTC day (default today)"),
+    LLMQ_CLI_OPT_FLAG("json", struct spend_opts, json, "as JSON"),
+    LLMQ_CLI_OPT_END,
+};
 
-static int take_option(int opt, const char *arg, void *ud)
-{
-    struct spend_opts *o = ud;
-    switch (opt) {
-    case 't':
-        o->tenant = arg;
-        return 0;
-    case 'u':
-        o->user = arg;
-        return 0;
-    case OPT_BY:
-        o->by = arg;
-        return 0;
-    case OPT_FROM:
-        o->from = arg;
-        return 0;
-    case OPT_TO:
-        o->to = arg;
-        return 0;
-    case 'j':
-        o->json = 1;
-        return 0;
-    default:
-        return LLMQ_EXIT_USAGE;
-    }
-}
+static const struct llmq_cli_spec spec = {
+    .usage = "usage: llmq spend [--tenant T] [--user U] [--by model|tenant|user|day]\n"
+             "                  [--from YYYY-MM-DD] [--to YYYY-MM-DD] [--json]\n",
+    .about = "What done jobs used and cost (USD at the price of their model when they\n"
+             "settled: llmq prices), summed over the UTC days --from..--to (default: this\n"
+             "month so far), for one tenant and/or user (default: all), one row per group\n"
+             "(--by, default model) and a total. Counters are kept 400 days.\n",
+    .opts = options,
+    .exit = "Exit: 0 ok; 1 Redis failure; 2 usage error.\n",
+};
 
 /* Days since the epoch of "YYYY-MM-DD", or -1 when it is not such a date. */
 static long long day_parse(const char *s)
@@ -250,30 +231,12 @@ static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix, 
 
 int llmq_cmd_spend(struct llmq_cli *cli, int argc, char **argv)
 {
-    static const struct option opts[] = {{"tenant", required_argument, NULL, 't'},
-                                         {"user", required_argument, NULL, 'u'},
-                                         {"by", required_argument, NULL, OPT_BY},
-                                         {"from", required_argument, NULL, OPT_FROM},
-                                         {"to", required_argument, NULL, OPT_TO},
-                                         {"json", no_argument, NULL, 'j'},
-                                         LLMQ_CLI_COMMON_OPTIONS,
-                                         {NULL, 0, NULL, 0}};
     struct spend_opts o = {.by = "model"};
     char *pos[1];
     int n = 0;
-    int rc = llmq_cli_getopt(cli, argc, argv, opts, take_option, &o, usage, pos, 0, &n);
+    int rc = llmq_cli_parse(cli, &spec, argc, argv, &o, pos, 0, &n);
     if (rc >= 0)
         return rc;
-    if (strcmp(o.by, "model") && strcmp(o.by, "tenant") && strcmp(o.by, "user") &&
-        strcmp(o.by, "day")) {
-        llmq_cli_error(cli, "--by: expected model, tenant, user or day, got '%s'", o.by);
-        return LLMQ_EXIT_USAGE;
-    }
-    if ((o.tenant && !llmq_name_valid(o.tenant)) || (o.user && !llmq_name_valid(o.user))) {
-        llmq_cli_error(cli, "--%s: '%s' is not a valid name", o.tenant ? "tenant" : "user",
-                       o.tenant ? o.tenant : o.user);
-        return LLMQ_EXIT_USAGE;
-    }
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);

@@ -13,6 +13,8 @@
 #include "jobs/calibration.h"
 #include "jobs/job_store.h"
 #include "cli.h"
+#include "cli_opts.h"
+#include "offload_table.h"
 #include "jobs/offload_stats.h"
 #include "limiter/path.h"
 #include "redis/cluster.h"
@@ -27,22 +29,6 @@
 /* Queued jobs and done results whose keys status measures (MEMORY USAGE). */
 #define MEMORY_SAMPLE "32"
 #define MAX_BUCKETS 1000
-
-static void usage(FILE *out)
-{
-    fputs("usage: llmq status [--json] [--all-accounts]\n\n"
-          "Per priority: queued (not yet delivered), in flight (delivered, not\n"
-          "acknowledged), delayed (waiting for backoff or a tenant bucket), dead;\n"
-          "results kept; the Redis memory of the backlog and of the results kept\n"
-          "(MEMORY USAGE of a sample of their keys, times the counts); each bucket's\n"
-          "use against its limits right now; each consumer\n"
-          "of the queues with its pending jobs and idle time; the settings.\n"
-          "Delayed and dead are '-' per priority when there are over " PER_PRIO_CAP " of them.\n\n"
-          "Options: --json (one JSON object per account), --all-accounts, --redis URL,\n"
-          "--account NAME, --help\n"
-          "Exit: 0 ok; 1 Redis failure; 2 usage error.\n",
-          out);
-}
 
 static int shape_ok(const redisReply *r, size_t min_elements)
 {
@@ -730,40 +716,7 @@ static void print_offload(const json_t *o)
     if (json_array_size(list) == 0)
         return;
     printf("  offload (provider batches; llmq offload list):\n");
-    size_t i;
-    const json_t *m;
-    json_array_foreach(list, i, m)
-    {
-        char name[30], staged[24], off[24], tok[24], lim[24], done[24], failed[24];
-        fit(name, sizeof(name), json_string_value(json_object_get(m, "model")), 26);
-        fmt_count(staged, sizeof(staged), jint(m, "staged"));
-        fmt_count(off, sizeof(off), jint(m, "offloaded"));
-        fmt_count(tok, sizeof(tok), jint(m, "enqueued_tokens"));
-        const json_t *l = json_object_get(m, "queue_limit_tokens");
-        if (json_is_integer(l))
-            fmt_count(lim, sizeof(lim), json_integer_value(l));
-        else
-            snprintf(lim, sizeof(lim), "-");
-        fmt_count(done, sizeof(done), jint(m, "done_ever"));
-        fmt_count(failed, sizeof(failed), jint(m, "failed_ever"));
-        printf("    %-26s %-4s staged %-6s offloaded %-6s enqueued tok %s/%s\n", name,
-               json_string_value(json_object_get(m, "mode")), staged, off, tok, lim);
-        char states[64] = "";
-        size_t k = 0;
-        const char *st;
-        const json_t *n;
-        json_object_foreach((json_t *)json_object_get(m, "batches"), st, n)
-        {
-            int w = snprintf(states + k, sizeof(states) - k, "%s%s %lld", k ? ", " : "", st,
-                             (long long)json_integer_value(n));
-            if (w < 0 || (size_t)w >= sizeof(states) - k)
-                break;
-            k += (size_t)w;
-        }
-        printf("    %-26s batches: %s; ended %lld; jobs done %s, failed %s; saved $%.2f\n", "",
-               k ? states : "none open", jint(m, "batches_ended"), done, failed,
-               json_real_value(json_object_get(m, "saved_usd")));
-    }
+    llmq_cli_offload_table(stdout, list, "    ", "", "", "\n");
 }
 
 static void print_text(const json_t *o)
@@ -843,23 +796,31 @@ struct status_opts {
     int as_json, all;
 };
 
-static int take_option(int opt, const char *arg, void *ud)
-{
-    struct status_opts *o = ud;
-    (void)arg;
-    *(opt == 'j' ? &o->as_json : &o->all) = 1;
-    return 0;
-}
+static const struct llmq_cli_opt options[] = {
+    LLMQ_CLI_OPT_FLAG("json", struct status_opts, as_json, "one JSON object per account"),
+    LLMQ_CLI_OPT_FLAG("all-accounts", struct status_opts, all, "every account, not only --account"),
+    LLMQ_CLI_OPT_END,
+};
+
+static const struct llmq_cli_spec spec = {
+    .usage = "usage: llmq status [--json] [--all-accounts]\n",
+    .about =
+        "Per priority: queued (not yet delivered), in flight (delivered, not\n"
+        "acknowledged), delayed (waiting for backoff or a tenant bucket), dead;\n"
+        "results kept; the Redis memory of the backlog and of the results kept\n"
+        "(MEMORY USAGE of a sample of their keys, times the counts); each bucket's\n"
+        "use against its limits right now; each consumer\n"
+        "of the queues with its pending jobs and idle time; the settings.\n"
+        "Delayed and dead are '-' per priority when there are over " PER_PRIO_CAP " of them.\n",
+    .opts = options,
+    .exit = "Exit: 0 ok; 1 Redis failure; 2 usage error.\n",
+};
 
 int llmq_cmd_status(struct llmq_cli *cli, int argc, char **argv)
 {
-    static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
-                                         {"all-accounts", no_argument, NULL, 'A'},
-                                         LLMQ_CLI_COMMON_OPTIONS,
-                                         {NULL, 0, NULL, 0}};
     struct status_opts o = {0};
     int n_pos = 0;
-    int code = llmq_cli_getopt(cli, argc, argv, opts, take_option, &o, usage, NULL, 0, &n_pos);
+    int code = llmq_cli_parse(cli, &spec, argc, argv, &o, NULL, 0, &n_pos);
     if (code >= 0)
         return code;
     char prefix[LLMQ_KEY_PREFIX_MAX];

@@ -10,7 +10,6 @@
  * (or Ctrl-C) quits and restores the terminal. Without a terminal on
  * standard input it refreshes until killed; --once prints one frame. ANSI
  * codes only go to a terminal: to a file or a pipe, frames are plain text. */
-#include <getopt.h>
 #include <jansson.h>
 #include <poll.h>
 #include <signal.h>
@@ -23,27 +22,12 @@
 
 #include "base/clock.h"
 #include "cli.h"
+#include "cli_opts.h"
+#include "offload_table.h"
 #include "cost/money.h"
 #include "jobs/offload_stats.h"
 #include "redis/redis.h"
 #include "redis/script.h"
-
-static void usage(FILE *out)
-{
-    fputs("usage: llmq top [--interval-ms MS] [--once]\n\n"
-          "A live view of the account: per model and tenant the requests and tokens per\n"
-          "minute done (over the last minute), bucket use (requests and tokens of the\n"
-          "window against the limit), jobs queued and, at the current pace, when the\n"
-          "backlog is done; spend today and every budget's use; jobs in flight, dead\n"
-          "letters and 429s; per model with offload (llmq offload) its jobs staged and\n"
-          "offloaded, open provider batches by state, enqueued tokens against the queue\n"
-          "limit, jobs done and failed and the money saved. Refreshes every MS (default 1000); q "
-          "quits. --once prints\n"
-          "one frame. Colour and screen control only on a terminal.\n\n"
-          "Options: --redis URL, --account NAME, --help\n"
-          "Exit: 0 ok; 1 Redis failure; 2 usage error.\n",
-          out);
-}
 
 #define GROUPS_MAX 512
 
@@ -285,52 +269,6 @@ static int group_cmp(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-/* The offload table (docs/DESIGN.md §3.10): per model its policy, jobs
- * staged and offloaded, open provider batches by state, the provider's
- * enqueued tokens against its queue limit, and jobs done, failed and money
- * saved by offload. Only when a model has offload. */
-static void print_offload(const struct top *t)
-{
-    if (json_array_size(t->offload) == 0)
-        return;
-    printf("%s%s%-28s %-4s %8s %9s %-24s %14s %8s %6s %9s%s%s", t->nl, t->bold, "OFFLOAD MODEL",
-           "MODE", "STAGED", "OFFLOADED", "BATCHES OPEN", "ENQUEUED/LIMIT", "DONE", "FAILED",
-           "SAVED", t->plain, t->nl);
-    size_t i;
-    const json_t *m;
-    json_array_foreach(t->offload, i, m)
-    {
-        char states[25] = "-", tok[40], saved[40];
-        size_t k = 0;
-        const char *st;
-        const json_t *n;
-        json_object_foreach((json_t *)json_object_get(m, "batches"), st, n)
-        {
-            int w = snprintf(states + k, sizeof(states) - k, "%s%.4s:%lld", k ? " " : "", st,
-                             (long long)json_integer_value(n));
-            if (w < 0 || (size_t)w >= sizeof(states) - k)
-                break;
-            k += (size_t)w;
-        }
-        const json_t *lim = json_object_get(m, "queue_limit_tokens");
-        long long enq = (long long)json_integer_value(json_object_get(m, "enqueued_tokens"));
-        if (json_is_integer(lim))
-            snprintf(tok, sizeof(tok), "%lld/%lld", enq, (long long)json_integer_value(lim));
-        else
-            snprintf(tok, sizeof(tok), "%lld/-", enq);
-        saved[0] = '$';
-        llmq_usd_format((long long)(json_real_value(json_object_get(m, "saved_usd")) * 1e9 + 0.5),
-                        saved + 1, sizeof(saved) - 1);
-        printf("%-28.28s %-4s %8lld %9lld %-24s %14s %8lld %6lld %9s%s",
-               json_string_value(json_object_get(m, "model")),
-               json_string_value(json_object_get(m, "mode")),
-               (long long)json_integer_value(json_object_get(m, "staged")),
-               (long long)json_integer_value(json_object_get(m, "offloaded")), states, tok,
-               (long long)json_integer_value(json_object_get(m, "done_ever")),
-               (long long)json_integer_value(json_object_get(m, "failed_ever")), saved, t->nl);
-    }
-}
-
 static void frame(const struct llmq_cli *cli, struct top *t, int clear)
 {
     char when[32];
@@ -376,7 +314,10 @@ static void frame(const struct llmq_cli *cli, struct top *t, int clear)
                ss, ls, lim > 0 ? 100.0 * (double)sp / (double)lim : 0.0,
                (long long)json_integer_value(json_object_get(b, "waiting_jobs")), t->nl);
     }
-    print_offload(t);
+    if (json_array_size(t->offload) > 0) { /* docs/DESIGN.md §3.10 */
+        printf("%s", t->nl);
+        llmq_cli_offload_table(stdout, t->offload, "", t->bold, t->plain, t->nl);
+    }
     fflush(stdout);
 }
 
@@ -393,23 +334,27 @@ struct top_opts {
     int once;
 };
 
-static int take_option(int opt, const char *arg, void *ud)
-{
-    struct top_opts *o = ud;
-    (void)arg;
-    if (opt == 'o') {
-        o->once = 1;
-        return 0;
-    }
-    if (opt == 'i') {
-        char *end = NULL;
-        o->interval_ms = strtoll(arg, &end, 10);
-        return end != arg && *end == '\0' && o->interval_ms >= 100 && o->interval_ms <= 3600000
-                   ? 0
-                   : LLMQ_EXIT_USAGE;
-    }
-    return LLMQ_EXIT_USAGE;
-}
+static const struct llmq_cli_opt options[] = {
+    LLMQ_CLI_OPT_INT("interval-ms", "MS", struct top_opts, interval_ms, 100, 3600000,
+                     "refresh every MS (default 1000)"),
+    LLMQ_CLI_OPT_FLAG("once", struct top_opts, once, "print one frame and exit"),
+    LLMQ_CLI_OPT_END,
+};
+
+static const struct llmq_cli_spec spec = {
+    .usage = "usage: llmq top [--interval-ms MS] [--once]\n",
+    .about = "A live view of the account: per model and tenant the requests and tokens per\n"
+             "minute done (over the last minute), bucket use (requests and tokens of the\n"
+             "window against the limit), jobs queued and, at the current pace, when the\n"
+             "backlog is done; spend today and every budget's use; jobs in flight, dead\n"
+             "letters and 429s; per model with offload (llmq offload) its jobs staged and\n"
+             "offloaded, open provider batches by state, enqueued tokens against the queue\n"
+             "limit, jobs done and failed and the money saved. Refreshes every MS (default\n"
+             "1000); q quits. --once prints one frame. Colour and screen control only on a\n"
+             "terminal.\n",
+    .opts = options,
+    .exit = "Exit: 0 ok; 1 Redis failure; 2 usage error.\n",
+};
 
 /* One refresh: returns 0, or -1 when Redis failed (printed). */
 static int refresh(const struct llmq_cli *cli, redisContext *c, const char *prefix, struct top *t)
@@ -504,18 +449,11 @@ static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix, 
 
 int llmq_cmd_top(struct llmq_cli *cli, int argc, char **argv)
 {
-    static const struct option opts[] = {{"interval-ms", required_argument, NULL, 'i'},
-                                         {"once", no_argument, NULL, 'o'},
-                                         LLMQ_CLI_COMMON_OPTIONS,
-                                         {NULL, 0, NULL, 0}};
     struct top_opts o = {.interval_ms = 1000};
     char *pos[1];
     int n = 0;
-    int rc = llmq_cli_getopt(cli, argc, argv, opts, take_option, &o, usage, pos, 0, &n);
-    if (rc >= 0) {
-        if (rc == LLMQ_EXIT_USAGE && o.interval_ms != 1000)
-            llmq_cli_error(cli, "--interval-ms: expected an integer in 100..3600000");
+    int rc = llmq_cli_parse(cli, &spec, argc, argv, &o, pos, 0, &n);
+    if (rc >= 0)
         return rc;
-    }
     return llmq_cli_on_account(cli, act, &o);
 }

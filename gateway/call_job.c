@@ -31,7 +31,7 @@ int gw_call_job_make(struct gw_request *r, const struct gw_call *call, struct ll
     d.max_body_bytes = (size_t)gw->job_body_max;
     d.now_ms = llmq_wall_ms();
     struct llmq_error err = {0};
-    if (llmq_job_from_request(r->m.call_url, r->body, &o, &d, job, &err) != LLMQ_OK) {
+    if (llmq_job_from_request_json(r->m.call_url, call->body, &o, &d, job, &err) != LLMQ_OK) {
         if (err.rc == LLMQ_ETOOBIG)
             gw_respond_errorf(r, 413, "invalid_request_error", NULL, "request_too_large", "%s",
                               err.msg);

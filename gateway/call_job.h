@@ -19,7 +19,8 @@ struct gw;
 struct gw_call;
 struct gw_request;
 
-/* Makes *job from r's body with the request's own terms (its key's priority,
+/* Makes *job from the call's parsed body (call->body, borrowed: the one
+ * parse, gw_call_decode) with the request's own terms (its key's priority,
  * the body's user, a deadline of --max-wait-ms), then the key's policy
  * (key_policy.h). Returns 0, or -1 after answering r (400, 413, 403...). */
 int gw_call_job_make(struct gw_request *r, const struct gw_call *call, struct llmq_job *job);

@@ -3,7 +3,8 @@
  * API's answer when the job has run.
  *
  * A call's life: decode and check (the same validation as `llmq enqueue`:
- * llmq_job_from_request; then the key's policy, key_policy.h: its models,
+ * llmq_job_from_request_json, over the one parse of the body; then the key's
+ * policy, key_policy.h: its models,
  * tenant, user and priority) -> register a waiter
  * (waiters.h) -> enqueue (llmq_job_store_push_async: lua/enqueue.lua) with
  * the key's priority, tenant and user, a deadline of --max-wait-ms and this
@@ -119,4 +120,5 @@ void gw_calls_handle(struct gw_request *r)
         gw_stream_start(r, &call); /* relayed as it comes (stream.h) */
     else
         start_sync(r, &call);
+    gw_call_clear(&call); /* the job was built from it (call_job.h) */
 }

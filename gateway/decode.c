@@ -241,14 +241,22 @@ int gw_call_decode(const char *url, const char *body, size_t len, struct gw_call
         rc = gw_error_set(e, 400, INVALID, "user", "invalid_type", "'user' must be a string");
     else
         rc = cost_params_check(root, e);
-    if (rc == 0) {
-        out->stream = json_is_true(stream);
-        snprintf(out->model, sizeof(out->model), "%s", json_string_value(model));
-        if (json_is_string(user) && json_string_length(user) > 0)
-            user_name(json_string_value(user), json_string_length(user), out->user);
+    if (rc != 0) {
+        json_decref(root);
+        return rc;
     }
-    json_decref(root);
-    return rc;
+    out->stream = json_is_true(stream);
+    snprintf(out->model, sizeof(out->model), "%s", json_string_value(model));
+    if (json_is_string(user) && json_string_length(user) > 0)
+        user_name(json_string_value(user), json_string_length(user), out->user);
+    out->body = root;
+    return 0;
+}
+
+void gw_call_clear(struct gw_call *c)
+{
+    json_decref(c->body);
+    c->body = NULL;
 }
 
 /* Parses "<N>s|m|h|d" into ms; 0 when it is not of that form. */

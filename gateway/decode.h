@@ -6,6 +6,7 @@
 #ifndef LLMQ_GW_DECODE_H
 #define LLMQ_GW_DECODE_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 #include "errors.h"
@@ -63,11 +64,13 @@ struct gw_list_query {
 int gw_list_query_decode(const char *after, const char *limit, int def, int max,
                          struct gw_list_query *out, struct gw_error *e);
 
-/* What the gateway reads from a synchronous call's body. */
+/* What the gateway reads from a call's body. */
 struct gw_call {
     char model[LLMQ_JOB_ID_MAX + 1];
     char user[LLMQ_JOB_ID_MAX + 1]; /* "" none; else a valid llmq user name (see .c) */
     int stream;                     /* "stream": true (chat, completions, responses) */
+    json_t *body; /* the parsed body (owned: gw_call_clear), from which the call's job is built
+                     (llmq_job_from_request_json): the body is parsed once */
 };
 
 /* Decodes body[0..len) of a call to url (borrowed; NULL: no endpoint's
@@ -75,10 +78,15 @@ struct gw_call {
  * field (llmq_job_prompt_field: "messages" for chat), "stream" a boolean (true
  * only where the API streams: chat, completions, responses), an optional
  * string "user", the fields that size its cost within their bounds
- * (llmq_cost_check_params: n, max_tokens, ...). Returns 0, or -1
- * with *e filled (400s, naming the param). */
+ * (llmq_cost_check_params: n, max_tokens, ...). Returns 0 (free out with
+ * gw_call_clear), or -1 with *e filled (400s, naming the param; nothing to
+ * free). */
 int gw_call_decode(const char *url, const char *body, size_t len, struct gw_call *out,
                    struct gw_error *e);
+
+/* Frees what gw_call_decode put in c (its parsed body); c may be cleared
+ * twice. */
+void gw_call_clear(struct gw_call *c);
 
 /* What POST /v1/batches takes. */
 struct gw_batch_request {

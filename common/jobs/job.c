@@ -585,8 +585,7 @@ enum llmq_rc llmq_job_from_request(const char *url, const char *body,
                                    const struct llmq_job_defaults *d, struct llmq_job *out,
                                    struct llmq_error *err)
 {
-    const char *known = llmq_job_url_known(url);
-    if (known == NULL)
+    if (llmq_job_url_known(url) == NULL)
         return llmq_error_set(err, LLMQ_EINVAL, "unknown url \"%.60s\"", url ? url : "(null)");
     if (body == NULL)
         return llmq_error_set(err, LLMQ_EINVAL, "missing body");
@@ -594,19 +593,32 @@ enum llmq_rc llmq_job_from_request(const char *url, const char *body,
     if (len > d->max_body_bytes * 2 + LINE_SLACK_BYTES)
         return llmq_error_set(err, LLMQ_ETOOBIG, "body is over the size limit (%zu bytes)",
                               d->max_body_bytes);
-    struct job_opts o;
-    opts_from_defaults(d, &o);
-    enum llmq_rc rc = api_options(a, &o, err);
-    if (rc != LLMQ_OK)
-        return rc;
     json_error_t jerr;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
     if (root == NULL)
         return llmq_error_set(err, LLMQ_EINVAL, "body: bad JSON at column %d: %s", jerr.column,
                               jerr.text);
-    rc = job_build(known, root, &o, d, out, err);
+    enum llmq_rc rc = llmq_job_from_request_json(url, root, a, d, out, err);
     json_decref(root);
     return rc;
+}
+
+enum llmq_rc llmq_job_from_request_json(const char *url, const json_t *body,
+                                        const struct llmq_job_options *a,
+                                        const struct llmq_job_defaults *d, struct llmq_job *out,
+                                        struct llmq_error *err)
+{
+    const char *known = llmq_job_url_known(url);
+    if (known == NULL)
+        return llmq_error_set(err, LLMQ_EINVAL, "unknown url \"%.60s\"", url ? url : "(null)");
+    if (body == NULL)
+        return llmq_error_set(err, LLMQ_EINVAL, "missing body");
+    struct job_opts o;
+    opts_from_defaults(d, &o);
+    enum llmq_rc rc = api_options(a, &o, err);
+    if (rc != LLMQ_OK)
+        return rc;
+    return job_build(known, body, &o, d, out, err);
 }
 
 void llmq_job_output_id(const char *request_id, const char *job_id, char *out, size_t n)

@@ -11,6 +11,7 @@
 #ifndef LLMQ_JOB_H
 #define LLMQ_JOB_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 #include "llmq/cost.h"
@@ -99,11 +100,21 @@ enum llmq_rc llmq_job_from_line(const char *line, size_t len, const struct llmq_
                                 struct llmq_job *out, struct llmq_error *err);
 
 /* Same checks for a request given as url + body JSON text (both borrowed)
- * and API options (may be NULL), as llmq_producer_enqueue takes them. */
+ * and API options (may be NULL), as llmq_producer_enqueue takes them: parses
+ * body, then as llmq_job_from_request_json. */
 enum llmq_rc llmq_job_from_request(const char *url, const char *body,
                                    const struct llmq_job_options *o,
                                    const struct llmq_job_defaults *d, struct llmq_job *out,
                                    struct llmq_error *err);
+
+/* llmq_job_from_request for a body its caller has parsed already (body
+ * borrowed; the gateway decodes a call once and builds its job from that
+ * parse). The same checks and errors, but for the bound on the raw text's
+ * size: the compact body's limit (d->max_body_bytes, LLMQ_ETOOBIG) holds. */
+enum llmq_rc llmq_job_from_request_json(const char *url, const json_t *body,
+                                        const struct llmq_job_options *o,
+                                        const struct llmq_job_defaults *d, struct llmq_job *out,
+                                        struct llmq_error *err);
 
 /* Checks and normalises an endpoint pin (comma-separated names, each 1..64
  * of A-Z a-z 0-9 . _ -; at most LLMQ_JOB_ENDPOINTS_MAX bytes) into buf.

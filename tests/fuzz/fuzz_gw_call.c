@@ -15,8 +15,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct gw_call c;
     struct gw_error e;
     if (gw_call_decode("/v1/chat/completions", (const char *)data, size, &c, &e) == 0) {
-        if (!llmq_name_valid(c.model) || (c.user[0] && !llmq_name_valid(c.user)))
+        if (!llmq_name_valid(c.model) || (c.user[0] && !llmq_name_valid(c.user)) ||
+            !json_is_object(c.body))
             __builtin_trap();
+        gw_call_clear(&c);
         return 0;
     }
     size_t len = 0;

@@ -3,7 +3,7 @@
  * result yet); 2 usage or invalid input (unknown option, missing argument, a
  * value out of range, an unknown id, subcommand or setting, a malformed Redis
  * URL, a bad account name); 3 dead-lettered (enqueue_cli.c, results_cli.c).
- * Every command parses its options with the one parser (llmq_cli_getopt), so
+ * Every command parses its options with the one parser (llmq_cli_parse), so
  * a bad option names the command's --help.
  * Each case also names what was wrong on stderr: the message must carry the
  * expected words, and help goes to stdout. */
@@ -207,6 +207,24 @@ static const struct exit_case cases[] = {
     {{"account", "status", "--redis", UNREACHABLE}, 1, "Connection refused", NULL},
     {{"account", "status", "--redis", MALFORMED}, 2, "--redis: redis url", NULL},
     {{"account", "resume", "--account", "a b"}, 2, "--account: account name", NULL},
+
+    /* values the table's kinds check (main exited 2 on the first two and
+     * said nothing) */
+    {{"budgets", "rm", "--unit", "bogus"}, 2, "--unit: expected tokens or usd, got 'bogus'", NULL},
+    {{"top", "--interval-ms", "1000x"},
+     2,
+     "llmq top: --interval-ms: expected an integer in 100..3600000, got '1000x'",
+     NULL},
+    {{"spend", "--by", "week"}, 2, "--by: expected model, tenant, user or day, got 'week'", NULL},
+    {{"spend", "--user", "a b"}, 2, "--user: 'a b' is not a valid name", NULL},
+    {{"estimate", "@FILE", "--completion-window", "1h"}, 2, "--completion-window: ", NULL},
+    {{"offload", "get", "m", "--tenant", "a b"}, 2, "--tenant: 'a b' is not a valid tenant", NULL},
+    {{"endpoints", "add", "e1", "--weight", "0"}, 2, "--weight: expected a number", NULL},
+    {{"keys", "create", "--role", "admin", "--priority", "high"},
+     2,
+     "--role makes a dashboard key",
+     NULL},
+    {{"settings", "--help"}, 0, NULL, "result_max"},
 };
 
 static char batch_file[64];

@@ -229,8 +229,23 @@ static void visible(void **state)
     const char *st_argv[] = {"llmq", "status", NULL};
     struct cli_run r = cli_run(a.name, st_argv);
     assert_int_equal(r.status, 0);
-    assert_non_null(strstr(r.out, "offload (provider batches"));
-    assert_non_null(strstr(r.out, "jobs done 40, failed 0"));
+    const char *section = strstr(r.out, "offload (provider batches");
+    assert_non_null(section);
+    assert_non_null(strstr(section, "OFFLOAD MODEL")); /* top's table (offload_table.h) */
+    char row_start[96];
+    snprintf(row_start, sizeof(row_start), "\n    %s ", MINI);
+    const char *srow = strstr(section, row_start);
+    assert_non_null(srow);
+    char s_model[64], s_mode[16], s_open[32], s_tok[48], s_saved[32];
+    long long s_staged = -1, s_off = -1, s_done = -1, s_failed = -1;
+    assert_int_equal(sscanf(srow + 1, "%63s %15s %lld %lld %31s %47s %lld %lld %31s", s_model,
+                            s_mode, &s_staged, &s_off, s_open, s_tok, &s_done, &s_failed, s_saved),
+                     9);
+    assert_int_equal(s_staged, 0);
+    assert_int_equal(s_off, 0);
+    assert_string_equal(s_open, "-");
+    assert_int_equal(s_done, 40); /* jobs done 40, failed 0 */
+    assert_int_equal(s_failed, 0);
     cli_free(&r);
     const char *top_argv[] = {"llmq", "top", "--once", NULL};
     r = cli_run(a.name, top_argv);

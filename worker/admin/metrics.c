@@ -138,6 +138,20 @@ struct llmq_metric *llmq_metrics_register(struct llmq_metrics *m, const char *na
     return f;
 }
 
+int llmq_metrics_register_table(struct llmq_metrics *m, const struct llmq_metric_spec *specs,
+                                size_t n, void *owner)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct llmq_metric_spec *f = &specs[i];
+        struct llmq_metric *fam =
+            llmq_metrics_register(m, f->name, f->help, f->type, f->labels, f->bounds, f->n_bounds);
+        *(struct llmq_metric **)(void *)((char *)owner + f->at) = fam;
+        if (fam == NULL)
+            return 0;
+    }
+    return 1;
+}
+
 static int same_labels(const struct llmq_metric *f, const struct metrics_series *s,
                        const char *const *values)
 {

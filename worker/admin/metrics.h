@@ -52,6 +52,24 @@ struct llmq_metric *llmq_metrics_register(struct llmq_metrics *m, const char *na
                                           const char *const *label_names, const double *bounds,
                                           size_t n_bounds);
 
+/* One family of a registration table: llmq_metrics_register's arguments
+ * and where the family goes (at: offsetof the struct llmq_metric * in the
+ * owner struct). */
+struct llmq_metric_spec {
+    const char *name, *help;
+    enum llmq_metric_type type;
+    const char *const *labels;
+    const double *bounds;
+    size_t n_bounds;
+    size_t at;
+};
+
+/* Registers specs[0..n) in order, storing each family at owner + spec.at.
+ * Returns 1 when every one registered, 0 when one did not (those before it
+ * stay registered, owned by m, as after llmq_metrics_register). */
+int llmq_metrics_register_table(struct llmq_metrics *m, const struct llmq_metric_spec *specs,
+                                size_t n, void *owner);
+
 /* Adds v to the counter or gauge series of f named by label_values (one per
  * label name, borrowed and copied on first use; NULL entries mean ""; the
  * array may be NULL for a family without labels). Returns LLMQ_OK, LLMQ_EINVAL

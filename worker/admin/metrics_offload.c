@@ -2,6 +2,7 @@
 #include "admin/metrics_offload.h"
 
 #include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,45 +39,44 @@ struct worker_offload_metrics {
     size_t n_seen;
 };
 
+static const char *const by_model[] = {"account", "model", NULL};
+static const char *const by_state[] = {"account", "model", "state", NULL};
+
+#define AT(f) offsetof(struct worker_offload_metrics, f)
+static const struct llmq_metric_spec families[] = {
+    {"llmq_offload_jobs",
+     "Jobs of a model in offload now: staged for a provider batch, or offloaded (in an "
+     "unfinished provider batch, its line not settled yet) (polled).",
+     LLMQ_METRIC_GAUGE, by_state, NULL, 0, AT(jobs)},
+    {"llmq_offload_jobs_total",
+     "Jobs that offload staged, put in a provider batch's input file (offloaded), ended done "
+     "from a provider batch, or dead-lettered from one (failed).",
+     LLMQ_METRIC_COUNTER, by_state, NULL, 0, AT(jobs_total)},
+    {"llmq_offload_batches", "Unfinished provider batches by state (polled).", LLMQ_METRIC_GAUGE,
+     by_state, NULL, 0, AT(batches)},
+    {"llmq_offload_batches_ended_total", "Provider batches that ended.", LLMQ_METRIC_COUNTER,
+     by_model, NULL, 0, AT(ended)},
+    {"llmq_offload_enqueued_tokens",
+     "Estimated prompt tokens of a model's batches the provider holds unfinished: what its "
+     "enqueued-token limit counts (polled).",
+     LLMQ_METRIC_GAUGE, by_model, NULL, 0, AT(enqueued)},
+    {"llmq_offload_queue_limit_tokens",
+     "The provider's enqueued-token limit set for a model "
+     "(llmq limits set --batch-queue-tokens; absent: none).",
+     LLMQ_METRIC_GAUGE, by_model, NULL, 0, AT(limit)},
+    {"llmq_offload_saved_usd_total",
+     "USD that offload saved against the live price: the list price less the batch price "
+     "of the usage of the jobs done in provider batches.",
+     LLMQ_METRIC_COUNTER, by_model, NULL, 0, AT(saved)},
+};
+#undef AT
+
 struct worker_offload_metrics *llmq_worker_offload_metrics_new(struct llmq_metrics *reg)
 {
-    static const char *const am[] = {"account", "model", NULL};
-    static const char *const ams[] = {"account", "model", "state", NULL};
-    enum llmq_metric_type g = LLMQ_METRIC_GAUGE, c = LLMQ_METRIC_COUNTER;
     struct worker_offload_metrics *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return NULL;
-    s->jobs = llmq_metrics_register(
-        reg, "llmq_offload_jobs",
-        "Jobs of a model in offload now: staged for a provider batch, or offloaded (in an "
-        "unfinished provider batch, its line not settled yet) (polled).",
-        g, ams, NULL, 0);
-    s->jobs_total = llmq_metrics_register(
-        reg, "llmq_offload_jobs_total",
-        "Jobs that offload staged, put in a provider batch's input file (offloaded), ended done "
-        "from a provider batch, or dead-lettered from one (failed).",
-        c, ams, NULL, 0);
-    s->batches =
-        llmq_metrics_register(reg, "llmq_offload_batches",
-                              "Unfinished provider batches by state (polled).", g, ams, NULL, 0);
-    s->ended = llmq_metrics_register(reg, "llmq_offload_batches_ended_total",
-                                     "Provider batches that ended.", c, am, NULL, 0);
-    s->enqueued = llmq_metrics_register(
-        reg, "llmq_offload_enqueued_tokens",
-        "Estimated prompt tokens of a model's batches the provider holds unfinished: what its "
-        "enqueued-token limit counts (polled).",
-        g, am, NULL, 0);
-    s->limit = llmq_metrics_register(reg, "llmq_offload_queue_limit_tokens",
-                                     "The provider's enqueued-token limit set for a model "
-                                     "(llmq limits set --batch-queue-tokens; absent: none).",
-                                     g, am, NULL, 0);
-    s->saved = llmq_metrics_register(
-        reg, "llmq_offload_saved_usd_total",
-        "USD that offload saved against the live price: the list price less the batch price "
-        "of the usage of the jobs done in provider batches.",
-        c, am, NULL, 0);
-    if (!s->jobs || !s->jobs_total || !s->batches || !s->ended || !s->enqueued || !s->limit ||
-        !s->saved) {
+    if (!llmq_metrics_register_table(reg, families, sizeof(families) / sizeof(families[0]), s)) {
         free(s);
         return NULL;
     }

@@ -11,6 +11,7 @@
 #include "admin/metrics_worker.h"
 
 #include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,67 +66,61 @@ static const double wait_bounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 static const double latency_bounds[] = {0.025, 0.05, 0.1, 0.25, 0.5, 1,  2.5,
                                         5,     10,   30,  60,   120, 300};
 
+static const char *const by_model[] = {"account", "model", NULL};
+static const char *const by_status[] = {"account", "model", "status", NULL};
+static const char *const by_cause[] = {"account", "model", "cause", NULL};
+
+#define AT(f) offsetof(struct llmq_worker_metrics, f)
+#define COUNTER LLMQ_METRIC_COUNTER
+static const struct llmq_metric_spec job_families[] = {
+    {"llmq_jobs_dispatched_total", "Jobs granted by the limiter and sent (one per attempt).",
+     COUNTER, by_model, NULL, 0, AT(dispatched)},
+    {"llmq_jobs_succeeded_total", "Attempts that ended with a result, by HTTP status.", COUNTER,
+     by_status, NULL, 0, AT(succeeded)},
+    {"llmq_jobs_retried_total",
+     "Attempts requeued with backoff, by HTTP status or transport outcome.", COUNTER, by_status,
+     NULL, 0, AT(retried)},
+    {"llmq_jobs_dead_total",
+     "Jobs this worker dead-lettered after a call, by HTTP status or outcome (the "
+     "dispatch script's own, e.g. expired or never fitting, show in llmq_dead_jobs).",
+     COUNTER, by_status, NULL, 0, AT(dead)},
+    {"llmq_jobs_handed_back_total",
+     "Jobs handed back untried (at shutdown, or their "
+     "grant went stale before it was sent).",
+     COUNTER, by_model, NULL, 0, AT(handed_back)},
+    {"llmq_grants_stale_total",
+     "Grants handed back unsent: their lifetime passed before the connection was ready "
+     "(the arrival guard's bound; refunded, granted again, no attempt counted).",
+     COUNTER, by_model, NULL, 0, AT(stale)},
+    {"llmq_grants_stale_pool_total",
+     "Stale grants whose call waited for one of the worker's own connections (all those "
+     "to its endpoint were taken): a bug in llmq's connection sizing, logged as a warning "
+     "(also counted in llmq_grants_stale_total).",
+     COUNTER, by_model, NULL, 0, AT(stale_pool)},
+    {"llmq_http_429_total",
+     "429 responses from the API, by cause (rate_limit or insufficient_quota).", COUNTER, by_cause,
+     NULL, 0, AT(http_429)},
+    {"llmq_tokens_reserved_total", "Tokens reserved at dispatch (estimated cost).", COUNTER,
+     by_model, NULL, 0, AT(tok_reserved)},
+    {"llmq_tokens_used_total", "Tokens settled for succeeded jobs (the API's usage).", COUNTER,
+     by_model, NULL, 0, AT(tok_used)},
+    {"llmq_prompt_tokens_estimated_total",
+     "Prompt tokens enqueue estimated, for jobs whose usage reported prompt tokens.", COUNTER,
+     by_model, NULL, 0, AT(prompt_est)},
+    {"llmq_prompt_tokens_actual_total", "Prompt tokens the API reported for the same jobs.",
+     COUNTER, by_model, NULL, 0, AT(prompt_act)},
+    {"llmq_invalid_responses_total",
+     "2xx responses whose body the endpoint does not send (not JSON, wrong shape, cut "
+     "stream): failed attempts, retried, dead-lettered as invalid_response.",
+     COUNTER, by_model, NULL, 0, AT(invalid_resp)},
+};
+#undef COUNTER
+#undef AT
+
 static int register_jobs(struct llmq_worker_metrics *m)
 {
-    static const char *const am[] = {"account", "model", NULL};
-    static const char *const ams[] = {"account", "model", "status", NULL};
-    static const char *const amc[] = {"account", "model", "cause", NULL};
-    struct llmq_metrics *r = m->reg;
-    enum llmq_metric_type c = LLMQ_METRIC_COUNTER;
-    m->dispatched = llmq_metrics_register(r, "llmq_jobs_dispatched_total",
-                                          "Jobs granted by the limiter and sent (one per attempt).",
-                                          c, am, NULL, 0);
-    m->succeeded = llmq_metrics_register(r, "llmq_jobs_succeeded_total",
-                                         "Attempts that ended with a result, by HTTP status.", c,
-                                         ams, NULL, 0);
-    m->retried = llmq_metrics_register(
-        r, "llmq_jobs_retried_total",
-        "Attempts requeued with backoff, by HTTP status or transport outcome.", c, ams, NULL, 0);
-    m->dead = llmq_metrics_register(
-        r, "llmq_jobs_dead_total",
-        "Jobs this worker dead-lettered after a call, by HTTP status or outcome (the "
-        "dispatch script's own, e.g. expired or never fitting, show in llmq_dead_jobs).",
-        c, ams, NULL, 0);
-    m->handed_back = llmq_metrics_register(r, "llmq_jobs_handed_back_total",
-                                           "Jobs handed back untried (at shutdown, or their "
-                                           "grant went stale before it was sent).",
-                                           c, am, NULL, 0);
-    m->stale = llmq_metrics_register(
-        r, "llmq_grants_stale_total",
-        "Grants handed back unsent: their lifetime passed before the connection was ready "
-        "(the arrival guard's bound; refunded, granted again, no attempt counted).",
-        c, am, NULL, 0);
-    m->stale_pool = llmq_metrics_register(
-        r, "llmq_grants_stale_pool_total",
-        "Stale grants whose call waited for one of the worker's own connections (all those "
-        "to its endpoint were taken): a bug in llmq's connection sizing, logged as a warning "
-        "(also counted in llmq_grants_stale_total).",
-        c, am, NULL, 0);
-    m->http_429 = llmq_metrics_register(
-        r, "llmq_http_429_total",
-        "429 responses from the API, by cause (rate_limit or insufficient_quota).", c, amc, NULL,
-        0);
-    m->tok_reserved =
-        llmq_metrics_register(r, "llmq_tokens_reserved_total",
-                              "Tokens reserved at dispatch (estimated cost).", c, am, NULL, 0);
-    m->tok_used = llmq_metrics_register(r, "llmq_tokens_used_total",
-                                        "Tokens settled for succeeded jobs (the API's usage).", c,
-                                        am, NULL, 0);
-    m->prompt_est = llmq_metrics_register(
-        r, "llmq_prompt_tokens_estimated_total",
-        "Prompt tokens enqueue estimated, for jobs whose usage reported prompt tokens.", c, am,
-        NULL, 0);
-    m->prompt_act =
-        llmq_metrics_register(r, "llmq_prompt_tokens_actual_total",
-                              "Prompt tokens the API reported for the same jobs.", c, am, NULL, 0);
-    m->invalid_resp = llmq_metrics_register(
-        r, "llmq_invalid_responses_total",
-        "2xx responses whose body the endpoint does not send (not JSON, wrong shape, cut "
-        "stream): failed attempts, retried, dead-lettered as invalid_response.",
-        c, am, NULL, 0);
-    return m->dispatched && m->succeeded && m->retried && m->dead && m->handed_back && m->stale &&
-           m->stale_pool && m->http_429 && m->tok_reserved && m->tok_used && m->prompt_est &&
-           m->prompt_act && m->invalid_resp;
+    return llmq_metrics_register_table(m->reg, job_families,
+                                       sizeof(job_families) / sizeof(job_families[0]), m);
 }
 
 static int register_gauges(struct llmq_worker_metrics *m)

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "decode.h"
+#include "jobs/job.h"
 
 static enum gw_route route(const char *method, const char *path, char *id)
 {
@@ -100,10 +101,12 @@ static void test_call(void **state)
     assert_int_equal(gw_call_decode(NULL, ok, strlen(ok), &c, &e), 0);
     assert_string_equal(c.model, "gpt-4o-mini");
     assert_string_equal(c.user, "alice");
+    gw_call_clear(&c);
     const char *spaced = "{\"model\":\"m\",\"user\":\"Alice Smith\"}";
     assert_int_equal(gw_call_decode(NULL, spaced, strlen(spaced), &c, &e), 0);
     assert_int_equal(strlen(c.user), 34); /* "u-" + 32 hex of its SHA-256 */
     assert_memory_equal(c.user, "u-", 2);
+    gw_call_clear(&c);
     struct {
         const char *body, *param, *code;
     } bad[] = {
@@ -138,21 +141,62 @@ static void test_call(void **state)
                      -1);
     assert_string_equal(e.param, "input");
     assert_int_equal(gw_call_decode("/v1/chat/completions", ok, strlen(ok), &c, &e), 0);
+    gw_call_clear(&c);
     const char *stream_false = "{\"model\":\"m\",\"stream\":false}";
     assert_int_equal(gw_call_decode(NULL, stream_false, strlen(stream_false), &c, &e), 0);
     assert_int_equal(c.stream, 0);
+    gw_call_clear(&c);
     /* stream: true where the API streams; refused where it does not */
     const char *chat_stream = "{\"model\":\"m\",\"stream\":true,\"messages\":[]}";
     assert_int_equal(
         gw_call_decode("/v1/chat/completions", chat_stream, strlen(chat_stream), &c, &e), 0);
     assert_int_equal(c.stream, 1);
+    gw_call_clear(&c);
     const char *resp_stream = "{\"model\":\"m\",\"stream\":true,\"input\":\"x\"}";
     assert_int_equal(gw_call_decode("/v1/responses", resp_stream, strlen(resp_stream), &c, &e), 0);
     assert_int_equal(c.stream, 1);
+    gw_call_clear(&c);
     assert_int_equal(gw_call_decode("/v1/embeddings", resp_stream, strlen(resp_stream), &c, &e),
                      -1);
     assert_string_equal(e.param, "stream");
     assert_string_equal(e.code, "unsupported_value");
+}
+
+/* A call's job is built from the decode's own parse (gw_call.body, the
+ * body parsed once): the same job llmq_job_from_request makes from the text,
+ * and the same refusal of a body over the size limit. */
+static void test_call_body_builds_the_job(void **state)
+{
+    (void)state;
+    const char *url = "/v1/chat/completions";
+    const char *text = "{\"model\": \"gpt-4o-mini\",\n \"messages\": [{\"role\": \"user\", "
+                       "\"content\": \"hello there, how are you\"}], \"max_tokens\": 7}";
+    struct gw_call c;
+    struct gw_error e;
+    assert_int_equal(gw_call_decode(url, text, strlen(text), &c, &e), 0);
+    assert_true(json_is_object(c.body));
+    struct llmq_job_defaults d;
+    llmq_job_defaults_init(&d);
+    struct llmq_job_options o = {.job_id = "c1", .user = "alice"};
+    struct llmq_job a, b;
+    struct llmq_error err = {0};
+    assert_int_equal(llmq_job_from_request_json(url, c.body, &o, &d, &a, &err), LLMQ_OK);
+    assert_int_equal(llmq_job_from_request(url, text, &o, &d, &b, &err), LLMQ_OK);
+    assert_string_equal(a.id, "c1");
+    assert_string_equal(a.id, b.id);
+    assert_string_equal(a.model, b.model);
+    assert_string_equal(a.body, b.body); /* compact, as stored */
+    assert_string_equal(a.user, b.user);
+    assert_int_equal(a.cost.prompt_tokens, b.cost.prompt_tokens);
+    assert_int_equal(a.cost.total_tokens, b.cost.total_tokens);
+    assert_true(a.cost.total_tokens > 7);
+    llmq_job_clear(&a);
+    llmq_job_clear(&b);
+    d.max_body_bytes = 40; /* the compact body is longer */
+    assert_int_equal(llmq_job_from_request_json(url, c.body, &o, &d, &a, &err), LLMQ_ETOOBIG);
+    assert_int_equal(llmq_job_from_request_json("/v1/nope", c.body, &o, &d, &a, &err), LLMQ_EINVAL);
+    gw_call_clear(&c);
+    gw_call_clear(&c); /* twice is fine */
 }
 
 static void test_batch_request(void **state)
@@ -225,9 +269,13 @@ static void test_results(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_routes),        cmocka_unit_test(test_bearer),
-        cmocka_unit_test(test_list_query),    cmocka_unit_test(test_call),
-        cmocka_unit_test(test_batch_request), cmocka_unit_test(test_results),
+        cmocka_unit_test(test_routes),
+        cmocka_unit_test(test_bearer),
+        cmocka_unit_test(test_list_query),
+        cmocka_unit_test(test_call),
+        cmocka_unit_test(test_call_body_builds_the_job),
+        cmocka_unit_test(test_batch_request),
+        cmocka_unit_test(test_results),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
