@@ -1,5 +1,6 @@
 /* Recovery and shutdown (docs/DESIGN.md §3.6).
- * - Every third of the visibility timeout this worker re-claims its own
+ * - Every third of the visibility timeout (and a second after the start)
+ *   this worker re-claims its own
  *   in-flight stream entries (XCLAIM ... JUSTID resets their idle time, so a
  *   slow but live request is never taken away) and runs the reclaim script,
  *   which requeues entries idle past the visibility timeout: their worker is
@@ -91,8 +92,9 @@ static void on_recover_timer(struct ev_loop *loop, ev_timer *t, int revents)
         if (ac == NULL)
             continue;
         refresh_held(a, ac);
-        const char *argv[3] = {a->prefix, w->cfg->consumer, idle};
-        llmq_script_run_async(ac, LLMQ_SCRIPT_RECLAIM, 1, 3, argv, NULL, on_reclaimed, a);
+        /* with what this worker is, for the dashboard (P winfo) */
+        const char *argv[5] = {a->prefix, w->cfg->consumer, idle, LLMQ_VERSION, w->cfg->serves};
+        llmq_script_run_async(ac, LLMQ_SCRIPT_RECLAIM, 1, 5, argv, NULL, on_reclaimed, a);
     }
 }
 
@@ -231,7 +233,10 @@ void llmq_worker_recover_start(struct llmq_worker *w)
     ev_timer_init(&w->grace_timer, on_grace_timer, 0.0, 0.0);
     w->grace_timer.data = w;
     double every = w->cfg->visibility_ms / 3000.0;
-    ev_timer_init(&w->recover_timer, on_recover_timer, every, every);
+    /* the first soon after the start, so the worker's P winfo (version,
+     * endpoints) is there from its first second, not after a third of the
+     * visibility timeout */
+    ev_timer_init(&w->recover_timer, on_recover_timer, every < 1.0 ? every : 1.0, every);
     w->recover_timer.data = w;
     ev_timer_start(w->loop, &w->recover_timer);
     if (w->cfg->exit_when_idle_ms > 0) {

@@ -88,10 +88,19 @@ json_t *gw_dash_snapshot_from_reply(const redisReply *r)
     json_t *workers = json_array();
     const char *name;
     json_t *seen;
+    json_t *info_of = json_object_get(views, "worker_info");
+    json_t *jobs_of = json_object_get(views, "worker_jobs");
     json_object_foreach(json_object_get(views, "workers"), name, seen)
     {
-        json_array_append_new(workers, json_pack("{s:s, s:I}", "name", name, "seen_ms_ago",
-                                                 (json_int_t)(now - json_integer_value(seen))));
+        /* what the worker said it is (P winfo), when it did */
+        json_t *info = json_object_get(info_of, name);
+        json_t *eps = json_object_get(info, "endpoints");
+        json_array_append_new(
+            workers, json_pack("{s:s, s:I, s:I, s:s?, s:o}", "name", name, "seen_ms_ago",
+                               (json_int_t)(now - json_integer_value(seen)), "in_flight",
+                               json_integer_value(json_object_get(jobs_of, name)), "version",
+                               json_string_value(json_object_get(info, "version")), "endpoints",
+                               json_is_array(eps) ? json_incref(eps) : json_array()));
     }
     json_t *snap = json_pack(
         "{s:I, s:{s:I, s:I, s:I, s:I, s:I}, s:I, s:o, s:o, s:o, s:O?, s:O?, s:O?, s:o, s:O?}",

@@ -17,7 +17,9 @@
  *               tokens_limit, period_ms}],
  *    minute: [{model, tenant, jobs, tokens}],
  *    queues: {<prio>: {queued, in_flight, oldest_enq_ms}}, delayed,
- *    dead_letters, workers: [{name, seen_ms_ago}], endpoints: {...}} */
+ *    dead_letters, workers: [{name, seen_ms_ago, in_flight, version (absent when
+ *    the worker has not said), endpoints: [served; "" the implicit one]}],
+ *    endpoints: {...}} */
 json_t *gw_dash_snapshot_from_reply(const redisReply *r);
 
 /* What a viewer scoped to tenant sees of snap (borrowed): its rows, its

@@ -15,7 +15,7 @@
 #include "worker_support.h"
 
 #define MODEL "gpt-4o-mini"
-#define SETTLE_VALUES 26 /* job_settle.lua's ARGV values per delivery */
+#define SETTLE_VALUES 27 /* job_settle.lua's ARGV values per delivery */
 #define MAX_GRANTS 256
 
 static void acct_close(struct script_account *a)
@@ -66,18 +66,18 @@ static void take(const struct script_account *a, const char *tag, int n, struct 
     assert_int_equal(dispatch(a, g, n), n);
 }
 
-/* A delivery's 26 values: grant g ends in mode (done: a result; dead: a
+/* A delivery's 27 values: grant g ends in mode (done: a result; dead: a
  * dead letter; retry: due in 60 s) with line as its output. */
 static void delivery(const char **v, const struct grant *g, const char *mode, const char *line)
 {
     const char *vals[SETTLE_VALUES] = {mode,   "normal", g->eid, g->id, g->handle, "10", line,
                                        "test", "60000",  "0",    MODEL, "0",       "-1", "-1",
                                        "-1",   "-1",     "-1",   "-1",  "",        "-1", "-1",
-                                       "-1",   "",       "",     "-1",  "-1"};
+                                       "-1",   "",       "",     "-1",  "-1",      "200"};
     memcpy(v, vals, sizeof(vals));
 }
 
-/* job_settle of the n deliveries in vals (n * 26 values) in one call. */
+/* job_settle of the n deliveries in vals (n * 27 values) in one call. */
 static redisReply *settle(const struct script_account *a, const char **vals, int n)
 {
     const char *argv[1 + MAX_GRANTS * SETTLE_VALUES];
@@ -184,7 +184,7 @@ static void test_bad_delivery_settles_none(void **state)
     const char *argv[] = {a.P, "done", "normal"};
     r = llmq_script_run(a.c, LLMQ_SCRIPT_JOB_SETTLE, 1, 3, argv, NULL, NULL);
     assert_true(r != NULL && r->type == REDIS_REPLY_ERROR);
-    assert_non_null(strstr(r->str, "26 values per delivery"));
+    assert_non_null(strstr(r->str, "27 values per delivery"));
     freeReplyObject(r);
     acct_close(&a);
 }

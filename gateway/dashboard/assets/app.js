@@ -435,6 +435,10 @@ function renderWorkers() {
     cell(tr, w.name);
     cell(tr, w.seen_ms_ago <= LIVE_MS ? 'live' : 'stopped', w.seen_ms_ago <= LIVE_MS ? 'state-ok' : 'state-disabled');
     cell(tr, fmtAge(w.seen_ms_ago) + ' ago', 'num');
+    cell(tr, fmtInt(w.in_flight), 'num');
+    const eps = (w.endpoints || []).map((e) => (e === '' ? '(account key)' : e));
+    cell(tr, eps.join(', ') || '-').dataset.field = 'endpoints';
+    cell(tr, w.version || '-').dataset.field = 'version';
     tb.appendChild(tr);
   }
   $('workers-inflight').textContent = fmtInt(snap.in_flight);
@@ -450,6 +454,36 @@ function render() {
 
 // ---- jobs ----
 
+// The job's calls one by one (lua/lib/attempts.lua: the last 8 kept).
+function renderCalls(out, j) {
+  const calls = j.calls || [];
+  const shown = calls.length < (j.calls_total || 0) ? ' (the last ' + calls.length + ' of ' + j.calls_total + ')' : '';
+  out.appendChild(el('h3', 'Calls' + shown));
+  if (!calls.length) { out.appendChild(el('p', 'No call made yet.')); return; }
+  const t = el('table');
+  t.id = 'job-calls';
+  const head = el('tr');
+  for (const h of ['#', 'started', 'endpoint', 'model', 'status', 'outcome', 'took', 'tokens in / out']) head.appendChild(el('th', h));
+  t.appendChild(head);
+  const first = (j.calls_total || calls.length) - calls.length;
+  calls.forEach((c, i) => {
+    const tr = el('tr');
+    tr.dataset.endpoint = c.endpoint;
+    tr.dataset.status = c.status;
+    tr.dataset.mode = c.mode;
+    cell(tr, String(first + i + 1));
+    cell(tr, fmtTime(c.start_ms));
+    cell(tr, c.endpoint || '(account key)');
+    cell(tr, c.model);
+    cell(tr, c.status);
+    cell(tr, c.mode);
+    cell(tr, c.took_ms >= 0 ? c.took_ms + ' ms' : '-');
+    cell(tr, (c.in_tokens >= 0 ? fmtInt(c.in_tokens) : '-') + ' / ' + (c.out_tokens >= 0 ? fmtInt(c.out_tokens) : '-'));
+    t.appendChild(tr);
+  });
+  out.appendChild(t);
+}
+
 async function findJob(id) {
   const out = $('job-out');
   clear(out);
@@ -458,7 +492,7 @@ async function findJob(id) {
     const t = el('table');
     t.id = 'job-fields';
     for (const k of Object.keys(j)) {
-      if (k === 'body') continue;
+      if (k === 'body' || k === 'calls' || k === 'calls_total') continue;
       const tr = el('tr');
       tr.dataset.field = k;
       cell(tr, k);
@@ -466,6 +500,7 @@ async function findJob(id) {
       t.appendChild(tr);
     }
     out.appendChild(t);
+    renderCalls(out, j);
     if (j.body !== undefined) {
       out.appendChild(el('h3', 'Request'));
       const pre = el('pre', j.body);
