@@ -9,8 +9,9 @@
 #                      the snapshot (calls.sh)
 #   dashboard_browser  Debian's chromium driven by puppeteer-core under load:
 #                      figures equal `llmq status --json`, the utilisation
-#                      chart moves, a dead job retried and an endpoint
-#                      disabled from the page, a viewer refused, a tenant's
+#                      chart moves, a dead job retried (its calls listed
+#                      one by one) and an endpoint disabled from the page,
+#                      the workers' endpoints and version, a viewer refused, a tenant's
 #                      viewer sees no other tenant, a <script> prompt shown as
 #                      text, the stream surviving gateway and Redis restarts;
 #                      screenshots in <build>/dashboard-shots (browser.mjs)
