@@ -13,6 +13,7 @@
 
 #include "batches.h"
 #include "http.h"
+#include "jobs/job_id.h"
 #include "jobs/job_pack.h"
 #include "list.h"
 #include "redis/reply_read.h"
@@ -321,10 +322,16 @@ static void on_job(redisAsyncContext *ac, redisReply *x, void *privdata)
 
 void gw_dash_job_get(struct gw_request *r, const struct gw_dash_viewer *v)
 {
-    const char *id = query(r, "id");
-    if (!llmq_name_valid(id)) {
+    const char *typed = query(r, "id");
+    /* a job id, or a custom_id that is no name (spaces, '/', ...): the id
+     * `llmq enqueue` made of it (jobs/job_id.h) */
+    char id[LLMQ_JOB_ID_MAX + 1];
+    if (llmq_name_valid(typed))
+        snprintf(id, sizeof(id), "%s", typed);
+    else if (typed[0] == '\0' ||
+             llmq_job_id_from_custom(typed, strlen(typed), id, sizeof(id), NULL) != LLMQ_OK) {
         gw_respond_errorf(r, 400, "invalid_request_error", "id", NULL,
-                          "id must be a job id (1..200 bytes, no spaces, '/', '|', '{', '}').");
+                          "id must be a job id or a custom_id (1..200 bytes).");
         return;
     }
     struct job_get *g = calloc(1, sizeof(*g));

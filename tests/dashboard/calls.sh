@@ -3,7 +3,8 @@
 # the accounts' key and ep-a's, retrying at once; openai-sim answering its
 # first 9 calls 500): a job's calls one by one on the dashboard's job view
 # (lua/lib/attempts.lua: written by the settles, the last 8 kept, carried
-# into the ended record), a record of the version before read as before,
+# into the ended record), a job found by its custom_id, a record of the
+# version before read as before,
 # and what the worker says it is (version, endpoints) in `llmq status
 # --json` and the live snapshot.
 set -uo pipefail
@@ -39,6 +40,12 @@ expect "call 10: done, 200, gpt-4o-mini, with its tokens" [ "${got[2]}" = "done,
 expect "each call has its start (in order) and duration" [ "${got[3]}" = true ]
 expect "the done job is its ended record alone (version 2)" bash -c \
     "[ \$(redis-cli -p $REDIS_PORT EXISTS '${P}job:c-1') = 0 ] && redis-cli -p $REDIS_PORT GETRANGE '${P}res:c-1' 0 1 | grep -qx E2"
+
+# a job found by a custom_id that is no name (its id is "c%202%2Fx")
+printf '%s\n' '{"custom_id":"c 2/x","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}}' >"$STACK_DIR/c2.jsonl"
+"$llmq" enqueue "$STACK_DIR/c2.jsonl" --quiet
+curl -s -b "$STACK_DIR/jar" -o "$out" "$base/api/job?id=c%202%2Fx"
+expect "a job found by its custom_id 'c 2/x'" [ "$(json_field "$out" 'b.model')" = gpt-4o-mini ]
 
 # an ended record as the version before wrote it (no calls) reads as before
 line='{"id":"batch_req_old-1","custom_id":"old-1","response":{"status_code":200,"request_id":"r","body":{"ok":true}},"error":null}'
