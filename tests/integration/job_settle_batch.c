@@ -4,6 +4,7 @@
  * acknowledge stream entries (no XDEL): the streams are trimmed every 256
  * done or dead jobs, and `llmq status` does not count acknowledged entries
  * as queued, nor does a retained entry with a hostile job key break it.
+ * Each settle adds its call to the job's calls, the last 8 kept.
  * The scripts are called directly on the test's Redis. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -344,6 +345,45 @@ static void test_status_survives_hostile_job_key(void **state)
     acct_close(&a);
 }
 
+/* A job's calls (lua/lib/attempts.lua): ten deliveries of one job, nine
+ * retries answered 501..509 then done 200, keep the count and the last 8
+ * in order, in the ended record once done. */
+static void test_calls_keep_the_last_8(void **state)
+{
+    (void)state;
+    struct script_account a;
+    script_account_open(&a, "sbatchcalls");
+    struct grant g[1];
+    take(&a, "c", 1, g);
+    for (int i = 1; i <= 10; i++) {
+        if (i > 1)
+            assert_int_equal(dispatch(&a, g, 1), 1); /* the retry, due at once */
+        const char *vals[SETTLE_VALUES];
+        delivery(vals, &g[0], i < 10 ? "retry" : "done", "{}");
+        char status[8];
+        snprintf(status, sizeof(status), "%d", i < 10 ? 500 + i : 200);
+        vals[8] = "0"; /* delay_ms */
+        vals[26] = status;
+        freeReplyObject(settle(&a, vals, 1));
+    }
+    char *att = llmq_test_job_field(a.c, a.P, "c1", "att");
+    assert_non_null(att);
+    /* "10|retry 503 ...|...|retry 509 ...|done 200 ..." */
+    assert_true(strncmp(att, "10|retry 503 ", 13) == 0);
+    const char *p = att;
+    int calls = 0;
+    while ((p = strchr(p, '|')) != NULL) {
+        p++;
+        calls++;
+        char want[16];
+        snprintf(want, sizeof(want), calls < 8 ? "retry %d " : "done 200 ", 502 + calls);
+        assert_true(strncmp(p, want, strlen(want)) == 0);
+    }
+    assert_int_equal(calls, 8);
+    free(att);
+    acct_close(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -355,6 +395,7 @@ int main(void)
         cmocka_unit_test(test_missing_hash_gets_one_result),
         cmocka_unit_test(test_status_survives_hostile_job_key),
         cmocka_unit_test(test_events_max_counts_jobs),
+        cmocka_unit_test(test_calls_keep_the_last_8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
