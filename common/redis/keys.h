@@ -202,10 +202,11 @@
  *                            cleanly, dropped by reclaim after a day of silence
  *   P winfo            HASH  consumer name -> what the worker is, JSON
  *                            {"version", "endpoints": [names served; "" the
- *                            accounts' own key]}: written by its reclaim
- *                            (lua/reclaim.lua, at start and every third of the
- *                            visibility timeout), removed and dropped with its
- *                            P workers entry
+ *                            accounts' own key]}: written a second after its
+ *                            start (worker/recover.c) and by its reclaim
+ *                            (lua/reclaim.lua, every third of the visibility
+ *                            timeout), removed and dropped with its P workers
+ *                            entry
  *   P stats            HASH  counters: done, dead, cancelled (jobs ended, ever), http_429
  *                            (429 replies seen; the worker HINCRBYs it),
  *                            insufficient_quota (those of them that were);
