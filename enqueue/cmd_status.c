@@ -416,6 +416,9 @@ static void add_quota_and_calibration(json_t *o, redisContext *c, const char *ac
 {
     long long quota = llmq_job_store_stat(c, prefix, "insufficient_quota");
     json_object_set_new(json_object_get(o, "totals"), "insufficient_quota", json_integer(quota));
+    /* rate-limit 429s whose headers said the API had room (job_settle.lua) */
+    long long spurious = llmq_job_store_stat(c, prefix, "http_429_spurious");
+    json_object_set_new(json_object_get(o, "totals"), "http_429_spurious", json_integer(spurious));
     struct llmq_calib_stats *st = NULL;
     size_t n = 0;
     json_t *cal = json_array();
@@ -600,6 +603,9 @@ static void print_queues(const json_t *o)
         printf("  %lld of those 429s were insufficient_quota: the account is out of credit;\n"
                "  those jobs were dead-lettered\n",
                jint(t, "insufficient_quota"));
+    if (jint(t, "http_429_spurious") > 0)
+        printf("  %lld of those 429s were spurious: the API's own headers said it had room\n",
+               jint(t, "http_429_spurious"));
 }
 
 /* 1 when used is at or above pct percent of limit (> 0). */

@@ -305,9 +305,17 @@ local function settle(base)
 
     local pause_ms = tonumber(ARGV[base + 12]) or 0
     -- Counters for status: a pause comes only with a rate-limit 429;
-    -- insufficient_quota is a 429 that is not a rate limit.
+    -- insufficient_quota is a 429 that is not a rate limit; a spurious one
+    -- is a rate-limit 429 whose own headers say the API's window had room
+    -- for the request (as limiter_guard_429 reads them).
     if pause_ms > 0 then
         redis.call('HINCRBY', KEY.stats(P), 'http_429', 1)
+        local rem_req, rem_tok = tonumber(ARGV[base + 13]) or -1, tonumber(ARGV[base + 14]) or -1
+        local cost = tonumber(string.match(ARGV[base + 5], '^%d+|(%d+)|') or '1') or 1
+        if (rem_req >= 0 or rem_tok >= 0) and (rem_req < 0 or rem_req >= 1) and
+            (rem_tok < 0 or rem_tok >= cost) then
+            redis.call('HINCRBY', KEY.stats(P), 'http_429_spurious', 1)
+        end
     elseif mode == 'dead' and ARGV[base + 8] == 'insufficient_quota' then
         redis.call('HINCRBY', KEY.stats(P), 'http_429', 1)
         redis.call('HINCRBY', KEY.stats(P), 'insufficient_quota', 1)

@@ -4,7 +4,8 @@
 -- ARGV     more models whose buckets to report (those with nothing queued)
 -- Reply:
 --   [1] now_ms (Redis TIME)
---   [2] {done, dead, cancelled, http_429, insufficient_quota}: P stats
+--   [2] {done, dead, cancelled, http_429, insufficient_quota,
+--       http_429_spurious}: P stats
 --   [3] jobs in flight (delivered, not settled: the groups' pending entries)
 --   [4] waiting jobs per (model, tenant), flat: model, tenant ('' none),
 --       queued jobs, blocked (1 when one of its nodes waits: a limit or a
@@ -35,9 +36,9 @@ local P = KEYS[1]
 local now = llmq_now_ms()
 local MAX_KEYS = 2000
 local v = redis.call('HMGET', KEY.stats(P), 'done', 'dead', 'cancelled', 'http_429',
-    'insufficient_quota')
+    'insufficient_quota', 'http_429_spurious')
 local stats = {}
-for i = 1, 5 do
+for i = 1, 6 do
     stats[i] = tonumber(v[i]) or 0
 end
 local inflight = 0

@@ -209,7 +209,9 @@
  *                            entry
  *   P stats            HASH  counters: done, dead, cancelled (jobs ended, ever), http_429
  *                            (429 replies seen; the worker HINCRBYs it),
- *                            insufficient_quota (those of them that were);
+ *                            insufficient_quota (those of them that were),
+ *                            http_429_spurious (rate-limit 429s whose headers
+ *                            said the API had room: job_settle.lua);
  *                            offload's per model (lua/offload_stats.lua):
  *                            pb_staged|<model>, pb_offloaded|<model>,
  *                            pb_done|<model>, pb_failed|<model>,

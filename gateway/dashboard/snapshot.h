@@ -11,7 +11,9 @@
 #include <jansson.h>
 
 /* The snapshot of reply r (borrowed):
- *   {now_ms, stats: {done, dead, cancelled, http_429, insufficient_quota},
+ *   {now_ms, stats: {done, dead, cancelled, http_429, insufficient_quota,
+ *                    http_429_spurious (of the 429s, those whose headers
+ *                    said the API's window had room)},
  *    in_flight, rows: [{model, tenant, queued, blocked, oldest_enq_ms}],
  *    buckets: [{name, requests_used, tokens_used, requests_limit,
  *               tokens_limit, period_ms}],

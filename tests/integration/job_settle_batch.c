@@ -384,6 +384,42 @@ static void test_calls_keep_the_last_8(void **state)
     acct_close(&a);
 }
 
+/* 429s by cause: a rate-limit 429 (a pause) whose headers say the API's
+ * window had room for the request is counted spurious too (P stats
+ * http_429_spurious), one whose headers say it was full is not; the
+ * snapshot the dashboard reads (lua/top_snapshot.lua) reports the same. */
+static void test_spurious_429_counted(void **state)
+{
+    (void)state;
+    struct script_account a;
+    script_account_open(&a, "sbatch429");
+    struct grant g[2];
+    take(&a, "s", 2, g);
+    const char *vals[2 * SETTLE_VALUES];
+    delivery(vals, &g[0], "retry", "");
+    delivery(&vals[SETTLE_VALUES], &g[1], "retry", "");
+    for (int i = 0; i < 2; i++) {
+        vals[i * SETTLE_VALUES + 9] = "1";     /* refund: not served */
+        vals[i * SETTLE_VALUES + 11] = "1000"; /* pause_ms: a rate-limit 429 */
+        vals[i * SETTLE_VALUES + 26] = "429";
+    }
+    vals[12] = "5"; /* the first: 5 requests and 1000 tokens left: room */
+    vals[13] = "1000";
+    vals[SETTLE_VALUES + 12] = "0"; /* the second: none left */
+    vals[SETTLE_VALUES + 13] = "1000";
+    freeReplyObject(settle(&a, vals, 2));
+    assert_int_equal(llmq_test_redis_int(a.c, "HGET %sstats http_429", a.P), 2);
+    assert_int_equal(llmq_test_redis_int(a.c, "HGET %sstats http_429_spurious", a.P), 1);
+    const char *argv[] = {a.P};
+    redisReply *r = llmq_script_run(a.c, LLMQ_SCRIPT_TOP_SNAPSHOT, 1, 1, argv, NULL, NULL);
+    assert_true(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
+                r->element[1]->elements == 6);
+    assert_int_equal(r->element[1]->element[3]->integer, 2);
+    assert_int_equal(r->element[1]->element[5]->integer, 1);
+    freeReplyObject(r);
+    acct_close(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -396,6 +432,7 @@ int main(void)
         cmocka_unit_test(test_status_survives_hostile_job_key),
         cmocka_unit_test(test_events_max_counts_jobs),
         cmocka_unit_test(test_calls_keep_the_last_8),
+        cmocka_unit_test(test_spurious_429_counted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

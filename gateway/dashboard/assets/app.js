@@ -158,6 +158,7 @@ function pointOf(s) {
   if (s.stats) {
     p.done = s.stats.done; p.http_429 = s.stats.http_429;
     p.insufficient_quota = s.stats.insufficient_quota;
+    p.http_429_spurious = s.stats.http_429_spurious;
     p.queued = {};
     for (const k of Object.keys(s.queues || {})) p.queued[k] = s.queues[k].queued;
   }
@@ -219,12 +220,15 @@ function lineChart(svg, series, legend, ymaxMin, unit) {
 
 // The rate of counter key (less counter sub) over the last 5 points at each
 // point: jobs finish in bursts, a one-second rate is mostly 0 or a spike.
-function rateSeries(key, sub) {
+// The per-second rate of counter key over the points, less the counters
+// named in subs (an array, or one name).
+function rateSeries(key, subs) {
   const out = [];
+  const less = subs ? [].concat(subs) : [];
+  const val = (p) => (less.length ? less.reduce((v, s) => v - (p[s] || 0), p[key] || 0) : p[key]);
   for (let i = 1; i < points.length; i++) {
     const a = points[Math.max(0, i - 5)], b = points[i];
-    const va = sub ? (a[key] || 0) - (a[sub] || 0) : a[key];
-    const vb = sub ? (b[key] || 0) - (b[sub] || 0) : b[key];
+    const va = val(a), vb = val(b);
     if (va === undefined || vb === undefined || b.t <= a.t) continue;
     out.push([b.t, Math.max(0, ((vb - va) * 1000) / (b.t - a.t))]);
   }
@@ -252,7 +256,8 @@ function drawCharts() {
     name: p, values: points.filter((x) => x.queued).map((x) => [x.t, x.queued[p] || 0]),
   })), $('legend-queue'), 1);
   lineChart($('chart-429'), [
-    { name: 'provider limit', values: rateSeries('http_429', 'insufficient_quota') },
+    { name: 'provider limit', values: rateSeries('http_429', ['insufficient_quota', 'http_429_spurious']) },
+    { name: 'spurious', values: rateSeries('http_429_spurious') },
     { name: 'quota', values: rateSeries('insufficient_quota') },
   ], null, 1);
 }
@@ -295,8 +300,10 @@ function renderOverview() {
     }
     card(cards, 'delayed', 'delayed', fmtInt(snap.delayed), snap.delayed);
     card(cards, 'dead-letters', 'dead letters', fmtInt(snap.dead_letters), snap.dead_letters);
-    const prov = snap.stats.http_429 - snap.stats.insufficient_quota;
+    const spur = snap.stats.http_429_spurious || 0;
+    const prov = snap.stats.http_429 - snap.stats.insufficient_quota - spur;
     card(cards, '429-limit', "429s: provider's limit", fmtInt(prov), prov);
+    card(cards, '429-spurious', '429s: spurious (the API had room)', fmtInt(spur), spur);
     card(cards, '429-quota', '429s: insufficient quota', fmtInt(snap.stats.insufficient_quota), snap.stats.insufficient_quota);
   } else {
     for (const r of snap.rows || []) {
