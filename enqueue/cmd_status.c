@@ -133,7 +133,8 @@ static int add_queues(json_t *o, const redisReply *r)
 
 /* Live workers and silent consumers into o["workers"]: every consumer of the
  * heartbeat hash P workers and of the queues' group, with when it was last
- * seen, its pending jobs, and live (seen within LLMQ_WORKER_LIVE_MS). now_ms
+ * seen, its pending jobs, live (seen within LLMQ_WORKER_LIVE_MS), and the
+ * version and endpoints it said it has (P winfo), when it did. now_ms
  * is Redis TIME. Seen is its heartbeat's age; a consumer without one (a
  * worker that exited cleanly took it away) was last seen when it last read
  * from the queues: its least idle time in the group (XINFO CONSUMERS). */
@@ -155,6 +156,27 @@ static void add_workers(json_t *o, redisContext *c, const char *prefix)
         json_object_set_new(workers, llmq_reply_str_or(r->element[i], ""),
                             json_pack("{s:I, s:I, s:b}", "seen_ms_ago", now - seen, "pending",
                                       (json_int_t)0, "live", now - seen <= LLMQ_WORKER_LIVE_MS));
+    }
+    if (r != NULL)
+        freeReplyObject(r);
+    /* what each worker with a heartbeat said it is (P winfo, lua/reclaim.lua):
+     * its version and the endpoints it serves */
+    r = llmq_key(key, sizeof(key), prefix, LLMQ_KEY_WORKER_INFO, NULL, NULL) == LLMQ_OK
+            ? redisCommand(c, "HGETALL %s", key)
+            : NULL;
+    for (size_t i = 0; shape_ok(r, 0) && i + 1 < r->elements; i += 2) {
+        json_t *w = json_object_get(workers, llmq_reply_str_or(r->element[i], ""));
+        const redisReply *v = r->element[i + 1];
+        json_t *info =
+            w != NULL && v->type == REDIS_REPLY_STRING ? json_loadb(v->str, v->len, 0, NULL) : NULL;
+        json_t *version = json_object_get(info, "version");
+        json_t *eps = json_object_get(info, "endpoints");
+        if (json_is_string(version))
+            json_object_set(w, "version", version);
+        if (json_is_array(eps) || json_is_object(eps)) /* (cjson's empty list is {}) */
+            json_object_set_new(w, "endpoints",
+                                json_is_array(eps) ? json_incref(eps) : json_array());
+        json_decref(info);
     }
     if (r != NULL)
         freeReplyObject(r);
@@ -380,6 +402,9 @@ static void add_quota_and_calibration(json_t *o, redisContext *c, const char *ac
 {
     long long quota = llmq_job_store_stat(c, prefix, "insufficient_quota");
     json_object_set_new(json_object_get(o, "totals"), "insufficient_quota", json_integer(quota));
+    /* rate-limit 429s whose headers said the API had room (job_settle.lua) */
+    long long spurious = llmq_job_store_stat(c, prefix, "http_429_spurious");
+    json_object_set_new(json_object_get(o, "totals"), "http_429_spurious", json_integer(spurious));
     struct llmq_calib_stats *st = NULL;
     size_t n = 0;
     json_t *cal = json_array();
@@ -564,6 +589,9 @@ static void print_queues(const json_t *o)
         printf("  %lld of those 429s were insufficient_quota: the account is out of credit;\n"
                "  those jobs were dead-lettered\n",
                jint(t, "insufficient_quota"));
+    if (jint(t, "http_429_spurious") > 0)
+        printf("  %lld of those 429s were spurious: the API's own headers said it had room\n",
+               jint(t, "http_429_spurious"));
 }
 
 /* 1 when used is at or above pct percent of limit (> 0). */
@@ -704,7 +732,18 @@ static void print_workers(const json_t *o)
             char name[64], ago[32];
             fit(name, sizeof(name), json_string_value(json_object_get(v, "name")), 50);
             fmt_ago(ago, sizeof(ago), jint(v, "seen_ms_ago"));
-            printf("    %-50s seen %-12s pending %lld\n", name, ago, jint(v, "pending"));
+            printf("    %-50s seen %-12s pending %lld", name, ago, jint(v, "pending"));
+            const char *version = json_string_value(json_object_get(v, "version"));
+            if (version != NULL)
+                printf("  v%s", version);
+            size_t k;
+            json_t *ep;
+            json_array_foreach(json_object_get(v, "endpoints"), k, ep)
+            {
+                const char *e = json_string_value(ep);
+                printf("%s%s", k == 0 ? "  serves " : ",", e && e[0] ? e : "(account key)");
+            }
+            printf("\n");
         }
     }
 }

@@ -8,10 +8,12 @@
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  the job id
 -- ARGV[2..] field names (state, prio, model, attempts, cost, ...; body: the
---          body as stored, common/jobs/job_pack.h)
+--          body as stored, common/jobs/job_pack.h; att: its calls one by
+--          one, lua/lib/attempts.lua attempts_log, nil when none)
 -- Reply: one value per field name, nil for a field the job has not (every
 -- field nil: no such job); a job key of the wrong type, or a damaged record,
 -- is an error.
+-- uses attempts: ATTEMPTS_HASH_FIELDS, attempts_log
 -- uses job_ended: llmq_job_ended_get
 -- uses job_record: llmq_job_read
 -- uses keys: KEY
@@ -39,6 +41,12 @@ for i, name in ipairs(names) do
     if name == 'body' and not rec and not v[i] then
         -- a hash's body is its own key (an older layout's, the field)
         v[i] = redis.call('GET', KEY.job_body(KEYS[1], ARGV[1]))
+    end
+    if name == 'att' and not rec then
+        -- a hash keeps its calls in a ring of fields
+        local log = attempts_log(redis.call('HMGET', KEY.job(KEYS[1], ARGV[1]),
+            unpack(ATTEMPTS_HASH_FIELDS)), 1)
+        v[i] = log ~= '' and log or false
     end
 end
 return v

@@ -71,6 +71,12 @@
 -- ARGV[27] nostore: done: 1 when the answer is not to be stored by the
 --          response cache (lua/lib/cache.lua): cut off at its token limit
 --          (finish_reason length), or a stream the client left; else 0
+-- ARGV[28] status: the call's HTTP status, or its transport's outcome
+--          ("timeout", "not_sent"; '' unknown), for the job's list of calls
+-- Every delivery but a handback (never sent) adds its call to the job's
+-- calls (lua/lib/attempts.lua: mode, status, start, latency_ms, tokens,
+-- endpoint, model), the last 8 kept: in its hash, or in its ended record
+-- when this delivery ends it.
 -- The reservation's budget part (lua/lib/budget.lua) is settled with the
 -- limiter's: to actual tokens and, at the model's price, to the usage's
 -- dollars (its prompt, cached prompt and output tokens; a usage without
@@ -89,6 +95,7 @@
 -- another endpoint instead, its attempt uncounted (ARGV[24]). Every delivery's arguments are checked
 -- before anything is written (a script's writes stay when it fails), so an
 -- error reply means none of the call's deliveries was settled.
+-- uses attempts: attempts_push, attempts_text
 -- uses budget: budget_day_text, budget_price, budget_settle, budget_spend_add, budget_spend_flush
 -- uses budget: budget_usage_nusd
 -- uses endpoints: ep_bucket, ep_health_settle, ep_job_elsewhere
@@ -102,7 +109,7 @@
 -- uses util: llmq_int_arg, llmq_now_ms
 -- uses worker: worker_ack
 local P = KEYS[1]
-local SETTLE_FIELDS = 27
+local SETTLE_FIELDS = 28
 local MODES = { done = true, retry = true, dead = true, handback = true, authpause = true }
 if #ARGV == 0 or #ARGV % SETTLE_FIELDS ~= 0 then
     return redis.error_reply('LLMQ_EINVAL job_settle takes ' .. SETTLE_FIELDS ..
@@ -259,11 +266,15 @@ local function settle(base)
             redis.call('HDEL', jk, 'cttl')
         end
     end
+    -- this call, for the job's list of calls (not a handback's: never sent)
+    local attempt = mode ~= 'handback' and attempts_text(mode, ARGV[base + 28], now,
+        tonumber(ARGV[base + 25]), tonumber(ARGV[base + 20]), tonumber(ARGV[base + 22]), endpoint,
+        ARGV[base + 11]) or nil
     if mode == 'done' or mode == 'dead' then
         settings = settings or llmq_jobs_settings(P)
         local letters = tally.dead or 0
         finished = llmq_job_finish(P, id, mode, ARGV[base + 7], ARGV[base + 8], now, settings,
-            tally)
+            tally, attempt)
         if finished == 1 and (tally.dead or 0) > letters then
             finished = 2 -- its dead letter was written (P dead), what the worker counts
         end
@@ -274,6 +285,11 @@ local function settle(base)
         local due = mode == 'retry' and now + tonumber(ARGV[base + 9]) or now
         local jk = KEY.job(P, id)
         sched_delay(P, id, due)
+        if attempt then
+            local h = { redis.call('HGET', jk, 'an') }
+            local n, field = attempts_push(h, 1, attempt)
+            redis.call('HSET', jk, 'an', n, field, attempt)
+        end
         if mode == 'retry' then
             redis.call('HSET', jk, 'state', 'delayed', 'last_error', ARGV[base + 8])
         else
@@ -293,9 +309,17 @@ local function settle(base)
 
     local pause_ms = tonumber(ARGV[base + 12]) or 0
     -- Counters for status: a pause comes only with a rate-limit 429;
-    -- insufficient_quota is a 429 that is not a rate limit.
+    -- insufficient_quota is a 429 that is not a rate limit; a spurious one
+    -- is a rate-limit 429 whose own headers say the API's window had room
+    -- for the request (as limiter_guard_429 reads them).
     if pause_ms > 0 then
         redis.call('HINCRBY', KEY.stats(P), 'http_429', 1)
+        local rem_req, rem_tok = tonumber(ARGV[base + 13]) or -1, tonumber(ARGV[base + 14]) or -1
+        local cost = tonumber(string.match(ARGV[base + 5], '^%d+|(%d+)|') or '1') or 1
+        if (rem_req >= 0 or rem_tok >= 0) and (rem_req < 0 or rem_req >= 1) and
+            (rem_tok < 0 or rem_tok >= cost) then
+            redis.call('HINCRBY', KEY.stats(P), 'http_429_spurious', 1)
+        end
     elseif mode == 'dead' and ARGV[base + 8] == 'insufficient_quota' then
         redis.call('HINCRBY', KEY.stats(P), 'http_429', 1)
         redis.call('HINCRBY', KEY.stats(P), 'insufficient_quota', 1)

@@ -7,18 +7,27 @@
 -- window. Jobs that already ended are just dropped from the stream.
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  consumer name (this worker)   ARGV[2] min idle ms
--- Also records this worker's heartbeat (P workers, lib/worker.lua).
+-- ARGV[3]  (optional) this worker's version   ARGV[4] the endpoints it
+--          serves, as dispatch.lua's ARGV[3] (comma-separated, '' the
+--          implicit endpoint: the accounts' own key)
+-- Also records this worker's heartbeat (P workers, lib/worker.lua) and,
+-- given ARGV[3], what it is (P winfo: the dashboard's workers view).
 -- Reply: number of jobs requeued.
 -- uses jobs: JOBS_PRIORITIES, LLMQ_JOBS_GROUP
 -- uses keys: KEY
 -- uses sched: sched_delay
--- uses util: llmq_hash_table, llmq_int_arg, llmq_now_ms
+-- uses util: llmq_hash_table, llmq_int_arg, llmq_now_ms, llmq_split
 -- uses worker: worker_ack, worker_heartbeat
 local P = KEYS[1]
 local min_idle = llmq_int_arg(ARGV[2], 'min idle ms')
 local now = llmq_now_ms()
 local requeued = 0
 worker_heartbeat(P, ARGV[1], now, true)
+if ARGV[3] ~= nil then
+    local eps = llmq_split(ARGV[4] or '', ',') -- ('': the implicit one only, as dispatch reads it)
+    redis.call('HSET', KEY.worker_info(P), ARGV[1],
+        cjson.encode({ version = string.sub(ARGV[3], 1, 64), endpoints = eps }))
+end
 for _, prio in ipairs(JOBS_PRIORITIES) do
     local q = KEY.queue(P, prio)
     if redis.call('EXISTS', q) == 1 then

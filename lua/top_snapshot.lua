@@ -4,7 +4,8 @@
 -- ARGV     more models whose buckets to report (those with nothing queued)
 -- Reply:
 --   [1] now_ms (Redis TIME)
---   [2] {done, dead, cancelled, http_429, insufficient_quota}: P stats
+--   [2] {done, dead, cancelled, http_429, insufficient_quota,
+--       http_429_spurious}: P stats
 --   [3] jobs in flight (delivered, not settled: the groups' pending entries)
 --   [4] waiting jobs per (model, tenant), flat: model, tenant ('' none),
 --       queued jobs, blocked (1 when one of its nodes waits: a limit or a
@@ -20,7 +21,9 @@
 --       oldest job at the head of one of its keys was enqueued, 0 none),
 --       groups: {"<model>|<tenant>": oldest_enq_ms} (the same per row of [4]),
 --       delayed, dead_letters (entries of P dead), workers: {name: last
---       heartbeat ms}, endpoints: what endpoint_list.lua replies}
+--       heartbeat ms}, worker_info: {name: {version, endpoints}} (P winfo:
+--       what each said it is), worker_jobs: {consumer: jobs in flight},
+--       endpoints: what endpoint_list.lua replies}
 -- uses job_record: llmq_job_read
 -- uses jobs: JOBS_PRIORITIES, LLMQ_JOBS_GROUP
 -- uses keys: KEY
@@ -33,16 +36,20 @@ local P = KEYS[1]
 local now = llmq_now_ms()
 local MAX_KEYS = 2000
 local v = redis.call('HMGET', KEY.stats(P), 'done', 'dead', 'cancelled', 'http_429',
-    'insufficient_quota')
+    'insufficient_quota', 'http_429_spurious')
 local stats = {}
-for i = 1, 5 do
+for i = 1, 6 do
     stats[i] = tonumber(v[i]) or 0
 end
 local inflight = 0
+local held = {} -- consumer -> its jobs in flight (the summary's per-consumer counts)
 for _, prio in ipairs(JOBS_PRIORITIES) do
     local ok, p = pcall(redis.call, 'XPENDING', KEY.queue(P, prio), LLMQ_JOBS_GROUP)
     if ok and type(p) == 'table' then
         inflight = inflight + (tonumber(p[1]) or 0)
+        for _, c in ipairs(type(p[4]) == 'table' and p[4] or {}) do
+            held[c[1]] = (held[c[1]] or 0) + (tonumber(c[2]) or 0)
+        end
     end
 end
 
@@ -178,6 +185,14 @@ end
 local w = redis.call('HGETALL', KEY.workers(P))
 for i = 1, #w, 2 do
     views.workers[w[i]] = tonumber(w[i + 1]) or 0
+end
+views.worker_info, views.worker_jobs = {}, held
+w = redis.call('HGETALL', KEY.worker_info(P))
+for i = 1, #w, 2 do
+    local ok, info = pcall(cjson.decode, w[i + 1])
+    if ok and type(info) == 'table' then
+        views.worker_info[w[i]] = info
+    end
 end
 local minute, last = {}, {}
 local s_now = math.floor(now / 1000)

@@ -72,17 +72,19 @@ static const char *endpoint_outcome(const struct llmq_call_class *c)
     }
 }
 
-/* What every answered call of a named endpoint tells its shared health and
- * latency (the settle's outcome and latency_ms), streamed or not: a stream
- * that went to its client may revise the outcome
- * (llmq_worker_stream_finish). */
+/* What every answered call tells, streamed or not: its latency (the
+ * settle's latency_ms: the job's list of calls, and a named endpoint's
+ * latency) and, of a named endpoint, its shared health (the settle's
+ * outcome; a stream that went to its client may revise it,
+ * llmq_worker_stream_finish). */
 static void note_endpoint(struct worker_job *job, const struct llmq_http_response *resp,
                           const struct llmq_call_class *c)
 {
+    /* every call's, for the job's list of calls (lua/lib/attempts.lua) */
+    job->settle.latency_ms = resp->elapsed_ms;
     if (job->endpoint == NULL || job->endpoint[0] == '\0')
         return;
     snprintf(job->settle.outcome, sizeof(job->settle.outcome), "%s", endpoint_outcome(c));
-    job->settle.latency_ms = resp->elapsed_ms;
 }
 
 /* Every attempt ends here once its mode is decided, however it ended (a

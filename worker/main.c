@@ -55,7 +55,8 @@ static void print_summary(const struct llmq_worker *w)
 }
 
 /* A worker that exits cleanly takes its heartbeat out of P workers, so
- * status does not list it as live (keys.h). The loop has ended: a short
+ * status does not list it as live, and what it said it is out of P winfo
+ * (keys.h). The loop has ended: a short
  * blocking connection is fine here; failing to reach Redis only leaves the
  * entry to age out. */
 static void forget_heartbeats(const struct llmq_worker *w)
@@ -64,13 +65,15 @@ static void forget_heartbeats(const struct llmq_worker *w)
     if (c == NULL)
         return;
     for (int i = 0; i < w->n_accounts; i++) {
-        char key[LLMQ_KEY_FIXED_MAX];
-        if (llmq_key(key, sizeof(key), w->accounts[i].prefix, LLMQ_KEY_WORKERS, NULL, NULL) !=
-            LLMQ_OK)
-            continue;
-        redisReply *r = redisCommand(c, "HDEL %s %s", key, w->cfg->consumer);
-        if (r != NULL)
-            freeReplyObject(r);
+        for (int k = 0; k < 2; k++) {
+            char key[LLMQ_KEY_FIXED_MAX];
+            if (llmq_key(key, sizeof(key), w->accounts[i].prefix,
+                         k == 0 ? LLMQ_KEY_WORKERS : LLMQ_KEY_WORKER_INFO, NULL, NULL) != LLMQ_OK)
+                continue;
+            redisReply *r = redisCommand(c, "HDEL %s %s", key, w->cfg->consumer);
+            if (r != NULL)
+                freeReplyObject(r);
+        }
     }
     redisFree(c);
 }

@@ -9,13 +9,16 @@
  *   the loop ends once every settle has been answered and the calibration
  *   samples are written (calib_batch.h). A second SIGTERM or
  *   SIGINT during the grace period cancels and hands back at once. */
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "http/http.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "redis/keys.h"
 #include "redis/script.h"
 #include "auth_pause.h"
 #include "calib_batch.h"
@@ -91,9 +94,45 @@ static void on_recover_timer(struct ev_loop *loop, ev_timer *t, int revents)
         if (ac == NULL)
             continue;
         refresh_held(a, ac);
-        const char *argv[3] = {a->prefix, w->cfg->consumer, idle};
-        llmq_script_run_async(ac, LLMQ_SCRIPT_RECLAIM, 1, 3, argv, NULL, on_reclaimed, a);
+        /* with what this worker is, for the dashboard (P winfo) */
+        const char *argv[5] = {a->prefix, w->cfg->consumer, idle, LLMQ_VERSION, w->cfg->serves};
+        llmq_script_run_async(ac, LLMQ_SCRIPT_RECLAIM, 1, 5, argv, NULL, on_reclaimed, a);
     }
+}
+
+/* What this worker is, once a second after its start (P winfo, keys.h: its
+ * version and the endpoints it serves), so the dashboard and `llmq status`
+ * show it from the start; its reclaim writes the same every third of the
+ * visibility timeout (lua/reclaim.lua), which also puts it back after a
+ * Redis restart. A plain HSET, not a script: an idle worker's script calls
+ * stay its dispatches (tests/integration/endpoints_idle.c counts them). An
+ * account not connected yet gets it from its first reclaim. */
+static void on_info_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct llmq_worker *w = t->data;
+    json_t *eps = json_array();
+    const char *s = w->cfg->serves;
+    for (;;) { /* as dispatch.lua reads it: '' the implicit endpoint */
+        const char *comma = strchr(s, ',');
+        size_t n = comma != NULL ? (size_t)(comma - s) : strlen(s);
+        json_array_append_new(eps, json_stringn(s, n));
+        if (comma == NULL)
+            break;
+        s = comma + 1;
+    }
+    json_t *info = json_pack("{s:s, s:o}", "version", LLMQ_VERSION, "endpoints", eps);
+    char *text = info != NULL ? json_dumps(info, JSON_COMPACT) : NULL;
+    json_decref(info);
+    for (int i = 0; text != NULL && i < w->n_accounts; i++) {
+        redisAsyncContext *ac = llmq_redis_async_context(w->accounts[i].cmd);
+        char key[LLMQ_KEY_FIXED_MAX];
+        if (ac != NULL && llmq_key(key, sizeof(key), w->accounts[i].prefix, LLMQ_KEY_WORKER_INFO,
+                                   NULL, NULL) == LLMQ_OK)
+            redisAsyncCommand(ac, NULL, NULL, "HSET %s %s %s", key, w->cfg->consumer, text);
+    }
+    free(text);
 }
 
 static void on_idle_timer(struct ev_loop *loop, ev_timer *t, int revents)
@@ -187,6 +226,7 @@ void llmq_worker_begin_drain(struct llmq_worker *w)
     for (int i = 0; i < w->n_accounts; i++)
         llmq_worker_dispatch_halt(&w->accounts[i]);
     ev_timer_stop(w->loop, &w->recover_timer);
+    ev_timer_stop(w->loop, &w->info_timer);
     ev_timer_stop(w->loop, &w->idle_timer);
     ev_timer_set(&w->grace_timer, w->cfg->grace_ms / 1000.0, 0.0);
     ev_timer_start(w->loop, &w->grace_timer);
@@ -234,6 +274,9 @@ void llmq_worker_recover_start(struct llmq_worker *w)
     ev_timer_init(&w->recover_timer, on_recover_timer, every, every);
     w->recover_timer.data = w;
     ev_timer_start(w->loop, &w->recover_timer);
+    ev_timer_init(&w->info_timer, on_info_timer, 1.0, 0.0);
+    w->info_timer.data = w;
+    ev_timer_start(w->loop, &w->info_timer);
     if (w->cfg->exit_when_idle_ms > 0) {
         double check = w->cfg->exit_when_idle_ms / 4000.0;
         ev_timer_init(&w->idle_timer, on_idle_timer, check, check);

@@ -56,7 +56,7 @@ struct worker_settle {
     /* The status label of the attempt's metrics ("200", "timeout",
      * "not_sent"), chosen when its outcome is counted
      * (llmq_worker_count_outcome); a dead letter is counted under it once
-     * its settle wrote it */
+     * its settle wrote it; the settle's status (the job's list of calls) */
     char status_label[32];
 };
 

@@ -25,8 +25,8 @@
 
 struct worker_job;
 
-/* KEYS[1] (the account prefix) and ARGV[1..27] of job_settle.lua. */
-#define LLMQ_WORKER_SETTLE_ARGC 28
+/* KEYS[1] (the account prefix) and ARGV[1..28] of job_settle.lua. */
+#define LLMQ_WORKER_SETTLE_ARGC 29
 
 struct worker_settle_argv {
     const char *argv[LLMQ_WORKER_SETTLE_ARGC];

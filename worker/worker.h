@@ -113,6 +113,7 @@ struct llmq_worker {
     uint64_t rng;
     ev_signal sigterm, sigint;
     ev_timer grace_timer, recover_timer, idle_timer;
+    ev_timer info_timer; /* once, a second after the start: P winfo (recover.c) */
     struct llmq_worker_stats stats;
     struct llmq_worker_metrics *metrics; /* metrics_worker.c; NULL: none */
     struct worker_relays *relays;        /* stream_relay.c; NULL until a stream is relayed */

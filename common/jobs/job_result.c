@@ -72,26 +72,29 @@ static enum llmq_rc copy_line(struct llmq_job_result *out, const char *line, siz
 
 /* The header fields of an ended record after its first line (lua/lib/
  * job_ended.lua JOB_ENDED_FIELDS: attempts, enq_ms, run_ms, prio, model,
- * tenant, user, last_error), each ended by '\n'. */
-#define ENDED_FIELDS 8
+ * tenant, user, last_error, and in version 2 att), each ended by '\n'. */
+#define ENDED_FIELDS_V1 8
+#define ENDED_FIELDS_V2 9
 
-/* When v[0..len) is an ended record ("E1" s fin_ms '\n', ENDED_FIELDS
- * more lines, then the line: lua/lib/job_ended.lua), fills *dead and
- * *fin_ms from it,
+/* When v[0..len) is an ended record ("E1" or "E2", s, fin_ms, '\n', its
+ * version's header fields, then the line: lua/lib/job_ended.lua), fills
+ * *dead and *fin_ms from it,
  * points *line at its line (borrowed from v) and returns 1; else 0 (a
  * result of the layout before: the bare line). */
 static int take_record(const char *v, size_t len, int *dead, long long *fin_ms, const char **line,
                        size_t *line_len)
 {
-    if (len < 4 || v[0] != 'E' || v[1] != '1' || strchr("dxc", v[2]) == NULL || v[2] == '\0')
+    if (len < 4 || v[0] != 'E' || (v[1] != '1' && v[1] != '2') || strchr("dxc", v[2]) == NULL ||
+        v[2] == '\0')
         return 0;
+    int n_fields = v[1] == '1' ? ENDED_FIELDS_V1 : ENDED_FIELDS_V2;
     long long fin = 0;
     size_t i = 3;
     for (; i < len && v[i] >= '0' && v[i] <= '9' && fin < (1LL << 53); i++)
         fin = fin * 10 + (v[i] - '0');
     if (i == 3 || i >= len || v[i] != '\n')
         return 0;
-    for (int fields = 0; fields < ENDED_FIELDS; fields++) {
+    for (int fields = 0; fields < n_fields; fields++) {
         const char *nl = memchr(v + i + 1, '\n', len - i - 1);
         if (nl == NULL)
             return 0;

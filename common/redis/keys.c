@@ -32,6 +32,7 @@ static const struct key_name key_names[LLMQ_KEY_KIND_COUNT] = {
     [LLMQ_KEY_DONE] = {"done", "", 0},
     [LLMQ_KEY_OLD_RESULTS] = {"results", "", 0},
     [LLMQ_KEY_WORKERS] = {"workers", "", 0},
+    [LLMQ_KEY_WORKER_INFO] = {"winfo", "", 0},
     [LLMQ_KEY_STATS] = {"stats", "", 0},
     [LLMQ_KEY_CALIB] = {"calib", "", 0},
     [LLMQ_KEY_SETTINGS] = {"settings", "", 0},

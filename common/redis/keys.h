@@ -71,7 +71,8 @@
  *                            held: a gateway batch's job waiting for the batch
  *                            to be whole, in no queue: lua/batch_stage.lua),
  *                            last_error, lease (a sync call's: the gateway
- *                            lease it needs): small
+ *                            lease it needs), an and a1..a8 (its calls, the
+ *                            last 8 in a ring: lua/lib/attempts.lua): small
  *                            fields only, so Redis keeps it a listpack (every
  *                            value within hash-max-listpack-value, 64 bytes by
  *                            default; docs/operations.md "Sizing Redis"). From a job's
@@ -138,10 +139,11 @@
  *   A spend budget is one more bucket on the path (lua/lib/budget.lua; see
  *   Spend below), blocking the node of its scope.
  *   P res:<id>         STRING the ended record of a job that ended
- *                            (lua/lib/job_ended.lua has the format): "E1", its
+ *                            (lua/lib/job_ended.lua has the format): "E2", its
  *                            state and fin_ms, then attempts, enq_ms, run_ms,
- *                            prio, model, tenant, user and last_error as text,
- *                            then its Batch output line (a done job's packed,
+ *                            prio, model, tenant, user, last_error and its calls
+ *                            (lua/lib/attempts.lua) as text ("E1": without the
+ *                            calls), then its Batch output line (a done job's packed,
  *                            common/jobs/job_pack.h); one key, so a done job
  *                            costs its line and about 100 B (docs/operations.md "Sizing
  *                            Redis"). Written once by llmq_job_finish (SET NX),
@@ -198,9 +200,18 @@
  *                            reclaim (its heartbeat; live = seen within
  *                            LLMQ_WORKER_LIVE_MS); removed by a worker that exits
  *                            cleanly, dropped by reclaim after a day of silence
+ *   P winfo            HASH  consumer name -> what the worker is, JSON
+ *                            {"version", "endpoints": [names served; "" the
+ *                            accounts' own key]}: written a second after its
+ *                            start (worker/recover.c) and by its reclaim
+ *                            (lua/reclaim.lua, every third of the visibility
+ *                            timeout), removed and dropped with its P workers
+ *                            entry
  *   P stats            HASH  counters: done, dead, cancelled (jobs ended, ever), http_429
  *                            (429 replies seen; the worker HINCRBYs it),
- *                            insufficient_quota (those of them that were);
+ *                            insufficient_quota (those of them that were),
+ *                            http_429_spurious (rate-limit 429s whose headers
+ *                            said the API had room: job_settle.lua);
  *                            offload's per model (lua/offload_stats.lua):
  *                            pb_staged|<model>, pb_offloaded|<model>,
  *                            pb_done|<model>, pb_failed|<model>,
@@ -439,6 +450,7 @@ enum llmq_key_kind {
     LLMQ_KEY_DONE,          /* P done */
     LLMQ_KEY_OLD_RESULTS,   /* P results (older versions' index) */
     LLMQ_KEY_WORKERS,       /* P workers */
+    LLMQ_KEY_WORKER_INFO,   /* P winfo */
     LLMQ_KEY_STATS,         /* P stats */
     LLMQ_KEY_CALIB,         /* P calib */
     LLMQ_KEY_SETTINGS,      /* P settings */

@@ -13,6 +13,7 @@
 
 #include "batches.h"
 #include "http.h"
+#include "jobs/job_id.h"
 #include "jobs/job_pack.h"
 #include "list.h"
 #include "redis/reply_read.h"
@@ -239,8 +240,44 @@ void gw_dash_endpoint_act(struct gw_request *r, const struct gw_dash_viewer *v)
 
 static const char *const job_fields[] = {
     "state",  "prio",     "model",        "tenant",     "user", "url",         "enq_ms", "run_ms",
-    "fin_ms", "attempts", "max_attempts", "last_error", "pin",  "deadline_ms", "body",
+    "fin_ms", "attempts", "max_attempts", "last_error", "pin",  "deadline_ms", "body",   "att",
 };
+
+/* The calls of log (lua/lib/attempts.lua attempts_log: "<n>|call|call...",
+ * each call "mode status start_ms took_ms in out endpoint model") as
+ * members of job (borrowed): "calls_total": n (every call recorded), "calls":
+ * [{mode, status, start_ms, took_ms, in_tokens, out_tokens, endpoint
+ * ("": the implicit one), model}, ...] (the last 8, oldest first). A call
+ * that does not parse is left out. (%200s: LLMQ_JOB_ID_MAX, a name's most.) */
+static void job_attempts(json_t *job, const char *log, size_t len)
+{
+    char *text = strndup(log, len);
+    json_t *list = json_array();
+    if (text == NULL || list == NULL) {
+        free(text);
+        json_decref(list);
+        return;
+    }
+    char *save = NULL;
+    char *part = strtok_r(text, "|", &save);
+    long long calls = part != NULL ? strtoll(part, NULL, 10) : 0;
+    while ((part = strtok_r(NULL, "|", &save)) != NULL) {
+        char mode[16], status[32], endpoint[LLMQ_JOB_ID_MAX + 1], model[LLMQ_JOB_ID_MAX + 1];
+        long long start_ms, took_ms, in_tok, out_tok;
+        if (sscanf(part, "%15s %31s %lld %lld %lld %lld %200s %200s", mode, status, &start_ms,
+                   &took_ms, &in_tok, &out_tok, endpoint, model) != 8)
+            continue;
+        json_array_append_new(
+            list,
+            json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s}", "mode", mode, "status", status,
+                      "start_ms", (json_int_t)start_ms, "took_ms", (json_int_t)took_ms, "in_tokens",
+                      (json_int_t)in_tok, "out_tokens", (json_int_t)out_tok, "endpoint",
+                      strcmp(endpoint, "-") ? endpoint : "", "model", model));
+    }
+    free(text);
+    json_object_set_new(job, "calls_total", json_integer(calls));
+    json_object_set_new(job, "calls", list);
+}
 #define N_JOB_FIELDS (sizeof(job_fields) / sizeof(job_fields[0]))
 
 struct job_get {
@@ -261,7 +298,9 @@ static void on_job(redisAsyncContext *ac, redisReply *x, void *privdata)
             if (e->type != REDIS_REPLY_STRING)
                 continue;
             any = 1;
-            if (strcmp(job_fields[i], "body") == 0) {
+            if (strcmp(job_fields[i], "att") == 0) {
+                job_attempts(job, e->str, e->len);
+            } else if (strcmp(job_fields[i], "body") == 0) {
                 char *text = NULL;
                 size_t len = 0;
                 if (llmq_job_unpack(e->str, e->len, JOB_TEXT_MAX, &text, &len, NULL) == LLMQ_OK)
@@ -283,10 +322,16 @@ static void on_job(redisAsyncContext *ac, redisReply *x, void *privdata)
 
 void gw_dash_job_get(struct gw_request *r, const struct gw_dash_viewer *v)
 {
-    const char *id = query(r, "id");
-    if (!llmq_name_valid(id)) {
+    const char *typed = query(r, "id");
+    /* a job id, or a custom_id that is no name (spaces, '/', ...): the id
+     * `llmq enqueue` made of it (jobs/job_id.h) */
+    char id[LLMQ_JOB_ID_MAX + 1];
+    if (llmq_name_valid(typed))
+        snprintf(id, sizeof(id), "%s", typed);
+    else if (typed[0] == '\0' ||
+             llmq_job_id_from_custom(typed, strlen(typed), id, sizeof(id), NULL) != LLMQ_OK) {
         gw_respond_errorf(r, 400, "invalid_request_error", "id", NULL,
-                          "id must be a job id (1..200 bytes, no spaces, '/', '|', '{', '}').");
+                          "id must be a job id or a custom_id (1..200 bytes).");
         return;
     }
     struct job_get *g = calloc(1, sizeof(*g));

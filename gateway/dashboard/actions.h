@@ -8,7 +8,9 @@
  *        dead_purge.lua (`llmq dead retry|purge`)
  *   POST api/endpoint  {"name", "op": "enable"|"disable", "why"}
  *        (lua/endpoint_admin.lua, `llmq endpoints enable|disable`)
- *   GET  api/job?id=   one job's life (lua/job_fields.lua, the body unpacked)
+ *   GET  api/job?id=   one job's life (lua/job_fields.lua, the body unpacked,
+ *        its calls one by one); id: a job id, or a custom_id that is no
+ *        name, taken as `llmq enqueue` makes its id (jobs/job_id.h)
  *   GET  api/batches   the gateway's batches with their progress (list.h,
  *        newest first; a tenant's viewer its tenant's)
  *   GET  api/budgets   spend budgets with their spend this period and the jobs

@@ -88,20 +88,30 @@ json_t *gw_dash_snapshot_from_reply(const redisReply *r)
     json_t *workers = json_array();
     const char *name;
     json_t *seen;
+    json_t *info_of = json_object_get(views, "worker_info");
+    json_t *jobs_of = json_object_get(views, "worker_jobs");
     json_object_foreach(json_object_get(views, "workers"), name, seen)
     {
-        json_array_append_new(workers, json_pack("{s:s, s:I}", "name", name, "seen_ms_ago",
-                                                 (json_int_t)(now - json_integer_value(seen))));
+        /* what the worker said it is (P winfo), when it did */
+        json_t *info = json_object_get(info_of, name);
+        json_t *eps = json_object_get(info, "endpoints");
+        json_array_append_new(
+            workers, json_pack("{s:s, s:I, s:I, s:s?, s:o}", "name", name, "seen_ms_ago",
+                               (json_int_t)(now - json_integer_value(seen)), "in_flight",
+                               json_integer_value(json_object_get(jobs_of, name)), "version",
+                               json_string_value(json_object_get(info, "version")), "endpoints",
+                               json_is_array(eps) ? json_incref(eps) : json_array()));
     }
     json_t *snap = json_pack(
-        "{s:I, s:{s:I, s:I, s:I, s:I, s:I}, s:I, s:o, s:o, s:o, s:O?, s:O?, s:O?, s:o, s:O?}",
+        "{s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:I, s:o, s:o, s:o, s:O?, s:O?, s:O?, s:o, s:O?}",
         "now_ms", (json_int_t)now, "stats", "done", (json_int_t)at(st, 0), "dead",
         (json_int_t)at(st, 1), "cancelled", (json_int_t)at(st, 2), "http_429",
-        (json_int_t)at(st, 3), "insufficient_quota", (json_int_t)at(st, 4), "in_flight",
-        (json_int_t)llmq_reply_int_or(r->element[2], 0), "rows", rows, "buckets", buckets, "minute",
-        minute, "queues", json_object_get(views, "queues"), "delayed",
-        json_object_get(views, "delayed"), "dead_letters", json_object_get(views, "dead_letters"),
-        "workers", workers, "endpoints", json_object_get(views, "endpoints"));
+        (json_int_t)at(st, 3), "insufficient_quota", (json_int_t)at(st, 4), "http_429_spurious",
+        (json_int_t)at(st, 5), "in_flight", (json_int_t)llmq_reply_int_or(r->element[2], 0), "rows",
+        rows, "buckets", buckets, "minute", minute, "queues", json_object_get(views, "queues"),
+        "delayed", json_object_get(views, "delayed"), "dead_letters",
+        json_object_get(views, "dead_letters"), "workers", workers, "endpoints",
+        json_object_get(views, "endpoints"));
     json_decref(views);
     return snap;
 }
@@ -177,10 +187,11 @@ json_t *gw_dash_snapshot_point(const json_t *snap)
                                               json_object_get(m, "tokens_limit")));
         }
     }
-    return json_pack("{s:O, s:O, s:O, s:O, s:o, s:o}", "t", json_object_get(snap, "now_ms"), "done",
-                     json_object_get(st, "done"), "http_429", json_object_get(st, "http_429"),
-                     "insufficient_quota", json_object_get(st, "insufficient_quota"), "queued",
-                     queued, "b", b);
+    return json_pack("{s:O, s:O, s:O, s:O, s:O, s:o, s:o}", "t", json_object_get(snap, "now_ms"),
+                     "done", json_object_get(st, "done"), "http_429",
+                     json_object_get(st, "http_429"), "insufficient_quota",
+                     json_object_get(st, "insufficient_quota"), "http_429_spurious",
+                     json_object_get(st, "http_429_spurious"), "queued", queued, "b", b);
 }
 
 json_t *gw_dash_point_for_tenant(const json_t *point, const char *tenant)

@@ -11,13 +11,17 @@
 #include <jansson.h>
 
 /* The snapshot of reply r (borrowed):
- *   {now_ms, stats: {done, dead, cancelled, http_429, insufficient_quota},
+ *   {now_ms, stats: {done, dead, cancelled, http_429, insufficient_quota,
+ *                    http_429_spurious (of the 429s, those whose headers
+ *                    said the API's window had room)},
  *    in_flight, rows: [{model, tenant, queued, blocked, oldest_enq_ms}],
  *    buckets: [{name, requests_used, tokens_used, requests_limit,
  *               tokens_limit, period_ms}],
  *    minute: [{model, tenant, jobs, tokens}],
  *    queues: {<prio>: {queued, in_flight, oldest_enq_ms}}, delayed,
- *    dead_letters, workers: [{name, seen_ms_ago}], endpoints: {...}} */
+ *    dead_letters, workers: [{name, seen_ms_ago, in_flight, version (absent when
+ *    the worker has not said), endpoints: [served; "" the implicit one]}],
+ *    endpoints: {...}} */
 json_t *gw_dash_snapshot_from_reply(const redisReply *r);
 
 /* What a viewer scoped to tenant sees of snap (borrowed): its rows, its

@@ -15,6 +15,7 @@
 -- them as {id, state} pairs (at most JOBS_EVENT_JOBS an entry); it is kept by
 -- count (about events_max jobs, at every XADD) and by age (events_ttl_ms,
 -- every 256 finishes).
+-- uses attempts: ATTEMPTS_HASH_FIELDS, attempts_log, attempts_push
 -- uses cache: cache_answer_line, cache_flight_end
 -- uses job_ended: llmq_job_ended_make, llmq_job_ended_peek, JOB_ENDED_HASH_FIELDS
 -- uses keys: KEY
@@ -47,6 +48,16 @@ local JOBS_ENDED = { done = true, dead = true, cancelled = true }
 -- Those of them kept like results (result_ttl_ms, P done): their ended
 -- record alone is the job (lua/lib/job_ended.lua).
 local JOBS_KEPT_ENDED = { done = true, cancelled = true }
+-- What llmq_job_finish reads of the job's hash: ck, cttl, fin_ms, then the
+-- ended record's (from index 4), then its calls (from JOBS_FINISH_ATT).
+local JOBS_FINISH_FIELDS = { 'ck', 'cttl', 'fin_ms' }
+for i = 1, #JOB_ENDED_HASH_FIELDS do
+    JOBS_FINISH_FIELDS[#JOBS_FINISH_FIELDS + 1] = JOB_ENDED_HASH_FIELDS[i]
+end
+local JOBS_FINISH_ATT = #JOBS_FINISH_FIELDS + 1
+for i = 1, #ATTEMPTS_HASH_FIELDS do
+    JOBS_FINISH_FIELDS[#JOBS_FINISH_FIELDS + 1] = ATTEMPTS_HASH_FIELDS[i]
+end
 
 -- The effective retention settings of account P: P settings over defaults.
 local function llmq_jobs_settings(P)
@@ -298,9 +309,12 @@ end
 -- settings: the account's llmq_jobs_settings when the caller read them
 -- (one read for the many finishes of one call), else nil. batch: when
 -- given, a tally the caller passes to llmq_jobs_finish_flush once after its
--- finishes (stats, sweep, trims), else that is done now. Returns 1, or 0
--- when the job had already ended (nothing changes: one result per job id).
-local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, batch)
+-- finishes (stats, sweep, trims), else that is done now. attempt: the call
+-- that ends it (lua/lib/attempts.lua attempts_text; job_settle.lua), not
+-- yet among its hash's, or nil: the record keeps the job's calls with it.
+-- Returns 1, or 0 when the job had already ended (nothing changes: one
+-- result per job id).
+local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, batch, attempt)
     if not JOBS_ENDED[state] then
         error('LLMQ_EINVAL state must be done, dead or cancelled, got ' .. tostring(state))
     end
@@ -311,12 +325,17 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, bat
     -- P res:<id> or, older, the hash's field result). A job whose hash went
     -- while it ran (purged, expired) gets its one result all the same.
     -- (ck, cttl: a job that uses the response cache, lua/lib/cache.lua)
-    local h = redis.call('HMGET', jk, 'ck', 'cttl', 'fin_ms', unpack(JOB_ENDED_HASH_FIELDS))
+    local h = redis.call('HMGET', jk, unpack(JOBS_FINISH_FIELDS))
     if h[3] then
         return 0
     end
     local s = settings or llmq_jobs_settings(P)
-    local rec = llmq_job_ended_make(state, now_text, h, 4, reason, line)
+    local att_n, att_field = nil, nil
+    if attempt then
+        att_n, att_field = attempts_push(h, JOBS_FINISH_ATT, attempt)
+    end
+    local rec = llmq_job_ended_make(state, now_text, h, 4, reason, attempts_log(h, JOBS_FINISH_ATT),
+        line)
     -- A gateway's synchronous call (job field lease) that ends dead: its
     -- caller was answered (a 429, an error) or is gone, and nobody would
     -- read a retry: it is kept like a done job, out of P dead, and counted
@@ -328,8 +347,13 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, bat
         end
         local eid = redis.call('XADD', KEY.dead(P), '*', 'id', id, 'reason', reason,
             'error', jobs_error_text(line), 'ts', now_text)
-        redis.call('HSET', jk, 'state', state, 'fin_ms', now_text, 'last_error', reason,
-            'dead_entry', eid)
+        if att_field then -- its hash stays: the call joins the others there
+            redis.call('HSET', jk, 'state', state, 'fin_ms', now_text, 'last_error', reason,
+                'dead_entry', eid, 'an', att_n, att_field, attempt)
+        else
+            redis.call('HSET', jk, 'state', state, 'fin_ms', now_text, 'last_error', reason,
+                'dead_entry', eid)
+        end
     elseif tonumber(s.result_ttl_text) > 0 then
         -- the record lives result_ttl_ms; the hash and body go in the flush
         -- (one DEL for the call)

@@ -164,7 +164,8 @@ end
 -- Called by every dispatch (an idle worker dispatches every few seconds) and
 -- every reclaim (every third of the visibility timeout, even when busy), so
 -- `llmq status` and `enqueue --wait` can tell live workers from consumers
--- that exited; entries silent for a day are dropped by reclaim.
+-- that exited; entries silent for a day are dropped by reclaim (with what
+-- the worker said it is, P winfo: lua/reclaim.lua).
 local WORKER_FORGET_MS = 86400000
 local function worker_heartbeat(P, consumer, now_ms, prune)
     redis.call('HSET', KEY.workers(P), consumer, now_ms)
@@ -173,6 +174,7 @@ local function worker_heartbeat(P, consumer, now_ms, prune)
         for i = 1, #all, 2 do
             if now_ms - (tonumber(all[i + 1]) or 0) > WORKER_FORGET_MS then
                 redis.call('HDEL', KEY.workers(P), all[i])
+                redis.call('HDEL', KEY.worker_info(P), all[i])
             end
         end
     end

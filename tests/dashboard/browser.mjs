@@ -9,7 +9,9 @@
 // the load starts; its
 // prompt holds a <script>.
 // Checks: login; the figures equal `llmq status --json`; the utilisation
-// chart moves; the dead job retried from the page succeeds; ep-a disabled
+// chart moves; the dead job retried from the page succeeds, and its calls
+// show one by one (the 500, the 200); the workers view shows each worker's
+// endpoints and version; ep-a disabled
 // from the page and traffic moves to sim B; a viewer's action gets a 403
 // that the page shows; a tenant's viewer sees no other tenant; the prompt is
 // shown as text; the live stream survives a gateway restart and a Redis
@@ -184,6 +186,14 @@ try {
   check('the page says the job was retried', (await page.$eval('#toast', (e) => e.textContent)).includes('queued'));
   await waitFor('the retried job done', () => llmq('results', 'dead-1').includes('"status_code":200'));
   check('the dead job retried from the page succeeded', true);
+  // its calls one by one: the 500 that killed it, then the retry's 200
+  await page.$eval('#job-id', (e) => { e.value = 'dead-1'; });
+  await page.click('#job-form button');
+  await page.waitForSelector('#job-calls tr[data-mode="done"]', { timeout: 60000 });
+  const calls = await page.$$eval('#job-calls tr[data-mode]', (rs) => rs.map((r) => [r.dataset.mode, r.dataset.status, r.dataset.endpoint].join(' ')));
+  check("the job's calls one by one: dead on a 500 from ep-a, then done (200) from ep-a",
+    JSON.stringify(calls) === JSON.stringify(['dead 500 ep-a', 'done 200 ep-a']), JSON.stringify(calls));
+  await shot(page, 'job-calls');
 
   // ---- endpoints: ep-a disabled from the page, traffic moves to sim B ----
   await page.click('nav button[data-view="endpoints"]');
@@ -202,6 +212,15 @@ try {
   await waitFor('more traffic on sim B', () => lines(simB + '.log') > b1 + 40);
   check('after: sim B takes the traffic, sim A none', lines(process.env.SIM_LOG) === a1, lines(process.env.SIM_LOG) - a1);
   await shot(page, 'endpoints');
+  // ---- workers: what each serves, its version ----
+  const version = execFileSync(path.join(BIN, 'llmq-worker'), ['--version'], { encoding: 'utf8' }).trim().split(' ')[1];
+  await page.click('nav button[data-view="workers"]');
+  await page.waitForSelector('#table-workers tr[data-worker="dw1"]');
+  const w1 = await page.$eval('#table-workers tr[data-worker="dw1"]', (r) =>
+    r.querySelector('[data-field=endpoints]').textContent + ' | ' + r.querySelector('[data-field=version]').textContent);
+  check('the workers view: dw1 serves ep-a and ep-b, and its version', w1 === 'ep-a, ep-b | ' + version, w1);
+  await shot(page, 'workers');
+  await page.click('nav button[data-view="endpoints"]');
   await page.click('#table-endpoints tr[data-endpoint="ep-a"] button');
   await page.waitForSelector('#table-endpoints tr[data-endpoint="ep-a"][data-state="ok"]', { timeout: 60000 });
   check('ep-a enabled again from the page', true);

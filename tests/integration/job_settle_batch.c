@@ -4,6 +4,7 @@
  * acknowledge stream entries (no XDEL): the streams are trimmed every 256
  * done or dead jobs, and `llmq status` does not count acknowledged entries
  * as queued, nor does a retained entry with a hostile job key break it.
+ * Each settle adds its call to the job's calls, the last 8 kept.
  * The scripts are called directly on the test's Redis. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,7 +16,7 @@
 #include "worker_support.h"
 
 #define MODEL "gpt-4o-mini"
-#define SETTLE_VALUES 27 /* job_settle.lua's ARGV values per delivery */
+#define SETTLE_VALUES 28 /* job_settle.lua's ARGV values per delivery */
 #define MAX_GRANTS 256
 
 static void acct_close(struct script_account *a)
@@ -66,18 +67,18 @@ static void take(const struct script_account *a, const char *tag, int n, struct 
     assert_int_equal(dispatch(a, g, n), n);
 }
 
-/* A delivery's 27 values: grant g ends in mode (done: a result; dead: a
+/* A delivery's 28 values: grant g ends in mode (done: a result; dead: a
  * dead letter; retry: due in 60 s) with line as its output. */
 static void delivery(const char **v, const struct grant *g, const char *mode, const char *line)
 {
     const char *vals[SETTLE_VALUES] = {mode,   "normal", g->eid, g->id, g->handle, "10", line,
                                        "test", "60000",  "0",    MODEL, "0",       "-1", "-1",
                                        "-1",   "-1",     "-1",   "-1",  "",        "-1", "-1",
-                                       "-1",   "",       "",     "-1",  "-1",      "0"};
+                                       "-1",   "",       "",     "-1",  "-1",      "0", "200"};
     memcpy(v, vals, sizeof(vals));
 }
 
-/* job_settle of the n deliveries in vals (n * 27 values) in one call. */
+/* job_settle of the n deliveries in vals (n * 28 values) in one call. */
 static redisReply *settle(const struct script_account *a, const char **vals, int n)
 {
     const char *argv[1 + MAX_GRANTS * SETTLE_VALUES];
@@ -184,7 +185,7 @@ static void test_bad_delivery_settles_none(void **state)
     const char *argv[] = {a.P, "done", "normal"};
     r = llmq_script_run(a.c, LLMQ_SCRIPT_JOB_SETTLE, 1, 3, argv, NULL, NULL);
     assert_true(r != NULL && r->type == REDIS_REPLY_ERROR);
-    assert_non_null(strstr(r->str, "27 values per delivery"));
+    assert_non_null(strstr(r->str, "28 values per delivery"));
     freeReplyObject(r);
     acct_close(&a);
 }
@@ -344,6 +345,81 @@ static void test_status_survives_hostile_job_key(void **state)
     acct_close(&a);
 }
 
+/* A job's calls (lua/lib/attempts.lua): ten deliveries of one job, nine
+ * retries answered 501..509 then done 200, keep the count and the last 8
+ * in order, in the ended record once done. */
+static void test_calls_keep_the_last_8(void **state)
+{
+    (void)state;
+    struct script_account a;
+    script_account_open(&a, "sbatchcalls");
+    struct grant g[1];
+    take(&a, "c", 1, g);
+    for (int i = 1; i <= 10; i++) {
+        if (i > 1)
+            assert_int_equal(dispatch(&a, g, 1), 1); /* the retry, due at once */
+        const char *vals[SETTLE_VALUES];
+        delivery(vals, &g[0], i < 10 ? "retry" : "done", "{}");
+        char status[8];
+        snprintf(status, sizeof(status), "%d", i < 10 ? 500 + i : 200);
+        vals[8] = "0"; /* delay_ms */
+        vals[27] = status; /* ARGV[28] */
+        freeReplyObject(settle(&a, vals, 1));
+    }
+    char *att = llmq_test_job_field(a.c, a.P, "c1", "att");
+    assert_non_null(att);
+    /* "10|retry 503 ...|...|retry 509 ...|done 200 ..." */
+    assert_true(strncmp(att, "10|retry 503 ", 13) == 0);
+    const char *p = att;
+    int calls = 0;
+    while ((p = strchr(p, '|')) != NULL) {
+        p++;
+        calls++;
+        char want[16];
+        snprintf(want, sizeof(want), calls < 8 ? "retry %d " : "done 200 ", 502 + calls);
+        assert_true(strncmp(p, want, strlen(want)) == 0);
+    }
+    assert_int_equal(calls, 8);
+    free(att);
+    acct_close(&a);
+}
+
+/* 429s by cause: a rate-limit 429 (a pause) whose headers say the API's
+ * window had room for the request is counted spurious too (P stats
+ * http_429_spurious), one whose headers say it was full is not; the
+ * snapshot the dashboard reads (lua/top_snapshot.lua) reports the same. */
+static void test_spurious_429_counted(void **state)
+{
+    (void)state;
+    struct script_account a;
+    script_account_open(&a, "sbatch429");
+    struct grant g[2];
+    take(&a, "s", 2, g);
+    const char *vals[2 * SETTLE_VALUES];
+    delivery(vals, &g[0], "retry", "");
+    delivery(&vals[SETTLE_VALUES], &g[1], "retry", "");
+    for (int i = 0; i < 2; i++) {
+        vals[i * SETTLE_VALUES + 9] = "1";     /* refund: not served */
+        vals[i * SETTLE_VALUES + 11] = "1000"; /* pause_ms: a rate-limit 429 */
+        vals[i * SETTLE_VALUES + 26] = "429";
+    }
+    vals[12] = "5"; /* the first: 5 requests and 1000 tokens left: room */
+    vals[13] = "1000";
+    vals[SETTLE_VALUES + 12] = "0"; /* the second: none left */
+    vals[SETTLE_VALUES + 13] = "1000";
+    freeReplyObject(settle(&a, vals, 2));
+    assert_int_equal(llmq_test_redis_int(a.c, "HGET %sstats http_429", a.P), 2);
+    assert_int_equal(llmq_test_redis_int(a.c, "HGET %sstats http_429_spurious", a.P), 1);
+    const char *argv[] = {a.P};
+    redisReply *r = llmq_script_run(a.c, LLMQ_SCRIPT_TOP_SNAPSHOT, 1, 1, argv, NULL, NULL);
+    assert_true(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
+                r->element[1]->elements == 6);
+    assert_int_equal(r->element[1]->element[3]->integer, 2);
+    assert_int_equal(r->element[1]->element[5]->integer, 1);
+    freeReplyObject(r);
+    acct_close(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -355,6 +431,8 @@ int main(void)
         cmocka_unit_test(test_missing_hash_gets_one_result),
         cmocka_unit_test(test_status_survives_hostile_job_key),
         cmocka_unit_test(test_events_max_counts_jobs),
+        cmocka_unit_test(test_calls_keep_the_last_8),
+        cmocka_unit_test(test_spurious_429_counted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

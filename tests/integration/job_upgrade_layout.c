@@ -256,11 +256,11 @@ static void test_previous_layout_runs_and_reads(void **state)
         key_of(k, sizeof(k), prefix, LLMQ_KEY_RESULT, ids[i]);
         redisReply *v = redisCommand(c, "GET %s", k);
         assert_true(v != NULL && v->type == REDIS_REPLY_STRING && v->len > 2);
-        assert_memory_equal(v->str, "E1", 2);
-        /* the worker sent the line packed: it follows the record's nine
+        assert_memory_equal(v->str, "E2", 2);
+        /* the worker sent the line packed: it follows the record's ten
          * header lines */
         size_t at = 0;
-        for (int nl = 0; nl < 9; nl++) {
+        for (int nl = 0; nl < 10; nl++) {
             const char *p = memchr(v->str + at, '\n', v->len - at);
             assert_non_null(p);
             at = (size_t)(p - v->str) + 1;

@@ -47,8 +47,8 @@ static void settle(const struct script_account *a, const struct sched_grant *g, 
     const char *argv[] = {a->P, mode,   "normal", g->eid, g->id, g->handle, actual,
                           "{}", "test", delay,    refund, MODEL, "0",       "-1",
                           "-1", "-1",   "-1",     "-1",   "-1",  "",        "-1",
-                          "-1", "-1",   "",       "",     "-1",  "-1",      "0"};
-    freeReplyObject(sched_run(a, LLMQ_SCRIPT_JOB_SETTLE, 28, argv));
+                          "-1", "-1",   "",       "",     "-1",  "-1",      "0", "200"};
+    freeReplyObject(sched_run(a, LLMQ_SCRIPT_JOB_SETTLE, 29, argv));
 }
 
 /* The wake stream's newest entry id ('0-0' when none). */

@@ -158,6 +158,7 @@ function pointOf(s) {
   if (s.stats) {
     p.done = s.stats.done; p.http_429 = s.stats.http_429;
     p.insufficient_quota = s.stats.insufficient_quota;
+    p.http_429_spurious = s.stats.http_429_spurious;
     p.queued = {};
     for (const k of Object.keys(s.queues || {})) p.queued[k] = s.queues[k].queued;
   }
@@ -219,12 +220,15 @@ function lineChart(svg, series, legend, ymaxMin, unit) {
 
 // The rate of counter key (less counter sub) over the last 5 points at each
 // point: jobs finish in bursts, a one-second rate is mostly 0 or a spike.
-function rateSeries(key, sub) {
+// The per-second rate of counter key over the points, less the counters
+// named in subs (an array, or one name).
+function rateSeries(key, subs) {
   const out = [];
+  const less = subs ? [].concat(subs) : [];
+  const val = (p) => (less.length ? less.reduce((v, s) => v - (p[s] || 0), p[key] || 0) : p[key]);
   for (let i = 1; i < points.length; i++) {
     const a = points[Math.max(0, i - 5)], b = points[i];
-    const va = sub ? (a[key] || 0) - (a[sub] || 0) : a[key];
-    const vb = sub ? (b[key] || 0) - (b[sub] || 0) : b[key];
+    const va = val(a), vb = val(b);
     if (va === undefined || vb === undefined || b.t <= a.t) continue;
     out.push([b.t, Math.max(0, ((vb - va) * 1000) / (b.t - a.t))]);
   }
@@ -252,7 +256,8 @@ function drawCharts() {
     name: p, values: points.filter((x) => x.queued).map((x) => [x.t, x.queued[p] || 0]),
   })), $('legend-queue'), 1);
   lineChart($('chart-429'), [
-    { name: 'provider limit', values: rateSeries('http_429', 'insufficient_quota') },
+    { name: 'provider limit', values: rateSeries('http_429', ['insufficient_quota', 'http_429_spurious']) },
+    { name: 'spurious', values: rateSeries('http_429_spurious') },
     { name: 'quota', values: rateSeries('insufficient_quota') },
   ], null, 1);
 }
@@ -295,8 +300,10 @@ function renderOverview() {
     }
     card(cards, 'delayed', 'delayed', fmtInt(snap.delayed), snap.delayed);
     card(cards, 'dead-letters', 'dead letters', fmtInt(snap.dead_letters), snap.dead_letters);
-    const prov = snap.stats.http_429 - snap.stats.insufficient_quota;
+    const spur = snap.stats.http_429_spurious || 0;
+    const prov = snap.stats.http_429 - snap.stats.insufficient_quota - spur;
     card(cards, '429-limit', "429s: provider's limit", fmtInt(prov), prov);
+    card(cards, '429-spurious', '429s: spurious (the API had room)', fmtInt(spur), spur);
     card(cards, '429-quota', '429s: insufficient quota', fmtInt(snap.stats.insufficient_quota), snap.stats.insufficient_quota);
   } else {
     for (const r of snap.rows || []) {
@@ -435,6 +442,10 @@ function renderWorkers() {
     cell(tr, w.name);
     cell(tr, w.seen_ms_ago <= LIVE_MS ? 'live' : 'stopped', w.seen_ms_ago <= LIVE_MS ? 'state-ok' : 'state-disabled');
     cell(tr, fmtAge(w.seen_ms_ago) + ' ago', 'num');
+    cell(tr, fmtInt(w.in_flight), 'num');
+    const eps = (w.endpoints || []).map((e) => (e === '' ? '(account key)' : e));
+    cell(tr, eps.join(', ') || '-').dataset.field = 'endpoints';
+    cell(tr, w.version || '-').dataset.field = 'version';
     tb.appendChild(tr);
   }
   $('workers-inflight').textContent = fmtInt(snap.in_flight);
@@ -450,6 +461,36 @@ function render() {
 
 // ---- jobs ----
 
+// The job's calls one by one (lua/lib/attempts.lua: the last 8 kept).
+function renderCalls(out, j) {
+  const calls = j.calls || [];
+  const shown = calls.length < (j.calls_total || 0) ? ' (the last ' + calls.length + ' of ' + j.calls_total + ')' : '';
+  out.appendChild(el('h3', 'Calls' + shown));
+  if (!calls.length) { out.appendChild(el('p', 'No call made yet.')); return; }
+  const t = el('table');
+  t.id = 'job-calls';
+  const head = el('tr');
+  for (const h of ['#', 'started', 'endpoint', 'model', 'status', 'outcome', 'took', 'tokens in / out']) head.appendChild(el('th', h));
+  t.appendChild(head);
+  const first = (j.calls_total || calls.length) - calls.length;
+  calls.forEach((c, i) => {
+    const tr = el('tr');
+    tr.dataset.endpoint = c.endpoint;
+    tr.dataset.status = c.status;
+    tr.dataset.mode = c.mode;
+    cell(tr, String(first + i + 1));
+    cell(tr, fmtTime(c.start_ms));
+    cell(tr, c.endpoint || '(account key)');
+    cell(tr, c.model);
+    cell(tr, c.status);
+    cell(tr, c.mode);
+    cell(tr, c.took_ms >= 0 ? c.took_ms + ' ms' : '-');
+    cell(tr, (c.in_tokens >= 0 ? fmtInt(c.in_tokens) : '-') + ' / ' + (c.out_tokens >= 0 ? fmtInt(c.out_tokens) : '-'));
+    t.appendChild(tr);
+  });
+  out.appendChild(t);
+}
+
 async function findJob(id) {
   const out = $('job-out');
   clear(out);
@@ -458,7 +499,7 @@ async function findJob(id) {
     const t = el('table');
     t.id = 'job-fields';
     for (const k of Object.keys(j)) {
-      if (k === 'body') continue;
+      if (k === 'body' || k === 'calls' || k === 'calls_total') continue;
       const tr = el('tr');
       tr.dataset.field = k;
       cell(tr, k);
@@ -466,6 +507,7 @@ async function findJob(id) {
       t.appendChild(tr);
     }
     out.appendChild(t);
+    renderCalls(out, j);
     if (j.body !== undefined) {
       out.appendChild(el('h3', 'Request'));
       const pre = el('pre', j.body);

@@ -37,6 +37,7 @@ static void test_layout(void **state)
         {LLMQ_KEY_DONE, NULL, P "done"},
         {LLMQ_KEY_OLD_RESULTS, NULL, P "results"},
         {LLMQ_KEY_WORKERS, NULL, P "workers"},
+        {LLMQ_KEY_WORKER_INFO, NULL, P "winfo"},
         {LLMQ_KEY_STATS, NULL, P "stats"},
         {LLMQ_KEY_CALIB, NULL, P "calib"},
         {LLMQ_KEY_SETTINGS, NULL, P "settings"},
