@@ -200,7 +200,7 @@ static void test_running_job_not_sent_again(void **state)
     /* the worker hands it back untried (shutdown): due again at once */
     const char *argv[] = {e.prefix, "handback", "normal", eid,  "r1", "",   "-1", "",   "",   "0",
                           "0",      "",         "0",      "-1", "-1", "-1", "-1", "-1", "-1", "",
-                          "-1",     "-1",       "-1",     "",   "",   "-1", "-1", "0", ""};
+                          "-1",     "-1",       "-1",     "",   "",   "-1", "-1", "0",  ""};
     redisReply *r = llmq_script_run(e.c, LLMQ_SCRIPT_JOB_SETTLE, 1, 29, argv, NULL, NULL);
     assert_non_null(r);
     if (r->type == REDIS_REPLY_ERROR)

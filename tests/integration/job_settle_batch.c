@@ -74,7 +74,7 @@ static void delivery(const char **v, const struct grant *g, const char *mode, co
     const char *vals[SETTLE_VALUES] = {mode,   "normal", g->eid, g->id, g->handle, "10", line,
                                        "test", "60000",  "0",    MODEL, "0",       "-1", "-1",
                                        "-1",   "-1",     "-1",   "-1",  "",        "-1", "-1",
-                                       "-1",   "",       "",     "-1",  "-1",      "0", "200"};
+                                       "-1",   "",       "",     "-1",  "-1",      "0",  "200"};
     memcpy(v, vals, sizeof(vals));
 }
 
@@ -362,7 +362,7 @@ static void test_calls_keep_the_last_8(void **state)
         delivery(vals, &g[0], i < 10 ? "retry" : "done", "{}");
         char status[8];
         snprintf(status, sizeof(status), "%d", i < 10 ? 500 + i : 200);
-        vals[8] = "0"; /* delay_ms */
+        vals[8] = "0";     /* delay_ms */
         vals[27] = status; /* ARGV[28] */
         freeReplyObject(settle(&a, vals, 1));
     }

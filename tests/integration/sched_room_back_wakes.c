@@ -44,10 +44,10 @@ static int dispatch(const struct script_account *a, struct sched_grant *g, char 
 static void settle(const struct script_account *a, const struct sched_grant *g, const char *mode,
                    const char *actual, const char *delay, const char *refund)
 {
-    const char *argv[] = {a->P, mode,   "normal", g->eid, g->id, g->handle, actual,
-                          "{}", "test", delay,    refund, MODEL, "0",       "-1",
-                          "-1", "-1",   "-1",     "-1",   "-1",  "",        "-1",
-                          "-1", "-1",   "",       "",     "-1",  "-1",      "0", "200"};
+    const char *argv[] = {a->P,   mode,  "normal", g->eid, g->id, g->handle, actual, "{}",
+                          "test", delay, refund,   MODEL,  "0",   "-1",      "-1",   "-1",
+                          "-1",   "-1",  "-1",     "",     "-1",  "-1",      "-1",   "",
+                          "",     "-1",  "-1",     "0",    "200"};
     freeReplyObject(sched_run(a, LLMQ_SCRIPT_JOB_SETTLE, 29, argv));
 }
 

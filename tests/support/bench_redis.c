@@ -89,7 +89,7 @@ enum llmq_rc llmq_bench_settle_append(redisContext *c, const char *P,
             "done",   "normal", g[i].eid, g[i].id, g[i].handle, "80",     "{\"id\":\"x\"}",
             "",       "0",      "0",      model,   "0",         "-1",     "-1",
             "-1",     "-1",     "-1",     "-1",    "",          usage[0], usage[1],
-            usage[2], "",       "",       "-1",    "-1",        "0", "200"};
+            usage[2], "",       "",       "-1",    "-1",        "0",      "200"};
         memcpy(argv + 1 + i * VALUES, one, sizeof(one));
     }
     enum llmq_rc rc = llmq_script_append(c, LLMQ_SCRIPT_JOB_SETTLE, 1, 1 + n * VALUES, argv, NULL);
