@@ -10,8 +10,9 @@
 -- pinned value when the policy pins it), lifetime_ms: its grants' lifetime
 -- (-1 for no window).
 -- uses limiter: limiter_bucket, limiter_flush, limiter_session
--- uses limiter_window: window_evict, window_guard_range, window_stale
+-- uses limiter_window: window_guard_range
 -- uses util: llmq_now_ms
+-- uses views: views_bucket_used
 local P = KEYS[1]
 local now = llmq_now_ms()
 local s = limiter_session(P, 'normal', now)
@@ -23,17 +24,7 @@ for i = 1, #ARGV do
     if c == nil then
         out[#out + 1] = { b.name, 0, 0, -1, -1, 0, paused, '', -1, -1, -1, -1 }
     else
-        local req_used, tok_used
-        if c.mode == 'gcra' then
-            -- Units still "in the bucket": (tat - now) / emission interval.
-            req_used = c.requests and math.ceil((b.rtat - now) * c.requests / c.period) or 0
-            tok_used = c.tokens and math.ceil((b.ttat - now) * c.tokens / c.period) or 0
-        else
-            if window_stale(b, now) then
-                window_evict(b, now)
-            end
-            req_used, tok_used = b.n, b.tok
-        end
+        local req_used, tok_used = views_bucket_used(b, now)
         local guard, lo, hi, lifetime = -1, -1, -1, -1
         if c.mode ~= 'gcra' then
             guard, lifetime = c.guard, c.lifetime

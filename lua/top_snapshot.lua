@@ -28,10 +28,9 @@
 -- uses jobs: JOBS_PRIORITIES, LLMQ_JOBS_GROUP
 -- uses keys: KEY
 -- uses limiter: limiter_bucket, limiter_flush, limiter_session
--- uses limiter_window: window_evict, window_stale
 -- uses util: llmq_now_ms
 -- uses worker: worker_name_ok
--- uses views: views_queue_depth, views_endpoints
+-- uses views: views_queue_depth, views_endpoints, views_bucket_used
 local P = KEYS[1]
 local now = llmq_now_ms()
 local MAX_KEYS = 2000
@@ -151,18 +150,7 @@ local buckets = {}
 for _, name in ipairs(names) do
     local b = limiter_bucket(s, name)
     local c = b.cfg
-    local req, tok = 0, 0
-    if c ~= nil then
-        if c.mode == 'gcra' then
-            req = c.requests and math.ceil((b.rtat - now) * c.requests / c.period) or 0
-            tok = c.tokens and math.ceil((b.ttat - now) * c.tokens / c.period) or 0
-        else
-            if window_stale(b, now) then
-                window_evict(b, now)
-            end
-            req, tok = b.n, b.tok
-        end
-    end
+    local req, tok = views_bucket_used(b, now)
     buckets[#buckets + 1] = name
     buckets[#buckets + 1] = req
     buckets[#buckets + 1] = tok

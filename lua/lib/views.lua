@@ -9,6 +9,25 @@
 -- uses limiter_window: window_evict, window_stale
 -- uses util: llmq_hash_table
 
+-- What bucket b (limiter_bucket) holds at now (ms): {requests, tokens}.
+-- A GCRA bucket's units still "in the bucket" are (tat - now) / emission
+-- interval; a window bucket's are its live entries, after dropping those
+-- that aged out. Zeros for a bucket with no limit set.
+local function views_bucket_used(b, now)
+    local c = b.cfg
+    if c == nil then
+        return 0, 0
+    end
+    if c.mode == 'gcra' then
+        return c.requests and math.ceil((b.rtat - now) * c.requests / c.period) or 0,
+            c.tokens and math.ceil((b.ttat - now) * c.tokens / c.period) or 0
+    end
+    if window_stale(b, now) then
+        window_evict(b, now)
+    end
+    return b.n, b.tok
+end
+
 -- Entries of queue stream q not yet delivered to the workers' group (written
 -- by a producer of the old layout or by hand, not yet adopted by dispatch):
 -- those after the group's last delivered id, counted (up to
@@ -97,17 +116,7 @@ local function views_endpoints(P, s, now)
                 requests_used = 0, tokens_used = 0, requests_limit = -1, tokens_limit = -1,
                 period_ms = 0, paused_ms = math.max(b.pause - now, 0) }
             if c ~= nil then
-                if c.mode == 'gcra' then
-                    m.requests_used = c.requests and
-                        math.ceil((b.rtat - now) * c.requests / c.period) or 0
-                    m.tokens_used = c.tokens and math.ceil((b.ttat - now) * c.tokens / c.period) or
-                        0
-                else
-                    if window_stale(b, now) then
-                        window_evict(b, now)
-                    end
-                    m.requests_used, m.tokens_used = b.n, b.tok
-                end
+                m.requests_used, m.tokens_used = views_bucket_used(b, now)
                 m.requests_limit, m.tokens_limit, m.period_ms = c.requests or -1, c.tokens or -1,
                     c.period
             end
