@@ -148,6 +148,16 @@ json_t *gw_dash_snapshot_for_tenant(const json_t *snap, const char *tenant)
                      only_tenant(json_object_get(snap, "minute"), "tenant", tenant));
 }
 
+/* A chart point's figures of bucket e (borrowed; a snapshot's bucket or an
+ * endpoint's model, both with requests_used/_limit and tokens_used/_limit):
+ * new [requests used, requests limit, tokens used, tokens limit]. */
+static json_t *bucket_tuple(const json_t *e)
+{
+    return json_pack("[O, O, O, O]", json_object_get(e, "requests_used"),
+                     json_object_get(e, "requests_limit"), json_object_get(e, "tokens_used"),
+                     json_object_get(e, "tokens_limit"));
+}
+
 json_t *gw_dash_snapshot_point(const json_t *snap)
 {
     const json_t *st = json_object_get(snap, "stats");
@@ -164,11 +174,7 @@ json_t *gw_dash_snapshot_point(const json_t *snap)
     {
         const char *name = json_string_value(json_object_get(e, "name"));
         if (name != NULL)
-            json_object_set_new(b, name,
-                                json_pack("[O, O, O, O]", json_object_get(e, "requests_used"),
-                                          json_object_get(e, "requests_limit"),
-                                          json_object_get(e, "tokens_used"),
-                                          json_object_get(e, "tokens_limit")));
+            json_object_set_new(b, name, bucket_tuple(e));
     }
     /* and every endpoint's bucket of each model it serves */
     json_t *ep;
@@ -180,11 +186,7 @@ json_t *gw_dash_snapshot_point(const json_t *snap)
         {
             const char *name = json_string_value(json_object_get(m, "bucket"));
             if (name != NULL)
-                json_object_set_new(b, name,
-                                    json_pack("[O, O, O, O]", json_object_get(m, "requests_used"),
-                                              json_object_get(m, "requests_limit"),
-                                              json_object_get(m, "tokens_used"),
-                                              json_object_get(m, "tokens_limit")));
+                json_object_set_new(b, name, bucket_tuple(m));
         }
     }
     return json_pack("{s:O, s:O, s:O, s:O, s:O, s:o, s:o}", "t", json_object_get(snap, "now_ms"),
