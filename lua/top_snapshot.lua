@@ -5,7 +5,8 @@
 -- Reply:
 --   [1] now_ms (Redis TIME)
 --   [2] {done, dead, cancelled, http_429, insufficient_quota,
---       http_429_spurious}: P stats
+--       http_429_spurious, own_429_wait, own_429_budget}: P stats (the
+--       last two: 429s llmq-gateway answered itself, gateway/call_job.c)
 --   [3] jobs in flight (delivered, not settled: the groups' pending entries)
 --   [4] waiting jobs per (model, tenant), flat: model, tenant ('' none),
 --       queued jobs, blocked (1 when one of its nodes waits: a limit or a
@@ -36,9 +37,9 @@ local P = KEYS[1]
 local now = llmq_now_ms()
 local MAX_KEYS = 2000
 local v = redis.call('HMGET', KEY.stats(P), 'done', 'dead', 'cancelled', 'http_429',
-    'insufficient_quota', 'http_429_spurious')
+    'insufficient_quota', 'http_429_spurious', 'own_429_wait', 'own_429_budget')
 local stats = {}
-for i = 1, 6 do
+for i = 1, 8 do
     stats[i] = tonumber(v[i]) or 0
 end
 local inflight = 0

@@ -103,11 +103,13 @@ json_t *gw_dash_snapshot_from_reply(const redisReply *r)
                                json_is_array(eps) ? json_incref(eps) : json_array()));
     }
     json_t *snap = json_pack(
-        "{s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:I, s:o, s:o, s:o, s:O?, s:O?, s:O?, s:o, s:O?}",
+        "{s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:I, s:o, s:o, s:o, s:O?, s:O?, s:O?, "
+        "s:o, s:O?}",
         "now_ms", (json_int_t)now, "stats", "done", (json_int_t)at(st, 0), "dead",
         (json_int_t)at(st, 1), "cancelled", (json_int_t)at(st, 2), "http_429",
         (json_int_t)at(st, 3), "insufficient_quota", (json_int_t)at(st, 4), "http_429_spurious",
-        (json_int_t)at(st, 5), "in_flight", (json_int_t)llmq_reply_int_or(r->element[2], 0), "rows",
+        (json_int_t)at(st, 5), "own_429_wait", (json_int_t)at(st, 6), "own_429_budget",
+        (json_int_t)at(st, 7), "in_flight", (json_int_t)llmq_reply_int_or(r->element[2], 0), "rows",
         rows, "buckets", buckets, "minute", minute, "queues", json_object_get(views, "queues"),
         "delayed", json_object_get(views, "delayed"), "dead_letters",
         json_object_get(views, "dead_letters"), "workers", workers, "endpoints",
@@ -189,11 +191,13 @@ json_t *gw_dash_snapshot_point(const json_t *snap)
                 json_object_set_new(b, name, bucket_tuple(m));
         }
     }
-    return json_pack("{s:O, s:O, s:O, s:O, s:O, s:o, s:o}", "t", json_object_get(snap, "now_ms"),
-                     "done", json_object_get(st, "done"), "http_429",
-                     json_object_get(st, "http_429"), "insufficient_quota",
+    return json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:o, s:o}", "t",
+                     json_object_get(snap, "now_ms"), "done", json_object_get(st, "done"),
+                     "http_429", json_object_get(st, "http_429"), "insufficient_quota",
                      json_object_get(st, "insufficient_quota"), "http_429_spurious",
-                     json_object_get(st, "http_429_spurious"), "queued", queued, "b", b);
+                     json_object_get(st, "http_429_spurious"), "own_429_wait",
+                     json_object_get(st, "own_429_wait"), "own_429_budget",
+                     json_object_get(st, "own_429_budget"), "queued", queued, "b", b);
 }
 
 json_t *gw_dash_point_for_tenant(const json_t *point, const char *tenant)

@@ -8,7 +8,8 @@
 // first job has max_attempts 1 and is pinned to ep-a, so it is dead before
 // the load starts; its
 // prompt holds a <script>.
-// Checks: login; the figures equal `llmq status --json`; the utilisation
+// Checks: login; the figures (llmq's own 429s too) equal `llmq status
+// --json`; the utilisation
 // chart moves; the dead job retried from the page succeeds, and its calls
 // show one by one (the 500, the 200); the workers view shows each worker's
 // endpoints and version; ep-a disabled
@@ -149,15 +150,18 @@ try {
     await page.waitForFunction((t) => Number(document.body.dataset.snapAt) > t, { timeout: 30000 }, at);
     const p = await page.evaluate(() => {
       const v = (id) => Number(document.getElementById('card-' + id).dataset.value);
-      return { high: v('queued-high'), normal: v('queued-normal'), low: v('queued-low'), dead: v('dead-letters'), delayed: v('delayed') };
+      return { high: v('queued-high'), normal: v('queued-normal'), low: v('queued-low'), dead: v('dead-letters'), delayed: v('delayed'),
+        ownWait: Number(document.getElementById('card-429-own').dataset.wait),
+        ownBudget: Number(document.getElementById('card-429-own').dataset.budget) };
     });
     const s2 = status();
     const same = JSON.stringify(s1.queues) === JSON.stringify(s2.queues) && s1.totals.dead === s2.totals.dead;
     const ok = same && p.high === s2.queues.high.queued && p.normal === s2.queues.normal.queued &&
-      p.low === s2.queues.low.queued && p.dead === s2.totals.dead && p.delayed === s2.totals.delayed;
+      p.low === s2.queues.low.queued && p.dead === s2.totals.dead && p.delayed === s2.totals.delayed &&
+      p.ownWait === s2.totals.own_429_wait && p.ownBudget === s2.totals.own_429_budget;
     return ok ? { p, s: s2.queues } : false;
   });
-  check('queued per priority, delayed and dead letters equal llmq status --json', agree.p.low === 7 && agree.p.dead === 1, JSON.stringify(agree));
+  check("queued per priority, delayed, dead letters and llmq's own 429s equal llmq status --json", agree.p.low === 7 && agree.p.dead === 1, JSON.stringify(agree));
 
   // the utilisation chart moves as jobs run
   const u1 = await page.$eval('#chart-util', (s) => ({ n: Number(s.dataset.points), last: s.dataset.last }));

@@ -44,7 +44,10 @@ static redisReply *snapshot_reply(int elements)
     char head[16];
     snprintf(head, sizeof(head), "*%d\r\n", elements);
     raw(resp, sizeof(resp), head);
-    raw(resp, sizeof(resp), ":1000\r\n*5\r\n:10\r\n:4\r\n:1\r\n:9\r\n:2\r\n:3\r\n");
+    /* P stats: done, dead, cancelled, http_429, insufficient_quota,
+     * http_429_spurious, own_429_wait, own_429_budget; then in flight */
+    raw(resp, sizeof(resp),
+        ":1000\r\n*8\r\n:10\r\n:4\r\n:1\r\n:9\r\n:2\r\n:1\r\n:6\r\n:5\r\n:3\r\n");
     raw(resp, sizeof(resp), "*8\r\n");
     const char *rows[] = {"gpt", "acme", "4", "1", "gpt", "beta", "2", "0"};
     for (int i = 0; i < 8; i++)
@@ -99,6 +102,10 @@ static void test_whole_account(void **state)
     assert_int_equal(num(s, "now_ms"), 1000);
     assert_int_equal(num(s, "stats.done"), 10);
     assert_int_equal(num(s, "stats.insufficient_quota"), 2);
+    assert_int_equal(num(s, "stats.http_429_spurious"), 1);
+    /* the 429s llmq-gateway answered itself, by cause */
+    assert_int_equal(num(s, "stats.own_429_wait"), 6);
+    assert_int_equal(num(s, "stats.own_429_budget"), 5);
     assert_int_equal(num(s, "in_flight"), 3);
     assert_int_equal(json_array_size(json_object_get(s, "rows")), 2);
     assert_string_equal(str(s, "rows", 1, "tenant"), "beta");
@@ -130,6 +137,8 @@ static void test_whole_account(void **state)
     assert_int_equal(num(p, "b.gpt.3"), 1000);
     assert_int_equal(num(p, "queued.normal"), 6);
     assert_int_equal(num(p, "done"), 10);
+    assert_int_equal(num(p, "own_429_wait"), 6);
+    assert_int_equal(num(p, "own_429_budget"), 5);
     json_decref(p);
     json_decref(s);
     freeReplyObject(r);
