@@ -505,6 +505,19 @@ async function findJob(id) {
   clear(out);
   try {
     const j = await api('job?id=' + encodeURIComponent(id));
+    if (j.matches) { // a custom_id several gateway batches have: choose one
+      out.appendChild(el('p', 'Jobs of several batches have this custom_id:'));
+      const ul = el('ul');
+      ul.id = 'job-matches';
+      for (const m of j.matches) {
+        const li = el('li', m, 'link');
+        li.dataset.id = m;
+        li.addEventListener('click', () => { $('job-id').value = m; findJob(m); });
+        ul.appendChild(li);
+      }
+      out.appendChild(ul);
+      return;
+    }
     const t = el('table');
     t.id = 'job-fields';
     for (const k of Object.keys(j)) {
