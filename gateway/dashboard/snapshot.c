@@ -52,6 +52,27 @@ static void add_minute(json_t *rows, const char *field, long long n)
         json_object_set_new(found, tok ? "tokens" : "jobs", json_integer(n));
 }
 
+/* views.users (borrowed: {"<tenant>|<user>": {queued, parked, jobs}}) as
+ * new [{tenant, user, queued, parked, jobs}]. */
+static json_t *users_of(const json_t *by)
+{
+    json_t *out = json_array();
+    const char *tu;
+    json_t *u;
+    json_object_foreach((json_t *)by, tu, u)
+    {
+        const char *bar = strchr(tu, '|');
+        if (bar == NULL)
+            continue;
+        json_array_append_new(
+            out, json_pack("{s:s%, s:s, s:I, s:I, s:I}", "tenant", tu, (size_t)(bar - tu), "user",
+                           bar + 1, "queued", json_integer_value(json_object_get(u, "queued")),
+                           "parked", json_integer_value(json_object_get(u, "parked")), "jobs",
+                           json_integer_value(json_object_get(u, "jobs"))));
+    }
+    return out;
+}
+
 json_t *gw_dash_snapshot_from_reply(const redisReply *r)
 {
     if (!is_array(r, 7) || !is_array(r->element[1], 5) || !is_array(r->element[3], 0) ||
@@ -104,7 +125,7 @@ json_t *gw_dash_snapshot_from_reply(const redisReply *r)
     }
     json_t *snap = json_pack(
         "{s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:I, s:o, s:o, s:o, s:O?, s:O?, s:O?, "
-        "s:o, s:O?}",
+        "s:o, s:O?, s:o}",
         "now_ms", (json_int_t)now, "stats", "done", (json_int_t)at(st, 0), "dead",
         (json_int_t)at(st, 1), "cancelled", (json_int_t)at(st, 2), "http_429",
         (json_int_t)at(st, 3), "insufficient_quota", (json_int_t)at(st, 4), "http_429_spurious",
@@ -113,7 +134,7 @@ json_t *gw_dash_snapshot_from_reply(const redisReply *r)
         rows, "buckets", buckets, "minute", minute, "queues", json_object_get(views, "queues"),
         "delayed", json_object_get(views, "delayed"), "dead_letters",
         json_object_get(views, "dead_letters"), "workers", workers, "endpoints",
-        json_object_get(views, "endpoints"));
+        json_object_get(views, "endpoints"), "users", users_of(json_object_get(views, "users")));
     json_decref(views);
     return snap;
 }
@@ -143,11 +164,12 @@ static json_t *only_tenant(const json_t *a, const char *key, const char *tenant)
 
 json_t *gw_dash_snapshot_for_tenant(const json_t *snap, const char *tenant)
 {
-    return json_pack("{s:O, s:s, s:o, s:o, s:o}", "now_ms", json_object_get(snap, "now_ms"),
+    return json_pack("{s:O, s:s, s:o, s:o, s:o, s:o}", "now_ms", json_object_get(snap, "now_ms"),
                      "tenant", tenant, "rows",
                      only_tenant(json_object_get(snap, "rows"), "tenant", tenant), "buckets",
                      only_tenant(json_object_get(snap, "buckets"), NULL, tenant), "minute",
-                     only_tenant(json_object_get(snap, "minute"), "tenant", tenant));
+                     only_tenant(json_object_get(snap, "minute"), "tenant", tenant), "users",
+                     only_tenant(json_object_get(snap, "users"), "tenant", tenant));
 }
 
 /* A chart point's figures of bucket e (borrowed; a snapshot's bucket or an

@@ -24,11 +24,14 @@
  *    queues: {<prio>: {queued, in_flight, oldest_enq_ms}}, delayed,
  *    dead_letters, workers: [{name, seen_ms_ago, in_flight, version (absent when
  *    the worker has not said), endpoints: [served; "" the implicit one]}],
- *    endpoints: {...}} */
+ *    endpoints: {...}, users: [{tenant, user, queued, parked, jobs}] (each
+ *    named user's jobs waiting, held by a limit or budget, and done in the
+ *    last minute, of every model)} */
 json_t *gw_dash_snapshot_from_reply(const redisReply *r);
 
 /* What a viewer scoped to tenant sees of snap (borrowed): its rows, its
- * buckets ("<model>/t/<tenant>") and its minute, nothing account-wide. */
+ * buckets ("<model>/t/<tenant>"), its minute and its users, nothing
+ * account-wide. */
 json_t *gw_dash_snapshot_for_tenant(const json_t *snap, const char *tenant);
 
 /* The point of snap kept for the charts (15 minutes of them): {t, done,

@@ -9,7 +9,7 @@
 // the load starts; its
 // prompt holds a <script>.
 // Checks: login; the figures (llmq's own 429s too) equal `llmq status
-// --json`; the utilisation
+// --json`; each user's use against its fair share of its tenant; the utilisation
 // chart moves; the dead job retried from the page succeeds, and its calls
 // show one by one (the 500, the 200); the workers view shows each worker's
 // endpoints and version; ep-a disabled
@@ -104,7 +104,9 @@ let seq = 0, loading = true;
 (async () => {
   while (loading) {
     const ls = [];
-    for (let i = 0; i < 20; i++, seq++) ls.push(jobLine('load-' + seq, seq % 2 ? 'acme' : 'beta', 'job ' + seq));
+    // users: acme's ann and al, beta's bo (the tenants view's users)
+    for (let i = 0; i < 20; i++, seq++)
+      ls.push(jobLine('load-' + seq, seq % 2 ? 'acme' : 'beta', 'job ' + seq, { user: seq % 2 ? (seq % 4 === 1 ? 'ann' : 'al') : 'bo' }));
     try { enqueue('load', ls); } catch (e) { /* Redis restarting: the next round */ }
     await sleep(1000);
   }
@@ -224,6 +226,30 @@ try {
     r.querySelector('[data-field=endpoints]').textContent + ' | ' + r.querySelector('[data-field=version]').textContent);
   check('the workers view: dw1 serves ep-a and ep-b, and its version', w1 === 'ep-a, ep-b | ' + version, w1);
   await shot(page, 'workers');
+  // ---- tenants: each user's use against its fair share of its tenant ----
+  await page.click('nav button[data-view="tenants"]');
+  const users = await waitFor("acme's users ann and al with jobs done this minute", async () => {
+    const u = await page.evaluate(() => {
+      const rows = {};
+      for (const r of document.querySelectorAll('#table-users tbody tr')) {
+        const f = (n) => r.querySelector('[data-field=' + n + ']').textContent;
+        rows[r.dataset.tenant + '/' + r.dataset.user] = { jobs: f('jobs'), use: f('use'), fair: f('fair') };
+      }
+      // the snapshot the page drew them from
+      const snapJobs = {};
+      for (const x of snap.users || []) snapJobs[x.tenant + '/' + x.user] = x.jobs;
+      return { rows, snapJobs };
+    });
+    const a = u.rows['acme/ann'], b = u.rows['acme/al'];
+    return a && b && u.rows['beta/bo'] && Number(a.jobs) > 0 && Number(b.jobs) > 0 ? u : false;
+  });
+  check("the users view: acme's ann and al each owed 50 % of acme, beta's bo 100 % of beta",
+    users.rows['acme/ann'].fair === '50 %' && users.rows['acme/al'].fair === '50 %' && users.rows['beta/bo'].fair === '100 %',
+    JSON.stringify(users.rows));
+  check("and each user's jobs/min is the snapshot's",
+    Object.entries(users.rows).every(([k, r]) => Number(r.jobs.replace(/,/g, '')) === users.snapJobs[k]), JSON.stringify(users));
+  check("and a use share of its tenant's jobs", /^\d+ %$/.test(users.rows['acme/ann'].use), users.rows['acme/ann'].use);
+  await shot(page, 'tenants');
   await page.click('nav button[data-view="endpoints"]');
   await page.click('#table-endpoints tr[data-endpoint="ep-a"] button');
   await page.waitForSelector('#table-endpoints tr[data-endpoint="ep-a"][data-state="ok"]', { timeout: 60000 });
@@ -265,6 +291,10 @@ try {
   check("the tenant's viewer sees its tenant", seen.snap.includes('acme'));
   check('and nothing of another tenant (snapshot, charts, page)', !seen.snap.includes('beta') && !seen.points.includes('beta') && !seen.text.includes('beta'));
   check('nor the account-wide figures', !seen.snap.includes('"endpoints"') && !seen.snap.includes('"workers"'));
+  await tpage.click('nav button[data-view="tenants"]');
+  await tpage.waitForSelector('#table-users tbody tr');
+  const tusers = await tpage.$$eval('#table-users tbody tr', (rs) => rs.map((r) => r.dataset.tenant + '/' + r.dataset.user).sort());
+  check("the tenant's viewer: its users only (ann, al)", JSON.stringify(tusers) === JSON.stringify(['acme/al', 'acme/ann']), JSON.stringify(tusers));
   await tpage.click('nav button[data-view="jobs"]');
   await sleep(1500);
   const tdead = await tpage.$$eval('#table-dead tbody tr', (rs) => rs.map((r) => r.dataset.id));

@@ -440,6 +440,35 @@ function renderTenants() {
     cell(tr, use.join('; '));
     tb.appendChild(tr);
   }
+  renderUsers(by);
+}
+
+// Each named user against its tenant (by: the tenants' figures above): its
+// share of the tenant's jobs done in the last minute against an equal share
+// among the tenant's users with work.
+function renderUsers(by) {
+  const users = snap.users || [];
+  const active = new Map(); // tenant -> users with work
+  for (const u of users)
+    if (u.queued > 0 || u.jobs > 0) active.set(u.tenant, (active.get(u.tenant) || 0) + 1);
+  const tb = document.querySelector('#table-users tbody');
+  clear(tb);
+  for (const u of users.slice().sort((a, b) => (a.tenant + '|' + a.user < b.tenant + '|' + b.user ? -1 : 1))) {
+    const tr = el('tr');
+    tr.dataset.tenant = u.tenant;
+    tr.dataset.user = u.user;
+    const tjobs = (by.get(u.tenant) || { jobs: 0 }).jobs;
+    const busy = u.queued > 0 || u.jobs > 0;
+    const use = tjobs ? Math.round((100 * u.jobs) / tjobs) : -1;
+    const fair = busy ? Math.round(100 / active.get(u.tenant)) : -1;
+    cell(tr, u.tenant || '(none)'); cell(tr, u.user);
+    cell(tr, fmtInt(u.queued), 'num').dataset.field = 'queued';
+    cell(tr, fmtInt(u.parked), 'num').dataset.field = 'parked';
+    cell(tr, fmtInt(u.jobs), 'num').dataset.field = 'jobs';
+    cell(tr, use >= 0 ? use + ' %' : '-', 'num').dataset.field = 'use';
+    cell(tr, fair >= 0 ? fair + ' %' : '-', 'num').dataset.field = 'fair';
+    tb.appendChild(tr);
+  }
 }
 
 function renderWorkers() {
