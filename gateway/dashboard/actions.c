@@ -13,6 +13,7 @@
 
 #include "batches.h"
 #include "http.h"
+#include "jobs/attempts_log.h"
 #include "jobs/job_id.h"
 #include "jobs/job_pack.h"
 #include "list.h"
@@ -243,39 +244,16 @@ static const char *const job_fields[] = {
     "fin_ms", "attempts", "max_attempts", "last_error", "pin",  "deadline_ms", "body",   "att",
 };
 
-/* The calls of log (lua/lib/attempts.lua attempts_log: "<n>|call|call...",
- * each call "mode status start_ms took_ms in out endpoint model") as
- * members of job (borrowed): "calls_total": n (every call recorded), "calls":
- * [{mode, status, start_ms, took_ms, in_tokens, out_tokens, endpoint
- * ("": the implicit one), model}, ...] (the last 8, oldest first). A call
- * that does not parse is left out. (%200s: LLMQ_JOB_ID_MAX, a name's most.) */
+/* The calls of log (field att) as members of job (borrowed): "calls_total"
+ * (every call recorded) and "calls" (the last 8, oldest first:
+ * jobs/attempts_log.h). */
 static void job_attempts(json_t *job, const char *log, size_t len)
 {
-    char *text = strndup(log, len);
-    json_t *list = json_array();
-    if (text == NULL || list == NULL) {
-        free(text);
-        json_decref(list);
+    long long total = 0;
+    json_t *list = llmq_attempts_log_json(log, len, &total);
+    if (list == NULL)
         return;
-    }
-    char *save = NULL;
-    char *part = strtok_r(text, "|", &save);
-    long long calls = part != NULL ? strtoll(part, NULL, 10) : 0;
-    while ((part = strtok_r(NULL, "|", &save)) != NULL) {
-        char mode[16], status[32], endpoint[LLMQ_JOB_ID_MAX + 1], model[LLMQ_JOB_ID_MAX + 1];
-        long long start_ms, took_ms, in_tok, out_tok;
-        if (sscanf(part, "%15s %31s %lld %lld %lld %lld %200s %200s", mode, status, &start_ms,
-                   &took_ms, &in_tok, &out_tok, endpoint, model) != 8)
-            continue;
-        json_array_append_new(
-            list,
-            json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s}", "mode", mode, "status", status,
-                      "start_ms", (json_int_t)start_ms, "took_ms", (json_int_t)took_ms, "in_tokens",
-                      (json_int_t)in_tok, "out_tokens", (json_int_t)out_tok, "endpoint",
-                      strcmp(endpoint, "-") ? endpoint : "", "model", model));
-    }
-    free(text);
-    json_object_set_new(job, "calls_total", json_integer(calls));
+    json_object_set_new(job, "calls_total", json_integer(total));
     json_object_set_new(job, "calls", list);
 }
 #define N_JOB_FIELDS (sizeof(job_fields) / sizeof(job_fields[0]))

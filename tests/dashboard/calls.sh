@@ -3,10 +3,10 @@
 # the accounts' key and ep-a's, retrying at once; openai-sim answering its
 # first 9 calls 500): a job's calls one by one on the dashboard's job view
 # (lua/lib/attempts.lua: written by the settles, the last 8 kept, carried
-# into the ended record), a job found by its custom_id (a gateway Batch's
-# job too, by its custom_id alone, the viewer's tenant's only), a record of
-# the version before read as before,
-# and what the worker says it is (version, endpoints) in `llmq status
+# into the ended record; `llmq results --calls` prints the same), a job
+# found by its custom_id (a gateway Batch's job too, by its custom_id alone,
+# the viewer's tenant's only), a record of the version before read as
+# before, and what the worker says it is (version, endpoints) in `llmq status
 # --json` and the live snapshot.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -39,6 +39,15 @@ expect "calls 3..9: retries answered 500, by the account's key" \
     [ "${got[1]}" = "$(printf 'retry500,%.0s' 1 2 3 4 5 6; printf retry500)" ]
 expect "call 10: done, 200, gpt-4o-mini, with its tokens" [ "${got[2]}" = "done,200,gpt-4o-mini,true,true" ]
 expect "each call has its start (in order) and duration" [ "${got[3]}" = true ]
+# the same calls for a CLI user: llmq results --calls (jobs/attempts_log.h)
+"$llmq" results --calls c-1 >"$STACK_DIR/calls.json"
+expect "llmq results --calls c-1: the job view's calls, the same figures" \
+    [ "$(json_field "$STACK_DIR/calls.json" 'JSON.stringify([b.id, b.state, b.calls_total, b.calls])')" = \
+    "$(json_field "$out" 'JSON.stringify(["c-1", b.state, b.calls_total, b.calls])')" ]
+expect "... 10 calls made, 8 listed, the last done 200" \
+    [ "$(json_field "$STACK_DIR/calls.json" 'b.calls_total + "/" + b.calls.length + "/" + b.calls[7].mode + b.calls[7].status')" = "10/8/done200" ]
+"$llmq" results --calls --all >/dev/null 2>&1
+expect "--calls with --all: a usage error (2)" [ $? = 2 ]
 expect "the done job is its ended record alone (version 2)" bash -c \
     "[ \$(redis-cli -p $REDIS_PORT EXISTS '${P}job:c-1') = 0 ] && redis-cli -p $REDIS_PORT GETRANGE '${P}res:c-1' 0 1 | grep -qx E2"
 
