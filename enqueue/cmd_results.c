@@ -1,18 +1,23 @@
 /* llmq results: Batch output lines of finished jobs, by id, or all that are
  * kept (done ones from the retention index P done, oldest first, then the
- * dead ones from P dead). With --wait, named jobs are waited for. */
+ * dead ones from P dead). With --wait, named jobs are waited for. With
+ * --calls, each named job's calls one by one instead (what the dashboard's
+ * job view lists: lua/job_fields.lua att, jobs/attempts_log.h). */
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "cli_opts.h"
+#include "jobs/attempts_log.h"
 #include "jobs/job_id.h"
 #include "jobs/job_idset.h"
 #include "jobs/job_result.h"
 #include "jobs/job_store.h"
 #include "redis/keys.h"
 #include "redis/redis.h"
+#include "redis/reply_read.h"
 #include "redis/script.h"
 
 #define CHUNK 500
@@ -261,8 +266,64 @@ static int print_named(const struct llmq_cli *cli, redisContext *c, const char *
     return p.dead > 0 ? LLMQ_EXIT_DEAD : LLMQ_EXIT_OK;
 }
 
+/* One JSON line of job id's calls: {"id": its custom_id, "job": id, "state",
+ * "calls_total", "calls": [...]} (jobs/attempts_log.h). Returns 0, or -1
+ * (said on stderr) when Redis fails or the line cannot be made. */
+static int print_job_calls(const struct llmq_cli *cli, redisContext *c, const char *prefix,
+                           const char *id, FILE *out)
+{
+    const char *argv[] = {prefix, id, "state", "att"};
+    struct llmq_error err = {0};
+    redisReply *r = llmq_script_run(c, LLMQ_SCRIPT_JOB_FIELDS, 1, 4, argv, NULL, &err);
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+        llmq_cli_error(cli, "reading job %s: %s", id, r == NULL ? err.msg : "unexpected reply");
+        if (r != NULL)
+            freeReplyObject(r);
+        return -1;
+    }
+    const redisReply *att = r->element[1];
+    long long total = 0;
+    json_t *calls = att->type == REDIS_REPLY_STRING
+                        ? llmq_attempts_log_json(att->str, att->len, &total)
+                        : json_array();
+    char cid[LLMQ_JOB_ID_MAX + 1];
+    json_t *o = calls == NULL ? NULL
+                              : json_pack("{s:s, s:s, s:s, s:I, s:o}", "id",
+                                          llmq_job_id_to_custom(id, cid, sizeof(cid)), "job", id,
+                                          "state", llmq_reply_str_or(r->element[0], ""),
+                                          "calls_total", (json_int_t)total, "calls", calls);
+    freeReplyObject(r);
+    char *line = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (line == NULL) {
+        llmq_cli_error(cli, "job %s: cannot print its calls (out of memory, or not UTF-8)", id);
+        return -1;
+    }
+    fprintf(out, "%s\n", line);
+    free(line);
+    return 0;
+}
+
+/* --calls: the calls of each of ids[0..n); an id that is no job is a usage
+ * error (2), named on stderr before anything is printed. */
+static int print_calls(const struct llmq_cli *cli, redisContext *c, const char *prefix, char **ids,
+                       size_t n, FILE *out)
+{
+    long unknown = unknown_ids(cli, c, prefix, ids, n);
+    if (unknown != 0) {
+        if (unknown == -1)
+            llmq_cli_error(cli, "reading jobs: %s",
+                           c->err ? llmq_redis_context_error(c) : "unexpected reply");
+        return unknown == -1 ? LLMQ_EXIT_FAIL : LLMQ_EXIT_USAGE;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (print_job_calls(cli, c, prefix, ids[i], out) != 0)
+            return LLMQ_EXIT_FAIL;
+    return LLMQ_EXIT_OK;
+}
+
 struct results_opts {
-    int wait, all;
+    int wait, all, calls;
     long long timeout_s;
     const char *output;
     char **ids; /* once checked (none: --all) */
@@ -279,8 +340,9 @@ static int print_to_output(const struct llmq_cli *cli, redisContext *c, const ch
         llmq_cli_error(cli, "%s: cannot open for writing", o->output);
         return LLMQ_EXIT_FAIL;
     }
-    int code = o->all ? print_all(cli, c, prefix, out)
-                      : print_named(cli, c, prefix, o->ids, o->n, o->wait, o->timeout_s, out);
+    int code = o->all     ? print_all(cli, c, prefix, out)
+               : o->calls ? print_calls(cli, c, prefix, o->ids, o->n, out)
+                          : print_named(cli, c, prefix, o->ids, o->n, o->wait, o->timeout_s, out);
     if ((out != stdout ? fclose(out) : fflush(out)) != 0 && code == LLMQ_EXIT_OK) {
         llmq_cli_error(cli, "writing results failed");
         code = LLMQ_EXIT_FAIL;
@@ -293,6 +355,10 @@ static int run(const struct llmq_cli *cli, struct results_opts *o, char **ids, s
 {
     if (o->all == (n > 0) || (o->all && o->wait)) {
         llmq_cli_error(cli, "give job ids or --all (--wait only with ids; see --help)");
+        return LLMQ_EXIT_USAGE;
+    }
+    if (o->calls && (o->all || o->wait)) {
+        llmq_cli_error(cli, "--calls takes job ids, without --all or --wait (see --help)");
         return LLMQ_EXIT_USAGE;
     }
     if (o->timeout_s >= 0 && !o->wait) {
@@ -312,6 +378,9 @@ static const struct llmq_cli_opt options[] = {
     LLMQ_CLI_OPT_FLAG("wait", struct results_opts, wait, "wait for the named jobs to end"),
     LLMQ_CLI_OPT_FLAG("all", struct results_opts, all,
                       "every result kept (done jobs oldest first, then dead ones)"),
+    LLMQ_CLI_OPT_FLAG("calls", struct results_opts, calls,
+                      "instead of results: each job's calls one by one, the last 8 (one JSON "
+                      "line a job)"),
     LLMQ_CLI_OPT_INT("timeout", "S", struct results_opts, timeout_s, 0, 1LL << 31,
                      "with --wait: wait at most S seconds"),
     LLMQ_CLI_OPT_STR("output", "FILE", struct results_opts, output,
@@ -321,10 +390,16 @@ static const struct llmq_cli_opt options[] = {
 
 static const struct llmq_cli_spec spec = {
     .usage = "usage: llmq results ID... [--wait [--timeout S]] [--output FILE]\n"
-             "       llmq results --all [--output FILE]\n",
+             "       llmq results --all [--output FILE]\n"
+             "       llmq results --calls ID... [--output FILE]\n",
     .about = "Prints the Batch output line of each job (one JSON object per line):\n"
              "{\"id\", \"custom_id\", \"response\": {\"status_code\", \"request_id\", \"body\"}, "
-             "\"error\"}.\n",
+             "\"error\"}.\n"
+             "With --calls, each job's calls instead: {\"id\" (its custom_id), \"job\", "
+             "\"state\",\n"
+             "\"calls_total\", \"calls\": [{\"mode\", \"status\", \"start_ms\", "
+             "\"took_ms\", \"in_tokens\",\n"
+             "\"out_tokens\", \"endpoint\", \"model\"}]}.\n",
     .opts = options,
     .exit = "Exit: 0 ok; 1 a job has no result yet (or the wait timed out), Redis failure;\n"
             "2 usage error, or an id that is no job (named on stderr); 3 some job was\n"

@@ -405,6 +405,11 @@ static void add_quota_and_calibration(json_t *o, redisContext *c, const char *ac
     /* rate-limit 429s whose headers said the API had room (job_settle.lua) */
     long long spurious = llmq_job_store_stat(c, prefix, "http_429_spurious");
     json_object_set_new(json_object_get(o, "totals"), "http_429_spurious", json_integer(spurious));
+    /* 429s llmq-gateway answered itself, not the API (gateway/call_job.c) */
+    json_object_set_new(json_object_get(o, "totals"), "own_429_wait",
+                        json_integer(llmq_job_store_stat(c, prefix, "own_429_wait")));
+    json_object_set_new(json_object_get(o, "totals"), "own_429_budget",
+                        json_integer(llmq_job_store_stat(c, prefix, "own_429_budget")));
     struct llmq_calib_stats *st = NULL;
     size_t n = 0;
     json_t *cal = json_array();
@@ -592,6 +597,10 @@ static void print_queues(const json_t *o)
     if (jint(t, "http_429_spurious") > 0)
         printf("  %lld of those 429s were spurious: the API's own headers said it had room\n",
                jint(t, "http_429_spurious"));
+    if (jint(t, "own_429_wait") + jint(t, "own_429_budget") > 0)
+        printf("  llmq's own 429s (the gateway's answers, not the API's): %lld waited "
+               "--max-wait-ms for room, %lld over a spend budget\n",
+               jint(t, "own_429_wait"), jint(t, "own_429_budget"));
 }
 
 /* 1 when used is at or above pct percent of limit (> 0). */

@@ -48,7 +48,9 @@ struct group {
 struct top {
     struct group *g;
     size_t n;
-    long long stats[5], inflight, now_ms;
+    /* lua/top_snapshot.lua's [2]: done, dead, cancelled, http_429,
+     * insufficient_quota, http_429_spurious, own_429_wait, own_429_budget */
+    long long stats[8], inflight, now_ms;
     long long base_dead, base_429; /* at start, for "since top started" */
     int first;
     json_t *budgets;
@@ -152,7 +154,7 @@ static int read_snapshot(redisContext *c, const char *prefix, struct top *t)
         return -1;
     }
     t->now_ms = elem_ll(r->element[0]);
-    for (size_t i = 0; i < 5 && i < r->element[1]->elements; i++)
+    for (size_t i = 0; i < 8 && i < r->element[1]->elements; i++)
         t->stats[i] = elem_ll(r->element[1]->element[i]);
     t->inflight = elem_ll(r->element[2]);
     for (size_t i = 0; i < t->n; i++)
@@ -281,9 +283,12 @@ static void frame(const struct llmq_cli *cli, struct top *t, int clear)
     printf("%sllmq top%s  account %s  %s UTC%s%s", t->bold, t->plain, cli->account, when,
            clear ? "  (q quits)" : "", t->nl);
     printf("in flight %lld   done %lld   dead %lld (+%lld)   429s %lld (+%lld)   "
-           "insufficient_quota %lld%s%s",
+           "insufficient_quota %lld   spurious %lld%s",
            t->inflight, t->stats[0], t->stats[1], t->stats[1] - t->base_dead, t->stats[3],
-           t->stats[3] - t->base_429, t->stats[4], t->nl, t->nl);
+           t->stats[3] - t->base_429, t->stats[4], t->stats[5], t->nl);
+    /* the gateway's own 429s are not the API's: not in "429s" above */
+    printf("llmq's own 429s: %lld waited too long, %lld over a budget%s%s", t->stats[6],
+           t->stats[7], t->nl, t->nl);
     printf("%s%-28s %8s %10s %6s %6s %9s %9s %8s %14s%s%s", t->bold, "MODEL / TENANT", "RPM", "TPM",
            "REQ%", "TOK%", "QUEUED", "ETA", "DONE", "SPENT TODAY", t->plain, t->nl);
     qsort(t->g, t->n, sizeof(*t->g), group_cmp); /* a model, then its tenants */

@@ -116,11 +116,36 @@ enum gw_cancel_outcome gw_call_job_cancel_outcome(const redisReply *rep)
     return rep->element[1]->integer == 1 ? GW_CANCEL_SENT : GW_CANCEL_ENDED;
 }
 
+/* The causes of a 429 llmq gives itself (not the API's), and their P stats
+ * fields. */
+enum own_429 {
+    OWN_429_WAIT,   /* the call waited --max-wait-ms for room under llmq's limits */
+    OWN_429_BUDGET, /* an llmq spend budget refused it */
+};
+static const char *const own_429_field[] = {"own_429_wait", "own_429_budget"};
+
+/* Counts a 429 of cause c in this process's /metrics and in the account's
+ * P stats, which every gateway adds to and `llmq status`, `llmq top` and the
+ * dashboard's snapshot read. The HINCRBY is not waited for (the caller's
+ * answer is not held for a counter); while Redis is away it is lost. */
+static void count_own_429(struct gw *gw, enum own_429 c)
+{
+    if (c == OWN_429_WAIT)
+        gw->stats.own_429_wait++;
+    else
+        gw->stats.own_429_budget++;
+    redisAsyncContext *ac = gw_redis(gw);
+    char key[LLMQ_KEY_FIXED_MAX];
+    if (ac != NULL && llmq_key(key, sizeof(key), gw->prefix, LLMQ_KEY_STATS, NULL, NULL) == LLMQ_OK)
+        (void)redisAsyncCommand(ac, NULL, NULL, "HINCRBY %s %s 1", key, own_429_field[c]);
+}
+
 void gw_call_respond_waited_too_long(struct gw_request *r)
 {
     long long s = r->gw->cfg->max_wait_ms / 1000;
     snprintf(r->retry_after, sizeof(r->retry_after), "%lld", s > 0 ? s : 1);
     r->gw->stats.calls_timed_out++;
+    count_own_429(r->gw, OWN_429_WAIT);
     gw_respond_errorf(r, 429, "requests", NULL, "rate_limit_exceeded",
                       "The request waited %lld ms in llmq's queue for room (the shared rate "
                       "limits, or its model's endpoints) and was not sent (nothing was "
@@ -145,6 +170,7 @@ void gw_call_respond_result(struct gw_request *r, const char *job_id, const char
         gw_call_respond_waited_too_long(r);
     } else if (strcmp(res.error_code, "budget_exhausted") == 0) {
         /* OpenAI's answer when the account's quota is spent, naming llmq's budget */
+        count_own_429(r->gw, OWN_429_BUDGET);
         gw_respond_errorf(r, 429, "insufficient_quota", NULL, "insufficient_quota",
                           "You exceeded your current quota: %s",
                           res.error_message ? res.error_message : "a spend budget is exhausted");

@@ -31,6 +31,9 @@ struct gw_dash;
 struct gw_stats {
     unsigned long long requests, responses_2xx, responses_4xx, responses_5xx;
     unsigned long long calls_enqueued, calls_cancelled, calls_timed_out;
+    /* 429s llmq gave itself (call_job.c): a call waited --max-wait-ms, or a
+     * spend budget refused it */
+    unsigned long long own_429_wait, own_429_budget;
     unsigned long long call_bodies_decoded; /* each call's body, once (calls.h) */
     unsigned long long files_created, batches_created, batches_cancelled;
     unsigned long long body_timeouts; /* connections closed: a body too slow (http.c) */

@@ -37,6 +37,13 @@ char *gw_metrics_text(struct gw *gw, size_t *len)
             "too long.\n"
             "# TYPE llmq_gateway_calls_timed_out_total counter\n"
             "llmq_gateway_calls_timed_out_total %llu\n"
+            "# HELP llmq_gateway_own_429_total Calls answered 429 by llmq itself, not the "
+            "API, by cause: wait (waited --max-wait-ms for room under llmq's limits), budget "
+            "(an llmq spend budget refused it). The account's sum of every gateway is in "
+            "llmq status --json (totals.own_429_wait, totals.own_429_budget).\n"
+            "# TYPE llmq_gateway_own_429_total counter\n"
+            "llmq_gateway_own_429_total{cause=\"wait\"} %llu\n"
+            "llmq_gateway_own_429_total{cause=\"budget\"} %llu\n"
             "# HELP llmq_gateway_call_bodies_decoded_total Call bodies decoded (once per call, "
             "synchronous or streamed).\n"
             "# TYPE llmq_gateway_call_bodies_decoded_total counter\n"
@@ -65,9 +72,9 @@ char *gw_metrics_text(struct gw *gw, size_t *len)
             "# TYPE llmq_gateway_redis_ready gauge\n"
             "llmq_gateway_redis_ready %d\n",
             s->requests, s->responses_2xx, s->responses_4xx, s->responses_5xx, s->calls_enqueued,
-            s->calls_cancelled, s->calls_timed_out, s->call_bodies_decoded, s->calls_waiting,
-            s->uploads_validating, s->files_created, s->batches_created, s->batches_cancelled,
-            s->batch_inputs_checked_again,
+            s->calls_cancelled, s->calls_timed_out, s->own_429_wait, s->own_429_budget,
+            s->call_bodies_decoded, s->calls_waiting, s->uploads_validating, s->files_created,
+            s->batches_created, s->batches_cancelled, s->batch_inputs_checked_again,
             llmq_redis_async_ready(gw->redis) && llmq_redis_async_ready(gw->events));
     unsigned long long head_timeouts, evicted;
     gw_http_slow_counts(gw->http, &head_timeouts, &evicted);

@@ -5,7 +5,8 @@
 -- Reply:
 --   [1] now_ms (Redis TIME)
 --   [2] {done, dead, cancelled, http_429, insufficient_quota,
---       http_429_spurious}: P stats
+--       http_429_spurious, own_429_wait, own_429_budget}: P stats (the
+--       last two: 429s llmq-gateway answered itself, gateway/call_job.c)
 --   [3] jobs in flight (delivered, not settled: the groups' pending entries)
 --   [4] waiting jobs per (model, tenant), flat: model, tenant ('' none),
 --       queued jobs, blocked (1 when one of its nodes waits: a limit or a
@@ -23,7 +24,9 @@
 --       delayed, dead_letters (entries of P dead), workers: {name: last
 --       heartbeat ms}, worker_info: {name: {version, endpoints}} (P winfo:
 --       what each said it is), worker_jobs: {consumer: jobs in flight},
---       endpoints: what endpoint_list.lua replies}
+--       endpoints: what endpoint_list.lua replies, users: {"<tenant>|<user>":
+--       {queued, parked, jobs}} (each named user's jobs waiting and held by
+--       a limit or a budget, of every model, and done in the last minute)}
 -- uses job_record: llmq_job_read
 -- uses jobs: JOBS_PRIORITIES, LLMQ_JOBS_GROUP
 -- uses keys: KEY
@@ -35,9 +38,9 @@ local P = KEYS[1]
 local now = llmq_now_ms()
 local MAX_KEYS = 2000
 local v = redis.call('HMGET', KEY.stats(P), 'done', 'dead', 'cancelled', 'http_429',
-    'insufficient_quota', 'http_429_spurious')
+    'insufficient_quota', 'http_429_spurious', 'own_429_wait', 'own_429_budget')
 local stats = {}
-for i = 1, 6 do
+for i = 1, 8 do
     stats[i] = tonumber(v[i]) or 0
 end
 local inflight = 0
@@ -78,6 +81,9 @@ local function children(path, zkey)
 end
 
 local depth, waits, order = {}, {}, {}
+-- per "<tenant>|<user>" of a named user: {queued, parked (held by a limit
+-- or a budget)}, every model and priority
+local users = {}
 -- when the oldest job at the head of a key queue was enqueued (ms), per
 -- group and priority
 local oldest_g, oldest_p = {}, {}
@@ -111,12 +117,21 @@ for _, prio in ipairs(JOBS_PRIORITIES) do
                         order[#order + 1] = g
                     end
                     local kq = KEY.key_queue(P, kpath)
-                    depth[g] = depth[g] + redis.call('LLEN', kq)
+                    local len = redis.call('LLEN', kq)
+                    depth[g] = depth[g] + len
                     local t = head_enq_ms(kq)
                     oldest_g[g] = older(oldest_g[g], t)
                     oldest_p[prio] = older(oldest_p[prio], t)
-                    if blocked[mpath] or blocked[tpath] or blocked[kpath] then
+                    local held_here = blocked[mpath] or blocked[tpath] or blocked[kpath]
+                    if held_here then
                         waits[g] = 1
+                    end
+                    if user ~= '' then
+                        local ukey = tenant .. '|' .. user
+                        local u = users[ukey] or { 0, 0 }
+                        u[1] = u[1] + len
+                        u[2] = u[2] + (held_here and len or 0)
+                        users[ukey] = u
                     end
                 end
             end
@@ -190,8 +205,21 @@ for sec = s_now - 59, s_now do
         minute[f[i]] = (minute[f[i]] or 0) + (tonumber(f[i + 1]) or 0)
     end
 end
+-- a named user's jobs ("<model>|<tenant>|<user>|un", lua/lib/budget.lua)
+-- go to views.users (every model's), the rest to [6]
 for field, n in pairs(minute) do
-    last[#last + 1] = field
-    last[#last + 1] = n
+    local tu = string.match(field, '^[^|]*|([^|]*|[^|]*)|un$')
+    if tu then
+        local u = users[tu] or { 0, 0 }
+        u[3] = (u[3] or 0) + n
+        users[tu] = u
+    else
+        last[#last + 1] = field
+        last[#last + 1] = n
+    end
+end
+views.users = {}
+for tu, u in pairs(users) do
+    views.users[tu] = { queued = u[1], parked = u[2], jobs = u[3] or 0 }
 end
 return { now, stats, inflight, queues, buckets, last, cjson.encode(views) }

@@ -4,7 +4,10 @@
 #                      flags, client keys refused, CSRF, a viewer's and a
 #                      tenant's actions refused, logout and revoke (http.sh)
 #   dashboard_calls    a job's calls one by one on the job view (9 × 500 then
-#                      200: the last 8 kept), a version-1 ended record read,
+#                      200: the last 8 kept) and the same from `llmq results
+#                      --calls`, a gateway Batch's job found by
+#                      its custom_id alone (the viewer's tenant's), a
+#                      version-1 ended record read,
 #                      a worker's version and endpoints in `llmq status` and
 #                      the snapshot (calls.sh)
 #   dashboard_browser  Debian's chromium driven by puppeteer-core under load:

@@ -82,11 +82,13 @@ set_tests_properties(gateway_upload_names PROPERTIES LABELS integration TIMEOUT 
 #   gateway_spend_budget  curl: a synchronous call over a spend budget (a
 #                         tenant's tokens, a key's USD) is a 429
 #                         insufficient_quota at once naming the budget; an
-#                         unpriced model under a USD budget is a 400 (spend.sh)
+#                         unpriced model under a USD budget is a 400; these
+#                         429s and a --max-wait-ms one counted as llmq's own
+#                         (status --json, /metrics, the dashboard) (spend.sh)
 add_test(NAME gateway_spend_budget
     COMMAND ${LLMQ_GW_DIR}/stack.sh ${PROJECT_BINARY_DIR}/bin bash ${LLMQ_GW_DIR}/spend.sh)
 set_tests_properties(gateway_spend_budget PROPERTIES LABELS integration TIMEOUT 120
-    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};GW_FLAGS=--max-wait-ms 5000;SIM_FLAGS=--models gpt-4o-mini")
+    ENVIRONMENT "REDIS_SERVER=${REDIS_SERVER};GW_FLAGS=--max-wait-ms 5000;SIM_FLAGS=--models gpt-4o-mini,gpt-4o;LIMITS=gpt-4o --rpm 1 --period-ms 60000")
 #   gateway_fallback_cost a synchronous call's job holds its cost as its
 #                         model's fallback (fallback_cost.sh)
 add_test(NAME gateway_fallback_cost

@@ -211,7 +211,10 @@
  *                            (429 replies seen; the worker HINCRBYs it),
  *                            insufficient_quota (those of them that were),
  *                            http_429_spurious (rate-limit 429s whose headers
- *                            said the API had room: job_settle.lua);
+ *                            said the API had room: job_settle.lua),
+ *                            own_429_wait and own_429_budget (429s llmq-gateway
+ *                            answered itself: a call waited --max-wait-ms, or a
+ *                            spend budget refused it; gateway/call_job.c);
  *                            offload's per model (lua/offload_stats.lua):
  *                            pb_staged|<model>, pb_offloaded|<model>,
  *                            pb_done|<model>, pb_failed|<model>,

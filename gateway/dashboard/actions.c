@@ -13,6 +13,7 @@
 
 #include "batches.h"
 #include "http.h"
+#include "jobs/attempts_log.h"
 #include "jobs/job_id.h"
 #include "jobs/job_pack.h"
 #include "list.h"
@@ -243,46 +244,34 @@ static const char *const job_fields[] = {
     "fin_ms", "attempts", "max_attempts", "last_error", "pin",  "deadline_ms", "body",   "att",
 };
 
-/* The calls of log (lua/lib/attempts.lua attempts_log: "<n>|call|call...",
- * each call "mode status start_ms took_ms in out endpoint model") as
- * members of job (borrowed): "calls_total": n (every call recorded), "calls":
- * [{mode, status, start_ms, took_ms, in_tokens, out_tokens, endpoint
- * ("": the implicit one), model}, ...] (the last 8, oldest first). A call
- * that does not parse is left out. (%200s: LLMQ_JOB_ID_MAX, a name's most.) */
+/* The calls of log (field att) as members of job (borrowed): "calls_total"
+ * (every call recorded) and "calls" (the last 8, oldest first:
+ * jobs/attempts_log.h). */
 static void job_attempts(json_t *job, const char *log, size_t len)
 {
-    char *text = strndup(log, len);
-    json_t *list = json_array();
-    if (text == NULL || list == NULL) {
-        free(text);
-        json_decref(list);
+    long long total = 0;
+    json_t *list = llmq_attempts_log_json(log, len, &total);
+    if (list == NULL)
         return;
-    }
-    char *save = NULL;
-    char *part = strtok_r(text, "|", &save);
-    long long calls = part != NULL ? strtoll(part, NULL, 10) : 0;
-    while ((part = strtok_r(NULL, "|", &save)) != NULL) {
-        char mode[16], status[32], endpoint[LLMQ_JOB_ID_MAX + 1], model[LLMQ_JOB_ID_MAX + 1];
-        long long start_ms, took_ms, in_tok, out_tok;
-        if (sscanf(part, "%15s %31s %lld %lld %lld %lld %200s %200s", mode, status, &start_ms,
-                   &took_ms, &in_tok, &out_tok, endpoint, model) != 8)
-            continue;
-        json_array_append_new(
-            list,
-            json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:s}", "mode", mode, "status", status,
-                      "start_ms", (json_int_t)start_ms, "took_ms", (json_int_t)took_ms, "in_tokens",
-                      (json_int_t)in_tok, "out_tokens", (json_int_t)out_tok, "endpoint",
-                      strcmp(endpoint, "-") ? endpoint : "", "model", model));
-    }
-    free(text);
-    json_object_set_new(job, "calls_total", json_integer(calls));
+    json_object_set_new(job, "calls_total", json_integer(total));
     json_object_set_new(job, "calls", list);
 }
 #define N_JOB_FIELDS (sizeof(job_fields) / sizeof(job_fields[0]))
 
+/* How many of the newest gateway Batches a custom_id is looked for in, and
+ * how many of their jobs are listed when more than one has it. */
+#define JOB_FIND_BATCHES "1000"
+#define JOB_FIND_MAX "20"
+
 struct job_get {
     char tenant[LLMQ_JOB_ID_MAX + 1];
+    char id[LLMQ_JOB_ID_MAX + 1];     /* the job read */
+    char custom[LLMQ_JOB_ID_MAX + 1]; /* the id of the custom_id typed, "": none */
+    int searched;                     /* job_find ran: a miss now is a 404 */
 };
+
+static void job_fields_run(struct gw_request *r, const char *id);
+static void on_job_find(redisAsyncContext *ac, redisReply *x, void *privdata);
 
 static void on_job(redisAsyncContext *ac, redisReply *x, void *privdata)
 {
@@ -313,11 +302,60 @@ static void on_job(redisAsyncContext *ac, redisReply *x, void *privdata)
         const char *t = json_string_value(json_object_get(job, "tenant"));
         if (!any || (g->tenant[0] && (t == NULL || strcmp(t, g->tenant) != 0))) {
             json_decref(job); /* another tenant's job is as absent as no job */
-            gw_respond_errorf(r, 404, "invalid_request_error", "id", NULL, "No such job.");
+            if (!g->searched && g->custom[0] != '\0') {
+                /* not a job id: a custom_id of a gateway Batch's job? */
+                g->searched = 1;
+                const char *argv[] = {r->gw->prefix, g->custom, g->tenant, JOB_FIND_BATCHES,
+                                      JOB_FIND_MAX};
+                run(r, LLMQ_SCRIPT_JOB_FIND, 5, argv, on_job_find);
+            } else {
+                gw_respond_errorf(r, 404, "invalid_request_error", "id", NULL,
+                                  "No such job: no job has this id, and no job of the newest "
+                                  "%s batches has this custom_id.",
+                                  JOB_FIND_BATCHES);
+            }
         } else {
+            json_object_set_new(job, "id", json_string(g->id));
             gw_respond_json(r, 200, job);
         }
     }
+}
+
+/* job_find's reply {batches looked at, job id, ...}: one job is shown, more
+ * are listed for the page to choose ({"matches": [id, ...]}). */
+static void on_job_find(redisAsyncContext *ac, redisReply *x, void *privdata)
+{
+    (void)ac;
+    struct gw_request *r = privdata;
+    if (script_failed(r, x))
+        return;
+    size_t n = x->type == REDIS_REPLY_ARRAY && x->elements > 0 ? x->elements - 1 : 0;
+    if (n == 0) {
+        gw_respond_errorf(r, 404, "invalid_request_error", "id", NULL,
+                          "No such job: no job has this id, and no job of the newest %s "
+                          "batches has this custom_id.",
+                          JOB_FIND_BATCHES);
+    } else if (n == 1) {
+        char id[LLMQ_JOB_ID_MAX + 1];
+        snprintf(id, sizeof(id), "%s", llmq_reply_str_or(x->element[1], ""));
+        job_fields_run(r, id);
+    } else {
+        json_t *ids = json_array();
+        for (size_t i = 1; i < x->elements; i++)
+            json_array_append_new(ids, json_string(llmq_reply_str_or(x->element[i], "")));
+        gw_respond_json(r, 200, json_pack("{s:o}", "matches", ids));
+    }
+}
+
+/* Reads job id's fields for r (its job_get in r->state); on_job answers. */
+static void job_fields_run(struct gw_request *r, const char *id)
+{
+    struct job_get *g = r->state;
+    snprintf(g->id, sizeof(g->id), "%s", id);
+    const char *argv[2 + N_JOB_FIELDS] = {r->gw->prefix, id};
+    for (size_t i = 0; i < N_JOB_FIELDS; i++)
+        argv[2 + i] = job_fields[i];
+    run(r, LLMQ_SCRIPT_JOB_FIELDS, (int)(2 + N_JOB_FIELDS), argv, on_job);
 }
 
 void gw_dash_job_get(struct gw_request *r, const struct gw_dash_viewer *v)
@@ -340,12 +378,14 @@ void gw_dash_job_get(struct gw_request *r, const struct gw_dash_viewer *v)
         return;
     }
     snprintf(g->tenant, sizeof(g->tenant), "%s", v->tenant);
+    /* a Batch's job is "<batch id>.<id of its custom_id>" (batches.c): the
+     * part after the batch's id must fit too */
+    if (llmq_job_id_from_custom(typed, strlen(typed), g->custom, sizeof(g->custom), NULL) !=
+        LLMQ_OK)
+        g->custom[0] = '\0';
     r->state = g;
     r->state_free = free;
-    const char *argv[2 + N_JOB_FIELDS] = {r->gw->prefix, id};
-    for (size_t i = 0; i < N_JOB_FIELDS; i++)
-        argv[2 + i] = job_fields[i];
-    run(r, LLMQ_SCRIPT_JOB_FIELDS, (int)(2 + N_JOB_FIELDS), argv, on_job);
+    job_fields_run(r, id);
 }
 
 /* ---- batches ---- */

@@ -10,7 +10,10 @@
  *        (lua/endpoint_admin.lua, `llmq endpoints enable|disable`)
  *   GET  api/job?id=   one job's life (lua/job_fields.lua, the body unpacked,
  *        its calls one by one); id: a job id, or a custom_id that is no
- *        name, taken as `llmq enqueue` makes its id (jobs/job_id.h)
+ *        name, taken as `llmq enqueue` makes its id (jobs/job_id.h); when
+ *        no job has that id, the custom_id of a job of one of the newest
+ *        1000 gateway Batches (of the viewer's tenant; lua/job_find.lua):
+ *        the job when one has it, {"matches": [job id, ...]} when several
  *   GET  api/batches   the gateway's batches with their progress (list.h,
  *        newest first; a tenant's viewer its tenant's)
  *   GET  api/budgets   spend budgets with their spend this period and the jobs

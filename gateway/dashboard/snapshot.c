@@ -52,6 +52,27 @@ static void add_minute(json_t *rows, const char *field, long long n)
         json_object_set_new(found, tok ? "tokens" : "jobs", json_integer(n));
 }
 
+/* views.users (borrowed: {"<tenant>|<user>": {queued, parked, jobs}}) as
+ * new [{tenant, user, queued, parked, jobs}]. */
+static json_t *users_of(const json_t *by)
+{
+    json_t *out = json_array();
+    const char *tu;
+    json_t *u;
+    json_object_foreach((json_t *)by, tu, u)
+    {
+        const char *bar = strchr(tu, '|');
+        if (bar == NULL)
+            continue;
+        json_array_append_new(
+            out, json_pack("{s:s%, s:s, s:I, s:I, s:I}", "tenant", tu, (size_t)(bar - tu), "user",
+                           bar + 1, "queued", json_integer_value(json_object_get(u, "queued")),
+                           "parked", json_integer_value(json_object_get(u, "parked")), "jobs",
+                           json_integer_value(json_object_get(u, "jobs"))));
+    }
+    return out;
+}
+
 json_t *gw_dash_snapshot_from_reply(const redisReply *r)
 {
     if (!is_array(r, 7) || !is_array(r->element[1], 5) || !is_array(r->element[3], 0) ||
@@ -103,15 +124,17 @@ json_t *gw_dash_snapshot_from_reply(const redisReply *r)
                                json_is_array(eps) ? json_incref(eps) : json_array()));
     }
     json_t *snap = json_pack(
-        "{s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:I, s:o, s:o, s:o, s:O?, s:O?, s:O?, s:o, s:O?}",
+        "{s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:I, s:o, s:o, s:o, s:O?, s:O?, s:O?, "
+        "s:o, s:O?, s:o}",
         "now_ms", (json_int_t)now, "stats", "done", (json_int_t)at(st, 0), "dead",
         (json_int_t)at(st, 1), "cancelled", (json_int_t)at(st, 2), "http_429",
         (json_int_t)at(st, 3), "insufficient_quota", (json_int_t)at(st, 4), "http_429_spurious",
-        (json_int_t)at(st, 5), "in_flight", (json_int_t)llmq_reply_int_or(r->element[2], 0), "rows",
+        (json_int_t)at(st, 5), "own_429_wait", (json_int_t)at(st, 6), "own_429_budget",
+        (json_int_t)at(st, 7), "in_flight", (json_int_t)llmq_reply_int_or(r->element[2], 0), "rows",
         rows, "buckets", buckets, "minute", minute, "queues", json_object_get(views, "queues"),
         "delayed", json_object_get(views, "delayed"), "dead_letters",
         json_object_get(views, "dead_letters"), "workers", workers, "endpoints",
-        json_object_get(views, "endpoints"));
+        json_object_get(views, "endpoints"), "users", users_of(json_object_get(views, "users")));
     json_decref(views);
     return snap;
 }
@@ -141,11 +164,22 @@ static json_t *only_tenant(const json_t *a, const char *key, const char *tenant)
 
 json_t *gw_dash_snapshot_for_tenant(const json_t *snap, const char *tenant)
 {
-    return json_pack("{s:O, s:s, s:o, s:o, s:o}", "now_ms", json_object_get(snap, "now_ms"),
+    return json_pack("{s:O, s:s, s:o, s:o, s:o, s:o}", "now_ms", json_object_get(snap, "now_ms"),
                      "tenant", tenant, "rows",
                      only_tenant(json_object_get(snap, "rows"), "tenant", tenant), "buckets",
                      only_tenant(json_object_get(snap, "buckets"), NULL, tenant), "minute",
-                     only_tenant(json_object_get(snap, "minute"), "tenant", tenant));
+                     only_tenant(json_object_get(snap, "minute"), "tenant", tenant), "users",
+                     only_tenant(json_object_get(snap, "users"), "tenant", tenant));
+}
+
+/* A chart point's figures of bucket e (borrowed; a snapshot's bucket or an
+ * endpoint's model, both with requests_used/_limit and tokens_used/_limit):
+ * new [requests used, requests limit, tokens used, tokens limit]. */
+static json_t *bucket_tuple(const json_t *e)
+{
+    return json_pack("[O, O, O, O]", json_object_get(e, "requests_used"),
+                     json_object_get(e, "requests_limit"), json_object_get(e, "tokens_used"),
+                     json_object_get(e, "tokens_limit"));
 }
 
 json_t *gw_dash_snapshot_point(const json_t *snap)
@@ -164,11 +198,7 @@ json_t *gw_dash_snapshot_point(const json_t *snap)
     {
         const char *name = json_string_value(json_object_get(e, "name"));
         if (name != NULL)
-            json_object_set_new(b, name,
-                                json_pack("[O, O, O, O]", json_object_get(e, "requests_used"),
-                                          json_object_get(e, "requests_limit"),
-                                          json_object_get(e, "tokens_used"),
-                                          json_object_get(e, "tokens_limit")));
+            json_object_set_new(b, name, bucket_tuple(e));
     }
     /* and every endpoint's bucket of each model it serves */
     json_t *ep;
@@ -180,18 +210,16 @@ json_t *gw_dash_snapshot_point(const json_t *snap)
         {
             const char *name = json_string_value(json_object_get(m, "bucket"));
             if (name != NULL)
-                json_object_set_new(b, name,
-                                    json_pack("[O, O, O, O]", json_object_get(m, "requests_used"),
-                                              json_object_get(m, "requests_limit"),
-                                              json_object_get(m, "tokens_used"),
-                                              json_object_get(m, "tokens_limit")));
+                json_object_set_new(b, name, bucket_tuple(m));
         }
     }
-    return json_pack("{s:O, s:O, s:O, s:O, s:O, s:o, s:o}", "t", json_object_get(snap, "now_ms"),
-                     "done", json_object_get(st, "done"), "http_429",
-                     json_object_get(st, "http_429"), "insufficient_quota",
+    return json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:o, s:o}", "t",
+                     json_object_get(snap, "now_ms"), "done", json_object_get(st, "done"),
+                     "http_429", json_object_get(st, "http_429"), "insufficient_quota",
                      json_object_get(st, "insufficient_quota"), "http_429_spurious",
-                     json_object_get(st, "http_429_spurious"), "queued", queued, "b", b);
+                     json_object_get(st, "http_429_spurious"), "own_429_wait",
+                     json_object_get(st, "own_429_wait"), "own_429_budget",
+                     json_object_get(st, "own_429_budget"), "queued", queued, "b", b);
 }
 
 json_t *gw_dash_point_for_tenant(const json_t *point, const char *tenant)

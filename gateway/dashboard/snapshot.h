@@ -13,7 +13,10 @@
 /* The snapshot of reply r (borrowed):
  *   {now_ms, stats: {done, dead, cancelled, http_429, insufficient_quota,
  *                    http_429_spurious (of the 429s, those whose headers
- *                    said the API's window had room)},
+ *                    said the API's window had room), own_429_wait,
+ *                    own_429_budget (429s llmq-gateway answered itself, not
+ *                    the API: a call that waited --max-wait-ms, a call over
+ *                    a spend budget; not among http_429)},
  *    in_flight, rows: [{model, tenant, queued, blocked, oldest_enq_ms}],
  *    buckets: [{name, requests_used, tokens_used, requests_limit,
  *               tokens_limit, period_ms}],
@@ -21,15 +24,19 @@
  *    queues: {<prio>: {queued, in_flight, oldest_enq_ms}}, delayed,
  *    dead_letters, workers: [{name, seen_ms_ago, in_flight, version (absent when
  *    the worker has not said), endpoints: [served; "" the implicit one]}],
- *    endpoints: {...}} */
+ *    endpoints: {...}, users: [{tenant, user, queued, parked, jobs}] (each
+ *    named user's jobs waiting, held by a limit or budget, and done in the
+ *    last minute, of every model)} */
 json_t *gw_dash_snapshot_from_reply(const redisReply *r);
 
 /* What a viewer scoped to tenant sees of snap (borrowed): its rows, its
- * buckets ("<model>/t/<tenant>") and its minute, nothing account-wide. */
+ * buckets ("<model>/t/<tenant>"), its minute and its users, nothing
+ * account-wide. */
 json_t *gw_dash_snapshot_for_tenant(const json_t *snap, const char *tenant);
 
 /* The point of snap kept for the charts (15 minutes of them): {t, done,
- * http_429, insufficient_quota, queued: {<prio>: n}, b: {<bucket>:
+ * http_429, insufficient_quota, http_429_spurious, own_429_wait,
+ * own_429_budget, queued: {<prio>: n}, b: {<bucket>:
  * [requests_used, requests_limit, tokens_used, tokens_limit]}}: the
  * buckets of the rows and of every endpoint's models. */
 json_t *gw_dash_snapshot_point(const json_t *snap);

@@ -412,7 +412,8 @@ local BUDGET_DONE_SEC_KEEP_MS = 120000
 
 -- Writes tally (budget_spend_add) to the spend counters, and its jobs and
 -- tokens per model and tenant to the second of now_ms (P done_sec:<s>,
--- fields "<model>|<tenant>|<n|tok>").
+-- fields "<model>|<tenant>|<n|tok>"; and a named user's jobs,
+-- "<model>|<tenant>|<user>|un", for the dashboard's fair share per user).
 local function budget_spend_flush(P, tally, now_ms)
     local sec = {}
     for day, t in pairs(tally) do
@@ -420,9 +421,13 @@ local function budget_spend_flush(P, tally, now_ms)
         for field, n in pairs(t) do
             if n ~= 0 then
                 redis.call('HINCRBY', key, field, llmq_int_text(n))
-                local mt, kind = string.match(field, '^([^|]*|[^|]*)|.*|([^|]*)$')
+                local mt, user, kind = string.match(field, '^([^|]*|[^|]*)|(.*)|([^|]*)$')
                 if kind == 'n' or kind == 'tok' then
                     sec[mt .. '|' .. kind] = (sec[mt .. '|' .. kind] or 0) + n
+                end
+                if kind == 'n' and user ~= '' then
+                    local uf = mt .. '|' .. user .. '|un'
+                    sec[uf] = (sec[uf] or 0) + n
                 end
             end
         end

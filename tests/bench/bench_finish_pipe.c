@@ -7,8 +7,11 @@
  * prompt). With "packed" the line
  * goes packed, as this version's worker sends a done job's
  * (worker/job_settle.c); with "text" as it is, as versions before did.
+ * With "call" the finish records the one call that ended the job, as a
+ * settle does since records keep a job's calls (lua/lib/attempts.lua; a
+ * 200 of 850 ms, 40 tokens in and 64 out, the account's key).
  *
- * usage: bench_finish_pipe FN PREFIX packed|text < jobs.jsonl | redis-cli --pipe
+ * usage: bench_finish_pipe FN PREFIX packed|text [call] < jobs.jsonl | redis-cli --pipe
  * Deterministic (a fixed seed). Exit 2 on bad usage, 1 on a line without a
  * custom_id or out of memory. */
 #include <stdio.h>
@@ -46,10 +49,13 @@ static size_t output_line(char *buf, size_t cap, const char *id, size_t want, un
 
 int main(int argc, char **argv)
 {
-    if (argc != 4 || (strcmp(argv[3], "packed") != 0 && strcmp(argv[3], "text") != 0)) {
-        fprintf(stderr, "usage: bench_finish_pipe FN PREFIX packed|text < jobs.jsonl\n");
+    if (argc < 4 || argc > 5 || (strcmp(argv[3], "packed") != 0 && strcmp(argv[3], "text") != 0) ||
+        (argc == 5 && strcmp(argv[4], "call") != 0)) {
+        fprintf(stderr, "usage: bench_finish_pipe FN PREFIX packed|text [call] < jobs.jsonl\n");
         return 2;
     }
+    /* a call as job_settle.lua records one: its start a fixed unix ms */
+    const char *call = argc == 5 ? "done 200 1765000000000 850 40 64 - gpt-4o-mini" : NULL;
     int pack = strcmp(argv[3], "packed") == 0;
     struct llmq_job_packer *pk = pack ? llmq_job_packer_new() : NULL;
     size_t cap = 4u << 20;
@@ -72,7 +78,7 @@ int main(int argc, char **argv)
         size_t packed_len = 0;
         if (pack && llmq_job_packer_pack(pk, out, n, &packed, &packed_len, NULL) != LLMQ_OK)
             return 1;
-        fputs("*8\r\n", stdout);
+        fputs(call != NULL ? "*9\r\n" : "*8\r\n", stdout);
         bulk("FCALL", 5);
         bulk(argv[1], strlen(argv[1]));
         bulk("1", 1);
@@ -84,6 +90,8 @@ int main(int argc, char **argv)
         else
             bulk(out, n);
         bulk("", 0); /* reason: none for done */
+        if (call != NULL)
+            bulk(call, strlen(call));
         free(packed);
     }
     llmq_job_packer_free(pk);

@@ -8,7 +8,9 @@
 # Memory: for a small (the 183-byte line of `bench_jobs`), a 4 KiB and a 100 KiB
 # body, at two counts each, INFO used_memory before and after `llmq enqueue`
 # of N jobs (per queued job: its record or keys and its queue entries), then
-# after every job is ended done by job_finish (FCALL, as a settle does) with
+# after every job is ended done by job_finish (FCALL, as a settle does; for
+# "after" with the one call that ended it, as a settle records it since
+# records keep a job's calls) with
 # an output line as long as its request line, shaped as a chat completion's,
 # packed for "after" and as text for "before", as each version's worker
 # sends it (tests/bench/bench_finish_pipe.c) (per finished job: what the
@@ -78,18 +80,19 @@ jobs() {
             printf "{\"custom_id\":\"%s-%d\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\",\"body\":{\"model\":\"gpt-4o-mini\",\"max_tokens\":64,\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}]}}\n", t, i, pad }' >"$1"
 }
 
-# finish_all FN ACCOUNT FILE HOW: ends every job of FILE done through
+# finish_all FN ACCOUNT FILE HOW [call]: ends every job of FILE done through
 # function FN with an output line as long as the job's line, shaped as a chat
 # completion's (tests/bench/bench_finish_pipe.c), packed or as text (HOW: as
-# that version's worker sends it), with redis-cli --pipe.
+# that version's worker sends it), with redis-cli --pipe; with "call", its
+# record keeps the call that ended it, as this version's settle does.
 finish_all() {
-    "$finish_pipe" "$1" "llmq:{$2}:" "$4" <"$3" | rc --pipe >/dev/null
+    "$finish_pipe" "$1" "llmq:{$2}:" "$4" ${5:-} <"$3" | rc --pipe >/dev/null
 }
 
 # measure VERSION BIN KIND BODY N: prints one table row.
 measure() {
-    local version=$1 b=$2 kind=$3 size=$4 n=$5 acct=mem fn how=text
-    [ "$version" = after ] && how=packed
+    local version=$1 b=$2 kind=$3 size=$4 n=$5 acct=mem fn how=text call=
+    [ "$version" = after ] && how=packed call=call
     # Warm-up: one job enqueued and finished loads this version's Functions
     # library (alone: FUNCTION FLUSH first, so FCALL finds this version's
     # job_finish) and creates the account's fixed keys once; FLUSHALL keeps
@@ -110,7 +113,7 @@ measure() {
     LLMQ_ACCOUNT=$acct "$b/llmq" enqueue "$tmp/jobs.jsonl" --quiet >/dev/null 2>&1
     t1=$(bench_now_ms)
     m1=$(used)
-    finish_all "$fn" "$acct" "$tmp/jobs.jsonl" "$how"
+    finish_all "$fn" "$acct" "$tmp/jobs.jsonl" "$how" $call
     rc DEL "llmq:{$acct}:kq:normal|gpt-4o-mini||" "llmq:{$acct}:backlog:normal" \
         "llmq:{$acct}:events" >/dev/null
     m2=$(used)

@@ -8,7 +8,8 @@
 // first job has max_attempts 1 and is pinned to ep-a, so it is dead before
 // the load starts; its
 // prompt holds a <script>.
-// Checks: login; the figures equal `llmq status --json`; the utilisation
+// Checks: login; the figures (llmq's own 429s too) equal `llmq status
+// --json`; each user's use against its fair share of its tenant; the utilisation
 // chart moves; the dead job retried from the page succeeds, and its calls
 // show one by one (the 500, the 200); the workers view shows each worker's
 // endpoints and version; ep-a disabled
@@ -103,7 +104,9 @@ let seq = 0, loading = true;
 (async () => {
   while (loading) {
     const ls = [];
-    for (let i = 0; i < 20; i++, seq++) ls.push(jobLine('load-' + seq, seq % 2 ? 'acme' : 'beta', 'job ' + seq));
+    // users: acme's ann and al, beta's bo (the tenants view's users)
+    for (let i = 0; i < 20; i++, seq++)
+      ls.push(jobLine('load-' + seq, seq % 2 ? 'acme' : 'beta', 'job ' + seq, { user: seq % 2 ? (seq % 4 === 1 ? 'ann' : 'al') : 'bo' }));
     try { enqueue('load', ls); } catch (e) { /* Redis restarting: the next round */ }
     await sleep(1000);
   }
@@ -149,15 +152,18 @@ try {
     await page.waitForFunction((t) => Number(document.body.dataset.snapAt) > t, { timeout: 30000 }, at);
     const p = await page.evaluate(() => {
       const v = (id) => Number(document.getElementById('card-' + id).dataset.value);
-      return { high: v('queued-high'), normal: v('queued-normal'), low: v('queued-low'), dead: v('dead-letters'), delayed: v('delayed') };
+      return { high: v('queued-high'), normal: v('queued-normal'), low: v('queued-low'), dead: v('dead-letters'), delayed: v('delayed'),
+        ownWait: Number(document.getElementById('card-429-own').dataset.wait),
+        ownBudget: Number(document.getElementById('card-429-own').dataset.budget) };
     });
     const s2 = status();
     const same = JSON.stringify(s1.queues) === JSON.stringify(s2.queues) && s1.totals.dead === s2.totals.dead;
     const ok = same && p.high === s2.queues.high.queued && p.normal === s2.queues.normal.queued &&
-      p.low === s2.queues.low.queued && p.dead === s2.totals.dead && p.delayed === s2.totals.delayed;
+      p.low === s2.queues.low.queued && p.dead === s2.totals.dead && p.delayed === s2.totals.delayed &&
+      p.ownWait === s2.totals.own_429_wait && p.ownBudget === s2.totals.own_429_budget;
     return ok ? { p, s: s2.queues } : false;
   });
-  check('queued per priority, delayed and dead letters equal llmq status --json', agree.p.low === 7 && agree.p.dead === 1, JSON.stringify(agree));
+  check("queued per priority, delayed, dead letters and llmq's own 429s equal llmq status --json", agree.p.low === 7 && agree.p.dead === 1, JSON.stringify(agree));
 
   // the utilisation chart moves as jobs run
   const u1 = await page.$eval('#chart-util', (s) => ({ n: Number(s.dataset.points), last: s.dataset.last }));
@@ -220,6 +226,30 @@ try {
     r.querySelector('[data-field=endpoints]').textContent + ' | ' + r.querySelector('[data-field=version]').textContent);
   check('the workers view: dw1 serves ep-a and ep-b, and its version', w1 === 'ep-a, ep-b | ' + version, w1);
   await shot(page, 'workers');
+  // ---- tenants: each user's use against its fair share of its tenant ----
+  await page.click('nav button[data-view="tenants"]');
+  const users = await waitFor("acme's users ann and al with jobs done this minute", async () => {
+    const u = await page.evaluate(() => {
+      const rows = {};
+      for (const r of document.querySelectorAll('#table-users tbody tr')) {
+        const f = (n) => r.querySelector('[data-field=' + n + ']').textContent;
+        rows[r.dataset.tenant + '/' + r.dataset.user] = { jobs: f('jobs'), use: f('use'), fair: f('fair') };
+      }
+      // the snapshot the page drew them from
+      const snapJobs = {};
+      for (const x of snap.users || []) snapJobs[x.tenant + '/' + x.user] = x.jobs;
+      return { rows, snapJobs };
+    });
+    const a = u.rows['acme/ann'], b = u.rows['acme/al'];
+    return a && b && u.rows['beta/bo'] && Number(a.jobs) > 0 && Number(b.jobs) > 0 ? u : false;
+  });
+  check("the users view: acme's ann and al each owed 50 % of acme, beta's bo 100 % of beta",
+    users.rows['acme/ann'].fair === '50 %' && users.rows['acme/al'].fair === '50 %' && users.rows['beta/bo'].fair === '100 %',
+    JSON.stringify(users.rows));
+  check("and each user's jobs/min is the snapshot's",
+    Object.entries(users.rows).every(([k, r]) => Number(r.jobs.replace(/,/g, '')) === users.snapJobs[k]), JSON.stringify(users));
+  check("and a use share of its tenant's jobs", /^\d+ %$/.test(users.rows['acme/ann'].use), users.rows['acme/ann'].use);
+  await shot(page, 'tenants');
   await page.click('nav button[data-view="endpoints"]');
   await page.click('#table-endpoints tr[data-endpoint="ep-a"] button');
   await page.waitForSelector('#table-endpoints tr[data-endpoint="ep-a"][data-state="ok"]', { timeout: 60000 });
@@ -261,6 +291,10 @@ try {
   check("the tenant's viewer sees its tenant", seen.snap.includes('acme'));
   check('and nothing of another tenant (snapshot, charts, page)', !seen.snap.includes('beta') && !seen.points.includes('beta') && !seen.text.includes('beta'));
   check('nor the account-wide figures', !seen.snap.includes('"endpoints"') && !seen.snap.includes('"workers"'));
+  await tpage.click('nav button[data-view="tenants"]');
+  await tpage.waitForSelector('#table-users tbody tr');
+  const tusers = await tpage.$$eval('#table-users tbody tr', (rs) => rs.map((r) => r.dataset.tenant + '/' + r.dataset.user).sort());
+  check("the tenant's viewer: its users only (ann, al)", JSON.stringify(tusers) === JSON.stringify(['acme/al', 'acme/ann']), JSON.stringify(tusers));
   await tpage.click('nav button[data-view="jobs"]');
   await sleep(1500);
   const tdead = await tpage.$$eval('#table-dead tbody tr', (rs) => rs.map((r) => r.dataset.id));

@@ -3,9 +3,10 @@
 # the accounts' key and ep-a's, retrying at once; openai-sim answering its
 # first 9 calls 500): a job's calls one by one on the dashboard's job view
 # (lua/lib/attempts.lua: written by the settles, the last 8 kept, carried
-# into the ended record), a job found by its custom_id, a record of the
-# version before read as before,
-# and what the worker says it is (version, endpoints) in `llmq status
+# into the ended record; `llmq results --calls` prints the same), a job
+# found by its custom_id (a gateway Batch's job too, by its custom_id alone,
+# the viewer's tenant's only), a record of the version before read as
+# before, and what the worker says it is (version, endpoints) in `llmq status
 # --json` and the live snapshot.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,6 +39,15 @@ expect "calls 3..9: retries answered 500, by the account's key" \
     [ "${got[1]}" = "$(printf 'retry500,%.0s' 1 2 3 4 5 6; printf retry500)" ]
 expect "call 10: done, 200, gpt-4o-mini, with its tokens" [ "${got[2]}" = "done,200,gpt-4o-mini,true,true" ]
 expect "each call has its start (in order) and duration" [ "${got[3]}" = true ]
+# the same calls for a CLI user: llmq results --calls (jobs/attempts_log.h)
+"$llmq" results --calls c-1 >"$STACK_DIR/calls.json"
+expect "llmq results --calls c-1: the job view's calls, the same figures" \
+    [ "$(json_field "$STACK_DIR/calls.json" 'JSON.stringify([b.id, b.state, b.calls_total, b.calls])')" = \
+    "$(json_field "$out" 'JSON.stringify(["c-1", b.state, b.calls_total, b.calls])')" ]
+expect "... 10 calls made, 8 listed, the last done 200" \
+    [ "$(json_field "$STACK_DIR/calls.json" 'b.calls_total + "/" + b.calls.length + "/" + b.calls[7].mode + b.calls[7].status')" = "10/8/done200" ]
+"$llmq" results --calls --all >/dev/null 2>&1
+expect "--calls with --all: a usage error (2)" [ $? = 2 ]
 expect "the done job is its ended record alone (version 2)" bash -c \
     "[ \$(redis-cli -p $REDIS_PORT EXISTS '${P}job:c-1') = 0 ] && redis-cli -p $REDIS_PORT GETRANGE '${P}res:c-1' 0 1 | grep -qx E2"
 
@@ -46,6 +56,47 @@ printf '%s\n' '{"custom_id":"c 2/x","method":"POST","url":"/v1/chat/completions"
 "$llmq" enqueue "$STACK_DIR/c2.jsonl" --quiet
 curl -s -b "$STACK_DIR/jar" -o "$out" "$base/api/job?id=c%202%2Fx"
 expect "a job found by its custom_id 'c 2/x'" [ "$(json_field "$out" 'b.model')" = gpt-4o-mini ]
+
+# ---- a gateway Batch's job found by its bare custom_id (lua/job_find.lua) ----
+# its id is "<batch id>.<id of the custom_id>": the custom_id alone names
+# no key. mkbatch KEY CUSTOM_ID...: a Batch of those lines; prints its id.
+mkbatch() {
+    local key=$1 f=$STACK_DIR/b.jsonl
+    shift
+    : >"$f"
+    for c in "$@"; do
+        printf '{"custom_id":"%s","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}}\n' "$c" >>"$f"
+    done
+    curl -s -o "$out" "$GW_URL/files" -H "Authorization: Bearer $key" -F purpose=batch -F "file=@$f"
+    curl -s -o "$out" "$GW_URL/batches" -H "Authorization: Bearer $key" \
+        -d "{\"input_file_id\":\"$(json_field "$out" b.id)\",\"endpoint\":\"/v1/chat/completions\",\"completion_window\":\"24h\"}"
+    json_field "$out" b.id
+}
+# lookup JAR CUSTOM_ID: what the job view answers for it: "<id>" of the job
+# shown, "matches:<id>,<id>" or "<status>"
+lookup() {
+    local code
+    code=$(curl -s -b "$1" -o "$out" -w '%{http_code}' --get --data-urlencode "id=$2" "$base/api/job")
+    if [ "$code" != 200 ]; then echo "$code"; else json_field "$out" 'b.matches ? "matches:" + b.matches.join() : b.id'; fi
+}
+b1=$(mkbatch "$GW_KEY" "bq 1/x" bq-2) # the stack's key: tenant acme
+expect "acme's batch $b1 made" [ -n "$b1" ]
+expect "a batch's job found by its custom_id 'bq 1/x' alone" [ "$(lookup "$STACK_DIR/jar" "bq 1/x")" = "$b1.bq%201%2Fx" ]
+expect "... and 'bq-2'" [ "$(lookup "$STACK_DIR/jar" bq-2)" = "$b1.bq-2" ]
+expect "... its fields read (model)" [ "$(json_field "$out" b.model)" = gpt-4o-mini ]
+betakey=$("$llmq" keys create --tenant beta 2>/dev/null)
+b2=$(mkbatch "$betakey" bq-2)
+expect "two batches with custom_id bq-2: both listed, the newest first" \
+    [ "$(lookup "$STACK_DIR/jar" bq-2)" = "matches:$b2.bq-2,$b1.bq-2" ]
+for t in acme beta zeta; do
+    k=$("$llmq" keys create --role viewer --tenant $t 2>/dev/null)
+    curl -s -c "$STACK_DIR/jar-$t" -o /dev/null -X POST "$base/api/login" -d "{\"key\":\"$k\"}"
+done
+expect "tenant acme's viewer: acme's job only" [ "$(lookup "$STACK_DIR/jar-acme" bq-2)" = "$b1.bq-2" ]
+expect "tenant beta's viewer: beta's job only" [ "$(lookup "$STACK_DIR/jar-beta" bq-2)" = "$b2.bq-2" ]
+expect "tenant zeta's viewer: no such job (404)" [ "$(lookup "$STACK_DIR/jar-zeta" bq-2)" = 404 ]
+expect "tenant beta's viewer: not acme's 'bq 1/x' (404)" [ "$(lookup "$STACK_DIR/jar-beta" "bq 1/x")" = 404 ]
+expect "a custom_id no job has: 404" [ "$(lookup "$STACK_DIR/jar" no-such)" = 404 ]
 
 # an ended record as the version before wrote it (no calls) reads as before
 line='{"id":"batch_req_old-1","custom_id":"old-1","response":{"status_code":200,"request_id":"r","body":{"ok":true}},"error":null}'

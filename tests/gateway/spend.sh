@@ -8,7 +8,9 @@
 # or not. A call that needs more than a budget's whole limit gets 400
 # never_fits, saying so. A
 # tenant's token budget and a gateway key's USD budget; spend stays within
-# each. A model without a price under a USD budget is refused (400).
+# each. A model without a price under a USD budget is refused (400). These
+# 429s, and one of a call that waited --max-wait-ms, are llmq's own: counted
+# by cause in `llmq status --json`, /metrics and the dashboard's snapshot.
 # Run through stack.sh with the GW_FLAGS and SIM_FLAGS of tests/gateway.cmake.
 set -uo pipefail
 # shellcheck source=tests/gateway/lib.sh
@@ -88,4 +90,50 @@ expect "... naming the model" grep -q 'ft-unpriced has no price' "$out"
 code=$(curl -s -o /dev/null -w '%{http_code}' "$U/chat/completions" \
     -H "Authorization: Bearer $key2" -d "$chat")
 expect "after a raise the key's call runs (got $code)" [ "$code" = 200 ]
+
+# ---- llmq's own 429s (the gateway's answers, not the API's), by cause ----
+# P stats own_429_wait / own_429_budget (gateway/call_job.c): what `llmq
+# status --json`, the dashboard's snapshot and this gateway's /metrics say.
+# own: "<own_429_wait>/<own_429_budget>/<http_429>" of `llmq status --json`
+own() { "$llmq" status --json | node -e '
+    const t = JSON.parse(require("fs").readFileSync(0, "utf8")).totals;
+    console.log(t.own_429_wait + "/" + t.own_429_budget + "/" + t.http_429)'; }
+# own_is W/B/H: polls until own prints it (the gateway counts without
+# holding the caller's answer for it)
+own_is() {
+    for _ in $(seq 100); do [ "$(own)" = "$1" ] && return 0; sleep 0.1; done
+    echo "# own 429s: $(own), want $1"
+    return 1
+}
+# answered CODE GREP: the last call's status was CODE and its body has GREP
+answered() { [ "$code" = "$1" ] && grep -q "$2" "$out"; }
+# the budget 429s above: tenant acme's four (its last call, the checked one,
+# the streamed one, the one without retry-after), key beta's two; no call
+# waited too long; the API answered none 429
+expect "status --json: the six budget 429s above are llmq's own" own_is 0/6/0
+code=$(curl -s -o "$out" -w '%{http_code}' "$U/chat/completions" -H "Authorization: Bearer $GW_KEY" -d "$chat")
+expect "acme's next call over its budget: 429 insufficient_quota" answered 429 insufficient_quota
+expect "... counted: own_429_budget 7" own_is 0/7/0
+# gpt-4o takes one request a minute (LIMITS): the second waits --max-wait-ms
+gpt4o='{"model":"gpt-4o","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}'
+code=$(curl -s -o "$out" -w '%{http_code}' "$U/chat/completions" -H "Authorization: Bearer $key2" -d "$gpt4o")
+expect "gpt-4o's first call runs" answered 200 '"choices"'
+code=$(curl -s -o "$out" -w '%{http_code}' "$U/chat/completions" -H "Authorization: Bearer $key2" -d "$gpt4o")
+expect "the second waits --max-wait-ms: 429 rate_limit_exceeded" answered 429 rate_limit_exceeded
+expect "... counted: own_429_wait 1, the budget's still 7, the API's none" own_is 1/7/0
+curl -s "http://127.0.0.1:$GW_PORT/metrics" >"$out"
+expect "/metrics: llmq_gateway_own_429_total wait 1" \
+    grep -qx 'llmq_gateway_own_429_total{cause="wait"} 1' "$out"
+expect "/metrics: llmq_gateway_own_429_total budget 7" \
+    grep -qx 'llmq_gateway_own_429_total{cause="budget"} 7' "$out"
+# the dashboard's live snapshot says the same
+viewer=$("$llmq" keys create --role viewer 2>/dev/null)
+dash=http://127.0.0.1:$GW_PORT/dashboard
+curl -s -c "$STACK_DIR/jar" -o /dev/null -X POST "$dash/api/login" -d "{\"key\":\"$viewer\"}"
+curl -s -N --max-time 3 -b "$STACK_DIR/jar" -o "$out" "$dash/api/events"
+got=$(node -e '
+    const ls = require("fs").readFileSync(process.argv[1], "utf8").split("\n");
+    const i = ls.lastIndexOf("event: snap"), s = JSON.parse(ls[i + 1].slice(6)).stats;
+    console.log(s.own_429_wait + "/" + s.own_429_budget + "/" + s.http_429)' "$out" 2>&1)
+expect "the dashboard's snapshot: own 429s 1 waited, 7 budget, the API's 0 ($got)" [ "$got" = 1/7/0 ]
 finish

@@ -185,21 +185,57 @@ static void take_one(const struct llmq_test_account *a)
     freeReplyObject(r);
 }
 
+/* The call that ends a job, as a settle records it (lua/lib/attempts.lua):
+ * a 200 of 850 ms, 40 tokens in and 64 out, by the account's key. */
+#define ENDING_CALL "done 200 1765000000000 850 40 64 - gpt-4o-mini"
+
 /* Ends job id as done with output line line through lua/job_finish.lua
  * (llmq_job_finish, as a settle does), the line packed as the worker sends
- * a done job's (worker/job_settle.c). */
+ * a done job's (worker/job_settle.c) and the call that ended it kept in its
+ * record, as a settle keeps it (checked: job_fields att). */
 static void finish_with_line(const struct llmq_test_account *a, const char *id, const char *line)
 {
     char *packed = NULL;
     size_t packed_len = 0;
     assert_int_equal(llmq_job_pack(line, strlen(line), &packed, &packed_len, NULL), LLMQ_OK);
     assert_non_null(packed);
-    const char *argv[] = {a->prefix, id, "done", packed, ""};
-    const size_t lens[] = {strlen(a->prefix), strlen(id), 4, packed_len, 0};
-    redisReply *r = llmq_script_run(a->c, LLMQ_SCRIPT_JOB_FINISH, 1, 5, argv, lens, NULL);
+    const char *argv[] = {a->prefix, id, "done", packed, "", ENDING_CALL};
+    const size_t lens[] = {strlen(a->prefix), strlen(id), 4, packed_len, 0, strlen(ENDING_CALL)};
+    redisReply *r = llmq_script_run(a->c, LLMQ_SCRIPT_JOB_FINISH, 1, 6, argv, lens, NULL);
     assert_true(r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
     freeReplyObject(r);
     free(packed);
+    char *att = llmq_test_job_field(a->c, a->prefix, id, "att");
+    assert_non_null(att);
+    assert_string_equal(att, "1|" ENDING_CALL);
+    free(att);
+}
+
+/* job_finish.lua refuses an ending call that is not 8 words, naming it, and
+ * writes nothing: the job stays a waiting record (not ended, not unpacked). */
+static void test_finish_call_refused(void **state)
+{
+    (void)state;
+    struct llmq_test_account a;
+    llmq_test_account_open(&a, "memcall");
+    struct llmq_job_options jo = {.job_id = "bad-call"};
+    assert_int_equal(llmq_producer_enqueue(a.producer, "/v1/chat/completions",
+                                           "{\"model\":\"m\",\"messages\":[]}", &jo, NULL, NULL),
+                     LLMQ_OK);
+    const char *argv[] = {a.prefix, "bad-call", "done", "{}", "", "done 200 x|y"};
+    redisReply *r = llmq_script_run(a.c, LLMQ_SCRIPT_JOB_FINISH, 1, 6, argv, NULL, NULL);
+    assert_true(r != NULL && r->type == REDIS_REPLY_ERROR);
+    assert_non_null(strstr(r->str, "LLMQ_EINVAL"));
+    assert_non_null(strstr(r->str, "done 200 x|y"));
+    freeReplyObject(r);
+    char jk[256], wk[256], rk[256];
+    key_of(wk, sizeof(wk), a.prefix, LLMQ_KEY_JOB_RECORD, "bad-call");
+    key_of(jk, sizeof(jk), a.prefix, LLMQ_KEY_JOB, "bad-call");
+    key_of(rk, sizeof(rk), a.prefix, LLMQ_KEY_RESULT, "bad-call");
+    assert_true(usage(a.c, wk) > 0);
+    assert_int_equal(usage(a.c, jk), 0);
+    assert_int_equal(usage(a.c, rk), 0);
+    llmq_test_account_close(&a);
 }
 
 static void test_job_memory(void **state)
@@ -328,6 +364,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_job_memory),
         cmocka_unit_test(test_status_memory),
+        cmocka_unit_test(test_finish_call_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -413,7 +413,7 @@ static void test_spurious_429_counted(void **state)
     const char *argv[] = {a.P};
     redisReply *r = llmq_script_run(a.c, LLMQ_SCRIPT_TOP_SNAPSHOT, 1, 1, argv, NULL, NULL);
     assert_true(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
-                r->element[1]->elements == 6);
+                r->element[1]->elements == 8);
     assert_int_equal(r->element[1]->element[3]->integer, 2);
     assert_int_equal(r->element[1]->element[5]->integer, 1);
     freeReplyObject(r);

@@ -17,7 +17,8 @@
  * The C readers (job_result.h, sync: the producer API, and async: the
  * gateway's Batch output and calls), `llmq results`, job_fields and
  * enqueue's idempotency read each. A job of today's layout (up-1) runs
- * beside them. */
+ * beside them. And ended records of a worker of the version before (E1,
+ * without the job's calls) read beside this version's (E2). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -324,10 +325,107 @@ static void test_previous_layout_runs_and_reads(void **state)
     unlink(log);
 }
 
+/* Rewrites ended record rk (version E2, as this version's worker wrote it)
+ * as a worker of the version before writes it: "E1", the same header
+ * without its ninth field (att, the job's calls), the same line. */
+static void record_as_e1(redisContext *c, const char *rk)
+{
+    redisReply *v = redisCommand(c, "GET %s", rk);
+    assert_true(v != NULL && v->type == REDIS_REPLY_STRING && v->len > 2);
+    assert_memory_equal(v->str, "E2", 2);
+    /* the first line (E2, s, fin_ms), then attempts .. last_error (8), att */
+    size_t at = 0, att_at = 0;
+    for (int nl = 0; nl < 10; nl++) {
+        const char *p = memchr(v->str + at, '\n', v->len - at);
+        assert_non_null(p);
+        if (nl == 9)
+            att_at = at;
+        at = (size_t)(p - v->str) + 1;
+    }
+    char *e1 = malloc(v->len);
+    assert_non_null(e1);
+    memcpy(e1, v->str, att_at);
+    memcpy(e1 + att_at, v->str + at, v->len - at);
+    e1[1] = '1';
+    redisReply *w = redisCommand(c, "SET %s %b KEEPTTL", rk, e1, att_at + v->len - at);
+    assert_true(w != NULL && w->type == REDIS_REPLY_STATUS);
+    freeReplyObject(w);
+    freeReplyObject(v);
+    free(e1);
+}
+
+/* A mixed fleet during a rolling update: a worker of the version before
+ * ends its jobs as E1 records (no calls), this version's as E2. Every
+ * reader of this version reads both: the C readers (sync and the
+ * gateway's async one), job_fields (state, model; the calls of the E2 job
+ * only) and `llmq results`. */
+static void test_e1_records_of_an_older_worker_read(void **state)
+{
+    (void)state;
+    char account[64], jobs[128], log[128], prefix[128], rk[256];
+    llmq_test_unique_name(account, sizeof(account), "upgrade-e1");
+    snprintf(prefix, sizeof(prefix), "llmq:{%s}:", account);
+    snprintf(jobs, sizeof(jobs), "/tmp/llmq-upgrade-e1-%d.jsonl", (int)getpid());
+    snprintf(log, sizeof(log), "/tmp/llmq-upgrade-e1-%d.log", (int)getpid());
+    redisContext *c = llmq_test_redis_connect();
+    worker_write_jobs(jobs, "mix", 2, "gpt-4o-mini", 20, NULL);
+    worker_enqueue(account, jobs);
+    struct sim_proc sim;
+    assert_int_equal(sim_proc_start(&sim, NULL), 0);
+    const char *args[] = {"--exit-when-idle-ms", "1500", NULL};
+    pid_t w = worker_start(account, &sim, log, args);
+    assert_int_equal(worker_wait(w, 60000), 0);
+    assert_int_equal(sim_proc_stop(&sim), 0);
+    /* mix-0 as the older worker left it */
+    key_of(rk, sizeof(rk), prefix, LLMQ_KEY_RESULT, "mix-0");
+    record_as_e1(c, rk);
+    const char *ids[] = {"mix-0", "mix-1"};
+    struct llmq_job_result out[2];
+    struct llmq_error err = {0};
+    assert_int_equal(llmq_job_result_read(c, prefix, ids, 2, out, &err), LLMQ_OK);
+    for (int i = 0; i < 2; i++) {
+        char want[64];
+        snprintf(want, sizeof(want), "\"custom_id\":\"%s\"", ids[i]);
+        assert_non_null(out[i].line);
+        assert_non_null(strstr(out[i].line, want));
+        assert_non_null(strstr(out[i].line, "\"status_code\":200"));
+        assert_int_equal(out[i].dead, 0);
+        assert_true(out[i].fin_ms > 0);
+        llmq_job_result_clear(&out[i]);
+        struct async_told t = read_async(prefix, ids[i]);
+        assert_int_equal(t.calls, 1);
+        assert_int_equal(t.rc, LLMQ_OK);
+        assert_non_null(strstr(t.line, want));
+        char *st = llmq_test_job_field(c, prefix, ids[i], "state");
+        assert_string_equal(st, "done");
+        free(st);
+        char *model = llmq_test_job_field(c, prefix, ids[i], "model");
+        assert_string_equal(model, "gpt-4o-mini");
+        free(model);
+        assert_int_equal(llmq_test_job_int(c, prefix, ids[i], "attempts", -1), 1);
+    }
+    char *att = llmq_test_job_field(c, prefix, "mix-0", "att");
+    assert_null(att); /* E1: no calls recorded */
+    att = llmq_test_job_field(c, prefix, "mix-1", "att");
+    assert_true(att != NULL && strncmp(att, "1|done 200 ", 11) == 0);
+    free(att);
+    const char *argv[] = {"llmq", "results", "mix-0", "mix-1", NULL};
+    struct cli_run cr = cli_run(account, argv);
+    assert_int_equal(cr.status, 0);
+    assert_int_equal(cli_count_lines(cr.out), 2);
+    assert_non_null(strstr(cr.out, "\"custom_id\":\"mix-0\""));
+    assert_non_null(strstr(cr.out, "\"custom_id\":\"mix-1\""));
+    cli_free(&cr);
+    redisFree(c);
+    unlink(jobs);
+    unlink(log);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_previous_layout_runs_and_reads),
+        cmocka_unit_test(test_e1_records_of_an_older_worker_read),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

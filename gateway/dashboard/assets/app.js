@@ -159,6 +159,7 @@ function pointOf(s) {
     p.done = s.stats.done; p.http_429 = s.stats.http_429;
     p.insufficient_quota = s.stats.insufficient_quota;
     p.http_429_spurious = s.stats.http_429_spurious;
+    p.own_429_wait = s.stats.own_429_wait; p.own_429_budget = s.stats.own_429_budget;
     p.queued = {};
     for (const k of Object.keys(s.queues || {})) p.queued[k] = s.queues[k].queued;
   }
@@ -218,14 +219,15 @@ function lineChart(svg, series, legend, ymaxMin, unit) {
   }
 }
 
-// The rate of counter key (less counter sub) over the last 5 points at each
-// point: jobs finish in bursts, a one-second rate is mostly 0 or a spike.
-// The per-second rate of counter key over the points, less the counters
-// named in subs (an array, or one name).
-function rateSeries(key, subs) {
+// The per-second rate over the last 5 points at each point (jobs finish in
+// bursts, a one-second rate is mostly 0 or a spike) of the sum of the
+// counters named in keys (an array, or one name) less those named in subs.
+// A point without the first key (a tenant's) gives none.
+function rateSeries(keys, subs) {
   const out = [];
-  const less = subs ? [].concat(subs) : [];
-  const val = (p) => (less.length ? less.reduce((v, s) => v - (p[s] || 0), p[key] || 0) : p[key]);
+  const plus = [].concat(keys), less = subs ? [].concat(subs) : [];
+  const val = (p) => (p[plus[0]] === undefined ? undefined
+    : plus.reduce((v, k) => v + (p[k] || 0), 0) - less.reduce((v, k) => v + (p[k] || 0), 0));
   for (let i = 1; i < points.length; i++) {
     const a = points[Math.max(0, i - 5)], b = points[i];
     const va = val(a), vb = val(b);
@@ -259,7 +261,8 @@ function drawCharts() {
     { name: 'provider limit', values: rateSeries('http_429', ['insufficient_quota', 'http_429_spurious']) },
     { name: 'spurious', values: rateSeries('http_429_spurious') },
     { name: 'quota', values: rateSeries('insufficient_quota') },
-  ], null, 1);
+    { name: "llmq's own", values: rateSeries(['own_429_wait', 'own_429_budget']) },
+  ], $('legend-429'), 1);
 }
 
 // ---- views ----
@@ -305,6 +308,12 @@ function renderOverview() {
     card(cards, '429-limit', "429s: provider's limit", fmtInt(prov), prov);
     card(cards, '429-spurious', '429s: spurious (the API had room)', fmtInt(spur), spur);
     card(cards, '429-quota', '429s: insufficient quota', fmtInt(snap.stats.insufficient_quota), snap.stats.insufficient_quota);
+    // the gateway's own answers, not the API's: not part of the three above
+    const ownWait = snap.stats.own_429_wait || 0, ownBudget = snap.stats.own_429_budget || 0;
+    card(cards, '429-own', "429s: llmq's own (" + fmtInt(ownWait) + ' waited, ' + fmtInt(ownBudget) + ' budget)',
+      fmtInt(ownWait + ownBudget), ownWait + ownBudget);
+    $('card-429-own').dataset.wait = String(ownWait);
+    $('card-429-own').dataset.budget = String(ownBudget);
   } else {
     for (const r of snap.rows || []) {
       queued += r.queued;
@@ -431,6 +440,35 @@ function renderTenants() {
     cell(tr, use.join('; '));
     tb.appendChild(tr);
   }
+  renderUsers(by);
+}
+
+// Each named user against its tenant (by: the tenants' figures above): its
+// share of the tenant's jobs done in the last minute against an equal share
+// among the tenant's users with work.
+function renderUsers(by) {
+  const users = snap.users || [];
+  const active = new Map(); // tenant -> users with work
+  for (const u of users)
+    if (u.queued > 0 || u.jobs > 0) active.set(u.tenant, (active.get(u.tenant) || 0) + 1);
+  const tb = document.querySelector('#table-users tbody');
+  clear(tb);
+  for (const u of users.slice().sort((a, b) => (a.tenant + '|' + a.user < b.tenant + '|' + b.user ? -1 : 1))) {
+    const tr = el('tr');
+    tr.dataset.tenant = u.tenant;
+    tr.dataset.user = u.user;
+    const tjobs = (by.get(u.tenant) || { jobs: 0 }).jobs;
+    const busy = u.queued > 0 || u.jobs > 0;
+    const use = tjobs ? Math.round((100 * u.jobs) / tjobs) : -1;
+    const fair = busy ? Math.round(100 / active.get(u.tenant)) : -1;
+    cell(tr, u.tenant || '(none)'); cell(tr, u.user);
+    cell(tr, fmtInt(u.queued), 'num').dataset.field = 'queued';
+    cell(tr, fmtInt(u.parked), 'num').dataset.field = 'parked';
+    cell(tr, fmtInt(u.jobs), 'num').dataset.field = 'jobs';
+    cell(tr, use >= 0 ? use + ' %' : '-', 'num').dataset.field = 'use';
+    cell(tr, fair >= 0 ? fair + ' %' : '-', 'num').dataset.field = 'fair';
+    tb.appendChild(tr);
+  }
 }
 
 function renderWorkers() {
@@ -496,6 +534,19 @@ async function findJob(id) {
   clear(out);
   try {
     const j = await api('job?id=' + encodeURIComponent(id));
+    if (j.matches) { // a custom_id several gateway batches have: choose one
+      out.appendChild(el('p', 'Jobs of several batches have this custom_id:'));
+      const ul = el('ul');
+      ul.id = 'job-matches';
+      for (const m of j.matches) {
+        const li = el('li', m, 'link');
+        li.dataset.id = m;
+        li.addEventListener('click', () => { $('job-id').value = m; findJob(m); });
+        ul.appendChild(li);
+      }
+      out.appendChild(ul);
+      return;
+    }
     const t = el('table');
     t.id = 'job-fields';
     for (const k of Object.keys(j)) {

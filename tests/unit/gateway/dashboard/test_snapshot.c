@@ -34,7 +34,9 @@ static const char views[] =
     "\"workers\":{\"w1\":990,\"w2\":100},"
     "\"endpoints\":{\"now_ms\":1000,\"endpoints\":[{\"name\":\"ep-a\",\"state\":\"ok\","
     "\"models\":[{\"model\":\"gpt\",\"bucket\":\"gpt@ep-a\",\"requests_used\":7,"
-    "\"requests_limit\":70,\"tokens_used\":0,\"tokens_limit\":-1}]}]}}";
+    "\"requests_limit\":70,\"tokens_used\":0,\"tokens_limit\":-1}]}]},"
+    "\"users\":{\"acme|ann\":{\"queued\":3,\"parked\":1,\"jobs\":4},"
+    "\"beta|bob\":{\"queued\":0,\"parked\":0,\"jobs\":2}}}";
 
 /* The reply of one snapshot at now_ms 1000: two rows (acme, beta). */
 static redisReply *snapshot_reply(int elements)
@@ -44,7 +46,10 @@ static redisReply *snapshot_reply(int elements)
     char head[16];
     snprintf(head, sizeof(head), "*%d\r\n", elements);
     raw(resp, sizeof(resp), head);
-    raw(resp, sizeof(resp), ":1000\r\n*5\r\n:10\r\n:4\r\n:1\r\n:9\r\n:2\r\n:3\r\n");
+    /* P stats: done, dead, cancelled, http_429, insufficient_quota,
+     * http_429_spurious, own_429_wait, own_429_budget; then in flight */
+    raw(resp, sizeof(resp),
+        ":1000\r\n*8\r\n:10\r\n:4\r\n:1\r\n:9\r\n:2\r\n:1\r\n:6\r\n:5\r\n:3\r\n");
     raw(resp, sizeof(resp), "*8\r\n");
     const char *rows[] = {"gpt", "acme", "4", "1", "gpt", "beta", "2", "0"};
     for (int i = 0; i < 8; i++)
@@ -99,6 +104,10 @@ static void test_whole_account(void **state)
     assert_int_equal(num(s, "now_ms"), 1000);
     assert_int_equal(num(s, "stats.done"), 10);
     assert_int_equal(num(s, "stats.insufficient_quota"), 2);
+    assert_int_equal(num(s, "stats.http_429_spurious"), 1);
+    /* the 429s llmq-gateway answered itself, by cause */
+    assert_int_equal(num(s, "stats.own_429_wait"), 6);
+    assert_int_equal(num(s, "stats.own_429_budget"), 5);
     assert_int_equal(num(s, "in_flight"), 3);
     assert_int_equal(json_array_size(json_object_get(s, "rows")), 2);
     assert_string_equal(str(s, "rows", 1, "tenant"), "beta");
@@ -116,6 +125,24 @@ static void test_whole_account(void **state)
     assert_int_equal(num(s, "queues.normal.queued"), 6);
     assert_int_equal(num(s, "delayed"), 3);
     assert_int_equal(num(s, "dead_letters"), 4);
+    /* each named user's queued, parked and done in the last minute */
+    json_t *users = json_object_get(s, "users");
+    assert_int_equal(json_array_size(users), 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *u = json_array_get(users, i);
+        const char *who = json_string_value(json_object_get(u, "user"));
+        assert_non_null(who);
+        if (strcmp(who, "ann") == 0) {
+            assert_string_equal(json_string_value(json_object_get(u, "tenant")), "acme");
+            assert_int_equal(num(u, "queued"), 3);
+            assert_int_equal(num(u, "parked"), 1);
+            assert_int_equal(num(u, "jobs"), 4);
+        } else {
+            assert_string_equal(who, "bob");
+            assert_string_equal(json_string_value(json_object_get(u, "tenant")), "beta");
+            assert_int_equal(num(u, "jobs"), 2);
+        }
+    }
     /* a worker's age is now - its heartbeat */
     json_t *w = json_object_get(s, "workers");
     json_int_t ages = 0;
@@ -130,6 +157,8 @@ static void test_whole_account(void **state)
     assert_int_equal(num(p, "b.gpt.3"), 1000);
     assert_int_equal(num(p, "queued.normal"), 6);
     assert_int_equal(num(p, "done"), 10);
+    assert_int_equal(num(p, "own_429_wait"), 6);
+    assert_int_equal(num(p, "own_429_budget"), 5);
     json_decref(p);
     json_decref(s);
     freeReplyObject(r);
@@ -150,6 +179,8 @@ static void test_tenant_sees_its_own(void **state)
     assert_int_equal(json_array_size(json_object_get(t, "buckets")), 1);
     assert_string_equal(str(t, "buckets", 0, "name"), "gpt/t/acme");
     assert_int_equal(json_array_size(json_object_get(t, "minute")), 1);
+    assert_int_equal(json_array_size(json_object_get(t, "users")), 1);
+    assert_string_equal(str(t, "users", 0, "user"), "ann");
     for (const char *const *k = (const char *const[]){"stats", "queues", "endpoints", "workers",
                                                       "dead_letters", "delayed", NULL};
          *k != NULL; k++)
