@@ -61,13 +61,7 @@ static int run_steps(const struct llmq_cli *cli, redisContext *c, const char *pr
         for (size_t i = 0; ok && i < N_REPLY; i++)
             ok = r->element[i]->type == REDIS_REPLY_INTEGER;
         if (!ok) {
-            llmq_cli_error(cli, "cache %s: %s", argv[1],
-                           r == NULL                      ? err.msg
-                           : r->type == REDIS_REPLY_ERROR ? r->str
-                                                          : "unexpected reply");
-            if (r != NULL)
-                freeReplyObject(r);
-            return LLMQ_EXIT_FAIL;
+            return llmq_cli_reply_failed(cli, a->purge ? "cache purge" : "cache stats", r, &err);
         }
         v[0] += r->element[0]->integer;
         v[1] += r->element[1]->integer;
