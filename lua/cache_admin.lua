@@ -3,7 +3,8 @@
 -- call is slow; the CLI calls again from the rank it returns).
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  op: stats | purge
--- ARGV[2]  tenant the entries must be of ('*' any; '' the jobs without one)
+-- ARGV[2]  tenant the entries must be of ('*' any; '' the jobs without one;
+--          "/<name>" namespace name's, lua/lib/cache.lua cache_scope)
 -- ARGV[3]  model the entries must be of ('*' any)
 -- ARGV[4]  rank of the index to start at (0 first)
 -- Reply: {entries, bytes, next rank (-1: done), hits, misses, coalesced,

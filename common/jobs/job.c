@@ -412,8 +412,13 @@ static enum llmq_rc job_build(const char *url, const json_t *body, const struct 
     j.completion_window_ms = o->completion_window_ms;
     j.max_attempts = (int)o->max_attempts;
     j.cache = o->cache;
+    if (j.cache == LLMQ_JOB_CACHE_DEFAULT && !d->cache_defaults)
+        j.cache = LLMQ_JOB_CACHE_OFF; /* no default can apply: no key to compute */
     if (rc == LLMQ_OK && j.cache != LLMQ_JOB_CACHE_OFF) {
-        j.cache_ttl_s = o->cache_ttl_s > 0 ? o->cache_ttl_s : LLMQ_JOB_CACHE_TTL_S_DEFAULT;
+        /* a default's TTL is its own unless the job names one (Redis decides) */
+        j.cache_ttl_s = o->cache_ttl_s > 0                  ? o->cache_ttl_s
+                        : j.cache == LLMQ_JOB_CACHE_DEFAULT ? 0
+                                                            : LLMQ_JOB_CACHE_TTL_S_DEFAULT;
         rc = llmq_cache_key(url, body, j.cache_key, err);
     }
     if (rc == LLMQ_OK)

@@ -32,9 +32,12 @@
 
 /* What a job does with the response cache (llmq_job_options.cache). */
 enum llmq_job_cache {
-    LLMQ_JOB_CACHE_OFF = 0, /* neither reads nor writes */
-    LLMQ_JOB_CACHE_USE,     /* answered from the cache or an identical job in flight */
-    LLMQ_JOB_CACHE_REFRESH, /* calls (or waits for one in flight) and replaces */
+    LLMQ_JOB_CACHE_DEFAULT = 0, /* asks nothing: its model's default for its tenant
+                                   (`llmq cache set`, decided in Redis), when
+                                   llmq_job_defaults.cache_defaults; else off */
+    LLMQ_JOB_CACHE_OFF,         /* neither reads nor writes */
+    LLMQ_JOB_CACHE_USE,         /* answered from the cache or an identical job in flight */
+    LLMQ_JOB_CACHE_REFRESH,     /* calls (or waits for one in flight) and replaces */
 };
 
 /* What a line does not say. Strings borrowed; they must outlive the parse. */
@@ -48,6 +51,10 @@ struct llmq_job_defaults {
     long long completion_window_ms; /* 0: none; LLMQ_JOB_COMPLETION_WINDOW_MS: may wait it */
     enum llmq_job_cache cache;      /* what a job does with the response cache */
     long long cache_ttl_s;          /* 0: LLMQ_JOB_CACHE_TTL_S_DEFAULT */
+    /* 1: the account may have cache defaults (`llmq cache set`): a job that
+     * asks nothing (LLMQ_JOB_CACHE_DEFAULT) gets its key, and Redis decides;
+     * 0: such a job uses no cache (its key is not computed) */
+    int cache_defaults;
     int max_attempts;
     size_t max_body_bytes;                /* compact body size limit */
     const struct llmq_cost_options *cost; /* NULL: llmq_cost_options_default */
@@ -82,8 +89,8 @@ struct llmq_job {
      * job, whatever fallback the account sets later (a gateway key's model
      * list, gateway/key_policy.h); 0: its model's fallback at the time */
     int fallback_only;
-    enum llmq_job_cache cache;
-    long long cache_ttl_s;                      /* > 0 when cache is not off */
+    enum llmq_job_cache cache; /* never LLMQ_JOB_CACHE_DEFAULT without its key */
+    long long cache_ttl_s; /* > 0 when cache is use or refresh; with default, 0: the default's */
     char cache_key[LLMQ_JOB_CACHE_KEY_HEX + 1]; /* jobs/cache_key.h, when cache is not off */
 };
 

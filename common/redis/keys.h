@@ -311,7 +311,8 @@
  *
  * Cache (lua/lib/cache.lua, common/jobs/cache_*.h, `llmq cache`; docs/DESIGN.md §3.12)
  *   The name of an entry is "<tenant>|<model>|<hash>": tenant '' for a job
- *   without one, hash the 64 hex digits of common/jobs/cache_key.h.
+ *   without one ("/<namespace>" for a tenant in one, P cachecfg), hash the
+ *   64 hex digits of common/jobs/cache_key.h.
  *   P cache:<name>     STRING a stored answer: "<stored unix ms>\n" then the
  *                            Batch output line of the job that made it, as
  *                            stored (jobs/job_pack.h); expires at its TTL
@@ -326,6 +327,13 @@
  *   P cachedl          ZSET  ids of coalesced jobs that have a deadline, score =
  *                            the deadline (ms): dispatch ends those past it
  *                            expired (a waiter does not outwait its deadline)
+ *   P cachecfg         HASH  defaults and namespaces (`llmq cache set`):
+ *                            "<model>" and "<model>/t/<tenant>" (the tenant's
+ *                            own, which wins) -> "<mode> <ttl_s>", the mode of
+ *                            jobs that ask nothing; "ns/<tenant>" -> the name of
+ *                            the namespace the tenant's entries are in (entry
+ *                            names "/<namespace>|<model>|<hash>", shared by its
+ *                            tenants; '/' is in no tenant name)
  *   job fields ck (its entry's name) and cttl (TTL, s): a job that may
  *   store an answer (cache mode use or refresh)
  *
@@ -508,6 +516,7 @@ enum llmq_key_kind {
     LLMQ_KEY_CACHE_INDEX,   /* P cachei */
     LLMQ_KEY_CACHE_STATS,   /* P caches */
     LLMQ_KEY_CACHE_DUE,     /* P cachedl */
+    LLMQ_KEY_CACHE_CONFIG,  /* P cachecfg */
     LLMQ_KEY_KIND_COUNT
 };
 

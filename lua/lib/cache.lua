@@ -15,6 +15,13 @@
 -- deadline, dispatch ends it expired (cache_waiters_due), as a queued job. An answer is a result line Lua cannot read (job_pack.h), so a
 -- cached job's line refers to it (cache_answer_line, the format of
 -- common/jobs/cache_line.h) and readers make the Batch line of it.
+--
+-- Defaults and namespaces (P cachecfg, `llmq cache set`): a job that asks
+-- nothing (mode 'default') takes its model's default for its tenant
+-- (cache_default); a tenant named in a namespace (field ns/<tenant>) has
+-- its entries under "/<namespace>" instead of its own name, shared with the
+-- other tenants of that namespace on purpose (cache_scope; '/' is in no
+-- tenant name, so no tenant can reach a namespace by its name).
 -- uses job_record: llmq_job_record_unpack
 -- uses keys: KEY
 -- uses sched: sched_push
@@ -22,18 +29,60 @@
 
 local CACHE_ENTRY_MAX = 4 * 1024 * 1024 -- bytes of a stored line at most (per entry)
 
--- The {cache} value of a job ("<mode> <ttl_s> <key>", '' none): mode, TTL
--- (s) and key, or nil when it has none; an error naming the job when it is
--- no such value.
+-- The {cache} value of a job ("<mode> <ttl_s> <key>", '' none): mode
+-- (use, refresh, or default: the account's default for its model and
+-- tenant, cache_default), TTL (s; 0 with default: the default's) and key,
+-- or nil when it has none; an error naming the job when it is no such
+-- value.
 local function cache_parse(id, v)
     if v == '' then
         return nil
     end
     local mode, ttl, key = string.match(v, '^(%l+) (%d+) (%x+)$')
-    if (mode ~= 'use' and mode ~= 'refresh') or #key ~= 64 or tonumber(ttl) < 1 then
+    if (mode ~= 'use' and mode ~= 'refresh' and mode ~= 'default') or #key ~= 64 or
+        (tonumber(ttl) < 1 and mode ~= 'default') then
         error('LLMQ_EINVAL job ' .. id .. ': bad cache value')
     end
     return mode, tonumber(ttl), key
+end
+
+-- The account's cache default of model for tenant ('' none): its mode (use
+-- or refresh) and TTL (s), or nil: caching off. A tenant's own default
+-- (field "<model>/t/<tenant>" of P cachecfg) wins over the model's
+-- ("<model>"); a stored "off" is nil. memo (a table per call) spares the
+-- reads.
+local function cache_default(P, model, tenant, memo)
+    local mk = model .. '|' .. tenant
+    local d = memo[mk]
+    if d == nil then
+        local ck = KEY.cache_config(P)
+        local v = tenant ~= '' and redis.call('HGET', ck, model .. '/t/' .. tenant)
+        if not v then
+            v = redis.call('HGET', ck, model)
+        end
+        d = false
+        local mode, ttl = string.match(v or '', '^(%l+) (%d+)$')
+        if (mode == 'use' or mode == 'refresh') and tonumber(ttl) >= 1 then
+            d = { mode, tonumber(ttl) }
+        end
+        memo[mk] = d
+    end
+    if d then
+        return d[1], d[2]
+    end
+    return nil
+end
+
+-- The scope of tenant's entries ('' none): "/<namespace>" when `llmq cache
+-- set --tenant T --namespace NAME` put it in one, else the tenant.
+local function cache_scope(P, tenant)
+    if tenant ~= '' then
+        local ns = redis.call('HGET', KEY.cache_config(P), 'ns/' .. tenant)
+        if ns then
+            return '/' .. ns
+        end
+    end
+    return tenant
 end
 
 -- The result line of job id answered with stored line line, whose entry
@@ -54,9 +103,11 @@ end
 -- the result line to end it with (the caller ends it: llmq_job_finish),
 -- 'coalesced' (it waits, written here), or nil: it leads, and the caller
 -- queues it (its record is a hash from here on, with fields ck and cttl).
--- rec: the job's record (llmq_job_record_get).
+-- rec: the job's record (llmq_job_record_get). The entry's name is of the
+-- tenant's scope (cache_scope).
 local function cache_enter(P, id, rec, tenant, model, mode, ttl, key, now)
-    local name = tenant .. '|' .. model .. '|' .. key
+    local scope = cache_scope(P, tenant)
+    local name = scope .. '|' .. model .. '|' .. key
     local stats = KEY.cache_stats(P)
     if mode == 'use' then
         local v = redis.call('GET', KEY.cache(P, name))
