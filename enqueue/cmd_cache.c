@@ -2,7 +2,7 @@
  * (docs/cache.md, lua/lib/cache.lua).
  *   stats   entries and bytes stored (of a tenant, a namespace, a model),
  *           and the account's hits, misses, coalesced waits, answers
- *           stored, tokens saved;
+ *           stored, tokens and dollars saved;
  *   purge   deletes the entries (of a tenant, a namespace, a model; all
  *           without a filter). Both go over the entries' index in steps
  *           (lua/cache_admin.lua).
@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "cli_opts.h"
+#include "cost/money.h"
 #include "jobs/job.h"
 #include "redis/keys.h"
 #include "redis/redis.h"
@@ -61,7 +62,7 @@ static const struct llmq_cli_spec spec = {
              "x-llmq-cache header or its gateway key's default, else the default set here)\n"
              "store their good answers per tenant and model. stats shows the entries stored\n"
              "and the account's counters (hits, misses, coalesced waits, answers stored,\n"
-             "tokens saved); purge deletes entries.\n"
+             "tokens and dollars saved); purge deletes entries.\n"
              "set MODEL --mode: the mode of MODEL's jobs that ask nothing (a request's own\n"
              "mode wins, then its gateway key's, then tenant T's default of MODEL with\n"
              "--tenant, then MODEL's); off turns a tenant's off under a model's use.\n"
@@ -73,7 +74,7 @@ static const struct llmq_cli_spec spec = {
     .exit = "Exit: 0 ok; 1 Redis failure; 2 usage error.\n",
 };
 
-enum { N_REPLY = 9 };
+enum { N_REPLY = 10 };
 
 /* Runs every step of op; sums entries and bytes, keeps the counters. */
 static int run_steps(const struct llmq_cli *cli, redisContext *c, const char *prefix,
@@ -115,12 +116,15 @@ static int cache_run(const struct llmq_cli *cli, redisContext *c, const char *pr
         printf("purged %lld entries (%lld bytes)\n", v[0], v[1]);
         return LLMQ_EXIT_OK;
     }
+    char usd[40];
+    llmq_usd_format(v[9], usd, sizeof(usd));
     if (a->json) {
-        json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "account",
+        json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f}", "account",
                               cli->account, "entries", (json_int_t)v[0], "bytes", (json_int_t)v[1],
                               "hits", (json_int_t)v[3], "misses", (json_int_t)v[4], "coalesced",
                               (json_int_t)v[5], "stored", (json_int_t)v[6], "stored_bytes",
-                              (json_int_t)v[7], "saved_tokens", (json_int_t)v[8]);
+                              (json_int_t)v[7], "saved_tokens", (json_int_t)v[8], "saved_nano_usd",
+                              (json_int_t)v[9], "saved_usd", (double)v[9] / LLMQ_NANO_PER_USD);
         char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
         printf("%s\n", s ? s : "{}");
         free(s);
@@ -133,6 +137,7 @@ static int cache_run(const struct llmq_cli *cli, redisContext *c, const char *pr
     printf("coalesced     %lld (waited for an identical request in flight)\n", v[5]);
     printf("stored        %lld answers (%lld bytes)\n", v[6], v[7]);
     printf("saved_tokens  %lld (estimated cost of the hits)\n", v[8]);
+    printf("saved_usd     %s (what the hits' original calls cost, at the account's prices)\n", usd);
     return LLMQ_EXIT_OK;
 }
 

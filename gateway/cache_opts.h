@@ -1,6 +1,8 @@
 /* A call's response cache options from its headers (docs/cache.md):
  *   x-llmq-cache: use | refresh | off
  *   x-llmq-cache-ttl: N   (seconds a stored answer lives, 1..30 days)
+ *   x-llmq-cache-store-truncated: true | false  (a cut-off answer may be
+ *                         stored and served)
  * and, where a header is absent, its gateway key's defaults (struct gw_key
  * cache, cache_ttl_s: llmq keys create --cache, --cache-ttl-s).
  * Read on the loop thread while the request's connection is MHD's. */

@@ -22,12 +22,13 @@
 --                            other fallback may serve it ("=" alone: none;
 --                            a gateway key's model list)
 --            {cache}         each job has one more value (after its fb, if
---                            any): "<mode> <ttl_s> <key>", mode use,
+--                            any): "<mode> <ttl_s> <key>[ t]", mode use,
 --                            refresh or default (the account's default of
 --                            its model and tenant, `llmq cache set`; TTL 0:
 --                            the default's), key the 64 hex digits of
---                            common/jobs/cache_key.h ('' none). A held job
---                            ignores it. lua/lib/cache.lua decides: mode
+--                            common/jobs/cache_key.h, " t": a cut-off answer
+--                            may be stored ('' none). A held job ignores
+--                            it. lua/lib/cache.lua decides: mode
 --                            use and a stored entry of the job's tenant,
 --                            model and key: the job ends done at once
 --                            with its answer ('done'); an identical job in
@@ -192,9 +193,9 @@ for base = first, #ARGV, JOBS_FIELDS do
             deadline = llmq_int_text(deadline)
         end
         local model = ARGV[base + 2]
-        local cmode, cttl, ckey = nil, nil, nil
+        local cmode, cttl, ckey, ctrunc = nil, nil, nil, false
         if cache and not held then
-            cmode, cttl, ckey = cache_parse(id, ARGV[base + CACHE_AT])
+            cmode, cttl, ckey, ctrunc = cache_parse(id, ARGV[base + CACHE_AT])
         end
         if cmode == 'default' then
             -- no ask of its own: its model's default for its tenant (`llmq
@@ -230,7 +231,7 @@ for base = first, #ARGV, JOBS_FIELDS do
         local cached, answer = nil, nil
         if cmode then
             cached, answer = cache_enter(P, id, llmq_job_record_get(P, id), tenant, model, cmode,
-                cttl, ckey, now)
+                cttl, ckey, now, ctrunc)
             if cached == 'hit' then
                 llmq_job_finish(P, id, 'done', answer, '', now)
                 cached = 'done'

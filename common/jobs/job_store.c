@@ -23,7 +23,7 @@
 #include "llmq/priority.h"
 
 #define FIELDS_PER_JOB 16 /* with {pins}, {fb}, {cache} and {ow}; 12 without */
-#define CACHE_FIELD_MAX (16 + NUM_LEN + LLMQ_JOB_CACHE_KEY_HEX) /* "<mode> <ttl_s> <key>" */
+#define CACHE_FIELD_MAX (16 + NUM_LEN + LLMQ_JOB_CACHE_KEY_HEX) /* "<mode> <ttl_s> <key>[ t]" */
 #define FB_FIELD_MAX (LLMQ_NAME_MAX + 2 * NUM_LEN + 3)          /* "[=]<model> <cost> <prompt>" */
 #define NUMS_PER_JOB 6
 #define NUM_LEN 24
@@ -214,11 +214,12 @@ static void build_call(struct call_args *a, const char *prefix, const struct llm
         }
         if (cache) {
             int len = !cache_used(j) ? 0
-                                     : snprintf(a->cache[i], sizeof(a->cache[i]), "%s %lld %s",
+                                     : snprintf(a->cache[i], sizeof(a->cache[i]), "%s %lld %s%s",
                                                 j->cache == LLMQ_JOB_CACHE_USE       ? "use"
                                                 : j->cache == LLMQ_JOB_CACHE_REFRESH ? "refresh"
                                                                                      : "default",
-                                                j->cache_ttl_s, j->cache_key);
+                                                j->cache_ttl_s, j->cache_key,
+                                                j->cache_store_truncated ? " t" : "");
             arg(a, a->cache[i], (size_t)len);
         }
         if (ow)

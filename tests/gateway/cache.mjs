@@ -15,7 +15,9 @@
 //   - x-llmq-cache: off calls the API though an entry is stored; a bad
 //     header value is a 400 naming it;
 //   - a key made with --cache use caches its calls without the header (a
-//     header still overrides it); a key without it does not.
+//     header still overrides it); a key without it does not;
+//   - an answer cut off at max_tokens is stored only with
+//     x-llmq-cache-store-truncated: true and served only to calls that send it;
 import assert from 'node:assert/strict';
 
 import { clientFor, apiKey, newKey, runSteps } from './sdk.mjs';
@@ -129,5 +131,25 @@ await runSteps([
         await plain.chat.completions.create(ask('q7'));
         await plain.chat.completions.create(ask('q7'));
         assert.equal(await upstream(before, 4), 4);
+    }],
+    ['a cut-off answer is stored only when asked, and served only to who asks', async () => {
+        // openai-sim answers max_tokens 5 with 5 tokens and finish_reason "length"
+        const cut = { model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: 'q11' }] };
+        const trunc = { headers: { 'x-llmq-cache': 'use', 'x-llmq-cache-store-truncated': 'true' } };
+        const before = calls();
+        const a = await gw.chat.completions.create(cut, use);
+        assert.equal(a.choices[0].finish_reason, 'length');
+        const b = await gw.chat.completions.create(cut, use);
+        assert.notEqual(b.id, a.id, 'a cut-off answer was stored though not asked');
+        const c = await gw.chat.completions.create(cut, trunc);
+        const d = await gw.chat.completions.create(cut, trunc);
+        assert.equal(d.id, c.id, 'asked: the cut-off answer is stored and served');
+        assert.equal(d.choices[0].finish_reason, 'length');
+        const e = await gw.chat.completions.create(cut, use);
+        assert.notEqual(e.id, c.id, 'a stored cut-off answer served to a request that did not ask');
+        assert.equal(await upstream(before, 4), 4);
+        await assert.rejects(gw.chat.completions.create(cut,
+            { headers: { 'x-llmq-cache-store-truncated': 'yes' } }),
+            (err) => err.status === 400 && /x-llmq-cache-store-truncated/.test(err.message));
     }],
 ]);

@@ -72,6 +72,9 @@ struct llmq_job_options {
                                       nor writes (docs/cache.md) */
     long long cache_ttl_s;         /* how long a stored answer lives, s; 0: one day (or the
                                       account's default's) */
+    int cache_store_truncated;     /* 1: an answer cut off at its token limit
+                                      (finish_reason "length") may be stored, and a stored
+                                      one served; 0: never (docs/cache.md) */
 };
 
 /* One request of llmq_producer_enqueue_many. */
