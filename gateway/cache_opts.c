@@ -54,3 +54,14 @@ int gw_cache_opts(struct gw_request *r, struct llmq_job_options *o)
     }
     return 0;
 }
+
+void gw_cache_key_default(const struct gw_key *key, struct llmq_job *j)
+{
+    enum llmq_job_cache m;
+    if (j->cache != LLMQ_JOB_CACHE_DEFAULT || key->cache[0] == '\0' ||
+        llmq_job_cache_parse(key->cache, &m, NULL) != LLMQ_OK)
+        return;
+    j->cache = m;
+    if (m != LLMQ_JOB_CACHE_OFF && j->cache_ttl_s <= 0)
+        j->cache_ttl_s = key->cache_ttl_s > 0 ? key->cache_ttl_s : LLMQ_JOB_CACHE_TTL_S_DEFAULT;
+}

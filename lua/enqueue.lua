@@ -27,8 +27,10 @@
 --                            its model and tenant, `llmq cache set`; TTL 0:
 --                            the default's), key the 64 hex digits of
 --                            common/jobs/cache_key.h, " t": a cut-off answer
---                            may be stored ('' none). A held job ignores
---                            it. lua/lib/cache.lua decides: mode
+--                            may be stored ('' none). A held job keeps it
+--                            (job field cv) for lua/batch_stage.lua, which
+--                            decides when it queues the job (lua/lib/cache.lua
+--                            cache_stage). lua/lib/cache.lua decides: mode
 --                            use and a stored entry of the job's tenant,
 --                            model and key: the job ends done at once
 --                            with its answer ('done'); an identical job in
@@ -194,8 +196,11 @@ for base = first, #ARGV, JOBS_FIELDS do
         end
         local model = ARGV[base + 2]
         local cmode, cttl, ckey, ctrunc = nil, nil, nil, false
+        local held_cache = nil -- a held job's cache value, kept for batch_stage.lua
         if cache and not held then
             cmode, cttl, ckey, ctrunc = cache_parse(id, ARGV[base + CACHE_AT])
+        elseif cache and cache_parse(id, ARGV[base + CACHE_AT]) then
+            held_cache = ARGV[base + CACHE_AT]
         end
         if cmode == 'default' then
             -- no ask of its own: its model's default for its tenant (`llmq
@@ -228,6 +233,9 @@ for base = first, #ARGV, JOBS_FIELDS do
             return fail('LLMQ_EINVAL job ' .. id .. ': ' .. bad .. ' holds a newline')
         end
         redis.call('SET', rk, rec)
+        if held_cache then
+            llmq_job_record_unpack(P, id, llmq_job_record_get(P, id), 'cv', held_cache)
+        end
         local cached, answer = nil, nil
         if cmode then
             cached, answer = cache_enter(P, id, llmq_job_record_get(P, id), tenant, model, cmode,

@@ -341,7 +341,8 @@
  *                            tenants; '/' is in no tenant name)
  *   job fields ck (its entry's name) and cttl (TTL, s): a job that may
  *   store an answer (cache mode use or refresh); ctr: it may store a cut-off
- *   one
+ *   one; cv: a held job's {cache} value (lua/enqueue.lua), decided when its
+ *   gateway batch queues it (lua/batch_stage.lua)
  *
  * Gateway (gateway/, `llmq keys`)
  *   P gw:key:<sha256>  HASH  a gateway key, known only by the SHA-256 (hex) of

@@ -139,9 +139,21 @@ end
 -- the result line to end it with (the caller ends it: llmq_job_finish),
 -- 'coalesced' (it waits, written here), or nil: it leads, and the caller
 -- queues it (its record is a hash from here on, with fields ck, cttl and,
--- with trunc, ctr). rec: the job's record (llmq_job_record_get). The
--- entry's name is of the tenant's scope (cache_scope).
+-- with trunc, ctr). rec: the job's record (llmq_job_record_get), or for a
+-- job that is a hash already (a gateway batch's held job, batch_stage.lua)
+-- a table of its cost, user and deadline_ms with hash = true. The entry's
+-- name is of the tenant's scope (cache_scope).
 local function cache_enter(P, id, rec, tenant, model, mode, ttl, key, now, trunc)
+    -- writes fields ... of the job: its record becomes a hash with them
+    local function write(...)
+        if rec.hash then
+            if select('#', ...) > 0 then
+                redis.call('HSET', KEY.job(P, id), ...)
+            end
+        else
+            llmq_job_record_unpack(P, id, rec, ...)
+        end
+    end
     local scope = cache_scope(P, tenant)
     local name = scope .. '|' .. model .. '|' .. key
     local stats = KEY.cache_stats(P)
@@ -155,7 +167,7 @@ local function cache_enter(P, id, rec, tenant, model, mode, ttl, key, now, trunc
         if stored and (trunc or not cut) then
             cache_count_hit(P, model, tenant, rec.user or '', usage, now)
             redis.call('HINCRBY', stats, 'saved_tokens', tonumber(rec.cost) or 0)
-            llmq_job_record_unpack(P, id, rec)
+            write()
             return 'hit', cache_answer_line(id, math.max(now - stored, 0), string.sub(v, at))
         end
     end
@@ -163,10 +175,9 @@ local function cache_enter(P, id, rec, tenant, model, mode, ttl, key, now, trunc
     local leader = redis.call('GET', fk)
     if leader and leader ~= id and cache_live(P, leader) then
         if trunc then
-            llmq_job_record_unpack(P, id, rec, 'state', 'coalesced', 'ck', name, 'cttl', ttl,
-                'ctr', 1)
+            write('state', 'coalesced', 'ck', name, 'cttl', ttl, 'ctr', 1)
         else
-            llmq_job_record_unpack(P, id, rec, 'state', 'coalesced', 'ck', name, 'cttl', ttl)
+            write('state', 'coalesced', 'ck', name, 'cttl', ttl)
         end
         redis.call('RPUSH', KEY.cache_wait(P, name), id)
         local deadline = tonumber(rec.deadline_ms) or 0
@@ -179,11 +190,32 @@ local function cache_enter(P, id, rec, tenant, model, mode, ttl, key, now, trunc
     redis.call('SET', fk, id)
     redis.call('HINCRBY', stats, 'misses', 1)
     if trunc then
-        llmq_job_record_unpack(P, id, rec, 'ck', name, 'cttl', ttl, 'ctr', 1)
+        write('ck', name, 'cttl', ttl, 'ctr', 1)
     else
-        llmq_job_record_unpack(P, id, rec, 'ck', name, 'cttl', ttl)
+        write('ck', name, 'cttl', ttl)
     end
     return nil
+end
+
+-- Held job id of a gateway batch (a hash with field cv, its {cache} value:
+-- lua/enqueue.lua) that batch_stage.lua queues at now (ms): decides it as
+-- cache_enter decides a new job (mode default: cache_default, memo as
+-- there). j: its model, tenant, user, cost and deadline_ms (false when
+-- absent). Returns as cache_enter, or false: it uses no cache (the caller
+-- queues it as any job). Field cv is gone after.
+local function cache_stage(P, id, cv, j, now, memo)
+    redis.call('HDEL', KEY.job(P, id), 'cv')
+    local mode, ttl, key, trunc = cache_parse(id, cv)
+    local tenant = j.tenant or ''
+    if mode == 'default' then
+        local dmode, dttl = cache_default(P, j.model, tenant, memo)
+        mode, ttl = dmode, ttl > 0 and ttl or dttl
+    end
+    if not mode then
+        return false
+    end
+    local rec = { hash = true, cost = j.cost, user = j.user or '', deadline_ms = j.deadline_ms }
+    return cache_enter(P, id, rec, tenant, j.model, mode, ttl, key, now, trunc)
 end
 
 -- Stores line (the stored Batch line of a good answer) under name for
@@ -201,8 +233,9 @@ local function cache_store(P, name, ttl_s, line, now_ms, meta)
 end
 
 -- Job id, whose hash has ck = name and cttl = ttl (s), ended in state with
--- reason and stored line at now_ms (meta: cache_store's, or nil). Returns the ids of the jobs waiting for
--- it that are to end done with its answer (the caller ends them:
+-- reason and stored line at now_ms (meta: cache_store's, or nil). Returns
+-- the ids of the jobs waiting for it that are to end done with its answer
+-- (the caller ends them:
 -- cache_answer_line); none when it was no leader (a waiter that ended on its
 -- own), or failed (then the first waiter still waiting leads, queued here).
 local function cache_flight_end(P, id, name, ttl, state, reason, line, now_ms, meta)
