@@ -48,6 +48,22 @@ void llmq_cli_error(const struct llmq_cli *cli, const char *fmt, ...)
     fputc('\n', stderr);
 }
 
+int llmq_cli_reply_failed(const struct llmq_cli *cli, const char *what, redisReply *r,
+                          const struct llmq_error *err)
+{
+    const char *msg = r != NULL && r->type == REDIS_REPLY_ERROR ? r->str
+                      : r == NULL && err != NULL && err->msg[0] ? err->msg
+                      : r == NULL                               ? "no reply from Redis"
+                                                                : "unexpected reply";
+    if (what != NULL)
+        llmq_cli_error(cli, "%s: %s", what, msg);
+    else
+        llmq_cli_error(cli, "%s", msg);
+    if (r != NULL)
+        freeReplyObject(r);
+    return LLMQ_EXIT_FAIL;
+}
+
 int llmq_cli_prefix(const struct llmq_cli *cli, char *prefix, size_t n)
 {
     struct llmq_error err = {0};

@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <stdio.h>
 
+#include "llmq/error.h"
 #include "redis/keys.h"
 
 #define LLMQ_EXIT_OK 0
@@ -96,6 +97,13 @@ int llmq_limit_value_set(const redisReply *r);
 /* Prints "PROG: message" to stderr. */
 void llmq_cli_error(const struct llmq_cli *cli, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* Reports a failed Redis command or script as "PROG: what: message" (what
+ * NULL: "PROG: message"): the message is the error reply's text, else err's
+ * (r NULL: no reply; err may be NULL), else "unexpected reply". Takes r
+ * (freed; NULL is fine). Returns LLMQ_EXIT_FAIL. */
+int llmq_cli_reply_failed(const struct llmq_cli *cli, const char *what, redisReply *r,
+                          const struct llmq_error *err);
 
 /* Subcommands: argv[0] is the subcommand name; return an exit code. */
 int llmq_cmd_limits(struct llmq_cli *cli, int argc, char **argv);

@@ -114,13 +114,7 @@ static int resume(const struct llmq_cli *cli, redisContext *c, const char *prefi
     redisReply *r = llmq_script_run(c, LLMQ_SCRIPT_ACCOUNT_RESUME, 1, 2, argv, NULL, &err);
     if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
         r->element[0]->type != REDIS_REPLY_INTEGER) {
-        llmq_cli_error(cli, "account resume: %s",
-                       r == NULL                      ? err.msg
-                       : r->type == REDIS_REPLY_ERROR ? r->str
-                                                      : "unexpected reply");
-        if (r != NULL)
-            freeReplyObject(r);
-        return LLMQ_EXIT_FAIL;
+        return llmq_cli_reply_failed(cli, "account resume", r, &err);
     }
     if (r->element[0]->integer == 1)
         printf("account %s: resumed (it was paused after the API refused key %s)\n", cli->account,

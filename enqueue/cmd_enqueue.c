@@ -716,6 +716,8 @@ int llmq_cmd_enqueue(struct llmq_cli *cli, int argc, char **argv)
         o.max_body_bytes = LLMQ_JOB_MAX_BODY_BYTES_DEFAULT;
     }
     o.d.max_body_bytes = (size_t)o.max_body_bytes;
+    /* the account's cache defaults (llmq cache set) apply to lines that ask nothing */
+    o.d.cache_defaults = c != NULL && llmq_job_store_cache_defaults(c, prefix);
     code = load_batch(cli, &o, &b);
     if (code >= 0)
         goto out;

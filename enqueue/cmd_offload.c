@@ -110,18 +110,6 @@ static const struct llmq_cli_spec spec = {
     .exit = "Exit: 0 ok; 1 Redis failure; 2 usage error (or ID unknown).\n",
 };
 
-/* Prints a script's error reply (or the connection's) and returns 1. */
-static int redis_failed(const struct llmq_cli *cli, redisReply *r, const struct llmq_error *err)
-{
-    if (r != NULL && r->type == REDIS_REPLY_ERROR)
-        llmq_cli_error(cli, "%s", r->str);
-    else
-        llmq_cli_error(cli, "%s", err && err->msg[0] ? err->msg : "redis failed");
-    if (r != NULL)
-        freeReplyObject(r);
-    return LLMQ_EXIT_FAIL;
-}
-
 /* One stored policy as a line: MODEL mode=... poll_ms=... */
 static void print_policy(const char *model, const char *json)
 {
@@ -146,7 +134,7 @@ static int policy_set(const struct llmq_cli *cli, redisContext *c, const char *p
         return LLMQ_EXIT_USAGE;
     redisReply *r = llmq_redis_command(c, "HGET %s %s", key, o->field);
     if (r == NULL || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL))
-        return redis_failed(cli, r, NULL);
+        return llmq_cli_reply_failed(cli, NULL, r, NULL);
     json_t *p = r->type == REDIS_REPLY_STRING ? json_loads(r->str, 0, NULL) : NULL;
     freeReplyObject(r);
     if (!json_is_object(p)) {
@@ -173,7 +161,7 @@ static int policy_set(const struct llmq_cli *cli, redisContext *c, const char *p
     r = llmq_redis_command(c, "HSET %s %s %s", key, o->field, text);
     if (r == NULL || r->type == REDIS_REPLY_ERROR) {
         free(text);
-        return redis_failed(cli, r, NULL);
+        return llmq_cli_reply_failed(cli, NULL, r, NULL);
     }
     freeReplyObject(r);
     print_policy(o->field, text);
@@ -190,7 +178,7 @@ static int policy_get(const struct llmq_cli *cli, redisContext *c, const char *p
     redisReply *r = o->model ? llmq_redis_command(c, "HGET %s %s", key, o->field)
                              : llmq_redis_command(c, "HGETALL %s", key);
     if (r == NULL || r->type == REDIS_REPLY_ERROR)
-        return redis_failed(cli, r, NULL);
+        return llmq_cli_reply_failed(cli, NULL, r, NULL);
     if (o->model != NULL)
         print_policy(o->field, r->type == REDIS_REPLY_STRING ? r->str : NULL);
     for (size_t i = 0; o->model == NULL && r->type == REDIS_REPLY_ARRAY && i + 1 < r->elements;
@@ -223,7 +211,7 @@ static int batches_list(const struct llmq_cli *cli, redisContext *c, const char 
     struct llmq_error err = {0};
     redisReply *r = llmq_script_run(c, LLMQ_SCRIPT_PBATCH_LIST, 1, 3, argv, NULL, &err);
     if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 1)
-        return redis_failed(cli, r, &err);
+        return llmq_cli_reply_failed(cli, NULL, r, &err);
     const redisReply *st = r->element[0];
     for (size_t i = 0; st->type == REDIS_REPLY_ARRAY && i + 1 < st->elements; i += 2)
         printf("staged %s: %lld jobs\n", st->element[i]->str, st->element[i + 1]->integer);
@@ -250,7 +238,7 @@ static int batch_show(const struct llmq_cli *cli, redisContext *c, const char *p
     struct llmq_error err = {0};
     redisReply *r = llmq_script_run(c, LLMQ_SCRIPT_PBATCH_LIST, 1, 3, argv, NULL, &err);
     if (r == NULL || r->type != REDIS_REPLY_ARRAY)
-        return redis_failed(cli, r, &err);
+        return llmq_cli_reply_failed(cli, NULL, r, &err);
     if (r->elements == 0) {
         llmq_cli_error(cli, "no provider batch %s", o->model);
         freeReplyObject(r);
@@ -283,7 +271,7 @@ static int batch_cancel(const struct llmq_cli *cli, redisContext *c, const char 
         return LLMQ_EXIT_USAGE;
     }
     if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 2)
-        return redis_failed(cli, r, &err);
+        return llmq_cli_reply_failed(cli, NULL, r, &err);
     if (o->job != NULL) {
         long long cancelled = r->element[0]->integer, running = r->element[1]->integer;
         printf("job %s: %s\n", o->job,

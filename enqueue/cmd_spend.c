@@ -72,6 +72,7 @@ static void day_text(long long day, char buf[16])
 struct spend_row {
     char name[512];
     long long n, in, cached, out, tok, nusd;
+    long long hits, saved; /* response cache hits and the nano-USD they saved */
 };
 
 struct spend_table {
@@ -145,6 +146,10 @@ static void add_field(struct spend_table *t, const struct spend_opts *o, const c
         r->tok += v;
     else if (strcmp(k, "nusd") == 0)
         r->nusd += v;
+    else if (strcmp(k, "hits") == 0)
+        r->hits += v;
+    else if (strcmp(k, "saved") == 0)
+        r->saved += v;
 }
 
 static int row_cmp(const void *a, const void *b)
@@ -154,19 +159,22 @@ static int row_cmp(const void *a, const void *b)
 
 static json_t *row_json(const struct spend_row *r)
 {
-    return json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "group", r->name, "jobs",
+    return json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:I,s:I,s:f}", "group", r->name, "jobs",
                      (json_int_t)r->n, "prompt_tokens", (json_int_t)r->in, "cached_tokens",
                      (json_int_t)r->cached, "completion_tokens", (json_int_t)r->out, "total_tokens",
                      (json_int_t)r->tok, "nano_usd", (json_int_t)r->nusd, "usd",
-                     (double)r->nusd / LLMQ_NANO_PER_USD);
+                     (double)r->nusd / LLMQ_NANO_PER_USD, "cache_hits", (json_int_t)r->hits,
+                     "saved_nano_usd", (json_int_t)r->saved, "saved_usd",
+                     (double)r->saved / LLMQ_NANO_PER_USD);
 }
 
 static void row_print(const struct spend_row *r)
 {
-    char usd[40];
+    char usd[40], saved[40];
     llmq_usd_format(r->nusd, usd, sizeof(usd));
-    printf("%-30s %8lld %12lld %10lld %12lld %12lld %14s\n", r->name, r->n, r->in, r->cached,
-           r->out, r->tok, usd);
+    llmq_usd_format(r->saved, saved, sizeof(saved));
+    printf("%-30s %8lld %12lld %10lld %12lld %12lld %14s %8lld %14s\n", r->name, r->n, r->in,
+           r->cached, r->out, r->tok, usd, r->hits, saved);
 }
 
 static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix, void *ud)
@@ -201,6 +209,8 @@ static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix, 
         total.out += t.rows[i].out;
         total.tok += t.rows[i].tok;
         total.nusd += t.rows[i].nusd;
+        total.hits += t.rows[i].hits;
+        total.saved += t.rows[i].saved;
     }
     char from[16], to[16];
     day_text(o->from_day, from);
@@ -219,8 +229,8 @@ static int act(const struct llmq_cli *cli, redisContext *c, const char *prefix, 
     } else {
         printf("spend %s..%s (UTC)%s%s%s%s, by %s\n", from, to, o->tenant ? ", tenant " : "",
                o->tenant ? o->tenant : "", o->user ? ", user " : "", o->user ? o->user : "", o->by);
-        printf("%-30s %8s %12s %10s %12s %12s %14s\n", "GROUP", "JOBS", "PROMPT", "CACHED",
-               "OUTPUT", "TOKENS", "USD");
+        printf("%-30s %8s %12s %10s %12s %12s %14s %8s %14s\n", "GROUP", "JOBS", "PROMPT", "CACHED",
+               "OUTPUT", "TOKENS", "USD", "HITS", "SAVED_USD");
         for (size_t i = 0; i < t.n; i++)
             row_print(&t.rows[i]);
         row_print(&total);

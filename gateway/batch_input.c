@@ -146,6 +146,7 @@ static void check_work(struct gw_offload_task *t)
     struct llmq_job_defaults d;
     llmq_job_defaults_init(&d);
     d.max_body_bytes = op->job_body_max;
+    d.cache_defaults = 1; /* as at upload (files.c) */
     struct llmq_batch b = {0};
     struct llmq_error err = {0};
     if (llmq_batch_parse(op->content, op->content_len, &d, &b, &err) != LLMQ_OK) {

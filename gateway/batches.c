@@ -25,6 +25,7 @@
 #include "base/clock.h"
 #include "batches.h"
 #include "batch_input.h"
+#include "cache_opts.h"
 #include "http.h"
 #include "ids.h"
 #include "jobs/job.h"
@@ -636,6 +637,7 @@ static int prepare_jobs(struct gw_request *r)
         j->user = (char *)terms.user;
         j->priority = terms.priority;
         gw_key_policy_fallback(&r->key, j, 0); /* its models hold for the fallback too */
+        gw_cache_key_default(&r->key, j);
         if (strcmp(j->url, c->req.endpoint) != 0) {
             gw_respond_errorf(r, 400, INVALID, "endpoint", "mismatched_endpoint",
                               "line %ld: url %s is not the batch's endpoint %s", in->lines[i],

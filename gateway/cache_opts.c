@@ -5,6 +5,7 @@
 #include <microhttpd.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "base/parse_int.h"
 #include "jobs/job.h"
@@ -20,6 +21,16 @@ int gw_cache_opts(struct gw_request *r, struct llmq_job_options *o)
         return 0;
     const char *mode = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "x-llmq-cache");
     const char *ttl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "x-llmq-cache-ttl");
+    const char *trunc =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "x-llmq-cache-store-truncated");
+    if (trunc != NULL) {
+        if (strcmp(trunc, "true") != 0 && strcmp(trunc, "false") != 0) {
+            gw_respond_errorf(r, 400, "invalid_request_error", NULL, "invalid_cache_header",
+                              "x-llmq-cache-store-truncated must be true or false");
+            return -1;
+        }
+        o->cache_store_truncated = strcmp(trunc, "true") == 0;
+    }
     if (mode != NULL) {
         enum llmq_job_cache m;
         if (llmq_job_cache_parse(mode, &m, NULL) != LLMQ_OK) {
@@ -42,4 +53,15 @@ int gw_cache_opts(struct gw_request *r, struct llmq_job_options *o)
         o->cache_ttl_s = s;
     }
     return 0;
+}
+
+void gw_cache_key_default(const struct gw_key *key, struct llmq_job *j)
+{
+    enum llmq_job_cache m;
+    if (j->cache != LLMQ_JOB_CACHE_DEFAULT || key->cache[0] == '\0' ||
+        llmq_job_cache_parse(key->cache, &m, NULL) != LLMQ_OK)
+        return;
+    j->cache = m;
+    if (m != LLMQ_JOB_CACHE_OFF && j->cache_ttl_s <= 0)
+        j->cache_ttl_s = key->cache_ttl_s > 0 ? key->cache_ttl_s : LLMQ_JOB_CACHE_TTL_S_DEFAULT;
 }

@@ -30,6 +30,7 @@ int gw_call_job_make(struct gw_request *r, const struct gw_call *call, struct ll
     llmq_job_defaults_init(&d);
     d.max_body_bytes = (size_t)gw->job_body_max;
     d.now_ms = llmq_wall_ms();
+    d.cache_defaults = 1; /* a call that asks nothing: the account's default decides */
     struct llmq_error err = {0};
     if (llmq_job_from_request_json(r->m.call_url, call->body, &o, &d, job, &err) != LLMQ_OK) {
         if (err.rc == LLMQ_ETOOBIG)

@@ -15,8 +15,12 @@
  * (fallbacks.h) is a J2 record: J1's numbers, then "<fallback total>
  * <fallback prompt> <fallback len>", and after body\0 the fallback's
  * name\0 (a gateway before J2 reads it as damaged: gateways are upgraded
- * together, docs/upgrading.md). Decoding points the job's strings into the
- * record itself: no copy, no allocation.
+ * together, docs/upgrading.md). A job that uses the response cache (its
+ * line's llmq.cache, or asks nothing and gets its key for the account's
+ * default) is a J3 record (J1's) or a J4 (J2's): three more numbers at the
+ * header's end, "<mode> <ttl_s> <store_truncated>" (enum llmq_job_cache,
+ * never off), and after every other string its key's 64 hex digits\0. Decoding points the job's
+ * strings into the record itself: no copy, no allocation.
  *
  * Pure, no I/O; thread-safe. */
 #ifndef LLMQ_GW_FILE_JOBS_H

@@ -144,6 +144,8 @@ static int check_file(const char *body, size_t len, size_t job_body_max, long lo
     struct llmq_job_defaults d;
     llmq_job_defaults_init(&d);
     d.max_body_bytes = job_body_max;
+    d.cache_defaults = 1; /* a line that asks nothing keeps its key: its batch's key's or the
+                             account's cache default may apply (batches.c, lua/batch_stage.lua) */
     struct llmq_batch b = {0};
     struct llmq_error err = {0};
     if (llmq_batch_parse(body, len, &d, &b, &err) != LLMQ_OK)

@@ -33,7 +33,15 @@
 -- Reply: the batch's status after the call ('gone' after the last abort).
 -- Errors: LLMQ_ENOTFOUND a commit of no such batch; LLMQ_ECONFLICT a commit of a
 -- validating batch another gateway holds, or an abort of a visible one.
+--           A held job that uses the response cache (field cv: a line's
+--           llmq.cache, its gateway key's default, or the account's default
+--           for mode default) is decided as lua/lib/cache.lua decides a new
+--           job (cache_stage): a hit ends done at once, an identical job in
+--           flight makes it wait (coalesced), else it is queued as the one
+--           in flight. (Never staged for a provider batch.)
+-- uses cache: cache_stage
 -- uses job_record: llmq_job_read, llmq_job_record_unpack, JOB_RECORD_STATE_AT
+-- uses jobs: llmq_job_finish
 -- uses keys: KEY
 -- uses pbatch: pbatch_policy, pbatch_stage, PBATCH_WINDOW_MS
 -- uses sched: sched_backlog_add, sched_push
@@ -96,11 +104,27 @@ local function offloaded(j)
     policies[j[3]] = policies[j[3]] or pbatch_policy(P, j[3])
     return policies[j[3]].mode == 'all'
 end
+local cache_memo = {} -- the cache defaults read in this call (cache_stage)
 for i = 4, ids_end do
     local id = ARGV[i]
     local j, rec = llmq_job_read(P, id,
-        { 'state', 'prio', 'model', 'tenant', 'user', 'deadline_ms', 'enq_ms', 'url' })
-    if j[1] == 'held' and offloaded(j) then
+        { 'state', 'prio', 'model', 'tenant', 'user', 'deadline_ms', 'enq_ms', 'url', 'cv',
+            'cost' })
+    local cached, leads = false, false
+    if j[1] == 'held' and j[9] then
+        -- (a job with cv is a hash: lua/enqueue.lua)
+        local answer = nil
+        cached, answer = cache_stage(P, id, j[9], { model = j[3], tenant = j[4], user = j[5],
+            cost = j[10], deadline_ms = j[6] }, now, cache_memo)
+        leads = cached == nil -- queued below as the one in flight, never offloaded
+        if cached == 'hit' then
+            redis.call('HSET', KEY.job(P, id), 'state', 'queued')
+            llmq_job_finish(P, id, 'done', answer, '', now)
+        end
+    end
+    if cached then
+        -- answered, or waiting for the identical job in flight: in no queue
+    elseif j[1] == 'held' and not leads and offloaded(j) then
         -- never in the live path: a hash from here on, staged
         if rec then
             llmq_job_record_unpack(P, id, rec)

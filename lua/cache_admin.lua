@@ -3,11 +3,12 @@
 -- call is slow; the CLI calls again from the rank it returns).
 -- KEYS[1]  P, the account prefix
 -- ARGV[1]  op: stats | purge
--- ARGV[2]  tenant the entries must be of ('*' any; '' the jobs without one)
+-- ARGV[2]  tenant the entries must be of ('*' any; '' the jobs without one;
+--          "/<name>" namespace name's, lua/lib/cache.lua cache_scope)
 -- ARGV[3]  model the entries must be of ('*' any)
 -- ARGV[4]  rank of the index to start at (0 first)
 -- Reply: {entries, bytes, next rank (-1: done), hits, misses, coalesced,
--- stored, stored_bytes, saved_tokens}: the entries of this step that match
+-- stored, stored_bytes, saved_tokens, saved_nusd}: the entries of this step that match
 -- (stats: those live; purge: those deleted) and the bytes of their stored
 -- lines; then the account's counters (P caches). Entries past their TTL
 -- leave the index first.
@@ -44,9 +45,9 @@ for _, name in ipairs(names) do
 end
 local next = #names < STEP and -1 or start + STEP - gone
 local c = redis.call('HMGET', KEY.cache_stats(P), 'hits', 'misses', 'coalesced', 'stored',
-    'stored_bytes', 'saved_tokens')
+    'stored_bytes', 'saved_tokens', 'saved_nusd')
 local out = { entries, bytes, next }
-for i = 1, 6 do
+for i = 1, 7 do
     out[#out + 1] = tonumber(c[i]) or 0
 end
 return out

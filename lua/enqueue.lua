@@ -22,10 +22,15 @@
 --                            other fallback may serve it ("=" alone: none;
 --                            a gateway key's model list)
 --            {cache}         each job has one more value (after its fb, if
---                            any): "<mode> <ttl_s> <key>", mode use or
---                            refresh, key the 64 hex digits of
---                            common/jobs/cache_key.h ('' none). A held job
---                            ignores it. lua/lib/cache.lua decides: mode
+--                            any): "<mode> <ttl_s> <key>[ t]", mode use,
+--                            refresh or default (the account's default of
+--                            its model and tenant, `llmq cache set`; TTL 0:
+--                            the default's), key the 64 hex digits of
+--                            common/jobs/cache_key.h, " t": a cut-off answer
+--                            may be stored ('' none). A held job keeps it
+--                            (job field cv) for lua/batch_stage.lua, which
+--                            decides when it queues the job (lua/lib/cache.lua
+--                            cache_stage). lua/lib/cache.lua decides: mode
 --                            use and a stored entry of the job's tenant,
 --                            model and key: the job ends done at once
 --                            with its answer ('done'); an identical job in
@@ -62,7 +67,7 @@
 -- and its id in its key's queue (lua/lib/sched.lua:
 -- P kq:<prio>|<model>|<tenant>|<user>); workers are woken when it may run now.
 -- uses budget: budget_path, budget_price, budget_session
--- uses cache: cache_enter, cache_parse
+-- uses cache: cache_default, cache_enter, cache_parse
 -- uses job_ended: llmq_job_ended_peek
 -- uses job_record: llmq_job_record_get, llmq_job_record_make, llmq_job_record_unpack
 -- uses jobs: JOBS_PRIORITY_VALID, llmq_job_finish
@@ -111,6 +116,7 @@ end
 local now = llmq_now_ms()
 local now_text = llmq_int_text(now)
 local policies = {} -- model|tenant -> its offload policy (pbatch_policy), read once a call
+local cache_defaults = nil -- the cache defaults read in this call (cache_default); false: none
 local bs = budget_session(P, now)
 if bs.any then
     for base = first, #ARGV, JOBS_FIELDS do
@@ -189,9 +195,24 @@ for base = first, #ARGV, JOBS_FIELDS do
             deadline = llmq_int_text(deadline)
         end
         local model = ARGV[base + 2]
-        local cmode, cttl, ckey = nil, nil, nil
+        local cmode, cttl, ckey, ctrunc = nil, nil, nil, false
+        local held_cache = nil -- a held job's cache value, kept for batch_stage.lua
         if cache and not held then
-            cmode, cttl, ckey = cache_parse(id, ARGV[base + CACHE_AT])
+            cmode, cttl, ckey, ctrunc = cache_parse(id, ARGV[base + CACHE_AT])
+        elseif cache and cache_parse(id, ARGV[base + CACHE_AT]) then
+            held_cache = ARGV[base + CACHE_AT]
+        end
+        if cmode == 'default' then
+            -- no ask of its own: its model's default for its tenant (`llmq
+            -- cache set`), with the job's TTL when it gave one
+            local dmode, dttl = nil, nil
+            if cache_defaults == nil then
+                cache_defaults = redis.call('EXISTS', KEY.cache_config(P)) == 1 and {} or false
+            end
+            if cache_defaults then
+                dmode, dttl = cache_default(P, model, tenant, cache_defaults)
+            end
+            cmode, cttl = dmode, cttl > 0 and cttl or dttl
         end
         local mode = 'off'
         if window > 0 and not held and not lease and not cmode then
@@ -212,10 +233,13 @@ for base = first, #ARGV, JOBS_FIELDS do
             return fail('LLMQ_EINVAL job ' .. id .. ': ' .. bad .. ' holds a newline')
         end
         redis.call('SET', rk, rec)
+        if held_cache then
+            llmq_job_record_unpack(P, id, llmq_job_record_get(P, id), 'cv', held_cache)
+        end
         local cached, answer = nil, nil
         if cmode then
             cached, answer = cache_enter(P, id, llmq_job_record_get(P, id), tenant, model, cmode,
-                cttl, ckey, now)
+                cttl, ckey, now, ctrunc)
             if cached == 'hit' then
                 llmq_job_finish(P, id, 'done', answer, '', now)
                 cached = 'done'

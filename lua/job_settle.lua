@@ -69,8 +69,10 @@
 --          arrival guard of its model's (endpoint's) bucket learns from
 --          (limiter_late_sample)
 -- ARGV[27] nostore: done: 1 when the answer is not to be stored by the
---          response cache (lua/lib/cache.lua): cut off at its token limit
---          (finish_reason length), or a stream the client left; else 0
+--          response cache (lua/lib/cache.lua): a stream the client left or
+--          that broke off; 2 when it is cut off at its token limit
+--          (finish_reason length; stored only for a job that asked, its
+--          field ctr); else 0
 -- ARGV[28] status: the call's HTTP status, or its transport's outcome
 --          ("timeout", "not_sent"; '' unknown), for the job's list of calls
 -- Every delivery but a handback (never sent) adds its call to the job's
@@ -106,7 +108,7 @@
 -- uses limiter: limiter_session
 -- uses limiter_learn: limiter_guard_429, limiter_learn, limiter_lifetime_stale, limiter_late_sample
 -- uses sched: sched_delay, sched_wake_buckets
--- uses util: llmq_int_arg, llmq_now_ms
+-- uses util: llmq_int_arg, llmq_int_text, llmq_now_ms
 -- uses worker: worker_ack
 local P = KEYS[1]
 local SETTLE_FIELDS = 28
@@ -256,14 +258,35 @@ local function settle(base)
     if moved then
         mode = 'moved'
     end
-    if mode == 'done' and (ARGV[base + 11] ~= '' or ARGV[base + 27] == '1') then
+    local cache_meta = nil
+    local nostore = ARGV[base + 27]
+    if mode == 'done' and (ARGV[base + 11] ~= '' or nostore == '1' or nostore == '2') then
         -- a job of the response cache (lua/lib/cache.lua) served by its
         -- model's fallback (its answer is not stored under the model asked),
-        -- or whose answer must not be stored (ARGV[27]: cut off)
+        -- or whose answer must not be stored (ARGV[27] 1: partial), or is
+        -- cut off (2: stored only when the job asked, field ctr)
         local jk = KEY.job(P, id)
-        local cm = redis.call('HMGET', jk, 'cttl', 'model')
-        if cm[1] and (ARGV[base + 27] == '1' or (cm[2] and cm[2] ~= ARGV[base + 11])) then
+        local cm = redis.call('HMGET', jk, 'cttl', 'model', 'ctr')
+        if cm[1] and (nostore == '1' or (nostore == '2' and not cm[3]) or
+                (cm[2] and cm[2] ~= ARGV[base + 11])) then
             redis.call('HDEL', jk, 'cttl')
+        end
+        if cm[1] and nostore == '2' then
+            cache_meta = ' t'
+        end
+    end
+    if mode == 'done' then
+        -- the usage an entry stored from this answer records, so its hits
+        -- count the dollars they save (cache_count_hit)
+        local prompt, output = tonumber(ARGV[base + 20]) or -1, tonumber(ARGV[base + 22]) or -1
+        if prompt >= 0 and output >= 0 then
+            cache_meta = llmq_int_text(prompt) .. ' ' ..
+                llmq_int_text(math.max(tonumber(ARGV[base + 21]) or 0, 0)) .. ' ' ..
+                llmq_int_text(output) .. (cache_meta or '')
+        elseif cache_meta then
+            -- cut off, and no usage to record with its mark: not stored
+            redis.call('HDEL', KEY.job(P, id), 'cttl')
+            cache_meta = nil
         end
     end
     -- this call, for the job's list of calls (not a handback's: never sent)
@@ -274,7 +297,7 @@ local function settle(base)
         settings = settings or llmq_jobs_settings(P)
         local letters = tally.dead or 0
         finished = llmq_job_finish(P, id, mode, ARGV[base + 7], ARGV[base + 8], now, settings,
-            tally, attempt)
+            tally, attempt, cache_meta)
         if finished == 1 and (tally.dead or 0) > letters then
             finished = 2 -- its dead letter was written (P dead), what the worker counts
         end

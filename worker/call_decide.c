@@ -89,7 +89,8 @@ void llmq_worker_call_decide(struct llmq_worker *w, struct worker_job *job,
             record_calibration(job, c->usage.input_tokens);
         }
         job->settle.line = llmq_worker_result_line(job, resp, body, body_len, &c->eb, NULL, NULL);
-        job->settle.nostore = llmq_openai_cut_off(body, body_len); /* the cache skips it */
+        job->settle.nostore =
+            llmq_openai_cut_off(body, body_len) ? LLMQ_WORKER_NOSTORE_CUT : LLMQ_WORKER_NOSTORE_NO;
         LLMQ_LOG_JOB(LLMQ_LOG_DEBUG, acct, job->id,
                      "done: http %ld, %lld tokens used of %lld reserved, %lld ms", resp->status,
                      (long long)job->settle.actual_tokens, (long long)job->cost,

@@ -28,6 +28,15 @@ const char *llmq_worker_settle_mode_name(enum worker_settle_mode mode);
 enum worker_settle_mode llmq_worker_settle_mode_parse(const char *name);
 
 /* A delivery's outcome, decided by call.c from the response. */
+/* What the response cache may do with a done job's answer (struct
+ * worker_settle nostore; lua/job_settle.lua ARGV[27]). */
+enum {
+    LLMQ_WORKER_NOSTORE_NO = 0,  /* store it (a job that uses the cache) */
+    LLMQ_WORKER_NOSTORE_ALL = 1, /* never: partial (a stream that broke off or was left) */
+    LLMQ_WORKER_NOSTORE_CUT = 2, /* cut off at its token limit (openai/cut_off.h): stored
+                                    only for a job that asked (store_truncated) */
+};
+
 struct worker_settle {
     enum worker_settle_mode mode;
     int64_t actual_tokens; /* done/dead: usage to settle to; -1: refund */
@@ -50,8 +59,8 @@ struct worker_settle {
      * late_ms), which the model's (endpoint's) arrival guard learns from;
      * -1 when none was measured */
     int64_t late_ms;
-    /* done: 1 when the response cache must not store the answer (cut off
-     * at its token limit: openai/cut_off.h; a stream the client left) */
+    /* done: what the response cache may do with the answer:
+     * LLMQ_WORKER_NOSTORE_* (lua/job_settle.lua ARGV[27]) */
     int nostore;
     /* The status label of the attempt's metrics ("200", "timeout",
      * "not_sent"), chosen when its outcome is counted

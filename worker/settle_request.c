@@ -63,7 +63,7 @@ static const struct settle_field fields[] = {
     {"outcome", FIELD_CHARS, CHARS(settle.outcome), 24, 1, 0, 0},
     {"latency_ms", FIELD_INT64, AT(settle.latency_ms), 0, 25, 1, 0, -1},
     {"late_ms", FIELD_INT64, AT(settle.late_ms), 0, 26, 1, 0, -1},
-    {"nostore", FIELD_FLAG, AT(settle.nostore), 0, 27, 1, 0, 0},
+    {"nostore", FIELD_INT, AT(settle.nostore), 0, 27, 1, 0, 0},
     {"status", FIELD_CHARS, CHARS(settle.status_label), 28, 1, 0, 0},
     /* Kept so the job's counters survive a restart (the script does not
      * need them). */

@@ -291,7 +291,9 @@ static char *stream_line(const struct worker_stream *s, const struct llmq_http_r
 {
     size_t len = 0;
     char *text = llmq_stream_asm_result(s->as, &len);
-    s->job->settle.nostore = err_code != NULL || llmq_openai_cut_off(text, len);
+    s->job->settle.nostore = err_code != NULL                 ? LLMQ_WORKER_NOSTORE_ALL
+                             : llmq_openai_cut_off(text, len) ? LLMQ_WORKER_NOSTORE_CUT
+                                                              : LLMQ_WORKER_NOSTORE_NO;
     char *line = llmq_worker_result_line(s->job, resp, text, len, NULL, err_code, err_message);
     free(text);
     return line;

@@ -157,6 +157,7 @@ struct job_opts {
     long long completion_window_ms;
     enum llmq_job_cache cache;
     long long cache_ttl_s; /* 0: the default */
+    int cache_store_truncated;
     long long max_attempts;
     const char *endpoints; /* checked, normalised: ep_buf or NULL */
     char ep_buf[LLMQ_JOB_ENDPOINTS_MAX + 1];
@@ -233,6 +234,7 @@ static void opts_from_defaults(const struct llmq_job_defaults *d, struct job_opt
     o->completion_window_ms = d->completion_window_ms;
     o->cache = d->cache;
     o->cache_ttl_s = d->cache_ttl_s;
+    o->cache_store_truncated = d->cache_store_truncated;
     o->max_attempts = d->max_attempts > 0 ? d->max_attempts : LLMQ_JOB_MAX_ATTEMPTS_DEFAULT;
 }
 
@@ -272,10 +274,17 @@ static enum llmq_rc line_option(const char *key, const json_t *v, struct job_opt
     }
     if (strcmp(key, "cache_ttl_s") == 0)
         return int_field(v, key, 1, LLMQ_JOB_CACHE_TTL_S_MAX, &o->cache_ttl_s, err);
+    if (strcmp(key, "cache_store_truncated") == 0) {
+        if (!json_is_boolean(v))
+            return llmq_error_set(err, LLMQ_EINVAL,
+                                  "llmq.cache_store_truncated must be true or false");
+        o->cache_store_truncated = json_is_true(v);
+        return LLMQ_OK;
+    }
     return llmq_error_set(err, LLMQ_EINVAL,
                           "unknown llmq option \"%.40s\" (expected priority, tenant, user, "
                           "deadline_ms, ttl_ms, max_attempts, endpoints, completion_window, "
-                          "cache, cache_ttl_s)",
+                          "cache, cache_ttl_s, cache_store_truncated)",
                           key);
 }
 
@@ -412,8 +421,14 @@ static enum llmq_rc job_build(const char *url, const json_t *body, const struct 
     j.completion_window_ms = o->completion_window_ms;
     j.max_attempts = (int)o->max_attempts;
     j.cache = o->cache;
+    if (j.cache == LLMQ_JOB_CACHE_DEFAULT && !d->cache_defaults)
+        j.cache = LLMQ_JOB_CACHE_OFF; /* no default can apply: no key to compute */
     if (rc == LLMQ_OK && j.cache != LLMQ_JOB_CACHE_OFF) {
-        j.cache_ttl_s = o->cache_ttl_s > 0 ? o->cache_ttl_s : LLMQ_JOB_CACHE_TTL_S_DEFAULT;
+        /* a default's TTL is its own unless the job names one (Redis decides) */
+        j.cache_ttl_s = o->cache_ttl_s > 0                  ? o->cache_ttl_s
+                        : j.cache == LLMQ_JOB_CACHE_DEFAULT ? 0
+                                                            : LLMQ_JOB_CACHE_TTL_S_DEFAULT;
+        j.cache_store_truncated = o->cache_store_truncated;
         rc = llmq_cache_key(url, body, j.cache_key, err);
     }
     if (rc == LLMQ_OK)
@@ -565,6 +580,8 @@ static enum llmq_rc api_options(const struct llmq_job_options *a, struct job_opt
                               LLMQ_JOB_CACHE_TTL_S_MAX);
     if (a->cache_ttl_s > 0)
         o->cache_ttl_s = a->cache_ttl_s;
+    if (a->cache_store_truncated)
+        o->cache_store_truncated = 1;
     o->id = a->job_id;
     o->priority = a->priority;
     if (a->tenant != NULL)

@@ -4,7 +4,7 @@
  * A Batch input line is {"custom_id", "method": "POST", "url", "body"} plus
  * llmq's own optional "llmq": {"priority", "tenant", "user", "deadline_ms",
  * "ttl_ms", "max_attempts", "endpoints", "completion_window", "cache",
- * "cache_ttl_s"}; per-line options
+ * "cache_ttl_s", "cache_store_truncated"}; per-line options
  * win over the defaults. "completion_window": "24h" marks a job that may wait
  * the provider's Batch window (offload, llmq.h llmq_job_options). "endpoints" pins the job to some
  * endpoints of its model: a comma-separated string or an array of names. */
@@ -32,9 +32,12 @@
 
 /* What a job does with the response cache (llmq_job_options.cache). */
 enum llmq_job_cache {
-    LLMQ_JOB_CACHE_OFF = 0, /* neither reads nor writes */
-    LLMQ_JOB_CACHE_USE,     /* answered from the cache or an identical job in flight */
-    LLMQ_JOB_CACHE_REFRESH, /* calls (or waits for one in flight) and replaces */
+    LLMQ_JOB_CACHE_DEFAULT = 0, /* asks nothing: its model's default for its tenant
+                                   (`llmq cache set`, decided in Redis), when
+                                   llmq_job_defaults.cache_defaults; else off */
+    LLMQ_JOB_CACHE_OFF,         /* neither reads nor writes */
+    LLMQ_JOB_CACHE_USE,         /* answered from the cache or an identical job in flight */
+    LLMQ_JOB_CACHE_REFRESH,     /* calls (or waits for one in flight) and replaces */
 };
 
 /* What a line does not say. Strings borrowed; they must outlive the parse. */
@@ -48,6 +51,11 @@ struct llmq_job_defaults {
     long long completion_window_ms; /* 0: none; LLMQ_JOB_COMPLETION_WINDOW_MS: may wait it */
     enum llmq_job_cache cache;      /* what a job does with the response cache */
     long long cache_ttl_s;          /* 0: LLMQ_JOB_CACHE_TTL_S_DEFAULT */
+    int cache_store_truncated;      /* 1: a cut-off answer may be stored and served */
+    /* 1: the account may have cache defaults (`llmq cache set`): a job that
+     * asks nothing (LLMQ_JOB_CACHE_DEFAULT) gets its key, and Redis decides;
+     * 0: such a job uses no cache (its key is not computed) */
+    int cache_defaults;
     int max_attempts;
     size_t max_body_bytes;                /* compact body size limit */
     const struct llmq_cost_options *cost; /* NULL: llmq_cost_options_default */
@@ -82,9 +90,10 @@ struct llmq_job {
      * job, whatever fallback the account sets later (a gateway key's model
      * list, gateway/key_policy.h); 0: its model's fallback at the time */
     int fallback_only;
-    enum llmq_job_cache cache;
-    long long cache_ttl_s;                      /* > 0 when cache is not off */
+    enum llmq_job_cache cache; /* never LLMQ_JOB_CACHE_DEFAULT without its key */
+    long long cache_ttl_s; /* > 0 when cache is use or refresh; with default, 0: the default's */
     char cache_key[LLMQ_JOB_CACHE_KEY_HEX + 1]; /* jobs/cache_key.h, when cache is not off */
+    int cache_store_truncated;                  /* 1: a cut-off answer may be stored and served */
 };
 
 /* Fills *d with: normal priority, no tenant/user/deadline, 5 attempts, 1 MiB

@@ -23,7 +23,7 @@
 #include "llmq/priority.h"
 
 #define FIELDS_PER_JOB 16 /* with {pins}, {fb}, {cache} and {ow}; 12 without */
-#define CACHE_FIELD_MAX (16 + NUM_LEN + LLMQ_JOB_CACHE_KEY_HEX) /* "<mode> <ttl_s> <key>" */
+#define CACHE_FIELD_MAX (16 + NUM_LEN + LLMQ_JOB_CACHE_KEY_HEX) /* "<mode> <ttl_s> <key>[ t]" */
 #define FB_FIELD_MAX (LLMQ_NAME_MAX + 2 * NUM_LEN + 3)          /* "[=]<model> <cost> <prompt>" */
 #define NUMS_PER_JOB 6
 #define NUM_LEN 24
@@ -134,6 +134,14 @@ static enum llmq_rc gate_check(const struct llmq_job_gate *gate, struct llmq_err
     return LLMQ_OK;
 }
 
+/* 1 when job j goes with a {cache} value: a mode other than off, and its
+ * key (a job built elsewhere than llmq_job_from_*, e.g. from a gateway
+ * file's record, has none and asks nothing). */
+static int cache_used(const struct llmq_job *j)
+{
+    return j->cache != LLMQ_JOB_CACHE_OFF && j->cache_key[0] != '\0';
+}
+
 static void build_call(struct call_args *a, const char *prefix, const struct llmq_job_gate *gate,
                        const struct llmq_job *jobs, size_t n)
 {
@@ -168,7 +176,7 @@ static void build_call(struct call_args *a, const char *prefix, const struct llm
      * have a job that uses the cache */
     int cache = 0;
     for (size_t i = 0; i < n; i++)
-        cache |= jobs[i].cache != LLMQ_JOB_CACHE_OFF;
+        cache |= cache_used(&jobs[i]);
     if (cache)
         arg(a, "{cache}", 7);
     /* and one more, the completion window (offload), only in calls that have one */
@@ -205,11 +213,13 @@ static void build_call(struct call_args *a, const char *prefix, const struct llm
             arg(a, a->fb[i], (size_t)len);
         }
         if (cache) {
-            int len = j->cache == LLMQ_JOB_CACHE_OFF
-                          ? 0
-                          : snprintf(a->cache[i], sizeof(a->cache[i]), "%s %lld %s",
-                                     j->cache == LLMQ_JOB_CACHE_USE ? "use" : "refresh",
-                                     j->cache_ttl_s, j->cache_key);
+            int len = !cache_used(j) ? 0
+                                     : snprintf(a->cache[i], sizeof(a->cache[i]), "%s %lld %s%s",
+                                                j->cache == LLMQ_JOB_CACHE_USE       ? "use"
+                                                : j->cache == LLMQ_JOB_CACHE_REFRESH ? "refresh"
+                                                                                     : "default",
+                                                j->cache_ttl_s, j->cache_key,
+                                                j->cache_store_truncated ? " t" : "");
             arg(a, a->cache[i], (size_t)len);
         }
         if (ow)
@@ -498,6 +508,18 @@ long long llmq_job_store_setting(redisContext *c, const char *prefix, const char
                                  long long def)
 {
     return hash_int(c, prefix, LLMQ_KEY_SETTINGS, field, def);
+}
+
+int llmq_job_store_cache_defaults(redisContext *c, const char *prefix)
+{
+    char key[LLMQ_KEY_FIXED_MAX];
+    if (llmq_key(key, sizeof(key), prefix, LLMQ_KEY_CACHE_CONFIG, NULL, NULL) != LLMQ_OK)
+        return 1;
+    redisReply *r = llmq_redis_command(c, "EXISTS %s", key);
+    int v = (int)llmq_reply_int_or(r, 1) != 0;
+    if (r != NULL)
+        freeReplyObject(r);
+    return v;
 }
 
 long long llmq_job_store_stat(redisContext *c, const char *prefix, const char *field)

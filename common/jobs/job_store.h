@@ -113,6 +113,12 @@ enum llmq_rc llmq_job_store_wait(redisContext *c, const char *prefix, const char
  * not an integer, or Redis fails. */
 long long llmq_job_store_stat(redisContext *c, const char *prefix, const char *field);
 
+/* 1 when the account has response cache defaults or namespaces (P
+ * cachecfg, `llmq cache set`), or Redis fails to say: the producer then
+ * computes the key of jobs that ask nothing (llmq_job_defaults
+ * cache_defaults), so Redis can apply a default; 0 when it has none. */
+int llmq_job_store_cache_defaults(redisContext *c, const char *prefix);
+
 /* An integer field of P settings, or def when unset or not an integer. */
 long long llmq_job_store_setting(redisContext *c, const char *prefix, const char *field,
                                  long long def);

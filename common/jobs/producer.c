@@ -113,6 +113,7 @@ static void producer_defaults(const struct llmq_producer *p, struct llmq_job_def
     llmq_job_defaults_init(d);
     d->max_body_bytes = (size_t)p->max_body_bytes;
     d->now_ms = llmq_wall_ms();
+    d->cache_defaults = 1; /* a job that asks nothing: the account's cache default decides */
 }
 
 /* Fills res from a validated job and its outcome. */

@@ -90,6 +90,7 @@ static const struct key_name key_names[LLMQ_KEY_KIND_COUNT] = {
     [LLMQ_KEY_CACHE_INDEX] = {"cachei", "", 0},
     [LLMQ_KEY_CACHE_STATS] = {"caches", "", 0},
     [LLMQ_KEY_CACHE_DUE] = {"cachedl", "", 0},
+    [LLMQ_KEY_CACHE_CONFIG] = {"cachecfg", "", 0},
 };
 
 const char *llmq_key_head(enum llmq_key_kind kind)

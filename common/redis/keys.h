@@ -261,7 +261,9 @@
  *   P spend:<day>      HASH  usage of the jobs done on UTC day "YYYY-MM-DD", field
  *                            "<model>|<tenant>|<user>|<n|in|cached|out|tok|nusd>" (jobs,
  *                            prompt, cached prompt, output, total tokens, nano-USD; nusd
- *                            only for priced models); expires 400 days after its last write
+ *                            only for priced models), and "...|<hits|saved>": response
+ *                            cache hits and the nano-USD their original calls cost
+ *                            (spent by none); expires 400 days after its last write
  *   P done_sec:<s>     HASH  the jobs done in unix second s (their spend counters' share),
  *                            field "<model>|<tenant>|<n|tok>"; expires after 2 minutes:
  *                            `llmq top`'s rates over the last minute (lua/top_snapshot.lua)
@@ -314,8 +316,10 @@
  *
  * Cache (lua/lib/cache.lua, common/jobs/cache_*.h, `llmq cache`; docs/DESIGN.md §3.12)
  *   The name of an entry is "<tenant>|<model>|<hash>": tenant '' for a job
- *   without one, hash the 64 hex digits of common/jobs/cache_key.h.
- *   P cache:<name>     STRING a stored answer: "<stored unix ms>\n" then the
+ *   without one ("/<namespace>" for a tenant in one, P cachecfg), hash the
+ *   64 hex digits of common/jobs/cache_key.h.
+ *   P cache:<name>     STRING a stored answer: "<stored unix ms>[ <prompt> <cached>
+ *                            <output>[ t]]\n" (the call's usage, " t": cut off) then the
  *                            Batch output line of the job that made it, as
  *                            stored (jobs/job_pack.h); expires at its TTL
  *   P cachef:<name>    STRING the id of the job in flight for that name (the
@@ -325,12 +329,23 @@
  *   P cachei           ZSET  every entry's name, score = when it expires (ms):
  *                            `llmq cache stats|purge` (trimmed as entries are stored)
  *   P caches           HASH  counters: hits, misses, coalesced, stored,
- *                            stored_bytes, saved_tokens, saved_nusd
+ *                            stored_bytes, saved_tokens, saved_nusd (what the
+ *                            hits' original calls cost at the account's prices;
+ *                            also P spend:<day> fields "<m>|<t>|<u>|hits|saved")
  *   P cachedl          ZSET  ids of coalesced jobs that have a deadline, score =
  *                            the deadline (ms): dispatch ends those past it
  *                            expired (a waiter does not outwait its deadline)
+ *   P cachecfg         HASH  defaults and namespaces (`llmq cache set`):
+ *                            "<model>" and "<model>/t/<tenant>" (the tenant's
+ *                            own, which wins) -> "<mode> <ttl_s>", the mode of
+ *                            jobs that ask nothing; "ns/<tenant>" -> the name of
+ *                            the namespace the tenant's entries are in (entry
+ *                            names "/<namespace>|<model>|<hash>", shared by its
+ *                            tenants; '/' is in no tenant name)
  *   job fields ck (its entry's name) and cttl (TTL, s): a job that may
- *   store an answer (cache mode use or refresh)
+ *   store an answer (cache mode use or refresh); ctr: it may store a cut-off
+ *   one; cv: a held job's {cache} value (lua/enqueue.lua), decided when its
+ *   gateway batch queues it (lua/batch_stage.lua)
  *
  * Gateway (gateway/, `llmq keys`)
  *   P gw:key:<sha256>  HASH  a gateway key, known only by the SHA-256 (hex) of
@@ -511,6 +526,7 @@ enum llmq_key_kind {
     LLMQ_KEY_CACHE_INDEX,   /* P cachei */
     LLMQ_KEY_CACHE_STATS,   /* P caches */
     LLMQ_KEY_CACHE_DUE,     /* P cachedl */
+    LLMQ_KEY_CACHE_CONFIG,  /* P cachecfg */
     LLMQ_KEY_KIND_COUNT
 };
 

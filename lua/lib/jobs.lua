@@ -312,9 +312,13 @@ end
 -- finishes (stats, sweep, trims), else that is done now. attempt: the call
 -- that ends it (lua/lib/attempts.lua attempts_text; job_settle.lua), not
 -- yet among its hash's, or nil: the record keeps the job's calls with it.
+-- cache_meta: for a job that may store its answer in the response cache,
+-- its call's usage and cut-off mark as the entry records them
+-- (lua/lib/cache.lua cache_store: "<prompt> <cached> <output>[ t]"), or nil.
 -- Returns 1, or 0 when the job had already ended (nothing changes: one
 -- result per job id).
-local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, batch, attempt)
+local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, batch, attempt,
+                               cache_meta)
     if not JOBS_ENDED[state] then
         error('LLMQ_EINVAL state must be done, dead or cancelled, got ' .. tostring(state))
     end
@@ -386,7 +390,8 @@ local function llmq_job_finish(P, id, state, line, reason, now_ms, settings, bat
     if h[1] then
         -- the one in flight for its cache entry: those waiting for it end
         -- with its answer, in this call's flush
-        for _, w in ipairs(cache_flight_end(P, id, h[1], h[2], state, reason, line, now_ms)) do
+        for _, w in ipairs(cache_flight_end(P, id, h[1], h[2], state, reason, line, now_ms,
+            cache_meta)) do
             llmq_job_finish(P, w, 'done', cache_answer_line(w, 0, line), '', now_ms, s, tally)
         end
     end

@@ -15,10 +15,16 @@
 //   - x-llmq-cache: off calls the API though an entry is stored; a bad
 //     header value is a 400 naming it;
 //   - a key made with --cache use caches its calls without the header (a
-//     header still overrides it); a key without it does not.
+//     header still overrides it); a key without it does not;
+//   - an answer cut off at max_tokens is stored only with
+//     x-llmq-cache-store-truncated: true and served only to calls that send it;
+//   - gateway Batch lines: lines with "llmq": {"cache": "use"} repeating a
+//     stored request are answered from it (cached: true, its response id),
+//     identical new lines make one upstream call; a key's --cache use
+//     default covers lines that ask nothing.
 import assert from 'node:assert/strict';
 
-import { clientFor, apiKey, newKey, runSteps } from './sdk.mjs';
+import { clientFor, apiKey, newKey, pollBatch, runSteps, toFile } from './sdk.mjs';
 import { chatText, collect, simLog } from './stream_lib.mjs';
 
 const gw = clientFor(apiKey); // tenant acme (stack.sh)
@@ -130,4 +136,70 @@ await runSteps([
         await plain.chat.completions.create(ask('q7'));
         assert.equal(await upstream(before, 4), 4);
     }],
+    ['a cut-off answer is stored only when asked, and served only to who asks', async () => {
+        // openai-sim answers max_tokens 5 with 5 tokens and finish_reason "length"
+        const cut = { model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: 'q11' }] };
+        const trunc = { headers: { 'x-llmq-cache': 'use', 'x-llmq-cache-store-truncated': 'true' } };
+        const before = calls();
+        const a = await gw.chat.completions.create(cut, use);
+        assert.equal(a.choices[0].finish_reason, 'length');
+        const b = await gw.chat.completions.create(cut, use);
+        assert.notEqual(b.id, a.id, 'a cut-off answer was stored though not asked');
+        const c = await gw.chat.completions.create(cut, trunc);
+        const d = await gw.chat.completions.create(cut, trunc);
+        assert.equal(d.id, c.id, 'asked: the cut-off answer is stored and served');
+        assert.equal(d.choices[0].finish_reason, 'length');
+        const e = await gw.chat.completions.create(cut, use);
+        assert.notEqual(e.id, c.id, 'a stored cut-off answer served to a request that did not ask');
+        assert.equal(await upstream(before, 4), 4);
+        await assert.rejects(gw.chat.completions.create(cut,
+            { headers: { 'x-llmq-cache-store-truncated': 'yes' } }),
+            (err) => err.status === 400 && /x-llmq-cache-store-truncated/.test(err.message));
+    }],
+    ['gateway Batch lines: a stored request is a hit, identical new lines one call', async () => {
+        const stored = await gw.chat.completions.create(ask('q8'), use);
+        const before = calls();
+        const line = (id, body, llmq) => JSON.stringify({ custom_id: id, method: 'POST',
+            url: '/v1/chat/completions', body, ...(llmq ? { llmq } : {}) });
+        const lines = [];
+        for (let i = 0; i < 3; i++) lines.push(line(`hit-${i}`, ask('q8'), { cache: 'use' }));
+        for (let i = 0; i < 3; i++) lines.push(line(`new-${i}`, ask('q9'), { cache: 'use' }));
+        lines.push(line('plain', ask('q8'))); // asks nothing, its key has no default: a call
+        const out = await runBatch(gw, lines);
+        for (let i = 0; i < 3; i++) {
+            assert.equal(out[`hit-${i}`].cached, true, `hit-${i} not from the cache`);
+            assert.equal(out[`hit-${i}`].response.body.id, stored.id);
+        }
+        const ids = new Set([0, 1, 2].map((i) => out[`new-${i}`].response.body.id));
+        assert.equal(ids.size, 1, 'identical new lines got different answers');
+        assert.equal([0, 1, 2].filter((i) => out[`new-${i}`].cached === true).length, 2);
+        assert.notEqual(out.plain.cached, true);
+        assert.equal(await upstream(before, 2), 2, 'q9 once and the plain line');
+        // a key whose default is use: lines that ask nothing are cached too
+        const keyed = clientFor(newKey('--tenant', 'umbrella', '--cache', 'use'));
+        const before2 = calls();
+        const k = await runBatch(keyed, [line('k-0', ask('q10')), line('k-1', ask('q10'))]);
+        assert.equal(k['k-0'].response.body.id, k['k-1'].response.body.id);
+        assert.equal(await upstream(before2, 1), 1);
+    }],
 ]);
+
+// Uploads lines as a Batch file, runs it to completion with client and
+// returns its output lines by custom_id.
+async function runBatch(client, lines) {
+    const file = await client.files.create({
+        file: await toFile(Buffer.from(lines.join('\n') + '\n'), 'cache.jsonl'), purpose: 'batch' });
+    const batch = await client.batches.create({ input_file_id: file.id,
+        endpoint: '/v1/chat/completions', completion_window: '24h' });
+    const done = await pollBatch(client, batch.id, ['completed', 'failed', 'expired', 'cancelled'],
+        60000);
+    assert.equal(done.status, 'completed');
+    assert.equal(done.request_counts.completed, lines.length);
+    const text = await (await client.files.content(done.output_file_id)).text();
+    const out = {};
+    for (const l of text.split('\n').filter(Boolean)) {
+        const o = JSON.parse(l);
+        out[o.custom_id] = o;
+    }
+    return out;
+}

@@ -24,7 +24,7 @@ struct spend_probe {
 struct worker_spend_metrics {
     struct llmq_metric *limit, *spent, *left, *waiting;
     struct llmq_metric *jobs, *tokens, *usd;
-    struct llmq_metric *cache_req, *cache_stored, *cache_bytes, *cache_saved;
+    struct llmq_metric *cache_req, *cache_stored, *cache_bytes, *cache_saved, *cache_saved_usd;
     struct spend_probe probes[SLOTS][3];
     int pending[SLOTS];
 };
@@ -80,8 +80,14 @@ struct worker_spend_metrics *llmq_worker_spend_metrics_new(struct llmq_metrics *
         "Tokens cache hits did not spend (the estimate each hit would have reserved), total "
         "(polled).",
         g, a, NULL, 0);
+    s->cache_saved_usd = llmq_metrics_register(
+        reg, "llmq_cache_saved_usd",
+        "USD cache hits did not spend: what their original calls cost at llmq's prices, total "
+        "(polled).",
+        g, a, NULL, 0);
     if (!s->limit || !s->spent || !s->left || !s->waiting || !s->jobs || !s->tokens || !s->usd ||
-        !s->cache_req || !s->cache_stored || !s->cache_bytes || !s->cache_saved) {
+        !s->cache_req || !s->cache_stored || !s->cache_bytes || !s->cache_saved ||
+        !s->cache_saved_usd) {
         free(s);
         return NULL;
     }
@@ -160,7 +166,7 @@ static void on_spend(struct worker_spend_metrics *s, const char *account, const 
 }
 
 /* The account's cache counters (P caches: hits, misses, coalesced, stored,
- * stored_bytes, saved_tokens; lua/lib/cache.lua) into the gauges. */
+ * stored_bytes, saved_tokens, saved_nusd; lua/lib/cache.lua) into the gauges. */
 static void on_cache(struct worker_spend_metrics *s, const char *account, const redisReply *r)
 {
     for (size_t i = 0; i + 1 < r->elements; i += 2) {
@@ -181,6 +187,8 @@ static void on_cache(struct worker_spend_metrics *s, const char *account, const 
             llmq_metrics_set(s->cache_bytes, l, v);
         else if (strcmp(f, "saved_tokens") == 0)
             llmq_metrics_set(s->cache_saved, l, v);
+        else if (strcmp(f, "saved_nusd") == 0)
+            llmq_metrics_set(s->cache_saved_usd, l, v / 1e9);
     }
 }
 

@@ -61,7 +61,8 @@ struct llmq_job_options {
                                       price (`llmq offload`). Its deadline, if any, must be 24 h
                                       away or more (else LLMQ_EINVAL naming deadline_ms or
                                       ttl_ms); without one it gets 24 h. Not for stream: true */
-    const char *cache;             /* NULL: caching off. "use": answered from the response
+    const char *cache;             /* NULL: the account's default for the model and tenant
+                                      (`llmq cache set`; off when none). "use": answered from the response
                                       cache when the same request (its url and body, in
                                       canonical form) of the same tenant was answered
                                       before, or waits for an identical one in flight;
@@ -69,7 +70,11 @@ struct llmq_job_options {
                                       (or waits for an identical call in flight) and
                                       replaces the stored answer. "off": neither reads
                                       nor writes (docs/cache.md) */
-    long long cache_ttl_s;         /* how long a stored answer lives, s; 0: one day */
+    long long cache_ttl_s;         /* how long a stored answer lives, s; 0: one day (or the
+                                      account's default's) */
+    int cache_store_truncated;     /* 1: an answer cut off at its token limit
+                                      (finish_reason "length") may be stored, and a stored
+                                      one served; 0: never (docs/cache.md) */
 };
 
 /* One request of llmq_producer_enqueue_many. */

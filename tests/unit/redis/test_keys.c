@@ -95,6 +95,7 @@ static void test_layout(void **state)
         {LLMQ_KEY_CACHE_DUE, NULL, P "cachedl"},
         {LLMQ_KEY_CACHE_INDEX, NULL, P "cachei"},
         {LLMQ_KEY_CACHE_STATS, NULL, P "caches"},
+        {LLMQ_KEY_CACHE_CONFIG, NULL, P "cachecfg"},
     };
     assert_int_equal(sizeof(cases) / sizeof(cases[0]), LLMQ_KEY_KIND_COUNT);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
