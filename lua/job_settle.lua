@@ -67,7 +67,9 @@
 --          byte, less the API's openai-processing-ms; -1: not measured),
 --          an upper bound, which the
 --          arrival guard of its model's (endpoint's) bucket learns from
---          (limiter_late_sample)
+--          (limiter_late_sample); a settled call's window entries count
+--          one period from that latest arrival on instead of one hold
+--          from its admission (lua/lib/limiter_window.lua)
 -- ARGV[27] nostore: done: 1 when the answer is not to be stored by the
 --          response cache (lua/lib/cache.lua): a stream the client left or
 --          that broke off; 2 when it is cut off at its token limit
@@ -230,7 +232,10 @@ local function settle(base)
         local refund = not settled and (mode == 'handback' or mode == 'authpause' or
             ARGV[base + 10] == '1' or mode == 'dead')
         if lim ~= '' and settled then
-            _, freed = limiter_adjust(P, lim, math.max(actual, 0), true)
+            -- its arrival measured: each window entry counts from it
+            local late = tonumber(ARGV[base + 26]) or -1
+            _, freed = limiter_adjust(P, lim, math.max(actual, 0), true,
+                late >= 0 and math.floor(late) or nil, now)
         elseif lim ~= '' and refund then
             _, freed = limiter_adjust(P, lim, nil, true)
         end

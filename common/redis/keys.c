@@ -18,6 +18,7 @@ static const struct key_name key_names[LLMQ_KEY_KIND_COUNT] = {
     [LLMQ_KEY_LIMIT] = {"limit:", "", 1},
     [LLMQ_KEY_POLICY] = {"policy", "", 0},
     [LLMQ_KEY_WINDOW_LOG] = {"bw:", "", 1},
+    [LLMQ_KEY_ARRIVED_LOG] = {"bws:", "", 1},
     [LLMQ_KEY_JOB] = {"job:", "", 1},
     [LLMQ_KEY_JOB_RECORD] = {"jr:", "", 1},
     [LLMQ_KEY_JOB_BODY] = {"body:", "", 1},

@@ -36,7 +36,11 @@
  *                            tenant's user bucket starts with the admissions
  *                            the older shared "<model>/u/<user>" made before)
  *   P bw:<bucket>      ZSET  sliding-window log: member "<resid>:<tokens>",
- *                            score = admission time (ms, Redis TIME)
+ *                            score = admission time (ms, Redis TIME); the
+ *                            admissions whose arrival is not known yet
+ *   P bws:<bucket>     ZSET  the same for settled calls whose lateness was
+ *                            measured: score = their latest arrival at the
+ *                            API (admission + lateness, ms, Redis TIME)
  *   P seq              STRING reservation id counter
  *   Buckets: "<model>" (account+model, hard), "<model>/t/<tenant>", and a
  *   user's: "<model>/t/<tenant>/u/<user>" (a user is a user of its tenant:
@@ -454,6 +458,7 @@ enum llmq_key_kind {
     LLMQ_KEY_LIMIT,         /* P limit:<bucket> */
     LLMQ_KEY_POLICY,        /* P policy */
     LLMQ_KEY_WINDOW_LOG,    /* P bw:<bucket> */
+    LLMQ_KEY_ARRIVED_LOG,   /* P bws:<bucket> */
     LLMQ_KEY_JOB,           /* P job:<id> */
     LLMQ_KEY_JOB_RECORD,    /* P jr:<id> */
     LLMQ_KEY_JOB_BODY,      /* P body:<id> */

@@ -21,12 +21,14 @@
 --
 -- A session decides many requests in one script call: bucket state is read
 -- once, updated in Lua, and written back by limiter_flush.
--- uses handle: handle_bucket_tag, handle_buckets, handle_cost, handle_has_usage, handle_limiter
+-- uses handle: handle_admitted, handle_bucket_tag, handle_buckets, handle_cost, handle_has_usage
+-- uses handle: handle_limiter
 -- uses handle: handle_limiter_decode
 -- uses keys: KEY
 -- uses limiter_gcra: gcra_fits, gcra_record, gcra_settle, gcra_use, gcra_wait, gcra_write
--- uses limiter_window: guard_allowance, guard_part, window_evict, window_fits, window_member_tokens
--- uses limiter_window: window_record, window_settle, window_stale, window_use, window_wait
+-- uses limiter_window: guard_allowance, guard_part, guard_unseen, window_evict, window_fits
+-- uses limiter_window: window_member_tokens, window_record, window_settle, window_stale
+-- uses limiter_window: window_use, window_wait
 -- uses limiter_window: window_write, window_write_log
 -- uses util: llmq_int_text
 
@@ -35,7 +37,8 @@
 local BUCKET_FIELDS = { 'requests', 'tokens', 'period_ms', 'mode', 'burst_requests',
     'burst_tokens', 'soft', 'settle', 'tok', 'n', 'oldest', 'pause', 'rtat', 'ttat', 'exp',
     'learned_requests', 'learned_tokens', 'learned_until', 'allowance_ms', 'allowance_at',
-    'lifetime_ms', 'lifetime_at', 'guard_born_ms', 'late_ms', 'late_prev_ms', 'late_at' }
+    'lifetime_ms', 'lifetime_at', 'guard_born_ms', 'late_ms', 'late_prev_ms', 'late_at',
+    'oldest_arrived' }
 local CONFIG_FIELDS = 8
 
 local HEADROOM_FIELDS = { high = 'headroom_high', normal = 'headroom_normal', low = 'headroom_low' }
@@ -175,6 +178,13 @@ local function limiter_inherit_shared(s, b)
     for i = 1, #old, 2 do
         window_record(b, old[i], window_member_tokens(old[i]), tonumber(old[i + 1]), old[i + 1])
     end
+    -- settled ones (scored by their arrival, admitted before it) count here
+    -- from their arrival for a hold: longer than they need, never shorter
+    old = redis.call('ZRANGEBYSCORE', KEY.arrived_log(s.P, shared), '(' .. (s.now - c.period),
+        '(' .. (s.users_since + c.hold), 'WITHSCORES')
+    for i = 1, #old, 2 do
+        window_record(b, old[i], window_member_tokens(old[i]), tonumber(old[i + 1]), old[i + 1])
+    end
 end
 
 -- Bucket name's live state in session s (cached per session). A bucket with
@@ -221,9 +231,14 @@ local function limiter_bucket(s, name)
     local pause = tonumber(v[12]) or 0
     local rtat, ttat = tonumber(v[13]) or 0, tonumber(v[14]) or 0
     -- one constructor: the table is sized once (adds: pending ZADD arguments)
-    b = { name = name, level = level, key = key, wkey = KEY.window_log(s.P, name), cfg = cfg,
+    local oldest, oldest_arrived = tonumber(v[11]), tonumber(v[27])
+    b = { name = name, level = level, key = key, wkey = KEY.window_log(s.P, name),
+        akey = KEY.arrived_log(s.P, name), cfg = cfg,
         owns_config = owns_config, tok = tonumber(v[9]) or 0, n = tonumber(v[10]) or 0,
-        oldest = tonumber(v[11]), pause = pause, pause_loaded = pause,
+        -- 0: none (window_write)
+        oldest = oldest ~= 0 and oldest or nil,
+        oldest_arrived = oldest_arrived ~= 0 and oldest_arrived or nil,
+        pause = pause, pause_loaded = pause,
         exp = tonumber(v[15]) or 0, allowance_at = allowance_at, lifetime_at = lifetime_at,
         rtat = rtat > now and rtat or now,
         ttat = ttat > now and ttat or now, adds = {}, live = cfg ~= nil or pause > now,
@@ -407,7 +422,7 @@ local function limiter_try(s, path, cost, cost_str)
         b.binds = false
         if b.live and not (b.soft and not contended) then
             if b.cfg ~= nil and window_stale(b, now) and
-                (not limiter_fits(b, cost, s.frac, now) or b.oldest <= now - b.cfg.hold * 1.25) then
+                (not limiter_fits(b, cost, s.frac, now) or window_stale(b, now, 1.25)) then
                 window_evict(b, now)
             end
             b.binds = b.pause > now or not limiter_fits(b, cost, s.frac, now)
@@ -500,12 +515,31 @@ local function limiter_flush(s)
                 local exp = math.ceil(until_ms + b.cfg.period)
                 redis.call('HSET', b.key, 'exp', exp)
                 redis.call('PEXPIREAT', b.wkey, exp)
+                redis.call('PEXPIREAT', b.akey, exp)
                 if not b.owns_config then
                     redis.call('PEXPIREAT', b.key, exp)
                 end
             end
         end
     end
+end
+
+-- The latest arrival at the API (ms) of a call admitted at admitted into
+-- window bucket b (session s) that was at most late ms late (measured,
+-- an upper bound up to the API's answer) and b's period; nil when b is no
+-- window bucket (any more). The API may count the request a little after
+-- the worker's last sight of it (guard_unseen); a pinned guard bounds the
+-- lateness as the policy says.
+local function limiter_arrival(s, b, admitted, late)
+    local c = b.cfg
+    if c == nil or c.mode == 'gcra' then
+        return nil
+    end
+    local arrived = admitted + late + guard_unseen(c.period)
+    if s.pinned_guard ~= nil then
+        arrived = math.min(arrived, admitted + s.pinned_guard)
+    end
+    return arrived, c.period
 end
 
 -- Settles the reservation of handle (its limiter part): actual tokens (integer >= 0) raise the
@@ -518,9 +552,16 @@ end
 -- wakes what waits on them, sched_wake_buckets). quiet: the caller does not
 -- need that count, so a bucket whose charge stays as it is is not looked up
 -- at all (the common settle: usage within the reservation).
+-- late (ms >= 0, with actual; nil: not measured): how late the call may have
+-- reached the API after its admission at the latest (job_settle's late_ms),
+-- at now: each window bucket's entry then counts one period from that
+-- arrival (limiter_arrival) instead of one hold from its admission.
 local LIMITER_NONE_FREED = {} -- limiter_adjust's freed list when nothing was (never written)
-local function limiter_adjust(P, handle, actual, quiet)
-    if quiet and actual ~= nil and not handle_has_usage(handle) then
+local function limiter_adjust(P, handle, actual, quiet, late, now)
+    if late ~= nil and (actual == nil or late < 0) then
+        late = nil
+    end
+    if quiet and late == nil and actual ~= nil and not handle_has_usage(handle) then
         -- Only admission-ledger buckets: a usage within the charge changes
         -- none of them (the common settle), so nothing is parsed or looked up.
         local c = handle_cost(handle)
@@ -529,6 +570,8 @@ local function limiter_adjust(P, handle, actual, quiet)
         end
     end
     local resid, cost, tags = handle_limiter_decode(handle)
+    local admitted = late ~= nil and handle_admitted(handle) or nil
+    local s = nil -- a session, for the buckets' periods when late is given
     local adjusted, freed = 0, {}
     for _, tag in ipairs(handle_buckets(tags)) do
         local mode, name = tag[1], tag[2]
@@ -538,10 +581,17 @@ local function limiter_adjust(P, handle, actual, quiet)
             to = cost -- the admission ledger never lowers a charge
         end
         local counted = false
-        if quiet and to == cost then
+        if quiet and to == cost and admitted == nil then
             -- nothing to change in this bucket
         elseif mode == 'w' or mode == 'W' then
-            counted = window_settle(key, KEY.window_log(P, name), resid, cost, to)
+            local w = { key = key, wkey = KEY.window_log(P, name),
+                akey = KEY.arrived_log(P, name) }
+            local arrived = nil
+            if admitted ~= nil then
+                s = s or limiter_session(P, 'normal', now)
+                arrived, w.period = limiter_arrival(s, limiter_bucket(s, name), admitted, late)
+            end
+            counted = window_settle(w, resid, cost, to, arrived)
         else
             local s = { P = P, now = 0, buckets = {} }
             local b = limiter_bucket(s, name)

@@ -4,8 +4,19 @@
 -- it counts for its hold: one period plus the arrival guard (while score >
 -- now - hold; cfg.hold = period + cfg.guard, below): a request reaches the
 -- API some ms after its admission, by a delay that varies, and the API's
--- window starts at arrival. The bucket hash caches n, tok (count and token
--- sum of the members) and oldest (earliest score). Entries that aged out are
+-- window starts at arrival. Once its call is settled with its lateness
+-- measured (job_settle's late_ms: admission to arrival, an upper bound),
+-- its arrival is known: the entry moves to the ZSET P bws:<bucket> scored by
+-- that latest arrival, admission + lateness + the part no worker sees
+-- (window_arrive), and counts for one period from it (while score > now -
+-- period), whatever the guard is or becomes: the API's window of the call,
+-- [arrival, arrival + period], stays covered, and the guard's excess over
+-- this call's lateness is no longer held. The guard covers only the calls
+-- whose arrival is not known yet. Each entry frees its room at its end:
+-- admission + hold in bw:, arrival + period in bws:.
+-- The bucket hash caches n, tok (count and token sum of the members of
+-- both), oldest and oldest_arrived (the earliest score of each; a lower
+-- bound: a settle may take the earliest away). Entries that ended are
 -- dropped lazily: always before a decision they could change (the cached
 -- sums overcount, so "fits by the cache" is exact), and otherwise once they
 -- are a quarter period stale, which bounds memory.
@@ -80,12 +91,19 @@ end
 --   - never measured (late nil): the safe start, the ceiling as of the
 --     bucket's first use born (nil: now), decaying from there;
 -- within the allowance's floor and ceiling.
+-- The part of a call's lateness no worker sees (the API counting a request
+-- it has read), for a window of period ms: half the allowance's floor.
+local function guard_unseen(period)
+    local lo = guard_part_bounds('allowance', period)
+    return math.floor(lo / 2)
+end
+
 local function guard_allowance(period, lifetime, grown, at, late, born, now)
     local lo, hi = guard_part_bounds('allowance', period)
     local a = guard_part('allowance', period, grown, at, now)
     local seen
     if late ~= nil then
-        seen = math.max(late - lifetime, 0) + math.floor(lo / 2)
+        seen = math.max(late - lifetime, 0) + guard_unseen(period)
     else
         seen = guard_part('allowance', period, hi, born or now, now)
     end
@@ -106,31 +124,46 @@ local function window_write_log(b)
     end
 end
 
--- Drops b's window entries that no longer count at now; refreshes the cache.
-local function window_evict(b, now)
-    window_write_log(b)
-    local cutoff = now - b.cfg.hold
-    local old = redis.call('ZRANGEBYSCORE', b.wkey, '-inf', cutoff)
+-- Drops the entries of log key scored at or before cutoff from b's cached
+-- counters and the log; returns the earliest score left, or nil.
+local function window_evict_log(b, key, cutoff)
+    local old = redis.call('ZRANGEBYSCORE', key, '-inf', cutoff)
     if #old > 0 then
         for i = 1, #old do
             b.tok = b.tok - window_member_tokens(old[i])
         end
         b.n = b.n - #old
-        redis.call('ZREMRANGEBYSCORE', b.wkey, '-inf', cutoff)
+        redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
     end
-    local first = redis.call('ZRANGE', b.wkey, 0, 0, 'WITHSCORES')
-    if #first == 0 or b.n <= 0 then
-        -- The log is the truth (it may have expired whole); the cache follows.
-        b.n, b.tok, b.oldest = 0, 0, nil
-    else
-        b.oldest = tonumber(first[2])
+    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    return tonumber(first[2])
+end
+
+-- Drops b's window entries that no longer count at now; refreshes the cache.
+local function window_evict(b, now)
+    window_write_log(b)
+    b.oldest = window_evict_log(b, b.wkey, now - b.cfg.hold)
+    b.oldest_arrived = window_evict_log(b, b.akey, now - b.cfg.period)
+    if (b.oldest == nil and b.oldest_arrived == nil) or b.n <= 0 then
+        -- The logs are the truth (they may have expired whole); the cache follows.
+        b.n, b.tok, b.oldest, b.oldest_arrived = 0, 0, nil, nil
     end
     b.dirty = true
 end
 
--- True when b's entries have aged out at now (so the cache overcounts).
-local function window_stale(b, now)
-    return b.cfg.mode ~= 'gcra' and b.oldest ~= nil and b.oldest <= now - b.cfg.hold
+-- True when b's entries have ended at now (so the cache overcounts); with
+-- slack (> 1), ended that many times their hold ago.
+local function window_stale(b, now, slack)
+    local c = b.cfg
+    if c.mode == 'gcra' then
+        return false
+    end
+    slack = slack or 1
+    if b.oldest == nil and b.oldest_arrived == nil then
+        return b.n > 0 -- counted, but no entry known: the logs decide
+    end
+    return (b.oldest ~= nil and b.oldest <= now - c.hold * slack) or
+        (b.oldest_arrived ~= nil and b.oldest_arrived <= now - c.period * slack)
 end
 
 -- Whether cost fits window bucket b (config c) at headroom frac by the
@@ -158,26 +191,45 @@ local function window_use(b, c)
     return use
 end
 
--- Ms until the oldest window entries free `need` requests (by_tokens false)
--- or tokens: the admission time of the entry that completes it + hold - now.
-local function window_free_wait(b, need, by_tokens, now)
-    if not by_tokens then
-        local e = redis.call('ZRANGE', b.wkey, need - 1, need - 1, 'WITHSCORES')
-        return tonumber(e[2]) + b.cfg.hold - now
-    end
-    local freed, start = 0, 0
-    while true do
-        local e = redis.call('ZRANGE', b.wkey, start, start + 127, 'WITHSCORES')
-        if #e == 0 then
-            return b.cfg.hold -- unreachable while the cache matches the log
+-- The next entry of log l (window_free_wait's reader) as its member and
+-- end (ms), or nil when l has no more; reads 128 entries at a time.
+local function window_log_next(l)
+    if l.i > #l.e then
+        if l.start < 0 then
+            return nil
         end
-        for i = 1, #e, 2 do
-            freed = freed + window_member_tokens(e[i])
-            if freed >= need then
-                return tonumber(e[i + 1]) + b.cfg.hold - now
+        l.e, l.i = redis.call('ZRANGE', l.key, l.start, l.start + 127, 'WITHSCORES'), 1
+        l.start = #l.e == 256 and l.start + 128 or -1
+        if #l.e == 0 then
+            return nil
+        end
+    end
+    return l.e[l.i], tonumber(l.e[l.i + 1]) + l.hold
+end
+
+-- Ms until the window entries that end first free `need` requests
+-- (by_tokens false) or tokens: the end of the entry that completes it - now.
+-- The two logs are read merged by end (admission + hold; arrival + period).
+local function window_free_wait(b, need, by_tokens, now)
+    local logs = { { key = b.wkey, hold = b.cfg.hold, e = {}, i = 1, start = 0 },
+        { key = b.akey, hold = b.cfg.period, e = {}, i = 1, start = 0 } }
+    local freed = 0
+    while true do
+        local l, member, ends = nil, nil, nil
+        for k = 1, 2 do
+            local m, e = window_log_next(logs[k])
+            if m ~= nil and (ends == nil or e < ends) then
+                l, member, ends = logs[k], m, e
             end
         end
-        start = start + 128
+        if l == nil then
+            return b.cfg.hold -- unreachable while the cache matches the logs
+        end
+        l.i = l.i + 2
+        freed = freed + (by_tokens and window_member_tokens(member) or 1)
+        if freed >= need then
+            return ends - now
+        end
     end
 end
 
@@ -228,7 +280,8 @@ end
 -- Writes window bucket b's cached counters (limiter_flush; its log first).
 -- Returns until when its keys must live: one hold from now.
 local function window_write(b, now)
-    redis.call('HSET', b.key, 'n', b.n, 'tok', b.tok, 'oldest', b.oldest or 0)
+    redis.call('HSET', b.key, 'n', b.n, 'tok', b.tok, 'oldest', b.oldest or 0,
+        'oldest_arrived', b.oldest_arrived or 0)
     if b.born_new then
         -- the first use of a model's bucket: its guard's safe start decays
         -- from now (guard_allowance)
@@ -238,24 +291,63 @@ local function window_write(b, now)
     return now + b.cfg.hold
 end
 
--- Settles admission "<resid>:<cost>" of window bucket name (hash key, log
--- wkey) to charge `to` tokens (nil: refunds it, its request and its tokens;
--- limiter_adjust). An entry that already aged out is left alone: it no
+-- Moves member (its tokens now `to`) of window bucket key into its log of
+-- arrivals akey at arrived (ms: its call's latest arrival at the API), to
+-- count until arrived + period (window_settle). The earliest arrival
+-- cached is kept a lower bound; the keys live until the entry ends.
+local function window_arrive(key, akey, member, arrived, period)
+    redis.call('ZADD', akey, arrived, member)
+    local v = redis.call('HMGET', key, 'oldest_arrived', 'exp')
+    local oldest = tonumber(v[1])
+    if oldest == nil or oldest == 0 or arrived < oldest then
+        redis.call('HSET', key, 'oldest_arrived', arrived)
+    end
+    local exp = tonumber(v[2]) or 0
+    if exp < arrived + period then
+        -- lateness beyond the hold the admission set the keys' life for
+        exp = arrived + 2 * period
+        redis.call('HSET', key, 'exp', exp)
+        if redis.call('PTTL', key) >= 0 then
+            redis.call('PEXPIREAT', key, exp)
+        end
+    end
+    redis.call('PEXPIREAT', akey, exp)
+end
+
+-- Settles admission "<resid>:<cost>" of window bucket w (w.key its hash,
+-- w.wkey and w.akey its logs, w.period its period) to charge `to` tokens
+-- (nil: refunds it, its request and its tokens; limiter_adjust). arrived:
+-- nil, or the latest arrival (ms) of its call at the API, measured: the
+-- entry then counts one period from it (window_arrive) instead of one hold
+-- from its admission. An entry that already ended is left alone: it no
 -- longer counts. Returns true when it still counted.
-local function window_settle(key, wkey, resid, cost, to)
+local function window_settle(w, resid, cost, to, arrived)
     local member = resid .. ':' .. cost
-    local score = redis.call('ZSCORE', wkey, member)
+    local log = w.wkey
+    local score = redis.call('ZSCORE', log, member)
     if not score then
-        return false
+        log = w.akey -- settled before (a refund after the result)
+        score = redis.call('ZSCORE', log, member)
+        if not score then
+            return false
+        end
     end
     if to == nil then
-        redis.call('ZREM', wkey, member)
-        redis.call('HINCRBY', key, 'tok', -cost)
-        redis.call('HINCRBY', key, 'n', -1)
+        redis.call('ZREM', log, member)
+        redis.call('HINCRBY', w.key, 'tok', -cost)
+        redis.call('HINCRBY', w.key, 'n', -1)
+        return true
+    end
+    local settled = resid .. ':' .. to
+    if arrived ~= nil and log == w.wkey then
+        redis.call('ZREM', log, member)
+        window_arrive(w.key, w.akey, settled, arrived, w.period)
     elseif to ~= cost then
-        redis.call('ZREM', wkey, member)
-        redis.call('ZADD', wkey, score, resid .. ':' .. to)
-        redis.call('HINCRBY', key, 'tok', to - cost)
+        redis.call('ZREM', log, member)
+        redis.call('ZADD', log, score, settled)
+    end
+    if to ~= cost then
+        redis.call('HINCRBY', w.key, 'tok', to - cost)
     end
     return true
 end
@@ -264,16 +356,22 @@ end
 -- that still count at now, phantoms of other clients included: what the
 -- ledger knows may have reached the API ahead of a grant admitted at at_ms
 -- (the grants of one dispatch call share its ms and reach the API in any
--- order).
+-- order); of the settled ones, those that arrived by the latest arrival the
+-- guard allows the grant (their admission is not kept).
 local function window_ahead(b, at_ms, now)
     window_write_log(b)
     local e = redis.call('ZRANGEBYSCORE', b.wkey, '(' .. llmq_int_text(now - b.cfg.hold),
         llmq_int_text(at_ms))
+    local a = redis.call('ZRANGEBYSCORE', b.akey, '(' .. llmq_int_text(now - b.cfg.period),
+        llmq_int_text(at_ms + b.cfg.guard))
     local tok = 0
     for i = 1, #e do
         tok = tok + window_member_tokens(e[i])
     end
-    return #e, tok
+    for i = 1, #a do
+        tok = tok + window_member_tokens(a[i])
+    end
+    return #e + #a, tok
 end
 
 -- The floor and ceiling of the guard of window config c in session s (the

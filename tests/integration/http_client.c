@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "base/clock.h"
 #include "openai/errorbody.h"
 #include "http/http.h"
 #include "testsupport.h"
@@ -833,16 +834,107 @@ static void test_pool_full_marked(void **state)
     ctx_free(c);
 }
 
+static void on_done_late(struct llmq_http_response *resp, void *privdata)
+{
+    long long *slot = privdata; /* [0] calls, [1] status, [2] late_ms */
+    slot[0]++;
+    slot[1] = resp->status;
+    slot[2] = resp->late_ms;
+}
+
+static void late_check_cb(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+    (void)revents;
+    long long(*slots)[3] = w->data;
+    if (slots[0][0] > 0 && slots[1][0] > 0)
+        ev_break(loop, EVBREAK_ALL);
+}
+
+/* A call's lateness after its admission (llmq_http_response.late_ms, what
+ * the limiter holds a settled call's window entry for: an upper bound)
+ * counts the time it waited for a connection of its pool: one HTTP/1.1
+ * connection to openai-sim answering after 300 ms, two calls asked for at
+ * once; the second is written only after the first's answer, so at least
+ * 300 ms after it was asked for (a bound by cause, not by speed). curl's
+ * own pretransfer time starts again when a waiting transfer gets its
+ * connection. */
+static void test_late_counts_pool_wait(void **state)
+{
+    (void)state;
+    const char *bin = llmq_test_bin("openai-sim", 0);
+    if (access(bin, X_OK) != 0)
+        fail_msg("%s is not built", bin);
+    char port_file[128];
+    snprintf(port_file, sizeof(port_file), "/tmp/llmq-http-late-%d.port", (int)getpid());
+    unlink(port_file);
+    pid_t pid = llmq_test_fork();
+    if (pid == 0) {
+        execl(bin, bin, "--port", "0", "--port-file", port_file, "--latency-ms", "300", "--quiet",
+              (char *)NULL);
+        _exit(127);
+    }
+    helper_pid = pid;
+    int port = wait_port_file(port_file, pid);
+    assert_true(port > 0);
+    char url[128];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/chat/completions", port);
+    const char *body = "{\"model\":\"gpt-4o-mini\",\"messages\":[{\"role\":\"user\","
+                       "\"content\":\"hello\"}],\"max_completion_tokens\":8}";
+    struct llmq_http_config cfg = {.max_connections = 1, .version = LLMQ_HTTP_1_1};
+    struct ctx *c = ctx_new(&cfg);
+    static long long slots[2][3];
+    memset(slots, 0, sizeof(slots));
+    int64_t asked = llmq_monotonic_ms();
+    for (int i = 0; i < 2; i++) {
+        struct llmq_http_request req = {.url = url,
+                                        .body = body,
+                                        .body_len = strlen(body),
+                                        .auth = LLMQ_HTTP_AUTH_BEARER,
+                                        .api_key = API_KEY,
+                                        .asked_ms = asked};
+        assert_int_equal(llmq_http_submit(c->http, &req, on_done_late, slots[i], NULL), LLMQ_OK);
+    }
+    ev_prepare chk;
+    ev_prepare_init(&chk, late_check_cb);
+    chk.data = slots;
+    ev_prepare_start(c->loop, &chk);
+    ev_timer guard;
+    ev_timer_init(&guard, guard_cb, 20.0, 0.);
+    ev_timer_start(c->loop, &guard);
+    ev_run(c->loop, 0);
+    ev_timer_stop(c->loop, &guard);
+    ev_prepare_stop(c->loop, &chk);
+    ctx_free(c);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    helper_pid = 0;
+    printf("# late_ms: %lld, %lld\n", slots[0][2], slots[1][2]);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(slots[i][0], 1);
+        assert_int_equal(slots[i][1], 200);
+        assert_true(slots[i][2] >= 0);
+    }
+    assert_true(slots[0][2] >= 300 || slots[1][2] >= 300);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_many_concurrent),     cmocka_unit_test(test_timeout),
-        cmocka_unit_test(test_reset_and_refused),   cmocka_unit_test(test_too_big),
-        cmocka_unit_test(test_status_and_sse),      cmocka_unit_test(test_take_body),
-        cmocka_unit_test(test_free_cancels),        cmocka_unit_test(test_free_inside_callback),
-        cmocka_unit_test(test_submit_errors),       cmocka_unit_test(test_tls_verification),
-        cmocka_unit_test(test_openai_sim),          cmocka_unit_test(test_h2_multiplex),
-        cmocka_unit_test(test_h1_over_tls_learned), cmocka_unit_test(test_pool_full_marked),
+        cmocka_unit_test(test_many_concurrent),
+        cmocka_unit_test(test_timeout),
+        cmocka_unit_test(test_reset_and_refused),
+        cmocka_unit_test(test_too_big),
+        cmocka_unit_test(test_status_and_sse),
+        cmocka_unit_test(test_take_body),
+        cmocka_unit_test(test_free_cancels),
+        cmocka_unit_test(test_free_inside_callback),
+        cmocka_unit_test(test_submit_errors),
+        cmocka_unit_test(test_tls_verification),
+        cmocka_unit_test(test_openai_sim),
+        cmocka_unit_test(test_h2_multiplex),
+        cmocka_unit_test(test_h1_over_tls_learned),
+        cmocka_unit_test(test_pool_full_marked),
+        cmocka_unit_test(test_late_counts_pool_wait),
     };
     return cmocka_run_group_tests(tests, start_server, stop_server);
 }

@@ -78,17 +78,22 @@ static void run_case(const char *const *sim_args, const char *settle, const char
     snprintf(key, sizeof(key), "%slimit:%s", prefix, MODEL);
     b->n = redis_int(c, "HGET %s %s", key, "n");
     b->tok = redis_int(c, "HGET %s %s", key, "tok");
-    snprintf(key, sizeof(key), "%sbw:%s", prefix, MODEL);
-    redisReply *z = redisCommand(c, "ZRANGE %s 0 -1", key);
-    assert_true(z != NULL && z->type == REDIS_REPLY_ARRAY);
-    b->log_n = (long long)z->elements;
+    /* the window's two logs: admissions in flight (bw:) and settled calls
+     * by their arrival (bws:, lua/lib/limiter_window.lua) */
+    b->log_n = 0;
     b->log_tok = 0;
-    for (size_t i = 0; i < z->elements; i++) {
-        const char *colon = strchr(z->element[i]->str, ':'); /* "<resid>:<tokens>" */
-        assert_non_null(colon);
-        b->log_tok += strtoll(colon + 1, NULL, 10);
+    for (int l = 0; l < 2; l++) {
+        snprintf(key, sizeof(key), "%s%s:%s", prefix, l == 0 ? "bw" : "bws", MODEL);
+        redisReply *z = redisCommand(c, "ZRANGE %s 0 -1", key);
+        assert_true(z != NULL && z->type == REDIS_REPLY_ARRAY);
+        b->log_n += (long long)z->elements;
+        for (size_t i = 0; i < z->elements; i++) {
+            const char *colon = strchr(z->element[i]->str, ':'); /* "<resid>:<tokens>" */
+            assert_non_null(colon);
+            b->log_tok += strtoll(colon + 1, NULL, 10);
+        }
+        freeReplyObject(z);
     }
-    freeReplyObject(z);
 
     *usage_total = -1;
     char *res = llmq_test_job_result(c, prefix, "g-0");

@@ -205,7 +205,8 @@ static int on_prereq(void *userdata, char *conn_primary_ip, char *conn_local_ip,
     (void)conn_local_port;
     struct llmq_http_xfer *x = userdata;
     x->prereq_seen = 1;
-    if (x->send_by_ms == 0 || llmq_monotonic_ms() <= x->send_by_ms)
+    x->prereq_ms = llmq_monotonic_ms();
+    if (x->send_by_ms == 0 || x->prereq_ms <= x->send_by_ms)
         return CURL_PREREQFUNC_OK;
     x->stale = 1;
     return CURL_PREREQFUNC_ABORT;
@@ -350,17 +351,22 @@ static enum llmq_http_outcome outcome_of(CURLcode rc)
 }
 
 /* The transfer's lateness after its admission (http_request.h,
- * llmq_http_response.late_ms), or -1. */
+ * llmq_http_response.late_ms), or -1: an upper bound. Before the send, the
+ * pre-request callback's own clock reading: curl's pretransfer time counts
+ * from the transfer's last connect attempt, so it leaves out the time a
+ * transfer waited for a free connection of its pool. After it, curl's
+ * pretransfer to first-byte time (both from that attempt), rounded up, less
+ * the API's processing time. */
 static int64_t late_ms_of(struct llmq_http_xfer *x)
 {
     curl_off_t pre_us = 0, first_us = 0;
-    if (x->asked_ms <= 0 || x->processing_ms < 0 || x->result != CURLE_OK ||
+    if (x->asked_ms <= 0 || x->prereq_ms <= 0 || x->processing_ms < 0 || x->result != CURLE_OK ||
         curl_easy_getinfo(x->easy, CURLINFO_PRETRANSFER_TIME_T, &pre_us) != CURLE_OK ||
         curl_easy_getinfo(x->easy, CURLINFO_STARTTRANSFER_TIME_T, &first_us) != CURLE_OK ||
         first_us <= 0 || first_us < pre_us)
         return -1;
-    int64_t after = (int64_t)(first_us - pre_us) / 1000 - x->processing_ms;
-    int64_t before = x->start_ms + (int64_t)pre_us / 1000 - x->asked_ms;
+    int64_t after = (int64_t)(first_us - pre_us + 999) / 1000 - x->processing_ms;
+    int64_t before = x->prereq_ms - x->asked_ms;
     return (before > 0 ? before : 0) + (after > 0 ? after : 0);
 }
 

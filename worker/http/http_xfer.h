@@ -34,6 +34,7 @@ struct llmq_http_xfer {
     int stale;          /* the pre-request callback found send_by_ms passed */
     int64_t send_by_ms; /* the request's; 0: none */
     int prereq_seen;    /* its connection was ready: the request went (or was to go) out */
+    int64_t prereq_ms;  /* llmq_monotonic_ms() at the last pre-request callback; 0: none */
     struct llmq_http_pool *pool;     /* the multi it is in (http.c) */
     struct llmq_http_origin *origin; /* where it goes (http.c) */
     int pool_full;                   /* when submitted, its origin's connections of its pool were

@@ -23,6 +23,7 @@ static void test_layout(void **state)
         {LLMQ_KEY_LIMIT, "gpt-4o/t/acme", P "limit:gpt-4o/t/acme"},
         {LLMQ_KEY_POLICY, NULL, P "policy"},
         {LLMQ_KEY_WINDOW_LOG, "gpt-4o", P "bw:gpt-4o"},
+        {LLMQ_KEY_ARRIVED_LOG, "gpt-4o", P "bws:gpt-4o"},
         {LLMQ_KEY_JOB, "j-1", P "job:j-1"},
         {LLMQ_KEY_JOB_BODY, "j-1", P "body:j-1"},
         {LLMQ_KEY_JOB_RECORD, "j-1", P "jr:j-1"},
