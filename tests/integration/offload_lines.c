@@ -35,6 +35,7 @@
 #include <cmocka.h>
 
 #include "account.h"
+#include "test_case.h"
 #include "offload_support.h"
 
 #define MINI "gpt-4o-mini"
@@ -590,6 +591,8 @@ int main(void)
         cmocka_unit_test(budget_caps_offloaded_jobs),
         cmocka_unit_test(slow_provider_called_once),
     };
+    if (LLMQ_TEST_CASE_SELECT(tests) != 0)
+        return 1;
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();
     return rc;

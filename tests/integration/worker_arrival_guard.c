@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "job_fields.h"
+#include "test_case.h"
 #include "worker_support.h"
 
 #define MODEL "gpt-4o-mini"
@@ -354,5 +355,7 @@ int main(void)
         cmocka_unit_test(test_429_explained_by_another_client_keeps_guard),
         cmocka_unit_test(test_guard_pinned_and_unpinned),
     };
+    if (LLMQ_TEST_CASE_SELECT(tests) != 0)
+        return 1;
     return cmocka_run_group_tests_name("worker_arrival_guard", tests, NULL, NULL);
 }
