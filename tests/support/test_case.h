@@ -30,6 +30,7 @@ static inline int llmq_test_case_select(const struct CMUnitTest *tests, size_t n
     return -1;
 }
 
-#define LLMQ_TEST_CASE_SELECT(tests) llmq_test_case_select((tests), sizeof(tests) / sizeof((tests)[0]))
+#define LLMQ_TEST_CASE_SELECT(tests)                                                               \
+    llmq_test_case_select((tests), sizeof(tests) / sizeof((tests)[0]))
 
 #endif
