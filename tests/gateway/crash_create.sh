@@ -29,7 +29,12 @@ wait_for() { # SECONDS COMMAND...: polls every 0.1 s for that long; 1 when it ne
     return 1
 }
 json() { node -e "const v = JSON.parse(require('fs').readFileSync(0, 'utf8')); console.log($1)"; }
-lines=${CRASH_LINES:-50000}
+# Lines enough that the create spans several calls of each kind (64 jobs an
+# enqueue call, 500 ids a commit call): with 1,200, a. is held after the 4th
+# of 19 enqueue calls, b. after the 1st of 3 commit calls. More lines prove
+# no more and only take longer to run (20,000 took 130-160 s).
+lines=${CRASH_LINES:-1200}
+expect "the batch spans several commit calls ($lines lines)" [ "$lines" -ge 1000 ]
 file=$STACK_DIR/big.jsonl
 "$(dirname "$0")/gen_batch_file.sh" "$lines" "$file"
 fid=$(curl -s --max-time 300 "$GW_URL/files" "${auth[@]}" -F purpose=batch -F "file=@$file" | json v.id)
