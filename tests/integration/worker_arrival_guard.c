@@ -253,7 +253,7 @@ static void other_client_takes_12(const struct sim_proc *sim)
     const char *hdr[] = {"Authorization: Bearer " WORKER_TEST_KEY, NULL};
     pid_t kids[12];
     for (int i = 0; i < 12; i++) {
-        kids[i] = fork();
+        kids[i] = llmq_test_fork();
         assert_true(kids[i] >= 0);
         if (kids[i] == 0) {
             struct sim_resp resp;
