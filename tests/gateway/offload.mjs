@@ -15,26 +15,16 @@
 //      (BadRequestError, invalid_request_error, param completion_window).
 // Exit 0 when every step passed; a failed step prints what differed.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 
-import { toFile, apiKey, clientFor, chatLine, pollBatch, runSteps } from './sdk.mjs';
+import {
+    toFile, apiKey, clientFor, chatLine, pollBatch, runSteps, llmqCli as llmq, simGet,
+} from './sdk.mjs';
 
 const client = clientFor(apiKey);
 const simLog = () => fs.readFileSync(process.env.SIM_LOG, 'utf8').split('\n').filter(Boolean)
     .map((l) => JSON.parse(l));
 const N = 30;
-
-function llmq(...args) {
-    return execFileSync(`${process.env.LLMQ_BIN_DIR}/llmq`, args, { encoding: 'utf8' });
-}
-
-async function simGet(path) {
-    const r = await fetch(`${process.env.SIM_URL}${path}`,
-        { headers: { authorization: 'Bearer gw-test-not-a-real-key' } });
-    assert.equal(r.status, 200, `sim GET ${path}`);
-    return r.json();
-}
 
 // Runs a batch of N lines of model with completion_window "24h"; returns
 // its output lines by custom_id.

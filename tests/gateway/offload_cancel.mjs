@@ -15,25 +15,15 @@
 //     - no line was ever called live.
 // Exit 0 when every step passed; a failed step prints what differed.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { toFile, apiKey, clientFor, chatLine, pollBatch, runSteps } from './sdk.mjs';
+import {
+    toFile, apiKey, clientFor, chatLine, pollBatch, runSteps, llmqCli as llmq, simGet,
+} from './sdk.mjs';
 
 const client = clientFor(apiKey);
 const N = 8;
-
-function llmq(...args) {
-    return execFileSync(`${process.env.LLMQ_BIN_DIR}/llmq`, args, { encoding: 'utf8' });
-}
-
-async function simGet(path) {
-    const r = await fetch(`${process.env.SIM_URL}${path}`,
-        { headers: { authorization: 'Bearer gw-test-not-a-real-key' } });
-    assert.equal(r.status, 200, `sim GET ${path}`);
-    return r.json();
-}
 
 // Waits (up to limitMs: a bound against a hang) until the sim holds a
 // batch made by llmq (metadata llmq_batch_id) for which want(batch) holds.

@@ -1,6 +1,7 @@
 // What the gateway's tests with the official `openai` npm package share
-// (e2e.mjs, keys.mjs, tenant_users.mjs): loading the package, Batch input lines, polling a
-// batch, new gateway keys, and running named steps.
+// (e2e.mjs, keys.mjs, tenant_users.mjs, offload*.mjs): loading the package, Batch input
+// lines, polling a batch, new gateway keys, the llmq CLI, openai-sim's own API, and running
+// named steps.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -27,6 +28,20 @@ export function clientFor(key) {
 export function newKey(...args) {
     return execFileSync(`${process.env.LLMQ_BIN_DIR}/llmq`, ['keys', 'create', ...args],
         { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+}
+
+// `llmq ARGS...` of the stack's account; its standard output.
+export function llmqCli(...args) {
+    return execFileSync(`${process.env.LLMQ_BIN_DIR}/llmq`, args, { encoding: 'utf8' });
+}
+
+// GET path of openai-sim's own API (SIM_URL), as the workers call it (its
+// batches, files); the parsed JSON answer, asserted 200.
+export async function simGet(path) {
+    const r = await fetch(`${process.env.SIM_URL}${path}`,
+        { headers: { authorization: 'Bearer gw-test-not-a-real-key' } });
+    assert.equal(r.status, 200, `sim GET ${path}`);
+    return r.json();
 }
 
 export function chatLine(id, model, text, extra = {}) {

@@ -35,6 +35,7 @@
 #include <cmocka.h>
 
 #include "job_fields.h"
+#include "test_case.h"
 #include "worker_support.h"
 
 #define MODEL "gpt-4o-mini"
@@ -583,5 +584,7 @@ int main(void)
         cmocka_unit_test(test_cut_off_not_stored), cmocka_unit_test(test_refresh_and_off),
         cmocka_unit_test(test_ttl_expiry),         cmocka_unit_test(test_purge_by_tenant),
     };
+    if (LLMQ_TEST_CASE_SELECT(tests) != 0)
+        return 1;
     return cmocka_run_group_tests_name("cache_exact", tests, NULL, NULL);
 }

@@ -23,7 +23,6 @@
 #include "account.h"
 #include "offload_support.h"
 
-#define MINI "gpt-4o-mini"
 #define NANO "gpt-4.1-nano"
 /* eligible jobs per model (the issue: 5,000 over two models) and the
  * models' file limit, low to force several files */

@@ -22,7 +22,6 @@
 #include "account.h"
 #include "offload_support.h"
 
-#define MINI "gpt-4o-mini"
 #define N_URGENT 300
 #define N_ELIGIBLE 3000
 

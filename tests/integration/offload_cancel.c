@@ -30,8 +30,6 @@
 #include "account.h"
 #include "offload_support.h"
 
-#define MINI "gpt-4o-mini"
-
 static long long wall_ms(void)
 {
     struct timeval tv;

@@ -15,7 +15,7 @@
 /* cmocka.h needs setjmp.h, stdarg.h and stddef.h first */
 #include <cmocka.h>
 
-#include "offload_endpoints_support.h"
+#include "offload_support.h"
 #include "redis/script.h"
 
 #define N_JOBS 200

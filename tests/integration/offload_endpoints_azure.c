@@ -12,7 +12,7 @@
 /* cmocka.h needs setjmp.h, stdarg.h and stddef.h first */
 #include <cmocka.h>
 
-#include "offload_endpoints_support.h"
+#include "offload_support.h"
 
 #define AZ_JOBS 12
 

@@ -35,9 +35,8 @@
 #include <cmocka.h>
 
 #include "account.h"
+#include "test_case.h"
 #include "offload_support.h"
-
-#define MINI "gpt-4o-mini"
 
 /* Appends chat job id of MINI to f, marked for the batch window, with at
  * most max_attempts attempts; bad: a body llmq takes and the provider
@@ -136,15 +135,70 @@ static const char *line_pb(const json_t *l)
     return s ? s : "";
 }
 
-static void enqueue_file(struct llmq_test_account *a, const char *path)
+/* One case's parts: openai-sim started with its arguments, an account
+ * whose MINI runs under offload policy 'all' (files of at most 100
+ * requests), and the case's jobs file, open for writing. */
+struct lines_case {
+    struct sim_proc sim;
+    struct llmq_test_account a;
+    char path[96];
+    FILE *f;
+};
+
+static void case_open(struct lines_case *k, const char *tag, const char *const *sim_args)
 {
-    worker_enqueue(a->name, path);
+    assert_int_equal(sim_proc_start(&k->sim, sim_args), 0);
+    llmq_test_account_open(&k->a, tag);
+    offload_policy_all(k->a.name, MINI, 100);
+    snprintf(k->path, sizeof(k->path), "/tmp/offload-lines-%s-%d.jsonl", tag, (int)getpid());
+    k->f = fopen(k->path, "w");
+    assert_non_null(k->f);
+}
+
+/* Writes n jobs "<prefix><i>" (job_line, max_attempts each) to the jobs
+ * file; their ids (new) into ids. */
+static void case_jobs(struct lines_case *k, char **ids, const char *prefix, int n, int max_attempts)
+{
+    make_ids(ids, prefix, n);
+    for (int i = 0; i < n; i++)
+        job_line(k->f, ids[i], max_attempts, 0);
+}
+
+/* Enqueues the jobs file, then opens it empty again for more. */
+static void case_enqueue(struct lines_case *k)
+{
+    fclose(k->f);
+    worker_enqueue(k->a.name, k->path);
+    k->f = fopen(k->path, "w");
+    assert_non_null(k->f);
+}
+
+/* Stops the sim (it exits 0) and drops the jobs file. */
+static void case_stop_sim(struct lines_case *k)
+{
+    assert_int_equal(sim_proc_stop(&k->sim), 0);
+    fclose(k->f);
+    unlink(k->path);
+}
+
+/* Each of jobs ids[0..n) has a result line of a provider batch
+ * ("offloaded"), answered 200 when ok200. */
+static void assert_offloaded(struct lines_case *k, char **ids, int n, int ok200)
+{
+    for (int i = 0; i < n; i++) {
+        json_t *l = result_of(&k->a, ids[i]);
+        assert_true(json_is_true(json_object_get(l, "offloaded")));
+        if (ok200)
+            assert_int_equal(
+                json_integer_value(json_object_get(json_object_get(l, "response"), "status_code")),
+                200);
+        json_decref(l);
+    }
 }
 
 static void line_errors_retried_invalid_dead(void **state)
 {
     (void)state;
-    struct sim_proc sim;
     const char *sim_args[] = {"--batch-pace-ms",
                               "200",
                               "--batch-fail-once",
@@ -154,45 +208,32 @@ static void line_errors_retried_invalid_dead(void **state)
                               "--batch-fail-status",
                               "429",
                               NULL};
-    assert_int_equal(sim_proc_start(&sim, sim_args), 0);
-    struct llmq_test_account a;
-    llmq_test_account_open(&a, "offlines");
-    offload_policy_all(a.name, MINI, 100);
-    const char *path = "/tmp/offload-lines-1.jsonl";
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
+    struct lines_case k;
+    case_open(&k, "offlines", sim_args);
+    struct llmq_test_account *a = &k.a;
     char *ok[8], *flaky[2];
-    make_ids(ok, "ok-", 8);
-    make_ids(flaky, "flaky-", 2);
-    for (int i = 0; i < 8; i++)
-        job_line(f, ok[i], 3, 0);
-    for (int i = 0; i < 2; i++)
-        job_line(f, flaky[i], 3, 0);
-    job_line(f, "doomed-0", 3, 0);
-    job_line(f, "bad-0", 3, 1);
-    fclose(f);
-    enqueue_file(&a, path);
-    pid_t w = offload_worker_start(a.name, &sim, "offlines", 0, NULL);
+    case_jobs(&k, ok, "ok-", 8, 3);
+    case_jobs(&k, flaky, "flaky-", 2, 3);
+    job_line(k.f, "doomed-0", 3, 0);
+    job_line(k.f, "bad-0", 3, 1);
+    case_enqueue(&k);
+    pid_t w = offload_worker_start(a->name, &k.sim, "offlines", 0, NULL);
     char *all[] = {ok[0], ok[1], ok[2],    ok[3],    ok[4],      ok[5],
                    ok[6], ok[7], flaky[0], flaky[1], "doomed-0", "bad-0"};
-    offload_wait_done(a.c, a.prefix, all, 12);
+    offload_wait_done(a->c, a->prefix, all, 12);
     offload_worker_stop(w);
-    assert_int_equal(sim_proc_stop(&sim), 0);
+    case_stop_sim(&k);
 
-    redisReply *pbs = batches(&a);
+    redisReply *pbs = batches(a);
     /* doomed is tried in 3 batches (its attempts); flaky in 2 */
     assert_int_equal(pbs->elements, 3);
     const char *first = pbs->element[0]->str;
-    for (int i = 0; i < 8; i++) {
-        json_t *l = result_of(&a, ok[i]);
-        assert_true(json_is_true(json_object_get(l, "offloaded")));
-        json_decref(l);
-    }
+    assert_offloaded(&k, ok, 8, 0);
     /* the 429 once: done, in a later provider batch than the first */
     char first_pb[128];
-    snprintf(first_pb, sizeof(first_pb), "%s", pb_field(&a, first, "batch_id"));
+    snprintf(first_pb, sizeof(first_pb), "%s", pb_field(a, first, "batch_id"));
     for (int i = 0; i < 2; i++) {
-        json_t *l = result_of(&a, flaky[i]);
+        json_t *l = result_of(a, flaky[i]);
         assert_int_equal(
             json_integer_value(json_object_get(json_object_get(l, "response"), "status_code")),
             200);
@@ -200,58 +241,50 @@ static void line_errors_retried_invalid_dead(void **state)
         json_decref(l);
     }
     /* the 429 every time: dead after its 3 attempts, with the provider's reason */
-    assert_non_null(strstr(dead_reason(&a, "doomed-0"), "rate_limit_exceeded"));
+    assert_non_null(strstr(dead_reason(a, "doomed-0"), "rate_limit_exceeded"));
     /* the refused line: dead at once with the provider's message, alone */
-    assert_non_null(strstr(dead_reason(&a, "bad-0"), "must be a boolean"));
-    json_t *l = result_of(&a, "bad-0");
+    assert_non_null(strstr(dead_reason(a, "bad-0"), "must be a boolean"));
+    json_t *l = result_of(a, "bad-0");
     assert_string_equal(line_pb(l), first_pb);
     json_decref(l);
-    assert_int_equal(dead_count(&a), 2);
+    assert_int_equal(dead_count(a), 2);
     /* counts per batch: the first settled 8 done, 2 + 1 retried, 1 dead */
-    assert_string_equal(pb_field(&a, first, "done"), "8");
-    assert_string_equal(pb_field(&a, first, "retried"), "3");
-    assert_string_equal(pb_field(&a, first, "dead"), "1");
+    assert_string_equal(pb_field(a, first, "done"), "8");
+    assert_string_equal(pb_field(a, first, "retried"), "3");
+    assert_string_equal(pb_field(a, first, "dead"), "1");
     freeReplyObject(pbs);
     free_ids(ok, 8);
     free_ids(flaky, 2);
-    llmq_test_account_close(&a);
+    llmq_test_account_close(a);
 }
 
 static void expired_batch_keeps_finished_lines(void **state)
 {
     (void)state;
-    struct sim_proc sim;
     /* the first batch expires half-way: its first 5 of 10 lines done */
     const char *sim_args[] = {"--batch-pace-ms", "1000", "--batch-expire-after-ms", "500", NULL};
-    assert_int_equal(sim_proc_start(&sim, sim_args), 0);
-    struct llmq_test_account a;
-    llmq_test_account_open(&a, "offexpire");
-    offload_policy_all(a.name, MINI, 100);
-    const char *path = "/tmp/offload-lines-2.jsonl";
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
+    struct lines_case k;
+    case_open(&k, "offexpire", sim_args);
+    struct llmq_test_account *a = &k.a;
     char *ids[10];
-    make_ids(ids, "e-", 10);
-    for (int i = 0; i < 10; i++)
-        job_line(f, ids[i], 1, 0); /* one attempt: a counted one would kill it */
-    fclose(f);
-    enqueue_file(&a, path);
-    pid_t w = offload_worker_start(a.name, &sim, "offexpire", 0, NULL);
-    offload_wait_done(a.c, a.prefix, ids, 10);
+    case_jobs(&k, ids, "e-", 10, 1); /* one attempt: a counted one would kill it */
+    case_enqueue(&k);
+    pid_t w = offload_worker_start(a->name, &k.sim, "offexpire", 0, NULL);
+    offload_wait_done(a->c, a->prefix, ids, 10);
     offload_worker_stop(w);
-    assert_int_equal(sim_proc_stop(&sim), 0);
-    redisReply *pbs = batches(&a);
+    case_stop_sim(&k);
+    redisReply *pbs = batches(a);
     assert_int_equal(pbs->elements, 2);
     const char *first = pbs->element[0]->str;
-    assert_string_equal(pb_field(&a, first, "status"), "expired");
-    assert_string_equal(pb_field(&a, first, "done"), "5");
-    assert_string_equal(pb_field(&a, first, "restaged"), "5");
+    assert_string_equal(pb_field(a, first, "status"), "expired");
+    assert_string_equal(pb_field(a, first, "done"), "5");
+    assert_string_equal(pb_field(a, first, "restaged"), "5");
     char pb1[128], pb2[128];
-    snprintf(pb1, sizeof(pb1), "%s", pb_field(&a, first, "batch_id"));
-    snprintf(pb2, sizeof(pb2), "%s", pb_field(&a, pbs->element[1]->str, "batch_id"));
+    snprintf(pb1, sizeof(pb1), "%s", pb_field(a, first, "batch_id"));
+    snprintf(pb2, sizeof(pb2), "%s", pb_field(a, pbs->element[1]->str, "batch_id"));
     int in_first = 0;
     for (int i = 0; i < 10; i++) {
-        json_t *l = result_of(&a, ids[i]);
+        json_t *l = result_of(a, ids[i]);
         assert_int_equal(
             json_integer_value(json_object_get(json_object_get(l, "response"), "status_code")),
             200);
@@ -261,180 +294,143 @@ static void expired_batch_keeps_finished_lines(void **state)
         json_decref(l);
     }
     assert_int_equal(in_first, 5);
-    assert_int_equal(dead_count(&a), 0);
+    assert_int_equal(dead_count(a), 0);
     freeReplyObject(pbs);
     free_ids(ids, 10);
-    llmq_test_account_close(&a);
+    llmq_test_account_close(a);
 }
 
 static void failed_validation_once_then_named_dead(void **state)
 {
     (void)state;
-    struct sim_proc sim;
     const char *sim_args[] = {"--batch-pace-ms", "200", "--batch-invalid", "poison", NULL};
-    assert_int_equal(sim_proc_start(&sim, sim_args), 0);
-    struct llmq_test_account a;
-    llmq_test_account_open(&a, "offfailed");
-    offload_policy_all(a.name, MINI, 100);
-    const char *path = "/tmp/offload-lines-3.jsonl";
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
+    struct lines_case k;
+    case_open(&k, "offfailed", sim_args);
+    struct llmq_test_account *a = &k.a;
     char *ids[6];
     make_ids(ids, "v-", 6);
-    for (int i = 0; i < 3; i++)
-        job_line(f, ids[i], 1, 0);
-    job_line(f, "poison-0", 1, 0);
-    for (int i = 3; i < 6; i++)
-        job_line(f, ids[i], 1, 0);
-    fclose(f);
-    enqueue_file(&a, path);
+    for (int i = 0; i < 6; i++) {
+        if (i == 3)
+            job_line(k.f, "poison-0", 1, 0);
+        job_line(k.f, ids[i], 1, 0);
+    }
+    case_enqueue(&k);
     char log[128];
     worker_log_path(log, "offfailed", 0);
-    pid_t w = offload_worker_start(a.name, &sim, "offfailed", 0, NULL);
-    offload_wait_all(a.c, a.prefix, ids, 6);
+    pid_t w = offload_worker_start(a->name, &k.sim, "offfailed", 0, NULL);
+    offload_wait_all(a->c, a->prefix, ids, 6);
     char *p[] = {"poison-0"};
-    offload_wait_done(a.c, a.prefix, p, 1);
+    offload_wait_done(a->c, a->prefix, p, 1);
     offload_worker_stop(w);
-    assert_int_equal(sim_proc_stop(&sim), 0);
-    redisReply *pbs = batches(&a);
+    case_stop_sim(&k);
+    redisReply *pbs = batches(a);
     assert_int_equal(pbs->elements, 3);
-    assert_string_equal(pb_field(&a, pbs->element[0]->str, "status"), "failed");
-    assert_string_equal(pb_field(&a, pbs->element[0]->str, "restaged"), "7");
-    assert_string_equal(pb_field(&a, pbs->element[0]->str, "dead"), "0");
-    assert_string_equal(pb_field(&a, pbs->element[1]->str, "status"), "failed");
-    assert_string_equal(pb_field(&a, pbs->element[1]->str, "restaged"), "6");
-    assert_string_equal(pb_field(&a, pbs->element[1]->str, "dead"), "1");
-    assert_string_equal(pb_field(&a, pbs->element[2]->str, "status"), "completed");
-    assert_string_equal(pb_field(&a, pbs->element[2]->str, "done"), "6");
+    assert_string_equal(pb_field(a, pbs->element[0]->str, "status"), "failed");
+    assert_string_equal(pb_field(a, pbs->element[0]->str, "restaged"), "7");
+    assert_string_equal(pb_field(a, pbs->element[0]->str, "dead"), "0");
+    assert_string_equal(pb_field(a, pbs->element[1]->str, "status"), "failed");
+    assert_string_equal(pb_field(a, pbs->element[1]->str, "restaged"), "6");
+    assert_string_equal(pb_field(a, pbs->element[1]->str, "dead"), "1");
+    assert_string_equal(pb_field(a, pbs->element[2]->str, "status"), "completed");
+    assert_string_equal(pb_field(a, pbs->element[2]->str, "done"), "6");
     /* the named job, dead with the provider's reason; the others done (one
      * attempt each: the failures counted none) */
-    assert_int_equal(dead_count(&a), 1);
-    assert_non_null(strstr(dead_reason(&a, "poison-0"), "--batch-invalid names it"));
-    for (int i = 0; i < 6; i++) {
-        json_t *l = result_of(&a, ids[i]);
-        assert_true(json_is_true(json_object_get(l, "offloaded")));
-        json_decref(l);
-    }
+    assert_int_equal(dead_count(a), 1);
+    assert_non_null(strstr(dead_reason(a, "poison-0"), "--batch-invalid names it"));
+    assert_offloaded(&k, ids, 6, 0);
     /* the reason logged once per failure */
     assert_int_equal(worker_log_count(log, "the provider failed the batch"), 2);
     freeReplyObject(pbs);
     free_ids(ids, 6);
-    llmq_test_account_close(&a);
+    llmq_test_account_close(a);
 }
 
 static void result_file_bounds(void **state)
 {
     (void)state;
-    struct sim_proc sim;
     const char *sim_args[] = {"--batch-pace-ms", "200", NULL};
-    assert_int_equal(sim_proc_start(&sim, sim_args), 0);
-    struct llmq_test_account a;
-    llmq_test_account_open(&a, "offfile");
-    offload_policy_all(a.name, MINI, 100);
+    struct lines_case k;
+    case_open(&k, "offfile", sim_args);
+    struct llmq_test_account *a = &k.a;
     /* 1. an output file over --max-response-bytes: it has its own bound */
-    const char *path = "/tmp/offload-lines-4.jsonl";
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
     char *ids[20];
-    make_ids(ids, "big-", 20);
-    for (int i = 0; i < 20; i++)
-        job_line(f, ids[i], 2, 0);
-    fclose(f);
-    enqueue_file(&a, path);
+    case_jobs(&k, ids, "big-", 20, 2);
+    case_enqueue(&k);
     const char *small[] = {"--max-response-bytes", "1024", NULL};
-    pid_t w = offload_worker_start(a.name, &sim, "offfile", 0, small);
-    offload_wait_done(a.c, a.prefix, ids, 20);
+    pid_t w = offload_worker_start(a->name, &k.sim, "offfile", 0, small);
+    offload_wait_done(a->c, a->prefix, ids, 20);
     offload_worker_stop(w);
-    redisReply *pbs = batches(&a);
+    redisReply *pbs = batches(a);
     assert_int_equal(pbs->elements, 1);
-    assert_string_equal(pb_field(&a, pbs->element[0]->str, "done"), "20");
+    assert_string_equal(pb_field(a, pbs->element[0]->str, "done"), "20");
     freeReplyObject(pbs);
     /* 2. one over --offload-max-file-bytes: never downloaded, the jobs back
      * with an attempt each, dead after their two, the reason named */
     char *more[20];
-    make_ids(more, "huge-", 20);
-    f = fopen(path, "w");
-    assert_non_null(f);
-    for (int i = 0; i < 20; i++)
-        job_line(f, more[i], 2, 0);
-    fclose(f);
-    enqueue_file(&a, path);
+    case_jobs(&k, more, "huge-", 20, 2);
+    case_enqueue(&k);
     const char *tiny[] = {"--offload-max-file-bytes", "2048", NULL};
-    w = offload_worker_start(a.name, &sim, "offfile", 1, tiny);
-    offload_wait_done(a.c, a.prefix, more, 20);
+    w = offload_worker_start(a->name, &k.sim, "offfile", 1, tiny);
+    offload_wait_done(a->c, a->prefix, more, 20);
     offload_worker_stop(w);
-    assert_int_equal(sim_proc_stop(&sim), 0);
-    pbs = batches(&a);
+    case_stop_sim(&k);
+    pbs = batches(a);
     assert_int_equal(pbs->elements, 1 + 2); /* one batch per attempt, no loop */
     for (int i = 0; i < 20; i++)
-        assert_non_null(strstr(dead_reason(&a, more[i]), "--offload-max-file-bytes 2048"));
+        assert_non_null(strstr(dead_reason(a, more[i]), "--offload-max-file-bytes 2048"));
     freeReplyObject(pbs);
     free_ids(ids, 20);
     free_ids(more, 20);
-    llmq_test_account_close(&a);
+    llmq_test_account_close(a);
 }
 
 static void over_long_line_dead_alone(void **state)
 {
     (void)state;
-    struct sim_proc sim;
     /* an answer without max_tokens is 100,000 tokens long */
     const char *sim_args[] = {"--batch-pace-ms", "200", "--completion-tokens", "100000:100000",
                               NULL};
-    assert_int_equal(sim_proc_start(&sim, sim_args), 0);
-    struct llmq_test_account a;
-    llmq_test_account_open(&a, "offlong");
-    offload_policy_all(a.name, MINI, 100);
-    const char *path = "/tmp/offload-lines-7.jsonl";
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
+    struct lines_case k;
+    case_open(&k, "offlong", sim_args);
+    struct llmq_test_account *a = &k.a;
     char *ids[4];
     make_ids(ids, "fine-", 3);
     ids[3] = strdup("long-0");
     for (int i = 0; i < 4; i++)
-        fprintf(f,
+        fprintf(k.f,
                 "{\"custom_id\":\"%s\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\","
                 "\"body\":{\"model\":\"" MINI "\",%s\"messages\":[{\"role\":\"user\","
                 "\"content\":\"tell me about %s\"}]},\"llmq\":{\"completion_window\":\"24h\"}}\n",
                 ids[i], i < 3 ? "\"max_tokens\":16," : "", ids[i]);
-    fclose(f);
-    enqueue_file(&a, path);
+    case_enqueue(&k);
     /* a line may be 1024 + 65536 bytes: long-0's is far longer */
     const char *small[] = {"--max-response-bytes", "1024", NULL};
-    pid_t w = offload_worker_start(a.name, &sim, "offlong", 0, small);
-    offload_wait_done(a.c, a.prefix, ids, 4);
+    pid_t w = offload_worker_start(a->name, &k.sim, "offlong", 0, small);
+    offload_wait_done(a->c, a->prefix, ids, 4);
     offload_worker_stop(w);
-    assert_int_equal(sim_proc_stop(&sim), 0);
-    redisReply *pbs = batches(&a);
+    case_stop_sim(&k);
+    redisReply *pbs = batches(a);
     assert_int_equal(pbs->elements, 1); /* the batch ended: not stuck, not retried */
-    assert_string_equal(pb_field(&a, pbs->element[0]->str, "state"), "ended");
-    assert_string_equal(pb_field(&a, pbs->element[0]->str, "done"), "3");
-    assert_string_equal(pb_field(&a, pbs->element[0]->str, "dead"), "1");
+    assert_string_equal(pb_field(a, pbs->element[0]->str, "state"), "ended");
+    assert_string_equal(pb_field(a, pbs->element[0]->str, "done"), "3");
+    assert_string_equal(pb_field(a, pbs->element[0]->str, "dead"), "1");
     freeReplyObject(pbs);
-    for (int i = 0; i < 3; i++) {
-        json_t *l = result_of(&a, ids[i]);
-        assert_true(json_is_true(json_object_get(l, "offloaded")));
-        assert_int_equal(
-            json_integer_value(json_object_get(json_object_get(l, "response"), "status_code")),
-            200);
-        json_decref(l);
-    }
+    assert_offloaded(&k, ids, 3, 1);
     assert_non_null(
-        strstr(dead_reason(&a, "long-0"), "over 66560 bytes (--max-response-bytes + 65536)"));
-    json_t *l = result_of(&a, "long-0");
+        strstr(dead_reason(a, "long-0"), "over 66560 bytes (--max-response-bytes + 65536)"));
+    json_t *l = result_of(a, "long-0");
     assert_string_equal(json_string_value(json_object_get(json_object_get(l, "error"), "code")),
                         "response_too_big");
     assert_true(json_is_true(json_object_get(l, "offloaded")));
     json_decref(l);
-    assert_int_equal(dead_count(&a), 1);
+    assert_int_equal(dead_count(a), 1);
     free_ids(ids, 4);
-    llmq_test_account_close(&a);
+    llmq_test_account_close(a);
 }
 
 static void slow_provider_called_once(void **state)
 {
     (void)state;
-    struct sim_proc sim;
     /* the upload and the create take effect (and answer) 6 s late: three
      * leases of 2 s */
     const char *sim_args[] = {"--batch-pace-ms",
@@ -444,42 +440,35 @@ static void slow_provider_called_once(void **state)
                               "--batch-api-slow-first",
                               "2",
                               NULL};
-    assert_int_equal(sim_proc_start(&sim, sim_args), 0);
-    struct llmq_test_account a;
-    llmq_test_account_open(&a, "offslow");
-    offload_policy_all(a.name, MINI, 100);
-    const char *path = "/tmp/offload-lines-5.jsonl";
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
+    struct lines_case k;
+    case_open(&k, "offslow", sim_args);
+    struct llmq_test_account *a = &k.a;
     char *ids[10];
-    make_ids(ids, "s-", 10);
-    for (int i = 0; i < 10; i++)
-        job_line(f, ids[i], 1, 0);
-    fclose(f);
-    enqueue_file(&a, path);
+    case_jobs(&k, ids, "s-", 10, 1);
+    case_enqueue(&k);
     const char *lease[] = {"--offload-lease-ms", "2000", NULL};
-    pid_t w0 = offload_worker_start(a.name, &sim, "offslow", 0, lease);
-    pid_t w1 = offload_worker_start(a.name, &sim, "offslow", 1, lease);
-    offload_wait_done(a.c, a.prefix, ids, 10);
+    pid_t w0 = offload_worker_start(a->name, &k.sim, "offslow", 0, lease);
+    pid_t w1 = offload_worker_start(a->name, &k.sim, "offslow", 1, lease);
+    offload_wait_done(a->c, a->prefix, ids, 10);
     offload_worker_stop(w0);
     offload_worker_stop(w1);
-    redisReply *pbs = batches(&a);
+    redisReply *pbs = batches(a);
     assert_int_equal(pbs->elements, 1);
     const char *id = pbs->element[0]->str;
     int files, created;
-    offload_sim_count(&sim, id, &files, &created);
+    offload_sim_count(&k.sim, id, &files, &created);
     assert_int_equal(files, 1);
     assert_int_equal(created, 1);
-    assert_string_equal(pb_field(&a, id, "done"), "10");
-    assert_int_equal(sim_proc_stop(&sim), 0);
+    assert_string_equal(pb_field(a, id, "done"), "10");
+    case_stop_sim(&k);
     /* what the provider was sent, not only what it shows: a second
      * worker's upload or create still on its way when the batch ended (it
      * becomes visible 6 s after it is sent) is in the access log */
-    assert_int_equal(offload_sim_calls(&sim, id, "/v1/files"), 1);
-    assert_int_equal(offload_sim_calls(&sim, id, "/v1/batches"), 1);
+    assert_int_equal(offload_sim_calls(&k.sim, id, "/v1/files"), 1);
+    assert_int_equal(offload_sim_calls(&k.sim, id, "/v1/batches"), 1);
     freeReplyObject(pbs);
     free_ids(ids, 10);
-    llmq_test_account_close(&a);
+    llmq_test_account_close(a);
 }
 
 /* Field name of job id's hash (static buffer; "" none). */
@@ -495,66 +484,60 @@ static const char *job_field(struct llmq_test_account *a, const char *id, const 
 static void budget_caps_offloaded_jobs(void **state)
 {
     (void)state;
-    struct sim_proc sim;
     /* every answer uses its whole max_tokens: a job spends about its cost */
     const char *sim_args[] = {"--batch-pace-ms", "200", "--completion-tokens", "500:500", NULL};
-    assert_int_equal(sim_proc_start(&sim, sim_args), 0);
-    struct llmq_test_account a;
-    llmq_test_account_open(&a, "offbudget");
-    offload_policy_all(a.name, MINI, 100);
-    const char *path = "/tmp/offload-lines-6.jsonl";
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
+    struct lines_case k;
+    case_open(&k, "offbudget", sim_args);
+    struct llmq_test_account *a = &k.a;
     char *ids[5];
     make_ids(ids, "u-", 5);
     for (int i = 0; i < 5; i++)
-        fprintf(f,
+        fprintf(k.f,
                 "{\"custom_id\":\"%s\",\"method\":\"POST\",\"url\":\"/v1/chat/completions\","
                 "\"body\":{\"model\":\"" MINI "\",\"max_tokens\":500,\"messages\":[{\"role\":"
                 "\"user\",\"content\":\"the same question\"}]},\"llmq\":{\"completion_window\":"
                 "\"24h\"}}\n",
                 ids[i]);
-    fclose(f);
-    enqueue_file(&a, path);
-    long long cost = strtoll(job_field(&a, "u-0", "cost"), NULL, 10);
+    case_enqueue(&k);
+    long long cost = strtoll(job_field(a, "u-0", "cost"), NULL, 10);
     assert_true(cost > 500);
     char limit[24];
     snprintf(limit, sizeof(limit), "%lld", cost * 5 / 2); /* two worst cases, not three */
     const char *set[] = {"llmq", "budgets", "set", "--tokens", limit, "--period", "day", NULL};
-    struct cli_run r = cli_run(a.name, set);
+    struct cli_run r = cli_run(a->name, set);
     assert_int_equal(r.status, 0);
     cli_free(&r);
-    pid_t w = offload_worker_start(a.name, &sim, "offbudget", 0, NULL);
+    pid_t w = offload_worker_start(a->name, &k.sim, "offbudget", 0, NULL);
     char *first[] = {ids[0], ids[1]};
-    offload_wait_all(a.c, a.prefix, first, 2);
-    redisReply *pbs = batches(&a);
+    offload_wait_all(a->c, a->prefix, first, 2);
+    redisReply *pbs = batches(a);
     assert_int_equal(pbs->elements, 1);
-    assert_string_equal(pb_field(&a, pbs->element[0]->str, "n"), "2"); /* the budget's two */
-    while (strcmp(pb_field(&a, pbs->element[0]->str, "state"), "ended") != 0)
+    assert_string_equal(pb_field(a, pbs->element[0]->str, "n"), "2"); /* the budget's two */
+    while (strcmp(pb_field(a, pbs->element[0]->str, "state"), "ended") != 0)
         usleep(50 * 1000);
     /* the worker looked again since: the list is parked (P pbp), not empty */
     redisReply *pk = NULL;
     do {
         freeReplyObject(pk);
         usleep(50 * 1000);
-        pk = redisCommand(a.c, "HLEN %spbp", a.prefix);
+        pk = redisCommand(a->c, "HLEN %spbp", a->prefix);
     } while (pk->integer == 0);
     freeReplyObject(pk);
     freeReplyObject(pbs);
-    pbs = batches(&a);
+    pbs = batches(a);
     assert_int_equal(pbs->elements, 1);
-    assert_string_equal(pb_field(&a, pbs->element[0]->str, "n"), "2");
+    assert_string_equal(pb_field(a, pbs->element[0]->str, "n"), "2");
     freeReplyObject(pbs);
     for (int i = 2; i < 5; i++) {
-        assert_string_equal(job_field(&a, ids[i], "state"), "staged");
-        assert_int_equal(strtol(job_field(&a, ids[i], "attempts"), NULL, 10), 0);
-        char *none = offload_result(a.c, a.prefix, ids[i]);
+        assert_string_equal(job_field(a, ids[i], "state"), "staged");
+        assert_int_equal(strtol(job_field(a, ids[i], "attempts"), NULL, 10), 0);
+        char *none = offload_result(a->c, a->prefix, ids[i]);
         assert_null(none);
     }
     /* what was spent fits the budget */
-    redisReply *b = redisCommand(a.c, "KEYS %sbudget:*", a.prefix);
+    redisReply *b = redisCommand(a->c, "KEYS %sbudget:*", a->prefix);
     assert_int_equal(b->elements, 1);
-    redisReply *spent = redisCommand(a.c, "HGET %s spent", b->element[0]->str);
+    redisReply *spent = redisCommand(a->c, "HGET %s spent", b->element[0]->str);
     assert_int_equal(spent->type, REDIS_REPLY_STRING);
     assert_true(strtoll(spent->str, NULL, 10) <= cost * 5 / 2);
     assert_true(strtoll(spent->str, NULL, 10) > cost); /* two jobs' usage */
@@ -563,19 +546,15 @@ static void budget_caps_offloaded_jobs(void **state)
     /* raised, the budget lets the parked jobs go (within the park's 10 s) */
     snprintf(limit, sizeof(limit), "%lld", cost * 100);
     const char *raise[] = {"llmq", "budgets", "set", "--tokens", limit, "--period", "day", NULL};
-    r = cli_run(a.name, raise);
+    r = cli_run(a->name, raise);
     assert_int_equal(r.status, 0);
     cli_free(&r);
-    offload_wait_all(a.c, a.prefix, ids, 5);
+    offload_wait_all(a->c, a->prefix, ids, 5);
     offload_worker_stop(w);
-    assert_int_equal(sim_proc_stop(&sim), 0);
-    for (int i = 0; i < 5; i++) {
-        json_t *l = result_of(&a, ids[i]);
-        assert_true(json_is_true(json_object_get(l, "offloaded")));
-        json_decref(l);
-    }
+    case_stop_sim(&k);
+    assert_offloaded(&k, ids, 5, 0);
     free_ids(ids, 5);
-    llmq_test_account_close(&a);
+    llmq_test_account_close(a);
 }
 
 int main(void)
@@ -590,6 +569,8 @@ int main(void)
         cmocka_unit_test(budget_caps_offloaded_jobs),
         cmocka_unit_test(slow_provider_called_once),
     };
+    if (LLMQ_TEST_CASE_SELECT(tests) != 0)
+        return 1;
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();
     return rc;

@@ -22,7 +22,6 @@
 #include "account.h"
 #include "offload_support.h"
 
-#define MINI "gpt-4o-mini"
 #define N_JOBS 300
 
 struct run {

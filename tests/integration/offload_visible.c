@@ -28,7 +28,6 @@
 
 #include <math.h>
 
-#define MINI "gpt-4o-mini"
 #define N 40
 #define QUEUE_LIMIT 100000
 

@@ -14,7 +14,7 @@ static int run(const char *const *args, char **out)
 {
     char log[128];
     snprintf(log, sizeof(log), "/tmp/llmq-wopts-%d.log", (int)getpid());
-    pid_t pid = fork();
+    pid_t pid = llmq_test_fork();
     if (pid == 0) {
         FILE *f = fopen(log, "w");
         dup2(fileno(f), 1);

@@ -37,7 +37,7 @@ static pid_t busy[BUSY];
 static void busy_start(void)
 {
     for (int i = 0; i < BUSY; i++) {
-        busy[i] = fork();
+        busy[i] = llmq_test_fork();
         assert_true(busy[i] >= 0);
         if (busy[i] == 0) {
             execl("/bin/sh", "sh", "-c", "while :; do :; done", (char *)NULL);

@@ -291,6 +291,31 @@ static inline long long worker_event_jobs(redisContext *c, const char *prefix)
     return n;
 }
 
+/* Stops n workers once their run is over instead of waiting out an idle
+ * exit: waits until the entries of P events (prefix "llmq:{account}:") name
+ * jobs jobs (every job of the run settled; timeout_ms is a deadline against
+ * hanging, not a timing check), then sends each SIGTERM (nothing is in
+ * flight: it exits at once) and asserts that each exits 0. On a timeout the
+ * workers are killed before the assertion fails, so none outlives the test. */
+static inline void worker_stop_n_when_settled(const char *prefix, long long jobs, const pid_t *pids,
+                                              int n, long long timeout_ms)
+{
+    redisContext *c = llmq_test_redis_connect();
+    long long deadline = llmq_test_now_ms() + timeout_ms, settled;
+    while ((settled = worker_event_jobs(c, prefix)) < jobs && llmq_test_now_ms() < deadline)
+        usleep(100000);
+    redisFree(c);
+    for (int i = 0; i < n; i++)
+        kill(pids[i], settled >= jobs ? SIGTERM : SIGKILL);
+    int ok = 0;
+    for (int i = 0; i < n; i++)
+        ok += worker_wait(pids[i], timeout_ms) == 0;
+    if (settled < jobs)
+        fprintf(stderr, "# %lld of %lld jobs settled within %lld ms\n", settled, jobs, timeout_ms);
+    assert_true(settled >= jobs);
+    assert_int_equal(ok, n);
+}
+
 /* An account for tests that call the scripts directly: a unique name, its
  * key prefix P ("llmq:{name}:") and a connection with the scripts loaded
  * (asserting). Close with redisFree(a->c). */

@@ -92,10 +92,12 @@ build_for() { # build_for TEST... -> 0 when it built
 
 # run_tests TEST...: runs them under ctest in a process group of their own,
 # bounded by the budget; sets failed (space-separated names of the tests that
-# did not pass, timeouts included).
+# did not pass, timeouts included). A test split into one entry per case
+# (tests/CMakeLists.txt LLMQ_SPLIT_TESTS: "TEST.<case>") runs every case and
+# passes when each did.
 run_tests() {
     local regex out
-    regex="^($(IFS='|'; echo "$*"))\$"
+    regex="^($(IFS='|'; echo "$*"))(\.[A-Za-z0-9_]+)?\$"
     out=$work/ctest.log
     (cd "$build" && exec setsid ctest -R "$regex" -j"$jobs" --timeout 600 >"$out" 2>&1) &
     ctest_pgid=$!
@@ -114,7 +116,8 @@ run_tests() {
     failed=""
     local t
     for t in "$@"; do
-        if ! grep -Eq "Test +#[0-9]+: $t \.+ +Passed" "$out"; then
+        if ! grep -Eq "Test +#[0-9]+: $t(\.[A-Za-z0-9_]+)? \.+ +Passed" "$out" ||
+            grep -E "Test +#[0-9]+: $t(\.[A-Za-z0-9_]+)? \.+" "$out" | grep -Evq " Passed "; then
             failed="$failed $t"
         fi
     done
