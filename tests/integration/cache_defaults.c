@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "job_fields.h"
+#include "test_case.h"
 #include "worker_support.h"
 
 #define MODEL "gpt-4o-mini"
@@ -309,5 +310,7 @@ int main(void)
         cmocka_unit_test(test_shared_namespace),
         cmocka_unit_test(test_store_truncated),
     };
+    if (LLMQ_TEST_CASE_SELECT(tests) != 0)
+        return 1;
     return cmocka_run_group_tests_name("cache_defaults", tests, NULL, NULL);
 }
