@@ -20,50 +20,16 @@
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "job_fields.h"
+#include "cache_support.h"
 #include "test_case.h"
-#include "worker_support.h"
 
-#define MODEL "gpt-4o-mini"
-#define BODY                                                                                       \
-    "{\"model\":\"" MODEL "\",\"max_tokens\":100,\"messages\":[{\"role\":\"user\",\"content\":"    \
-    "\"the same question every time\"}]}"
 /* openai-sim answers max_tokens 5 with 5 tokens and finish_reason "length" */
 #define CUT_BODY                                                                                   \
     "{\"model\":\"" MODEL "\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":"      \
     "\"a long answer\"}]}"
 
-struct dcase {
-    char account[64];
-    char prefix[128];
-    char jobs[128];
-    char log[128];
-    struct sim_proc sim;
-    redisContext *c;
-};
-
-static void case_open(struct dcase *k)
-{
-    llmq_test_unique_name(k->account, sizeof(k->account), "cachedef");
-    snprintf(k->prefix, sizeof(k->prefix), "llmq:{%s}:", k->account);
-    snprintf(k->jobs, sizeof(k->jobs), "/tmp/llmq-cachedef-%d.jsonl", (int)getpid());
-    snprintf(k->log, sizeof(k->log), "/tmp/llmq-cachedef-%d.log", (int)getpid());
-    assert_int_equal(sim_proc_start(&k->sim, NULL), 0);
-    worker_limits_set(k->account, MODEL, "--rpm", 1000, 60000);
-    k->c = llmq_test_redis_connect();
-}
-
-static void case_close(struct dcase *k)
-{
-    assert_int_equal(sim_proc_stop(&k->sim), 0);
-    redisFree(k->c);
-    unlink(k->jobs);
-    unlink(k->log);
-    unlink(k->sim.log_file);
-}
-
 /* Runs `llmq ARGS...` on the case's account; asserts exit 0. */
-static char *llmq_ok(struct dcase *k, const char *const *argv)
+static char *llmq_ok(struct cache_case *k, const char *const *argv)
 {
     struct cli_run r = cli_run(k->account, argv);
     if (r.status != 0)
@@ -73,7 +39,7 @@ static char *llmq_ok(struct dcase *k, const char *const *argv)
 }
 
 /* Enqueues one line of body with id id and llmq options opts. */
-static void enqueue_one(struct dcase *k, const char *id, const char *body, const char *opts)
+static void enqueue_one(struct cache_case *k, const char *id, const char *body, const char *opts)
 {
     FILE *f = fopen(k->jobs, "w");
     assert_non_null(f);
@@ -85,55 +51,17 @@ static void enqueue_one(struct dcase *k, const char *id, const char *body, const
     worker_enqueue(k->account, k->jobs);
 }
 
-static void run_worker(struct dcase *k)
-{
-    const char *args[] = {
-        "--backoff-base-ms", "50", "--backoff-cap-ms", "200", "--exit-when-idle-ms", "1500", NULL};
-    pid_t w = worker_start(k->account, &k->sim, k->log, args);
-    assert_int_equal(worker_wait(w, 120000), 0);
-}
-
-static size_t upstream_calls(const struct dcase *k)
-{
-    size_t n = 0;
-    int ok = 0, limited = 0;
-    struct sim_entry *e = sim_log_read(k->sim.log_file, &n);
-    sim_log_outcomes(e, n, &ok, &limited);
-    free(e);
-    return n;
-}
-
-static json_t *result_of(struct dcase *k, const char *id)
-{
-    char *line = llmq_test_job_result(k->c, k->prefix, id);
-    if (line == NULL)
-        fail_msg("job %s has no result", id);
-    json_t *o = json_loads(line, 0, NULL);
-    assert_non_null(o);
-    free(line);
-    return o;
-}
-
-static void assert_state(struct dcase *k, const char *id, const char *want)
-{
-    char *st = llmq_test_job_field(k->c, k->prefix, id, "state");
-    assert_non_null(st);
-    if (strcmp(st, want) != 0)
-        fail_msg("job %s: state %s, expected %s", id, st, want);
-    free(st);
-}
-
-static int cached(struct dcase *k, const char *id)
+static int cached(struct cache_case *k, const char *id)
 {
     json_t *o = result_of(k, id);
-    int v = json_is_true(json_object_get(o, "cached"));
+    int v = is_cached(o);
     json_decref(o);
     return v;
 }
 
 /* The usage of job id's result priced at 1 USD (input), 0.5 (cached input)
  * and 4 (output) per 1M tokens, in nano-USD: what the price set below makes. */
-static long long priced_usage(struct dcase *k, const char *id)
+static long long priced_usage(struct cache_case *k, const char *id)
 {
     json_t *o = result_of(k, id);
     json_t *u = json_object_get(json_object_get(json_object_get(o, "response"), "body"), "usage");
@@ -146,7 +74,7 @@ static long long priced_usage(struct dcase *k, const char *id)
     return (in - cached_in) * 1000 + cached_in * 500 + out * 4000;
 }
 
-static json_t *cli_json(struct dcase *k, const char *const *argv)
+static json_t *cli_json(struct cache_case *k, const char *const *argv)
 {
     char *out = llmq_ok(k, argv);
     json_t *o = json_loads(out, 0, NULL);
@@ -159,8 +87,8 @@ static json_t *cli_json(struct dcase *k, const char *const *argv)
 static void test_model_default(void **state)
 {
     (void)state;
-    struct dcase k;
-    case_open(&k);
+    struct cache_case k;
+    case_open(&k, NULL);
     const char *price[] = {"llmq",
                            "prices",
                            "set",
@@ -187,7 +115,7 @@ static void test_model_default(void **state)
     enqueue_one(&k, "a", BODY, "\"tenant\":\"acme\"");
     run_worker(&k);
     assert_state(&k, "a", "done");
-    assert_int_equal(upstream_calls(&k), 1);
+    assert_int_equal(upstream_calls(&k, NULL), 1);
     const char *spend_argv[] = {"llmq", "spend", "--json", NULL};
     json_t *spend0 = cli_json(&k, spend_argv);
 
@@ -244,8 +172,8 @@ static void test_model_default(void **state)
 static void test_shared_namespace(void **state)
 {
     (void)state;
-    struct dcase k;
-    case_open(&k);
+    struct cache_case k;
+    case_open(&k, NULL);
     const char *acme[] = {"llmq", "cache",       "set",      "--tenant",
                           "acme", "--namespace", "partners", NULL};
     const char *globex[] = {"llmq",   "cache",       "set",      "--tenant",
@@ -264,7 +192,7 @@ static void test_shared_namespace(void **state)
     assert_state(&k, "i", "queued");
     run_worker(&k);
     assert_false(cached(&k, "i"));
-    assert_int_equal(upstream_calls(&k), 2);
+    assert_int_equal(upstream_calls(&k, NULL), 2);
     const char *purge[] = {"llmq", "cache", "stats", "--namespace", "partners", "--json", NULL};
     json_t *st = cli_json(&k, purge);
     assert_int_equal(json_integer_value(json_object_get(st, "entries")), 1);
@@ -280,8 +208,8 @@ static void test_shared_namespace(void **state)
 static void test_store_truncated(void **state)
 {
     (void)state;
-    struct dcase k;
-    case_open(&k);
+    struct cache_case k;
+    case_open(&k, NULL);
     enqueue_one(&k, "a", CUT_BODY, "\"cache\":\"use\",\"cache_store_truncated\":true");
     run_worker(&k);
     assert_state(&k, "a", "done");
@@ -299,7 +227,7 @@ static void test_store_truncated(void **state)
         json_object_get(json_object_get(json_object_get(b, "response"), "body"), "choices"), 0);
     assert_string_equal(json_string_value(json_object_get(ch, "finish_reason")), "length");
     json_decref(b);
-    assert_int_equal(upstream_calls(&k), 2);
+    assert_int_equal(upstream_calls(&k, NULL), 2);
     case_close(&k);
 }
 
