@@ -222,18 +222,28 @@ static void report_unfinished(const struct llmq_cli *cli, redisContext *c, const
     }
 }
 
+/* 0 when every one of ids[0..n) is a job; else the exit code, with the
+ * cause on stderr: each unknown id (usage, 2) or the failed read (1). */
+static int named_ids_checked(const struct llmq_cli *cli, redisContext *c, const char *prefix,
+                             char **ids, size_t n)
+{
+    long unknown = unknown_ids(cli, c, prefix, ids, n);
+    if (unknown == 0)
+        return 0;
+    if (unknown == -1)
+        llmq_cli_error(cli, "reading jobs: %s",
+                       c->err ? llmq_redis_context_error(c) : "unexpected reply");
+    return unknown == -1 ? LLMQ_EXIT_FAIL : LLMQ_EXIT_USAGE;
+}
+
 /* Prints the named results; with wait, waits for the missing ones. An id
  * that is no job is a usage error (2) named on stderr, before any wait. */
 static int print_named(const struct llmq_cli *cli, redisContext *c, const char *prefix, char **ids,
                        size_t n, int wait, long long timeout_s, FILE *out)
 {
-    long unknown = unknown_ids(cli, c, prefix, ids, n);
-    if (unknown != 0) {
-        if (unknown == -1)
-            llmq_cli_error(cli, "reading jobs: %s",
-                           c->err ? llmq_redis_context_error(c) : "unexpected reply");
-        return unknown == -1 ? LLMQ_EXIT_FAIL : LLMQ_EXIT_USAGE;
-    }
+    int bad = named_ids_checked(cli, c, prefix, ids, n);
+    if (bad != 0)
+        return bad;
     struct printing p = {out, 0, llmq_job_idset_new(n), calloc(n + 1, 1)};
     struct llmq_error err = {0};
     size_t done = 0;
@@ -309,13 +319,9 @@ static int print_job_calls(const struct llmq_cli *cli, redisContext *c, const ch
 static int print_calls(const struct llmq_cli *cli, redisContext *c, const char *prefix, char **ids,
                        size_t n, FILE *out)
 {
-    long unknown = unknown_ids(cli, c, prefix, ids, n);
-    if (unknown != 0) {
-        if (unknown == -1)
-            llmq_cli_error(cli, "reading jobs: %s",
-                           c->err ? llmq_redis_context_error(c) : "unexpected reply");
-        return unknown == -1 ? LLMQ_EXIT_FAIL : LLMQ_EXIT_USAGE;
-    }
+    int bad = named_ids_checked(cli, c, prefix, ids, n);
+    if (bad != 0)
+        return bad;
     for (size_t i = 0; i < n; i++)
         if (print_job_calls(cli, c, prefix, ids[i], out) != 0)
             return LLMQ_EXIT_FAIL;
