@@ -194,15 +194,21 @@ static inline int offload_sim_calls(const struct sim_proc *sim, const char *id, 
 
 /* ---- offload on named endpoints (offload_endpoints*.c) ---- */
 /* GET path on e's sim with its key (api-key header when azure, else
- * Bearer); the JSON answer (new). */
-static inline json_t *ep_get(const struct ep_sim *e, const char *path, int azure)
+ * Bearer) into *r (the caller frees it); asserts a 200. */
+static inline void ep_fetch(const struct ep_sim *e, const char *path, int azure, struct sim_resp *r)
 {
     char h[160];
     snprintf(h, sizeof(h), "%s%s", azure ? "api-key: " : "Authorization: Bearer ", e->key);
     const char *hs[] = {h, NULL};
+    sim_http(&e->sim, path, NULL, hs, r);
+    assert_int_equal(r->status, 200);
+}
+
+/* GET path on e's sim with its key; the JSON answer (new). */
+static inline json_t *ep_get(const struct ep_sim *e, const char *path, int azure)
+{
     struct sim_resp r;
-    sim_http(&e->sim, path, NULL, hs, &r);
-    assert_int_equal(r.status, 200);
+    ep_fetch(e, path, azure, &r);
     json_t *j = sim_json(&r);
     sim_resp_free(&r);
     assert_non_null(j);
@@ -228,12 +234,8 @@ static inline size_t ep_count_lines(const struct ep_sim *e, int azure, const cha
         assert_string_equal(json_string_value(json_object_get(b, "status")), "completed");
         snprintf(path, sizeof(path), "%s/files/%s/content%s", azure ? "/openai" : "/v1",
                  json_string_value(json_object_get(b, "input_file_id")), q);
-        char h[160];
-        snprintf(h, sizeof(h), "%s%s", azure ? "api-key: " : "Authorization: Bearer ", e->key);
-        const char *hs[] = {h, NULL};
         struct sim_resp r;
-        sim_http(&e->sim, path, NULL, hs, &r);
-        assert_int_equal(r.status, 200);
+        ep_fetch(e, path, azure, &r);
         const char *p = r.body, *end = r.body + r.body_len;
         while (p < end) {
             const char *nl = memchr(p, '\n', (size_t)(end - p));
