@@ -115,44 +115,39 @@ static struct llmq_grant acquire(struct fixture *f)
     return g;
 }
 
+/* Under a pinned guard of 600 ms, a call id settled late_ms late (a
+ * decimal; "-1": not measured) counts in the one-request bucket until its
+ * admission + counted_ms + the period: the next acquire is denied that
+ * long. */
+static void settled_counts_until(struct fixture *f, const char *id, const char *late_ms,
+                                 long long counted_ms)
+{
+    pin_guard(f, 600);
+    struct grant g;
+    take(f, id, &g);
+    settle_done(f, &g, late_ms);
+    struct llmq_grant d = acquire(f);
+    assert_int_equal(d.decision, LLMQ_DENIED);
+    assert_int_equal(d.wait_ms, g.admitted_ms + counted_ms + PERIOD_MS - d.at_ms);
+}
+
 /* A pinned guard of 600 ms: a call settled 40 ms late counts until
  * admission + 40 + 25 + the period, not + 600; one not measured still
  * counts for the guard; a lateness beyond the pinned guard is bounded by it
  * (the policy says how late a call can be). */
 static void test_pinned_guard(void **state)
 {
-    struct fixture *f = *state;
-    pin_guard(f, 600);
-    struct grant g;
-    take(f, "p1", &g);
-    settle_done(f, &g, "40");
-    struct llmq_grant d = acquire(f);
-    assert_int_equal(d.decision, LLMQ_DENIED);
-    assert_int_equal(d.wait_ms, g.admitted_ms + 40 + UNSEEN_MS + PERIOD_MS - d.at_ms);
+    settled_counts_until(*state, "p1", "40", 40 + UNSEEN_MS);
 }
 
 static void test_not_measured_keeps_guard(void **state)
 {
-    struct fixture *f = *state;
-    pin_guard(f, 600);
-    struct grant g;
-    take(f, "n1", &g);
-    settle_done(f, &g, "-1");
-    struct llmq_grant d = acquire(f);
-    assert_int_equal(d.decision, LLMQ_DENIED);
-    assert_int_equal(d.wait_ms, g.admitted_ms + 600 + PERIOD_MS - d.at_ms);
+    settled_counts_until(*state, "n1", "-1", 600);
 }
 
 static void test_pinned_guard_bounds_lateness(void **state)
 {
-    struct fixture *f = *state;
-    pin_guard(f, 600);
-    struct grant g;
-    take(f, "b1", &g);
-    settle_done(f, &g, "900");
-    struct llmq_grant d = acquire(f);
-    assert_int_equal(d.decision, LLMQ_DENIED);
-    assert_int_equal(d.wait_ms, g.admitted_ms + 600 + PERIOD_MS - d.at_ms);
+    settled_counts_until(*state, "b1", "900", 600);
 }
 
 /* The learned guard, covering the 400 ms another call was late this sample
