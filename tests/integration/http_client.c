@@ -205,20 +205,29 @@ static void check_cb(struct ev_loop *loop, ev_prepare *w, int revents)
         ev_break(loop, EVBREAK_ALL);
 }
 
-/* Runs the loop until `expected` callbacks ran or limit_s passed. */
-static void run_until_done(struct ctx *c, double limit_s)
+/* Runs loop until check (an ev_prepare callback, given data) breaks it or
+ * limit_s passed. */
+static void run_until_checked(struct ev_loop *loop,
+                              void (*check)(struct ev_loop *, ev_prepare *, int), void *data,
+                              double limit_s)
 {
     ev_timer guard;
     ev_timer_init(&guard, guard_cb, limit_s, 0.);
-    ev_timer_start(c->loop, &guard);
+    ev_timer_start(loop, &guard);
     ev_prepare chk;
-    ev_prepare_init(&chk, check_cb);
-    chk.data = c;
-    ev_prepare_start(c->loop, &chk);
+    ev_prepare_init(&chk, check);
+    chk.data = data;
+    ev_prepare_start(loop, &chk);
+    ev_run(loop, 0);
+    ev_prepare_stop(loop, &chk);
+    ev_timer_stop(loop, &guard);
+}
+
+/* Runs the loop until `expected` callbacks ran or limit_s passed. */
+static void run_until_done(struct ctx *c, double limit_s)
+{
     if (c->done < c->expected)
-        ev_run(c->loop, 0);
-    ev_prepare_stop(c->loop, &chk);
-    ev_timer_stop(c->loop, &guard);
+        run_until_checked(c->loop, check_cb, c, limit_s);
 }
 
 static struct ctx *ctx_new(const struct llmq_http_config *cfg)
@@ -815,16 +824,7 @@ static void test_pool_full_marked(void **state)
             .url = url, .body = "{}", .body_len = 2, .auth = LLMQ_HTTP_AUTH_NONE};
         assert_int_equal(llmq_http_submit(c->http, &req, on_done_pool, slots[i], NULL), LLMQ_OK);
     }
-    ev_prepare chk;
-    ev_prepare_init(&chk, pool_check_cb);
-    chk.data = slots;
-    ev_prepare_start(c->loop, &chk);
-    ev_timer guard;
-    ev_timer_init(&guard, guard_cb, 20.0, 0.);
-    ev_timer_start(c->loop, &guard);
-    ev_run(c->loop, 0);
-    ev_timer_stop(c->loop, &guard);
-    ev_prepare_stop(c->loop, &chk);
+    run_until_checked(c->loop, pool_check_cb, slots, 20.0);
     for (int i = 0; i < 5; i++) {
         assert_int_equal(slots[i][0], 1);
         assert_int_equal(slots[i][1], i >= 2);
@@ -894,16 +894,7 @@ static void test_late_counts_pool_wait(void **state)
                                         .asked_ms = asked};
         assert_int_equal(llmq_http_submit(c->http, &req, on_done_late, slots[i], NULL), LLMQ_OK);
     }
-    ev_prepare chk;
-    ev_prepare_init(&chk, late_check_cb);
-    chk.data = slots;
-    ev_prepare_start(c->loop, &chk);
-    ev_timer guard;
-    ev_timer_init(&guard, guard_cb, 20.0, 0.);
-    ev_timer_start(c->loop, &guard);
-    ev_run(c->loop, 0);
-    ev_timer_stop(c->loop, &guard);
-    ev_prepare_stop(c->loop, &chk);
+    run_until_checked(c->loop, late_check_cb, slots, 20.0);
     ctx_free(c);
     kill(pid, SIGTERM);
     waitpid(pid, NULL, 0);
