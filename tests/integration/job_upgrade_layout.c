@@ -162,14 +162,22 @@ static void ended_as_previous_layout(redisContext *c, const char *prefix, const 
     }
 }
 
+/* A case's account (a unique name from tag), its key prefix, and its job
+ * and worker-log files (per process). */
+static void case_names(const char *tag, char account[static 64], char prefix[static 128],
+                       char jobs[static 128], char log[static 128])
+{
+    llmq_test_unique_name(account, 64, tag);
+    snprintf(prefix, 128, "llmq:{%s}:", account);
+    snprintf(jobs, 128, "/tmp/llmq-%s-%d.jsonl", tag, (int)getpid());
+    snprintf(log, 128, "/tmp/llmq-%s-%d.log", tag, (int)getpid());
+}
+
 static void test_previous_layout_runs_and_reads(void **state)
 {
     (void)state;
     char account[64], jobs[128], log[128], prefix[128], jk[256], bk[256], rk[256];
-    llmq_test_unique_name(account, sizeof(account), "upgrade");
-    snprintf(prefix, sizeof(prefix), "llmq:{%s}:", account);
-    snprintf(jobs, sizeof(jobs), "/tmp/llmq-upgrade-%d.jsonl", (int)getpid());
-    snprintf(log, sizeof(log), "/tmp/llmq-upgrade-%d.log", (int)getpid());
+    case_names("upgrade", account, prefix, jobs, log);
     redisContext *c = llmq_test_redis_connect();
 
     /* old-done: ended under the oldest layout, its result moved into its
@@ -363,10 +371,7 @@ static void test_e1_records_of_an_older_worker_read(void **state)
 {
     (void)state;
     char account[64], jobs[128], log[128], prefix[128], rk[256];
-    llmq_test_unique_name(account, sizeof(account), "upgrade-e1");
-    snprintf(prefix, sizeof(prefix), "llmq:{%s}:", account);
-    snprintf(jobs, sizeof(jobs), "/tmp/llmq-upgrade-e1-%d.jsonl", (int)getpid());
-    snprintf(log, sizeof(log), "/tmp/llmq-upgrade-e1-%d.log", (int)getpid());
+    case_names("upgrade-e1", account, prefix, jobs, log);
     redisContext *c = llmq_test_redis_connect();
     worker_write_jobs(jobs, "mix", 2, "gpt-4o-mini", 20, NULL);
     worker_enqueue(account, jobs);
