@@ -204,11 +204,18 @@ expect "killed once visible: the batch was half-committed at the kill (killed:st
     [ "$killed:$staged" = 1:1 ]
 after_crash "killed once visible"
 
-# A cancel mid-run ends cancelled with counts that add up.
+# A cancel mid-run ends cancelled with counts that add up. The model's
+# shared budget is cut to 10 requests a second first, so the 1,200 jobs take
+# two minutes and the cancel comes mid-run however fast the host is (without
+# it, a quiet host finished the whole batch between two polls).
+"$LLMQ_BIN_DIR/llmq" limits set gpt-4o-mini --rpm 20 --period-ms 2000 >/dev/null
 bid=$(curl -s --max-time 300 "$url/batches" "${auth[@]}" \
     -d "{\"input_file_id\":\"$fid\",\"endpoint\":\"/v1/chat/completions\",\"completion_window\":\"24h\"}" | json v.id)
 running() { [ "$(curl -s "$url/batches/$bid" "${auth[@]}" | json v.request_counts.completed)" -gt 0 ]; }
 wait_for 120 running
+done_at_cancel=$(curl -s "$url/batches/$bid" "${auth[@]}" | json v.request_counts.completed)
+expect "mid-run: the batch is still running when it is cancelled ($done_at_cancel of $lines done)" \
+    [ "$done_at_cancel" -lt "$lines" ]
 cancel_and_check "mid-run" "$bid"
 
 kill -TERM "$gw"
