@@ -15,7 +15,10 @@
 --      work as before) and returned. Denied: the node of the bucket that
 --      binds (model, tenant or user) is blocked until that bucket's exact
 --      wait; a model denied once is skipped for the rest of the call at every
---      priority. Nothing scans past a blocked job, nothing is re-queued.
+--      priority. A head denied for tokens first lets cheaper jobs right
+--      behind it in its key take the room free now (backfill,
+--      lua/lib/sched_decide.lua); nothing else scans past a blocked job,
+--      nothing is re-queued.
 --      A job past its deadline, out of attempts, or whose cost never fits is
 --      dead-lettered; a job that already finished is dropped; a job whose
 --      gateway lease is gone (job field lease: a sync call whose gateway was

@@ -7,7 +7,9 @@
 -- three levels and returned to dispatch, which delivers it. Denied: the
 -- node of the bucket that binds (model, tenant or user) is blocked until
 -- that bucket's exact wait; a model denied once is skipped for the rest of
--- the call at every priority. Nothing scans past a blocked job, nothing is
+-- the call at every priority. Before that, a head denied for tokens lets
+-- cheaper jobs behind it in its key take the room free now (backfill,
+-- sched_backfill): nothing else scans past a blocked job, nothing is
 -- re-queued. What cannot run is handed to the call's reject.
 --
 -- d, the call's state (sched_decide_new): P, now, consumer, max_jobs; taken
@@ -239,18 +241,32 @@ local function sched_route(d, s, c, job, cost, deadline)
     return st, r1, r2, r3, r4, path, ep, served, bp, ch
 end
 
--- Grants job id (examine's fields; attempts so far, max_attempts) of
--- chain c at priority prio, reservation resid on path, on endpoint ep (nil:
+-- Takes the job at position at of chain c's ids out of its key: the head
+-- (at == c.idx) is popped with the chain's others when the chain ends; a
+-- job behind it (a backfill) leaves the list and the backlog now, so the
+-- chain's pops stay a prefix of the list.
+local function sched_take(d, c, at)
+    if at == c.idx then
+        c.idx, c.pops = c.idx + 1, c.pops + 1
+        return
+    end
+    local id = table.remove(c.ids, at)
+    redis.call('LREM', c.kq, 1, id)
+    redis.call('LPOP', KEY.backlog(d.P, c.prio))
+end
+
+-- Grants job id (examine's fields; attempts so far, max_attempts) at
+-- position at of chain c's ids (nil: its head, c.idx) at priority prio, reservation resid on path, on endpoint ep (nil:
 -- implicit) for model served, charged ch (sched_charge: its cost and worst
 -- case as served) on budget path bp: its handle (limiter and budget parts),
 -- its state running, its charge to the three levels (the chain ends when a
 -- node passes its runner-up or the key's ids run out). Returns the grant as
 -- dispatch replies it, its entry id still ''.
 local function sched_grant(d, s, c, prio, id, job, attempts, max_attempts, resid, path, ep,
-                           served, bp, ch)
+                           served, bp, ch, at)
     local P = d.P
     local cost = ch.cost
-    c.idx, c.pops = c.idx + 1, c.pops + 1
+    sched_take(d, c, at or c.idx)
     local handle = (path.tags == '' and '' or limiter_handle(path, resid, ch.cost_str,
         s.now_text)) .. budget_charge(bp, cost, ch.nusd, c.t.name, c.u.name)
     -- (a record becomes its hash here: lua/lib/job_record.lua)
@@ -327,12 +343,57 @@ local function sched_deny(d, s, c, st, r1, r2, r3, r4, path, cost, pinned)
     return nil
 end
 
+-- Jobs behind a denied head looked at for a backfill: a few, so a denial
+-- costs a bounded number of reads (one GET or HMGET each).
+local SCHED_BACKFILL_LOOK = 8
+
+-- Backfill: the head of chain c, of cost head_cost, was denied for tokens
+-- (the room its path has now is less than its cost). The jobs behind it in
+-- its key (up to SCHED_BACKFILL_LOOK, in order) that cost less and fit now
+-- are granted into grants, each decided as a head is (budgets, buckets,
+-- endpoints) but never blocking or ending anything: one that does not fit
+-- or cannot run waits its turn. They take only the room free now; the
+-- head's wait is then computed with them, and the head is tried first when
+-- it ends, so a backfill delays it by at most the time that room takes to
+-- come back. Without it that room idles while the head waits: about half
+-- a job's cost per turn of the window (docs/scheduling.md "Backfill").
+-- Stops once the call has its jobs or the chain ended (a node passed its
+-- runner-up: the next job is another key's).
+local function sched_backfill(d, s, c, prio, head_cost, grants)
+    local k, looked = c.idx + 1, 0
+    while k <= #c.ids and looked < SCHED_BACKFILL_LOOK and d.taken < d.max_jobs and
+        d.chain == c do
+        looked = looked + 1
+        local id = c.ids[k]
+        local kind, job = d.examine(id, true)
+        local cost = kind == nil and tonumber(job[4]) or head_cost
+        local deadline = kind == nil and tonumber(job[5]) or 0
+        local attempts = kind == nil and tonumber(job[6]) or 0
+        local max_attempts = kind == nil and tonumber(job[7]) or 0
+        local g = nil
+        if cost < head_cost and (deadline == 0 or d.now < deadline) and
+            (max_attempts == 0 or attempts < max_attempts) then
+            local st, r1, _, _, _, path, ep, served, bp, ch = sched_route(d, s, c, job, cost,
+                deadline)
+            if st == 'granted' then
+                g = sched_grant(d, s, c, prio, id, job, attempts, max_attempts, r1, path, ep,
+                    served, bp, ch, k)
+                grants[#grants + 1] = g
+            end
+        end
+        if g == nil then
+            k = k + 1
+        end
+    end
+end
+
 -- Decides job id at the head of chain c (examine's verdict kind, a, b;
 -- job: its fields when kind is nil) at priority prio; opens the limiter
--- session s when it is the priority's first. Returns the grant or nil;
--- examine's kind, reason, message for a job to end ('skip': the model was
--- looked past); and s.
-local function sched_decide_job(d, s, c, prio, id, job)
+-- session s when it is the priority's first; a denial for tokens first
+-- backfills (sched_backfill: its grants go into grants). Returns the grant
+-- or nil; examine's kind, reason, message for a job to end ('skip': the
+-- model was looked past); and s.
+local function sched_decide_job(d, s, c, prio, id, job, grants)
     local now = d.now
     local deadline = tonumber(job[5]) or 0
     local attempts, max_attempts = tonumber(job[6]) or 0, tonumber(job[7]) or 0
@@ -345,6 +406,15 @@ local function sched_decide_job(d, s, c, prio, id, job)
     end
     s = s or limiter_session(d.P, prio, now)
     local st, r1, r2, r3, r4, path, ep, served, bp, ch = sched_route(d, s, c, job, cost, deadline)
+    if st == 'denied' and r3 == 'tokens' then
+        local before = d.taken
+        sched_backfill(d, s, c, prio, cost, grants)
+        if d.taken > before then
+            -- the head's denial again: its wait now counts the backfill
+            st, r1, r2, r3, r4, path, ep, served, bp, ch = sched_route(d, s, c, job, cost,
+                deadline)
+        end
+    end
     if st == 'granted' then
         return sched_grant(d, s, c, prio, id, job, attempts, max_attempts, r1, path, ep, served,
             bp, ch), s
@@ -379,7 +449,7 @@ local function sched_decide_priority(d, prio)
             local g = nil
             local kind, a, b = d.examine(id, true)
             if kind == nil then
-                g, s, kind, a, b = sched_decide_job(d, s, c, prio, id, a)
+                g, s, kind, a, b = sched_decide_job(d, s, c, prio, id, a, grants)
             end
             if g ~= nil then
                 grants[#grants + 1] = g

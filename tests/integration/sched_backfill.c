@@ -1,0 +1,171 @@
+/* Backfill (docs/scheduling.md): when a key's head job is denied for tokens,
+ * cheaper jobs behind it in its key that fit the room free now are granted,
+ * instead of that room idling while the head waits; the head keeps its place
+ * and is the first job tried when room comes back. A denial for requests
+ * backfills nothing (no job needs fewer than one request), and only the few
+ * jobs right behind the head are looked at. The scripts are called directly
+ * on the test's Redis (enqueue, dispatch, job_settle), so the assertions are
+ * about decisions, never about time. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "sched_support.h"
+
+#define MODEL "gpt-4o-mini"
+#define PERIOD "600000" /* no wait ends during a test */
+
+static void enqueue(const struct script_account *a, const char *id, const char *cost)
+{
+    sched_enqueue(a, id, "normal", MODEL, cost, "", "");
+}
+
+/* The ids granted by one dispatch call of up to 16 jobs, space-separated
+ * in the reply's order ('' when none), into out; g (may be NULL) gets them. */
+static int dispatch_ids(const struct script_account *a, char *out, size_t n,
+                        struct sched_grant *g)
+{
+    struct sched_grant own[16];
+    struct sched_grant *got = g != NULL ? g : own;
+    int k = sched_dispatch(a, 16, got, NULL, 0);
+    size_t len = 0;
+    out[0] = '\0';
+    for (int i = 0; i < k; i++)
+        len += (size_t)snprintf(out + len, n - len, "%s%s", i > 0 ? " " : "", got[i].id);
+    return k;
+}
+
+/* The ids still queued in the model's key, in order, and the backlog. */
+static void queued(const struct script_account *a, char *out, size_t n, long long *backlog)
+{
+    redisReply *r = redisCommand(a->c, "LRANGE %skq:normal|" MODEL "|| 0 -1", a->P);
+    assert_non_null(r);
+    size_t len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < r->elements; i++)
+        len += (size_t)snprintf(out + len, n - len, "%s%s", i > 0 ? " " : "", r->element[i]->str);
+    freeReplyObject(r);
+    r = redisCommand(a->c, "LLEN %sbacklog:normal", a->P);
+    assert_non_null(r);
+    *backlog = r->integer;
+    freeReplyObject(r);
+}
+
+/* A budget of 100 tokens a period: a (60) runs; b (50) is the head and
+ * does not fit the 40 left; c (30) and d (10) behind it fit and run in the
+ * same call; e (45) does not and keeps its place behind b. */
+static void test_cheaper_jobs_take_the_room_the_head_cannot(void **state)
+{
+    (void)state;
+    struct script_account a;
+    script_account_open(&a, "bfroom");
+    const char *lim[] = {"--tpm", "100", "--period-ms", PERIOD, NULL};
+    sched_limits_set(&a, MODEL, lim);
+    const char *ids[] = {"a", "b", "c", "d", "e"}, *costs[] = {"60", "50", "30", "10", "45"};
+    for (int i = 0; i < 5; i++)
+        enqueue(&a, ids[i], costs[i]);
+    char got[256], left[256];
+    long long backlog = -1;
+    assert_int_equal(dispatch_ids(&a, got, sizeof(got), NULL), 3);
+    assert_string_equal(got, "a c d");
+    queued(&a, left, sizeof(left), &backlog);
+    assert_string_equal(left, "b e");
+    assert_int_equal(backlog, 2);
+    /* the budget is used to the last token: nothing more runs */
+    assert_int_equal(dispatch_ids(&a, got, sizeof(got), NULL), 0);
+    redisFree(a.c);
+}
+
+/* job_settle of grant g as a 429 retried with a refund (room back now). */
+static void refund(const struct script_account *a, const struct sched_grant *g)
+{
+    const char *argv[] = {a->P, "retry", "normal", g->eid, g->id, g->handle, "-1", "{}", "test",
+                          "60000", "1", MODEL, "0", "-1", "-1", "-1", "-1", "-1", "-1", "",
+                          "-1", "-1", "-1", "", "", "-1", "-1", "0", "429"};
+    freeReplyObject(sched_run(a, LLMQ_SCRIPT_JOB_SETTLE, 29, argv));
+}
+
+/* After a backfill the head is first: room given back (a's 60, refunded)
+ * runs b (50), not e (45) behind it, though both would fit. */
+static void test_the_head_runs_first_when_room_comes_back(void **state)
+{
+    (void)state;
+    struct script_account a;
+    script_account_open(&a, "bfhead");
+    const char *lim[] = {"--tpm", "100", "--period-ms", PERIOD, NULL};
+    sched_limits_set(&a, MODEL, lim);
+    const char *ids[] = {"a", "b", "c", "e"}, *costs[] = {"60", "50", "30", "45"};
+    for (int i = 0; i < 4; i++)
+        enqueue(&a, ids[i], costs[i]);
+    struct sched_grant g[16];
+    char got[256], left[256];
+    long long backlog = -1;
+    assert_int_equal(dispatch_ids(&a, got, sizeof(got), g), 2);
+    assert_string_equal(got, "a c");
+    assert_string_equal(g[0].id, "a");
+    refund(&a, &g[0]);
+    assert_int_equal(dispatch_ids(&a, got, sizeof(got), NULL), 1);
+    assert_string_equal(got, "b");
+    queued(&a, left, sizeof(left), &backlog);
+    assert_string_equal(left, "e");
+    assert_int_equal(backlog, 1);
+    redisFree(a.c);
+}
+
+/* A head denied for requests (2 a period, both used) backfills nothing,
+ * however cheap the jobs behind it. */
+static void test_no_backfill_when_requests_bind(void **state)
+{
+    (void)state;
+    struct script_account a;
+    script_account_open(&a, "bfreq");
+    const char *lim[] = {"--rpm", "2", "--tpm", "1000", "--period-ms", PERIOD, NULL};
+    sched_limits_set(&a, MODEL, lim);
+    const char *ids[] = {"a", "b", "c", "d"}, *costs[] = {"10", "10", "50", "1"};
+    for (int i = 0; i < 4; i++)
+        enqueue(&a, ids[i], costs[i]);
+    char got[256], left[256];
+    long long backlog = -1;
+    assert_int_equal(dispatch_ids(&a, got, sizeof(got), NULL), 2);
+    assert_string_equal(got, "a b");
+    queued(&a, left, sizeof(left), &backlog);
+    assert_string_equal(left, "c d");
+    assert_int_equal(backlog, 2);
+    redisFree(a.c);
+}
+
+/* Only the 8 jobs right behind the head are looked at: a cheap job 9th
+ * behind a head that does not fit waits its turn (a denial costs a bounded
+ * number of reads, however long the key). */
+static void test_backfill_looks_a_few_jobs_behind(void **state)
+{
+    (void)state;
+    struct script_account a;
+    script_account_open(&a, "bflook");
+    const char *lim[] = {"--tpm", "100", "--period-ms", PERIOD, NULL};
+    sched_limits_set(&a, MODEL, lim);
+    enqueue(&a, "a", "90");
+    enqueue(&a, "b", "50");
+    char id[16];
+    for (int i = 0; i < 8; i++) {
+        snprintf(id, sizeof(id), "x%d", i);
+        enqueue(&a, id, "20"); /* cheaper than b, but more than the 10 left */
+    }
+    enqueue(&a, "z", "5");
+    char got[256];
+    assert_int_equal(dispatch_ids(&a, got, sizeof(got), NULL), 1);
+    assert_string_equal(got, "a");
+    redisFree(a.c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cheaper_jobs_take_the_room_the_head_cannot),
+        cmocka_unit_test(test_the_head_runs_first_when_room_comes_back),
+        cmocka_unit_test(test_no_backfill_when_requests_bind),
+        cmocka_unit_test(test_backfill_looks_a_few_jobs_behind),
+    };
+    return cmocka_run_group_tests_name("sched_backfill", tests, NULL, NULL);
+}
