@@ -208,7 +208,9 @@ end
 -- Routes one job of model (its key's tenant and user) of cost in limiter
 -- session s among the endpoints of routing m (ep_model; the model's own
 -- when it has no fallback in use) for the worker of cache. job: pin, failed
--- (ep_name_set), deadline (ms, 0 none). Returns what limiter_try returns,
+-- (ep_name_set), deadline (ms, 0 none), recheck (true: try the endpoints
+-- denied earlier in the call again, for a backfill: a cheaper job may fit
+-- where the head did not). Returns what limiter_try returns,
 -- plus for a grant the path, the endpoint (nil: implicit) and the model
 -- served:
 --   'granted', id, path, e, model
@@ -230,7 +232,7 @@ local function ep_route_model(s, cache, m, model, tenant, user, cost, cost_str, 
     for _, r in ipairs(ready) do
         local e = r.e
         local bname = ep_bucket(model, e.name)
-        local until_ms = cache.denied[bname]
+        local until_ms = not job.recheck and cache.denied[bname] or nil
         local serves = cache.serves[e.name]
         if until_ms ~= nil then
             local w = math.max(until_ms - now, 1)

@@ -548,8 +548,9 @@ end
 -- actual = nil refunds it (its request and its tokens) in every bucket.
 -- Window entries that already aged out are left alone: they no longer count.
 -- Returns the number of buckets whose reservation was still counted, and the
--- names of those whose charge went down (room given back: the scheduler
--- wakes what waits on them, sched_wake_buckets). quiet: the caller does not
+-- names of those whose charge went down or whose entry now ends sooner
+-- (room given back, or back sooner: the scheduler wakes what waits on them,
+-- sched_wake_buckets, and the next dispatch computes their waits again). quiet: the caller does not
 -- need that count, so a bucket whose charge stays as it is is not looked up
 -- at all (the common settle: usage within the reservation).
 -- late (ms >= 0, with actual; nil: not measured): how late the call may have
@@ -580,7 +581,7 @@ local function limiter_adjust(P, handle, actual, quiet, late, now)
         if to ~= nil and (mode == 'w' or mode == 'g') and to < cost then
             to = cost -- the admission ledger never lowers a charge
         end
-        local counted = false
+        local counted, sooner = false, false
         if quiet and to == cost and admitted == nil then
             -- nothing to change in this bucket
         elseif mode == 'w' or mode == 'W' then
@@ -589,9 +590,11 @@ local function limiter_adjust(P, handle, actual, quiet, late, now)
             local arrived = nil
             if admitted ~= nil then
                 s = s or limiter_session(P, 'normal', now)
-                arrived, w.period = limiter_arrival(s, limiter_bucket(s, name), admitted, late)
+                local b = limiter_bucket(s, name)
+                arrived, w.period = limiter_arrival(s, b, admitted, late)
+                w.hold = arrived and b.cfg.hold
             end
-            counted = window_settle(w, resid, cost, to, arrived)
+            counted, sooner = window_settle(w, resid, cost, to, arrived)
         else
             local s = { P = P, now = 0, buckets = {} }
             local b = limiter_bucket(s, name)
@@ -602,7 +605,7 @@ local function limiter_adjust(P, handle, actual, quiet, late, now)
         end
         if counted then
             adjusted = adjusted + 1
-            if to == nil or to < cost then
+            if to == nil or to < cost or sooner then
                 freed[#freed + 1] = name
             end
         end

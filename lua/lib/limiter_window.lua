@@ -315,12 +315,14 @@ local function window_arrive(key, akey, member, arrived, period)
 end
 
 -- Settles admission "<resid>:<cost>" of window bucket w (w.key its hash,
--- w.wkey and w.akey its logs, w.period its period) to charge `to` tokens
--- (nil: refunds it, its request and its tokens; limiter_adjust). arrived:
--- nil, or the latest arrival (ms) of its call at the API, measured: the
--- entry then counts one period from it (window_arrive) instead of one hold
--- from its admission. An entry that already ended is left alone: it no
--- longer counts. Returns true when it still counted.
+-- w.wkey and w.akey its logs, w.period and w.hold its period and hold) to
+-- charge `to` tokens (nil: refunds it, its request and its tokens;
+-- limiter_adjust). arrived: nil, or the latest arrival (ms) of its call at
+-- the API, measured: the entry then counts one period from it
+-- (window_arrive) instead of one hold from its admission. An entry that
+-- already ended is left alone: it no longer counts. Returns true when it
+-- still counted, and true when it now ends sooner than it did (re-timed
+-- from its arrival: a wait computed from its old end is too long).
 local function window_settle(w, resid, cost, to, arrived)
     local member = resid .. ':' .. cost
     local log = w.wkey
@@ -339,9 +341,11 @@ local function window_settle(w, resid, cost, to, arrived)
         return true
     end
     local settled = resid .. ':' .. to
+    local sooner = false
     if arrived ~= nil and log == w.wkey then
         redis.call('ZREM', log, member)
         window_arrive(w.key, w.akey, settled, arrived, w.period)
+        sooner = arrived + w.period < tonumber(score) + w.hold
     elseif to ~= cost then
         redis.call('ZREM', log, member)
         redis.call('ZADD', log, score, settled)
@@ -349,7 +353,7 @@ local function window_settle(w, resid, cost, to, arrived)
     if to ~= cost then
         redis.call('HINCRBY', w.key, 'tok', to - cost)
     end
-    return true
+    return true, sooner
 end
 
 -- The requests and tokens of b's window entries admitted at or before at_ms

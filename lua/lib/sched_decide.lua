@@ -210,8 +210,9 @@ end
 -- return) and its values; for a grant also the path, the endpoint (nil:
 -- implicit) and the model served; bp, the budget path; and ch, the charge
 -- it was decided on (sched_charge: the fallback's when a fallback serves
--- it; for 'budget' its verdict bv).
-local function sched_route(d, s, c, job, cost, deadline)
+-- it; for 'budget' its verdict bv). recheck: endpoints denied earlier in
+-- the call are tried again (a backfill, and its head's denial after it).
+local function sched_route(d, s, c, job, cost, deadline, recheck)
     local routes = d.routes
     local bp = budget_path(d.bs, c.t.name, c.u.name, job[14])
     local est = tonumber(job[9]) or -1
@@ -233,7 +234,7 @@ local function sched_route(d, s, c, job, cost, deadline)
         st, r1, r2, r3, r4, ch = ep_route(s, routes, route, c.m.name, c.t.name, c.u.name,
             { pin = ep_name_set(job[15]), failed = ep_name_set(job[16]), deadline = deadline,
             charge = ch, charge_of = sched_fallback_charge, d = d, bp = bp, fb = job[17],
-            lease = job[13] })
+            lease = job[13], recheck = recheck })
         if st == 'granted' then
             path, ep, served = r2, r3, r4
         end
@@ -260,7 +261,8 @@ end
 -- implicit) for model served, charged ch (sched_charge: its cost and worst
 -- case as served) on budget path bp: its handle (limiter and budget parts),
 -- its state running, its charge to the three levels (the chain ends when a
--- node passes its runner-up or the key's ids run out). Returns the grant as
+-- node passes its runner-up or the key's ids run out; after a backfill's
+-- grant, when its head's denial ends it). Returns the grant as
 -- dispatch replies it, its entry id still ''.
 local function sched_grant(d, s, c, prio, id, job, attempts, max_attempts, resid, path, ep,
                            served, bp, ch, at)
@@ -295,7 +297,7 @@ local function sched_grant(d, s, c, prio, id, job, attempts, max_attempts, resid
     local keep = sched_level_charge(d, c.u, cost / c.wu, c.tpath)
     keep = sched_level_charge(d, c.t, cost / c.wt, c.mpath) and keep
     keep = sched_level_charge(d, c.m, cost, prio) and keep
-    if not keep or (c.idx > #c.ids and c.exact) then
+    if at == nil and (not keep or (c.idx > #c.ids and c.exact)) then
         sched_chain_end(d)
     end
     return g
@@ -357,12 +359,13 @@ local SCHED_BACKFILL_LOOK = 8
 -- it ends, so a backfill delays it by at most the time that room takes to
 -- come back. Without it that room idles while the head waits: about half
 -- a job's cost per turn of the window (docs/scheduling.md "Backfill").
--- Stops once the call has its jobs or the chain ended (a node passed its
--- runner-up: the next job is another key's).
+-- The chain goes on through them (their charges are the key's, written
+-- when the head's denial ends the chain), so a node passing its runner-up
+-- does not stop a backfill: the runner-up is served next all the same.
+-- Stops once the call has its jobs. Returns how many jobs it tried.
 local function sched_backfill(d, s, c, prio, head_cost, grants)
-    local k, looked = c.idx + 1, 0
-    while k <= #c.ids and looked < SCHED_BACKFILL_LOOK and d.taken < d.max_jobs and
-        d.chain == c do
+    local k, looked, tried = c.idx + 1, 0, 0
+    while k <= #c.ids and looked < SCHED_BACKFILL_LOOK and d.taken < d.max_jobs do
         looked = looked + 1
         local id = c.ids[k]
         local kind, job = d.examine(id, true)
@@ -373,8 +376,9 @@ local function sched_backfill(d, s, c, prio, head_cost, grants)
         local g = nil
         if cost < head_cost and (deadline == 0 or d.now < deadline) and
             (max_attempts == 0 or attempts < max_attempts) then
+            tried = tried + 1
             local st, r1, _, _, _, path, ep, served, bp, ch = sched_route(d, s, c, job, cost,
-                deadline)
+                deadline, true)
             if st == 'granted' then
                 g = sched_grant(d, s, c, prio, id, job, attempts, max_attempts, r1, path, ep,
                     served, bp, ch, k)
@@ -385,6 +389,7 @@ local function sched_backfill(d, s, c, prio, head_cost, grants)
             k = k + 1
         end
     end
+    return tried
 end
 
 -- Decides job id at the head of chain c (examine's verdict kind, a, b;
@@ -406,14 +411,11 @@ local function sched_decide_job(d, s, c, prio, id, job, grants)
     end
     s = s or limiter_session(d.P, prio, now)
     local st, r1, r2, r3, r4, path, ep, served, bp, ch = sched_route(d, s, c, job, cost, deadline)
-    if st == 'denied' and r3 == 'tokens' then
-        local before = d.taken
-        sched_backfill(d, s, c, prio, cost, grants)
-        if d.taken > before then
-            -- the head's denial again: its wait now counts the backfill
-            st, r1, r2, r3, r4, path, ep, served, bp, ch = sched_route(d, s, c, job, cost,
-                deadline)
-        end
+    if st == 'denied' and r3 == 'tokens' and sched_backfill(d, s, c, prio, cost, grants) > 0 then
+        -- the head's denial again: its wait counts what the backfill took,
+        -- and the buckets that bind are the head's again
+        st, r1, r2, r3, r4, path, ep, served, bp, ch = sched_route(d, s, c, job, cost, deadline,
+            true)
     end
     if st == 'granted' then
         return sched_grant(d, s, c, prio, id, job, attempts, max_attempts, r1, path, ep, served,

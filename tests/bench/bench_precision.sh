@@ -26,7 +26,8 @@
 # usage: tests/bench/bench_precision.sh [BUILD_DIR] [BASE_BUILD_DIR] [JOBS]
 # (Release builds; BUILD is built if missing; BASE_BUILD: e.g. `git worktree
 # add /tmp/base 43a215d` and a Release build of llmq-cli and llmq-worker
-# there, default /tmp/base/build-rel; JOBS per run, default 150). Needs
+# there, default /tmp/base/build-rel; JOBS per run, default 150;
+# PRECISION_CASES="1 4" runs only those cases, default all). Needs
 # redis-server. Loopback only; every wait bounded.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -166,6 +167,9 @@ two_models() {
     row "$1: gpt-4o-mini (30k)" 30000 "$(stats 0 0 gpt-4o-mini "$tmp/m-$run.log")"
 }
 
+# want N: case N is to run (PRECISION_CASES, e.g. "1 4"; default all four).
+want() { [[ " ${PRECISION_CASES:-1 2 3 4} " == *" $1 "* ]]; }
+
 out=$tmp/table.md
 {
     echo "$jobs mixed jobs per run, 3 workers x 20, 2 s windows, 50-200 ms answers; each"
@@ -178,12 +182,21 @@ for which in new base; do
     [ "$which" = new ] && b=$new_bin || b=$base_bin
     label() { [ "$which" = new ] && echo "$1" || echo "$1 (previous)"; }
     echo "# load before case 1 ($which): $(bench_load) runnable" >&2
-    one_endpoint "$(label "one endpoint, host as it is")" "$b" >>"$out"
-    bench_oversubscribe_start
-    echo "# load with busy processes ($which): $(bench_load) runnable" >&2
-    one_endpoint "$(label "one endpoint, $((4 * $(nproc))) busy processes beside")" "$b" >>"$out"
-    bench_oversubscribe_stop
-    two_endpoints "$(label "two endpoints, a third down")" "$b" >>"$out"
-    two_models "$(label "two models, one queue")" "$b" >>"$out"
+    if want 1; then
+        one_endpoint "$(label "one endpoint, host as it is")" "$b" >>"$out"
+    fi
+    if want 2; then
+        bench_oversubscribe_start
+        echo "# load with busy processes ($which): $(bench_load) runnable" >&2
+        one_endpoint "$(label "one endpoint, $((4 * $(nproc))) busy processes beside")" "$b" \
+            >>"$out"
+        bench_oversubscribe_stop
+    fi
+    if want 3; then
+        two_endpoints "$(label "two endpoints, a third down")" "$b" >>"$out"
+    fi
+    if want 4; then
+        two_models "$(label "two models, one queue")" "$b" >>"$out"
+    fi
 done
 cat "$out"

@@ -159,6 +159,88 @@ static void test_backfill_looks_a_few_jobs_behind(void **state)
     redisFree(a.c);
 }
 
+/* The ids granted by one dispatch call of up to 16 jobs by a worker that
+ * holds keys for endpoints (comma-separated), sorted, space-separated. */
+static int dispatch_sorted(const struct script_account *a, const char *endpoints, char *out,
+                           size_t n)
+{
+    const char *argv[] = {a->P, "test-consumer", "16", endpoints};
+    redisReply *r = sched_run(a, LLMQ_SCRIPT_DISPATCH, endpoints != NULL ? 4 : 3, argv);
+    assert_true(r->type == REDIS_REPLY_ARRAY && r->elements >= 4);
+    int k = (int)r->elements - 4;
+    const char *ids[16];
+    for (int i = 0; i < k && i < 16; i++) {
+        const char *id = r->element[4 + i]->element[2]->str;
+        int j = i;
+        while (j > 0 && strcmp(ids[j - 1], id) > 0) {
+            ids[j] = ids[j - 1];
+            j--;
+        }
+        ids[j] = id;
+    }
+    size_t len = 0;
+    out[0] = '\0';
+    for (int i = 0; i < k && i < 16; i++)
+        len += (size_t)snprintf(out + len, n - len, "%s%s", i > 0 ? " " : "", ids[i]);
+    freeReplyObject(r);
+    return k;
+}
+
+/* Beside another model, fair share between the models moves on after each
+ * grant; the backfill of a denied head still fills its own model's room:
+ * gpt-4o-mini (100 tokens) runs a, c and d, gpt-4o runs x and y. */
+static void test_backfill_beside_another_model(void **state)
+{
+    (void)state;
+    struct script_account a;
+    script_account_open(&a, "bfmodels");
+    const char *lim[] = {"--tpm", "100", "--period-ms", PERIOD, NULL};
+    sched_limits_set(&a, MODEL, lim);
+    const char *lim4o[] = {"--tpm", "1000", "--period-ms", PERIOD, NULL};
+    sched_limits_set(&a, "gpt-4o", lim4o);
+    const char *ids[] = {"a", "b", "c", "d"}, *costs[] = {"60", "50", "30", "10"};
+    for (int i = 0; i < 4; i++)
+        enqueue(&a, ids[i], costs[i]);
+    sched_enqueue(&a, "x", "normal", "gpt-4o", "10", "", "");
+    sched_enqueue(&a, "y", "normal", "gpt-4o", "10", "", "");
+    char got[256], left[256];
+    long long backlog = -1;
+    assert_int_equal(dispatch_sorted(&a, NULL, got, sizeof(got)), 5);
+    assert_string_equal(got, "a c d x y");
+    queued(&a, left, sizeof(left), &backlog);
+    assert_string_equal(left, "b");
+    assert_int_equal(backlog, 1);
+    redisFree(a.c);
+}
+
+/* On a named endpoint (a worker holding its key): the endpoint denied the
+ * head, and the cheaper jobs behind it are still tried there (an endpoint
+ * denied once is otherwise skipped for the rest of the call). */
+static void test_backfill_on_an_endpoint(void **state)
+{
+    (void)state;
+    struct script_account a;
+    script_account_open(&a, "bfendpoint");
+    const char *add[] = {"llmq", "endpoints", "add", "e1", "--base-url", "http://127.0.0.1:9/v1",
+                         NULL};
+    struct cli_run r = cli_run(a.name, add);
+    assert_int_equal(r.status, 0);
+    cli_free(&r);
+    const char *lim[] = {"--endpoint", "e1", "--tpm", "100", "--period-ms", PERIOD, NULL};
+    sched_limits_set(&a, MODEL, lim);
+    const char *ids[] = {"a", "b", "c", "d", "e"}, *costs[] = {"60", "50", "30", "10", "45"};
+    for (int i = 0; i < 5; i++)
+        enqueue(&a, ids[i], costs[i]);
+    char got[256], left[256];
+    long long backlog = -1;
+    assert_int_equal(dispatch_sorted(&a, "e1", got, sizeof(got)), 3);
+    assert_string_equal(got, "a c d");
+    queued(&a, left, sizeof(left), &backlog);
+    assert_string_equal(left, "b e");
+    assert_int_equal(backlog, 2);
+    redisFree(a.c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -166,6 +248,8 @@ int main(void)
         cmocka_unit_test(test_the_head_runs_first_when_room_comes_back),
         cmocka_unit_test(test_no_backfill_when_requests_bind),
         cmocka_unit_test(test_backfill_looks_a_few_jobs_behind),
+        cmocka_unit_test(test_backfill_beside_another_model),
+        cmocka_unit_test(test_backfill_on_an_endpoint),
     };
     return cmocka_run_group_tests_name("sched_backfill", tests, NULL, NULL);
 }

@@ -39,16 +39,25 @@ static int dispatch(const struct script_account *a, struct sched_grant *g, char 
     return sched_dispatch(a, 16, g, wake, wake_sz);
 }
 
-/* job_settle of grant g in mode with actual tokens, retry delay ms and
- * refund flag. */
-static void settle(const struct script_account *a, const struct sched_grant *g, const char *mode,
-                   const char *actual, const char *delay, const char *refund)
+/* job_settle of grant g in mode with actual tokens, retry delay ms, refund
+ * flag and the call's measured lateness late_ms ("-1": not measured). */
+static void settle_late(const struct script_account *a, const struct sched_grant *g,
+                        const char *mode, const char *actual, const char *delay,
+                        const char *refund, const char *late_ms)
 {
     const char *argv[] = {a->P,   mode,  "normal", g->eid, g->id, g->handle, actual, "{}",
                           "test", delay, refund,   MODEL,  "0",   "-1",      "-1",   "-1",
                           "-1",   "-1",  "-1",     "",     "-1",  "-1",      "-1",   "",
-                          "",     "-1",  "-1",     "0",    "200"};
+                          "",     "-1",  late_ms,  "0",    "200"};
     freeReplyObject(sched_run(a, LLMQ_SCRIPT_JOB_SETTLE, 29, argv));
+}
+
+/* job_settle of grant g in mode with actual tokens, retry delay ms and
+ * refund flag, its lateness not measured. */
+static void settle(const struct script_account *a, const struct sched_grant *g, const char *mode,
+                   const char *actual, const char *delay, const char *refund)
+{
+    settle_late(a, g, mode, actual, delay, refund, "-1");
 }
 
 /* The wake stream's newest entry id ('0-0' when none). */
@@ -194,6 +203,49 @@ static void test_admission_settle_keeps_the_wait(void **state)
     assert_false(woke);
 }
 
+/* The time (ms, Redis's clock) the model's key is blocked until: its node's
+ * score in sblk (-1: not blocked). */
+static long long blocked_until(const struct script_account *a)
+{
+    redisReply *r = redisCommand(a->c, "ZSCORE %ssblk normal|" MODEL, a->P);
+    assert_non_null(r);
+    long long until = r->type == REDIS_REPLY_STRING ? atoll(r->str) : -1;
+    freeReplyObject(r);
+    return until;
+}
+
+/* A settle that measured when its call reached the API re-times its entry:
+ * it ends one period after that arrival instead of one period plus the
+ * arrival guard after its admission (a new bucket's guard is at its
+ * ceiling: 5.5 s of a 600 s window). The key blocked on the entry's old end
+ * is woken, and the next dispatch blocks it until the new end, sooner by
+ * about the guard. */
+static void test_settle_retimed_entry_wakes_the_key(void **state)
+{
+    (void)state;
+    struct script_account a;
+    script_account_open(&a, "roomretime");
+    const char *lim[] = {"--tpm", "100", "--period-ms", PERIOD, NULL};
+    limits_set(&a, lim);
+    enqueue(&a, "r-0", "60", "", "");
+    enqueue(&a, "r-1", "50", "", "");
+    struct sched_grant g[16];
+    assert_int_equal(dispatch(&a, g, NULL, 0), 1);
+    assert_int_equal(dispatch(&a, NULL, NULL, 0), 0);
+    long long before = blocked_until(&a);
+    assert_true(before > 0);
+    char w0[64], w1[64];
+    wake_last(&a, w0, sizeof(w0));
+    settle_late(&a, &g[0], "done", "60", "0", "0", "10");
+    wake_last(&a, w1, sizeof(w1));
+    assert_string_not_equal(w0, w1);
+    assert_int_equal(dispatch(&a, NULL, NULL, 0), 0); /* still no room: r-0 counts */
+    long long after = blocked_until(&a);
+    assert_true(after > 0);
+    assert_true(before - after >= 5000);
+    redisFree(a.c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -203,6 +255,7 @@ int main(void)
         cmocka_unit_test(test_producer_refund_unblocks_and_wakes),
         cmocka_unit_test(test_usage_settle_below_charge_unblocks),
         cmocka_unit_test(test_admission_settle_keeps_the_wait),
+        cmocka_unit_test(test_settle_retimed_entry_wakes_the_key),
     };
     return cmocka_run_group_tests_name("sched_room_back_wakes", tests, NULL, NULL);
 }
