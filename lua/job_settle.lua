@@ -109,7 +109,7 @@
 -- uses limiter: limiter_adjust, limiter_bucket, limiter_bucket_pause, limiter_flush
 -- uses limiter: limiter_session
 -- uses limiter_learn: limiter_guard_429, limiter_learn, limiter_lifetime_stale, limiter_late_sample
--- uses sched: sched_delay, sched_wake_buckets
+-- uses sched: sched_delay, sched_sooner_buckets, sched_wake_buckets
 -- uses util: llmq_int_arg, llmq_int_text, llmq_now_ms
 -- uses worker: worker_ack
 local P = KEYS[1]
@@ -227,20 +227,23 @@ local function settle(base)
 
     if handle ~= '' then
         local lim, bud = handle_split(handle)
-        local _, freed = nil, nil
+        local _, freed, sooner = nil, nil, nil
         local settled = mode == 'done' or (mode == 'dead' and actual >= 0)
         local refund = not settled and (mode == 'handback' or mode == 'authpause' or
             ARGV[base + 10] == '1' or mode == 'dead')
         if lim ~= '' and settled then
             -- its arrival measured: each window entry counts from it
             local late = tonumber(ARGV[base + 26]) or -1
-            _, freed = limiter_adjust(P, lim, math.max(actual, 0), true,
+            _, freed, sooner = limiter_adjust(P, lim, math.max(actual, 0), true,
                 late >= 0 and math.floor(late) or nil, now)
         elseif lim ~= '' and refund then
             _, freed = limiter_adjust(P, lim, nil, true)
         end
         if freed ~= nil and #freed > 0 then
             sched_wake_buckets(P, freed)
+        end
+        if sooner ~= nil then
+            sched_sooner_buckets(P, sooner)
         end
         if bud ~= '' and (settled or refund) then
             settle_budgets(base, bud, settled and math.max(actual, 0) or nil, mode)

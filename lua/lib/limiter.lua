@@ -547,10 +547,11 @@ end
 -- reserved cost, and replace it (up or down) in a usage-ledger bucket;
 -- actual = nil refunds it (its request and its tokens) in every bucket.
 -- Window entries that already aged out are left alone: they no longer count.
--- Returns the number of buckets whose reservation was still counted, and the
--- names of those whose charge went down or whose entry now ends sooner
--- (room given back, or back sooner: the scheduler wakes what waits on them,
--- sched_wake_buckets, and the next dispatch computes their waits again). quiet: the caller does not
+-- Returns the number of buckets whose reservation was still counted, the
+-- names of those whose charge went down (room given back: the scheduler
+-- wakes what waits on them, sched_wake_buckets), and those whose entry now
+-- ends sooner, as {name, new end ms} (nil: none; the scheduler brings what
+-- waits on them forward, sched_sooner_buckets). quiet: the caller does not
 -- need that count, so a bucket whose charge stays as it is is not looked up
 -- at all (the common settle: usage within the reservation).
 -- late (ms >= 0, with actual; nil: not measured): how late the call may have
@@ -567,13 +568,13 @@ local function limiter_adjust(P, handle, actual, quiet, late, now)
         -- none of them (the common settle), so nothing is parsed or looked up.
         local c = handle_cost(handle)
         if c ~= nil and actual <= c then
-            return 0, LIMITER_NONE_FREED
+            return 0, LIMITER_NONE_FREED, nil
         end
     end
     local resid, cost, tags = handle_limiter_decode(handle)
     local admitted = late ~= nil and handle_admitted(handle) or nil
     local s = nil -- a session, for the buckets' periods when late is given
-    local adjusted, freed = 0, {}
+    local adjusted, freed, sooner_list = 0, {}, nil
     for _, tag in ipairs(handle_buckets(tags)) do
         local mode, name = tag[1], tag[2]
         local key = KEY.limit(P, name)
@@ -581,7 +582,7 @@ local function limiter_adjust(P, handle, actual, quiet, late, now)
         if to ~= nil and (mode == 'w' or mode == 'g') and to < cost then
             to = cost -- the admission ledger never lowers a charge
         end
-        local counted, sooner = false, false
+        local counted, sooner = false, nil
         if quiet and to == cost and admitted == nil then
             -- nothing to change in this bucket
         elseif mode == 'w' or mode == 'W' then
@@ -605,12 +606,15 @@ local function limiter_adjust(P, handle, actual, quiet, late, now)
         end
         if counted then
             adjusted = adjusted + 1
-            if to == nil or to < cost or sooner then
+            if to == nil or to < cost then
                 freed[#freed + 1] = name
+            elseif sooner ~= nil then
+                sooner_list = sooner_list or {}
+                sooner_list[#sooner_list + 1] = { name, sooner }
             end
         end
     end
-    return adjusted, freed
+    return adjusted, freed, sooner_list
 end
 
 -- The lifetime (ms) of a grant on path (limiter_path): the worker sends it

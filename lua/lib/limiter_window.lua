@@ -321,8 +321,9 @@ end
 -- the API, measured: the entry then counts one period from it
 -- (window_arrive) instead of one hold from its admission. An entry that
 -- already ended is left alone: it no longer counts. Returns true when it
--- still counted, and true when it now ends sooner than it did (re-timed
--- from its arrival: a wait computed from its old end is too long).
+-- still counted, and its new end (ms) when it now ends sooner than it did
+-- (re-timed from its arrival: a wait computed from its old end is too
+-- long), else nil.
 local function window_settle(w, resid, cost, to, arrived)
     local member = resid .. ':' .. cost
     local log = w.wkey
@@ -341,11 +342,13 @@ local function window_settle(w, resid, cost, to, arrived)
         return true
     end
     local settled = resid .. ':' .. to
-    local sooner = false
+    local sooner = nil
     if arrived ~= nil and log == w.wkey then
         redis.call('ZREM', log, member)
         window_arrive(w.key, w.akey, settled, arrived, w.period)
-        sooner = arrived + w.period < tonumber(score) + w.hold
+        if arrived + w.period < tonumber(score) + w.hold then
+            sooner = arrived + w.period
+        end
     elseif to ~= cost then
         redis.call('ZREM', log, member)
         redis.call('ZADD', log, score, settled)

@@ -161,6 +161,40 @@ local function sched_wake_buckets(P, buckets)
     return n
 end
 
+-- Buckets whose room comes back sooner than the waits computed from them
+-- (sooner: a list of {bucket, ends}: a settle re-timed an entry from its
+-- call's arrival, limiter_adjust, and it now ends at ends, ms, instead of
+-- one hold after its admission). A node blocked on such a bucket until
+-- later than ends is blocked until ends instead: its wait was computed from
+-- the entry's old end, and from ends on it is decided again from the new
+-- ones (the next dispatch blocks it again for what is left, exactly). Idle
+-- workers are woken only when the first blocked node's time moved earlier:
+-- they sleep until that time, and a burst of settles moves it once. Returns
+-- the nodes moved.
+local function sched_sooner_buckets(P, sooner)
+    local sblk = KEY.sched_blocked(P)
+    local first = redis.call('ZRANGE', sblk, 0, 0, 'WITHSCORES')
+    local first_at = tonumber(first[2])
+    local n, earliest = 0, nil
+    for _, e in ipairs(sooner) do
+        local ik, ends = KEY.blocked_on(P, e[1]), e[2]
+        local idx = redis.call('ZRANGEBYSCORE', ik, '(' .. ends, '+inf', 'WITHSCORES')
+        for i = 1, #idx, 2 do
+            local path = idx[i]
+            if tonumber(redis.call('ZSCORE', sblk, path)) == tonumber(idx[i + 1]) then
+                redis.call('ZADD', sblk, ends, path)
+                redis.call('ZADD', ik, ends, path)
+                n = n + 1
+                earliest = math.min(earliest or ends, ends)
+            end
+        end
+    end
+    if earliest ~= nil and (first_at == nil or earliest < first_at) then
+        sched_wake(P)
+    end
+    return n
+end
+
 -- The key path of a job.
 local function sched_key(prio, model, tenant, user)
     return prio .. '|' .. model .. '|' .. (tenant or '') .. '|' .. (user or '')

@@ -19,7 +19,9 @@
 # window), active time = first to last arrival (per endpoint or model: its
 # own budget; case 3 over the endpoints' common active time); wall / floor:
 # the active time / (tokens admitted beyond the first window / the budget
-# rate), 1.00 when every window is used to the last token.
+# rate), 1.00 when every window is used to the last token; Redis per job:
+# the server's CPU (INFO cpu, µs) and script calls (FCALL) over the case,
+# divided by its jobs (the cost of waking and deciding again).
 # Case 3 is the README's multi-endpoint setup as written. A BASE older than
 # the per-endpoint connection pool (issue 33) sizes its pool for HTTP/2 there
 # and so uses a smaller share: that row shows the pool fix.
@@ -96,16 +98,31 @@ stats() {
                   if (oo[i] == "ok") tok += cc[i] }
               printf "%d %d %.0f %.0f %.0f\n", a, b, tok, first, last }'
 }
-# row LABEL BUDGET "A B TOK FIRST LAST" [SPAN]: one table row; SPAN (ms)
-# replaces last - first.
+# redis_mark: "<CPU µs> <FCALL calls>" of the bench's Redis so far.
+redis_mark() {
+    redis-cli -p "$rport" INFO all | tr -d '\r' | awk -F'[:=,]' '
+        /^used_cpu_(user|sys):/ { cpu += $2 }
+        /^cmdstat_fcall:/ { calls = $3 }
+        END { printf "%.0f %d\n", cpu * 1e6, calls }'
+}
+# redis_per_job MARK: "<µs> / <calls>" per job of the case since MARK.
+redis_per_job() {
+    local c0 f0 c1 f1
+    read -r c0 f0 <<<"$1"
+    read -r c1 f1 <<<"$(redis_mark)"
+    printf '%.0f µs / %.1f calls' "$(echo "($c1 - $c0) / $jobs" | bc -l)" \
+        "$(echo "($f1 - $f0) / $jobs" | bc -l)"
+}
+# row LABEL BUDGET "A B TOK FIRST LAST" [SPAN] [REDIS]: one table row; SPAN
+# (ms, '' for none) replaces last - first; REDIS: redis_per_job's figure.
 row() {
     local label=$1 budget=$2 a b tok first last span share floor
     read -r a b tok first last <<<"$3"
     span=${4:-$((last - first))}
     share=$(echo "$tok / ($budget * ($span + $period) / $period)" | bc -l)
     floor=$(echo "($tok - $budget) / $budget * $period" | bc -l)
-    printf '| %s | %d | %d | %.2f | %.2f |\n' "$label" "$a" "$b" "$share" \
-        "$(echo "$span / $floor" | bc -l)"
+    printf '| %s | %d | %d | %.2f | %.2f | %s |\n' "$label" "$a" "$b" "$share" \
+        "$(echo "$span / $floor" | bc -l)" "${5:-}"
 }
 
 run=0
@@ -116,10 +133,12 @@ one_endpoint() {
     export LLMQ_ACCOUNT=one-$run
     bench_start_sim --tpm 20000 "${sim_flags[@]}" --access-log "$tmp/one-$run.log"
     "$b/llmq" limits set gpt-4o --tpm 20000 --period-ms "$period" >/dev/null
+    local mark
+    mark=$(redis_mark)
     "$b/llmq" enqueue "$tmp/one.jsonl" --quiet >/dev/null
     workers "$b" --base-url "http://127.0.0.1:$port/v1"
     bench_stop_sim
-    row "$1" 20000 "$(stats 0 0 - "$tmp/one-$run.log")"
+    row "$1" 20000 "$(stats 0 0 - "$tmp/one-$run.log")" "" "$(redis_per_job "$mark")"
 }
 
 two_endpoints() {
@@ -139,6 +158,8 @@ two_endpoints() {
     "$b/llmq" limits set gpt-4o --endpoint e1 --tpm 20000 --period-ms "$period" >/dev/null
     "$b/llmq" limits set gpt-4o --endpoint e2 --tpm 30000 --period-ms "$period" >/dev/null
     "$b/llmq" limits set gpt-4o --endpoint e3 --tpm 30000 --period-ms "$period" >/dev/null
+    local mark
+    mark=$(redis_mark)
     "$b/llmq" enqueue "$tmp/one.jsonl" --quiet >/dev/null
     workers "$b" --endpoint-key e1=EP_KEY \
         --endpoint-key e2=EP_KEY --endpoint-key e3=EP_KEY
@@ -149,7 +170,7 @@ two_endpoints() {
     row "$1: endpoint e1 (20k)" 20000 "$(stats "$s1" 0 - "$tmp/e1-$run.log")" $((s2 - s1))
     row "$1: endpoint e2 (30k)" 30000 "$(stats "$s1" 0 - "$tmp/e2-$run.log")" $((s2 - s1))
     row "$1: both (50k)" 50000 "$(stats "$s1" 0 - "$tmp/e1-$run.log" "$tmp/e2-$run.log")" \
-        $((s2 - s1))
+        $((s2 - s1)) "$(redis_per_job "$mark")"
 }
 
 two_models() {
@@ -160,11 +181,15 @@ two_models() {
         --access-log "$tmp/m-$run.log"
     "$b/llmq" limits set gpt-4o --tpm 20000 --period-ms "$period" >/dev/null
     "$b/llmq" limits set gpt-4o-mini --tpm 30000 --period-ms "$period" >/dev/null
+    local mark
+    mark=$(redis_mark)
     "$b/llmq" enqueue "$tmp/two.jsonl" --quiet >/dev/null
     workers "$b" --base-url "http://127.0.0.1:$port/v1"
     bench_stop_sim
-    row "$1: gpt-4o (20k)" 20000 "$(stats 0 0 gpt-4o "$tmp/m-$run.log")"
-    row "$1: gpt-4o-mini (30k)" 30000 "$(stats 0 0 gpt-4o-mini "$tmp/m-$run.log")"
+    local per_job
+    per_job=$(redis_per_job "$mark")
+    row "$1: gpt-4o (20k)" 20000 "$(stats 0 0 gpt-4o "$tmp/m-$run.log")" "" "$per_job"
+    row "$1: gpt-4o-mini (30k)" 30000 "$(stats 0 0 gpt-4o-mini "$tmp/m-$run.log")" "" "$per_job"
 }
 
 # want N: case N is to run (PRECISION_CASES, e.g. "1 4"; default all four).
@@ -175,8 +200,8 @@ out=$tmp/table.md
     echo "$jobs mixed jobs per run, 3 workers x 20, 2 s windows, 50-200 ms answers; each"
     echo "account new (nothing learned). This build: $new_bin; previous: $base_bin."
     echo
-    echo "| case | limit 429s, first two windows | limit 429s after | share of the budget used | wall / floor |"
-    echo "|---|---|---|---|---|"
+    echo "| case | limit 429s, first two windows | limit 429s after | share of the budget used | wall / floor | Redis per job |"
+    echo "|---|---|---|---|---|---|"
 } >"$out"
 for which in new base; do
     [ "$which" = new ] && b=$new_bin || b=$base_bin

@@ -23,8 +23,7 @@ static void enqueue(const struct script_account *a, const char *id, const char *
 
 /* The ids granted by one dispatch call of up to 16 jobs, space-separated
  * in the reply's order ('' when none), into out; g (may be NULL) gets them. */
-static int dispatch_ids(const struct script_account *a, char *out, size_t n,
-                        struct sched_grant *g)
+static int dispatch_ids(const struct script_account *a, char *out, size_t n, struct sched_grant *g)
 {
     struct sched_grant own[16];
     struct sched_grant *got = g != NULL ? g : own;
@@ -80,9 +79,10 @@ static void test_cheaper_jobs_take_the_room_the_head_cannot(void **state)
 /* job_settle of grant g as a 429 retried with a refund (room back now). */
 static void refund(const struct script_account *a, const struct sched_grant *g)
 {
-    const char *argv[] = {a->P, "retry", "normal", g->eid, g->id, g->handle, "-1", "{}", "test",
-                          "60000", "1", MODEL, "0", "-1", "-1", "-1", "-1", "-1", "-1", "",
-                          "-1", "-1", "-1", "", "", "-1", "-1", "0", "429"};
+    const char *argv[] = {a->P,   "retry", "normal", g->eid, g->id, g->handle, "-1", "{}",
+                          "test", "60000", "1",      MODEL,  "0",   "-1",      "-1", "-1",
+                          "-1",   "-1",    "-1",     "",     "-1",  "-1",      "-1", "",
+                          "",     "-1",    "-1",     "0",    "429"};
     freeReplyObject(sched_run(a, LLMQ_SCRIPT_JOB_SETTLE, 29, argv));
 }
 

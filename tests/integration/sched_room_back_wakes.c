@@ -42,8 +42,8 @@ static int dispatch(const struct script_account *a, struct sched_grant *g, char 
 /* job_settle of grant g in mode with actual tokens, retry delay ms, refund
  * flag and the call's measured lateness late_ms ("-1": not measured). */
 static void settle_late(const struct script_account *a, const struct sched_grant *g,
-                        const char *mode, const char *actual, const char *delay,
-                        const char *refund, const char *late_ms)
+                        const char *mode, const char *actual, const char *delay, const char *refund,
+                        const char *late_ms)
 {
     const char *argv[] = {a->P,   mode,  "normal", g->eid, g->id, g->handle, actual, "{}",
                           "test", delay, refund,   MODEL,  "0",   "-1",      "-1",   "-1",
@@ -218,8 +218,8 @@ static long long blocked_until(const struct script_account *a)
  * it ends one period after that arrival instead of one period plus the
  * arrival guard after its admission (a new bucket's guard is at its
  * ceiling: 5.5 s of a 600 s window). The key blocked on the entry's old end
- * is woken, and the next dispatch blocks it until the new end, sooner by
- * about the guard. */
+ * is blocked until the new end instead, sooner by about the guard, and idle
+ * workers are woken to sleep until then. */
 static void test_settle_retimed_entry_wakes_the_key(void **state)
 {
     (void)state;
@@ -239,10 +239,11 @@ static void test_settle_retimed_entry_wakes_the_key(void **state)
     settle_late(&a, &g[0], "done", "60", "0", "0", "10");
     wake_last(&a, w1, sizeof(w1));
     assert_string_not_equal(w0, w1);
-    assert_int_equal(dispatch(&a, NULL, NULL, 0), 0); /* still no room: r-0 counts */
     long long after = blocked_until(&a);
     assert_true(after > 0);
     assert_true(before - after >= 5000);
+    assert_int_equal(dispatch(&a, NULL, NULL, 0), 0); /* still no room: r-0 counts */
+    assert_int_equal(blocked_until(&a), after);
     redisFree(a.c);
 }
 
