@@ -51,6 +51,39 @@ static void queued(const struct script_account *a, char *out, size_t n, long lon
     freeReplyObject(r);
 }
 
+/* Opens account tag with the model's limits lim (NULL-ended, after the
+ * model) and enqueues jobs, a space-separated list of id:cost, in order. */
+static void open_with_jobs(struct script_account *a, const char *tag, const char *const *lim,
+                           const char *jobs)
+{
+    script_account_open(a, tag);
+    sched_limits_set(a, MODEL, lim);
+    char id[32];
+    for (const char *p = jobs; *p != '\0';) {
+        const char *colon = strchr(p, ':'), *end = strchr(p, ' ');
+        assert_non_null(colon);
+        snprintf(id, sizeof(id), "%.*s", (int)(colon - p), p);
+        char cost[16];
+        int n = end != NULL ? (int)(end - colon - 1) : (int)strlen(colon + 1);
+        snprintf(cost, sizeof(cost), "%.*s", n, colon + 1);
+        enqueue(a, id, cost);
+        p = end != NULL ? end + 1 : colon + 1 + n;
+    }
+}
+
+/* Asserts the ids still queued in the model's key (space-separated, in
+ * order) and a backlog of as many. */
+static void expect_queued(const struct script_account *a, const char *ids, long long n)
+{
+    char left[256];
+    long long backlog = -1;
+    queued(a, left, sizeof(left), &backlog);
+    assert_string_equal(left, ids);
+    assert_int_equal(backlog, n);
+}
+
+static const char *const tpm_100[] = {"--tpm", "100", "--period-ms", PERIOD, NULL};
+
 /* A budget of 100 tokens a period: a (60) runs; b (50) is the head and
  * does not fit the 40 left; c (30) and d (10) behind it fit and run in the
  * same call; e (45) does not and keeps its place behind b. */
@@ -58,19 +91,11 @@ static void test_cheaper_jobs_take_the_room_the_head_cannot(void **state)
 {
     (void)state;
     struct script_account a;
-    script_account_open(&a, "bfroom");
-    const char *lim[] = {"--tpm", "100", "--period-ms", PERIOD, NULL};
-    sched_limits_set(&a, MODEL, lim);
-    const char *ids[] = {"a", "b", "c", "d", "e"}, *costs[] = {"60", "50", "30", "10", "45"};
-    for (int i = 0; i < 5; i++)
-        enqueue(&a, ids[i], costs[i]);
-    char got[256], left[256];
-    long long backlog = -1;
+    open_with_jobs(&a, "bfroom", tpm_100, "a:60 b:50 c:30 d:10 e:45");
+    char got[256];
     assert_int_equal(dispatch_ids(&a, got, sizeof(got), NULL), 3);
     assert_string_equal(got, "a c d");
-    queued(&a, left, sizeof(left), &backlog);
-    assert_string_equal(left, "b e");
-    assert_int_equal(backlog, 2);
+    expect_queued(&a, "b e", 2);
     /* the budget is used to the last token: nothing more runs */
     assert_int_equal(dispatch_ids(&a, got, sizeof(got), NULL), 0);
     redisFree(a.c);
@@ -92,24 +117,16 @@ static void test_the_head_runs_first_when_room_comes_back(void **state)
 {
     (void)state;
     struct script_account a;
-    script_account_open(&a, "bfhead");
-    const char *lim[] = {"--tpm", "100", "--period-ms", PERIOD, NULL};
-    sched_limits_set(&a, MODEL, lim);
-    const char *ids[] = {"a", "b", "c", "e"}, *costs[] = {"60", "50", "30", "45"};
-    for (int i = 0; i < 4; i++)
-        enqueue(&a, ids[i], costs[i]);
+    open_with_jobs(&a, "bfhead", tpm_100, "a:60 b:50 c:30 e:45");
     struct sched_grant g[16];
-    char got[256], left[256];
-    long long backlog = -1;
+    char got[256];
     assert_int_equal(dispatch_ids(&a, got, sizeof(got), g), 2);
     assert_string_equal(got, "a c");
     assert_string_equal(g[0].id, "a");
     refund(&a, &g[0]);
     assert_int_equal(dispatch_ids(&a, got, sizeof(got), NULL), 1);
     assert_string_equal(got, "b");
-    queued(&a, left, sizeof(left), &backlog);
-    assert_string_equal(left, "e");
-    assert_int_equal(backlog, 1);
+    expect_queued(&a, "e", 1);
     redisFree(a.c);
 }
 
@@ -119,19 +136,12 @@ static void test_no_backfill_when_requests_bind(void **state)
 {
     (void)state;
     struct script_account a;
-    script_account_open(&a, "bfreq");
     const char *lim[] = {"--rpm", "2", "--tpm", "1000", "--period-ms", PERIOD, NULL};
-    sched_limits_set(&a, MODEL, lim);
-    const char *ids[] = {"a", "b", "c", "d"}, *costs[] = {"10", "10", "50", "1"};
-    for (int i = 0; i < 4; i++)
-        enqueue(&a, ids[i], costs[i]);
-    char got[256], left[256];
-    long long backlog = -1;
+    open_with_jobs(&a, "bfreq", lim, "a:10 b:10 c:50 d:1");
+    char got[256];
     assert_int_equal(dispatch_ids(&a, got, sizeof(got), NULL), 2);
     assert_string_equal(got, "a b");
-    queued(&a, left, sizeof(left), &backlog);
-    assert_string_equal(left, "c d");
-    assert_int_equal(backlog, 2);
+    expect_queued(&a, "c d", 2);
     redisFree(a.c);
 }
 
@@ -142,11 +152,7 @@ static void test_backfill_looks_a_few_jobs_behind(void **state)
 {
     (void)state;
     struct script_account a;
-    script_account_open(&a, "bflook");
-    const char *lim[] = {"--tpm", "100", "--period-ms", PERIOD, NULL};
-    sched_limits_set(&a, MODEL, lim);
-    enqueue(&a, "a", "90");
-    enqueue(&a, "b", "50");
+    open_with_jobs(&a, "bflook", tpm_100, "a:90 b:50");
     char id[16];
     for (int i = 0; i < 8; i++) {
         snprintf(id, sizeof(id), "x%d", i);
@@ -193,23 +199,15 @@ static void test_backfill_beside_another_model(void **state)
 {
     (void)state;
     struct script_account a;
-    script_account_open(&a, "bfmodels");
-    const char *lim[] = {"--tpm", "100", "--period-ms", PERIOD, NULL};
-    sched_limits_set(&a, MODEL, lim);
+    open_with_jobs(&a, "bfmodels", tpm_100, "a:60 b:50 c:30 d:10");
     const char *lim4o[] = {"--tpm", "1000", "--period-ms", PERIOD, NULL};
     sched_limits_set(&a, "gpt-4o", lim4o);
-    const char *ids[] = {"a", "b", "c", "d"}, *costs[] = {"60", "50", "30", "10"};
-    for (int i = 0; i < 4; i++)
-        enqueue(&a, ids[i], costs[i]);
     sched_enqueue(&a, "x", "normal", "gpt-4o", "10", "", "");
     sched_enqueue(&a, "y", "normal", "gpt-4o", "10", "", "");
-    char got[256], left[256];
-    long long backlog = -1;
+    char got[256];
     assert_int_equal(dispatch_sorted(&a, NULL, got, sizeof(got)), 5);
     assert_string_equal(got, "a c d x y");
-    queued(&a, left, sizeof(left), &backlog);
-    assert_string_equal(left, "b");
-    assert_int_equal(backlog, 1);
+    expect_queued(&a, "b", 1);
     redisFree(a.c);
 }
 
@@ -231,13 +229,10 @@ static void test_backfill_on_an_endpoint(void **state)
     const char *ids[] = {"a", "b", "c", "d", "e"}, *costs[] = {"60", "50", "30", "10", "45"};
     for (int i = 0; i < 5; i++)
         enqueue(&a, ids[i], costs[i]);
-    char got[256], left[256];
-    long long backlog = -1;
+    char got[256];
     assert_int_equal(dispatch_sorted(&a, "e1", got, sizeof(got)), 3);
     assert_string_equal(got, "a c d");
-    queued(&a, left, sizeof(left), &backlog);
-    assert_string_equal(left, "b e");
-    assert_int_equal(backlog, 2);
+    expect_queued(&a, "b e", 2);
     redisFree(a.c);
 }
 
