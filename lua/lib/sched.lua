@@ -173,8 +173,7 @@ end
 -- the nodes moved.
 local function sched_sooner_buckets(P, sooner)
     local sblk = KEY.sched_blocked(P)
-    local first = redis.call('ZRANGE', sblk, 0, 0, 'WITHSCORES')
-    local first_at = tonumber(first[2])
+    local first_at = false -- the first blocked time before any move (read at the first)
     local n, earliest = 0, nil
     for _, e in ipairs(sooner) do
         local ik, ends = KEY.blocked_on(P, e[1]), e[2]
@@ -182,6 +181,9 @@ local function sched_sooner_buckets(P, sooner)
         for i = 1, #idx, 2 do
             local path = idx[i]
             if tonumber(redis.call('ZSCORE', sblk, path)) == tonumber(idx[i + 1]) then
+                if first_at == false then
+                    first_at = tonumber(redis.call('ZRANGE', sblk, 0, 0, 'WITHSCORES')[2])
+                end
                 redis.call('ZADD', sblk, ends, path)
                 redis.call('ZADD', ik, ends, path)
                 n = n + 1
@@ -189,7 +191,7 @@ local function sched_sooner_buckets(P, sooner)
             end
         end
     end
-    if earliest ~= nil and (first_at == nil or earliest < first_at) then
+    if earliest ~= nil and earliest < first_at then
         sched_wake(P)
     end
     return n
